@@ -1,0 +1,101 @@
+//! Okapi BM25 scoring (Robertson and Zaragoza, "The Probabilistic Relevance Framework: BM25 and Beyond",
+//! Foundations and Trends in IR 3(4), 2009) over posting lists read from the store.
+//!
+//! `idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5))`, `score(d) = Σ idf(t) · tf·(k1+1) / (tf + k1·(1 - b + b·|d|/avgdl))`.
+
+use std::collections::HashMap;
+
+/// BM25 parameters. Defaults: `k1` 1.2, `b` 0.75.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bm25Params {
+    /// Term-frequency saturation.
+    pub k1: f32,
+    /// Length normalisation, 0..=1.
+    pub b: f32,
+}
+
+impl Default for Bm25Params {
+    fn default() -> Self {
+        Bm25Params { k1: 1.2, b: 0.75 }
+    }
+}
+
+/// One posting: document number, term frequency in it, and the document's length in terms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Posting {
+    /// Document number.
+    pub docno: u64,
+    /// Occurrences of the term in the document.
+    pub tf: u32,
+    /// Terms in the document.
+    pub doc_len: u32,
+}
+
+impl Posting {
+    /// Packs `tf` and `doc_len` into the stored `u64` value (tf in the high half).
+    pub fn pack(tf: u32, doc_len: u32) -> u64 {
+        (u64::from(tf) << 32) | u64::from(doc_len)
+    }
+
+    /// The posting of `docno` with a packed value.
+    pub fn unpack(docno: u64, packed: u64) -> Self {
+        Posting { docno, tf: (packed >> 32) as u32, doc_len: packed as u32 }
+    }
+}
+
+/// Per-document scores and the number of distinct query terms matched.
+pub type Scores = HashMap<u64, (f32, u32)>;
+
+/// Scores the documents of `postings` (one list per distinct query term, with the term's count in the query).
+/// `n_docs` and `avg_len` describe the whole collection of the space; `accept` drops filtered documents
+/// after document frequencies are counted, so filters do not distort idf.
+pub fn score(
+    params: Bm25Params,
+    n_docs: u64,
+    avg_len: f32,
+    postings: &[(u32, Vec<Posting>)],
+    accept: &dyn Fn(u64) -> bool,
+) -> Scores {
+    let mut scores: Scores = HashMap::new();
+    let n = n_docs.max(1) as f32;
+    let avg = if avg_len > 0.0 { avg_len } else { 1.0 };
+    for (qtf, list) in postings {
+        let df = list.len() as f32;
+        if df == 0.0 {
+            continue;
+        }
+        let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+        for p in list {
+            if !accept(p.docno) {
+                continue;
+            }
+            let tf = p.tf as f32;
+            let norm = params.k1 * (1.0 - params.b + params.b * p.doc_len as f32 / avg);
+            let s = idf * tf * (params.k1 + 1.0) / (tf + norm) * (*qtf as f32);
+            let e = scores.entry(p.docno).or_insert((0.0, 0));
+            e.0 += s;
+            e.1 += 1;
+        }
+    }
+    scores
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rarer_terms_and_shorter_documents_score_higher() {
+        let p = |docno, tf, doc_len| Posting { docno, tf, doc_len };
+        let common = (1, vec![p(1, 1, 10), p(2, 1, 10), p(3, 1, 10)]);
+        let rare = (1, vec![p(2, 1, 10)]);
+        let s = score(Bm25Params::default(), 10, 10.0, &[common, rare], &|_| true);
+        assert!(s[&2].0 > s[&1].0);
+        assert_eq!(s[&2].1, 2);
+        let short = score(Bm25Params::default(), 10, 10.0, &[(1, vec![p(1, 1, 5), p(2, 1, 20)])], &|_| true);
+        assert!(short[&1].0 > short[&2].0);
+        let filtered = score(Bm25Params::default(), 10, 10.0, &[(1, vec![p(1, 1, 5), p(2, 1, 20)])], &|d| d == 2);
+        assert_eq!(filtered.len(), 1);
+        assert_eq!(Posting::unpack(7, Posting::pack(3, 99)), p(7, 3, 99));
+    }
+}

@@ -1,0 +1,169 @@
+//! In-memory catalog of live documents: for every memory, the few fields that filters and listings need, keyed
+//! by document number. Derived from the store on open; updated after each committed write.
+
+use std::collections::{BTreeSet, HashMap};
+
+use crate::model::{Memory, MemoryState, Timestamp, UnitType};
+
+/// The filterable fields of one memory.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DocMeta {
+    /// Memory id.
+    pub id: String,
+    /// Lifecycle state.
+    pub state: MemoryState,
+    /// Unit type.
+    pub unit_type: UnitType,
+    /// Importance 0..=1.
+    pub importance: f64,
+    /// Creation time.
+    pub created_at: Timestamp,
+    /// Event start as a time (first instant of the year, month or day it names).
+    pub event_start: Option<Timestamp>,
+    /// Label ids.
+    pub labels: BTreeSet<String>,
+    /// Crystal flag.
+    pub is_crystal: bool,
+    /// False once superseded.
+    pub is_latest: bool,
+}
+
+impl DocMeta {
+    /// The catalog entry of `m` with its label ids.
+    pub fn of(m: &Memory, labels: BTreeSet<String>) -> Self {
+        DocMeta {
+            id: m.id.clone(),
+            state: m.state,
+            unit_type: m.unit_type,
+            importance: m.importance,
+            created_at: m.created_at,
+            event_start: m.event_start.as_deref().and_then(parse_loose_date),
+            labels,
+            is_crystal: m.is_crystal,
+            is_latest: m.is_latest,
+        }
+    }
+}
+
+/// `YYYY`, `YYYY-MM`, `YYYY-MM-DD` or RFC 3339 to the first instant it names.
+pub fn parse_loose_date(s: &str) -> Option<Timestamp> {
+    match s.len() {
+        4 => Timestamp::parse(&format!("{s}-01-01")),
+        7 => Timestamp::parse(&format!("{s}-01")),
+        _ => Timestamp::parse(s),
+    }
+}
+
+/// Filters over memories. Every set field must match (AND); label ids must all be present.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MemoryFilter {
+    /// Accepted states; empty means `active` only.
+    pub states: Vec<MemoryState>,
+    /// Only this unit type.
+    pub unit_type: Option<UnitType>,
+    /// Minimum importance (inclusive).
+    pub importance_min: Option<f64>,
+    /// Required label ids (AND).
+    pub label_ids: Vec<String>,
+    /// Crystals only (true), non-crystals only (false), or both (None).
+    pub is_crystal: Option<bool>,
+    /// Also older versions (`is_latest` false); default only latest.
+    pub include_history: bool,
+    /// Created at or after (inclusive).
+    pub recorded_from: Option<Timestamp>,
+    /// Created before or at (inclusive).
+    pub recorded_to: Option<Timestamp>,
+    /// Event start at or after (inclusive); memories without an event date fail the test.
+    pub event_from: Option<Timestamp>,
+    /// Event start at or before (inclusive).
+    pub event_to: Option<Timestamp>,
+}
+
+impl MemoryFilter {
+    /// True when the filter accepts every active latest memory (no narrowing beyond the defaults).
+    pub fn is_trivial(&self) -> bool {
+        (self.states.is_empty() || self.states == [MemoryState::Active])
+            && self.unit_type.is_none()
+            && self.importance_min.is_none_or(|x| x <= 0.0)
+            && self.label_ids.is_empty()
+            && self.is_crystal.is_none()
+            && self.recorded_from.is_none()
+            && self.recorded_to.is_none()
+            && self.event_from.is_none()
+            && self.event_to.is_none()
+    }
+
+    /// Whether `d` passes.
+    pub fn accepts(&self, d: &DocMeta) -> bool {
+        let state_ok =
+            if self.states.is_empty() { d.state == MemoryState::Active } else { self.states.contains(&d.state) };
+        state_ok
+            && (self.include_history || d.is_latest)
+            && self.unit_type.is_none_or(|u| u == d.unit_type)
+            && self.importance_min.is_none_or(|x| d.importance >= x)
+            && self.label_ids.iter().all(|l| d.labels.contains(l))
+            && self.is_crystal.is_none_or(|c| c == d.is_crystal)
+            && self.recorded_from.is_none_or(|t| d.created_at >= t)
+            && self.recorded_to.is_none_or(|t| d.created_at <= t)
+            && self.event_from.is_none_or(|t| d.event_start.is_some_and(|e| e >= t))
+            && self.event_to.is_none_or(|t| d.event_start.is_some_and(|e| e <= t))
+    }
+}
+
+/// Live documents of one space by document number, with a reverse map from memory id.
+#[derive(Debug, Default, Clone)]
+pub struct SpaceCatalog {
+    docs: HashMap<u64, DocMeta>,
+    by_id: HashMap<String, u64>,
+}
+
+impl SpaceCatalog {
+    /// Inserts or replaces `docno`.
+    pub fn insert(&mut self, docno: u64, meta: DocMeta) {
+        if let Some(old) = self.by_id.insert(meta.id.clone(), docno) {
+            if old != docno {
+                self.docs.remove(&old);
+            }
+        }
+        self.docs.insert(docno, meta);
+    }
+
+    /// Removes `docno`.
+    pub fn remove(&mut self, docno: u64) {
+        if let Some(m) = self.docs.remove(&docno) {
+            if self.by_id.get(&m.id) == Some(&docno) {
+                self.by_id.remove(&m.id);
+            }
+        }
+    }
+
+    /// The entry of `docno`.
+    pub fn get(&self, docno: u64) -> Option<&DocMeta> {
+        self.docs.get(&docno)
+    }
+
+    /// The document number of memory `id`.
+    pub fn docno_of(&self, id: &str) -> Option<u64> {
+        self.by_id.get(id).copied()
+    }
+
+    /// Number of live documents.
+    pub fn len(&self) -> usize {
+        self.docs.len()
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.docs.is_empty()
+    }
+
+    /// All entries.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, &DocMeta)> {
+        self.docs.iter().map(|(d, m)| (*d, m))
+    }
+
+    /// Number of entries `f` accepts.
+    pub fn count(&self, f: &MemoryFilter) -> usize {
+        self.docs.values().filter(|d| f.accepts(d)).count()
+    }
+}

@@ -1,0 +1,9 @@
+//! Indexes derived from the store: the in-memory catalog used by filters, BM25 scoring over the lexical
+//! postings kept in redb, the per-space vector index (exact scan or HNSW), and rank fusion.
+//! redb stays the source of truth: every structure here is rebuilt from it on open.
+
+pub mod bm25;
+pub mod catalog;
+pub mod fusion;
+pub mod text;
+pub mod vector;

@@ -1,0 +1,92 @@
+//! Text analysis shared by the lexical index and the built-in embedder: Unicode word splitting, lowercasing,
+//! a small English stop list and the Snowball English stemmer (Porter 2, via `rust-stemmers`).
+//!
+//! The analysis is part of the on-disk format of the lexical index: changing it requires a schema version bump
+//! (the store then rebuilds the index).
+
+use rust_stemmers::{Algorithm, Stemmer};
+use std::sync::OnceLock;
+
+/// Longest token kept, in bytes; longer runs (hashes, base64) are cut to this.
+pub const MAX_TOKEN_BYTES: usize = 64;
+
+/// A small English stop list (function words only, so that content words such as "when" stay searchable
+/// when they carry meaning is not a concern: "when", "where" are stop words because every question has them).
+const STOP_WORDS: &[&str] = &[
+    "a", "about", "after", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be", "been", "being", "but",
+    "by", "can", "could", "did", "do", "does", "doing", "for", "from", "had", "has", "have", "having", "he", "her",
+    "here", "hers", "him", "his", "how", "i", "if", "in", "into", "is", "it", "its", "just", "me", "my", "of", "on",
+    "or", "our", "ours", "she", "so", "some", "than", "that", "the", "their", "theirs", "them", "then", "there",
+    "these", "they", "this", "those", "to", "too", "us", "was", "we", "were", "what", "when", "where", "which",
+    "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "s", "t", "d", "ll", "re", "ve",
+    "m",
+];
+
+fn stemmer() -> &'static Stemmer {
+    static S: OnceLock<Stemmer> = OnceLock::new();
+    S.get_or_init(|| Stemmer::create(Algorithm::English))
+}
+
+/// True for words of the stop list (lowercase input).
+pub fn is_stop(w: &str) -> bool {
+    STOP_WORDS.binary_search(&w).is_ok()
+}
+
+/// Splits `text` into lowercase words (maximal runs of alphanumeric characters), in order, stop words included.
+pub fn words(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    for ch in text.chars() {
+        if ch.is_alphanumeric() {
+            for l in ch.to_lowercase() {
+                cur.push(l);
+            }
+        } else if !cur.is_empty() {
+            out.push(std::mem::take(&mut cur));
+        }
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    for w in &mut out {
+        if w.len() > MAX_TOKEN_BYTES {
+            let mut end = MAX_TOKEN_BYTES;
+            while !w.is_char_boundary(end) {
+                end -= 1;
+            }
+            w.truncate(end);
+        }
+    }
+    out
+}
+
+/// The index terms of `text`: words without stop words, stemmed. Order kept, duplicates kept.
+pub fn terms(text: &str) -> Vec<String> {
+    words(text).into_iter().filter(|w| !is_stop(w)).map(|w| stem(&w)).collect()
+}
+
+/// The Snowball English stem of a lowercase word.
+pub fn stem(word: &str) -> String {
+    stemmer().stem(word).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stop_list_is_sorted_for_binary_search() {
+        let mut sorted = STOP_WORDS.to_vec();
+        sorted.sort_unstable();
+        assert_eq!(sorted, STOP_WORDS);
+    }
+
+    #[test]
+    fn terms_are_stemmed_lowercase_without_stop_words() {
+        assert_eq!(terms("The Painters were painting in Zürich!"), vec!["painter", "paint", "zürich"]);
+        assert_eq!(terms("Caroline's LGBTQ group"), vec!["carolin", "lgbtq", "group"]);
+        assert!(terms("").is_empty());
+        let long = "x".repeat(500);
+        assert_eq!(terms(&long)[0].len(), MAX_TOKEN_BYTES);
+    }
+}

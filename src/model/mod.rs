@@ -1,0 +1,11 @@
+//! Plain data types. Nothing here knows storage or transport.
+
+mod common;
+mod label;
+mod memory;
+mod space;
+
+pub use common::{Metadata, Timestamp};
+pub use label::Label;
+pub use memory::{Memory, MemoryState, TemporalContext, UnitType, date_precision, spell_date};
+pub use space::{Space, SpaceUsage};

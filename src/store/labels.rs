@@ -1,0 +1,137 @@
+//! Labels: list, create, read, and attaching them to memories (HAS_LABEL edges).
+
+use std::collections::BTreeSet;
+
+use redb::{ReadableDatabase, ReadableTable};
+
+use super::memories::{WTables, check_label_name, new_label};
+use super::tables::*;
+use super::types::LabelOrder;
+use super::{IndexOp, KnowledgeStore, StoredMemory, get_record, range_prefix2, range_prefix3, schema};
+use crate::error::{Error, ErrorKind, FieldError, Result};
+use crate::index::catalog::DocMeta;
+use crate::model::{Label, MemoryState, Timestamp};
+
+fn check_color(c: &str) -> bool {
+    let hex = c.strip_prefix('#').unwrap_or("");
+    (hex.len() == 3 || hex.len() == 6) && hex.chars().all(|ch| ch.is_ascii_hexdigit())
+}
+
+impl KnowledgeStore {
+    /// Labels of a space with their usage counts, ordered, one page.
+    ///
+    /// # Errors
+    /// [`ErrorKind::NotFound`] (`space_not_found`) for an unknown space.
+    pub fn list_labels(&self, space: &str, order: LabelOrder, desc: bool, limit: usize, offset: usize) -> Result<Vec<Label>> {
+        self.require_space(space)?;
+        let rtx = self.db.begin_read()?;
+        let t = rtx.open_table(LABELS)?;
+        let mut all: Vec<Label> = Vec::new();
+        for (_, v) in range_prefix2(&t, space)? {
+            all.push(schema::decode(v.value())?);
+        }
+        all.sort_by(|a, b| {
+            let o = match order {
+                LabelOrder::Name => a.name.cmp(&b.name),
+                LabelOrder::UsageCount => a.usage_count.cmp(&b.usage_count),
+                LabelOrder::CreatedAt => a.created_at.cmp(&b.created_at),
+                LabelOrder::UpdatedAt => a.updated_at.cmp(&b.updated_at),
+            };
+            let o = o.then_with(|| a.id.cmp(&b.id));
+            if desc { o.reverse() } else { o }
+        });
+        Ok(all.into_iter().skip(offset).take(limit).collect())
+    }
+
+    /// Creates a label in a space.
+    ///
+    /// # Errors
+    /// * [`ErrorKind::InvalidInput`]: name not 1..=100 characters, colour not `#rgb`/`#rrggbb`,
+    ///   description over 1,000 characters.
+    /// * [`ErrorKind::Conflict`] (`label_exists`): a label of that name exists in the space.
+    /// * [`ErrorKind::NotFound`] (`space_not_found`).
+    pub fn create_label(&self, space: &str, name: &str, color: Option<String>, description: Option<String>) -> Result<Label> {
+        let mut errs = Vec::new();
+        let name = check_label_name(name, &["query", "name"], &mut errs);
+        if let Some(c) = &color {
+            if !check_color(c) {
+                errs.push(FieldError::new(&["query", "color"], "color_invalid", "expected a hex colour such as #3b82f6", c.clone().into()));
+            }
+        }
+        if description.as_ref().is_some_and(|d| d.chars().count() > 1000) {
+            errs.push(FieldError::new(&["query", "description"], "string_too_long", "at most 1000 characters", serde_json::Value::Null));
+        }
+        let Some(name) = name.filter(|_| errs.is_empty()) else { return Err(Error::invalid(errs)) };
+        let _w = self.writer.lock();
+        self.write_txn(|txn| {
+            let t = WTables::open(txn)?;
+            if t.spaces.get(space)?.is_none() {
+                return Err(Error::not_found("space_not_found", format!("space '{space}' does not exist")));
+            }
+            drop(t);
+            let mut labels = txn.open_table(LABELS)?;
+            let id = Label::id_for(&name);
+            if labels.get((space, id.as_str()))?.is_some() {
+                return Err(Error::new(ErrorKind::Conflict, format!("label '{name}' already exists")).with_code("label_exists"));
+            }
+            let l = new_label(space, &name, color, description, Timestamp::now());
+            labels.insert((space, id.as_str()), schema::encode(&l)?.as_slice())?;
+            Ok(l)
+        })
+    }
+
+    /// The labels of a memory.
+    ///
+    /// # Errors
+    /// [`ErrorKind::NotFound`] (`memory_not_found`).
+    pub fn memory_labels(&self, memory_id: &str, space_guard: Option<&str>) -> Result<Vec<Label>> {
+        let view = self.get_memory(memory_id, space_guard)?;
+        let space = view.memory.space_id.clone();
+        let rtx = self.db.begin_read()?;
+        let t = rtx.open_table(LABELS)?;
+        let mut out = Vec::new();
+        for id in &view.label_ids {
+            if let Some(l) = get_record::<_, Label>(&t, (space.as_str(), id.as_str()))? {
+                out.push(l);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Attaches (`attach` true) or detaches a label of the memory's space. Detaching a label the memory does
+    /// not carry changes nothing. Returns whether anything changed.
+    ///
+    /// # Errors
+    /// [`ErrorKind::NotFound`]: `memory_not_found` or `label_not_found` (no such label in the memory's space).
+    pub fn set_memory_label(&self, memory_id: &str, label_id: &str, attach: bool, space_guard: Option<&str>) -> Result<bool> {
+        let now = Timestamp::now();
+        let _w = self.writer.lock();
+        let mut ops = Vec::new();
+        let changed = self.write_txn(|txn| {
+            let mut t = WTables::open(txn)?;
+            let not_found = || Error::not_found("memory_not_found", format!("memory '{memory_id}' not found"));
+            let space = t.memory_space.get(memory_id)?.map(|v| v.value().to_string()).ok_or_else(not_found)?;
+            if space_guard.is_some_and(|g| g != space) {
+                return Err(not_found());
+            }
+            let sm: StoredMemory = get_record(&t.memories, (space.as_str(), memory_id))?.ok_or_else(not_found)?;
+            if sm.memory.state == MemoryState::Forgotten {
+                return Err(not_found());
+            }
+            let label: Label = get_record(&t.labels, (space.as_str(), label_id))?
+                .ok_or_else(|| Error::not_found("label_not_found", format!("label '{label_id}' not found")))?;
+            let current: BTreeSet<String> = range_prefix3(&t.memory_labels, &space, memory_id)?.into_iter().collect();
+            let mut names: BTreeSet<String> =
+                current.iter().map(|id| id.strip_prefix("label_").unwrap_or(id).to_string()).collect();
+            let changed = if attach { names.insert(label.name.clone()) } else { names.remove(&label.name) };
+            if !changed {
+                return Ok(false);
+            }
+            let ids = t.set_labels(&space, memory_id, &names, now)?;
+            ops.push(IndexOp::Put { space: space.clone(), docno: sm.docno, meta: DocMeta::of(&sm.memory, ids), vector: None });
+            Ok(true)
+        })?;
+        self.apply(ops);
+        Ok(changed)
+    }
+}

@@ -1,0 +1,682 @@
+//! Memory writes and reads: create (upsert by id), update, delete, get, list. Also the lexical postings that
+//! follow every text change.
+
+use std::collections::{BTreeSet, HashMap};
+
+use redb::{ReadableDatabase, ReadableTable, Table, WriteTransaction};
+
+use super::tables::*;
+use super::{
+    DEFAULT_SPACE, IndexOp, KnowledgeStore, StoredMemory, get_record, range_prefix3, schema,
+    types::{CreatedMemory, DeleteReport, ListQuery, MemoryPatch, MemoryView, NewMemory, Page, WriteAction},
+};
+use crate::embed::InputType;
+use crate::error::{Error, ErrorKind, FieldError, Result};
+use crate::index::bm25::Posting;
+use crate::index::catalog::DocMeta;
+use crate::index::text;
+use crate::model::{Label, Memory, MemoryState, Metadata, Timestamp, date_precision};
+
+/// Longest content in bytes.
+pub const MAX_CONTENT_BYTES: usize = 32_768;
+/// Longest title in characters.
+pub const MAX_TITLE_CHARS: usize = 500;
+/// Longest id in characters.
+pub const MAX_ID_CHARS: usize = 200;
+/// Longest label name in characters.
+pub const MAX_LABEL_CHARS: usize = 100;
+/// Most labels on one memory.
+pub const MAX_LABELS: usize = 64;
+/// Largest metadata object, as JSON bytes.
+pub const MAX_METADATA_BYTES: usize = 65_536;
+
+/// The tables a memory write touches, opened once per transaction.
+pub(crate) struct WTables<'t> {
+    pub spaces: Table<'t, &'static str, &'static [u8]>,
+    pub memories: Table<'t, (&'static str, &'static str), &'static [u8]>,
+    pub memory_space: Table<'t, &'static str, &'static str>,
+    pub vectors: Table<'t, (&'static str, u64), &'static [u8]>,
+    pub postings: Table<'t, (&'static str, &'static str, u64), u64>,
+    pub lex_stats: Table<'t, &'static str, (u64, u64)>,
+    pub labels: Table<'t, (&'static str, &'static str), &'static [u8]>,
+    pub memory_labels: Table<'t, (&'static str, &'static str, &'static str), ()>,
+    pub label_memories: Table<'t, (&'static str, &'static str, &'static str), ()>,
+}
+
+impl<'t> WTables<'t> {
+    pub fn open(txn: &'t WriteTransaction) -> Result<Self> {
+        Ok(WTables {
+            spaces: txn.open_table(SPACES)?,
+            memories: txn.open_table(MEMORIES)?,
+            memory_space: txn.open_table(MEMORY_SPACE)?,
+            vectors: txn.open_table(VECTORS)?,
+            postings: txn.open_table(POSTINGS)?,
+            lex_stats: txn.open_table(LEX_STATS)?,
+            labels: txn.open_table(LABELS)?,
+            memory_labels: txn.open_table(MEMORY_LABELS)?,
+            label_memories: txn.open_table(LABEL_MEMORIES)?,
+        })
+    }
+
+    fn require_space(&self, space: &str) -> Result<()> {
+        if self.spaces.get(space)?.is_none() {
+            return Err(Error::not_found("space_not_found", format!("space '{space}' does not exist")));
+        }
+        Ok(())
+    }
+
+    /// Adds the postings of `text` for `docno`.
+    fn index_text(&mut self, space: &str, docno: u64, text: &str) -> Result<()> {
+        let terms = text::terms(text);
+        let len = terms.len() as u32;
+        let mut tf: HashMap<&str, u32> = HashMap::new();
+        for t in &terms {
+            *tf.entry(t.as_str()).or_default() += 1;
+        }
+        for (term, n) in tf {
+            self.postings.insert((space, term, docno), Posting::pack(n, len))?;
+        }
+        let (docs, total) = self.lex_stats.get(space)?.map(|v| v.value()).unwrap_or((0, 0));
+        self.lex_stats.insert(space, (docs + 1, total + u64::from(len)))?;
+        Ok(())
+    }
+
+    /// Removes the postings of `text` for `docno`.
+    fn unindex_text(&mut self, space: &str, docno: u64, text: &str) -> Result<()> {
+        let terms = text::terms(text);
+        let len = terms.len() as u64;
+        let unique: BTreeSet<&str> = terms.iter().map(String::as_str).collect();
+        for term in unique {
+            self.postings.remove((space, term, docno))?;
+        }
+        let (docs, total) = self.lex_stats.get(space)?.map(|v| v.value()).unwrap_or((0, 0));
+        self.lex_stats.insert(space, (docs.saturating_sub(1), total.saturating_sub(len)))?;
+        Ok(())
+    }
+
+    fn load(&self, space: &str, id: &str) -> Result<Option<StoredMemory>> {
+        get_record(&self.memories, (space, id))
+    }
+
+    fn label_ids(&self, space: &str, id: &str) -> Result<BTreeSet<String>> {
+        Ok(range_prefix3(&self.memory_labels, space, id)?.into_iter().collect())
+    }
+
+    fn bump_label(&mut self, space: &str, label_id: &str, delta: i64, now: Timestamp) -> Result<()> {
+        if let Some(mut l) = get_record::<_, Label>(&self.labels, (space, label_id))? {
+            l.usage_count = (l.usage_count as i64 + delta).max(0) as u64;
+            let _ = now;
+            self.labels.insert((space, label_id), schema::encode(&l)?.as_slice())?;
+        }
+        Ok(())
+    }
+
+    /// Makes the label set of memory `id` exactly `names`, creating missing labels. Returns the label ids.
+    pub fn set_labels(&mut self, space: &str, id: &str, names: &BTreeSet<String>, now: Timestamp) -> Result<BTreeSet<String>> {
+        let current = self.label_ids(space, id)?;
+        let wanted: BTreeSet<String> = names.iter().map(|n| Label::id_for(n)).collect();
+        for gone in current.difference(&wanted) {
+            self.memory_labels.remove((space, id, gone.as_str()))?;
+            self.label_memories.remove((space, gone.as_str(), id))?;
+            self.bump_label(space, gone, -1, now)?;
+        }
+        for name in names {
+            let lid = Label::id_for(name);
+            if current.contains(&lid) {
+                continue;
+            }
+            if self.labels.get((space, lid.as_str()))?.is_none() {
+                let l = new_label(space, name, None, None, now);
+                self.labels.insert((space, lid.as_str()), schema::encode(&l)?.as_slice())?;
+            }
+            self.memory_labels.insert((space, id, lid.as_str()), ())?;
+            self.label_memories.insert((space, lid.as_str(), id), ())?;
+            self.bump_label(space, &lid, 1, now)?;
+        }
+        Ok(wanted)
+    }
+
+    /// Removes a memory and everything keyed by it in its space. Returns its docno and label edges removed.
+    fn remove_memory(&mut self, space: &str, sm: &StoredMemory, now: Timestamp) -> Result<u64> {
+        let id = sm.memory.id.as_str();
+        self.unindex_text(space, sm.docno, &sm.memory.index_text())?;
+        self.vectors.remove((space, sm.docno))?;
+        let removed = self.label_ids(space, id)?.len() as u64;
+        self.set_labels(space, id, &BTreeSet::new(), now)?;
+        self.memories.remove((space, id))?;
+        self.memory_space.remove(id)?;
+        Ok(removed)
+    }
+}
+
+/// A new label record with defaults.
+pub(crate) fn new_label(
+    space: &str,
+    name: &str,
+    color: Option<String>,
+    description: Option<String>,
+    now: Timestamp,
+) -> Label {
+    Label {
+        id: Label::id_for(name),
+        name: name.to_string(),
+        color: color.unwrap_or_else(|| "#3b82f6".into()),
+        description: description.unwrap_or_default(),
+        space_id: space.to_string(),
+        usage_count: 0,
+        created_at: now,
+        updated_at: now,
+    }
+}
+
+/// Checks a label name: trimmed, 1..=100 characters, no control characters.
+pub(crate) fn check_label_name(name: &str, loc: &[&str], errs: &mut Vec<FieldError>) -> Option<String> {
+    let n = name.trim();
+    if n.is_empty() || n.chars().count() > MAX_LABEL_CHARS || n.chars().any(char::is_control) {
+        errs.push(
+            FieldError::new(loc, "label_invalid", "label names are 1..=100 characters without control characters", n.into())
+                .with_ctx(serde_json::json!({"max_length": MAX_LABEL_CHARS})),
+        );
+        return None;
+    }
+    Some(n.to_string())
+}
+
+fn check_id(id: &str, loc: &[&str], errs: &mut Vec<FieldError>) {
+    if id.trim().is_empty() || id.chars().count() > MAX_ID_CHARS || id.chars().any(|c| c.is_control() || c == '/') {
+        errs.push(FieldError::new(
+            loc,
+            "id_invalid",
+            "ids are 1..=200 characters without '/' or control characters",
+            id.into(),
+        ));
+    }
+}
+
+fn check_unit(x: Option<f64>, loc: &[&str], errs: &mut Vec<FieldError>) {
+    if let Some(v) = x {
+        if !v.is_finite() || !(0.0..=1.0).contains(&v) {
+            let kind = if v < 0.0 { "greater_than_equal" } else { "less_than_equal" };
+            let msg = if v < 0.0 { "Input should be greater than or equal to 0" } else { "Input should be less than or equal to 1" };
+            let input = serde_json::Number::from_f64(v).map(serde_json::Value::Number).unwrap_or_default();
+            let ctx = if v < 0.0 { serde_json::json!({"ge": 0}) } else { serde_json::json!({"le": 1}) };
+            errs.push(FieldError::new(loc, kind, msg, input).with_ctx(ctx));
+        }
+    }
+}
+
+fn check_content(c: &str, loc: &[&str], errs: &mut Vec<FieldError>) {
+    if c.trim().is_empty() {
+        errs.push(FieldError::new(loc, "string_too_short", "content must not be empty", c.into()).with_ctx(serde_json::json!({"min_length": 1})));
+    } else if c.len() > MAX_CONTENT_BYTES {
+        errs.push(
+            FieldError::new(loc, "string_too_long", format!("content is at most {MAX_CONTENT_BYTES} bytes"), serde_json::Value::Null)
+                .with_ctx(serde_json::json!({"max_length": MAX_CONTENT_BYTES})),
+        );
+    }
+}
+
+fn check_len(s: Option<&str>, max: usize, loc: &[&str], errs: &mut Vec<FieldError>) {
+    if let Some(s) = s {
+        if s.chars().count() > max {
+            errs.push(
+                FieldError::new(loc, "string_too_long", format!("at most {max} characters"), serde_json::Value::Null)
+                    .with_ctx(serde_json::json!({"max_length": max})),
+            );
+        }
+    }
+}
+
+fn check_date(s: Option<&str>, loc: &[&str], errs: &mut Vec<FieldError>) {
+    if let Some(s) = s {
+        if date_precision(s).is_none() {
+            errs.push(FieldError::new(loc, "date_invalid", "expected YYYY, YYYY-MM, YYYY-MM-DD or an RFC 3339 date-time", s.into()));
+        }
+    }
+}
+
+fn check_metadata(m: Option<&Metadata>, loc: &[&str], errs: &mut Vec<FieldError>) {
+    if let Some(m) = m {
+        if serde_json::to_vec(&m.0).map_or(0, |v| v.len()) > MAX_METADATA_BYTES {
+            errs.push(FieldError::new(loc, "too_large", "metadata is at most 65536 bytes of JSON", serde_json::Value::Null));
+        }
+    }
+}
+
+fn check_labels(labels: Option<&Vec<String>>, errs: &mut Vec<FieldError>) -> Option<BTreeSet<String>> {
+    let labels = labels?;
+    if labels.len() > MAX_LABELS {
+        errs.push(FieldError::new(&["body", "labels"], "too_long", "at most 64 labels", serde_json::Value::Null));
+        return None;
+    }
+    let mut out = BTreeSet::new();
+    for (i, l) in labels.iter().enumerate() {
+        let idx = i.to_string();
+        if let Some(n) = check_label_name(l, &["body", "labels", &idx], errs) {
+            out.insert(n);
+        }
+    }
+    Some(out)
+}
+
+fn validate_new(n: &NewMemory, errs: &mut Vec<FieldError>) -> Option<BTreeSet<String>> {
+    if let Some(id) = &n.id {
+        check_id(id, &["body", "id"], errs);
+    }
+    check_content(&n.content, &["body", "content"], errs);
+    check_len(n.title.as_deref(), MAX_TITLE_CHARS, &["body", "title"], errs);
+    check_len(n.source.as_deref(), 200, &["body", "source"], errs);
+    check_unit(n.importance, &["body", "importance"], errs);
+    check_unit(n.confidence, &["body", "confidence"], errs);
+    check_date(n.event_start.as_deref(), &["body", "event_start"], errs);
+    check_date(n.event_end.as_deref(), &["body", "event_end"], errs);
+    check_metadata(n.metadata.as_ref(), &["body", "metadata"], errs);
+    if let Some(s) = &n.space_id {
+        check_id(s, &["body", "space_id"], errs);
+    }
+    check_labels(n.labels.as_ref(), errs)
+}
+
+fn validate_patch(p: &MemoryPatch, errs: &mut Vec<FieldError>) -> Option<BTreeSet<String>> {
+    if let Some(c) = &p.content {
+        check_content(c, &["body", "content"], errs);
+    }
+    check_len(p.title.as_deref(), MAX_TITLE_CHARS, &["body", "title"], errs);
+    check_len(p.source.as_deref(), 200, &["body", "source"], errs);
+    check_unit(p.importance, &["body", "importance"], errs);
+    check_unit(p.confidence, &["body", "confidence"], errs);
+    check_date(p.event_start.as_deref(), &["body", "event_start"], errs);
+    check_date(p.event_end.as_deref(), &["body", "event_end"], errs);
+    check_metadata(p.metadata.as_ref(), &["body", "metadata"], errs);
+    if let Some(s) = &p.space_id {
+        check_id(s, &["body", "space_id"], errs);
+    }
+    check_labels(p.labels.as_ref(), errs)
+}
+
+/// Applies the fields of `n` onto `m` (a fresh memory with defaults, or the stored one for an upsert).
+fn apply_new(m: &mut Memory, n: &NewMemory) {
+    m.content = n.content.trim().to_string();
+    if let Some(t) = &n.title {
+        m.title = t.trim().to_string();
+    }
+    if let Some(x) = n.importance {
+        m.importance = x;
+    }
+    if let Some(x) = n.confidence {
+        m.confidence = x;
+    }
+    if let Some(x) = &n.source {
+        m.source = x.clone();
+    }
+    if let Some(x) = n.unit_type {
+        m.unit_type = x;
+    }
+    if let Some(x) = &n.event_start {
+        m.event_start = Some(x.clone());
+        m.temporal_precision = date_precision(x).map(str::to_string);
+    }
+    if let Some(x) = &n.event_end {
+        m.event_end = Some(x.clone());
+    }
+    if let Some(x) = n.temporal_context {
+        m.temporal_context = x;
+    }
+    if let Some(x) = &n.source_thread_id {
+        m.source_thread_id = Some(x.clone());
+    }
+    if let Some(x) = &n.source_message_id {
+        m.source_message_id = Some(x.clone());
+    }
+    if let Some(x) = &n.metadata {
+        m.metadata = x.clone();
+    }
+    if let Some(x) = &n.source_range {
+        m.source_range = x.clone();
+    }
+    if let Some(x) = &n.extraction_method {
+        m.extraction_method = x.clone();
+    }
+}
+
+fn apply_patch(m: &mut Memory, p: &MemoryPatch) {
+    if let Some(c) = &p.content {
+        m.content = c.trim().to_string();
+    }
+    if let Some(t) = &p.title {
+        m.title = t.trim().to_string();
+    }
+    if let Some(x) = p.importance {
+        m.importance = x;
+    }
+    if let Some(x) = p.confidence {
+        m.confidence = x;
+    }
+    if let Some(x) = p.unit_type {
+        m.unit_type = x;
+    }
+    if let Some(x) = &p.source {
+        m.source = x.clone();
+    }
+    if let Some(x) = &p.event_start {
+        m.event_start = Some(x.clone());
+        m.temporal_precision = date_precision(x).map(str::to_string);
+    }
+    if let Some(x) = &p.event_end {
+        m.event_end = Some(x.clone());
+    }
+    if let Some(x) = p.temporal_context {
+        m.temporal_context = x;
+    }
+    if let Some(x) = &p.metadata {
+        m.metadata = x.clone();
+    }
+}
+
+/// Everything needed to write one memory: what is stored now (if anything) and what should be.
+struct PutPlan<'a> {
+    space: &'a str,
+    existing: Option<(String, StoredMemory)>,
+    merged: Memory,
+    labels: Option<BTreeSet<String>>,
+    new_docno: u64,
+    vector: Option<Vec<f32>>,
+}
+
+impl KnowledgeStore {
+    /// Stores a memory and indexes it, in one write transaction. With an `id` that already exists in the same
+    /// space the call is an upsert: given fields replace stored ones and the action is `Updated`, or
+    /// `Unchanged` when nothing differs.
+    ///
+    /// # Errors
+    /// * [`ErrorKind::InvalidInput`]: empty or over-long content (1..=32,768 bytes), importance or confidence
+    ///   outside 0..=1, a bad date, label or id.
+    /// * [`ErrorKind::NotFound`] (`space_not_found`): the space does not exist.
+    /// * [`ErrorKind::Conflict`]: the id belongs to a memory in another space.
+    /// * [`ErrorKind::Io`]: the write failed; nothing was stored; retrying is safe.
+    pub fn create_memory(&self, new: NewMemory) -> Result<CreatedMemory> {
+        let mut out = self.create_memories(vec![new])?;
+        out.pop().ok_or_else(|| Error::new(ErrorKind::Internal, "empty batch result"))
+    }
+
+    /// Stores many memories in one write transaction (one fsync): all or none. Embeds them in one batch.
+    /// Same rules and errors as [`KnowledgeStore::create_memory`]; a validation error names the item index.
+    pub fn create_memories(&self, batch: Vec<NewMemory>) -> Result<Vec<CreatedMemory>> {
+        let mut errs = Vec::new();
+        let mut label_sets = Vec::with_capacity(batch.len());
+        for (i, n) in batch.iter().enumerate() {
+            let mut item_errs = Vec::new();
+            label_sets.push(validate_new(n, &mut item_errs));
+            if batch.len() > 1 {
+                for e in &mut item_errs {
+                    e.loc.insert(1, serde_json::Value::from(i));
+                }
+            }
+            errs.extend(item_errs);
+        }
+        if !errs.is_empty() {
+            return Err(Error::invalid(errs));
+        }
+        let now = Timestamp::now();
+        let presumed: Vec<Memory> = batch
+            .iter()
+            .map(|n| {
+                let mut m = Memory::with_defaults(String::new(), String::new(), String::new(), now);
+                apply_new(&mut m, n);
+                m
+            })
+            .collect();
+        let texts: Vec<String> = presumed.iter().map(Memory::index_text).collect();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let vectors = self.config.embedder.embed(&refs, InputType::Document)?;
+
+        let _w = self.writer.lock();
+        let mut ops = Vec::new();
+        let results = self.write_txn(|txn| {
+            let base = Self::alloc_docnos(txn, batch.len() as u64)?;
+            let mut t = WTables::open(txn)?;
+            let mut results = Vec::with_capacity(batch.len());
+            for (i, (n, labels)) in batch.iter().zip(label_sets).enumerate() {
+                let space = n.space_id.as_deref().unwrap_or(DEFAULT_SPACE);
+                t.require_space(space)?;
+                let id = n.id.clone().unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+                let existing = match t.memory_space.get(id.as_str())?.map(|v| v.value().to_string()) {
+                    Some(s) if s != space => {
+                        return Err(Error::new(
+                            ErrorKind::Conflict,
+                            format!("memory '{id}' already exists in space '{s}'; move it with PATCH and space_id"),
+                        )
+                        .with_code("memory_in_other_space"));
+                    }
+                    Some(s) => t.load(&s, &id)?.map(|sm| (s, sm)),
+                    None => None,
+                };
+                let mut merged = match &existing {
+                    Some((_, sm)) => sm.memory.clone(),
+                    None => Memory::with_defaults(id.clone(), space.to_string(), String::new(), now),
+                };
+                apply_new(&mut merged, n);
+                let vector = (merged.index_text() == texts[i]).then(|| vectors[i].clone());
+                let plan = PutPlan { space, existing, merged, labels, new_docno: base + i as u64, vector };
+                results.push(self.put_memory(&mut t, plan, now, &mut ops)?);
+            }
+            Ok(results)
+        })?;
+        self.apply(ops);
+        Ok(results)
+    }
+
+    /// Writes one memory according to `plan`, appending the index changes to `ops`.
+    fn put_memory(&self, t: &mut WTables<'_>, plan: PutPlan<'_>, now: Timestamp, ops: &mut Vec<IndexOp>) -> Result<CreatedMemory> {
+        let PutPlan { space, existing, mut merged, labels, new_docno, vector } = plan;
+        let old_labels = match &existing {
+            Some((s, sm)) => t.label_ids(s, &sm.memory.id)?,
+            None => BTreeSet::new(),
+        };
+        let wanted_names: BTreeSet<String> = match &labels {
+            Some(l) => l.clone(),
+            None => old_labels.iter().map(|id| id.strip_prefix("label_").unwrap_or(id).to_string()).collect(),
+        };
+        let wanted_ids: BTreeSet<String> = wanted_names.iter().map(|n| Label::id_for(n)).collect();
+        let moved = existing.as_ref().is_some_and(|(s, _)| s != space);
+        if let Some((_, sm)) = &existing {
+            let mut cmp = merged.clone();
+            cmp.updated_at = sm.memory.updated_at;
+            if cmp == sm.memory && wanted_ids == old_labels && !moved {
+                let view = MemoryView { memory: sm.memory.clone(), label_ids: old_labels.into_iter().collect() };
+                return Ok(CreatedMemory { view, action: WriteAction::Unchanged, assigned_labels: vec![], warnings: vec![] });
+            }
+        }
+        let text = merged.index_text();
+        let text_changed = moved || existing.as_ref().is_none_or(|(_, sm)| sm.memory.index_text() != text);
+        if let Some((_, sm)) = &existing {
+            if sm.memory.content != merged.content {
+                merged.version = sm.memory.version + 1;
+            }
+        }
+        merged.updated_at = now;
+        merged.space_id = space.to_string();
+        let docno = match &existing {
+            Some((_, sm)) if !text_changed => sm.docno,
+            _ => new_docno,
+        };
+        if let Some((old_space, sm)) = &existing {
+            if moved {
+                t.remove_memory(old_space, sm, now)?;
+            } else if text_changed {
+                t.unindex_text(old_space, sm.docno, &sm.memory.index_text())?;
+                t.vectors.remove((old_space.as_str(), sm.docno))?;
+            }
+            if text_changed {
+                ops.push(IndexOp::Remove { space: old_space.clone(), docno: sm.docno });
+            }
+        }
+        let vector = if text_changed {
+            let v = match vector {
+                Some(v) => v,
+                None => self
+                    .config
+                    .embedder
+                    .embed(&[text.as_str()], InputType::Document)?
+                    .pop()
+                    .ok_or_else(|| Error::new(ErrorKind::Internal, "embedder returned no vector"))?,
+            };
+            t.index_text(space, docno, &text)?;
+            t.vectors.insert((space, docno), schema::vector_to_bytes(&v).as_slice())?;
+            merged.last_reindexed_at = Some(now);
+            Some(v)
+        } else {
+            None
+        };
+        let stored = StoredMemory { docno, memory: merged };
+        t.memories.insert((space, stored.memory.id.as_str()), schema::encode(&stored)?.as_slice())?;
+        t.memory_space.insert(stored.memory.id.as_str(), space)?;
+        let label_ids = t.set_labels(space, &stored.memory.id, &wanted_names, now)?;
+        let assigned: Vec<String> = wanted_names.iter().cloned().collect();
+        ops.push(IndexOp::Put { space: space.to_string(), docno, meta: DocMeta::of(&stored.memory, label_ids.clone()), vector });
+        let action = if existing.is_some() { WriteAction::Updated } else { WriteAction::Created };
+        Ok(CreatedMemory {
+            view: MemoryView { memory: stored.memory, label_ids: label_ids.into_iter().collect() },
+            action,
+            assigned_labels: assigned,
+            warnings: vec![],
+        })
+    }
+
+    /// Reads a memory by id. `space_guard`, when given, must be the memory's space.
+    ///
+    /// # Errors
+    /// [`ErrorKind::NotFound`] (`memory_not_found`): no such id, another space than the guard, or forgotten.
+    pub fn get_memory(&self, id: &str, space_guard: Option<&str>) -> Result<MemoryView> {
+        let rtx = self.db.begin_read()?;
+        let ms = rtx.open_table(MEMORY_SPACE)?;
+        let not_found = || Error::not_found("memory_not_found", format!("memory '{id}' not found"));
+        let space = ms.get(id)?.map(|v| v.value().to_string()).ok_or_else(not_found)?;
+        if space_guard.is_some_and(|g| g != space) {
+            return Err(not_found());
+        }
+        let mems = rtx.open_table(MEMORIES)?;
+        let sm: StoredMemory = get_record(&mems, (space.as_str(), id))?.ok_or_else(not_found)?;
+        if sm.memory.state == MemoryState::Forgotten {
+            return Err(not_found());
+        }
+        let ml = rtx.open_table(MEMORY_LABELS)?;
+        let label_ids = range_prefix3(&ml, &space, id)?;
+        Ok(MemoryView { memory: sm.memory, label_ids })
+    }
+
+    /// Updates fields of a memory (one write transaction); `space_id` moves it, `labels` replaces its set.
+    ///
+    /// # Errors
+    /// * [`ErrorKind::InvalidInput`]: a field out of its bounds (see [`NewMemory`]).
+    /// * [`ErrorKind::NotFound`]: no such memory (`memory_not_found`) or target space (`space_not_found`).
+    /// * [`ErrorKind::Io`]: the write failed; nothing changed.
+    pub fn update_memory(&self, id: &str, patch: MemoryPatch, space_guard: Option<&str>) -> Result<MemoryView> {
+        let mut errs = Vec::new();
+        let labels = validate_patch(&patch, &mut errs);
+        if !errs.is_empty() {
+            return Err(Error::invalid(errs));
+        }
+        let now = Timestamp::now();
+        let _w = self.writer.lock();
+        let mut ops = Vec::new();
+        let created = self.write_txn(|txn| {
+            let base = Self::alloc_docnos(txn, 1)?;
+            let mut t = WTables::open(txn)?;
+            let not_found = || Error::not_found("memory_not_found", format!("memory '{id}' not found"));
+            let space = t.memory_space.get(id)?.map(|v| v.value().to_string()).ok_or_else(not_found)?;
+            if space_guard.is_some_and(|g| g != space) {
+                return Err(not_found());
+            }
+            let sm = t.load(&space, id)?.ok_or_else(not_found)?;
+            if sm.memory.state == MemoryState::Forgotten {
+                return Err(not_found());
+            }
+            let target = patch.space_id.clone().unwrap_or_else(|| space.clone());
+            t.require_space(&target)?;
+            let mut merged = sm.memory.clone();
+            apply_patch(&mut merged, &patch);
+            let plan = PutPlan {
+                space: &target,
+                existing: Some((space.clone(), sm)),
+                merged,
+                labels,
+                new_docno: base,
+                vector: None,
+            };
+            self.put_memory(&mut t, plan, now, &mut ops)
+        })?;
+        self.apply(ops);
+        Ok(created.view)
+    }
+
+    /// Deletes a memory, its vector, postings and label edges (one write transaction).
+    ///
+    /// # Errors
+    /// [`ErrorKind::NotFound`] (`memory_not_found`) when there is no such memory (in `space_guard`, if given).
+    pub fn delete_memory(&self, id: &str, space_guard: Option<&str>) -> Result<DeleteReport> {
+        let now = Timestamp::now();
+        let _w = self.writer.lock();
+        let mut ops = Vec::new();
+        let report = self.write_txn(|txn| {
+            let mut t = WTables::open(txn)?;
+            let not_found = || Error::not_found("memory_not_found", format!("memory '{id}' not found"));
+            let space = t.memory_space.get(id)?.map(|v| v.value().to_string()).ok_or_else(not_found)?;
+            if space_guard.is_some_and(|g| g != space) {
+                return Err(not_found());
+            }
+            let sm = t.load(&space, id)?.ok_or_else(not_found)?;
+            let edges = t.remove_memory(&space, &sm, now)?;
+            ops.push(IndexOp::Remove { space, docno: sm.docno });
+            Ok(DeleteReport { deleted_relationships: edges })
+        })?;
+        self.apply(ops);
+        Ok(report)
+    }
+
+    /// Lists memories of a space that pass the filter, newest first (ties by id), one page.
+    ///
+    /// # Errors
+    /// [`ErrorKind::NotFound`] (`space_not_found`) for an unknown space.
+    pub fn list_memories(&self, q: &ListQuery) -> Result<Page<MemoryView>> {
+        self.require_space(&q.space_id)?;
+        let page: Vec<(u64, String)>;
+        let total;
+        {
+            let state = self.index.read();
+            let Some(si) = state.spaces.get(&q.space_id) else {
+                return Ok(Page { items: vec![], total: 0, limit: q.limit, offset: q.offset });
+            };
+            let mut hits: Vec<(&crate::index::catalog::DocMeta, u64)> =
+                si.catalog.iter().filter(|(_, m)| q.filter.accepts(m)).map(|(d, m)| (m, d)).collect();
+            total = hits.len();
+            hits.sort_by(|a, b| b.0.created_at.cmp(&a.0.created_at).then_with(|| a.0.id.cmp(&b.0.id)));
+            page = hits.into_iter().skip(q.offset).take(q.limit).map(|(m, d)| (d, m.id.clone())).collect();
+        }
+        let items = self.load_views(&q.space_id, page.iter().map(|(_, id)| id.as_str()))?;
+        Ok(Page { items, total, limit: q.limit, offset: q.offset })
+    }
+
+    /// Reads several memories of one space with their labels (missing ones are skipped).
+    pub(crate) fn load_views<'a>(&self, space: &str, ids: impl Iterator<Item = &'a str>) -> Result<Vec<MemoryView>> {
+        let rtx = self.db.begin_read()?;
+        let mems = rtx.open_table(MEMORIES)?;
+        let ml = rtx.open_table(MEMORY_LABELS)?;
+        let mut out = Vec::new();
+        for id in ids {
+            if let Some(sm) = get_record::<_, StoredMemory>(&mems, (space, id))? {
+                let label_ids = range_prefix3(&ml, space, id)?;
+                out.push(MemoryView { memory: sm.memory, label_ids });
+            }
+        }
+        Ok(out)
+    }
+
+    pub(crate) fn require_space(&self, space: &str) -> Result<()> {
+        let rtx = self.db.begin_read()?;
+        if rtx.open_table(SPACES)?.get(space)?.is_none() {
+            return Err(Error::not_found("space_not_found", format!("space '{space}' does not exist")));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,424 @@
+//! [`KnowledgeStore`]: the facade over one redb file. The only module that touches redb.
+//!
+//! Every public mutating call is one write transaction. The in-memory indexes (catalog and vectors) are
+//! updated after the commit succeeds, under the index write lock, so a failed commit leaves them untouched
+//! and a search never sees a document that is not committed.
+
+mod labels;
+mod memories;
+mod search;
+pub(crate) mod schema;
+mod spaces;
+pub(crate) mod tables;
+mod types;
+
+pub use types::*;
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::{Mutex, RwLock};
+use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata};
+
+use crate::config::{Durability, StoreConfig};
+use crate::error::{Error, ErrorKind, Result};
+use crate::index::catalog::{DocMeta, SpaceCatalog};
+use crate::index::vector::SpaceVectors;
+use crate::model::{Memory, Space, SpaceUsage, Timestamp};
+use tables::*;
+
+/// The id of the space that always exists.
+pub const DEFAULT_SPACE: &str = "default";
+
+/// A stored memory: its document number (the id of its current text in the indexes) and the record.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub(crate) struct StoredMemory {
+    pub docno: u64,
+    pub memory: Memory,
+}
+
+/// Indexes of one space.
+pub(crate) struct SpaceIndex {
+    pub catalog: SpaceCatalog,
+    pub vectors: SpaceVectors,
+}
+
+/// All derived in-memory state.
+pub(crate) struct IndexState {
+    pub spaces: HashMap<String, SpaceIndex>,
+}
+
+/// A change to apply to the in-memory indexes once its transaction has committed.
+pub(crate) enum IndexOp {
+    Remove { space: String, docno: u64 },
+    Put { space: String, docno: u64, meta: DocMeta, vector: Option<Vec<f32>> },
+}
+
+/// A knowledge store over `<data_dir>/engram.redb`.
+///
+/// May be used from several threads at once (`Send + Sync`): reads run in parallel, writes are serialised.
+/// redb locks the file for one process: a second open, by the daemon or another program, fails with
+/// [`ErrorKind::Locked`].
+pub struct KnowledgeStore {
+    pub(crate) db: redb::Database,
+    pub(crate) config: StoreConfig,
+    pub(crate) writer: Mutex<()>,
+    pub(crate) index: RwLock<IndexState>,
+    pub(crate) started: Instant,
+}
+
+impl std::fmt::Debug for KnowledgeStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KnowledgeStore").field("config", &self.config).finish()
+    }
+}
+
+fn meta_u64(t: &impl ReadableTable<&'static str, &'static [u8]>, key: &str) -> Result<Option<u64>> {
+    Ok(t.get(key)?.and_then(|v| v.value().try_into().ok().map(u64::from_le_bytes)))
+}
+
+impl KnowledgeStore {
+    /// Opens (or creates) the store in `config.data_dir`, checks the format version, re-embeds every memory
+    /// if the vectors were built by another embedder or dimension (progress is logged), and builds the
+    /// in-memory indexes from the file.
+    ///
+    /// # Errors
+    /// * [`ErrorKind::Locked`]: another process has the store open.
+    /// * [`ErrorKind::Corrupt`]: the file is from a newer format or damaged.
+    /// * [`ErrorKind::Io`]: the directory or file cannot be created or read.
+    pub fn open(config: StoreConfig) -> Result<Self> {
+        std::fs::create_dir_all(&config.data_dir)?;
+        let db = redb::Builder::new().set_cache_size(config.cache_size_bytes).create(config.db_path())?;
+        let store = KnowledgeStore {
+            db,
+            config,
+            writer: Mutex::new(()),
+            index: RwLock::new(IndexState { spaces: HashMap::new() }),
+            started: Instant::now(),
+        };
+        store.init_schema()?;
+        store.check_embedder()?;
+        store.load_indexes()?;
+        Ok(store)
+    }
+
+    /// The configuration the store was opened with.
+    pub fn config(&self) -> &StoreConfig {
+        &self.config
+    }
+
+    /// Seconds since the store was opened.
+    pub fn uptime_s(&self) -> f64 {
+        self.started.elapsed().as_secs_f64()
+    }
+
+    fn init_schema(&self) -> Result<()> {
+        let txn = self.db.begin_write()?;
+        {
+            let mut meta = txn.open_table(META)?;
+            let found = meta.get("format_version")?.map(|v| v.value().to_vec());
+            match found {
+                Some(v) => {
+                    let found = v.try_into().map(u32::from_le_bytes).unwrap_or(u32::MAX);
+                    if found > schema::FORMAT_VERSION {
+                        return Err(Error::new(
+                            ErrorKind::Corrupt,
+                            format!(
+                                "store format {found} is newer than this release supports ({})",
+                                schema::FORMAT_VERSION
+                            ),
+                        ));
+                    }
+                }
+                None => {
+                    meta.insert("format_version", schema::FORMAT_VERSION.to_le_bytes().as_slice())?;
+                }
+            }
+            // Creating every table up front lets readers open them without a write.
+            txn.open_table(MEMORIES)?;
+            txn.open_table(MEMORY_SPACE)?;
+            txn.open_table(VECTORS)?;
+            txn.open_table(POSTINGS)?;
+            txn.open_table(LEX_STATS)?;
+            txn.open_table(LABELS)?;
+            txn.open_table(MEMORY_LABELS)?;
+            txn.open_table(LABEL_MEMORIES)?;
+            let mut spaces = txn.open_table(SPACES)?;
+            if spaces.get(DEFAULT_SPACE)?.is_none() {
+                let s = Space {
+                    id: DEFAULT_SPACE.into(),
+                    key: DEFAULT_SPACE.into(),
+                    name: "Default".into(),
+                    aliases: vec![],
+                    description: "The default space".into(),
+                    icon: String::new(),
+                    instructions: String::new(),
+                    shared_space_ids: vec![],
+                    default_retrieval_mode: "strict".into(),
+                    is_default: true,
+                    usage: SpaceUsage::default(),
+                    observed: false,
+                    has_profile: false,
+                    created_at: Timestamp::now(),
+                };
+                spaces.insert(DEFAULT_SPACE, schema::encode(&s)?.as_slice())?;
+            }
+        }
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// Re-embeds every memory when the stored vectors came from another embedder or dimension, so that one
+    /// index never mixes vectors of two models.
+    fn check_embedder(&self) -> Result<()> {
+        let emb = &self.config.embedder;
+        let want = format!("{}:{}", emb.name(), emb.dim());
+        let rtx = self.db.begin_read()?;
+        let meta = rtx.open_table(META)?;
+        let have = meta.get("embedder")?.map(|v| String::from_utf8_lossy(v.value()).into_owned());
+        let count = rtx.open_table(MEMORIES)?.len()?;
+        drop(meta);
+        drop(rtx);
+        if have.as_deref() == Some(want.as_str()) {
+            return Ok(());
+        }
+        if count > 0 {
+            tracing::info!(from = ?have, to = %want, memories = count, "embedder changed: re-embedding every memory");
+            self.reembed_all(count)?;
+        }
+        let txn = self.db.begin_write()?;
+        txn.open_table(META)?.insert("embedder", want.as_bytes())?;
+        txn.commit()?;
+        Ok(())
+    }
+
+    fn reembed_all(&self, total: u64) -> Result<()> {
+        const BATCH: usize = 256;
+        let rtx = self.db.begin_read()?;
+        let mems = rtx.open_table(MEMORIES)?;
+        let mut batch: Vec<(String, u64, String)> = Vec::with_capacity(BATCH);
+        let txn = self.db.begin_write()?;
+        {
+            let mut vectors = txn.open_table(VECTORS)?;
+            vectors.retain(|_, _| false)?;
+            let mut done = 0u64;
+            let mut flush = |batch: &mut Vec<(String, u64, String)>| -> Result<()> {
+                let texts: Vec<&str> = batch.iter().map(|b| b.2.as_str()).collect();
+                let vecs = self.config.embedder.embed(&texts, crate::embed::InputType::Document)?;
+                for ((space, docno, _), v) in batch.iter().zip(vecs) {
+                    vectors.insert((space.as_str(), *docno), schema::vector_to_bytes(&v).as_slice())?;
+                }
+                done += batch.len() as u64;
+                tracing::info!(done, total, "re-embedding");
+                batch.clear();
+                Ok(())
+            };
+            for row in mems.iter()? {
+                let (k, v) = row?;
+                let sm: StoredMemory = schema::decode(v.value())?;
+                batch.push((k.value().0.to_string(), sm.docno, sm.memory.index_text()));
+                if batch.len() >= BATCH {
+                    flush(&mut batch)?;
+                }
+            }
+            if !batch.is_empty() {
+                flush(&mut batch)?;
+            }
+        }
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// Builds the catalog and vector indexes of every space from the file.
+    fn load_indexes(&self) -> Result<()> {
+        let rtx = self.db.begin_read()?;
+        let mut state = IndexState { spaces: HashMap::new() };
+        let dim = self.config.embedder.dim();
+        for row in rtx.open_table(SPACES)?.iter()? {
+            let (k, _) = row?;
+            state.spaces.insert(k.value().to_string(), self.new_space_index());
+        }
+        let mut labels: HashMap<(String, String), BTreeSet<String>> = HashMap::new();
+        for row in rtx.open_table(MEMORY_LABELS)?.iter()? {
+            let (k, _) = row?;
+            let (s, m, l) = k.value();
+            labels.entry((s.to_string(), m.to_string())).or_default().insert(l.to_string());
+        }
+        for row in rtx.open_table(MEMORIES)?.iter()? {
+            let (k, v) = row?;
+            let (space, id) = k.value();
+            let sm: StoredMemory = schema::decode(v.value())?;
+            let l = labels.remove(&(space.to_string(), id.to_string())).unwrap_or_default();
+            let si = state.spaces.entry(space.to_string()).or_insert_with(|| self.new_space_index());
+            si.catalog.insert(sm.docno, DocMeta::of(&sm.memory, l));
+        }
+        let mut pending: HashMap<String, Vec<(u64, Vec<f32>)>> = HashMap::new();
+        for row in rtx.open_table(VECTORS)?.iter()? {
+            let (k, v) = row?;
+            let (space, docno) = k.value();
+            let vec = schema::vector_from_bytes(v.value());
+            if vec.len() == dim {
+                pending.entry(space.to_string()).or_default().push((docno, vec));
+            }
+        }
+        for (space, items) in pending {
+            if let Some(si) = state.spaces.get_mut(&space) {
+                let live: Vec<(u64, Vec<f32>)> =
+                    items.into_iter().filter(|(d, _)| si.catalog.get(*d).is_some()).collect();
+                si.vectors.insert_batch(&live);
+            }
+        }
+        *self.index.write() = state;
+        Ok(())
+    }
+
+    pub(crate) fn new_space_index(&self) -> SpaceIndex {
+        SpaceIndex {
+            catalog: SpaceCatalog::default(),
+            vectors: SpaceVectors::new(self.config.embedder.dim(), self.config.vector),
+        }
+    }
+
+    /// Runs `f` in one write transaction and commits it with the configured durability, bumping the write
+    /// generation. The caller holds the writer lock. Nothing is written if `f` fails.
+    pub(crate) fn write_txn<T>(&self, f: impl FnOnce(&redb::WriteTransaction) -> Result<T>) -> Result<T> {
+        let mut txn = self.db.begin_write()?;
+        if self.config.durability == Durability::Eventual {
+            txn.set_durability(redb::Durability::None)
+                .map_err(|e| Error::new(ErrorKind::Internal, "setting durability failed").with_source(e))?;
+        }
+        let out = f(&txn)?;
+        {
+            let mut meta = txn.open_table(META)?;
+            let g = meta_u64(&meta, "generation")?.unwrap_or(0) + 1;
+            meta.insert("generation", g.to_le_bytes().as_slice())?;
+        }
+        txn.commit()?;
+        Ok(out)
+    }
+
+    /// Allocates `n` consecutive document numbers inside `txn`.
+    pub(crate) fn alloc_docnos(txn: &redb::WriteTransaction, n: u64) -> Result<u64> {
+        let mut meta = txn.open_table(META)?;
+        let next = meta_u64(&meta, "next_docno")?.unwrap_or(1);
+        meta.insert("next_docno", (next + n).to_le_bytes().as_slice())?;
+        Ok(next)
+    }
+
+    /// Applies committed changes to the in-memory indexes.
+    pub(crate) fn apply(&self, ops: Vec<IndexOp>) {
+        let mut state = self.index.write();
+        let mut vec_batches: HashMap<String, Vec<(u64, Vec<f32>)>> = HashMap::new();
+        for op in ops {
+            match op {
+                IndexOp::Remove { space, docno } => {
+                    if let Some(batch) = vec_batches.get_mut(&space) {
+                        batch.retain(|(d, _)| *d != docno);
+                    }
+                    if let Some(si) = state.spaces.get_mut(&space) {
+                        si.catalog.remove(docno);
+                        si.vectors.remove(docno);
+                    }
+                }
+                IndexOp::Put { space, docno, meta, vector } => {
+                    let si = state.spaces.entry(space.clone()).or_insert_with(|| self.new_space_index());
+                    si.catalog.insert(docno, meta);
+                    if let Some(v) = vector {
+                        vec_batches.entry(space).or_default().push((docno, v));
+                    }
+                }
+            }
+        }
+        for (space, batch) in vec_batches {
+            if let Some(si) = state.spaces.get_mut(&space) {
+                si.vectors.insert_batch(&batch);
+            }
+        }
+    }
+
+    /// Forces a durable commit of everything written so far (useful after [`Durability::Eventual`] writes).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Io`] when the commit fails.
+    pub fn checkpoint(&self) -> Result<u64> {
+        let _w = self.writer.lock();
+        let txn = self.db.begin_write()?;
+        let g = meta_u64(&txn.open_table(META)?, "generation")?.unwrap_or(0);
+        txn.commit()?;
+        Ok(g)
+    }
+
+    /// Counters for `/health`.
+    pub fn health(&self) -> Result<StoreHealth> {
+        let rtx = self.db.begin_read()?;
+        let meta = rtx.open_table(META)?;
+        let generation = meta_u64(&meta, "generation")?.unwrap_or(0);
+        let labels = rtx.open_table(LABELS)?.len()? as usize;
+        let state = self.index.read();
+        let memories = state.spaces.values().map(|s| s.catalog.len()).sum();
+        let reindex_pending = state.spaces.values().map(|s| s.catalog.len().saturating_sub(s.vectors.len())).sum();
+        Ok(StoreHealth {
+            embedder: self.config.embedder.name().to_string(),
+            dim: self.config.embedder.dim(),
+            generation,
+            memories,
+            spaces: state.spaces.len(),
+            reindex_pending,
+            labels,
+        })
+    }
+}
+
+/// Iterates the keys of a table with a 2-tuple key whose first part equals `first`.
+pub(crate) fn range_prefix2<'a, V: redb::Value + 'static>(
+    t: &'a impl ReadableTable<(&'static str, &'static str), V>,
+    first: &str,
+) -> Result<Vec<(String, redb::AccessGuard<'a, V>)>> {
+    let mut out = Vec::new();
+    for row in t.range((first, "")..)? {
+        let (k, v) = row?;
+        let (a, b) = k.value();
+        if a != first {
+            break;
+        }
+        out.push((b.to_string(), v));
+    }
+    Ok(out)
+}
+
+/// The third parts of the 3-tuple keys whose first two parts are `(a, b)`.
+pub(crate) fn range_prefix3(
+    t: &impl ReadableTable<(&'static str, &'static str, &'static str), ()>,
+    a: &str,
+    b: &str,
+) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for row in t.range((a, b, "")..)? {
+        let (k, _) = row?;
+        let (x, y, z) = k.value();
+        if x != a || y != b {
+            break;
+        }
+        out.push(z.to_string());
+    }
+    Ok(out)
+}
+
+/// Decodes the record stored under `key`, if any.
+pub(crate) fn get_record<K: redb::Key + 'static, T: serde::de::DeserializeOwned>(
+    t: &impl ReadableTable<K, &'static [u8]>,
+    key: K::SelfType<'_>,
+) -> Result<Option<T>> {
+    match t.get(key)? {
+        Some(v) => Ok(Some(schema::decode(v.value())?)),
+        None => Ok(None),
+    }
+}
+
+#[allow(dead_code)]
+const _ASSERT_SEND_SYNC: fn() = || {
+    fn is<T: Send + Sync>() {}
+    is::<KnowledgeStore>();
+    is::<Arc<KnowledgeStore>>();
+};

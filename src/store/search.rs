@@ -1,0 +1,132 @@
+//! Hybrid search: BM25 over the postings in redb, vector search over the space's index, fused.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use redb::ReadableDatabase;
+
+use super::tables::*;
+use super::types::{SearchHit, SearchMode, SearchQuery, SearchResults};
+use super::{KnowledgeStore, StoredMemory, get_record, range_prefix3};
+use crate::embed::InputType;
+use crate::error::{Error, FieldError, Result};
+use crate::index::bm25::{self, Posting};
+use crate::index::fusion::{Fused, fuse};
+use crate::index::text;
+use crate::store::types::MemoryView;
+
+/// Longest query, in bytes.
+pub const MAX_QUERY_BYTES: usize = 4096;
+/// Most hits a search returns.
+pub const MAX_LIMIT: usize = 100;
+
+impl KnowledgeStore {
+    /// Searches one space. Lexical: BM25 over stemmed terms. Vector: cosine over the active embedder's
+    /// vectors (exact below the HNSW threshold or for small filtered sets, HNSW otherwise). Hybrid fuses the
+    /// two top lists (each `max(4·limit, 50)` long) with the configured [`crate::index::fusion::Fusion`].
+    /// Filters apply inside both rankings, so a filtered search returns `limit` hits whenever that many
+    /// memories match.
+    ///
+    /// # Errors
+    /// * [`crate::ErrorKind::InvalidInput`]: empty query, query over 4,096 bytes, limit outside 1..=100.
+    /// * [`crate::ErrorKind::NotFound`] (`space_not_found`): unknown space.
+    pub fn search(&self, q: &SearchQuery) -> Result<SearchResults> {
+        let started = Instant::now();
+        let mut errs = Vec::new();
+        if q.query.trim().is_empty() {
+            errs.push(FieldError::new(&["body", "query"], "string_too_short", "query must not be empty", q.query.clone().into()));
+        } else if q.query.len() > MAX_QUERY_BYTES {
+            errs.push(FieldError::new(&["body", "query"], "string_too_long", "query is at most 4096 bytes", serde_json::Value::Null));
+        }
+        if q.limit == 0 || q.limit > MAX_LIMIT {
+            errs.push(
+                FieldError::new(&["body", "limit"], "limit_invalid", "limit is 1..=100", q.limit.into())
+                    .with_ctx(serde_json::json!({"ge": 1, "le": 100})),
+            );
+        }
+        if !errs.is_empty() {
+            return Err(Error::invalid(errs));
+        }
+        self.require_space(&q.space_id)?;
+        let depth = (q.limit * 4).max(50);
+        let qvec = match q.mode {
+            SearchMode::Lexical => None,
+            _ => self.config.embedder.embed(&[q.query.as_str()], InputType::Query)?.pop(),
+        };
+        let qterms = text::terms(&q.query);
+        let mut qtf: BTreeMap<String, u32> = BTreeMap::new();
+        for t in &qterms {
+            *qtf.entry(t.clone()).or_default() += 1;
+        }
+
+        let state = self.index.read();
+        let Some(si) = state.spaces.get(&q.space_id) else {
+            return Ok(SearchResults { hits: vec![], mode: q.mode, candidates: 0, elapsed_ms: 0.0 });
+        };
+        let accept = |d: u64| si.catalog.get(d).is_some_and(|m| q.filter.accepts(m));
+        let candidates = si.catalog.count(&q.filter);
+        let rtx = self.db.begin_read()?;
+
+        let mut lexical: Vec<(u64, f32)> = Vec::new();
+        let mut lists: Vec<(u32, Vec<Posting>)> = Vec::with_capacity(qtf.len());
+        if q.mode != SearchMode::Vector && !qtf.is_empty() {
+            let post = rtx.open_table(POSTINGS)?;
+            let (docs, total) = rtx.open_table(LEX_STATS)?.get(q.space_id.as_str())?.map(|v| v.value()).unwrap_or((0, 0));
+            for (term, n) in &qtf {
+                let mut list = Vec::new();
+                for row in post.range((q.space_id.as_str(), term.as_str(), 0u64)..=(q.space_id.as_str(), term.as_str(), u64::MAX))? {
+                    let (k, v) = row?;
+                    list.push(Posting::unpack(k.value().2, v.value()));
+                }
+                lists.push((*n, list));
+            }
+            let avg = if docs > 0 { total as f32 / docs as f32 } else { 1.0 };
+            let scores = bm25::score(self.config.bm25, docs, avg, &lists, &accept);
+            lexical = scores.into_iter().map(|(d, (s, _))| (d, s)).collect();
+            lexical.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            lexical.truncate(depth);
+        }
+
+        let mut vector: Vec<(u64, f32)> = Vec::new();
+        if let Some(qv) = &qvec {
+            if qv.iter().any(|x| *x != 0.0) {
+                let hint = if q.filter.is_trivial() { None } else { Some(candidates) };
+                vector = si.vectors.search(qv, depth, &accept, hint).into_iter().map(|h| (h.docno, h.score)).collect();
+            }
+        }
+
+        let fused: Vec<Fused> = match q.mode {
+            SearchMode::Hybrid => fuse(&lexical, &vector, self.config.fusion),
+            SearchMode::Lexical => lexical.iter().map(|(d, s)| Fused { docno: *d, score: *s, lexical: Some(*s), vector: None }).collect(),
+            SearchMode::Vector => vector.iter().map(|(d, s)| Fused { docno: *d, score: *s, lexical: None, vector: Some(*s) }).collect(),
+        };
+
+        let mems = rtx.open_table(MEMORIES)?;
+        let ml = rtx.open_table(MEMORY_LABELS)?;
+        let mut hits = Vec::with_capacity(q.limit);
+        for f in fused {
+            if hits.len() >= q.limit {
+                break;
+            }
+            let Some(meta) = si.catalog.get(f.docno) else { continue };
+            let Some(sm) = get_record::<_, StoredMemory>(&mems, (q.space_id.as_str(), meta.id.as_str()))? else { continue };
+            if sm.docno != f.docno {
+                continue;
+            }
+            let label_ids = range_prefix3(&ml, &q.space_id, &meta.id)?;
+            hits.push(SearchHit {
+                view: MemoryView { memory: sm.memory, label_ids },
+                score: f.score,
+                lexical_score: f.lexical,
+                vector_score: f.vector,
+                matched_terms: qtf
+                    .keys()
+                    .zip(&lists)
+                    .filter(|(_, (_, l))| l.binary_search_by_key(&f.docno, |p| p.docno).is_ok())
+                    .map(|(t, _)| t.clone())
+                    .collect(),
+            });
+        }
+        Ok(SearchResults { hits, mode: q.mode, candidates, elapsed_ms: started.elapsed().as_secs_f64() * 1000.0 })
+    }
+}

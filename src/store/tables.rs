@@ -1,0 +1,35 @@
+//! Every redb table of the store. Keys start with the space id wherever a record belongs to a space, so that
+//! isolation holds in storage and not only in filters. Values marked "record" are a format-version byte followed
+//! by postcard (see `schema.rs`).
+
+use redb::TableDefinition;
+
+/// Store-wide settings and counters: `format_version`, `embedder`, `embedder_dim`, `generation`, `next_docno`.
+pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+
+/// space id -> Space record.
+pub const SPACES: TableDefinition<&str, &[u8]> = TableDefinition::new("spaces");
+
+/// (space id, memory id) -> StoredMemory record (docno + Memory).
+pub const MEMORIES: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("memories");
+
+/// memory id -> space id: ids are unique across spaces, and a read by id needs no space.
+pub const MEMORY_SPACE: TableDefinition<&str, &str> = TableDefinition::new("memory_space");
+
+/// (space id, docno) -> embedding as little-endian f32s.
+pub const VECTORS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("vectors");
+
+/// (space id, term, docno) -> posting (term frequency << 32 | document length in terms).
+pub const POSTINGS: TableDefinition<(&str, &str, u64), u64> = TableDefinition::new("postings");
+
+/// space id -> (documents, total document length in terms), for BM25's N and avgdl.
+pub const LEX_STATS: TableDefinition<&str, (u64, u64)> = TableDefinition::new("lex_stats");
+
+/// (space id, label id) -> Label record.
+pub const LABELS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("labels");
+
+/// HAS_LABEL edges: (space id, memory id, label id).
+pub const MEMORY_LABELS: TableDefinition<(&str, &str, &str), ()> = TableDefinition::new("memory_labels");
+
+/// HAS_LABEL edges reversed: (space id, label id, memory id).
+pub const LABEL_MEMORIES: TableDefinition<(&str, &str, &str), ()> = TableDefinition::new("label_memories");

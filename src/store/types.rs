@@ -1,0 +1,287 @@
+//! Inputs and outputs of the [`crate::KnowledgeStore`] methods.
+
+use std::collections::BTreeMap;
+
+use crate::index::catalog::MemoryFilter;
+use crate::model::{Label, Memory, Metadata, TemporalContext, UnitType};
+
+/// A memory to create, or to upsert when `id` names an existing one.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NewMemory {
+    /// Caller-chosen id (1..=200 characters, no `/` or control characters); a UUIDv7 when None.
+    /// An existing id makes the call an upsert: given fields replace stored ones, others are kept.
+    pub id: Option<String>,
+    /// Body text, 1..=32,768 bytes after trimming.
+    pub content: String,
+    /// Title, at most 500 characters.
+    pub title: Option<String>,
+    /// 0..=1, default 0.5.
+    pub importance: Option<f64>,
+    /// 0..=1, default 1.
+    pub confidence: Option<f64>,
+    /// Origin, at most 200 characters (e.g. `cli`).
+    pub source: Option<String>,
+    /// Label names (1..=100 characters each, at most 64); on an upsert, Some replaces the set.
+    pub labels: Option<Vec<String>>,
+    /// Default `fact`.
+    pub unit_type: Option<UnitType>,
+    /// `YYYY`, `YYYY-MM`, `YYYY-MM-DD` or RFC 3339.
+    pub event_start: Option<String>,
+    /// Same forms as `event_start`.
+    pub event_end: Option<String>,
+    /// Default `timeless`.
+    pub temporal_context: Option<TemporalContext>,
+    /// Provenance: thread id supplied by the caller.
+    pub source_thread_id: Option<String>,
+    /// Provenance: message id supplied by the caller.
+    pub source_message_id: Option<String>,
+    /// Free-form object, at most 64 KiB as JSON.
+    pub metadata: Option<Metadata>,
+    /// Space, default `default`; must exist.
+    pub space_id: Option<String>,
+    /// Range of the source, e.g. `start_index`/`end_index`.
+    pub source_range: Option<BTreeMap<String, f64>>,
+    /// How the memory was made (default `manual`).
+    pub extraction_method: Option<String>,
+}
+
+/// What an upsert did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WriteAction {
+    /// A new memory.
+    Created,
+    /// An existing memory changed.
+    Updated,
+    /// The memory already held exactly these values; nothing was written.
+    Unchanged,
+}
+
+/// A memory with its labels, as every read returns it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemoryView {
+    /// The record.
+    pub memory: Memory,
+    /// Label ids (`label_<name>`), sorted.
+    pub label_ids: Vec<String>,
+}
+
+impl MemoryView {
+    /// Label names, in the order of `label_ids`.
+    pub fn label_names(&self) -> Vec<String> {
+        self.label_ids.iter().map(|id| id.strip_prefix("label_").unwrap_or(id).to_string()).collect()
+    }
+}
+
+/// Result of [`crate::KnowledgeStore::create_memory`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreatedMemory {
+    /// The stored memory.
+    pub view: MemoryView,
+    /// Created, updated or unchanged.
+    pub action: WriteAction,
+    /// Label names attached by this call.
+    pub assigned_labels: Vec<String>,
+    /// Non-fatal notes (e.g. labels that were trimmed or deduplicated).
+    pub warnings: Vec<String>,
+}
+
+/// A partial update: every Some field replaces the stored one.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MemoryPatch {
+    /// New title.
+    pub title: Option<String>,
+    /// New content (1..=32,768 bytes).
+    pub content: Option<String>,
+    /// New importance 0..=1.
+    pub importance: Option<f64>,
+    /// New confidence 0..=1.
+    pub confidence: Option<f64>,
+    /// New unit type.
+    pub unit_type: Option<UnitType>,
+    /// Moves the memory to this space (must exist); labels follow by name.
+    pub space_id: Option<String>,
+    /// Replaces the label set.
+    pub labels: Option<Vec<String>>,
+    /// New source.
+    pub source: Option<String>,
+    /// New event start.
+    pub event_start: Option<String>,
+    /// New event end.
+    pub event_end: Option<String>,
+    /// New temporal context.
+    pub temporal_context: Option<TemporalContext>,
+    /// Replaces metadata.
+    pub metadata: Option<Metadata>,
+}
+
+/// Listing query (`GET /memories`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListQuery {
+    /// Space to list.
+    pub space_id: String,
+    /// Filters.
+    pub filter: MemoryFilter,
+    /// Page size, 1..=100.
+    pub limit: usize,
+    /// Items to skip.
+    pub offset: usize,
+}
+
+/// One page of results.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Page<T> {
+    /// The items.
+    pub items: Vec<T>,
+    /// Matching items in all pages.
+    pub total: usize,
+    /// Page size asked.
+    pub limit: usize,
+    /// Items skipped.
+    pub offset: usize,
+}
+
+impl<T> Page<T> {
+    /// True when items exist after this page.
+    pub fn has_more(&self) -> bool {
+        self.offset + self.items.len() < self.total
+    }
+}
+
+/// Which rankings a search uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SearchMode {
+    /// BM25 and vectors, fused.
+    #[default]
+    Hybrid,
+    /// BM25 only.
+    Lexical,
+    /// Vectors only.
+    Vector,
+}
+
+impl SearchMode {
+    /// The name reported in `search_metadata.search_mode`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SearchMode::Hybrid => "hybrid",
+            SearchMode::Lexical => "lexical",
+            SearchMode::Vector => "vector",
+        }
+    }
+}
+
+/// A search.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchQuery {
+    /// Query text, 1..=4,096 bytes.
+    pub query: String,
+    /// Space to search.
+    pub space_id: String,
+    /// Hits wanted, 1..=100.
+    pub limit: usize,
+    /// Filters; a filtered search still returns `limit` hits when that many match.
+    pub filter: MemoryFilter,
+    /// Rankings used.
+    pub mode: SearchMode,
+}
+
+/// One search hit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchHit {
+    /// The memory.
+    pub view: MemoryView,
+    /// Fused score (0..=1 with the default convex fusion).
+    pub score: f32,
+    /// BM25 score when the lexical ranking found it.
+    pub lexical_score: Option<f32>,
+    /// Cosine similarity when the vector ranking found it.
+    pub vector_score: Option<f32>,
+    /// Query terms (stemmed) found in the memory.
+    pub matched_terms: Vec<String>,
+}
+
+impl SearchHit {
+    /// A one-line explanation of why the memory matched.
+    pub fn reason(&self) -> String {
+        let mut parts = Vec::new();
+        if !self.matched_terms.is_empty() {
+            parts.push(format!("keyword match: {}", self.matched_terms.join(", ")));
+        }
+        if let Some(v) = self.vector_score {
+            parts.push(format!("semantic similarity {v:.2}"));
+        }
+        if parts.is_empty() { "ranked by fusion".into() } else { parts.join("; ") }
+    }
+}
+
+/// Search output.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchResults {
+    /// Hits, best first.
+    pub hits: Vec<SearchHit>,
+    /// Mode used.
+    pub mode: SearchMode,
+    /// Memories of the space that passed the filters.
+    pub candidates: usize,
+    /// Time spent, in milliseconds.
+    pub elapsed_ms: f64,
+}
+
+/// A new space.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NewSpace {
+    /// Display name, 1..=100 characters; the id is its slug (lowercase, `-` between words).
+    pub name: String,
+    /// Description.
+    pub description: Option<String>,
+    /// Icon.
+    pub icon: Option<String>,
+    /// Instructions for agents.
+    pub instructions: Option<String>,
+    /// Aliases.
+    pub aliases: Vec<String>,
+}
+
+/// What a delete removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeleteReport {
+    /// HAS_LABEL edges removed.
+    pub deleted_relationships: u64,
+}
+
+/// Ordering of label listings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LabelOrder {
+    /// By name (default).
+    #[default]
+    Name,
+    /// By usage count.
+    UsageCount,
+    /// By creation time.
+    CreatedAt,
+    /// By last change.
+    UpdatedAt,
+}
+
+/// Store health.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoreHealth {
+    /// Embedder name.
+    pub embedder: String,
+    /// Vector dimension.
+    pub dim: usize,
+    /// Write generation (transactions committed since creation).
+    pub generation: u64,
+    /// Live memories in all spaces.
+    pub memories: usize,
+    /// Spaces.
+    pub spaces: usize,
+    /// Memories waiting for a vector from the active embedder.
+    pub reindex_pending: usize,
+    /// Labels in all spaces.
+    pub labels: usize,
+}
+
+/// Convenience alias for label lists.
+pub type Labels = Vec<Label>;
