@@ -1,1 +1,301 @@
-//! eval
+//! Retrieval evaluation on LoCoMo (Maharana et al., "Evaluating Very Long-Term Conversational Memory of LLM
+//! Agents", ACL 2024). Every dialog turn becomes a memory in its conversation's own space (text
+//! `Speaker: text [shares a photo: caption]`, event date = session date); every question is asked against its own
+//! conversation; metrics are LoCoMo's evidence recall@k (fraction of evidence turns in the top k) and hit@k,
+//! per question category and overall, for lexical-only, vector-only and hybrid retrieval.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+use std::time::Instant;
+
+use serde::Deserialize;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::index::fusion::{Fusion, fuse};
+use crate::model::Metadata;
+use crate::store::{KnowledgeStore, NewMemory, NewSpace, SearchMode, SearchQuery};
+
+#[derive(Debug, Deserialize)]
+struct Conversation {
+    conversation: serde_json::Map<String, serde_json::Value>,
+    qa: Vec<Qa>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Turn {
+    speaker: String,
+    dia_id: String,
+    text: String,
+    #[serde(default)]
+    blip_caption: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Qa {
+    question: String,
+    #[serde(default)]
+    evidence: Vec<String>,
+    category: u8,
+}
+
+/// Options of [`locomo`].
+#[derive(Debug, Clone)]
+pub struct LocomoOptions {
+    /// Conversation indices to use (all when None).
+    pub conversations: Option<std::ops::RangeInclusive<usize>>,
+    /// Cut-offs, e.g. `[5, 10]`.
+    pub ks: Vec<usize>,
+}
+
+/// Recall and hit at each k, per category key (`all`, `1`..`5`).
+pub type MethodScores = BTreeMap<String, BTreeMap<String, f64>>;
+
+/// Evaluation report.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LocomoReport {
+    /// Dataset path.
+    pub dataset: String,
+    /// Questions with at least one valid evidence turn.
+    pub questions: usize,
+    /// Questions skipped for lack of evidence.
+    pub skipped_questions: usize,
+    /// Memories ingested.
+    pub memories: usize,
+    /// `hybrid`, `lexical`, `vector`, and the fusion study (`fusion/rrf`, `fusion/convex-0.3`, ...):
+    /// metric name (`recall@5`, `hit@10`, ...) -> category -> value.
+    pub methods: BTreeMap<String, MethodScores>,
+    /// Ingest throughput, memories per second (batch path: one transaction per conversation).
+    pub ingest_per_s: f64,
+    /// Hybrid search latency in milliseconds.
+    pub search_ms: BTreeMap<String, f64>,
+}
+
+/// `D<session>:<turn>` from the dataset's sometimes malformed ids ("D:11:26", "D30:05"); None if no two numbers.
+pub fn normalise_dia_id(s: &str) -> Option<String> {
+    let nums: Vec<u32> = s
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|p| !p.is_empty())
+        .filter_map(|p| p.parse().ok())
+        .collect();
+    match nums.as_slice() {
+        [a, b, ..] => Some(format!("D{a}:{b}")),
+        _ => None,
+    }
+}
+
+/// `"1:56 pm on 8 May, 2023"` to `"2023-05-08"`.
+pub fn session_date(s: &str) -> Option<String> {
+    let tail = s.split(" on ").nth(1)?.replace(',', " ");
+    let mut parts = tail.split_whitespace();
+    let day: u32 = parts.next()?.parse().ok()?;
+    let month = parts.next()?.to_ascii_lowercase();
+    let year: i32 = parts.next()?.parse().ok()?;
+    const MONTHS: [&str; 12] =
+        ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december"];
+    let m = MONTHS.iter().position(|x| x.starts_with(&month) || month.starts_with(x))? + 1;
+    Some(format!("{year:04}-{m:02}-{day:02}"))
+}
+
+struct Accumulator {
+    sums: BTreeMap<(String, String), f64>,
+    counts: BTreeMap<String, usize>,
+}
+
+impl Accumulator {
+    fn new() -> Self {
+        Accumulator { sums: BTreeMap::new(), counts: BTreeMap::new() }
+    }
+
+    fn add(&mut self, category: u8, ranked: &[String], evidence: &HashSet<String>, ks: &[usize]) {
+        for cat in ["all".to_string(), category.to_string()] {
+            *self.counts.entry(cat.clone()).or_default() += 1;
+            for &k in ks {
+                let found = ranked.iter().take(k).filter(|d| evidence.contains(*d)).count();
+                let recall = found as f64 / evidence.len() as f64;
+                *self.sums.entry((format!("recall@{k}"), cat.clone())).or_default() += recall;
+                *self.sums.entry((format!("hit@{k}"), cat.clone())).or_default() += if found > 0 { 1.0 } else { 0.0 };
+            }
+        }
+    }
+
+    fn finish(&self) -> MethodScores {
+        let mut out: MethodScores = BTreeMap::new();
+        for ((metric, cat), sum) in &self.sums {
+            let n = self.counts.get(cat).copied().unwrap_or(1).max(1);
+            out.entry(metric.clone()).or_default().insert(cat.clone(), (sum / n as f64 * 10_000.0).round() / 10_000.0);
+        }
+        out
+    }
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx.min(sorted.len() - 1)]
+}
+
+/// Runs the evaluation against `store` (which should be empty; spaces `locomo-<i>` are created).
+///
+/// # Errors
+/// [`ErrorKind::Io`] when the dataset cannot be read, [`ErrorKind::InvalidInput`] when it is not LoCoMo JSON,
+/// and any store error.
+pub fn locomo(store: &KnowledgeStore, dataset: &Path, opts: &LocomoOptions, progress: bool) -> Result<LocomoReport> {
+    let raw = std::fs::read(dataset)?;
+    let convs: Vec<Conversation> = serde_json::from_slice(&raw)
+        .map_err(|e| Error::new(ErrorKind::InvalidInput, format!("{} is not LoCoMo JSON: {e}", dataset.display())))?;
+    let selected: Vec<(usize, &Conversation)> =
+        convs.iter().enumerate().filter(|(i, _)| opts.conversations.as_ref().is_none_or(|r| r.contains(i))).collect();
+    let ks = if opts.ks.is_empty() { vec![5, 10] } else { opts.ks.clone() };
+    let kmax = ks.iter().copied().max().unwrap_or(10);
+
+    let mut ingest_s = 0.0;
+    let mut memories = 0;
+    let mut turn_ids: Vec<HashSet<String>> = Vec::new();
+    for (i, conv) in &selected {
+        let space = format!("locomo-{i}");
+        if let Err(e) = store.create_space(NewSpace { name: space.clone(), ..Default::default() }) {
+            if e.kind() != ErrorKind::Conflict {
+                return Err(e);
+            }
+        }
+        let mut batch = Vec::new();
+        let mut ids = HashSet::new();
+        for n in 1.. {
+            let Some(turns) = conv.conversation.get(&format!("session_{n}")) else { break };
+            let when = conv.conversation.get(&format!("session_{n}_date_time")).and_then(|v| v.as_str()).unwrap_or("");
+            let date = session_date(when);
+            let turns: Vec<Turn> = serde_json::from_value(turns.clone())
+                .map_err(|e| Error::new(ErrorKind::InvalidInput, format!("session_{n} of conversation {i}: {e}")))?;
+            for t in turns {
+                let Some(dia) = normalise_dia_id(&t.dia_id) else { continue };
+                let mut content = format!("{}: {}", t.speaker, t.text);
+                if let Some(c) = t.blip_caption.as_deref().filter(|c| !c.is_empty()) {
+                    content.push_str(&format!(" [shares a photo: {c}]"));
+                }
+                let mut meta = serde_json::Map::new();
+                meta.insert("speaker".into(), t.speaker.clone().into());
+                meta.insert("dia_id".into(), dia.clone().into());
+                meta.insert("session".into(), n.into());
+                meta.insert("session_date_time".into(), when.into());
+                ids.insert(dia.clone());
+                batch.push(NewMemory {
+                    id: Some(format!("c{i}-{dia}")),
+                    content,
+                    source: Some("locomo".into()),
+                    event_start: date.clone(),
+                    metadata: Some(Metadata(meta)),
+                    space_id: Some(space.clone()),
+                    ..Default::default()
+                });
+            }
+        }
+        memories += batch.len();
+        let t0 = Instant::now();
+        store.create_memories(batch)?;
+        ingest_s += t0.elapsed().as_secs_f64();
+        turn_ids.push(ids);
+    }
+
+    let total_q: usize = selected.iter().map(|(_, c)| c.qa.len()).sum();
+    let bar = if progress { indicatif::ProgressBar::new(total_q as u64) } else { indicatif::ProgressBar::hidden() };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} questions {elapsed_precise}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let fusions: Vec<(String, Fusion)> = std::iter::once(("fusion/rrf-60".to_string(), Fusion::Rrf { k: 60.0 }))
+        .chain([0.3f32, 0.4, 0.5, 0.6, 0.7].iter().map(|a| (format!("fusion/convex-{a}"), Fusion::Convex { alpha: *a })))
+        .collect();
+    let mut acc: BTreeMap<String, Accumulator> = BTreeMap::new();
+    let mut latencies = Vec::new();
+    let mut questions = 0;
+    let mut skipped = 0;
+    for ((i, conv), ids) in selected.iter().zip(&turn_ids) {
+        let space = format!("locomo-{i}");
+        for qa in &conv.qa {
+            bar.inc(1);
+            let evidence: HashSet<String> = qa
+                .evidence
+                .iter()
+                .flat_map(|e| e.split(';').map(str::to_string).collect::<Vec<_>>())
+                .filter_map(|e| normalise_dia_id(&e))
+                .filter(|d| ids.contains(d))
+                .collect();
+            if evidence.is_empty() || qa.question.trim().is_empty() {
+                skipped += 1;
+                continue;
+            }
+            questions += 1;
+            let ask = |mode, limit| {
+                store.search(&SearchQuery {
+                    query: qa.question.clone(),
+                    space_id: space.clone(),
+                    limit,
+                    filter: Default::default(),
+                    mode,
+                })
+            };
+            let to_dia = |id: &str| id.split_once('-').map(|(_, d)| d.to_string()).unwrap_or_default();
+            let t0 = Instant::now();
+            let hybrid = ask(SearchMode::Hybrid, kmax)?;
+            latencies.push(t0.elapsed().as_secs_f64() * 1000.0);
+            let depth = (kmax * 4).max(50);
+            let lexical = ask(SearchMode::Lexical, depth.min(100))?;
+            let vector = ask(SearchMode::Vector, depth.min(100))?;
+            let lex_ranked: Vec<String> = lexical.hits.iter().map(|h| to_dia(&h.view.memory.id)).collect();
+            let vec_ranked: Vec<String> = vector.hits.iter().map(|h| to_dia(&h.view.memory.id)).collect();
+            let hyb_ranked: Vec<String> = hybrid.hits.iter().map(|h| to_dia(&h.view.memory.id)).collect();
+            acc.entry("hybrid".into()).or_insert_with(Accumulator::new).add(qa.category, &hyb_ranked, &evidence, &ks);
+            acc.entry("lexical".into()).or_insert_with(Accumulator::new).add(qa.category, &lex_ranked, &evidence, &ks);
+            acc.entry("vector".into()).or_insert_with(Accumulator::new).add(qa.category, &vec_ranked, &evidence, &ks);
+            let lex_scores: Vec<(u64, f32)> =
+                lexical.hits.iter().enumerate().map(|(r, h)| (r as u64, h.score)).take(depth).collect();
+            let lex_key: Vec<&str> = lexical.hits.iter().map(|h| h.view.memory.id.as_str()).collect();
+            let mut key_of: Vec<String> = lex_key.iter().map(|s| s.to_string()).collect();
+            let mut vec_scores = Vec::new();
+            for h in vector.hits.iter().take(depth) {
+                let pos = key_of.iter().position(|k| *k == h.view.memory.id).unwrap_or_else(|| {
+                    key_of.push(h.view.memory.id.clone());
+                    key_of.len() - 1
+                });
+                vec_scores.push((pos as u64, h.score));
+            }
+            for (name, f) in &fusions {
+                let ranked: Vec<String> =
+                    fuse(&lex_scores, &vec_scores, *f).iter().take(kmax).map(|x| to_dia(&key_of[x.docno as usize])).collect();
+                acc.entry(name.clone()).or_insert_with(Accumulator::new).add(qa.category, &ranked, &evidence, &ks);
+            }
+        }
+    }
+    bar.finish_and_clear();
+    latencies.sort_by(f64::total_cmp);
+    let mut search_ms = BTreeMap::new();
+    search_ms.insert("p50".to_string(), (percentile(&latencies, 0.5) * 1000.0).round() / 1000.0);
+    search_ms.insert("p99".to_string(), (percentile(&latencies, 0.99) * 1000.0).round() / 1000.0);
+    Ok(LocomoReport {
+        dataset: dataset.display().to_string(),
+        questions,
+        skipped_questions: skipped,
+        memories,
+        methods: acc.into_iter().map(|(k, v)| (k, v.finish())).collect(),
+        ingest_per_s: if ingest_s > 0.0 { (memories as f64 / ingest_s).round() } else { 0.0 },
+        search_ms,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn malformed_ids_and_dates_are_normalised() {
+        assert_eq!(normalise_dia_id("D:11:26").as_deref(), Some("D11:26"));
+        assert_eq!(normalise_dia_id("D30:05").as_deref(), Some("D30:5"));
+        assert_eq!(normalise_dia_id("D1:3").as_deref(), Some("D1:3"));
+        assert_eq!(normalise_dia_id("D"), None);
+        assert_eq!(session_date("1:56 pm on 8 May, 2023").as_deref(), Some("2023-05-08"));
+        assert_eq!(session_date("10:37 am on 27 June, 2023").as_deref(), Some("2023-06-27"));
+        assert_eq!(session_date("garbage"), None);
+    }
+}

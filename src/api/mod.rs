@@ -1,1 +1,261 @@
-//! api
+//! The transport-neutral API: one route table `(method, path) -> handler` over a [`KnowledgeStore`], request
+//! validation to the spec's 422 shape, and error bodies. Both the HTTP server and the C API call
+//! [`Api::handle`]; nothing here knows HTTP libraries or C.
+
+pub mod dto;
+mod openapi;
+pub mod query;
+mod routes;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::error::{Error, ErrorKind, FieldError, Result};
+use crate::store::KnowledgeStore;
+pub use query::{ParamKind, ParamSpec, Query};
+pub use routes::{ROUTES, Route};
+
+/// A request: method, percent-encoded path, raw query string (without `?`) and body bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct ApiRequest<'a> {
+    /// `GET`, `POST`, `PATCH`, `PUT` or `DELETE` (case-insensitive).
+    pub method: &'a str,
+    /// Path such as `/memories/abc`, percent-encoded.
+    pub path: &'a str,
+    /// Query string without the `?`.
+    pub query: &'a str,
+    /// Body (JSON for routes that take one).
+    pub body: &'a [u8],
+}
+
+impl<'a> ApiRequest<'a> {
+    /// Splits a request target `path?query` into path and query.
+    pub fn from_target(method: &'a str, target: &'a str, body: &'a [u8]) -> Self {
+        let (path, query) = target.split_once('?').unwrap_or((target, ""));
+        ApiRequest { method, path, query, body }
+    }
+}
+
+/// A response: status, content type and body bytes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiResponse {
+    /// HTTP status code.
+    pub status: u16,
+    /// `application/json` for every route of this release.
+    pub content_type: &'static str,
+    /// Body bytes.
+    pub body: Vec<u8>,
+}
+
+impl ApiResponse {
+    /// A JSON response.
+    pub fn json(status: u16, value: &impl Serialize) -> Self {
+        let body = serde_json::to_vec(value).unwrap_or_else(|_| b"{}".to_vec());
+        ApiResponse { status, content_type: "application/json", body }
+    }
+
+    /// The error response of `e`: 422 with a `detail` list for validation errors, otherwise
+    /// `{"detail", "error_code", "retryable"}`. A 500 never carries internal details.
+    pub fn error(e: &Error) -> Self {
+        let row = e.kind().row();
+        if e.kind() == ErrorKind::InvalidInput {
+            return ApiResponse::json(422, &dto::ValidationErrorBody { detail: e.fields().to_vec() });
+        }
+        if row.http_status >= 500 {
+            tracing::error!(error = %e.chain(), "request failed");
+        }
+        ApiResponse::json(
+            row.http_status,
+            &dto::ErrorBody { detail: e.message().to_string(), error_code: e.code().to_string(), retryable: row.retryable },
+        )
+    }
+}
+
+/// Facts about the running service that `/health` and `/capabilities` report.
+#[derive(Debug, Clone)]
+pub struct ServiceInfo {
+    /// Version string.
+    pub version: String,
+    /// Embedder mode for `/health`: `local-hash-fallback` or `local`.
+    pub embedding_mode: String,
+    /// True when the embedder is a fallback for a model that was asked for and not found.
+    pub degraded: bool,
+}
+
+impl Default for ServiceInfo {
+    fn default() -> Self {
+        ServiceInfo { version: env!("CARGO_PKG_VERSION").to_string(), embedding_mode: "local-hash-fallback".into(), degraded: false }
+    }
+}
+
+/// The API over one store.
+#[derive(Debug, Clone)]
+pub struct Api {
+    store: Arc<KnowledgeStore>,
+    info: ServiceInfo,
+}
+
+/// What a handler sees: path parameters, the validated query, the body.
+pub struct Ctx<'a> {
+    /// Decoded path parameters by name.
+    pub params: HashMap<String, String>,
+    /// Validated query.
+    pub query: Query,
+    /// Body bytes.
+    pub body: &'a [u8],
+}
+
+impl Ctx<'_> {
+    /// A path parameter (empty if the route has none of that name).
+    pub fn param(&self, name: &str) -> &str {
+        self.params.get(name).map(String::as_str).unwrap_or("")
+    }
+
+    /// The body parsed as `T`.
+    ///
+    /// # Errors
+    /// 422 (`missing` for an empty body, `json_invalid` for bad JSON, `*_type` with the field's location for a
+    /// wrong type or a missing required field).
+    pub fn json<T: DeserializeOwned>(&self) -> Result<T> {
+        if self.body.iter().all(u8::is_ascii_whitespace) {
+            return Err(Error::invalid_field(&["body"], "missing", "Field required", serde_json::Value::Null));
+        }
+        let value: serde_json::Value = serde_json::from_slice(self.body).map_err(|e| {
+            Error::invalid(vec![
+                FieldError::new(&["body"], "json_invalid", format!("JSON decode error: {e}"), serde_json::Value::Null)
+                    .with_ctx(serde_json::json!({"error": e.to_string()})),
+            ])
+        })?;
+        let input = value.clone();
+        serde_path_to_error::deserialize(value).map_err(|e| {
+            let path = e.path().to_string();
+            let mut loc: Vec<&str> = vec!["body"];
+            let parts: Vec<String> = if path == "." { vec![] } else { path.split('.').map(str::to_string).collect() };
+            let inner = e.into_inner().to_string();
+            let kind = if inner.starts_with("missing field") { "missing" } else { "type_error" };
+            let missing_field = inner.strip_prefix("missing field `").and_then(|s| s.split('`').next()).map(str::to_string);
+            loc.extend(parts.iter().map(String::as_str));
+            if let Some(f) = &missing_field {
+                loc.push(f);
+            }
+            let offending = lookup(&input, &parts).cloned().unwrap_or(serde_json::Value::Null);
+            let msg = if kind == "missing" { "Field required".to_string() } else { inner };
+            Error::invalid(vec![FieldError::new(&loc, kind, msg, offending)])
+        })
+    }
+}
+
+fn lookup<'v>(v: &'v serde_json::Value, path: &[String]) -> Option<&'v serde_json::Value> {
+    let mut cur = v;
+    for p in path {
+        cur = match cur {
+            serde_json::Value::Object(m) => m.get(p)?,
+            serde_json::Value::Array(a) => a.get(p.trim_matches(|c| c == '[' || c == ']').parse::<usize>().ok()?)?,
+            _ => return None,
+        };
+    }
+    Some(cur)
+}
+
+/// Matches `path` against a route template; returns the decoded parameters and the number of literal segments.
+fn match_path(template: &str, path: &str) -> Option<(HashMap<String, String>, usize)> {
+    let t: Vec<&str> = template.trim_matches('/').split('/').collect();
+    let p: Vec<&str> = path.trim_matches('/').split('/').collect();
+    if t.len() != p.len() {
+        return None;
+    }
+    let mut params = HashMap::new();
+    let mut literals = 0;
+    for (ts, ps) in t.iter().zip(&p) {
+        if let Some(name) = ts.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
+            let decoded = percent_decode(ps)?;
+            if decoded.is_empty() {
+                return None;
+            }
+            params.insert(name.to_string(), decoded);
+        } else if ts == ps {
+            literals += 1;
+        } else {
+            return None;
+        }
+    }
+    Some((params, literals))
+}
+
+fn percent_decode(s: &str) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+impl Api {
+    /// The API over `store`.
+    pub fn new(store: Arc<KnowledgeStore>, info: ServiceInfo) -> Self {
+        Api { store, info }
+    }
+
+    /// The store.
+    pub fn store(&self) -> &KnowledgeStore {
+        &self.store
+    }
+
+    /// Service facts.
+    pub fn info(&self) -> &ServiceInfo {
+        &self.info
+    }
+
+    /// Whether `path` is served without an API key (`/capabilities`, `/health`, `/livez`).
+    pub fn is_public(method: &str, path: &str) -> bool {
+        let path = if path.len() > 1 { path.trim_end_matches('/') } else { path };
+        ROUTES.iter().any(|r| r.public && r.method.eq_ignore_ascii_case(method) && r.path == path)
+    }
+
+    /// Runs one request: route, validate the query, call the handler, map errors. Never panics on input.
+    pub fn handle(&self, req: ApiRequest<'_>) -> ApiResponse {
+        let mut best: Option<(&Route, HashMap<String, String>, usize)> = None;
+        let mut path_known = false;
+        for r in ROUTES {
+            if let Some((params, literals)) = match_path(r.path, req.path) {
+                path_known = true;
+                if r.method.eq_ignore_ascii_case(req.method) && best.as_ref().is_none_or(|b| literals > b.2) {
+                    best = Some((r, params, literals));
+                }
+            }
+        }
+        let Some((route, params, _)) = best else {
+            let e = if path_known {
+                Error::new(ErrorKind::MethodNotAllowed, format!("method {} not allowed on {}", req.method, req.path))
+            } else {
+                Error::new(ErrorKind::RouteNotFound, format!("no route for {}", req.path))
+            };
+            return ApiResponse::error(&e);
+        };
+        let result = Query::parse(req.query, route.query).and_then(|query| {
+            let ctx = Ctx { params, query, body: req.body };
+            (route.handler)(self, &ctx)
+        });
+        match result {
+            Ok(resp) => resp,
+            Err(e) => ApiResponse::error(&e),
+        }
+    }
+
+    /// The OpenAPI 3.1 document of every route, generated from the route table and the DTO schemas.
+    pub fn openapi() -> serde_json::Value {
+        openapi::document()
+    }
+}

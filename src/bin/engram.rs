@@ -1,1 +1,181 @@
-fn main(){}
+//! `engram`: the daemon (`serve`, feature `server`) and the evaluation harness (`eval locomo`).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use engram::{KnowledgeStore, StoreConfig};
+
+#[derive(Parser)]
+#[command(name = "engram", version, about = "Local-first knowledge-memory engine")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the HTTP daemon (needs the `server` feature).
+    Serve {
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:14242", env = "ENGRAM_ADDR")]
+        addr: String,
+        /// Data directory (default: the platform data dir, e.g. ~/.local/share/engram).
+        #[arg(long, env = "ENGRAM_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+        /// API key (default: read or create <data_dir>/api-key).
+        #[arg(long, env = "ENGRAM_API_KEY", hide_env_values = true)]
+        api_key: Option<String>,
+        /// Extra Host header names to accept (repeatable).
+        #[arg(long = "allow-host")]
+        allow_hosts: Vec<String>,
+        /// Largest request body in bytes.
+        #[arg(long, default_value_t = 8 << 20)]
+        max_body_bytes: usize,
+    },
+    /// Evaluate retrieval on a dataset.
+    Eval {
+        #[command(subcommand)]
+        which: EvalCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum EvalCommand {
+    /// LoCoMo evidence recall@k for lexical, vector and hybrid retrieval.
+    Locomo {
+        /// Path to a LoCoMo JSON file (e.g. locomo10.json).
+        #[arg(long)]
+        dataset: PathBuf,
+        /// Conversation range, e.g. `0-4` or `2`.
+        #[arg(long)]
+        conversations: Option<String>,
+        /// Cut-offs, comma-separated.
+        #[arg(long, default_value = "5,10", value_delimiter = ',')]
+        k: Vec<usize>,
+        /// Print one JSON object instead of tables.
+        #[arg(long)]
+        json: bool,
+        /// Fusion for the store's hybrid search: `convex:<alpha>` or `rrf:<k>`.
+        #[arg(long, default_value = "convex:0.5")]
+        fusion: String,
+        /// Store directory (default: a fresh temporary directory, removed afterwards).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+    },
+}
+
+fn default_data_dir() -> PathBuf {
+    dirs::data_dir().unwrap_or_else(|| PathBuf::from(".")).join("engram")
+}
+
+fn parse_range(s: &str) -> Option<std::ops::RangeInclusive<usize>> {
+    match s.split_once('-') {
+        Some((a, b)) => Some(a.trim().parse().ok()?..=b.trim().parse().ok()?),
+        None => {
+            let n = s.trim().parse().ok()?;
+            Some(n..=n)
+        }
+    }
+}
+
+fn parse_fusion(s: &str) -> Option<engram::index::fusion::Fusion> {
+    use engram::index::fusion::Fusion;
+    let (kind, val) = s.split_once(':').unwrap_or((s, ""));
+    match kind {
+        "convex" => Some(Fusion::Convex { alpha: val.parse().unwrap_or(0.5) }),
+        "rrf" => Some(Fusion::Rrf { k: val.parse().unwrap_or(60.0) }),
+        _ => None,
+    }
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("ENGRAM_LOG").unwrap_or_else(|_| "info".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {}", e.chain());
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> engram::Result<()> {
+    match cli.command {
+        Command::Serve { addr, data_dir, api_key, allow_hosts, max_body_bytes } => {
+            serve(addr, data_dir.unwrap_or_else(default_data_dir), api_key, allow_hosts, max_body_bytes)
+        }
+        Command::Eval { which: EvalCommand::Locomo { dataset, conversations, k, json, fusion, data_dir } } => {
+            let fusion = parse_fusion(&fusion)
+                .ok_or_else(|| engram::Error::new(engram::ErrorKind::InvalidInput, "--fusion is convex:<alpha> or rrf:<k>"))?;
+            let range = match conversations.as_deref() {
+                Some(s) => Some(parse_range(s).ok_or_else(|| {
+                    engram::Error::new(engram::ErrorKind::InvalidInput, "--conversations is N or A-B")
+                })?),
+                None => None,
+            };
+            let (dir, temp) = match data_dir {
+                Some(d) => (d, false),
+                None => (std::env::temp_dir().join(format!("engram-eval-{}", std::process::id())), true),
+            };
+            let store = KnowledgeStore::open(StoreConfig::new(&dir).fusion(fusion))?;
+            let progress = !json && std::io::IsTerminal::is_terminal(&std::io::stderr());
+            let report = engram::eval::locomo(&store, &dataset, &engram::eval::LocomoOptions { conversations: range, ks: k }, progress);
+            drop(store);
+            if temp {
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+            let report = report?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
+            } else {
+                print_report(&report);
+            }
+            Ok(())
+        }
+    }
+}
+
+fn print_report(r: &engram::eval::LocomoReport) {
+    println!("dataset {}: {} memories, {} questions ({} skipped: no valid evidence)", r.dataset, r.memories, r.questions, r.skipped_questions);
+    println!("ingest {:.0} memories/s; hybrid search p50 {:.2} ms, p99 {:.2} ms", r.ingest_per_s, r.search_ms["p50"], r.search_ms["p99"]);
+    for (method, metrics) in &r.methods {
+        println!("\n{method}");
+        for (metric, cats) in metrics {
+            let row: Vec<String> = cats.iter().map(|(c, v)| format!("{c}={v:.3}")).collect();
+            println!("  {metric:<10} {}", row.join("  "));
+        }
+    }
+}
+
+#[cfg(feature = "server")]
+fn serve(addr: String, data_dir: PathBuf, api_key: Option<String>, allow_hosts: Vec<String>, max_body_bytes: usize) -> engram::Result<()> {
+    use engram::server::{ServerConfig, load_or_create_key, serve_until_signal};
+    let addr = addr
+        .parse()
+        .map_err(|_| engram::Error::new(engram::ErrorKind::InvalidInput, format!("--addr {addr} is not host:port")))?;
+    let key = match api_key.filter(|k| !k.trim().is_empty()) {
+        Some(k) => k,
+        None => {
+            let (k, path) = load_or_create_key(&data_dir)?;
+            println!("API key file: {}", path.display());
+            k
+        }
+    };
+    let store = std::sync::Arc::new(KnowledgeStore::open(StoreConfig::new(&data_dir))?);
+    println!("data directory: {}", data_dir.display());
+    let config = ServerConfig { addr, api_key: Some(key), data_dir, allowed_hosts: allow_hosts, max_body_bytes };
+    serve_until_signal(config, store, engram::api::ServiceInfo::default())
+}
+
+#[cfg(not(feature = "server"))]
+fn serve(_: String, _: PathBuf, _: Option<String>, _: Vec<String>, _: usize) -> engram::Result<()> {
+    Err(engram::Error::new(
+        engram::ErrorKind::InvalidInput,
+        "this build has no HTTP server: rebuild with `cargo build --release --features server`",
+    ))
+}

@@ -1,0 +1,386 @@
+//! Request and response bodies of the HTTP/C surface, with their OpenAPI schemas. Field names follow
+//! `interface.md` and `client-contract.md`; unknown request fields are ignored (clients send extras).
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::error::FieldError;
+use crate::model::{Label, Memory, Space};
+use crate::store::MemoryView;
+
+/// Body of `POST /memories` (create, or upsert by `id`).
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+pub struct CreateMemoryRequest {
+    /// Body text, 1..=32,768 bytes.
+    pub content: String,
+    /// Upsert key: an existing id updates that memory.
+    pub id: Option<String>,
+    /// Title, at most 500 characters.
+    pub title: Option<String>,
+    /// 0..=1 (default 0.5).
+    pub importance: Option<f64>,
+    /// 0..=1 (default 1).
+    pub confidence: Option<f64>,
+    /// Origin, e.g. `cli`.
+    pub source: Option<String>,
+    /// Label names.
+    pub labels: Option<Vec<String>>,
+    /// fact, preference, decision, plan, procedure, learning, context or event.
+    pub unit_type: Option<String>,
+    /// `YYYY`, `YYYY-MM`, `YYYY-MM-DD` or RFC 3339.
+    pub event_start: Option<String>,
+    /// Same forms as `event_start`.
+    pub event_end: Option<String>,
+    /// past, present, future or timeless.
+    pub temporal_context: Option<String>,
+    /// Provenance: thread id owned by the caller.
+    pub source_thread_id: Option<String>,
+    /// Provenance: message id owned by the caller.
+    pub source_message_id: Option<String>,
+    /// Free-form object, at most 64 KiB.
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Space (default `default`).
+    pub space_id: Option<String>,
+    /// Client app name (kept in `metadata.source_app`).
+    pub source_app: Option<String>,
+    /// Import origin (kept in `metadata.import_origin`).
+    pub import_origin: Option<String>,
+    /// Message indices of the source thread; stored as `source_range` `start_index`/`end_index`.
+    pub source_message_indices: Option<Vec<i64>>,
+}
+
+/// Body of `PATCH /memories/{memory_id}`: every field optional.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+pub struct UpdateMemoryRequest {
+    /// New title.
+    pub title: Option<String>,
+    /// New content.
+    pub content: Option<String>,
+    /// New importance 0..=1.
+    pub importance: Option<f64>,
+    /// New confidence 0..=1.
+    pub confidence: Option<f64>,
+    /// New unit type.
+    pub unit_type: Option<String>,
+    /// Moves the memory to this space.
+    pub space_id: Option<String>,
+    /// Replaces the label set (names).
+    pub labels: Option<Vec<String>>,
+    /// New source.
+    pub source: Option<String>,
+    /// New event start.
+    pub event_start: Option<String>,
+    /// New event end.
+    pub event_end: Option<String>,
+    /// New temporal context.
+    pub temporal_context: Option<String>,
+    /// Replaces metadata.
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// Provenance thread of a memory.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct SourceThread {
+    /// Thread id.
+    pub id: String,
+    /// Thread title (empty until threads are stored).
+    pub title: String,
+    /// Space of the thread.
+    pub space_id: String,
+}
+
+/// A memory as every endpoint returns it: the full record plus the listing-form fields.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct MemoryOut {
+    /// The full record.
+    #[serde(flatten)]
+    pub memory: Memory,
+    /// Label names.
+    pub labels: Vec<String>,
+    /// Label ids (`label_<name>`).
+    pub label_ids: Vec<String>,
+    /// Creation time (listing form's `time`).
+    pub time: String,
+    /// Rating (importance on the listing form's scale, 0..=1).
+    pub rating: f64,
+    /// Provenance thread, when known.
+    pub source_thread: Option<SourceThread>,
+    /// Not echoed: vectors stay in the store. Always null.
+    #[schema(value_type = Option<Vec<f64>>)]
+    pub embedding: Option<Vec<f32>>,
+}
+
+impl From<MemoryView> for MemoryOut {
+    fn from(v: MemoryView) -> Self {
+        let labels = v.label_names();
+        let m = v.memory;
+        MemoryOut {
+            time: m.created_at.to_rfc3339(),
+            rating: m.importance,
+            source_thread: m.source_thread_id.clone().map(|id| SourceThread {
+                id,
+                title: String::new(),
+                space_id: m.space_id.clone(),
+            }),
+            labels,
+            label_ids: v.label_ids,
+            memory: m,
+            embedding: None,
+        }
+    }
+}
+
+/// An entity extracted from a memory (entity extraction arrives with the threads issue; empty for now).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct EntityOut {
+    /// Entity id.
+    pub id: String,
+    /// Canonical name.
+    pub name: String,
+    /// Entity type.
+    pub entity_type: String,
+}
+
+/// Response of `POST /memories`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct CreateMemoryResponse {
+    /// The stored memory.
+    pub memory: MemoryOut,
+    /// Entities found in it.
+    pub extracted_entities: Vec<EntityOut>,
+    /// Label names attached.
+    pub assigned_labels: Vec<String>,
+    /// Graph relationships created.
+    pub created_relationships: u64,
+    /// `created`, `updated` or `unchanged`.
+    pub action: String,
+    /// Non-fatal notes.
+    pub warnings: Vec<String>,
+}
+
+/// Paging information.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Pagination {
+    /// Page size asked.
+    pub limit: usize,
+    /// Items skipped.
+    pub offset: usize,
+    /// Matching items.
+    pub total: usize,
+    /// More items after this page.
+    pub has_more: bool,
+}
+
+/// Response of `GET /memories`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ListMemoriesResponse {
+    /// One page, newest first.
+    pub memories: Vec<MemoryOut>,
+    /// Paging.
+    pub pagination: Pagination,
+}
+
+/// Response of `DELETE /memories/{memory_id}`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct DeleteMemoryResponse {
+    /// What happened.
+    pub message: String,
+    /// Edges removed with the memory.
+    pub deleted_relationships: u64,
+    /// Entities removed (entities are kept; always 0).
+    pub deleted_entities: u64,
+}
+
+/// Body of `POST /memories/search`.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+pub struct SearchRequest {
+    /// Query text, 1..=4,096 bytes.
+    pub query: String,
+    /// Hits, 1..=100 (default 10).
+    pub limit: Option<i64>,
+    /// Fill `related_entities` (default true).
+    pub include_entities: Option<bool>,
+    /// Label names every hit must carry.
+    pub filter_labels: Option<Vec<String>>,
+    /// `deep` or `fast`; both run the same hybrid search here.
+    pub mode: Option<String>,
+    /// Engram extension: `hybrid` (default), `lexical` or `vector`.
+    pub retrieval: Option<String>,
+    /// Event date lower bound.
+    pub event_date_from: Option<String>,
+    /// Event date upper bound.
+    pub event_date_to: Option<String>,
+    /// Recorded (created) date lower bound.
+    pub recorded_date_from: Option<String>,
+    /// Recorded date upper bound.
+    pub recorded_date_to: Option<String>,
+    /// Only this temporal context.
+    pub temporal_context: Option<String>,
+    /// Only this unit type.
+    pub unit_type: Option<String>,
+    /// Minimum importance 0..=1.
+    pub importance_min: Option<f64>,
+    /// Include superseded versions.
+    pub include_history: Option<bool>,
+    /// Space (default `default`).
+    pub space_id: Option<String>,
+}
+
+/// One item of the `POST /memories/search` array.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct MemorySearchResult {
+    /// The memory.
+    pub memory: MemoryOut,
+    /// Fused score 0..=1.
+    pub similarity_score: f64,
+    /// Why it matched.
+    pub relevance_reason: String,
+    /// Entities of the memory.
+    pub related_entities: Vec<EntityOut>,
+    /// Reserved (empty object).
+    #[schema(value_type = Object)]
+    pub evolves_context: serde_json::Value,
+}
+
+/// Degradation notice of a search.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct FallbackStatus {
+    /// True when part of the search could not run.
+    pub degraded: bool,
+    /// Explanation.
+    pub message: String,
+}
+
+/// `search_metadata` of `GET /memories/search`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct SearchMetadata {
+    /// Hits returned.
+    pub total_found: usize,
+    /// `hybrid`, `lexical` or `vector`.
+    pub search_mode: String,
+    /// Memories that passed the filters.
+    pub candidates: usize,
+    /// Time spent, in milliseconds.
+    pub elapsed_ms: f64,
+    /// Degradation notice.
+    pub fallback_status: FallbackStatus,
+}
+
+/// Response of `GET /memories/search`: memories carry `metadata.similarity_score` and
+/// `metadata.relevance_reason`, and the same at top level.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct SearchGetResponse {
+    /// Hits, best first.
+    #[schema(value_type = Vec<MemoryOut>)]
+    pub memories: Vec<serde_json::Value>,
+    /// About the search.
+    pub search_metadata: SearchMetadata,
+}
+
+/// `{labels: [...]}`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct LabelsResponse {
+    /// Labels.
+    pub labels: Vec<Label>,
+}
+
+/// `{message}`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct MessageResponse {
+    /// What happened.
+    pub message: String,
+}
+
+/// Body of `POST /spaces`.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+pub struct CreateSpaceRequest {
+    /// Display name; the id is its slug.
+    pub name: String,
+    /// Description.
+    pub description: Option<String>,
+    /// Icon.
+    pub icon: Option<String>,
+    /// Instructions for agents.
+    pub instructions: Option<String>,
+    /// Aliases.
+    pub aliases: Option<Vec<String>>,
+}
+
+/// `{enabled, spaces}` (and the created `space` on `POST /spaces`).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct SpacesResponse {
+    /// Spaces are always enabled.
+    pub enabled: bool,
+    /// Every space.
+    pub spaces: Vec<Space>,
+    /// The space just created (`POST` only).
+    pub space: Option<Space>,
+}
+
+/// Embedding status in `/health`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct EmbeddingStatus {
+    /// `local-hash-fallback` for the built-in embedder, `local` for a model.
+    pub mode: String,
+    /// Embedder name.
+    pub model: String,
+    /// Vector dimension.
+    pub dimension: usize,
+    /// True when search runs below its configured quality.
+    pub degraded: bool,
+}
+
+/// Response of `GET /health`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct HealthResponse {
+    /// `ok`.
+    pub status: String,
+    /// Server version.
+    pub version: String,
+    /// The store answered.
+    pub database_connected: bool,
+    /// Embedding status.
+    pub embedding: EmbeddingStatus,
+    /// Memories waiting for vectors.
+    pub reindex_needed: bool,
+    /// Live memories, all spaces.
+    pub memory_count: usize,
+    /// Write transactions since creation.
+    pub generation: u64,
+    /// Seconds since start.
+    pub uptime_s: f64,
+}
+
+/// Response of `GET /capabilities`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct CapabilitiesResponse {
+    /// Server version.
+    pub version: String,
+    /// `engram`.
+    pub server: String,
+    /// Version of the interface description this server follows.
+    pub api_version: String,
+    /// Feature flags; false means the client should hide the feature.
+    #[schema(value_type = Object)]
+    pub features: serde_json::Map<String, serde_json::Value>,
+}
+
+/// Error body for everything but validation errors.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ErrorBody {
+    /// Message.
+    pub detail: String,
+    /// Machine-readable code, e.g. `memory_not_found`.
+    pub error_code: String,
+    /// Whether retrying may succeed.
+    pub retryable: bool,
+}
+
+/// 422 body.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ValidationErrorBody {
+    /// One entry per bad field.
+    pub detail: Vec<FieldError>,
+}

@@ -1,0 +1,591 @@
+//! The route table and its handlers. Handlers are thin: parse, convert, call the store, shape the response.
+
+use super::dto::*;
+use super::query::{ParamSpec, boolean, choice, int, list, num, required, string};
+use super::{Api, ApiResponse, Ctx};
+use crate::error::{Error, FieldError, Result};
+use crate::index::catalog::{MemoryFilter, parse_loose_date};
+use crate::model::{MemoryState, Metadata, TemporalContext, Timestamp, UnitType};
+use crate::store::{
+    DEFAULT_SPACE, LabelOrder, ListQuery, MemoryPatch, NewMemory, NewSpace, SearchMode, SearchQuery, SearchResults,
+    WriteAction,
+};
+
+/// The response body shape of a route, for the OpenAPI document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// A named schema.
+    Ref(&'static str),
+    /// An array of a named schema.
+    ArrayOf(&'static str),
+    /// Any JSON object.
+    Object,
+}
+
+/// One route: method, path template (`{name}` segments), documentation, declared query parameters, body and
+/// response schemas, whether it is public (no API key), and the handler.
+pub struct Route {
+    /// HTTP method.
+    pub method: &'static str,
+    /// Path template.
+    pub path: &'static str,
+    /// OpenAPI operationId.
+    pub operation_id: &'static str,
+    /// One line.
+    pub summary: &'static str,
+    /// Declared query parameters (validated before the handler runs).
+    pub query: &'static [ParamSpec],
+    /// Request body schema name.
+    pub body: Option<&'static str>,
+    /// Response schema.
+    pub response: Shape,
+    /// Served without an API key.
+    pub public: bool,
+    /// The handler.
+    pub handler: fn(&Api, &Ctx<'_>) -> Result<ApiResponse>,
+}
+
+const UNIT_TYPES: &[&str] = &["fact", "preference", "decision", "plan", "procedure", "learning", "context", "event"];
+const STATES: &[&str] = &["active", "archived", "deprecated", "superseded", "forgotten", "all"];
+
+const LIST_PARAMS: &[ParamSpec] = &[
+    int("limit", 1, Some(100), Some(20), "page size"),
+    int("offset", 0, None, Some(0), "items to skip"),
+    choice("state", Some("active"), STATES, "lifecycle state; `all` lists every state but forgotten"),
+    num("importance_min", 0.0, 1.0, Some(0.0), "minimum importance"),
+    string("space_id", Some(DEFAULT_SPACE), "space"),
+    boolean("is_crystal", None, "true: only crystals, false: only non-crystals"),
+    choice("unit_type", None, UNIT_TYPES, "only this unit type"),
+    list("labels", "label names every memory must carry (repeat for AND)"),
+];
+
+const SEARCH_GET_PARAMS: &[ParamSpec] = &[
+    required("q", "query text"),
+    int("limit", 1, Some(100), Some(10), "hits"),
+    choice("mode", Some("fast"), &["fast", "deep", "normal"], "search depth; all run the hybrid search"),
+    choice("retrieval", Some("hybrid"), &["hybrid", "lexical", "vector"], "Engram extension: rankings used"),
+    list("labels", "label names every hit must carry"),
+    list("metadata", "key=value equality on metadata (not supported yet: 422 when given)"),
+    choice("unit_type", None, UNIT_TYPES, "only this unit type"),
+    num("importance_min", 0.0, 1.0, None, "minimum importance"),
+    string("time_range", None, "deprecated: today, week, month, year or an ISO date (recorded at or after)"),
+    string("event_date_from", None, "event date lower bound (YYYY, YYYY-MM, YYYY-MM-DD)"),
+    string("event_date_to", None, "event date upper bound"),
+    string("recorded_date_from", None, "creation date lower bound"),
+    string("recorded_date_to", None, "creation date upper bound"),
+    boolean("include_history", Some(false), "include superseded versions"),
+    boolean("explain", Some(false), "accepted; reasons are always included"),
+    string("space_id", Some(DEFAULT_SPACE), "space"),
+];
+
+const SPACE_GUARD: &[ParamSpec] = &[string("space_id", None, "optional guard: the memory must be in this space")];
+const DELETE_PARAMS: &[ParamSpec] = &[
+    string("space_id", None, "optional guard: the memory must be in this space"),
+    boolean("cascade_delete", Some(true), "accepted; label edges are always removed with the memory"),
+];
+const LABEL_LIST_PARAMS: &[ParamSpec] = &[
+    int("limit", 1, Some(1000), Some(100), "page size"),
+    int("offset", 0, None, Some(0), "items to skip"),
+    choice("order_by", Some("name"), &["name", "usage_count", "created_at", "updated_at"], "ordering"),
+    boolean("order_desc", Some(false), "descending"),
+    string("space_id", Some(DEFAULT_SPACE), "space"),
+];
+const LABEL_CREATE_PARAMS: &[ParamSpec] = &[
+    required("name", "label name, 1..=100 characters"),
+    string("color", Some("#3b82f6"), "hex colour"),
+    string("description", Some(""), "description"),
+    string("space_id", Some(DEFAULT_SPACE), "space"),
+];
+
+macro_rules! route {
+    ($m:literal, $p:literal, $op:literal, $sum:literal, $q:expr, $body:expr, $resp:expr, $public:literal, $h:expr) => {
+        Route {
+            method: $m,
+            path: $p,
+            operation_id: $op,
+            summary: $sum,
+            query: $q,
+            body: $body,
+            response: $resp,
+            public: $public,
+            handler: $h,
+        }
+    };
+}
+
+/// Every route of the API.
+pub static ROUTES: &[Route] = &[
+    route!("GET", "/capabilities", "get_capabilities", "Server version and feature flags", &[], None, Shape::Ref("CapabilitiesResponse"), true, capabilities),
+    route!("GET", "/health", "get_health", "Health, embedder and store counters", &[], None, Shape::Ref("HealthResponse"), true, health),
+    route!("GET", "/livez", "get_livez", "Liveness probe", &[], None, Shape::Object, true, livez),
+    route!("GET", "/openapi.json", "get_openapi", "This OpenAPI 3.1 document", &[], None, Shape::Object, false, openapi),
+    route!("POST", "/memories", "create_memory", "Create a memory, or upsert by id", &[], Some("CreateMemoryRequest"), Shape::Ref("CreateMemoryResponse"), false, create_memory),
+    route!("GET", "/memories", "list_memories", "List memories of a space, newest first", LIST_PARAMS, None, Shape::Ref("ListMemoriesResponse"), false, list_memories),
+    route!("GET", "/memories/search", "search_memories_get", "Hybrid search (query string form, used by the CLI)", SEARCH_GET_PARAMS, None, Shape::Ref("SearchGetResponse"), false, search_get),
+    route!("POST", "/memories/search", "search_memories", "Hybrid search (MemorySearchRequest)", &[], Some("SearchRequest"), Shape::ArrayOf("MemorySearchResult"), false, search_post),
+    route!("GET", "/memories/{memory_id}", "get_memory", "Read a memory", SPACE_GUARD, None, Shape::Ref("MemoryOut"), false, get_memory),
+    route!("PATCH", "/memories/{memory_id}", "update_memory", "Update fields; labels replace the set; space_id moves", SPACE_GUARD, Some("UpdateMemoryRequest"), Shape::Ref("MemoryOut"), false, update_memory),
+    route!("DELETE", "/memories/{memory_id}", "delete_memory", "Delete a memory and its edges", DELETE_PARAMS, None, Shape::Ref("DeleteMemoryResponse"), false, delete_memory),
+    route!("GET", "/memories/{memory_id}/labels", "get_memory_labels", "Labels of a memory", SPACE_GUARD, None, Shape::Ref("LabelsResponse"), false, memory_labels),
+    route!("POST", "/memories/{memory_id}/labels/{label_id}", "add_memory_label", "Attach a label", SPACE_GUARD, None, Shape::Ref("MessageResponse"), false, add_label),
+    route!("DELETE", "/memories/{memory_id}/labels/{label_id}", "remove_memory_label", "Detach a label", SPACE_GUARD, None, Shape::Ref("MessageResponse"), false, remove_label),
+    route!("GET", "/labels", "list_labels", "Labels with usage counts", LABEL_LIST_PARAMS, None, Shape::ArrayOf("Label"), false, list_labels),
+    route!("POST", "/labels", "create_label", "Create a label", LABEL_CREATE_PARAMS, None, Shape::Ref("Label"), false, create_label),
+    route!("POST", "/spaces", "create_space", "Create a space", &[], Some("CreateSpaceRequest"), Shape::Ref("SpacesResponse"), false, create_space),
+    route!("GET", "/spaces", "list_spaces", "List spaces", &[], None, Shape::Ref("SpacesResponse"), false, list_spaces),
+];
+
+fn ok(value: &impl serde::Serialize) -> Result<ApiResponse> {
+    Ok(ApiResponse::json(200, value))
+}
+
+fn capabilities(api: &Api, _: &Ctx<'_>) -> Result<ApiResponse> {
+    let mut features = serde_json::Map::new();
+    for (k, v) in [
+        ("memories", true),
+        ("search", true),
+        ("labels", true),
+        ("spaces", true),
+        ("threads", false),
+        ("entities", false),
+        ("communities", false),
+        ("library", false),
+        ("sources", false),
+        ("embeddings_api", false),
+        ("data_import", false),
+        ("fs", false),
+        ("working_memory", false),
+    ] {
+        features.insert(k.into(), v.into());
+    }
+    ok(&CapabilitiesResponse {
+        version: api.info.version.clone(),
+        server: "engram".into(),
+        api_version: "0.9.15".into(),
+        features,
+    })
+}
+
+fn health(api: &Api, _: &Ctx<'_>) -> Result<ApiResponse> {
+    let h = api.store().health()?;
+    ok(&HealthResponse {
+        status: "ok".into(),
+        version: api.info.version.clone(),
+        database_connected: true,
+        embedding: EmbeddingStatus {
+            mode: api.info.embedding_mode.clone(),
+            model: h.embedder,
+            dimension: h.dim,
+            degraded: api.info.degraded,
+        },
+        reindex_needed: h.reindex_pending > 0,
+        memory_count: h.memories,
+        generation: h.generation,
+        uptime_s: api.store().uptime_s(),
+    })
+}
+
+fn livez(_: &Api, _: &Ctx<'_>) -> Result<ApiResponse> {
+    ok(&serde_json::json!({"status": "alive"}))
+}
+
+fn openapi(_: &Api, _: &Ctx<'_>) -> Result<ApiResponse> {
+    ok(&Api::openapi())
+}
+
+fn parse_unit(s: Option<&str>, loc: &[&str], errs: &mut Vec<FieldError>) -> Option<UnitType> {
+    let s = s?;
+    let u = UnitType::parse(s);
+    if u.is_none() {
+        errs.push(
+            FieldError::new(loc, "enum", format!("Input should be one of: {}", UNIT_TYPES.join(", ")), s.into())
+                .with_ctx(serde_json::json!({"expected": UNIT_TYPES.join(", ")})),
+        );
+    }
+    u
+}
+
+fn parse_temporal(s: Option<&str>, loc: &[&str], errs: &mut Vec<FieldError>) -> Option<TemporalContext> {
+    let s = s?;
+    let t = TemporalContext::parse(s);
+    if t.is_none() {
+        errs.push(FieldError::new(loc, "enum", "Input should be one of: past, present, future, timeless", s.into()));
+    }
+    t
+}
+
+fn parse_date_bound(s: Option<&str>, loc: &[&str], end_of: bool, errs: &mut Vec<FieldError>) -> Option<Timestamp> {
+    let s = s?.trim();
+    if s.is_empty() {
+        return None;
+    }
+    match parse_loose_date(s) {
+        Some(t) if end_of => Some(Timestamp(end_of_period(s, t.0))),
+        Some(t) => Some(t),
+        None => {
+            errs.push(FieldError::new(loc, "date_invalid", "expected YYYY, YYYY-MM, YYYY-MM-DD or an RFC 3339 date-time", s.into()));
+            None
+        }
+    }
+}
+
+/// The last millisecond of the year, month or day that `s` names (upper bounds are inclusive).
+fn end_of_period(s: &str, start_ms: i64) -> i64 {
+    const DAY: i64 = 86_400_000;
+    match s.len() {
+        4 => parse_loose_date(&format!("{}", s.parse::<i32>().unwrap_or(0) + 1)).map_or(start_ms, |t| t.0 - 1),
+        7 => {
+            let (y, m) = (s[..4].parse::<i32>().unwrap_or(0), s[5..].parse::<u32>().unwrap_or(1));
+            let next = if m >= 12 { format!("{}-01", y + 1) } else { format!("{y}-{:02}", m + 1) };
+            parse_loose_date(&next).map_or(start_ms, |t| t.0 - 1)
+        }
+        10 => start_ms + DAY - 1,
+        _ => start_ms,
+    }
+}
+
+fn source_range_of(indices: Option<&Vec<i64>>) -> Option<std::collections::BTreeMap<String, f64>> {
+    let v = indices.filter(|v| !v.is_empty())?;
+    let (lo, hi) = (v.iter().min().copied().unwrap_or(0), v.iter().max().copied().unwrap_or(0));
+    Some([("start_index".to_string(), lo as f64), ("end_index".to_string(), hi as f64)].into_iter().collect())
+}
+
+fn create_memory(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let r: CreateMemoryRequest = ctx.json()?;
+    let mut errs = Vec::new();
+    let unit_type = parse_unit(r.unit_type.as_deref(), &["body", "unit_type"], &mut errs);
+    let temporal_context = parse_temporal(r.temporal_context.as_deref(), &["body", "temporal_context"], &mut errs);
+    if !errs.is_empty() {
+        return Err(Error::invalid(errs));
+    }
+    let mut metadata = r.metadata.clone();
+    for (k, v) in [("source_app", &r.source_app), ("import_origin", &r.import_origin)] {
+        if let Some(v) = v {
+            metadata.get_or_insert_with(Default::default).insert(k.into(), v.clone().into());
+        }
+    }
+    let new = NewMemory {
+        id: r.id,
+        content: r.content,
+        title: r.title,
+        importance: r.importance,
+        confidence: r.confidence,
+        source: r.source,
+        labels: r.labels,
+        unit_type,
+        event_start: r.event_start,
+        event_end: r.event_end,
+        temporal_context,
+        source_thread_id: r.source_thread_id,
+        source_message_id: r.source_message_id,
+        metadata: metadata.map(Metadata),
+        space_id: r.space_id,
+        source_range: source_range_of(r.source_message_indices.as_ref()),
+        extraction_method: None,
+    };
+    let c = api.store().create_memory(new)?;
+    let action = match c.action {
+        WriteAction::Created => "created",
+        WriteAction::Updated => "updated",
+        WriteAction::Unchanged => "unchanged",
+    };
+    ok(&CreateMemoryResponse {
+        memory: c.view.into(),
+        extracted_entities: vec![],
+        assigned_labels: c.assigned_labels,
+        created_relationships: 0,
+        action: action.into(),
+        warnings: c.warnings,
+    })
+}
+
+fn label_ids(names: &[String]) -> Vec<String> {
+    names.iter().map(|n| crate::model::Label::id_for(n.trim())).collect()
+}
+
+fn list_memories(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let q = &ctx.query;
+    let states = match q.str("state").unwrap_or("active") {
+        "all" => vec![MemoryState::Active, MemoryState::Archived, MemoryState::Deprecated, MemoryState::Superseded],
+        s => MemoryState::parse(s).into_iter().collect(),
+    };
+    let filter = MemoryFilter {
+        states,
+        unit_type: q.str("unit_type").and_then(UnitType::parse),
+        importance_min: q.num("importance_min"),
+        label_ids: label_ids(q.list("labels")),
+        is_crystal: q.bool("is_crystal"),
+        include_history: true,
+        ..Default::default()
+    };
+    let page = api.store().list_memories(&ListQuery {
+        space_id: q.str("space_id").unwrap_or(DEFAULT_SPACE).to_string(),
+        filter,
+        limit: q.int("limit").unwrap_or(20) as usize,
+        offset: q.int("offset").unwrap_or(0) as usize,
+    })?;
+    let has_more = page.has_more();
+    ok(&ListMemoriesResponse {
+        pagination: Pagination { limit: page.limit, offset: page.offset, total: page.total, has_more },
+        memories: page.items.into_iter().map(MemoryOut::from).collect(),
+    })
+}
+
+fn time_range_start(s: &str, errs: &mut Vec<FieldError>) -> Option<Timestamp> {
+    const DAY: i64 = 86_400_000;
+    let now = Timestamp::now().0;
+    match s {
+        "today" => Some(Timestamp(now - now.rem_euclid(DAY))),
+        "week" => Some(Timestamp(now - 7 * DAY)),
+        "month" => Some(Timestamp(now - 30 * DAY)),
+        "year" => Some(Timestamp(now - 365 * DAY)),
+        other => parse_date_bound(Some(other), &["query", "time_range"], false, errs),
+    }
+}
+
+fn run_search(api: &Api, query: String, space: String, limit: i64, mode: SearchMode, filter: MemoryFilter) -> Result<SearchResults> {
+    api.store().search(&SearchQuery { query, space_id: space, limit: limit.clamp(1, 100) as usize, filter, mode })
+}
+
+fn search_get(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let q = &ctx.query;
+    let mut errs = Vec::new();
+    if !q.list("metadata").is_empty() {
+        errs.push(FieldError::new(&["query", "metadata"], "unsupported", "metadata filters are not supported yet", serde_json::Value::Null));
+    }
+    let mut filter = MemoryFilter {
+        unit_type: q.str("unit_type").and_then(UnitType::parse),
+        importance_min: q.num("importance_min"),
+        label_ids: label_ids(q.list("labels")),
+        include_history: q.bool("include_history").unwrap_or(false),
+        event_from: parse_date_bound(q.str("event_date_from"), &["query", "event_date_from"], false, &mut errs),
+        event_to: parse_date_bound(q.str("event_date_to"), &["query", "event_date_to"], true, &mut errs),
+        recorded_from: parse_date_bound(q.str("recorded_date_from"), &["query", "recorded_date_from"], false, &mut errs),
+        recorded_to: parse_date_bound(q.str("recorded_date_to"), &["query", "recorded_date_to"], true, &mut errs),
+        ..Default::default()
+    };
+    if let (None, Some(tr)) = (filter.recorded_from, q.str("time_range")) {
+        filter.recorded_from = time_range_start(tr, &mut errs);
+    }
+    if !errs.is_empty() {
+        return Err(Error::invalid(errs));
+    }
+    let mode = retrieval_mode(q.str("retrieval"));
+    let query = q.str("q").unwrap_or_default().to_string();
+    let space = q.str("space_id").unwrap_or(DEFAULT_SPACE).to_string();
+    let res = run_search(api, query, space, q.int("limit").unwrap_or(10), mode, filter).map_err(|e| relocate(e, "query", "q"))?;
+    let memories = res
+        .hits
+        .iter()
+        .map(|h| {
+            let mut v = serde_json::to_value(MemoryOut::from(h.view.clone())).unwrap_or_default();
+            let reason = h.reason();
+            if let Some(obj) = v.as_object_mut() {
+                if let Some(meta) = obj.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+                    meta.insert("similarity_score".into(), f64::from(h.score).into());
+                    meta.insert("relevance_reason".into(), reason.clone().into());
+                }
+                obj.insert("similarity_score".into(), f64::from(h.score).into());
+                obj.insert("relevance_score".into(), f64::from(h.score).into());
+                obj.insert("relevance_reason".into(), reason.into());
+            }
+            v
+        })
+        .collect();
+    ok(&SearchGetResponse {
+        search_metadata: SearchMetadata {
+            total_found: res.hits.len(),
+            search_mode: res.mode.as_str().into(),
+            candidates: res.candidates,
+            elapsed_ms: res.elapsed_ms,
+            fallback_status: FallbackStatus { degraded: api.info.degraded, message: String::new() },
+        },
+        memories,
+    })
+}
+
+/// Moves a store validation error about `body.query`/`body.limit` to where this transport put the value.
+fn relocate(mut e: Error, place: &str, query_name: &str) -> Error {
+    if e.kind() != crate::ErrorKind::InvalidInput {
+        return e;
+    }
+    let fields: Vec<FieldError> = e
+        .fields()
+        .iter()
+        .cloned()
+        .map(|mut f| {
+            if f.loc.first().and_then(|v| v.as_str()) == Some("body") {
+                f.loc[0] = place.into();
+                if f.loc.get(1).and_then(|v| v.as_str()) == Some("query") {
+                    f.loc[1] = query_name.into();
+                }
+            }
+            f
+        })
+        .collect();
+    e = Error::invalid(fields);
+    e
+}
+
+fn retrieval_mode(s: Option<&str>) -> SearchMode {
+    match s {
+        Some("lexical") => SearchMode::Lexical,
+        Some("vector") => SearchMode::Vector,
+        _ => SearchMode::Hybrid,
+    }
+}
+
+fn search_post(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let r: SearchRequest = ctx.json()?;
+    let mut errs = Vec::new();
+    let limit = r.limit.unwrap_or(10);
+    if !(1..=100).contains(&limit) {
+        errs.push(FieldError::new(&["body", "limit"], "limit_invalid", "limit is 1..=100", limit.into()).with_ctx(serde_json::json!({"ge": 1, "le": 100})));
+    }
+    if let Some(x) = r.importance_min {
+        if !(0.0..=1.0).contains(&x) {
+            errs.push(FieldError::new(&["body", "importance_min"], "range", "importance_min is 0..=1", serde_json::Value::Null));
+        }
+    }
+    if let Some(m) = r.retrieval.as_deref() {
+        if !["hybrid", "lexical", "vector"].contains(&m) {
+            errs.push(FieldError::new(&["body", "retrieval"], "enum", "Input should be one of: hybrid, lexical, vector", m.into()));
+        }
+    }
+    let unit_type = parse_unit(r.unit_type.as_deref(), &["body", "unit_type"], &mut errs);
+    let _ = parse_temporal(r.temporal_context.as_deref(), &["body", "temporal_context"], &mut errs);
+    let filter = MemoryFilter {
+        unit_type,
+        importance_min: r.importance_min,
+        label_ids: label_ids(r.filter_labels.as_deref().unwrap_or_default()),
+        include_history: r.include_history.unwrap_or(false),
+        event_from: parse_date_bound(r.event_date_from.as_deref(), &["body", "event_date_from"], false, &mut errs),
+        event_to: parse_date_bound(r.event_date_to.as_deref(), &["body", "event_date_to"], true, &mut errs),
+        recorded_from: parse_date_bound(r.recorded_date_from.as_deref(), &["body", "recorded_date_from"], false, &mut errs),
+        recorded_to: parse_date_bound(r.recorded_date_to.as_deref(), &["body", "recorded_date_to"], true, &mut errs),
+        ..Default::default()
+    };
+    if !errs.is_empty() {
+        return Err(Error::invalid(errs));
+    }
+    let space = r.space_id.unwrap_or_else(|| DEFAULT_SPACE.to_string());
+    let res = run_search(api, r.query, space, limit, retrieval_mode(r.retrieval.as_deref()), filter)?;
+    let out: Vec<MemorySearchResult> = res
+        .hits
+        .into_iter()
+        .map(|h| MemorySearchResult {
+            similarity_score: f64::from(h.score),
+            relevance_reason: h.reason(),
+            related_entities: vec![],
+            evolves_context: serde_json::json!({}),
+            memory: h.view.into(),
+        })
+        .collect();
+    ok(&out)
+}
+
+fn guard<'c>(ctx: &'c Ctx<'_>) -> Option<&'c str> {
+    ctx.query.str("space_id").filter(|s| !s.is_empty())
+}
+
+fn get_memory(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    ok(&MemoryOut::from(api.store().get_memory(ctx.param("memory_id"), guard(ctx))?))
+}
+
+fn update_memory(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let r: UpdateMemoryRequest = ctx.json()?;
+    let mut errs = Vec::new();
+    let unit_type = parse_unit(r.unit_type.as_deref(), &["body", "unit_type"], &mut errs);
+    let temporal_context = parse_temporal(r.temporal_context.as_deref(), &["body", "temporal_context"], &mut errs);
+    if !errs.is_empty() {
+        return Err(Error::invalid(errs));
+    }
+    let patch = MemoryPatch {
+        title: r.title,
+        content: r.content,
+        importance: r.importance,
+        confidence: r.confidence,
+        unit_type,
+        space_id: r.space_id,
+        labels: r.labels,
+        source: r.source,
+        event_start: r.event_start,
+        event_end: r.event_end,
+        temporal_context,
+        metadata: r.metadata.map(Metadata),
+    };
+    ok(&MemoryOut::from(api.store().update_memory(ctx.param("memory_id"), patch, guard(ctx))?))
+}
+
+fn delete_memory(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let id = ctx.param("memory_id");
+    let r = api.store().delete_memory(id, guard(ctx))?;
+    ok(&DeleteMemoryResponse {
+        message: format!("memory '{id}' deleted"),
+        deleted_relationships: r.deleted_relationships,
+        deleted_entities: 0,
+    })
+}
+
+fn memory_labels(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    ok(&LabelsResponse { labels: api.store().memory_labels(ctx.param("memory_id"), guard(ctx))? })
+}
+
+fn add_label(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let (m, l) = (ctx.param("memory_id"), ctx.param("label_id"));
+    let changed = api.store().set_memory_label(m, l, true, guard(ctx))?;
+    let message = if changed { format!("label '{l}' added to memory '{m}'") } else { format!("memory '{m}' already has label '{l}'") };
+    ok(&MessageResponse { message })
+}
+
+fn remove_label(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let (m, l) = (ctx.param("memory_id"), ctx.param("label_id"));
+    let changed = api.store().set_memory_label(m, l, false, guard(ctx))?;
+    let message = if changed { format!("label '{l}' removed from memory '{m}'") } else { format!("memory '{m}' did not have label '{l}'") };
+    ok(&MessageResponse { message })
+}
+
+fn list_labels(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let q = &ctx.query;
+    let order = match q.str("order_by") {
+        Some("usage_count") => LabelOrder::UsageCount,
+        Some("created_at") => LabelOrder::CreatedAt,
+        Some("updated_at") => LabelOrder::UpdatedAt,
+        _ => LabelOrder::Name,
+    };
+    let labels = api.store().list_labels(
+        q.str("space_id").unwrap_or(DEFAULT_SPACE),
+        order,
+        q.bool("order_desc").unwrap_or(false),
+        q.int("limit").unwrap_or(100) as usize,
+        q.int("offset").unwrap_or(0) as usize,
+    )?;
+    ok(&labels)
+}
+
+fn create_label(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let q = &ctx.query;
+    let label = api.store().create_label(
+        q.str("space_id").unwrap_or(DEFAULT_SPACE),
+        q.str("name").unwrap_or_default(),
+        q.str("color").map(str::to_string),
+        q.str("description").map(str::to_string),
+    )?;
+    ok(&label)
+}
+
+fn create_space(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let r: CreateSpaceRequest = ctx.json()?;
+    let space = api.store().create_space(NewSpace {
+        name: r.name,
+        description: r.description,
+        icon: r.icon,
+        instructions: r.instructions,
+        aliases: r.aliases.unwrap_or_default(),
+    })?;
+    ok(&SpacesResponse { enabled: true, spaces: api.store().list_spaces()?, space: Some(space) })
+}
+
+fn list_spaces(api: &Api, _: &Ctx<'_>) -> Result<ApiResponse> {
+    ok(&SpacesResponse { enabled: true, spaces: api.store().list_spaces()?, space: None })
+}

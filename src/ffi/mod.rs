@@ -1,0 +1,246 @@
+//! C API (feature `ffi`): open a store, run any route of the API in-process, read status and JSON, free.
+//!
+//! Conventions (after `rure.h` and rustls-ffi): every function returns an `engram_result` (0 = OK) and writes
+//! results through out-parameters that are left untouched on error; strings in are pointer + length and
+//! UTF-8 checked; owned outputs have their own `_free`, which accepts NULL; every body runs behind a panic
+//! boundary; the text of the last error of the calling thread is copied out by `engram_last_error`.
+//!
+//! Thread safety: an `engram_store` may be used from several threads at once; an `engram_response` belongs to
+//! one thread at a time. Only one process can open a store: a second open returns `ENGRAM_LOCKED`.
+
+#![allow(non_camel_case_types)]
+#![allow(clippy::missing_safety_doc)]
+
+use std::cell::RefCell;
+use std::ffi::c_char;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+
+use crate::api::{Api, ApiRequest, ServiceInfo};
+use crate::config::StoreConfig;
+use crate::error::{Error, ErrorKind};
+use crate::store::KnowledgeStore;
+
+/// Result code of every C function: 0 on success.
+pub type engram_result = i32;
+
+/// Success.
+pub const ENGRAM_OK: engram_result = 0;
+/// A required pointer argument was NULL.
+pub const ENGRAM_NULL_PARAMETER: engram_result = 1;
+/// Input failed validation.
+pub const ENGRAM_INVALID_INPUT: engram_result = ErrorKind::InvalidInput.row().c_code;
+/// No such record.
+pub const ENGRAM_NOT_FOUND: engram_result = ErrorKind::NotFound.row().c_code;
+/// The write conflicts with stored state.
+pub const ENGRAM_CONFLICT: engram_result = ErrorKind::Conflict.row().c_code;
+/// Another process has the store open.
+pub const ENGRAM_LOCKED: engram_result = ErrorKind::Locked.row().c_code;
+/// An I/O error; nothing was changed; retrying may succeed.
+pub const ENGRAM_IO: engram_result = ErrorKind::Io.row().c_code;
+/// The disk is full; nothing was changed.
+pub const ENGRAM_STORAGE_FULL: engram_result = ErrorKind::StorageFull.row().c_code;
+/// The store file is damaged or of an unknown format.
+pub const ENGRAM_CORRUPT: engram_result = ErrorKind::Corrupt.row().c_code;
+/// An unexpected internal error.
+pub const ENGRAM_INTERNAL: engram_result = ErrorKind::Internal.row().c_code;
+/// A string argument was not valid UTF-8.
+pub const ENGRAM_INVALID_UTF8: engram_result = 16;
+/// Engram panicked; the call had no effect. Please report it.
+pub const ENGRAM_PANIC: engram_result = 17;
+
+/// An open store (opaque). Close with `engram_store_close`.
+pub struct engram_store {
+    api: Api,
+}
+
+/// A response (opaque): HTTP-style status and a NUL-terminated JSON body. Free with `engram_response_free`.
+pub struct engram_response {
+    status: u16,
+    body: Vec<u8>,
+}
+
+thread_local! {
+    static LAST_ERROR: RefCell<String> = const { RefCell::new(String::new()) };
+}
+
+fn set_error(msg: impl Into<String>) {
+    LAST_ERROR.with(|e| *e.borrow_mut() = msg.into());
+}
+
+fn fail(e: &Error) -> engram_result {
+    set_error(e.chain());
+    e.kind().row().c_code
+}
+
+fn guard(f: impl FnOnce() -> engram_result) -> engram_result {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(_) => {
+            set_error("internal panic; the call had no effect");
+            ENGRAM_PANIC
+        }
+    }
+}
+
+unsafe fn str_arg<'a>(ptr: *const c_char, len: usize, what: &str) -> Result<&'a str, engram_result> {
+    if ptr.is_null() {
+        set_error(format!("{what} is NULL"));
+        return Err(ENGRAM_NULL_PARAMETER);
+    }
+    // SAFETY: the caller guarantees `ptr` points to `len` readable bytes.
+    let bytes = unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) };
+    std::str::from_utf8(bytes).map_err(|_| {
+        set_error(format!("{what} is not valid UTF-8"));
+        ENGRAM_INVALID_UTF8
+    })
+}
+
+/// Opens (or creates) the store in directory `data_dir` (UTF-8, `data_dir_len` bytes) with the built-in
+/// embedder, and writes the handle to `*out`.
+///
+/// Returns `ENGRAM_OK`, `ENGRAM_NULL_PARAMETER`, `ENGRAM_INVALID_UTF8`, `ENGRAM_LOCKED` (open elsewhere),
+/// `ENGRAM_IO` or `ENGRAM_CORRUPT`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn engram_store_open(
+    data_dir: *const c_char,
+    data_dir_len: usize,
+    out: *mut *mut engram_store,
+) -> engram_result {
+    guard(|| {
+        if out.is_null() {
+            set_error("out is NULL");
+            return ENGRAM_NULL_PARAMETER;
+        }
+        // SAFETY: pointer and length come from the caller, per this function's contract.
+        let dir = match unsafe { str_arg(data_dir, data_dir_len, "data_dir") } {
+            Ok(d) => d,
+            Err(code) => return code,
+        };
+        match KnowledgeStore::open(StoreConfig::new(dir)) {
+            Ok(store) => {
+                let handle = Box::new(engram_store { api: Api::new(Arc::new(store), ServiceInfo::default()) });
+                // SAFETY: `out` is non-NULL and writable per the contract.
+                unsafe { *out = Box::into_raw(handle) };
+                ENGRAM_OK
+            }
+            Err(e) => fail(&e),
+        }
+    })
+}
+
+/// Closes a store and frees the handle. NULL is accepted and ignored.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn engram_store_close(store: *mut engram_store) {
+    if store.is_null() {
+        return;
+    }
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: `store` came from `engram_store_open` and is not used after this call.
+        drop(unsafe { Box::from_raw(store) });
+    }));
+}
+
+/// Runs one API request in-process, exactly as the HTTP server would (without its key and host checks):
+/// `method` (`GET`, `POST`, `PATCH`, `PUT`, `DELETE`), `target` (path with optional `?query`, percent-encoded),
+/// `body` (JSON bytes, may be NULL when `body_len` is 0). Writes a response to `*out`; API errors (404, 422...)
+/// are responses with that status, not failures of this call.
+///
+/// Returns `ENGRAM_OK`, `ENGRAM_NULL_PARAMETER`, `ENGRAM_INVALID_UTF8` (method or target) or `ENGRAM_PANIC`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn engram_request(
+    store: *const engram_store,
+    method: *const c_char,
+    method_len: usize,
+    target: *const c_char,
+    target_len: usize,
+    body: *const u8,
+    body_len: usize,
+    out: *mut *mut engram_response,
+) -> engram_result {
+    guard(|| {
+        if store.is_null() || out.is_null() || (body.is_null() && body_len > 0) {
+            set_error("store, out, or body (with a non-zero length) is NULL");
+            return ENGRAM_NULL_PARAMETER;
+        }
+        // SAFETY: arguments follow this function's contract.
+        let (method, target) = match unsafe { (str_arg(method, method_len, "method"), str_arg(target, target_len, "target")) } {
+            (Ok(m), Ok(t)) => (m, t),
+            (Err(c), _) | (_, Err(c)) => return c,
+        };
+        let body: &[u8] = if body_len == 0 {
+            &[]
+        } else {
+            // SAFETY: non-NULL with `body_len` readable bytes per the contract.
+            unsafe { std::slice::from_raw_parts(body, body_len) }
+        };
+        // SAFETY: `store` came from `engram_store_open` and is still open.
+        let s = unsafe { &*store };
+        let resp = s.api.handle(ApiRequest::from_target(method, target, body));
+        let mut bytes = resp.body;
+        bytes.push(0);
+        // SAFETY: `out` is non-NULL and writable.
+        unsafe { *out = Box::into_raw(Box::new(engram_response { status: resp.status, body: bytes })) };
+        ENGRAM_OK
+    })
+}
+
+/// The HTTP-style status of a response (200, 404, 422...); 0 for NULL.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn engram_response_status(resp: *const engram_response) -> u16 {
+    if resp.is_null() {
+        return 0;
+    }
+    // SAFETY: a live response from `engram_request`.
+    unsafe { (*resp).status }
+}
+
+/// The JSON body of a response, NUL-terminated, valid until `engram_response_free`. Writes its length without
+/// the NUL to `*len` when `len` is not NULL. Returns NULL for a NULL response.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn engram_response_body(resp: *const engram_response, len: *mut usize) -> *const c_char {
+    if resp.is_null() {
+        return std::ptr::null();
+    }
+    // SAFETY: a live response from `engram_request`.
+    let r = unsafe { &*resp };
+    if !len.is_null() {
+        // SAFETY: non-NULL and writable per the contract.
+        unsafe { *len = r.body.len().saturating_sub(1) };
+    }
+    r.body.as_ptr().cast()
+}
+
+/// Frees a response. NULL is accepted and ignored.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn engram_response_free(resp: *mut engram_response) {
+    if !resp.is_null() {
+        // SAFETY: `resp` came from `engram_request` and is not used after this call.
+        drop(unsafe { Box::from_raw(resp) });
+    }
+}
+
+/// Copies the message of the calling thread's last failed call into `buf` (`buf_len` bytes, NUL-terminated,
+/// truncated if needed). Returns the full message length in bytes without the NUL, so a caller can size a
+/// buffer; 0 when there was no error. `buf` may be NULL to ask only for the length.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn engram_last_error(buf: *mut c_char, buf_len: usize) -> usize {
+    LAST_ERROR.with(|e| {
+        let msg = e.borrow();
+        if !buf.is_null() && buf_len > 0 {
+            let n = msg.len().min(buf_len - 1);
+            // SAFETY: `buf` has `buf_len` writable bytes per the contract; n < buf_len.
+            unsafe {
+                std::ptr::copy_nonoverlapping(msg.as_ptr(), buf.cast::<u8>(), n);
+                *buf.add(n) = 0;
+            }
+        }
+        msg.len()
+    })
+}
+
+/// The library version, a static NUL-terminated string.
+#[unsafe(no_mangle)]
+pub extern "C" fn engram_version() -> *const c_char {
+    concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
+}
