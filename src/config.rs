@@ -30,8 +30,9 @@ pub struct StoreConfig {
     pub vector: VectorParams,
     /// BM25 parameters.
     pub bm25: Bm25Params,
-    /// How lexical and vector rankings are fused.
-    pub fusion: Fusion,
+    /// How lexical and vector rankings are fused; None: convex with the embedder's
+    /// [`Embedder::default_lexical_weight`].
+    pub fusion: Option<Fusion>,
     /// Commit durability.
     pub durability: Durability,
     /// redb page cache in bytes (default 64 MiB).
@@ -59,7 +60,7 @@ impl StoreConfig {
             embedder: Arc::new(HashEmbedder::default()),
             vector: VectorParams::default(),
             bm25: Bm25Params::default(),
-            fusion: Fusion::default(),
+            fusion: None,
             durability: Durability::Immediate,
             cache_size_bytes: 64 << 20,
         }
@@ -79,8 +80,13 @@ impl StoreConfig {
 
     /// Sets the fusion method.
     pub fn fusion(mut self, f: Fusion) -> Self {
-        self.fusion = f;
+        self.fusion = Some(f);
         self
+    }
+
+    /// The fusion in effect.
+    pub fn effective_fusion(&self) -> Fusion {
+        self.fusion.unwrap_or(Fusion::Convex { alpha: self.embedder.default_lexical_weight() })
     }
 
     /// Sets durability.

@@ -11,7 +11,7 @@ use std::time::Instant;
 use serde::Deserialize;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::index::fusion::{Fusion, fuse};
+use crate::index::fusion::Fusion;
 use crate::model::Metadata;
 use crate::store::{KnowledgeStore, NewMemory, NewSpace, SearchMode, SearchQuery};
 
@@ -45,6 +45,8 @@ pub struct LocomoOptions {
     pub conversations: Option<std::ops::RangeInclusive<usize>>,
     /// Cut-offs, e.g. `[5, 10]`.
     pub ks: Vec<usize>,
+    /// Also run hybrid search with RRF and several convex weights (reported as `fusion/...`).
+    pub fusion_study: bool,
 }
 
 /// Recall and hit at each k, per category key (`all`, `1`..`5`).
@@ -142,6 +144,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 /// [`ErrorKind::Io`] when the dataset cannot be read, [`ErrorKind::InvalidInput`] when it is not LoCoMo JSON,
 /// and any store error.
 pub fn locomo(store: &KnowledgeStore, dataset: &Path, opts: &LocomoOptions, progress: bool) -> Result<LocomoReport> {
+    let study = opts.fusion_study;
     let raw = std::fs::read(dataset)?;
     let convs: Vec<Conversation> = serde_json::from_slice(&raw)
         .map_err(|e| Error::new(ErrorKind::InvalidInput, format!("{} is not LoCoMo JSON: {e}", dataset.display())))?;
@@ -205,7 +208,7 @@ pub fn locomo(store: &KnowledgeStore, dataset: &Path, opts: &LocomoOptions, prog
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     let fusions: Vec<(String, Fusion)> = std::iter::once(("fusion/rrf-60".to_string(), Fusion::Rrf { k: 60.0 }))
-        .chain([0.3f32, 0.4, 0.5, 0.6, 0.7].iter().map(|a| (format!("fusion/convex-{a}"), Fusion::Convex { alpha: *a })))
+        .chain([0.5f32, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9].iter().map(|a| (format!("fusion/convex-{a}"), Fusion::Convex { alpha: *a })))
         .collect();
     let mut acc: BTreeMap<String, Accumulator> = BTreeMap::new();
     let mut latencies = Vec::new();
@@ -227,44 +230,32 @@ pub fn locomo(store: &KnowledgeStore, dataset: &Path, opts: &LocomoOptions, prog
                 continue;
             }
             questions += 1;
-            let ask = |mode, limit| {
+            let ask = |mode, limit, fusion| {
                 store.search(&SearchQuery {
                     query: qa.question.clone(),
                     space_id: space.clone(),
                     limit,
                     filter: Default::default(),
                     mode,
+                    fusion,
                 })
             };
-            let to_dia = |id: &str| id.split_once('-').map(|(_, d)| d.to_string()).unwrap_or_default();
+            let ranked = |r: &crate::store::SearchResults| -> Vec<String> {
+                r.hits.iter().map(|h| h.view.memory.id.split_once('-').map(|(_, d)| d.to_string()).unwrap_or_default()).collect()
+            };
             let t0 = Instant::now();
-            let hybrid = ask(SearchMode::Hybrid, kmax)?;
+            let hybrid = ask(SearchMode::Hybrid, kmax, None)?;
             latencies.push(t0.elapsed().as_secs_f64() * 1000.0);
-            let depth = (kmax * 4).max(50);
-            let lexical = ask(SearchMode::Lexical, depth.min(100))?;
-            let vector = ask(SearchMode::Vector, depth.min(100))?;
-            let lex_ranked: Vec<String> = lexical.hits.iter().map(|h| to_dia(&h.view.memory.id)).collect();
-            let vec_ranked: Vec<String> = vector.hits.iter().map(|h| to_dia(&h.view.memory.id)).collect();
-            let hyb_ranked: Vec<String> = hybrid.hits.iter().map(|h| to_dia(&h.view.memory.id)).collect();
-            acc.entry("hybrid".into()).or_insert_with(Accumulator::new).add(qa.category, &hyb_ranked, &evidence, &ks);
-            acc.entry("lexical".into()).or_insert_with(Accumulator::new).add(qa.category, &lex_ranked, &evidence, &ks);
-            acc.entry("vector".into()).or_insert_with(Accumulator::new).add(qa.category, &vec_ranked, &evidence, &ks);
-            let lex_scores: Vec<(u64, f32)> =
-                lexical.hits.iter().enumerate().map(|(r, h)| (r as u64, h.score)).take(depth).collect();
-            let lex_key: Vec<&str> = lexical.hits.iter().map(|h| h.view.memory.id.as_str()).collect();
-            let mut key_of: Vec<String> = lex_key.iter().map(|s| s.to_string()).collect();
-            let mut vec_scores = Vec::new();
-            for h in vector.hits.iter().take(depth) {
-                let pos = key_of.iter().position(|k| *k == h.view.memory.id).unwrap_or_else(|| {
-                    key_of.push(h.view.memory.id.clone());
-                    key_of.len() - 1
-                });
-                vec_scores.push((pos as u64, h.score));
+            acc.entry("hybrid".into()).or_insert_with(Accumulator::new).add(qa.category, &ranked(&hybrid), &evidence, &ks);
+            for (name, mode) in [("lexical", SearchMode::Lexical), ("vector", SearchMode::Vector)] {
+                let r = ask(mode, kmax, None)?;
+                acc.entry(name.into()).or_insert_with(Accumulator::new).add(qa.category, &ranked(&r), &evidence, &ks);
             }
-            for (name, f) in &fusions {
-                let ranked: Vec<String> =
-                    fuse(&lex_scores, &vec_scores, *f).iter().take(kmax).map(|x| to_dia(&key_of[x.docno as usize])).collect();
-                acc.entry(name.clone()).or_insert_with(Accumulator::new).add(qa.category, &ranked, &evidence, &ks);
+            if study {
+                for (name, f) in &fusions {
+                    let r = ask(SearchMode::Hybrid, kmax, Some(*f))?;
+                    acc.entry(name.clone()).or_insert_with(Accumulator::new).add(qa.category, &ranked(&r), &evidence, &ks);
+                }
             }
         }
     }

@@ -344,7 +344,7 @@ fn time_range_start(s: &str, errs: &mut Vec<FieldError>) -> Option<Timestamp> {
 }
 
 fn run_search(api: &Api, query: String, space: String, limit: i64, mode: SearchMode, filter: MemoryFilter) -> Result<SearchResults> {
-    api.store().search(&SearchQuery { query, space_id: space, limit: limit.clamp(1, 100) as usize, filter, mode })
+    api.store().search(&SearchQuery { query, space_id: space, limit: limit.clamp(1, 100) as usize, filter, mode, fusion: None })
 }
 
 fn search_get(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {

@@ -56,9 +56,12 @@ enum EvalCommand {
         /// Print one JSON object instead of tables.
         #[arg(long)]
         json: bool,
-        /// Fusion for the store's hybrid search: `convex:<alpha>` or `rrf:<k>`.
-        #[arg(long, default_value = "convex:0.5")]
-        fusion: String,
+        /// Fusion for the store's hybrid search: `convex:<alpha>` or `rrf:<k>` (default: the embedder's).
+        #[arg(long)]
+        fusion: Option<String>,
+        /// Also compare fusion methods (RRF, convex weights 0.3..0.9) through the store's hybrid search.
+        #[arg(long)]
+        fusion_study: bool,
         /// Store directory (default: a fresh temporary directory, removed afterwards).
         #[arg(long)]
         data_dir: Option<PathBuf>,
@@ -109,9 +112,13 @@ fn run(cli: Cli) -> engram::Result<()> {
         Command::Serve { addr, data_dir, api_key, allow_hosts, max_body_bytes } => {
             serve(addr, data_dir.unwrap_or_else(default_data_dir), api_key, allow_hosts, max_body_bytes)
         }
-        Command::Eval { which: EvalCommand::Locomo { dataset, conversations, k, json, fusion, data_dir } } => {
-            let fusion = parse_fusion(&fusion)
-                .ok_or_else(|| engram::Error::new(engram::ErrorKind::InvalidInput, "--fusion is convex:<alpha> or rrf:<k>"))?;
+        Command::Eval { which: EvalCommand::Locomo { dataset, conversations, k, json, fusion, fusion_study, data_dir } } => {
+            let fusion = match fusion.as_deref() {
+                Some(f) => Some(parse_fusion(f).ok_or_else(|| {
+                    engram::Error::new(engram::ErrorKind::InvalidInput, "--fusion is convex:<alpha> or rrf:<k>")
+                })?),
+                None => None,
+            };
             let range = match conversations.as_deref() {
                 Some(s) => Some(parse_range(s).ok_or_else(|| {
                     engram::Error::new(engram::ErrorKind::InvalidInput, "--conversations is N or A-B")
@@ -122,9 +129,11 @@ fn run(cli: Cli) -> engram::Result<()> {
                 Some(d) => (d, false),
                 None => (std::env::temp_dir().join(format!("engram-eval-{}", std::process::id())), true),
             };
-            let store = KnowledgeStore::open(StoreConfig::new(&dir).fusion(fusion))?;
+            let mut config = StoreConfig::new(&dir);
+            config.fusion = fusion;
+            let store = KnowledgeStore::open(config)?;
             let progress = !json && std::io::IsTerminal::is_terminal(&std::io::stderr());
-            let report = engram::eval::locomo(&store, &dataset, &engram::eval::LocomoOptions { conversations: range, ks: k }, progress);
+            let report = engram::eval::locomo(&store, &dataset, &engram::eval::LocomoOptions { conversations: range, ks: k, fusion_study }, progress);
             drop(store);
             if temp {
                 let _ = std::fs::remove_dir_all(&dir);

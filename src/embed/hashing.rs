@@ -1,15 +1,16 @@
 //! The built-in embedder: signed feature hashing (Weinberger et al., "Feature Hashing for Large Scale Multitask
-//! Learning", ICML 2009) of three feature families into a fixed-size vector:
+//! Learning", ICML 2009) of the character trigrams of each content word, with boundary marks (`#sw`, `swe`, ...,
+//! `en#`), into a fixed-size vector.
 //!
-//! * stemmed content words (weight 1.0),
-//! * adjacent stemmed word pairs (weight 0.5), which keep a little word order,
-//! * character trigrams of each word with boundary marks (weight 0.25 spread over the word's trigrams), which
-//!   match morphological variants and misspellings that stemming misses ("Sweden"/"Swedish").
+//! It is the complement of the BM25 index rather than a copy of it: BM25 matches whole stemmed words, the
+//! trigrams match morphological variants and misspellings that stemming misses ("Sweden"/"Swedish",
+//! "recieve"/"receive"). Each word contributes weight 1 spread over its trigrams (`1/sqrt(n)` each), counts are
+//! dampened with `1 + ln(tf)`, features are hashed with 64-bit FNV-1a (low bits: dimension, top bit: sign), and
+//! the vector is L2-normalised. Deterministic across platforms and releases of the same name.
 //!
-//! Each feature is hashed with 64-bit FNV-1a; the low bits pick the dimension, the top bit the sign. Counts are
-//! dampened with `1 + ln(tf)` and the vector is L2-normalised. Deterministic across platforms and releases of the
-//! same name. It captures lexical and sub-word overlap, not meaning: a real model (the `fastembed` feature)
-//! does better on paraphrases.
+//! It captures sub-word overlap, not meaning: a real model (the `fastembed` feature) does better on paraphrases.
+//! On LoCoMo (dev part, README) variants with whole words and word pairs scored higher alone (recall@10 0.439 vs
+//! 0.417) but lower fused with BM25 (0.646 vs 0.659 at lexical weight 0.75), because they duplicate BM25.
 
 use std::collections::HashMap;
 
@@ -34,36 +35,24 @@ impl HashEmbedder {
     /// A hashing embedder of `dim` dimensions (clamped to 16..=4096).
     pub fn new(dim: usize) -> Self {
         let dim = dim.clamp(16, 4096);
-        HashEmbedder { dim, name: format!("engram-hash-v1-{dim}") }
+        HashEmbedder { dim, name: format!("engram-char3-hash-v1-{dim}") }
     }
 
     fn embed_one(&self, text: &str) -> Vec<f32> {
-        let words = text::words(text);
         let mut feats: HashMap<u64, f32> = HashMap::new();
-        let mut prev: Option<String> = None;
-        for w in &words {
-            let stemmed = text::stem(w);
-            let stop = text::is_stop(w);
-            if !stop {
-                *feats.entry(fnv1a(&[b"w:", stemmed.as_bytes()])).or_default() += 1.0;
-                if let Some(p) = &prev {
-                    *feats.entry(fnv1a(&[b"b:", p.as_bytes(), b" ", stemmed.as_bytes()])).or_default() += 0.5;
+        let mut buf = [0u8; 16];
+        for w in text::words(text) {
+            if text::is_stop(&w) {
+                continue;
+            }
+            let marked: Vec<char> = std::iter::once('#').chain(w.chars()).chain(std::iter::once('#')).collect();
+            let n = marked.len().saturating_sub(2).max(1) as f32;
+            for tri in marked.windows(3) {
+                let mut len = 0;
+                for c in tri {
+                    len += c.encode_utf8(&mut buf[len..]).len();
                 }
-                let marked: Vec<char> = std::iter::once('#').chain(w.chars()).chain(std::iter::once('#')).collect();
-                if marked.len() >= 3 {
-                    let n = (marked.len() - 2) as f32;
-                    let mut buf = [0u8; 16];
-                    for tri in marked.windows(3) {
-                        let mut len = 0;
-                        for c in tri {
-                            len += c.encode_utf8(&mut buf[len..]).len();
-                        }
-                        *feats.entry(fnv1a(&[b"c:", &buf[..len]])).or_default() += 0.25 / n.sqrt();
-                    }
-                }
-                prev = Some(stemmed);
-            } else {
-                prev = None;
+                *feats.entry(fnv1a(&buf[..len])).or_default() += 1.0 / n.sqrt();
             }
         }
         let mut v = vec![0.0f32; self.dim];
@@ -83,14 +72,12 @@ impl HashEmbedder {
     }
 }
 
-/// 64-bit FNV-1a over the concatenation of `parts`.
-fn fnv1a(parts: &[&[u8]]) -> u64 {
+/// 64-bit FNV-1a.
+fn fnv1a(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for p in parts {
-        for b in *p {
-            h ^= u64::from(*b);
-            h = h.wrapping_mul(0x0000_0100_0000_01b3);
-        }
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
     h
 }
@@ -102,6 +89,12 @@ impl Embedder for HashEmbedder {
 
     fn dim(&self) -> usize {
         self.dim
+    }
+
+    /// 0.85, the middle of the plateau measured on LoCoMo (dev part): recall@10 0.667 against BM25's 0.661
+    /// (weights 0.75..=0.9 all lie within 0.005 of it, which is the noise of hash collisions); 0.5 gives 0.632.
+    fn default_lexical_weight(&self) -> f32 {
+        0.85
     }
 
     fn embed(&self, texts: &[&str], _input_type: InputType) -> Result<Vec<Vec<f32>>> {
@@ -120,17 +113,17 @@ mod tests {
     use crate::embed::cosine;
 
     #[test]
-    fn vectors_are_normalised_deterministic_and_lexically_meaningful() {
+    fn vectors_are_normalised_deterministic_and_typo_tolerant() {
         let e = HashEmbedder::default();
         let v = e
-            .embed(&["I went hiking in Sweden", "hiking trip to Swedish mountains", "tax forms are due"], InputType::Document)
+            .embed(&["I receive letters from Sweden", "recieve a letter from Swedish friends", "tax forms are due"], InputType::Document)
             .unwrap_or_default();
         assert_eq!(v.len(), 3);
         assert_eq!(v[0].len(), 256);
         let norm: f32 = v[0].iter().map(|x| x * x).sum::<f32>().sqrt();
         assert!((norm - 1.0).abs() < 1e-5);
         assert!(cosine(&v[0], &v[1]) > cosine(&v[0], &v[2]) + 0.2);
-        let again = e.embed(&["I went hiking in Sweden"], InputType::Query).unwrap_or_default();
+        let again = e.embed(&["I receive letters from Sweden"], InputType::Query).unwrap_or_default();
         assert_eq!(again[0], v[0]);
         let empty = e.embed(&["the of and"], InputType::Query).unwrap_or_default();
         assert!(empty[0].iter().all(|x| *x == 0.0));

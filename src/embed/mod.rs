@@ -26,6 +26,12 @@ pub trait Embedder: Send + Sync {
     fn name(&self) -> &str;
     /// Vector dimension (number of `f32`s).
     fn dim(&self) -> usize;
+    /// The lexical weight `alpha` of the convex fusion that suits this embedder (0..=1; default 0.5). A weak,
+    /// lexical-like embedder leans on BM25; a strong semantic model can take an even share.
+    fn default_lexical_weight(&self) -> f32 {
+        0.5
+    }
+
     /// Embeds a batch. Returns one vector of [`Embedder::dim`] floats, L2 norm 1 (or all zeros for text
     /// without any feature), per input, in order.
     ///

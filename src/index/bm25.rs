@@ -43,6 +43,25 @@ impl Posting {
     }
 }
 
+/// BM25 of one document given the query's posting lists (each sorted by docno), for documents found by another
+/// ranking. Same formula and collection statistics as [`score`].
+pub fn score_one(params: Bm25Params, n_docs: u64, avg_len: f32, postings: &[(u32, Vec<Posting>)], docno: u64) -> f32 {
+    let n = n_docs.max(1) as f32;
+    let avg = if avg_len > 0.0 { avg_len } else { 1.0 };
+    let mut s = 0.0;
+    for (qtf, list) in postings {
+        if let Ok(i) = list.binary_search_by_key(&docno, |p| p.docno) {
+            let df = list.len() as f32;
+            let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+            let p = list[i];
+            let tf = p.tf as f32;
+            let norm = params.k1 * (1.0 - params.b + params.b * p.doc_len as f32 / avg);
+            s += idf * tf * (params.k1 + 1.0) / (tf + norm) * (*qtf as f32);
+        }
+    }
+    s
+}
+
 /// Per-document scores and the number of distinct query terms matched.
 pub type Scores = HashMap<u64, (f32, u32)>;
 
@@ -97,5 +116,9 @@ mod tests {
         let filtered = score(Bm25Params::default(), 10, 10.0, &[(1, vec![p(1, 1, 5), p(2, 1, 20)])], &|d| d == 2);
         assert_eq!(filtered.len(), 1);
         assert_eq!(Posting::unpack(7, Posting::pack(3, 99)), p(7, 3, 99));
+        let lists = [(1, vec![p(1, 1, 10), p(2, 1, 10), p(3, 1, 10)]), (1, vec![p(2, 1, 10)])];
+        let all = score(Bm25Params::default(), 10, 10.0, &lists, &|_| true);
+        assert!((score_one(Bm25Params::default(), 10, 10.0, &lists, 2) - all[&2].0).abs() < 1e-6);
+        assert_eq!(score_one(Bm25Params::default(), 10, 10.0, &lists, 9), 0.0);
     }
 }

@@ -5,7 +5,8 @@
 //! * Convex combination of min-max-normalised scores (Bruch, Gai and Ingber, "An Analysis of Fusion Functions
 //!   for Hybrid Retrieval", ACM TOIS 2023): `α · lex' + (1 - α) · vec'`, a missing score counting 0.
 //!
-//! On LoCoMo (see the README's evaluation section) the convex combination beats RRF, so it is the default.
+//! On LoCoMo (README, "Evaluation") the convex combination beats RRF by 9 points of recall@10, so it is the
+//! default, with the lexical weight each embedder suggests.
 
 use std::collections::HashMap;
 

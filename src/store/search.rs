@@ -69,9 +69,11 @@ impl KnowledgeStore {
 
         let mut lexical: Vec<(u64, f32)> = Vec::new();
         let mut lists: Vec<(u32, Vec<Posting>)> = Vec::with_capacity(qtf.len());
+        let (mut lex_docs, mut lex_total) = (0u64, 0u64);
         if q.mode != SearchMode::Vector && !qtf.is_empty() {
             let post = rtx.open_table(POSTINGS)?;
             let (docs, total) = rtx.open_table(LEX_STATS)?.get(q.space_id.as_str())?.map(|v| v.value()).unwrap_or((0, 0));
+            (lex_docs, lex_total) = (docs, total);
             for (term, n) in &qtf {
                 let mut list = Vec::new();
                 for row in post.range((q.space_id.as_str(), term.as_str(), 0u64)..=(q.space_id.as_str(), term.as_str(), u64::MAX))? {
@@ -96,7 +98,30 @@ impl KnowledgeStore {
         }
 
         let fused: Vec<Fused> = match q.mode {
-            SearchMode::Hybrid => fuse(&lexical, &vector, self.config.fusion),
+            SearchMode::Hybrid => {
+                // Score the union of both candidate lists on both sides, so that a document is not penalised
+                // for falling just outside one list's depth.
+                let avg = if lex_docs > 0 { lex_total as f32 / lex_docs as f32 } else { 1.0 };
+                let mut union: Vec<u64> = lexical.iter().chain(&vector).map(|(d, _)| *d).collect();
+                union.sort_unstable();
+                union.dedup();
+                let lex_full: Vec<(u64, f32)> = union
+                    .iter()
+                    .map(|d| (*d, bm25::score_one(self.config.bm25, lex_docs, avg, &lists, *d)))
+                    .collect();
+                let vec_full: Vec<(u64, f32)> = union
+                    .iter()
+                    .map(|d| (*d, match (&qvec, si.vectors.get(*d)) {
+                        (Some(qv), Some(v)) => crate::embed::cosine(qv, v),
+                        _ => 0.0,
+                    }))
+                    .collect();
+                let by_score = |mut l: Vec<(u64, f32)>| {
+                    l.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+                    l
+                };
+                fuse(&by_score(lex_full), &by_score(vec_full), q.fusion.unwrap_or_else(|| self.config.effective_fusion()))
+            }
             SearchMode::Lexical => lexical.iter().map(|(d, s)| Fused { docno: *d, score: *s, lexical: Some(*s), vector: None }).collect(),
             SearchMode::Vector => vector.iter().map(|(d, s)| Fused { docno: *d, score: *s, lexical: None, vector: Some(*s) }).collect(),
         };

@@ -184,6 +184,8 @@ pub struct SearchQuery {
     pub filter: MemoryFilter,
     /// Rankings used.
     pub mode: SearchMode,
+    /// Fusion for this query (None: the store's configured one).
+    pub fusion: Option<crate::index::fusion::Fusion>,
 }
 
 /// One search hit.
