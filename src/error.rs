@@ -302,11 +302,8 @@ impl From<redb::Error> for Error {
         match e {
             redb::Error::DatabaseAlreadyOpen => Error::new(ErrorKind::Locked, "the store is open in another process"),
             redb::Error::Io(io) => {
-                let kind = if io.kind() == std::io::ErrorKind::StorageFull {
-                    ErrorKind::StorageFull
-                } else {
-                    ErrorKind::Io
-                };
+                let kind =
+                    if io.kind() == std::io::ErrorKind::StorageFull { ErrorKind::StorageFull } else { ErrorKind::Io };
                 Error::new(kind, "storage operation failed").with_source(io)
             }
             other => Error::new(ErrorKind::Internal, "storage operation failed").with_source(other),

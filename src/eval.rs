@@ -74,11 +74,8 @@ pub struct LocomoReport {
 
 /// `D<session>:<turn>` from the dataset's sometimes malformed ids ("D:11:26", "D30:05"); None if no two numbers.
 pub fn normalise_dia_id(s: &str) -> Option<String> {
-    let nums: Vec<u32> = s
-        .split(|c: char| !c.is_ascii_digit())
-        .filter(|p| !p.is_empty())
-        .filter_map(|p| p.parse().ok())
-        .collect();
+    let nums: Vec<u32> =
+        s.split(|c: char| !c.is_ascii_digit()).filter(|p| !p.is_empty()).filter_map(|p| p.parse().ok()).collect();
     match nums.as_slice() {
         [a, b, ..] => Some(format!("D{a}:{b}")),
         _ => None,
@@ -92,8 +89,20 @@ pub fn session_date(s: &str) -> Option<String> {
     let day: u32 = parts.next()?.parse().ok()?;
     let month = parts.next()?.to_ascii_lowercase();
     let year: i32 = parts.next()?.parse().ok()?;
-    const MONTHS: [&str; 12] =
-        ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december"];
+    const MONTHS: [&str; 12] = [
+        "january",
+        "february",
+        "march",
+        "april",
+        "may",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+    ];
     let m = MONTHS.iter().position(|x| x.starts_with(&month) || month.starts_with(x))? + 1;
     Some(format!("{year:04}-{m:02}-{day:02}"))
 }
@@ -208,7 +217,11 @@ pub fn locomo(store: &KnowledgeStore, dataset: &Path, opts: &LocomoOptions, prog
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     let fusions: Vec<(String, Fusion)> = std::iter::once(("fusion/rrf-60".to_string(), Fusion::Rrf { k: 60.0 }))
-        .chain([0.5f32, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9].iter().map(|a| (format!("fusion/convex-{a}"), Fusion::Convex { alpha: *a })))
+        .chain(
+            [0.5f32, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9]
+                .iter()
+                .map(|a| (format!("fusion/convex-{a}"), Fusion::Convex { alpha: *a })),
+        )
         .collect();
     let mut acc: BTreeMap<String, Accumulator> = BTreeMap::new();
     let mut latencies = Vec::new();
@@ -241,12 +254,20 @@ pub fn locomo(store: &KnowledgeStore, dataset: &Path, opts: &LocomoOptions, prog
                 })
             };
             let ranked = |r: &crate::store::SearchResults| -> Vec<String> {
-                r.hits.iter().map(|h| h.view.memory.id.split_once('-').map(|(_, d)| d.to_string()).unwrap_or_default()).collect()
+                r.hits
+                    .iter()
+                    .map(|h| h.view.memory.id.split_once('-').map(|(_, d)| d.to_string()).unwrap_or_default())
+                    .collect()
             };
             let t0 = Instant::now();
             let hybrid = ask(SearchMode::Hybrid, kmax, None)?;
             latencies.push(t0.elapsed().as_secs_f64() * 1000.0);
-            acc.entry("hybrid".into()).or_insert_with(Accumulator::new).add(qa.category, &ranked(&hybrid), &evidence, &ks);
+            acc.entry("hybrid".into()).or_insert_with(Accumulator::new).add(
+                qa.category,
+                &ranked(&hybrid),
+                &evidence,
+                &ks,
+            );
             for (name, mode) in [("lexical", SearchMode::Lexical), ("vector", SearchMode::Vector)] {
                 let r = ask(mode, kmax, None)?;
                 acc.entry(name.into()).or_insert_with(Accumulator::new).add(qa.category, &ranked(&r), &evidence, &ks);
@@ -254,7 +275,12 @@ pub fn locomo(store: &KnowledgeStore, dataset: &Path, opts: &LocomoOptions, prog
             if study {
                 for (name, f) in &fusions {
                     let r = ask(SearchMode::Hybrid, kmax, Some(*f))?;
-                    acc.entry(name.clone()).or_insert_with(Accumulator::new).add(qa.category, &ranked(&r), &evidence, &ks);
+                    acc.entry(name.clone()).or_insert_with(Accumulator::new).add(
+                        qa.category,
+                        &ranked(&r),
+                        &evidence,
+                        &ks,
+                    );
                 }
             }
         }

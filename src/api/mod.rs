@@ -69,7 +69,11 @@ impl ApiResponse {
         }
         ApiResponse::json(
             row.http_status,
-            &dto::ErrorBody { detail: e.message().to_string(), error_code: e.code().to_string(), retryable: row.retryable },
+            &dto::ErrorBody {
+                detail: e.message().to_string(),
+                error_code: e.code().to_string(),
+                retryable: row.retryable,
+            },
         )
     }
 }
@@ -87,7 +91,11 @@ pub struct ServiceInfo {
 
 impl Default for ServiceInfo {
     fn default() -> Self {
-        ServiceInfo { version: env!("CARGO_PKG_VERSION").to_string(), embedding_mode: "local-hash-fallback".into(), degraded: false }
+        ServiceInfo {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            embedding_mode: "local-hash-fallback".into(),
+            degraded: false,
+        }
     }
 }
 
@@ -136,7 +144,8 @@ impl Ctx<'_> {
             let parts: Vec<String> = if path == "." { vec![] } else { path.split('.').map(str::to_string).collect() };
             let inner = e.into_inner().to_string();
             let kind = if inner.starts_with("missing field") { "missing" } else { "type_error" };
-            let missing_field = inner.strip_prefix("missing field `").and_then(|s| s.split('`').next()).map(str::to_string);
+            let missing_field =
+                inner.strip_prefix("missing field `").and_then(|s| s.split('`').next()).map(str::to_string);
             loc.extend(parts.iter().map(String::as_str));
             if let Some(f) = &missing_field {
                 loc.push(f);

@@ -56,7 +56,13 @@ pub struct ParamSpec {
 }
 
 /// Shorthand constructors for route tables.
-pub const fn int(name: &'static str, min: i64, max: Option<i64>, default: Option<i64>, description: &'static str) -> ParamSpec {
+pub const fn int(
+    name: &'static str,
+    min: i64,
+    max: Option<i64>,
+    default: Option<i64>,
+    description: &'static str,
+) -> ParamSpec {
     ParamSpec { name, kind: ParamKind::Int { min, max, default }, required: false, description }
 }
 /// A number parameter.
@@ -206,44 +212,81 @@ fn parse_one(kind: ParamKind, raw: &str, loc: &[&str]) -> std::result::Result<Va
     match kind {
         ParamKind::Int { min, max, .. } => {
             let v: i64 = raw.trim().parse().map_err(|_| {
-                FieldError::new(loc, "int_parsing", "Input should be a valid integer, unable to parse string as an integer", input.clone())
+                FieldError::new(
+                    loc,
+                    "int_parsing",
+                    "Input should be a valid integer, unable to parse string as an integer",
+                    input.clone(),
+                )
             })?;
             if v < min {
-                return Err(FieldError::new(loc, "greater_than_equal", format!("Input should be greater than or equal to {min}"), input)
-                    .with_ctx(serde_json::json!({"ge": min})));
+                return Err(FieldError::new(
+                    loc,
+                    "greater_than_equal",
+                    format!("Input should be greater than or equal to {min}"),
+                    input,
+                )
+                .with_ctx(serde_json::json!({"ge": min})));
             }
             if let Some(max) = max.filter(|m| v > *m) {
-                return Err(FieldError::new(loc, "less_than_equal", format!("Input should be less than or equal to {max}"), input)
-                    .with_ctx(serde_json::json!({"le": max})));
+                return Err(FieldError::new(
+                    loc,
+                    "less_than_equal",
+                    format!("Input should be less than or equal to {max}"),
+                    input,
+                )
+                .with_ctx(serde_json::json!({"le": max})));
             }
             Ok(Value::Int(v))
         }
         ParamKind::Num { min, max, .. } => {
-            let v: f64 = raw
-                .trim()
-                .parse()
-                .ok()
-                .filter(|v: &f64| v.is_finite())
-                .ok_or_else(|| FieldError::new(loc, "float_parsing", "Input should be a valid number, unable to parse string as a number", input.clone()))?;
+            let v: f64 = raw.trim().parse().ok().filter(|v: &f64| v.is_finite()).ok_or_else(|| {
+                FieldError::new(
+                    loc,
+                    "float_parsing",
+                    "Input should be a valid number, unable to parse string as a number",
+                    input.clone(),
+                )
+            })?;
             if v < min {
-                return Err(FieldError::new(loc, "greater_than_equal", format!("Input should be greater than or equal to {min}"), input)
-                    .with_ctx(serde_json::json!({"ge": min})));
+                return Err(FieldError::new(
+                    loc,
+                    "greater_than_equal",
+                    format!("Input should be greater than or equal to {min}"),
+                    input,
+                )
+                .with_ctx(serde_json::json!({"ge": min})));
             }
             if v > max {
-                return Err(FieldError::new(loc, "less_than_equal", format!("Input should be less than or equal to {max}"), input)
-                    .with_ctx(serde_json::json!({"le": max})));
+                return Err(FieldError::new(
+                    loc,
+                    "less_than_equal",
+                    format!("Input should be less than or equal to {max}"),
+                    input,
+                )
+                .with_ctx(serde_json::json!({"le": max})));
             }
             Ok(Value::Num(v))
         }
         ParamKind::Bool { .. } => match raw.trim().to_ascii_lowercase().as_str() {
             "true" | "1" | "yes" | "on" => Ok(Value::Bool(true)),
             "false" | "0" | "no" | "off" => Ok(Value::Bool(false)),
-            _ => Err(FieldError::new(loc, "bool_parsing", "Input should be a valid boolean, unable to interpret input", input)),
+            _ => Err(FieldError::new(
+                loc,
+                "bool_parsing",
+                "Input should be a valid boolean, unable to interpret input",
+                input,
+            )),
         },
         ParamKind::Str { choices, .. } => {
             if !choices.is_empty() && !choices.contains(&raw) {
-                return Err(FieldError::new(loc, "enum", format!("Input should be one of: {}", choices.join(", ")), input)
-                    .with_ctx(serde_json::json!({"expected": choices.join(", ")})));
+                return Err(FieldError::new(
+                    loc,
+                    "enum",
+                    format!("Input should be one of: {}", choices.join(", ")),
+                    input,
+                )
+                .with_ctx(serde_json::json!({"expected": choices.join(", ")})));
             }
             if raw.len() > 4096 {
                 return Err(FieldError::new(loc, "string_too_long", "at most 4096 bytes", serde_json::Value::Null)
@@ -261,7 +304,8 @@ mod tests {
 
     #[test]
     fn bounds_defaults_and_lists() {
-        let specs = [int("limit", 1, Some(100), Some(20), ""), list("labels", ""), boolean("x", None, ""), required("q", "")];
+        let specs =
+            [int("limit", 1, Some(100), Some(20), ""), list("labels", ""), boolean("x", None, ""), required("q", "")];
         let q = Query::parse("labels=a&labels=b%20c&q=hi+there", &specs).unwrap_or_default();
         assert_eq!(q.int("limit"), Some(20));
         assert_eq!(q.list("labels"), ["a", "b c"]);

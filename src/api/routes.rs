@@ -115,23 +115,183 @@ macro_rules! route {
 
 /// Every route of the API.
 pub static ROUTES: &[Route] = &[
-    route!("GET", "/capabilities", "get_capabilities", "Server version and feature flags", &[], None, Shape::Ref("CapabilitiesResponse"), true, capabilities),
-    route!("GET", "/health", "get_health", "Health, embedder and store counters", &[], None, Shape::Ref("HealthResponse"), true, health),
+    route!(
+        "GET",
+        "/capabilities",
+        "get_capabilities",
+        "Server version and feature flags",
+        &[],
+        None,
+        Shape::Ref("CapabilitiesResponse"),
+        true,
+        capabilities
+    ),
+    route!(
+        "GET",
+        "/health",
+        "get_health",
+        "Health, embedder and store counters",
+        &[],
+        None,
+        Shape::Ref("HealthResponse"),
+        true,
+        health
+    ),
     route!("GET", "/livez", "get_livez", "Liveness probe", &[], None, Shape::Object, true, livez),
-    route!("GET", "/openapi.json", "get_openapi", "This OpenAPI 3.1 document", &[], None, Shape::Object, false, openapi),
-    route!("POST", "/memories", "create_memory", "Create a memory, or upsert by id", &[], Some("CreateMemoryRequest"), Shape::Ref("CreateMemoryResponse"), false, create_memory),
-    route!("GET", "/memories", "list_memories", "List memories of a space, newest first", LIST_PARAMS, None, Shape::Ref("ListMemoriesResponse"), false, list_memories),
-    route!("GET", "/memories/search", "search_memories_get", "Hybrid search (query string form, used by the CLI)", SEARCH_GET_PARAMS, None, Shape::Ref("SearchGetResponse"), false, search_get),
-    route!("POST", "/memories/search", "search_memories", "Hybrid search (MemorySearchRequest)", &[], Some("SearchRequest"), Shape::ArrayOf("MemorySearchResult"), false, search_post),
-    route!("GET", "/memories/{memory_id}", "get_memory", "Read a memory", SPACE_GUARD, None, Shape::Ref("MemoryOut"), false, get_memory),
-    route!("PATCH", "/memories/{memory_id}", "update_memory", "Update fields; labels replace the set; space_id moves", SPACE_GUARD, Some("UpdateMemoryRequest"), Shape::Ref("MemoryOut"), false, update_memory),
-    route!("DELETE", "/memories/{memory_id}", "delete_memory", "Delete a memory and its edges", DELETE_PARAMS, None, Shape::Ref("DeleteMemoryResponse"), false, delete_memory),
-    route!("GET", "/memories/{memory_id}/labels", "get_memory_labels", "Labels of a memory", SPACE_GUARD, None, Shape::Ref("LabelsResponse"), false, memory_labels),
-    route!("POST", "/memories/{memory_id}/labels/{label_id}", "add_memory_label", "Attach a label", SPACE_GUARD, None, Shape::Ref("MessageResponse"), false, add_label),
-    route!("DELETE", "/memories/{memory_id}/labels/{label_id}", "remove_memory_label", "Detach a label", SPACE_GUARD, None, Shape::Ref("MessageResponse"), false, remove_label),
-    route!("GET", "/labels", "list_labels", "Labels with usage counts", LABEL_LIST_PARAMS, None, Shape::ArrayOf("Label"), false, list_labels),
-    route!("POST", "/labels", "create_label", "Create a label", LABEL_CREATE_PARAMS, None, Shape::Ref("Label"), false, create_label),
-    route!("POST", "/spaces", "create_space", "Create a space", &[], Some("CreateSpaceRequest"), Shape::Ref("SpacesResponse"), false, create_space),
+    route!(
+        "GET",
+        "/openapi.json",
+        "get_openapi",
+        "This OpenAPI 3.1 document",
+        &[],
+        None,
+        Shape::Object,
+        false,
+        openapi
+    ),
+    route!(
+        "POST",
+        "/memories",
+        "create_memory",
+        "Create a memory, or upsert by id",
+        &[],
+        Some("CreateMemoryRequest"),
+        Shape::Ref("CreateMemoryResponse"),
+        false,
+        create_memory
+    ),
+    route!(
+        "GET",
+        "/memories",
+        "list_memories",
+        "List memories of a space, newest first",
+        LIST_PARAMS,
+        None,
+        Shape::Ref("ListMemoriesResponse"),
+        false,
+        list_memories
+    ),
+    route!(
+        "GET",
+        "/memories/search",
+        "search_memories_get",
+        "Hybrid search (query string form, used by the CLI)",
+        SEARCH_GET_PARAMS,
+        None,
+        Shape::Ref("SearchGetResponse"),
+        false,
+        search_get
+    ),
+    route!(
+        "POST",
+        "/memories/search",
+        "search_memories",
+        "Hybrid search (MemorySearchRequest)",
+        &[],
+        Some("SearchRequest"),
+        Shape::ArrayOf("MemorySearchResult"),
+        false,
+        search_post
+    ),
+    route!(
+        "GET",
+        "/memories/{memory_id}",
+        "get_memory",
+        "Read a memory",
+        SPACE_GUARD,
+        None,
+        Shape::Ref("MemoryOut"),
+        false,
+        get_memory
+    ),
+    route!(
+        "PATCH",
+        "/memories/{memory_id}",
+        "update_memory",
+        "Update fields; labels replace the set; space_id moves",
+        SPACE_GUARD,
+        Some("UpdateMemoryRequest"),
+        Shape::Ref("MemoryOut"),
+        false,
+        update_memory
+    ),
+    route!(
+        "DELETE",
+        "/memories/{memory_id}",
+        "delete_memory",
+        "Delete a memory and its edges",
+        DELETE_PARAMS,
+        None,
+        Shape::Ref("DeleteMemoryResponse"),
+        false,
+        delete_memory
+    ),
+    route!(
+        "GET",
+        "/memories/{memory_id}/labels",
+        "get_memory_labels",
+        "Labels of a memory",
+        SPACE_GUARD,
+        None,
+        Shape::Ref("LabelsResponse"),
+        false,
+        memory_labels
+    ),
+    route!(
+        "POST",
+        "/memories/{memory_id}/labels/{label_id}",
+        "add_memory_label",
+        "Attach a label",
+        SPACE_GUARD,
+        None,
+        Shape::Ref("MessageResponse"),
+        false,
+        add_label
+    ),
+    route!(
+        "DELETE",
+        "/memories/{memory_id}/labels/{label_id}",
+        "remove_memory_label",
+        "Detach a label",
+        SPACE_GUARD,
+        None,
+        Shape::Ref("MessageResponse"),
+        false,
+        remove_label
+    ),
+    route!(
+        "GET",
+        "/labels",
+        "list_labels",
+        "Labels with usage counts",
+        LABEL_LIST_PARAMS,
+        None,
+        Shape::ArrayOf("Label"),
+        false,
+        list_labels
+    ),
+    route!(
+        "POST",
+        "/labels",
+        "create_label",
+        "Create a label",
+        LABEL_CREATE_PARAMS,
+        None,
+        Shape::Ref("Label"),
+        false,
+        create_label
+    ),
+    route!(
+        "POST",
+        "/spaces",
+        "create_space",
+        "Create a space",
+        &[],
+        Some("CreateSpaceRequest"),
+        Shape::Ref("SpacesResponse"),
+        false,
+        create_space
+    ),
     route!("GET", "/spaces", "list_spaces", "List spaces", &[], None, Shape::Ref("SpacesResponse"), false, list_spaces),
 ];
 
@@ -223,7 +383,12 @@ fn parse_date_bound(s: Option<&str>, loc: &[&str], end_of: bool, errs: &mut Vec<
         Some(t) if end_of => Some(Timestamp(end_of_period(s, t.0))),
         Some(t) => Some(t),
         None => {
-            errs.push(FieldError::new(loc, "date_invalid", "expected YYYY, YYYY-MM, YYYY-MM-DD or an RFC 3339 date-time", s.into()));
+            errs.push(FieldError::new(
+                loc,
+                "date_invalid",
+                "expected YYYY, YYYY-MM, YYYY-MM-DD or an RFC 3339 date-time",
+                s.into(),
+            ));
             None
         }
     }
@@ -343,15 +508,34 @@ fn time_range_start(s: &str, errs: &mut Vec<FieldError>) -> Option<Timestamp> {
     }
 }
 
-fn run_search(api: &Api, query: String, space: String, limit: i64, mode: SearchMode, filter: MemoryFilter) -> Result<SearchResults> {
-    api.store().search(&SearchQuery { query, space_id: space, limit: limit.clamp(1, 100) as usize, filter, mode, fusion: None })
+fn run_search(
+    api: &Api,
+    query: String,
+    space: String,
+    limit: i64,
+    mode: SearchMode,
+    filter: MemoryFilter,
+) -> Result<SearchResults> {
+    api.store().search(&SearchQuery {
+        query,
+        space_id: space,
+        limit: limit.clamp(1, 100) as usize,
+        filter,
+        mode,
+        fusion: None,
+    })
 }
 
 fn search_get(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let q = &ctx.query;
     let mut errs = Vec::new();
     if !q.list("metadata").is_empty() {
-        errs.push(FieldError::new(&["query", "metadata"], "unsupported", "metadata filters are not supported yet", serde_json::Value::Null));
+        errs.push(FieldError::new(
+            &["query", "metadata"],
+            "unsupported",
+            "metadata filters are not supported yet",
+            serde_json::Value::Null,
+        ));
     }
     let mut filter = MemoryFilter {
         unit_type: q.str("unit_type").and_then(UnitType::parse),
@@ -360,7 +544,12 @@ fn search_get(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         include_history: q.bool("include_history").unwrap_or(false),
         event_from: parse_date_bound(q.str("event_date_from"), &["query", "event_date_from"], false, &mut errs),
         event_to: parse_date_bound(q.str("event_date_to"), &["query", "event_date_to"], true, &mut errs),
-        recorded_from: parse_date_bound(q.str("recorded_date_from"), &["query", "recorded_date_from"], false, &mut errs),
+        recorded_from: parse_date_bound(
+            q.str("recorded_date_from"),
+            &["query", "recorded_date_from"],
+            false,
+            &mut errs,
+        ),
         recorded_to: parse_date_bound(q.str("recorded_date_to"), &["query", "recorded_date_to"], true, &mut errs),
         ..Default::default()
     };
@@ -373,7 +562,8 @@ fn search_get(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let mode = retrieval_mode(q.str("retrieval"));
     let query = q.str("q").unwrap_or_default().to_string();
     let space = q.str("space_id").unwrap_or(DEFAULT_SPACE).to_string();
-    let res = run_search(api, query, space, q.int("limit").unwrap_or(10), mode, filter).map_err(|e| relocate(e, "query", "q"))?;
+    let res = run_search(api, query, space, q.int("limit").unwrap_or(10), mode, filter)
+        .map_err(|e| relocate(e, "query", "q"))?;
     let memories = res
         .hits
         .iter()
@@ -440,16 +630,29 @@ fn search_post(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let mut errs = Vec::new();
     let limit = r.limit.unwrap_or(10);
     if !(1..=100).contains(&limit) {
-        errs.push(FieldError::new(&["body", "limit"], "limit_invalid", "limit is 1..=100", limit.into()).with_ctx(serde_json::json!({"ge": 1, "le": 100})));
+        errs.push(
+            FieldError::new(&["body", "limit"], "limit_invalid", "limit is 1..=100", limit.into())
+                .with_ctx(serde_json::json!({"ge": 1, "le": 100})),
+        );
     }
     if let Some(x) = r.importance_min {
         if !(0.0..=1.0).contains(&x) {
-            errs.push(FieldError::new(&["body", "importance_min"], "range", "importance_min is 0..=1", serde_json::Value::Null));
+            errs.push(FieldError::new(
+                &["body", "importance_min"],
+                "range",
+                "importance_min is 0..=1",
+                serde_json::Value::Null,
+            ));
         }
     }
     if let Some(m) = r.retrieval.as_deref() {
         if !["hybrid", "lexical", "vector"].contains(&m) {
-            errs.push(FieldError::new(&["body", "retrieval"], "enum", "Input should be one of: hybrid, lexical, vector", m.into()));
+            errs.push(FieldError::new(
+                &["body", "retrieval"],
+                "enum",
+                "Input should be one of: hybrid, lexical, vector",
+                m.into(),
+            ));
         }
     }
     let unit_type = parse_unit(r.unit_type.as_deref(), &["body", "unit_type"], &mut errs);
@@ -461,7 +664,12 @@ fn search_post(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         include_history: r.include_history.unwrap_or(false),
         event_from: parse_date_bound(r.event_date_from.as_deref(), &["body", "event_date_from"], false, &mut errs),
         event_to: parse_date_bound(r.event_date_to.as_deref(), &["body", "event_date_to"], true, &mut errs),
-        recorded_from: parse_date_bound(r.recorded_date_from.as_deref(), &["body", "recorded_date_from"], false, &mut errs),
+        recorded_from: parse_date_bound(
+            r.recorded_date_from.as_deref(),
+            &["body", "recorded_date_from"],
+            false,
+            &mut errs,
+        ),
         recorded_to: parse_date_bound(r.recorded_date_to.as_deref(), &["body", "recorded_date_to"], true, &mut errs),
         ..Default::default()
     };
@@ -534,14 +742,22 @@ fn memory_labels(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
 fn add_label(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let (m, l) = (ctx.param("memory_id"), ctx.param("label_id"));
     let changed = api.store().set_memory_label(m, l, true, guard(ctx))?;
-    let message = if changed { format!("label '{l}' added to memory '{m}'") } else { format!("memory '{m}' already has label '{l}'") };
+    let message = if changed {
+        format!("label '{l}' added to memory '{m}'")
+    } else {
+        format!("memory '{m}' already has label '{l}'")
+    };
     ok(&MessageResponse { message })
 }
 
 fn remove_label(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let (m, l) = (ctx.param("memory_id"), ctx.param("label_id"));
     let changed = api.store().set_memory_label(m, l, false, guard(ctx))?;
-    let message = if changed { format!("label '{l}' removed from memory '{m}'") } else { format!("memory '{m}' did not have label '{l}'") };
+    let message = if changed {
+        format!("label '{l}' removed from memory '{m}'")
+    } else {
+        format!("memory '{m}' did not have label '{l}'")
+    };
     ok(&MessageResponse { message })
 }
 

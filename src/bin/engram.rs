@@ -112,7 +112,9 @@ fn run(cli: Cli) -> engram::Result<()> {
         Command::Serve { addr, data_dir, api_key, allow_hosts, max_body_bytes } => {
             serve(addr, data_dir.unwrap_or_else(default_data_dir), api_key, allow_hosts, max_body_bytes)
         }
-        Command::Eval { which: EvalCommand::Locomo { dataset, conversations, k, json, fusion, fusion_study, data_dir } } => {
+        Command::Eval {
+            which: EvalCommand::Locomo { dataset, conversations, k, json, fusion, fusion_study, data_dir },
+        } => {
             let fusion = match fusion.as_deref() {
                 Some(f) => Some(parse_fusion(f).ok_or_else(|| {
                     engram::Error::new(engram::ErrorKind::InvalidInput, "--fusion is convex:<alpha> or rrf:<k>")
@@ -133,7 +135,12 @@ fn run(cli: Cli) -> engram::Result<()> {
             config.fusion = fusion;
             let store = KnowledgeStore::open(config)?;
             let progress = !json && std::io::IsTerminal::is_terminal(&std::io::stderr());
-            let report = engram::eval::locomo(&store, &dataset, &engram::eval::LocomoOptions { conversations: range, ks: k, fusion_study }, progress);
+            let report = engram::eval::locomo(
+                &store,
+                &dataset,
+                &engram::eval::LocomoOptions { conversations: range, ks: k, fusion_study },
+                progress,
+            );
             drop(store);
             if temp {
                 let _ = std::fs::remove_dir_all(&dir);
@@ -150,8 +157,14 @@ fn run(cli: Cli) -> engram::Result<()> {
 }
 
 fn print_report(r: &engram::eval::LocomoReport) {
-    println!("dataset {}: {} memories, {} questions ({} skipped: no valid evidence)", r.dataset, r.memories, r.questions, r.skipped_questions);
-    println!("ingest {:.0} memories/s; hybrid search p50 {:.2} ms, p99 {:.2} ms", r.ingest_per_s, r.search_ms["p50"], r.search_ms["p99"]);
+    println!(
+        "dataset {}: {} memories, {} questions ({} skipped: no valid evidence)",
+        r.dataset, r.memories, r.questions, r.skipped_questions
+    );
+    println!(
+        "ingest {:.0} memories/s; hybrid search p50 {:.2} ms, p99 {:.2} ms",
+        r.ingest_per_s, r.search_ms["p50"], r.search_ms["p99"]
+    );
     for (method, metrics) in &r.methods {
         println!("\n{method}");
         for (metric, cats) in metrics {
@@ -162,7 +175,13 @@ fn print_report(r: &engram::eval::LocomoReport) {
 }
 
 #[cfg(feature = "server")]
-fn serve(addr: String, data_dir: PathBuf, api_key: Option<String>, allow_hosts: Vec<String>, max_body_bytes: usize) -> engram::Result<()> {
+fn serve(
+    addr: String,
+    data_dir: PathBuf,
+    api_key: Option<String>,
+    allow_hosts: Vec<String>,
+    max_body_bytes: usize,
+) -> engram::Result<()> {
     use engram::server::{ServerConfig, load_or_create_key, serve_until_signal};
     let addr = addr
         .parse()

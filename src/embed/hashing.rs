@@ -116,7 +116,10 @@ mod tests {
     fn vectors_are_normalised_deterministic_and_typo_tolerant() {
         let e = HashEmbedder::default();
         let v = e
-            .embed(&["I receive letters from Sweden", "recieve a letter from Swedish friends", "tax forms are due"], InputType::Document)
+            .embed(
+                &["I receive letters from Sweden", "recieve a letter from Swedish friends", "tax forms are due"],
+                InputType::Document,
+            )
             .unwrap_or_default();
         assert_eq!(v.len(), 3);
         assert_eq!(v[0].len(), 256);

@@ -18,7 +18,9 @@ use std::sync::Arc;
 
 use crate::api::{Api, ApiRequest, ServiceInfo};
 use crate::config::StoreConfig;
-use crate::error::{Error, ErrorKind};
+use crate::error::Error;
+#[cfg(test)]
+use crate::error::ErrorKind;
 use crate::store::KnowledgeStore;
 
 /// Result code of every C function: 0 on success.
@@ -29,21 +31,21 @@ pub const ENGRAM_OK: engram_result = 0;
 /// A required pointer argument was NULL.
 pub const ENGRAM_NULL_PARAMETER: engram_result = 1;
 /// Input failed validation.
-pub const ENGRAM_INVALID_INPUT: engram_result = ErrorKind::InvalidInput.row().c_code;
+pub const ENGRAM_INVALID_INPUT: engram_result = 2;
 /// No such record.
-pub const ENGRAM_NOT_FOUND: engram_result = ErrorKind::NotFound.row().c_code;
+pub const ENGRAM_NOT_FOUND: engram_result = 4;
 /// The write conflicts with stored state.
-pub const ENGRAM_CONFLICT: engram_result = ErrorKind::Conflict.row().c_code;
+pub const ENGRAM_CONFLICT: engram_result = 7;
 /// Another process has the store open.
-pub const ENGRAM_LOCKED: engram_result = ErrorKind::Locked.row().c_code;
+pub const ENGRAM_LOCKED: engram_result = 11;
 /// An I/O error; nothing was changed; retrying may succeed.
-pub const ENGRAM_IO: engram_result = ErrorKind::Io.row().c_code;
+pub const ENGRAM_IO: engram_result = 12;
 /// The disk is full; nothing was changed.
-pub const ENGRAM_STORAGE_FULL: engram_result = ErrorKind::StorageFull.row().c_code;
+pub const ENGRAM_STORAGE_FULL: engram_result = 13;
 /// The store file is damaged or of an unknown format.
-pub const ENGRAM_CORRUPT: engram_result = ErrorKind::Corrupt.row().c_code;
+pub const ENGRAM_CORRUPT: engram_result = 14;
 /// An unexpected internal error.
-pub const ENGRAM_INTERNAL: engram_result = ErrorKind::Internal.row().c_code;
+pub const ENGRAM_INTERNAL: engram_result = 15;
 /// A string argument was not valid UTF-8.
 pub const ENGRAM_INVALID_UTF8: engram_result = 16;
 /// Engram panicked; the call had no effect. Please report it.
@@ -164,10 +166,11 @@ pub unsafe extern "C" fn engram_request(
             return ENGRAM_NULL_PARAMETER;
         }
         // SAFETY: arguments follow this function's contract.
-        let (method, target) = match unsafe { (str_arg(method, method_len, "method"), str_arg(target, target_len, "target")) } {
-            (Ok(m), Ok(t)) => (m, t),
-            (Err(c), _) | (_, Err(c)) => return c,
-        };
+        let (method, target) =
+            match unsafe { (str_arg(method, method_len, "method"), str_arg(target, target_len, "target")) } {
+                (Ok(m), Ok(t)) => (m, t),
+                (Err(c), _) | (_, Err(c)) => return c,
+            };
         let body: &[u8] = if body_len == 0 {
             &[]
         } else {
@@ -243,4 +246,25 @@ pub unsafe extern "C" fn engram_last_error(buf: *mut c_char, buf_len: usize) -> 
 #[unsafe(no_mangle)]
 pub extern "C" fn engram_version() -> *const c_char {
     concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn c_codes_match_the_error_table() {
+        for (code, kind) in [
+            (ENGRAM_INVALID_INPUT, ErrorKind::InvalidInput),
+            (ENGRAM_NOT_FOUND, ErrorKind::NotFound),
+            (ENGRAM_CONFLICT, ErrorKind::Conflict),
+            (ENGRAM_LOCKED, ErrorKind::Locked),
+            (ENGRAM_IO, ErrorKind::Io),
+            (ENGRAM_STORAGE_FULL, ErrorKind::StorageFull),
+            (ENGRAM_CORRUPT, ErrorKind::Corrupt),
+            (ENGRAM_INTERNAL, ErrorKind::Internal),
+        ] {
+            assert_eq!(code, kind.row().c_code, "{kind:?}");
+        }
+    }
 }

@@ -177,9 +177,8 @@ impl SpaceVectors {
             self.params.ef_construction.max(self.params.m),
             ClampedDot,
         );
-        let data: Vec<(&[f32], usize)> = (0..n)
-            .map(|s| (&self.arena[s * self.dim..(s + 1) * self.dim], self.slot_docno[s] as usize))
-            .collect();
+        let data: Vec<(&[f32], usize)> =
+            (0..n).map(|s| (&self.arena[s * self.dim..(s + 1) * self.dim], self.slot_docno[s] as usize)).collect();
         h.parallel_insert_slice(&data);
         self.hnsw = Some(h);
         self.graph_points = n;
@@ -206,10 +205,8 @@ impl SpaceVectors {
             let ef = self.params.ef_search.max(k);
             let filter = |id: &usize| self.slot_of.contains_key(&(*id as u64)) && allowed(*id as u64);
             let found = h.search_filter(query, k, ef, Some(&filter));
-            let hits: Vec<VectorHit> = found
-                .iter()
-                .map(|n| VectorHit { docno: n.d_id as u64, score: 1.0 - n.distance })
-                .collect();
+            let hits: Vec<VectorHit> =
+                found.iter().map(|n| VectorHit { docno: n.d_id as u64, score: 1.0 - n.distance }).collect();
             let enough = hits.len() >= k || candidates.is_some_and(|c| hits.len() >= c);
             if enough {
                 return hits;

@@ -66,7 +66,11 @@ pub fn load_or_create_key(data_dir: &Path) -> Result<(String, PathBuf)> {
             if mode & 0o077 != 0 {
                 return Err(Error::new(
                     ErrorKind::Forbidden,
-                    format!("{} is readable by other users (mode {:o}); run chmod 600 on it", path.display(), mode & 0o777),
+                    format!(
+                        "{} is readable by other users (mode {:o}); run chmod 600 on it",
+                        path.display(),
+                        mode & 0o777
+                    ),
                 ));
             }
         }
@@ -134,7 +138,11 @@ fn presented_key(headers: &HeaderMap) -> Option<&[u8]> {
     headers.get("x-nmem-api-key").map(|v| v.as_bytes().trim_ascii())
 }
 
-async fn handle(State(st): State<Arc<AppState>>, ConnectInfo(peer): ConnectInfo<SocketAddr>, req: Request<Body>) -> Response<Body> {
+async fn handle(
+    State(st): State<Arc<AppState>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    req: Request<Body>,
+) -> Response<Body> {
     let (parts, body) = req.into_parts();
     let host = parts.headers.get(header::HOST).and_then(|h| h.to_str().ok()).map(host_name);
     if !host.as_ref().is_some_and(|h| st.hosts.iter().any(|a| a == h)) {
@@ -151,7 +159,8 @@ async fn handle(State(st): State<Arc<AppState>>, ConnectInfo(peer): ConnectInfo<
             return reject(ErrorKind::Unauthorized, msg);
         }
     }
-    let declared = parts.headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    let declared =
+        parts.headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > st.max_body as u64) {
         return reject(ErrorKind::PayloadTooLarge, "request body too large");
     }
@@ -206,7 +215,12 @@ impl Drop for RunningServer {
     }
 }
 
-fn build(config: &ServerConfig, store: Arc<KnowledgeStore>, info: ServiceInfo, bound: SocketAddr) -> Result<(axum::Router, String)> {
+fn build(
+    config: &ServerConfig,
+    store: Arc<KnowledgeStore>,
+    info: ServiceInfo,
+    bound: SocketAddr,
+) -> Result<(axum::Router, String)> {
     let key = match &config.api_key {
         Some(k) if !k.trim().is_empty() => k.trim().to_string(),
         _ => load_or_create_key(&config.data_dir)?.0,
@@ -214,7 +228,8 @@ fn build(config: &ServerConfig, store: Arc<KnowledgeStore>, info: ServiceInfo, b
     let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"].iter().map(|s| s.to_string()).collect();
     hosts.push(bound.ip().to_string());
     hosts.extend(config.allowed_hosts.iter().map(|h| h.to_ascii_lowercase()));
-    let st = Arc::new(AppState { api: Api::new(store, info), key: key.clone(), hosts, max_body: config.max_body_bytes });
+    let st =
+        Arc::new(AppState { api: Api::new(store, info), key: key.clone(), hosts, max_body: config.max_body_bytes });
     Ok((axum::Router::new().fallback(handle).with_state(st), key))
 }
 

@@ -22,7 +22,14 @@ impl KnowledgeStore {
     ///
     /// # Errors
     /// [`ErrorKind::NotFound`] (`space_not_found`) for an unknown space.
-    pub fn list_labels(&self, space: &str, order: LabelOrder, desc: bool, limit: usize, offset: usize) -> Result<Vec<Label>> {
+    pub fn list_labels(
+        &self,
+        space: &str,
+        order: LabelOrder,
+        desc: bool,
+        limit: usize,
+        offset: usize,
+    ) -> Result<Vec<Label>> {
         self.require_space(space)?;
         let rtx = self.db.begin_read()?;
         let t = rtx.open_table(LABELS)?;
@@ -37,8 +44,8 @@ impl KnowledgeStore {
                 LabelOrder::CreatedAt => a.created_at.cmp(&b.created_at),
                 LabelOrder::UpdatedAt => a.updated_at.cmp(&b.updated_at),
             };
-            let o = o.then_with(|| a.id.cmp(&b.id));
-            if desc { o.reverse() } else { o }
+            let o = if desc { o.reverse() } else { o };
+            o.then_with(|| a.name.cmp(&b.name))
         });
         Ok(all.into_iter().skip(offset).take(limit).collect())
     }
@@ -50,16 +57,32 @@ impl KnowledgeStore {
     ///   description over 1,000 characters.
     /// * [`ErrorKind::Conflict`] (`label_exists`): a label of that name exists in the space.
     /// * [`ErrorKind::NotFound`] (`space_not_found`).
-    pub fn create_label(&self, space: &str, name: &str, color: Option<String>, description: Option<String>) -> Result<Label> {
+    pub fn create_label(
+        &self,
+        space: &str,
+        name: &str,
+        color: Option<String>,
+        description: Option<String>,
+    ) -> Result<Label> {
         let mut errs = Vec::new();
         let name = check_label_name(name, &["query", "name"], &mut errs);
         if let Some(c) = &color {
             if !check_color(c) {
-                errs.push(FieldError::new(&["query", "color"], "color_invalid", "expected a hex colour such as #3b82f6", c.clone().into()));
+                errs.push(FieldError::new(
+                    &["query", "color"],
+                    "color_invalid",
+                    "expected a hex colour such as #3b82f6",
+                    c.clone().into(),
+                ));
             }
         }
         if description.as_ref().is_some_and(|d| d.chars().count() > 1000) {
-            errs.push(FieldError::new(&["query", "description"], "string_too_long", "at most 1000 characters", serde_json::Value::Null));
+            errs.push(FieldError::new(
+                &["query", "description"],
+                "string_too_long",
+                "at most 1000 characters",
+                serde_json::Value::Null,
+            ));
         }
         let Some(name) = name.filter(|_| errs.is_empty()) else { return Err(Error::invalid(errs)) };
         let _w = self.writer.lock();
@@ -72,7 +95,9 @@ impl KnowledgeStore {
             let mut labels = txn.open_table(LABELS)?;
             let id = Label::id_for(&name);
             if labels.get((space, id.as_str()))?.is_some() {
-                return Err(Error::new(ErrorKind::Conflict, format!("label '{name}' already exists")).with_code("label_exists"));
+                return Err(
+                    Error::new(ErrorKind::Conflict, format!("label '{name}' already exists")).with_code("label_exists")
+                );
             }
             let l = new_label(space, &name, color, description, Timestamp::now());
             labels.insert((space, id.as_str()), schema::encode(&l)?.as_slice())?;
@@ -103,7 +128,13 @@ impl KnowledgeStore {
     ///
     /// # Errors
     /// [`ErrorKind::NotFound`]: `memory_not_found` or `label_not_found` (no such label in the memory's space).
-    pub fn set_memory_label(&self, memory_id: &str, label_id: &str, attach: bool, space_guard: Option<&str>) -> Result<bool> {
+    pub fn set_memory_label(
+        &self,
+        memory_id: &str,
+        label_id: &str,
+        attach: bool,
+        space_guard: Option<&str>,
+    ) -> Result<bool> {
         let now = Timestamp::now();
         let _w = self.writer.lock();
         let mut ops = Vec::new();
@@ -128,7 +159,12 @@ impl KnowledgeStore {
                 return Ok(false);
             }
             let ids = t.set_labels(&space, memory_id, &names, now)?;
-            ops.push(IndexOp::Put { space: space.clone(), docno: sm.docno, meta: DocMeta::of(&sm.memory, ids), vector: None });
+            ops.push(IndexOp::Put {
+                space: space.clone(),
+                docno: sm.docno,
+                meta: DocMeta::of(&sm.memory, ids),
+                vector: None,
+            });
             Ok(true)
         })?;
         self.apply(ops);

@@ -112,7 +112,13 @@ impl<'t> WTables<'t> {
     }
 
     /// Makes the label set of memory `id` exactly `names`, creating missing labels. Returns the label ids.
-    pub fn set_labels(&mut self, space: &str, id: &str, names: &BTreeSet<String>, now: Timestamp) -> Result<BTreeSet<String>> {
+    pub fn set_labels(
+        &mut self,
+        space: &str,
+        id: &str,
+        names: &BTreeSet<String>,
+        now: Timestamp,
+    ) -> Result<BTreeSet<String>> {
         let current = self.label_ids(space, id)?;
         let wanted: BTreeSet<String> = names.iter().map(|n| Label::id_for(n)).collect();
         for gone in current.difference(&wanted) {
@@ -174,8 +180,13 @@ pub(crate) fn check_label_name(name: &str, loc: &[&str], errs: &mut Vec<FieldErr
     let n = name.trim();
     if n.is_empty() || n.chars().count() > MAX_LABEL_CHARS || n.chars().any(char::is_control) {
         errs.push(
-            FieldError::new(loc, "label_invalid", "label names are 1..=100 characters without control characters", n.into())
-                .with_ctx(serde_json::json!({"max_length": MAX_LABEL_CHARS})),
+            FieldError::new(
+                loc,
+                "label_invalid",
+                "label names are 1..=100 characters without control characters",
+                n.into(),
+            )
+            .with_ctx(serde_json::json!({"max_length": MAX_LABEL_CHARS})),
         );
         return None;
     }
@@ -197,7 +208,11 @@ fn check_unit(x: Option<f64>, loc: &[&str], errs: &mut Vec<FieldError>) {
     if let Some(v) = x {
         if !v.is_finite() || !(0.0..=1.0).contains(&v) {
             let kind = if v < 0.0 { "greater_than_equal" } else { "less_than_equal" };
-            let msg = if v < 0.0 { "Input should be greater than or equal to 0" } else { "Input should be less than or equal to 1" };
+            let msg = if v < 0.0 {
+                "Input should be greater than or equal to 0"
+            } else {
+                "Input should be less than or equal to 1"
+            };
             let input = serde_json::Number::from_f64(v).map(serde_json::Value::Number).unwrap_or_default();
             let ctx = if v < 0.0 { serde_json::json!({"ge": 0}) } else { serde_json::json!({"le": 1}) };
             errs.push(FieldError::new(loc, kind, msg, input).with_ctx(ctx));
@@ -207,11 +222,19 @@ fn check_unit(x: Option<f64>, loc: &[&str], errs: &mut Vec<FieldError>) {
 
 fn check_content(c: &str, loc: &[&str], errs: &mut Vec<FieldError>) {
     if c.trim().is_empty() {
-        errs.push(FieldError::new(loc, "string_too_short", "content must not be empty", c.into()).with_ctx(serde_json::json!({"min_length": 1})));
+        errs.push(
+            FieldError::new(loc, "string_too_short", "content must not be empty", c.into())
+                .with_ctx(serde_json::json!({"min_length": 1})),
+        );
     } else if c.len() > MAX_CONTENT_BYTES {
         errs.push(
-            FieldError::new(loc, "string_too_long", format!("content is at most {MAX_CONTENT_BYTES} bytes"), serde_json::Value::Null)
-                .with_ctx(serde_json::json!({"max_length": MAX_CONTENT_BYTES})),
+            FieldError::new(
+                loc,
+                "string_too_long",
+                format!("content is at most {MAX_CONTENT_BYTES} bytes"),
+                serde_json::Value::Null,
+            )
+            .with_ctx(serde_json::json!({"max_length": MAX_CONTENT_BYTES})),
         );
     }
 }
@@ -230,7 +253,12 @@ fn check_len(s: Option<&str>, max: usize, loc: &[&str], errs: &mut Vec<FieldErro
 fn check_date(s: Option<&str>, loc: &[&str], errs: &mut Vec<FieldError>) {
     if let Some(s) = s {
         if date_precision(s).is_none() {
-            errs.push(FieldError::new(loc, "date_invalid", "expected YYYY, YYYY-MM, YYYY-MM-DD or an RFC 3339 date-time", s.into()));
+            errs.push(FieldError::new(
+                loc,
+                "date_invalid",
+                "expected YYYY, YYYY-MM, YYYY-MM-DD or an RFC 3339 date-time",
+                s.into(),
+            ));
         }
     }
 }
@@ -238,7 +266,12 @@ fn check_date(s: Option<&str>, loc: &[&str], errs: &mut Vec<FieldError>) {
 fn check_metadata(m: Option<&Metadata>, loc: &[&str], errs: &mut Vec<FieldError>) {
     if let Some(m) = m {
         if serde_json::to_vec(&m.0).map_or(0, |v| v.len()) > MAX_METADATA_BYTES {
-            errs.push(FieldError::new(loc, "too_large", "metadata is at most 65536 bytes of JSON", serde_json::Value::Null));
+            errs.push(FieldError::new(
+                loc,
+                "too_large",
+                "metadata is at most 65536 bytes of JSON",
+                serde_json::Value::Null,
+            ));
         }
     }
 }
@@ -467,7 +500,13 @@ impl KnowledgeStore {
     }
 
     /// Writes one memory according to `plan`, appending the index changes to `ops`.
-    fn put_memory(&self, t: &mut WTables<'_>, plan: PutPlan<'_>, now: Timestamp, ops: &mut Vec<IndexOp>) -> Result<CreatedMemory> {
+    fn put_memory(
+        &self,
+        t: &mut WTables<'_>,
+        plan: PutPlan<'_>,
+        now: Timestamp,
+        ops: &mut Vec<IndexOp>,
+    ) -> Result<CreatedMemory> {
         let PutPlan { space, existing, mut merged, labels, new_docno, vector } = plan;
         let old_labels = match &existing {
             Some((s, sm)) => t.label_ids(s, &sm.memory.id)?,
@@ -484,7 +523,12 @@ impl KnowledgeStore {
             cmp.updated_at = sm.memory.updated_at;
             if cmp == sm.memory && wanted_ids == old_labels && !moved {
                 let view = MemoryView { memory: sm.memory.clone(), label_ids: old_labels.into_iter().collect() };
-                return Ok(CreatedMemory { view, action: WriteAction::Unchanged, assigned_labels: vec![], warnings: vec![] });
+                return Ok(CreatedMemory {
+                    view,
+                    action: WriteAction::Unchanged,
+                    assigned_labels: vec![],
+                    warnings: vec![],
+                });
             }
         }
         let text = merged.index_text();
@@ -533,7 +577,12 @@ impl KnowledgeStore {
         t.memory_space.insert(stored.memory.id.as_str(), space)?;
         let label_ids = t.set_labels(space, &stored.memory.id, &wanted_names, now)?;
         let assigned: Vec<String> = wanted_names.iter().cloned().collect();
-        ops.push(IndexOp::Put { space: space.to_string(), docno, meta: DocMeta::of(&stored.memory, label_ids.clone()), vector });
+        ops.push(IndexOp::Put {
+            space: space.to_string(),
+            docno,
+            meta: DocMeta::of(&stored.memory, label_ids.clone()),
+            vector,
+        });
         let action = if existing.is_some() { WriteAction::Updated } else { WriteAction::Created };
         Ok(CreatedMemory {
             view: MemoryView { memory: stored.memory, label_ids: label_ids.into_iter().collect() },

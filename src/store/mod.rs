@@ -6,8 +6,8 @@
 
 mod labels;
 mod memories;
-mod search;
 pub(crate) mod schema;
+mod search;
 mod spaces;
 pub(crate) mod tables;
 mod types;

@@ -34,9 +34,19 @@ impl KnowledgeStore {
         let started = Instant::now();
         let mut errs = Vec::new();
         if q.query.trim().is_empty() {
-            errs.push(FieldError::new(&["body", "query"], "string_too_short", "query must not be empty", q.query.clone().into()));
+            errs.push(FieldError::new(
+                &["body", "query"],
+                "string_too_short",
+                "query must not be empty",
+                q.query.clone().into(),
+            ));
         } else if q.query.len() > MAX_QUERY_BYTES {
-            errs.push(FieldError::new(&["body", "query"], "string_too_long", "query is at most 4096 bytes", serde_json::Value::Null));
+            errs.push(FieldError::new(
+                &["body", "query"],
+                "string_too_long",
+                "query is at most 4096 bytes",
+                serde_json::Value::Null,
+            ));
         }
         if q.limit == 0 || q.limit > MAX_LIMIT {
             errs.push(
@@ -72,11 +82,14 @@ impl KnowledgeStore {
         let (mut lex_docs, mut lex_total) = (0u64, 0u64);
         if q.mode != SearchMode::Vector && !qtf.is_empty() {
             let post = rtx.open_table(POSTINGS)?;
-            let (docs, total) = rtx.open_table(LEX_STATS)?.get(q.space_id.as_str())?.map(|v| v.value()).unwrap_or((0, 0));
+            let (docs, total) =
+                rtx.open_table(LEX_STATS)?.get(q.space_id.as_str())?.map(|v| v.value()).unwrap_or((0, 0));
             (lex_docs, lex_total) = (docs, total);
             for (term, n) in &qtf {
                 let mut list = Vec::new();
-                for row in post.range((q.space_id.as_str(), term.as_str(), 0u64)..=(q.space_id.as_str(), term.as_str(), u64::MAX))? {
+                for row in post.range(
+                    (q.space_id.as_str(), term.as_str(), 0u64)..=(q.space_id.as_str(), term.as_str(), u64::MAX),
+                )? {
                     let (k, v) = row?;
                     list.push(Posting::unpack(k.value().2, v.value()));
                 }
@@ -105,25 +118,36 @@ impl KnowledgeStore {
                 let mut union: Vec<u64> = lexical.iter().chain(&vector).map(|(d, _)| *d).collect();
                 union.sort_unstable();
                 union.dedup();
-                let lex_full: Vec<(u64, f32)> = union
-                    .iter()
-                    .map(|d| (*d, bm25::score_one(self.config.bm25, lex_docs, avg, &lists, *d)))
-                    .collect();
+                let lex_full: Vec<(u64, f32)> =
+                    union.iter().map(|d| (*d, bm25::score_one(self.config.bm25, lex_docs, avg, &lists, *d))).collect();
                 let vec_full: Vec<(u64, f32)> = union
                     .iter()
-                    .map(|d| (*d, match (&qvec, si.vectors.get(*d)) {
-                        (Some(qv), Some(v)) => crate::embed::cosine(qv, v),
-                        _ => 0.0,
-                    }))
+                    .map(|d| {
+                        (
+                            *d,
+                            match (&qvec, si.vectors.get(*d)) {
+                                (Some(qv), Some(v)) => crate::embed::cosine(qv, v),
+                                _ => 0.0,
+                            },
+                        )
+                    })
                     .collect();
                 let by_score = |mut l: Vec<(u64, f32)>| {
                     l.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
                     l
                 };
-                fuse(&by_score(lex_full), &by_score(vec_full), q.fusion.unwrap_or_else(|| self.config.effective_fusion()))
+                fuse(
+                    &by_score(lex_full),
+                    &by_score(vec_full),
+                    q.fusion.unwrap_or_else(|| self.config.effective_fusion()),
+                )
             }
-            SearchMode::Lexical => lexical.iter().map(|(d, s)| Fused { docno: *d, score: *s, lexical: Some(*s), vector: None }).collect(),
-            SearchMode::Vector => vector.iter().map(|(d, s)| Fused { docno: *d, score: *s, lexical: None, vector: Some(*s) }).collect(),
+            SearchMode::Lexical => {
+                lexical.iter().map(|(d, s)| Fused { docno: *d, score: *s, lexical: Some(*s), vector: None }).collect()
+            }
+            SearchMode::Vector => {
+                vector.iter().map(|(d, s)| Fused { docno: *d, score: *s, lexical: None, vector: Some(*s) }).collect()
+            }
         };
 
         let mems = rtx.open_table(MEMORIES)?;
@@ -134,7 +158,9 @@ impl KnowledgeStore {
                 break;
             }
             let Some(meta) = si.catalog.get(f.docno) else { continue };
-            let Some(sm) = get_record::<_, StoredMemory>(&mems, (q.space_id.as_str(), meta.id.as_str()))? else { continue };
+            let Some(sm) = get_record::<_, StoredMemory>(&mems, (q.space_id.as_str(), meta.id.as_str()))? else {
+                continue;
+            };
             if sm.docno != f.docno {
                 continue;
             }

@@ -61,7 +61,9 @@ impl KnowledgeStore {
         self.write_txn(|txn| {
             let mut t = txn.open_table(SPACES)?;
             if t.get(id.as_str())?.is_some() {
-                return Err(Error::new(ErrorKind::Conflict, format!("space '{id}' already exists")).with_code("space_exists"));
+                return Err(
+                    Error::new(ErrorKind::Conflict, format!("space '{id}' already exists")).with_code("space_exists")
+                );
             }
             t.insert(id.as_str(), schema::encode(&space)?.as_slice())?;
             Ok(())

@@ -1,0 +1,84 @@
+//! The C API: the checked-in header matches cbindgen's output, and the C quickstart compiles with the system C
+//! compiler against it and runs.
+#![cfg(feature = "ffi")]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn manifest_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn generated_header() -> String {
+    let dir = manifest_dir();
+    let config = cbindgen::Config::from_file(dir.join("cbindgen.toml")).expect("cbindgen.toml parses");
+    let bindings = cbindgen::Builder::new()
+        .with_config(config)
+        .with_src(dir.join("src/ffi/mod.rs"))
+        .generate()
+        .expect("cbindgen generates the header");
+    let mut out = Vec::new();
+    bindings.write(&mut out);
+    String::from_utf8(out).expect("header is UTF-8")
+}
+
+#[test]
+fn checked_in_header_is_current() {
+    let path = manifest_dir().join("include/engram.h");
+    let fresh = generated_header();
+    if std::env::var_os("ENGRAM_BLESS").is_some() {
+        std::fs::write(&path, &fresh).expect("write header");
+    }
+    let current = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(current == fresh, "include/engram.h is stale: run ENGRAM_BLESS=1 cargo test --features ffi --test ffi_c");
+    for f in ["engram_store_open", "engram_request", "engram_response_free", "engram_last_error", "ENGRAM_INVALID_UTF8"]
+    {
+        assert!(fresh.contains(f), "{f} missing from the header");
+    }
+}
+
+/// The directory holding the built `libengram` (target/<profile>), found from this test binary's path.
+fn lib_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current exe");
+    exe.parent().and_then(Path::parent).expect("target/<profile>").to_path_buf()
+}
+
+#[test]
+fn c_quickstart_compiles_and_runs() {
+    let lib = lib_dir();
+    let so = lib.join("libengram.so");
+    let a = lib.join("libengram.a");
+    assert!(so.exists() || a.exists(), "no libengram in {}", lib.display());
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let exe = tmp.path().join("quickstart");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let mut cmd = Command::new(cc);
+    cmd.arg(manifest_dir().join("examples/c/quickstart.c"))
+        .arg("-std=c11")
+        .arg("-Wall")
+        .arg("-Werror")
+        .arg("-I")
+        .arg(manifest_dir().join("include"))
+        .arg("-o")
+        .arg(&exe);
+    if so.exists() {
+        cmd.arg("-L").arg(&lib).arg("-lengram").arg(format!("-Wl,-rpath,{}", lib.display()));
+    } else {
+        cmd.arg(&a).args(["-lpthread", "-ldl", "-lm"]);
+    }
+    let out = cmd.output().expect("run the C compiler");
+    assert!(out.status.success(), "cc failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    let store_dir = tmp.path().join("store");
+    let run = Command::new(&exe).arg(&store_dir).output().expect("run quickstart");
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "quickstart failed:\n{stdout}\n{}", String::from_utf8_lossy(&run.stderr));
+    assert!(stdout.contains("quickstart: ok"), "{stdout}");
+    assert!(stdout.contains("GET /memories/no-such-id -> 404"), "{stdout}");
+    assert!(stdout.contains("action: created"), "{stdout}");
+    assert!(store_dir.join("engram.redb").exists());
+    // Reopening the same store from a second run finds the memory already there (action unchanged).
+    let again = Command::new(&exe).arg(&store_dir).output().expect("rerun quickstart");
+    let stdout = String::from_utf8_lossy(&again.stdout);
+    assert!(again.status.success(), "{stdout}");
+    assert!(stdout.contains("action: unchanged"), "{stdout}");
+}

@@ -1,0 +1,282 @@
+//! KnowledgeStore on a real redb file: round trips, upserts, labels, reopen, filtered search, re-embedding.
+
+use std::sync::Arc;
+
+use engram::embed::{Embedder, HashEmbedder, InputType};
+use engram::{
+    ErrorKind, KnowledgeStore, ListQuery, MemoryFilter, MemoryPatch, NewMemory, NewSpace, SearchMode, SearchQuery,
+    StoreConfig, UnitType, WriteAction,
+};
+
+fn open(dir: &std::path::Path) -> KnowledgeStore {
+    KnowledgeStore::open(StoreConfig::new(dir)).expect("open store")
+}
+
+fn mem(id: &str, content: &str) -> NewMemory {
+    NewMemory { id: Some(id.into()), content: content.into(), ..Default::default() }
+}
+
+fn search(store: &KnowledgeStore, q: &str, space: &str, limit: usize, filter: MemoryFilter) -> Vec<String> {
+    store
+        .search(&SearchQuery {
+            query: q.into(),
+            space_id: space.into(),
+            limit,
+            filter,
+            mode: SearchMode::Hybrid,
+            fusion: None,
+        })
+        .expect("search")
+        .hits
+        .into_iter()
+        .map(|h| h.view.memory.id)
+        .collect()
+}
+
+#[test]
+fn create_get_update_delete_round_trip_with_spec_defaults() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let c = store
+        .create_memory(NewMemory {
+            labels: Some(vec!["Work".into(), " work ".into()]),
+            ..mem("m1", "  Ship the parser on Friday  ")
+        })
+        .unwrap();
+    assert_eq!(c.action, WriteAction::Created);
+    let m = &c.view.memory;
+    assert_eq!(m.content, "Ship the parser on Friday");
+    assert_eq!((m.space_id.as_str(), m.unit_type, m.version, m.is_latest), ("default", UnitType::Fact, 1, true));
+    assert_eq!((m.importance, m.decay_score_cached, m.extraction_method.as_str()), (0.5, 1.0, "manual"));
+    assert_eq!(m.review_status, "");
+    assert_eq!(c.view.label_ids, vec!["label_Work", "label_work"]);
+
+    let got = store.get_memory("m1", None).unwrap();
+    assert_eq!(got.memory, c.view.memory);
+    assert_eq!(store.get_memory("m1", Some("other")).unwrap_err().kind(), ErrorKind::NotFound);
+
+    let upd = store
+        .update_memory(
+            "m1",
+            MemoryPatch {
+                content: Some("Ship the lexer on Monday".into()),
+                labels: Some(vec!["a".into()]),
+                ..Default::default()
+            },
+            None,
+        )
+        .unwrap();
+    assert_eq!(upd.memory.version, 2);
+    assert_eq!(upd.label_ids, vec!["label_a"]);
+    assert_eq!(search(&store, "lexer", "default", 5, MemoryFilter::default()), vec!["m1"]);
+    let old = store
+        .search(&SearchQuery {
+            query: "parser".into(),
+            space_id: "default".into(),
+            limit: 5,
+            filter: MemoryFilter::default(),
+            mode: SearchMode::Lexical,
+            fusion: None,
+        })
+        .unwrap();
+    assert!(old.hits.is_empty(), "old text must leave the lexical index");
+    let labels = store.list_labels("default", Default::default(), false, 100, 0).unwrap();
+    let usage: Vec<(String, u64)> = labels.iter().map(|l| (l.name.clone(), l.usage_count)).collect();
+    assert_eq!(usage, vec![("Work".to_string(), 0), ("a".to_string(), 1), ("work".to_string(), 0)]);
+
+    let report = store.delete_memory("m1", None).unwrap();
+    assert_eq!(report.deleted_relationships, 1);
+    assert_eq!(store.get_memory("m1", None).unwrap_err().kind(), ErrorKind::NotFound);
+    assert!(search(&store, "lexer", "default", 5, MemoryFilter::default()).is_empty());
+    assert_eq!(store.delete_memory("m1", None).unwrap_err().kind(), ErrorKind::NotFound);
+}
+
+#[test]
+fn upsert_by_id_reports_created_updated_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    assert_eq!(store.create_memory(mem("k", "first")).unwrap().action, WriteAction::Created);
+    assert_eq!(store.create_memory(mem("k", "first")).unwrap().action, WriteAction::Unchanged);
+    let u = store.create_memory(NewMemory { title: Some("T".into()), ..mem("k", "second") }).unwrap();
+    assert_eq!(u.action, WriteAction::Updated);
+    assert_eq!(
+        (u.view.memory.content.as_str(), u.view.memory.title.as_str(), u.view.memory.version),
+        ("second", "T", 2)
+    );
+    let page = store
+        .list_memories(&ListQuery { space_id: "default".into(), filter: MemoryFilter::default(), limit: 10, offset: 0 })
+        .unwrap();
+    assert_eq!(page.total, 1);
+    store.create_space(NewSpace { name: "Other".into(), ..Default::default() }).unwrap();
+    let err = store.create_memory(NewMemory { space_id: Some("other".into()), ..mem("k", "x") }).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Conflict);
+}
+
+#[test]
+fn bad_input_is_rejected_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    store.create_memory(mem("keep", "kept memory")).unwrap();
+    let cases = [
+        mem("a", "   "),
+        mem("a", &"x".repeat(40_000)),
+        NewMemory { importance: Some(1.5), ..mem("a", "ok") },
+        NewMemory { confidence: Some(f64::NAN), ..mem("a", "ok") },
+        NewMemory { event_start: Some("last tuesday".into()), ..mem("a", "ok") },
+        NewMemory { labels: Some(vec!["".into()]), ..mem("a", "ok") },
+        mem("a/b", "ok"),
+    ];
+    for c in cases {
+        let e = store.create_memory(c).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
+        assert!(!e.fields().is_empty());
+    }
+    let e = store.create_memory(NewMemory { space_id: Some("nope".into()), ..mem("a", "ok") }).unwrap_err();
+    assert_eq!((e.kind(), e.code()), (ErrorKind::NotFound, "space_not_found"));
+    // A batch with one bad item stores none of them.
+    let e = store.create_memories(vec![mem("b1", "good"), mem("b2", "")]).unwrap_err();
+    assert_eq!(e.fields()[0].loc, vec![serde_json::json!("body"), serde_json::json!(1), serde_json::json!("content")]);
+    assert_eq!(store.get_memory("b1", None).unwrap_err().kind(), ErrorKind::NotFound);
+    assert_eq!(store.health().unwrap().memories, 1);
+}
+
+#[test]
+fn reopen_keeps_every_memory_and_the_indexes_agree() {
+    let dir = tempfile::tempdir().unwrap();
+    let words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"];
+    {
+        let store = open(dir.path());
+        let batch: Vec<NewMemory> = (0..300)
+            .map(|i| mem(&format!("m{i}"), &format!("note {i} about {} and {}", words[i % 8], words[(i / 8) % 8])))
+            .collect();
+        store.create_memories(batch).unwrap();
+        store.delete_memory("m5", None).unwrap();
+        store
+            .update_memory("m6", MemoryPatch { content: Some("zulu replaced text".into()), ..Default::default() }, None)
+            .unwrap();
+    }
+    let store = open(dir.path());
+    assert_eq!(store.health().unwrap().memories, 299);
+    assert_eq!(store.health().unwrap().reindex_pending, 0);
+    assert_eq!(store.get_memory("m7", None).unwrap().memory.content, "note 7 about hotel and alpha");
+    assert_eq!(search(&store, "zulu", "default", 3, MemoryFilter::default())[0], "m6");
+    // m5 (deleted) never comes back, from either ranking.
+    for mode in [SearchMode::Lexical, SearchMode::Vector, SearchMode::Hybrid] {
+        let hits = store
+            .search(&SearchQuery {
+                query: "note 5 about foxtrot alpha".into(),
+                space_id: "default".into(),
+                limit: 100,
+                filter: MemoryFilter::default(),
+                mode,
+                fusion: None,
+            })
+            .unwrap();
+        assert!(hits.hits.iter().all(|h| h.view.memory.id != "m5"), "{mode:?}");
+        assert!(!hits.hits.is_empty());
+    }
+}
+
+#[test]
+fn filtered_search_returns_k_hits_when_k_match() {
+    let dir = tempfile::tempdir().unwrap();
+    // A low HNSW threshold puts the graph path under test too.
+    let params =
+        engram::index::vector::VectorParams { hnsw_min_points: 200, exact_max_candidates: 10, ..Default::default() };
+    let store = KnowledgeStore::open(StoreConfig::new(dir.path()).vector_params(params)).unwrap();
+    let batch: Vec<NewMemory> = (0..1000)
+        .map(|i| NewMemory {
+            labels: if i % 50 == 0 { Some(vec!["rare".into()]) } else { None },
+            importance: Some(if i % 100 == 0 { 0.9 } else { 0.3 }),
+            unit_type: Some(if i % 2 == 0 { UnitType::Event } else { UnitType::Fact }),
+            ..mem(&format!("m{i}"), &format!("meeting notes number {i} about the quarterly budget review"))
+        })
+        .collect();
+    store.create_memories(batch).unwrap();
+    let rare = MemoryFilter { label_ids: vec!["label_rare".into()], ..Default::default() };
+    let hits = search(&store, "budget review meeting", "default", 20, rare);
+    assert_eq!(hits.len(), 20, "all 20 rare memories match");
+    let important = MemoryFilter { importance_min: Some(0.8), ..Default::default() };
+    let hits = search(&store, "budget", "default", 10, important);
+    assert_eq!(hits.len(), 10);
+    assert!(hits.iter().all(|id| id.trim_start_matches('m').parse::<u32>().unwrap() % 100 == 0));
+    let events = MemoryFilter { unit_type: Some(UnitType::Event), ..Default::default() };
+    let hits = search(&store, "quarterly budget", "default", 50, events);
+    assert_eq!(hits.len(), 50);
+    assert!(hits.iter().all(|id| id.trim_start_matches('m').parse::<u32>().unwrap() % 2 == 0));
+}
+
+#[test]
+fn spaces_isolate_records_in_storage() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let s = store.create_space(NewSpace { name: "Work Notes".into(), ..Default::default() }).unwrap();
+    assert_eq!(s.id, "work-notes");
+    store
+        .create_memory(NewMemory {
+            space_id: Some("work-notes".into()),
+            labels: Some(vec!["w".into()]),
+            ..mem("w1", "secret roadmap")
+        })
+        .unwrap();
+    store.create_memory(mem("d1", "public roadmap")).unwrap();
+    assert_eq!(search(&store, "roadmap", "default", 10, MemoryFilter::default()), vec!["d1"]);
+    assert_eq!(search(&store, "roadmap", "work-notes", 10, MemoryFilter::default()), vec!["w1"]);
+    assert!(store.list_labels("default", Default::default(), false, 10, 0).unwrap().is_empty());
+    assert_eq!(store.list_labels("work-notes", Default::default(), false, 10, 0).unwrap().len(), 1);
+    let spaces = store.list_spaces().unwrap();
+    assert_eq!(spaces[0].id, "default");
+    assert_eq!(spaces.iter().map(|s| s.usage.memories).collect::<Vec<_>>(), vec![1, 1]);
+    assert_eq!(
+        store.create_space(NewSpace { name: "work notes".into(), ..Default::default() }).unwrap_err().kind(),
+        ErrorKind::Conflict
+    );
+}
+
+/// An embedder of another dimension, to prove that reopening re-embeds instead of mixing vectors.
+struct Other(HashEmbedder);
+impl Embedder for Other {
+    fn name(&self) -> &str {
+        "other-test-embedder"
+    }
+    fn dim(&self) -> usize {
+        self.0.dim()
+    }
+    fn embed(&self, texts: &[&str], t: InputType) -> engram::Result<Vec<Vec<f32>>> {
+        self.0.embed(texts, t)
+    }
+}
+
+#[test]
+fn opening_with_another_embedder_re_embeds() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = open(dir.path());
+        store
+            .create_memories((0..50).map(|i| mem(&format!("m{i}"), &format!("swimming lesson {i}"))).collect())
+            .unwrap();
+    }
+    let cfg = StoreConfig::new(dir.path()).embedder(Arc::new(Other(HashEmbedder::new(64))));
+    let store = KnowledgeStore::open(cfg).unwrap();
+    let h = store.health().unwrap();
+    assert_eq!((h.dim, h.reindex_pending, h.memories), (64, 0, 50));
+    let hits = store
+        .search(&SearchQuery {
+            query: "swiming lesson 7".into(),
+            space_id: "default".into(),
+            limit: 5,
+            filter: MemoryFilter::default(),
+            mode: SearchMode::Vector,
+            fusion: None,
+        })
+        .unwrap();
+    assert_eq!(hits.hits.len(), 5, "vectors of dimension 64 serve the search");
+}
+
+#[test]
+fn a_second_open_of_the_same_file_is_locked() {
+    let dir = tempfile::tempdir().unwrap();
+    let _first = open(dir.path());
+    let err = KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Locked);
+}
