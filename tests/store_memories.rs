@@ -193,6 +193,7 @@ fn filtered_search_returns_k_hits_when_k_match() {
         })
         .collect();
     store.create_memories(batch).unwrap();
+    assert!(store.wait_for_indexes(std::time::Duration::from_secs(120)), "graph built in the background");
     let rare = MemoryFilter { label_ids: vec!["label_rare".into()], ..Default::default() };
     let hits = search(&store, "budget review meeting", "default", 20, rare);
     assert_eq!(hits.len(), 20, "all 20 rare memories match");

@@ -45,7 +45,7 @@ impl Posting {
 
 /// BM25 of one document given the query's posting lists (each sorted by docno), for documents found by another
 /// ranking. Same formula and collection statistics as [`score`].
-pub fn score_one(params: Bm25Params, n_docs: u64, avg_len: f32, postings: &[(u32, Vec<Posting>)], docno: u64) -> f32 {
+pub fn score_one(params: Bm25Params, n_docs: u64, avg_len: f32, postings: &[(u32, &[Posting])], docno: u64) -> f32 {
     let n = n_docs.max(1) as f32;
     let avg = if avg_len > 0.0 { avg_len } else { 1.0 };
     let mut s = 0.0;
@@ -72,13 +72,14 @@ pub fn score(
     params: Bm25Params,
     n_docs: u64,
     avg_len: f32,
-    postings: &[(u32, Vec<Posting>)],
+    postings: &[(u32, &[Posting])],
     accept: &dyn Fn(u64) -> bool,
 ) -> Scores {
     let mut scores: Scores = HashMap::new();
     let n = n_docs.max(1) as f32;
     let avg = if avg_len > 0.0 { avg_len } else { 1.0 };
     for (qtf, list) in postings {
+        let list: &[Posting] = list;
         let df = list.len() as f32;
         if df == 0.0 {
             continue;
@@ -106,17 +107,19 @@ mod tests {
     #[test]
     fn rarer_terms_and_shorter_documents_score_higher() {
         let p = |docno, tf, doc_len| Posting { docno, tf, doc_len };
-        let common = (1, vec![p(1, 1, 10), p(2, 1, 10), p(3, 1, 10)]);
-        let rare = (1, vec![p(2, 1, 10)]);
+        let common_list = [p(1, 1, 10), p(2, 1, 10), p(3, 1, 10)];
+        let rare_list = [p(2, 1, 10)];
+        let common: (u32, &[Posting]) = (1, &common_list);
+        let rare: (u32, &[Posting]) = (1, &rare_list);
         let s = score(Bm25Params::default(), 10, 10.0, &[common, rare], &|_| true);
         assert!(s[&2].0 > s[&1].0);
         assert_eq!(s[&2].1, 2);
-        let short = score(Bm25Params::default(), 10, 10.0, &[(1, vec![p(1, 1, 5), p(2, 1, 20)])], &|_| true);
+        let short = score(Bm25Params::default(), 10, 10.0, &[(1, &[p(1, 1, 5), p(2, 1, 20)][..])], &|_| true);
         assert!(short[&1].0 > short[&2].0);
-        let filtered = score(Bm25Params::default(), 10, 10.0, &[(1, vec![p(1, 1, 5), p(2, 1, 20)])], &|d| d == 2);
+        let filtered = score(Bm25Params::default(), 10, 10.0, &[(1, &[p(1, 1, 5), p(2, 1, 20)][..])], &|d| d == 2);
         assert_eq!(filtered.len(), 1);
         assert_eq!(Posting::unpack(7, Posting::pack(3, 99)), p(7, 3, 99));
-        let lists = [(1, vec![p(1, 1, 10), p(2, 1, 10), p(3, 1, 10)]), (1, vec![p(2, 1, 10)])];
+        let lists: [(u32, &[Posting]); 2] = [(1, &common_list), (1, &rare_list)];
         let all = score(Bm25Params::default(), 10, 10.0, &lists, &|_| true);
         assert!((score_one(Bm25Params::default(), 10, 10.0, &lists, 2) - all[&2].0).abs() < 1e-6);
         assert_eq!(score_one(Bm25Params::default(), 10, 10.0, &lists, 9), 0.0);

@@ -5,5 +5,6 @@
 pub mod bm25;
 pub mod catalog;
 pub mod fusion;
+pub mod lexicon;
 pub mod text;
 pub mod vector;

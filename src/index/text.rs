@@ -10,16 +10,15 @@ use std::sync::OnceLock;
 /// Longest token kept, in bytes; longer runs (hashes, base64) are cut to this.
 pub const MAX_TOKEN_BYTES: usize = 64;
 
-/// A small English stop list (function words only, so that content words such as "when" stay searchable
-/// when they carry meaning is not a concern: "when", "where" are stop words because every question has them).
+/// A small English stop list: function words, question words (every question has them) and the fragments
+/// contractions leave ("s", "t", "ll", ...). Sorted: looked up by binary search.
 const STOP_WORDS: &[&str] = &[
     "a", "about", "after", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be", "been", "being", "but",
-    "by", "can", "could", "did", "do", "does", "doing", "for", "from", "had", "has", "have", "having", "he", "her",
-    "here", "hers", "him", "his", "how", "i", "if", "in", "into", "is", "it", "its", "just", "me", "my", "of", "on",
-    "or", "our", "ours", "she", "so", "some", "than", "that", "the", "their", "theirs", "them", "then", "there",
-    "these", "they", "this", "those", "to", "too", "us", "was", "we", "were", "what", "when", "where", "which",
-    "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "s", "t", "d", "ll", "re", "ve",
-    "m",
+    "by", "can", "could", "d", "did", "do", "does", "doing", "for", "from", "had", "has", "have", "having", "he",
+    "her", "here", "hers", "him", "his", "how", "i", "if", "in", "into", "is", "it", "its", "just", "ll", "m", "me",
+    "my", "of", "on", "or", "our", "ours", "re", "s", "she", "so", "some", "t", "than", "that", "the", "their",
+    "theirs", "them", "then", "there", "these", "they", "this", "those", "to", "too", "us", "ve", "was", "we", "were",
+    "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours",
 ];
 
 fn stemmer() -> &'static Stemmer {

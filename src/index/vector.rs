@@ -2,24 +2,32 @@
 //! [`VectorParams::hnsw_min_points`] vectors, an HNSW graph (Malkov and Yashunin, "Efficient and robust approximate
 //! nearest neighbor search using Hierarchical Navigable Small World graphs", IEEE TPAMI 2018) from `hnsw_rs`.
 //!
-//! Below the threshold, and whenever a filter leaves few candidates, search is exact (a scan of the arena), which
-//! is both faster and exact at that size (the same idea as qdrant's `indexing_threshold`). `hnsw_rs` cannot delete
-//! or update points, so removed documents stay in the graph as tombstones, skipped by the search filter, and the
-//! graph is rebuilt when tombstones pass a quarter of its points.
+//! * Writes only touch the arena: a new vector is *pending* until a background builder puts it in the graph.
+//! * A search walks the graph and scans the pending vectors exactly, then merges: fresh writes are found at once,
+//!   and the graph's maintenance never sits on the write path.
+//! * Below the threshold, and when a filter leaves few candidates, search is an exact scan (faster and exact at
+//!   that size, the idea of qdrant's `indexing_threshold`).
+//! * `hnsw_rs` can neither delete nor update points: removed documents stay in the graph as tombstones, skipped by
+//!   the search filter, and the graph is rebuilt when they pass a quarter of its points.
+//! * Full builds run on a fresh graph no search can see; catch-up inserts run in chunks under the graph's gate,
+//!   because `hnsw_rs` does not allow inserting and searching at the same time.
 //!
-//! Ids are the store's document numbers (`docno`, u64), which change whenever a memory's text changes, so a graph
+//! Ids are the store's document numbers (`docno`), which change whenever a memory's text changes, so a graph
 //! point never stands for two versions of a text.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use hnsw_rs::prelude::{Distance, Hnsw};
+use parking_lot::RwLock;
 
 use crate::embed::cosine;
 
 /// HNSW and exact-search parameters.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct VectorParams {
-    /// `M`: links per node and layer (2..=64; `hnsw_rs` allows at most 256).
+    /// `M`: links per node and layer (clamped to 2..=64; `hnsw_rs` allows at most 256).
     pub m: usize,
     /// `ef_construction`: candidate list size while building.
     pub ef_construction: usize,
@@ -33,7 +41,7 @@ pub struct VectorParams {
 
 impl Default for VectorParams {
     fn default() -> Self {
-        VectorParams { m: 16, ef_construction: 128, ef_search: 96, hnsw_min_points: 4096, exact_max_candidates: 4096 }
+        VectorParams { m: 16, ef_construction: 100, ef_search: 128, hnsw_min_points: 4096, exact_max_candidates: 4096 }
     }
 }
 
@@ -57,6 +65,48 @@ pub struct VectorHit {
     pub score: f32,
 }
 
+/// An HNSW graph with the gate that keeps inserts and searches apart.
+pub struct Graph {
+    hnsw: Hnsw<'static, f32, ClampedDot>,
+    gate: RwLock<()>,
+}
+
+impl Graph {
+    /// Builds a graph of `items` (parallel insert in chunks; `cancel` is checked between chunks).
+    pub fn build(params: VectorParams, items: &[(u64, Vec<f32>)], cancel: &dyn Fn() -> bool) -> Option<Self> {
+        let hnsw = Hnsw::<f32, ClampedDot>::new(
+            params.m.clamp(2, 64),
+            items.len().max(1024),
+            16,
+            params.ef_construction.max(params.m),
+            ClampedDot,
+        );
+        for chunk in items.chunks(4096) {
+            if cancel() {
+                return None;
+            }
+            let data: Vec<(&[f32], usize)> = chunk.iter().map(|(d, v)| (v.as_slice(), *d as usize)).collect();
+            hnsw.parallel_insert_slice(&data);
+        }
+        Some(Graph { hnsw, gate: RwLock::new(()) })
+    }
+
+    /// Inserts `items` while no search runs on this graph.
+    pub fn insert(&self, items: &[(u64, Vec<f32>)]) {
+        let _exclusive = self.gate.write();
+        let data: Vec<(&[f32], usize)> = items.iter().map(|(d, v)| (v.as_slice(), *d as usize)).collect();
+        self.hnsw.parallel_insert_slice(&data);
+    }
+}
+
+/// Background work a space needs.
+pub enum GraphWork {
+    /// Build a graph of all live vectors (first build, or too many tombstones).
+    Build(Vec<(u64, Vec<f32>)>),
+    /// Put pending vectors into the current graph.
+    Insert(Arc<Graph>, Vec<(u64, Vec<f32>)>),
+}
+
 /// The vectors of one space.
 pub struct SpaceVectors {
     dim: usize,
@@ -64,11 +114,19 @@ pub struct SpaceVectors {
     arena: Vec<f32>,
     slot_docno: Vec<u64>,
     slot_of: HashMap<u64, usize>,
-    hnsw: Option<Hnsw<'static, f32, ClampedDot>>,
-    /// Points in the graph that are no longer live.
-    graph_dead: usize,
+    graph: Option<Arc<Graph>>,
+    /// Live documents in the graph.
+    in_graph: HashSet<u64>,
+    /// Points ever put in the current graph (live or tombstone).
     graph_points: usize,
+    /// Live documents not yet in the graph (only tracked while a graph exists).
+    pending: HashSet<u64>,
+    /// Work was handed out and has not come back yet.
+    busy: AtomicBool,
 }
+
+/// Catch-up inserts per round, so the gate is never held for long.
+const INSERT_CHUNK: usize = 256;
 
 impl SpaceVectors {
     /// An empty index for vectors of `dim` floats.
@@ -79,9 +137,11 @@ impl SpaceVectors {
             arena: Vec::new(),
             slot_docno: Vec::new(),
             slot_of: HashMap::new(),
-            hnsw: None,
-            graph_dead: 0,
+            graph: None,
+            in_graph: HashSet::new(),
             graph_points: 0,
+            pending: HashSet::new(),
+            busy: AtomicBool::new(false),
         }
     }
 
@@ -95,9 +155,14 @@ impl SpaceVectors {
         self.slot_docno.is_empty()
     }
 
-    /// Whether an HNSW graph serves unfiltered searches.
+    /// Whether an HNSW graph serves searches.
     pub fn has_graph(&self) -> bool {
-        self.hnsw.is_some()
+        self.graph.is_some()
+    }
+
+    /// Live vectors not yet in the graph (0 without a graph).
+    pub fn pending(&self) -> usize {
+        self.pending.len()
     }
 
     /// The vector of `docno`, if live.
@@ -105,10 +170,8 @@ impl SpaceVectors {
         self.slot_of.get(&docno).map(|&s| &self.arena[s * self.dim..(s + 1) * self.dim])
     }
 
-    /// Adds vectors (each of `dim` floats; others are ignored). Builds the graph when the space crosses the
-    /// threshold, inserts into it (in parallel for large batches) when it exists.
+    /// Adds vectors (each of `dim` floats; others are ignored). They are pending until the builder inserts them.
     pub fn insert_batch(&mut self, items: &[(u64, Vec<f32>)]) {
-        let mut added: Vec<(u64, usize)> = Vec::with_capacity(items.len());
         for (docno, v) in items {
             if v.len() != self.dim {
                 continue;
@@ -116,33 +179,16 @@ impl SpaceVectors {
             if self.slot_of.contains_key(docno) {
                 self.remove(*docno);
             }
-            let slot = self.slot_docno.len();
+            self.slot_of.insert(*docno, self.slot_docno.len());
             self.arena.extend_from_slice(v);
             self.slot_docno.push(*docno);
-            self.slot_of.insert(*docno, slot);
-            added.push((*docno, slot));
-        }
-        if self.hnsw.is_none() {
-            if self.len() >= self.params.hnsw_min_points {
-                self.rebuild_graph();
+            if self.graph.is_some() {
+                self.pending.insert(*docno);
             }
-            return;
-        }
-        let data: Vec<(&[f32], usize)> =
-            added.iter().filter_map(|(d, _)| self.get(*d).map(|v| (v, *d as usize))).collect();
-        if let Some(h) = &self.hnsw {
-            if data.len() >= 64 {
-                h.parallel_insert_slice(&data);
-            } else {
-                for (v, id) in &data {
-                    h.insert_slice((v, *id));
-                }
-            }
-            self.graph_points += data.len();
         }
     }
 
-    /// Removes a vector. Its graph point becomes a tombstone; many tombstones trigger a rebuild.
+    /// Removes a vector; a graph point becomes a tombstone.
     pub fn remove(&mut self, docno: u64) {
         let Some(slot) = self.slot_of.remove(&docno) else { return };
         let last = self.slot_docno.len() - 1;
@@ -154,35 +200,108 @@ impl SpaceVectors {
         }
         self.slot_docno.pop();
         self.arena.truncate(last * self.dim);
-        if self.hnsw.is_some() {
-            self.graph_dead += 1;
-            if self.len() < self.params.hnsw_min_points / 2 {
-                self.hnsw = None;
-                self.graph_dead = 0;
-                self.graph_points = 0;
-            } else if self.graph_dead * 4 > self.graph_points {
-                self.rebuild_graph();
+        self.in_graph.remove(&docno);
+        self.pending.remove(&docno);
+    }
+
+    fn snapshot(&self, docnos: impl Iterator<Item = u64>) -> Vec<(u64, Vec<f32>)> {
+        docnos.filter_map(|d| self.get(d).map(|v| (d, v.to_vec()))).collect()
+    }
+
+    /// What the background builder should do for this space, if anything (copies the vectors it needs).
+    /// Hands out one piece of work at a time: None until [`SpaceVectors::install`],
+    /// [`SpaceVectors::mark_inserted`] or [`SpaceVectors::abandon`] returns it.
+    pub fn plan(&self) -> Option<GraphWork> {
+        if self.busy.load(Ordering::Acquire) {
+            return None;
+        }
+        let work = self.next_work();
+        if work.is_some() {
+            self.busy.store(true, Ordering::Release);
+        }
+        work
+    }
+
+    /// Gives back work that could not be finished.
+    pub fn abandon(&self) {
+        self.busy.store(false, Ordering::Release);
+    }
+
+    /// True while there is work the builder has not done (a graph to build, or pending vectors).
+    pub fn needs_work(&self) -> bool {
+        self.busy.load(Ordering::Acquire) || self.next_work_kind()
+    }
+
+    fn next_work_kind(&self) -> bool {
+        match &self.graph {
+            None => self.len() >= self.params.hnsw_min_points,
+            Some(_) => {
+                (self.graph_points - self.in_graph.len()) * 4 > self.graph_points.max(1) || !self.pending.is_empty()
             }
         }
     }
 
-    /// Builds the graph from the live vectors (parallel insert).
-    pub fn rebuild_graph(&mut self) {
-        let n = self.len();
-        let max_layer = 16;
-        let h = Hnsw::<f32, ClampedDot>::new(
-            self.params.m.clamp(2, 64),
-            n.max(1024),
-            max_layer,
-            self.params.ef_construction.max(self.params.m),
-            ClampedDot,
-        );
-        let data: Vec<(&[f32], usize)> =
-            (0..n).map(|s| (&self.arena[s * self.dim..(s + 1) * self.dim], self.slot_docno[s] as usize)).collect();
-        h.parallel_insert_slice(&data);
-        self.hnsw = Some(h);
-        self.graph_points = n;
-        self.graph_dead = 0;
+    fn next_work(&self) -> Option<GraphWork> {
+        match &self.graph {
+            None if self.len() >= self.params.hnsw_min_points => {
+                Some(GraphWork::Build(self.snapshot(self.slot_docno.iter().copied())))
+            }
+            None => None,
+            Some(_) if (self.graph_points - self.in_graph.len()) * 4 > self.graph_points.max(1) => {
+                Some(GraphWork::Build(self.snapshot(self.slot_docno.iter().copied())))
+            }
+            Some(g) if !self.pending.is_empty() => {
+                let mut ids: Vec<u64> = self.pending.iter().copied().collect();
+                ids.sort_unstable();
+                ids.truncate(INSERT_CHUNK);
+                Some(GraphWork::Insert(g.clone(), self.snapshot(ids.into_iter())))
+            }
+            Some(_) => None,
+        }
+    }
+
+    /// Installs a graph built from `built` (docno list of the snapshot); vectors added since stay pending,
+    /// removed ones become tombstones.
+    pub fn install(&mut self, graph: Graph, built: &[u64]) {
+        self.in_graph = built.iter().copied().filter(|d| self.slot_of.contains_key(d)).collect();
+        self.graph_points = built.len();
+        self.pending = self.slot_docno.iter().copied().filter(|d| !self.in_graph.contains(d)).collect();
+        self.graph = Some(Arc::new(graph));
+        self.busy.store(false, Ordering::Release);
+    }
+
+    /// Records that `inserted` went into `graph` (ignored if another graph was installed meanwhile).
+    pub fn mark_inserted(&mut self, graph: &Arc<Graph>, inserted: &[u64]) {
+        self.busy.store(false, Ordering::Release);
+        if !self.graph.as_ref().is_some_and(|g| Arc::ptr_eq(g, graph)) {
+            return;
+        }
+        self.graph_points += inserted.len();
+        for d in inserted {
+            if self.pending.remove(d) {
+                self.in_graph.insert(*d);
+            }
+        }
+    }
+
+    /// Builds the graph now, on this thread (for callers without a background builder).
+    pub fn build_now(&mut self) {
+        while let Some(work) = self.plan() {
+            match work {
+                GraphWork::Build(items) => match Graph::build(self.params, &items, &|| false) {
+                    Some(g) => {
+                        let ids: Vec<u64> = items.iter().map(|x| x.0).collect();
+                        self.install(g, &ids);
+                    }
+                    None => self.abandon(),
+                },
+                GraphWork::Insert(g, items) => {
+                    g.insert(&items);
+                    let ids: Vec<u64> = items.iter().map(|x| x.0).collect();
+                    self.mark_inserted(&g, &ids);
+                }
+            }
+        }
     }
 
     /// The `k` nearest live vectors to `query` among those `allowed` accepts, best first.
@@ -201,13 +320,26 @@ impl SpaceVectors {
             return Vec::new();
         }
         let small = candidates.is_some_and(|c| c <= self.params.exact_max_candidates);
-        if let (Some(h), false) = (&self.hnsw, small) {
+        if let (Some(g), false) = (&self.graph, small) {
             let ef = self.params.ef_search.max(k);
-            let filter = |id: &usize| self.slot_of.contains_key(&(*id as u64)) && allowed(*id as u64);
-            let found = h.search_filter(query, k, ef, Some(&filter));
-            let hits: Vec<VectorHit> =
-                found.iter().map(|n| VectorHit { docno: n.d_id as u64, score: 1.0 - n.distance }).collect();
-            let enough = hits.len() >= k || candidates.is_some_and(|c| hits.len() >= c);
+            let filter = |id: &usize| self.in_graph.contains(&(*id as u64)) && allowed(*id as u64);
+            let mut hits: Vec<VectorHit> = {
+                let _shared = g.gate.read();
+                g.hnsw.search_filter(query, k, ef, Some(&filter))
+            }
+            .iter()
+            .map(|n| VectorHit { docno: n.d_id as u64, score: 1.0 - n.distance })
+            .collect();
+            let graph_hits = hits.len();
+            for &d in &self.pending {
+                if allowed(d) {
+                    if let Some(v) = self.get(d) {
+                        hits.push(VectorHit { docno: d, score: cosine(query, v) });
+                    }
+                }
+            }
+            top_k(&mut hits, k);
+            let enough = graph_hits >= k || hits.len() >= k || candidates.is_some_and(|c| hits.len() >= c);
             if enough {
                 return hits;
             }
@@ -260,16 +392,23 @@ mod tests {
     }
 
     #[test]
-    fn graph_and_exact_agree_and_removed_points_never_return() {
+    fn graph_pending_and_exact_agree_and_removed_points_never_return() {
         let params = VectorParams { hnsw_min_points: 200, ..VectorParams::default() };
         let mut idx = SpaceVectors::new(32, params);
         let items: Vec<(u64, Vec<f32>)> = (0..600).map(|i| (i, unit(i, 32))).collect();
         idx.insert_batch(&items);
+        assert!(!idx.has_graph(), "graphs are built by the builder, not on the write path");
+        idx.build_now();
         assert!(idx.has_graph());
+        // New vectors are pending, and found before the builder inserts them.
+        let late: Vec<(u64, Vec<f32>)> = (600..650).map(|i| (i, unit(i, 32))).collect();
+        idx.insert_batch(&late);
+        assert_eq!(idx.pending(), 50);
+        let all = |_: u64| true;
+        assert_eq!(idx.search(&unit(625, 32), 1, &all, None)[0].docno, 625);
         for d in 0..100 {
             idx.remove(d);
         }
-        let all = |_: u64| true;
         let mut agree = 0;
         for q in 0..20u64 {
             let query = unit(1000 + q, 32);
@@ -280,8 +419,10 @@ mod tests {
             agree += approx.iter().filter(|h| exact.iter().any(|e| e.docno == h.docno)).count();
         }
         assert!(agree >= 180, "recall too low: {agree}/200");
+        idx.build_now();
+        assert_eq!(idx.pending(), 0);
         let only_even = |d: u64| d % 2 == 0;
-        let hits = idx.search(&unit(7, 32), 10, &only_even, Some(250));
+        let hits = idx.search(&unit(7, 32), 10, &only_even, Some(275));
         assert_eq!(hits.len(), 10);
         assert!(hits.iter().all(|h| h.docno % 2 == 0));
         let one = |d: u64| d == 333;

@@ -164,6 +164,7 @@ impl KnowledgeStore {
                 docno: sm.docno,
                 meta: DocMeta::of(&sm.memory, ids),
                 vector: None,
+                lex: None,
             });
             Ok(true)
         })?;

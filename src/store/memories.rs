@@ -1,20 +1,20 @@
 //! Memory writes and reads: create (upsert by id), update, delete, get, list. Also the lexical postings that
 //! follow every text change.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 use redb::{ReadableDatabase, ReadableTable, Table, WriteTransaction};
 
 use super::tables::*;
 use super::{
-    DEFAULT_SPACE, IndexOp, KnowledgeStore, StoredMemory, get_record, range_prefix3, schema,
+    DEFAULT_SPACE, IndexOp, KnowledgeStore, LexEntry, StoredMemory, get_record, range_prefix3, schema,
     types::{CreatedMemory, DeleteReport, ListQuery, MemoryPatch, MemoryView, NewMemory, Page, WriteAction},
 };
 use crate::embed::InputType;
 use crate::error::{Error, ErrorKind, FieldError, Result};
 use crate::index::bm25::Posting;
 use crate::index::catalog::DocMeta;
-use crate::index::text;
+use crate::index::lexicon;
 use crate::model::{Label, Memory, MemoryState, Metadata, Timestamp, date_precision};
 
 /// Longest content in bytes.
@@ -65,33 +65,26 @@ impl<'t> WTables<'t> {
         Ok(())
     }
 
-    /// Adds the postings of `text` for `docno`.
-    fn index_text(&mut self, space: &str, docno: u64, text: &str) -> Result<()> {
-        let terms = text::terms(text);
-        let len = terms.len() as u32;
-        let mut tf: HashMap<&str, u32> = HashMap::new();
-        for t in &terms {
-            *tf.entry(t.as_str()).or_default() += 1;
-        }
-        for (term, n) in tf {
-            self.postings.insert((space, term, docno), Posting::pack(n, len))?;
+    /// Adds the postings of `text` for `docno`; returns what the in-memory lexicon needs.
+    fn index_text(&mut self, space: &str, docno: u64, text: &str) -> Result<LexEntry> {
+        let (tf, len) = lexicon::analyse(text);
+        for (term, n) in &tf {
+            self.postings.insert((space, term.as_str(), docno), Posting::pack(*n, len))?;
         }
         let (docs, total) = self.lex_stats.get(space)?.map(|v| v.value()).unwrap_or((0, 0));
         self.lex_stats.insert(space, (docs + 1, total + u64::from(len)))?;
-        Ok(())
+        Ok(LexEntry { terms: tf, len })
     }
 
-    /// Removes the postings of `text` for `docno`.
-    fn unindex_text(&mut self, space: &str, docno: u64, text: &str) -> Result<()> {
-        let terms = text::terms(text);
-        let len = terms.len() as u64;
-        let unique: BTreeSet<&str> = terms.iter().map(String::as_str).collect();
-        for term in unique {
-            self.postings.remove((space, term, docno))?;
+    /// Removes the postings of `text` for `docno`; returns what the in-memory lexicon needs.
+    fn unindex_text(&mut self, space: &str, docno: u64, text: &str) -> Result<LexEntry> {
+        let (tf, len) = lexicon::analyse(text);
+        for (term, _) in &tf {
+            self.postings.remove((space, term.as_str(), docno))?;
         }
         let (docs, total) = self.lex_stats.get(space)?.map(|v| v.value()).unwrap_or((0, 0));
-        self.lex_stats.insert(space, (docs.saturating_sub(1), total.saturating_sub(len)))?;
-        Ok(())
+        self.lex_stats.insert(space, (docs.saturating_sub(1), total.saturating_sub(u64::from(len))))?;
+        Ok(LexEntry { terms: tf, len })
     }
 
     fn load(&self, space: &str, id: &str) -> Result<Option<StoredMemory>> {
@@ -142,16 +135,17 @@ impl<'t> WTables<'t> {
         Ok(wanted)
     }
 
-    /// Removes a memory and everything keyed by it in its space. Returns its docno and label edges removed.
-    fn remove_memory(&mut self, space: &str, sm: &StoredMemory, now: Timestamp) -> Result<u64> {
+    /// Removes a memory and everything keyed by it in its space. Returns the label edges removed and the
+    /// postings that went with it.
+    fn remove_memory(&mut self, space: &str, sm: &StoredMemory, now: Timestamp) -> Result<(u64, LexEntry)> {
         let id = sm.memory.id.as_str();
-        self.unindex_text(space, sm.docno, &sm.memory.index_text())?;
+        let lex = self.unindex_text(space, sm.docno, &sm.memory.index_text())?;
         self.vectors.remove((space, sm.docno))?;
         let removed = self.label_ids(space, id)?.len() as u64;
         self.set_labels(space, id, &BTreeSet::new(), now)?;
         self.memories.remove((space, id))?;
         self.memory_space.remove(id)?;
-        Ok(removed)
+        Ok((removed, lex))
     }
 }
 
@@ -545,16 +539,19 @@ impl KnowledgeStore {
             _ => new_docno,
         };
         if let Some((old_space, sm)) = &existing {
-            if moved {
-                t.remove_memory(old_space, sm, now)?;
+            let lex = if moved {
+                Some(t.remove_memory(old_space, sm, now)?.1)
             } else if text_changed {
-                t.unindex_text(old_space, sm.docno, &sm.memory.index_text())?;
                 t.vectors.remove((old_space.as_str(), sm.docno))?;
-            }
-            if text_changed {
-                ops.push(IndexOp::Remove { space: old_space.clone(), docno: sm.docno });
+                Some(t.unindex_text(old_space, sm.docno, &sm.memory.index_text())?)
+            } else {
+                None
+            };
+            if let Some(lex) = lex {
+                ops.push(IndexOp::Remove { space: old_space.clone(), docno: sm.docno, lex: Some(lex) });
             }
         }
+        let mut lex = None;
         let vector = if text_changed {
             let v = match vector {
                 Some(v) => v,
@@ -565,7 +562,7 @@ impl KnowledgeStore {
                     .pop()
                     .ok_or_else(|| Error::new(ErrorKind::Internal, "embedder returned no vector"))?,
             };
-            t.index_text(space, docno, &text)?;
+            lex = Some(t.index_text(space, docno, &text)?);
             t.vectors.insert((space, docno), schema::vector_to_bytes(&v).as_slice())?;
             merged.last_reindexed_at = Some(now);
             Some(v)
@@ -582,6 +579,7 @@ impl KnowledgeStore {
             docno,
             meta: DocMeta::of(&stored.memory, label_ids.clone()),
             vector,
+            lex,
         });
         let action = if existing.is_some() { WriteAction::Updated } else { WriteAction::Created };
         Ok(CreatedMemory {
@@ -675,8 +673,8 @@ impl KnowledgeStore {
                 return Err(not_found());
             }
             let sm = t.load(&space, id)?.ok_or_else(not_found)?;
-            let edges = t.remove_memory(&space, &sm, now)?;
-            ops.push(IndexOp::Remove { space, docno: sm.docno });
+            let (edges, lex) = t.remove_memory(&space, &sm, now)?;
+            ops.push(IndexOp::Remove { space, docno: sm.docno, lex: Some(lex) });
             Ok(DeleteReport { deleted_relationships: edges })
         })?;
         self.apply(ops);

@@ -24,7 +24,8 @@ use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata};
 use crate::config::{Durability, StoreConfig};
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::catalog::{DocMeta, SpaceCatalog};
-use crate::index::vector::SpaceVectors;
+use crate::index::lexicon::Lexicon;
+use crate::index::vector::{Graph, GraphWork, SpaceVectors};
 use crate::model::{Memory, Space, SpaceUsage, Timestamp};
 use tables::*;
 
@@ -41,7 +42,14 @@ pub(crate) struct StoredMemory {
 /// Indexes of one space.
 pub(crate) struct SpaceIndex {
     pub catalog: SpaceCatalog,
+    pub lexicon: Lexicon,
     pub vectors: SpaceVectors,
+}
+
+/// The analysed text of a document: distinct terms with frequencies, and its length in terms.
+pub(crate) struct LexEntry {
+    pub terms: Vec<(String, u32)>,
+    pub len: u32,
 }
 
 /// All derived in-memory state.
@@ -49,10 +57,11 @@ pub(crate) struct IndexState {
     pub spaces: HashMap<String, SpaceIndex>,
 }
 
-/// A change to apply to the in-memory indexes once its transaction has committed.
+/// A change to apply to the in-memory indexes once its transaction has committed. `lex` is Some when the
+/// document's postings changed; `vector` is Some when its vector did.
 pub(crate) enum IndexOp {
-    Remove { space: String, docno: u64 },
-    Put { space: String, docno: u64, meta: DocMeta, vector: Option<Vec<f32>> },
+    Remove { space: String, docno: u64, lex: Option<LexEntry> },
+    Put { space: String, docno: u64, meta: DocMeta, vector: Option<Vec<f32>>, lex: Option<LexEntry> },
 }
 
 /// A knowledge store over `<data_dir>/engram.redb`.
@@ -64,8 +73,95 @@ pub struct KnowledgeStore {
     pub(crate) db: redb::Database,
     pub(crate) config: StoreConfig,
     pub(crate) writer: Mutex<()>,
-    pub(crate) index: RwLock<IndexState>,
+    pub(crate) index: Arc<RwLock<IndexState>>,
     pub(crate) started: Instant,
+    builder: GraphBuilder,
+}
+
+/// The background thread that builds and catches up HNSW graphs, off the write and search paths.
+struct GraphBuilder {
+    signal: Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl GraphBuilder {
+    fn start(index: Arc<RwLock<IndexState>>, vector: crate::index::vector::VectorParams) -> Self {
+        use std::sync::atomic::Ordering;
+        let signal = Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (sig, stp) = (signal.clone(), stop.clone());
+        let thread = std::thread::Builder::new()
+            .name("engram-graph".into())
+            .spawn(move || {
+                while !stp.load(Ordering::Acquire) {
+                    let work: Vec<(String, GraphWork)> = {
+                        let state = index.read();
+                        state.spaces.iter().filter_map(|(n, si)| si.vectors.plan().map(|w| (n.clone(), w))).collect()
+                    };
+                    if work.is_empty() {
+                        let (lock, cv) = &*sig;
+                        let mut woken = lock.lock().unwrap_or_else(|e| e.into_inner());
+                        if !*woken {
+                            woken = cv
+                                .wait_timeout(woken, std::time::Duration::from_millis(500))
+                                .map(|r| r.0)
+                                .unwrap_or_else(|e| e.into_inner().0);
+                        }
+                        *woken = false;
+                        continue;
+                    }
+                    for (space, w) in work {
+                        match w {
+                            GraphWork::Build(items) => {
+                                let started = Instant::now();
+                                let built = Graph::build(vector, &items, &|| stp.load(Ordering::Acquire));
+                                let mut state = index.write();
+                                let Some(si) = state.spaces.get_mut(&space) else { continue };
+                                match built {
+                                    Some(g) => {
+                                        let ids: Vec<u64> = items.iter().map(|x| x.0).collect();
+                                        si.vectors.install(g, &ids);
+                                        tracing::info!(
+                                            space,
+                                            points = ids.len(),
+                                            secs = started.elapsed().as_secs_f64(),
+                                            "HNSW graph built"
+                                        );
+                                    }
+                                    None => si.vectors.abandon(),
+                                }
+                            }
+                            GraphWork::Insert(g, items) => {
+                                g.insert(&items);
+                                let ids: Vec<u64> = items.iter().map(|x| x.0).collect();
+                                if let Some(si) = index.write().spaces.get_mut(&space) {
+                                    si.vectors.mark_inserted(&g, &ids);
+                                }
+                            }
+                        }
+                    }
+                }
+            })
+            .ok();
+        GraphBuilder { signal, stop, thread }
+    }
+
+    fn wake(&self) {
+        let (lock, cv) = &*self.signal;
+        *lock.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        cv.notify_one();
+    }
+}
+
+impl Drop for KnowledgeStore {
+    fn drop(&mut self) {
+        self.builder.stop.store(true, std::sync::atomic::Ordering::Release);
+        self.builder.wake();
+        if let Some(t) = self.builder.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 impl std::fmt::Debug for KnowledgeStore {
@@ -90,16 +186,13 @@ impl KnowledgeStore {
     pub fn open(config: StoreConfig) -> Result<Self> {
         std::fs::create_dir_all(&config.data_dir)?;
         let db = redb::Builder::new().set_cache_size(config.cache_size_bytes).create(config.db_path())?;
-        let store = KnowledgeStore {
-            db,
-            config,
-            writer: Mutex::new(()),
-            index: RwLock::new(IndexState { spaces: HashMap::new() }),
-            started: Instant::now(),
-        };
+        let index = Arc::new(RwLock::new(IndexState { spaces: HashMap::new() }));
+        let builder = GraphBuilder::start(index.clone(), config.vector);
+        let store = KnowledgeStore { db, config, writer: Mutex::new(()), index, started: Instant::now(), builder };
         store.init_schema()?;
         store.check_embedder()?;
         store.load_indexes()?;
+        store.builder.wake();
         Ok(store)
     }
 
@@ -253,6 +346,22 @@ impl KnowledgeStore {
             let si = state.spaces.entry(space.to_string()).or_insert_with(|| self.new_space_index());
             si.catalog.insert(sm.docno, DocMeta::of(&sm.memory, l));
         }
+        for row in rtx.open_table(POSTINGS)?.iter()? {
+            let (k, v) = row?;
+            let (space, term, docno) = k.value();
+            if let Some(si) = state.spaces.get_mut(space) {
+                si.lexicon.load(term, crate::index::bm25::Posting::unpack(docno, v.value()));
+            }
+        }
+        for row in rtx.open_table(LEX_STATS)?.iter()? {
+            let (k, v) = row?;
+            if let Some(si) = state.spaces.get_mut(k.value()) {
+                (si.lexicon.docs, si.lexicon.total_len) = v.value();
+            }
+        }
+        for si in state.spaces.values_mut() {
+            si.lexicon.finish_load();
+        }
         let mut pending: HashMap<String, Vec<(u64, Vec<f32>)>> = HashMap::new();
         for row in rtx.open_table(VECTORS)?.iter()? {
             let (k, v) = row?;
@@ -276,6 +385,7 @@ impl KnowledgeStore {
     pub(crate) fn new_space_index(&self) -> SpaceIndex {
         SpaceIndex {
             catalog: SpaceCatalog::default(),
+            lexicon: Lexicon::default(),
             vectors: SpaceVectors::new(self.config.embedder.dim(), self.config.vector),
         }
     }
@@ -312,18 +422,25 @@ impl KnowledgeStore {
         let mut vec_batches: HashMap<String, Vec<(u64, Vec<f32>)>> = HashMap::new();
         for op in ops {
             match op {
-                IndexOp::Remove { space, docno } => {
+                IndexOp::Remove { space, docno, lex } => {
                     if let Some(batch) = vec_batches.get_mut(&space) {
                         batch.retain(|(d, _)| *d != docno);
                     }
                     if let Some(si) = state.spaces.get_mut(&space) {
                         si.catalog.remove(docno);
                         si.vectors.remove(docno);
+                        if let Some(l) = lex {
+                            let terms: Vec<String> = l.terms.into_iter().map(|t| t.0).collect();
+                            si.lexicon.remove(docno, &terms, l.len);
+                        }
                     }
                 }
-                IndexOp::Put { space, docno, meta, vector } => {
+                IndexOp::Put { space, docno, meta, vector, lex } => {
                     let si = state.spaces.entry(space.clone()).or_insert_with(|| self.new_space_index());
                     si.catalog.insert(docno, meta);
+                    if let Some(l) = lex {
+                        si.lexicon.add(docno, &l.terms, l.len);
+                    }
                     if let Some(v) = vector {
                         vec_batches.entry(space).or_default().push((docno, v));
                     }
@@ -334,6 +451,25 @@ impl KnowledgeStore {
             if let Some(si) = state.spaces.get_mut(&space) {
                 si.vectors.insert_batch(&batch);
             }
+        }
+        drop(state);
+        self.builder.wake();
+    }
+
+    /// Blocks until every space's vector index is complete (graphs built where a space is large enough, no
+    /// vector pending) or `timeout` passes. Searches are exact and complete meanwhile; this only matters for
+    /// benchmarks and tests that want the graph path. Returns whether the indexes are complete.
+    pub fn wait_for_indexes(&self, timeout: std::time::Duration) -> bool {
+        let until = Instant::now() + timeout;
+        loop {
+            if !self.index.read().spaces.values().any(|s| s.vectors.needs_work()) {
+                return true;
+            }
+            if Instant::now() >= until {
+                return false;
+            }
+            self.builder.wake();
+            std::thread::sleep(std::time::Duration::from_millis(20));
         }
     }
 

@@ -75,28 +75,14 @@ impl KnowledgeStore {
         };
         let accept = |d: u64| si.catalog.get(d).is_some_and(|m| q.filter.accepts(m));
         let candidates = si.catalog.count(&q.filter);
-        let rtx = self.db.begin_read()?;
-
+        let mut lists: Vec<(u32, &[Posting])> = Vec::with_capacity(qtf.len());
+        let (lex_docs, lex_avg) = (si.lexicon.docs, si.lexicon.avg_len());
         let mut lexical: Vec<(u64, f32)> = Vec::new();
-        let mut lists: Vec<(u32, Vec<Posting>)> = Vec::with_capacity(qtf.len());
-        let (mut lex_docs, mut lex_total) = (0u64, 0u64);
         if q.mode != SearchMode::Vector && !qtf.is_empty() {
-            let post = rtx.open_table(POSTINGS)?;
-            let (docs, total) =
-                rtx.open_table(LEX_STATS)?.get(q.space_id.as_str())?.map(|v| v.value()).unwrap_or((0, 0));
-            (lex_docs, lex_total) = (docs, total);
             for (term, n) in &qtf {
-                let mut list = Vec::new();
-                for row in post.range(
-                    (q.space_id.as_str(), term.as_str(), 0u64)..=(q.space_id.as_str(), term.as_str(), u64::MAX),
-                )? {
-                    let (k, v) = row?;
-                    list.push(Posting::unpack(k.value().2, v.value()));
-                }
-                lists.push((*n, list));
+                lists.push((*n, si.lexicon.postings(term)));
             }
-            let avg = if docs > 0 { total as f32 / docs as f32 } else { 1.0 };
-            let scores = bm25::score(self.config.bm25, docs, avg, &lists, &accept);
+            let scores = bm25::score(self.config.bm25, lex_docs, lex_avg, &lists, &accept);
             lexical = scores.into_iter().map(|(d, (s, _))| (d, s)).collect();
             lexical.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
             lexical.truncate(depth);
@@ -114,12 +100,13 @@ impl KnowledgeStore {
             SearchMode::Hybrid => {
                 // Score the union of both candidate lists on both sides, so that a document is not penalised
                 // for falling just outside one list's depth.
-                let avg = if lex_docs > 0 { lex_total as f32 / lex_docs as f32 } else { 1.0 };
                 let mut union: Vec<u64> = lexical.iter().chain(&vector).map(|(d, _)| *d).collect();
                 union.sort_unstable();
                 union.dedup();
-                let lex_full: Vec<(u64, f32)> =
-                    union.iter().map(|d| (*d, bm25::score_one(self.config.bm25, lex_docs, avg, &lists, *d))).collect();
+                let lex_full: Vec<(u64, f32)> = union
+                    .iter()
+                    .map(|d| (*d, bm25::score_one(self.config.bm25, lex_docs, lex_avg, &lists, *d)))
+                    .collect();
                 let vec_full: Vec<(u64, f32)> = union
                     .iter()
                     .map(|d| {
@@ -150,6 +137,7 @@ impl KnowledgeStore {
             }
         };
 
+        let rtx = self.db.begin_read()?;
         let mems = rtx.open_table(MEMORIES)?;
         let ml = rtx.open_table(MEMORY_LABELS)?;
         let mut hits = Vec::with_capacity(q.limit);
