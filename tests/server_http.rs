@@ -260,3 +260,44 @@ fn openapi_has_an_operation_for_every_route() {
     assert_eq!((limit["schema"]["minimum"].clone(), limit["schema"]["maximum"].clone()), (1.into(), 100.into()));
     assert!(doc["components"]["schemas"]["Memory"]["properties"]["decay_score_cached"].is_object());
 }
+
+/// The real binary: `engram serve` creates a 0600 key file, serves with it, and exits cleanly on SIGTERM.
+#[cfg(unix)]
+#[test]
+fn the_daemon_binary_serves_and_stops_cleanly_on_sigterm() {
+    use std::io::BufRead;
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_engram"))
+        .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path())
+        .env_remove("ENGRAM_API_KEY")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn engram serve");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut addr = None;
+    for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+        if let Some(a) = line.strip_prefix("engram listening on http://") {
+            addr = a.trim().parse::<std::net::SocketAddr>().ok();
+            break;
+        }
+    }
+    let addr = addr.expect("the daemon prints its address");
+    let key_file = dir.path().join("api-key");
+    let mode = std::fs::metadata(&key_file).expect("key file").permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let key = std::fs::read_to_string(&key_file).expect("read key");
+    let head =
+        format!("POST /memories HTTP/1.1\nHost: 127.0.0.1\nX-NMEM-API-Key: {}\nContent-Length: 21\n", key.trim());
+    let r = raw(addr, &head, br#"{"content":"durable"}"#);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let kill = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill");
+    assert!(kill.success());
+    let status = child.wait().expect("wait");
+    assert!(status.success(), "exit status {status:?}");
+    // The acknowledged write survived the shutdown.
+    let store = KnowledgeStore::open(StoreConfig::new(dir.path())).expect("reopen after shutdown");
+    assert_eq!(store.health().expect("health").memories, 1);
+}

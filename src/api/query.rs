@@ -141,7 +141,7 @@ impl Query {
                         Ok(val) => {
                             q.values.insert(spec.name, val);
                         }
-                        Err(e) => errs.push(e),
+                        Err(e) => errs.push(*e),
                     }
                 }
                 (kind, None) => {
@@ -207,90 +207,98 @@ fn default_of(kind: ParamKind) -> Option<Value> {
     }
 }
 
-fn parse_one(kind: ParamKind, raw: &str, loc: &[&str]) -> std::result::Result<Value, FieldError> {
+/// Parses one value; the error is boxed because a [`FieldError`] is large and this is a hot path.
+fn parse_one(kind: ParamKind, raw: &str, loc: &[&str]) -> std::result::Result<Value, Box<FieldError>> {
     let input = serde_json::Value::from(raw);
     match kind {
         ParamKind::Int { min, max, .. } => {
             let v: i64 = raw.trim().parse().map_err(|_| {
-                FieldError::new(
+                Box::new(FieldError::new(
                     loc,
                     "int_parsing",
                     "Input should be a valid integer, unable to parse string as an integer",
                     input.clone(),
-                )
+                ))
             })?;
             if v < min {
-                return Err(FieldError::new(
-                    loc,
-                    "greater_than_equal",
-                    format!("Input should be greater than or equal to {min}"),
-                    input,
-                )
-                .with_ctx(serde_json::json!({"ge": min})));
+                return Err(Box::new(
+                    FieldError::new(
+                        loc,
+                        "greater_than_equal",
+                        format!("Input should be greater than or equal to {min}"),
+                        input,
+                    )
+                    .with_ctx(serde_json::json!({"ge": min})),
+                ));
             }
             if let Some(max) = max.filter(|m| v > *m) {
-                return Err(FieldError::new(
-                    loc,
-                    "less_than_equal",
-                    format!("Input should be less than or equal to {max}"),
-                    input,
-                )
-                .with_ctx(serde_json::json!({"le": max})));
+                return Err(Box::new(
+                    FieldError::new(
+                        loc,
+                        "less_than_equal",
+                        format!("Input should be less than or equal to {max}"),
+                        input,
+                    )
+                    .with_ctx(serde_json::json!({"le": max})),
+                ));
             }
             Ok(Value::Int(v))
         }
         ParamKind::Num { min, max, .. } => {
             let v: f64 = raw.trim().parse().ok().filter(|v: &f64| v.is_finite()).ok_or_else(|| {
-                FieldError::new(
+                Box::new(FieldError::new(
                     loc,
                     "float_parsing",
                     "Input should be a valid number, unable to parse string as a number",
                     input.clone(),
-                )
+                ))
             })?;
             if v < min {
-                return Err(FieldError::new(
-                    loc,
-                    "greater_than_equal",
-                    format!("Input should be greater than or equal to {min}"),
-                    input,
-                )
-                .with_ctx(serde_json::json!({"ge": min})));
+                return Err(Box::new(
+                    FieldError::new(
+                        loc,
+                        "greater_than_equal",
+                        format!("Input should be greater than or equal to {min}"),
+                        input,
+                    )
+                    .with_ctx(serde_json::json!({"ge": min})),
+                ));
             }
             if v > max {
-                return Err(FieldError::new(
-                    loc,
-                    "less_than_equal",
-                    format!("Input should be less than or equal to {max}"),
-                    input,
-                )
-                .with_ctx(serde_json::json!({"le": max})));
+                return Err(Box::new(
+                    FieldError::new(
+                        loc,
+                        "less_than_equal",
+                        format!("Input should be less than or equal to {max}"),
+                        input,
+                    )
+                    .with_ctx(serde_json::json!({"le": max})),
+                ));
             }
             Ok(Value::Num(v))
         }
         ParamKind::Bool { .. } => match raw.trim().to_ascii_lowercase().as_str() {
             "true" | "1" | "yes" | "on" => Ok(Value::Bool(true)),
             "false" | "0" | "no" | "off" => Ok(Value::Bool(false)),
-            _ => Err(FieldError::new(
+            _ => Err(Box::new(FieldError::new(
                 loc,
                 "bool_parsing",
                 "Input should be a valid boolean, unable to interpret input",
                 input,
-            )),
+            ))),
         },
         ParamKind::Str { choices, .. } => {
             if !choices.is_empty() && !choices.contains(&raw) {
-                return Err(FieldError::new(
-                    loc,
-                    "enum",
-                    format!("Input should be one of: {}", choices.join(", ")),
-                    input,
-                )
-                .with_ctx(serde_json::json!({"expected": choices.join(", ")})));
+                return Err(Box::new(
+                    FieldError::new(loc, "enum", format!("Input should be one of: {}", choices.join(", ")), input)
+                        .with_ctx(serde_json::json!({"expected": choices.join(", ")})),
+                ));
             }
             if raw.len() > 4096 {
-                return Err(FieldError::new(loc, "string_too_long", "at most 4096 bytes", serde_json::Value::Null)
-                    .with_ctx(serde_json::json!({"max_length": 4096})));
+                return Err(Box::new(
+                    FieldError::new(loc, "string_too_long", "at most 4096 bytes", serde_json::Value::Null)
+                        .with_ctx(serde_json::json!({"max_length": 4096})),
+                ));
             }
             Ok(Value::Str(raw.to_string()))
         }

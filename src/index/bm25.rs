@@ -3,7 +3,7 @@
 //!
 //! `idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5))`, `score(d) = Σ idf(t) · tf·(k1+1) / (tf + k1·(1 - b + b·|d|/avgdl))`.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 /// BM25 parameters. Defaults: `k1` 1.2, `b` 0.75.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -63,7 +63,7 @@ pub fn score_one(params: Bm25Params, n_docs: u64, avg_len: f32, postings: &[(u32
 }
 
 /// Per-document scores and the number of distinct query terms matched.
-pub type Scores = HashMap<u64, (f32, u32)>;
+pub type Scores = FxHashMap<u64, (f32, u32)>;
 
 /// Scores the documents of `postings` (one list per distinct query term, with the term's count in the query).
 /// `n_docs` and `avg_len` describe the whole collection of the space; `accept` drops filtered documents
@@ -75,7 +75,7 @@ pub fn score(
     postings: &[(u32, &[Posting])],
     accept: &dyn Fn(u64) -> bool,
 ) -> Scores {
-    let mut scores: Scores = HashMap::new();
+    let mut scores: Scores = FxHashMap::default();
     let n = n_docs.max(1) as f32;
     let avg = if avg_len > 0.0 { avg_len } else { 1.0 };
     for (qtf, list) in postings {

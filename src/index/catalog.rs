@@ -3,6 +3,8 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use rustc_hash::FxHashMap;
+
 use crate::model::{Memory, MemoryState, Timestamp, UnitType};
 
 /// The filterable fields of one memory.
@@ -113,7 +115,7 @@ impl MemoryFilter {
 /// Live documents of one space by document number, with a reverse map from memory id.
 #[derive(Debug, Default, Clone)]
 pub struct SpaceCatalog {
-    docs: HashMap<u64, DocMeta>,
+    docs: FxHashMap<u64, DocMeta>,
     by_id: HashMap<String, u64>,
 }
 

@@ -140,15 +140,7 @@ impl KnowledgeStore {
         let mut ops = Vec::new();
         let changed = self.write_txn(|txn| {
             let mut t = WTables::open(txn)?;
-            let not_found = || Error::not_found("memory_not_found", format!("memory '{memory_id}' not found"));
-            let space = t.memory_space.get(memory_id)?.map(|v| v.value().to_string()).ok_or_else(not_found)?;
-            if space_guard.is_some_and(|g| g != space) {
-                return Err(not_found());
-            }
-            let sm: StoredMemory = get_record(&t.memories, (space.as_str(), memory_id))?.ok_or_else(not_found)?;
-            if sm.memory.state == MemoryState::Forgotten {
-                return Err(not_found());
-            }
+            let (space, sm) = t.locate(memory_id, space_guard)?;
             let label: Label = get_record(&t.labels, (space.as_str(), label_id))?
                 .ok_or_else(|| Error::not_found("label_not_found", format!("label '{label_id}' not found")))?;
             let current: BTreeSet<String> = range_prefix3(&t.memory_labels, &space, memory_id)?.into_iter().collect();

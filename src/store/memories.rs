@@ -91,6 +91,21 @@ impl<'t> WTables<'t> {
         get_record(&self.memories, (space, id))
     }
 
+    /// The space and record of memory `id`, as a by-id read sees it: `memory_not_found` when there is none, when
+    /// it lives in another space than `space_guard`, or when it is forgotten.
+    pub fn locate(&self, id: &str, space_guard: Option<&str>) -> Result<(String, StoredMemory)> {
+        let not_found = || Error::not_found("memory_not_found", format!("memory '{id}' not found"));
+        let space = self.memory_space.get(id)?.map(|v| v.value().to_string()).ok_or_else(not_found)?;
+        if space_guard.is_some_and(|g| g != space) {
+            return Err(not_found());
+        }
+        let sm = self.load(&space, id)?.ok_or_else(not_found)?;
+        if sm.memory.state == MemoryState::Forgotten {
+            return Err(not_found());
+        }
+        Ok((space, sm))
+    }
+
     fn label_ids(&self, space: &str, id: &str) -> Result<BTreeSet<String>> {
         Ok(range_prefix3(&self.memory_labels, space, id)?.into_iter().collect())
     }
@@ -321,42 +336,29 @@ fn validate_patch(p: &MemoryPatch, errs: &mut Vec<FieldError>) -> Option<BTreeSe
     check_labels(p.labels.as_ref(), errs)
 }
 
-/// Applies the fields of `n` onto `m` (a fresh memory with defaults, or the stored one for an upsert).
+/// Applies the fields of `n` onto `m` (a fresh memory with defaults, or the stored one for an upsert): the
+/// fields a patch also has, then the provenance fields only a create carries.
 fn apply_new(m: &mut Memory, n: &NewMemory) {
-    m.content = n.content.trim().to_string();
-    if let Some(t) = &n.title {
-        m.title = t.trim().to_string();
-    }
-    if let Some(x) = n.importance {
-        m.importance = x;
-    }
-    if let Some(x) = n.confidence {
-        m.confidence = x;
-    }
-    if let Some(x) = &n.source {
-        m.source = x.clone();
-    }
-    if let Some(x) = n.unit_type {
-        m.unit_type = x;
-    }
-    if let Some(x) = &n.event_start {
-        m.event_start = Some(x.clone());
-        m.temporal_precision = date_precision(x).map(str::to_string);
-    }
-    if let Some(x) = &n.event_end {
-        m.event_end = Some(x.clone());
-    }
-    if let Some(x) = n.temporal_context {
-        m.temporal_context = x;
-    }
+    let patch = MemoryPatch {
+        title: n.title.clone(),
+        content: Some(n.content.clone()),
+        importance: n.importance,
+        confidence: n.confidence,
+        unit_type: n.unit_type,
+        space_id: None,
+        labels: None,
+        source: n.source.clone(),
+        event_start: n.event_start.clone(),
+        event_end: n.event_end.clone(),
+        temporal_context: n.temporal_context,
+        metadata: n.metadata.clone(),
+    };
+    apply_patch(m, &patch);
     if let Some(x) = &n.source_thread_id {
         m.source_thread_id = Some(x.clone());
     }
     if let Some(x) = &n.source_message_id {
         m.source_message_id = Some(x.clone());
-    }
-    if let Some(x) = &n.metadata {
-        m.metadata = x.clone();
     }
     if let Some(x) = &n.source_range {
         m.source_range = x.clone();
@@ -630,15 +632,7 @@ impl KnowledgeStore {
         let created = self.write_txn(|txn| {
             let base = Self::alloc_docnos(txn, 1)?;
             let mut t = WTables::open(txn)?;
-            let not_found = || Error::not_found("memory_not_found", format!("memory '{id}' not found"));
-            let space = t.memory_space.get(id)?.map(|v| v.value().to_string()).ok_or_else(not_found)?;
-            if space_guard.is_some_and(|g| g != space) {
-                return Err(not_found());
-            }
-            let sm = t.load(&space, id)?.ok_or_else(not_found)?;
-            if sm.memory.state == MemoryState::Forgotten {
-                return Err(not_found());
-            }
+            let (space, sm) = t.locate(id, space_guard)?;
             let target = patch.space_id.clone().unwrap_or_else(|| space.clone());
             t.require_space(&target)?;
             let mut merged = sm.memory.clone();
@@ -672,6 +666,7 @@ impl KnowledgeStore {
             if space_guard.is_some_and(|g| g != space) {
                 return Err(not_found());
             }
+            // Deleting works on forgotten memories too (a hard delete of what forget kept).
             let sm = t.load(&space, id)?.ok_or_else(not_found)?;
             let (edges, lex) = t.remove_memory(&space, &sm, now)?;
             ops.push(IndexOp::Remove { space, docno: sm.docno, lex: Some(lex) });

@@ -74,7 +74,8 @@ impl KnowledgeStore {
             return Ok(SearchResults { hits: vec![], mode: q.mode, candidates: 0, elapsed_ms: 0.0 });
         };
         let accept = |d: u64| si.catalog.get(d).is_some_and(|m| q.filter.accepts(m));
-        let candidates = si.catalog.count(&q.filter);
+        // Counting matches walks the whole catalog: only a real filter needs it.
+        let candidates = if q.filter.is_trivial() { si.catalog.len() } else { si.catalog.count(&q.filter) };
         let mut lists: Vec<(u32, &[Posting])> = Vec::with_capacity(qtf.len());
         let (lex_docs, lex_avg) = (si.lexicon.docs, si.lexicon.avg_len());
         let mut lexical: Vec<(u64, f32)> = Vec::new();
@@ -84,8 +85,12 @@ impl KnowledgeStore {
             }
             let scores = bm25::score(self.config.bm25, lex_docs, lex_avg, &lists, &accept);
             lexical = scores.into_iter().map(|(d, (s, _))| (d, s)).collect();
-            lexical.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-            lexical.truncate(depth);
+            let best_first = |a: &(u64, f32), b: &(u64, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+            if lexical.len() > depth {
+                lexical.select_nth_unstable_by(depth, best_first);
+                lexical.truncate(depth);
+            }
+            lexical.sort_by(best_first);
         }
 
         let mut vector: Vec<(u64, f32)> = Vec::new();

@@ -224,7 +224,7 @@ pub struct SearchResults {
     pub hits: Vec<SearchHit>,
     /// Mode used.
     pub mode: SearchMode,
-    /// Memories of the space that passed the filters.
+    /// Memories of the space that passed the filters (every live memory of the space when no filter is set).
     pub candidates: usize,
     /// Time spent, in milliseconds.
     pub elapsed_ms: f64,
