@@ -7,10 +7,10 @@ use redb::{ReadableDatabase, ReadableTable};
 use super::memories::{WTables, check_label_name, new_label};
 use super::tables::*;
 use super::types::LabelOrder;
-use super::{IndexOp, KnowledgeStore, StoredMemory, get_record, range_prefix2, range_prefix3, schema};
+use super::{IndexOp, KnowledgeStore, get_record, range_prefix2, range_prefix3, schema};
 use crate::error::{Error, ErrorKind, FieldError, Result};
 use crate::index::catalog::DocMeta;
-use crate::model::{Label, MemoryState, Timestamp};
+use crate::model::{Label, Timestamp};
 
 fn check_color(c: &str) -> bool {
     let hex = c.strip_prefix('#').unwrap_or("");
