@@ -3,8 +3,6 @@
 //!
 //! `idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5))`, `score(d) = Σ idf(t) · tf·(k1+1) / (tf + k1·(1 - b + b·|d|/avgdl))`.
 
-use rustc_hash::FxHashMap;
-
 /// BM25 parameters. Defaults: `k1` 1.2, `b` 0.75.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Bm25Params {
@@ -62,42 +60,54 @@ pub fn score_one(params: Bm25Params, n_docs: u64, avg_len: f32, postings: &[(u32
     s
 }
 
-/// Per-document scores and the number of distinct query terms matched.
-pub type Scores = FxHashMap<u64, (f32, u32)>;
-
-/// Scores the documents of `postings` (one list per distinct query term, with the term's count in the query).
-/// `n_docs` and `avg_len` describe the whole collection of the space; `accept` drops filtered documents
-/// after document frequencies are counted, so filters do not distort idf.
+/// Scores every document of `postings` (one list per distinct query term, sorted by docno, with the term's count
+/// in the query) that `accept` passes. `n_docs` and `avg_len` describe the whole collection of the space, so
+/// filters do not distort idf. Returns `(docno, score)` sorted by docno.
+///
+/// Document-at-a-time: the lists are merged in docno order with one cursor each, so scoring reads memory
+/// sequentially and needs no hash map (a hash map of 50,000 scores made this memory-bound).
 pub fn score(
     params: Bm25Params,
     n_docs: u64,
     avg_len: f32,
     postings: &[(u32, &[Posting])],
     accept: &dyn Fn(u64) -> bool,
-) -> Scores {
-    let mut scores: Scores = FxHashMap::default();
+) -> Vec<(u64, f32)> {
     let n = n_docs.max(1) as f32;
     let avg = if avg_len > 0.0 { avg_len } else { 1.0 };
-    for (qtf, list) in postings {
-        let list: &[Posting] = list;
-        let df = list.len() as f32;
-        if df == 0.0 {
-            continue;
-        }
-        let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
-        for p in list {
-            if !accept(p.docno) {
-                continue;
+    let idf: Vec<f32> = postings
+        .iter()
+        .map(|(_, list)| {
+            let df = list.len() as f32;
+            (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+        })
+        .collect();
+    let mut cursor = vec![0usize; postings.len()];
+    let mut out = Vec::new();
+    loop {
+        let mut next = u64::MAX;
+        for (i, (_, list)) in postings.iter().enumerate() {
+            if let Some(p) = list.get(cursor[i]) {
+                next = next.min(p.docno);
             }
-            let tf = p.tf as f32;
-            let norm = params.k1 * (1.0 - params.b + params.b * p.doc_len as f32 / avg);
-            let s = idf * tf * (params.k1 + 1.0) / (tf + norm) * (*qtf as f32);
-            let e = scores.entry(p.docno).or_insert((0.0, 0));
-            e.0 += s;
-            e.1 += 1;
+        }
+        if next == u64::MAX {
+            break;
+        }
+        let mut s = 0.0;
+        for (i, (qtf, list)) in postings.iter().enumerate() {
+            if let Some(p) = list.get(cursor[i]).filter(|p| p.docno == next) {
+                let tf = p.tf as f32;
+                let norm = params.k1 * (1.0 - params.b + params.b * p.doc_len as f32 / avg);
+                s += idf[i] * tf * (params.k1 + 1.0) / (tf + norm) * (*qtf as f32);
+                cursor[i] += 1;
+            }
+        }
+        if accept(next) {
+            out.push((next, s));
         }
     }
-    scores
+    out
 }
 
 #[cfg(test)]
@@ -107,21 +117,19 @@ mod tests {
     #[test]
     fn rarer_terms_and_shorter_documents_score_higher() {
         let p = |docno, tf, doc_len| Posting { docno, tf, doc_len };
+        let get = |v: &[(u64, f32)], d: u64| v.iter().find(|x| x.0 == d).map_or(0.0, |x| x.1);
         let common_list = [p(1, 1, 10), p(2, 1, 10), p(3, 1, 10)];
         let rare_list = [p(2, 1, 10)];
-        let common: (u32, &[Posting]) = (1, &common_list);
-        let rare: (u32, &[Posting]) = (1, &rare_list);
-        let s = score(Bm25Params::default(), 10, 10.0, &[common, rare], &|_| true);
-        assert!(s[&2].0 > s[&1].0);
-        assert_eq!(s[&2].1, 2);
+        let lists: [(u32, &[Posting]); 2] = [(1, &common_list), (1, &rare_list)];
+        let s = score(Bm25Params::default(), 10, 10.0, &lists, &|_| true);
+        assert_eq!(s.iter().map(|x| x.0).collect::<Vec<_>>(), vec![1, 2, 3]);
+        assert!(get(&s, 2) > get(&s, 1));
         let short = score(Bm25Params::default(), 10, 10.0, &[(1, &[p(1, 1, 5), p(2, 1, 20)][..])], &|_| true);
-        assert!(short[&1].0 > short[&2].0);
+        assert!(get(&short, 1) > get(&short, 2));
         let filtered = score(Bm25Params::default(), 10, 10.0, &[(1, &[p(1, 1, 5), p(2, 1, 20)][..])], &|d| d == 2);
         assert_eq!(filtered.len(), 1);
         assert_eq!(Posting::unpack(7, Posting::pack(3, 99)), p(7, 3, 99));
-        let lists: [(u32, &[Posting]); 2] = [(1, &common_list), (1, &rare_list)];
-        let all = score(Bm25Params::default(), 10, 10.0, &lists, &|_| true);
-        assert!((score_one(Bm25Params::default(), 10, 10.0, &lists, 2) - all[&2].0).abs() < 1e-6);
+        assert!((score_one(Bm25Params::default(), 10, 10.0, &lists, 2) - get(&s, 2)).abs() < 1e-6);
         assert_eq!(score_one(Bm25Params::default(), 10, 10.0, &lists, 9), 0.0);
     }
 }

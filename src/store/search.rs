@@ -83,9 +83,25 @@ impl KnowledgeStore {
             for (term, n) in &qtf {
                 lists.push((*n, si.lexicon.postings(term)));
             }
-            let scores = bm25::score(self.config.bm25, lex_docs, lex_avg, &lists, &accept);
-            lexical = scores.into_iter().map(|(d, (s, _))| (d, s)).collect();
+            // Without a filter, the catalog check (a random memory access per document) runs on the top
+            // candidates only; the filter then can only drop non-active memories, which are rare.
+            let trivial = q.filter.is_trivial();
+            let everything = |_: u64| true;
+            let first: &dyn Fn(u64) -> bool = if trivial { &everything } else { &accept };
+            lexical = bm25::score(self.config.bm25, lex_docs, lex_avg, &lists, first);
             let best_first = |a: &(u64, f32), b: &(u64, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+            let keep = if trivial { depth * 2 } else { depth };
+            let scored = lexical.len();
+            if scored > keep {
+                lexical.select_nth_unstable_by(keep, best_first);
+                lexical.truncate(keep);
+            }
+            if trivial {
+                lexical.retain(|(d, _)| accept(*d));
+                if lexical.len() < depth && scored > keep {
+                    lexical = bm25::score(self.config.bm25, lex_docs, lex_avg, &lists, &accept);
+                }
+            }
             if lexical.len() > depth {
                 lexical.select_nth_unstable_by(depth, best_first);
                 lexical.truncate(depth);
