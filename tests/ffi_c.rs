@@ -37,10 +37,13 @@ fn checked_in_header_is_current() {
     }
 }
 
-/// The directory holding the built `libengram` (target/<profile>), found from this test binary's path.
+/// The directory holding the `libengram` built for this test run: `target/<profile>/deps`, next to this test
+/// binary (cargo test builds the cdylib and staticlib there without copying them up to `target/<profile>`).
 fn lib_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("current exe");
-    exe.parent().and_then(Path::parent).expect("target/<profile>").to_path_buf()
+    let deps = exe.parent().expect("target/<profile>/deps").to_path_buf();
+    let has_lib = |d: &Path| d.join("libengram.so").exists() || d.join("libengram.a").exists();
+    if has_lib(&deps) { deps } else { deps.parent().map(Path::to_path_buf).unwrap_or(deps) }
 }
 
 #[test]
