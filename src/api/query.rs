@@ -207,6 +207,14 @@ fn default_of(kind: ParamKind) -> Option<Value> {
     }
 }
 
+/// The pydantic-style error for a value outside an inclusive bound (`ge` when `lower`, else `le`).
+fn out_of_bounds(loc: &[&str], lower: bool, bound: serde_json::Value, input: serde_json::Value) -> Box<FieldError> {
+    let (kind, word, key) =
+        if lower { ("greater_than_equal", "greater", "ge") } else { ("less_than_equal", "less", "le") };
+    let msg = format!("Input should be {word} than or equal to {bound}");
+    Box::new(FieldError::new(loc, kind, msg, input).with_ctx(serde_json::json!({ key: bound })))
+}
+
 /// Parses one value; the error is boxed because a [`FieldError`] is large and this is a hot path.
 fn parse_one(kind: ParamKind, raw: &str, loc: &[&str]) -> std::result::Result<Value, Box<FieldError>> {
     let input = serde_json::Value::from(raw);
@@ -221,26 +229,10 @@ fn parse_one(kind: ParamKind, raw: &str, loc: &[&str]) -> std::result::Result<Va
                 ))
             })?;
             if v < min {
-                return Err(Box::new(
-                    FieldError::new(
-                        loc,
-                        "greater_than_equal",
-                        format!("Input should be greater than or equal to {min}"),
-                        input,
-                    )
-                    .with_ctx(serde_json::json!({"ge": min})),
-                ));
+                return Err(out_of_bounds(loc, true, min.into(), input));
             }
             if let Some(max) = max.filter(|m| v > *m) {
-                return Err(Box::new(
-                    FieldError::new(
-                        loc,
-                        "less_than_equal",
-                        format!("Input should be less than or equal to {max}"),
-                        input,
-                    )
-                    .with_ctx(serde_json::json!({"le": max})),
-                ));
+                return Err(out_of_bounds(loc, false, max.into(), input));
             }
             Ok(Value::Int(v))
         }
@@ -254,26 +246,10 @@ fn parse_one(kind: ParamKind, raw: &str, loc: &[&str]) -> std::result::Result<Va
                 ))
             })?;
             if v < min {
-                return Err(Box::new(
-                    FieldError::new(
-                        loc,
-                        "greater_than_equal",
-                        format!("Input should be greater than or equal to {min}"),
-                        input,
-                    )
-                    .with_ctx(serde_json::json!({"ge": min})),
-                ));
+                return Err(out_of_bounds(loc, true, min.into(), input));
             }
             if v > max {
-                return Err(Box::new(
-                    FieldError::new(
-                        loc,
-                        "less_than_equal",
-                        format!("Input should be less than or equal to {max}"),
-                        input,
-                    )
-                    .with_ctx(serde_json::json!({"le": max})),
-                ));
+                return Err(out_of_bounds(loc, false, max.into(), input));
             }
             Ok(Value::Num(v))
         }
