@@ -57,20 +57,6 @@ const VERBS: [&str; 16] = [
     "found",
     "celebrated",
 ];
-const MONTHS: [&str; 12] = [
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-];
 
 fn vocabulary(rng: &mut Rng, n: usize) -> Vec<String> {
     (0..n).map(|_| (0..2 + rng.below(2)).map(|_| SYL[rng.below(SYL.len())]).collect::<String>()).collect()
@@ -82,7 +68,7 @@ fn sentence(rng: &mut Rng, vocab: &[String]) -> String {
         s.push(' ');
         s.push_str(&vocab[rng.zipf(vocab.len())]);
     }
-    s.push_str(&format!(" in {} {}", MONTHS[rng.below(12)], 2019 + rng.below(6)));
+    s.push_str(&format!(" in {} {}", engram::MONTH_NAMES[rng.below(12)], 2019 + rng.below(6)));
     s
 }
 

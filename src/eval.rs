@@ -89,21 +89,11 @@ pub fn session_date(s: &str) -> Option<String> {
     let day: u32 = parts.next()?.parse().ok()?;
     let month = parts.next()?.to_ascii_lowercase();
     let year: i32 = parts.next()?.parse().ok()?;
-    const MONTHS: [&str; 12] = [
-        "january",
-        "february",
-        "march",
-        "april",
-        "may",
-        "june",
-        "july",
-        "august",
-        "september",
-        "october",
-        "november",
-        "december",
-    ];
-    let m = MONTHS.iter().position(|x| x.starts_with(&month) || month.starts_with(x))? + 1;
+    let m = crate::model::MONTH_NAMES
+        .iter()
+        .map(|x| x.to_ascii_lowercase())
+        .position(|x| x.starts_with(&month) || month.starts_with(&x))?
+        + 1;
     Some(format!("{year:04}-{m:02}-{day:02}"))
 }
 

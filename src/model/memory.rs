@@ -300,7 +300,8 @@ impl Memory {
     }
 }
 
-const MONTHS: [&str; 12] = [
+/// English month names, January first (used to spell and parse dates).
+pub const MONTH_NAMES: [&str; 12] = [
     "January",
     "February",
     "March",
@@ -324,7 +325,7 @@ pub fn spell_date(s: &str) -> Option<String> {
         1 => Some(year.to_string()),
         2 | 3 => {
             let month: usize = parts[1].parse().ok()?;
-            let name = MONTHS.get(month.checked_sub(1)?)?;
+            let name = MONTH_NAMES.get(month.checked_sub(1)?)?;
             if parts.len() == 2 {
                 Some(format!("{name} {year}"))
             } else {

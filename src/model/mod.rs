@@ -7,5 +7,5 @@ mod space;
 
 pub use common::{Metadata, Timestamp};
 pub use label::Label;
-pub use memory::{Memory, MemoryState, TemporalContext, UnitType, date_precision, spell_date};
+pub use memory::{MONTH_NAMES, Memory, MemoryState, TemporalContext, UnitType, date_precision, spell_date};
 pub use space::{Space, SpaceUsage};
