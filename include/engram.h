@@ -83,6 +83,11 @@ typedef int32_t engram_result;
  */
 #define ENGRAM_PANIC 17
 
+/*
+ A component is not available (an embedding model, the ONNX Runtime library); the message says which.
+ */
+#define ENGRAM_UNAVAILABLE 18
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus

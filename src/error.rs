@@ -85,6 +85,9 @@ pub enum ErrorKind {
     Corrupt,
     /// A bug or an unexpected state (HTTP 500).
     Internal,
+    /// A component the request or the configuration needs is not available: an embedding model or the ONNX
+    /// Runtime library (HTTP 503). The message names what is missing and how to fix it.
+    Unavailable,
 }
 
 /// One row of the error table.
@@ -119,6 +122,7 @@ impl ErrorKind {
             StorageFull => (507, "storage_full", 13, true),
             Corrupt => (500, "store_corrupt", 14, false),
             Internal => (500, "internal_error", 15, false),
+            Unavailable => (503, "unavailable", 18, false),
         };
         ErrorRow { http_status, code, c_code, retryable }
     }

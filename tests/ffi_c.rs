@@ -72,7 +72,9 @@ fn c_quickstart_compiles_and_runs() {
     let out = cmd.output().expect("run the C compiler");
     assert!(out.status.success(), "cc failed:\n{}", String::from_utf8_lossy(&out.stderr));
     let store_dir = tmp.path().join("store");
-    let run = Command::new(&exe).arg(&store_dir).output().expect("run quickstart");
+    // cargo's LD_LIBRARY_PATH also lists target/<profile>, whose libengram.so may come from another feature set
+    // (without `ffi`); it would win over the rpath.
+    let run = Command::new(&exe).arg(&store_dir).env("LD_LIBRARY_PATH", &lib).output().expect("run quickstart");
     let stdout = String::from_utf8_lossy(&run.stdout);
     assert!(run.status.success(), "quickstart failed:\n{stdout}\n{}", String::from_utf8_lossy(&run.stderr));
     assert!(stdout.contains("quickstart: ok"), "{stdout}");
@@ -80,7 +82,7 @@ fn c_quickstart_compiles_and_runs() {
     assert!(stdout.contains("action: created"), "{stdout}");
     assert!(store_dir.join("engram.redb").exists());
     // Reopening the same store from a second run finds the memory already there (action unchanged).
-    let again = Command::new(&exe).arg(&store_dir).output().expect("rerun quickstart");
+    let again = Command::new(&exe).arg(&store_dir).env("LD_LIBRARY_PATH", &lib).output().expect("rerun quickstart");
     let stdout = String::from_utf8_lossy(&again.stdout);
     assert!(again.status.success(), "{stdout}");
     assert!(stdout.contains("action: unchanged"), "{stdout}");

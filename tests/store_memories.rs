@@ -1,8 +1,5 @@
-//! KnowledgeStore on a real redb file: round trips, upserts, labels, reopen, filtered search, re-embedding.
+//! KnowledgeStore on a real redb file: round trips, upserts, labels, reopen, filtered search.
 
-use std::sync::Arc;
-
-use engram::embed::{Embedder, HashEmbedder, InputType};
 use engram::{
     ErrorKind, KnowledgeStore, ListQuery, MemoryFilter, MemoryPatch, NewMemory, NewSpace, SearchMode, SearchQuery,
     StoreConfig, UnitType, WriteAction,
@@ -232,46 +229,6 @@ fn spaces_isolate_records_in_storage() {
         store.create_space(NewSpace { name: "work notes".into(), ..Default::default() }).unwrap_err().kind(),
         ErrorKind::Conflict
     );
-}
-
-/// An embedder of another dimension, to prove that reopening re-embeds instead of mixing vectors.
-struct Other(HashEmbedder);
-impl Embedder for Other {
-    fn name(&self) -> &str {
-        "other-test-embedder"
-    }
-    fn dim(&self) -> usize {
-        self.0.dim()
-    }
-    fn embed(&self, texts: &[&str], t: InputType) -> engram::Result<Vec<Vec<f32>>> {
-        self.0.embed(texts, t)
-    }
-}
-
-#[test]
-fn opening_with_another_embedder_re_embeds() {
-    let dir = tempfile::tempdir().unwrap();
-    {
-        let store = open(dir.path());
-        store
-            .create_memories((0..50).map(|i| mem(&format!("m{i}"), &format!("swimming lesson {i}"))).collect())
-            .unwrap();
-    }
-    let cfg = StoreConfig::new(dir.path()).embedder(Arc::new(Other(HashEmbedder::new(64))));
-    let store = KnowledgeStore::open(cfg).unwrap();
-    let h = store.health().unwrap();
-    assert_eq!((h.dim, h.reindex_pending, h.memories), (64, 0, 50));
-    let hits = store
-        .search(&SearchQuery {
-            query: "swiming lesson 7".into(),
-            space_id: "default".into(),
-            limit: 5,
-            filter: MemoryFilter::default(),
-            mode: SearchMode::Vector,
-            fusion: None,
-        })
-        .unwrap();
-    assert_eq!(hits.hits.len(), 5, "vectors of dimension 64 serve the search");
 }
 
 #[test]

@@ -322,14 +322,38 @@ pub struct SpacesResponse {
 /// Embedding status in `/health`.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct EmbeddingStatus {
-    /// `local-hash-fallback` for the built-in embedder, `local` for a model.
+    /// `local-hash-fallback` for the built-in embedder, `local-onnx` for an ONNX model.
     pub mode: String,
-    /// Embedder name.
+    /// Embedder name as recorded in the store (changing it re-embeds).
     pub model: String,
+    /// The model id `/v1/embeddings` answers to.
+    pub model_id: String,
     /// Vector dimension.
     pub dimension: usize,
-    /// True when search runs below its configured quality.
+    /// Longest input in model tokens (null: no limit).
+    pub max_input_tokens: Option<usize>,
+    /// True when search runs below its configured quality: the built-in embedder stands in for a model, or
+    /// memories are being re-embedded (searches are lexical meanwhile).
     pub degraded: bool,
+    /// Why it is degraded (empty when it is not).
+    pub message: String,
+}
+
+/// Background re-embedding, in `GET /health`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ReindexStatus {
+    /// Memories without a vector from the active embedder.
+    pub pending: usize,
+    /// A re-embedding run is in progress.
+    pub running: bool,
+    /// Memories handled by the current (or last) run.
+    pub done: u64,
+    /// Memories the run started with.
+    pub total: u64,
+    /// `name:dim` of the embedder whose vectors were replaced.
+    pub from_model: Option<String>,
+    /// Why the run stopped early, if it did.
+    pub error: Option<String>,
 }
 
 /// Response of `GET /health`.
@@ -345,6 +369,8 @@ pub struct HealthResponse {
     pub embedding: EmbeddingStatus,
     /// Memories waiting for vectors.
     pub reindex_needed: bool,
+    /// Background re-embedding progress.
+    pub reindex: ReindexStatus,
     /// Live memories, all spaces.
     pub memory_count: usize,
     /// Write transactions since creation.
@@ -365,6 +391,8 @@ pub struct CapabilitiesResponse {
     /// Feature flags; false means the client should hide the feature.
     #[schema(value_type = Object)]
     pub features: serde_json::Map<String, serde_json::Value>,
+    /// The active embedder (as in `/health`).
+    pub embedding: EmbeddingStatus,
 }
 
 /// Error body for everything but validation errors.

@@ -3,6 +3,7 @@
 //! [`Api::handle`]; nothing here knows HTTP libraries or C.
 
 pub mod dto;
+pub mod embeddings;
 mod openapi;
 pub mod query;
 mod routes;
@@ -83,19 +84,14 @@ impl ApiResponse {
 pub struct ServiceInfo {
     /// Version string.
     pub version: String,
-    /// Embedder mode for `/health`: `local-hash-fallback` or `local`.
-    pub embedding_mode: String,
-    /// True when the embedder is a fallback for a model that was asked for and not found.
-    pub degraded: bool,
+    /// Why the built-in embedder runs in place of a model, if it does ([`crate::embed::SelectedEmbedder`]).
+    /// Reported as `embedding.degraded: true` with this message.
+    pub embedding_fallback: Option<String>,
 }
 
 impl Default for ServiceInfo {
     fn default() -> Self {
-        ServiceInfo {
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            embedding_mode: "local-hash-fallback".into(),
-            degraded: false,
-        }
+        ServiceInfo { version: env!("CARGO_PKG_VERSION").to_string(), embedding_fallback: None }
     }
 }
 

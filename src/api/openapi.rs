@@ -35,6 +35,8 @@ fn schemas() -> Map<String, Value> {
     add::<SpacesResponse>(&mut v);
     add::<Space>(&mut v);
     add::<HealthResponse>(&mut v);
+    add::<super::embeddings::EmbeddingsRequest>(&mut v);
+    add::<super::embeddings::EmbeddingsResponse>(&mut v);
     add::<CapabilitiesResponse>(&mut v);
     add::<ErrorBody>(&mut v);
     add::<ValidationErrorBody>(&mut v);

@@ -293,6 +293,17 @@ pub static ROUTES: &[Route] = &[
         create_space
     ),
     route!("GET", "/spaces", "list_spaces", "List spaces", &[], None, Shape::Ref("SpacesResponse"), false, list_spaces),
+    route!(
+        "POST",
+        "/v1/embeddings",
+        "create_embeddings",
+        "Embed texts with the served model (OpenAI embeddings request and response shapes)",
+        &[],
+        Some("EmbeddingsRequest"),
+        Shape::Ref("EmbeddingsResponse"),
+        false,
+        super::embeddings::create
+    ),
 ];
 
 fn ok(value: &impl serde::Serialize) -> Result<ApiResponse> {
@@ -311,7 +322,7 @@ fn capabilities(api: &Api, _: &Ctx<'_>) -> Result<ApiResponse> {
         ("communities", false),
         ("library", false),
         ("sources", false),
-        ("embeddings_api", false),
+        ("embeddings_api", true),
         ("data_import", false),
         ("fs", false),
         ("working_memory", false),
@@ -323,22 +334,47 @@ fn capabilities(api: &Api, _: &Ctx<'_>) -> Result<ApiResponse> {
         server: "engram".into(),
         api_version: "0.9.15".into(),
         features,
+        embedding: embedding_status(api, &api.store().health()?),
     })
+}
+
+/// The `embedding` object of `/health` and `/capabilities`.
+fn embedding_status(api: &Api, h: &crate::store::StoreHealth) -> EmbeddingStatus {
+    let emb = &api.store().config().embedder;
+    let r = &h.reembed;
+    let message = match (&api.info.embedding_fallback, r.running) {
+        (Some(why), _) => why.clone(),
+        (None, true) => format!("re-embedding {} of {} memories; search is lexical until done", r.done, r.total),
+        (None, false) => String::new(),
+    };
+    EmbeddingStatus {
+        mode: emb.mode().into(),
+        model: emb.name().into(),
+        model_id: emb.model_id().into(),
+        dimension: emb.dim(),
+        max_input_tokens: emb.max_input_tokens(),
+        degraded: api.info.embedding_fallback.is_some() || h.reindex_pending > 0,
+        message,
+    }
 }
 
 fn health(api: &Api, _: &Ctx<'_>) -> Result<ApiResponse> {
     let h = api.store().health()?;
+    let r = &h.reembed;
     ok(&HealthResponse {
         status: "ok".into(),
         version: api.info.version.clone(),
         database_connected: true,
-        embedding: EmbeddingStatus {
-            mode: api.info.embedding_mode.clone(),
-            model: h.embedder,
-            dimension: h.dim,
-            degraded: api.info.degraded,
-        },
+        embedding: embedding_status(api, &h),
         reindex_needed: h.reindex_pending > 0,
+        reindex: ReindexStatus {
+            pending: h.reindex_pending,
+            running: r.running,
+            done: r.done,
+            total: r.total,
+            from_model: r.from.clone(),
+            error: r.error.clone(),
+        },
         memory_count: h.memories,
         generation: h.generation,
         uptime_s: api.store().uptime_s(),
@@ -588,7 +624,10 @@ fn search_get(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
             search_mode: res.mode.as_str().into(),
             candidates: res.candidates,
             elapsed_ms: res.elapsed_ms,
-            fallback_status: FallbackStatus { degraded: api.info.degraded, message: String::new() },
+            fallback_status: FallbackStatus {
+                degraded: res.fallback.is_some(),
+                message: res.fallback.clone().unwrap_or_default(),
+            },
         },
         memories,
     })

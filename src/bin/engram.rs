@@ -13,6 +13,41 @@ struct Cli {
     command: Command,
 }
 
+/// Which embedder builds the vectors. Neither flag: the built-in embedder (reported as degraded in a build
+/// with model support).
+#[derive(clap::Args, Clone, Debug)]
+struct EmbedderArgs {
+    /// Sentence-embedding model folder (ONNX file and tokenizer files; needs the `fastembed` feature and
+    /// ORT_DYLIB_PATH pointing at ONNX Runtime).
+    #[arg(long, env = "ENGRAM_EMBEDDING_MODEL_DIR", conflicts_with = "embedding_model")]
+    embedding_model_dir: Option<PathBuf>,
+    /// A model from fastembed's list by name, downloaded into the cache on first use (needs the
+    /// `fastembed-hub` feature), or `builtin` for the built-in embedder.
+    #[arg(long, env = "ENGRAM_EMBEDDING_MODEL")]
+    embedding_model: Option<String>,
+}
+
+impl EmbedderArgs {
+    fn select(&self) -> engram::Result<engram::embed::SelectedEmbedder> {
+        use engram::embed::EmbedderChoice;
+        let choice = match (&self.embedding_model_dir, self.embedding_model.as_deref()) {
+            (Some(dir), _) => EmbedderChoice::ModelDir(dir.clone()),
+            (None, Some("builtin")) => EmbedderChoice::Builtin,
+            (None, Some(name)) => EmbedderChoice::Named {
+                name: name.to_string(),
+                cache_dir: dirs::cache_dir().unwrap_or_else(std::env::temp_dir).join("engram").join("models"),
+            },
+            (None, None) => EmbedderChoice::Auto,
+        };
+        let selected = engram::embed::select(&choice)?;
+        if let Some(why) = &selected.fallback {
+            tracing::warn!("{why}");
+        }
+        tracing::info!(embedder = selected.embedder.name(), dimension = selected.embedder.dim(), "embedder ready");
+        Ok(selected)
+    }
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Run the HTTP daemon (needs the `server` feature).
@@ -32,6 +67,8 @@ enum Command {
         /// Largest request body in bytes.
         #[arg(long, default_value_t = 8 << 20)]
         max_body_bytes: usize,
+        #[command(flatten)]
+        embedder: EmbedderArgs,
     },
     /// Evaluate retrieval on a dataset.
     Eval {
@@ -65,6 +102,8 @@ enum EvalCommand {
         /// Store directory (default: a fresh temporary directory, removed afterwards).
         #[arg(long)]
         data_dir: Option<PathBuf>,
+        #[command(flatten)]
+        embedder: EmbedderArgs,
     },
 }
 
@@ -109,12 +148,20 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> engram::Result<()> {
     match cli.command {
-        Command::Serve { addr, data_dir, api_key, allow_hosts, max_body_bytes } => {
-            serve(addr, data_dir.unwrap_or_else(default_data_dir), api_key, allow_hosts, max_body_bytes)
+        Command::Serve { addr, data_dir, api_key, allow_hosts, max_body_bytes, embedder } => {
+            let serve_args = ServeArgs {
+                addr,
+                data_dir: data_dir.unwrap_or_else(default_data_dir),
+                api_key,
+                allow_hosts,
+                max_body_bytes,
+            };
+            serve(serve_args, embedder.select()?)
         }
         Command::Eval {
-            which: EvalCommand::Locomo { dataset, conversations, k, json, fusion, fusion_study, data_dir },
+            which: EvalCommand::Locomo { dataset, conversations, k, json, fusion, fusion_study, data_dir, embedder },
         } => {
+            let selected = embedder.select()?;
             let fusion = match fusion.as_deref() {
                 Some(f) => Some(parse_fusion(f).ok_or_else(|| {
                     engram::Error::new(engram::ErrorKind::InvalidInput, "--fusion is convex:<alpha> or rrf:<k>")
@@ -133,6 +180,7 @@ fn run(cli: Cli) -> engram::Result<()> {
             };
             let mut config = StoreConfig::new(&dir);
             config.fusion = fusion;
+            config.embedder = selected.embedder;
             let store = KnowledgeStore::open(config)?;
             let progress = !json && std::io::IsTerminal::is_terminal(&std::io::stderr());
             let report = engram::eval::locomo(
@@ -174,15 +222,19 @@ fn print_report(r: &engram::eval::LocomoReport) {
     }
 }
 
-#[cfg(feature = "server")]
-fn serve(
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
+struct ServeArgs {
     addr: String,
     data_dir: PathBuf,
     api_key: Option<String>,
     allow_hosts: Vec<String>,
     max_body_bytes: usize,
-) -> engram::Result<()> {
+}
+
+#[cfg(feature = "server")]
+fn serve(args: ServeArgs, embedder: engram::embed::SelectedEmbedder) -> engram::Result<()> {
     use engram::server::{ServerConfig, load_or_create_key, serve_until_signal};
+    let ServeArgs { addr, data_dir, api_key, allow_hosts, max_body_bytes } = args;
     let addr = addr
         .parse()
         .map_err(|_| engram::Error::new(engram::ErrorKind::InvalidInput, format!("--addr {addr} is not host:port")))?;
@@ -194,14 +246,17 @@ fn serve(
             k
         }
     };
-    let store = std::sync::Arc::new(KnowledgeStore::open(StoreConfig::new(&data_dir))?);
+    let mut store_config = StoreConfig::new(&data_dir);
+    store_config.embedder = embedder.embedder;
+    let store = std::sync::Arc::new(KnowledgeStore::open(store_config)?);
     println!("data directory: {}", data_dir.display());
     let config = ServerConfig { addr, api_key: Some(key), data_dir, allowed_hosts: allow_hosts, max_body_bytes };
-    serve_until_signal(config, store, engram::api::ServiceInfo::default())
+    let info = engram::api::ServiceInfo { embedding_fallback: embedder.fallback, ..Default::default() };
+    serve_until_signal(config, store, info)
 }
 
 #[cfg(not(feature = "server"))]
-fn serve(_: String, _: PathBuf, _: Option<String>, _: Vec<String>, _: usize) -> engram::Result<()> {
+fn serve(_: ServeArgs, _: engram::embed::SelectedEmbedder) -> engram::Result<()> {
     Err(engram::Error::new(
         engram::ErrorKind::InvalidInput,
         "this build has no HTTP server: rebuild with `cargo build --release --features server`",

@@ -73,8 +73,8 @@ impl HashEmbedder {
     }
 }
 
-/// 64-bit FNV-1a.
-fn fnv1a(bytes: &[u8]) -> u64 {
+/// 64-bit FNV-1a (Fowler, Noll, Vo; IETF draft-eastlake-fnv).
+pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in bytes {
         h ^= u64::from(*b);
@@ -96,6 +96,10 @@ impl Embedder for HashEmbedder {
     /// (weights 0.75..=0.9 all lie within 0.005 of it, which is the noise of hash collisions); 0.5 gives 0.626.
     fn default_lexical_weight(&self) -> f32 {
         0.85
+    }
+
+    fn mode(&self) -> &'static str {
+        "local-hash-fallback"
     }
 
     fn embed(&self, texts: &[&str], _input_type: InputType) -> Result<Vec<Vec<f32>>> {

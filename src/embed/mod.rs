@@ -3,10 +3,17 @@
 //! when opened with a different one.
 
 mod hashing;
+#[cfg(feature = "fastembed")]
+mod onnx;
 
 pub use hashing::HashEmbedder;
+#[cfg(feature = "fastembed")]
+pub use onnx::{DEFAULT_MODEL_LEXICAL_WEIGHT, ORT_HINT, OnnxEmbedder, OnnxOptions, load_runtime};
 
-use crate::error::Result;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::error::{Error, ErrorKind, Result};
 
 /// What a text is embedded for. Models trained with instructions embed queries and documents differently;
 /// the built-in embedder treats both alike.
@@ -32,12 +39,122 @@ pub trait Embedder: Send + Sync {
         0.5
     }
 
+    /// The model's public id, reported as `model` by `/v1/embeddings` (default: [`Embedder::name`]).
+    fn model_id(&self) -> &str {
+        self.name()
+    }
+
+    /// The `embedding.mode` reported by `/health`: `local-hash-fallback` for the built-in embedder,
+    /// `local-onnx` for an ONNX model.
+    fn mode(&self) -> &'static str {
+        "local"
+    }
+
+    /// The longest input the model reads, in its own tokens including special tokens (None: no limit).
+    /// Longer documents are truncated when indexed; `/v1/embeddings` rejects them with 422.
+    fn max_input_tokens(&self) -> Option<usize> {
+        None
+    }
+
+    /// Tokens the model reads for each text, by the model's tokenizer (special tokens and the `input_type`
+    /// prompt included, before truncation). The default counts words.
+    ///
+    /// # Errors
+    /// Tokenizer failures ([`crate::ErrorKind::Internal`]).
+    fn count_tokens(&self, texts: &[&str], input_type: InputType) -> Result<Vec<usize>> {
+        let _ = input_type;
+        Ok(texts.iter().map(|t| crate::index::text::words(t).len()).collect())
+    }
+
     /// Embeds a batch. Returns one vector of [`Embedder::dim`] floats, L2 norm 1 (or all zeros for text
     /// without any feature), per input, in order.
     ///
     /// # Errors
     /// Model failures ([`crate::ErrorKind::Internal`]); the built-in embedder never fails.
     fn embed(&self, texts: &[&str], input_type: InputType) -> Result<Vec<Vec<f32>>>;
+}
+
+/// Which embedder a store or daemon runs.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum EmbedderChoice {
+    /// The built-in [`HashEmbedder`]. Not degraded: it was asked for.
+    Builtin,
+    /// A sentence-embedding model in this folder (feature `fastembed`).
+    ModelDir(PathBuf),
+    /// A model from fastembed's list by name, downloaded into `cache_dir` (feature `fastembed-hub`).
+    Named {
+        /// Model name or code.
+        name: String,
+        /// Download cache.
+        cache_dir: PathBuf,
+    },
+    /// No choice made: the built-in embedder; in a build with model support this is reported as degraded,
+    /// because search quality is lower than with a model.
+    #[default]
+    Auto,
+}
+
+/// The embedder chosen by [`select`], and why it is a fallback if it is one.
+#[derive(Clone)]
+pub struct SelectedEmbedder {
+    /// The embedder.
+    pub embedder: Arc<dyn Embedder>,
+    /// Why the built-in embedder runs in place of a model (None: it runs what was asked for).
+    pub fallback: Option<String>,
+}
+
+impl std::fmt::Debug for SelectedEmbedder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SelectedEmbedder")
+            .field("embedder", &self.embedder.name())
+            .field("fallback", &self.fallback)
+            .finish()
+    }
+}
+
+/// Builds the embedder for `choice`. An explicit model that cannot be loaded is an error, never a silent
+/// fallback; only [`EmbedderChoice::Auto`] falls back.
+///
+/// # Errors
+/// [`ErrorKind::Unavailable`] naming what is missing (model file, ONNX Runtime library, the cargo feature)
+/// and how to fix it.
+pub fn select(choice: &EmbedderChoice) -> Result<SelectedEmbedder> {
+    let builtin = || -> Arc<dyn Embedder> { Arc::new(HashEmbedder::default()) };
+    match choice {
+        EmbedderChoice::Builtin => Ok(SelectedEmbedder { embedder: builtin(), fallback: None }),
+        EmbedderChoice::Auto => Ok(SelectedEmbedder {
+            embedder: builtin(),
+            fallback: cfg!(feature = "fastembed").then(|| {
+                "no embedding model configured: running the built-in embedder; set --embedding-model-dir \
+                 (ENGRAM_EMBEDDING_MODEL_DIR) for semantic search"
+                    .to_string()
+            }),
+        }),
+        #[cfg(feature = "fastembed")]
+        EmbedderChoice::ModelDir(dir) => Ok(SelectedEmbedder {
+            embedder: Arc::new(OnnxEmbedder::from_dir(dir, OnnxOptions::default())?),
+            fallback: None,
+        }),
+        #[cfg(feature = "fastembed-hub")]
+        EmbedderChoice::Named { name, cache_dir } => Ok(SelectedEmbedder {
+            embedder: Arc::new(OnnxEmbedder::from_name(name, cache_dir, OnnxOptions::default())?),
+            fallback: None,
+        }),
+        #[allow(unreachable_patterns)]
+        other => Err(Error::new(
+            ErrorKind::Unavailable,
+            match other {
+                EmbedderChoice::Named { name, .. } => format!(
+                    "embedding model {name:?} by name needs a build with the `fastembed-hub` feature \
+                     (or use --embedding-model-dir with a downloaded model folder)"
+                ),
+                _ => "an embedding model folder needs a build with the `fastembed` feature \
+                      (`cargo build --release --features server,fastembed`)"
+                    .to_string(),
+            },
+        )
+        .with_code("embedding_model_unavailable")),
+    }
 }
 
 /// Cosine similarity of two L2-normalised vectors (their dot product), clamped to -1..=1.

@@ -50,6 +50,8 @@ pub const ENGRAM_INTERNAL: engram_result = 15;
 pub const ENGRAM_INVALID_UTF8: engram_result = 16;
 /// Engram panicked; the call had no effect. Please report it.
 pub const ENGRAM_PANIC: engram_result = 17;
+/// A component is not available (an embedding model, the ONNX Runtime library); the message says which.
+pub const ENGRAM_UNAVAILABLE: engram_result = 18;
 
 /// An open store (opaque). Close with `engram_store_close`.
 pub struct engram_store {

@@ -567,6 +567,7 @@ impl KnowledgeStore {
             lex = Some(t.index_text(space, docno, &text)?);
             t.vectors.insert((space, docno), schema::vector_to_bytes(&v).as_slice())?;
             merged.last_reindexed_at = Some(now);
+            merged.reindex_needed = false;
             Some(v)
         } else {
             None

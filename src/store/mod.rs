@@ -6,12 +6,14 @@
 
 mod labels;
 mod memories;
+mod reembed;
 pub(crate) mod schema;
 mod search;
 mod spaces;
 pub(crate) mod tables;
 mod types;
 
+pub use reembed::ReembedStatus;
 pub use types::*;
 
 use std::collections::{BTreeSet, HashMap};
@@ -70,11 +72,14 @@ pub(crate) enum IndexOp {
 /// redb locks the file for one process: a second open, by the daemon or another program, fails with
 /// [`ErrorKind::Locked`].
 pub struct KnowledgeStore {
-    pub(crate) db: redb::Database,
+    pub(crate) db: Arc<redb::Database>,
     pub(crate) config: StoreConfig,
-    pub(crate) writer: Mutex<()>,
+    pub(crate) writer: Arc<Mutex<()>>,
     pub(crate) index: Arc<RwLock<IndexState>>,
     pub(crate) started: Instant,
+    reembed_progress: Arc<reembed::Progress>,
+    // Declared before `builder`: dropped (stopped and joined) first, as it wakes the builder.
+    reembed: Mutex<Option<reembed::Worker>>,
     builder: GraphBuilder,
 }
 
@@ -148,7 +153,11 @@ impl GraphBuilder {
     }
 
     fn wake(&self) {
-        let (lock, cv) = &*self.signal;
+        Self::wake_signal(&self.signal);
+    }
+
+    fn wake_signal(signal: &(std::sync::Mutex<bool>, std::sync::Condvar)) {
+        let (lock, cv) = signal;
         *lock.lock().unwrap_or_else(|e| e.into_inner()) = true;
         cv.notify_one();
     }
@@ -156,6 +165,7 @@ impl GraphBuilder {
 
 impl Drop for KnowledgeStore {
     fn drop(&mut self) {
+        drop(self.reembed.lock().take());
         self.builder.stop.store(true, std::sync::atomic::Ordering::Release);
         self.builder.wake();
         if let Some(t) = self.builder.thread.take() {
@@ -175,9 +185,12 @@ fn meta_u64(t: &impl ReadableTable<&'static str, &'static [u8]>, key: &str) -> R
 }
 
 impl KnowledgeStore {
-    /// Opens (or creates) the store in `config.data_dir`, checks the format version, re-embeds every memory
-    /// if the vectors were built by another embedder or dimension (progress is logged), and builds the
-    /// in-memory indexes from the file.
+    /// Opens (or creates) the store in `config.data_dir`, checks the format version, builds the in-memory
+    /// indexes from the file, and starts re-embedding in the background when memories lack a vector from
+    /// the configured embedder: after a change of embedder or dimension (the old vectors are dropped and
+    /// every memory is marked `reindex_needed`), or after a run cut short by a crash. Progress shows in
+    /// [`KnowledgeStore::health`] (and as a progress bar when stderr is a terminal, logged otherwise);
+    /// searches of a space answer from BM25 until its vectors are complete.
     ///
     /// # Errors
     /// * [`ErrorKind::Locked`]: another process has the store open.
@@ -185,15 +198,48 @@ impl KnowledgeStore {
     /// * [`ErrorKind::Io`]: the directory or file cannot be created or read.
     pub fn open(config: StoreConfig) -> Result<Self> {
         std::fs::create_dir_all(&config.data_dir)?;
-        let db = redb::Builder::new().set_cache_size(config.cache_size_bytes).create(config.db_path())?;
+        let db = Arc::new(redb::Builder::new().set_cache_size(config.cache_size_bytes).create(config.db_path())?);
         let index = Arc::new(RwLock::new(IndexState { spaces: HashMap::new() }));
         let builder = GraphBuilder::start(index.clone(), config.vector);
-        let store = KnowledgeStore { db, config, writer: Mutex::new(()), index, started: Instant::now(), builder };
+        let store = KnowledgeStore {
+            db,
+            config,
+            writer: Arc::new(Mutex::new(())),
+            index,
+            started: Instant::now(),
+            reembed_progress: Arc::default(),
+            reembed: Mutex::new(None),
+            builder,
+        };
         store.init_schema()?;
         store.check_embedder()?;
         store.load_indexes()?;
         store.builder.wake();
+        store.start_reembedding();
         Ok(store)
+    }
+
+    /// Starts the background re-embedding of memories without a vector, if there are any.
+    fn start_reembedding(&self) {
+        let work = reembed::missing(&self.index.read());
+        if work.is_empty() {
+            return;
+        }
+        let signal = self.builder.signal.clone();
+        let ctx = reembed::Ctx {
+            db: self.db.clone(),
+            writer: self.writer.clone(),
+            index: self.index.clone(),
+            embedder: self.config.embedder.clone(),
+            durability: self.config.durability,
+            wake_graphs: Arc::new(move || GraphBuilder::wake_signal(&signal)),
+        };
+        *self.reembed.lock() = Some(reembed::start(ctx, work, self.reembed_progress.clone()));
+    }
+
+    /// The state of background re-embedding.
+    pub fn reembed_status(&self) -> ReembedStatus {
+        self.reembed_progress.status()
     }
 
     /// The configuration the store was opened with.
@@ -262,64 +308,60 @@ impl KnowledgeStore {
         Ok(())
     }
 
-    /// Re-embeds every memory when the stored vectors came from another embedder or dimension, so that one
-    /// index never mixes vectors of two models.
+    /// Records the configured embedder. When the stored vectors came from another embedder or dimension,
+    /// drops them and marks every memory `reindex_needed` in the same transaction, so that one index never
+    /// mixes vectors of two models; the background run started by [`KnowledgeStore::open`] re-embeds them.
     fn check_embedder(&self) -> Result<()> {
         let emb = &self.config.embedder;
         let want = format!("{}:{}", emb.name(), emb.dim());
         let rtx = self.db.begin_read()?;
-        let meta = rtx.open_table(META)?;
-        let have = meta.get("embedder")?.map(|v| String::from_utf8_lossy(v.value()).into_owned());
-        let count = rtx.open_table(MEMORIES)?.len()?;
-        drop(meta);
+        let have = rtx.open_table(META)?.get("embedder")?.map(|v| String::from_utf8_lossy(v.value()).into_owned());
         drop(rtx);
         if have.as_deref() == Some(want.as_str()) {
             return Ok(());
         }
-        if count > 0 {
-            tracing::info!(from = ?have, to = %want, memories = count, "embedder changed: re-embedding every memory");
-            self.reembed_all(count)?;
-        }
-        let txn = self.db.begin_write()?;
-        txn.open_table(META)?.insert("embedder", want.as_bytes())?;
-        txn.commit()?;
-        Ok(())
-    }
-
-    fn reembed_all(&self, total: u64) -> Result<()> {
-        const BATCH: usize = 256;
-        let rtx = self.db.begin_read()?;
-        let mems = rtx.open_table(MEMORIES)?;
-        let mut batch: Vec<(String, u64, String)> = Vec::with_capacity(BATCH);
-        let txn = self.db.begin_write()?;
-        {
-            let mut vectors = txn.open_table(VECTORS)?;
-            vectors.retain(|_, _| false)?;
-            let mut done = 0u64;
-            let mut flush = |batch: &mut Vec<(String, u64, String)>| -> Result<()> {
-                let texts: Vec<&str> = batch.iter().map(|b| b.2.as_str()).collect();
-                let vecs = self.config.embedder.embed(&texts, crate::embed::InputType::Document)?;
-                for ((space, docno, _), v) in batch.iter().zip(vecs) {
-                    vectors.insert((space.as_str(), *docno), schema::vector_to_bytes(&v).as_slice())?;
+        let _w = self.writer.lock();
+        let marked = self.write_txn(|txn| {
+            txn.open_table(VECTORS)?.retain(|_, _| false)?;
+            let mut mems = txn.open_table(MEMORIES)?;
+            let mut marked = 0u64;
+            // In chunks, so that a large store is not held in memory at once.
+            let mut after: Option<(String, String)> = None;
+            loop {
+                let mut chunk: Vec<((String, String), Vec<u8>)> = Vec::with_capacity(1024);
+                {
+                    let range = match &after {
+                        Some((s, i)) => mems.range((s.as_str(), i.as_str())..)?,
+                        None => mems.iter()?,
+                    };
+                    for row in range {
+                        let (k, v) = row?;
+                        let (space, id) = k.value();
+                        if after.as_ref().is_some_and(|(s, i)| s == space && i == id) {
+                            continue;
+                        }
+                        let mut sm: StoredMemory = schema::decode(v.value())?;
+                        sm.memory.reindex_needed = true;
+                        chunk.push(((space.to_string(), id.to_string()), schema::encode(&sm)?));
+                        if chunk.len() == 1024 {
+                            break;
+                        }
+                    }
                 }
-                done += batch.len() as u64;
-                tracing::info!(done, total, "re-embedding");
-                batch.clear();
-                Ok(())
-            };
-            for row in mems.iter()? {
-                let (k, v) = row?;
-                let sm: StoredMemory = schema::decode(v.value())?;
-                batch.push((k.value().0.to_string(), sm.docno, sm.memory.index_text()));
-                if batch.len() >= BATCH {
-                    flush(&mut batch)?;
+                let Some(last) = chunk.last().map(|c| c.0.clone()) else { break };
+                for ((space, id), bytes) in &chunk {
+                    mems.insert((space.as_str(), id.as_str()), bytes.as_slice())?;
                 }
+                marked += chunk.len() as u64;
+                after = Some(last);
             }
-            if !batch.is_empty() {
-                flush(&mut batch)?;
-            }
+            txn.open_table(META)?.insert("embedder", want.as_bytes())?;
+            Ok(marked)
+        })?;
+        if marked > 0 {
+            tracing::info!(from = ?have, to = %want, memories = marked, "embedder changed: old vectors dropped");
+            *self.reembed_progress.from.lock() = have;
         }
-        txn.commit()?;
         Ok(())
     }
 
@@ -393,19 +435,7 @@ impl KnowledgeStore {
     /// Runs `f` in one write transaction and commits it with the configured durability, bumping the write
     /// generation. The caller holds the writer lock. Nothing is written if `f` fails.
     pub(crate) fn write_txn<T>(&self, f: impl FnOnce(&redb::WriteTransaction) -> Result<T>) -> Result<T> {
-        let mut txn = self.db.begin_write()?;
-        if self.config.durability == Durability::Eventual {
-            txn.set_durability(redb::Durability::None)
-                .map_err(|e| Error::new(ErrorKind::Internal, "setting durability failed").with_source(e))?;
-        }
-        let out = f(&txn)?;
-        {
-            let mut meta = txn.open_table(META)?;
-            let g = meta_u64(&meta, "generation")?.unwrap_or(0) + 1;
-            meta.insert("generation", g.to_le_bytes().as_slice())?;
-        }
-        txn.commit()?;
-        Ok(out)
+        write_txn_on(&self.db, self.config.durability, f)
     }
 
     /// Allocates `n` consecutive document numbers inside `txn`.
@@ -456,13 +486,14 @@ impl KnowledgeStore {
         self.builder.wake();
     }
 
-    /// Blocks until every space's vector index is complete (graphs built where a space is large enough, no
-    /// vector pending) or `timeout` passes. Searches are exact and complete meanwhile; this only matters for
+    /// Blocks until every space's vector index is complete (background re-embedding finished, graphs built
+    /// where a space is large enough, no vector pending) or `timeout` passes. Searches are exact and complete meanwhile; this only matters for
     /// benchmarks and tests that want the graph path. Returns whether the indexes are complete.
     pub fn wait_for_indexes(&self, timeout: std::time::Duration) -> bool {
         let until = Instant::now() + timeout;
         loop {
-            if !self.index.read().spaces.values().any(|s| s.vectors.needs_work()) {
+            let reembedding = self.reembed_progress.running.load(std::sync::atomic::Ordering::Acquire);
+            if !reembedding && !self.index.read().spaces.values().any(|s| s.vectors.needs_work()) {
                 return true;
             }
             if Instant::now() >= until {
@@ -502,8 +533,30 @@ impl KnowledgeStore {
             spaces: state.spaces.len(),
             reindex_pending,
             labels,
+            reembed: self.reembed_progress.status(),
         })
     }
+}
+
+/// [`KnowledgeStore::write_txn`] on a database handle (for background workers).
+pub(crate) fn write_txn_on<T>(
+    db: &redb::Database,
+    durability: Durability,
+    f: impl FnOnce(&redb::WriteTransaction) -> Result<T>,
+) -> Result<T> {
+    let mut txn = db.begin_write()?;
+    if durability == Durability::Eventual {
+        txn.set_durability(redb::Durability::None)
+            .map_err(|e| Error::new(ErrorKind::Internal, "setting durability failed").with_source(e))?;
+    }
+    let out = f(&txn)?;
+    {
+        let mut meta = txn.open_table(META)?;
+        let g = meta_u64(&meta, "generation")?.unwrap_or(0) + 1;
+        meta.insert("generation", g.to_le_bytes().as_slice())?;
+    }
+    txn.commit()?;
+    Ok(out)
 }
 
 /// Iterates the keys of a table with a 2-tuple key whose first part equals `first`.

@@ -59,7 +59,19 @@ impl KnowledgeStore {
         }
         self.require_space(&q.space_id)?;
         let depth = (q.limit * 4).max(50);
-        let qvec = match q.mode {
+        let awaiting =
+            self.index.read().spaces.get(&q.space_id).map_or(0, |si| si.catalog.len().saturating_sub(si.vectors.len()));
+        let (mode, fallback) = if q.mode != SearchMode::Lexical && awaiting > 0 {
+            let why = format!(
+                "re-embedding in progress: {awaiting} memories of this space await vectors from {}; \
+                 results are ranked by BM25 alone until it finishes",
+                self.config.embedder.name()
+            );
+            (SearchMode::Lexical, Some(why))
+        } else {
+            (q.mode, None)
+        };
+        let qvec = match mode {
             SearchMode::Lexical => None,
             _ => self.config.embedder.embed(&[q.query.as_str()], InputType::Query)?.pop(),
         };
@@ -71,7 +83,7 @@ impl KnowledgeStore {
 
         let state = self.index.read();
         let Some(si) = state.spaces.get(&q.space_id) else {
-            return Ok(SearchResults { hits: vec![], mode: q.mode, candidates: 0, elapsed_ms: 0.0 });
+            return Ok(SearchResults { hits: vec![], mode, candidates: 0, elapsed_ms: 0.0, fallback });
         };
         let accept = |d: u64| si.catalog.get(d).is_some_and(|m| q.filter.accepts(m));
         // Counting matches walks the whole catalog: only a real filter needs it.
@@ -79,7 +91,7 @@ impl KnowledgeStore {
         let mut lists: Vec<(u32, &[Posting])> = Vec::with_capacity(qtf.len());
         let (lex_docs, lex_avg) = (si.lexicon.docs, si.lexicon.avg_len());
         let mut lexical: Vec<(u64, f32)> = Vec::new();
-        if q.mode != SearchMode::Vector && !qtf.is_empty() {
+        if mode != SearchMode::Vector && !qtf.is_empty() {
             for (term, n) in &qtf {
                 lists.push((*n, si.lexicon.postings(term)));
             }
@@ -117,7 +129,7 @@ impl KnowledgeStore {
             }
         }
 
-        let fused: Vec<Fused> = match q.mode {
+        let fused: Vec<Fused> = match mode {
             SearchMode::Hybrid => {
                 // Score the union of both candidate lists on both sides, so that a document is not penalised
                 // for falling just outside one list's depth.
@@ -187,6 +199,7 @@ impl KnowledgeStore {
                     .collect(),
             });
         }
-        Ok(SearchResults { hits, mode: q.mode, candidates, elapsed_ms: started.elapsed().as_secs_f64() * 1000.0 })
+        let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+        Ok(SearchResults { hits, mode, candidates, elapsed_ms, fallback })
     }
 }

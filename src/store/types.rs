@@ -228,6 +228,9 @@ pub struct SearchResults {
     pub candidates: usize,
     /// Time spent, in milliseconds.
     pub elapsed_ms: f64,
+    /// Why the search ran below the mode asked for (None: it did not). While a space's memories are being
+    /// re-embedded, vector and hybrid searches answer from BM25 alone and say so here.
+    pub fallback: Option<String>,
 }
 
 /// A new space.
@@ -283,6 +286,8 @@ pub struct StoreHealth {
     pub reindex_pending: usize,
     /// Labels in all spaces.
     pub labels: usize,
+    /// Background re-embedding.
+    pub reembed: super::ReembedStatus,
 }
 
 /// Convenience alias for label lists.

@@ -1,0 +1,226 @@
+//! Background re-embedding: gives a vector from the active embedder to every memory that lacks one.
+//!
+//! A memory lacks a vector after the store was opened with another embedder or dimension (the old vectors are
+//! dropped in the same transaction that records the new embedder, so one index never mixes two models), or
+//! after a crash in the middle of such a run (the work list is rebuilt from the file at every open). Writes
+//! made meanwhile are embedded by the new model at once. Until a space's vectors are complete, its vector and
+//! hybrid searches are served by BM25 alone (`SearchResults::fallback` says so).
+//!
+//! Batches of [`BATCH`] memories: read the texts, embed them with no lock held, then one write transaction
+//! stores the vectors and clears `reindex_needed` on each record whose document number did not change
+//! meanwhile (a memory edited or deleted in between already has its new vector, or needs none).
+
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Mutex, RwLock};
+use redb::{ReadableDatabase, ReadableTable};
+
+use super::tables::{MEMORIES, VECTORS};
+use super::{IndexState, StoredMemory, schema, write_txn_on};
+use crate::config::Durability;
+use crate::embed::{Embedder, InputType};
+use crate::error::Result;
+use crate::model::Timestamp;
+
+/// Memories per batch (one embedding call and one write transaction).
+pub const BATCH: usize = 64;
+
+/// Progress of the re-embedding run, shared with `/health`.
+#[derive(Debug, Default)]
+pub(crate) struct Progress {
+    pub total: AtomicU64,
+    pub done: AtomicU64,
+    pub running: AtomicBool,
+    pub error: Mutex<Option<String>>,
+    pub from: Mutex<Option<String>>,
+}
+
+/// A snapshot of the re-embedding run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReembedStatus {
+    /// True while memories are being re-embedded.
+    pub running: bool,
+    /// Memories handled so far in this run.
+    pub done: u64,
+    /// Memories that lacked a vector when the run started.
+    pub total: u64,
+    /// The embedder (`name:dim`) whose vectors were dropped, when the run follows an embedder change.
+    pub from: Option<String>,
+    /// Why the run stopped early (for example an embedding model failure); it resumes at the next open.
+    pub error: Option<String>,
+}
+
+impl Progress {
+    pub fn status(&self) -> ReembedStatus {
+        ReembedStatus {
+            running: self.running.load(Ordering::Acquire),
+            done: self.done.load(Ordering::Acquire),
+            total: self.total.load(Ordering::Acquire),
+            from: self.from.lock().clone(),
+            error: self.error.lock().clone(),
+        }
+    }
+}
+
+/// What the worker needs from the store.
+pub(crate) struct Ctx {
+    pub db: Arc<redb::Database>,
+    pub writer: Arc<Mutex<()>>,
+    pub index: Arc<RwLock<IndexState>>,
+    pub embedder: Arc<dyn Embedder>,
+    pub durability: Durability,
+    pub wake_graphs: Arc<dyn Fn() + Send + Sync>,
+}
+
+/// The worker thread; stopped and joined on drop.
+pub(crate) struct Worker {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// `(space, docno, memory id)` of every memory without a vector, in file order.
+pub(crate) fn missing(index: &IndexState) -> Vec<(String, u64, String)> {
+    let mut out = Vec::new();
+    for (space, si) in &index.spaces {
+        if si.vectors.len() >= si.catalog.len() {
+            continue;
+        }
+        for (docno, meta) in si.catalog.iter() {
+            if si.vectors.get(docno).is_none() {
+                out.push((space.clone(), docno, meta.id.clone()));
+            }
+        }
+    }
+    out.sort_unstable_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+    out
+}
+
+/// Starts re-embedding `work` in the background.
+pub(crate) fn start(ctx: Ctx, work: Vec<(String, u64, String)>, progress: Arc<Progress>) -> Worker {
+    let stop = Arc::new(AtomicBool::new(false));
+    progress.total.store(work.len() as u64, Ordering::Release);
+    progress.done.store(0, Ordering::Release);
+    progress.running.store(true, Ordering::Release);
+    let (stp, prog) = (stop.clone(), progress.clone());
+    let thread = std::thread::Builder::new().name("engram-reembed".into()).spawn(move || {
+        if let Err(e) = run(&ctx, &work, &prog, &stp) {
+            tracing::error!(error = %e.chain(), "re-embedding stopped; it resumes at the next open");
+            *prog.error.lock() = Some(e.to_string());
+        }
+        prog.running.store(false, Ordering::Release);
+    });
+    match thread {
+        Ok(t) => Worker { stop, thread: Some(t) },
+        Err(e) => {
+            *progress.error.lock() = Some(format!("could not start the re-embedding thread: {e}"));
+            progress.running.store(false, Ordering::Release);
+            Worker { stop, thread: None }
+        }
+    }
+}
+
+fn run(ctx: &Ctx, work: &[(String, u64, String)], prog: &Progress, stop: &AtomicBool) -> Result<()> {
+    let total = work.len() as u64;
+    let started = Instant::now();
+    tracing::info!(
+        memories = total,
+        embedder = ctx.embedder.name(),
+        "re-embedding in the background; vector and hybrid search answer from BM25 until it finishes"
+    );
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let b = indicatif::ProgressBar::new(total);
+        if let Ok(style) =
+            indicatif::ProgressStyle::with_template("re-embedding {bar:40} {pos}/{len} memories, {per_sec}, ETA {eta}")
+        {
+            b.set_style(style);
+        }
+        b
+    });
+    let mut last_log = Instant::now();
+    for chunk in work.chunks(BATCH) {
+        if stop.load(Ordering::Acquire) {
+            if let Some(b) = &bar {
+                b.abandon();
+            }
+            return Ok(());
+        }
+        // Read the current texts; skip memories that changed or vanished since the work list was made.
+        let mut items: Vec<(&str, u64, &str, String)> = Vec::with_capacity(chunk.len());
+        {
+            let rtx = ctx.db.begin_read()?;
+            let mems = rtx.open_table(MEMORIES)?;
+            for (space, docno, id) in chunk {
+                if let Some(v) = mems.get((space.as_str(), id.as_str()))? {
+                    let sm: StoredMemory = schema::decode(v.value())?;
+                    if sm.docno == *docno {
+                        items.push((space, *docno, id, sm.memory.index_text()));
+                    }
+                }
+            }
+        }
+        let texts: Vec<&str> = items.iter().map(|i| i.3.as_str()).collect();
+        let vectors = ctx.embedder.embed(&texts, InputType::Document)?;
+        let now = Timestamp::now();
+        let stored = {
+            let _w = ctx.writer.lock();
+            write_txn_on(&ctx.db, ctx.durability, |txn| {
+                let mut mems = txn.open_table(MEMORIES)?;
+                let mut vecs = txn.open_table(VECTORS)?;
+                let mut stored = Vec::with_capacity(items.len());
+                for ((space, docno, id, _), v) in items.iter().zip(vectors) {
+                    let current: Option<StoredMemory> = match mems.get((*space, *id))? {
+                        Some(g) => Some(schema::decode(g.value())?),
+                        None => None,
+                    };
+                    let Some(mut sm) = current.filter(|sm| sm.docno == *docno) else { continue };
+                    vecs.insert((*space, *docno), schema::vector_to_bytes(&v).as_slice())?;
+                    sm.memory.reindex_needed = false;
+                    sm.memory.last_reindexed_at = Some(now);
+                    mems.insert((*space, *id), schema::encode(&sm)?.as_slice())?;
+                    stored.push((space.to_string(), *docno, v));
+                }
+                Ok(stored)
+            })?
+        };
+        {
+            let mut by_space: std::collections::HashMap<String, Vec<(u64, Vec<f32>)>> = Default::default();
+            for (space, docno, v) in stored {
+                by_space.entry(space).or_default().push((docno, v));
+            }
+            let mut state = ctx.index.write();
+            for (space, mut batch) in by_space {
+                if let Some(si) = state.spaces.get_mut(&space) {
+                    // A delete applied after our read removed the document: its vector must not come back.
+                    batch.retain(|(d, _)| si.catalog.get(*d).is_some() && si.vectors.get(*d).is_none());
+                    si.vectors.insert_batch(&batch);
+                }
+            }
+        }
+        (ctx.wake_graphs)();
+        let done = prog.done.fetch_add(chunk.len() as u64, Ordering::AcqRel) + chunk.len() as u64;
+        if let Some(b) = &bar {
+            b.set_position(done);
+        } else if last_log.elapsed() >= Duration::from_secs(5) {
+            last_log = Instant::now();
+            let rate = done as f64 / started.elapsed().as_secs_f64().max(1e-9);
+            tracing::info!(done, total, per_sec = rate.round(), "re-embedding");
+        }
+    }
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    tracing::info!(memories = total, secs = started.elapsed().as_secs_f64(), "re-embedding finished");
+    Ok(())
+}
