@@ -104,12 +104,10 @@ fn main() {
     let mut cfg = engram::StoreConfig::new(store_dir.path());
     cfg.embedder = Arc::new(emb);
     let store = Arc::new(engram::KnowledgeStore::open(cfg).expect("open"));
-    let server = engram::server::start(
-        engram::server::ServerConfig { addr: "127.0.0.1:0".parse().expect("addr"), ..Default::default() },
-        store,
-        engram::api::ServiceInfo::default(),
-    )
-    .expect("server");
+    let mut cfg = engram::server::ServerConfig::new(store_dir.path());
+    cfg.addr = "127.0.0.1:0".parse().expect("addr");
+    cfg.api_key = Some("bench-key".into());
+    let server = engram::server::start(cfg, store, engram::api::ServiceInfo::default()).expect("server");
     let body = br#"{"model":"all-MiniLM-L6-v2","input":"Where did Caroline go last weekend?"}"#;
     let mut lat = Vec::new();
     let mut conn = std::net::TcpStream::connect(server.addr).expect("connect");
@@ -121,8 +119,10 @@ fn main() {
             server.api_key,
             body.len()
         );
-        conn.write_all(req.as_bytes()).expect("write");
-        conn.write_all(body).expect("write");
+        // One write: a separate small body write would wait for the ACK of the head (Nagle + delayed ACK).
+        let mut msg = req.into_bytes();
+        msg.extend_from_slice(body);
+        conn.write_all(&msg).expect("write");
         let mut buf = vec![0u8; 1 << 16];
         let mut got = Vec::new();
         loop {

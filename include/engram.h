@@ -104,6 +104,21 @@ engram_result engram_store_open(const char *data_dir,
                                 struct engram_store **out);
 
 /*
+ Like `engram_store_open`, with the sentence-embedding model in directory `model_dir` (UTF-8,
+ `model_dir_len` bytes; NULL for the built-in embedder). The library must be built with the `fastembed`
+ feature and `ORT_DYLIB_PATH` must name ONNX Runtime. A store whose vectors came from another embedder is
+ re-embedded in the background (lexical search meanwhile; progress in `GET /health`).
+
+ Returns the codes of `engram_store_open`, and `ENGRAM_UNAVAILABLE` when the model or ONNX Runtime cannot be
+ loaded (or the build has no model support); `engram_last_error` says what is missing.
+ */
+engram_result engram_store_open_with_model(const char *data_dir,
+                                           size_t data_dir_len,
+                                           const char *model_dir,
+                                           size_t model_dir_len,
+                                           struct engram_store **out);
+
+/*
  Closes a store and frees the handle. NULL is accepted and ignored.
  */
 void engram_store_close(struct engram_store *store);

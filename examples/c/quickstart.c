@@ -43,6 +43,18 @@ int main(int argc, char **argv) {
         return 1;
     }
     printf("engram %s\n", engram_version());
+    /* A model folder that does not exist is a clear error, not a crash, and opens nothing. */
+    engram_store *none = NULL;
+    const char *no_model = "/nonexistent/engram-model";
+    if (engram_store_open_with_model(dir, strlen(dir), no_model, strlen(no_model), &none) != ENGRAM_UNAVAILABLE ||
+        none != NULL) {
+        fprintf(stderr, "expected ENGRAM_UNAVAILABLE for a missing model folder\n");
+        return 1;
+    } else {
+        char msg[512];
+        engram_last_error(msg, sizeof msg);
+        printf("missing model: %.60s...\n", msg);
+    }
     char buf[8192];
     int bad = 0;
     bad |= call(store, "POST", "/memories",

@@ -42,8 +42,8 @@ impl Default for OnnxOptions {
     }
 }
 
-/// An [`Embedder`] backed by an ONNX sentence-embedding model. Runs are serialised (one ONNX session); each
-/// uses every core.
+/// An [`Embedder`] backed by an ONNX sentence-embedding model. Runs are serialised (one ONNX session, handed
+/// over fairly between batches of [`OnnxOptions::batch_size`] texts); each uses every core.
 pub struct OnnxEmbedder {
     name: String,
     model_id: String,
@@ -237,9 +237,25 @@ impl OnnxEmbedder {
         Ok(e)
     }
 
+    /// Embeds in batches of texts of similar length (sorted by length, as sentence-transformers does): less
+    /// padding is faster, and an int8 model that quantises activations per batch loses less precision on
+    /// short texts batched with long ones.
     fn run(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
         let batch = self.opts.batch_size.max(1);
-        let mut out = catch("embedding", || self.model.lock().embed(texts, Some(batch)))?;
+        let mut order: Vec<usize> = (0..texts.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(texts[i].len()));
+        let sorted: Vec<&str> = order.iter().map(|&i| texts[i]).collect();
+        let mut out = vec![Vec::new(); texts.len()];
+        for (chunk, idx) in sorted.chunks(batch).zip(order.chunks(batch)) {
+            let mut model = self.model.lock();
+            let embedded = catch("embedding", || model.embed(chunk, Some(batch)))?;
+            // Hand the session to a waiting caller (a search's query) between batches, so that a long
+            // re-embedding run delays a query by one batch at most.
+            parking_lot::MutexGuard::unlock_fair(model);
+            for (&i, v) in idx.iter().zip(embedded) {
+                out[i] = v;
+            }
+        }
         for v in &mut out {
             let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
             if n > 0.0 {

@@ -111,6 +111,25 @@ pub unsafe extern "C" fn engram_store_open(
     data_dir_len: usize,
     out: *mut *mut engram_store,
 ) -> engram_result {
+    // SAFETY: forwarded under this function's contract; a NULL model directory selects the built-in embedder.
+    unsafe { engram_store_open_with_model(data_dir, data_dir_len, std::ptr::null(), 0, out) }
+}
+
+/// Like `engram_store_open`, with the sentence-embedding model in directory `model_dir` (UTF-8,
+/// `model_dir_len` bytes; NULL for the built-in embedder). The library must be built with the `fastembed`
+/// feature and `ORT_DYLIB_PATH` must name ONNX Runtime. A store whose vectors came from another embedder is
+/// re-embedded in the background (lexical search meanwhile; progress in `GET /health`).
+///
+/// Returns the codes of `engram_store_open`, and `ENGRAM_UNAVAILABLE` when the model or ONNX Runtime cannot be
+/// loaded (or the build has no model support); `engram_last_error` says what is missing.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn engram_store_open_with_model(
+    data_dir: *const c_char,
+    data_dir_len: usize,
+    model_dir: *const c_char,
+    model_dir_len: usize,
+    out: *mut *mut engram_store,
+) -> engram_result {
     guard(|| {
         if out.is_null() {
             set_error("out is NULL");
@@ -121,9 +140,24 @@ pub unsafe extern "C" fn engram_store_open(
             Ok(d) => d,
             Err(code) => return code,
         };
-        match KnowledgeStore::open(StoreConfig::new(dir)) {
+        let choice = if model_dir.is_null() {
+            crate::embed::EmbedderChoice::Builtin
+        } else {
+            // SAFETY: as above.
+            match unsafe { str_arg(model_dir, model_dir_len, "model_dir") } {
+                Ok(m) => crate::embed::EmbedderChoice::ModelDir(m.into()),
+                Err(code) => return code,
+            }
+        };
+        let selected = match crate::embed::select(&choice) {
+            Ok(s) => s,
+            Err(e) => return fail(&e),
+        };
+        let config = StoreConfig::new(dir).embedder(selected.embedder);
+        match KnowledgeStore::open(config) {
             Ok(store) => {
-                let handle = Box::new(engram_store { api: Api::new(Arc::new(store), ServiceInfo::default()) });
+                let info = ServiceInfo { embedding_fallback: selected.fallback, ..ServiceInfo::default() };
+                let handle = Box::new(engram_store { api: Api::new(Arc::new(store), info) });
                 // SAFETY: `out` is non-NULL and writable per the contract.
                 unsafe { *out = Box::into_raw(handle) };
                 ENGRAM_OK
@@ -265,6 +299,7 @@ mod tests {
             (ENGRAM_STORAGE_FULL, ErrorKind::StorageFull),
             (ENGRAM_CORRUPT, ErrorKind::Corrupt),
             (ENGRAM_INTERNAL, ErrorKind::Internal),
+            (ENGRAM_UNAVAILABLE, ErrorKind::Unavailable),
         ] {
             assert_eq!(code, kind.row().c_code, "{kind:?}");
         }
