@@ -6,7 +6,8 @@
 //! never skip them (`.ci/run` sets both).
 #![cfg(all(feature = "fastembed", feature = "server"))]
 
-use std::io::{Read, Write};
+mod common;
+
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
@@ -113,23 +114,11 @@ fn token_counts_follow_the_model_tokenizer() {
     assert_eq!(model.embed(&[long.as_str()], InputType::Document).unwrap()[0].len(), 384);
 }
 
-/// One HTTP/1.1 request on a fresh connection; returns status and JSON body.
-fn call(addr: std::net::SocketAddr, key: &str, method: &str, path: &str, body: &Value) -> (u16, Value) {
-    let body = serde_json::to_vec(body).unwrap();
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    s.write_all(head.as_bytes()).unwrap();
-    s.write_all(&body).unwrap();
-    let mut out = Vec::new();
-    s.read_to_end(&mut out).unwrap();
-    let text = String::from_utf8_lossy(&out);
-    let status: u16 = text[9..12].parse().unwrap();
-    let split = text.find("\r\n\r\n").unwrap();
-    (status, serde_json::from_str(&text[split + 4..]).unwrap_or(Value::Null))
+/// One request through the shared raw client; returns status and JSON body.
+fn call(srv: &engram::server::RunningServer, method: &str, path: &str, body: &Value) -> (u16, Value) {
+    let b = if body.is_null() { None } else { Some(body.to_string()) };
+    let r = common::call(srv, method, path, b.as_deref());
+    (r.status, serde_json::from_str(&r.body).unwrap_or(Value::Null))
 }
 
 #[test]
@@ -137,15 +126,10 @@ fn v1_embeddings_serves_the_model_through_a_real_daemon() {
     let Some(model) = model() else { return };
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(KnowledgeStore::open(StoreConfig::new(dir.path()).embedder(model.clone())).unwrap());
-    let mut cfg = engram::server::ServerConfig::new(dir.path());
-    cfg.addr = "127.0.0.1:0".parse().unwrap();
-    cfg.api_key = Some("model-test-key".into());
-    let server = engram::server::start(cfg, store, engram::api::ServiceInfo::default()).unwrap();
-    let (addr, key) = (server.addr, server.api_key.clone());
+    let server = common::server_on(dir.path(), store, 1 << 20);
     let texts = ["The cat sat on the mat.", "Engram stores memories locally."];
 
-    let (st, floats) =
-        call(addr, &key, "POST", "/v1/embeddings", &json!({"model": "all-MiniLM-L6-v2", "input": texts}));
+    let (st, floats) = call(&server, "POST", "/v1/embeddings", &json!({"model": "all-MiniLM-L6-v2", "input": texts}));
     assert_eq!(st, 200, "{floats}");
     assert_eq!(floats["object"], "list");
     assert_eq!(floats["model"], "all-MiniLM-L6-v2");
@@ -160,8 +144,7 @@ fn v1_embeddings_serves_the_model_through_a_real_daemon() {
     assert_eq!(floats["usage"], json!({"prompt_tokens": tokens, "total_tokens": tokens}));
 
     let (st, b64) = call(
-        addr,
-        &key,
+        &server,
         "POST",
         "/v1/embeddings",
         &json!({"model": "sentence-transformers/all-MiniLM-L6-v2", "input": texts, "encoding_format": "base64",
@@ -174,7 +157,7 @@ fn v1_embeddings_serves_the_model_through_a_real_daemon() {
     assert_eq!(decoded, f, "base64 decodes to the same floats");
 
     // A single string, no model field, query input type.
-    let (st, one) = call(addr, &key, "POST", "/v1/embeddings", &json!({"input": "hello world", "input_type": "query"}));
+    let (st, one) = call(&server, "POST", "/v1/embeddings", &json!({"input": "hello world", "input_type": "query"}));
     assert_eq!((st, one["usage"]["total_tokens"].as_u64()), (200, Some(4)));
 
     // Bad input: 422 with the spec's detail list, one entry per problem.
@@ -191,23 +174,23 @@ fn v1_embeddings_serves_the_model_through_a_real_daemon() {
         (json!({"input": "x", "input_type": "passage"}), json!(["body", "input_type"]), "enum"),
         (json!({"model": "all-MiniLM-L6-v2"}), json!(["body", "input"]), "missing"),
     ] {
-        let (st, err) = call(addr, &key, "POST", "/v1/embeddings", &body);
+        let (st, err) = call(&server, "POST", "/v1/embeddings", &body);
         assert_eq!(st, 422, "{body} -> {err}");
         let d = &err["detail"][0];
         assert_eq!((&d["loc"], d["type"].as_str()), (&loc, Some(kind)), "{body} -> {err}");
     }
-    let (st, _) = call(addr, &key, "POST", "/v1/embeddings", &json!({"input": vec!["a"; 2049]}));
+    let (st, _) = call(&server, "POST", "/v1/embeddings", &json!({"input": vec!["a"; 2049]}));
     assert_eq!(st, 422);
 
     // /health and /capabilities name the model.
-    let (_, health) = call(addr, &key, "GET", "/health", &Value::Null);
+    let (_, health) = call(&server, "GET", "/health", &Value::Null);
     assert_eq!(health["embedding"]["mode"], "local-onnx");
     assert_eq!(health["embedding"]["model_id"], "all-MiniLM-L6-v2");
     assert_eq!(
         (health["embedding"]["dimension"].as_u64(), health["embedding"]["degraded"].as_bool()),
         (Some(384), Some(false))
     );
-    let (_, caps) = call(addr, &key, "GET", "/capabilities", &Value::Null);
+    let (_, caps) = call(&server, "GET", "/capabilities", &Value::Null);
     assert_eq!(caps["features"]["embeddings_api"], true);
     assert_eq!(caps["embedding"]["dimension"], 384);
     server.stop();

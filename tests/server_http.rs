@@ -2,61 +2,10 @@
 //! validation (422 with the spec's detail shape), and a JSON round trip through both key headers.
 #![cfg(feature = "server")]
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::sync::Arc;
+mod common;
 
-use engram::api::ServiceInfo;
-use engram::server::{RunningServer, ServerConfig, start};
+use common::{KEY, call, raw, server};
 use engram::{KnowledgeStore, StoreConfig};
-
-const KEY: &str = "test-key-0123456789";
-
-fn server(dir: &std::path::Path, max_body: usize) -> RunningServer {
-    let store = Arc::new(KnowledgeStore::open(StoreConfig::new(dir)).expect("open"));
-    let mut cfg = ServerConfig::new(dir);
-    cfg.addr = "127.0.0.1:0".parse().expect("addr");
-    cfg.api_key = Some(KEY.into());
-    cfg.max_body_bytes = max_body;
-    start(cfg, store, ServiceInfo::default()).expect("start server")
-}
-
-struct Reply {
-    status: u16,
-    body: String,
-}
-
-impl Reply {
-    fn json(&self) -> serde_json::Value {
-        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
-    }
-}
-
-/// Sends raw request head lines (without the request line's CRLF handling) and a body; reads the reply.
-fn raw(addr: std::net::SocketAddr, head: &str, body: &[u8]) -> Reply {
-    let mut s = TcpStream::connect(addr).expect("connect");
-    s.set_read_timeout(Some(std::time::Duration::from_secs(20))).expect("timeout");
-    let mut req = head.replace('\n', "\r\n");
-    req.push_str("Connection: close\r\n\r\n");
-    s.write_all(req.as_bytes()).expect("write head");
-    let _ = s.write_all(body);
-    let mut buf = Vec::new();
-    let _ = s.read_to_end(&mut buf);
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let status = text.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
-    Reply { status, body }
-}
-
-fn call(srv: &RunningServer, method: &str, path: &str, body: Option<&str>) -> Reply {
-    let b = body.unwrap_or("");
-    let head = format!(
-        "{method} {path} HTTP/1.1\nHost: 127.0.0.1:{}\nAuthorization: Bearer {KEY}\nContent-Type: application/json\nContent-Length: {}\n",
-        srv.addr.port(),
-        b.len()
-    );
-    raw(srv.addr, &head, b.as_bytes())
-}
 
 #[test]
 fn probes_are_public_and_everything_else_needs_the_key() {

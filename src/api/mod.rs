@@ -7,6 +7,7 @@ pub mod embeddings;
 mod openapi;
 pub mod query;
 mod routes;
+pub mod threads;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -135,9 +136,19 @@ impl Ctx<'_> {
         })?;
         let input = value.clone();
         serde_path_to_error::deserialize(value).map_err(|e| {
-            let path = e.path().to_string();
+            use serde_path_to_error::Segment;
             let mut loc: Vec<&str> = vec!["body"];
-            let parts: Vec<String> = if path == "." { vec![] } else { path.split('.').map(str::to_string).collect() };
+            // `messages[0].content` becomes ["messages", 0, "content"], as FastAPI reports it.
+            let parts: Vec<String> = e
+                .path()
+                .iter()
+                .filter_map(|seg| match seg {
+                    Segment::Seq { index } => Some(index.to_string()),
+                    Segment::Map { key } => Some(key.clone()),
+                    Segment::Enum { variant } => Some(variant.clone()),
+                    Segment::Unknown => None,
+                })
+                .collect();
             let inner = e.into_inner().to_string();
             let kind = if inner.starts_with("missing field") { "missing" } else { "type_error" };
             let missing_field =

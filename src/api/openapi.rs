@@ -36,6 +36,13 @@ fn schemas() -> Map<String, Value> {
     add::<Space>(&mut v);
     add::<HealthResponse>(&mut v);
     add::<super::embeddings::EmbeddingsRequest>(&mut v);
+    add::<super::threads::CreateThreadRequest>(&mut v);
+    add::<super::threads::CreateThreadResponse>(&mut v);
+    add::<super::threads::AppendRequest>(&mut v);
+    add::<super::threads::AppendResponse>(&mut v);
+    add::<super::threads::ImportRequest>(&mut v);
+    add::<super::threads::MergeMetadataRequest>(&mut v);
+    add::<crate::model::Thread>(&mut v);
     add::<super::embeddings::EmbeddingsResponse>(&mut v);
     add::<CapabilitiesResponse>(&mut v);
     add::<ErrorBody>(&mut v);

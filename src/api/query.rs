@@ -90,6 +90,10 @@ pub const fn choice(
 pub const fn required(name: &'static str, description: &'static str) -> ParamSpec {
     ParamSpec { name, kind: ParamKind::Str { default: None, choices: &[] }, required: true, description }
 }
+/// A required boolean parameter.
+pub const fn required_bool(name: &'static str, description: &'static str) -> ParamSpec {
+    ParamSpec { name, kind: ParamKind::Bool { default: None }, required: true, description }
+}
 /// A repeatable string parameter.
 pub const fn list(name: &'static str, description: &'static str) -> ParamSpec {
     ParamSpec { name, kind: ParamKind::List, required: false, description }

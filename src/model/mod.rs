@@ -4,8 +4,10 @@ mod common;
 mod label;
 mod memory;
 mod space;
+mod thread;
 
 pub use common::{Metadata, Timestamp};
 pub use label::Label;
 pub use memory::{MONTH_NAMES, Memory, MemoryState, TemporalContext, UnitType, date_precision, spell_date};
 pub use space::{Space, SpaceUsage};
+pub use thread::{Message, Thread};

@@ -11,9 +11,13 @@ pub(crate) mod schema;
 mod search;
 mod spaces;
 pub(crate) mod tables;
+mod threads;
 mod types;
 
 pub use reembed::ReembedStatus;
+pub use threads::{
+    AppendMessages, AppendReport, CreatedThread, NewMessage, NewThread, ThreadDeleteReport, ThreadMatch,
+};
 pub use types::*;
 
 use std::collections::{BTreeSet, HashMap};
@@ -283,6 +287,10 @@ impl KnowledgeStore {
             txn.open_table(LABELS)?;
             txn.open_table(MEMORY_LABELS)?;
             txn.open_table(LABEL_MEMORIES)?;
+            txn.open_table(THREADS)?;
+            txn.open_table(THREAD_SPACES)?;
+            txn.open_table(MESSAGES)?;
+            txn.open_table(MESSAGE_KEYS)?;
             let mut spaces = txn.open_table(SPACES)?;
             if spaces.get(DEFAULT_SPACE)?.is_none() {
                 let s = Space {

@@ -33,3 +33,15 @@ pub const MEMORY_LABELS: TableDefinition<(&str, &str, &str), ()> = TableDefiniti
 
 /// HAS_LABEL edges reversed: (space id, label id, memory id).
 pub const LABEL_MEMORIES: TableDefinition<(&str, &str, &str), ()> = TableDefinition::new("label_memories");
+
+/// (space id, thread id) -> Thread record.
+pub const THREADS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("threads");
+
+/// (thread id, space id): where a thread id lives (ids are unique per space, not across spaces).
+pub const THREAD_SPACES: TableDefinition<(&str, &str), ()> = TableDefinition::new("thread_spaces");
+
+/// (space id, thread id, order index) -> Message record.
+pub const MESSAGES: TableDefinition<(&str, &str, u64), &[u8]> = TableDefinition::new("messages");
+
+/// (space id, thread id, deduplication key) -> order index: `metadata.external_id`, or `<idempotency_key>:<i>`.
+pub const MESSAGE_KEYS: TableDefinition<(&str, &str, &str), u64> = TableDefinition::new("message_keys");

@@ -1,0 +1,749 @@
+//! Threads and messages: create, append (deduplicated and checkpointed), read, list, search, metadata merge,
+//! favourite, delete. One write transaction per call; a failed call writes nothing.
+//!
+//! Deduplication key of a message (when `deduplicate` is true, the default): its `metadata.external_id`, else
+//! `<idempotency_key>:<position in the request>` when the request has an idempotency key, else none (the message
+//! is always appended). A key seen before in the thread skips the message, so replaying a sync is idempotent
+//! (client contract 5.3).
+
+use redb::{ReadableDatabase, ReadableTable};
+
+use super::tables::*;
+use super::{DEFAULT_SPACE, KnowledgeStore, Page, get_record, schema};
+use crate::error::{Error, ErrorKind, FieldError, Result};
+use crate::index::text;
+use crate::model::{Message, Metadata, Thread, Timestamp};
+
+/// Longest message content in bytes.
+pub const MAX_MESSAGE_BYTES: usize = 262_144;
+/// Most messages per create or append call.
+pub const MAX_MESSAGES_PER_CALL: usize = 10_000;
+/// Longest thread id in characters.
+pub const MAX_THREAD_ID_CHARS: usize = 200;
+/// Longest role in characters.
+pub const MAX_ROLE_CHARS: usize = 50;
+/// Longest thread title in characters.
+pub const MAX_THREAD_TITLE_CHARS: usize = 500;
+/// Largest metadata object (thread or message) as JSON, in bytes.
+pub const MAX_THREAD_METADATA_BYTES: usize = 65_536;
+
+/// A message to store.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NewMessage {
+    /// `user`, `assistant`, ... (1..=50 characters).
+    pub role: String,
+    /// Text, at most 262,144 bytes (may be empty).
+    pub content: String,
+    /// When it was said (RFC 3339 or `YYYY-MM-DD`); default: now.
+    pub timestamp: Option<String>,
+    /// Caller data; `external_id` is the deduplication key.
+    pub metadata: Option<Metadata>,
+}
+
+/// A thread to create.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NewThread {
+    /// Client-chosen id (1..=200 characters, no `/`); a UUIDv7 when None.
+    pub thread_id: Option<String>,
+    /// Title, at most 500 characters.
+    pub title: Option<String>,
+    /// Messages in order.
+    pub messages: Vec<NewMessage>,
+    /// Origin.
+    pub source: Option<String>,
+    /// Project.
+    pub project: Option<String>,
+    /// Workspace.
+    pub workspace: Option<String>,
+    /// Participants.
+    pub participants: Vec<String>,
+    /// Tool version.
+    pub tool_version: Option<String>,
+    /// Import date (RFC 3339 or `YYYY-MM-DD`).
+    pub import_date: Option<String>,
+    /// Caller data.
+    pub metadata: Option<Metadata>,
+    /// Space (default `default`); must exist.
+    pub space_id: Option<String>,
+    /// Deduplicate messages within the new thread on their keys (default true).
+    pub deduplicate: bool,
+    /// Derives deduplication keys for messages without `metadata.external_id`.
+    pub idempotency_key: Option<String>,
+}
+
+/// Messages to append.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AppendMessages {
+    /// Messages in order.
+    pub messages: Vec<NewMessage>,
+    /// Skip messages whose key was seen (default true).
+    pub deduplicate: bool,
+    /// Derives keys for messages without `metadata.external_id`.
+    pub idempotency_key: Option<String>,
+    /// When Some, the append happens only if the thread holds exactly this many messages (else 409
+    /// `checkpoint_conflict`).
+    pub expected_message_count: Option<u64>,
+}
+
+impl Default for AppendMessages {
+    fn default() -> Self {
+        AppendMessages { messages: vec![], deduplicate: true, idempotency_key: None, expected_message_count: None }
+    }
+}
+
+/// Result of a create.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreatedThread {
+    /// The thread.
+    pub thread: Thread,
+    /// The stored messages.
+    pub messages: Vec<Message>,
+}
+
+/// Result of an append.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AppendReport {
+    /// The thread after the append.
+    pub thread: Thread,
+    /// Messages stored by this call.
+    pub added: Vec<Message>,
+    /// Messages skipped as duplicates.
+    pub skipped: u64,
+    /// True when `expected_message_count` was checked.
+    pub checkpointed: bool,
+}
+
+/// A thread whose messages match a search.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThreadMatch {
+    /// The thread.
+    pub thread: Thread,
+    /// Messages containing every query term.
+    pub matched_messages: u64,
+}
+
+/// What a thread delete removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ThreadDeleteReport {
+    /// Messages removed.
+    pub deleted_messages: u64,
+    /// Memories removed (those whose `source_thread_id` is the thread), with `cascade_delete_memories`.
+    pub deleted_memories: u64,
+}
+
+fn check_thread_id(id: &str, loc: &[&str], errs: &mut Vec<FieldError>) {
+    if id.trim().is_empty()
+        || id.chars().count() > MAX_THREAD_ID_CHARS
+        || id.chars().any(|c| c.is_control() || c == '/')
+    {
+        errs.push(FieldError::new(
+            loc,
+            "id_invalid",
+            "thread ids are 1..=200 characters without '/' or control characters",
+            id.into(),
+        ));
+    }
+}
+
+fn metadata_too_big(m: &Metadata) -> bool {
+    serde_json::to_vec(&m.0).map_or(0, |v| v.len()) > MAX_THREAD_METADATA_BYTES
+}
+
+fn check_messages(msgs: &[NewMessage], errs: &mut Vec<FieldError>) {
+    if msgs.len() > MAX_MESSAGES_PER_CALL {
+        errs.push(
+            FieldError::new(&["body", "messages"], "too_long", "at most 10000 messages per call", msgs.len().into())
+                .with_ctx(serde_json::json!({"max_length": MAX_MESSAGES_PER_CALL})),
+        );
+        return;
+    }
+    for (i, m) in msgs.iter().enumerate() {
+        let i = i.to_string();
+        if m.role.trim().is_empty() || m.role.chars().count() > MAX_ROLE_CHARS {
+            errs.push(FieldError::new(
+                &["body", "messages", &i, "role"],
+                "role_invalid",
+                "role is 1..=50 characters",
+                m.role.clone().into(),
+            ));
+        }
+        if m.content.len() > MAX_MESSAGE_BYTES {
+            errs.push(
+                FieldError::new(
+                    &["body", "messages", &i, "content"],
+                    "string_too_long",
+                    "message content is at most 262144 bytes",
+                    m.content.len().into(),
+                )
+                .with_ctx(serde_json::json!({"max_length": MAX_MESSAGE_BYTES})),
+            );
+        }
+        if let Some(ts) = &m.timestamp
+            && Timestamp::parse(ts).is_none()
+        {
+            errs.push(FieldError::new(
+                &["body", "messages", &i, "timestamp"],
+                "datetime_parsing",
+                "timestamp is RFC 3339 (or YYYY-MM-DD)",
+                ts.clone().into(),
+            ));
+        }
+        if m.metadata.as_ref().is_some_and(metadata_too_big) {
+            errs.push(FieldError::new(
+                &["body", "messages", &i, "metadata"],
+                "too_long",
+                "message metadata is at most 65536 bytes as JSON",
+                serde_json::Value::Null,
+            ));
+        }
+    }
+}
+
+/// The deduplication key of the `i`-th message of a request.
+fn dedup_key(m: &NewMessage, i: usize, idempotency_key: Option<&str>) -> Option<String> {
+    let ext = m.metadata.as_ref().and_then(|md| md.0.get("external_id")).and_then(|v| match v {
+        serde_json::Value::String(s) if !s.is_empty() => Some(s.clone()),
+        serde_json::Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    });
+    ext.or_else(|| idempotency_key.filter(|k| !k.is_empty()).map(|k| format!("{k}:{i}")))
+}
+
+/// Extractive summary: the first sentence of the first non-empty user message (else of any message), at most
+/// 300 characters.
+fn summarize(messages: &[Message]) -> String {
+    let first = messages
+        .iter()
+        .find(|m| m.role == "user" && !m.content.trim().is_empty())
+        .or_else(|| messages.iter().find(|m| !m.content.trim().is_empty()));
+    let Some(m) = first else { return String::new() };
+    first_sentence(m.content.trim()).chars().take(300).collect()
+}
+
+/// Abbreviations whose period does not end a sentence (lowercase, without the period).
+const ABBREVIATIONS: &[&str] = &["dr", "e.g", "etc", "i.e", "jr", "mr", "mrs", "ms", "no", "prof", "sr", "st", "vs"];
+
+/// The first sentence of `text`: up to the first `.`, `!`, `?` followed by whitespace (or a line break), where
+/// the word before a period is not an abbreviation or a single letter (an initial).
+pub(crate) fn first_sentence(text: &str) -> &str {
+    let bytes = text.as_bytes();
+    for (i, c) in text.char_indices() {
+        if c == '\n' {
+            return text[..i].trim();
+        }
+        if !matches!(c, '.' | '!' | '?') || !bytes.get(i + 1).is_none_or(|b| b.is_ascii_whitespace()) {
+            continue;
+        }
+        if c == '.' {
+            let word = text[..i].rsplit(|ch: char| ch.is_whitespace()).next().unwrap_or("");
+            let w = word.trim_start_matches(|ch: char| !ch.is_alphanumeric()).to_lowercase();
+            if w.chars().count() == 1 || ABBREVIATIONS.contains(&w.as_str()) {
+                continue;
+            }
+        }
+        return text[..i + 1].trim();
+    }
+    text.trim()
+}
+
+struct TTables<'t> {
+    threads: redb::Table<'t, (&'static str, &'static str), &'static [u8]>,
+    spaces_of: redb::Table<'t, (&'static str, &'static str), ()>,
+    messages: redb::Table<'t, (&'static str, &'static str, u64), &'static [u8]>,
+    keys: redb::Table<'t, (&'static str, &'static str, &'static str), u64>,
+}
+
+impl<'t> TTables<'t> {
+    fn open(txn: &'t redb::WriteTransaction) -> Result<Self> {
+        Ok(TTables {
+            threads: txn.open_table(THREADS)?,
+            spaces_of: txn.open_table(THREAD_SPACES)?,
+            messages: txn.open_table(MESSAGES)?,
+            keys: txn.open_table(MESSAGE_KEYS)?,
+        })
+    }
+
+    /// Stores `msgs` after the thread's current messages, skipping duplicates; updates `thread`.
+    fn append(
+        &mut self,
+        thread: &mut Thread,
+        msgs: &[NewMessage],
+        deduplicate: bool,
+        idempotency_key: Option<&str>,
+        now: Timestamp,
+    ) -> Result<(Vec<Message>, u64)> {
+        let (space, tid) = (thread.space_id.clone(), thread.thread_id.clone());
+        let mut added = Vec::new();
+        let mut skipped = 0;
+        let mut seen_here = std::collections::HashSet::new();
+        for (i, m) in msgs.iter().enumerate() {
+            let key = if deduplicate { dedup_key(m, i, idempotency_key) } else { None };
+            if let Some(k) = &key {
+                if self.keys.get((space.as_str(), tid.as_str(), k.as_str()))?.is_some() || !seen_here.insert(k.clone())
+                {
+                    skipped += 1;
+                    continue;
+                }
+            }
+            let order_index = thread.message_count;
+            let msg = Message {
+                id: format!("{tid}#{order_index}"),
+                node_type: "message".into(),
+                created_at: now,
+                updated_at: now,
+                metadata: m.metadata.clone().unwrap_or_default(),
+                content: m.content.clone(),
+                role: m.role.trim().to_string(),
+                order_index,
+                timestamp: m.timestamp.as_deref().and_then(Timestamp::parse).unwrap_or(now),
+                token_count: text::words(&m.content).len() as u64,
+            };
+            self.messages.insert((space.as_str(), tid.as_str(), order_index), schema::encode(&msg)?.as_slice())?;
+            if let Some(k) = &key {
+                self.keys.insert((space.as_str(), tid.as_str(), k.as_str()), order_index)?;
+            }
+            thread.message_count += 1;
+            added.push(msg);
+        }
+        if !added.is_empty() {
+            thread.updated_at = now;
+        }
+        if thread.summary.is_empty() {
+            thread.summary = summarize(&added);
+        }
+        Ok((added, skipped))
+    }
+
+    fn put_thread(&mut self, t: &Thread) -> Result<()> {
+        self.threads.insert((t.space_id.as_str(), t.thread_id.as_str()), schema::encode(t)?.as_slice())?;
+        self.spaces_of.insert((t.thread_id.as_str(), t.space_id.as_str()), ())?;
+        Ok(())
+    }
+}
+
+fn thread_not_found(id: &str) -> Error {
+    Error::not_found("thread_not_found", format!("thread not found: '{id}'"))
+}
+
+impl KnowledgeStore {
+    /// The space holding thread `id`: `space` when given, else `default` when it holds the id, else the first
+    /// space that does.
+    fn locate_thread(&self, rtx: &redb::ReadTransaction, id: &str, space: Option<&str>) -> Result<String> {
+        let t = rtx.open_table(THREAD_SPACES)?;
+        if let Some(s) = space {
+            return if t.get((id, s))?.is_some() { Ok(s.to_string()) } else { Err(thread_not_found(id)) };
+        }
+        if t.get((id, DEFAULT_SPACE))?.is_some() {
+            return Ok(DEFAULT_SPACE.into());
+        }
+        match t.range((id, "")..)?.next() {
+            Some(row) => {
+                let (k, _) = row?;
+                let (tid, s) = k.value();
+                if tid == id { Ok(s.to_string()) } else { Err(thread_not_found(id)) }
+            }
+            None => Err(thread_not_found(id)),
+        }
+    }
+
+    /// Creates a thread with its messages.
+    ///
+    /// # Errors
+    /// * [`ErrorKind::InvalidInput`]: bad id, title, role, timestamp, sizes (limits in this module's constants).
+    /// * [`ErrorKind::Conflict`] (`thread_exists`, detail "thread '<id>' already exists in space '<space>'").
+    /// * [`ErrorKind::NotFound`] (`space_not_found`).
+    pub fn create_thread(&self, new: NewThread) -> Result<CreatedThread> {
+        let mut errs = Vec::new();
+        if let Some(id) = &new.thread_id {
+            check_thread_id(id, &["body", "thread_id"], &mut errs);
+        }
+        if new.title.as_ref().is_some_and(|t| t.chars().count() > MAX_THREAD_TITLE_CHARS) {
+            errs.push(FieldError::new(
+                &["body", "title"],
+                "string_too_long",
+                "title is at most 500 characters",
+                serde_json::Value::Null,
+            ));
+        }
+        if let Some(d) = &new.import_date
+            && Timestamp::parse(d).is_none()
+        {
+            errs.push(FieldError::new(
+                &["body", "import_date"],
+                "datetime_parsing",
+                "import_date is RFC 3339",
+                d.clone().into(),
+            ));
+        }
+        if new.metadata.as_ref().is_some_and(metadata_too_big) {
+            errs.push(FieldError::new(
+                &["body", "metadata"],
+                "too_long",
+                "metadata is at most 65536 bytes as JSON",
+                serde_json::Value::Null,
+            ));
+        }
+        check_messages(&new.messages, &mut errs);
+        if !errs.is_empty() {
+            return Err(Error::invalid(errs));
+        }
+        let space = new.space_id.clone().unwrap_or_else(|| DEFAULT_SPACE.to_string());
+        let id = new.thread_id.clone().unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+        let now = Timestamp::now();
+        let _w = self.writer.lock();
+        self.write_txn(|txn| {
+            if txn.open_table(SPACES)?.get(space.as_str())?.is_none() {
+                return Err(Error::not_found("space_not_found", format!("space '{space}' does not exist")));
+            }
+            let mut t = TTables::open(txn)?;
+            if t.threads.get((space.as_str(), id.as_str()))?.is_some() {
+                return Err(Error::new(
+                    ErrorKind::Conflict,
+                    format!("thread '{id}' already exists in space '{space}'"),
+                )
+                .with_code("thread_exists"));
+            }
+            let mut thread = Thread {
+                id: id.clone(),
+                node_type: "thread".into(),
+                created_at: now,
+                updated_at: now,
+                metadata: new.metadata.clone().unwrap_or_default(),
+                thread_id: id.clone(),
+                title: new.title.clone().unwrap_or_default(),
+                summary: String::new(),
+                message_count: 0,
+                participants: new.participants.clone(),
+                source: new.source.clone().unwrap_or_default(),
+                space_id: space.clone(),
+                project: new.project.clone().unwrap_or_default(),
+                workspace: new.workspace.clone().unwrap_or_default(),
+                tool_version: new.tool_version.clone().unwrap_or_default(),
+                import_date: new.import_date.as_deref().and_then(Timestamp::parse),
+                is_favorite: false,
+            };
+            let (messages, _) =
+                t.append(&mut thread, &new.messages, new.deduplicate, new.idempotency_key.as_deref(), now)?;
+            if thread.title.is_empty() {
+                thread.title = thread.summary.chars().take(80).collect();
+            }
+            t.put_thread(&thread)?;
+            Ok(CreatedThread { thread, messages })
+        })
+    }
+
+    /// Appends messages to thread `id` (in `space`, or located as [`KnowledgeStore::get_thread`] does).
+    ///
+    /// # Errors
+    /// * [`ErrorKind::NotFound`] (`thread_not_found`).
+    /// * [`ErrorKind::Conflict`] (`checkpoint_conflict`) when `expected_message_count` differs from the count.
+    /// * [`ErrorKind::InvalidInput`] for bad messages. Nothing is added on any error.
+    pub fn append_messages(&self, id: &str, space: Option<&str>, req: AppendMessages) -> Result<AppendReport> {
+        let mut errs = Vec::new();
+        check_messages(&req.messages, &mut errs);
+        if !errs.is_empty() {
+            return Err(Error::invalid(errs));
+        }
+        let now = Timestamp::now();
+        let _w = self.writer.lock();
+        let space = self.locate_thread(&self.db.begin_read()?, id, space)?;
+        self.write_txn(|txn| {
+            let mut t = TTables::open(txn)?;
+            let mut thread: Thread =
+                get_record(&t.threads, (space.as_str(), id))?.ok_or_else(|| thread_not_found(id))?;
+            if let Some(expected) = req.expected_message_count
+                && expected != thread.message_count
+            {
+                return Err(Error::new(
+                    ErrorKind::Conflict,
+                    format!(
+                        "checkpoint conflict: expected {expected} messages in thread '{id}', it has {}; resend the \
+                         full snapshot without expected_message_count",
+                        thread.message_count
+                    ),
+                )
+                .with_code("checkpoint_conflict"));
+            }
+            let (added, skipped) =
+                t.append(&mut thread, &req.messages, req.deduplicate, req.idempotency_key.as_deref(), now)?;
+            t.put_thread(&thread)?;
+            Ok(AppendReport { thread, added, skipped, checkpointed: req.expected_message_count.is_some() })
+        })
+    }
+
+    /// Thread `id`: in `space` when given, else in `default`, else in the first space holding that id.
+    ///
+    /// # Errors
+    /// [`ErrorKind::NotFound`] (`thread_not_found`).
+    pub fn get_thread(&self, id: &str, space: Option<&str>) -> Result<Thread> {
+        let rtx = self.db.begin_read()?;
+        let space = self.locate_thread(&rtx, id, space)?;
+        get_record(&rtx.open_table(THREADS)?, (space.as_str(), id))?.ok_or_else(|| thread_not_found(id))
+    }
+
+    /// Thread `id` and its messages `offset..offset+limit` in order.
+    ///
+    /// # Errors
+    /// [`ErrorKind::NotFound`] (`thread_not_found`).
+    pub fn thread_messages(
+        &self,
+        id: &str,
+        space: Option<&str>,
+        limit: usize,
+        offset: u64,
+    ) -> Result<(Thread, Vec<Message>)> {
+        let rtx = self.db.begin_read()?;
+        let space = self.locate_thread(&rtx, id, space)?;
+        let thread: Thread =
+            get_record(&rtx.open_table(THREADS)?, (space.as_str(), id))?.ok_or_else(|| thread_not_found(id))?;
+        let table = rtx.open_table(MESSAGES)?;
+        let mut out = Vec::new();
+        for row in table.range((space.as_str(), id, offset)..=(space.as_str(), id, u64::MAX))?.take(limit) {
+            let (_, v) = row?;
+            out.push(schema::decode::<Message>(v.value())?);
+        }
+        Ok((thread, out))
+    }
+
+    /// Threads of `space`, most recently updated first, optionally of one `source`.
+    ///
+    /// # Errors
+    /// [`ErrorKind::NotFound`] (`space_not_found`).
+    pub fn list_threads(&self, space: &str, source: Option<&str>, limit: usize, offset: usize) -> Result<Page<Thread>> {
+        self.require_space(space)?;
+        let mut all = self.threads_of(space)?;
+        if let Some(src) = source {
+            all.retain(|t| t.source == src);
+        }
+        all.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then_with(|| a.thread_id.cmp(&b.thread_id)));
+        let total = all.len();
+        let items = all.into_iter().skip(offset).take(limit).collect();
+        Ok(Page { items, total, limit, offset })
+    }
+
+    fn threads_of(&self, space: &str) -> Result<Vec<Thread>> {
+        let rtx = self.db.begin_read()?;
+        let t = rtx.open_table(THREADS)?;
+        let mut out = Vec::new();
+        for row in t.range((space, "")..)? {
+            let (k, v) = row?;
+            if k.value().0 != space {
+                break;
+            }
+            out.push(schema::decode::<Thread>(v.value())?);
+        }
+        Ok(out)
+    }
+
+    /// Threads of `space` with messages containing every term of `query` (stemmed, case-insensitive), most
+    /// matching messages first. A scan over the space's messages: O(messages).
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`] for an empty query; [`ErrorKind::NotFound`] (`space_not_found`).
+    pub fn search_threads(
+        &self,
+        query: &str,
+        space: &str,
+        source: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<ThreadMatch>> {
+        let terms: std::collections::BTreeSet<String> = text::terms(query).into_iter().collect();
+        if terms.is_empty() {
+            return Err(Error::invalid_field(
+                &["query", "query"],
+                "string_too_short",
+                "query needs at least one word that is not a stop word",
+                query.into(),
+            ));
+        }
+        self.require_space(space)?;
+        let rtx = self.db.begin_read()?;
+        let table = rtx.open_table(MESSAGES)?;
+        let mut counts: std::collections::HashMap<String, u64> = Default::default();
+        for row in table.range((space, "", 0u64)..)? {
+            let (k, v) = row?;
+            let (s, tid, _) = k.value();
+            if s != space {
+                break;
+            }
+            let m: Message = schema::decode(v.value())?;
+            let have: std::collections::HashSet<String> = text::terms(&m.content).into_iter().collect();
+            if terms.iter().all(|t| have.contains(t)) {
+                *counts.entry(tid.to_string()).or_default() += 1;
+            }
+        }
+        let threads = rtx.open_table(THREADS)?;
+        let mut out = Vec::new();
+        for (tid, n) in counts {
+            if let Some(thread) = get_record::<_, Thread>(&threads, (space, tid.as_str()))?
+                && source.is_none_or(|s| thread.source == s)
+            {
+                out.push(ThreadMatch { thread, matched_messages: n });
+            }
+        }
+        out.sort_by(|a, b| {
+            b.matched_messages.cmp(&a.matched_messages).then_with(|| b.thread.updated_at.cmp(&a.thread.updated_at))
+        });
+        out.truncate(limit);
+        Ok(out)
+    }
+
+    /// Merges `metadata` into the thread's (keys already present are kept when `only_missing`).
+    ///
+    /// # Errors
+    /// [`ErrorKind::NotFound`] (`thread_not_found`); [`ErrorKind::InvalidInput`] when the result exceeds 64 KiB.
+    pub fn merge_thread_metadata(
+        &self,
+        id: &str,
+        space: Option<&str>,
+        metadata: Metadata,
+        only_missing: bool,
+    ) -> Result<Thread> {
+        self.update_thread(id, space, |t| {
+            for (k, v) in metadata.0 {
+                if !(only_missing && t.metadata.0.contains_key(&k)) {
+                    t.metadata.0.insert(k, v);
+                }
+            }
+            if metadata_too_big(&t.metadata) {
+                return Err(Error::invalid_field(
+                    &["body", "metadata"],
+                    "too_long",
+                    "merged metadata is at most 65536 bytes as JSON",
+                    serde_json::Value::Null,
+                ));
+            }
+            Ok(())
+        })
+    }
+
+    /// Marks or unmarks the thread as favourite.
+    ///
+    /// # Errors
+    /// [`ErrorKind::NotFound`] (`thread_not_found`).
+    pub fn set_thread_favorite(&self, id: &str, space: Option<&str>, favorite: bool) -> Result<Thread> {
+        self.update_thread(id, space, |t| {
+            t.is_favorite = favorite;
+            Ok(())
+        })
+    }
+
+    fn update_thread(
+        &self,
+        id: &str,
+        space: Option<&str>,
+        f: impl FnOnce(&mut Thread) -> Result<()>,
+    ) -> Result<Thread> {
+        let _w = self.writer.lock();
+        let space = self.locate_thread(&self.db.begin_read()?, id, space)?;
+        self.write_txn(|txn| {
+            let mut t = TTables::open(txn)?;
+            let mut thread: Thread =
+                get_record(&t.threads, (space.as_str(), id))?.ok_or_else(|| thread_not_found(id))?;
+            f(&mut thread)?;
+            thread.updated_at = Timestamp::now();
+            t.put_thread(&thread)?;
+            Ok(thread)
+        })
+    }
+
+    /// Favourite threads of every space, most recently updated first.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Io`] on storage failure.
+    pub fn favorite_threads(&self, limit: usize) -> Result<Vec<Thread>> {
+        let rtx = self.db.begin_read()?;
+        let mut out = Vec::new();
+        for row in rtx.open_table(THREADS)?.iter()? {
+            let (_, v) = row?;
+            let t: Thread = schema::decode(v.value())?;
+            if t.is_favorite {
+                out.push(t);
+            }
+        }
+        out.sort_by(|a, b| b.updated_at.cmp(&a.updated_at));
+        out.truncate(limit);
+        Ok(out)
+    }
+
+    /// Deletes a thread and its messages; with `cascade_memories`, also the memories of its space whose
+    /// `source_thread_id` is the thread.
+    ///
+    /// # Errors
+    /// [`ErrorKind::NotFound`] (`thread_not_found`).
+    pub fn delete_thread(&self, id: &str, space: Option<&str>, cascade_memories: bool) -> Result<ThreadDeleteReport> {
+        let space = self.locate_thread(&self.db.begin_read()?, id, space)?;
+        let doomed: Vec<String> = if cascade_memories {
+            let rtx = self.db.begin_read()?;
+            let mems = rtx.open_table(MEMORIES)?;
+            let mut ids = Vec::new();
+            for row in mems.range((space.as_str(), "")..)? {
+                let (k, v) = row?;
+                if k.value().0 != space {
+                    break;
+                }
+                let sm: super::StoredMemory = schema::decode(v.value())?;
+                if sm.memory.source_thread_id.as_deref() == Some(id) {
+                    ids.push(sm.memory.id);
+                }
+            }
+            ids
+        } else {
+            Vec::new()
+        };
+        let deleted_messages = {
+            let _w = self.writer.lock();
+            self.write_txn(|txn| {
+                let mut t = TTables::open(txn)?;
+                if t.threads.remove((space.as_str(), id))?.is_none() {
+                    return Err(thread_not_found(id));
+                }
+                t.spaces_of.remove((id, space.as_str()))?;
+                let mut n = 0u64;
+                let keys: Vec<u64> = t
+                    .messages
+                    .range((space.as_str(), id, 0u64)..=(space.as_str(), id, u64::MAX))?
+                    .map(|r| r.map(|(k, _)| k.value().2))
+                    .collect::<std::result::Result<_, _>>()?;
+                for k in keys {
+                    t.messages.remove((space.as_str(), id, k))?;
+                    n += 1;
+                }
+                let mut dkeys = Vec::new();
+                for r in t.keys.range((space.as_str(), id, "")..)? {
+                    let (k, _) = r?;
+                    let (s, tid, key) = k.value();
+                    if s != space || tid != id {
+                        break;
+                    }
+                    dkeys.push(key.to_string());
+                }
+                for k in dkeys {
+                    t.keys.remove((space.as_str(), id, k.as_str()))?;
+                }
+                Ok(n)
+            })?
+        };
+        let mut deleted_memories = 0;
+        for mid in doomed {
+            if self.delete_memory(&mid, Some(&space)).is_ok() {
+                deleted_memories += 1;
+            }
+        }
+        Ok(ThreadDeleteReport { deleted_messages, deleted_memories })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_sentence;
+
+    #[test]
+    fn first_sentence_skips_abbreviations_and_initials() {
+        assert_eq!(first_sentence("My dentist is Dr. Silva. She is great."), "My dentist is Dr. Silva.");
+        assert_eq!(first_sentence("J. R. R. Tolkien wrote it! Really."), "J. R. R. Tolkien wrote it!");
+        assert_eq!(first_sentence("Version 1.5 is out. Yes"), "Version 1.5 is out.");
+        assert_eq!(first_sentence("line one\nline two"), "line one");
+        assert_eq!(first_sentence("no end"), "no end");
+    }
+}
