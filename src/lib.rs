@@ -27,6 +27,7 @@ pub mod config;
 pub mod embed;
 pub mod error;
 pub mod eval;
+pub mod extract;
 pub mod index;
 pub mod model;
 pub mod store;

@@ -34,7 +34,7 @@ fn create_append_read_and_sync_protocol() {
     assert_eq!(v["messages"][1]["order_index"], 1);
     assert_eq!(v["messages"][0]["token_count"], 15);
     assert_eq!(v["auto_generated_summary"], "I am planning a trip to Lisbon in May.");
-    assert_eq!(v["auto_extraction_performed"], false);
+    assert_eq!(v["auto_extraction_performed"], true);
 
     // A duplicate id is 409 with "already exists"; nothing changes.
     let dup = call(&srv, "POST", "/threads", Some(&body.to_string()));
@@ -155,6 +155,7 @@ fn list_search_import_merge_favorite_delete() {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap());
     let srv = server_on(dir.path(), store.clone(), 1 << 20);
+    let mut extracted_from_a = 0;
     for (id, src, text) in [
         ("a", "cli", "We talked about the Porto trip and the Porto hotel."),
         ("b", "cursor", "Refactor the Porto parser."),
@@ -162,8 +163,13 @@ fn list_search_import_merge_favorite_delete() {
     ] {
         let body =
             json!({"thread_id": id, "source": src, "messages": msgs(&[("user", text), ("user", "Porto again")])});
-        assert_eq!(call(&srv, "POST", "/threads", Some(&body.to_string())).status, 200);
+        let r = call(&srv, "POST", "/threads", Some(&body.to_string()));
+        assert_eq!(r.status, 200);
+        if id == "a" {
+            extracted_from_a = r.json()["extracted_memories"].as_array().unwrap().len() as u64;
+        }
     }
+    assert!(extracted_from_a > 0);
     let v = call(&srv, "GET", "/threads?limit=2", None).json();
     assert_eq!(v["threads"].as_array().unwrap().len(), 2);
     assert_eq!(v["pagination"], json!({"limit": 2, "offset": 0, "total": 3, "has_more": true}));
@@ -223,7 +229,7 @@ fn list_search_import_merge_favorite_delete() {
         assert_eq!(call(&srv, "POST", "/memories", Some(&b.to_string())).status, 200);
     }
     let v = call(&srv, "DELETE", "/threads/a?cascade_delete_memories=true", None).json();
-    assert_eq!((v["deleted_messages"].as_u64(), v["deleted_memories"].as_u64()), (Some(2), Some(1)));
+    assert_eq!((v["deleted_messages"].as_u64(), v["deleted_memories"].as_u64()), (Some(2), Some(1 + extracted_from_a)));
     assert_eq!(call(&srv, "GET", "/memories/m1", None).status, 404);
     assert_eq!(call(&srv, "GET", "/memories/m2", None).status, 200);
     assert_eq!(call(&srv, "GET", "/threads/a", None).status, 404);
@@ -238,4 +244,50 @@ fn list_search_import_merge_favorite_delete() {
     let (t, m) = store.thread_messages("i1", None, 10, 0).unwrap();
     assert_eq!((t.message_count, m.len(), t.title.as_str()), (3, 3, "Imported"));
     assert!(store.get_thread("b", None).unwrap().is_favorite);
+}
+
+#[test]
+fn extraction_on_create_and_append() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = server(dir.path(), 1 << 20);
+    let body = json!({"thread_id": "t1", "messages": [
+        {"role": "user", "content": "I am planning a trip to Lisbon in May. Dr. Silva said it is fine.",
+         "timestamp": "2023-11-20T10:00:00Z"},
+        {"role": "assistant", "content": "Lisbon is lovely in spring.", "timestamp": "2023-11-20T10:01:00Z"},
+        {"role": "user", "content": "Thanks!", "timestamp": "2023-11-20T10:02:00Z"},
+        {"role": "user", "content": "Internal note", "timestamp": "2023-11-20T10:03:00Z",
+         "metadata": {"exclude_from_distillation": true}}]});
+    let v = call(&srv, "POST", "/threads", Some(&body.to_string())).json();
+    assert_eq!(v["auto_extraction_performed"], true);
+    assert_eq!(v["auto_generated_summary"], "I am planning a trip to Lisbon in May.");
+    let ex = v["extracted_memories"].as_array().unwrap();
+    // The plan (May, said in November, is next May) and the statement; "Thanks!" is chatter; the excluded
+    // message is left out.
+    assert_eq!(ex.len(), 2, "{ex:?}");
+    assert_eq!((ex[0]["id"].as_str(), ex[0]["unit_type"].as_str()), (Some("t1#m0"), Some("plan")));
+    assert_eq!((ex[0]["event_start"].as_str(), ex[0]["temporal_context"].as_str()), (Some("2024-05"), Some("future")));
+    assert_eq!(ex[0]["content"], "User: I am planning a trip to Lisbon in May. Dr. Silva said it is fine.");
+    assert_eq!(ex[0]["metadata"]["source_message_indices"], json!([0]));
+    assert_eq!(ex[1]["event_start"], "2023-11-20", "no expression: the day it was said");
+    let m = call(&srv, "GET", "/memories/t1%23m0", None).json();
+    assert_eq!(m["source_thread"]["id"], "t1", "{m}");
+
+    // Appends extract from the new messages only; a near-duplicate of a stored memory is merged, not added.
+    let a = json!({"messages": [
+        {"role": "user", "content": "We decided to book the hotel near Alfama yesterday.", "timestamp": "2023-11-21T09:00:00Z"},
+        {"role": "user", "content": "I am planning a trip to Lisbon in May. Dr. Silva said it is fine.", "timestamp": "2023-11-21T09:01:00Z"}]});
+    let v = call(&srv, "POST", "/threads/t1/append", Some(&a.to_string())).json();
+    let ex = v["extracted_memories"].as_array().unwrap();
+    assert_eq!(ex.len(), 1, "{v}");
+    assert_eq!((ex[0]["unit_type"].as_str(), ex[0]["event_start"].as_str()), (Some("decision"), Some("2023-11-20")));
+    assert_eq!(v["merged_duplicates"], 1);
+
+    // On-demand threads keep their messages searchable but extract nothing.
+    let b = json!({"thread_id": "t2", "metadata": {"analysis": "searchable-now-distill-on-demand", "historical_import": true},
+        "messages": msgs(&[("user", "We decided to move to Berlin.")])});
+    let v = call(&srv, "POST", "/threads", Some(&b.to_string())).json();
+    assert_eq!(
+        (v["auto_extraction_performed"].as_bool(), v["extracted_memories"].as_array().map(Vec::len)),
+        (Some(false), Some(0))
+    );
 }

@@ -155,15 +155,17 @@ pub struct CreateThreadResponse {
     pub thread: Thread,
     /// The stored messages.
     pub messages: Vec<Message>,
-    /// Relationships created (0: extraction from threads is not built yet).
+    /// Relationships created (0: entity extraction is not built yet).
     pub created_relationships: u64,
     /// Extractive summary (the first sentence of the first user message).
     pub auto_generated_summary: String,
-    /// Memories extracted (none yet).
-    #[schema(value_type = Vec<Object>)]
-    pub extracted_memories: Vec<serde_json::Value>,
-    /// Whether extraction ran (false: not built yet).
+    /// Memories extracted from the messages (full records).
+    pub extracted_memories: Vec<super::dto::MemoryOut>,
+    /// Whether extraction ran (false when the thread's `metadata.analysis` is
+    /// `searchable-now-distill-on-demand`).
     pub auto_extraction_performed: bool,
+    /// Extracted units dropped as near-duplicates of stored memories.
+    pub merged_duplicates: usize,
 }
 
 /// Response of `POST /threads/{thread_id}/append`.
@@ -181,11 +183,12 @@ pub struct AppendResponse {
     pub total_messages: u64,
     /// `checkpointed` when `expected_message_count` was checked, else `append`.
     pub append_mode: String,
-    /// Memories extracted (none yet).
-    #[schema(value_type = Vec<Object>)]
-    pub extracted_memories: Vec<serde_json::Value>,
+    /// Memories extracted from the added messages.
+    pub extracted_memories: Vec<super::dto::MemoryOut>,
     /// Whether extraction ran.
     pub auto_extraction_performed: bool,
+    /// Extracted units dropped as near-duplicates of stored memories.
+    pub merged_duplicates: usize,
 }
 
 /// A thread in listings.
@@ -323,8 +326,14 @@ pub(super) fn create(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         thread: created.thread,
         messages: created.messages,
         created_relationships: 0,
-        extracted_memories: vec![],
-        auto_extraction_performed: false,
+        auto_extraction_performed: created.extraction.performed,
+        merged_duplicates: created.extraction.merged,
+        extracted_memories: created
+            .extraction
+            .memories
+            .into_iter()
+            .map(|c| super::dto::MemoryOut::from(c.view))
+            .collect(),
     })
 }
 
@@ -349,8 +358,9 @@ pub(super) fn append(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         messages_skipped: r.skipped,
         total_messages: r.thread.message_count,
         append_mode: if r.checkpointed { "checkpointed" } else { "append" }.into(),
-        extracted_memories: vec![],
-        auto_extraction_performed: false,
+        auto_extraction_performed: r.extraction.performed,
+        merged_duplicates: r.extraction.merged,
+        extracted_memories: r.extraction.memories.into_iter().map(|c| super::dto::MemoryOut::from(c.view)).collect(),
     })
 }
 

@@ -74,7 +74,7 @@ impl HashEmbedder {
 }
 
 /// 64-bit FNV-1a (Fowler, Noll, Vo; IETF draft-eastlake-fnv).
-pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
+pub fn fnv1a(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in bytes {
         h ^= u64::from(*b);

@@ -6,7 +6,7 @@ mod hashing;
 #[cfg(feature = "fastembed")]
 mod onnx;
 
-pub use hashing::HashEmbedder;
+pub use hashing::{HashEmbedder, fnv1a};
 #[cfg(feature = "fastembed")]
 pub use onnx::{DEFAULT_MODEL_LEXICAL_WEIGHT, ORT_HINT, OnnxEmbedder, OnnxOptions, load_runtime};
 

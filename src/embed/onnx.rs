@@ -162,7 +162,7 @@ impl OnnxEmbedder {
             .ok()
             .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
             .unwrap_or_else(|| "model".into());
-        let hash = super::hashing::fnv1a(&onnx);
+        let hash = super::fnv1a(&onnx);
         load_runtime()?;
         let user = UserDefinedEmbeddingModel::new(onnx, files).with_pooling(pooling);
         let mut init = InitOptionsUserDefined::new().with_max_length(opts.max_tokens);

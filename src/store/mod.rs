@@ -16,7 +16,7 @@ mod types;
 
 pub use reembed::ReembedStatus;
 pub use threads::{
-    AppendMessages, AppendReport, CreatedThread, NewMessage, NewThread, ThreadDeleteReport, ThreadMatch,
+    AppendMessages, AppendReport, CreatedThread, Extraction, NewMessage, NewThread, ThreadDeleteReport, ThreadMatch,
 };
 pub use types::*;
 

@@ -91,6 +91,18 @@ impl Default for AppendMessages {
     }
 }
 
+/// Memories extracted from messages (see [`crate::extract`]).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Extraction {
+    /// False when extraction was switched off for the thread (`metadata.analysis` is
+    /// `searchable-now-distill-on-demand`) or there was nothing to extract from.
+    pub performed: bool,
+    /// The memories written (created or updated).
+    pub memories: Vec<super::CreatedMemory>,
+    /// Units dropped as near-duplicates of stored memories (term-set Jaccard at least 0.85).
+    pub merged: usize,
+}
+
 /// Result of a create.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CreatedThread {
@@ -98,6 +110,8 @@ pub struct CreatedThread {
     pub thread: Thread,
     /// The stored messages.
     pub messages: Vec<Message>,
+    /// Memories extracted from them.
+    pub extraction: Extraction,
 }
 
 /// Result of an append.
@@ -111,6 +125,8 @@ pub struct AppendReport {
     pub skipped: u64,
     /// True when `expected_message_count` was checked.
     pub checkpointed: bool,
+    /// Memories extracted from the added messages.
+    pub extraction: Extraction,
 }
 
 /// A thread whose messages match a search.
@@ -217,33 +233,7 @@ fn summarize(messages: &[Message]) -> String {
         .find(|m| m.role == "user" && !m.content.trim().is_empty())
         .or_else(|| messages.iter().find(|m| !m.content.trim().is_empty()));
     let Some(m) = first else { return String::new() };
-    first_sentence(m.content.trim()).chars().take(300).collect()
-}
-
-/// Abbreviations whose period does not end a sentence (lowercase, without the period).
-const ABBREVIATIONS: &[&str] = &["dr", "e.g", "etc", "i.e", "jr", "mr", "mrs", "ms", "no", "prof", "sr", "st", "vs"];
-
-/// The first sentence of `text`: up to the first `.`, `!`, `?` followed by whitespace (or a line break), where
-/// the word before a period is not an abbreviation or a single letter (an initial).
-pub(crate) fn first_sentence(text: &str) -> &str {
-    let bytes = text.as_bytes();
-    for (i, c) in text.char_indices() {
-        if c == '\n' {
-            return text[..i].trim();
-        }
-        if !matches!(c, '.' | '!' | '?') || !bytes.get(i + 1).is_none_or(|b| b.is_ascii_whitespace()) {
-            continue;
-        }
-        if c == '.' {
-            let word = text[..i].rsplit(|ch: char| ch.is_whitespace()).next().unwrap_or("");
-            let w = word.trim_start_matches(|ch: char| !ch.is_alphanumeric()).to_lowercase();
-            if w.chars().count() == 1 || ABBREVIATIONS.contains(&w.as_str()) {
-                continue;
-            }
-        }
-        return text[..i + 1].trim();
-    }
-    text.trim()
+    crate::extract::first_sentence(m.content.trim()).chars().take(300).collect()
 }
 
 struct TTables<'t> {
@@ -319,6 +309,12 @@ impl<'t> TTables<'t> {
         self.spaces_of.insert((t.thread_id.as_str(), t.space_id.as_str()), ())?;
         Ok(())
     }
+}
+
+fn jaccard(a: &std::collections::BTreeSet<String>, b: &std::collections::BTreeSet<String>) -> f64 {
+    let inter = a.intersection(b).count();
+    let union = a.len() + b.len() - inter;
+    if union == 0 { 0.0 } else { inter as f64 / union as f64 }
 }
 
 fn thread_not_found(id: &str) -> Error {
@@ -428,7 +424,12 @@ impl KnowledgeStore {
                 thread.title = thread.summary.chars().take(80).collect();
             }
             t.put_thread(&thread)?;
-            Ok(CreatedThread { thread, messages })
+            Ok(CreatedThread { thread, messages, extraction: Extraction::default() })
+        })
+        .and_then(|mut c| {
+            drop(_w);
+            c.extraction = self.extract_memories(&c.thread, &c.messages)?;
+            Ok(c)
         })
     }
 
@@ -467,8 +468,112 @@ impl KnowledgeStore {
             let (added, skipped) =
                 t.append(&mut thread, &req.messages, req.deduplicate, req.idempotency_key.as_deref(), now)?;
             t.put_thread(&thread)?;
-            Ok(AppendReport { thread, added, skipped, checkpointed: req.expected_message_count.is_some() })
+            let checkpointed = req.expected_message_count.is_some();
+            Ok(AppendReport { thread, added, skipped, checkpointed, extraction: Extraction::default() })
         })
+        .and_then(|mut r| {
+            drop(_w);
+            r.extraction = self.extract_memories(&r.thread, &r.added)?;
+            Ok(r)
+        })
+    }
+
+    /// Extracts memories from `messages` of `thread` ([`crate::extract::units_from_messages`]) and writes them
+    /// in one transaction, with provenance: `source_thread_id`, `metadata.source_message_indices`,
+    /// `source_range {start_index, end_index}`. Ids are `<thread>#m<first message index>` (prefixed with the
+    /// space outside `default`), so extracting the same messages again updates instead of duplicating. A unit
+    /// whose stemmed terms overlap a stored memory of the space by Jaccard 0.85 or more is dropped as a
+    /// near-duplicate.
+    ///
+    /// # Errors
+    /// Store errors of [`KnowledgeStore::create_memories`].
+    pub fn extract_memories(&self, thread: &Thread, messages: &[Message]) -> Result<Extraction> {
+        let on_demand =
+            thread.metadata.0.get("analysis").and_then(|v| v.as_str()) == Some("searchable-now-distill-on-demand");
+        if on_demand || messages.is_empty() {
+            return Ok(Extraction::default());
+        }
+        let units = crate::extract::units_from_messages(messages);
+        let prefix = if thread.space_id == DEFAULT_SPACE {
+            thread.thread_id.clone()
+        } else {
+            format!("{}:{}", thread.space_id, thread.thread_id)
+        };
+        let prefix = if prefix.chars().count() > 180 {
+            format!("thread-{:016x}", crate::embed::fnv1a(prefix.as_bytes()))
+        } else {
+            prefix
+        };
+        let mut batch = Vec::with_capacity(units.len());
+        let mut merged = 0;
+        let mut seen: Vec<std::collections::BTreeSet<String>> = Vec::new();
+        for u in units {
+            let terms: std::collections::BTreeSet<String> = text::terms(&u.content).into_iter().collect();
+            if self.near_duplicate(&thread.space_id, &u.content, &terms)?
+                || seen.iter().any(|s| jaccard(s, &terms) >= 0.85)
+            {
+                merged += 1;
+                continue;
+            }
+            let first = u.message_indices.first().copied().unwrap_or(0);
+            let last = u.message_indices.last().copied().unwrap_or(first);
+            let mut md = serde_json::Map::new();
+            md.insert("source_message_indices".into(), u.message_indices.clone().into());
+            md.insert("extraction".into(), "engram-rules-v1".into());
+            if let Some(e) = &u.temporal_expression {
+                md.insert("temporal_expression".into(), e.clone().into());
+            }
+            let mut range = std::collections::BTreeMap::new();
+            range.insert("start_index".to_string(), first as f64);
+            range.insert("end_index".to_string(), last as f64);
+            batch.push(super::NewMemory {
+                id: Some(format!("{prefix}#m{first}")),
+                content: u.content,
+                title: Some(u.title),
+                importance: Some(u.importance),
+                confidence: Some(u.confidence),
+                source: Some("thread".into()),
+                unit_type: Some(u.unit_type),
+                event_start: u.event_start,
+                event_end: u.event_end,
+                temporal_context: Some(u.temporal_context),
+                source_thread_id: Some(thread.thread_id.clone()),
+                metadata: Some(Metadata(md)),
+                space_id: Some(thread.space_id.clone()),
+                source_range: Some(range),
+                extraction_method: Some("rules".into()),
+                ..Default::default()
+            });
+            seen.push(terms);
+        }
+        let memories = if batch.is_empty() { Vec::new() } else { self.create_memories(batch)? };
+        Ok(Extraction { performed: true, memories, merged })
+    }
+
+    /// True when a stored memory of `space` (among the top 3 BM25 hits for `content`) has a term set with
+    /// Jaccard similarity at least 0.85 to `terms`.
+    fn near_duplicate(&self, space: &str, content: &str, terms: &std::collections::BTreeSet<String>) -> Result<bool> {
+        if terms.is_empty() {
+            return Ok(false);
+        }
+        let query: String = content.chars().take(4000).collect();
+        let q = super::SearchQuery {
+            query,
+            space_id: space.to_string(),
+            limit: 3,
+            filter: Default::default(),
+            mode: super::SearchMode::Lexical,
+            fusion: None,
+        };
+        let hits = match self.search(&q) {
+            Ok(r) => r.hits,
+            Err(e) if e.kind() == ErrorKind::InvalidInput => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        Ok(hits.iter().any(|h| {
+            let other: std::collections::BTreeSet<String> = text::terms(&h.view.memory.content).into_iter().collect();
+            jaccard(terms, &other) >= 0.85
+        }))
     }
 
     /// Thread `id`: in `space` when given, else in `default`, else in the first space holding that id.
@@ -731,19 +836,5 @@ impl KnowledgeStore {
             }
         }
         Ok(ThreadDeleteReport { deleted_messages, deleted_memories })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::first_sentence;
-
-    #[test]
-    fn first_sentence_skips_abbreviations_and_initials() {
-        assert_eq!(first_sentence("My dentist is Dr. Silva. She is great."), "My dentist is Dr. Silva.");
-        assert_eq!(first_sentence("J. R. R. Tolkien wrote it! Really."), "J. R. R. Tolkien wrote it!");
-        assert_eq!(first_sentence("Version 1.5 is out. Yes"), "Version 1.5 is out.");
-        assert_eq!(first_sentence("line one\nline two"), "line one");
-        assert_eq!(first_sentence("no end"), "no end");
     }
 }
