@@ -1,10 +1,18 @@
 //! Retrieval evaluation on LoCoMo (Maharana et al., "Evaluating Very Long-Term Conversational Memory of LLM
-//! Agents", ACL 2024). Every dialog turn becomes a memory in its conversation's own space (text
-//! `Speaker: text [shares a photo: caption]`, event date = session date); every question is asked against its own
-//! conversation; metrics are LoCoMo's evidence recall@k (fraction of evidence turns in the top k) and hit@k,
-//! per question category and overall, for lexical-only, vector-only and hybrid retrieval.
+//! Agents", ACL 2024). Two ingest modes:
+//!
+//! * `turns`: every dialog turn becomes a memory in its conversation's own space (text
+//!   `Speaker: text [shares a photo: caption]`, event date = session date);
+//! * `threads`: every session becomes a thread (messages with the session's timestamp and the speaker in
+//!   `metadata.speaker`), and the memories are whatever extraction makes of it ([`crate::extract`]); a memory
+//!   stands for the turns in its provenance (`metadata.source_message_indices`).
+//!
+//! Every question is asked against its own conversation; metrics are LoCoMo's evidence recall@k (fraction of
+//! evidence turns among the turns of the top k memories) and hit@k, per question category and overall, for
+//! lexical-only, vector-only and hybrid retrieval. Threads mode also reports evidence coverage (evidence turns
+//! that some extracted memory came from) and memories per turn.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 use std::time::Instant;
 
@@ -13,7 +21,7 @@ use serde::Deserialize;
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::fusion::Fusion;
 use crate::model::Metadata;
-use crate::store::{KnowledgeStore, NewMemory, NewSpace, SearchMode, SearchQuery};
+use crate::store::{KnowledgeStore, NewMemory, NewMessage, NewSpace, NewThread, SearchMode, SearchQuery};
 
 #[derive(Debug, Deserialize)]
 struct Conversation {
@@ -47,6 +55,8 @@ pub struct LocomoOptions {
     pub ks: Vec<usize>,
     /// Also run hybrid search with RRF and several convex weights (reported as `fusion/...`).
     pub fusion_study: bool,
+    /// Ingest turns as memories (false) or sessions as threads with extraction (true).
+    pub threads: bool,
 }
 
 /// Recall and hit at each k, per category key (`all`, `1`..`5`).
@@ -70,6 +80,16 @@ pub struct LocomoReport {
     pub ingest_per_s: f64,
     /// Hybrid search latency in milliseconds.
     pub search_ms: BTreeMap<String, f64>,
+    /// `turns` or `threads`.
+    pub mode: String,
+    /// Dialog turns in the selected conversations.
+    pub turns: usize,
+    /// Memories per turn.
+    pub memories_per_turn: f64,
+    /// Fraction of distinct evidence turns (of the questions asked) that some memory came from.
+    pub evidence_coverage: f64,
+    /// Thread mode: milliseconds to create one session thread including extraction, p50 and p99.
+    pub thread_create_ms: BTreeMap<String, f64>,
 }
 
 /// `D<session>:<turn>` from the dataset's sometimes malformed ids ("D:11:26", "D30:05"); None if no two numbers.
@@ -107,11 +127,13 @@ impl Accumulator {
         Accumulator { sums: BTreeMap::new(), counts: BTreeMap::new() }
     }
 
-    fn add(&mut self, category: u8, ranked: &[String], evidence: &HashSet<String>, ks: &[usize]) {
+    /// `ranked`: the turns each hit stands for, best hit first.
+    fn add(&mut self, category: u8, ranked: &[Vec<String>], evidence: &HashSet<String>, ks: &[usize]) {
         for cat in ["all".to_string(), category.to_string()] {
             *self.counts.entry(cat.clone()).or_default() += 1;
             for &k in ks {
-                let found = ranked.iter().take(k).filter(|d| evidence.contains(*d)).count();
+                let top: HashSet<&String> = ranked.iter().take(k).flatten().collect();
+                let found = evidence.iter().filter(|d| top.contains(d)).count();
                 let recall = found as f64 / evidence.len() as f64;
                 *self.sums.entry((format!("recall@{k}"), cat.clone())).or_default() += recall;
                 *self.sums.entry((format!("hit@{k}"), cat.clone())).or_default() += if found > 0 { 1.0 } else { 0.0 };
@@ -154,7 +176,13 @@ pub fn locomo(store: &KnowledgeStore, dataset: &Path, opts: &LocomoOptions, prog
 
     let mut ingest_s = 0.0;
     let mut memories = 0;
+    let mut turns_total = 0;
     let mut turn_ids: Vec<HashSet<String>> = Vec::new();
+    // Memory id -> the turns it stands for.
+    let mut provenance: HashMap<String, Vec<String>> = HashMap::new();
+    let mut create_ms = Vec::new();
+    // `<conversation>/<turn>` of every turn some memory stands for.
+    let mut covered: HashSet<String> = HashSet::new();
     for (i, conv) in &selected {
         let space = format!("locomo-{i}");
         if let Err(e) = store.create_space(NewSpace { name: space.clone(), ..Default::default() }) {
@@ -170,11 +198,14 @@ pub fn locomo(store: &KnowledgeStore, dataset: &Path, opts: &LocomoOptions, prog
             let date = session_date(when);
             let turns: Vec<Turn> = serde_json::from_value(turns.clone())
                 .map_err(|e| Error::new(ErrorKind::InvalidInput, format!("session_{n} of conversation {i}: {e}")))?;
+            let mut messages = Vec::new();
+            let mut dias = Vec::new();
+            let first_speaker = turns.first().map(|t| t.speaker.clone()).unwrap_or_default();
             for t in turns {
                 let Some(dia) = normalise_dia_id(&t.dia_id) else { continue };
-                let mut content = format!("{}: {}", t.speaker, t.text);
+                let mut text = t.text.clone();
                 if let Some(c) = t.blip_caption.as_deref().filter(|c| !c.is_empty()) {
-                    content.push_str(&format!(" [shares a photo: {c}]"));
+                    text.push_str(&format!(" [shares a photo: {c}]"));
                 }
                 let mut meta = serde_json::Map::new();
                 meta.insert("speaker".into(), t.speaker.clone().into());
@@ -182,21 +213,63 @@ pub fn locomo(store: &KnowledgeStore, dataset: &Path, opts: &LocomoOptions, prog
                 meta.insert("session".into(), n.into());
                 meta.insert("session_date_time".into(), when.into());
                 ids.insert(dia.clone());
-                batch.push(NewMemory {
-                    id: Some(format!("c{i}-{dia}")),
-                    content,
+                turns_total += 1;
+                if opts.threads {
+                    messages.push(NewMessage {
+                        role: if t.speaker == first_speaker { "user".into() } else { "assistant".into() },
+                        content: text,
+                        timestamp: date.as_ref().map(|d| format!("{d}T12:00:00Z")),
+                        metadata: Some(Metadata(meta)),
+                    });
+                    dias.push(dia);
+                } else {
+                    batch.push(NewMemory {
+                        id: Some(format!("c{i}-{dia}")),
+                        content: format!("{}: {}", t.speaker, text),
+                        source: Some("locomo".into()),
+                        event_start: date.clone(),
+                        metadata: Some(Metadata(meta)),
+                        space_id: Some(space.clone()),
+                        ..Default::default()
+                    });
+                    covered.insert(format!("{i}/{dia}"));
+                    provenance.insert(format!("c{i}-{dia}"), vec![dia]);
+                }
+            }
+            if opts.threads && !messages.is_empty() {
+                let t0 = Instant::now();
+                let created = store.create_thread(NewThread {
+                    thread_id: Some(format!("c{i}-s{n}")),
+                    title: Some(format!("LoCoMo conversation {i}, session {n}")),
+                    messages,
                     source: Some("locomo".into()),
-                    event_start: date.clone(),
-                    metadata: Some(Metadata(meta)),
                     space_id: Some(space.clone()),
+                    deduplicate: true,
                     ..Default::default()
-                });
+                })?;
+                let ms = t0.elapsed().as_secs_f64() * 1000.0;
+                create_ms.push(ms);
+                ingest_s += ms / 1000.0;
+                for m in &created.extraction.memories {
+                    let idx = m.view.memory.metadata.0.get("source_message_indices").and_then(|v| v.as_array());
+                    let turns: Vec<String> = idx
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|x| x.as_u64())
+                        .filter_map(|x| dias.get(x as usize).cloned())
+                        .collect();
+                    covered.extend(turns.iter().map(|d| format!("{i}/{d}")));
+                    provenance.insert(m.view.memory.id.clone(), turns);
+                }
+                memories += created.extraction.memories.len();
             }
         }
-        memories += batch.len();
-        let t0 = Instant::now();
-        store.create_memories(batch)?;
-        ingest_s += t0.elapsed().as_secs_f64();
+        if !opts.threads {
+            memories += batch.len();
+            let t0 = Instant::now();
+            store.create_memories(batch)?;
+            ingest_s += t0.elapsed().as_secs_f64();
+        }
         turn_ids.push(ids);
     }
 
@@ -217,6 +290,8 @@ pub fn locomo(store: &KnowledgeStore, dataset: &Path, opts: &LocomoOptions, prog
     let mut latencies = Vec::new();
     let mut questions = 0;
     let mut skipped = 0;
+    let mut evidence_covered = 0usize;
+    let mut evidence_asked = 0usize;
     for ((i, conv), ids) in selected.iter().zip(&turn_ids) {
         let space = format!("locomo-{i}");
         for qa in &conv.qa {
@@ -233,6 +308,8 @@ pub fn locomo(store: &KnowledgeStore, dataset: &Path, opts: &LocomoOptions, prog
                 continue;
             }
             questions += 1;
+            evidence_covered += evidence.iter().filter(|e| covered.contains(&format!("{i}/{e}"))).count();
+            evidence_asked += evidence.len();
             let ask = |mode, limit, fusion| {
                 store.search(&SearchQuery {
                     query: qa.question.clone(),
@@ -243,11 +320,8 @@ pub fn locomo(store: &KnowledgeStore, dataset: &Path, opts: &LocomoOptions, prog
                     fusion,
                 })
             };
-            let ranked = |r: &crate::store::SearchResults| -> Vec<String> {
-                r.hits
-                    .iter()
-                    .map(|h| h.view.memory.id.split_once('-').map(|(_, d)| d.to_string()).unwrap_or_default())
-                    .collect()
+            let ranked = |r: &crate::store::SearchResults| -> Vec<Vec<String>> {
+                r.hits.iter().map(|h| provenance.get(&h.view.memory.id).cloned().unwrap_or_default()).collect()
             };
             let t0 = Instant::now();
             let hybrid = ask(SearchMode::Hybrid, kmax, None)?;
@@ -280,7 +354,23 @@ pub fn locomo(store: &KnowledgeStore, dataset: &Path, opts: &LocomoOptions, prog
     let mut search_ms = BTreeMap::new();
     search_ms.insert("p50".to_string(), (percentile(&latencies, 0.5) * 1000.0).round() / 1000.0);
     search_ms.insert("p99".to_string(), (percentile(&latencies, 0.99) * 1000.0).round() / 1000.0);
+    create_ms.sort_by(f64::total_cmp);
+    let mut thread_create_ms = BTreeMap::new();
+    if !create_ms.is_empty() {
+        thread_create_ms.insert("p50".to_string(), (percentile(&create_ms, 0.5) * 1000.0).round() / 1000.0);
+        thread_create_ms.insert("p99".to_string(), (percentile(&create_ms, 0.99) * 1000.0).round() / 1000.0);
+    }
+    let round = |x: f64| (x * 10_000.0).round() / 10_000.0;
     Ok(LocomoReport {
+        mode: if opts.threads { "threads" } else { "turns" }.into(),
+        turns: turns_total,
+        memories_per_turn: if turns_total > 0 { round(memories as f64 / turns_total as f64) } else { 0.0 },
+        evidence_coverage: if evidence_asked > 0 {
+            round(evidence_covered as f64 / evidence_asked as f64)
+        } else {
+            0.0
+        },
+        thread_create_ms,
         dataset: dataset.display().to_string(),
         questions,
         skipped_questions: skipped,

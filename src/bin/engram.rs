@@ -96,9 +96,13 @@ enum EvalCommand {
         /// Fusion for the store's hybrid search: `convex:<alpha>` or `rrf:<k>` (default: the embedder's).
         #[arg(long)]
         fusion: Option<String>,
-        /// Also compare fusion methods (RRF, convex weights 0.3..0.9) through the store's hybrid search.
+        /// Also compare fusion methods (RRF, convex weights 0.5..0.9) through the store's hybrid search.
         #[arg(long)]
         fusion_study: bool,
+        /// `turns`: every dialog turn is a memory; `threads`: every session is a thread and extraction makes
+        /// the memories.
+        #[arg(long, default_value = "turns", value_parser = ["turns", "threads"])]
+        mode: String,
         /// Store directory (default: a fresh temporary directory, removed afterwards).
         #[arg(long)]
         data_dir: Option<PathBuf>,
@@ -159,7 +163,8 @@ fn run(cli: Cli) -> engram::Result<()> {
             serve(serve_args, embedder.select()?)
         }
         Command::Eval {
-            which: EvalCommand::Locomo { dataset, conversations, k, json, fusion, fusion_study, data_dir, embedder },
+            which:
+                EvalCommand::Locomo { dataset, conversations, k, json, fusion, fusion_study, mode, data_dir, embedder },
         } => {
             let selected = embedder.select()?;
             let fusion = match fusion.as_deref() {
@@ -186,7 +191,7 @@ fn run(cli: Cli) -> engram::Result<()> {
             let report = engram::eval::locomo(
                 &store,
                 &dataset,
-                &engram::eval::LocomoOptions { conversations: range, ks: k, fusion_study },
+                &engram::eval::LocomoOptions { conversations: range, ks: k, fusion_study, threads: mode == "threads" },
                 progress,
             );
             drop(store);
@@ -209,6 +214,13 @@ fn print_report(r: &engram::eval::LocomoReport) {
         "dataset {}: {} memories, {} questions ({} skipped: no valid evidence)",
         r.dataset, r.memories, r.questions, r.skipped_questions
     );
+    println!(
+        "mode {}: {} turns, {:.3} memories per turn, evidence coverage {:.3}",
+        r.mode, r.turns, r.memories_per_turn, r.evidence_coverage
+    );
+    if let (Some(p50), Some(p99)) = (r.thread_create_ms.get("p50"), r.thread_create_ms.get("p99")) {
+        println!("thread create with extraction: p50 {p50:.2} ms, p99 {p99:.2} ms per session");
+    }
     println!(
         "ingest {:.0} memories/s; hybrid search p50 {:.2} ms, p99 {:.2} ms",
         r.ingest_per_s, r.search_ms["p50"], r.search_ms["p99"]
