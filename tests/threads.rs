@@ -291,3 +291,39 @@ fn extraction_on_create_and_append() {
         (Some(false), Some(0))
     );
 }
+
+#[test]
+fn distill_and_triage() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = server(dir.path(), 1 << 20);
+    let post = |p: &str, b: Value| call(&srv, "POST", p, Some(&b.to_string()));
+    let v = post("/memories/distill/triage", json!({"thread_content": "User: hi\nAssistant: hello! thanks"})).json();
+    assert_eq!(v["should_distill"], false, "{v}");
+    let v =
+        post("/memories/distill/triage", json!({"thread_content": "User: We decided to use PostgreSQL for billing."}))
+            .json();
+    assert_eq!(v["should_distill"], true, "{v}");
+
+    let content = "User: We decided to use PostgreSQL for the billing service.\nAssistant: Good choice.\nUser: I prefer tabs over spaces.";
+    let r = post("/memories/distill", json!({"thread_content": content, "distillation_type": "simple_llm"}));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v = r.json();
+    let types: Vec<&str> = v["memories"].as_array().unwrap().iter().map(|m| m["unit_type"].as_str().unwrap()).collect();
+    assert_eq!(types, vec!["decision", "preference"], "{v}");
+    assert_eq!((v["action"].as_str(), v["memory"]["unit_type"].as_str()), (Some("created"), Some("decision")));
+    assert!(v["memory"]["source_thread"].is_null(), "no thread named, no provenance invented: {v}");
+    // Distilling the same content again adds nothing: both units are near-duplicates of stored memories.
+    let v = post("/memories/distill", json!({"thread_content": content})).json();
+    assert_eq!((v["action"].as_str(), v["merged_duplicates"].as_u64()), (Some("none"), Some(2)), "{v}");
+
+    // From a stored thread, selected messages only.
+    let body = json!({"thread_id": "s", "metadata": {"analysis": "searchable-now-distill-on-demand"},
+        "messages": msgs(&[("user", "I love hiking in the Alps."), ("user", "We will move to Zurich next year.")])});
+    assert_eq!(post("/threads", body).json()["extracted_memories"], json!([]));
+    let v = post("/memories/distill", json!({"thread_id": "s", "selected_message_indices": [1]})).json();
+    let ms = v["memories"].as_array().unwrap();
+    assert_eq!(ms.len(), 1, "{v}");
+    assert_eq!((ms[0]["unit_type"].as_str(), ms[0]["source_thread"]["id"].as_str()), (Some("plan"), Some("s")));
+    assert_eq!(post("/memories/distill", json!({"thread_id": "nope"})).status, 404);
+    assert_eq!(post("/memories/distill", json!({})).status, 422);
+}

@@ -43,6 +43,8 @@ fn schemas() -> Map<String, Value> {
     add::<super::threads::ImportRequest>(&mut v);
     add::<super::threads::MergeMetadataRequest>(&mut v);
     add::<crate::model::Thread>(&mut v);
+    add::<super::threads::DistillRequest>(&mut v);
+    add::<super::threads::TriageRequest>(&mut v);
     add::<super::embeddings::EmbeddingsResponse>(&mut v);
     add::<CapabilitiesResponse>(&mut v);
     add::<ErrorBody>(&mut v);

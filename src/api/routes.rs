@@ -295,6 +295,28 @@ pub static ROUTES: &[Route] = &[
     route!("GET", "/spaces", "list_spaces", "List spaces", &[], None, Shape::Ref("SpacesResponse"), false, list_spaces),
     route!(
         "POST",
+        "/memories/distill",
+        "distill_memories",
+        "Extract memories from a conversation (deterministic rules, no LLM)",
+        &[],
+        Some("DistillRequest"),
+        Shape::Object,
+        false,
+        super::threads::distill
+    ),
+    route!(
+        "POST",
+        "/memories/distill/triage",
+        "triage_conversation",
+        "Whether a conversation is worth distilling",
+        &[],
+        Some("TriageRequest"),
+        Shape::Object,
+        false,
+        super::threads::triage
+    ),
+    route!(
+        "POST",
         "/threads",
         "create_thread",
         "Create a thread with messages (409 when the id exists in the space)",

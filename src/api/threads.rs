@@ -616,6 +616,126 @@ pub(super) fn import(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     }))
 }
 
+/// Body of `POST /memories/distill/triage`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+pub struct TriageRequest {
+    /// The conversation as text (`Role: text` lines or free text).
+    pub thread_content: String,
+}
+
+/// Body of `POST /memories/distill`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+pub struct DistillRequest {
+    /// A stored thread to distil (its messages are used when `thread_content` is absent), or the id recorded as
+    /// `source_thread_id` of the memories.
+    #[serde(default)]
+    pub thread_id: Option<String>,
+    /// Title (informational).
+    #[serde(default)]
+    pub thread_title: Option<String>,
+    /// The conversation as text (`User: ...` / `Assistant: ...` blocks, or free text as one user message).
+    #[serde(default)]
+    pub thread_content: Option<String>,
+    /// Accepted; extraction is always the deterministic one.
+    #[serde(default)]
+    pub distillation_type: Option<String>,
+    /// Accepted; extraction is always the deterministic one.
+    #[serde(default)]
+    pub extraction_level: Option<String>,
+    /// Accepted and ignored (extraction is deterministic, so repeating it gives the same memories).
+    #[serde(default)]
+    pub cache_key: Option<String>,
+    /// Only these message indices.
+    #[serde(default)]
+    pub selected_message_indices: Option<Vec<u64>>,
+    /// Space (default `default`).
+    #[serde(default)]
+    pub space_id: Option<String>,
+}
+
+pub(super) fn triage(_: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let req: TriageRequest = ctx.json()?;
+    let (should, reason) = crate::extract::triage(&req.thread_content);
+    ok(&serde_json::json!({"should_distill": should, "reason": reason}))
+}
+
+pub(super) fn distill(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let req: DistillRequest = ctx.json()?;
+    let store = api.store();
+    let space = req.space_id.clone().unwrap_or_else(|| DEFAULT_SPACE.to_string());
+    let (messages, prefix, source) = match (&req.thread_content, &req.thread_id) {
+        (Some(content), id) if !content.trim().is_empty() => {
+            let now = crate::model::Timestamp::now();
+            let msgs: Vec<Message> = parse_markdown(content)
+                .into_iter()
+                .enumerate()
+                .map(|(i, m)| Message {
+                    id: format!("distill#{i}"),
+                    node_type: "message".into(),
+                    created_at: now,
+                    updated_at: now,
+                    metadata: Metadata::default(),
+                    content: m.content,
+                    role: m.role,
+                    order_index: i as u64,
+                    timestamp: now,
+                    token_count: 0,
+                })
+                .collect();
+            let prefix = match id {
+                Some(t) => format!("{t}-distill"),
+                None => format!("distill-{:016x}", crate::embed::fnv1a(content.as_bytes())),
+            };
+            (msgs, prefix, id.clone())
+        }
+        (_, Some(id)) => {
+            let (thread, msgs) = store.thread_messages(id, req.space_id.as_deref(), usize::MAX, 0)?;
+            let prefix = if thread.space_id == DEFAULT_SPACE {
+                thread.thread_id.clone()
+            } else {
+                format!("{}:{}", thread.space_id, thread.thread_id)
+            };
+            (msgs, prefix, Some(thread.thread_id))
+        }
+        _ => {
+            return Err(Error::invalid_field(
+                &["body", "thread_content"],
+                "missing",
+                "give thread_content, or thread_id of a stored thread",
+                serde_json::Value::Null,
+            ));
+        }
+    };
+    let messages: Vec<Message> = match &req.selected_message_indices {
+        Some(sel) => messages.into_iter().filter(|m| sel.contains(&m.order_index)).collect(),
+        None => messages,
+    };
+    let ex = store.extract_units(&space, &prefix, source.as_deref(), &messages)?;
+    let mut warnings = Vec::new();
+    if ex.memories.is_empty() {
+        warnings.push("nothing to distil: only chatter, or every unit duplicates a stored memory".to_string());
+    }
+    let action = match ex.memories.first().map(|m| m.action) {
+        Some(crate::store::WriteAction::Created) => "created",
+        Some(crate::store::WriteAction::Updated) => "updated",
+        Some(crate::store::WriteAction::Unchanged) => "unchanged",
+        None => "none",
+    };
+    let memories: Vec<super::dto::MemoryOut> =
+        ex.memories.into_iter().map(|c| super::dto::MemoryOut::from(c.view)).collect();
+    ok(&serde_json::json!({
+        "success": true,
+        "memory": memories.first(),
+        "memories": memories,
+        "extracted_entities": [],
+        "assigned_labels": [],
+        "created_relationships": 0,
+        "merged_duplicates": ex.merged,
+        "action": action,
+        "warnings": warnings,
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -493,12 +493,30 @@ impl KnowledgeStore {
         if on_demand || messages.is_empty() {
             return Ok(Extraction::default());
         }
-        let units = crate::extract::units_from_messages(messages);
         let prefix = if thread.space_id == DEFAULT_SPACE {
             thread.thread_id.clone()
         } else {
             format!("{}:{}", thread.space_id, thread.thread_id)
         };
+        self.extract_units(&thread.space_id, &prefix, Some(&thread.thread_id), messages)
+    }
+
+    /// Extraction from messages that are not stored as a thread (`POST /memories/distill` with
+    /// `thread_content`): as [`KnowledgeStore::extract_memories`], with ids `<id_prefix>#m<index>` and
+    /// `source_thread_id` only when the caller named a thread.
+    ///
+    /// # Errors
+    /// [`ErrorKind::NotFound`] (`space_not_found`) and store errors.
+    pub fn extract_units(
+        &self,
+        space: &str,
+        id_prefix: &str,
+        source_thread: Option<&str>,
+        messages: &[Message],
+    ) -> Result<Extraction> {
+        self.require_space(space)?;
+        let units = crate::extract::units_from_messages(messages);
+        let prefix = id_prefix.to_string();
         let prefix = if prefix.chars().count() > 180 {
             format!("thread-{:016x}", crate::embed::fnv1a(prefix.as_bytes()))
         } else {
@@ -509,9 +527,7 @@ impl KnowledgeStore {
         let mut seen: Vec<std::collections::BTreeSet<String>> = Vec::new();
         for u in units {
             let terms: std::collections::BTreeSet<String> = text::terms(&u.content).into_iter().collect();
-            if self.near_duplicate(&thread.space_id, &u.content, &terms)?
-                || seen.iter().any(|s| jaccard(s, &terms) >= 0.85)
-            {
+            if self.near_duplicate(space, &u.content, &terms)? || seen.iter().any(|s| jaccard(s, &terms) >= 0.85) {
                 merged += 1;
                 continue;
             }
@@ -537,9 +553,9 @@ impl KnowledgeStore {
                 event_start: u.event_start,
                 event_end: u.event_end,
                 temporal_context: Some(u.temporal_context),
-                source_thread_id: Some(thread.thread_id.clone()),
+                source_thread_id: source_thread.map(str::to_string),
                 metadata: Some(Metadata(md)),
-                space_id: Some(thread.space_id.clone()),
+                space_id: Some(space.to_string()),
                 source_range: Some(range),
                 extraction_method: Some("rules".into()),
                 ..Default::default()
