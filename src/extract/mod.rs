@@ -7,6 +7,7 @@
 //! ([`classify`]); importance from the type plus numbers, dates and names in the text; confidence from how
 //! explicit the cue was. The rules, cue lists and weights are this module's own.
 
+pub mod entities;
 pub mod temporal;
 
 use crate::index::text;
