@@ -782,7 +782,7 @@ impl KnowledgeStore {
                 out.push(t);
             }
         }
-        out.sort_by(|a, b| b.updated_at.cmp(&a.updated_at));
+        out.sort_by_key(|t| std::cmp::Reverse(t.updated_at));
         out.truncate(limit);
         Ok(out)
     }
