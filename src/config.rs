@@ -37,6 +37,9 @@ pub struct StoreConfig {
     pub durability: Durability,
     /// redb page cache in bytes (default 64 MiB).
     pub cache_size_bytes: usize,
+    /// Hybrid search: largest bonus added to the fused score (0..=1 with convex fusion) of a memory that
+    /// mentions every entity named in the query, IDF-weighted per entity (default 0.05; 0 switches it off).
+    pub entity_boost: f32,
 }
 
 impl std::fmt::Debug for StoreConfig {
@@ -63,6 +66,7 @@ impl StoreConfig {
             fusion: None,
             durability: Durability::Immediate,
             cache_size_bytes: 64 << 20,
+            entity_boost: 0.05,
         }
     }
 

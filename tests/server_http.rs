@@ -169,7 +169,8 @@ fn memory_round_trip_over_http() {
     assert_eq!(call(&srv, "GET", "/memories", None).json()["pagination"]["total"], 0);
 
     let d = call(&srv, "DELETE", "/memories/k1", None).json();
-    assert_eq!(d["deleted_relationships"], 1);
+    // One HAS_LABEL edge and the MENTIONS edges of its two entities.
+    assert_eq!(d["deleted_relationships"], 3, "{d}");
     assert_eq!(call(&srv, "GET", "/memories/k1", None).status, 404);
 }
 

@@ -132,24 +132,13 @@ impl From<MemoryView> for MemoryOut {
     }
 }
 
-/// An entity extracted from a memory (entity extraction arrives with the threads issue; empty for now).
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct EntityOut {
-    /// Entity id.
-    pub id: String,
-    /// Canonical name.
-    pub name: String,
-    /// Entity type.
-    pub entity_type: String,
-}
-
 /// Response of `POST /memories`.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct CreateMemoryResponse {
     /// The stored memory.
     pub memory: MemoryOut,
-    /// Entities found in it.
-    pub extracted_entities: Vec<EntityOut>,
+    /// Entities found in it (full Entity records).
+    pub extracted_entities: Vec<crate::model::Entity>,
     /// Label names attached.
     pub assigned_labels: Vec<String>,
     /// Graph relationships created.
@@ -237,8 +226,8 @@ pub struct MemorySearchResult {
     pub similarity_score: f64,
     /// Why it matched.
     pub relevance_reason: String,
-    /// Entities of the memory.
-    pub related_entities: Vec<EntityOut>,
+    /// Entities the memory mentions (filled when `include_entities` is true).
+    pub related_entities: Vec<crate::model::Entity>,
     /// Reserved (empty object).
     #[schema(value_type = Object)]
     pub evolves_context: serde_json::Value,

@@ -75,6 +75,7 @@ const SEARCH_GET_PARAMS: &[ParamSpec] = &[
     string("recorded_date_to", None, "creation date upper bound"),
     boolean("include_history", Some(false), "include superseded versions"),
     boolean("explain", Some(false), "accepted; reasons are always included"),
+    boolean("include_entities", Some(false), "add `related_entities` (the entities each memory mentions)"),
     string("space_id", Some(DEFAULT_SPACE), "space"),
 ];
 
@@ -624,9 +625,9 @@ fn create_memory(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     };
     ok(&CreateMemoryResponse {
         memory: c.view.into(),
-        extracted_entities: vec![],
+        extracted_entities: c.entities,
         assigned_labels: c.assigned_labels,
-        created_relationships: 0,
+        created_relationships: c.created_relationships,
         action: action.into(),
         warnings: c.warnings,
     })
@@ -730,12 +731,18 @@ fn search_get(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let mode = retrieval_mode(q.str("retrieval"));
     let query = q.str("q").unwrap_or_default().to_string();
     let space = q.str("space_id").unwrap_or(DEFAULT_SPACE).to_string();
-    let res = run_search(api, query, space, q.int("limit").unwrap_or(10), mode, filter)
+    let with_entities = q.bool("include_entities").unwrap_or(false);
+    let res = run_search(api, query, space.clone(), q.int("limit").unwrap_or(10), mode, filter)
         .map_err(|e| relocate(e, "query", "q"))?;
+    let mut entities = Vec::with_capacity(res.hits.len());
+    for h in &res.hits {
+        entities.push(if with_entities { Some(api.store().memory_entities(&space, &h.view.memory.id)?) } else { None });
+    }
     let memories = res
         .hits
         .iter()
-        .map(|h| {
+        .zip(entities)
+        .map(|(h, ents)| {
             let mut v = serde_json::to_value(MemoryOut::from(h.view.clone())).unwrap_or_default();
             let reason = h.reason();
             if let Some(obj) = v.as_object_mut() {
@@ -746,6 +753,9 @@ fn search_get(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
                 obj.insert("similarity_score".into(), f64::from(h.score).into());
                 obj.insert("relevance_score".into(), f64::from(h.score).into());
                 obj.insert("relevance_reason".into(), reason.into());
+                if let Some(e) = ents {
+                    obj.insert("related_entities".into(), serde_json::to_value(e).unwrap_or_default());
+                }
             }
             v
         })
@@ -848,18 +858,20 @@ fn search_post(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         return Err(Error::invalid(errs));
     }
     let space = r.space_id.unwrap_or_else(|| DEFAULT_SPACE.to_string());
-    let res = run_search(api, r.query, space, limit, retrieval_mode(r.retrieval.as_deref()), filter)?;
-    let out: Vec<MemorySearchResult> = res
-        .hits
-        .into_iter()
-        .map(|h| MemorySearchResult {
+    let with_entities = r.include_entities.unwrap_or(false);
+    let res = run_search(api, r.query, space.clone(), limit, retrieval_mode(r.retrieval.as_deref()), filter)?;
+    let mut out: Vec<MemorySearchResult> = Vec::with_capacity(res.hits.len());
+    for h in res.hits {
+        let related_entities =
+            if with_entities { api.store().memory_entities(&space, &h.view.memory.id)? } else { vec![] };
+        out.push(MemorySearchResult {
             similarity_score: f64::from(h.score),
             relevance_reason: h.reason(),
-            related_entities: vec![],
+            related_entities,
             evolves_context: serde_json::json!({}),
             memory: h.view.into(),
-        })
-        .collect();
+        });
+    }
     ok(&out)
 }
 

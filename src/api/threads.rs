@@ -155,7 +155,7 @@ pub struct CreateThreadResponse {
     pub thread: Thread,
     /// The stored messages.
     pub messages: Vec<Message>,
-    /// Relationships created (0: entity extraction is not built yet).
+    /// MENTIONS and RELATES_TO edges created by the extracted memories.
     pub created_relationships: u64,
     /// Extractive summary (the first sentence of the first user message).
     pub auto_generated_summary: String,
@@ -325,7 +325,7 @@ pub(super) fn create(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         auto_generated_summary: created.thread.summary.clone(),
         thread: created.thread,
         messages: created.messages,
-        created_relationships: 0,
+        created_relationships: created.extraction.memories.iter().map(|m| m.created_relationships).sum(),
         auto_extraction_performed: created.extraction.performed,
         merged_duplicates: created.extraction.merged,
         extracted_memories: created
@@ -721,15 +721,22 @@ pub(super) fn distill(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         Some(crate::store::WriteAction::Unchanged) => "unchanged",
         None => "none",
     };
+    let created_relationships: u64 = ex.memories.iter().map(|m| m.created_relationships).sum();
+    let mut entities: Vec<crate::model::Entity> = Vec::new();
+    for e in ex.memories.iter().flat_map(|m| m.entities.iter()) {
+        if !entities.iter().any(|x| x.id == e.id) {
+            entities.push(e.clone());
+        }
+    }
     let memories: Vec<super::dto::MemoryOut> =
         ex.memories.into_iter().map(|c| super::dto::MemoryOut::from(c.view)).collect();
     ok(&serde_json::json!({
         "success": true,
         "memory": memories.first(),
         "memories": memories,
-        "extracted_entities": [],
+                "extracted_entities": entities,
         "assigned_labels": [],
-        "created_relationships": 0,
+        "created_relationships": created_relationships,
         "merged_duplicates": ex.merged,
         "action": action,
         "warnings": warnings,

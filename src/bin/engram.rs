@@ -103,6 +103,9 @@ enum EvalCommand {
         /// the memories.
         #[arg(long, default_value = "turns", value_parser = ["turns", "threads"])]
         mode: String,
+        /// Hybrid search's entity bonus (0 switches it off; default 0.05).
+        #[arg(long)]
+        entity_boost: Option<f32>,
         /// Store directory (default: a fresh temporary directory, removed afterwards).
         #[arg(long)]
         data_dir: Option<PathBuf>,
@@ -164,7 +167,18 @@ fn run(cli: Cli) -> engram::Result<()> {
         }
         Command::Eval {
             which:
-                EvalCommand::Locomo { dataset, conversations, k, json, fusion, fusion_study, mode, data_dir, embedder },
+                EvalCommand::Locomo {
+                    dataset,
+                    conversations,
+                    k,
+                    json,
+                    fusion,
+                    fusion_study,
+                    mode,
+                    entity_boost,
+                    data_dir,
+                    embedder,
+                },
         } => {
             let selected = embedder.select()?;
             let fusion = match fusion.as_deref() {
@@ -185,6 +199,9 @@ fn run(cli: Cli) -> engram::Result<()> {
             };
             let mut config = StoreConfig::new(&dir);
             config.fusion = fusion;
+            if let Some(b) = entity_boost {
+                config.entity_boost = b.clamp(0.0, 1.0);
+            }
             config.embedder = selected.embedder;
             let store = KnowledgeStore::open(config)?;
             let progress = !json && std::io::IsTerminal::is_terminal(&std::io::stderr());

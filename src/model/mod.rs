@@ -1,12 +1,14 @@
 //! Plain data types. Nothing here knows storage or transport.
 
 mod common;
+mod entity;
 mod label;
 mod memory;
 mod space;
 mod thread;
 
 pub use common::{Metadata, Timestamp};
+pub use entity::Entity;
 pub use label::Label;
 pub use memory::{MONTH_NAMES, Memory, MemoryState, TemporalContext, UnitType, date_precision, spell_date};
 pub use space::{Space, SpaceUsage};

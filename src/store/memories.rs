@@ -41,6 +41,11 @@ pub(crate) struct WTables<'t> {
     pub labels: Table<'t, (&'static str, &'static str), &'static [u8]>,
     pub memory_labels: Table<'t, (&'static str, &'static str, &'static str), ()>,
     pub label_memories: Table<'t, (&'static str, &'static str, &'static str), ()>,
+    pub entities: Table<'t, (&'static str, &'static str), &'static [u8]>,
+    pub entity_keys: Table<'t, (&'static str, &'static str), &'static str>,
+    pub mentions: Table<'t, (&'static str, &'static str, &'static str), ()>,
+    pub entity_memories: Table<'t, (&'static str, &'static str, &'static str), ()>,
+    pub relates_to: Table<'t, (&'static str, &'static str, &'static str), u64>,
 }
 
 impl<'t> WTables<'t> {
@@ -55,6 +60,11 @@ impl<'t> WTables<'t> {
             labels: txn.open_table(LABELS)?,
             memory_labels: txn.open_table(MEMORY_LABELS)?,
             label_memories: txn.open_table(LABEL_MEMORIES)?,
+            entities: txn.open_table(ENTITIES)?,
+            entity_keys: txn.open_table(ENTITY_KEYS)?,
+            mentions: txn.open_table(MENTIONS)?,
+            entity_memories: txn.open_table(ENTITY_MEMORIES)?,
+            relates_to: txn.open_table(RELATES_TO)?,
         })
     }
 
@@ -156,12 +166,17 @@ impl<'t> WTables<'t> {
         let id = sm.memory.id.as_str();
         let lex = self.unindex_text(space, sm.docno, &sm.memory.index_text())?;
         self.vectors.remove((space, sm.docno))?;
-        let removed = self.label_ids(space, id)?.len() as u64;
+        let removed = self.label_ids(space, id)?.len() as u64 + self.clear_mentions(space, id, now)?;
         self.set_labels(space, id, &BTreeSet::new(), now)?;
         self.memories.remove((space, id))?;
         self.memory_space.remove(id)?;
         Ok((removed, lex))
     }
+}
+
+/// The text entities are extracted from: title and content (not the spelled-out event date of the index text).
+pub(crate) fn entity_text(m: &Memory) -> String {
+    if m.title.is_empty() { m.content.clone() } else { format!("{}\n{}", m.title, m.content) }
 }
 
 /// A new label record with defaults.
@@ -519,11 +534,14 @@ impl KnowledgeStore {
             cmp.updated_at = sm.memory.updated_at;
             if cmp == sm.memory && wanted_ids == old_labels && !moved {
                 let view = MemoryView { memory: sm.memory.clone(), label_ids: old_labels.into_iter().collect() };
+                let entities = t.current_entities(space, &sm.memory.id)?;
                 return Ok(CreatedMemory {
                     view,
                     action: WriteAction::Unchanged,
                     assigned_labels: vec![],
                     warnings: vec![],
+                    entities,
+                    created_relationships: 0,
                 });
             }
         }
@@ -577,6 +595,14 @@ impl KnowledgeStore {
         t.memory_space.insert(stored.memory.id.as_str(), space)?;
         let label_ids = t.set_labels(space, &stored.memory.id, &wanted_names, now)?;
         let assigned: Vec<String> = wanted_names.iter().cloned().collect();
+        let graph = if text_changed || existing.is_none() {
+            t.set_mentions(space, &stored.memory.id, &entity_text(&stored.memory), now)?
+        } else {
+            super::entities::MentionReport {
+                entities: t.current_entities(space, &stored.memory.id)?,
+                created_relationships: 0,
+            }
+        };
         ops.push(IndexOp::Put {
             space: space.to_string(),
             docno,
@@ -590,6 +616,8 @@ impl KnowledgeStore {
             action,
             assigned_labels: assigned,
             warnings: vec![],
+            entities: graph.entities,
+            created_relationships: graph.created_relationships,
         })
     }
 

@@ -4,6 +4,7 @@
 //! updated after the commit succeeds, under the index write lock, so a failed commit leaves them untouched
 //! and a search never sees a document that is not committed.
 
+mod entities;
 mod labels;
 mod memories;
 mod reembed;
@@ -14,6 +15,7 @@ pub(crate) mod tables;
 mod threads;
 mod types;
 
+pub use entities::{MentionReport, entity_id};
 pub use reembed::ReembedStatus;
 pub use threads::{
     AppendMessages, AppendReport, CreatedThread, Extraction, NewMessage, NewThread, ThreadDeleteReport, ThreadMatch,
@@ -291,6 +293,11 @@ impl KnowledgeStore {
             txn.open_table(THREAD_SPACES)?;
             txn.open_table(MESSAGES)?;
             txn.open_table(MESSAGE_KEYS)?;
+            txn.open_table(ENTITIES)?;
+            txn.open_table(ENTITY_KEYS)?;
+            txn.open_table(MENTIONS)?;
+            txn.open_table(ENTITY_MEMORIES)?;
+            txn.open_table(RELATES_TO)?;
             let mut spaces = txn.open_table(SPACES)?;
             if spaces.get(DEFAULT_SPACE)?.is_none() {
                 let s = Space {

@@ -81,6 +81,20 @@ impl KnowledgeStore {
             *qtf.entry(t.clone()).or_default() += 1;
         }
 
+        // Entities named in the query, with IDF weights, for the hybrid ranking signal.
+        let query_entities: Vec<(String, f32)> = if mode == SearchMode::Hybrid && self.config.entity_boost > 0.0 {
+            let ids = self.entity_ids_in(&q.space_id, &q.query)?;
+            let docs = self.index.read().spaces.get(&q.space_id).map_or(1, |si| si.catalog.len().max(1)) as f32;
+            let mut out = Vec::with_capacity(ids.len());
+            for id in ids {
+                if let Ok(e) = self.get_entity(&q.space_id, &id) {
+                    out.push((id, (1.0 + docs / e.mention_count.max(1) as f32).ln()));
+                }
+            }
+            out
+        } else {
+            Vec::new()
+        };
         let state = self.index.read();
         let Some(si) = state.spaces.get(&q.space_id) else {
             return Ok(SearchResults { hits: vec![], mode, candidates: 0, elapsed_ms: 0.0, fallback });
@@ -173,6 +187,24 @@ impl KnowledgeStore {
         let rtx = self.db.begin_read()?;
         let mems = rtx.open_table(MEMORIES)?;
         let ml = rtx.open_table(MEMORY_LABELS)?;
+        let mut fused = fused;
+        if !query_entities.is_empty() {
+            // A memory mentioning the query's entities gains up to `entity_boost`, weighted by each entity's IDF.
+            let mentions = rtx.open_table(MENTIONS)?;
+            let total: f32 = query_entities.iter().map(|(_, w)| w).sum();
+            for f in fused.iter_mut().take(depth) {
+                let Some(meta) = si.catalog.get(f.docno) else { continue };
+                let mut matched = 0.0;
+                for (id, w) in &query_entities {
+                    if mentions.get((q.space_id.as_str(), meta.id.as_str(), id.as_str()))?.is_some() {
+                        matched += w;
+                    }
+                }
+                f.score += self.config.entity_boost * matched / total.max(f32::EPSILON);
+            }
+            let n = fused.len().min(depth);
+            fused[..n].sort_by(|a, b| b.score.total_cmp(&a.score).then(a.docno.cmp(&b.docno)));
+        }
         let mut hits = Vec::with_capacity(q.limit);
         for f in fused {
             if hits.len() >= q.limit {

@@ -45,3 +45,18 @@ pub const MESSAGES: TableDefinition<(&str, &str, u64), &[u8]> = TableDefinition:
 
 /// (space id, thread id, deduplication key) -> order index: `metadata.external_id`, or `<idempotency_key>:<i>`.
 pub const MESSAGE_KEYS: TableDefinition<(&str, &str, &str), u64> = TableDefinition::new("message_keys");
+
+/// (space id, entity id) -> Entity record.
+pub const ENTITIES: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("entities");
+
+/// (space id, `<kind>:<lowercased name or alias>`) -> entity id.
+pub const ENTITY_KEYS: TableDefinition<(&str, &str), &str> = TableDefinition::new("entity_keys");
+
+/// MENTIONS edges: (space id, memory id, entity id).
+pub const MENTIONS: TableDefinition<(&str, &str, &str), ()> = TableDefinition::new("mentions");
+
+/// MENTIONS edges reversed: (space id, entity id, memory id).
+pub const ENTITY_MEMORIES: TableDefinition<(&str, &str, &str), ()> = TableDefinition::new("entity_memories");
+
+/// RELATES_TO edges, both directions: (space id, entity id, other entity id) -> weight (memories mentioning both).
+pub const RELATES_TO: TableDefinition<(&str, &str, &str), u64> = TableDefinition::new("relates_to");

@@ -84,6 +84,10 @@ pub struct CreatedMemory {
     pub assigned_labels: Vec<String>,
     /// Non-fatal notes (e.g. labels that were trimmed or deduplicated).
     pub warnings: Vec<String>,
+    /// Entities the memory mentions ([`crate::extract::entities`]).
+    pub entities: Vec<crate::model::Entity>,
+    /// MENTIONS and RELATES_TO edges this write created.
+    pub created_relationships: u64,
 }
 
 /// A partial update: every Some field replaces the stored one.
@@ -251,7 +255,7 @@ pub struct NewSpace {
 /// What a delete removed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DeleteReport {
-    /// HAS_LABEL edges removed.
+    /// HAS_LABEL and MENTIONS edges removed.
     pub deleted_relationships: u64,
 }
 

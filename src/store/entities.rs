@@ -1,0 +1,272 @@
+//! Entities and their edges, kept in step with memory writes: every create or text change of a memory runs
+//! [`crate::extract::entities::extract`] over its title and content, and replaces the memory's MENTIONS edges
+//! and its share of RELATES_TO weights (co-occurrence counts) in the same transaction; a delete removes them.
+
+use std::collections::BTreeMap;
+
+use redb::ReadableTable;
+
+use super::memories::WTables;
+use super::tables::*;
+use super::{KnowledgeStore, get_record, schema};
+use crate::error::Result;
+use crate::extract::entities::{EntityType, extract};
+use crate::model::{Entity, Metadata, Timestamp};
+
+/// An entity's identity within a memory: kind and lowercased canonical name.
+type Key = (EntityType, String);
+
+/// Most entities of one memory that take part in RELATES_TO edges (pairs grow quadratically).
+pub const MAX_RELATED_PER_MEMORY: usize = 20;
+
+/// What a memory write did to the graph.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MentionReport {
+    /// The entities the memory mentions now.
+    pub entities: Vec<Entity>,
+    /// Edges created: new MENTIONS edges plus new RELATES_TO edges (counted once per pair).
+    pub created_relationships: u64,
+}
+
+/// The id of the entity of `kind` with canonical `name`: `ent_` + 16 hex digits of FNV-1a 64 of
+/// `<kind>:<lowercased name>` (stable across stores and releases).
+pub fn entity_id(kind: EntityType, name: &str) -> String {
+    format!("ent_{:016x}", crate::embed::fnv1a(format!("{}:{}", kind.as_str(), name.to_lowercase()).as_bytes()))
+}
+
+fn key(kind: &str, name: &str) -> String {
+    format!("{kind}:{}", name.to_lowercase())
+}
+
+impl WTables<'_> {
+    fn mentioned(&self, space: &str, memory_id: &str) -> Result<Vec<String>> {
+        let mut out = Vec::new();
+        for row in self.mentions.range((space, memory_id, "")..)? {
+            let (k, _) = row?;
+            let (s, m, e) = k.value();
+            if s != space || m != memory_id {
+                break;
+            }
+            out.push(e.to_string());
+        }
+        Ok(out)
+    }
+
+    fn bump_relates(&mut self, space: &str, ids: &[String], delta: i64) -> Result<u64> {
+        let ids: Vec<&String> = ids.iter().take(MAX_RELATED_PER_MEMORY).collect();
+        let mut created = 0;
+        for (i, a) in ids.iter().enumerate() {
+            for b in &ids[i + 1..] {
+                for (x, y) in [(a.as_str(), b.as_str()), (b.as_str(), a.as_str())] {
+                    let w = self.relates_to.get((space, x, y))?.map(|v| v.value()).unwrap_or(0);
+                    let nw = (w as i64 + delta).max(0) as u64;
+                    if nw == 0 {
+                        self.relates_to.remove((space, x, y))?;
+                    } else {
+                        self.relates_to.insert((space, x, y), nw)?;
+                    }
+                    if w == 0 && nw > 0 && x < y {
+                        created += 1;
+                    }
+                }
+            }
+        }
+        Ok(created)
+    }
+
+    /// The entities memory `memory_id` mentions now.
+    pub(crate) fn current_entities(&self, space: &str, memory_id: &str) -> Result<Vec<Entity>> {
+        let mut out = Vec::new();
+        for id in self.mentioned(space, memory_id)? {
+            if let Some(e) = get_record::<_, Entity>(&self.entities, (space, id.as_str()))? {
+                out.push(e);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Replaces the entities mentioned by memory `memory_id` with those found in `text`.
+    pub(crate) fn set_mentions(
+        &mut self,
+        space: &str,
+        memory_id: &str,
+        text: &str,
+        now: Timestamp,
+    ) -> Result<MentionReport> {
+        let old = self.mentioned(space, memory_id)?;
+        // Distinct (kind, canonical) in text order, with the spellings seen.
+        let mut found: BTreeMap<Key, (usize, Vec<String>)> = BTreeMap::new();
+        for (i, m) in extract(text).into_iter().enumerate() {
+            let e = found.entry((m.entity_type, m.canonical.to_lowercase())).or_insert((i, vec![m.canonical.clone()]));
+            if !e.1.iter().any(|s| s.eq_ignore_ascii_case(&m.text)) {
+                e.1.push(m.text);
+            }
+        }
+        let mut ordered: Vec<(Key, (usize, Vec<String>))> = found.into_iter().collect();
+        ordered.sort_by_key(|(_, (i, _))| *i);
+        let mut entities = Vec::with_capacity(ordered.len());
+        let mut new_ids = Vec::with_capacity(ordered.len());
+        let mut created = 0;
+        for ((kind, _), (_, spellings)) in ordered {
+            let name = spellings[0].clone();
+            let k = key(kind.as_str(), &name);
+            let id = match self.entity_keys.get((space, k.as_str()))? {
+                Some(v) => v.value().to_string(),
+                None => entity_id(kind, &name),
+            };
+            let mut e: Entity = get_record(&self.entities, (space, id.as_str()))?.unwrap_or_else(|| Entity {
+                id: id.clone(),
+                node_type: "entity".into(),
+                created_at: now,
+                updated_at: now,
+                metadata: Metadata::default(),
+                name: name.clone(),
+                entity_type: kind.as_str().into(),
+                description: String::new(),
+                aliases: vec![],
+                confidence: 0.8,
+                entity_created: None,
+                entity_ended: None,
+                temporal_precision: None,
+                temporal_context: None,
+                temporal_confidence: 0.0,
+                space_id: space.to_string(),
+                mention_count: 0,
+            });
+            for s in &spellings {
+                if !s.eq_ignore_ascii_case(&e.name)
+                    && !e.aliases.iter().any(|a| a.eq_ignore_ascii_case(s))
+                    && e.aliases.len() < 20
+                {
+                    e.aliases.push(s.clone());
+                }
+                self.entity_keys.insert((space, key(kind.as_str(), s).as_str()), id.as_str())?;
+            }
+            self.entity_keys.insert((space, k.as_str()), id.as_str())?;
+            if !old.contains(&id) {
+                e.mention_count += 1;
+                e.updated_at = now;
+                self.mentions.insert((space, memory_id, id.as_str()), ())?;
+                self.entity_memories.insert((space, id.as_str(), memory_id), ())?;
+                created += 1;
+            }
+            self.entities.insert((space, id.as_str()), schema::encode(&e)?.as_slice())?;
+            new_ids.push(id);
+            entities.push(e);
+        }
+        for id in old.iter().filter(|id| !new_ids.contains(id)) {
+            self.drop_mention(space, memory_id, id, now)?;
+        }
+        self.bump_relates(space, &old, -1)?;
+        created += self.bump_relates(space, &new_ids, 1)?;
+        Ok(MentionReport { entities, created_relationships: created })
+    }
+
+    fn drop_mention(&mut self, space: &str, memory_id: &str, id: &str, now: Timestamp) -> Result<()> {
+        self.mentions.remove((space, memory_id, id))?;
+        self.entity_memories.remove((space, id, memory_id))?;
+        if let Some(mut e) = get_record::<_, Entity>(&self.entities, (space, id))? {
+            e.mention_count = e.mention_count.saturating_sub(1);
+            e.updated_at = now;
+            if e.mention_count == 0 {
+                self.entities.remove((space, id))?;
+                for name in std::iter::once(&e.name).chain(&e.aliases) {
+                    self.entity_keys.remove((space, key(&e.entity_type, name).as_str()))?;
+                }
+            } else {
+                self.entities.insert((space, id), schema::encode(&e)?.as_slice())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes every MENTIONS edge of a memory and its RELATES_TO weights; returns the edges removed.
+    pub(crate) fn clear_mentions(&mut self, space: &str, memory_id: &str, now: Timestamp) -> Result<u64> {
+        let old = self.mentioned(space, memory_id)?;
+        self.bump_relates(space, &old, -1)?;
+        for id in &old {
+            self.drop_mention(space, memory_id, id, now)?;
+        }
+        Ok(old.len() as u64)
+    }
+}
+
+impl KnowledgeStore {
+    /// The entities a memory mentions, in id order.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn memory_entities(&self, space: &str, memory_id: &str) -> Result<Vec<Entity>> {
+        let rtx = redb::ReadableDatabase::begin_read(&*self.db)?;
+        let mentions = rtx.open_table(MENTIONS)?;
+        let entities = rtx.open_table(ENTITIES)?;
+        let mut out = Vec::new();
+        for row in mentions.range((space, memory_id, "")..)? {
+            let (k, _) = row?;
+            let (s, m, e) = k.value();
+            if s != space || m != memory_id {
+                break;
+            }
+            if let Some(ent) = get_record::<_, Entity>(&entities, (space, e))? {
+                out.push(ent);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Entities of `space` related to entity `id` by RELATES_TO, heaviest first: `(entity, weight)`.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn related_entities(&self, space: &str, id: &str, limit: usize) -> Result<Vec<(Entity, u64)>> {
+        let rtx = redb::ReadableDatabase::begin_read(&*self.db)?;
+        let rel = rtx.open_table(RELATES_TO)?;
+        let entities = rtx.open_table(ENTITIES)?;
+        let mut pairs = Vec::new();
+        for row in rel.range((space, id, "")..)? {
+            let (k, v) = row?;
+            let (s, a, b) = k.value();
+            if s != space || a != id {
+                break;
+            }
+            pairs.push((b.to_string(), v.value()));
+        }
+        pairs.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        let mut out = Vec::new();
+        for (b, w) in pairs.into_iter().take(limit) {
+            if let Some(e) = get_record::<_, Entity>(&entities, (space, b.as_str()))? {
+                out.push((e, w));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The entity of `space` with id `id`.
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::NotFound`] (`entity_not_found`).
+    pub fn get_entity(&self, space: &str, id: &str) -> Result<Entity> {
+        let rtx = redb::ReadableDatabase::begin_read(&*self.db)?;
+        get_record(&rtx.open_table(ENTITIES)?, (space, id))?
+            .ok_or_else(|| crate::Error::not_found("entity_not_found", format!("entity '{id}' does not exist")))
+    }
+
+    /// Entity ids of `space` matching the mentions in `text` (by kind and name or alias).
+    pub(crate) fn entity_ids_in(&self, space: &str, text: &str) -> Result<Vec<String>> {
+        let rtx = redb::ReadableDatabase::begin_read(&*self.db)?;
+        let keys = rtx.open_table(ENTITY_KEYS)?;
+        let mut out = Vec::new();
+        for m in extract(text) {
+            for name in [&m.canonical, &m.text] {
+                if let Some(v) = keys.get((space, key(m.entity_type.as_str(), name).as_str()))? {
+                    let id = v.value().to_string();
+                    if !out.contains(&id) {
+                        out.push(id);
+                    }
+                    break;
+                }
+            }
+        }
+        Ok(out)
+    }
+}
