@@ -90,6 +90,10 @@ pub struct LocomoReport {
     pub evidence_coverage: f64,
     /// Thread mode: milliseconds to create one session thread including extraction, p50 and p99.
     pub thread_create_ms: BTreeMap<String, f64>,
+    /// Entities found, all conversations: kind -> count.
+    pub entities: BTreeMap<String, usize>,
+    /// The most mentioned entities of each kind in the first conversation: kind -> `name (mentions)`.
+    pub top_entities: BTreeMap<String, Vec<String>>,
 }
 
 /// `D<session>:<turn>` from the dataset's sometimes malformed ids ("D:11:26", "D30:05"); None if no two numbers.
@@ -354,6 +358,17 @@ pub fn locomo(store: &KnowledgeStore, dataset: &Path, opts: &LocomoOptions, prog
     let mut search_ms = BTreeMap::new();
     search_ms.insert("p50".to_string(), (percentile(&latencies, 0.5) * 1000.0).round() / 1000.0);
     search_ms.insert("p99".to_string(), (percentile(&latencies, 0.99) * 1000.0).round() / 1000.0);
+    let mut entities: BTreeMap<String, usize> = BTreeMap::new();
+    let mut top_entities: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (n, (i, _)) in selected.iter().enumerate() {
+        for e in store.list_entities(&format!("locomo-{i}"), usize::MAX)? {
+            *entities.entry(e.entity_type.clone()).or_default() += 1;
+            let top = top_entities.entry(e.entity_type.clone()).or_default();
+            if n == 0 && top.len() < 6 {
+                top.push(format!("{} ({})", e.name, e.mention_count));
+            }
+        }
+    }
     create_ms.sort_by(f64::total_cmp);
     let mut thread_create_ms = BTreeMap::new();
     if !create_ms.is_empty() {
@@ -371,6 +386,8 @@ pub fn locomo(store: &KnowledgeStore, dataset: &Path, opts: &LocomoOptions, prog
             0.0
         },
         thread_create_ms,
+        entities,
+        top_entities,
         dataset: dataset.display().to_string(),
         questions,
         skipped_questions: skipped,

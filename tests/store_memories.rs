@@ -81,7 +81,7 @@ fn create_get_update_delete_round_trip_with_spec_defaults() {
     let usage: Vec<(String, u64)> = labels.iter().map(|l| (l.name.clone(), l.usage_count)).collect();
     assert_eq!(usage, vec![("Work".to_string(), 0), ("a".to_string(), 1), ("work".to_string(), 0)]);
 
-        let report = store.delete_memory("m1", None).unwrap();
+    let report = store.delete_memory("m1", None).unwrap();
     // Its label and the MENTIONS edge of "Monday" (a date entity).
     assert_eq!(report.deleted_relationships, 2);
     assert_eq!(store.get_memory("m1", None).unwrap_err().kind(), ErrorKind::NotFound);

@@ -797,6 +797,37 @@ const NOT_NAMES: &[&str] = &[
     "English",
     "French",
     "LGBTQ",
+    "Yeah",
+    "Yep",
+    "Bye",
+    "Congrats",
+    "Congratulations",
+    "OK",
+    "Ok",
+    "Okay",
+    "Haha",
+    "Lol",
+    "Aw",
+    "Aww",
+    "Omg",
+    "Thank",
+    "Cool",
+    "Nice",
+    "Awesome",
+    "Good",
+    "Sounds",
+    "LGBTQ+",
+    "LGBT",
+    "LGBTQIA",
+    "Mon",
+    "Tue",
+    "Tues",
+    "Wed",
+    "Thu",
+    "Thurs",
+    "Fri",
+    "Sat",
+    "Sun",
     "Christmas",
     "Eve",
     "Pride",
@@ -872,7 +903,7 @@ fn patterns() -> &'static Patterns {
     static P: OnceLock<Patterns> = OnceLock::new();
     P.get_or_init(|| {
         let month = r"(?:January|February|March|April|May|June|July|August|September|October|November|December|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)";
-        let weekday = r"(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday)s?";
+        let weekday = r"(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday)s?|(?:Mon|Tues|Tue|Wed|Thurs|Thu|Fri|Sat|Sun)\b";
         let num = r"(?:\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|a few|several)";
         let date = format!(
             r"(?i:\b(?:last|next|this|past|coming)\s+(?:{weekday}|week|weekend|month|year|summer|winter|spring|fall|autumn|{month})\b|\b{num}\s+(?:days?|weeks?|months?|years?)\s+ago\b|\byesterday\b|\btomorrow\b|\btoday\b)|\b\d{{4}}-\d{{2}}-\d{{2}}\b|\b\d{{1,2}}(?:st|nd|rd|th)?\s+{month}(?:,?\s+\d{{4}})?\b|\b{month}\s+\d{{1,2}}(?:st|nd|rd|th)?(?:,?\s+\d{{4}})?\b|\b{month}(?:\s+\d{{4}})?\b|\b{weekday}\b|\bChristmas(?:\s+Eve)?\b|\bThanksgiving\b|\bNew Year's(?:\s+Eve|\s+Day)?\b|\b(?:19|20)\d{{2}}\b"
@@ -1071,6 +1102,10 @@ fn names(text: &str, out: &mut Vec<Mention>, taken: &mut Vec<(usize, usize)>) {
         };
         let (run, rs, run_words) = match run_words.as_slice() {
             ["The", rest @ ..] if !rest.is_empty() && gazetteer(&run[4..]) => (&run[4..], rs + 4, rest.to_vec()),
+            // A greeting or filler in front of a name: "Yeah Mel", "Congrats Caroline".
+            [w, rest @ ..] if !rest.is_empty() && *w != "The" && NOT_NAMES.contains(w) => {
+                (&run[w.len() + 1..], rs + w.len() + 1, rest.to_vec())
+            }
             _ => (run, rs, run_words),
         };
         let first = run_words[0];
@@ -1088,7 +1123,10 @@ fn names(text: &str, out: &mut Vec<Mention>, taken: &mut Vec<(usize, usize)>) {
                 let off = run_words[0].len() + 1;
                 run_start = rs + off;
                 run_text = run[off..].to_string();
-            } else if run_words.len() == 1 && !possessive(text, re) && !text[re..].starts_with(" and ") {
+            } else if run_words.len() == 1
+                && !possessive(text, re)
+                && !(text[re..].starts_with(" and ") && text[re + 5..].starts_with(char::is_uppercase))
+            {
                 // A lone sentence-initial word is a name only when its form says so: "Diego's band",
                 // "Marcus and Leila".
                 i = j;

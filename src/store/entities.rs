@@ -251,6 +251,26 @@ impl KnowledgeStore {
             .ok_or_else(|| crate::Error::not_found("entity_not_found", format!("entity '{id}' does not exist")))
     }
 
+    /// Entities of `space`, most mentioned first (ties by name).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn list_entities(&self, space: &str, limit: usize) -> Result<Vec<Entity>> {
+        let rtx = redb::ReadableDatabase::begin_read(&*self.db)?;
+        let t = rtx.open_table(ENTITIES)?;
+        let mut out = Vec::new();
+        for row in t.range((space, "")..)? {
+            let (k, v) = row?;
+            if k.value().0 != space {
+                break;
+            }
+            out.push(schema::decode::<Entity>(v.value())?);
+        }
+        out.sort_by(|a, b| b.mention_count.cmp(&a.mention_count).then_with(|| a.name.cmp(&b.name)));
+        out.truncate(limit);
+        Ok(out)
+    }
+
     /// Entity ids of `space` matching the mentions in `text` (by kind and name or alias).
     pub(crate) fn entity_ids_in(&self, space: &str, text: &str) -> Result<Vec<String>> {
         let rtx = redb::ReadableDatabase::begin_read(&*self.db)?;
