@@ -59,6 +59,13 @@ fn mentions_follow_memory_writes() {
         store.related_entities("default", &caroline, 10).unwrap().into_iter().map(|(e, w)| (e.name, w)).collect();
     assert!(weights.contains(&("PostgreSQL".into(), 1)) && weights.contains(&("Porto".into(), 1)), "{weights:?}");
 
+    // Written together as "X (Y)", two names become one entity; Y alone then resolves to it.
+    let c3 = store.create_memory(mem("c", "We run Engram (Mnemo) on every laptop.")).unwrap();
+    let engram_entity = c3.entities.iter().find(|e| e.name == "Engram").unwrap().clone();
+    assert!(engram_entity.aliases.contains(&"Mnemo".to_string()), "{:?}", c3.entities);
+    let c4 = store.create_memory(mem("d", "Our team uses Mnemo daily.")).unwrap();
+    assert!(c4.entities.iter().any(|e| e.id == engram_entity.id && e.mention_count == 2), "{:?}", c4.entities);
+
     store.delete_memory("b", None).unwrap();
     assert_eq!(store.get_entity("default", &caroline).unwrap().mention_count, 1);
     drop(store);

@@ -10,7 +10,7 @@ use super::memories::WTables;
 use super::tables::*;
 use super::{KnowledgeStore, get_record, schema};
 use crate::error::Result;
-use crate::extract::entities::{EntityType, extract};
+use crate::extract::entities::{EntityType, Mention, extract};
 use crate::model::{Entity, Metadata, Timestamp};
 
 /// An entity's identity within a memory: kind and lowercased canonical name.
@@ -36,6 +36,24 @@ pub fn entity_id(kind: EntityType, name: &str) -> String {
 
 fn key(kind: &str, name: &str) -> String {
     format!("{kind}:{}", name.to_lowercase())
+}
+
+/// Names written together as `X (Y)` are one entity: Y takes X's kind and canonical name, and its spelling
+/// becomes an alias ("Postgres (PostgreSQL)", "Kubernetes (k8s)"); later mentions of Y alone resolve to X.
+fn with_parenthetical_aliases(text: &str, mut ms: Vec<Mention>) -> Vec<Mention> {
+    let named = |t: EntityType| {
+        matches!(t, EntityType::Person | EntityType::Organization | EntityType::Location | EntityType::Product)
+    };
+    for i in 1..ms.len() {
+        let (a, b) = (&ms[i - 1], &ms[i]);
+        let between = &text[a.end..b.start];
+        if named(a.entity_type) && named(b.entity_type) && between.trim() == "(" && text[b.end..].starts_with(')') {
+            let (kind, canonical) = (a.entity_type, a.canonical.clone());
+            ms[i].entity_type = kind;
+            ms[i].canonical = canonical;
+        }
+    }
+    ms
 }
 
 impl WTables<'_> {
@@ -74,6 +92,24 @@ impl WTables<'_> {
         Ok(created)
     }
 
+    /// The kind and id of a stored entity named `name` (or with that alias): of `kind` first, then of the other
+    /// name kinds (person, organisation, location, product) when `kind` is one of them.
+    fn resolve(&self, space: &str, kind: EntityType, name: &str) -> Result<(EntityType, Option<String>)> {
+        const NAMED: [EntityType; 4] =
+            [EntityType::Person, EntityType::Organization, EntityType::Location, EntityType::Product];
+        let order: Vec<EntityType> = if NAMED.contains(&kind) {
+            std::iter::once(kind).chain(NAMED.into_iter().filter(|k| *k != kind)).collect()
+        } else {
+            vec![kind]
+        };
+        for k in order {
+            if let Some(v) = self.entity_keys.get((space, key(k.as_str(), name).as_str()))? {
+                return Ok((k, Some(v.value().to_string())));
+            }
+        }
+        Ok((kind, None))
+    }
+
     /// The entities memory `memory_id` mentions now.
     pub(crate) fn current_entities(&self, space: &str, memory_id: &str) -> Result<Vec<Entity>> {
         let mut out = Vec::new();
@@ -96,7 +132,7 @@ impl WTables<'_> {
         let old = self.mentioned(space, memory_id)?;
         // Distinct (kind, canonical) in text order, with the spellings seen.
         let mut found: BTreeMap<Key, (usize, Vec<String>)> = BTreeMap::new();
-        for (i, m) in extract(text).into_iter().enumerate() {
+        for (i, m) in with_parenthetical_aliases(text, extract(text)).into_iter().enumerate() {
             let e = found.entry((m.entity_type, m.canonical.to_lowercase())).or_insert((i, vec![m.canonical.clone()]));
             if !e.1.iter().any(|s| s.eq_ignore_ascii_case(&m.text)) {
                 e.1.push(m.text);
@@ -109,11 +145,11 @@ impl WTables<'_> {
         let mut created = 0;
         for ((kind, _), (_, spellings)) in ordered {
             let name = spellings[0].clone();
+            // The kind the rules guessed for a name may differ from the kind the store already knows it by
+            // ("Mnemo" seen as an alias of a product): a known name of another name kind wins.
+            let (kind, found_id) = self.resolve(space, kind, &name)?;
             let k = key(kind.as_str(), &name);
-            let id = match self.entity_keys.get((space, k.as_str()))? {
-                Some(v) => v.value().to_string(),
-                None => entity_id(kind, &name),
-            };
+            let id = found_id.unwrap_or_else(|| entity_id(kind, &name));
             let mut e: Entity = get_record(&self.entities, (space, id.as_str()))?.unwrap_or_else(|| Entity {
                 id: id.clone(),
                 node_type: "entity".into(),
