@@ -709,8 +709,8 @@ const FIRST_NAMES: &[&str] = &[
 
 const TITLES: &[&str] = &["Dr.", "Dr", "Mr.", "Mr", "Mrs.", "Mrs", "Ms.", "Ms", "Prof.", "Professor", "Sir"];
 
-/// Capitalised words that are not names on their own (sentence starters, pronouns, greetings, months and
-/// weekdays, which the date patterns handle).
+/// Capitalised words that are not names on their own (sentence starters, pronouns, greetings, weekdays, which
+/// the date patterns handle); month names are added by `not_name`.
 const NOT_NAMES: &[&str] = &[
     "I",
     "I'm",
@@ -773,18 +773,6 @@ const NOT_NAMES: &[&str] = &[
     "Friday",
     "Saturday",
     "Sunday",
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
     "Our",
     "Use",
     "Send",
@@ -1046,6 +1034,11 @@ fn possessive(text: &str, end: usize) -> bool {
     text[end..].starts_with("'s") || text[end..].starts_with("\u{2019}s")
 }
 
+/// Capitalised words that are not names: [`NOT_NAMES`] and the month names (the date patterns take those).
+fn not_name(w: &str) -> bool {
+    NOT_NAMES.contains(&w) || crate::model::MONTH_NAMES.contains(&w)
+}
+
 fn is_cap(w: &str) -> bool {
     w.chars().next().is_some_and(char::is_uppercase)
 }
@@ -1072,7 +1065,7 @@ fn names(text: &str, out: &mut Vec<Mention>, taken: &mut Vec<(usize, usize)>) {
             if !gap.chars().all(|c| c == ' ') || gap.is_empty() {
                 break;
             }
-            if is_cap(nw) && !overlaps(taken, ns, ne) && !NOT_NAMES.contains(&nw) {
+            if is_cap(nw) && !overlaps(taken, ns, ne) && !not_name(nw) {
                 j += 1;
                 continue;
             }
@@ -1082,8 +1075,7 @@ fn names(text: &str, out: &mut Vec<Mention>, taken: &mut Vec<(usize, usize)>) {
             while k < ws.len() && is_connector(&text[ws[k].0..ws[k].1]) {
                 k += 1;
             }
-            if k > j && k < ws.len() && is_cap(&text[ws[k].0..ws[k].1]) && !NOT_NAMES.contains(&&text[ws[k].0..ws[k].1])
-            {
+            if k > j && k < ws.len() && is_cap(&text[ws[k].0..ws[k].1]) && !not_name(&text[ws[k].0..ws[k].1]) {
                 j = k + 1;
                 continue;
             }
@@ -1103,14 +1095,14 @@ fn names(text: &str, out: &mut Vec<Mention>, taken: &mut Vec<(usize, usize)>) {
         let (run, rs, run_words) = match run_words.as_slice() {
             ["The", rest @ ..] if !rest.is_empty() && gazetteer(&run[4..]) => (&run[4..], rs + 4, rest.to_vec()),
             // A greeting or filler in front of a name: "Yeah Mel", "Congrats Caroline".
-            [w, rest @ ..] if !rest.is_empty() && *w != "The" && NOT_NAMES.contains(w) => {
+            [w, rest @ ..] if !rest.is_empty() && *w != "The" && not_name(w) => {
                 (&run[w.len() + 1..], rs + w.len() + 1, rest.to_vec())
             }
             _ => (run, rs, run_words),
         };
         let first = run_words[0];
         let known = gazetteer(run) || exact_in(FIRST_NAMES, first);
-        if NOT_NAMES.contains(&run) || (run_words.len() == 1 && NOT_NAMES.contains(&first)) {
+        if not_name(run) || (run_words.len() == 1 && not_name(first)) {
             i = j;
             continue;
         }
@@ -1118,7 +1110,7 @@ fn names(text: &str, out: &mut Vec<Mention>, taken: &mut Vec<(usize, usize)>) {
         let mut run_start = rs;
         let mut run_text = run.to_string();
         if starts_sentence && !known && !title_before {
-            if run_words.len() > 1 && NOT_NAMES.contains(&run_words[0]) && run_words[0] != "The" {
+            if run_words.len() > 1 && not_name(run_words[0]) && run_words[0] != "The" {
                 // Drop the sentence-initial word ("Yesterday Lena" -> "Lena").
                 let off = run_words[0].len() + 1;
                 run_start = rs + off;

@@ -446,12 +446,7 @@ impl KnowledgeStore {
             return Err(Error::invalid(errs));
         }
         let now = Timestamp::now();
-        let _w = self.writer.lock();
-        let space = self.locate_thread(&self.db.begin_read()?, id, space)?;
-        self.write_txn(|txn| {
-            let mut t = TTables::open(txn)?;
-            let mut thread: Thread =
-                get_record(&t.threads, (space.as_str(), id))?.ok_or_else(|| thread_not_found(id))?;
+        let (thread, (added, skipped)) = self.modify_thread(id, space, |t, thread| {
             if let Some(expected) = req.expected_message_count
                 && expected != thread.message_count
             {
@@ -465,17 +460,11 @@ impl KnowledgeStore {
                 )
                 .with_code("checkpoint_conflict"));
             }
-            let (added, skipped) =
-                t.append(&mut thread, &req.messages, req.deduplicate, req.idempotency_key.as_deref(), now)?;
-            t.put_thread(&thread)?;
-            let checkpointed = req.expected_message_count.is_some();
-            Ok(AppendReport { thread, added, skipped, checkpointed, extraction: Extraction::default() })
-        })
-        .and_then(|mut r| {
-            drop(_w);
-            r.extraction = self.extract_memories(&r.thread, &r.added)?;
-            Ok(r)
-        })
+            t.append(thread, &req.messages, req.deduplicate, req.idempotency_key.as_deref(), now)
+        })?;
+        let extraction = self.extract_memories(&thread, &added)?;
+        let checkpointed = req.expected_message_count.is_some();
+        Ok(AppendReport { thread, added, skipped, checkpointed, extraction })
     }
 
     /// Extracts memories from `messages` of `thread` ([`crate::extract::units_from_messages`]) and writes them
@@ -755,16 +744,31 @@ impl KnowledgeStore {
         space: Option<&str>,
         f: impl FnOnce(&mut Thread) -> Result<()>,
     ) -> Result<Thread> {
+        let (thread, ()) = self.modify_thread(id, space, |_, thread| {
+            f(thread)?;
+            thread.updated_at = Timestamp::now();
+            Ok(())
+        })?;
+        Ok(thread)
+    }
+
+    /// Runs `f` on thread `id` (located as [`KnowledgeStore::get_thread`] does) in one write transaction under
+    /// the writer lock, and stores the thread it leaves; nothing is written when `f` fails.
+    fn modify_thread<T>(
+        &self,
+        id: &str,
+        space: Option<&str>,
+        f: impl FnOnce(&mut TTables<'_>, &mut Thread) -> Result<T>,
+    ) -> Result<(Thread, T)> {
         let _w = self.writer.lock();
         let space = self.locate_thread(&self.db.begin_read()?, id, space)?;
         self.write_txn(|txn| {
             let mut t = TTables::open(txn)?;
             let mut thread: Thread =
                 get_record(&t.threads, (space.as_str(), id))?.ok_or_else(|| thread_not_found(id))?;
-            f(&mut thread)?;
-            thread.updated_at = Timestamp::now();
+            let out = f(&mut t, &mut thread)?;
             t.put_thread(&thread)?;
-            Ok(thread)
+            Ok((thread, out))
         })
     }
 
