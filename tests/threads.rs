@@ -327,3 +327,44 @@ fn distill_and_triage() {
     assert_eq!(post("/memories/distill", json!({"thread_id": "nope"})).status, 404);
     assert_eq!(post("/memories/distill", json!({})).status, 422);
 }
+
+/// An embedder that fails on texts containing "FAIL", to show that a failed extraction does not undo the
+/// stored messages.
+struct Fussy(engram::embed::HashEmbedder);
+impl engram::embed::Embedder for Fussy {
+    fn name(&self) -> &str {
+        "fussy"
+    }
+    fn dim(&self) -> usize {
+        self.0.dim()
+    }
+    fn embed(&self, texts: &[&str], t: engram::embed::InputType) -> engram::Result<Vec<Vec<f32>>> {
+        if texts.iter().any(|x| x.contains("FAIL")) {
+            return Err(engram::Error::new(engram::ErrorKind::Internal, "model failure"));
+        }
+        self.0.embed(texts, t)
+    }
+}
+
+#[test]
+fn a_failed_extraction_keeps_the_messages_and_warns() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = StoreConfig::new(dir.path()).embedder(Arc::new(Fussy(engram::embed::HashEmbedder::default())));
+    let store = KnowledgeStore::open(cfg).unwrap();
+    let c = store
+        .create_thread(engram::NewThread {
+            thread_id: Some("f".into()),
+            messages: vec![engram::NewMessage {
+                role: "user".into(),
+                content: "We decided the FAIL case is fine.".into(),
+                ..Default::default()
+            }],
+            deduplicate: true,
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(c.thread.message_count, 1);
+    assert!(c.extraction.memories.is_empty());
+    assert!(c.extraction.warnings[0].contains("model failure"), "{:?}", c.extraction.warnings);
+    assert_eq!(store.get_thread("f", None).unwrap().message_count, 1);
+}

@@ -166,6 +166,8 @@ pub struct CreateThreadResponse {
     pub auto_extraction_performed: bool,
     /// Extracted units dropped as near-duplicates of stored memories.
     pub merged_duplicates: usize,
+    /// Non-fatal problems (extraction that failed after the messages were stored).
+    pub warnings: Vec<String>,
 }
 
 /// Response of `POST /threads/{thread_id}/append`.
@@ -189,6 +191,8 @@ pub struct AppendResponse {
     pub auto_extraction_performed: bool,
     /// Extracted units dropped as near-duplicates of stored memories.
     pub merged_duplicates: usize,
+    /// Non-fatal problems (extraction that failed after the messages were stored).
+    pub warnings: Vec<String>,
 }
 
 /// A thread in listings.
@@ -328,6 +332,7 @@ pub(super) fn create(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         created_relationships: created.extraction.memories.iter().map(|m| m.created_relationships).sum(),
         auto_extraction_performed: created.extraction.performed,
         merged_duplicates: created.extraction.merged,
+        warnings: created.extraction.warnings.clone(),
         extracted_memories: created
             .extraction
             .memories
@@ -360,6 +365,7 @@ pub(super) fn append(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         append_mode: if r.checkpointed { "checkpointed" } else { "append" }.into(),
         auto_extraction_performed: r.extraction.performed,
         merged_duplicates: r.extraction.merged,
+        warnings: r.extraction.warnings.clone(),
         extracted_memories: r.extraction.memories.into_iter().map(|c| super::dto::MemoryOut::from(c.view)).collect(),
     })
 }

@@ -101,6 +101,8 @@ pub struct Extraction {
     pub memories: Vec<super::CreatedMemory>,
     /// Units dropped as near-duplicates of stored memories (term-set Jaccard at least 0.85).
     pub merged: usize,
+    /// Why extraction did not run to the end (the messages are stored regardless).
+    pub warnings: Vec<String>,
 }
 
 /// Result of a create.
@@ -428,7 +430,7 @@ impl KnowledgeStore {
         })
         .and_then(|mut c| {
             drop(_w);
-            c.extraction = self.extract_memories(&c.thread, &c.messages)?;
+            c.extraction = self.extract_or_warn(&c.thread, &c.messages);
             Ok(c)
         })
     }
@@ -462,9 +464,18 @@ impl KnowledgeStore {
             }
             t.append(thread, &req.messages, req.deduplicate, req.idempotency_key.as_deref(), now)
         })?;
-        let extraction = self.extract_memories(&thread, &added)?;
+        let extraction = self.extract_or_warn(&thread, &added);
         let checkpointed = req.expected_message_count.is_some();
         Ok(AppendReport { thread, added, skipped, checkpointed, extraction })
+    }
+
+    /// [`KnowledgeStore::extract_memories`] after the messages are committed: a failure there must not turn a
+    /// stored create or append into an error (the client would retry and duplicate), so it becomes a warning.
+    fn extract_or_warn(&self, thread: &Thread, messages: &[Message]) -> Extraction {
+        self.extract_memories(thread, messages).unwrap_or_else(|e| {
+            tracing::warn!(thread = %thread.thread_id, error = %e.chain(), "memory extraction failed");
+            Extraction { warnings: vec![format!("memory extraction failed: {e}")], ..Extraction::default() }
+        })
     }
 
     /// Extracts memories from `messages` of `thread` ([`crate::extract::units_from_messages`]) and writes them
@@ -552,7 +563,7 @@ impl KnowledgeStore {
             seen.push(terms);
         }
         let memories = if batch.is_empty() { Vec::new() } else { self.create_memories(batch)? };
-        Ok(Extraction { performed: true, memories, merged })
+        Ok(Extraction { performed: true, memories, merged, warnings: vec![] })
     }
 
     /// True when a stored memory of `space` (among the top 3 BM25 hits for `content`) has a term set with
