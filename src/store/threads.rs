@@ -428,10 +428,10 @@ impl KnowledgeStore {
             t.put_thread(&thread)?;
             Ok(CreatedThread { thread, messages, extraction: Extraction::default() })
         })
-        .and_then(|mut c| {
+        .map(|mut c| {
             drop(_w);
             c.extraction = self.extract_or_warn(&c.thread, &c.messages);
-            Ok(c)
+            c
         })
     }
 
