@@ -4,6 +4,7 @@
 
 pub mod dto;
 pub mod embeddings;
+pub mod lifecycle;
 mod openapi;
 pub mod query;
 mod routes;

@@ -44,6 +44,7 @@ fn schemas() -> Map<String, Value> {
     add::<super::threads::MergeMetadataRequest>(&mut v);
     add::<crate::model::Thread>(&mut v);
     add::<crate::model::Entity>(&mut v);
+    add::<super::lifecycle::MemoryStateRequest>(&mut v);
     add::<super::threads::DistillRequest>(&mut v);
     add::<super::threads::TriageRequest>(&mut v);
     add::<super::embeddings::EmbeddingsResponse>(&mut v);

@@ -296,6 +296,72 @@ pub static ROUTES: &[Route] = &[
     route!("GET", "/spaces", "list_spaces", "List spaces", &[], None, Shape::Ref("SpacesResponse"), false, list_spaces),
     route!(
         "POST",
+        "/memories/{memory_id}/archive",
+        "archive_memory",
+        "Archive: hide from everyday recall, keep readable by id",
+        super::lifecycle::STATE_PARAMS,
+        Some("MemoryStateRequest"),
+        Shape::Object,
+        false,
+        super::lifecycle::archive
+    ),
+    route!(
+        "POST",
+        "/memories/{memory_id}/forget",
+        "forget_memory",
+        "Forget: hide from recall and by-id reads",
+        super::lifecycle::STATE_PARAMS,
+        Some("MemoryStateRequest"),
+        Shape::Object,
+        false,
+        super::lifecycle::forget
+    ),
+    route!(
+        "POST",
+        "/memories/{memory_id}/deprecate",
+        "deprecate_memory",
+        "Deprecate, optionally naming the replacement",
+        super::lifecycle::STATE_PARAMS,
+        Some("MemoryStateRequest"),
+        Shape::Object,
+        false,
+        super::lifecycle::deprecate
+    ),
+    route!(
+        "POST",
+        "/memories/{memory_id}/supersede",
+        "supersede_memory",
+        "Supersede by a newer memory (newer_memory_id required)",
+        super::lifecycle::STATE_PARAMS,
+        Some("MemoryStateRequest"),
+        Shape::Object,
+        false,
+        super::lifecycle::supersede
+    ),
+    route!(
+        "POST",
+        "/memories/{memory_id}/favorite",
+        "favorite_memory",
+        "Mark or unmark a memory as favourite",
+        super::lifecycle::FAVORITE_PARAMS,
+        None,
+        Shape::Ref("MessageResponse"),
+        false,
+        super::lifecycle::favorite
+    ),
+    route!(
+        "GET",
+        "/favorites/memories",
+        "favorite_memories",
+        "Favourite memories",
+        super::lifecycle::FAVORITES_PARAMS,
+        None,
+        Shape::ArrayOf("MemoryOut"),
+        false,
+        super::lifecycle::favorites
+    ),
+    route!(
+        "POST",
         "/memories/distill",
         "distill_memories",
         "Extract memories from a conversation (deterministic rules, no LLM)",

@@ -97,8 +97,12 @@ impl MemoryFilter {
 
     /// Whether `d` passes.
     pub fn accepts(&self, d: &DocMeta) -> bool {
-        let state_ok =
-            if self.states.is_empty() { d.state == MemoryState::Active } else { self.states.contains(&d.state) };
+        // Default: active memories; `include_history` also brings back superseded versions.
+        let state_ok = if self.states.is_empty() {
+            d.state == MemoryState::Active || (self.include_history && d.state == MemoryState::Superseded)
+        } else {
+            self.states.contains(&d.state)
+        };
         state_ok
             && (self.include_history || d.is_latest)
             && self.unit_type.is_none_or(|u| u == d.unit_type)

@@ -116,7 +116,7 @@ impl<'t> WTables<'t> {
         Ok((space, sm))
     }
 
-    fn label_ids(&self, space: &str, id: &str) -> Result<BTreeSet<String>> {
+    pub(crate) fn label_ids(&self, space: &str, id: &str) -> Result<BTreeSet<String>> {
         Ok(range_prefix3(&self.memory_labels, space, id)?.into_iter().collect())
     }
 

@@ -6,6 +6,7 @@
 
 mod entities;
 mod labels;
+mod lifecycle;
 mod memories;
 mod reembed;
 pub(crate) mod schema;
@@ -16,6 +17,7 @@ mod threads;
 mod types;
 
 pub use entities::{MentionReport, entity_id};
+pub use lifecycle::{StateChange, Transition};
 pub use reembed::ReembedStatus;
 pub use threads::{
     AppendMessages, AppendReport, CreatedThread, Extraction, NewMessage, NewThread, ThreadDeleteReport, ThreadMatch,

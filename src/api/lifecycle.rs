@@ -1,0 +1,102 @@
+//! Lifecycle routes: archive, forget, deprecate, supersede (bodies per client contract section 4), and
+//! memory favourites.
+
+use serde::Deserialize;
+use utoipa::ToSchema;
+
+use super::dto::MemoryOut;
+use super::query::{ParamSpec, int, required_bool, string};
+use super::{Api, ApiResponse, Ctx};
+use crate::error::Result;
+use crate::store::Transition;
+
+/// Body of `archive`, `forget`, `deprecate` and `supersede` (every field optional but `newer_memory_id` of
+/// `supersede`; an empty body counts as `{}`).
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+pub struct MemoryStateRequest {
+    /// Why (at most 1,000 characters); recorded in `metadata.lifecycle`.
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// Guard: the memory's space.
+    #[serde(default)]
+    pub space_id: Option<String>,
+    /// `deprecate`: the memory that replaces this one.
+    #[serde(default)]
+    pub replacement_memory_id: Option<String>,
+    /// `supersede`: the newer memory (required there).
+    #[serde(default)]
+    pub newer_memory_id: Option<String>,
+}
+
+pub(super) const STATE_PARAMS: &[ParamSpec] = &[string("space_id", None, "guard: the memory's space")];
+
+pub(super) const FAVORITE_PARAMS: &[ParamSpec] =
+    &[required_bool("is_favorite", "true marks, false unmarks"), string("space_id", None, "guard: the memory's space")];
+
+pub(super) const FAVORITES_PARAMS: &[ParamSpec] = &[int("limit", 1, Some(100), Some(50), "memories")];
+
+fn body(ctx: &Ctx<'_>) -> Result<MemoryStateRequest> {
+    if ctx.body.iter().all(u8::is_ascii_whitespace) { Ok(MemoryStateRequest::default()) } else { ctx.json() }
+}
+
+fn run(api: &Api, ctx: &Ctx<'_>, make: impl FnOnce(&MemoryStateRequest) -> Result<Transition>) -> Result<ApiResponse> {
+    let req = body(ctx)?;
+    let t = make(&req)?;
+    let id = ctx.param("memory_id");
+    let guard = req.space_id.as_deref().or_else(|| ctx.query.str("space_id"));
+    let c = api.store().change_state(id, guard, t, req.reason.clone())?;
+    let state = c.view.memory.state.as_str();
+    let forgotten = state == "forgotten";
+    Ok(ApiResponse::json(
+        200,
+        &serde_json::json!({
+            "success": true,
+            "id": id,
+            "memory_id": id,
+            "state": state,
+            "previous_state": c.previous.as_str(),
+            "changed": c.changed,
+            "message": format!("memory '{id}' is {state}"),
+            // A forgotten memory is not readable by id any more; its record is not echoed either.
+            "memory": if forgotten { serde_json::Value::Null } else { serde_json::to_value(MemoryOut::from(c.view)).unwrap_or_default() },
+        }),
+    ))
+}
+
+pub(super) fn archive(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    run(api, ctx, |_| Ok(Transition::Archive))
+}
+
+pub(super) fn forget(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    run(api, ctx, |_| Ok(Transition::Forget))
+}
+
+pub(super) fn deprecate(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    run(api, ctx, |r| Ok(Transition::Deprecate { replacement: r.replacement_memory_id.clone() }))
+}
+
+pub(super) fn supersede(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    run(api, ctx, |r| match r.newer_memory_id.clone().filter(|s| !s.trim().is_empty()) {
+        Some(newer) => Ok(Transition::Supersede { newer }),
+        None => Err(crate::Error::invalid_field(
+            &["body", "newer_memory_id"],
+            "missing",
+            "Field required",
+            serde_json::Value::Null,
+        )),
+    })
+}
+
+pub(super) fn favorite(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let fav = ctx.query.bool("is_favorite").unwrap_or(false);
+    let id = ctx.param("memory_id");
+    api.store().set_memory_favorite(id, ctx.query.str("space_id"), fav)?;
+    let what = if fav { "marked as favorite" } else { "no longer a favorite" };
+    Ok(ApiResponse::json(200, &serde_json::json!({"message": format!("memory '{id}' {what}"), "success": true})))
+}
+
+pub(super) fn favorites(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let limit = ctx.query.int("limit").unwrap_or(50) as usize;
+    let out: Vec<MemoryOut> = api.store().favorite_memories(limit)?.into_iter().map(MemoryOut::from).collect();
+    Ok(ApiResponse::json(200, &out))
+}

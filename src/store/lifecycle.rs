@@ -1,0 +1,237 @@
+//! Memory lifecycle: archive, forget, deprecate, supersede, and favourites.
+//!
+//! States and moves (docs/api.md "Lifecycle"):
+//!
+//! | from \ to   | archived | deprecated | superseded | forgotten |
+//! |-------------|----------|------------|------------|-----------|
+//! | active      | yes      | yes        | yes        | yes       |
+//! | archived    | (no-op)  | yes        | yes        | yes       |
+//! | deprecated  | yes      | (updates)  | yes        | yes       |
+//! | superseded  | no       | no         | (no-op if same newer) | yes |
+//!
+//! A forgotten memory is gone from recall and by-id reads (404), so nothing moves out of it. Superseding sets
+//! `is_latest` false, links the versions (`metadata.superseded_by` on the old one, `metadata.supersedes` on the
+//! newer one) and needs the newer memory in the same space. Every move appends `{from, to, reason, at}` to
+//! `metadata.lifecycle`. A refused move is 409 `invalid_state_transition` and changes nothing.
+
+use super::memories::WTables;
+use super::{IndexOp, KnowledgeStore, MemoryView, StoredMemory, schema};
+use crate::error::{Error, ErrorKind, Result};
+use crate::index::catalog::DocMeta;
+use crate::model::{MemoryState, Timestamp};
+
+/// A lifecycle move.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transition {
+    /// Hide from everyday recall; stays readable by id and listable with `state=archived`.
+    Archive,
+    /// Hide from recall and from by-id reads; records and graph rows stay.
+    Forget,
+    /// Mark as no longer current, optionally naming the replacement.
+    Deprecate {
+        /// The memory that replaces it (same space).
+        replacement: Option<String>,
+    },
+    /// Mark as replaced by a newer version (same space).
+    Supersede {
+        /// The newer memory.
+        newer: String,
+    },
+}
+
+impl Transition {
+    fn target(&self) -> MemoryState {
+        match self {
+            Transition::Archive => MemoryState::Archived,
+            Transition::Forget => MemoryState::Forgotten,
+            Transition::Deprecate { .. } => MemoryState::Deprecated,
+            Transition::Supersede { .. } => MemoryState::Superseded,
+        }
+    }
+}
+
+/// Result of a lifecycle move.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StateChange {
+    /// The memory after the move.
+    pub view: MemoryView,
+    /// Its state before.
+    pub previous: MemoryState,
+    /// False when the memory already was in that state (nothing written).
+    pub changed: bool,
+}
+
+fn refuse(from: MemoryState, to: MemoryState, why: &str) -> Error {
+    Error::new(ErrorKind::Conflict, format!("cannot move a memory from {} to {}: {why}", from.as_str(), to.as_str()))
+        .with_code("invalid_state_transition")
+}
+
+impl KnowledgeStore {
+    /// Applies a lifecycle move to memory `id` (in `space_guard` when given).
+    ///
+    /// # Errors
+    /// * [`ErrorKind::NotFound`] (`memory_not_found`): no such memory, another space, or forgotten; also for an
+    ///   unknown `replacement` or `newer` memory.
+    /// * [`ErrorKind::Conflict`] (`invalid_state_transition`): a move the table in the module docs refuses, or a
+    ///   memory superseding or replacing itself, or one in another space.
+    /// * [`ErrorKind::InvalidInput`]: `reason` over 1,000 characters.
+    pub fn change_state(
+        &self,
+        id: &str,
+        space_guard: Option<&str>,
+        t: Transition,
+        reason: Option<String>,
+    ) -> Result<StateChange> {
+        if reason.as_ref().is_some_and(|r| r.chars().count() > 1000) {
+            return Err(Error::invalid_field(
+                &["body", "reason"],
+                "string_too_long",
+                "reason is at most 1000 characters",
+                serde_json::Value::Null,
+            ));
+        }
+        let now = Timestamp::now();
+        let _w = self.writer.lock();
+        let mut ops = Vec::new();
+        let out = self.write_txn(|txn| {
+            let mut w = WTables::open(txn)?;
+            let (space, mut sm) = w.locate(id, space_guard)?;
+            let from = sm.memory.state;
+            let to = t.target();
+            let other = match &t {
+                Transition::Supersede { newer } => Some(newer.clone()),
+                Transition::Deprecate { replacement } => replacement.clone(),
+                _ => None,
+            };
+            if other.as_deref() == Some(id) {
+                return Err(refuse(from, to, "a memory cannot replace itself"));
+            }
+            let mut other_sm = match &other {
+                Some(o) => {
+                    let (os, osm) = w.locate(o, None)?;
+                    if os != space {
+                        return Err(refuse(from, to, "the newer memory is in another space"));
+                    }
+                    Some(osm)
+                }
+                None => None,
+            };
+            let same_link = |sm: &StoredMemory, key: &str| {
+                sm.memory.metadata.0.get(key).and_then(|v| v.as_str()) == other.as_deref()
+            };
+            let noop = match (from, &t) {
+                (MemoryState::Archived, Transition::Archive) => true,
+                (MemoryState::Superseded, Transition::Supersede { .. }) => {
+                    if same_link(&sm, "superseded_by") {
+                        true
+                    } else {
+                        return Err(refuse(from, to, "it is already superseded by another memory"));
+                    }
+                }
+                (MemoryState::Deprecated, Transition::Deprecate { .. }) => same_link(&sm, "replacement_memory_id"),
+                (MemoryState::Superseded, Transition::Archive | Transition::Deprecate { .. }) => {
+                    return Err(refuse(from, to, "a superseded memory only moves to forgotten"));
+                }
+                _ => false,
+            };
+            let labels = w.label_ids(&space, id)?;
+            if noop {
+                return Ok(StateChange {
+                    view: MemoryView { memory: sm.memory, label_ids: labels.into_iter().collect() },
+                    previous: from,
+                    changed: false,
+                });
+            }
+            let m = &mut sm.memory;
+            m.state = to;
+            m.updated_at = now;
+            match &t {
+                Transition::Supersede { newer } => {
+                    m.is_latest = false;
+                    m.metadata.0.insert("superseded_by".into(), newer.clone().into());
+                }
+                Transition::Deprecate { replacement: Some(r) } => {
+                    m.metadata.0.insert("replacement_memory_id".into(), r.clone().into());
+                }
+                _ => {}
+            }
+            let entry = serde_json::json!({"from": from.as_str(), "to": to.as_str(), "reason": reason, "at": now});
+            match m.metadata.0.get_mut("lifecycle").and_then(|v| v.as_array_mut()) {
+                Some(list) => list.push(entry),
+                None => {
+                    m.metadata.0.insert("lifecycle".into(), serde_json::Value::Array(vec![entry]));
+                }
+            }
+            w.memories.insert((space.as_str(), id), schema::encode(&sm)?.as_slice())?;
+            ops.push(IndexOp::Put {
+                space: space.clone(),
+                docno: sm.docno,
+                meta: DocMeta::of(&sm.memory, labels.clone()),
+                vector: None,
+                lex: None,
+            });
+            if let (Transition::Supersede { newer }, Some(osm)) = (&t, other_sm.as_mut()) {
+                let list =
+                    osm.memory.metadata.0.entry("supersedes").or_insert_with(|| serde_json::Value::Array(vec![]));
+                if let Some(a) = list.as_array_mut()
+                    && !a.iter().any(|v| v.as_str() == Some(id))
+                {
+                    a.push(id.into());
+                }
+                osm.memory.updated_at = now;
+                w.memories.insert((space.as_str(), newer.as_str()), schema::encode(osm)?.as_slice())?;
+            }
+            Ok(StateChange {
+                view: MemoryView { memory: sm.memory, label_ids: labels.into_iter().collect() },
+                previous: from,
+                changed: true,
+            })
+        })?;
+        self.apply(ops);
+        Ok(out)
+    }
+
+    /// Marks or unmarks memory `id` as favourite (not a lifecycle state).
+    ///
+    /// # Errors
+    /// [`ErrorKind::NotFound`] (`memory_not_found`).
+    pub fn set_memory_favorite(&self, id: &str, space_guard: Option<&str>, favorite: bool) -> Result<MemoryView> {
+        let _w = self.writer.lock();
+        self.write_txn(|txn| {
+            let mut w = WTables::open(txn)?;
+            let (space, mut sm) = w.locate(id, space_guard)?;
+            if sm.memory.is_favorite != favorite {
+                sm.memory.is_favorite = favorite;
+                sm.memory.updated_at = Timestamp::now();
+                w.memories.insert((space.as_str(), id), schema::encode(&sm)?.as_slice())?;
+            }
+            let labels = w.label_ids(&space, id)?;
+            Ok(MemoryView { memory: sm.memory, label_ids: labels.into_iter().collect() })
+        })
+    }
+
+    /// Favourite memories of every space (forgotten ones excluded), most recently updated first.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn favorite_memories(&self, limit: usize) -> Result<Vec<MemoryView>> {
+        let mut found = Vec::new();
+        {
+            let rtx = redb::ReadableDatabase::begin_read(&*self.db)?;
+            for row in redb::ReadableTable::iter(&rtx.open_table(super::tables::MEMORIES)?)? {
+                let (k, v) = row?;
+                let sm: StoredMemory = schema::decode(v.value())?;
+                if sm.memory.is_favorite && sm.memory.state != MemoryState::Forgotten {
+                    found.push((k.value().0.to_string(), sm.memory));
+                }
+            }
+        }
+        found.sort_by_key(|(_, m)| std::cmp::Reverse(m.updated_at));
+        found.truncate(limit);
+        let mut out = Vec::with_capacity(found.len());
+        for (space, m) in found {
+            out.push(self.get_memory(&m.id, Some(&space))?);
+        }
+        Ok(out)
+    }
+}
