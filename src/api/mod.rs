@@ -9,6 +9,7 @@ mod openapi;
 pub mod query;
 mod routes;
 pub mod threads;
+pub mod working;
 
 use std::collections::HashMap;
 use std::sync::Arc;

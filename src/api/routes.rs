@@ -361,6 +361,51 @@ pub static ROUTES: &[Route] = &[
         super::lifecycle::favorites
     ),
     route!(
+        "GET",
+        "/agent/working-memory",
+        "read_working_memory",
+        "Working memory of a space (latest day, or `date`)",
+        super::working::READ_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        super::working::read
+    ),
+    route!(
+        "PUT",
+        "/agent/working-memory",
+        "write_working_memory",
+        "Replace today's working memory",
+        super::working::WRITE_PARAMS,
+        Some("WorkingMemoryRequest"),
+        Shape::Object,
+        false,
+        super::working::write
+    ),
+    route!(
+        "GET",
+        "/agent/working-memory/history",
+        "working_memory_history",
+        "Days with a working memory, newest first",
+        super::working::HISTORY_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        super::working::history
+    ),
+    route!(
+        "GET",
+        "/context/bundle",
+        "context_bundle",
+        "Working memory and recent memories as markdown (session start)",
+        super::working::BUNDLE_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        super::working::bundle
+    ),
+    route!("GET", "/stats", "get_stats", "Store counters", &[], None, Shape::Object, false, super::working::stats),
+    route!(
         "POST",
         "/memories/distill",
         "distill_memories",
@@ -524,7 +569,7 @@ fn capabilities(api: &Api, _: &Ctx<'_>) -> Result<ApiResponse> {
         ("embeddings_api", true),
         ("data_import", false),
         ("fs", false),
-        ("working_memory", false),
+        ("working_memory", true),
     ] {
         features.insert(k.into(), v.into());
     }

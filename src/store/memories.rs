@@ -743,6 +743,14 @@ impl KnowledgeStore {
         Ok(out)
     }
 
+    /// [`ErrorKind::NotFound`] (`space_not_found`) unless `space` exists.
+    ///
+    /// # Errors
+    /// As described, and storage errors.
+    pub fn require_space_exists(&self, space: &str) -> Result<()> {
+        self.require_space(space)
+    }
+
     pub(crate) fn require_space(&self, space: &str) -> Result<()> {
         let rtx = self.db.begin_read()?;
         if rtx.open_table(SPACES)?.get(space)?.is_none() {

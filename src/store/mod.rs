@@ -15,6 +15,7 @@ mod spaces;
 pub(crate) mod tables;
 mod threads;
 mod types;
+mod working;
 
 pub use entities::{MentionReport, entity_id};
 pub use lifecycle::{StateChange, Transition};
@@ -23,6 +24,7 @@ pub use threads::{
     AppendMessages, AppendReport, CreatedThread, Extraction, NewMessage, NewThread, ThreadDeleteReport, ThreadMatch,
 };
 pub use types::*;
+pub use working::{StoreStats, WorkingMemory, today as working_today};
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -300,6 +302,7 @@ impl KnowledgeStore {
             txn.open_table(MENTIONS)?;
             txn.open_table(ENTITY_MEMORIES)?;
             txn.open_table(RELATES_TO)?;
+            txn.open_table(WORKING_MEMORY)?;
             let mut spaces = txn.open_table(SPACES)?;
             if spaces.get(DEFAULT_SPACE)?.is_none() {
                 let s = Space {

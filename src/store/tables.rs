@@ -60,3 +60,6 @@ pub const ENTITY_MEMORIES: TableDefinition<(&str, &str, &str), ()> = TableDefini
 
 /// RELATES_TO edges, both directions: (space id, entity id, other entity id) -> weight (memories mentioning both).
 pub const RELATES_TO: TableDefinition<(&str, &str, &str), u64> = TableDefinition::new("relates_to");
+
+/// (space id, day `YYYY-MM-DD`) -> WorkingMemory record.
+pub const WORKING_MEMORY: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("working_memory");

@@ -1,0 +1,159 @@
+//! Working memory, context bundle and statistics routes (client contract section 6).
+
+use serde::Deserialize;
+use utoipa::ToSchema;
+
+use super::query::{ParamSpec, boolean, int, string};
+use super::{Api, ApiResponse, Ctx};
+use crate::error::Result;
+use crate::index::catalog::MemoryFilter;
+use crate::store::{DEFAULT_SPACE, ListQuery, WorkingMemory, working_today};
+
+/// Body of `PUT /agent/working-memory`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+pub struct WorkingMemoryRequest {
+    /// Markdown, at most 262,144 bytes (replaces today's document).
+    pub content: String,
+    /// Space (default: the `space_id` query parameter, else `default`).
+    #[serde(default)]
+    pub space_id: Option<String>,
+}
+
+pub(super) const READ_PARAMS: &[ParamSpec] = &[
+    string("space_id", Some(DEFAULT_SPACE), "space"),
+    string("date", None, "a past day, YYYY-MM-DD (default: the latest)"),
+];
+
+pub(super) const WRITE_PARAMS: &[ParamSpec] = &[string("space_id", None, "space")];
+
+pub(super) const HISTORY_PARAMS: &[ParamSpec] =
+    &[int("limit", 1, Some(365), Some(30), "days"), string("space_id", Some(DEFAULT_SPACE), "space")];
+
+pub(super) const BUNDLE_PARAMS: &[ParamSpec] = &[
+    string("space_id", Some(DEFAULT_SPACE), "space"),
+    boolean("include_working_memory", Some(true), "include today's working memory"),
+    string("source_app", None, "calling app (accepted)"),
+    string("agent_id", None, "agent identity (accepted)"),
+    string("host_agent_id", None, "host-local agent id (accepted)"),
+];
+
+fn path_of(wm: &WorkingMemory) -> String {
+    if wm.date == working_today() {
+        "/working-memory/today.md".into()
+    } else {
+        format!("/working-memory/{}.md", wm.date)
+    }
+}
+
+fn wm_json(space: &str, wm: Option<&WorkingMemory>) -> serde_json::Value {
+    match wm {
+        Some(w) => serde_json::json!({
+            "exists": true,
+            "content": w.content,
+            "date": w.date,
+            "space_id": space,
+            "file_path": path_of(w),
+            "path": path_of(w),
+            "last_modified": w.updated_at,
+            "lastModified": w.updated_at,
+        }),
+        None => serde_json::json!({
+            "exists": false, "content": "", "date": working_today(), "space_id": space,
+            "file_path": "/working-memory/today.md", "path": "/working-memory/today.md",
+            "last_modified": null, "lastModified": null,
+        }),
+    }
+}
+
+pub(super) fn read(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let space = ctx.query.str("space_id").unwrap_or(DEFAULT_SPACE);
+    let wm = api.store().working_memory(space, ctx.query.str("date"))?;
+    Ok(ApiResponse::json(200, &wm_json(space, wm.as_ref())))
+}
+
+pub(super) fn write(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let req: WorkingMemoryRequest = ctx.json()?;
+    let space = req.space_id.as_deref().or_else(|| ctx.query.str("space_id")).unwrap_or(DEFAULT_SPACE);
+    let wm = api.store().set_working_memory(space, &req.content)?;
+    let mut v = wm_json(space, Some(&wm));
+    v["success"] = true.into();
+    Ok(ApiResponse::json(200, &v))
+}
+
+pub(super) fn history(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let space = ctx.query.str("space_id").unwrap_or(DEFAULT_SPACE);
+    let limit = ctx.query.int("limit").unwrap_or(30) as usize;
+    let days = api.store().working_memory_history(space, limit)?;
+    let items: Vec<serde_json::Value> = days
+        .iter()
+        .map(|w| {
+            serde_json::json!({"date": w.date, "size_bytes": w.content.len(), "updated_at": w.updated_at,
+            "path": path_of(w)})
+        })
+        .collect();
+    Ok(ApiResponse::json(
+        200,
+        &serde_json::json!({"space_id": space, "history": items, "dates": days.iter().map(|w| &w.date).collect::<Vec<_>>()}),
+    ))
+}
+
+/// The context bundle: today's working memory and the most useful recent memories (the 50 most recently
+/// changed active memories, the 10 most important of them, newest first among equals), as markdown.
+pub(super) fn bundle(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let space = ctx.query.str("space_id").unwrap_or(DEFAULT_SPACE);
+    let store = api.store();
+    let wm = if ctx.query.bool("include_working_memory").unwrap_or(true) {
+        store.working_memory(space, None)?
+    } else {
+        store.require_space_exists(space)?;
+        None
+    };
+    let page = store.list_memories(&ListQuery {
+        space_id: space.to_string(),
+        filter: MemoryFilter::default(),
+        limit: 50,
+        offset: 0,
+    })?;
+    let mut recent = page.items;
+    recent.sort_by(|a, b| {
+        b.memory.importance.total_cmp(&a.memory.importance).then(b.memory.updated_at.cmp(&a.memory.updated_at))
+    });
+    recent.truncate(10);
+    let mut md = String::new();
+    if let Some(w) = &wm {
+        md.push_str(&format!("## Working memory ({})\n\n{}\n\n", w.date, w.content.trim()));
+    }
+    if !recent.is_empty() {
+        md.push_str("## Recent memories\n\n");
+        for m in &recent {
+            let m = &m.memory;
+            let head = if m.title.is_empty() {
+                crate::extract::first_sentence(&m.content).to_string()
+            } else {
+                m.title.clone()
+            };
+            md.push_str(&format!(
+                "- **{}** ({}, {}): {}\n",
+                head,
+                m.unit_type.as_str(),
+                &m.updated_at.to_rfc3339()[..10],
+                m.content.trim()
+            ));
+        }
+    }
+    Ok(ApiResponse::json(
+        200,
+        &serde_json::json!({
+            "schema_version": 1,
+            "space_id": space,
+            "rendered_markdown": md,
+            "markdown": md,
+            "working_memory": wm.as_ref().map(|w| wm_json(space, Some(w))),
+            "memories": recent.into_iter().map(super::dto::MemoryOut::from).collect::<Vec<_>>(),
+        }),
+    ))
+}
+
+pub(super) fn stats(api: &Api, _: &Ctx<'_>) -> Result<ApiResponse> {
+    Ok(ApiResponse::json(200, &api.store().stats()?))
+}

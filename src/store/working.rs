@@ -1,0 +1,151 @@
+//! Working memory (one markdown document per space and day: today's is the one being edited, earlier days
+//! are its history), the context bundle, and store statistics.
+
+use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata};
+
+use super::tables::*;
+use super::{KnowledgeStore, StoredMemory, get_record, schema};
+use crate::error::{Error, Result};
+use crate::model::{MemoryState, Timestamp};
+
+/// Largest working-memory document in bytes.
+pub const MAX_WORKING_MEMORY_BYTES: usize = 262_144;
+
+/// One day's working memory.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct WorkingMemory {
+    /// Space.
+    pub space_id: String,
+    /// Day, `YYYY-MM-DD` (UTC).
+    pub date: String,
+    /// Markdown.
+    pub content: String,
+    /// Last write.
+    pub updated_at: Timestamp,
+}
+
+/// Store counters for `/stats`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct StoreStats {
+    /// Memories that are not forgotten.
+    pub memory_count: u64,
+    /// Threads.
+    pub thread_count: u64,
+    /// Messages.
+    pub message_count: u64,
+    /// Entities.
+    pub entity_count: u64,
+    /// Communities (0 until the graph issue).
+    pub community_count: u64,
+    /// Labels.
+    pub label_count: u64,
+    /// Crystals.
+    pub crystal_count: u64,
+    /// Memories, threads, messages, entities and labels.
+    pub total_nodes: u64,
+    /// HAS_LABEL, MENTIONS and RELATES_TO (each pair once) edges.
+    pub total_relationships: u64,
+}
+
+/// Today's date, `YYYY-MM-DD` (UTC).
+pub fn today() -> String {
+    Timestamp::now().to_rfc3339()[..10].to_string()
+}
+
+impl KnowledgeStore {
+    /// The working memory of `space` on `date` (default: the most recent day that has one).
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::NotFound`] (`space_not_found`); [`crate::ErrorKind::InvalidInput`] for a date that
+    /// is not `YYYY-MM-DD`.
+    pub fn working_memory(&self, space: &str, date: Option<&str>) -> Result<Option<WorkingMemory>> {
+        self.require_space(space)?;
+        let rtx = self.db.begin_read()?;
+        let t = rtx.open_table(WORKING_MEMORY)?;
+        match date {
+            Some(d) => {
+                if Timestamp::parse(d).is_none() || d.len() != 10 {
+                    return Err(Error::invalid_field(
+                        &["query", "date"],
+                        "date_parsing",
+                        "date is YYYY-MM-DD",
+                        d.into(),
+                    ));
+                }
+                get_record(&t, (space, d))
+            }
+            None => match t.range((space, "")..=(space, "9999-99-99"))?.next_back() {
+                Some(row) => Ok(Some(schema::decode(row?.1.value())?)),
+                None => Ok(None),
+            },
+        }
+    }
+
+    /// Replaces today's working memory of `space`.
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::NotFound`] (`space_not_found`); [`crate::ErrorKind::InvalidInput`] over 262,144 bytes.
+    pub fn set_working_memory(&self, space: &str, content: &str) -> Result<WorkingMemory> {
+        if content.len() > MAX_WORKING_MEMORY_BYTES {
+            return Err(Error::invalid_field(
+                &["body", "content"],
+                "string_too_long",
+                "working memory is at most 262144 bytes",
+                content.len().into(),
+            ));
+        }
+        self.require_space(space)?;
+        let wm = WorkingMemory {
+            space_id: space.to_string(),
+            date: today(),
+            content: content.to_string(),
+            updated_at: Timestamp::now(),
+        };
+        let _w = self.writer.lock();
+        self.write_txn(|txn| {
+            txn.open_table(WORKING_MEMORY)?.insert((space, wm.date.as_str()), schema::encode(&wm)?.as_slice())?;
+            Ok(())
+        })?;
+        Ok(wm)
+    }
+
+    /// Days of `space` with a working memory, newest first.
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::NotFound`] (`space_not_found`).
+    pub fn working_memory_history(&self, space: &str, limit: usize) -> Result<Vec<WorkingMemory>> {
+        self.require_space(space)?;
+        let rtx = self.db.begin_read()?;
+        let t = rtx.open_table(WORKING_MEMORY)?;
+        let mut out = Vec::new();
+        for row in t.range((space, "")..=(space, "9999-99-99"))?.rev().take(limit) {
+            out.push(schema::decode(row?.1.value())?);
+        }
+        Ok(out)
+    }
+
+    /// Counters over every space.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn stats(&self) -> Result<StoreStats> {
+        let rtx = self.db.begin_read()?;
+        let mut s = StoreStats::default();
+        for row in rtx.open_table(MEMORIES)?.iter()? {
+            let sm: StoredMemory = schema::decode(row?.1.value())?;
+            if sm.memory.state != MemoryState::Forgotten {
+                s.memory_count += 1;
+                s.crystal_count += u64::from(sm.memory.is_crystal);
+            }
+        }
+        s.thread_count = rtx.open_table(THREADS)?.len()?;
+        s.message_count = rtx.open_table(MESSAGES)?.len()?;
+        s.entity_count = rtx.open_table(ENTITIES)?.len()?;
+        s.label_count = rtx.open_table(LABELS)?.len()?;
+        s.total_nodes = s.memory_count + s.thread_count + s.message_count + s.entity_count + s.label_count;
+        s.total_relationships = rtx.open_table(MEMORY_LABELS)?.len()?
+            + rtx.open_table(MENTIONS)?.len()?
+            + rtx.open_table(RELATES_TO)?.len()? / 2;
+        Ok(s)
+    }
+}
