@@ -696,11 +696,7 @@ pub(super) fn distill(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         }
         (_, Some(id)) => {
             let (thread, msgs) = store.thread_messages(id, req.space_id.as_deref(), usize::MAX, 0)?;
-            let prefix = if thread.space_id == DEFAULT_SPACE {
-                thread.thread_id.clone()
-            } else {
-                format!("{}:{}", thread.space_id, thread.thread_id)
-            };
+            let prefix = crate::store::thread_memory_prefix(&thread.space_id, &thread.thread_id);
             (msgs, prefix, Some(thread.thread_id))
         }
         _ => {

@@ -307,17 +307,21 @@ impl KnowledgeStore {
         Ok(out)
     }
 
-    /// Entity ids of `space` matching the mentions in `text` (by kind and name or alias).
-    pub(crate) fn entity_ids_in(&self, space: &str, text: &str) -> Result<Vec<String>> {
+    /// Entities of `space` matching the mentions in `text` (by kind and name or alias): `(id, mention_count)`,
+    /// read in one transaction.
+    pub(crate) fn entities_in(&self, space: &str, text: &str) -> Result<Vec<(String, u64)>> {
         let rtx = redb::ReadableDatabase::begin_read(&*self.db)?;
         let keys = rtx.open_table(ENTITY_KEYS)?;
-        let mut out = Vec::new();
+        let entities = rtx.open_table(ENTITIES)?;
+        let mut out: Vec<(String, u64)> = Vec::new();
         for m in extract(text) {
             for name in [&m.canonical, &m.text] {
                 if let Some(v) = keys.get((space, key(m.entity_type.as_str(), name).as_str()))? {
                     let id = v.value().to_string();
-                    if !out.contains(&id) {
-                        out.push(id);
+                    if !out.iter().any(|(x, _)| *x == id)
+                        && let Some(e) = get_record::<_, Entity>(&entities, (space, id.as_str()))?
+                    {
+                        out.push((id, e.mention_count));
                     }
                     break;
                 }

@@ -22,6 +22,7 @@ pub use lifecycle::{StateChange, Transition};
 pub use reembed::ReembedStatus;
 pub use threads::{
     AppendMessages, AppendReport, CreatedThread, Extraction, NewMessage, NewThread, ThreadDeleteReport, ThreadMatch,
+    thread_memory_prefix,
 };
 pub use types::*;
 pub use working::{StoreStats, WorkingMemory, today as working_today};

@@ -83,15 +83,11 @@ impl KnowledgeStore {
 
         // Entities named in the query, with IDF weights, for the hybrid ranking signal.
         let query_entities: Vec<(String, f32)> = if mode == SearchMode::Hybrid && self.config.entity_boost > 0.0 {
-            let ids = self.entity_ids_in(&q.space_id, &q.query)?;
             let docs = self.index.read().spaces.get(&q.space_id).map_or(1, |si| si.catalog.len().max(1)) as f32;
-            let mut out = Vec::with_capacity(ids.len());
-            for id in ids {
-                if let Ok(e) = self.get_entity(&q.space_id, &id) {
-                    out.push((id, (1.0 + docs / e.mention_count.max(1) as f32).ln()));
-                }
-            }
-            out
+            self.entities_in(&q.space_id, &q.query)?
+                .into_iter()
+                .map(|(id, mentions)| (id, (1.0 + docs / mentions.max(1) as f32).ln()))
+                .collect()
         } else {
             Vec::new()
         };

@@ -313,6 +313,12 @@ impl<'t> TTables<'t> {
     }
 }
 
+/// The id prefix of memories extracted from thread `thread_id` of `space`: the thread id, prefixed with
+/// `<space>:` outside `default` (thread ids are unique per space, memory ids across spaces).
+pub fn thread_memory_prefix(space: &str, thread_id: &str) -> String {
+    if space == DEFAULT_SPACE { thread_id.to_string() } else { format!("{space}:{thread_id}") }
+}
+
 fn jaccard(a: &std::collections::BTreeSet<String>, b: &std::collections::BTreeSet<String>) -> f64 {
     let inter = a.intersection(b).count();
     let union = a.len() + b.len() - inter;
@@ -493,11 +499,7 @@ impl KnowledgeStore {
         if on_demand || messages.is_empty() {
             return Ok(Extraction::default());
         }
-        let prefix = if thread.space_id == DEFAULT_SPACE {
-            thread.thread_id.clone()
-        } else {
-            format!("{}:{}", thread.space_id, thread.thread_id)
-        };
+        let prefix = thread_memory_prefix(&thread.space_id, &thread.thread_id);
         self.extract_units(&thread.space_id, &prefix, Some(&thread.thread_id), messages)
     }
 
