@@ -40,6 +40,9 @@ pub struct StoreConfig {
     /// Hybrid search: largest bonus added to the fused score (0..=1 with convex fusion) of a memory that
     /// mentions every entity named in the query, IDF-weighted per entity (default 0.05; 0 switches it off).
     pub entity_boost: f32,
+    /// Weight `w` in 0..=1 of the decay score in ranking: search multiplies each fused score by
+    /// `1 - w + w x decay` (see [`crate::index::decay`]; default 0.1; 0 switches it off).
+    pub decay_weight: f32,
 }
 
 impl std::fmt::Debug for StoreConfig {
@@ -67,6 +70,7 @@ impl StoreConfig {
             durability: Durability::Immediate,
             cache_size_bytes: 64 << 20,
             entity_boost: 0.05,
+            decay_weight: 0.1,
         }
     }
 

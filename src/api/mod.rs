@@ -7,6 +7,7 @@ pub mod embeddings;
 pub mod lifecycle;
 mod openapi;
 pub mod query;
+pub mod relations;
 mod routes;
 pub mod threads;
 pub mod working;

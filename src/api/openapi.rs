@@ -45,6 +45,8 @@ fn schemas() -> Map<String, Value> {
     add::<crate::model::Thread>(&mut v);
     add::<crate::model::Entity>(&mut v);
     add::<super::lifecycle::MemoryStateRequest>(&mut v);
+    add::<super::relations::RelationRequest>(&mut v);
+    add::<crate::store::RelationView>(&mut v);
     add::<super::working::WorkingMemoryRequest>(&mut v);
     add::<super::threads::DistillRequest>(&mut v);
     add::<super::threads::TriageRequest>(&mut v);

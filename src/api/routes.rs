@@ -539,6 +539,50 @@ pub static ROUTES: &[Route] = &[
     ),
     route!(
         "POST",
+        "/memories/{memory_id}/relations",
+        "create_memory_relation",
+        "Relate a memory to another of its space (an existing source/target/type triple is updated)",
+        &[],
+        Some("RelationRequest"),
+        Shape::Ref("RelationView"),
+        false,
+        super::relations::create
+    ),
+    route!(
+        "GET",
+        "/memories/{memory_id}/relations",
+        "list_memory_relations",
+        "Relations of a memory by direction, status and type",
+        super::relations::LIST_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        super::relations::list_for
+    ),
+    route!(
+        "PATCH",
+        "/memories/relations/{rel_id}",
+        "update_memory_relation",
+        "Change a relation's type, reason, strength, confidence or status",
+        &[],
+        Some("RelationRequest"),
+        Shape::Ref("RelationView"),
+        false,
+        super::relations::update
+    ),
+    route!(
+        "DELETE",
+        "/memories/relations/{rel_id}",
+        "delete_memory_relation",
+        "Mark a relation deleted (listable with status=deleted)",
+        &[],
+        None,
+        Shape::Object,
+        false,
+        super::relations::delete
+    ),
+    route!(
+        "POST",
         "/v1/embeddings",
         "create_embeddings",
         "Embed texts with the served model (OpenAI embeddings request and response shapes)",
@@ -991,7 +1035,7 @@ fn guard<'c>(ctx: &'c Ctx<'_>) -> Option<&'c str> {
 }
 
 fn get_memory(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
-    ok(&MemoryOut::from(api.store().get_memory(ctx.param("memory_id"), guard(ctx))?))
+    ok(&MemoryOut::from(api.store().read_memory(ctx.param("memory_id"), guard(ctx))?))
 }
 
 fn update_memory(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {

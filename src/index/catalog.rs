@@ -28,6 +28,10 @@ pub struct DocMeta {
     pub is_crystal: bool,
     /// False once superseded.
     pub is_latest: bool,
+    /// Reads by id.
+    pub access_count: i64,
+    /// Last use: the later of creation and last read by id (input of [`crate::index::decay`]).
+    pub last_used: Timestamp,
 }
 
 impl DocMeta {
@@ -43,6 +47,8 @@ impl DocMeta {
             labels,
             is_crystal: m.is_crystal,
             is_latest: m.is_latest,
+            access_count: m.access_count,
+            last_used: m.last_accessed_at.map_or(m.created_at, |a| a.max(m.created_at)),
         }
     }
 }

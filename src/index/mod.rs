@@ -4,6 +4,8 @@
 
 pub mod bm25;
 pub mod catalog;
+pub mod decay;
+
 pub mod fusion;
 pub mod lexicon;
 pub mod text;

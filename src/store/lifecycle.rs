@@ -18,6 +18,7 @@ use super::memories::WTables;
 use super::{IndexOp, KnowledgeStore, MemoryView, StoredMemory, schema};
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::catalog::DocMeta;
+use crate::index::decay;
 use crate::model::{MemoryState, Timestamp};
 
 /// A lifecycle move.
@@ -233,5 +234,41 @@ impl KnowledgeStore {
             out.push(self.get_memory(&m.id, Some(&space))?);
         }
         Ok(out)
+    }
+}
+
+impl KnowledgeStore {
+    /// Reads memory `id` as a user does: like [`KnowledgeStore::get_memory`], and counts the read
+    /// (`access_count` + 1, `last_accessed_at` now, `decay_score_cached` recomputed, see
+    /// [`crate::index::decay`]). The counter write is committed without fsync (redb `Durability::None`), so a
+    /// read costs no disk flush; it becomes durable with the next durable commit, and a crash may lose the
+    /// last few counts but never other data.
+    ///
+    /// # Errors
+    /// [`ErrorKind::NotFound`] (`memory_not_found`) as for `get_memory`; storage errors.
+    pub fn read_memory(&self, id: &str, space_guard: Option<&str>) -> Result<MemoryView> {
+        let now = Timestamp::now();
+        let _w = self.writer.lock();
+        let mut ops = Vec::new();
+        let view = super::write_txn_on(&self.db, crate::config::Durability::Eventual, |txn| {
+            let mut w = WTables::open(txn)?;
+            let (space, mut sm) = w.locate(id, space_guard)?;
+            let m = &mut sm.memory;
+            m.access_count = m.access_count.saturating_add(1);
+            m.last_accessed_at = Some(now);
+            m.decay_score_cached = decay::decay_score(m.importance, m.access_count, now, now);
+            w.memories.insert((space.as_str(), id), schema::encode(&sm)?.as_slice())?;
+            let labels = w.label_ids(&space, id)?;
+            ops.push(IndexOp::Put {
+                space: space.clone(),
+                docno: sm.docno,
+                meta: DocMeta::of(&sm.memory, labels.clone()),
+                vector: None,
+                lex: None,
+            });
+            Ok(MemoryView { memory: sm.memory, label_ids: labels.into_iter().collect() })
+        })?;
+        self.apply(ops);
+        Ok(view)
     }
 }

@@ -46,6 +46,9 @@ pub(crate) struct WTables<'t> {
     pub mentions: Table<'t, (&'static str, &'static str, &'static str), ()>,
     pub entity_memories: Table<'t, (&'static str, &'static str, &'static str), ()>,
     pub relates_to: Table<'t, (&'static str, &'static str, &'static str), u64>,
+    pub relations: Table<'t, (&'static str, &'static str), &'static [u8]>,
+    pub memory_relations: Table<'t, (&'static str, &'static str, &'static str), ()>,
+    pub relation_space: Table<'t, &'static str, &'static str>,
 }
 
 impl<'t> WTables<'t> {
@@ -65,6 +68,9 @@ impl<'t> WTables<'t> {
             mentions: txn.open_table(MENTIONS)?,
             entity_memories: txn.open_table(ENTITY_MEMORIES)?,
             relates_to: txn.open_table(RELATES_TO)?,
+            relations: txn.open_table(RELATIONS)?,
+            memory_relations: txn.open_table(MEMORY_RELATIONS)?,
+            relation_space: txn.open_table(RELATION_SPACE)?,
         })
     }
 
@@ -166,7 +172,9 @@ impl<'t> WTables<'t> {
         let id = sm.memory.id.as_str();
         let lex = self.unindex_text(space, sm.docno, &sm.memory.index_text())?;
         self.vectors.remove((space, sm.docno))?;
-        let removed = self.label_ids(space, id)?.len() as u64 + self.clear_mentions(space, id, now)?;
+        let removed = self.label_ids(space, id)?.len() as u64
+            + self.clear_mentions(space, id, now)?
+            + self.remove_memory_relations(space, id)?;
         self.set_labels(space, id, &BTreeSet::new(), now)?;
         self.memories.remove((space, id))?;
         self.memory_space.remove(id)?;
@@ -554,6 +562,9 @@ impl KnowledgeStore {
         }
         merged.updated_at = now;
         merged.space_id = space.to_string();
+        let last_used = merged.last_accessed_at.map_or(merged.created_at, |a| a.max(merged.created_at));
+        merged.decay_score_cached =
+            crate::index::decay::decay_score(merged.importance, merged.access_count, last_used, now);
         let docno = match &existing {
             Some((_, sm)) if !text_changed => sm.docno,
             _ => new_docno,

@@ -9,6 +9,7 @@ mod labels;
 mod lifecycle;
 mod memories;
 mod reembed;
+mod relations;
 pub(crate) mod schema;
 mod search;
 mod spaces;
@@ -20,6 +21,7 @@ mod working;
 pub use entities::{MentionReport, entity_id};
 pub use lifecycle::{StateChange, Transition};
 pub use reembed::ReembedStatus;
+pub use relations::{MemoryRelation, RELATION_STATUSES, RelationInput, RelationQuery, RelationView};
 pub use threads::{
     AppendMessages, AppendReport, CreatedThread, Extraction, NewMessage, NewThread, ThreadDeleteReport, ThreadMatch,
     thread_memory_prefix,
@@ -304,6 +306,10 @@ impl KnowledgeStore {
             txn.open_table(ENTITY_MEMORIES)?;
             txn.open_table(RELATES_TO)?;
             txn.open_table(WORKING_MEMORY)?;
+            txn.open_table(RELATIONS)?;
+            txn.open_table(MEMORY_RELATIONS)?;
+            txn.open_table(RELATION_SPACE)?;
+            txn.open_table(LABEL_MERGES)?;
             let mut spaces = txn.open_table(SPACES)?;
             if spaces.get(DEFAULT_SPACE)?.is_none() {
                 let s = Space {

@@ -11,6 +11,7 @@ use super::{KnowledgeStore, StoredMemory, get_record, range_prefix3};
 use crate::embed::InputType;
 use crate::error::{Error, FieldError, Result};
 use crate::index::bm25::{self, Posting};
+use crate::index::decay;
 use crate::index::fusion::{Fused, fuse};
 use crate::index::text;
 use crate::store::types::MemoryView;
@@ -184,19 +185,28 @@ impl KnowledgeStore {
         let mems = rtx.open_table(MEMORIES)?;
         let ml = rtx.open_table(MEMORY_LABELS)?;
         let mut fused = fused;
-        if !query_entities.is_empty() {
-            // A memory mentioning the query's entities gains up to `entity_boost`, weighted by each entity's IDF.
-            let mentions = rtx.open_table(MENTIONS)?;
+        let decay_w = self.config.decay_weight.clamp(0.0, 1.0);
+        if !query_entities.is_empty() || decay_w > 0.0 {
+            // A memory mentioning the query's entities gains up to `entity_boost`, weighted by each entity's
+            // IDF; then the decay factor `1 - w + w x decay` scales the score (see `crate::index::decay`).
+            let mentions = if query_entities.is_empty() { None } else { Some(rtx.open_table(MENTIONS)?) };
             let total: f32 = query_entities.iter().map(|(_, w)| w).sum();
+            let now = crate::model::Timestamp::now();
             for f in fused.iter_mut().take(depth) {
                 let Some(meta) = si.catalog.get(f.docno) else { continue };
-                let mut matched = 0.0;
-                for (id, w) in &query_entities {
-                    if mentions.get((q.space_id.as_str(), meta.id.as_str(), id.as_str()))?.is_some() {
-                        matched += w;
+                if let Some(mentions) = &mentions {
+                    let mut matched = 0.0;
+                    for (id, w) in &query_entities {
+                        if mentions.get((q.space_id.as_str(), meta.id.as_str(), id.as_str()))?.is_some() {
+                            matched += w;
+                        }
                     }
+                    f.score += self.config.entity_boost * matched / total.max(f32::EPSILON);
                 }
-                f.score += self.config.entity_boost * matched / total.max(f32::EPSILON);
+                if decay_w > 0.0 {
+                    let d = decay::decay_score(meta.importance, meta.access_count, meta.last_used, now);
+                    f.score *= decay::ranking_factor(decay_w, d);
+                }
             }
             let n = fused.len().min(depth);
             fused[..n].sort_by(|a, b| b.score.total_cmp(&a.score).then(a.docno.cmp(&b.docno)));

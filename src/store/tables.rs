@@ -63,3 +63,15 @@ pub const RELATES_TO: TableDefinition<(&str, &str, &str), u64> = TableDefinition
 
 /// (space id, day `YYYY-MM-DD`) -> WorkingMemory record.
 pub const WORKING_MEMORY: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("working_memory");
+
+/// (space id, relation id) -> MemoryRelation record.
+pub const RELATIONS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("relations");
+
+/// Relations by memory, both ends: (space id, memory id, relation id).
+pub const MEMORY_RELATIONS: TableDefinition<(&str, &str, &str), ()> = TableDefinition::new("memory_relations");
+
+/// relation id -> space id.
+pub const RELATION_SPACE: TableDefinition<&str, &str> = TableDefinition::new("relation_space");
+
+/// (space id, merge id) -> LabelMerge record: what a label merge changed, so it can be reversed.
+pub const LABEL_MERGES: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("label_merges");

@@ -1,0 +1,104 @@
+//! Relations between memories (client contract section 4).
+
+use serde::Deserialize;
+use utoipa::ToSchema;
+
+use super::query::{ParamSpec, choice, int, list, string};
+use super::{Api, ApiResponse, Ctx};
+use crate::error::Result;
+use crate::store::{RELATION_STATUSES, RelationInput, RelationQuery};
+
+/// Body of `POST /memories/{id}/relations` and `PATCH /memories/relations/{rel_id}` (PATCH ignores
+/// `target_memory_id` and `bidirectional`).
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+pub struct RelationRequest {
+    /// The other memory (create: required; same space).
+    #[serde(default)]
+    pub target_memory_id: Option<String>,
+    /// Type, 1..=64 characters (create: required).
+    #[serde(default)]
+    pub relation_type: Option<String>,
+    /// Why, at most 1,000 characters.
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// 0..=1, default 1.
+    #[serde(default)]
+    pub strength: Option<f64>,
+    /// 0..=1, default 1.
+    #[serde(default)]
+    pub confidence: Option<f64>,
+    /// Holds both ways (default false).
+    #[serde(default)]
+    pub bidirectional: Option<bool>,
+    /// `active` (default), `suggested`, `dismissed` or `deleted`.
+    #[serde(default)]
+    pub status: Option<String>,
+    /// Who made it.
+    #[serde(default)]
+    pub source: Option<String>,
+    /// Guard: the source memory's space.
+    #[serde(default)]
+    pub space_id: Option<String>,
+}
+
+pub(super) const LIST_PARAMS: &[ParamSpec] = &[
+    choice("direction", Some("both"), &["out", "in", "both"], "relations leaving, entering, or both"),
+    choice("status", Some("active"), &RELATION_STATUSES, "only this status"),
+    int("limit", 1, Some(500), Some(50), "most relations"),
+    list("types", "only these relation types (repeat, or comma-separated)"),
+    string("space_id", None, "guard: the memory's space"),
+];
+
+fn input(r: RelationRequest) -> RelationInput {
+    RelationInput {
+        target_memory_id: r.target_memory_id.unwrap_or_default(),
+        relation_type: r.relation_type,
+        reason: r.reason,
+        strength: r.strength,
+        confidence: r.confidence,
+        bidirectional: r.bidirectional,
+        status: r.status,
+        source: r.source,
+    }
+}
+
+pub(super) fn create(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let r: RelationRequest = ctx.json()?;
+    let guard = r.space_id.clone().filter(|s| !s.is_empty());
+    let guard = guard.as_deref().or_else(|| ctx.query.str("space_id"));
+    let v = api.store().create_relation(ctx.param("memory_id"), input(r), guard)?;
+    Ok(ApiResponse::json(200, &v))
+}
+
+pub(super) fn list_for(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let q = &ctx.query;
+    let types: Vec<String> = q
+        .list("types")
+        .iter()
+        .flat_map(|t| t.split(','))
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty())
+        .collect();
+    let rq = RelationQuery {
+        direction: q.str("direction").unwrap_or("both").to_string(),
+        status: q.str("status").unwrap_or("active").to_string(),
+        limit: q.int("limit").unwrap_or(50) as usize,
+        types,
+    };
+    let id = ctx.param("memory_id");
+    let rels = api.store().memory_relations(id, &rq, q.str("space_id").filter(|s| !s.is_empty()))?;
+    Ok(ApiResponse::json(200, &serde_json::json!({"memory_id": id, "total": rels.len(), "relations": rels})))
+}
+
+pub(super) fn update(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let r: RelationRequest = ctx.json()?;
+    Ok(ApiResponse::json(200, &api.store().update_relation(ctx.param("rel_id"), input(r))?))
+}
+
+pub(super) fn delete(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let v = api.store().delete_relation(ctx.param("rel_id"))?;
+    Ok(ApiResponse::json(
+        200,
+        &serde_json::json!({"success": true, "message": format!("relation '{}' deleted", v.relation.id), "relation": v}),
+    ))
+}
