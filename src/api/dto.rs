@@ -295,6 +295,15 @@ pub struct CreateSpaceRequest {
     pub instructions: Option<String>,
     /// Aliases.
     pub aliases: Option<Vec<String>>,
+    /// Caller-chosen id (default: the slug of the name).
+    #[serde(default)]
+    pub id: Option<String>,
+    /// Spaces whose memories this space's searches also see.
+    #[serde(default, rename = "sharedSpaceIds", alias = "shared_space_ids")]
+    pub shared_space_ids: Option<Vec<String>>,
+    /// Retrieval mode (default `strict`).
+    #[serde(default, rename = "defaultRetrievalMode", alias = "default_retrieval_mode")]
+    pub default_retrieval_mode: Option<String>,
 }
 
 /// `{enabled, spaces}` (and the created `space` on `POST /spaces`).

@@ -4,11 +4,13 @@
 
 pub mod dto;
 pub mod embeddings;
+pub mod labels;
 pub mod lifecycle;
 mod openapi;
 pub mod query;
 pub mod relations;
 mod routes;
+pub mod spaces;
 pub mod threads;
 pub mod working;
 

@@ -46,6 +46,15 @@ fn schemas() -> Map<String, Value> {
     add::<crate::model::Entity>(&mut v);
     add::<super::lifecycle::MemoryStateRequest>(&mut v);
     add::<super::relations::RelationRequest>(&mut v);
+    add::<super::labels::UpdateLabelRequest>(&mut v);
+    add::<super::spaces::UpdateSpaceRequest>(&mut v);
+    add::<super::spaces::BulkMoveRequest>(&mut v);
+    add::<crate::store::MoveReport>(&mut v);
+    add::<super::labels::LabelPlanRequest>(&mut v);
+    add::<crate::store::LabelPlan>(&mut v);
+    add::<crate::store::LabelHealth>(&mut v);
+    add::<crate::store::ConsolidationReport>(&mut v);
+    add::<crate::store::ConsolidationPreview>(&mut v);
     add::<crate::store::RelationView>(&mut v);
     add::<super::working::WorkingMemoryRequest>(&mut v);
     add::<super::threads::DistillRequest>(&mut v);

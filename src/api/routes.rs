@@ -7,8 +7,7 @@ use crate::error::{Error, FieldError, Result};
 use crate::index::catalog::{MemoryFilter, parse_loose_date};
 use crate::model::{MemoryState, Metadata, TemporalContext, Timestamp, UnitType};
 use crate::store::{
-    DEFAULT_SPACE, LabelOrder, ListQuery, MemoryPatch, NewMemory, NewSpace, SearchMode, SearchQuery, SearchResults,
-    WriteAction,
+    DEFAULT_SPACE, LabelOrder, ListQuery, MemoryPatch, NewMemory, SearchMode, SearchQuery, SearchResults, WriteAction,
 };
 
 /// The response body shape of a route, for the OpenAPI document.
@@ -291,9 +290,96 @@ pub static ROUTES: &[Route] = &[
         Some("CreateSpaceRequest"),
         Shape::Ref("SpacesResponse"),
         false,
-        create_space
+        super::spaces::create
     ),
-    route!("GET", "/spaces", "list_spaces", "List spaces", &[], None, Shape::Ref("SpacesResponse"), false, list_spaces),
+    route!(
+        "GET",
+        "/spaces",
+        "list_spaces",
+        "List spaces",
+        &[],
+        None,
+        Shape::Ref("SpacesResponse"),
+        false,
+        super::spaces::list
+    ),
+    route!(
+        "GET",
+        "/spaces/resolve",
+        "resolve_space",
+        "The space a name, alias or id refers to",
+        super::spaces::RESOLVE_PARAMS,
+        None,
+        Shape::Ref("Space"),
+        false,
+        super::spaces::resolve
+    ),
+    route!(
+        "GET",
+        "/spaces/{space_id}",
+        "get_space",
+        "One space with usage counts",
+        &[],
+        None,
+        Shape::Ref("Space"),
+        false,
+        super::spaces::get
+    ),
+    route!(
+        "PATCH",
+        "/spaces/{space_id}",
+        "update_space",
+        "Update a space profile (the id never changes)",
+        &[],
+        Some("UpdateSpaceRequest"),
+        Shape::Ref("Space"),
+        false,
+        super::spaces::update
+    ),
+    route!(
+        "PUT",
+        "/spaces/{space_id}",
+        "replace_space_profile",
+        "Same as PATCH",
+        &[],
+        Some("UpdateSpaceRequest"),
+        Shape::Ref("Space"),
+        false,
+        super::spaces::update
+    ),
+    route!(
+        "DELETE",
+        "/spaces/{space_id}",
+        "delete_space",
+        "Delete a space; refused while it holds records unless cascade=true",
+        super::spaces::DELETE_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        super::spaces::delete
+    ),
+    route!(
+        "POST",
+        "/memories/bulk/move/preview",
+        "preview_bulk_move",
+        "Count the memories a bulk move would take",
+        &[],
+        Some("BulkMoveRequest"),
+        Shape::Ref("MoveReport"),
+        false,
+        super::spaces::move_preview
+    ),
+    route!(
+        "POST",
+        "/memories/bulk/move",
+        "bulk_move",
+        "Move memories to another space in one transaction",
+        &[],
+        Some("BulkMoveRequest"),
+        Shape::Ref("MoveReport"),
+        false,
+        super::spaces::move_apply
+    ),
     route!(
         "POST",
         "/memories/{memory_id}/archive",
@@ -404,7 +490,17 @@ pub static ROUTES: &[Route] = &[
         false,
         super::working::bundle
     ),
-    route!("GET", "/stats", "get_stats", "Store counters", &[], None, Shape::Object, false, super::working::stats),
+    route!(
+        "GET",
+        "/stats",
+        "get_stats",
+        "Store counters (one space with space_id)",
+        super::working::STATS_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        super::working::stats
+    ),
     route!(
         "POST",
         "/memories/distill",
@@ -580,6 +676,160 @@ pub static ROUTES: &[Route] = &[
         Shape::Object,
         false,
         super::relations::delete
+    ),
+    route!(
+        "GET",
+        "/labels/health",
+        "label_health",
+        "Vocabulary health: size, labels per memory, coverage, singleton rate, canonical fork backlog",
+        super::labels::HEALTH_PARAMS,
+        None,
+        Shape::Ref("LabelHealth"),
+        false,
+        super::labels::health
+    ),
+    route!(
+        "GET",
+        "/labels/merge-candidates",
+        "label_merge_candidates",
+        "Semantically near label pairs (name embeddings, cosine >= sim_floor); read-only",
+        super::labels::CANDIDATE_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        super::labels::merge_candidates
+    ),
+    route!(
+        "POST",
+        "/labels/merge",
+        "merge_labels",
+        "Merge source into target: re-point every HAS_LABEL edge, record the merge, delete the source",
+        super::labels::MERGE_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        super::labels::merge
+    ),
+    route!(
+        "GET",
+        "/labels/merges",
+        "list_label_merges",
+        "Recorded label merges, newest first",
+        super::labels::SPACE,
+        None,
+        Shape::Object,
+        false,
+        super::labels::merges
+    ),
+    route!(
+        "POST",
+        "/labels/merges/{merge_id}/reverse",
+        "reverse_label_merge",
+        "Undo a recorded merge: the source label and every edge come back",
+        super::labels::SPACE,
+        None,
+        Shape::Object,
+        false,
+        super::labels::reverse
+    ),
+    route!(
+        "POST",
+        "/labels/consolidate",
+        "consolidate_labels",
+        "Merge exact-canonical duplicates into the highest-usage survivor (dry_run true: plan only)",
+        super::labels::CONSOLIDATE_PARAMS,
+        None,
+        Shape::Ref("ConsolidationReport"),
+        false,
+        super::labels::consolidate
+    ),
+    route!(
+        "POST",
+        "/labels/consolidation-preview",
+        "label_consolidation_preview",
+        "Full consolidation dry run with semantic pairs judged deterministically; never mutates",
+        super::labels::PREVIEW_PARAMS,
+        None,
+        Shape::Ref("ConsolidationPreview"),
+        false,
+        super::labels::consolidation_preview
+    ),
+    route!(
+        "GET",
+        "/labels/{label_id}",
+        "get_label",
+        "One label",
+        super::labels::SPACE,
+        None,
+        Shape::Ref("Label"),
+        false,
+        super::labels::get
+    ),
+    route!(
+        "PUT",
+        "/labels/{label_id}",
+        "update_label",
+        "Rename, recolour or describe a label",
+        super::labels::SPACE,
+        Some("UpdateLabelRequest"),
+        Shape::Ref("Label"),
+        false,
+        super::labels::update
+    ),
+    route!(
+        "DELETE",
+        "/labels/{label_id}",
+        "delete_label",
+        "Delete a label and all its HAS_LABEL edges",
+        super::labels::SPACE,
+        None,
+        Shape::Object,
+        false,
+        super::labels::delete
+    ),
+    route!(
+        "POST",
+        "/labels/{label_id}/merge/preview",
+        "preview_label_merge",
+        "Preview merging this label into target_label_id (returns a plan_id)",
+        super::labels::SPACE,
+        Some("LabelPlanRequest"),
+        Shape::Ref("LabelPlan"),
+        false,
+        super::labels::merge_preview
+    ),
+    route!(
+        "POST",
+        "/labels/{label_id}/merge/apply",
+        "apply_label_merge",
+        "Merge, refusing a stale plan_id",
+        super::labels::SPACE,
+        Some("LabelPlanRequest"),
+        Shape::Object,
+        false,
+        super::labels::merge_apply
+    ),
+    route!(
+        "POST",
+        "/labels/{label_id}/delete/preview",
+        "preview_label_delete",
+        "Preview deleting this label (returns a plan_id)",
+        super::labels::SPACE,
+        Some("LabelPlanRequest"),
+        Shape::Ref("LabelPlan"),
+        false,
+        super::labels::delete_preview
+    ),
+    route!(
+        "POST",
+        "/labels/{label_id}/delete/apply",
+        "apply_label_delete",
+        "Delete, refusing a stale plan_id",
+        super::labels::SPACE,
+        Some("LabelPlanRequest"),
+        Shape::Object,
+        false,
+        super::labels::delete_apply
     ),
     route!(
         "POST",
@@ -1126,20 +1376,4 @@ fn create_label(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         q.str("description").map(str::to_string),
     )?;
     ok(&label)
-}
-
-fn create_space(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
-    let r: CreateSpaceRequest = ctx.json()?;
-    let space = api.store().create_space(NewSpace {
-        name: r.name,
-        description: r.description,
-        icon: r.icon,
-        instructions: r.instructions,
-        aliases: r.aliases.unwrap_or_default(),
-    })?;
-    ok(&SpacesResponse { enabled: true, spaces: api.store().list_spaces()?, space: Some(space) })
-}
-
-fn list_spaces(api: &Api, _: &Ctx<'_>) -> Result<ApiResponse> {
-    ok(&SpacesResponse { enabled: true, spaces: api.store().list_spaces()?, space: None })
 }

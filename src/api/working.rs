@@ -154,6 +154,9 @@ pub(super) fn bundle(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     ))
 }
 
-pub(super) fn stats(api: &Api, _: &Ctx<'_>) -> Result<ApiResponse> {
-    Ok(ApiResponse::json(200, &api.store().stats()?))
+pub(super) const STATS_PARAMS: &[super::query::ParamSpec] =
+    &[super::query::string("space_id", None, "count one space; omitted: every space")];
+
+pub(super) fn stats(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    Ok(ApiResponse::json(200, &api.store().stats(ctx.query.str("space_id").filter(|s| !s.is_empty()))?))
 }

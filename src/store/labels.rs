@@ -12,7 +12,7 @@ use crate::error::{Error, ErrorKind, FieldError, Result};
 use crate::index::catalog::DocMeta;
 use crate::model::{Label, Timestamp};
 
-fn check_color(c: &str) -> bool {
+pub(crate) fn check_color(c: &str) -> bool {
     let hex = c.strip_prefix('#').unwrap_or("");
     (hex.len() == 3 || hex.len() == 6) && hex.chars().all(|ch| ch.is_ascii_hexdigit())
 }

@@ -632,6 +632,25 @@ impl KnowledgeStore {
         })
     }
 
+    /// Moves one located memory to `target` inside a bulk move, keeping its vector when given.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn move_one(
+        &self,
+        t: &mut WTables<'_>,
+        space: String,
+        sm: StoredMemory,
+        target: &str,
+        docno: u64,
+        vector: Option<Vec<f32>>,
+        now: Timestamp,
+        ops: &mut Vec<IndexOp>,
+    ) -> Result<()> {
+        let merged = sm.memory.clone();
+        let plan =
+            PutPlan { space: target, existing: Some((space, sm)), merged, labels: None, new_docno: docno, vector };
+        self.put_memory(t, plan, now, ops).map(|_| ())
+    }
+
     /// Reads a memory by id. `space_guard`, when given, must be the memory's space.
     ///
     /// # Errors

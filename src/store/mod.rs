@@ -5,6 +5,7 @@
 //! and a search never sees a document that is not committed.
 
 mod entities;
+mod label_maint;
 mod labels;
 mod lifecycle;
 mod memories;
@@ -19,9 +20,14 @@ mod types;
 mod working;
 
 pub use entities::{MentionReport, entity_id};
+pub use label_maint::{
+    AffectedCounts, ConsolidationGroup, ConsolidationPreview, ConsolidationReport, JudgedPair, LabelDeleteReport,
+    LabelHealth, LabelMerge, LabelPatch, LabelPlan, MergeCandidate, canonical_label,
+};
 pub use lifecycle::{StateChange, Transition};
 pub use reembed::ReembedStatus;
 pub use relations::{MemoryRelation, RELATION_STATUSES, RelationInput, RelationQuery, RelationView};
+pub use spaces::{MAX_BULK_MOVE, space_slug};
 pub use threads::{
     AppendMessages, AppendReport, CreatedThread, Extraction, NewMessage, NewThread, ThreadDeleteReport, ThreadMatch,
     thread_memory_prefix,
@@ -91,6 +97,8 @@ pub struct KnowledgeStore {
     pub(crate) index: Arc<RwLock<IndexState>>,
     pub(crate) started: Instant,
     reembed_progress: Arc<reembed::Progress>,
+    /// Label name -> embedding, for merge candidates (cleared past 20,000 names).
+    label_vector_cache: Mutex<HashMap<String, Vec<f32>>>,
     // Declared before `builder`: dropped (stopped and joined) first, as it wakes the builder.
     reembed: Mutex<Option<reembed::Worker>>,
     builder: GraphBuilder,
@@ -221,6 +229,7 @@ impl KnowledgeStore {
             index,
             started: Instant::now(),
             reembed_progress: Arc::default(),
+            label_vector_cache: Mutex::default(),
             reembed: Mutex::new(None),
             builder,
         };

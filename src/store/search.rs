@@ -22,7 +22,7 @@ pub const MAX_QUERY_BYTES: usize = 4096;
 pub const MAX_LIMIT: usize = 100;
 
 impl KnowledgeStore {
-    /// Searches one space. Lexical: BM25 over stemmed terms. Vector: cosine over the active embedder's
+    /// Searches one space, and the spaces it shares in (`sharedSpaceIds`, one level). Lexical: BM25 over stemmed terms. Vector: cosine over the active embedder's
     /// vectors (exact below the HNSW threshold or for small filtered sets, HNSW otherwise). Hybrid fuses the
     /// two top lists (each `max(4·limit, 50)` long) with the configured [`crate::index::fusion::Fusion`].
     /// Filters apply inside both rankings, so a filtered search returns `limit` hits whenever that many
@@ -58,6 +58,37 @@ impl KnowledgeStore {
         if !errs.is_empty() {
             return Err(Error::invalid(errs));
         }
+        let space: crate::model::Space = {
+            let rtx = self.db.begin_read()?;
+            get_record(&rtx.open_table(SPACES)?, q.space_id.as_str())?
+                .ok_or_else(|| Error::not_found("space_not_found", format!("space '{}' does not exist", q.space_id)))?
+        };
+        if space.shared_space_ids.is_empty() {
+            return self.search_space(q, started);
+        }
+        // A space with shared spaces searches each of them too (one level, no chains) and keeps the best
+        // `limit` hits by fused score; each hit names its own space.
+        let mut all = self.search_space(q, started)?;
+        for shared in &space.shared_space_ids {
+            let sub = SearchQuery { space_id: shared.clone(), ..q.clone() };
+            match self.search_space(&sub, started) {
+                Ok(r) => {
+                    all.hits.extend(r.hits);
+                    all.candidates += r.candidates;
+                    all.fallback = all.fallback.or(r.fallback);
+                }
+                Err(e) if e.kind() == crate::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        all.hits.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.view.memory.id.cmp(&b.view.memory.id)));
+        all.hits.truncate(q.limit);
+        all.elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+        Ok(all)
+    }
+
+    /// Searches exactly one space (validated query).
+    fn search_space(&self, q: &SearchQuery, started: Instant) -> Result<SearchResults> {
         self.require_space(&q.space_id)?;
         let depth = (q.limit * 4).max(50);
         let awaiting =

@@ -1,10 +1,16 @@
-//! Spaces: create and list. The `default` space always exists.
+//! Spaces: create, list, read, resolve by name or alias, update, delete (refused while non-empty unless
+//! cascading), and bulk moves of memories between spaces. The `default` space always exists and cannot be
+//! deleted. Isolation lives in the storage keys: every record's key starts with its space id, and reads go
+//! through one space's key range; a space's `sharedSpaceIds` only widen its searches.
+
+use std::collections::BTreeSet;
 
 use redb::{ReadableDatabase, ReadableTable};
 
+use super::memories::WTables;
 use super::tables::*;
-use super::types::NewSpace;
-use super::{KnowledgeStore, schema};
+use super::types::{MoveFailure, MoveReport, MoveSelection, NewSpace, SpacePatch};
+use super::{DEFAULT_SPACE, IndexOp, KnowledgeStore, StoredMemory, get_record, schema};
 use crate::error::{Error, ErrorKind, FieldError, Result};
 use crate::model::{Space, SpaceUsage, Timestamp};
 
@@ -24,15 +30,81 @@ pub fn space_slug(name: &str) -> String {
     out
 }
 
+/// Most memories one bulk move takes.
+pub const MAX_BULK_MOVE: usize = 10_000;
+/// Most aliases of a space.
+pub const MAX_ALIASES: usize = 32;
+
+fn invalid(field: &str, msg: &str, input: serde_json::Value) -> FieldError {
+    FieldError::new(&["body", field], "value_error", msg, input)
+}
+
+fn clean_aliases(a: Vec<String>) -> Vec<String> {
+    let mut seen = BTreeSet::new();
+    a.into_iter().map(|x| x.trim().to_string()).filter(|x| !x.is_empty() && seen.insert(x.to_lowercase())).collect()
+}
+
+fn space_not_found(r: &str) -> Error {
+    Error::not_found("space_not_found", format!("space '{r}' does not exist"))
+}
+
+/// Checks shared ids, aliases and retrieval mode of `s` against the other spaces `others`.
+fn check_space(s: &Space, others: &[Space]) -> Result<()> {
+    let mut errs = Vec::new();
+    if s.aliases.len() > MAX_ALIASES || s.aliases.iter().any(|a| a.chars().count() > 100) {
+        errs.push(invalid("aliases", "at most 32 aliases of at most 100 characters", serde_json::Value::Null));
+    }
+    for id in &s.shared_space_ids {
+        if id == &s.id || !others.iter().any(|o| &o.id == id) {
+            errs.push(invalid("sharedSpaceIds", "shared spaces must be other existing spaces", id.clone().into()));
+        }
+    }
+    let m = &s.default_retrieval_mode;
+    if m.is_empty() || m.len() > 32 || !m.chars().all(|c| c.is_ascii_lowercase() || c == '_' || c == '-') {
+        errs.push(invalid("defaultRetrievalMode", "a lowercase word such as `strict`", m.clone().into()));
+    }
+    for f in [&s.description, &s.instructions] {
+        if f.chars().count() > 10_000 {
+            errs.push(invalid(
+                "description",
+                "description and instructions are at most 10,000 characters",
+                serde_json::Value::Null,
+            ));
+        }
+    }
+    if !errs.is_empty() {
+        return Err(Error::invalid(errs));
+    }
+    // Names and aliases resolve to one space only.
+    let mine: Vec<String> =
+        std::iter::once(s.name.to_lowercase()).chain(s.aliases.iter().map(|a| a.to_lowercase())).collect();
+    for o in others.iter().filter(|o| o.id != s.id) {
+        let theirs: Vec<String> = [o.id.clone(), o.name.to_lowercase()]
+            .into_iter()
+            .chain(o.aliases.iter().map(|a| a.to_lowercase()))
+            .collect();
+        if let Some(clash) = mine.iter().find(|m| theirs.contains(m)) {
+            return Err(Error::new(
+                ErrorKind::Conflict,
+                format!("'{clash}' already names or aliases space '{}'", o.id),
+            )
+            .with_code("space_name_taken"));
+        }
+    }
+    Ok(())
+}
+
 impl KnowledgeStore {
-    /// Creates a space. Its id is the slug of its name (`"Work Notes"` -> `work-notes`).
+    /// Creates a space. Its id is `new.id` or the slug of its name (`"Work Notes"` -> `work-notes`).
     ///
     /// # Errors
-    /// * [`ErrorKind::InvalidInput`]: name empty, over 100 characters, or without any letter or digit.
-    /// * [`ErrorKind::Conflict`] (`space_exists`): a space with that id exists.
+    /// * [`ErrorKind::InvalidInput`]: name empty, over 100 characters, or without any letter or digit; an id
+    ///   that is not its own slug; unknown shared spaces; over 32 aliases; a bad retrieval mode.
+    /// * [`ErrorKind::Conflict`]: `space_exists` (the id is taken), `space_name_taken` (the name or an alias
+    ///   names another space).
     pub fn create_space(&self, new: NewSpace) -> Result<Space> {
         let name = new.name.trim().to_string();
-        let id = space_slug(&name);
+        let id = new.id.clone().filter(|i| !i.trim().is_empty()).unwrap_or_else(|| space_slug(&name));
         if name.is_empty() || name.chars().count() > 100 || id.is_empty() {
             return Err(Error::invalid(vec![FieldError::new(
                 &["body", "name"],
@@ -41,16 +113,24 @@ impl KnowledgeStore {
                 name.into(),
             )]));
         }
+        if space_slug(&id) != id || id.len() > 100 {
+            return Err(Error::invalid_field(
+                &["body", "id"],
+                "id_invalid",
+                "space ids are lowercase letters and digits with single `-` between words, at most 100 bytes",
+                id.into(),
+            ));
+        }
         let space = Space {
             id: id.clone(),
             key: id.clone(),
             name,
-            aliases: new.aliases.into_iter().map(|a| a.trim().to_string()).filter(|a| !a.is_empty()).collect(),
+            aliases: clean_aliases(new.aliases),
             description: new.description.unwrap_or_default(),
             icon: new.icon.unwrap_or_default(),
             instructions: new.instructions.unwrap_or_default(),
-            shared_space_ids: vec![],
-            default_retrieval_mode: "strict".into(),
+            shared_space_ids: new.shared_space_ids.into_iter().collect::<BTreeSet<_>>().into_iter().collect(),
+            default_retrieval_mode: new.default_retrieval_mode.unwrap_or_else(|| "strict".into()),
             is_default: false,
             usage: SpaceUsage::default(),
             observed: false,
@@ -65,6 +145,7 @@ impl KnowledgeStore {
                     Error::new(ErrorKind::Conflict, format!("space '{id}' already exists")).with_code("space_exists")
                 );
             }
+            check_space(&space, &stored_spaces(&t)?)?;
             t.insert(id.as_str(), schema::encode(&space)?.as_slice())?;
             Ok(())
         })?;
@@ -74,19 +155,260 @@ impl KnowledgeStore {
     }
 
     /// Every space with its usage counts, `default` first, then by name.
+    ///
+    /// # Errors
+    /// Storage errors.
     pub fn list_spaces(&self) -> Result<Vec<Space>> {
         let rtx = self.db.begin_read()?;
-        let t = rtx.open_table(SPACES)?;
-        let mut out: Vec<Space> = Vec::new();
-        for row in t.iter()? {
-            let (_, v) = row?;
-            out.push(schema::decode(v.value())?);
-        }
-        let state = self.index.read();
+        let mut out = stored_spaces(&rtx.open_table(SPACES)?)?;
         for s in &mut out {
-            s.usage.memories = state.spaces.get(&s.id).map_or(0, |si| si.catalog.len() as u64);
+            self.fill_usage(&rtx, s)?;
         }
         out.sort_by(|a, b| b.is_default.cmp(&a.is_default).then_with(|| a.name.cmp(&b.name)));
         Ok(out)
     }
+
+    fn fill_usage(&self, rtx: &redb::ReadTransaction, s: &mut Space) -> Result<()> {
+        s.usage.memories = self.index.read().spaces.get(&s.id).map_or(0, |si| {
+            si.catalog.iter().filter(|(_, m)| m.state != crate::model::MemoryState::Forgotten).count() as u64
+        });
+        let threads = rtx.open_table(THREADS)?;
+        s.usage.threads = super::range_prefix2(&threads, &s.id)?.len() as u64;
+        let wm = rtx.open_table(WORKING_MEMORY)?;
+        s.usage.has_working_memory = !super::range_prefix2(&wm, &s.id)?.is_empty();
+        Ok(())
+    }
+
+    /// One space by exact id, with usage counts.
+    ///
+    /// # Errors
+    /// [`ErrorKind::NotFound`] (`space_not_found`).
+    pub fn get_space(&self, id: &str) -> Result<Space> {
+        let rtx = self.db.begin_read()?;
+        let mut s: Space = get_record(&rtx.open_table(SPACES)?, id)?.ok_or_else(|| space_not_found(id))?;
+        self.fill_usage(&rtx, &mut s)?;
+        Ok(s)
+    }
+
+    /// The space a reference names: an exact id first, then a name or alias compared without case, then the
+    /// slug of the reference as an id.
+    ///
+    /// # Errors
+    /// [`ErrorKind::NotFound`] (`space_not_found`).
+    pub fn resolve_space(&self, reference: &str) -> Result<Space> {
+        let r = reference.trim();
+        let spaces = self.list_spaces()?;
+        let lower = r.to_lowercase();
+        let slug = space_slug(r);
+        spaces
+            .iter()
+            .find(|s| s.id == r)
+            .or_else(|| spaces.iter().find(|s| s.name.to_lowercase() == lower))
+            .or_else(|| spaces.iter().find(|s| s.aliases.iter().any(|a| a.to_lowercase() == lower)))
+            .or_else(|| spaces.iter().find(|s| s.id == slug))
+            .cloned()
+            .ok_or_else(|| space_not_found(r))
+    }
+
+    /// Changes a space's profile (never its id).
+    ///
+    /// # Errors
+    /// [`ErrorKind::NotFound`] (`space_not_found`); [`ErrorKind::InvalidInput`] and [`ErrorKind::Conflict`] as
+    /// for [`KnowledgeStore::create_space`].
+    pub fn update_space(&self, id: &str, patch: SpacePatch) -> Result<Space> {
+        if let Some(n) = &patch.name
+            && (n.trim().is_empty() || n.trim().chars().count() > 100)
+        {
+            return Err(Error::invalid_field(
+                &["body", "name"],
+                "name_invalid",
+                "space names are 1..=100 characters",
+                n.clone().into(),
+            ));
+        }
+        let _w = self.writer.lock();
+        self.write_txn(|txn| {
+            let mut t = txn.open_table(SPACES)?;
+            let mut s: Space = get_record(&t, id)?.ok_or_else(|| space_not_found(id))?;
+            if let Some(n) = patch.name {
+                s.name = n.trim().to_string();
+            }
+            if let Some(x) = patch.description {
+                s.description = x;
+            }
+            if let Some(x) = patch.icon {
+                s.icon = x;
+            }
+            if let Some(x) = patch.instructions {
+                s.instructions = x;
+            }
+            if let Some(x) = patch.aliases {
+                s.aliases = clean_aliases(x);
+            }
+            if let Some(x) = patch.shared_space_ids {
+                s.shared_space_ids = x.into_iter().collect::<BTreeSet<_>>().into_iter().collect();
+            }
+            if let Some(x) = patch.default_retrieval_mode {
+                s.default_retrieval_mode = x;
+            }
+            check_space(&s, &stored_spaces(&t)?)?;
+            t.insert(id, schema::encode(&s)?.as_slice())?;
+            Ok(())
+        })?;
+        self.get_space(id)
+    }
+
+    /// Deletes a space. Refused while it holds memories, threads or working memory unless `cascade`, which
+    /// deletes every record of the space (memories, vectors, postings, labels, threads, messages, entities,
+    /// relations, working memory) in one transaction. Other spaces that share it stop sharing it.
+    ///
+    /// # Errors
+    /// * [`ErrorKind::NotFound`] (`space_not_found`).
+    /// * [`ErrorKind::Conflict`]: `space_not_empty` (with the counts), `default_space` (the default space).
+    pub fn delete_space(&self, id: &str, cascade: bool) -> Result<Space> {
+        if id == DEFAULT_SPACE {
+            return Err(
+                Error::new(ErrorKind::Conflict, "the default space cannot be deleted").with_code("default_space")
+            );
+        }
+        let space = self.get_space(id)?;
+        let u = &space.usage;
+        let stored_memories = {
+            let rtx = self.db.begin_read()?;
+            super::range_prefix2(&rtx.open_table(MEMORIES)?, id)?.len()
+        };
+        if !cascade && (stored_memories > 0 || u.threads > 0 || u.has_working_memory) {
+            return Err(Error::new(
+                ErrorKind::Conflict,
+                format!(
+                    "space '{id}' is not empty ({stored_memories} memories, {} threads, working memory: {}); move \
+                     them out or delete with cascade",
+                    u.threads, u.has_working_memory
+                ),
+            )
+            .with_code("space_not_empty"));
+        }
+        let _w = self.writer.lock();
+        self.write_txn(|txn| {
+            macro_rules! drop_space2 {
+                ($($t:ident),*) => {$( txn.open_table($t)?.retain(|k, _| k.0 != id)?; )*};
+            }
+            drop_space2!(
+                MEMORIES,
+                VECTORS,
+                LABELS,
+                THREADS,
+                ENTITIES,
+                ENTITY_KEYS,
+                WORKING_MEMORY,
+                RELATIONS,
+                LABEL_MERGES
+            );
+            drop_space2!(POSTINGS, MEMORY_LABELS, LABEL_MEMORIES, MESSAGES, MESSAGE_KEYS, MENTIONS, ENTITY_MEMORIES);
+            drop_space2!(RELATES_TO, MEMORY_RELATIONS);
+            txn.open_table(LEX_STATS)?.remove(id)?;
+            txn.open_table(MEMORY_SPACE)?.retain(|_, v| v != id)?;
+            txn.open_table(RELATION_SPACE)?.retain(|_, v| v != id)?;
+            txn.open_table(THREAD_SPACES)?.retain(|k, _| k.1 != id)?;
+            let mut t = txn.open_table(SPACES)?;
+            t.remove(id)?;
+            for mut other in stored_spaces(&t)? {
+                if other.shared_space_ids.iter().any(|s| s == id) {
+                    other.shared_space_ids.retain(|s| s != id);
+                    t.insert(other.id.as_str(), schema::encode(&other)?.as_slice())?;
+                }
+            }
+            Ok(())
+        })?;
+        self.index.write().spaces.remove(id);
+        Ok(space)
+    }
+
+    /// Moves memories to `target` (one write transaction), or with `dry_run` only counts them. Vectors move
+    /// with their memories (no re-embedding); labels are re-created by name in the target; entity mentions are
+    /// re-extracted there; relations of a moved memory are dropped (relations never cross spaces).
+    /// Selections over [`MAX_BULK_MOVE`] memories move nothing and report `limit_exceeded`.
+    ///
+    /// # Errors
+    /// [`ErrorKind::NotFound`] (`space_not_found`) for the target or a source space.
+    pub fn move_memories(&self, selection: &MoveSelection, target: &str, dry_run: bool) -> Result<MoveReport> {
+        self.require_space(target)?;
+        let (ids, guard): (Vec<String>, Option<String>) = match selection {
+            MoveSelection::Ids { memory_ids, source_space_id } => {
+                if let Some(s) = source_space_id {
+                    self.require_space(s)?;
+                }
+                let mut seen = BTreeSet::new();
+                (memory_ids.iter().filter(|i| seen.insert(i.as_str())).cloned().collect(), source_space_id.clone())
+            }
+            MoveSelection::Space { source_space_id, exclude_memory_ids } => {
+                self.require_space(source_space_id)?;
+                let rtx = self.db.begin_read()?;
+                let mems = rtx.open_table(MEMORIES)?;
+                let mut ids = Vec::new();
+                for (id, v) in super::range_prefix2(&mems, source_space_id)? {
+                    let sm: StoredMemory = schema::decode(v.value())?;
+                    if sm.memory.state != crate::model::MemoryState::Forgotten && !exclude_memory_ids.contains(&id) {
+                        ids.push(id);
+                    }
+                }
+                (ids, Some(source_space_id.clone()))
+            }
+        };
+        let mut report = MoveReport {
+            count: ids.len() as u64,
+            source_space_id: guard.clone(),
+            target_space_id: target.to_string(),
+            ..Default::default()
+        };
+        if ids.len() > MAX_BULK_MOVE {
+            report.limit_exceeded = true;
+            report.message = format!("{} memories selected; at most {MAX_BULK_MOVE} move per call", ids.len());
+            return Ok(report);
+        }
+        if dry_run {
+            report.message = format!("{} memories would move to '{target}'", ids.len());
+            return Ok(report);
+        }
+        let now = Timestamp::now();
+        let _w = self.writer.lock();
+        let mut ops: Vec<IndexOp> = Vec::new();
+        let (moved, failures) = self.write_txn(|txn| {
+            let base = Self::alloc_docnos(txn, ids.len() as u64)?;
+            let mut t = WTables::open(txn)?;
+            let mut moved = 0u64;
+            let mut failures = Vec::new();
+            for (i, id) in ids.iter().enumerate() {
+                let (space, sm) = match t.locate(id, guard.as_deref()) {
+                    Ok(x) => x,
+                    Err(e) => {
+                        failures.push(MoveFailure { memory_id: id.clone(), error: e.message().to_string() });
+                        continue;
+                    }
+                };
+                if space == target {
+                    continue;
+                }
+                let vector = t.vectors.get((space.as_str(), sm.docno))?.map(|v| schema::vector_from_bytes(v.value()));
+                self.move_one(&mut t, space, sm, target, base + i as u64, vector, now, &mut ops)?;
+                moved += 1;
+            }
+            Ok((moved, failures))
+        })?;
+        self.apply(ops);
+        report.moved_count = moved;
+        report.failed_count = failures.len() as u64;
+        report.failures = failures.into_iter().take(100).collect();
+        report.message = format!("moved {moved} memories to '{target}'");
+        Ok(report)
+    }
+}
+
+fn stored_spaces(t: &impl ReadableTable<&'static str, &'static [u8]>) -> Result<Vec<Space>> {
+    let mut out = Vec::new();
+    for row in t.iter()? {
+        let (_, v) = row?;
+        out.push(schema::decode(v.value())?);
+    }
+    Ok(out)
 }

@@ -250,6 +250,80 @@ pub struct NewSpace {
     pub instructions: Option<String>,
     /// Aliases.
     pub aliases: Vec<String>,
+    /// Caller-chosen id (default: the slug of the name); same rules as a slug: lowercase letters, digits, `-`.
+    pub id: Option<String>,
+    /// Spaces whose memories this space's searches also see.
+    pub shared_space_ids: Vec<String>,
+    /// Retrieval mode (default `strict`).
+    pub default_retrieval_mode: Option<String>,
+}
+
+/// Changes to a space; None keeps a field. The id never changes.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SpacePatch {
+    /// Display name.
+    pub name: Option<String>,
+    /// Description.
+    pub description: Option<String>,
+    /// Icon.
+    pub icon: Option<String>,
+    /// Instructions.
+    pub instructions: Option<String>,
+    /// Replaces the aliases.
+    pub aliases: Option<Vec<String>>,
+    /// Replaces the shared spaces.
+    pub shared_space_ids: Option<Vec<String>>,
+    /// Retrieval mode.
+    pub default_retrieval_mode: Option<String>,
+}
+
+/// Which memories a bulk move takes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MoveSelection {
+    /// These ids (optionally only where they are in `source_space_id`).
+    Ids {
+        /// Memory ids.
+        memory_ids: Vec<String>,
+        /// Guard: only memories of this space.
+        source_space_id: Option<String>,
+    },
+    /// Every memory of a space (any state but forgotten), minus exclusions.
+    Space {
+        /// The space emptied.
+        source_space_id: String,
+        /// Ids left where they are.
+        exclude_memory_ids: Vec<String>,
+    },
+}
+
+/// Outcome of a bulk move (or its preview).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, utoipa::ToSchema)]
+pub struct MoveReport {
+    /// Memories selected (preview) or moved.
+    pub count: u64,
+    /// Moved (0 in a preview).
+    pub moved_count: u64,
+    /// Selected ids that could not be moved (missing, forgotten, or outside the source guard).
+    pub failed_count: u64,
+    /// Failed ids with reasons (at most 100).
+    pub failures: Vec<MoveFailure>,
+    /// True when the selection is over [`crate::store::MAX_BULK_MOVE`]; nothing is moved then.
+    pub limit_exceeded: bool,
+    /// Source space (when the selection names one).
+    pub source_space_id: Option<String>,
+    /// Target space.
+    pub target_space_id: String,
+    /// Summary.
+    pub message: String,
+}
+
+/// One memory a bulk move skipped.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, utoipa::ToSchema)]
+pub struct MoveFailure {
+    /// Memory id.
+    pub memory_id: String,
+    /// Why.
+    pub error: String,
 }
 
 /// What a delete removed.

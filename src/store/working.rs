@@ -124,28 +124,51 @@ impl KnowledgeStore {
         Ok(out)
     }
 
-    /// Counters over every space.
+    /// Counters of one space, or of every space when `space` is None.
     ///
     /// # Errors
-    /// Storage errors.
-    pub fn stats(&self) -> Result<StoreStats> {
+    /// [`crate::ErrorKind::NotFound`] (`space_not_found`); storage errors.
+    pub fn stats(&self, space: Option<&str>) -> Result<StoreStats> {
+        if let Some(sp) = space {
+            self.require_space(sp)?;
+        }
         let rtx = self.db.begin_read()?;
         let mut s = StoreStats::default();
+        // Counts the rows of a table whose key starts with the space (all rows without a space).
+        macro_rules! count {
+            ($t:expr) => {{
+                let t = rtx.open_table($t)?;
+                match space {
+                    None => t.len()?,
+                    Some(sp) => {
+                        let mut n = 0u64;
+                        for row in t.iter()? {
+                            if row?.0.value().0 == sp {
+                                n += 1;
+                            }
+                        }
+                        n
+                    }
+                }
+            }};
+        }
         for row in rtx.open_table(MEMORIES)?.iter()? {
-            let sm: StoredMemory = schema::decode(row?.1.value())?;
+            let (k, v) = row?;
+            if space.is_some_and(|sp| k.value().0 != sp) {
+                continue;
+            }
+            let sm: StoredMemory = schema::decode(v.value())?;
             if sm.memory.state != MemoryState::Forgotten {
                 s.memory_count += 1;
                 s.crystal_count += u64::from(sm.memory.is_crystal);
             }
         }
-        s.thread_count = rtx.open_table(THREADS)?.len()?;
-        s.message_count = rtx.open_table(MESSAGES)?.len()?;
-        s.entity_count = rtx.open_table(ENTITIES)?.len()?;
-        s.label_count = rtx.open_table(LABELS)?.len()?;
+        s.thread_count = count!(THREADS);
+        s.message_count = count!(MESSAGES);
+        s.entity_count = count!(ENTITIES);
+        s.label_count = count!(LABELS);
         s.total_nodes = s.memory_count + s.thread_count + s.message_count + s.entity_count + s.label_count;
-        s.total_relationships = rtx.open_table(MEMORY_LABELS)?.len()?
-            + rtx.open_table(MENTIONS)?.len()?
-            + rtx.open_table(RELATES_TO)?.len()? / 2;
+        s.total_relationships = count!(MEMORY_LABELS) + count!(MENTIONS) + count!(RELATES_TO) / 2 + count!(RELATIONS);
         Ok(s)
     }
 }
