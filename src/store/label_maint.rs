@@ -272,13 +272,13 @@ impl WTables<'_> {
         Ok(())
     }
 
-    /// Sets the usage count of a label to its number of edges.
-    fn recount(&mut self, space: &str, label_id: &str, now: Timestamp) -> Result<()> {
+    /// Sets the usage count of a label to its number of edges. A derived count, so `updated_at` stays (as
+    /// when memory writes change it).
+    fn recount(&mut self, space: &str, label_id: &str) -> Result<()> {
         if let Some(mut l) = get_record::<_, Label>(&self.labels, (space, label_id))? {
             let n = self.memories_with(space, label_id)?.len() as u64;
             if l.usage_count != n {
                 l.usage_count = n;
-                l.updated_at = now;
                 self.labels.insert((space, label_id), schema::encode(&l)?.as_slice())?;
             }
         }
@@ -334,7 +334,7 @@ impl WTables<'_> {
             }
         }
         self.labels.remove((space, source))?;
-        self.recount(space, target, now)?;
+        self.recount(space, target)?;
         let rec = LabelMerge {
             merge_id: format!("merge_{}", uuid::Uuid::now_v7()),
             space_id: space.to_string(),
@@ -549,9 +549,9 @@ impl KnowledgeStore {
             // The restored record keeps its stored usage count unless the edges say otherwise.
             let n = t.memories_with(space, &sid)?.len() as u64;
             if n != rec.source.usage_count {
-                t.recount(space, &sid, now)?;
+                t.recount(space, &sid)?;
             }
-            t.recount(space, &rec.target_id, now)?;
+            t.recount(space, &rec.target_id)?;
             rec.reversed_at = Some(now);
             merges.insert((space, merge_id), schema::encode(&rec)?.as_slice())?;
             Ok(rec)
