@@ -72,27 +72,49 @@ fn step(model: &mut Model, op: &Op) -> bool {
                 true
             }
             None => {
-                let m = M { space: *space, word: *word, labels: labels.iter().copied().collect(), state: Active, superseded_by: None };
+                let m = M {
+                    space: *space,
+                    word: *word,
+                    labels: labels.iter().copied().collect(),
+                    state: Active,
+                    superseded_by: None,
+                };
                 model.insert(*id, m);
                 true
             }
         },
-        Op::Update { id, word } => live(model, *id) && {
-            model.get_mut(id).map(|m| m.word = *word);
-            true
-        },
-        Op::Label { id, labels } => live(model, *id) && {
-            model.get_mut(id).map(|m| m.labels = labels.iter().copied().collect());
-            true
-        },
-        Op::Move { id, space } => live(model, *id) && {
-            model.get_mut(id).map(|m| m.space = *space);
-            true
-        },
-        Op::Forget(id) => live(model, *id) && {
-            model.get_mut(id).map(|m| m.state = Forgotten);
-            true
-        },
+        Op::Update { id, word } => {
+            live(model, *id) && {
+                if let Some(m) = model.get_mut(id) {
+                    m.word = *word;
+                }
+                true
+            }
+        }
+        Op::Label { id, labels } => {
+            live(model, *id) && {
+                if let Some(m) = model.get_mut(id) {
+                    m.labels = labels.iter().copied().collect();
+                }
+                true
+            }
+        }
+        Op::Move { id, space } => {
+            live(model, *id) && {
+                if let Some(m) = model.get_mut(id) {
+                    m.space = *space;
+                }
+                true
+            }
+        }
+        Op::Forget(id) => {
+            live(model, *id) && {
+                if let Some(m) = model.get_mut(id) {
+                    m.state = Forgotten;
+                }
+                true
+            }
+        }
         Op::Archive(id) | Op::Deprecate(id) => {
             if !live(model, *id) {
                 return false;
@@ -155,7 +177,8 @@ fn apply(store: &KnowledgeStore, op: &Op) -> bool {
 fn check(store: &KnowledgeStore, model: &Model) -> Result<(), TestCaseError> {
     for (s, space) in SPACES.iter().enumerate() {
         let q = ListQuery { space_id: (*space).into(), filter: MemoryFilter::default(), limit: 100, offset: 0 };
-        let listed: BTreeSet<String> = store.list_memories(&q).unwrap().items.into_iter().map(|v| v.memory.id).collect();
+        let listed: BTreeSet<String> =
+            store.list_memories(&q).unwrap().items.into_iter().map(|v| v.memory.id).collect();
         let want: BTreeSet<String> = model
             .iter()
             .filter(|(_, m)| m.space == s && m.state == MemoryState::Active)
