@@ -2,11 +2,15 @@
 //! candidates, merge and its reversal (edges exactly as before), consolidation (dry run changes nothing),
 //! the preview, and the CLI's preview/apply plans.
 
+#[cfg(feature = "server")]
 mod common;
 
+#[cfg(feature = "server")]
 use std::sync::Arc;
 
+#[cfg(feature = "server")]
 use common::{call, server_on};
+
 use engram::{
     ErrorKind, KnowledgeStore, LabelOrder, LabelPatch, ListQuery, MemoryFilter, MemoryState, NewMemory, StoreConfig,
     canonical_label,
@@ -173,6 +177,7 @@ fn rename_delete_and_merge_candidates() {
     assert_eq!(store.get_memory("b", None).unwrap().label_ids, vec!["label_cooking"]);
 }
 
+#[cfg(feature = "server")]
 #[test]
 fn http_label_routes_and_cli_plans() {
     let dir = tempfile::tempdir().unwrap();

@@ -878,60 +878,13 @@ impl KnowledgeStore {
     /// source and target are the same.
     pub fn label_plan(&self, space: &str, source: &str, target: Option<&str>) -> Result<LabelPlan> {
         self.require_space(space)?;
-        if target == Some(source) {
-            return Err(Error::invalid_field(
-                &["body", "target_label_id"],
-                "value_error",
-                "a label cannot be merged into itself",
-                source.into(),
-            ));
-        }
         let rtx = self.db.begin_read()?;
-        let labels = rtx.open_table(LABELS)?;
-        let lm = rtx.open_table(LABEL_MEMORIES)?;
-        let src = load_label(&labels, space, source)?;
-        let tgt = target.map(|t| load_label(&labels, space, t)).transpose()?;
-        let src_mems = range_prefix3(&lm, space, source)?;
-        let tgt_mems = match target {
-            Some(t) => range_prefix3(&lm, space, t)?,
-            None => vec![],
-        };
-        let action = if target.is_some() { "merge" } else { "delete" };
-        let mut key = format!("{action}\u{0}{space}\u{0}{source}\u{0}{}", target.unwrap_or(""));
-        for m in src_mems.iter().chain(&[String::from("\u{1}")]).chain(&tgt_mems) {
-            key.push('\u{0}');
-            key.push_str(m);
-        }
-        let plan_id = format!("plan_{:016x}", fnv1a(key.as_bytes()));
-        let message = match &tgt {
-            Some(t) => format!(
-                "merge '{}' into '{}': {} memories change labels, '{}' is deleted; the merge is recorded and reversible",
-                src.name,
-                t.name,
-                src_mems.len(),
-                src.name
-            ),
-            None => {
-                format!("delete '{}': {} memories lose this label and keep everything else", src.name, src_mems.len())
-            }
-        };
-        let tgt_set: BTreeSet<&String> = tgt_mems.iter().collect();
-        let duplicate_assignments = src_mems.iter().filter(|m| tgt_set.contains(m)).count() as u64;
-        Ok(LabelPlan {
-            plan_id,
-            action: action.into(),
-            affected_memories: src_mems.len() as u64,
-            affected: AffectedCounts { memories: src_mems.len() as u64, ..Default::default() },
-            duplicate_assignments,
-            sample_memory_ids: src_mems.into_iter().take(20).collect(),
-            source: src,
-            target: tgt,
-            message,
-        })
+        build_plan(&rtx.open_table(LABELS)?, &rtx.open_table(LABEL_MEMORIES)?, space, source, target)
     }
 
     /// Applies a merge (target Some) or delete after checking `plan_id` against the current state (None:
-    /// apply without a preview). Returns the plan applied and the merge record of a merge.
+    /// apply without a preview), in one write transaction with the check. Returns the plan applied and the
+    /// merge record of a merge.
     ///
     /// # Errors
     /// [`ErrorKind::Conflict`] (`plan_stale`) when `plan_id` no longer matches; as [`KnowledgeStore::label_plan`].
@@ -942,26 +895,101 @@ impl KnowledgeStore {
         target: Option<&str>,
         plan_id: Option<&str>,
     ) -> Result<(LabelPlan, Option<LabelMerge>)> {
-        let plan = self.label_plan(space, source, target)?;
-        if let Some(p) = plan_id
-            && p != plan.plan_id
-        {
-            return Err(Error::new(
-                ErrorKind::Conflict,
-                format!(
-                    "plan '{p}' is stale: the labels changed since the preview (current plan '{}'); preview again",
-                    plan.plan_id
-                ),
-            )
-            .with_code("plan_stale"));
-        }
-        let merge = match target {
-            Some(t) => Some(self.merge_labels(space, source, t)?),
-            None => {
-                self.delete_label(space, source)?;
-                None
+        self.require_space(space)?;
+        let now = Timestamp::now();
+        self.label_write(|txn, t, touched| {
+            let plan = build_plan(&t.labels, &t.label_memories, space, source, target)?;
+            if let Some(p) = plan_id
+                && p != plan.plan_id
+            {
+                return Err(Error::new(
+                    ErrorKind::Conflict,
+                    format!(
+                        "plan '{p}' is stale: the labels changed since the preview (current plan '{}'); preview again",
+                        plan.plan_id
+                    ),
+                )
+                .with_code("plan_stale"));
             }
-        };
-        Ok((plan, merge))
+            let merge = match target {
+                Some(tg) => {
+                    let rec = t.merge(txn, space, source, tg, now)?;
+                    touched.extend(
+                        rec.moved_memory_ids
+                            .iter()
+                            .chain(&rec.shared_memory_ids)
+                            .map(|m| (space.to_string(), m.clone())),
+                    );
+                    Some(rec)
+                }
+                None => {
+                    for m in t.memories_with(space, source)? {
+                        t.remove_edge(space, &m, source)?;
+                        touched.insert((space.to_string(), m));
+                    }
+                    t.labels.remove((space, source))?;
+                    None
+                }
+            };
+            Ok((plan, merge))
+        })
     }
+}
+
+/// The plan of merging `source` into `target` (Some) or deleting it, from the label and edge tables of a read
+/// or write transaction.
+fn build_plan(
+    labels: &impl ReadableTable<(&'static str, &'static str), &'static [u8]>,
+    lm: &impl ReadableTable<(&'static str, &'static str, &'static str), ()>,
+    space: &str,
+    source: &str,
+    target: Option<&str>,
+) -> Result<LabelPlan> {
+    if target == Some(source) {
+        return Err(Error::invalid_field(
+            &["body", "target_label_id"],
+            "value_error",
+            "a label cannot be merged into itself",
+            source.into(),
+        ));
+    }
+    let src = load_label(labels, space, source)?;
+    let tgt = target.map(|t| load_label(labels, space, t)).transpose()?;
+    let src_mems = range_prefix3(lm, space, source)?;
+    let tgt_mems = match target {
+        Some(t) => range_prefix3(lm, space, t)?,
+        None => vec![],
+    };
+    let action = if target.is_some() { "merge" } else { "delete" };
+    let mut key = format!("{action}\u{0}{space}\u{0}{source}\u{0}{}", target.unwrap_or(""));
+    for m in src_mems.iter().chain(&[String::from("\u{1}")]).chain(&tgt_mems) {
+        key.push('\u{0}');
+        key.push_str(m);
+    }
+    let plan_id = format!("plan_{:016x}", fnv1a(key.as_bytes()));
+    let message = match &tgt {
+        Some(t) => format!(
+            "merge '{}' into '{}': {} memories change labels, '{}' is deleted; the merge is recorded and reversible",
+            src.name,
+            t.name,
+            src_mems.len(),
+            src.name
+        ),
+        None => {
+            format!("delete '{}': {} memories lose this label and keep everything else", src.name, src_mems.len())
+        }
+    };
+    let tgt_set: BTreeSet<&String> = tgt_mems.iter().collect();
+    let duplicate_assignments = src_mems.iter().filter(|m| tgt_set.contains(m)).count() as u64;
+    Ok(LabelPlan {
+        plan_id,
+        action: action.into(),
+        affected_memories: src_mems.len() as u64,
+        affected: AffectedCounts { memories: src_mems.len() as u64, ..Default::default() },
+        duplicate_assignments,
+        sample_memory_ids: src_mems.into_iter().take(20).collect(),
+        source: src,
+        target: tgt,
+        message,
+    })
 }

@@ -272,24 +272,22 @@ impl KnowledgeStore {
             );
         }
         let space = self.get_space(id)?;
-        let u = &space.usage;
-        let stored_memories = {
-            let rtx = self.db.begin_read()?;
-            super::range_prefix2(&rtx.open_table(MEMORIES)?, id)?.len()
-        };
-        if !cascade && (stored_memories > 0 || u.threads > 0 || u.has_working_memory) {
-            return Err(Error::new(
-                ErrorKind::Conflict,
-                format!(
-                    "space '{id}' is not empty ({stored_memories} memories, {} threads, working memory: {}); move \
-                     them out or delete with cascade",
-                    u.threads, u.has_working_memory
-                ),
-            )
-            .with_code("space_not_empty"));
-        }
         let _w = self.writer.lock();
         self.write_txn(|txn| {
+            // Checked inside the deleting transaction, so nothing written meanwhile can be lost.
+            let memories = super::range_prefix2(&txn.open_table(MEMORIES)?, id)?.len();
+            let threads = super::range_prefix2(&txn.open_table(THREADS)?, id)?.len();
+            let wm = !super::range_prefix2(&txn.open_table(WORKING_MEMORY)?, id)?.is_empty();
+            if !cascade && (memories > 0 || threads > 0 || wm) {
+                return Err(Error::new(
+                    ErrorKind::Conflict,
+                    format!(
+                        "space '{id}' is not empty ({memories} memories, {threads} threads, working memory: {wm}); \
+                         move them out or delete with cascade"
+                    ),
+                )
+                .with_code("space_not_empty"));
+            }
             macro_rules! drop_space2 {
                 ($($t:ident),*) => {$( txn.open_table($t)?.retain(|k, _| k.0 != id)?; )*};
             }
