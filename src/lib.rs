@@ -28,6 +28,7 @@ pub mod embed;
 pub mod error;
 pub mod eval;
 pub mod extract;
+pub mod graph;
 pub mod index;
 pub mod model;
 pub mod store;
