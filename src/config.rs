@@ -43,6 +43,9 @@ pub struct StoreConfig {
     /// Weight `w` in 0..=1 of the decay score in ranking: search multiplies each fused score by
     /// `1 - w + w x decay` (see [`crate::index::decay`]; default 0.1; 0 switches it off).
     pub decay_weight: f32,
+    /// Hybrid search: weight of a memory's PageRank (scaled 0..=1, see [`crate::graph::pagerank`]) added to
+    /// its fused score once the graph has been computed (default 0.02; 0 switches it off).
+    pub pagerank_weight: f32,
 }
 
 impl std::fmt::Debug for StoreConfig {
@@ -71,6 +74,7 @@ impl StoreConfig {
             cache_size_bytes: 64 << 20,
             entity_boost: 0.05,
             decay_weight: 0.1,
+            pagerank_weight: 0.02,
         }
     }
 

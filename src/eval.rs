@@ -57,6 +57,34 @@ pub struct LocomoOptions {
     pub fusion_study: bool,
     /// Ingest turns as memories (false) or sessions as threads with extraction (true).
     pub threads: bool,
+    /// Put every conversation in one space `locomo` (default: one space per conversation). Questions then
+    /// search all conversations; the graph report's purity becomes meaningful (entities of different
+    /// conversations can meet).
+    pub one_space: bool,
+}
+
+/// Communities found after ingest (from [`KnowledgeStore::recompute_graph`]).
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct GraphSummary {
+    /// Entities and RELATES_TO edges in the graph.
+    pub entities: u64,
+    /// Edges.
+    pub edges: u64,
+    /// Communities of two or more entities.
+    pub communities: u64,
+    /// Community sizes in entities: min, median, max.
+    pub sizes: [u64; 3],
+    /// Entities in communities.
+    pub entities_in_communities: u64,
+    /// Modularity.
+    pub modularity: f64,
+    /// Milliseconds for Louvain plus PageRank plus storing.
+    pub elapsed_ms: f64,
+    /// Titles of the 10 heaviest communities.
+    pub sample_titles: Vec<String>,
+    /// Share of community members whose conversation (the one most of their memories come from) is their
+    /// community's majority conversation.
+    pub purity: f64,
 }
 
 /// Recall and hit at each k, per category key (`all`, `1`..`5`).
@@ -94,6 +122,8 @@ pub struct LocomoReport {
     pub entities: BTreeMap<String, usize>,
     /// The most mentioned entities of each kind in the first conversation: kind -> `name (mentions)`.
     pub top_entities: BTreeMap<String, Vec<String>>,
+    /// Communities over the ingested entity graph.
+    pub graph: GraphSummary,
 }
 
 /// `D<session>:<turn>` from the dataset's sometimes malformed ids ("D:11:26", "D30:05"); None if no two numbers.
@@ -163,6 +193,52 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[idx.min(sorted.len() - 1)]
 }
 
+fn round4(x: f64) -> f64 {
+    (x * 10_000.0).round() / 10_000.0
+}
+
+/// Recomputes the graph and summarises its communities. The conversation of a memory is its id prefix
+/// `c<i>-` (turn memories `c<i>-D..`, thread memories `c<i>-s<n>#m..`).
+fn graph_summary(store: &KnowledgeStore) -> Result<GraphSummary> {
+    let report = store.recompute_graph()?;
+    let (communities, total) = store.list_communities(usize::MAX)?;
+    let conv_of = |memory_id: &str| memory_id.split('-').next().unwrap_or("").to_string();
+    let mut sizes: Vec<u64> = Vec::new();
+    let (mut agree, mut members_total) = (0u64, 0u64);
+    for c in &communities {
+        let members = store.community_members(c.id)?;
+        sizes.push(members.len() as u64);
+        let mut votes: BTreeMap<String, u64> = BTreeMap::new();
+        for (space, entity, _) in &members {
+            let mut per: BTreeMap<String, u64> = BTreeMap::new();
+            for m in store.entity_memory_ids(space, entity)? {
+                *per.entry(conv_of(&m)).or_default() += 1;
+            }
+            if let Some((conv, _)) = per.into_iter().max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0))) {
+                *votes.entry(conv).or_default() += 1;
+            }
+        }
+        agree += votes.values().copied().max().unwrap_or(0);
+        members_total += members.len() as u64;
+    }
+    sizes.sort_unstable();
+    Ok(GraphSummary {
+        entities: report.entities,
+        edges: report.edges,
+        communities: total,
+        sizes: [
+            sizes.first().copied().unwrap_or(0),
+            sizes.get(sizes.len() / 2).copied().unwrap_or(0),
+            sizes.last().copied().unwrap_or(0),
+        ],
+        entities_in_communities: members_total,
+        modularity: round4(report.modularity),
+        elapsed_ms: report.elapsed_ms.round(),
+        sample_titles: communities.iter().take(10).map(|c| c.title.clone()).collect(),
+        purity: if members_total > 0 { round4(agree as f64 / members_total as f64) } else { 0.0 },
+    })
+}
+
 /// Runs the evaluation against `store` (which should be empty; spaces `locomo-<i>` are created).
 ///
 /// # Errors
@@ -188,7 +264,7 @@ pub fn locomo(store: &KnowledgeStore, dataset: &Path, opts: &LocomoOptions, prog
     // `<conversation>/<turn>` of every turn some memory stands for.
     let mut covered: HashSet<String> = HashSet::new();
     for (i, conv) in &selected {
-        let space = format!("locomo-{i}");
+        let space = if opts.one_space { "locomo".to_string() } else { format!("locomo-{i}") };
         if let Err(e) = store.create_space(NewSpace { name: space.clone(), ..Default::default() }) {
             if e.kind() != ErrorKind::Conflict {
                 return Err(e);
@@ -277,6 +353,7 @@ pub fn locomo(store: &KnowledgeStore, dataset: &Path, opts: &LocomoOptions, prog
         turn_ids.push(ids);
     }
 
+    let graph = graph_summary(store)?;
     let total_q: usize = selected.iter().map(|(_, c)| c.qa.len()).sum();
     let bar = if progress { indicatif::ProgressBar::new(total_q as u64) } else { indicatif::ProgressBar::hidden() };
     bar.set_style(
@@ -297,7 +374,7 @@ pub fn locomo(store: &KnowledgeStore, dataset: &Path, opts: &LocomoOptions, prog
     let mut evidence_covered = 0usize;
     let mut evidence_asked = 0usize;
     for ((i, conv), ids) in selected.iter().zip(&turn_ids) {
-        let space = format!("locomo-{i}");
+        let space = if opts.one_space { "locomo".to_string() } else { format!("locomo-{i}") };
         for qa in &conv.qa {
             bar.inc(1);
             let evidence: HashSet<String> = qa
@@ -388,6 +465,7 @@ pub fn locomo(store: &KnowledgeStore, dataset: &Path, opts: &LocomoOptions, prog
         thread_create_ms,
         entities,
         top_entities,
+        graph,
         dataset: dataset.display().to_string(),
         questions,
         skipped_questions: skipped,

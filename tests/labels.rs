@@ -41,7 +41,11 @@ fn dump(store: &KnowledgeStore) -> String {
     let mems: Vec<(String, Vec<String>, String)> = page
         .items
         .into_iter()
-        .map(|v| (v.memory.id.clone(), v.label_ids.clone(), serde_json::to_string(&v.memory).unwrap()))
+        .map(|mut v| {
+            // PageRank is derived by the background graph worker, whenever it runs: not part of the records.
+            v.memory.pagerank_score = 0.0;
+            (v.memory.id.clone(), v.label_ids.clone(), serde_json::to_string(&v.memory).unwrap())
+        })
         .collect();
     serde_json::to_string(&(labels, mems)).unwrap()
 }

@@ -2,6 +2,7 @@
 //! validation to the spec's 422 shape, and error bodies. Both the HTTP server and the C API call
 //! [`Api::handle`]; nothing here knows HTTP libraries or C.
 
+pub mod communities;
 pub mod dto;
 pub mod embeddings;
 pub mod labels;

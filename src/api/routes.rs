@@ -832,6 +832,28 @@ pub static ROUTES: &[Route] = &[
         super::labels::delete_apply
     ),
     route!(
+        "GET",
+        "/communities",
+        "list_communities",
+        "Communities of the global entity graph (Louvain), heaviest first, with extractive summaries",
+        super::communities::LIST_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        super::communities::list
+    ),
+    route!(
+        "GET",
+        "/communities/{community_id}",
+        "get_community",
+        "A community with its most central entities and representative memories",
+        super::communities::GET_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        super::communities::get
+    ),
+    route!(
         "POST",
         "/v1/embeddings",
         "create_embeddings",
@@ -857,7 +879,7 @@ fn capabilities(api: &Api, _: &Ctx<'_>) -> Result<ApiResponse> {
         ("spaces", true),
         ("threads", true),
         ("entities", false),
-        ("communities", false),
+        ("communities", true),
         ("library", false),
         ("sources", false),
         ("embeddings_api", true),

@@ -106,6 +106,12 @@ enum EvalCommand {
         /// Hybrid search's entity bonus (0 switches it off; default 0.05).
         #[arg(long)]
         entity_boost: Option<f32>,
+        /// Hybrid search's PageRank weight (0 switches it off; default 0.02).
+        #[arg(long)]
+        pagerank_weight: Option<f32>,
+        /// Put every conversation in one space (default: one space per conversation).
+        #[arg(long)]
+        one_space: bool,
         /// Store directory (default: a fresh temporary directory, removed afterwards).
         #[arg(long)]
         data_dir: Option<PathBuf>,
@@ -176,6 +182,8 @@ fn run(cli: Cli) -> engram::Result<()> {
                     fusion_study,
                     mode,
                     entity_boost,
+                    pagerank_weight,
+                    one_space,
                     data_dir,
                     embedder,
                 },
@@ -202,13 +210,22 @@ fn run(cli: Cli) -> engram::Result<()> {
             if let Some(b) = entity_boost {
                 config.entity_boost = b.clamp(0.0, 1.0);
             }
+            if let Some(w) = pagerank_weight {
+                config.pagerank_weight = w.clamp(0.0, 1.0);
+            }
             config.embedder = selected.embedder;
             let store = KnowledgeStore::open(config)?;
             let progress = !json && std::io::IsTerminal::is_terminal(&std::io::stderr());
             let report = engram::eval::locomo(
                 &store,
                 &dataset,
-                &engram::eval::LocomoOptions { conversations: range, ks: k, fusion_study, threads: mode == "threads" },
+                &engram::eval::LocomoOptions {
+                    conversations: range,
+                    ks: k,
+                    fusion_study,
+                    threads: mode == "threads",
+                    one_space,
+                },
                 progress,
             );
             drop(store);
@@ -242,6 +259,22 @@ fn print_report(r: &engram::eval::LocomoReport) {
         "ingest {:.0} memories/s; hybrid search p50 {:.2} ms, p99 {:.2} ms",
         r.ingest_per_s, r.search_ms["p50"], r.search_ms["p99"]
     );
+    let g = &r.graph;
+    println!(
+        "graph: {} entities, {} edges; {} communities (sizes min {} / median {} / max {}, {} entities in them), \
+         modularity {:.3}, purity {:.3}, {:.0} ms",
+        g.entities,
+        g.edges,
+        g.communities,
+        g.sizes[0],
+        g.sizes[1],
+        g.sizes[2],
+        g.entities_in_communities,
+        g.modularity,
+        g.purity,
+        g.elapsed_ms
+    );
+    println!("  titles: {}", g.sample_titles.join(" | "));
     for (method, metrics) in &r.methods {
         println!("\n{method}");
         for (metric, cats) in metrics {

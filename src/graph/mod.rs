@@ -207,7 +207,7 @@ pub fn louvain(n: usize, edges: &[(u32, u32, f64)], resolution: f64) -> Partitio
             }
         }
         let mut next: Vec<(u32, u32, f64)> = agg.into_iter().map(|((a, b), w)| (a, b, w)).collect();
-        next.sort_unstable_by(|x, y| (x.0, x.1).cmp(&(y.0, y.1)));
+        next.sort_unstable_by_key(|x| (x.0, x.1));
         g = Csr::new(k, &next);
         if k == 1 || levels >= 32 {
             break;

@@ -250,7 +250,12 @@ impl KnowledgeStore {
         let now = Timestamp::now();
         let _w = self.writer.lock();
         let mut ops = Vec::new();
-        let view = super::write_txn_on(&self.db, crate::config::Durability::Eventual, |txn| {
+        // Not counted as a write generation (it changes no knowledge, so derived results stay current).
+        let mut txn = self.db.begin_write()?;
+        txn.set_durability(redb::Durability::None)
+            .map_err(|e| Error::new(ErrorKind::Internal, "setting durability failed").with_source(e))?;
+        let view = (|| -> Result<MemoryView> {
+            let txn = &txn;
             let mut w = WTables::open(txn)?;
             let (space, mut sm) = w.locate(id, space_guard)?;
             let m = &mut sm.memory;
@@ -266,8 +271,11 @@ impl KnowledgeStore {
                 vector: None,
                 lex: None,
             });
-            Ok(MemoryView { memory: sm.memory, label_ids: labels.into_iter().collect() })
-        })?;
+            let mut memory = sm.memory;
+            memory.pagerank_score = self.memory_pagerank(&space, id);
+            Ok(MemoryView { memory, label_ids: labels.into_iter().collect() })
+        })()?;
+        txn.commit()?;
         self.apply(ops);
         Ok(view)
     }

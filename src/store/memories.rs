@@ -670,7 +670,9 @@ impl KnowledgeStore {
         }
         let ml = rtx.open_table(MEMORY_LABELS)?;
         let label_ids = range_prefix3(&ml, &space, id)?;
-        Ok(MemoryView { memory: sm.memory, label_ids })
+        let mut memory = sm.memory;
+        memory.pagerank_score = self.memory_pagerank(&space, id);
+        Ok(MemoryView { memory, label_ids })
     }
 
     /// Updates fields of a memory (one write transaction); `space_id` moves it, `labels` replaces its set.
@@ -767,7 +769,9 @@ impl KnowledgeStore {
         for id in ids {
             if let Some(sm) = get_record::<_, StoredMemory>(&mems, (space, id))? {
                 let label_ids = range_prefix3(&ml, space, id)?;
-                out.push(MemoryView { memory: sm.memory, label_ids });
+                let mut memory = sm.memory;
+                memory.pagerank_score = self.memory_pagerank(space, id);
+                out.push(MemoryView { memory, label_ids });
             }
         }
         Ok(out)

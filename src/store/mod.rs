@@ -4,6 +4,7 @@
 //! updated after the commit succeeds, under the index write lock, so a failed commit leaves them untouched
 //! and a search never sees a document that is not committed.
 
+mod communities;
 mod entities;
 mod label_maint;
 mod labels;
@@ -19,6 +20,7 @@ mod threads;
 mod types;
 mod working;
 
+pub use communities::{Community, CommunityEntity, CommunityMemory, GraphReport};
 pub use entities::{MentionReport, entity_id};
 pub use label_maint::{
     AffectedCounts, ConsolidationGroup, ConsolidationPreview, ConsolidationReport, JudgedPair, LabelDeleteReport,
@@ -99,6 +101,10 @@ pub struct KnowledgeStore {
     reembed_progress: Arc<reembed::Progress>,
     /// Label name -> embedding, for merge candidates (cleared past 20,000 names).
     label_vector_cache: Mutex<HashMap<String, Vec<f32>>>,
+    /// Communities and PageRank results.
+    pub(crate) graph: Arc<RwLock<communities::GraphState>>,
+    /// Recomputes them once writes pause. Declared first among the workers: dropped (stopped) first.
+    graph_worker: communities::GraphWorker,
     // Declared before `builder`: dropped (stopped and joined) first, as it wakes the builder.
     reembed: Mutex<Option<reembed::Worker>>,
     builder: GraphBuilder,
@@ -201,7 +207,7 @@ impl std::fmt::Debug for KnowledgeStore {
     }
 }
 
-fn meta_u64(t: &impl ReadableTable<&'static str, &'static [u8]>, key: &str) -> Result<Option<u64>> {
+pub(crate) fn meta_u64(t: &impl ReadableTable<&'static str, &'static [u8]>, key: &str) -> Result<Option<u64>> {
     Ok(t.get(key)?.and_then(|v| v.value().try_into().ok().map(u64::from_le_bytes)))
 }
 
@@ -222,21 +228,32 @@ impl KnowledgeStore {
         let db = Arc::new(redb::Builder::new().set_cache_size(config.cache_size_bytes).create(config.db_path())?);
         let index = Arc::new(RwLock::new(IndexState { spaces: HashMap::new() }));
         let builder = GraphBuilder::start(index.clone(), config.vector);
+        let writer = Arc::new(Mutex::new(()));
+        let graph = Arc::new(RwLock::new(communities::GraphState::default()));
+        let graph_worker = communities::start_worker(communities::Ctx {
+            db: db.clone(),
+            writer: writer.clone(),
+            graph: graph.clone(),
+        });
         let store = KnowledgeStore {
             db,
             config,
-            writer: Arc::new(Mutex::new(())),
+            writer,
             index,
             started: Instant::now(),
             reembed_progress: Arc::default(),
             label_vector_cache: Mutex::default(),
+            graph,
+            graph_worker,
             reembed: Mutex::new(None),
             builder,
         };
         store.init_schema()?;
         store.check_embedder()?;
         store.load_indexes()?;
+        store.graph.write().memory_rank = communities::load_ranks(&store.db)?;
         store.builder.wake();
+        store.graph_worker.wake();
         store.start_reembedding();
         Ok(store)
     }
@@ -319,6 +336,10 @@ impl KnowledgeStore {
             txn.open_table(MEMORY_RELATIONS)?;
             txn.open_table(RELATION_SPACE)?;
             txn.open_table(LABEL_MERGES)?;
+            txn.open_table(COMMUNITIES)?;
+            txn.open_table(COMMUNITY_MEMBERS)?;
+            txn.open_table(ENTITY_COMMUNITY)?;
+            txn.open_table(MEMORY_PAGERANK)?;
             let mut spaces = txn.open_table(SPACES)?;
             if spaces.get(DEFAULT_SPACE)?.is_none() {
                 let s = Space {
@@ -520,6 +541,7 @@ impl KnowledgeStore {
         }
         drop(state);
         self.builder.wake();
+        self.graph_worker.wake();
     }
 
     /// Blocks until every space's vector index is complete (background re-embedding finished, graphs built

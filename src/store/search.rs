@@ -217,7 +217,10 @@ impl KnowledgeStore {
         let ml = rtx.open_table(MEMORY_LABELS)?;
         let mut fused = fused;
         let decay_w = self.config.decay_weight.clamp(0.0, 1.0);
-        if !query_entities.is_empty() || decay_w > 0.0 {
+        let pr_w = self.config.pagerank_weight.clamp(0.0, 1.0);
+        let graph = self.graph.read();
+        let ranks = graph.memory_rank.get(&q.space_id);
+        if !query_entities.is_empty() || decay_w > 0.0 || (pr_w > 0.0 && ranks.is_some()) {
             // A memory mentioning the query's entities gains up to `entity_boost`, weighted by each entity's
             // IDF; then the decay factor `1 - w + w x decay` scales the score (see `crate::index::decay`).
             let mentions = if query_entities.is_empty() { None } else { Some(rtx.open_table(MENTIONS)?) };
@@ -233,6 +236,10 @@ impl KnowledgeStore {
                         }
                     }
                     f.score += self.config.entity_boost * matched / total.max(f32::EPSILON);
+                }
+                if let Some(r) = ranks.filter(|_| pr_w > 0.0).and_then(|r| r.get(&meta.id)) {
+                    // PageRank (scaled so the graph's top node is 1) as a small additive prior.
+                    f.score += pr_w * r;
                 }
                 if decay_w > 0.0 {
                     let d = decay::decay_score(meta.importance, meta.access_count, meta.last_used, now);
@@ -255,8 +262,10 @@ impl KnowledgeStore {
                 continue;
             }
             let label_ids = range_prefix3(&ml, &q.space_id, &meta.id)?;
+            let mut memory = sm.memory;
+            memory.pagerank_score = ranks.and_then(|r| r.get(&meta.id)).map_or(0.0, |x| f64::from(*x));
             hits.push(SearchHit {
-                view: MemoryView { memory: sm.memory, label_ids },
+                view: MemoryView { memory, label_ids },
                 score: f.score,
                 lexical_score: f.lexical,
                 vector_score: f.vector,

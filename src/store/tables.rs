@@ -75,3 +75,15 @@ pub const RELATION_SPACE: TableDefinition<&str, &str> = TableDefinition::new("re
 
 /// (space id, merge id) -> LabelMerge record: what a label merge changed, so it can be reversed.
 pub const LABEL_MERGES: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("label_merges");
+
+/// community id -> Community record (derived; replaced by every recomputation).
+pub const COMMUNITIES: TableDefinition<u64, &[u8]> = TableDefinition::new("communities");
+
+/// (community id, space id, entity id) -> the entity's scaled PageRank (derived).
+pub const COMMUNITY_MEMBERS: TableDefinition<(u64, &str, &str), f64> = TableDefinition::new("community_members");
+
+/// (space id, entity id) -> community id (derived; the previous assignment keeps ids stable).
+pub const ENTITY_COMMUNITY: TableDefinition<(&str, &str), u64> = TableDefinition::new("entity_community");
+
+/// (space id, memory id) -> PageRank scaled to 0..=1 (derived).
+pub const MEMORY_PAGERANK: TableDefinition<(&str, &str), f64> = TableDefinition::new("memory_pagerank");

@@ -35,7 +35,7 @@ pub struct StoreStats {
     pub message_count: u64,
     /// Entities.
     pub entity_count: u64,
-    /// Communities (0 until the graph issue).
+    /// Communities with a member in the space (all communities without a space).
     pub community_count: u64,
     /// Labels.
     pub label_count: u64,
@@ -167,6 +167,19 @@ impl KnowledgeStore {
         s.message_count = count!(MESSAGES);
         s.entity_count = count!(ENTITIES);
         s.label_count = count!(LABELS);
+        s.community_count = match space {
+            None => rtx.open_table(COMMUNITIES)?.len()?,
+            Some(sp) => {
+                let mut ids = std::collections::BTreeSet::new();
+                for row in rtx.open_table(ENTITY_COMMUNITY)?.iter()? {
+                    let (k, v) = row?;
+                    if k.value().0 == sp {
+                        ids.insert(v.value());
+                    }
+                }
+                ids.len() as u64
+            }
+        };
         s.total_nodes = s.memory_count + s.thread_count + s.message_count + s.entity_count + s.label_count;
         s.total_relationships = count!(MEMORY_LABELS) + count!(MENTIONS) + count!(RELATES_TO) / 2 + count!(RELATIONS);
         Ok(s)

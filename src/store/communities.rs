@@ -1,0 +1,566 @@
+//! The knowledge graph derived from entities: communities (Louvain over the global RELATES_TO graph, stable
+//! integer ids) with titles and extractive summaries, and PageRank over the entity and memory graph
+//! (`pagerank_score` of memories, a small ranking signal). Computed off the write path by a background worker
+//! once writes pause, or on demand with [`KnowledgeStore::recompute_graph`]. See docs/api.md "Communities".
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Mutex, RwLock};
+use redb::{ReadableDatabase, ReadableTable};
+use rustc_hash::FxHashMap;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::tables::*;
+use super::{KnowledgeStore, StoredMemory, get_record, meta_u64, schema};
+use crate::error::{Error, Result};
+use crate::graph::{louvain, pagerank, stable_ids};
+use crate::model::{Entity, MemoryState, Timestamp};
+
+/// Most entities kept on a community record (the members table has all of them).
+pub const TOP_ENTITIES: usize = 50;
+/// Representative memories kept on a community record.
+pub const TOP_MEMORIES: usize = 10;
+/// Quiet time after the last write before the worker recomputes.
+const DEBOUNCE: Duration = Duration::from_millis(750);
+
+/// An entity of a community, ranked by PageRank.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct CommunityEntity {
+    /// Entity id.
+    pub entity_id: String,
+    /// Its space.
+    pub space_id: String,
+    /// Canonical name.
+    pub name: String,
+    /// Entity kind.
+    pub entity_type: String,
+    /// Memories mentioning it.
+    pub mention_count: u64,
+    /// PageRank over the entity and memory graph, scaled so the top entity of the whole graph is 1.
+    pub pagerank: f64,
+}
+
+/// A memory that represents a community: it mentions the most of the community's entities.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct CommunityMemory {
+    /// Memory id.
+    pub memory_id: String,
+    /// Its space.
+    pub space_id: String,
+    /// Title, or the first 120 characters of content.
+    pub title: String,
+    /// Community entities it mentions.
+    pub entities_mentioned: u64,
+}
+
+/// A community (topic) of the entity graph.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Community {
+    /// Stable integer id: kept by a recomputation while at least half of the community persists.
+    pub id: u64,
+    /// The names of its three most central entities.
+    pub title: String,
+    /// Extractive summary: size, kinds, central entities and representative memories (no language model).
+    pub summary: String,
+    /// Entities in it.
+    pub entity_count: u64,
+    /// Distinct memories mentioning any of its entities.
+    pub memory_count: u64,
+    /// Spaces its entities live in.
+    pub spaces: Vec<String>,
+    /// Entities, most central first (at most 50).
+    pub top_entities: Vec<CommunityEntity>,
+    /// Representative memories (at most 10).
+    pub top_memories: Vec<CommunityMemory>,
+    /// Sum of its members' PageRank (a size-aware importance).
+    pub weight: f64,
+    /// When it was computed.
+    pub updated_at: Timestamp,
+}
+
+/// Outcome of one graph computation.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, ToSchema)]
+pub struct GraphReport {
+    /// Entity nodes.
+    pub entities: u64,
+    /// RELATES_TO edges (each pair once).
+    pub edges: u64,
+    /// Memory nodes in PageRank.
+    pub memories: u64,
+    /// Communities of two or more entities.
+    pub communities: u64,
+    /// Modularity of the partition.
+    pub modularity: f64,
+    /// Milliseconds spent.
+    pub elapsed_ms: f64,
+    /// Write generation the computation saw.
+    pub generation: u64,
+}
+
+/// Graph results held in memory: memory PageRank by space and id.
+#[derive(Debug, Default)]
+pub(crate) struct GraphState {
+    pub memory_rank: HashMap<String, HashMap<String, f32>>,
+    pub last: Option<GraphReport>,
+}
+
+/// Background recomputation: woken after writes, runs once writes pause.
+pub(crate) struct GraphWorker {
+    signal: Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl GraphWorker {
+    pub(crate) fn wake(&self) {
+        let (lock, cv) = &*self.signal;
+        *lock.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        cv.notify_one();
+    }
+}
+
+impl Drop for GraphWorker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        self.wake();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// What the worker needs.
+pub(crate) struct Ctx {
+    pub db: Arc<redb::Database>,
+    pub writer: Arc<Mutex<()>>,
+    pub graph: Arc<RwLock<GraphState>>,
+}
+
+pub(crate) fn start_worker(ctx: Ctx) -> GraphWorker {
+    let signal = Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let (sig, stp) = (signal.clone(), stop.clone());
+    let thread = std::thread::Builder::new()
+        .name("engram-communities".into())
+        .spawn(move || {
+            while !stp.load(Ordering::Acquire) {
+                {
+                    let (lock, cv) = &*sig;
+                    let mut woken = lock.lock().unwrap_or_else(|e| e.into_inner());
+                    if !*woken {
+                        woken = cv
+                            .wait_timeout(woken, Duration::from_secs(5))
+                            .map(|r| r.0)
+                            .unwrap_or_else(|e| e.into_inner().0);
+                    }
+                    *woken = false;
+                }
+                if stp.load(Ordering::Acquire) {
+                    break;
+                }
+                // Wait for writes to pause, then recompute if anything changed since the last run.
+                let Ok(g0) = generation(&ctx.db) else { continue };
+                std::thread::sleep(DEBOUNCE);
+                let Ok(g1) = generation(&ctx.db) else { continue };
+                if g1 != g0 {
+                    let (lock, _) = &*sig;
+                    *lock.lock().unwrap_or_else(|e| e.into_inner()) = true;
+                    continue;
+                }
+                let done = graph_generation(&ctx.db).unwrap_or(None);
+                if done == Some(g1) {
+                    continue;
+                }
+                if let Err(e) = recompute(&ctx, &stp) {
+                    tracing::warn!(error = %e.chain(), "community detection failed; will retry after the next write");
+                }
+            }
+        })
+        .ok();
+    GraphWorker { signal, stop, thread }
+}
+
+fn generation(db: &redb::Database) -> Result<u64> {
+    let rtx = db.begin_read()?;
+    Ok(meta_u64(&rtx.open_table(META)?, "generation")?.unwrap_or(0))
+}
+
+fn graph_generation(db: &redb::Database) -> Result<Option<u64>> {
+    let rtx = db.begin_read()?;
+    meta_u64(&rtx.open_table(META)?, "graph_generation")
+}
+
+fn first_words(s: &str, max: usize) -> String {
+    let t = s.trim();
+    if t.chars().count() <= max {
+        return t.to_string();
+    }
+    let cut: String = t.chars().take(max).collect();
+    match cut.rfind(' ') {
+        Some(i) if i > max / 2 => format!("{}…", &cut[..i]),
+        _ => format!("{cut}…"),
+    }
+}
+
+/// Reads the graph, runs Louvain and PageRank, and replaces the stored results. `stop` aborts between
+/// stages.
+pub(crate) fn recompute(ctx: &Ctx, stop: &AtomicBool) -> Result<GraphReport> {
+    let started = Instant::now();
+    let rtx = ctx.db.begin_read()?;
+    let gen_seen = meta_u64(&rtx.open_table(META)?, "generation")?.unwrap_or(0);
+    // Nodes: entities first (0..E), then memories.
+    let mut entities: Vec<Entity> = Vec::new();
+    let mut entity_index: FxHashMap<(String, String), u32> = FxHashMap::default();
+    for row in rtx.open_table(ENTITIES)?.iter()? {
+        let (k, v) = row?;
+        let (s, id) = k.value();
+        entity_index.insert((s.to_string(), id.to_string()), entities.len() as u32);
+        entities.push(schema::decode(v.value())?);
+    }
+    let e_count = entities.len();
+    let mut edges: Vec<(u32, u32, f64)> = Vec::new();
+    for row in rtx.open_table(RELATES_TO)?.iter()? {
+        let (k, v) = row?;
+        let (s, a, b) = k.value();
+        if a >= b {
+            continue; // stored both ways
+        }
+        if let (Some(x), Some(y)) =
+            (entity_index.get(&(s.to_string(), a.to_string())), entity_index.get(&(s.to_string(), b.to_string())))
+        {
+            edges.push((*x, *y, v.value().max(1) as f64));
+        }
+    }
+    // Memories that are not forgotten, and their mentions.
+    let mems = rtx.open_table(MEMORIES)?;
+    let mut live: FxHashMap<(String, String), bool> = FxHashMap::default();
+    let mut memory_nodes: Vec<(String, String)> = Vec::new();
+    let mut memory_index: FxHashMap<(String, String), u32> = FxHashMap::default();
+    let mut mention_edges: Vec<(u32, u32, f64)> = Vec::new();
+    let mut mentions_of: Vec<Vec<u32>> = vec![Vec::new(); e_count];
+    for row in rtx.open_table(MENTIONS)?.iter()? {
+        let (k, _) = row?;
+        let (s, m, e) = k.value();
+        let key = (s.to_string(), m.to_string());
+        let alive = match live.get(&key) {
+            Some(a) => *a,
+            None => {
+                let a = get_record::<_, StoredMemory>(&mems, (s, m))?
+                    .is_some_and(|sm| sm.memory.state != MemoryState::Forgotten);
+                live.insert(key.clone(), a);
+                a
+            }
+        };
+        let Some(ei) = entity_index.get(&(s.to_string(), e.to_string())) else { continue };
+        if !alive {
+            continue;
+        }
+        let mi = *memory_index.entry(key.clone()).or_insert_with(|| {
+            memory_nodes.push(key);
+            (memory_nodes.len() - 1) as u32
+        });
+        mention_edges.push((*ei, e_count as u32 + mi, 1.0));
+        mentions_of[*ei as usize].push(mi);
+    }
+    if stop.load(Ordering::Acquire) {
+        return Err(Error::new(crate::ErrorKind::Internal, "stopped"));
+    }
+    let partition = louvain(e_count, &edges, 1.0);
+    let mut all_edges = edges.clone();
+    all_edges.extend_from_slice(&mention_edges);
+    let rank = pagerank(e_count + memory_nodes.len(), &all_edges, 0.85);
+    // Entities and memories are scaled separately, each so that its top node is 1.
+    let top = rank[..e_count].iter().copied().fold(0.0f64, f64::max).max(f64::MIN_POSITIVE);
+    let top_memory = rank[e_count..].iter().copied().fold(0.0f64, f64::max).max(f64::MIN_POSITIVE);
+
+    // Group members; communities of one entity are not kept.
+    let mut groups: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+    for (i, c) in partition.community.iter().enumerate() {
+        groups.entry(*c).or_default().push(i as u32);
+    }
+    let groups: Vec<Vec<u32>> = groups.into_values().filter(|g| g.len() >= 2).collect();
+    let keys: Vec<Vec<(String, String)>> = groups
+        .iter()
+        .map(|g| g.iter().map(|i| (entities[*i as usize].space_id.clone(), entities[*i as usize].id.clone())).collect())
+        .collect();
+    let (old, old_sizes, next_id) = {
+        let mut old: FxHashMap<(String, String), u64> = FxHashMap::default();
+        let mut sizes: FxHashMap<u64, usize> = FxHashMap::default();
+        for row in rtx.open_table(ENTITY_COMMUNITY)?.iter()? {
+            let (k, v) = row?;
+            let (s, e) = k.value();
+            old.insert((s.to_string(), e.to_string()), v.value());
+            *sizes.entry(v.value()).or_default() += 1;
+        }
+        (old, sizes, meta_u64(&rtx.open_table(META)?, "next_community_id")?.unwrap_or(1))
+    };
+    let (ids, next_id) = stable_ids(&keys, &old, &old_sizes, next_id);
+    let now = Timestamp::now();
+    let mut communities: Vec<Community> = Vec::with_capacity(groups.len());
+    for (g, id) in groups.iter().zip(&ids) {
+        let mut members: Vec<u32> = g.clone();
+        members.sort_by(|a, b| rank[*b as usize].total_cmp(&rank[*a as usize]).then(a.cmp(b)));
+        let named = |i: &&u32| {
+            matches!(entities[**i as usize].entity_type.as_str(), "person" | "organization" | "location" | "product")
+        };
+        let mut title_from: Vec<&u32> = members.iter().filter(named).take(3).collect();
+        if title_from.is_empty() {
+            title_from = members.iter().take(3).collect();
+        }
+        let title = title_from.iter().map(|i| entities[**i as usize].name.clone()).collect::<Vec<_>>().join(", ");
+        let mut per_memory: FxHashMap<u32, u64> = FxHashMap::default();
+        for m in &members {
+            for mi in &mentions_of[*m as usize] {
+                *per_memory.entry(*mi).or_default() += 1;
+            }
+        }
+        let mut reps: Vec<(u32, u64)> = per_memory.iter().map(|(k, v)| (*k, *v)).collect();
+        reps.sort_by(|a, b| {
+            b.1.cmp(&a.1)
+                .then(rank[e_count + b.0 as usize].total_cmp(&rank[e_count + a.0 as usize]))
+                .then(a.0.cmp(&b.0))
+        });
+        let mut top_memories = Vec::new();
+        for (mi, n) in reps.iter().take(TOP_MEMORIES) {
+            let (s, m) = &memory_nodes[*mi as usize];
+            let Some(sm) = get_record::<_, StoredMemory>(&mems, (s.as_str(), m.as_str()))? else { continue };
+            let t = if sm.memory.title.is_empty() { &sm.memory.content } else { &sm.memory.title };
+            top_memories.push(CommunityMemory {
+                memory_id: m.clone(),
+                space_id: s.clone(),
+                title: first_words(t, 120),
+                entities_mentioned: *n,
+            });
+        }
+        let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut spaces: Vec<String> = Vec::new();
+        for m in &members {
+            let e = &entities[*m as usize];
+            *kinds.entry(e.entity_type.as_str()).or_default() += 1;
+            if !spaces.contains(&e.space_id) {
+                spaces.push(e.space_id.clone());
+            }
+        }
+        spaces.sort();
+        let kinds_text = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect::<Vec<_>>().join(", ");
+        let central = members.iter().take(5).map(|i| entities[*i as usize].name.clone()).collect::<Vec<_>>().join(", ");
+        let quotes =
+            top_memories.iter().take(3).map(|m| format!("\"{}\"", first_words(&m.title, 100))).collect::<Vec<_>>();
+        let summary = format!(
+            "{} entities ({kinds_text}) mentioned in {} memories. Most central: {central}.{}",
+            members.len(),
+            per_memory.len(),
+            if quotes.is_empty() { String::new() } else { format!(" Representative: {}.", quotes.join("; ")) }
+        );
+        communities.push(Community {
+            id: *id,
+            title,
+            summary,
+            entity_count: members.len() as u64,
+            memory_count: per_memory.len() as u64,
+            spaces,
+            weight: members.iter().map(|i| rank[*i as usize] / top).sum(),
+            top_entities: members
+                .iter()
+                .take(TOP_ENTITIES)
+                .map(|i| {
+                    let e = &entities[*i as usize];
+                    CommunityEntity {
+                        entity_id: e.id.clone(),
+                        space_id: e.space_id.clone(),
+                        name: e.name.clone(),
+                        entity_type: e.entity_type.clone(),
+                        mention_count: e.mention_count,
+                        pagerank: rank[*i as usize] / top,
+                    }
+                })
+                .collect(),
+            top_memories,
+            updated_at: now,
+        });
+    }
+    drop(mems);
+    drop(rtx);
+    if stop.load(Ordering::Acquire) {
+        return Err(Error::new(crate::ErrorKind::Internal, "stopped"));
+    }
+    let report = GraphReport {
+        entities: e_count as u64,
+        edges: edges.len() as u64,
+        memories: memory_nodes.len() as u64,
+        communities: communities.len() as u64,
+        modularity: partition.modularity,
+        elapsed_ms: started.elapsed().as_secs_f64() * 1000.0,
+        generation: gen_seen,
+    };
+    // Store: replace every derived row. Not a user write: the generation counter is left alone.
+    {
+        let _w = ctx.writer.lock();
+        let txn = ctx.db.begin_write()?;
+        {
+            let mut ct = txn.open_table(COMMUNITIES)?;
+            ct.retain(|_, _| false)?;
+            let mut members_t = txn.open_table(COMMUNITY_MEMBERS)?;
+            members_t.retain(|_, _| false)?;
+            let mut ec = txn.open_table(ENTITY_COMMUNITY)?;
+            ec.retain(|_, _| false)?;
+            for ((c, g), k) in communities.iter().zip(&groups).zip(&keys) {
+                ct.insert(c.id, schema::encode(c)?.as_slice())?;
+                for (i, (s, e)) in g.iter().zip(k) {
+                    ec.insert((s.as_str(), e.as_str()), c.id)?;
+                    members_t.insert((c.id, s.as_str(), e.as_str()), rank[*i as usize] / top)?;
+                }
+            }
+            let mut pr = txn.open_table(MEMORY_PAGERANK)?;
+            pr.retain(|_, _| false)?;
+            for (mi, (s, m)) in memory_nodes.iter().enumerate() {
+                pr.insert((s.as_str(), m.as_str()), rank[e_count + mi] / top_memory)?;
+            }
+            let mut meta = txn.open_table(META)?;
+            meta.insert("next_community_id", next_id.to_le_bytes().as_slice())?;
+            meta.insert("graph_generation", gen_seen.to_le_bytes().as_slice())?;
+        }
+        txn.commit()?;
+    }
+    let mut memory_rank: HashMap<String, HashMap<String, f32>> = HashMap::new();
+    for (mi, (s, m)) in memory_nodes.into_iter().enumerate() {
+        memory_rank.entry(s).or_default().insert(m, (rank[e_count + mi] / top_memory) as f32);
+    }
+    let mut g = ctx.graph.write();
+    g.memory_rank = memory_rank;
+    g.last = Some(report.clone());
+    tracing::info!(
+        entities = report.entities,
+        edges = report.edges,
+        communities = report.communities,
+        ms = report.elapsed_ms,
+        "communities and PageRank recomputed"
+    );
+    Ok(report)
+}
+
+/// Loads stored memory PageRank into memory (on open).
+pub(crate) fn load_ranks(db: &redb::Database) -> Result<HashMap<String, HashMap<String, f32>>> {
+    let rtx = db.begin_read()?;
+    let mut out: HashMap<String, HashMap<String, f32>> = HashMap::new();
+    for row in rtx.open_table(MEMORY_PAGERANK)?.iter()? {
+        let (k, v) = row?;
+        let (s, m) = k.value();
+        out.entry(s.to_string()).or_default().insert(m.to_string(), v.value() as f32);
+    }
+    Ok(out)
+}
+
+impl KnowledgeStore {
+    pub(crate) fn graph_ctx(&self) -> Ctx {
+        Ctx { db: self.db.clone(), writer: self.writer.clone(), graph: self.graph.clone() }
+    }
+
+    /// Recomputes communities and PageRank now (the background worker does it once writes pause).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn recompute_graph(&self) -> Result<GraphReport> {
+        recompute(&self.graph_ctx(), &AtomicBool::new(false))
+    }
+
+    /// PageRank of a memory scaled so the top memory of the graph is 1 (0 until the graph was computed or when it mentions no entity).
+    pub fn memory_pagerank(&self, space: &str, id: &str) -> f64 {
+        self.graph.read().memory_rank.get(space).and_then(|m| m.get(id)).map_or(0.0, |r| f64::from(*r))
+    }
+
+    /// Communities, heaviest first (sum of members' PageRank), at most `limit`.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn list_communities(&self, limit: usize) -> Result<(Vec<Community>, u64)> {
+        let rtx = self.db.begin_read()?;
+        let t = rtx.open_table(COMMUNITIES)?;
+        let mut all: Vec<Community> = Vec::new();
+        for row in t.iter()? {
+            all.push(schema::decode(row?.1.value())?);
+        }
+        let total = all.len() as u64;
+        all.sort_by(|a, b| b.weight.total_cmp(&a.weight).then(a.id.cmp(&b.id)));
+        all.truncate(limit);
+        Ok((all, total))
+    }
+
+    /// One community with up to `entity_limit` of its entities, most central first.
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::NotFound`] (`community_not_found`).
+    pub fn get_community(&self, id: u64, entity_limit: usize) -> Result<(Community, Vec<CommunityEntity>)> {
+        let rtx = self.db.begin_read()?;
+        let c: Community = get_record(&rtx.open_table(COMMUNITIES)?, id)?
+            .ok_or_else(|| Error::not_found("community_not_found", format!("community {id} does not exist")))?;
+        let entities = c.top_entities.iter().take(entity_limit).cloned().collect();
+        Ok((c, entities))
+    }
+
+    /// The community of an entity, if it belongs to one.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn entity_community(&self, space: &str, entity_id: &str) -> Result<Option<u64>> {
+        let rtx = self.db.begin_read()?;
+        Ok(rtx.open_table(ENTITY_COMMUNITY)?.get((space, entity_id))?.map(|v| v.value()))
+    }
+
+    /// The last computation's report, if any ran since the store was opened.
+    pub fn graph_report(&self) -> Option<GraphReport> {
+        self.graph.read().last.clone()
+    }
+
+    /// Blocks until the stored graph results reflect every write so far, or `timeout` passes.
+    pub fn wait_for_graph(&self, timeout: Duration) -> bool {
+        let until = Instant::now() + timeout;
+        loop {
+            if let (Ok(g), Ok(Some(done))) = (generation(&self.db), graph_generation(&self.db))
+                && g == done
+            {
+                return true;
+            }
+            if Instant::now() >= until {
+                return false;
+            }
+            self.graph_worker.wake();
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl KnowledgeStore {
+    /// Every member of community `id`: `(space, entity id, scaled PageRank)`, most central first.
+    ///
+    /// # Errors
+    /// Storage errors (an unknown id gives an empty list).
+    pub fn community_members(&self, id: u64) -> Result<Vec<(String, String, f64)>> {
+        let rtx = self.db.begin_read()?;
+        let t = rtx.open_table(COMMUNITY_MEMBERS)?;
+        let mut out = Vec::new();
+        for row in t.range((id, "", "")..)? {
+            let (k, v) = row?;
+            let (c, s, e) = k.value();
+            if c != id {
+                break;
+            }
+            out.push((s.to_string(), e.to_string(), v.value()));
+        }
+        out.sort_by(|a, b| b.2.total_cmp(&a.2).then_with(|| a.1.cmp(&b.1)));
+        Ok(out)
+    }
+
+    /// Ids of the memories mentioning entity `entity_id` of `space` (MENTIONS edges), in id order.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn entity_memory_ids(&self, space: &str, entity_id: &str) -> Result<Vec<String>> {
+        let rtx = self.db.begin_read()?;
+        super::range_prefix3(&rtx.open_table(ENTITY_MEMORIES)?, space, entity_id)
+    }
+}

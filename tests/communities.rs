@@ -1,0 +1,129 @@
+//! Communities and PageRank on a real redb file: two groups of people who talk about different things form
+//! two communities with stable ids, memories get a PageRank, the background worker catches up after writes,
+//! results survive a reopen, and the HTTP routes enforce the spec's bounds.
+
+#[cfg(feature = "server")]
+mod common;
+
+use std::time::Duration;
+
+use engram::{KnowledgeStore, NewMemory, StoreConfig};
+
+const GROUP_A: [&str; 4] = [
+    "Alice Martin and Bob Stone flew to Paris for the conference.",
+    "Bob Stone told Alice Martin that Paris was rainy.",
+    "Alice Martin booked a hotel in Paris near Bob Stone's office.",
+    "Alice Martin and Bob Stone visited the Louvre in Paris.",
+];
+const GROUP_B: [&str; 4] = [
+    "Carol Nguyen and Dave Okafor moved to Tokyo in spring.",
+    "Dave Okafor showed Carol Nguyen the best ramen in Tokyo.",
+    "Carol Nguyen practised Japanese with Dave Okafor in Tokyo.",
+    "Dave Okafor and Carol Nguyen hiked near Tokyo.",
+];
+
+fn seed(store: &KnowledgeStore) {
+    for (i, t) in GROUP_A.iter().chain(&GROUP_B).enumerate() {
+        store
+            .create_memory(NewMemory { id: Some(format!("m{i}")), content: (*t).into(), ..Default::default() })
+            .unwrap();
+    }
+}
+
+fn names(store: &KnowledgeStore, id: u64) -> Vec<String> {
+    let (c, _) = store.get_community(id, 50).unwrap();
+    let mut v: Vec<String> = c.top_entities.into_iter().map(|e| e.name).collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn two_groups_make_two_stable_communities_with_pagerank() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap();
+    seed(&store);
+    let r = store.recompute_graph().unwrap();
+    assert!(r.entities >= 6 && r.edges >= 6, "{r:?}");
+    let (list, total) = store.list_communities(20).unwrap();
+    assert_eq!(total, 2, "{list:#?}");
+    let groups: Vec<Vec<String>> = list.iter().map(|c| names(&store, c.id)).collect();
+    // Each group's people and city share a community, and nothing of the other group is in it.
+    let has = |g: &Vec<String>, n: &str| g.iter().any(|x| x == n);
+    let a = groups.iter().find(|g| has(g, "Alice Martin")).expect("group A");
+    let b = groups.iter().find(|g| has(g, "Carol Nguyen")).expect("group B");
+    assert!(has(a, "Bob Stone") && has(a, "Paris") && !has(a, "Tokyo") && !has(a, "Dave Okafor"), "{groups:?}");
+    assert!(has(b, "Dave Okafor") && has(b, "Tokyo") && !has(b, "Paris") && !has(b, "Bob Stone"), "{groups:?}");
+    for c in &list {
+        assert!(!c.title.is_empty() && c.summary.contains("entities"), "{c:?}");
+        assert_eq!(c.memory_count, 4);
+        assert!(c.top_memories.len() >= 3 && c.top_memories[0].entities_mentioned >= 3, "{c:?}");
+    }
+    let ids: Vec<u64> = list.iter().map(|c| c.id).collect();
+    assert_eq!(store.stats(None).unwrap().community_count, 2);
+    assert!(store.get_memory("m0", None).unwrap().memory.pagerank_score > 0.0);
+
+    // Another memory in group A: both communities keep their ids.
+    store
+        .create_memory(NewMemory {
+            id: Some("m9".into()),
+            content: "Alice Martin and Bob Stone left Paris.".into(),
+            ..Default::default()
+        })
+        .unwrap();
+    store.recompute_graph().unwrap();
+    let (again, _) = store.list_communities(20).unwrap();
+    let mut before = ids.clone();
+    before.sort();
+    let mut after: Vec<u64> = again.iter().map(|c| c.id).collect();
+    after.sort();
+    assert_eq!(before, after, "persisting communities keep their ids");
+    let a_id = store.entity_community("default", &list_entity(&store, "Alice Martin")).unwrap();
+    assert!(a_id.is_some());
+
+    // Results survive a reopen.
+    drop(store);
+    let store = KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap();
+    assert_eq!(store.list_communities(20).unwrap().1, 2);
+    assert!(store.get_memory("m0", None).unwrap().memory.pagerank_score > 0.0);
+}
+
+fn list_entity(store: &KnowledgeStore, name: &str) -> String {
+    store.list_entities("default", 100).unwrap().into_iter().find(|e| e.name == name).map(|e| e.id).unwrap()
+}
+
+#[test]
+fn the_background_worker_catches_up_after_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap();
+    seed(&store);
+    assert!(store.wait_for_graph(Duration::from_secs(30)), "the worker should recompute once writes pause");
+    assert_eq!(store.list_communities(20).unwrap().1, 2);
+    // A read by id is not a write: it does not make the graph stale.
+    store.read_memory("m0", None).unwrap();
+    assert!(store.wait_for_graph(Duration::from_millis(10)));
+}
+
+#[cfg(feature = "server")]
+#[test]
+fn http_routes_enforce_bounds() {
+    use common::{call, server_on};
+    let dir = tempfile::tempdir().unwrap();
+    let store = std::sync::Arc::new(KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap());
+    seed(&store);
+    store.recompute_graph().unwrap();
+    let srv = server_on(dir.path(), store.clone(), 1 << 20);
+    let r = call(&srv, "GET", "/communities", None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let j = r.json();
+    assert_eq!(j["total"], 2);
+    let id = j["communities"][0]["id"].as_u64().unwrap();
+    let one = call(&srv, "GET", &format!("/communities/{id}?entity_limit=2"), None).json();
+    assert_eq!(one["entities"].as_array().unwrap().len(), 2);
+    assert_eq!(one["community"]["id"], id);
+    for bad in ["/communities?limit=0", "/communities?limit=51", "/communities/abc", "/communities/1?entity_limit=51"] {
+        assert_eq!(call(&srv, "GET", bad, None).status, 422, "{bad}");
+    }
+    assert_eq!(call(&srv, "GET", "/communities/999999", None).status, 404);
+    assert_eq!(call(&srv, "GET", "/stats", None).json()["community_count"], 2);
+    assert_eq!(call(&srv, "GET", "/capabilities", None).json()["features"]["communities"], true);
+}
