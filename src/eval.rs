@@ -78,6 +78,8 @@ pub struct GraphSummary {
     pub entities_in_communities: u64,
     /// Modularity.
     pub modularity: f64,
+    /// Crystals made.
+    pub crystals: u64,
     /// Milliseconds for Louvain plus PageRank plus storing.
     pub elapsed_ms: f64,
     /// Titles of the 10 heaviest communities.
@@ -233,6 +235,7 @@ fn graph_summary(store: &KnowledgeStore) -> Result<GraphSummary> {
         ],
         entities_in_communities: members_total,
         modularity: round4(report.modularity),
+        crystals: report.crystals,
         elapsed_ms: report.elapsed_ms.round(),
         sample_titles: communities.iter().take(10).map(|c| c.title.clone()).collect(),
         purity: if members_total > 0 { round4(agree as f64 / members_total as f64) } else { 0.0 },
@@ -354,6 +357,24 @@ pub fn locomo(store: &KnowledgeStore, dataset: &Path, opts: &LocomoOptions, prog
     }
 
     let graph = graph_summary(store)?;
+    // A crystal stands for the turns of the memories it cites.
+    for space in store.list_spaces()? {
+        let q = crate::store::ListQuery {
+            space_id: space.id.clone(),
+            filter: crate::MemoryFilter { is_crystal: Some(true), ..Default::default() },
+            limit: 10_000,
+            offset: 0,
+        };
+        for c in store.list_memories(&q)?.items {
+            let mut turns: Vec<String> = Vec::new();
+            for (src, _) in store.crystal_sources(&c.memory.id, 100)? {
+                turns.extend(provenance.get(&src.memory.id).cloned().unwrap_or_default());
+            }
+            turns.sort();
+            turns.dedup();
+            provenance.insert(c.memory.id, turns);
+        }
+    }
     let total_q: usize = selected.iter().map(|(_, c)| c.qa.len()).sum();
     let bar = if progress { indicatif::ProgressBar::new(total_q as u64) } else { indicatif::ProgressBar::hidden() };
     bar.set_style(

@@ -127,3 +127,68 @@ fn http_routes_enforce_bounds() {
     assert_eq!(call(&srv, "GET", "/stats", None).json()["community_count"], 2);
     assert_eq!(call(&srv, "GET", "/capabilities", None).json()["features"]["communities"], true);
 }
+
+#[test]
+fn crystals_cite_at_least_three_sources_by_weight_and_follow_forgetting() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap();
+    seed(&store);
+    let r = store.recompute_graph().unwrap();
+    assert!(r.crystals >= 2, "{r:?}");
+    let crystals = store
+        .list_memories(&engram::ListQuery {
+            space_id: "default".into(),
+            filter: engram::MemoryFilter { is_crystal: Some(true), ..Default::default() },
+            limit: 100,
+            offset: 0,
+        })
+        .unwrap();
+    assert_eq!(crystals.total as u64, r.crystals);
+    for c in &crystals.items {
+        let m = &c.memory;
+        assert!(m.is_crystal && m.crystal_title.is_some() && m.source_unit_count.unwrap_or(0) >= 3, "{m:?}");
+        let sources = store.crystal_sources(&m.id, 100).unwrap();
+        assert!(sources.len() >= 3, "{}", m.id);
+        assert!(sources.windows(2).all(|w| w[0].1 >= w[1].1), "sorted by contribution weight");
+        assert!((sources.iter().map(|s| s.1).sum::<f64>() - 1.0).abs() < 1e-9);
+        for (v, _) in &sources {
+            assert!(!v.memory.is_crystal);
+            assert!(m.content.contains(&format!("memory `{}`", v.memory.id)), "the crystal cites its sources");
+        }
+    }
+    // The crystals are not sources of the graph: recomputing changes nothing.
+    assert_eq!(store.recompute_graph().unwrap().crystals_changed, 0);
+    // Forgetting sources refreshes the crystal: a crystal keeps no forgotten source and none with fewer than 3.
+    let paris = crystals.items.iter().find(|c| c.memory.title == "Paris").expect("a Paris crystal").memory.id.clone();
+    for id in ["m0", "m1"] {
+        store.change_state(id, None, engram::Transition::Forget, None).unwrap();
+    }
+    let r = store.recompute_graph().unwrap();
+    assert!(r.crystals_changed > 0);
+    match store.crystal_sources(&paris, 100) {
+        Ok(s) => assert!(s.len() >= 3 && s.iter().all(|(v, _)| v.memory.id != "m0" && v.memory.id != "m1")),
+        Err(e) => assert_eq!(e.kind(), engram::ErrorKind::NotFound),
+    }
+    assert_eq!(store.crystal_sources("m2", 10).unwrap_err().kind(), engram::ErrorKind::NotFound);
+}
+
+#[cfg(feature = "server")]
+#[test]
+fn http_crystal_source_memories() {
+    use common::{call, server_on};
+    let dir = tempfile::tempdir().unwrap();
+    let store = std::sync::Arc::new(KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap());
+    seed(&store);
+    store.recompute_graph().unwrap();
+    let srv = server_on(dir.path(), store.clone(), 1 << 20);
+    let list = call(&srv, "GET", "/memories?is_crystal=true", None).json();
+    let id = list["memories"][0]["id"].as_str().expect("a crystal").to_string();
+    let r = call(&srv, "GET", &format!("/library/crystal/{id}/source-memories?limit=2"), None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let j = r.json();
+    let rows = j["source_memories"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    assert!(rows[0]["contribution_weight"].as_f64().unwrap() >= rows[1]["contribution_weight"].as_f64().unwrap());
+    assert_eq!(call(&srv, "GET", &format!("/library/crystal/{id}/source-memories?limit=101"), None).status, 422);
+    assert_eq!(call(&srv, "GET", "/library/crystal/m0/source-memories", None).status, 404);
+}

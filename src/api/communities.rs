@@ -42,3 +42,23 @@ pub(super) fn get(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let memories = c.top_memories.clone();
     Ok(ApiResponse::json(200, &serde_json::json!({"community": c, "entities": entities, "memories": memories})))
 }
+
+pub(super) const CRYSTAL_SOURCE_PARAMS: &[ParamSpec] = &[int("limit", 1, Some(100), Some(50), "source memories")];
+
+pub(super) fn crystal_sources(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let id = ctx.param("crystal_id");
+    let limit = ctx.query.int("limit").unwrap_or(50) as usize;
+    let sources = api.store().crystal_sources(id, limit)?;
+    let rows: Vec<serde_json::Value> = sources
+        .into_iter()
+        .map(|(v, w)| {
+            let mut m = serde_json::to_value(super::dto::MemoryOut::from(v)).unwrap_or_default();
+            if let Some(o) = m.as_object_mut() {
+                o.insert("contribution_weight".into(), w.into());
+                o.insert("relation".into(), "CRYSTALLIZED_FROM".into());
+            }
+            m
+        })
+        .collect();
+    Ok(ApiResponse::json(200, &serde_json::json!({"crystal_id": id, "total": rows.len(), "source_memories": rows})))
+}

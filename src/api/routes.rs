@@ -854,6 +854,17 @@ pub static ROUTES: &[Route] = &[
         super::communities::get
     ),
     route!(
+        "GET",
+        "/library/crystal/{crystal_id}/source-memories",
+        "crystal_source_memories",
+        "Source memories of a crystal by contribution_weight, heaviest first",
+        super::communities::CRYSTAL_SOURCE_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        super::communities::crystal_sources
+    ),
+    route!(
         "POST",
         "/v1/embeddings",
         "create_embeddings",

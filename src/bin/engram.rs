@@ -262,7 +262,7 @@ fn print_report(r: &engram::eval::LocomoReport) {
     let g = &r.graph;
     println!(
         "graph: {} entities, {} edges; {} communities (sizes min {} / median {} / max {}, {} entities in them), \
-         modularity {:.3}, purity {:.3}, {:.0} ms",
+         modularity {:.3}, purity {:.3}, {} crystals, {:.0} ms",
         g.entities,
         g.edges,
         g.communities,
@@ -272,6 +272,7 @@ fn print_report(r: &engram::eval::LocomoReport) {
         g.entities_in_communities,
         g.modularity,
         g.purity,
+        g.crystals,
         g.elapsed_ms
     );
     println!("  titles: {}", g.sample_titles.join(" | "));

@@ -82,6 +82,57 @@ pub struct Community {
     pub updated_at: Timestamp,
 }
 
+/// Fewest source memories of a crystal.
+pub const MIN_CRYSTAL_SOURCES: usize = 3;
+/// Most source memories cited by one crystal.
+pub const MAX_CRYSTAL_SOURCES: usize = 8;
+/// Entities mentioned by more memories than this are too general to crystallise (speakers, hubs).
+pub const MAX_CRYSTAL_MENTIONS: usize = 60;
+/// Crystals per community, most central entities first.
+pub const CRYSTALS_PER_COMMUNITY: usize = 3;
+
+/// A crystal to write: the entity it is about and its sources with contribution weights (summing to 1).
+struct CrystalPlan {
+    community: u64,
+    entity: Entity,
+    sources: Vec<(String, f64, crate::model::Memory)>,
+}
+
+/// The id of the crystal about entity `entity_id` of `space`.
+pub fn crystal_id(space: &str, entity_id: &str) -> String {
+    format!("crystal-{space}-{entity_id}")
+}
+
+/// The crystal memory of a plan: extractive, one line per source with a footnote naming it.
+fn crystal_memory(p: &CrystalPlan, now: Timestamp) -> crate::model::Memory {
+    let e = &p.entity;
+    let mut body = format!("What {} memories say about {}:\n\n", p.sources.len(), e.name);
+    let mut notes = String::new();
+    let mut seen = rustc_hash::FxHashSet::default();
+    for (i, (id, _, m)) in p.sources.iter().enumerate() {
+        let line = first_words(&m.content.replace('\n', " "), 240);
+        if !seen.insert(line.clone()) {
+            continue;
+        }
+        let when = m.event_start.clone().unwrap_or_else(|| m.created_at.to_rfc3339().chars().take(10).collect());
+        body.push_str(&format!("- {line} [^{}]\n", i + 1));
+        notes.push_str(&format!("[^{}]: memory `{id}` ({when})\n", i + 1));
+    }
+    body.push('\n');
+    body.push_str(&notes);
+    let mut m = crate::model::Memory::with_defaults(crystal_id(&e.space_id, &e.id), e.space_id.clone(), body, now);
+    m.title = e.name.clone();
+    m.crystal_title = Some(e.name.clone());
+    m.is_crystal = true;
+    m.source_unit_count = Some(p.sources.len() as i64);
+    m.extraction_method = "crystal".into();
+    m.source = "engram:crystal".into();
+    m.importance = p.sources.iter().map(|s| s.2.importance).fold(0.0, f64::max);
+    m.metadata.0.insert("crystal_entity_id".into(), e.id.clone().into());
+    m.metadata.0.insert("crystal_entity_type".into(), e.entity_type.clone().into());
+    m
+}
+
 /// Outcome of one graph computation.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, ToSchema)]
 pub struct GraphReport {
@@ -95,6 +146,10 @@ pub struct GraphReport {
     pub communities: u64,
     /// Modularity of the partition.
     pub modularity: f64,
+    /// Crystals after this run.
+    pub crystals: u64,
+    /// Crystals written or removed by this run.
+    pub crystals_changed: u64,
     /// Milliseconds spent.
     pub elapsed_ms: f64,
     /// Write generation the computation saw.
@@ -138,6 +193,12 @@ pub(crate) struct Ctx {
     pub db: Arc<redb::Database>,
     pub writer: Arc<Mutex<()>>,
     pub graph: Arc<RwLock<GraphState>>,
+    /// For writing crystals.
+    pub embedder: Arc<dyn crate::embed::Embedder>,
+    pub index: Arc<RwLock<super::IndexState>>,
+    pub vector: crate::index::vector::VectorParams,
+    pub durability: crate::config::Durability,
+    pub wake_hnsw: Arc<dyn Fn() + Send + Sync>,
 }
 
 pub(crate) fn start_worker(ctx: Ctx) -> GraphWorker {
@@ -242,6 +303,7 @@ pub(crate) fn recompute(ctx: &Ctx, stop: &AtomicBool) -> Result<GraphReport> {
     let mut memory_index: FxHashMap<(String, String), u32> = FxHashMap::default();
     let mut mention_edges: Vec<(u32, u32, f64)> = Vec::new();
     let mut mentions_of: Vec<Vec<u32>> = vec![Vec::new(); e_count];
+    let mut entities_of: Vec<Vec<u32>> = Vec::new();
     for row in rtx.open_table(MENTIONS)?.iter()? {
         let (k, _) = row?;
         let (s, m, e) = k.value();
@@ -249,8 +311,10 @@ pub(crate) fn recompute(ctx: &Ctx, stop: &AtomicBool) -> Result<GraphReport> {
         let alive = match live.get(&key) {
             Some(a) => *a,
             None => {
-                let a = get_record::<_, StoredMemory>(&mems, (s, m))?
-                    .is_some_and(|sm| sm.memory.state != MemoryState::Forgotten);
+                // Sources of the graph: active, latest, not derived.
+                let a = get_record::<_, StoredMemory>(&mems, (s, m))?.is_some_and(|sm| {
+                    sm.memory.state == MemoryState::Active && sm.memory.is_latest && !sm.memory.is_crystal
+                });
                 live.insert(key.clone(), a);
                 a
             }
@@ -265,6 +329,10 @@ pub(crate) fn recompute(ctx: &Ctx, stop: &AtomicBool) -> Result<GraphReport> {
         });
         mention_edges.push((*ei, e_count as u32 + mi, 1.0));
         mentions_of[*ei as usize].push(mi);
+        if entities_of.len() <= mi as usize {
+            entities_of.resize(mi as usize + 1, Vec::new());
+        }
+        entities_of[mi as usize].push(*ei);
     }
     if stop.load(Ordering::Acquire) {
         return Err(Error::new(crate::ErrorKind::Internal, "stopped"));
@@ -383,24 +451,69 @@ pub(crate) fn recompute(ctx: &Ctx, stop: &AtomicBool) -> Result<GraphReport> {
             updated_at: now,
         });
     }
+    let mut plans: Vec<CrystalPlan> = Vec::new();
+    for (g, cid) in groups.iter().zip(&ids) {
+        let in_community: rustc_hash::FxHashSet<u32> = g.iter().copied().collect();
+        let mut members = g.clone();
+        members.sort_by(|a, b| rank[*b as usize].total_cmp(&rank[*a as usize]).then(a.cmp(b)));
+        for m in members {
+            if plans.iter().filter(|p| p.community == *cid).count() >= CRYSTALS_PER_COMMUNITY {
+                break;
+            }
+            let e = &entities[m as usize];
+            let named = matches!(e.entity_type.as_str(), "person" | "organization" | "location" | "product");
+            let sources = &mentions_of[m as usize];
+            if !named || sources.len() < MIN_CRYSTAL_SOURCES || sources.len() > MAX_CRYSTAL_MENTIONS {
+                continue;
+            }
+            let mut scored: Vec<(u32, usize)> = sources
+                .iter()
+                .map(|mi| (*mi, entities_of[*mi as usize].iter().filter(|x| in_community.contains(x)).count()))
+                .collect();
+            scored.sort_by(|a, b| {
+                b.1.cmp(&a.1)
+                    .then(rank[e_count + b.0 as usize].total_cmp(&rank[e_count + a.0 as usize]))
+                    .then(memory_nodes[a.0 as usize].1.cmp(&memory_nodes[b.0 as usize].1))
+            });
+            scored.truncate(MAX_CRYSTAL_SOURCES);
+            let raw: Vec<f64> =
+                scored.iter().map(|(mi, n)| *n as f64 + rank[e_count + *mi as usize] / top_memory).collect();
+            let sum: f64 = raw.iter().sum::<f64>().max(f64::MIN_POSITIVE);
+            let mut sources = Vec::with_capacity(scored.len());
+            for ((mi, _), w) in scored.iter().zip(&raw) {
+                let (sp, id) = &memory_nodes[*mi as usize];
+                let Some(sm) = get_record::<_, StoredMemory>(&mems, (sp.as_str(), id.as_str()))? else { continue };
+                sources.push((id.clone(), w / sum, sm.memory));
+            }
+            plans.push(CrystalPlan { community: *cid, entity: e.clone(), sources });
+        }
+    }
     drop(mems);
     drop(rtx);
     if stop.load(Ordering::Acquire) {
         return Err(Error::new(crate::ErrorKind::Internal, "stopped"));
     }
-    let report = GraphReport {
+    let mut report = GraphReport {
         entities: e_count as u64,
         edges: edges.len() as u64,
         memories: memory_nodes.len() as u64,
         communities: communities.len() as u64,
         modularity: partition.modularity,
+        crystals: plans.len() as u64,
+        crystals_changed: 0,
         elapsed_ms: started.elapsed().as_secs_f64() * 1000.0,
         generation: gen_seen,
     };
-    // Store: replace every derived row. Not a user write: the generation counter is left alone.
+    // Store: replace every derived row. Not a user write: the generation counter is left alone (unless
+    // crystals changed).
+    let mut ops = Vec::new();
     {
         let _w = ctx.writer.lock();
-        let txn = ctx.db.begin_write()?;
+        let mut txn = ctx.db.begin_write()?;
+        if ctx.durability == crate::config::Durability::Eventual {
+            txn.set_durability(redb::Durability::None)
+                .map_err(|e| Error::new(crate::ErrorKind::Internal, "setting durability failed").with_source(e))?;
+        }
         {
             let mut ct = txn.open_table(COMMUNITIES)?;
             ct.retain(|_, _| false)?;
@@ -420,11 +533,33 @@ pub(crate) fn recompute(ctx: &Ctx, stop: &AtomicBool) -> Result<GraphReport> {
             for (mi, (s, m)) in memory_nodes.iter().enumerate() {
                 pr.insert((s.as_str(), m.as_str()), rank[e_count + mi] / top_memory)?;
             }
+        }
+        let changed = write_crystals(ctx, &txn, &plans, now, &mut ops)?;
+        {
             let mut meta = txn.open_table(META)?;
             meta.insert("next_community_id", next_id.to_le_bytes().as_slice())?;
-            meta.insert("graph_generation", gen_seen.to_le_bytes().as_slice())?;
+            // Crystal changes are writes: they bump the generation. The graph is current when nobody else
+            // wrote since the snapshot; otherwise the old generation is kept so that the worker runs again.
+            let current = meta_u64(&meta, "generation")?.unwrap_or(0);
+            let done = if changed > 0 {
+                meta.insert("generation", (current + 1).to_le_bytes().as_slice())?;
+                if current == gen_seen { current + 1 } else { gen_seen }
+            } else {
+                gen_seen
+            };
+            meta.insert("graph_generation", done.to_le_bytes().as_slice())?;
         }
+        report.crystals_changed = changed;
         txn.commit()?;
+    }
+    if !ops.is_empty() {
+        let (dim, vector) = (ctx.embedder.dim(), ctx.vector);
+        super::apply_ops(&ctx.index, ops, &|| super::SpaceIndex {
+            catalog: Default::default(),
+            lexicon: Default::default(),
+            vectors: crate::index::vector::SpaceVectors::new(dim, vector),
+        });
+        (ctx.wake_hnsw)();
     }
     let mut memory_rank: HashMap<String, HashMap<String, f32>> = HashMap::new();
     for (mi, (s, m)) in memory_nodes.into_iter().enumerate() {
@@ -457,7 +592,17 @@ pub(crate) fn load_ranks(db: &redb::Database) -> Result<HashMap<String, HashMap<
 
 impl KnowledgeStore {
     pub(crate) fn graph_ctx(&self) -> Ctx {
-        Ctx { db: self.db.clone(), writer: self.writer.clone(), graph: self.graph.clone() }
+        let signal = self.builder.signal.clone();
+        Ctx {
+            db: self.db.clone(),
+            writer: self.writer.clone(),
+            graph: self.graph.clone(),
+            embedder: self.config.embedder.clone(),
+            index: self.index.clone(),
+            vector: self.config.vector,
+            durability: self.config.durability,
+            wake_hnsw: Arc::new(move || super::GraphBuilder::wake_signal(&signal)),
+        }
     }
 
     /// Recomputes communities and PageRank now (the background worker does it once writes pause).
@@ -562,5 +707,112 @@ impl KnowledgeStore {
     pub fn entity_memory_ids(&self, space: &str, entity_id: &str) -> Result<Vec<String>> {
         let rtx = self.db.begin_read()?;
         super::range_prefix3(&rtx.open_table(ENTITY_MEMORIES)?, space, entity_id)
+    }
+}
+
+/// Writes the planned crystals (unchanged ones are left alone) and removes crystals no longer planned.
+/// Returns how many crystals were written or removed.
+fn write_crystals(
+    ctx: &Ctx,
+    txn: &redb::WriteTransaction,
+    plans: &[CrystalPlan],
+    now: Timestamp,
+    ops: &mut Vec<super::IndexOp>,
+) -> Result<u64> {
+    let mut existing: BTreeMap<(String, String), Vec<(String, f64)>> = BTreeMap::new();
+    for row in txn.open_table(CRYSTAL_SOURCES)?.iter()? {
+        let (k, v) = row?;
+        let (s, c, m) = k.value();
+        existing.entry((s.to_string(), c.to_string())).or_default().push((m.to_string(), v.value()));
+    }
+    let base = KnowledgeStore::alloc_docnos(txn, plans.len() as u64)?;
+    let mut t = super::memories::WTables::open(txn)?;
+    let mut cs = txn.open_table(CRYSTAL_SOURCES)?;
+    let mut changed = 0u64;
+    let mut wanted: rustc_hash::FxHashSet<(String, String)> = Default::default();
+    for (i, p) in plans.iter().enumerate() {
+        let memory = crystal_memory(p, now);
+        let key = (memory.space_id.clone(), memory.id.clone());
+        wanted.insert(key.clone());
+        let mut sources: Vec<(String, f64)> = p.sources.iter().map(|(id, w, _)| (id.clone(), *w)).collect();
+        sources.sort_by(|a, b| a.0.cmp(&b.0));
+        let same_content = match t.memories.get((key.0.as_str(), key.1.as_str()))? {
+            Some(v) => schema::decode::<StoredMemory>(v.value())?.memory.content == memory.content,
+            None => false,
+        };
+        let same_sources = existing.get(&key).is_some_and(|old| {
+            old.len() == sources.len() && old.iter().zip(&sources).all(|(a, b)| a.0 == b.0 && (a.1 - b.1).abs() < 1e-9)
+        });
+        if same_content && same_sources {
+            continue;
+        }
+        for (m, _) in existing.get(&key).into_iter().flatten() {
+            cs.remove((key.0.as_str(), key.1.as_str(), m.as_str()))?;
+        }
+        for (m, w) in &sources {
+            cs.insert((key.0.as_str(), key.1.as_str(), m.as_str()), *w)?;
+        }
+        if !same_content {
+            super::memories::write_derived(
+                &*ctx.embedder,
+                &mut t,
+                memory,
+                Default::default(),
+                base + i as u64,
+                now,
+                ops,
+            )?;
+        }
+        changed += 1;
+    }
+    for (key, rows) in &existing {
+        if wanted.contains(key) {
+            continue;
+        }
+        for (m, _) in rows {
+            cs.remove((key.0.as_str(), key.1.as_str(), m.as_str()))?;
+        }
+        super::memories::remove_derived(&mut t, &key.0, &key.1, now, ops)?;
+        changed += 1;
+    }
+    Ok(changed)
+}
+
+impl KnowledgeStore {
+    /// The source memories of crystal `crystal_id` with their contribution weights (summing to 1), heaviest
+    /// first, at most `limit`. Sources forgotten since the last computation are left out.
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::NotFound`] (`crystal_not_found`) when there is no such crystal.
+    pub fn crystal_sources(&self, crystal_id: &str, limit: usize) -> Result<Vec<(super::MemoryView, f64)>> {
+        let not_found = || Error::not_found("crystal_not_found", format!("crystal '{crystal_id}' not found"));
+        let view = self.get_memory(crystal_id, None).map_err(|_| not_found())?;
+        if !view.memory.is_crystal {
+            return Err(not_found());
+        }
+        let space = view.memory.space_id.clone();
+        let rows: Vec<(String, f64)> = {
+            let rtx = self.db.begin_read()?;
+            let t = rtx.open_table(CRYSTAL_SOURCES)?;
+            let mut out = Vec::new();
+            for row in t.range((space.as_str(), crystal_id, "")..)? {
+                let (k, v) = row?;
+                let (s, c, m) = k.value();
+                if s != space || c != crystal_id {
+                    break;
+                }
+                out.push((m.to_string(), v.value()));
+            }
+            out
+        };
+        let mut out = Vec::new();
+        for (id, w) in rows {
+            if let Ok(v) = self.get_memory(&id, Some(&space)) {
+                out.push((v, w));
+            }
+        }
+        out.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.memory.id.cmp(&b.0.memory.id)));
+        out.truncate(limit);
+        Ok(out)
     }
 }

@@ -526,110 +526,7 @@ impl KnowledgeStore {
         now: Timestamp,
         ops: &mut Vec<IndexOp>,
     ) -> Result<CreatedMemory> {
-        let PutPlan { space, existing, mut merged, labels, new_docno, vector } = plan;
-        let old_labels = match &existing {
-            Some((s, sm)) => t.label_ids(s, &sm.memory.id)?,
-            None => BTreeSet::new(),
-        };
-        let wanted_names: BTreeSet<String> = match &labels {
-            Some(l) => l.clone(),
-            None => old_labels.iter().map(|id| id.strip_prefix("label_").unwrap_or(id).to_string()).collect(),
-        };
-        let wanted_ids: BTreeSet<String> = wanted_names.iter().map(|n| Label::id_for(n)).collect();
-        let moved = existing.as_ref().is_some_and(|(s, _)| s != space);
-        if let Some((_, sm)) = &existing {
-            let mut cmp = merged.clone();
-            cmp.updated_at = sm.memory.updated_at;
-            if cmp == sm.memory && wanted_ids == old_labels && !moved {
-                let view = MemoryView { memory: sm.memory.clone(), label_ids: old_labels.into_iter().collect() };
-                let entities = t.current_entities(space, &sm.memory.id)?;
-                return Ok(CreatedMemory {
-                    view,
-                    action: WriteAction::Unchanged,
-                    assigned_labels: vec![],
-                    warnings: vec![],
-                    entities,
-                    created_relationships: 0,
-                });
-            }
-        }
-        let text = merged.index_text();
-        let text_changed = moved || existing.as_ref().is_none_or(|(_, sm)| sm.memory.index_text() != text);
-        if let Some((_, sm)) = &existing {
-            if sm.memory.content != merged.content {
-                merged.version = sm.memory.version + 1;
-            }
-        }
-        merged.updated_at = now;
-        merged.space_id = space.to_string();
-        let last_used = merged.last_accessed_at.map_or(merged.created_at, |a| a.max(merged.created_at));
-        merged.decay_score_cached =
-            crate::index::decay::decay_score(merged.importance, merged.access_count, last_used, now);
-        let docno = match &existing {
-            Some((_, sm)) if !text_changed => sm.docno,
-            _ => new_docno,
-        };
-        if let Some((old_space, sm)) = &existing {
-            let lex = if moved {
-                Some(t.remove_memory(old_space, sm, now)?.1)
-            } else if text_changed {
-                t.vectors.remove((old_space.as_str(), sm.docno))?;
-                Some(t.unindex_text(old_space, sm.docno, &sm.memory.index_text())?)
-            } else {
-                None
-            };
-            if let Some(lex) = lex {
-                ops.push(IndexOp::Remove { space: old_space.clone(), docno: sm.docno, lex: Some(lex) });
-            }
-        }
-        let mut lex = None;
-        let vector = if text_changed {
-            let v = match vector {
-                Some(v) => v,
-                None => self
-                    .config
-                    .embedder
-                    .embed(&[text.as_str()], InputType::Document)?
-                    .pop()
-                    .ok_or_else(|| Error::new(ErrorKind::Internal, "embedder returned no vector"))?,
-            };
-            lex = Some(t.index_text(space, docno, &text)?);
-            t.vectors.insert((space, docno), schema::vector_to_bytes(&v).as_slice())?;
-            merged.last_reindexed_at = Some(now);
-            merged.reindex_needed = false;
-            Some(v)
-        } else {
-            None
-        };
-        let stored = StoredMemory { docno, memory: merged };
-        t.memories.insert((space, stored.memory.id.as_str()), schema::encode(&stored)?.as_slice())?;
-        t.memory_space.insert(stored.memory.id.as_str(), space)?;
-        let label_ids = t.set_labels(space, &stored.memory.id, &wanted_names, now)?;
-        let assigned: Vec<String> = wanted_names.iter().cloned().collect();
-        let graph = if text_changed || existing.is_none() {
-            t.set_mentions(space, &stored.memory.id, &entity_text(&stored.memory), now)?
-        } else {
-            super::entities::MentionReport {
-                entities: t.current_entities(space, &stored.memory.id)?,
-                created_relationships: 0,
-            }
-        };
-        ops.push(IndexOp::Put {
-            space: space.to_string(),
-            docno,
-            meta: DocMeta::of(&stored.memory, label_ids.clone()),
-            vector,
-            lex,
-        });
-        let action = if existing.is_some() { WriteAction::Updated } else { WriteAction::Created };
-        Ok(CreatedMemory {
-            view: MemoryView { memory: stored.memory, label_ids: label_ids.into_iter().collect() },
-            action,
-            assigned_labels: assigned,
-            warnings: vec![],
-            entities: graph.entities,
-            created_relationships: graph.created_relationships,
-        })
+        put_with(&*self.config.embedder, t, plan, now, ops)
     }
 
     /// Moves one located memory to `target` inside a bulk move, keeping its vector when given.
@@ -792,4 +689,158 @@ impl KnowledgeStore {
         }
         Ok(())
     }
+}
+
+/// Writes one memory according to `plan` with `embedder`, appending the index changes to `ops`.
+fn put_with(
+    embedder: &dyn crate::embed::Embedder,
+    t: &mut WTables<'_>,
+    plan: PutPlan<'_>,
+    now: Timestamp,
+    ops: &mut Vec<IndexOp>,
+) -> Result<CreatedMemory> {
+    let PutPlan { space, existing, mut merged, labels, new_docno, vector } = plan;
+    let old_labels = match &existing {
+        Some((s, sm)) => t.label_ids(s, &sm.memory.id)?,
+        None => BTreeSet::new(),
+    };
+    let wanted_names: BTreeSet<String> = match &labels {
+        Some(l) => l.clone(),
+        None => old_labels.iter().map(|id| id.strip_prefix("label_").unwrap_or(id).to_string()).collect(),
+    };
+    let wanted_ids: BTreeSet<String> = wanted_names.iter().map(|n| Label::id_for(n)).collect();
+    let moved = existing.as_ref().is_some_and(|(s, _)| s != space);
+    if let Some((_, sm)) = &existing {
+        let mut cmp = merged.clone();
+        cmp.updated_at = sm.memory.updated_at;
+        if cmp == sm.memory && wanted_ids == old_labels && !moved {
+            let view = MemoryView { memory: sm.memory.clone(), label_ids: old_labels.into_iter().collect() };
+            let entities = t.current_entities(space, &sm.memory.id)?;
+            return Ok(CreatedMemory {
+                view,
+                action: WriteAction::Unchanged,
+                assigned_labels: vec![],
+                warnings: vec![],
+                entities,
+                created_relationships: 0,
+            });
+        }
+    }
+    let text = merged.index_text();
+    let text_changed = moved || existing.as_ref().is_none_or(|(_, sm)| sm.memory.index_text() != text);
+    if let Some((_, sm)) = &existing {
+        if sm.memory.content != merged.content {
+            merged.version = sm.memory.version + 1;
+        }
+    }
+    merged.updated_at = now;
+    merged.space_id = space.to_string();
+    let last_used = merged.last_accessed_at.map_or(merged.created_at, |a| a.max(merged.created_at));
+    merged.decay_score_cached =
+        crate::index::decay::decay_score(merged.importance, merged.access_count, last_used, now);
+    let docno = match &existing {
+        Some((_, sm)) if !text_changed => sm.docno,
+        _ => new_docno,
+    };
+    if let Some((old_space, sm)) = &existing {
+        let lex = if moved {
+            Some(t.remove_memory(old_space, sm, now)?.1)
+        } else if text_changed {
+            t.vectors.remove((old_space.as_str(), sm.docno))?;
+            Some(t.unindex_text(old_space, sm.docno, &sm.memory.index_text())?)
+        } else {
+            None
+        };
+        if let Some(lex) = lex {
+            ops.push(IndexOp::Remove { space: old_space.clone(), docno: sm.docno, lex: Some(lex) });
+        }
+    }
+    let mut lex = None;
+    let vector = if text_changed {
+        let v = match vector {
+            Some(v) => v,
+            None => embedder
+                .embed(&[text.as_str()], InputType::Document)?
+                .pop()
+                .ok_or_else(|| Error::new(ErrorKind::Internal, "embedder returned no vector"))?,
+        };
+        lex = Some(t.index_text(space, docno, &text)?);
+        t.vectors.insert((space, docno), schema::vector_to_bytes(&v).as_slice())?;
+        merged.last_reindexed_at = Some(now);
+        merged.reindex_needed = false;
+        Some(v)
+    } else {
+        None
+    };
+    let stored = StoredMemory { docno, memory: merged };
+    t.memories.insert((space, stored.memory.id.as_str()), schema::encode(&stored)?.as_slice())?;
+    t.memory_space.insert(stored.memory.id.as_str(), space)?;
+    let label_ids = t.set_labels(space, &stored.memory.id, &wanted_names, now)?;
+    let assigned: Vec<String> = wanted_names.iter().cloned().collect();
+    let graph = if stored.memory.is_crystal {
+        super::entities::MentionReport { entities: vec![], created_relationships: 0 }
+    } else if text_changed || existing.is_none() {
+        t.set_mentions(space, &stored.memory.id, &entity_text(&stored.memory), now)?
+    } else {
+        super::entities::MentionReport {
+            entities: t.current_entities(space, &stored.memory.id)?,
+            created_relationships: 0,
+        }
+    };
+    ops.push(IndexOp::Put {
+        space: space.to_string(),
+        docno,
+        meta: DocMeta::of(&stored.memory, label_ids.clone()),
+        vector,
+        lex,
+    });
+    let action = if existing.is_some() { WriteAction::Updated } else { WriteAction::Created };
+    Ok(CreatedMemory {
+        view: MemoryView { memory: stored.memory, label_ids: label_ids.into_iter().collect() },
+        action,
+        assigned_labels: assigned,
+        warnings: vec![],
+        entities: graph.entities,
+        created_relationships: graph.created_relationships,
+    })
+}
+
+/// Writes (creates or replaces) a derived memory such as a crystal in `space`, keeping what a person set on
+/// it (favourite, state). Crystals get no entity mentions: they are derived from the graph, not part of it.
+pub(crate) fn write_derived(
+    embedder: &dyn crate::embed::Embedder,
+    t: &mut WTables<'_>,
+    mut memory: Memory,
+    labels: BTreeSet<String>,
+    new_docno: u64,
+    now: Timestamp,
+    ops: &mut Vec<IndexOp>,
+) -> Result<()> {
+    let space = memory.space_id.clone();
+    let existing = t.load(&space, &memory.id)?.map(|sm| (space.clone(), sm));
+    if let Some((_, sm)) = &existing {
+        memory.created_at = sm.memory.created_at;
+        memory.is_favorite = sm.memory.is_favorite;
+        memory.state = sm.memory.state;
+        memory.access_count = sm.memory.access_count;
+        memory.last_accessed_at = sm.memory.last_accessed_at;
+        memory.version = sm.memory.version;
+    }
+    let plan = PutPlan { space: &space, existing, merged: memory, labels: Some(labels), new_docno, vector: None };
+    put_with(embedder, t, plan, now, ops).map(|_| ())
+}
+
+/// Deletes a derived memory (a crystal whose sources no longer qualify).
+pub(crate) fn remove_derived(
+    t: &mut WTables<'_>,
+    space: &str,
+    id: &str,
+    now: Timestamp,
+    ops: &mut Vec<IndexOp>,
+) -> Result<()> {
+    if let Some(sm) = t.load(space, id)? {
+        let (_, lex) = t.remove_memory(space, &sm, now)?;
+        ops.push(IndexOp::Remove { space: space.to_string(), docno: sm.docno, lex: Some(lex) });
+    }
+    Ok(())
 }

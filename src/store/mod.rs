@@ -20,7 +20,7 @@ mod threads;
 mod types;
 mod working;
 
-pub use communities::{Community, CommunityEntity, CommunityMemory, GraphReport};
+pub use communities::{Community, CommunityEntity, CommunityMemory, GraphReport, crystal_id};
 pub use entities::{MentionReport, entity_id};
 pub use label_maint::{
     AffectedCounts, ConsolidationGroup, ConsolidationPreview, ConsolidationReport, JudgedPair, LabelDeleteReport,
@@ -230,10 +230,16 @@ impl KnowledgeStore {
         let builder = GraphBuilder::start(index.clone(), config.vector);
         let writer = Arc::new(Mutex::new(()));
         let graph = Arc::new(RwLock::new(communities::GraphState::default()));
+        let hnsw_signal = builder.signal.clone();
         let graph_worker = communities::start_worker(communities::Ctx {
             db: db.clone(),
             writer: writer.clone(),
             graph: graph.clone(),
+            embedder: config.embedder.clone(),
+            index: index.clone(),
+            vector: config.vector,
+            durability: config.durability,
+            wake_hnsw: Arc::new(move || GraphBuilder::wake_signal(&hnsw_signal)),
         });
         let store = KnowledgeStore {
             db,
@@ -340,6 +346,7 @@ impl KnowledgeStore {
             txn.open_table(COMMUNITY_MEMBERS)?;
             txn.open_table(ENTITY_COMMUNITY)?;
             txn.open_table(MEMORY_PAGERANK)?;
+            txn.open_table(CRYSTAL_SOURCES)?;
             let mut spaces = txn.open_table(SPACES)?;
             if spaces.get(DEFAULT_SPACE)?.is_none() {
                 let s = Space {
@@ -505,41 +512,7 @@ impl KnowledgeStore {
 
     /// Applies committed changes to the in-memory indexes.
     pub(crate) fn apply(&self, ops: Vec<IndexOp>) {
-        let mut state = self.index.write();
-        let mut vec_batches: HashMap<String, Vec<(u64, Vec<f32>)>> = HashMap::new();
-        for op in ops {
-            match op {
-                IndexOp::Remove { space, docno, lex } => {
-                    if let Some(batch) = vec_batches.get_mut(&space) {
-                        batch.retain(|(d, _)| *d != docno);
-                    }
-                    if let Some(si) = state.spaces.get_mut(&space) {
-                        si.catalog.remove(docno);
-                        si.vectors.remove(docno);
-                        if let Some(l) = lex {
-                            let terms: Vec<String> = l.terms.into_iter().map(|t| t.0).collect();
-                            si.lexicon.remove(docno, &terms, l.len);
-                        }
-                    }
-                }
-                IndexOp::Put { space, docno, meta, vector, lex } => {
-                    let si = state.spaces.entry(space.clone()).or_insert_with(|| self.new_space_index());
-                    si.catalog.insert(docno, meta);
-                    if let Some(l) = lex {
-                        si.lexicon.add(docno, &l.terms, l.len);
-                    }
-                    if let Some(v) = vector {
-                        vec_batches.entry(space).or_default().push((docno, v));
-                    }
-                }
-            }
-        }
-        for (space, batch) in vec_batches {
-            if let Some(si) = state.spaces.get_mut(&space) {
-                si.vectors.insert_batch(&batch);
-            }
-        }
-        drop(state);
+        apply_ops(&self.index, ops, &|| self.new_space_index());
         self.builder.wake();
         self.graph_worker.wake();
     }
@@ -593,6 +566,44 @@ impl KnowledgeStore {
             labels,
             reembed: self.reembed_progress.status(),
         })
+    }
+}
+
+/// Applies committed changes to the in-memory indexes; `new_index` makes the index of a space seen first.
+pub(crate) fn apply_ops(index: &RwLock<IndexState>, ops: Vec<IndexOp>, new_index: &dyn Fn() -> SpaceIndex) {
+    let mut state = index.write();
+    let mut vec_batches: HashMap<String, Vec<(u64, Vec<f32>)>> = HashMap::new();
+    for op in ops {
+        match op {
+            IndexOp::Remove { space, docno, lex } => {
+                if let Some(batch) = vec_batches.get_mut(&space) {
+                    batch.retain(|(d, _)| *d != docno);
+                }
+                if let Some(si) = state.spaces.get_mut(&space) {
+                    si.catalog.remove(docno);
+                    si.vectors.remove(docno);
+                    if let Some(l) = lex {
+                        let terms: Vec<String> = l.terms.into_iter().map(|t| t.0).collect();
+                        si.lexicon.remove(docno, &terms, l.len);
+                    }
+                }
+            }
+            IndexOp::Put { space, docno, meta, vector, lex } => {
+                let si = state.spaces.entry(space.clone()).or_insert_with(new_index);
+                si.catalog.insert(docno, meta);
+                if let Some(l) = lex {
+                    si.lexicon.add(docno, &l.terms, l.len);
+                }
+                if let Some(v) = vector {
+                    vec_batches.entry(space).or_default().push((docno, v));
+                }
+            }
+        }
+    }
+    for (space, batch) in vec_batches {
+        if let Some(si) = state.spaces.get_mut(&space) {
+            si.vectors.insert_batch(&batch);
+        }
     }
 }
 

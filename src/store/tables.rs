@@ -87,3 +87,7 @@ pub const ENTITY_COMMUNITY: TableDefinition<(&str, &str), u64> = TableDefinition
 
 /// (space id, memory id) -> PageRank scaled to 0..=1 (derived).
 pub const MEMORY_PAGERANK: TableDefinition<(&str, &str), f64> = TableDefinition::new("memory_pagerank");
+
+/// CRYSTALLIZED_FROM edges: (space id, crystal memory id, source memory id) -> contribution weight (the
+/// weights of one crystal sum to 1).
+pub const CRYSTAL_SOURCES: TableDefinition<(&str, &str, &str), f64> = TableDefinition::new("crystal_sources");
