@@ -192,3 +192,76 @@ fn http_crystal_source_memories() {
     assert_eq!(call(&srv, "GET", &format!("/library/crystal/{id}/source-memories?limit=101"), None).status, 422);
     assert_eq!(call(&srv, "GET", "/library/crystal/m0/source-memories", None).status, 404);
 }
+
+/// The markdown link targets of a page.
+#[cfg(feature = "server")]
+fn links(md: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = md;
+    while let Some(i) = rest.find("](") {
+        let tail = &rest[i + 2..];
+        let Some(j) = tail.find(')') else { break };
+        out.push(tail[..j].to_string());
+        rest = &tail[j..];
+    }
+    out
+}
+
+#[cfg(feature = "server")]
+#[test]
+fn wiki_pages_and_library_routes() {
+    use common::{call, server_on};
+    let dir = tempfile::tempdir().unwrap();
+    let store = std::sync::Arc::new(KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap());
+    seed(&store);
+    store.recompute_graph().unwrap();
+    let srv = server_on(dir.path(), store.clone(), 1 << 20);
+    let cid = call(&srv, "GET", "/communities", None).json()["communities"][0]["id"].as_u64().unwrap();
+    let crystal =
+        call(&srv, "GET", "/memories?is_crystal=true", None).json()["memories"][0]["id"].as_str().unwrap().to_string();
+    let pages = [
+        "/library/wiki-page/entity/alice%20martin".to_string(),
+        format!("/library/wiki-page/topic/{cid}"),
+        format!("/library/wiki-page/crystal/{crystal}"),
+    ];
+    for p in &pages {
+        let r = call(&srv, "GET", p, None);
+        assert_eq!(r.status, 200, "{p}: {}", r.body);
+        assert!(r.body.starts_with("---\ntype: "), "{p}: frontmatter first");
+        let (front, body) = r.body[4..].split_once("\n---\n").expect("closed frontmatter");
+        assert!(front.lines().any(|l| l.starts_with("title: ")), "{p}");
+        assert!(body.trim_start().starts_with("# "), "{p}: a title heading");
+        let targets = links(body);
+        assert!(!targets.is_empty(), "{p} links somewhere");
+        for t in targets {
+            assert_eq!(call(&srv, "GET", &t.replace(' ', "%20"), None).status, 200, "{p} links to {t}");
+        }
+    }
+    let entity = call(&srv, "GET", "/library/wiki-page/entity/Alice%20Martin", None).body;
+    assert!(entity.contains("## Mentions") && entity.contains("## Related entities"), "{entity}");
+    assert_eq!(call(&srv, "GET", "/library/wiki-page/entity/nobody", None).status, 404);
+    assert_eq!(call(&srv, "GET", "/library/wiki-page/entity/x?mention_limit=201", None).status, 422);
+
+    let g = call(&srv, "GET", &format!("/library/community/{cid}/subgraph?include_top_memories=2"), None).json();
+    let nodes = g["nodes"].as_array().unwrap();
+    assert!(nodes.iter().any(|n| n["node_type"] == "entity") && nodes.iter().any(|n| n["node_type"] == "memory"));
+    assert!(
+        g["edges"].as_array().unwrap().iter().all(|e| e["edge_type"] == "RELATES_TO" || e["edge_type"] == "MENTIONS")
+    );
+    let ids: Vec<&str> = nodes.iter().filter_map(|n| n["id"].as_str()).collect();
+    for e in g["edges"].as_array().unwrap() {
+        assert!(ids.contains(&e["source"].as_str().unwrap()) && ids.contains(&e["target"].as_str().unwrap()));
+    }
+    assert_eq!(call(&srv, "GET", &format!("/library/community/{cid}/subgraph?max_entities=9"), None).status, 422);
+    let recent = call(&srv, "GET", &format!("/library/community/{cid}/recent-memories?limit=2"), None).json();
+    assert_eq!(recent["memories"].as_array().unwrap().len(), 2);
+    let related = call(&srv, "GET", &format!("/library/community/{cid}/related"), None);
+    assert_eq!(related.status, 200);
+    let index = call(&srv, "GET", "/library/wiki-index?top_per_community=2&include_top_memories=1", None).json();
+    assert_eq!(index["rows"].as_array().unwrap().len(), 2);
+    assert_eq!(index["rows"][0]["entities"].as_array().unwrap().len(), 2);
+    assert_eq!(index["rows"][0]["top_memories"].as_array().unwrap().len(), 1);
+    assert_eq!(call(&srv, "GET", "/library/wiki-index?include_top_memories=9", None).status, 422);
+    let summary = call(&srv, "GET", "/library/wiki-export-summary", None).json();
+    assert_eq!(summary["topics"], 2);
+}

@@ -6,6 +6,7 @@ pub mod communities;
 pub mod dto;
 pub mod embeddings;
 pub mod labels;
+pub mod library;
 pub mod lifecycle;
 mod openapi;
 pub mod query;

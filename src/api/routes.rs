@@ -865,6 +865,94 @@ pub static ROUTES: &[Route] = &[
         super::communities::crystal_sources
     ),
     route!(
+        "GET",
+        "/library/community/{community_id}/subgraph",
+        "community_subgraph",
+        "Entities of a community with the RELATES_TO edges between them, and memories touching them",
+        super::library::SUBGRAPH_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        super::library::subgraph
+    ),
+    route!(
+        "GET",
+        "/library/community/{community_id}/recent-memories",
+        "community_recent_memories",
+        "Most recent memories mentioning any entity of the community",
+        super::library::RECENT_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        super::library::recent
+    ),
+    route!(
+        "GET",
+        "/library/community/{community_id}/related",
+        "related_communities",
+        "Other communities sharing RELATES_TO edges, with the shared edge count",
+        super::library::RELATED_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        super::library::related
+    ),
+    route!(
+        "GET",
+        "/library/wiki-index",
+        "wiki_index",
+        "One row per community with its surfaced entities and crystals",
+        super::library::INDEX_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        super::library::wiki_index
+    ),
+    route!(
+        "GET",
+        "/library/wiki-export-summary",
+        "wiki_export_summary",
+        "Counts of what the wiki exports contain",
+        &[],
+        None,
+        Shape::Object,
+        false,
+        super::library::export_summary
+    ),
+    route!(
+        "GET",
+        "/library/wiki-page/entity/{id_or_name}",
+        "wiki_entity_page",
+        "Entity page (markdown); id, or canonical name without case",
+        super::library::ENTITY_PAGE_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        super::library::entity_page
+    ),
+    route!(
+        "GET",
+        "/library/wiki-page/crystal/{crystal_id}",
+        "wiki_crystal_page",
+        "Crystal page (markdown)",
+        &[],
+        None,
+        Shape::Object,
+        false,
+        super::library::crystal_page
+    ),
+    route!(
+        "GET",
+        "/library/wiki-page/topic/{community_id}",
+        "wiki_topic_page",
+        "Topic (community) page (markdown)",
+        super::library::TOPIC_PAGE_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        super::library::topic_page
+    ),
+    route!(
         "POST",
         "/v1/embeddings",
         "create_embeddings",
@@ -891,7 +979,7 @@ fn capabilities(api: &Api, _: &Ctx<'_>) -> Result<ApiResponse> {
         ("threads", true),
         ("entities", false),
         ("communities", true),
-        ("library", false),
+        ("library", true),
         ("sources", false),
         ("embeddings_api", true),
         ("data_import", false),

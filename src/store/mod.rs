@@ -18,6 +18,7 @@ mod spaces;
 pub(crate) mod tables;
 mod threads;
 mod types;
+mod wiki;
 mod working;
 
 pub use communities::{Community, CommunityEntity, CommunityMemory, GraphReport, crystal_id};
@@ -35,6 +36,7 @@ pub use threads::{
     thread_memory_prefix,
 };
 pub use types::*;
+pub use wiki::{Linker, RouteLinker, encode_segment, md_label, memory_line, sentence_with, yaml_str};
 pub use working::{StoreStats, WorkingMemory, today as working_today};
 
 use std::collections::{BTreeSet, HashMap};

@@ -1,0 +1,115 @@
+//! Library routes (spec "Communities and library"): community subgraph, recent memories, related communities,
+//! the wiki index, export counts, and the wiki pages of entities, crystals and topics (markdown). Library
+//! routes read the global graph across spaces.
+
+use super::communities::community_id;
+use super::query::{ParamSpec, int};
+use super::{Api, ApiResponse, Ctx};
+use crate::error::Result;
+use crate::store::RouteLinker;
+
+pub(super) const SUBGRAPH_PARAMS: &[ParamSpec] = &[
+    int("max_entities", 10, Some(200), Some(80), "entities"),
+    int("include_top_memories", 0, Some(40), Some(12), "memories touching the entities"),
+];
+pub(super) const RECENT_PARAMS: &[ParamSpec] = &[int("limit", 1, Some(20), Some(8), "memories")];
+pub(super) const RELATED_PARAMS: &[ParamSpec] = &[int("limit", 1, Some(20), Some(6), "communities")];
+pub(super) const INDEX_PARAMS: &[ParamSpec] = &[
+    int("community_limit", 1, Some(200), Some(20), "communities"),
+    int("top_per_community", 1, Some(10), Some(5), "entities per community"),
+    int("include_top_memories", 0, Some(8), None, "memories per community (null: none)"),
+];
+pub(super) const ENTITY_PAGE_PARAMS: &[ParamSpec] = &[int("mention_limit", 1, Some(200), Some(30), "mentions")];
+pub(super) const TOPIC_PAGE_PARAMS: &[ParamSpec] = &[int("top_per_community", 1, Some(30), Some(12), "entities")];
+
+fn markdown(body: String) -> ApiResponse {
+    ApiResponse { status: 200, content_type: "text/markdown; charset=utf-8", body: body.into_bytes() }
+}
+
+pub(super) fn subgraph(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let q = &ctx.query;
+    let g = api.store().community_subgraph(
+        community_id(ctx)?,
+        q.int("max_entities").unwrap_or(80) as usize,
+        q.int("include_top_memories").unwrap_or(12) as usize,
+    )?;
+    Ok(ApiResponse::json(200, &g))
+}
+
+pub(super) fn recent(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let id = community_id(ctx)?;
+    let views = api.store().community_recent_memories(id, ctx.query.int("limit").unwrap_or(8) as usize)?;
+    let memories: Vec<super::dto::MemoryOut> = views.into_iter().map(Into::into).collect();
+    Ok(ApiResponse::json(200, &serde_json::json!({"community_id": id, "memories": memories})))
+}
+
+pub(super) fn related(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let id = community_id(ctx)?;
+    let rows: Vec<serde_json::Value> = api
+        .store()
+        .related_communities(id, ctx.query.int("limit").unwrap_or(6) as usize)?
+        .into_iter()
+        .map(|(c, n)| {
+            serde_json::json!({"community_id": c.id, "title": c.title, "entity_count": c.entity_count,
+                               "shared_edge_count": n})
+        })
+        .collect();
+    Ok(ApiResponse::json(200, &serde_json::json!({"community_id": id, "related": rows})))
+}
+
+pub(super) fn wiki_index(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let q = &ctx.query;
+    let store = api.store();
+    let (communities, total) = store.list_communities(q.int("community_limit").unwrap_or(20) as usize)?;
+    let top = q.int("top_per_community").unwrap_or(5) as usize;
+    let with_memories = q.int("include_top_memories").map(|n| n as usize);
+    let rows: Vec<serde_json::Value> = communities
+        .into_iter()
+        .map(|c| {
+            let crystals: Vec<serde_json::Value> = c
+                .top_entities
+                .iter()
+                .filter_map(|e| {
+                    let id = crate::store::crystal_id(&e.space_id, &e.entity_id);
+                    store.get_memory(&id, Some(&e.space_id)).ok().map(|v| {
+                        serde_json::json!({"crystal_id": id, "title": v.memory.title,
+                                           "source_unit_count": v.memory.source_unit_count})
+                    })
+                })
+                .collect();
+            let mut row = serde_json::json!({
+                "community_id": c.id,
+                "title": c.title,
+                "summary": c.summary,
+                "entity_count": c.entity_count,
+                "memory_count": c.memory_count,
+                "entities": c.top_entities.iter().take(top).collect::<Vec<_>>(),
+                "crystals": crystals,
+                "page": format!("/library/wiki-page/topic/{}", c.id),
+            });
+            if let (Some(n), Some(o)) = (with_memories, row.as_object_mut()) {
+                o.insert("top_memories".into(), serde_json::json!(c.top_memories.iter().take(n).collect::<Vec<_>>()));
+            }
+            row
+        })
+        .collect();
+    Ok(ApiResponse::json(200, &serde_json::json!({"total": total, "rows": rows})))
+}
+
+pub(super) fn export_summary(api: &Api, _: &Ctx<'_>) -> Result<ApiResponse> {
+    Ok(ApiResponse::json(200, &api.store().wiki_export_counts(500)?))
+}
+
+pub(super) fn entity_page(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let limit = ctx.query.int("mention_limit").unwrap_or(30) as usize;
+    Ok(markdown(api.store().entity_page(ctx.param("id_or_name"), limit, &RouteLinker)?))
+}
+
+pub(super) fn crystal_page(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    Ok(markdown(api.store().crystal_page(ctx.param("crystal_id"), &RouteLinker)?))
+}
+
+pub(super) fn topic_page(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let top = ctx.query.int("top_per_community").unwrap_or(12) as usize;
+    Ok(markdown(api.store().topic_page(community_id(ctx)?, top, &RouteLinker)?))
+}
