@@ -265,3 +265,159 @@ fn wiki_pages_and_library_routes() {
     let summary = call(&srv, "GET", "/library/wiki-export-summary", None).json();
     assert_eq!(summary["topics"], 2);
 }
+
+/// Opens a ZIP body and checks the bundle rules: every directory has `index.md`, every concept page has
+/// frontmatter with a `type`, every relative link resolves to a file in the bundle. Returns the file names.
+#[cfg(feature = "server")]
+fn check_bundle(bytes: &[u8], okf: bool) -> Vec<String> {
+    use std::io::Read;
+    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(bytes)).expect("a ZIP");
+    let mut files: std::collections::BTreeMap<String, String> = Default::default();
+    for i in 0..zip.len() {
+        let mut f = zip.by_index(i).unwrap();
+        let name = f.enclosed_name().expect("no path escapes the bundle").to_string_lossy().into_owned();
+        let mut text = String::new();
+        f.read_to_string(&mut text).expect("UTF-8 markdown");
+        files.insert(name, text);
+    }
+    let dirs: std::collections::BTreeSet<String> =
+        files.keys().map(|f| f.rsplit_once('/').map_or(String::new(), |(d, _)| d.to_string())).collect();
+    for d in &dirs {
+        let idx = if d.is_empty() { "index.md".to_string() } else { format!("{d}/index.md") };
+        assert!(files.contains_key(&idx), "{d} has no index.md");
+    }
+    for (name, text) in &files {
+        let base = name.rsplit('/').next().unwrap();
+        let reserved = base == "index.md" || base == "log.md";
+        if reserved {
+            if name == "index.md" && okf {
+                assert!(text.starts_with("---\nokf_version: \"0.2\"\n---\n"), "root index frontmatter");
+            } else {
+                assert!(!text.starts_with("---"), "{name}: reserved files carry no frontmatter");
+            }
+            if base == "log.md" {
+                assert!(text.starts_with("# ") && text.contains("\n## "), "log.md has a title and date headings");
+            }
+        } else {
+            assert!(text.starts_with("---\n"), "{name}: frontmatter first");
+            let (front, body) = text[4..].split_once("\n---\n").unwrap_or_else(|| panic!("{name}: closed frontmatter"));
+            for line in front.lines() {
+                assert!(
+                    line.starts_with("  ") || line.starts_with("- ") || line.contains(": ") || line.ends_with(':'),
+                    "{name}: `{line}` is not YAML"
+                );
+            }
+            let ty = front.lines().find_map(|l| l.strip_prefix("type: ")).unwrap_or("");
+            assert!(!ty.trim().is_empty(), "{name}: a type");
+            assert!(body.contains("\n# ") || body.starts_with("\n# ") || body.starts_with("# "), "{name}: a title");
+        }
+        let dir = name.rsplit_once('/').map_or("", |(d, _)| d);
+        for target in links(text) {
+            assert!(!target.starts_with('/') && !target.contains("://"), "{name}: {target} is relative");
+            let mut parts: Vec<&str> = if dir.is_empty() { vec![] } else { dir.split('/').collect() };
+            for seg in target.split('/') {
+                match seg {
+                    ".." => {
+                        assert!(parts.pop().is_some(), "{name}: {target} leaves the bundle");
+                    }
+                    "." | "" => {}
+                    s => parts.push(s),
+                }
+            }
+            let resolved = parts.join("/");
+            assert!(files.contains_key(&resolved), "{name}: {target} -> {resolved} is not in the bundle");
+        }
+    }
+    files.into_keys().collect()
+}
+
+#[cfg(feature = "server")]
+fn get_bytes(srv: &engram::server::RunningServer, path: &str) -> (u16, Vec<u8>) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(srv.addr).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nAuthorization: Bearer {}\r\nConnection: close\r\n\r\n",
+        srv.addr.port(),
+        common::KEY
+    )
+    .unwrap();
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).unwrap();
+    let split = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8_lossy(&buf[..split]).to_string();
+    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let mut body = buf[split + 4..].to_vec();
+    if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        let mut out = Vec::new();
+        let mut rest = &body[..];
+        loop {
+            let nl = rest.windows(2).position(|w| w == b"\r\n").unwrap();
+            let n = usize::from_str_radix(std::str::from_utf8(&rest[..nl]).unwrap().trim(), 16).unwrap();
+            if n == 0 {
+                break;
+            }
+            out.extend_from_slice(&rest[nl + 2..nl + 2 + n]);
+            rest = &rest[nl + 2 + n + 2..];
+        }
+        body = out;
+    }
+    (status, body)
+}
+
+#[cfg(feature = "server")]
+#[test]
+fn wiki_and_okf_zips_are_self_contained_and_match_the_summary() {
+    use common::{call, server_on};
+    let dir = tempfile::tempdir().unwrap();
+    let store = std::sync::Arc::new(KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap());
+    seed(&store);
+    store
+        .create_memory(NewMemory {
+            id: Some("tagged".into()),
+            content: "Bob Stone prefers window seats.".into(),
+            labels: Some(vec!["travel".into()]),
+            unit_type: Some(engram::UnitType::Preference),
+            ..Default::default()
+        })
+        .unwrap();
+    store.recompute_graph().unwrap();
+    let srv = server_on(dir.path(), store.clone(), 1 << 20);
+    let summary = call(&srv, "GET", "/library/wiki-export-summary", None).json();
+
+    let (status, wiki) = get_bytes(&srv, "/library/wiki-export");
+    assert_eq!(status, 200);
+    let files = check_bundle(&wiki, false);
+    let count =
+        |prefix: &str| files.iter().filter(|f| f.starts_with(prefix) && !f.ends_with("index.md")).count() as u64;
+    assert_eq!(count("topics/"), summary["wiki"]["topics"].as_u64().unwrap());
+    assert_eq!(count("entities/"), summary["wiki"]["entities"].as_u64().unwrap());
+    assert_eq!(count("crystals/"), summary["wiki"]["crystals"].as_u64().unwrap());
+    assert!(summary["wiki"]["crystals"].as_u64().unwrap() >= 2);
+
+    let (status, okf) = get_bytes(&srv, "/library/okf-export?entity_limit=3");
+    assert_eq!(status, 200);
+    let files = check_bundle(&okf, true);
+    assert!(files.contains(&"log.md".to_string()));
+    assert!(files.iter().any(|f| f.starts_with("memories/preference/")), "memories by unit type");
+    assert!(files.iter().any(|f| f.starts_with("labels/") && f != "labels/index.md"));
+    assert_eq!(files.iter().filter(|f| f.starts_with("entities/") && !f.ends_with("index.md")).count(), 3);
+    let count =
+        |prefix: &str| files.iter().filter(|f| f.starts_with(prefix) && !f.ends_with("index.md")).count() as u64;
+    assert_eq!(count("memories/"), summary["okf"]["memories"].as_u64().unwrap());
+    assert_eq!(count("labels/"), summary["okf"]["labels"].as_u64().unwrap());
+    assert_eq!(count("topics/"), summary["okf"]["topics"].as_u64().unwrap());
+
+    for bad in [
+        "/library/wiki-export?entity_limit=0",
+        "/library/okf-export?entity_limit=2001",
+        "/library/wiki-export?top_per_community=31",
+        "/library/okf-export?max_mentions_per_entity=101",
+    ] {
+        assert_eq!(call(&srv, "GET", bad, None).status, 422, "{bad}");
+    }
+    // The temporary files are gone once streamed.
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let left = std::fs::read_dir(dir.path().join("tmp")).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(left, 0, "export files are deleted after streaming");
+}

@@ -6,7 +6,7 @@ use super::communities::community_id;
 use super::query::{ParamSpec, int};
 use super::{Api, ApiResponse, Ctx};
 use crate::error::Result;
-use crate::store::RouteLinker;
+use crate::store::{ExportKind, ExportParams, RouteLinker};
 
 pub(super) const SUBGRAPH_PARAMS: &[ParamSpec] = &[
     int("max_entities", 10, Some(200), Some(80), "entities"),
@@ -23,7 +23,7 @@ pub(super) const ENTITY_PAGE_PARAMS: &[ParamSpec] = &[int("mention_limit", 1, So
 pub(super) const TOPIC_PAGE_PARAMS: &[ParamSpec] = &[int("top_per_community", 1, Some(30), Some(12), "entities")];
 
 fn markdown(body: String) -> ApiResponse {
-    ApiResponse { status: 200, content_type: "text/markdown; charset=utf-8", body: body.into_bytes() }
+    ApiResponse::text(200, "text/markdown; charset=utf-8", body)
 }
 
 pub(super) fn subgraph(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
@@ -96,8 +96,48 @@ pub(super) fn wiki_index(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     Ok(ApiResponse::json(200, &serde_json::json!({"total": total, "rows": rows})))
 }
 
+pub(super) const EXPORT_PARAMS: &[ParamSpec] = &[
+    int("entity_limit", 1, Some(2000), Some(500), "entities exported, most mentioned first"),
+    int("top_per_community", 1, Some(30), Some(12), "entities listed per topic page"),
+    int("max_mentions_per_entity", 1, Some(100), Some(30), "mentions per entity page"),
+];
+
+fn export_params(ctx: &Ctx<'_>) -> ExportParams {
+    let q = &ctx.query;
+    ExportParams {
+        entity_limit: q.int("entity_limit").unwrap_or(500) as usize,
+        top_per_community: q.int("top_per_community").unwrap_or(12) as usize,
+        max_mentions_per_entity: q.int("max_mentions_per_entity").unwrap_or(30) as usize,
+    }
+}
+
 pub(super) fn export_summary(api: &Api, _: &Ctx<'_>) -> Result<ApiResponse> {
-    Ok(ApiResponse::json(200, &api.store().wiki_export_counts(500)?))
+    let p = ExportParams::default();
+    let wiki = api.store().export_counts(ExportKind::Wiki, &p)?;
+    let okf = api.store().export_counts(ExportKind::Okf, &p)?;
+    Ok(ApiResponse::json(
+        200,
+        &serde_json::json!({
+            "topics": wiki.topics, "entities": wiki.entities, "crystals": wiki.crystals,
+            "memories": okf.memories, "labels": okf.labels,
+            "defaults": {"entity_limit": p.entity_limit, "top_per_community": p.top_per_community,
+                         "max_mentions_per_entity": p.max_mentions_per_entity},
+            "wiki": wiki, "okf": okf,
+        }),
+    ))
+}
+
+fn zip_response(api: &Api, ctx: &Ctx<'_>, kind: ExportKind) -> Result<ApiResponse> {
+    let (path, _) = api.store().export_library(kind, &export_params(ctx))?;
+    Ok(ApiResponse { status: 200, content_type: "application/zip", body: Vec::new(), file: Some(path) })
+}
+
+pub(super) fn wiki_export(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    zip_response(api, ctx, ExportKind::Wiki)
+}
+
+pub(super) fn okf_export(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    zip_response(api, ctx, ExportKind::Okf)
 }
 
 pub(super) fn entity_page(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {

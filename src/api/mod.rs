@@ -55,15 +55,38 @@ pub struct ApiResponse {
     pub status: u16,
     /// `application/json` for every route of this release.
     pub content_type: &'static str,
-    /// Body bytes.
+    /// Body bytes (empty when `file` holds the body).
     pub body: Vec<u8>,
+    /// A large body written to a temporary file in the data directory (ZIP exports): the HTTP server streams
+    /// it in chunks and deletes it; [`ApiResponse::into_bytes`] reads and deletes it.
+    pub file: Option<std::path::PathBuf>,
 }
 
 impl ApiResponse {
     /// A JSON response.
     pub fn json(status: u16, value: &impl Serialize) -> Self {
         let body = serde_json::to_vec(value).unwrap_or_else(|_| b"{}".to_vec());
-        ApiResponse { status, content_type: "application/json", body }
+        ApiResponse { status, content_type: "application/json", body, file: None }
+    }
+
+    /// A text response of `content_type`.
+    pub fn text(status: u16, content_type: &'static str, body: String) -> Self {
+        ApiResponse { status, content_type, body: body.into_bytes(), file: None }
+    }
+
+    /// The whole body: the bytes, or the file's content (the file is deleted).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Io`] when the file cannot be read.
+    pub fn into_bytes(self) -> Result<Vec<u8>> {
+        match self.file {
+            None => Ok(self.body),
+            Some(p) => {
+                let out = std::fs::read(&p);
+                let _ = std::fs::remove_file(&p);
+                Ok(out?)
+            }
+        }
     }
 
     /// The error response of `e`: 422 with a `detail` list for validation errors, otherwise

@@ -953,6 +953,28 @@ pub static ROUTES: &[Route] = &[
         super::library::topic_page
     ),
     route!(
+        "GET",
+        "/library/wiki-export",
+        "wiki_export",
+        "Markdown wiki of the global graph as a ZIP (topics, entities, crystals)",
+        super::library::EXPORT_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        super::library::wiki_export
+    ),
+    route!(
+        "GET",
+        "/library/okf-export",
+        "okf_export",
+        "Open Knowledge Format v0.2 bundle as a ZIP",
+        super::library::EXPORT_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        super::library::okf_export
+    ),
+    route!(
         "POST",
         "/v1/embeddings",
         "create_embeddings",

@@ -216,10 +216,14 @@ pub unsafe extern "C" fn engram_request(
         // SAFETY: `store` came from `engram_store_open` and is still open.
         let s = unsafe { &*store };
         let resp = s.api.handle(ApiRequest::from_target(method, target, body));
-        let mut bytes = resp.body;
+        let status = resp.status;
+        let mut bytes = match resp.into_bytes() {
+            Ok(b) => b,
+            Err(e) => return fail(&e),
+        };
         bytes.push(0);
         // SAFETY: `out` is non-NULL and writable.
-        unsafe { *out = Box::into_raw(Box::new(engram_response { status: resp.status, body: bytes })) };
+        unsafe { *out = Box::into_raw(Box::new(engram_response { status, body: bytes })) };
         ENGRAM_OK
     })
 }

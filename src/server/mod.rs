@@ -101,7 +101,69 @@ struct AppState {
     max_body: usize,
 }
 
+/// A response body read from a temporary file in 64 KiB chunks; the file is deleted when the body is dropped.
+struct FileBody {
+    file: std::fs::File,
+    path: std::path::PathBuf,
+    done: bool,
+}
+
+impl http_body::Body for FileBody {
+    type Data = axum::body::Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<std::result::Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        use std::io::Read;
+        if self.done {
+            return std::task::Poll::Ready(None);
+        }
+        let mut buf = vec![0u8; 64 * 1024];
+        match self.file.read(&mut buf) {
+            Ok(0) => {
+                self.done = true;
+                std::task::Poll::Ready(None)
+            }
+            Ok(n) => {
+                buf.truncate(n);
+                std::task::Poll::Ready(Some(Ok(http_body::Frame::data(axum::body::Bytes::from(buf)))))
+            }
+            Err(e) => {
+                self.done = true;
+                std::task::Poll::Ready(Some(Err(e)))
+            }
+        }
+    }
+}
+
+impl Drop for FileBody {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
 fn respond(r: ApiResponse) -> Response<Body> {
+    if let Some(path) = r.file.clone() {
+        return match std::fs::File::open(&path) {
+            Ok(file) => {
+                let len = file.metadata().map(|m| m.len()).ok();
+                let mut resp = Response::new(Body::new(FileBody { file, path, done: false }));
+                *resp.status_mut() = StatusCode::from_u16(r.status).unwrap_or(StatusCode::OK);
+                resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(r.content_type));
+                if let Some(n) = len.and_then(|n| HeaderValue::from_str(&n.to_string()).ok()) {
+                    resp.headers_mut().insert(header::CONTENT_LENGTH, n);
+                }
+                resp
+            }
+            Err(e) => {
+                let _ = std::fs::remove_file(&path);
+                tracing::error!(error = %e, "export file vanished");
+                reject(ErrorKind::Internal, "internal error")
+            }
+        };
+    }
     let mut resp = Response::new(Body::from(r.body));
     *resp.status_mut() = StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(r.content_type));

@@ -6,6 +6,7 @@
 
 mod communities;
 mod entities;
+mod export;
 mod label_maint;
 mod labels;
 mod lifecycle;
@@ -23,6 +24,7 @@ mod working;
 
 pub use communities::{Community, CommunityEntity, CommunityMemory, GraphReport, crystal_id};
 pub use entities::{MentionReport, entity_id};
+pub use export::{ExportCounts, ExportKind, ExportParams};
 pub use label_maint::{
     AffectedCounts, ConsolidationGroup, ConsolidationPreview, ConsolidationReport, JudgedPair, LabelDeleteReport,
     LabelHealth, LabelMerge, LabelPatch, LabelPlan, MergeCandidate, canonical_label,
@@ -36,7 +38,7 @@ pub use threads::{
     thread_memory_prefix,
 };
 pub use types::*;
-pub use wiki::{Linker, RouteLinker, encode_segment, md_label, memory_line, sentence_with, yaml_str};
+pub use wiki::{Linker, RouteLinker, encode_segment, link, md_label, memory_line, sentence_with, yaml_str};
 pub use working::{StoreStats, WorkingMemory, today as working_today};
 
 use std::collections::{BTreeSet, HashMap};

@@ -4,23 +4,31 @@
 
 use std::fmt::Write as _;
 
-use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata};
+use redb::{ReadableDatabase, ReadableTable};
 
 use super::tables::*;
 use super::{KnowledgeStore, MemoryView, StoredMemory, get_record, schema};
 use crate::error::{Error, Result};
 use crate::model::{Entity, MemoryState};
 
-/// Where a page links to.
+/// Where a page links to; None when the target is not part of the output (the label is then plain text).
 pub trait Linker {
     /// The entity page of `e`.
-    fn entity(&self, e: &Entity) -> String;
-    /// The page of crystal `id`.
-    fn crystal(&self, id: &str) -> String;
+    fn entity(&self, e: &Entity) -> Option<String>;
+    /// The page of crystal `id` of `space`.
+    fn crystal(&self, space: &str, id: &str) -> Option<String>;
     /// The page of community `id`.
-    fn topic(&self, id: u64) -> String;
+    fn topic(&self, id: u64) -> Option<String>;
     /// Memory `id` of `space` (a page or a route).
-    fn memory(&self, space: &str, id: &str) -> String;
+    fn memory(&self, space: &str, id: &str) -> Option<String>;
+}
+
+/// `[label](target)`, or the label alone without a target.
+pub fn link(label: &str, target: Option<String>) -> String {
+    match target {
+        Some(t) => format!("[{}]({t})", md_label(label)),
+        None => md_label(label),
+    }
 }
 
 /// Links to the HTTP routes (`/library/wiki-page/...`, `/memories/{id}`).
@@ -28,17 +36,17 @@ pub trait Linker {
 pub struct RouteLinker;
 
 impl Linker for RouteLinker {
-    fn entity(&self, e: &Entity) -> String {
-        format!("/library/wiki-page/entity/{}", encode_segment(&e.id))
+    fn entity(&self, e: &Entity) -> Option<String> {
+        Some(format!("/library/wiki-page/entity/{}", encode_segment(&e.id)))
     }
-    fn crystal(&self, id: &str) -> String {
-        format!("/library/wiki-page/crystal/{}", encode_segment(id))
+    fn crystal(&self, _: &str, id: &str) -> Option<String> {
+        Some(format!("/library/wiki-page/crystal/{}", encode_segment(id)))
     }
-    fn topic(&self, id: u64) -> String {
-        format!("/library/wiki-page/topic/{id}")
+    fn topic(&self, id: u64) -> Option<String> {
+        Some(format!("/library/wiki-page/topic/{id}"))
     }
-    fn memory(&self, space: &str, id: &str) -> String {
-        format!("/memories/{}?space_id={}", encode_segment(id), encode_segment(space))
+    fn memory(&self, space: &str, id: &str) -> Option<String> {
+        Some(format!("/memories/{}?space_id={}", encode_segment(id), encode_segment(space)))
     }
 }
 
@@ -172,8 +180,12 @@ impl KnowledgeStore {
     ///
     /// # Errors
     /// [`crate::ErrorKind::NotFound`] (`entity_not_found`).
-    pub fn entity_page(&self, id_or_name: &str, mention_limit: usize, link: &dyn Linker) -> Result<String> {
+    pub fn entity_page(&self, id_or_name: &str, mention_limit: usize, linker: &dyn Linker) -> Result<String> {
         let e = self.resolve_entity(id_or_name)?;
+        self.entity_page_for(e, mention_limit, linker)
+    }
+
+    pub(crate) fn entity_page_for(&self, e: Entity, mention_limit: usize, linker: &dyn Linker) -> Result<String> {
         let mentions = self.entity_mentions(&e, mention_limit)?;
         let related = self.related_entities(&e.space_id, &e.id, 12)?;
         let community = self.entity_community(&e.space_id, &e.id)?;
@@ -194,7 +206,7 @@ impl KnowledgeStore {
         );
         let _ = writeln!(s, "# {}\n", e.name);
         let topic = match community.and_then(|c| self.get_community(c, 1).ok()) {
-            Some((c, _)) => format!(" Part of the topic [{}]({}).", md_label(&c.title), link.topic(c.id)),
+            Some((c, _)) => format!(" Part of the topic {}.", link(&c.title, linker.topic(c.id))),
             None => String::new(),
         };
         let first = mentions.last().map(date_of).unwrap_or_default();
@@ -213,7 +225,7 @@ impl KnowledgeStore {
         if !crystals.is_empty() {
             let _ = writeln!(s, "## Crystal\n");
             for c in &crystals {
-                let _ = writeln!(s, "* [{}]({})", md_label(&c.memory.title), link.crystal(&c.memory.id));
+                let _ = writeln!(s, "* {}", link(&c.memory.title, linker.crystal(&c.memory.space_id, &c.memory.id)));
             }
             s.push('\n');
         }
@@ -230,13 +242,7 @@ impl KnowledgeStore {
         if !related.is_empty() {
             let _ = writeln!(s, "## Related entities\n");
             for (r, w) in &related {
-                let _ = writeln!(
-                    s,
-                    "* [{}]({}) ({}, {w} shared memories)",
-                    md_label(&r.name),
-                    link.entity(r),
-                    r.entity_type
-                );
+                let _ = writeln!(s, "* {} ({}, {w} shared memories)", link(&r.name, linker.entity(r)), r.entity_type);
             }
             s.push('\n');
         }
@@ -244,10 +250,9 @@ impl KnowledgeStore {
         for v in &mentions {
             let _ = writeln!(
                 s,
-                "* {} [{}]({}){}",
+                "* {} {}{}",
                 date_of(v),
-                md_label(&sentence_with(&v.memory.content, &e.name, 120)),
-                link.memory(&v.memory.space_id, &v.memory.id),
+                link(&sentence_with(&v.memory.content, &e.name, 120), linker.memory(&v.memory.space_id, &v.memory.id)),
                 if v.memory.state == MemoryState::Active {
                     String::new()
                 } else {
@@ -263,7 +268,7 @@ impl KnowledgeStore {
     ///
     /// # Errors
     /// [`crate::ErrorKind::NotFound`] (`crystal_not_found`).
-    pub fn crystal_page(&self, crystal_id: &str, link: &dyn Linker) -> Result<String> {
+    pub fn crystal_page(&self, crystal_id: &str, linker: &dyn Linker) -> Result<String> {
         let sources = self.crystal_sources(crystal_id, 100)?;
         let c = self.get_memory(crystal_id, None)?;
         let title = c.memory.crystal_title.clone().unwrap_or_else(|| c.memory.title.clone());
@@ -300,10 +305,9 @@ impl KnowledgeStore {
         for (i, (v, w)) in sources.iter().enumerate() {
             let _ = writeln!(
                 s,
-                "[^{}]: [{}]({}) ({}, weight {:.2})",
+                "[^{}]: {} ({}, weight {:.2})",
                 i + 1,
-                md_label(&memory_line(v, 100)),
-                link.memory(&v.memory.space_id, &v.memory.id),
+                link(&memory_line(v, 100), linker.memory(&v.memory.space_id, &v.memory.id)),
                 date_of(v),
                 w
             );
@@ -316,7 +320,7 @@ impl KnowledgeStore {
     ///
     /// # Errors
     /// [`crate::ErrorKind::NotFound`] (`community_not_found`).
-    pub fn topic_page(&self, community_id: u64, top: usize, link: &dyn Linker) -> Result<String> {
+    pub fn topic_page(&self, community_id: u64, top: usize, linker: &dyn Linker) -> Result<String> {
         let (c, entities) = self.get_community(community_id, top)?;
         let mut s = String::new();
         let _ = writeln!(s, "---\ntype: Topic\ntitle: {}\ncommunity_id: {}", yaml_str(&c.title), c.id);
@@ -332,9 +336,8 @@ impl KnowledgeStore {
             if let Ok(e) = self.get_entity(&ce.space_id, &ce.entity_id) {
                 let _ = writeln!(
                     s,
-                    "* [{}]({}) ({}, {} mentions)",
-                    md_label(&e.name),
-                    link.entity(&e),
+                    "* {} ({}, {} mentions)",
+                    link(&e.name, linker.entity(&e)),
                     e.entity_type,
                     e.mention_count
                 );
@@ -350,13 +353,13 @@ impl KnowledgeStore {
         if !crystals.is_empty() {
             let _ = writeln!(s, "## Crystals\n");
             for v in &crystals {
-                let _ = writeln!(s, "* [{}]({})", md_label(&v.memory.title), link.crystal(&v.memory.id));
+                let _ = writeln!(s, "* {}", link(&v.memory.title, linker.crystal(&v.memory.space_id, &v.memory.id)));
             }
             s.push('\n');
         }
         let _ = writeln!(s, "## Representative memories\n");
         for m in &c.top_memories {
-            let _ = writeln!(s, "* [{}]({})", md_label(&m.title), link.memory(&m.space_id, &m.memory_id));
+            let _ = writeln!(s, "* {}", link(&m.title, linker.memory(&m.space_id, &m.memory_id)));
         }
         Ok(s)
     }
@@ -488,31 +491,5 @@ impl KnowledgeStore {
             }
         }
         Ok(serde_json::json!({"community_id": id, "title": c.title, "nodes": nodes, "edges": edges}))
-    }
-
-    /// Counts of what the wiki and OKF exports contain: topics, entities, crystals, memories.
-    ///
-    /// # Errors
-    /// Storage errors.
-    pub fn wiki_export_counts(&self, entity_limit: usize) -> Result<serde_json::Value> {
-        let (_, total) = self.list_communities(0)?;
-        let rtx = self.db.begin_read()?;
-        let entities = rtx.open_table(ENTITIES)?.len()?;
-        let crystals = rtx
-            .open_table(CRYSTAL_SOURCES)?
-            .iter()?
-            .filter_map(|r| r.ok())
-            .map(|(k, _)| {
-                let (s, c, _) = k.value();
-                (s.to_string(), c.to_string())
-            })
-            .collect::<rustc_hash::FxHashSet<_>>()
-            .len();
-        Ok(serde_json::json!({
-            "topics": total,
-            "entities": entities,
-            "entities_exported": (entities as usize).min(entity_limit),
-            "crystals": crystals,
-        }))
     }
 }
