@@ -47,7 +47,7 @@ struct Qa {
 }
 
 /// Options of [`locomo`].
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct LocomoOptions {
     /// Conversation indices to use (all when None).
     pub conversations: Option<std::ops::RangeInclusive<usize>>,

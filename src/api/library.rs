@@ -77,14 +77,20 @@ pub(super) fn wiki_index(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
                     })
                 })
                 .collect();
+            let entities: Vec<_> = c.top_entities.iter().take(top).collect();
+            // `name`, `member_count`, `top_entities` and `top_crystals` are what `nmem wiki topics` reads.
             let mut row = serde_json::json!({
                 "community_id": c.id,
                 "title": c.title,
+                "name": c.title,
                 "summary": c.summary,
                 "entity_count": c.entity_count,
+                "member_count": c.entity_count,
                 "memory_count": c.memory_count,
-                "entities": c.top_entities.iter().take(top).collect::<Vec<_>>(),
+                "entities": entities,
+                "top_entities": entities,
                 "crystals": crystals,
+                "top_crystals": crystals,
                 "page": format!("/library/wiki-page/topic/{}", c.id),
             });
             if let (Some(n), Some(o)) = (with_memories, row.as_object_mut()) {
@@ -93,7 +99,7 @@ pub(super) fn wiki_index(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
             row
         })
         .collect();
-    Ok(ApiResponse::json(200, &serde_json::json!({"total": total, "rows": rows})))
+    Ok(ApiResponse::json(200, &serde_json::json!({"total": total, "communities": rows, "rows": rows})))
 }
 
 pub(super) const EXPORT_PARAMS: &[ParamSpec] = &[
