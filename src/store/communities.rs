@@ -25,7 +25,7 @@ pub const TOP_ENTITIES: usize = 50;
 /// Representative memories kept on a community record.
 pub const TOP_MEMORIES: usize = 10;
 /// Quiet time after the last write before the worker recomputes.
-const DEBOUNCE: Duration = Duration::from_millis(750);
+const DEBOUNCE: Duration = Duration::from_secs(2);
 
 /// An entity of a community, ranked by PageRank.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -225,7 +225,14 @@ pub(crate) fn start_worker(ctx: Ctx) -> GraphWorker {
                 }
                 // Wait for writes to pause, then recompute if anything changed since the last run.
                 let Ok(g0) = generation(&ctx.db) else { continue };
-                std::thread::sleep(DEBOUNCE);
+                // Sleep in short steps so that dropping the store is not held up.
+                let until = Instant::now() + DEBOUNCE;
+                while Instant::now() < until && !stp.load(Ordering::Acquire) {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                if stp.load(Ordering::Acquire) {
+                    break;
+                }
                 let Ok(g1) = generation(&ctx.db) else { continue };
                 if g1 != g0 {
                     let (lock, _) = &*sig;
