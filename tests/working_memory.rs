@@ -50,3 +50,48 @@ fn working_memory_context_bundle_and_stats() {
     assert_eq!(s["entity_count"], 2, "{s}");
     assert_eq!(s["total_relationships"], 2, "two MENTIONS edges: {s}");
 }
+
+#[test]
+fn checkpoint_reports_what_it_made_durable() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = engram::StoreConfig::new(dir.path()).durability(engram::Durability::Eventual);
+    let store = engram::KnowledgeStore::open(cfg).unwrap();
+    for i in 0..3 {
+        store
+            .create_memory(engram::NewMemory {
+                id: Some(format!("m{i}")),
+                content: format!("note {i}"),
+                ..Default::default()
+            })
+            .unwrap();
+    }
+    store.read_memory("m0", None).unwrap();
+    store.read_memory("m1", None).unwrap();
+    let r = store.checkpoint_report().unwrap();
+    // Every write of a fresh Eventual store was committed without fsync: the 3 memories and the embedder record.
+    assert_eq!((r.flushed_write_transactions, r.flushed_access_updates), (r.generation, 2), "{r:?}");
+    assert!(r.generation >= 3);
+    assert!(r.file_bytes > 0 && r.generation >= 3);
+    let again = store.checkpoint_report().unwrap();
+    assert_eq!((again.flushed_write_transactions, again.flushed_access_updates), (0, 0));
+    assert_eq!(again.generation, r.generation);
+    drop(store);
+    // Everything checkpointed is there after a reopen.
+    let store = engram::KnowledgeStore::open(engram::StoreConfig::new(dir.path())).unwrap();
+    assert_eq!(store.get_memory("m0", None).unwrap().memory.access_count, 1);
+    assert_eq!(store.get_memory("m2", None).unwrap().memory.content, "note 2");
+}
+
+#[cfg(feature = "server")]
+#[test]
+fn http_checkpoint_needs_the_key_and_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = common::server(dir.path(), 1 << 20);
+    let r = common::call(&srv, "POST", "/health/checkpoint", None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let j = r.json();
+    assert_eq!((j["success"].as_bool(), j["durable"].as_bool()), (Some(true), Some(true)));
+    assert!(j["generation"].as_u64().is_some() && j["message"].as_str().unwrap().contains("checkpoint"));
+    let head = format!("POST /health/checkpoint HTTP/1.1\nHost: 127.0.0.1:{}\nContent-Length: 0\n", srv.addr.port());
+    assert_eq!(common::raw(srv.addr, &head, b"").status, 401);
+}

@@ -976,6 +976,17 @@ pub static ROUTES: &[Route] = &[
     ),
     route!(
         "POST",
+        "/health/checkpoint",
+        "health_checkpoint",
+        "Force a durable commit of pending writes and report what it flushed",
+        &[],
+        None,
+        Shape::Object,
+        false,
+        super::working::checkpoint
+    ),
+    route!(
+        "POST",
         "/v1/embeddings",
         "create_embeddings",
         "Embed texts with the served model (OpenAI embeddings request and response shapes)",

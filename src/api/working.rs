@@ -160,3 +160,21 @@ pub(super) const STATS_PARAMS: &[super::query::ParamSpec] =
 pub(super) fn stats(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     Ok(ApiResponse::json(200, &api.store().stats(ctx.query.str("space_id").filter(|s| !s.is_empty()))?))
 }
+
+pub(super) fn checkpoint(api: &Api, _: &Ctx<'_>) -> Result<ApiResponse> {
+    let r = api.store().checkpoint_report()?;
+    let mut v = serde_json::to_value(r).unwrap_or_default();
+    if let Some(o) = v.as_object_mut() {
+        o.insert("success".into(), true.into());
+        o.insert("durable".into(), true.into());
+        o.insert(
+            "message".into(),
+            format!(
+                "checkpoint at generation {}: {} write transactions and {} access updates made durable",
+                r.generation, r.flushed_write_transactions, r.flushed_access_updates
+            )
+            .into(),
+        );
+    }
+    Ok(ApiResponse::json(200, &v))
+}

@@ -276,6 +276,7 @@ impl KnowledgeStore {
             Ok(MemoryView { memory, label_ids: labels.into_iter().collect() })
         })()?;
         txn.commit()?;
+        self.pending_access.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         self.apply(ops);
         Ok(view)
     }

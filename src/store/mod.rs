@@ -103,6 +103,10 @@ pub struct KnowledgeStore {
     pub(crate) index: Arc<RwLock<IndexState>>,
     pub(crate) started: Instant,
     reembed_progress: Arc<reembed::Progress>,
+    /// Write generation at the last checkpoint.
+    durable_generation: std::sync::atomic::AtomicU64,
+    /// Access-count commits (without fsync) since the last checkpoint.
+    pub(crate) pending_access: std::sync::atomic::AtomicU64,
     /// Label name -> embedding, for merge candidates (cleared past 20,000 names).
     label_vector_cache: Mutex<HashMap<String, Vec<f32>>>,
     /// Communities and PageRank results.
@@ -253,12 +257,19 @@ impl KnowledgeStore {
             started: Instant::now(),
             reembed_progress: Arc::default(),
             label_vector_cache: Mutex::default(),
+            durable_generation: Default::default(),
+            pending_access: Default::default(),
             graph,
             graph_worker,
             reembed: Mutex::new(None),
             builder,
         };
         store.init_schema()?;
+        {
+            let rtx = store.db.begin_read()?;
+            let g = meta_u64(&rtx.open_table(META)?, "generation")?.unwrap_or(0);
+            store.durable_generation.store(g, std::sync::atomic::Ordering::Release);
+        }
         store.check_embedder()?;
         store.load_indexes()?;
         store.graph.write().memory_rank = communities::load_ranks(&store.db)?;
@@ -544,11 +555,31 @@ impl KnowledgeStore {
     /// # Errors
     /// [`ErrorKind::Io`] when the commit fails.
     pub fn checkpoint(&self) -> Result<u64> {
+        Ok(self.checkpoint_report()?.generation)
+    }
+
+    /// [`KnowledgeStore::checkpoint`] with what it flushed: write transactions committed without fsync since
+    /// the last durable commit ([`Durability::Eventual`] only; 0 with the default durability) and access-count
+    /// updates (reads by id are always committed without fsync).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Io`] when the commit fails; nothing is lost then, the next checkpoint retries.
+    pub fn checkpoint_report(&self) -> Result<CheckpointReport> {
+        let started = Instant::now();
         let _w = self.writer.lock();
         let txn = self.db.begin_write()?;
         let g = meta_u64(&txn.open_table(META)?, "generation")?.unwrap_or(0);
         txn.commit()?;
-        Ok(g)
+        let before = self.durable_generation.swap(g, std::sync::atomic::Ordering::AcqRel);
+        let writes = if self.config.durability == Durability::Eventual { g.saturating_sub(before) } else { 0 };
+        let reads = self.pending_access.swap(0, std::sync::atomic::Ordering::AcqRel);
+        Ok(CheckpointReport {
+            generation: g,
+            flushed_write_transactions: writes,
+            flushed_access_updates: reads,
+            elapsed_ms: started.elapsed().as_secs_f64() * 1000.0,
+            file_bytes: std::fs::metadata(self.config.db_path()).map(|m| m.len()).unwrap_or(0),
+        })
     }
 
     /// Counters for `/health`.

@@ -370,3 +370,18 @@ pub struct StoreHealth {
 
 /// Convenience alias for label lists.
 pub type Labels = Vec<Label>;
+
+/// What [`crate::KnowledgeStore::checkpoint_report`] flushed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, utoipa::ToSchema)]
+pub struct CheckpointReport {
+    /// Write generation now durable.
+    pub generation: u64,
+    /// Write transactions committed without fsync since the last checkpoint (`Durability::Eventual`).
+    pub flushed_write_transactions: u64,
+    /// Access-count updates (reads by id) committed without fsync since the last checkpoint.
+    pub flushed_access_updates: u64,
+    /// Milliseconds the durable commit took.
+    pub elapsed_ms: f64,
+    /// Size of the store file in bytes.
+    pub file_bytes: u64,
+}
