@@ -119,8 +119,7 @@ fn export_params(ctx: &Ctx<'_>) -> ExportParams {
 
 pub(super) fn export_summary(api: &Api, _: &Ctx<'_>) -> Result<ApiResponse> {
     let p = ExportParams::default();
-    let wiki = api.store().export_counts(ExportKind::Wiki, &p)?;
-    let okf = api.store().export_counts(ExportKind::Okf, &p)?;
+    let (wiki, okf) = api.store().export_counts(&p)?;
     Ok(ApiResponse::json(
         200,
         &serde_json::json!({

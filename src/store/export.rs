@@ -188,13 +188,14 @@ impl KnowledgeStore {
         Ok(Plan { topics, entities, crystals, memories, labels })
     }
 
-    /// The counts of the bundle [`KnowledgeStore::export_library`] would write.
+    /// The counts of the wiki and the OKF bundles [`KnowledgeStore::export_library`] would write, from one
+    /// selection (the OKF one holds the wiki's).
     ///
     /// # Errors
     /// Storage errors.
-    pub fn export_counts(&self, kind: ExportKind, p: &ExportParams) -> Result<ExportCounts> {
-        let plan = self.export_plan(kind, p)?;
-        Ok(counts(kind, &plan))
+    pub fn export_counts(&self, p: &ExportParams) -> Result<(ExportCounts, ExportCounts)> {
+        let plan = self.export_plan(ExportKind::Okf, p)?;
+        Ok((counts(ExportKind::Wiki, &plan), counts(ExportKind::Okf, &plan)))
     }
 
     /// Writes the wiki or OKF bundle as a ZIP into a new file under `<data_dir>/tmp/` and returns its path and

@@ -21,7 +21,6 @@ use super::tables::*;
 use super::{IndexOp, KnowledgeStore, StoredMemory, get_record, range_prefix2, range_prefix3, schema};
 use crate::embed::{InputType, cosine, fnv1a};
 use crate::error::{Error, ErrorKind, FieldError, Result};
-use crate::index::catalog::DocMeta;
 use crate::model::{Label, Timestamp};
 
 /// The canonical form of a label name (module docs).
@@ -290,13 +289,7 @@ impl WTables<'_> {
         for id in ids {
             if let Some(sm) = get_record::<_, StoredMemory>(&self.memories, (space, id.as_str()))? {
                 let labels = self.label_ids(space, id)?;
-                ops.push(IndexOp::Put {
-                    space: space.to_string(),
-                    docno: sm.docno,
-                    meta: DocMeta::of(&sm.memory, labels),
-                    vector: None,
-                    lex: None,
-                });
+                ops.push(IndexOp::meta(space, &sm, labels));
             }
         }
         Ok(())
@@ -558,7 +551,8 @@ impl KnowledgeStore {
         })
     }
 
-    fn all_labels(&self, space: &str) -> Result<Vec<Label>> {
+    /// Every label record of `space`, in id order.
+    pub(crate) fn all_labels(&self, space: &str) -> Result<Vec<Label>> {
         let rtx = self.db.begin_read()?;
         let t = rtx.open_table(LABELS)?;
         let mut out: Vec<Label> = Vec::new();

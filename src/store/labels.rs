@@ -7,9 +7,8 @@ use redb::{ReadableDatabase, ReadableTable};
 use super::memories::{WTables, check_label_name, new_label};
 use super::tables::*;
 use super::types::LabelOrder;
-use super::{IndexOp, KnowledgeStore, get_record, range_prefix2, range_prefix3, schema};
+use super::{IndexOp, KnowledgeStore, get_record, range_prefix3, schema};
 use crate::error::{Error, ErrorKind, FieldError, Result};
-use crate::index::catalog::DocMeta;
 use crate::model::{Label, Timestamp};
 
 pub(crate) fn check_color(c: &str) -> bool {
@@ -31,12 +30,7 @@ impl KnowledgeStore {
         offset: usize,
     ) -> Result<Vec<Label>> {
         self.require_space(space)?;
-        let rtx = self.db.begin_read()?;
-        let t = rtx.open_table(LABELS)?;
-        let mut all: Vec<Label> = Vec::new();
-        for (_, v) in range_prefix2(&t, space)? {
-            all.push(schema::decode(v.value())?);
-        }
+        let mut all = self.all_labels(space)?;
         all.sort_by(|a, b| {
             let o = match order {
                 LabelOrder::Name => a.name.cmp(&b.name),
@@ -151,13 +145,7 @@ impl KnowledgeStore {
                 return Ok(false);
             }
             let ids = t.set_labels(&space, memory_id, &names, now)?;
-            ops.push(IndexOp::Put {
-                space: space.clone(),
-                docno: sm.docno,
-                meta: DocMeta::of(&sm.memory, ids),
-                vector: None,
-                lex: None,
-            });
+            ops.push(IndexOp::meta(&space, &sm, ids));
             Ok(true)
         })?;
         self.apply(ops);

@@ -17,7 +17,6 @@
 use super::memories::WTables;
 use super::{IndexOp, KnowledgeStore, MemoryView, StoredMemory, schema};
 use crate::error::{Error, ErrorKind, Result};
-use crate::index::catalog::DocMeta;
 use crate::index::decay;
 use crate::model::{MemoryState, Timestamp};
 
@@ -164,13 +163,7 @@ impl KnowledgeStore {
                 }
             }
             w.memories.insert((space.as_str(), id), schema::encode(&sm)?.as_slice())?;
-            ops.push(IndexOp::Put {
-                space: space.clone(),
-                docno: sm.docno,
-                meta: DocMeta::of(&sm.memory, labels.clone()),
-                vector: None,
-                lex: None,
-            });
+            ops.push(IndexOp::meta(&space, &sm, labels.clone()));
             if let (Transition::Supersede { newer }, Some(osm)) = (&t, other_sm.as_mut()) {
                 let list =
                     osm.memory.metadata.0.entry("supersedes").or_insert_with(|| serde_json::Value::Array(vec![]));
@@ -264,13 +257,7 @@ impl KnowledgeStore {
             m.decay_score_cached = decay::decay_score(m.importance, m.access_count, now, now);
             w.memories.insert((space.as_str(), id), schema::encode(&sm)?.as_slice())?;
             let labels = w.label_ids(&space, id)?;
-            ops.push(IndexOp::Put {
-                space: space.clone(),
-                docno: sm.docno,
-                meta: DocMeta::of(&sm.memory, labels.clone()),
-                vector: None,
-                lex: None,
-            });
+            ops.push(IndexOp::meta(&space, &sm, labels.clone()));
             let mut memory = sm.memory;
             memory.pagerank_score = self.memory_pagerank(&space, id);
             Ok(MemoryView { memory, label_ids: labels.into_iter().collect() })

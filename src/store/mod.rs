@@ -91,6 +91,19 @@ pub(crate) enum IndexOp {
     Put { space: String, docno: u64, meta: DocMeta, vector: Option<Vec<f32>>, lex: Option<LexEntry> },
 }
 
+impl IndexOp {
+    /// The catalog entry of a stored memory changed (state, labels, counters); its text and vector did not.
+    pub(crate) fn meta(space: &str, sm: &StoredMemory, labels: BTreeSet<String>) -> Self {
+        IndexOp::Put {
+            space: space.to_string(),
+            docno: sm.docno,
+            meta: DocMeta::of(&sm.memory, labels),
+            vector: None,
+            lex: None,
+        }
+    }
+}
+
 /// A knowledge store over `<data_dir>/engram.redb`.
 ///
 /// May be used from several threads at once (`Send + Sync`): reads run in parallel, writes are serialised.

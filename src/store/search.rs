@@ -71,15 +71,10 @@ impl KnowledgeStore {
         let mut all = self.search_space(q, started)?;
         for shared in &space.shared_space_ids {
             let sub = SearchQuery { space_id: shared.clone(), ..q.clone() };
-            match self.search_space(&sub, started) {
-                Ok(r) => {
-                    all.hits.extend(r.hits);
-                    all.candidates += r.candidates;
-                    all.fallback = all.fallback.or(r.fallback);
-                }
-                Err(e) if e.kind() == crate::ErrorKind::NotFound => {}
-                Err(e) => return Err(e),
-            }
+            let r = self.search_space(&sub, started)?;
+            all.hits.extend(r.hits);
+            all.candidates += r.candidates;
+            all.fallback = all.fallback.or(r.fallback);
         }
         all.hits.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.view.memory.id.cmp(&b.view.memory.id)));
         all.hits.truncate(q.limit);
@@ -87,9 +82,9 @@ impl KnowledgeStore {
         Ok(all)
     }
 
-    /// Searches exactly one space (validated query).
+    /// Searches exactly one space (validated query; the caller has read the space record, and a space without
+    /// indexes, such as a shared space deleted meanwhile, gives no hits).
     fn search_space(&self, q: &SearchQuery, started: Instant) -> Result<SearchResults> {
-        self.require_space(&q.space_id)?;
         let depth = (q.limit * 4).max(50);
         let awaiting =
             self.index.read().spaces.get(&q.space_id).map_or(0, |si| si.catalog.len().saturating_sub(si.vectors.len()));
