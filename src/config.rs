@@ -46,6 +46,9 @@ pub struct StoreConfig {
     /// Hybrid search: weight of a memory's PageRank (scaled 0..=1, see [`crate::graph::pagerank`]) added to
     /// its fused score once the graph has been computed (default 0.02; 0 switches it off).
     pub pagerank_weight: f32,
+    /// Directories besides `data_dir` that server-side paths (export, import, source ingestion by path) may
+    /// name: the daemon's repeatable `--allow-path DIR`.
+    pub allowed_paths: Vec<PathBuf>,
 }
 
 impl std::fmt::Debug for StoreConfig {
@@ -75,7 +78,58 @@ impl StoreConfig {
             entity_boost: 0.05,
             decay_weight: 0.1,
             pagerank_weight: 0.02,
+            allowed_paths: Vec::new(),
         }
+    }
+
+    /// Adds a directory that server-side paths may name (besides the data directory).
+    pub fn allow_path(mut self, dir: impl AsRef<Path>) -> Self {
+        self.allowed_paths.push(dir.as_ref().to_path_buf());
+        self
+    }
+
+    /// `path` resolved (symbolic links followed, `..` removed) when it lies inside the data directory or an
+    /// allowed directory; a path that does not exist yet is resolved through its nearest existing ancestor.
+    /// Relative paths are taken relative to the data directory.
+    ///
+    /// # Errors
+    /// [`crate::error::ErrorKind::Forbidden`] (`path_not_allowed`) outside them, and when the path cannot be
+    /// resolved.
+    pub fn confine(&self, path: &Path) -> crate::error::Result<PathBuf> {
+        use crate::error::{Error, ErrorKind};
+        let refuse = || {
+            Error::new(ErrorKind::Forbidden, format!("path '{}' is outside the allowed directories", path.display()))
+                .with_code("path_not_allowed")
+        };
+        let abs = if path.is_absolute() { path.to_path_buf() } else { self.data_dir.join(path) };
+        // Resolve the longest existing prefix, then append the rest (which must not contain `..`).
+        let mut existing = abs.as_path();
+        let mut rest: Vec<&std::ffi::OsStr> = Vec::new();
+        let resolved = loop {
+            match existing.canonicalize() {
+                Ok(p) => break p,
+                Err(_) => {
+                    rest.push(existing.file_name().ok_or_else(refuse)?);
+                    existing = existing.parent().ok_or_else(refuse)?;
+                }
+            }
+        };
+        let mut full = resolved;
+        for part in rest.iter().rev() {
+            if *part == ".." || *part == "." {
+                return Err(refuse());
+            }
+            full.push(part);
+        }
+        let roots = std::iter::once(&self.data_dir).chain(self.allowed_paths.iter());
+        for root in roots {
+            if let Ok(r) = root.canonicalize() {
+                if full.starts_with(&r) {
+                    return Ok(full);
+                }
+            }
+        }
+        Err(refuse())
     }
 
     /// Sets the embedder.

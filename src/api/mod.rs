@@ -12,6 +12,7 @@ mod openapi;
 pub mod query;
 pub mod relations;
 mod routes;
+pub mod sources;
 pub mod spaces;
 pub mod threads;
 pub mod working;
@@ -38,13 +39,15 @@ pub struct ApiRequest<'a> {
     pub query: &'a str,
     /// Body (JSON for routes that take one).
     pub body: &'a [u8],
+    /// The `Content-Type` header (empty when unknown): multipart uploads need its boundary.
+    pub content_type: &'a str,
 }
 
 impl<'a> ApiRequest<'a> {
     /// Splits a request target `path?query` into path and query.
     pub fn from_target(method: &'a str, target: &'a str, body: &'a [u8]) -> Self {
         let (path, query) = target.split_once('?').unwrap_or((target, ""));
-        ApiRequest { method, path, query, body }
+        ApiRequest { method, path, query, body, content_type: "" }
     }
 }
 
@@ -141,6 +144,8 @@ pub struct Ctx<'a> {
     pub query: Query,
     /// Body bytes.
     pub body: &'a [u8],
+    /// The `Content-Type` header (empty when unknown).
+    pub content_type: &'a str,
 }
 
 impl Ctx<'_> {
@@ -291,7 +296,7 @@ impl Api {
             return ApiResponse::error(&e);
         };
         let result = Query::parse(req.query, route.query).and_then(|query| {
-            let ctx = Ctx { params, query, body: req.body };
+            let ctx = Ctx { params, query, body: req.body, content_type: req.content_type };
             (route.handler)(self, &ctx)
         });
         match result {

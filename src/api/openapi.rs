@@ -60,6 +60,8 @@ fn schemas() -> Map<String, Value> {
     add::<super::threads::DistillRequest>(&mut v);
     add::<super::threads::TriageRequest>(&mut v);
     add::<super::embeddings::EmbeddingsResponse>(&mut v);
+    add::<super::sources::IngestRequest>(&mut v);
+    add::<crate::model::Source>(&mut v);
     add::<CapabilitiesResponse>(&mut v);
     add::<ErrorBody>(&mut v);
     add::<ValidationErrorBody>(&mut v);

@@ -678,6 +678,94 @@ pub static ROUTES: &[Route] = &[
         super::relations::delete
     ),
     route!(
+        "POST",
+        "/sources/ingest/file",
+        "ingest_source_file",
+        "Ingest a document (multipart `file` part, or JSON with content): markdown, text, HTML",
+        super::sources::INGEST_PARAMS,
+        Some("IngestRequest"),
+        Shape::Ref("Source"),
+        false,
+        super::sources::ingest_file
+    ),
+    route!(
+        "POST",
+        "/sources/ingest/path",
+        "ingest_source_path",
+        "Ingest a file on the server's machine (inside the data directory or an allowed directory)",
+        super::sources::INGEST_PARAMS,
+        Some("IngestRequest"),
+        Shape::Ref("Source"),
+        false,
+        super::sources::ingest_path
+    ),
+    route!(
+        "POST",
+        "/sources/ingest/url",
+        "ingest_source_url",
+        "Not available: Engram does not fetch from the network (503)",
+        &[],
+        None,
+        Shape::Object,
+        false,
+        super::sources::ingest_url
+    ),
+    route!(
+        "GET",
+        "/sources",
+        "list_sources",
+        "Sources of a space with type, state, label and metadata filters, newest first",
+        super::sources::LIST_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        super::sources::list_sources
+    ),
+    route!(
+        "GET",
+        "/sources/search",
+        "search_sources",
+        "BM25 search over source chunks and file names, grouped by source",
+        super::sources::SEARCH_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        super::sources::search_sources
+    ),
+    route!(
+        "GET",
+        "/sources/{source_id}",
+        "get_source",
+        "One source",
+        super::sources::GUARD_PARAMS,
+        None,
+        Shape::Ref("Source"),
+        false,
+        super::sources::get_source
+    ),
+    route!(
+        "GET",
+        "/sources/{source_id}/content",
+        "get_source_content",
+        "A window of a source's parsed text (offset and limit in bytes)",
+        super::sources::CONTENT_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        super::sources::source_content
+    ),
+    route!(
+        "DELETE",
+        "/sources/{source_id}",
+        "delete_source",
+        "Delete a source with its text, chunks and extracted memories",
+        super::sources::GUARD_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        super::sources::delete_source
+    ),
+    route!(
         "GET",
         "/labels/health",
         "label_health",
@@ -1013,7 +1101,7 @@ fn capabilities(api: &Api, _: &Ctx<'_>) -> Result<ApiResponse> {
         ("entities", false),
         ("communities", true),
         ("library", true),
-        ("sources", false),
+        ("sources", true),
         ("embeddings_api", true),
         ("data_import", false),
         ("fs", false),

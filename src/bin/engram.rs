@@ -64,6 +64,10 @@ enum Command {
         /// Extra Host header names to accept (repeatable).
         #[arg(long = "allow-host")]
         allow_hosts: Vec<String>,
+        /// A directory (besides the data directory) that server-side paths may name: data export and import,
+        /// source ingestion by path (repeatable).
+        #[arg(long = "allow-path")]
+        allow_paths: Vec<PathBuf>,
         /// Largest request body in bytes.
         #[arg(long, default_value_t = 8 << 20)]
         max_body_bytes: usize,
@@ -161,12 +165,13 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> engram::Result<()> {
     match cli.command {
-        Command::Serve { addr, data_dir, api_key, allow_hosts, max_body_bytes, embedder } => {
+        Command::Serve { addr, data_dir, api_key, allow_hosts, allow_paths, max_body_bytes, embedder } => {
             let serve_args = ServeArgs {
                 addr,
                 data_dir: data_dir.unwrap_or_else(default_data_dir),
                 api_key,
                 allow_hosts,
+                allow_paths,
                 max_body_bytes,
             };
             serve(serve_args, embedder.select()?)
@@ -291,13 +296,14 @@ struct ServeArgs {
     data_dir: PathBuf,
     api_key: Option<String>,
     allow_hosts: Vec<String>,
+    allow_paths: Vec<PathBuf>,
     max_body_bytes: usize,
 }
 
 #[cfg(feature = "server")]
 fn serve(args: ServeArgs, embedder: engram::embed::SelectedEmbedder) -> engram::Result<()> {
     use engram::server::{ServerConfig, load_or_create_key, serve_until_signal};
-    let ServeArgs { addr, data_dir, api_key, allow_hosts, max_body_bytes } = args;
+    let ServeArgs { addr, data_dir, api_key, allow_hosts, allow_paths, max_body_bytes } = args;
     let addr = addr
         .parse()
         .map_err(|_| engram::Error::new(engram::ErrorKind::InvalidInput, format!("--addr {addr} is not host:port")))?;
@@ -311,6 +317,7 @@ fn serve(args: ServeArgs, embedder: engram::embed::SelectedEmbedder) -> engram::
     };
     let mut store_config = StoreConfig::new(&data_dir);
     store_config.embedder = embedder.embedder;
+    store_config.allowed_paths = allow_paths;
     let store = std::sync::Arc::new(KnowledgeStore::open(store_config)?);
     println!("data directory: {}", data_dir.display());
     let config = ServerConfig { addr, api_key: Some(key), data_dir, allowed_hosts: allow_hosts, max_body_bytes };

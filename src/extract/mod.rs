@@ -7,6 +7,7 @@
 //! ([`classify`]); importance from the type plus numbers, dates and names in the text; confidence from how
 //! explicit the cue was. The rules, cue lists and weights are this module's own.
 
+pub mod document;
 pub mod entities;
 pub mod temporal;
 
@@ -243,7 +244,7 @@ pub fn is_chatter(content: &str) -> bool {
     substantive <= 1 && content_words.len() > substantive
 }
 
-fn importance(ty: UnitType, content: &str, has_time: bool) -> f64 {
+pub(crate) fn importance(ty: UnitType, content: &str, has_time: bool) -> f64 {
     let base = match ty {
         UnitType::Decision => 0.7,
         UnitType::Preference | UnitType::Plan | UnitType::Procedure | UnitType::Learning => 0.6,

@@ -214,6 +214,7 @@ async fn handle(
     let method = parts.method.as_str().to_string();
     let path = parts.uri.path().to_string();
     let query = parts.uri.query().unwrap_or("").to_string();
+    let content_type = parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
     if !Api::is_public(&method, &path) {
         let ok = presented_key(&parts.headers).is_some_and(|k| !k.is_empty() && bool::from(k.ct_eq(st.key.as_bytes())));
         if !ok {
@@ -232,7 +233,7 @@ async fn handle(
     };
     let st2 = st.clone();
     let out = tokio::task::spawn_blocking(move || {
-        let req = ApiRequest { method: &method, path: &path, query: &query, body: &bytes };
+        let req = ApiRequest { method: &method, path: &path, query: &query, body: &bytes, content_type: &content_type };
         st2.api.handle(req)
     })
     .await;

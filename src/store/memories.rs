@@ -168,7 +168,7 @@ impl<'t> WTables<'t> {
 
     /// Removes a memory and everything keyed by it in its space. Returns the label edges removed and the
     /// postings that went with it.
-    fn remove_memory(&mut self, space: &str, sm: &StoredMemory, now: Timestamp) -> Result<(u64, LexEntry)> {
+    pub(crate) fn remove_memory(&mut self, space: &str, sm: &StoredMemory, now: Timestamp) -> Result<(u64, LexEntry)> {
         let id = sm.memory.id.as_str();
         let lex = self.unindex_text(space, sm.docno, &sm.memory.index_text())?;
         self.vectors.remove((space, sm.docno))?;

@@ -15,6 +15,7 @@ mod reembed;
 mod relations;
 pub(crate) mod schema;
 mod search;
+mod sources;
 mod spaces;
 pub(crate) mod tables;
 mod threads;
@@ -32,6 +33,7 @@ pub use label_maint::{
 pub use lifecycle::{StateChange, Transition};
 pub use reembed::ReembedStatus;
 pub use relations::{MemoryRelation, RELATION_STATUSES, RelationInput, RelationQuery, RelationView};
+pub use sources::{ChunkHit, IngestReport, MAX_SOURCE_BYTES, NewSource, SourceContent, SourceHit, SourceQuery};
 pub use spaces::{MAX_BULK_MOVE, space_slug};
 pub use threads::{
     AppendMessages, AppendReport, CreatedThread, Extraction, NewMessage, NewThread, ThreadDeleteReport, ThreadMatch,
@@ -122,6 +124,8 @@ pub struct KnowledgeStore {
     pub(crate) pending_access: std::sync::atomic::AtomicU64,
     /// Label name -> embedding, for merge candidates (cleared past 20,000 names).
     label_vector_cache: Mutex<HashMap<String, Vec<f32>>>,
+    /// BM25 over source chunks, per space, built on the first search and dropped when the space's sources change.
+    pub(crate) chunk_index: RwLock<HashMap<String, Arc<sources::ChunkIndex>>>,
     /// Communities and PageRank results.
     pub(crate) graph: Arc<RwLock<communities::GraphState>>,
     /// Recomputes them once writes pause. Declared first among the workers: dropped (stopped) first.
@@ -270,6 +274,7 @@ impl KnowledgeStore {
             started: Instant::now(),
             reembed_progress: Arc::default(),
             label_vector_cache: Mutex::default(),
+            chunk_index: RwLock::default(),
             durable_generation: Default::default(),
             pending_access: Default::default(),
             graph,
@@ -375,6 +380,12 @@ impl KnowledgeStore {
             txn.open_table(ENTITY_COMMUNITY)?;
             txn.open_table(MEMORY_PAGERANK)?;
             txn.open_table(CRYSTAL_SOURCES)?;
+            txn.open_table(SOURCES)?;
+            txn.open_table(SOURCE_SPACE)?;
+            txn.open_table(SOURCE_SHA)?;
+            txn.open_table(SOURCE_TEXT)?;
+            txn.open_table(SOURCE_FILES)?;
+            txn.open_table(SOURCE_CHUNKS)?;
             let mut spaces = txn.open_table(SPACES)?;
             if spaces.get(DEFAULT_SPACE)?.is_none() {
                 let s = Space {

@@ -91,3 +91,21 @@ pub const MEMORY_PAGERANK: TableDefinition<(&str, &str), f64> = TableDefinition:
 /// CRYSTALLIZED_FROM edges: (space id, crystal memory id, source memory id) -> contribution weight (the
 /// weights of one crystal sum to 1).
 pub const CRYSTAL_SOURCES: TableDefinition<(&str, &str, &str), f64> = TableDefinition::new("crystal_sources");
+
+/// (space id, source id) -> Source record.
+pub const SOURCES: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("sources");
+
+/// source id -> space id.
+pub const SOURCE_SPACE: TableDefinition<&str, &str> = TableDefinition::new("source_space");
+
+/// (space id, sha256 hex) -> source id: the same bytes in a space are one source.
+pub const SOURCE_SHA: TableDefinition<(&str, &str), &str> = TableDefinition::new("source_sha");
+
+/// source id -> parsed text (UTF-8).
+pub const SOURCE_TEXT: TableDefinition<&str, &[u8]> = TableDefinition::new("source_text");
+
+/// source id -> the original bytes.
+pub const SOURCE_FILES: TableDefinition<&str, &[u8]> = TableDefinition::new("source_files");
+
+/// (source id, chunk index) -> Chunk record (offset, length, section path).
+pub const SOURCE_CHUNKS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("source_chunks");

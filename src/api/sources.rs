@@ -1,0 +1,306 @@
+//! Sources (the library, `nmem library`): ingestion by upload or server path, listing, search, content windows,
+//! deletion. Spec "Sources"; client contract section 7.
+
+use serde::Deserialize;
+use utoipa::ToSchema;
+
+use super::query::{ParamSpec, boolean, choice, int, list, required, string};
+use super::{Api, ApiResponse, Ctx};
+use crate::error::{Error, ErrorKind, FieldError, Result};
+use crate::model::{Metadata, SOURCE_STATES, Source};
+use crate::store::{DEFAULT_SPACE, IngestReport, NewSource, SourceQuery};
+
+pub(super) const LIST_PARAMS: &[ParamSpec] = &[
+    int("limit", 1, Some(200), Some(50), "page size"),
+    int("offset", 0, None, Some(0), "items to skip"),
+    string("source_type", None, "only this type (`file`, `url`)"),
+    choice("lifecycle_state", None, SOURCE_STATES, "only this state"),
+    list("labels", "label names or ids every source must carry (repeat for AND)"),
+    list("label", "alias of `labels`"),
+    list("metadata", "`key=value`: different keys AND, repeated values of one key OR"),
+    string("space_id", Some(DEFAULT_SPACE), "space"),
+];
+
+pub(super) const SEARCH_PARAMS: &[ParamSpec] = &[
+    required("q", "query (BM25 over chunks and file names)"),
+    int("limit", 1, Some(100), Some(20), "most sources"),
+    string("space_id", Some(DEFAULT_SPACE), "space"),
+];
+
+pub(super) const GUARD_PARAMS: &[ParamSpec] = &[string("space_id", None, "guard: the source's space")];
+
+pub(super) const CONTENT_PARAMS: &[ParamSpec] = &[
+    int("offset", 0, None, Some(0), "start, in bytes of the parsed text"),
+    int("limit", 1, Some(1_000_000), Some(8000), "window length in bytes"),
+    string("space_id", None, "guard: the source's space"),
+];
+
+pub(super) const INGEST_PARAMS: &[ParamSpec] = &[
+    string("space_id", None, "target space (a body field wins)"),
+    boolean("extract_memories", Some(true), "extract memories from the chunks"),
+];
+
+/// JSON body of `POST /sources/ingest/file` (the C API and scripts; browsers and `nmem` send multipart with a
+/// `file` part) and of `POST /sources/ingest/path`.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+pub struct IngestRequest {
+    /// File name (JSON upload: required).
+    #[serde(default)]
+    pub file_name: Option<String>,
+    /// The document as text (JSON upload: this or `content_base64`).
+    #[serde(default)]
+    pub content: Option<String>,
+    /// The document's bytes, base64.
+    #[serde(default)]
+    pub content_base64: Option<String>,
+    /// A file on the server's machine, inside the data directory or a `--allow-path` directory (`/path` route).
+    #[serde(default)]
+    pub path: Option<String>,
+    /// Declared MIME type.
+    #[serde(default)]
+    pub mime_type: Option<String>,
+    /// Label names.
+    #[serde(default)]
+    pub labels: Option<Vec<String>>,
+    /// Caller data.
+    #[serde(default)]
+    pub metadata: Option<Metadata>,
+    /// Target space.
+    #[serde(default)]
+    pub space_id: Option<String>,
+    /// Where the document came from.
+    #[serde(default)]
+    pub source_url: Option<String>,
+    /// Extract memories (default true).
+    #[serde(default)]
+    pub extract_memories: Option<bool>,
+}
+
+fn report(r: IngestReport) -> ApiResponse {
+    let mut v = serde_json::to_value(&r.source).unwrap_or_default();
+    if let Some(o) = v.as_object_mut() {
+        o.insert("source_id".into(), r.source.id.clone().into());
+        o.insert("success".into(), true.into());
+        o.insert("deduplicated".into(), r.deduplicated.into());
+        o.insert("memory_ids".into(), r.memory_ids.clone().into());
+        o.insert("source".into(), serde_json::to_value(&r.source).unwrap_or_default());
+        let msg = if r.deduplicated { "the same document is already in the library" } else { "ingested" };
+        o.insert("message".into(), msg.into());
+    }
+    ApiResponse::json(200, &v)
+}
+
+fn new_source(api: &Api, ctx: &Ctx<'_>, r: &IngestRequest) -> NewSource {
+    let _ = api;
+    NewSource {
+        original_name: r.file_name.clone().unwrap_or_default(),
+        mime_type: r.mime_type.clone().unwrap_or_default(),
+        source_type: "file".into(),
+        source_url: r.source_url.clone().unwrap_or_default(),
+        space_id: r
+            .space_id
+            .clone()
+            .filter(|s| !s.is_empty())
+            .or_else(|| ctx.query.str("space_id").map(str::to_string)),
+        labels: r.labels.clone().unwrap_or_default(),
+        metadata: r.metadata.clone().unwrap_or_default(),
+        extract_memories: r.extract_memories.unwrap_or_else(|| ctx.query.bool("extract_memories").unwrap_or(true)),
+        ..Default::default()
+    }
+}
+
+/// Polls a future that never waits (multer over an in-memory body) to completion.
+fn ready<F: std::future::Future>(f: F) -> F::Output {
+    let mut f = std::pin::pin!(f);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    loop {
+        if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+    }
+}
+
+fn multipart_error(e: multer::Error) -> Error {
+    Error::invalid_field(&["body"], "multipart_invalid", format!("bad multipart body: {e}"), serde_json::Value::Null)
+}
+
+/// Reads the `file` part (and `labels`, `space_id`, `metadata`, `source_url`, `extract_memories` parts).
+fn parse_multipart(ctx: &Ctx<'_>) -> Result<(IngestRequest, Vec<u8>)> {
+    let boundary = multer::parse_boundary(ctx.content_type).map_err(multipart_error)?;
+    let body = bytes::Bytes::copy_from_slice(ctx.body);
+    let stream = futures_util::stream::once(async move { Ok::<_, std::convert::Infallible>(body) });
+    let mut mp = multer::Multipart::new(stream, boundary);
+    let mut req = IngestRequest::default();
+    let mut file: Option<Vec<u8>> = None;
+    let mut labels = Vec::new();
+    while let Some(field) = ready(mp.next_field()).map_err(multipart_error)? {
+        let name = field.name().unwrap_or("").to_string();
+        match name.as_str() {
+            "file" => {
+                req.file_name = field.file_name().map(str::to_string);
+                req.mime_type = field.content_type().map(|m| m.to_string());
+                file = Some(ready(field.bytes()).map_err(multipart_error)?.to_vec());
+            }
+            _ => {
+                let text = ready(field.text()).map_err(multipart_error)?;
+                match name.as_str() {
+                    "labels" | "label" => {
+                        labels.extend(text.split(',').map(|l| l.trim().to_string()).filter(|l| !l.is_empty()))
+                    }
+                    "space_id" => req.space_id = Some(text),
+                    "source_url" => req.source_url = Some(text),
+                    "extract_memories" => req.extract_memories = Some(text.trim() != "false"),
+                    "metadata" => {
+                        let m: Metadata = serde_json::from_str(&text).map_err(|e| {
+                            Error::invalid_field(
+                                &["body", "metadata"],
+                                "json_invalid",
+                                format!("metadata must be a JSON object: {e}"),
+                                serde_json::Value::String(text.clone()),
+                            )
+                        })?;
+                        req.metadata = Some(m);
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    if !labels.is_empty() {
+        req.labels = Some(labels);
+    }
+    let file = file
+        .ok_or_else(|| Error::invalid_field(&["body", "file"], "missing", "Field required", serde_json::Value::Null))?;
+    Ok((req, file))
+}
+
+pub(super) fn ingest_file(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let (req, bytes) = if ctx.content_type.to_ascii_lowercase().starts_with("multipart/") {
+        parse_multipart(ctx)?
+    } else {
+        let r: IngestRequest = ctx.json()?;
+        let bytes = match (&r.content, &r.content_base64) {
+            (Some(t), None) => t.clone().into_bytes(),
+            (None, Some(b)) => {
+                use base64::Engine;
+                base64::engine::general_purpose::STANDARD.decode(b.trim()).map_err(|e| {
+                    Error::invalid_field(
+                        &["body", "content_base64"],
+                        "value_error",
+                        format!("not base64: {e}"),
+                        serde_json::Value::Null,
+                    )
+                })?
+            }
+            _ => {
+                return Err(Error::invalid(vec![FieldError::new(
+                    &["body", "content"],
+                    "missing",
+                    "give exactly one of `content` and `content_base64` (or upload multipart with a `file` part)",
+                    serde_json::Value::Null,
+                )]));
+            }
+        };
+        (r, bytes)
+    };
+    let mut new = new_source(api, ctx, &req);
+    new.bytes = bytes;
+    Ok(report(api.store().ingest_source(new)?))
+}
+
+pub(super) fn ingest_path(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let r: IngestRequest = ctx.json()?;
+    let Some(path) = r.path.clone().filter(|p| !p.trim().is_empty()) else {
+        return Err(Error::invalid_field(&["body", "path"], "missing", "Field required", serde_json::Value::Null));
+    };
+    let new = new_source(api, ctx, &r);
+    Ok(report(api.store().ingest_path(std::path::Path::new(&path), new)?))
+}
+
+pub(super) fn ingest_url(_api: &Api, _ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    Err(Error::new(
+        ErrorKind::Unavailable,
+        "ingestion by URL is not available: Engram does not fetch from the network; download the page and upload \
+         it (POST /sources/ingest/file) or ingest it by path (POST /sources/ingest/path)",
+    )
+    .with_code("url_ingestion_unavailable"))
+}
+
+pub(super) fn list_sources(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let q = &ctx.query;
+    let mut labels = q.list("labels").to_vec();
+    labels.extend(q.list("label").iter().cloned());
+    let mut metadata = Vec::new();
+    for (i, kv) in q.list("metadata").iter().enumerate() {
+        let Some((k, v)) = kv.split_once('=') else {
+            return Err(Error::invalid_field(
+                &["query", "metadata", &i.to_string()],
+                "value_error",
+                "metadata filters have the form key=value",
+                serde_json::Value::String(kv.clone()),
+            ));
+        };
+        metadata.push((k.trim().to_string(), v.to_string()));
+    }
+    let query = SourceQuery {
+        space_id: q.str("space_id").unwrap_or(DEFAULT_SPACE).to_string(),
+        source_type: q.str("source_type").map(str::to_string),
+        lifecycle_state: q.str("lifecycle_state").map(str::to_string),
+        labels,
+        metadata,
+        limit: q.int("limit").map(|v| v.max(0) as usize).unwrap_or(50),
+        offset: q.int("offset").map(|v| v.max(0) as usize).unwrap_or(0),
+    };
+    let page = api.store().list_sources(&query)?;
+    Ok(ApiResponse::json(
+        200,
+        &serde_json::json!({"sources": page.items, "total": page.total, "limit": page.limit, "offset": page.offset}),
+    ))
+}
+
+pub(super) fn search_sources(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let q = &ctx.query;
+    let text = q.str("q").unwrap_or("");
+    let space = q.str("space_id").unwrap_or(DEFAULT_SPACE);
+    let hits = api.store().search_sources(space, text, q.int("limit").map(|v| v.max(0) as usize).unwrap_or(20))?;
+    let rows: Vec<serde_json::Value> = hits
+        .iter()
+        .map(|h| {
+            serde_json::json!({
+                "source_id": h.source.id,
+                "title": h.source.original_name,
+                "source_type": h.source.source_type,
+                "score": h.score,
+                "snippet": h.chunks.first().map(|c| c.snippet.clone()).unwrap_or_default(),
+                "matches": h.chunks,
+                "source": h.source,
+            })
+        })
+        .collect();
+    Ok(ApiResponse::json(200, &serde_json::json!({"results": rows, "total": rows.len(), "query": text})))
+}
+
+pub(super) fn get_source(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let s: Source = api.store().get_source(ctx.param("source_id"), ctx.query.str("space_id"))?;
+    Ok(ApiResponse::json(200, &s))
+}
+
+pub(super) fn source_content(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let q = &ctx.query;
+    let c = api.store().source_content(
+        ctx.param("source_id"),
+        q.str("space_id"),
+        q.int("offset").map(|v| v.max(0) as usize).unwrap_or(0),
+        q.int("limit").map(|v| v.max(0) as usize).unwrap_or(8000),
+    )?;
+    Ok(ApiResponse::json(200, &c))
+}
+
+pub(super) fn delete_source(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let (s, memories) = api.store().delete_source(ctx.param("source_id"), ctx.query.str("space_id"))?;
+    Ok(ApiResponse::json(
+        200,
+        &serde_json::json!({"success": true, "deleted": true, "id": s.id, "original_name": s.original_name,
+            "memories_deleted": memories}),
+    ))
+}

@@ -1,0 +1,644 @@
+//! Sources (the library): ingestion of documents with SHA-256 deduplication, parsing into text, a section tree
+//! and chunks ([`crate::extract::document`]), memory extraction (one memory per substantive chunk), listing
+//! with label and metadata filters, BM25 search over chunks, paged content reads and deletion.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use redb::{ReadableDatabase, ReadableTable};
+use sha2::Digest;
+
+use super::memories::{WTables, check_label_name};
+use super::tables::*;
+use super::{IndexOp, KnowledgeStore, Page, get_record, schema};
+use crate::error::{Error, ErrorKind, FieldError, Result};
+use crate::extract::document::{self, Chunk, Format};
+use crate::index::bm25;
+use crate::index::lexicon::{self, Lexicon};
+use crate::model::{Label, Metadata, SOURCE_STATES, Source, Timestamp};
+
+/// Largest document accepted, in bytes (64 MiB).
+pub const MAX_SOURCE_BYTES: usize = 64 << 20;
+/// Longest file name, in characters.
+const MAX_NAME_CHARS: usize = 255;
+/// Chunks with fewer words give no memory.
+const MIN_MEMORY_WORDS: usize = 8;
+
+/// A document to ingest.
+#[derive(Debug, Clone, Default)]
+pub struct NewSource {
+    /// The original bytes, at most [`MAX_SOURCE_BYTES`].
+    pub bytes: Vec<u8>,
+    /// File name; directories are stripped. 1..=255 characters.
+    pub original_name: String,
+    /// Declared MIME type (may be empty); the extension decides first.
+    pub mime_type: String,
+    /// `file` (default) or `url`.
+    pub source_type: String,
+    /// The server path it was read from, when ingested by path.
+    pub file_path: String,
+    /// Where it came from.
+    pub source_url: String,
+    /// Target space (default `default`).
+    pub space_id: Option<String>,
+    /// Label names for the source and the memories extracted from it.
+    pub labels: Vec<String>,
+    /// Caller data.
+    pub metadata: Metadata,
+    /// Extract memories (default true in the HTTP API); false stops at `chunked`.
+    pub extract_memories: bool,
+}
+
+/// What an ingestion did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct IngestReport {
+    /// The source (the existing one when `deduplicated`).
+    pub source: Source,
+    /// True when the same bytes were already a source of the space: nothing was written.
+    pub deduplicated: bool,
+    /// Ids of the memories extracted.
+    pub memory_ids: Vec<String>,
+}
+
+/// Filters of [`KnowledgeStore::list_sources`].
+#[derive(Debug, Clone)]
+pub struct SourceQuery {
+    /// Space (default `default`).
+    pub space_id: String,
+    /// `file` or `url`.
+    pub source_type: Option<String>,
+    /// One of [`SOURCE_STATES`].
+    pub lifecycle_state: Option<String>,
+    /// Label names or ids; every one must be on the source (AND).
+    pub labels: Vec<String>,
+    /// `key=value` pairs: different keys AND, values of one key OR; equality on the metadata value (strings
+    /// compared as they are, other JSON values by their JSON text).
+    pub metadata: Vec<(String, String)>,
+    /// 1..=200.
+    pub limit: usize,
+    /// Items to skip.
+    pub offset: usize,
+}
+
+/// A window of a source's parsed text (`GET /sources/{id}/content`). Offsets and lengths are in bytes of the
+/// UTF-8 text; a window never splits a character.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SourceContent {
+    /// The source id.
+    pub source_id: String,
+    /// Its file name.
+    pub original_name: String,
+    /// Start of the window (moved back to a character boundary).
+    pub offset: u64,
+    /// Bytes returned.
+    pub returned_length: u64,
+    /// Bytes of the whole text.
+    pub total_length: u64,
+    /// True when text follows the window.
+    pub has_more: bool,
+    /// Offset of the next window, when `has_more`.
+    pub next_offset: Option<u64>,
+    /// The text of the window.
+    pub content: String,
+}
+
+/// A chunk matching a search.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ChunkHit {
+    /// Index of the chunk in its source.
+    pub chunk_index: u64,
+    /// Heading path.
+    pub section: String,
+    /// Byte offset in the parsed text (usable as `offset` of the content route).
+    pub offset: u64,
+    /// BM25 score.
+    pub score: f32,
+    /// The chunk's text, at most 300 characters.
+    pub snippet: String,
+}
+
+/// A source matching a search: its best chunks.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SourceHit {
+    /// The source.
+    pub source: Source,
+    /// Best chunk score (BM25; a match in the file name adds the name's own score).
+    pub score: f32,
+    /// Matching chunks, best first (at most 3).
+    pub chunks: Vec<ChunkHit>,
+}
+
+/// A scored chunk: (chunk index, BM25 score, snippet).
+type Scored<'a> = (u64, f32, &'a str);
+
+/// BM25 over the chunks of one space's sources (and their file names, as chunk `u64::MAX`).
+pub(crate) struct ChunkIndex {
+    lex: Lexicon,
+    docs: Vec<(String, u64, String)>,
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    let d = sha2::Sha256::digest(bytes);
+    d.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// `name` without directories (either separator).
+fn base_name(name: &str) -> &str {
+    name.rsplit(['/', '\\']).next().unwrap_or(name).trim()
+}
+
+fn memory_id(source_id: &str, chunk: usize) -> String {
+    format!("{source_id}#c{chunk}")
+}
+
+impl KnowledgeStore {
+    /// Ingests a document: stores its bytes, parses it, indexes its chunks and (unless turned off) extracts one
+    /// memory per chunk of at least 8 words that is not chatter, with the source's labels and
+    /// `metadata.source_id`. The same bytes in the same space return the existing source (`deduplicated`).
+    ///
+    /// # Errors
+    /// * [`ErrorKind::InvalidInput`]: empty or too long a name, more than 64 MiB, an unsupported format (PDF,
+    ///   images, office files: `loc ["body","file"]`), a bad label name.
+    /// * [`ErrorKind::NotFound`] (`space_not_found`).
+    pub fn ingest_source(&self, new: NewSource) -> Result<IngestReport> {
+        let space = new.space_id.clone().unwrap_or_else(|| super::DEFAULT_SPACE.to_string());
+        let name = base_name(&new.original_name).to_string();
+        let mut errs = Vec::new();
+        if name.is_empty() || name.chars().count() > MAX_NAME_CHARS || name.chars().any(char::is_control) {
+            errs.push(FieldError::new(
+                &["body", "file"],
+                "value_error",
+                "the file name must have 1 to 255 characters and no control characters",
+                serde_json::Value::String(new.original_name.clone()),
+            ));
+        }
+        if new.bytes.len() > MAX_SOURCE_BYTES {
+            errs.push(FieldError::new(
+                &["body", "file"],
+                "value_error",
+                format!("the document has {} bytes; at most {MAX_SOURCE_BYTES} are accepted", new.bytes.len()),
+                serde_json::Value::Null,
+            ));
+        }
+        let format = Format::detect(&name, &new.mime_type);
+        if format.is_none() {
+            errs.push(FieldError::new(
+                &["body", "file"],
+                "unsupported_format",
+                "only markdown, plain text and HTML documents can be parsed in this release",
+                serde_json::json!({"file_name": name, "mime_type": new.mime_type}),
+            ));
+        }
+        let mut labels = BTreeSet::new();
+        for (i, l) in new.labels.iter().enumerate() {
+            let idx = i.to_string();
+            if let Some(n) = check_label_name(l, &["body", "labels", &idx], &mut errs) {
+                labels.insert(n);
+            }
+        }
+        if !errs.is_empty() {
+            return Err(Error::invalid(errs));
+        }
+        let Some(format) = format else { return Err(Error::new(ErrorKind::Internal, "format checked above")) };
+        self.require_space(&space)?;
+        let sha = sha256_hex(&new.bytes);
+        if let Some(existing) = self.source_by_sha(&space, &sha)? {
+            return Ok(IngestReport { source: existing, deduplicated: true, memory_ids: vec![] });
+        }
+        let now = Timestamp::now();
+        let id = format!("src_{}", uuid::Uuid::now_v7().simple());
+        let mut source = Source {
+            id: id.clone(),
+            source_type: if new.source_type.is_empty() { "file".into() } else { new.source_type.clone() },
+            original_name: name.clone(),
+            mime_type: format.mime().into(),
+            file_path: new.file_path.clone(),
+            parsed_path: format!("/sources/{}", super::encode_segment(&name)),
+            source_url: new.source_url.clone(),
+            sha256: sha.clone(),
+            size_bytes: new.bytes.len() as u64,
+            version: 1,
+            space_id: space.clone(),
+            lifecycle_state: "ingested".into(),
+            chunk_count: 0,
+            memory_count: 0,
+            section_tree: "[]".into(),
+            summary: String::new(),
+            error_message: String::new(),
+            created_at: now,
+            updated_at: now,
+            metadata: new.metadata.clone(),
+            label_ids: labels.iter().map(|n| Label::id_for(n)).collect(),
+        };
+        let parsed = document::parse(format, &new.bytes);
+        let parsed = match parsed {
+            Ok(p) => {
+                source.lifecycle_state = "chunked".into();
+                source.section_tree = serde_json::to_string(&p.sections).unwrap_or_else(|_| "[]".into());
+                source.summary = document::summary(&p.text, 300);
+                source.chunk_count = p.chunks.len() as u64;
+                Some(p)
+            }
+            Err(msg) => {
+                source.lifecycle_state = "error".into();
+                source.error_message = msg;
+                None
+            }
+        };
+        let _w = self.writer.lock();
+        self.write_txn(|txn| {
+            let mut t = WTables::open(txn)?;
+            for n in &labels {
+                let lid = Label::id_for(n);
+                if t.labels.get((space.as_str(), lid.as_str()))?.is_none() {
+                    let l = super::memories::new_label(&space, n, None, None, now);
+                    t.labels.insert((space.as_str(), lid.as_str()), schema::encode(&l)?.as_slice())?;
+                }
+            }
+            drop(t);
+            txn.open_table(SOURCES)?.insert((space.as_str(), id.as_str()), schema::encode(&source)?.as_slice())?;
+            txn.open_table(SOURCE_SPACE)?.insert(id.as_str(), space.as_str())?;
+            txn.open_table(SOURCE_SHA)?.insert((space.as_str(), sha.as_str()), id.as_str())?;
+            txn.open_table(SOURCE_FILES)?.insert(id.as_str(), new.bytes.as_slice())?;
+            if let Some(p) = &parsed {
+                txn.open_table(SOURCE_TEXT)?.insert(id.as_str(), p.text.as_bytes())?;
+                let mut chunks = txn.open_table(SOURCE_CHUNKS)?;
+                for (i, c) in p.chunks.iter().enumerate() {
+                    chunks.insert((id.as_str(), i as u64), schema::encode(c)?.as_slice())?;
+                }
+            }
+            Ok(())
+        })?;
+        drop(_w);
+        self.chunk_index.write().remove(&space);
+        let mut memory_ids = Vec::new();
+        if let (Some(p), true) = (&parsed, new.extract_memories) {
+            let batch = memories_of(&source, p, &labels);
+            memory_ids = batch.iter().filter_map(|m| m.id.clone()).collect();
+            let outcome = if batch.is_empty() { Ok(()) } else { self.create_memories(batch).map(|_| ()) };
+            match outcome {
+                Ok(()) => {
+                    source.lifecycle_state = "indexed".into();
+                    source.memory_count = memory_ids.len() as u64;
+                }
+                Err(e) => {
+                    memory_ids.clear();
+                    source.lifecycle_state = "error".into();
+                    source.error_message = format!("memory extraction failed: {}", e.message());
+                }
+            }
+            source.updated_at = Timestamp::now();
+            let _w = self.writer.lock();
+            self.write_txn(|txn| {
+                txn.open_table(SOURCES)?.insert((space.as_str(), id.as_str()), schema::encode(&source)?.as_slice())?;
+                Ok(())
+            })?;
+        }
+        Ok(IngestReport { source, deduplicated: false, memory_ids })
+    }
+
+    /// Reads the file at `path` (confined to the data directory and the allowed directories, see
+    /// [`crate::config::StoreConfig::confine`]) and ingests it with `file_path` set.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Forbidden`] (`path_not_allowed`) outside the allowed directories; [`ErrorKind::NotFound`]
+    /// (`file_not_found`) when there is no regular file there; those of [`KnowledgeStore::ingest_source`].
+    pub fn ingest_path(&self, path: &std::path::Path, mut new: NewSource) -> Result<IngestReport> {
+        let real = self.config.confine(path)?;
+        let meta = std::fs::metadata(&real)
+            .ok()
+            .filter(|m| m.is_file())
+            .ok_or_else(|| Error::not_found("file_not_found", format!("no file at '{}'", path.display())))?;
+        if meta.len() > MAX_SOURCE_BYTES as u64 {
+            return Err(Error::invalid_field(
+                &["body", "path"],
+                "value_error",
+                format!("the file has {} bytes; at most {MAX_SOURCE_BYTES} are accepted", meta.len()),
+                serde_json::Value::Null,
+            ));
+        }
+        new.bytes = std::fs::read(&real)?;
+        if new.original_name.is_empty() {
+            new.original_name = real.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        }
+        new.file_path = real.to_string_lossy().into_owned();
+        self.ingest_source(new)
+    }
+
+    fn source_by_sha(&self, space: &str, sha: &str) -> Result<Option<Source>> {
+        let rtx = self.db.begin_read()?;
+        let Some(id) = rtx.open_table(SOURCE_SHA)?.get((space, sha))?.map(|v| v.value().to_string()) else {
+            return Ok(None);
+        };
+        get_record(&rtx.open_table(SOURCES)?, (space, id.as_str()))
+    }
+
+    /// Source `id`; with `space_guard`, only when it lives there.
+    ///
+    /// # Errors
+    /// [`ErrorKind::NotFound`] (`source_not_found`).
+    pub fn get_source(&self, id: &str, space_guard: Option<&str>) -> Result<Source> {
+        let not_found = || Error::not_found("source_not_found", format!("source '{id}' not found"));
+        let rtx = self.db.begin_read()?;
+        let space = rtx.open_table(SOURCE_SPACE)?.get(id)?.map(|v| v.value().to_string()).ok_or_else(not_found)?;
+        if space_guard.is_some_and(|g| g != space) {
+            return Err(not_found());
+        }
+        get_record::<_, Source>(&rtx.open_table(SOURCES)?, (space.as_str(), id))?.ok_or_else(not_found)
+    }
+
+    /// Every source of `space`, oldest first.
+    pub(crate) fn all_sources(&self, space: &str) -> Result<Vec<Source>> {
+        let rtx = self.db.begin_read()?;
+        let t = rtx.open_table(SOURCES)?;
+        let mut out = Vec::new();
+        for row in t.range((space, "")..)? {
+            let (k, v) = row?;
+            if k.value().0 != space {
+                break;
+            }
+            out.push(schema::decode::<Source>(v.value())?);
+        }
+        out.sort_by(|a, b| a.created_at.cmp(&b.created_at).then_with(|| a.id.cmp(&b.id)));
+        Ok(out)
+    }
+
+    /// Sources of a space passing the filters, newest first, one page.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`] for an unknown `lifecycle_state`; [`ErrorKind::NotFound`] (`space_not_found`).
+    pub fn list_sources(&self, q: &SourceQuery) -> Result<Page<Source>> {
+        if let Some(s) = &q.lifecycle_state {
+            if !SOURCE_STATES.contains(&s.as_str()) {
+                return Err(Error::invalid_field(
+                    &["query", "lifecycle_state"],
+                    "enum",
+                    format!("Input should be one of {}", SOURCE_STATES.join(", ")),
+                    serde_json::Value::String(s.clone()),
+                ));
+            }
+        }
+        self.require_space(&q.space_id)?;
+        let wanted: Vec<Vec<String>> = q
+            .labels
+            .iter()
+            .map(|l| {
+                let l = l.trim();
+                let mut ids = vec![l.to_string(), Label::id_for(l)];
+                ids.push(Label::id_for(&super::canonical_label(l)));
+                ids
+            })
+            .collect();
+        let mut by_key: HashMap<&str, Vec<&str>> = HashMap::new();
+        for (k, v) in &q.metadata {
+            by_key.entry(k.as_str()).or_default().push(v.as_str());
+        }
+        let mut all: Vec<Source> = self
+            .all_sources(&q.space_id)?
+            .into_iter()
+            .filter(|s| q.source_type.as_ref().is_none_or(|t| &s.source_type == t))
+            .filter(|s| q.lifecycle_state.as_ref().is_none_or(|t| &s.lifecycle_state == t))
+            .filter(|s| wanted.iter().all(|ids| ids.iter().any(|id| s.label_ids.contains(id))))
+            .filter(|s| {
+                by_key.iter().all(|(k, vals)| {
+                    s.metadata.0.get(*k).is_some_and(|have| {
+                        let text = match have {
+                            serde_json::Value::String(x) => x.clone(),
+                            other => other.to_string(),
+                        };
+                        vals.iter().any(|v| *v == text)
+                    })
+                })
+            })
+            .collect();
+        all.reverse();
+        let total = all.len();
+        let items = all.into_iter().skip(q.offset).take(q.limit).collect();
+        Ok(Page { items, total, limit: q.limit, offset: q.offset })
+    }
+
+    /// A window of source `id`'s parsed text: `limit` bytes from `offset` (both moved to character
+    /// boundaries).
+    ///
+    /// # Errors
+    /// [`ErrorKind::NotFound`] (`source_not_found`).
+    pub fn source_content(
+        &self,
+        id: &str,
+        space_guard: Option<&str>,
+        offset: usize,
+        limit: usize,
+    ) -> Result<SourceContent> {
+        let s = self.get_source(id, space_guard)?;
+        let text = self.source_text(id)?;
+        let start = document::floor_boundary(&text, offset);
+        let end = document::floor_boundary(&text, start.saturating_add(limit));
+        Ok(SourceContent {
+            source_id: s.id,
+            original_name: s.original_name,
+            offset: start as u64,
+            returned_length: (end - start) as u64,
+            total_length: text.len() as u64,
+            has_more: end < text.len(),
+            next_offset: (end < text.len()).then_some(end as u64),
+            content: text[start..end].to_string(),
+        })
+    }
+
+    /// The parsed text of source `id` (empty when parsing failed).
+    pub(crate) fn source_text(&self, id: &str) -> Result<String> {
+        let rtx = self.db.begin_read()?;
+        let t = rtx.open_table(SOURCE_TEXT)?;
+        Ok(t.get(id)?.map(|v| String::from_utf8_lossy(v.value()).into_owned()).unwrap_or_default())
+    }
+
+    /// The chunks of source `id`, in order.
+    pub(crate) fn source_chunks(&self, id: &str) -> Result<Vec<Chunk>> {
+        let rtx = self.db.begin_read()?;
+        let t = rtx.open_table(SOURCE_CHUNKS)?;
+        let mut out = Vec::new();
+        for row in t.range((id, 0u64)..=(id, u64::MAX))? {
+            out.push(schema::decode::<Chunk>(row?.1.value())?);
+        }
+        Ok(out)
+    }
+
+    fn chunk_index_of(&self, space: &str) -> Result<Arc<ChunkIndex>> {
+        if let Some(ix) = self.chunk_index.read().get(space) {
+            return Ok(ix.clone());
+        }
+        let mut lex = Lexicon::default();
+        let mut docs = Vec::new();
+        for s in self.all_sources(space)? {
+            let text = self.source_text(&s.id)?;
+            let mut add = |docs: &mut Vec<(String, u64, String)>, chunk: u64, body: &str| {
+                let (tf, len) = lexicon::analyse(body);
+                lex.add(docs.len() as u64, &tf, len);
+                docs.push((s.id.clone(), chunk, body.chars().take(300).collect()));
+            };
+            add(&mut docs, u64::MAX, &s.original_name.replace(['.', '_', '-'], " "));
+            for (i, c) in self.source_chunks(&s.id)?.iter().enumerate() {
+                let a = document::floor_boundary(&text, c.offset as usize);
+                let b = document::floor_boundary(&text, (c.offset + c.length) as usize);
+                add(&mut docs, i as u64, &text[a..b]);
+            }
+        }
+        let ix = Arc::new(ChunkIndex { lex, docs });
+        self.chunk_index.write().insert(space.to_string(), ix.clone());
+        Ok(ix)
+    }
+
+    /// BM25 search over the chunks and file names of a space's sources, grouped by source (best chunk first).
+    /// The chunk index of a space is built on its first search and rebuilt after its sources change.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`] for a query without searchable terms; [`ErrorKind::NotFound`]
+    /// (`space_not_found`).
+    pub fn search_sources(&self, space: &str, query: &str, limit: usize) -> Result<Vec<SourceHit>> {
+        self.require_space(space)?;
+        let (qtf, _) = lexicon::analyse(query);
+        if qtf.is_empty() {
+            return Err(Error::invalid_field(
+                &["query", "q"],
+                "value_error",
+                "the query has no searchable words",
+                serde_json::Value::String(query.to_string()),
+            ));
+        }
+        let ix = self.chunk_index_of(space)?;
+        let lists: Vec<(u32, &[bm25::Posting])> = qtf.iter().map(|(t, n)| (*n, ix.lex.postings(t))).collect();
+        let scored = bm25::score(self.config.bm25, ix.lex.docs, ix.lex.avg_len(), &lists, &|_| true);
+        let mut by_source: HashMap<&str, (f32, Vec<Scored<'_>>)> = HashMap::new();
+        for (docno, score) in scored {
+            let Some((sid, chunk, snippet)) = ix.docs.get(docno as usize) else { continue };
+            let e = by_source.entry(sid.as_str()).or_insert((0.0, Vec::new()));
+            if *chunk == u64::MAX {
+                e.0 += score;
+            } else {
+                e.1.push((*chunk, score, snippet.as_str()));
+            }
+        }
+        let mut ranked: Vec<(&str, f32, Vec<Scored<'_>>)> = by_source
+            .into_iter()
+            .map(|(sid, (name_score, mut chunks))| {
+                chunks.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+                let best = chunks.first().map_or(0.0, |c| c.1);
+                (sid, best + name_score, chunks)
+            })
+            .collect();
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+        let mut out = Vec::new();
+        for (sid, score, chunks) in ranked.into_iter().take(limit) {
+            let Ok(source) = self.get_source(sid, Some(space)) else { continue };
+            let all = self.source_chunks(sid)?;
+            let hits = chunks
+                .into_iter()
+                .take(3)
+                .map(|(i, s, snip)| {
+                    let c = all.get(i as usize);
+                    ChunkHit {
+                        chunk_index: i,
+                        section: c.map(|c| c.section.clone()).unwrap_or_default(),
+                        offset: c.map_or(0, |c| c.offset),
+                        score: s,
+                        snippet: snip.to_string(),
+                    }
+                })
+                .collect();
+            out.push(SourceHit { source, score, chunks: hits });
+        }
+        Ok(out)
+    }
+
+    /// Deletes source `id` with its text, file, chunks and the memories extracted from it. Returns the source
+    /// and the number of memories deleted.
+    ///
+    /// # Errors
+    /// [`ErrorKind::NotFound`] (`source_not_found`).
+    pub fn delete_source(&self, id: &str, space_guard: Option<&str>) -> Result<(Source, u64)> {
+        let source = self.get_source(id, space_guard)?;
+        let space = source.space_id.clone();
+        let now = Timestamp::now();
+        let _w = self.writer.lock();
+        let mut ops: Vec<IndexOp> = Vec::new();
+        let removed = self.write_txn(|txn| {
+            let mut t = WTables::open(txn)?;
+            let prefix = format!("{id}#c");
+            let mut ids = Vec::new();
+            for row in t.memories.range((space.as_str(), prefix.as_str())..)? {
+                let (k, _) = row?;
+                let (s, m) = k.value();
+                if s != space || !m.starts_with(&prefix) {
+                    break;
+                }
+                ids.push(m.to_string());
+            }
+            for mid in &ids {
+                if let Some(sm) = get_record::<_, super::StoredMemory>(&t.memories, (space.as_str(), mid.as_str()))? {
+                    let (_, lex) = t.remove_memory(&space, &sm, now)?;
+                    ops.push(IndexOp::Remove { space: space.clone(), docno: sm.docno, lex: Some(lex) });
+                }
+            }
+            drop(t);
+            txn.open_table(SOURCES)?.remove((space.as_str(), id))?;
+            txn.open_table(SOURCE_SPACE)?.remove(id)?;
+            txn.open_table(SOURCE_SHA)?.remove((space.as_str(), source.sha256.as_str()))?;
+            txn.open_table(SOURCE_TEXT)?.remove(id)?;
+            txn.open_table(SOURCE_FILES)?.remove(id)?;
+            let mut chunks = txn.open_table(SOURCE_CHUNKS)?;
+            chunks.retain_in((id, 0u64)..=(id, u64::MAX), |_, _| false)?;
+            Ok(ids.len() as u64)
+        })?;
+        drop(_w);
+        self.apply(ops);
+        self.chunk_index.write().remove(&space);
+        Ok((source, removed))
+    }
+}
+
+/// One memory per chunk with at least [`MIN_MEMORY_WORDS`] words that is not chatter.
+fn memories_of(source: &Source, p: &document::Parsed, labels: &BTreeSet<String>) -> Vec<super::NewMemory> {
+    let mut out = Vec::new();
+    for (i, c) in p.chunks.iter().enumerate() {
+        let a = document::floor_boundary(&p.text, c.offset as usize);
+        let b = document::floor_boundary(&p.text, (c.offset + c.length) as usize);
+        let body = p.text[a..b].trim();
+        let body_lines: Vec<&str> = body.lines().filter(|l| !l.trim_start().starts_with('#')).collect();
+        let plain = body_lines.join("\n");
+        let plain = plain.trim();
+        if plain.split_whitespace().count() < MIN_MEMORY_WORDS || crate::extract::is_chatter(plain) {
+            continue;
+        }
+        let first = crate::extract::first_sentence(plain);
+        let (unit_type, confidence) = crate::extract::classify(first);
+        let title = match c.section.rsplit(" > ").next() {
+            Some(s) if !s.is_empty() => s.chars().take(120).collect(),
+            _ => first.chars().take(80).collect(),
+        };
+        let mut md = serde_json::Map::new();
+        md.insert("source_id".into(), source.id.clone().into());
+        md.insert("source_name".into(), source.original_name.clone().into());
+        md.insert("chunk_index".into(), (i as u64).into());
+        md.insert("section".into(), c.section.clone().into());
+        md.insert("extraction".into(), "engram-rules-v1".into());
+        let mut range = std::collections::BTreeMap::new();
+        range.insert("start_offset".to_string(), c.offset as f64);
+        range.insert("end_offset".to_string(), (c.offset + c.length) as f64);
+        out.push(super::NewMemory {
+            id: Some(memory_id(&source.id, i)),
+            content: body.to_string(),
+            title: Some(title),
+            importance: Some(crate::extract::importance(unit_type, plain, false)),
+            confidence: Some(confidence),
+            source: Some("library".into()),
+            labels: Some(labels.iter().cloned().collect()),
+            unit_type: Some(unit_type),
+            metadata: Some(Metadata(md)),
+            space_id: Some(source.space_id.clone()),
+            source_range: Some(range),
+            extraction_method: Some("rules".into()),
+            ..Default::default()
+        });
+    }
+    out
+}
