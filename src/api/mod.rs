@@ -4,6 +4,7 @@
 
 pub mod communities;
 pub mod dto;
+pub mod data;
 pub mod embeddings;
 pub mod labels;
 pub mod library;
@@ -261,6 +262,11 @@ impl Api {
 
     /// The store.
     pub fn store(&self) -> &KnowledgeStore {
+        &self.store
+    }
+
+    /// The shared store (for background jobs).
+    pub fn store_arc(&self) -> &Arc<KnowledgeStore> {
         &self.store
     }
 

@@ -62,6 +62,8 @@ fn schemas() -> Map<String, Value> {
     add::<super::embeddings::EmbeddingsResponse>(&mut v);
     add::<super::sources::IngestRequest>(&mut v);
     add::<crate::model::Source>(&mut v);
+    add::<super::data::ExportRequest>(&mut v);
+    add::<super::data::ImportRequest>(&mut v);
     add::<CapabilitiesResponse>(&mut v);
     add::<ErrorBody>(&mut v);
     add::<ValidationErrorBody>(&mut v);

@@ -1064,6 +1064,39 @@ pub static ROUTES: &[Route] = &[
     ),
     route!(
         "POST",
+        "/data/export",
+        "data_export",
+        "Write a versioned, checksummed ZIP archive of the whole store (include_* switches)",
+        &[],
+        Some("ExportRequest"),
+        Shape::Object,
+        false,
+        super::data::export
+    ),
+    route!(
+        "POST",
+        "/data/import",
+        "data_import",
+        "Start importing an export archive in the background (mode merge, skip or overwrite); 409 while one runs",
+        &[],
+        Some("ImportRequest"),
+        Shape::Object,
+        false,
+        super::data::import
+    ),
+    route!(
+        "GET",
+        "/data/import/status/{job_id}",
+        "data_import_status",
+        "Progress of an import job: processing, then completed (counts) or error",
+        &[],
+        None,
+        Shape::Object,
+        false,
+        super::data::import_status
+    ),
+    route!(
+        "POST",
         "/health/checkpoint",
         "health_checkpoint",
         "Force a durable commit of pending writes and report what it flushed",
@@ -1103,7 +1136,7 @@ fn capabilities(api: &Api, _: &Ctx<'_>) -> Result<ApiResponse> {
         ("library", true),
         ("sources", true),
         ("embeddings_api", true),
-        ("data_import", false),
+        ("data_import", true),
         ("fs", false),
         ("working_memory", true),
     ] {

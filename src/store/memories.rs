@@ -166,6 +166,66 @@ impl<'t> WTables<'t> {
         Ok(wanted)
     }
 
+    /// Writes a memory record from a data import, without embedding or entity extraction: postings follow
+    /// the text (kept when the text is unchanged, so is the vector; otherwise the vector is dropped for
+    /// re-embedding), labels become exactly `label_names` and MENTIONS edges exactly `mentions`. `at` is the
+    /// space the stored `existing` record lives in.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn import_memory(
+        &mut self,
+        at: Option<&str>,
+        existing: Option<StoredMemory>,
+        memory: Memory,
+        label_names: &BTreeSet<String>,
+        mentions: &BTreeSet<String>,
+        new_docno: u64,
+        now: Timestamp,
+    ) -> Result<()> {
+        let space = memory.space_id.clone();
+        let id = memory.id.clone();
+        let text = memory.index_text();
+        let mut docno = new_docno;
+        match (at, &existing) {
+            (Some(old_space), Some(sm)) => {
+                let same = old_space == space && sm.memory.index_text() == text;
+                if same {
+                    docno = sm.docno;
+                } else {
+                    self.unindex_text(old_space, sm.docno, &sm.memory.index_text())?;
+                    self.vectors.remove((old_space, sm.docno))?;
+                }
+                if old_space != space {
+                    self.set_labels(old_space, &id, &BTreeSet::new(), now)?;
+                    for e in range_prefix3(&self.mentions, old_space, &id)? {
+                        self.mentions.remove((old_space, id.as_str(), e.as_str()))?;
+                        self.entity_memories.remove((old_space, e.as_str(), id.as_str()))?;
+                    }
+                    self.memories.remove((old_space, id.as_str()))?;
+                }
+                if !same {
+                    self.index_text(&space, docno, &text)?;
+                }
+            }
+            _ => {
+                self.index_text(&space, docno, &text)?;
+            }
+        }
+        let stored = StoredMemory { docno, memory };
+        self.memories.insert((space.as_str(), id.as_str()), schema::encode(&stored)?.as_slice())?;
+        self.memory_space.insert(id.as_str(), space.as_str())?;
+        self.set_labels(&space, &id, label_names, now)?;
+        let current: BTreeSet<String> = range_prefix3(&self.mentions, &space, &id)?.into_iter().collect();
+        for gone in current.difference(mentions) {
+            self.mentions.remove((space.as_str(), id.as_str(), gone.as_str()))?;
+            self.entity_memories.remove((space.as_str(), gone.as_str(), id.as_str()))?;
+        }
+        for new in mentions.difference(&current) {
+            self.mentions.insert((space.as_str(), id.as_str(), new.as_str()), ())?;
+            self.entity_memories.insert((space.as_str(), new.as_str(), id.as_str()), ())?;
+        }
+        Ok(())
+    }
+
     /// Removes a memory and everything keyed by it in its space. Returns the label edges removed and the
     /// postings that went with it.
     pub(crate) fn remove_memory(&mut self, space: &str, sm: &StoredMemory, now: Timestamp) -> Result<(u64, LexEntry)> {

@@ -19,6 +19,7 @@ mod sources;
 mod spaces;
 pub(crate) mod tables;
 mod threads;
+mod transfer;
 mod types;
 mod wiki;
 mod working;
@@ -38,6 +39,10 @@ pub use spaces::{MAX_BULK_MOVE, space_slug};
 pub use threads::{
     AppendMessages, AppendReport, CreatedThread, Extraction, NewMessage, NewThread, ThreadDeleteReport, ThreadMatch,
     thread_memory_prefix,
+};
+pub use transfer::{
+    EXPORT_FORMAT, EXPORT_VERSION, ExportOptions, ExportReport, ImportJob, ImportMode, ImportProgress, ImportReport,
+    Include, KindCounts, Manifest, ManifestEntry,
 };
 pub use types::*;
 pub use wiki::{Linker, RouteLinker, encode_segment, link, md_label, memory_line, sentence_with, yaml_str};
@@ -126,6 +131,8 @@ pub struct KnowledgeStore {
     label_vector_cache: Mutex<HashMap<String, Vec<f32>>>,
     /// BM25 over source chunks, per space, built on the first search and dropped when the space's sources change.
     pub(crate) chunk_index: RwLock<HashMap<String, Arc<sources::ChunkIndex>>>,
+    /// Data import jobs.
+    pub(crate) jobs: transfer::Jobs,
     /// Communities and PageRank results.
     pub(crate) graph: Arc<RwLock<communities::GraphState>>,
     /// Recomputes them once writes pause. Declared first among the workers: dropped (stopped) first.
@@ -275,6 +282,7 @@ impl KnowledgeStore {
             reembed_progress: Arc::default(),
             label_vector_cache: Mutex::default(),
             chunk_index: RwLock::default(),
+            jobs: transfer::Jobs::default(),
             durable_generation: Default::default(),
             pending_access: Default::default(),
             graph,
@@ -720,6 +728,24 @@ pub(crate) fn range_prefix3(
         out.push(z.to_string());
     }
     Ok(out)
+}
+
+/// How many 3-tuple keys have `(a, b)` as their first two parts.
+pub(crate) fn range_prefix2_count(
+    t: &impl ReadableTable<(&'static str, &'static str, &'static str), ()>,
+    a: &str,
+    b: &str,
+) -> Result<u64> {
+    let mut n = 0;
+    for row in t.range((a, b, "")..)? {
+        let (k, _) = row?;
+        let (x, y, _) = k.value();
+        if x != a || y != b {
+            break;
+        }
+        n += 1;
+    }
+    Ok(n)
 }
 
 /// Decodes the record stored under `key`, if any.

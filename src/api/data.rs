@@ -1,0 +1,144 @@
+//! Data export and import (client contract section 7): `POST /data/export`, `POST /data/import` (a background
+//! job), `GET /data/import/status/{job_id}`.
+
+use serde::Deserialize;
+use utoipa::ToSchema;
+
+use super::{Api, ApiResponse, Ctx};
+use crate::error::{Error, Result};
+use crate::store::{ExportOptions, ImportMode, Include};
+
+/// Body of `POST /data/export`. Every `include_*` switch defaults to true.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+pub struct ExportRequest {
+    /// Target file on the server (inside the data directory or an `--allow-path` directory); default
+    /// `<data_dir>/exports/engram-export-<time>.zip`.
+    #[serde(default)]
+    pub export_path: Option<String>,
+    /// Deflate the entries (default true).
+    #[serde(default)]
+    pub compress: Option<bool>,
+    /// Replace an existing file (default false: 409).
+    #[serde(default)]
+    pub overwrite: Option<bool>,
+    /// Memories with their label and mention edges.
+    #[serde(default)]
+    pub include_memories: Option<bool>,
+    /// Threads.
+    #[serde(default)]
+    pub include_threads: Option<bool>,
+    /// Messages.
+    #[serde(default)]
+    pub include_messages: Option<bool>,
+    /// Entities.
+    #[serde(default)]
+    pub include_entities: Option<bool>,
+    /// Labels and label merges.
+    #[serde(default)]
+    pub include_labels: Option<bool>,
+    /// Sources with text and chunks.
+    #[serde(default)]
+    pub include_sources: Option<bool>,
+    /// Original bytes of sources.
+    #[serde(default)]
+    pub include_source_files: Option<bool>,
+    /// Communities and PageRank.
+    #[serde(default)]
+    pub include_communities: Option<bool>,
+    /// Relations and crystal provenance.
+    #[serde(default)]
+    pub include_edges: Option<bool>,
+    /// Working memory.
+    #[serde(default)]
+    pub include_working_memory: Option<bool>,
+    /// Accepted; Engram keeps no working-memory archive apart from the daily records.
+    #[serde(default)]
+    pub include_working_memory_archive: Option<bool>,
+    /// Accepted; Engram has no skills.
+    #[serde(default)]
+    pub include_skills: Option<bool>,
+    /// Accepted; Engram has no feed events.
+    #[serde(default)]
+    pub include_feed_events: Option<bool>,
+}
+
+/// Body of `POST /data/import`.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+pub struct ImportRequest {
+    /// An archive written by `POST /data/export`, on the server, inside the allowed directories.
+    #[serde(default)]
+    pub import_path: Option<String>,
+    /// `merge` (default: fill empty fields of stored records, union edges), `skip` (keep stored records) or
+    /// `overwrite` (replace them).
+    #[serde(default)]
+    pub mode: Option<String>,
+}
+
+pub(super) fn export(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let r: ExportRequest = if ctx.body.iter().all(u8::is_ascii_whitespace) { ExportRequest::default() } else { ctx.json()? };
+    let on = |v: Option<bool>| v.unwrap_or(true);
+    let include = Include {
+        memories: on(r.include_memories),
+        threads: on(r.include_threads),
+        messages: on(r.include_messages),
+        entities: on(r.include_entities),
+        labels: on(r.include_labels),
+        sources: on(r.include_sources),
+        source_files: on(r.include_source_files),
+        communities: on(r.include_communities),
+        edges: on(r.include_edges),
+        working_memory: on(r.include_working_memory),
+    };
+    let opts = ExportOptions {
+        path: r.export_path.filter(|p| !p.trim().is_empty()).map(std::path::PathBuf::from),
+        compress: r.compress.unwrap_or(true),
+        overwrite: r.overwrite.unwrap_or(false),
+        include,
+    };
+    let rep = api.store().export_data(&opts)?;
+    let mut v = serde_json::to_value(&rep).unwrap_or_default();
+    if let Some(o) = v.as_object_mut() {
+        o.insert("success".into(), true.into());
+        o.insert("message".into(), format!("exported to {}", rep.export_path).into());
+    }
+    Ok(ApiResponse::json(200, &v))
+}
+
+pub(super) fn import(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let r: ImportRequest = ctx.json()?;
+    let Some(path) = r.import_path.filter(|p| !p.trim().is_empty()) else {
+        return Err(Error::invalid_field(&["body", "import_path"], "missing", "Field required", serde_json::Value::Null));
+    };
+    let mode = match r.mode.as_deref() {
+        None | Some("") => ImportMode::Merge,
+        Some(m) => ImportMode::parse(m).ok_or_else(|| {
+            Error::invalid_field(
+                &["body", "mode"],
+                "enum",
+                "Input should be 'merge', 'skip' or 'overwrite'",
+                serde_json::Value::String(m.to_string()),
+            )
+        })?,
+    };
+    let job = api.store_arc().start_import(std::path::Path::new(&path), mode)?;
+    Ok(ApiResponse::json(
+        200,
+        &serde_json::json!({
+            "job_id": job.job_id,
+            "status": job.status,
+            "success": true,
+            "message": "import started; poll GET /data/import/status/{job_id}",
+        }),
+    ))
+}
+
+pub(super) fn import_status(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let j = api.store().import_job(ctx.param("job_id"))?;
+    let mut v = serde_json::to_value(&j).unwrap_or_default();
+    if let Some(o) = v.as_object_mut() {
+        let pct = if j.total > 0 { (j.processed as f64 / j.total as f64 * 100.0).min(100.0) } else { 0.0 };
+        o.insert("progress".into(), serde_json::json!((pct * 10.0).round() / 10.0));
+        o.insert("success".into(), (j.status != "error").into());
+    }
+    Ok(ApiResponse::json(200, &v))
+}
