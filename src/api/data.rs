@@ -75,7 +75,8 @@ pub struct ImportRequest {
 }
 
 pub(super) fn export(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
-    let r: ExportRequest = if ctx.body.iter().all(u8::is_ascii_whitespace) { ExportRequest::default() } else { ctx.json()? };
+    let r: ExportRequest =
+        if ctx.body.iter().all(u8::is_ascii_whitespace) { ExportRequest::default() } else { ctx.json()? };
     let on = |v: Option<bool>| v.unwrap_or(true);
     let include = Include {
         memories: on(r.include_memories),
@@ -107,7 +108,12 @@ pub(super) fn export(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
 pub(super) fn import(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let r: ImportRequest = ctx.json()?;
     let Some(path) = r.import_path.filter(|p| !p.trim().is_empty()) else {
-        return Err(Error::invalid_field(&["body", "import_path"], "missing", "Field required", serde_json::Value::Null));
+        return Err(Error::invalid_field(
+            &["body", "import_path"],
+            "missing",
+            "Field required",
+            serde_json::Value::Null,
+        ));
     };
     let mode = match r.mode.as_deref() {
         None | Some("") => ImportMode::Merge,

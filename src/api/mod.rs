@@ -3,8 +3,8 @@
 //! [`Api::handle`]; nothing here knows HTTP libraries or C.
 
 pub mod communities;
-pub mod dto;
 pub mod data;
+pub mod dto;
 pub mod embeddings;
 pub mod labels;
 pub mod library;

@@ -318,7 +318,7 @@ fn archive_invalid(msg: impl Into<String>) -> Error {
 
 /// Where an export goes: a ZIP file or a directory (`compress: false`, `nmem export --no-zip`).
 enum Sink {
-    Zip(zip::ZipWriter<std::io::BufWriter<std::fs::File>>, zip::write::SimpleFileOptions),
+    Zip(Box<zip::ZipWriter<std::io::BufWriter<std::fs::File>>>, zip::write::SimpleFileOptions),
     Dir(PathBuf),
 }
 
@@ -327,7 +327,7 @@ impl Sink {
         match self {
             Sink::Zip(z, o) => {
                 z.start_file(name, *o).map_err(|e| Error::new(ErrorKind::Io, e.to_string()))?;
-                Ok(Box::new(z))
+                Ok(Box::new(z.as_mut()))
             }
             Sink::Dir(d) => {
                 let p = d.join(name);
@@ -381,9 +381,7 @@ impl ArchiveWriter {
 }
 
 /// Rows of a table with a (space, id) key and a record value.
-fn records<T: DeserializeOwned>(
-    t: &impl ReadableTable<(&'static str, &'static str), &'static [u8]>,
-) -> Result<Vec<T>> {
+fn records<T: DeserializeOwned>(t: &impl ReadableTable<(&'static str, &'static str), &'static [u8]>) -> Result<Vec<T>> {
     let mut out = Vec::new();
     for row in t.iter()? {
         out.push(schema::decode(row?.1.value())?);
@@ -465,7 +463,7 @@ impl KnowledgeStore {
                 .compression_method(zip::CompressionMethod::Deflated)
                 .compression_level(Some(1))
                 .large_file(true);
-            Sink::Zip(zip::ZipWriter::new(std::io::BufWriter::new(file)), options)
+            Sink::Zip(Box::new(zip::ZipWriter::new(std::io::BufWriter::new(file))), options)
         } else {
             std::fs::create_dir_all(tmp)?;
             Sink::Dir(tmp.to_path_buf())
@@ -563,8 +561,10 @@ impl KnowledgeStore {
             let text_t = rtx.open_table(SOURCE_TEXT)?;
             let chunk_t = rtx.open_table(SOURCE_CHUNKS)?;
             let rows = sources.iter().map(|s| -> Result<SourceLine> {
-                let text =
-                    text_t.get(s.id.as_str())?.map(|v| String::from_utf8_lossy(v.value()).into_owned()).unwrap_or_default();
+                let text = text_t
+                    .get(s.id.as_str())?
+                    .map(|v| String::from_utf8_lossy(v.value()).into_owned())
+                    .unwrap_or_default();
                 let mut chunks = Vec::new();
                 for row in chunk_t.range((s.id.as_str(), 0u64)..=(s.id.as_str(), u64::MAX))? {
                     chunks.push(schema::decode(row?.1.value())?);
@@ -696,7 +696,8 @@ impl Archive {
             Src::Zip(zip)
         };
         let mut archive = Archive { src, manifest: placeholder_manifest() };
-        let raw = archive.read_file("manifest.json", MAX_MANIFEST_BYTES)?
+        let raw = archive
+            .read_file("manifest.json", MAX_MANIFEST_BYTES)?
             .ok_or_else(|| archive_invalid("the archive has no manifest.json: not an Engram export"))?;
         let manifest: Manifest =
             serde_json::from_slice(&raw).map_err(|e| archive_invalid(format!("manifest.json is not valid: {e}")))?;
@@ -830,6 +831,14 @@ impl<R: Read> Read for Capped<R> {
     }
 }
 
+/// True when a (space, id) keyed table has a row of `space`.
+fn any_in(t: &impl ReadableTable<(&'static str, &'static str), &'static [u8]>, space: &str) -> Result<bool> {
+    match t.range((space, "")..)?.next() {
+        Some(row) => Ok(row?.0.value().0 == space),
+        None => Ok(false),
+    }
+}
+
 fn placeholder_manifest() -> Manifest {
     Manifest {
         format: String::new(),
@@ -883,7 +892,11 @@ enum Decision<T> {
     Keep,
 }
 
-fn decide<T: Serialize + DeserializeOwned + PartialEq>(mode: ImportMode, existing: Option<T>, incoming: T) -> Result<Decision<T>> {
+fn decide<T: Serialize + DeserializeOwned + PartialEq>(
+    mode: ImportMode,
+    existing: Option<T>,
+    incoming: T,
+) -> Result<Decision<T>> {
     Ok(match (existing, mode) {
         (None, _) => Decision::Insert(incoming),
         (Some(_), ImportMode::Skip) => Decision::Keep,
@@ -958,8 +971,14 @@ impl KnowledgeStore {
             {
                 let mut t = txn.open_table(SPACES)?;
                 let k = c.entry("spaces".into()).or_default();
+                let (mems, threads, sources) =
+                    (txn.open_table(MEMORIES)?, txn.open_table(THREADS)?, txn.open_table(SOURCES)?);
                 ar.lines("spaces.jsonl", |s: Space| {
-                    let existing: Option<Space> = get_record(&t, s.id.as_str())?;
+                    // A stored space holding nothing yet (the default space of a new store) takes the
+                    // archive's record as it is.
+                    let id = s.id.as_str();
+                    let holds = any_in(&mems, id)? || any_in(&threads, id)? || any_in(&sources, id)?;
+                    let existing: Option<Space> = if holds { get_record(&t, id)? } else { None };
                     let d = decide(mode, existing, s.clone())?;
                     k.note(&d);
                     if let Decision::Insert(v) | Decision::Replace(v) = &d {
@@ -1112,8 +1131,7 @@ impl KnowledgeStore {
                     if let Some(m) = record {
                         let docno = next_docno;
                         next_docno += 1;
-                        let label_names: BTreeSet<String> =
-                            names(&labels.iter().cloned().collect::<Vec<_>>());
+                        let label_names: BTreeSet<String> = names(&labels.iter().cloned().collect::<Vec<_>>());
                         t.import_memory(at.as_deref(), existing, m, &label_names, &mentions, docno, now)?;
                     }
                     tick();
@@ -1125,14 +1143,17 @@ impl KnowledgeStore {
                 let k = c.entry("relations".into()).or_default();
                 ar.lines("relations.jsonl", |r: MemoryRelation| {
                     need_space(&r.space_id)?;
-                    let existing: Option<MemoryRelation> = get_record(&t.relations, (r.space_id.as_str(), r.id.as_str()))?;
+                    let existing: Option<MemoryRelation> =
+                        get_record(&t.relations, (r.space_id.as_str(), r.id.as_str()))?;
                     let d = decide(mode, existing, r.clone())?;
                     k.note(&d);
                     if let Decision::Insert(v) | Decision::Replace(v) = &d {
                         t.relations.insert((r.space_id.as_str(), r.id.as_str()), schema::encode(v)?.as_slice())?;
                         t.relation_space.insert(r.id.as_str(), r.space_id.as_str())?;
-                        t.memory_relations.insert((r.space_id.as_str(), v.source_memory_id.as_str(), r.id.as_str()), ())?;
-                        t.memory_relations.insert((r.space_id.as_str(), v.target_memory_id.as_str(), r.id.as_str()), ())?;
+                        t.memory_relations
+                            .insert((r.space_id.as_str(), v.source_memory_id.as_str(), r.id.as_str()), ())?;
+                        t.memory_relations
+                            .insert((r.space_id.as_str(), v.target_memory_id.as_str(), r.id.as_str()), ())?;
                     }
                     tick();
                     Ok(())
@@ -1193,8 +1214,13 @@ impl KnowledgeStore {
                 let mut msgs = txn.open_table(MESSAGES)?;
                 let mut mkeys = txn.open_table(MESSAGE_KEYS)?;
                 for (s, th) in &replaced {
-                    msgs.retain_in((s.as_str(), th.as_str(), 0u64)..=(s.as_str(), th.as_str(), u64::MAX), |_, _| false)?;
-                    mkeys.retain_in((s.as_str(), th.as_str(), "")..(s.as_str(), th.as_str(), "\u{10ffff}"), |_, _| false)?;
+                    msgs.retain_in((s.as_str(), th.as_str(), 0u64)..=(s.as_str(), th.as_str(), u64::MAX), |_, _| {
+                        false
+                    })?;
+                    mkeys
+                        .retain_in((s.as_str(), th.as_str(), "")..(s.as_str(), th.as_str(), "\u{10ffff}"), |_, _| {
+                            false
+                        })?;
                 }
                 let k = c.entry("messages".into()).or_default();
                 ar.lines("messages.jsonl", |m: MessageLine| {
@@ -1231,7 +1257,8 @@ impl KnowledgeStore {
                 let msgs = txn.open_table(MESSAGES)?;
                 let mut t = txn.open_table(THREADS)?;
                 for (s, th) in &take_messages {
-                    let n = msgs.range((s.as_str(), th.as_str(), 0u64)..=(s.as_str(), th.as_str(), u64::MAX))?.count() as u64;
+                    let n = msgs.range((s.as_str(), th.as_str(), 0u64)..=(s.as_str(), th.as_str(), u64::MAX))?.count()
+                        as u64;
                     if let Some(mut rec) = get_record::<_, Thread>(&t, (s.as_str(), th.as_str()))? {
                         if rec.message_count != n && n > 0 {
                             rec.message_count = n;
@@ -1527,7 +1554,8 @@ impl KnowledgeStore {
                     Err(e) => {
                         tracing::warn!(error = %e.chain(), "import failed; the store is unchanged");
                         j.status = "error".into();
-                        let detail = e.fields().first().map(|f| f.msg.clone()).unwrap_or_else(|| e.message().to_string());
+                        let detail =
+                            e.fields().first().map(|f| f.msg.clone()).unwrap_or_else(|| e.message().to_string());
                         j.error = Some(detail);
                     }
                 }
