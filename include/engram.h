@@ -88,6 +88,11 @@ typedef int32_t engram_result;
  */
 #define ENGRAM_UNAVAILABLE 18
 
+/*
+ The feature is designed but not built in this release.
+ */
+#define ENGRAM_NOT_IMPLEMENTED 19
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus

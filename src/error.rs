@@ -88,6 +88,9 @@ pub enum ErrorKind {
     /// A component the request or the configuration needs is not available: an embedding model or the ONNX
     /// Runtime library (HTTP 503). The message names what is missing and how to fix it.
     Unavailable,
+    /// The request names a feature that is designed but not built in this release (HTTP 501; the tree API's
+    /// `ENOTSUP`).
+    NotImplemented,
 }
 
 /// One row of the error table.
@@ -123,6 +126,7 @@ impl ErrorKind {
             Corrupt => (500, "store_corrupt", 14, false),
             Internal => (500, "internal_error", 15, false),
             Unavailable => (503, "unavailable", 18, false),
+            NotImplemented => (501, "not_implemented", 19, false),
         };
         ErrorRow { http_status, code, c_code, retryable }
     }

@@ -6,6 +6,7 @@ pub mod communities;
 pub mod data;
 pub mod dto;
 pub mod embeddings;
+pub mod fs;
 pub mod labels;
 pub mod library;
 pub mod lifecycle;

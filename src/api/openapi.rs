@@ -64,6 +64,8 @@ fn schemas() -> Map<String, Value> {
     add::<crate::model::Source>(&mut v);
     add::<super::data::ExportRequest>(&mut v);
     add::<super::data::ImportRequest>(&mut v);
+    add::<super::fs::FsWriteRequest>(&mut v);
+    add::<super::fs::FsDeleteRequest>(&mut v);
     add::<CapabilitiesResponse>(&mut v);
     add::<ErrorBody>(&mut v);
     add::<ValidationErrorBody>(&mut v);

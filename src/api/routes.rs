@@ -1063,6 +1063,105 @@ pub static ROUTES: &[Route] = &[
         super::library::okf_export
     ),
     route!(
+        "GET",
+        "/fs/capabilities",
+        "fs_capabilities",
+        "Tree API roots, verbs, limits and feature flags",
+        super::fs::CAPS_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        super::fs::capabilities
+    ),
+    route!(
+        "GET",
+        "/fs/ls",
+        "fs_ls",
+        "List a directory of the tree (cursor paging)",
+        super::fs::LS_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        super::fs::ls
+    ),
+    route!(
+        "GET",
+        "/fs/cat",
+        "fs_cat",
+        "A file of the tree: frontmatter and body, or a window of lines",
+        super::fs::CAT_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        super::fs::cat
+    ),
+    route!(
+        "GET",
+        "/fs/stat",
+        "fs_stat",
+        "Metadata of a path without the body",
+        super::fs::STAT_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        super::fs::stat
+    ),
+    route!(
+        "GET",
+        "/fs/find",
+        "fs_find",
+        "Structural search (type, label, dates, mentions); returns paths",
+        super::fs::FIND_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        super::fs::find
+    ),
+    route!(
+        "GET",
+        "/fs/grep",
+        "fs_grep",
+        "Literal or regex search over memories, thread messages and sources, with line numbers",
+        super::fs::GREP_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        super::fs::grep
+    ),
+    route!(
+        "GET",
+        "/fs/recall",
+        "fs_recall",
+        "Semantic (hybrid) search; returns paths",
+        super::fs::RECALL_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        super::fs::recall
+    ),
+    route!(
+        "POST",
+        "/fs/write",
+        "fs_write",
+        "Write a canonical writable path (a memory, today's working memory)",
+        &[],
+        Some("FsWriteRequest"),
+        Shape::Object,
+        false,
+        super::fs::write
+    ),
+    route!(
+        "POST",
+        "/fs/delete",
+        "fs_delete",
+        "Delete a canonical writable path (a memory)",
+        &[],
+        Some("FsDeleteRequest"),
+        Shape::Object,
+        false,
+        super::fs::delete
+    ),
+    route!(
         "POST",
         "/data/export",
         "data_export",
@@ -1137,7 +1236,7 @@ fn capabilities(api: &Api, _: &Ctx<'_>) -> Result<ApiResponse> {
         ("sources", true),
         ("embeddings_api", true),
         ("data_import", true),
-        ("fs", false),
+        ("fs", true),
         ("working_memory", true),
     ] {
         features.insert(k.into(), v.into());

@@ -52,6 +52,8 @@ pub const ENGRAM_INVALID_UTF8: engram_result = 16;
 pub const ENGRAM_PANIC: engram_result = 17;
 /// A component is not available (an embedding model, the ONNX Runtime library); the message says which.
 pub const ENGRAM_UNAVAILABLE: engram_result = 18;
+/// The feature is designed but not built in this release.
+pub const ENGRAM_NOT_IMPLEMENTED: engram_result = 19;
 
 /// An open store (opaque). Close with `engram_store_close`.
 pub struct engram_store {
@@ -304,6 +306,7 @@ mod tests {
             (ENGRAM_CORRUPT, ErrorKind::Corrupt),
             (ENGRAM_INTERNAL, ErrorKind::Internal),
             (ENGRAM_UNAVAILABLE, ErrorKind::Unavailable),
+            (ENGRAM_NOT_IMPLEMENTED, ErrorKind::NotImplemented),
         ] {
             assert_eq!(code, kind.row().c_code, "{kind:?}");
         }

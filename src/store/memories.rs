@@ -734,6 +734,52 @@ impl KnowledgeStore {
         Ok(out)
     }
 
+    /// Calls `f` for every memory of `space` that is not forgotten, in id order, until it returns false. One
+    /// read transaction (a consistent snapshot); about 1 µs a memory plus `f`.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn scan_memories(&self, space: &str, mut f: impl FnMut(&Memory) -> bool) -> Result<()> {
+        let rtx = self.db.begin_read()?;
+        let mems = rtx.open_table(MEMORIES)?;
+        for row in mems.range((space, "")..)? {
+            let (k, v) = row?;
+            if k.value().0 != space {
+                break;
+            }
+            let sm: StoredMemory = schema::decode(v.value())?;
+            if sm.memory.state == MemoryState::Forgotten {
+                continue;
+            }
+            if !f(&sm.memory) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Calls `f(thread_id, message)` for every message of `space`, by thread id and order, until it returns
+    /// false.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn scan_messages(&self, space: &str, mut f: impl FnMut(&str, &crate::model::Message) -> bool) -> Result<()> {
+        let rtx = self.db.begin_read()?;
+        let t = rtx.open_table(MESSAGES)?;
+        for row in t.range((space, "", 0u64)..)? {
+            let (k, v) = row?;
+            let (s, th, _) = k.value();
+            if s != space {
+                break;
+            }
+            let m: crate::model::Message = schema::decode(v.value())?;
+            if !f(th, &m) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     /// [`ErrorKind::NotFound`] (`space_not_found`) unless `space` exists.
     ///
     /// # Errors

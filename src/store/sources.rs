@@ -348,7 +348,10 @@ impl KnowledgeStore {
     }
 
     /// Every source of `space`, oldest first.
-    pub(crate) fn all_sources(&self, space: &str) -> Result<Vec<Source>> {
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn all_sources(&self, space: &str) -> Result<Vec<Source>> {
         let rtx = self.db.begin_read()?;
         let t = rtx.open_table(SOURCES)?;
         let mut out = Vec::new();
@@ -445,8 +448,11 @@ impl KnowledgeStore {
         })
     }
 
-    /// The parsed text of source `id` (empty when parsing failed).
-    pub(crate) fn source_text(&self, id: &str) -> Result<String> {
+    /// The parsed text of source `id` (empty when parsing failed or there is no such source).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn source_text(&self, id: &str) -> Result<String> {
         let rtx = self.db.begin_read()?;
         let t = rtx.open_table(SOURCE_TEXT)?;
         Ok(t.get(id)?.map(|v| String::from_utf8_lossy(v.value()).into_owned()).unwrap_or_default())

@@ -1,0 +1,1248 @@
+//! The tree API (spec "Tree API (preview)", client contract section 7): memories, threads, sources, wiki
+//! entity pages and working memory projected as a file tree, with `ls`, `cat`, `stat`, `find`, `grep`,
+//! `recall`, `write` and `delete`.
+//!
+//! Paths (one space per request, `space_id`, default `default`):
+//! * `/memories/by-id/<id>.memory.md`: a memory, canonical and writable;
+//! * `/memories/by-label/<label>/<id>.memory.md`: the same memory under each of its labels (alias: read-only,
+//!   writes give `EXDEV`);
+//! * `/threads/<thread_id>/thread.md` and `/threads/<thread_id>/messages.jsonl` (one JSON message per line);
+//! * `/sources/<file name>` (the parsed text; a name shared by several sources resolves to the newest, and
+//!   `/sources/<source id>` always works);
+//! * `/wiki/entities/<name>--<entity id>.entity.md` (derived pages);
+//! * `/working-memory/today.md` (writable).
+//!
+//! Segments are the names as they are, except that `/` and `%` inside a name are percent-encoded (`%2F`,
+//! `%25`). Errors carry the tree codes as `error_code`: `ENOENT` 404, `EROFS` 403 (derived path), `EXDEV` 409
+//! (alias path), `EINVAL` 422 (the validation shape with `type: "EINVAL"`), `ENOTSUP` 501 (planned: mount,
+//! fragments, SQL/Cypher, replay, tail, raw).
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use utoipa::ToSchema;
+
+use super::query::{ParamSpec, boolean, int, required, string};
+use super::{Api, ApiResponse, Ctx};
+use crate::error::{Error, ErrorKind, FieldError, Result};
+use crate::index::catalog::MemoryFilter;
+use crate::model::{MemoryState, Timestamp, UnitType};
+use crate::store::{DEFAULT_SPACE, ListQuery, MemoryView, SearchMode, SearchQuery};
+
+/// Entries per `ls` page by default, and at most.
+const DEFAULT_LIMIT: usize = 200;
+const MAX_LIMIT: usize = 1000;
+/// Hits per `find`/`grep` page by default.
+const DEFAULT_SEARCH_LIMIT: usize = 50;
+/// `recall` hits by default.
+const DEFAULT_RECALL_K: usize = 20;
+/// Lines of a `cat` window when `line` is given without `lines`.
+const DEFAULT_LINE_WINDOW: usize = 200;
+/// Longest grep pattern, in bytes.
+const MAX_PATTERN: usize = 1000;
+
+const ROOTS: &[(&str, &str)] = &[
+    ("memories", "/memories"),
+    ("threads", "/threads"),
+    ("sources", "/sources"),
+    ("wiki", "/wiki"),
+    ("working-memory", "/working-memory"),
+];
+/// Planned roots and features: answered with ENOTSUP.
+const PLANNED: &[&str] = &["context", "feed", "activities", "artifacts", "mnt", "sql", "cypher", "replay", "tail"];
+
+fn enoent(path: &str) -> Error {
+    Error::new(ErrorKind::NotFound, format!("ENOENT: no such file or directory: {path}")).with_code("ENOENT")
+}
+fn erofs(path: &str) -> Error {
+    Error::new(ErrorKind::Forbidden, format!("EROFS: {path} is derived and read-only")).with_code("EROFS")
+}
+fn exdev(path: &str, canonical: &str) -> Error {
+    Error::new(ErrorKind::Conflict, format!("EXDEV: {path} is an alias path; write {canonical} instead"))
+        .with_code("EXDEV")
+}
+fn einval(loc: &str, msg: impl Into<String>, input: &str) -> Error {
+    Error::invalid(vec![FieldError::new(&["query", loc], "EINVAL", msg, Value::String(input.to_string()))])
+}
+fn enotsup(what: &str) -> Error {
+    Error::new(ErrorKind::NotImplemented, format!("ENOTSUP: {what} is planned but not available in this release"))
+        .with_code("ENOTSUP")
+}
+
+/// A name as one path segment.
+pub fn segment(name: &str) -> String {
+    name.replace('%', "%25").replace('/', "%2F")
+}
+
+fn unsegment(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            let hex = |b: u8| (b as char).to_digit(16);
+            if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A parsed tree path.
+#[derive(Debug, Clone, PartialEq)]
+enum Node {
+    Root,
+    Memories,
+    ById,
+    ByLabel,
+    LabelDir(String),
+    Memory { id: String, label: Option<String> },
+    Threads,
+    ThreadDir(String),
+    ThreadFile(String, &'static str),
+    Sources,
+    Source(String),
+    Wiki,
+    WikiEntities,
+    Entity(String),
+    WorkingDir,
+    WorkingToday,
+}
+
+fn parse(path: &str) -> Result<Node> {
+    if !path.starts_with('/') || path.chars().any(char::is_control) || path.len() > 4096 {
+        return Err(einval(
+            "path",
+            "paths are absolute (start with /), at most 4096 bytes, no control characters",
+            path,
+        ));
+    }
+    let trimmed = path.trim_end_matches('/');
+    let segs: Vec<&str> = if trimmed.is_empty() { vec![] } else { trimmed[1..].split('/').collect() };
+    if segs.iter().any(|s| s.is_empty() || *s == "." || *s == "..") {
+        return Err(einval("path", "empty, `.` and `..` segments are not allowed", path));
+    }
+    let d: Vec<String> = segs.iter().map(|s| unsegment(s)).collect();
+    let d: Vec<&str> = d.iter().map(String::as_str).collect();
+    let memory_file = |f: &str| f.strip_suffix(".memory.md").map(str::to_string);
+    Ok(match d.as_slice() {
+        [] => Node::Root,
+        ["memories"] => Node::Memories,
+        ["memories", "by-id"] => Node::ById,
+        ["memories", "by-id", f] => Node::Memory { id: memory_file(f).ok_or_else(|| enoent(path))?, label: None },
+        ["memories", "by-label"] => Node::ByLabel,
+        ["memories", "by-label", l] => Node::LabelDir((*l).to_string()),
+        ["memories", "by-label", l, f] => {
+            Node::Memory { id: memory_file(f).ok_or_else(|| enoent(path))?, label: Some((*l).to_string()) }
+        }
+        ["threads"] => Node::Threads,
+        ["threads", t] => Node::ThreadDir((*t).to_string()),
+        ["threads", t, f @ ("thread.md" | "messages.jsonl")] => {
+            Node::ThreadFile((*t).to_string(), if *f == "thread.md" { "thread.md" } else { "messages.jsonl" })
+        }
+        ["sources"] => Node::Sources,
+        ["sources", name] => Node::Source((*name).to_string()),
+        ["wiki"] => Node::Wiki,
+        ["wiki", "entities"] => Node::WikiEntities,
+        ["wiki", "entities", f] => {
+            let stem = f.strip_suffix(".entity.md").ok_or_else(|| enoent(path))?;
+            let id = stem.rsplit_once("--").map(|(_, id)| id).ok_or_else(|| enoent(path))?;
+            Node::Entity(id.to_string())
+        }
+        ["working-memory"] => Node::WorkingDir,
+        ["working-memory", "today.md"] => Node::WorkingToday,
+        [root, ..] if PLANNED.contains(root) => return Err(enotsup(&format!("/{root}"))),
+        _ => return Err(enoent(path)),
+    })
+}
+
+fn memory_path(id: &str) -> String {
+    format!("/memories/by-id/{}.memory.md", segment(id))
+}
+
+fn entity_path(name: &str, id: &str) -> String {
+    format!("/wiki/entities/{}--{}.entity.md", segment(name), segment(id))
+}
+
+fn yaml_value(v: &Value) -> String {
+    match v {
+        Value::String(s) => crate::store::yaml_str(s),
+        Value::Array(a) => format!("[{}]", a.iter().map(yaml_value).collect::<Vec<_>>().join(", ")),
+        Value::Null => "null".into(),
+        other => other.to_string(),
+    }
+}
+
+/// `---\n<yaml>\n---\n\n<body>`.
+fn render(front: &BTreeMap<String, Value>, body: &str) -> String {
+    let mut out = String::from("---\n");
+    for (k, v) in front {
+        out.push_str(&format!("{k}: {}\n", yaml_value(v)));
+    }
+    out.push_str("---\n\n");
+    out.push_str(body);
+    if !body.ends_with('\n') {
+        out.push('\n');
+    }
+    out
+}
+
+/// A file: its frontmatter, body and metadata.
+struct File {
+    path: String,
+    kind: &'static str,
+    id: String,
+    ext: &'static str,
+    front: BTreeMap<String, Value>,
+    body: String,
+    created_at: Option<Timestamp>,
+    updated_at: Option<Timestamp>,
+    /// `.md` files render frontmatter; `.jsonl` and sources are their body.
+    markdown: bool,
+}
+
+impl File {
+    fn text(&self) -> String {
+        if self.markdown { render(&self.front, &self.body) } else { self.body.clone() }
+    }
+}
+
+fn space_of(ctx: &Ctx<'_>) -> String {
+    ctx.query.str("space_id").filter(|s| !s.is_empty()).unwrap_or(DEFAULT_SPACE).to_string()
+}
+
+fn label_name(id: &str) -> String {
+    id.strip_prefix("label_").unwrap_or(id).to_string()
+}
+
+fn memory_front(v: &MemoryView) -> BTreeMap<String, Value> {
+    let m = &v.memory;
+    let mut f = BTreeMap::new();
+    f.insert("id".into(), json!(m.id));
+    f.insert("title".into(), json!(m.title));
+    f.insert("type".into(), json!("memory"));
+    f.insert("unit_type".into(), json!(m.unit_type));
+    f.insert("state".into(), json!(m.state));
+    f.insert("importance".into(), json!(m.importance));
+    f.insert("labels".into(), json!(v.label_ids.iter().map(|l| label_name(l)).collect::<Vec<_>>()));
+    f.insert("source".into(), json!(m.source));
+    f.insert("space_id".into(), json!(m.space_id));
+    f.insert("created_at".into(), json!(m.created_at));
+    f.insert("updated_at".into(), json!(m.updated_at));
+    if let Some(e) = &m.event_start {
+        f.insert("event_start".into(), json!(e));
+    }
+    if m.is_crystal {
+        f.insert("is_crystal".into(), json!(true));
+    }
+    f
+}
+
+fn load(api: &Api, space: &str, node: &Node, path: &str) -> Result<File> {
+    let store = api.store();
+    match node {
+        Node::Memory { id, label } => {
+            let v = store.get_memory(id, Some(space)).map_err(|_| enoent(path))?;
+            if let Some(l) = label {
+                if !v.label_ids.iter().any(|x| label_name(x) == *l) {
+                    return Err(enoent(path));
+                }
+            }
+            Ok(File {
+                path: memory_path(id),
+                kind: "file",
+                id: id.clone(),
+                ext: "md",
+                front: memory_front(&v),
+                body: v.memory.content.clone(),
+                created_at: Some(v.memory.created_at),
+                updated_at: Some(v.memory.updated_at),
+                markdown: true,
+            })
+        }
+        Node::ThreadFile(t, which) => {
+            let (thread, msgs) = store.thread_messages(t, Some(space), usize::MAX, 0).map_err(|_| enoent(path))?;
+            let (front, body, markdown) = if *which == "thread.md" {
+                let mut f = BTreeMap::new();
+                f.insert("id".into(), json!(thread.thread_id));
+                f.insert("type".into(), json!("thread"));
+                f.insert("title".into(), json!(thread.title));
+                f.insert("message_count".into(), json!(thread.message_count));
+                f.insert("source".into(), json!(thread.source));
+                f.insert("created_at".into(), json!(thread.created_at));
+                f.insert("updated_at".into(), json!(thread.updated_at));
+                let mut body = String::new();
+                if !thread.summary.is_empty() {
+                    body.push_str(&format!("{}\n\n", thread.summary));
+                }
+                for m in &msgs {
+                    body.push_str(&format!("**{}**: {}\n\n", m.role, m.content.trim()));
+                }
+                (f, body, true)
+            } else {
+                let body: String = msgs.iter().map(|m| serde_json::to_string(m).unwrap_or_default() + "\n").collect();
+                (BTreeMap::new(), body, false)
+            };
+            Ok(File {
+                path: format!("/threads/{}/{which}", segment(t)),
+                kind: "file",
+                id: thread.thread_id.clone(),
+                ext: if markdown { "md" } else { "jsonl" },
+                front,
+                body,
+                created_at: Some(thread.created_at),
+                updated_at: Some(thread.updated_at),
+                markdown,
+            })
+        }
+        Node::Source(name) => {
+            let s = find_source(api, space, name)?.ok_or_else(|| enoent(path))?;
+            let mut f = BTreeMap::new();
+            f.insert("id".into(), json!(s.id));
+            f.insert("type".into(), json!("source"));
+            f.insert("original_name".into(), json!(s.original_name));
+            f.insert("mime_type".into(), json!(s.mime_type));
+            f.insert("lifecycle_state".into(), json!(s.lifecycle_state));
+            f.insert("chunk_count".into(), json!(s.chunk_count));
+            f.insert("labels".into(), json!(s.label_ids.iter().map(|l| label_name(l)).collect::<Vec<_>>()));
+            Ok(File {
+                path: format!("/sources/{}", segment(&s.original_name)),
+                kind: "file",
+                id: s.id.clone(),
+                ext: "md",
+                front: f,
+                body: store.source_text(&s.id)?,
+                created_at: Some(s.created_at),
+                updated_at: Some(s.updated_at),
+                markdown: true,
+            })
+        }
+        Node::Entity(id) => {
+            let e = store.get_entity(space, id).map_err(|_| enoent(path))?;
+            let page = store.entity_page(&e.id, 30, &FsLinker)?;
+            // The page renders its own frontmatter: split it off.
+            let (front, body) = split_front(&page);
+            Ok(File {
+                path: entity_path(&e.name, &e.id),
+                kind: "file",
+                id: e.id.clone(),
+                ext: "md",
+                front,
+                body,
+                created_at: Some(e.created_at),
+                updated_at: Some(e.updated_at),
+                markdown: true,
+            })
+        }
+        Node::WorkingToday => {
+            let wm = store.working_memory(space, None)?;
+            let mut f = BTreeMap::new();
+            f.insert("type".into(), json!("working-memory"));
+            f.insert("date".into(), json!(crate::store::working_today()));
+            f.insert("space_id".into(), json!(space));
+            Ok(File {
+                path: "/working-memory/today.md".into(),
+                kind: "file",
+                id: "today".into(),
+                ext: "md",
+                front: f,
+                body: wm.as_ref().map(|w| w.content.clone()).unwrap_or_default(),
+                created_at: None,
+                updated_at: wm.map(|w| w.updated_at),
+                markdown: true,
+            })
+        }
+        _ => Err(Error::new(ErrorKind::InvalidInput, "not a file")),
+    }
+}
+
+/// Splits `---\n...\n---\n` frontmatter (simple `key: value` lines) from a rendered page.
+fn split_front(page: &str) -> (BTreeMap<String, Value>, String) {
+    let mut f = BTreeMap::new();
+    if let Some(rest) = page.strip_prefix("---\n") {
+        if let Some((head, body)) = rest.split_once("\n---\n") {
+            for line in head.lines() {
+                if let Some((k, v)) = line.split_once(':') {
+                    let v = v.trim();
+                    let val = serde_json::from_str::<Value>(v).unwrap_or_else(|_| Value::String(v.to_string()));
+                    f.insert(k.trim().to_string(), val);
+                }
+            }
+            return (f, body.trim_start_matches('\n').to_string());
+        }
+    }
+    (f, page.to_string())
+}
+
+/// Links of wiki pages as tree paths.
+struct FsLinker;
+
+impl crate::store::Linker for FsLinker {
+    fn entity(&self, e: &crate::model::Entity) -> Option<String> {
+        Some(entity_path(&e.name, &e.id))
+    }
+    fn crystal(&self, _space: &str, id: &str) -> Option<String> {
+        Some(memory_path(id))
+    }
+    fn topic(&self, _id: u64) -> Option<String> {
+        None
+    }
+    fn memory(&self, _space: &str, id: &str) -> Option<String> {
+        Some(memory_path(id))
+    }
+}
+
+fn find_source(api: &Api, space: &str, name: &str) -> Result<Option<crate::model::Source>> {
+    if let Ok(s) = api.store().get_source(name, Some(space)) {
+        return Ok(Some(s));
+    }
+    Ok(api.store().all_sources(space)?.into_iter().rev().find(|s| s.original_name == name))
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Cursor {
+    o: usize,
+}
+
+fn encode_cursor(offset: usize) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(serde_json::to_vec(&Cursor { o: offset }).unwrap_or_default())
+}
+
+fn decode_cursor(c: Option<&str>) -> Result<usize> {
+    use base64::Engine;
+    let Some(c) = c.filter(|c| !c.is_empty()) else { return Ok(0) };
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(c)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Cursor>(&b).ok())
+        .map(|c| c.o)
+        .ok_or_else(|| einval("cursor", "not a cursor this server issued", c))
+}
+
+fn page_limit(ctx: &Ctx<'_>, default: usize) -> usize {
+    ctx.query.int("limit").map_or(default, |v| v.clamp(1, MAX_LIMIT as i64) as usize)
+}
+
+fn dir(name: &str, path: &str, hint: &str) -> Value {
+    json!({"name": name, "path": path, "kind": "dir", "hint": hint, "updated_at": Value::Null})
+}
+
+fn file(name: &str, path: &str, hint: &str, updated: Option<Timestamp>) -> Value {
+    json!({"name": name, "path": path, "kind": "file", "hint": hint, "updated_at": updated})
+}
+
+pub(super) const CAPS_PARAMS: &[ParamSpec] = &[];
+
+pub(super) fn capabilities(_api: &Api, _ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    Ok(ApiResponse::json(
+        200,
+        &json!({
+            "version": "engram-fs-1",
+            "roots": ROOTS.iter().map(|(n, p)| json!({"name": n, "path": p})).collect::<Vec<_>>(),
+            "verbs": {
+                "read": ["ls", "cat", "stat", "find", "grep", "recall"],
+                "write": ["write", "delete"],
+                "deferred": ["mount", "fragments", "sql", "cypher", "replay", "tail", "raw"],
+            },
+            "limits": {
+                "default_limit": DEFAULT_LIMIT,
+                "max_limit": MAX_LIMIT,
+                "default_search_limit": DEFAULT_SEARCH_LIMIT,
+                "default_recall_k": DEFAULT_RECALL_K,
+                "default_line_window": DEFAULT_LINE_WINDOW,
+                "max_pattern_bytes": MAX_PATTERN,
+            },
+            "entry_points": ["/memories/by-id", "/memories/by-label", "/threads", "/sources", "/wiki/entities", "/working-memory/today.md"],
+            "writable": ["/memories/by-id/<id>.memory.md", "/working-memory/today.md"],
+            "features": {"grep_regex": true, "recall": true, "find": true, "write": true, "fragments": false, "mount": false},
+        }),
+    ))
+}
+
+pub(super) const LS_PARAMS: &[ParamSpec] = &[
+    string("path", Some("/"), "directory"),
+    int("limit", 1, Some(MAX_LIMIT as i64), Some(DEFAULT_LIMIT as i64), "entries per page"),
+    string("cursor", None, "opaque cursor from the previous page"),
+    string("space_id", Some(DEFAULT_SPACE), "space"),
+];
+
+pub(super) fn ls(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let path = ctx.query.str("path").unwrap_or("/");
+    let node = parse(path)?;
+    let space = space_of(ctx);
+    api.store().require_space_exists(&space)?;
+    let limit = page_limit(ctx, DEFAULT_LIMIT);
+    let offset = decode_cursor(ctx.query.str("cursor"))?;
+    let store = api.store();
+    let (entries, total): (Vec<Value>, usize) = match &node {
+        Node::Root => {
+            let v: Vec<Value> = ROOTS.iter().map(|(n, p)| dir(n, p, "root")).collect();
+            let n = v.len();
+            (v.into_iter().skip(offset).take(limit).collect(), n)
+        }
+        Node::Memories => {
+            let v = vec![
+                dir("by-id", "/memories/by-id", "every memory, canonical and writable"),
+                dir("by-label", "/memories/by-label", "memories by label (alias paths)"),
+            ];
+            (v, 2)
+        }
+        Node::ById | Node::LabelDir(_) => {
+            let mut filter = MemoryFilter {
+                states: vec![
+                    MemoryState::Active,
+                    MemoryState::Archived,
+                    MemoryState::Deprecated,
+                    MemoryState::Superseded,
+                ],
+                include_history: true,
+                ..Default::default()
+            };
+            if let Node::LabelDir(l) = &node {
+                filter.label_ids = vec![crate::model::Label::id_for(l)];
+                if store.get_label(&space, &filter.label_ids[0]).is_err() {
+                    return Err(enoent(path));
+                }
+            }
+            let page = store.list_memories(&ListQuery { space_id: space.clone(), filter, limit, offset })?;
+            let prefix = match &node {
+                Node::LabelDir(l) => format!("/memories/by-label/{}", segment(l)),
+                _ => "/memories/by-id".into(),
+            };
+            let v = page
+                .items
+                .iter()
+                .map(|m| {
+                    let name = format!("{}.memory.md", segment(&m.memory.id));
+                    file(&name, &format!("{prefix}/{name}"), &m.memory.title, Some(m.memory.updated_at))
+                })
+                .collect();
+            (v, page.total)
+        }
+        Node::ByLabel => {
+            let labels = store.list_labels(&space, crate::store::LabelOrder::Name, false, usize::MAX, 0)?;
+            let n = labels.len();
+            let v = labels
+                .iter()
+                .skip(offset)
+                .take(limit)
+                .map(|l| {
+                    dir(
+                        &l.name,
+                        &format!("/memories/by-label/{}", segment(&l.name)),
+                        &format!("{} memories", l.usage_count),
+                    )
+                })
+                .collect();
+            (v, n)
+        }
+        Node::Threads => {
+            let page = store.list_threads(&space, None, limit, offset)?;
+            let v = page
+                .items
+                .iter()
+                .map(|t| {
+                    let mut d = dir(&t.thread_id, &format!("/threads/{}", segment(&t.thread_id)), &t.title);
+                    d["updated_at"] = json!(t.updated_at);
+                    d
+                })
+                .collect();
+            (v, page.total)
+        }
+        Node::ThreadDir(t) => {
+            let th = store.get_thread(t, Some(&space)).map_err(|_| enoent(path))?;
+            let base = format!("/threads/{}", segment(t));
+            let v = vec![
+                file("thread.md", &format!("{base}/thread.md"), &th.title, Some(th.updated_at)),
+                file(
+                    "messages.jsonl",
+                    &format!("{base}/messages.jsonl"),
+                    &format!("{} messages", th.message_count),
+                    Some(th.updated_at),
+                ),
+            ];
+            (v, 2)
+        }
+        Node::Sources => {
+            let mut all = store.all_sources(&space)?;
+            all.reverse();
+            let n = all.len();
+            let v = all
+                .iter()
+                .skip(offset)
+                .take(limit)
+                .map(|s| {
+                    file(
+                        &s.original_name,
+                        &format!("/sources/{}", segment(&s.original_name)),
+                        &s.summary,
+                        Some(s.updated_at),
+                    )
+                })
+                .collect();
+            (v, n)
+        }
+        Node::Wiki => (vec![dir("entities", "/wiki/entities", "entity pages (derived, read-only)")], 1),
+        Node::WikiEntities => {
+            let mut ents = store.list_entities(&space, usize::MAX)?;
+            ents.sort_by(|a, b| b.mention_count.cmp(&a.mention_count).then_with(|| a.name.cmp(&b.name)));
+            let n = ents.len();
+            let v = ents
+                .iter()
+                .skip(offset)
+                .take(limit)
+                .map(|e| {
+                    let p = entity_path(&e.name, &e.id);
+                    let name = p.rsplit('/').next().unwrap_or("").to_string();
+                    file(&name, &p, &format!("{} ({} mentions)", e.entity_type, e.mention_count), Some(e.updated_at))
+                })
+                .collect();
+            (v, n)
+        }
+        Node::WorkingDir => {
+            let wm = store.working_memory(&space, None)?;
+            (vec![file("today.md", "/working-memory/today.md", "working memory", wm.map(|w| w.updated_at))], 1)
+        }
+        _ => return Err(einval("path", "not a directory (use cat or stat)", path)),
+    };
+    let next = offset + entries.len();
+    let next_cursor = (next < total).then(|| encode_cursor(next));
+    Ok(ApiResponse::json(
+        200,
+        &json!({"path": path, "entries": entries, "total": total, "next_cursor": next_cursor, "nextCursor": next_cursor}),
+    ))
+}
+
+pub(super) const CAT_PARAMS: &[ParamSpec] = &[
+    required("path", "file"),
+    int("line", 1, None, None, "first line of the window (1-based, in the body)"),
+    int("lines", 1, Some(100_000), None, "lines in the window"),
+    string("fragment", None, "planned (ENOTSUP)"),
+    boolean("raw", None, "planned (ENOTSUP)"),
+    string("space_id", Some(DEFAULT_SPACE), "space"),
+];
+
+pub(super) fn cat(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    if ctx.query.str("fragment").is_some_and(|f| !f.is_empty()) {
+        return Err(enotsup("fragment"));
+    }
+    if ctx.query.bool("raw") == Some(true) {
+        return Err(enotsup("raw"));
+    }
+    let path = ctx.query.str("path").unwrap_or("");
+    let node = parse(path)?;
+    let space = space_of(ctx);
+    let f = match node {
+        Node::Root
+        | Node::Memories
+        | Node::ById
+        | Node::ByLabel
+        | Node::LabelDir(_)
+        | Node::Threads
+        | Node::ThreadDir(_)
+        | Node::Sources
+        | Node::Wiki
+        | Node::WikiEntities
+        | Node::WorkingDir => return Err(einval("path", "a directory (use ls)", path)),
+        _ => load(api, &space, &node, path)?,
+    };
+    let total_lines = f.body.lines().count();
+    let (body, window) = match (ctx.query.int("line"), ctx.query.int("lines")) {
+        (None, None) => (f.body.clone(), None),
+        (line, lines) => {
+            let start = line.unwrap_or(1).max(1) as usize;
+            let n = lines.map_or(DEFAULT_LINE_WINDOW, |v| v as usize);
+            let text: Vec<&str> = f.body.lines().skip(start - 1).take(n).collect();
+            let mut b = text.join("\n");
+            if !text.is_empty() {
+                b.push('\n');
+            }
+            (b, Some((start, text.len())))
+        }
+    };
+    let mut out = json!({
+        "path": f.path,
+        "frontmatter": f.front,
+        "body": body,
+        "total_lines": total_lines,
+        "content": if window.is_none() { f.text() } else { body.clone() },
+    });
+    if let Some((start, n)) = window {
+        out["line"] = json!(start);
+        out["lines"] = json!(n);
+        out["has_more"] = json!(start - 1 + n < total_lines);
+    }
+    Ok(ApiResponse::json(200, &out))
+}
+
+pub(super) const STAT_PARAMS: &[ParamSpec] =
+    &[required("path", "file or directory"), string("space_id", Some(DEFAULT_SPACE), "space")];
+
+pub(super) fn stat(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let path = ctx.query.str("path").unwrap_or("");
+    let node = parse(path)?;
+    let space = space_of(ctx);
+    api.store().require_space_exists(&space)?;
+    let out = match &node {
+        Node::ThreadDir(t) => {
+            let th = api.store().get_thread(t, Some(&space)).map_err(|_| enoent(path))?;
+            json!({"path": path, "kind": "dir", "type": "thread", "id": th.thread_id, "ext": "", "size_bytes": 0,
+                   "created_at": th.created_at, "updated_at": th.updated_at, "frontmatter": {}})
+        }
+        Node::LabelDir(l) => {
+            let label = api.store().get_label(&space, &crate::model::Label::id_for(l)).map_err(|_| enoent(path))?;
+            json!({"path": path, "kind": "dir", "type": "label", "id": label.id, "ext": "", "size_bytes": 0,
+                   "created_at": label.created_at, "updated_at": label.updated_at, "frontmatter": {}})
+        }
+        Node::Memory { .. } | Node::ThreadFile(..) | Node::Source(_) | Node::Entity(_) | Node::WorkingToday => {
+            let f = load(api, &space, &node, path)?;
+            let ty = match &node {
+                Node::Memory { .. } => "memory",
+                Node::ThreadFile(_, "thread.md") => "thread",
+                Node::ThreadFile(..) => "messages",
+                Node::Source(_) => "source",
+                Node::Entity(_) => "entity",
+                _ => "working-memory",
+            };
+            let mut v = json!({"path": f.path, "kind": f.kind, "type": ty, "id": f.id, "ext": f.ext,
+                   "size_bytes": f.text().len(), "created_at": f.created_at, "updated_at": f.updated_at,
+                   "frontmatter": f.front});
+            if let Node::Memory { label: Some(_), .. } = node {
+                v["alias_of"] = json!(f.path);
+                v["path"] = json!(path);
+                v["writable"] = json!(false);
+            } else {
+                v["writable"] = json!(matches!(node, Node::Memory { .. } | Node::WorkingToday));
+            }
+            v
+        }
+        _ => json!({"path": path, "kind": "dir", "type": "dir", "id": "", "ext": "", "size_bytes": 0,
+                    "created_at": Value::Null, "updated_at": Value::Null, "frontmatter": {}}),
+    };
+    Ok(ApiResponse::json(200, &out))
+}
+
+pub(super) const FIND_PARAMS: &[ParamSpec] = &[
+    string("path", Some("/memories"), "where to look"),
+    string("type", None, "memory (default under /memories), thread, source or entity"),
+    string("unit_type", None, "memories of this unit type"),
+    string("label", None, "memories carrying this label"),
+    string("since", None, "recorded at or after (date or date-time)"),
+    string("until", None, "recorded at or before (date or date-time)"),
+    string("mentions", None, "memories mentioning this entity (name or id)"),
+    int("limit", 1, Some(MAX_LIMIT as i64), Some(DEFAULT_SEARCH_LIMIT as i64), "hits per page"),
+    string("cursor", None, "opaque cursor from the previous page"),
+    string("space_id", Some(DEFAULT_SPACE), "space"),
+];
+
+fn parse_time(loc: &str, v: Option<&str>, end: bool) -> Result<Option<Timestamp>> {
+    let Some(v) = v.filter(|v| !v.is_empty()) else { return Ok(None) };
+    let t = crate::index::catalog::parse_loose_date(v)
+        .ok_or_else(|| einval(loc, "a date (YYYY-MM-DD) or an RFC 3339 date-time", v))?;
+    // `until` with a whole day includes that day.
+    Ok(Some(if end && v.len() == 10 { Timestamp(t.0 + 86_400_000 - 1) } else { t }))
+}
+
+pub(super) fn find(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let q = &ctx.query;
+    let path = q.str("path").unwrap_or("/memories");
+    let node = parse(path)?;
+    let space = space_of(ctx);
+    let store = api.store();
+    store.require_space_exists(&space)?;
+    let limit = page_limit(ctx, DEFAULT_SEARCH_LIMIT);
+    let offset = decode_cursor(q.str("cursor"))?;
+    let default_type = match node {
+        Node::Threads => "thread",
+        Node::Sources => "source",
+        Node::Wiki | Node::WikiEntities => "entity",
+        _ => "memory",
+    };
+    let ty = q.str("type").filter(|t| !t.is_empty()).unwrap_or(default_type);
+    let (hits, total): (Vec<Value>, usize) = match ty {
+        "memory" | "memories" => {
+            let mut filter = MemoryFilter {
+                states: vec![
+                    MemoryState::Active,
+                    MemoryState::Archived,
+                    MemoryState::Deprecated,
+                    MemoryState::Superseded,
+                ],
+                include_history: true,
+                ..Default::default()
+            };
+            if let Some(u) = q.str("unit_type").filter(|u| !u.is_empty()) {
+                let ut: UnitType = serde_json::from_value(json!(u)).map_err(|_| {
+                    einval(
+                        "unit_type",
+                        "one of fact, preference, decision, plan, procedure, learning, context, event",
+                        u,
+                    )
+                })?;
+                filter.unit_type = Some(ut);
+            }
+            let label = q.str("label").filter(|l| !l.is_empty()).map(str::to_string).or(match &node {
+                Node::LabelDir(l) => Some(l.clone()),
+                _ => None,
+            });
+            if let Some(l) = label {
+                filter.label_ids = vec![crate::model::Label::id_for(&l)];
+            }
+            filter.recorded_from = parse_time("since", q.str("since"), false)?;
+            filter.recorded_to = parse_time("until", q.str("until"), true)?;
+            let mention_ids: Option<std::collections::HashSet<String>> =
+                match q.str("mentions").filter(|m| !m.is_empty()) {
+                    Some(m) => {
+                        let ids = match store.resolve_entity(m) {
+                            Ok(e) if e.space_id == space => store.entity_memory_ids(&space, &e.id)?,
+                            _ => vec![],
+                        };
+                        Some(ids.into_iter().collect())
+                    }
+                    None => None,
+                };
+            match mention_ids {
+                None => {
+                    let page = store.list_memories(&ListQuery { space_id: space.clone(), filter, limit, offset })?;
+                    (page.items.iter().map(memory_hit).collect(), page.total)
+                }
+                Some(ids) => {
+                    let page = store.list_memories(&ListQuery {
+                        space_id: space.clone(),
+                        filter,
+                        limit: usize::MAX,
+                        offset: 0,
+                    })?;
+                    let all: Vec<&MemoryView> = page.items.iter().filter(|m| ids.contains(&m.memory.id)).collect();
+                    let n = all.len();
+                    (all.into_iter().skip(offset).take(limit).map(memory_hit).collect(), n)
+                }
+            }
+        }
+        "thread" | "threads" => {
+            let page = store.list_threads(&space, None, limit, offset)?;
+            let v = page
+                .items
+                .iter()
+                .map(|t| json!({"path": format!("/threads/{}/thread.md", segment(&t.thread_id)), "type": "thread", "title": t.title, "excerpt": t.summary}))
+                .collect();
+            (v, page.total)
+        }
+        "source" | "sources" => {
+            let mut all = store.all_sources(&space)?;
+            all.reverse();
+            let n = all.len();
+            let v = all
+                .iter()
+                .skip(offset)
+                .take(limit)
+                .map(|s| json!({"path": format!("/sources/{}", segment(&s.original_name)), "type": "source", "title": s.original_name, "excerpt": s.summary}))
+                .collect();
+            (v, n)
+        }
+        "entity" | "entities" => {
+            let mut ents = store.list_entities(&space, usize::MAX)?;
+            if let Some(m) = q.str("mentions").filter(|m| !m.is_empty()) {
+                let l = m.to_lowercase();
+                ents.retain(|e| e.name.to_lowercase().contains(&l));
+            }
+            ents.sort_by(|a, b| b.mention_count.cmp(&a.mention_count).then_with(|| a.name.cmp(&b.name)));
+            let n = ents.len();
+            let v = ents
+                .iter()
+                .skip(offset)
+                .take(limit)
+                .map(|e| json!({"path": entity_path(&e.name, &e.id), "type": "entity", "title": e.name, "excerpt": format!("{} ({} mentions)", e.entity_type, e.mention_count)}))
+                .collect();
+            (v, n)
+        }
+        other => return Err(einval("type", "one of memory, thread, source, entity", other)),
+    };
+    let next = offset + hits.len();
+    let next_cursor = (next < total).then(|| encode_cursor(next));
+    let paths = hits.clone();
+    Ok(ApiResponse::json(
+        200,
+        &json!({"path": path, "hits": hits, "paths": paths, "total": total, "next_cursor": next_cursor}),
+    ))
+}
+
+fn memory_hit(m: &MemoryView) -> Value {
+    let excerpt: String = m.memory.content.chars().take(200).collect();
+    json!({"path": memory_path(&m.memory.id), "type": "memory", "title": m.memory.title, "excerpt": excerpt,
+           "created_at": m.memory.created_at})
+}
+
+pub(super) const GREP_PARAMS: &[ParamSpec] = &[
+    string("path", Some("/memories"), "scope: /, /memories, /memories/by-label/<label>, /threads, /sources"),
+    required("q", "literal text, or a regular expression with regex=true"),
+    boolean("regex", Some(false), "treat q as a regular expression (Rust regex syntax; linear time)"),
+    boolean("case_sensitive", Some(false), "match case"),
+    boolean("ignore_case", None, "the opposite of case_sensitive (wins when both are given)"),
+    string("unit_type", None, "only memories of this unit type"),
+    int("limit", 1, Some(MAX_LIMIT as i64), Some(DEFAULT_SEARCH_LIMIT as i64), "matches per page"),
+    string("cursor", None, "opaque cursor from the previous page"),
+    string("space_id", Some(DEFAULT_SPACE), "space"),
+];
+
+pub(super) fn grep(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let q = &ctx.query;
+    let path = q.str("path").unwrap_or("/memories");
+    let node = parse(path)?;
+    let space = space_of(ctx);
+    let store = api.store();
+    store.require_space_exists(&space)?;
+    let pattern = q.str("q").unwrap_or("");
+    if pattern.is_empty() || pattern.len() > MAX_PATTERN {
+        return Err(einval("q", format!("1 to {MAX_PATTERN} bytes"), pattern));
+    }
+    let case_sensitive = match q.bool("ignore_case") {
+        Some(ic) => !ic,
+        None => q.bool("case_sensitive").unwrap_or(false),
+    };
+    let source = if q.bool("regex").unwrap_or(false) { pattern.to_string() } else { regex::escape(pattern) };
+    let re = regex::RegexBuilder::new(&source)
+        .case_insensitive(!case_sensitive)
+        .size_limit(1 << 20)
+        .dfa_size_limit(4 << 20)
+        .build()
+        .map_err(|e| einval("q", format!("not a valid regular expression: {e}"), pattern))?;
+    let limit = page_limit(ctx, DEFAULT_SEARCH_LIMIT);
+    let offset = decode_cursor(q.str("cursor"))?;
+    let (memories, threads, sources, label) = match &node {
+        Node::Root => (true, true, true, None),
+        Node::Memories | Node::ById => (true, false, false, None),
+        Node::LabelDir(l) => (true, false, false, Some(crate::model::Label::id_for(l))),
+        Node::Threads => (false, true, false, None),
+        Node::Sources => (false, false, true, None),
+        _ => {
+            return Err(einval(
+                "path",
+                "grep searches /, /memories, /memories/by-label/<label>, /threads or /sources",
+                path,
+            ));
+        }
+    };
+    // Matches in a stable order; the page is [offset, offset + limit); one more tells whether more exist.
+    let want = offset.saturating_add(limit).saturating_add(1);
+    let mut out: Vec<Value> = Vec::new();
+    let push_lines = |p: &str, text: &str, out: &mut Vec<Value>| {
+        if !re.is_match(text) {
+            return;
+        }
+        for (i, line) in text.lines().enumerate() {
+            if out.len() >= want {
+                return;
+            }
+            if let Some(m) = re.find(line) {
+                let shown: String = line.chars().take(400).collect();
+                out.push(json!({"path": p, "line": i + 1, "match": shown, "matched": m.as_str()}));
+            }
+        }
+    };
+    if memories {
+        let labelled: Option<std::collections::HashSet<String>> = match &label {
+            Some(l) => {
+                let f = MemoryFilter {
+                    label_ids: vec![l.clone()],
+                    include_history: true,
+                    states: vec![
+                        MemoryState::Active,
+                        MemoryState::Archived,
+                        MemoryState::Deprecated,
+                        MemoryState::Superseded,
+                    ],
+                    ..Default::default()
+                };
+                let page = store.list_memories(&ListQuery {
+                    space_id: space.clone(),
+                    filter: f,
+                    limit: usize::MAX,
+                    offset: 0,
+                })?;
+                Some(page.items.into_iter().map(|m| m.memory.id).collect())
+            }
+            None => None,
+        };
+        let unit: Option<UnitType> = match q.str("unit_type").filter(|u| !u.is_empty()) {
+            Some(u) => Some(serde_json::from_value(json!(u)).map_err(|_| {
+                einval("unit_type", "one of fact, preference, decision, plan, procedure, learning, context, event", u)
+            })?),
+            None => None,
+        };
+        store.scan_memories(&space, |m| {
+            if labelled.as_ref().is_none_or(|s| s.contains(&m.id)) && unit.is_none_or(|u| m.unit_type == u) {
+                push_lines(&memory_path(&m.id), &m.content, &mut out);
+            }
+            out.len() < want
+        })?;
+    }
+    if threads && out.len() < want {
+        let mut line_of: std::collections::HashMap<String, usize> = Default::default();
+        store.scan_messages(&space, |t, m| {
+            // messages.jsonl has one message per line.
+            let n = line_of.entry(t.to_string()).or_insert(0);
+            *n += 1;
+            if re.is_match(&m.content) && out.len() < want {
+                let found = re.find(&m.content).map(|x| x.as_str().to_string()).unwrap_or_default();
+                let shown: String = m.content.chars().take(400).collect();
+                out.push(json!({"path": format!("/threads/{}/messages.jsonl", segment(t)), "line": *n, "match": shown, "matched": found}));
+            }
+            out.len() < want
+        })?;
+    }
+    if sources && out.len() < want {
+        for s in store.all_sources(&space)? {
+            let text = store.source_text(&s.id)?;
+            push_lines(&format!("/sources/{}", segment(&s.original_name)), &text, &mut out);
+            if out.len() >= want {
+                break;
+            }
+        }
+    }
+    let more = out.len() > offset + limit;
+    let page: Vec<Value> = out.into_iter().skip(offset).take(limit).collect();
+    let next_cursor = more.then(|| encode_cursor(offset + page.len()));
+    Ok(ApiResponse::json(200, &json!({"path": path, "q": pattern, "matches": page, "next_cursor": next_cursor})))
+}
+
+pub(super) const RECALL_PARAMS: &[ParamSpec] = &[
+    required("query", "what to recall (hybrid search)"),
+    string("path", Some("/memories"), "scope: /memories, /memories/by-label/<label>, /sources"),
+    int("k", 1, Some(100), Some(DEFAULT_RECALL_K as i64), "hits"),
+    string("unit_type", None, "memories of this unit type"),
+    string("space_id", Some(DEFAULT_SPACE), "space"),
+];
+
+pub(super) fn recall(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let q = &ctx.query;
+    let path = q.str("path").unwrap_or("/memories");
+    let node = parse(path)?;
+    let space = space_of(ctx);
+    let store = api.store();
+    let k = q.int("k").map_or(DEFAULT_RECALL_K, |v| v as usize);
+    let query = q.str("query").unwrap_or("");
+    let hits: Vec<Value> = match &node {
+        Node::Sources => store
+            .search_sources(&space, query, k)?
+            .iter()
+            .map(|h| {
+                json!({"path": format!("/sources/{}", segment(&h.source.original_name)), "score": h.score,
+                            "excerpt": h.chunks.first().map(|c| c.snippet.clone()).unwrap_or_default()})
+            })
+            .collect(),
+        Node::Root | Node::Memories | Node::ById | Node::LabelDir(_) => {
+            let mut filter = MemoryFilter::default();
+            if let Node::LabelDir(l) = &node {
+                filter.label_ids = vec![crate::model::Label::id_for(l)];
+            }
+            if let Some(u) = q.str("unit_type").filter(|u| !u.is_empty()) {
+                filter.unit_type = Some(serde_json::from_value(json!(u)).map_err(|_| {
+                    einval(
+                        "unit_type",
+                        "one of fact, preference, decision, plan, procedure, learning, context, event",
+                        u,
+                    )
+                })?);
+            }
+            let sq = SearchQuery {
+                query: query.to_string(),
+                space_id: space.clone(),
+                limit: k,
+                filter,
+                mode: SearchMode::Hybrid,
+                fusion: None,
+            };
+            store
+                .search(&sq)?
+                .hits
+                .iter()
+                .map(|h| {
+                    let excerpt: String = h.view.memory.content.chars().take(200).collect();
+                    json!({"path": memory_path(&h.view.memory.id), "score": h.score, "excerpt": excerpt, "title": h.view.memory.title})
+                })
+                .collect()
+        }
+        _ => return Err(einval("path", "recall searches /memories, /memories/by-label/<label> or /sources", path)),
+    };
+    let paths = hits.clone();
+    Ok(ApiResponse::json(200, &json!({"path": path, "query": query, "hits": hits, "paths": paths})))
+}
+
+/// Body of `POST /fs/write`.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+pub struct FsWriteRequest {
+    /// `/memories/by-id/<id>.memory.md` or `/working-memory/today.md`.
+    #[serde(default)]
+    pub path: Option<String>,
+    /// The new body (the memory's content, or the working memory).
+    #[serde(default)]
+    pub body: Option<String>,
+    /// Memory fields: `title`, `labels` (array of names), `importance` (0..=1), `unit_type`.
+    #[serde(default)]
+    pub frontmatter: Option<serde_json::Map<String, Value>>,
+    /// Optimistic concurrency: the memory's `version` the writer read; a different stored version gives 409.
+    #[serde(default)]
+    pub record_version: Option<i64>,
+    /// Space (default `default`).
+    #[serde(default)]
+    pub space_id: Option<String>,
+}
+
+fn body_space(ctx: &Ctx<'_>, given: &Option<String>) -> String {
+    given.clone().filter(|s| !s.is_empty()).unwrap_or_else(|| space_of(ctx))
+}
+
+fn read_only(node: &Node, path: &str) -> Error {
+    match node {
+        Node::Memory { id, label: Some(_) } => exdev(path, &memory_path(id)),
+        Node::ThreadFile(..) | Node::Source(_) | Node::Entity(_) => erofs(path),
+        Node::Memory { .. } | Node::WorkingToday => Error::new(ErrorKind::Internal, "writable"),
+        _ => einval("path", "not a writable file", path),
+    }
+}
+
+pub(super) fn write(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let r: FsWriteRequest = ctx.json()?;
+    let path = r.path.clone().unwrap_or_default();
+    let node = parse(&path)?;
+    let space = body_space(ctx, &r.space_id);
+    let body = r.body.clone().ok_or_else(|| {
+        Error::invalid(vec![FieldError::new(&["body", "body"], "EINVAL", "Field required", Value::Null)])
+    })?;
+    let store = api.store();
+    match &node {
+        Node::Memory { id, label: None } => {
+            let front = r.frontmatter.clone().unwrap_or_default();
+            let title = front.get("title").and_then(|v| v.as_str()).map(str::to_string);
+            let labels = front
+                .get("labels")
+                .and_then(|v| v.as_array())
+                .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect::<Vec<_>>());
+            let importance = front.get("importance").and_then(|v| v.as_f64());
+            let unit_type = match front.get("unit_type") {
+                Some(u) => Some(serde_json::from_value::<UnitType>(u.clone()).map_err(|_| {
+                    Error::invalid(vec![FieldError::new(
+                        &["body", "frontmatter", "unit_type"],
+                        "EINVAL",
+                        "not a unit type",
+                        u.clone(),
+                    )])
+                })?),
+                None => None,
+            };
+            let existing = store.get_memory(id, Some(&space)).ok();
+            if let (Some(want), Some(cur)) = (r.record_version, &existing) {
+                if cur.memory.version != want {
+                    return Err(Error::new(
+                        ErrorKind::Conflict,
+                        format!("the memory is at version {}, not {want}; read it again", cur.memory.version),
+                    )
+                    .with_code("version_conflict"));
+                }
+            }
+            let v = if existing.is_some() {
+                let patch = crate::store::MemoryPatch {
+                    content: Some(body),
+                    title,
+                    labels,
+                    importance,
+                    unit_type,
+                    ..Default::default()
+                };
+                store.update_memory(id, patch, Some(&space))?
+            } else {
+                store
+                    .create_memory(crate::store::NewMemory {
+                        id: Some(id.clone()),
+                        content: body,
+                        title,
+                        labels,
+                        importance,
+                        unit_type,
+                        source: Some("fs".into()),
+                        space_id: Some(space.clone()),
+                        ..Default::default()
+                    })?
+                    .view
+            };
+            Ok(ApiResponse::json(
+                200,
+                &json!({"path": memory_path(id), "written": true, "created": existing.is_none(), "id": v.memory.id,
+                        "version": v.memory.version, "frontmatter": memory_front(&v)}),
+            ))
+        }
+        Node::WorkingToday => {
+            let wm = store.set_working_memory(&space, &body)?;
+            Ok(ApiResponse::json(
+                200,
+                &json!({"path": "/working-memory/today.md", "written": true, "updated_at": wm.updated_at}),
+            ))
+        }
+        _ => Err(read_only(&node, &path)),
+    }
+}
+
+/// Body of `POST /fs/delete`.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+pub struct FsDeleteRequest {
+    /// `/memories/by-id/<id>.memory.md`.
+    #[serde(default)]
+    pub path: Option<String>,
+    /// Space (default `default`).
+    #[serde(default)]
+    pub space_id: Option<String>,
+}
+
+pub(super) fn delete(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let r: FsDeleteRequest = ctx.json()?;
+    let path = r.path.clone().unwrap_or_default();
+    let node = parse(&path)?;
+    let space = body_space(ctx, &r.space_id);
+    match &node {
+        Node::Memory { id, label: None } => {
+            api.store().get_memory(id, Some(&space)).map_err(|_| enoent(&path))?;
+            api.store().delete_memory(id, Some(&space))?;
+            Ok(ApiResponse::json(200, &json!({"path": path, "deleted": true, "id": id})))
+        }
+        Node::WorkingToday => Err(enotsup("deleting working memory")),
+        _ => Err(read_only(&node, &path)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_parse_to_nodes_and_bad_paths_are_refused() {
+        assert_eq!(parse("/").unwrap(), Node::Root);
+        assert_eq!(
+            parse("/memories/by-id/t1%2Fx#m0.memory.md").unwrap(),
+            Node::Memory { id: "t1/x#m0".into(), label: None }
+        );
+        assert_eq!(
+            parse("/memories/by-label/coffee/m1.memory.md").unwrap(),
+            Node::Memory { id: "m1".into(), label: Some("coffee".into()) }
+        );
+        assert_eq!(parse("/wiki/entities/Alice--Smith--ent_1.entity.md").unwrap(), Node::Entity("ent_1".into()));
+        assert_eq!(parse("/threads/t1/messages.jsonl").unwrap(), Node::ThreadFile("t1".into(), "messages.jsonl"));
+        assert_eq!(parse("/sources/").unwrap(), Node::Sources);
+        for bad in ["memories", "/memories/../etc", "/memories//by-id", "/a\u{0}b"] {
+            assert_eq!(parse(bad).unwrap_err().kind(), ErrorKind::InvalidInput, "{bad}");
+        }
+        assert_eq!(parse("/nope").unwrap_err().code(), "ENOENT");
+        assert_eq!(parse("/context/x").unwrap_err().code(), "ENOTSUP");
+        assert_eq!(segment("a/b%c"), "a%2Fb%25c");
+        assert_eq!(unsegment(&segment("a/b%c d")), "a/b%c d");
+        assert_eq!(unsegment("100%"), "100%");
+    }
+}
