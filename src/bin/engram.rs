@@ -74,6 +74,31 @@ enum Command {
         #[command(flatten)]
         embedder: EmbedderArgs,
     },
+    /// Write a versioned, checksummed archive of a store (the daemon must not be running on it).
+    Export {
+        /// Target `.zip` file (default `<data_dir>/exports/engram-export-<time>.zip`); with `--no-zip`, a directory.
+        path: Option<PathBuf>,
+        /// Data directory (default: the platform data dir).
+        #[arg(long, env = "ENGRAM_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+        /// Write a directory instead of a ZIP file.
+        #[arg(long)]
+        no_zip: bool,
+        /// Replace an existing file.
+        #[arg(long)]
+        overwrite: bool,
+    },
+    /// Import an archive written by `export` (the daemon must not be running on the store), with a progress bar.
+    Import {
+        /// The archive (`.zip` or directory).
+        path: PathBuf,
+        /// Data directory (default: the platform data dir).
+        #[arg(long, env = "ENGRAM_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+        /// Conflicts: `merge` fills empty fields of stored records, `skip` keeps them, `overwrite` replaces them.
+        #[arg(long, default_value = "merge", value_parser = ["merge", "skip", "overwrite"])]
+        mode: String,
+    },
     /// Evaluate retrieval on a dataset.
     Eval {
         #[command(subcommand)]
@@ -175,6 +200,80 @@ fn run(cli: Cli) -> engram::Result<()> {
                 max_body_bytes,
             };
             serve(serve_args, embedder.select()?)
+        }
+        Command::Export { path, data_dir, no_zip, overwrite } => {
+            let data_dir = data_dir.unwrap_or_else(default_data_dir);
+            // A path named on the command line is the operator's own: allow its directory.
+            let mut config = StoreConfig::new(&data_dir);
+            if let Some(dir) = path
+                .as_ref()
+                .and_then(|p| std::path::absolute(p).ok())
+                .and_then(|p| p.parent().map(|d| d.to_path_buf()))
+            {
+                std::fs::create_dir_all(&dir)?;
+                config = config.allow_path(dir);
+            }
+            let store = KnowledgeStore::open(config)?;
+            let opts = engram::ExportOptions {
+                path: path.map(|p| std::path::absolute(&p).unwrap_or(p)),
+                compress: !no_zip,
+                overwrite,
+                include: engram::Include::default(),
+            };
+            let r = store.export_data(&opts)?;
+            println!("exported to {} ({} bytes, sha256 {})", r.export_path, r.bytes, r.sha256);
+            for (k, v) in &r.counts {
+                println!("  {k}: {v}");
+            }
+            Ok(())
+        }
+        Command::Import { path, data_dir, mode } => {
+            let data_dir = data_dir.unwrap_or_else(default_data_dir);
+            let path = std::path::absolute(&path).unwrap_or(path);
+            let mut config = StoreConfig::new(&data_dir);
+            if let Some(dir) = path.parent() {
+                config = config.allow_path(dir);
+            }
+            let store = std::sync::Arc::new(KnowledgeStore::open(config)?);
+            let mode = engram::ImportMode::parse(&mode).unwrap_or_default();
+            let progress = std::sync::Arc::new(engram::ImportProgress::default());
+            let worker = {
+                let (store, progress, path) = (store.clone(), progress.clone(), path.clone());
+                std::thread::spawn(move || store.import_data(&path, mode, &progress))
+            };
+            let bar = indicatif::ProgressBar::new(0);
+            if let Ok(style) =
+                indicatif::ProgressStyle::with_template("importing {bar:40} {pos}/{len} records, {per_sec}, ETA {eta}")
+            {
+                bar.set_style(style);
+            }
+            while !worker.is_finished() {
+                bar.set_length(progress.total.load(std::sync::atomic::Ordering::Relaxed));
+                bar.set_position(progress.processed.load(std::sync::atomic::Ordering::Relaxed));
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            let out = worker
+                .join()
+                .map_err(|_| engram::Error::new(engram::ErrorKind::Internal, "the import thread panicked"))?;
+            match out {
+                Ok(r) => {
+                    bar.finish_and_clear();
+                    println!("imported {} records in {:.1} s", r.records, r.elapsed_ms / 1000.0);
+                    for (k, c) in &r.counts {
+                        if c.inserted + c.updated + c.skipped > 0 {
+                            println!("  {k}: {} inserted, {} updated, {} skipped", c.inserted, c.updated, c.skipped);
+                        }
+                    }
+                    println!(
+                        "vectors are recomputed in the background when the store next opens (progress in /health)"
+                    );
+                    Ok(())
+                }
+                Err(e) => {
+                    bar.abandon();
+                    Err(e)
+                }
+            }
         }
         Command::Eval {
             which:

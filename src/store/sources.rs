@@ -246,7 +246,11 @@ impl KnowledgeStore {
             }
         };
         let _w = self.writer.lock();
-        self.write_txn(|txn| {
+        let raced = self.write_txn(|txn| {
+            // Checked again under the writer lock: a concurrent ingestion of the same bytes may have won.
+            if let Some(id) = txn.open_table(SOURCE_SHA)?.get((space.as_str(), sha.as_str()))? {
+                return Ok(Some(id.value().to_string()));
+            }
             let mut t = WTables::open(txn)?;
             for n in &labels {
                 let lid = Label::id_for(n);
@@ -267,9 +271,13 @@ impl KnowledgeStore {
                     chunks.insert((id.as_str(), i as u64), schema::encode(c)?.as_slice())?;
                 }
             }
-            Ok(())
+            Ok(None)
         })?;
         drop(_w);
+        if let Some(existing) = raced {
+            let source = self.get_source(&existing, Some(&space))?;
+            return Ok(IngestReport { source, deduplicated: true, memory_ids: vec![] });
+        }
         self.chunk_index.write().remove(&space);
         let mut memory_ids = Vec::new();
         if let (Some(p), true) = (&parsed, new.extract_memories) {

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The official nmem CLI (nmem-cli 0.10.109) against two real daemons: library (sources), export, import with
+# each mode (polling the job to `completed`), and the /fs commands. Every command must exit 0 and print the
+# expected data.
+#
+# Usage: tools/nmem_check.sh ENGRAM_BINARY NMEM_BINARY
+set -euo pipefail
+engram=$1
+nmem=$2
+work=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
+
+start() { # dir port
+  "$engram" serve --addr "127.0.0.1:$2" --data-dir "$1" --api-key check-key --embedding-model builtin \
+    > "$1.log" 2>&1 &
+  for _ in $(seq 1 100); do curl -sf "127.0.0.1:$2/livez" > /dev/null && return 0; sleep 0.2; done
+  echo "daemon on $2 did not start"; cat "$1.log"; exit 1
+}
+expect() { # what pattern output
+  if ! grep -q -- "$2" <<< "$3"; then echo "FAIL $1: expected '$2' in:"; echo "$3"; exit 1; fi
+  echo "ok   $1"
+}
+
+mkdir -p "$work/a" "$work/b"
+start "$work/a" 14391
+start "$work/b" 14392
+export NMEM_API_KEY=check-key
+export NMEM_API_URL=http://127.0.0.1:14391
+cat > "$work/guide.md" <<'EOF'
+# Espresso guide
+
+We decided to buy a new espresso machine for the office in March.
+
+## Cleaning
+
+Backflush the machine every Friday with detergent and descale it every two months.
+EOF
+
+out=$("$nmem" library add "$work/guide.md" -l coffee); expect "library add" "guide.md" "$out"
+out=$("$nmem" library list); expect "library list" "indexed" "$out"
+id=$("$nmem" --json library list | python3 -c 'import json,sys; print(json.load(sys.stdin)["sources"][0]["id"])')
+out=$("$nmem" library show "$id"); expect "library show" "Chunks" "$out"
+out=$("$nmem" library search descale); expect "library search" "$id" "$out"
+out=$("$nmem" library read "$id" --limit 40); expect "library read" "Espresso guide" "$out"
+"$nmem" m add "Remember to water the tomatoes on Sunday" --id tomato -l garden > /dev/null
+
+out=$("$nmem" fs ls /); expect "fs ls /" "memories/" "$out"
+out=$("$nmem" fs ls /memories/by-label); expect "fs ls by-label" "garden/" "$out"
+out=$("$nmem" fs cat /memories/by-id/tomato.memory.md); expect "fs cat" "water the tomatoes" "$out"
+out=$("$nmem" fs grep FRIDAY); expect "fs grep (case-insensitive)" "#c1.memory.md:3:" "$out"
+out=$("$nmem" fs grep -E "desc[a-z]+e"); expect "fs grep -E" "descale" "$out"
+out=$("$nmem" fs recall "watering the garden"); expect "fs recall" "/memories/by-id/tomato.memory.md" "$out"
+
+out=$("$nmem" export "$work/a/backup.zip"); expect "export" "backup.zip" "$out"
+
+# Import into the second store with each mode; the job is polled to `completed` by the CLI.
+export NMEM_API_URL=http://127.0.0.1:14392
+cp "$work/a/backup.zip" "$work/b/backup.zip"
+"$nmem" m add "Remember to water the tomatoes on Sunday" --id tomato -l other > /dev/null
+out=$("$nmem" import "$work/b/backup.zip" --mode skip); expect "import --mode skip" "Imported" "$out"
+out=$("$nmem" --json m show tomato); expect "skip kept the stored labels" '"other"' "$out"
+out=$("$nmem" import "$work/b/backup.zip" --mode merge); expect "import --mode merge" "Imported" "$out"
+out=$("$nmem" --json m show tomato); expect "merge united the labels" '"garden"' "$out"
+expect "merge kept the stored label" '"other"' "$out"
+out=$("$nmem" import "$work/b/backup.zip" --mode overwrite); expect "import --mode overwrite" "Imported" "$out"
+out=$("$nmem" --json m show tomato)
+if grep -q '"other"' <<< "$out"; then echo "FAIL overwrite kept the stored label"; echo "$out"; exit 1; fi
+echo "ok   overwrite replaced the labels"
+out=$("$nmem" library list); expect "imported source" "guide.md" "$out"
+out=$("$nmem" fs grep descale); expect "imported source searchable" "descale" "$out"
+echo "nmem check passed"
