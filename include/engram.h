@@ -93,6 +93,11 @@ typedef int32_t engram_result;
  */
 #define ENGRAM_NOT_IMPLEMENTED 19
 
+/*
+ Too many failed attempts; retry later (HTTP only; listed for completeness).
+ */
+#define ENGRAM_TOO_MANY_REQUESTS 20
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus

@@ -93,8 +93,8 @@ impl StoreConfig {
     /// Relative paths are taken relative to the data directory.
     ///
     /// # Errors
-    /// [`crate::error::ErrorKind::Forbidden`] (`path_not_allowed`) outside them, and when the path cannot be
-    /// resolved.
+    /// [`crate::error::ErrorKind::Forbidden`] (`path_not_allowed`) outside them, for the store file and the API
+    /// key file, and when the path cannot be resolved.
     pub fn confine(&self, path: &Path) -> crate::error::Result<PathBuf> {
         use crate::error::{Error, ErrorKind};
         let refuse = || {
@@ -120,6 +120,16 @@ impl StoreConfig {
                 return Err(refuse());
             }
             full.push(part);
+        }
+        // The store file and the API key are never a server-side path's target or source.
+        if let Ok(data) = self.data_dir.canonicalize() {
+            if full == data.join("engram.redb") || full == data.join("api-key") {
+                return Err(Error::new(
+                    ErrorKind::Forbidden,
+                    format!("'{}' is the store's own file and cannot be named here", path.display()),
+                )
+                .with_code("path_not_allowed"));
+            }
         }
         let roots = std::iter::once(&self.data_dir).chain(self.allowed_paths.iter());
         for root in roots {

@@ -91,6 +91,8 @@ pub enum ErrorKind {
     /// The request names a feature that is designed but not built in this release (HTTP 501; the tree API's
     /// `ENOTSUP`).
     NotImplemented,
+    /// Too many failed API keys from one address: blocked for a while (HTTP 429 with `Retry-After`).
+    TooManyRequests,
 }
 
 /// One row of the error table.
@@ -127,6 +129,7 @@ impl ErrorKind {
             Internal => (500, "internal_error", 15, false),
             Unavailable => (503, "unavailable", 18, false),
             NotImplemented => (501, "not_implemented", 19, false),
+            TooManyRequests => (429, "too_many_requests", 20, true),
         };
         ErrorRow { http_status, code, c_code, retryable }
     }

@@ -438,6 +438,33 @@ fn hostile_archives_are_refused_and_change_nothing() {
         })
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Forbidden);
+    // Never over the store: its file, the data directory, the key file; nor over a directory that is no export.
+    for target in [data.join("engram.redb"), data.clone(), data.join("api-key"), root.path().to_path_buf()] {
+        let e = store
+            .export_data(&ExportOptions {
+                path: Some(target.clone()),
+                compress: true,
+                overwrite: true,
+                include: Include::default(),
+            })
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Forbidden, "{}", target.display());
+    }
+    std::fs::create_dir_all(data.join("keep")).unwrap();
+    std::fs::write(data.join("keep/notes.txt"), "mine").unwrap();
+    let e = store
+        .export_data(&ExportOptions {
+            path: Some(data.join("keep")),
+            compress: false,
+            overwrite: true,
+            include: Include::default(),
+        })
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Conflict);
+    assert_eq!(std::fs::read_to_string(data.join("keep/notes.txt")).unwrap(), "mine");
+    std::fs::write(data.join("api-key"), "secret").unwrap();
+    let e = store.ingest_path(&data.join("api-key"), NewSource::default()).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Forbidden);
     assert_eq!(dump(&store, &data, "after"), before, "the store is unchanged");
 }
 

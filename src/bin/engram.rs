@@ -68,6 +68,10 @@ enum Command {
         /// source ingestion by path (repeatable).
         #[arg(long = "allow-path")]
         allow_paths: Vec<PathBuf>,
+        /// A browser origin (`http://host:port`) allowed to call the API with CORS headers (repeatable; none
+        /// by default).
+        #[arg(long = "cors-origin")]
+        cors_origins: Vec<String>,
         /// Largest request body in bytes.
         #[arg(long, default_value_t = 8 << 20)]
         max_body_bytes: usize,
@@ -190,13 +194,23 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> engram::Result<()> {
     match cli.command {
-        Command::Serve { addr, data_dir, api_key, allow_hosts, allow_paths, max_body_bytes, embedder } => {
+        Command::Serve {
+            addr,
+            data_dir,
+            api_key,
+            allow_hosts,
+            allow_paths,
+            cors_origins,
+            max_body_bytes,
+            embedder,
+        } => {
             let serve_args = ServeArgs {
                 addr,
                 data_dir: data_dir.unwrap_or_else(default_data_dir),
                 api_key,
                 allow_hosts,
                 allow_paths,
+                cors_origins,
                 max_body_bytes,
             };
             serve(serve_args, embedder.select()?)
@@ -396,13 +410,14 @@ struct ServeArgs {
     api_key: Option<String>,
     allow_hosts: Vec<String>,
     allow_paths: Vec<PathBuf>,
+    cors_origins: Vec<String>,
     max_body_bytes: usize,
 }
 
 #[cfg(feature = "server")]
 fn serve(args: ServeArgs, embedder: engram::embed::SelectedEmbedder) -> engram::Result<()> {
     use engram::server::{ServerConfig, load_or_create_key, serve_until_signal};
-    let ServeArgs { addr, data_dir, api_key, allow_hosts, allow_paths, max_body_bytes } = args;
+    let ServeArgs { addr, data_dir, api_key, allow_hosts, allow_paths, cors_origins, max_body_bytes } = args;
     let addr = addr
         .parse()
         .map_err(|_| engram::Error::new(engram::ErrorKind::InvalidInput, format!("--addr {addr} is not host:port")))?;
@@ -419,7 +434,8 @@ fn serve(args: ServeArgs, embedder: engram::embed::SelectedEmbedder) -> engram::
     store_config.allowed_paths = allow_paths;
     let store = std::sync::Arc::new(KnowledgeStore::open(store_config)?);
     println!("data directory: {}", data_dir.display());
-    let config = ServerConfig { addr, api_key: Some(key), data_dir, allowed_hosts: allow_hosts, max_body_bytes };
+    let config =
+        ServerConfig { addr, api_key: Some(key), data_dir, allowed_hosts: allow_hosts, max_body_bytes, cors_origins };
     let info = engram::api::ServiceInfo { embedding_fallback: embedder.fallback, ..Default::default() };
     serve_until_signal(config, store, info)
 }

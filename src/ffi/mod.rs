@@ -54,6 +54,8 @@ pub const ENGRAM_PANIC: engram_result = 17;
 pub const ENGRAM_UNAVAILABLE: engram_result = 18;
 /// The feature is designed but not built in this release.
 pub const ENGRAM_NOT_IMPLEMENTED: engram_result = 19;
+/// Too many failed attempts; retry later (HTTP only; listed for completeness).
+pub const ENGRAM_TOO_MANY_REQUESTS: engram_result = 20;
 
 /// An open store (opaque). Close with `engram_store_close`.
 pub struct engram_store {
@@ -307,6 +309,7 @@ mod tests {
             (ENGRAM_INTERNAL, ErrorKind::Internal),
             (ENGRAM_UNAVAILABLE, ErrorKind::Unavailable),
             (ENGRAM_NOT_IMPLEMENTED, ErrorKind::NotImplemented),
+            (ENGRAM_TOO_MANY_REQUESTS, ErrorKind::TooManyRequests),
         ] {
             assert_eq!(code, kind.row().c_code, "{kind:?}");
         }

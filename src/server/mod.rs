@@ -1,8 +1,10 @@
 //! The HTTP daemon (feature `server`): axum on hyper. Every request passes a guard before it reaches the shared
 //! route table: Host-header allowlist (403; closes DNS rebinding, cf. CVE-2024-28224), API key on every route
 //! but `/capabilities`, `/health` and `/livez` (401, constant-time comparison), body-size limit (413, enforced
-//! while reading, so chunked bodies are capped too). Handlers run on tokio's blocking pool. No CORS headers are
-//! sent.
+//! while reading, so chunked bodies are capped too), a lockout after repeated wrong keys from one address (429
+//! for 10 minutes after 8 failures within 5 minutes, as the reference product does), and an Origin check for
+//! browser requests (403 unless the origin's host is an allowed Host name or the origin is configured with
+//! `--cors-origin`). Handlers run on tokio's blocking pool. CORS headers are sent only for configured origins.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -35,6 +37,8 @@ pub struct ServerConfig {
     pub allowed_hosts: Vec<String>,
     /// Largest request body in bytes.
     pub max_body_bytes: usize,
+    /// Browser origins (`scheme://host[:port]`, exact) that get CORS headers; none by default.
+    pub cors_origins: Vec<String>,
 }
 
 impl ServerConfig {
@@ -46,6 +50,7 @@ impl ServerConfig {
             data_dir: data_dir.as_ref().to_path_buf(),
             allowed_hosts: vec![],
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            cors_origins: vec![],
         }
     }
 }
@@ -99,6 +104,60 @@ struct AppState {
     key: String,
     hosts: Vec<String>,
     max_body: usize,
+    cors: Vec<String>,
+    lockout: Lockout,
+}
+
+/// Recent failure times of one address, and the end of its block.
+type Failures = (Vec<std::time::Instant>, Option<std::time::Instant>);
+
+/// Failed-key bookkeeping per client address: 8 failures within 5 minutes block the address for 10 minutes.
+#[derive(Default)]
+struct Lockout {
+    by_addr: parking_lot::Mutex<std::collections::HashMap<std::net::IpAddr, Failures>>,
+}
+
+/// Failures that trigger a block.
+pub const LOCKOUT_FAILURES: usize = 8;
+/// Window the failures are counted in.
+pub const LOCKOUT_WINDOW: std::time::Duration = std::time::Duration::from_secs(300);
+/// How long a block lasts.
+pub const LOCKOUT_BLOCK: std::time::Duration = std::time::Duration::from_secs(600);
+
+impl Lockout {
+    /// Seconds left of a block on `ip`, if blocked.
+    fn blocked(&self, ip: std::net::IpAddr) -> Option<u64> {
+        let now = std::time::Instant::now();
+        let map = self.by_addr.lock();
+        let until = map.get(&ip)?.1?;
+        (until > now).then(|| (until - now).as_secs().max(1))
+    }
+
+    /// Records a failure; true when it starts a block.
+    fn fail(&self, ip: std::net::IpAddr) -> bool {
+        let now = std::time::Instant::now();
+        let mut map = self.by_addr.lock();
+        if map.len() > 10_000 {
+            // Bounded memory under a flood of addresses: forget entries that block nobody.
+            map.retain(|_, (_, until)| until.is_some_and(|u| u > now));
+        }
+        let e = map.entry(ip).or_default();
+        e.0.retain(|t| now.duration_since(*t) < LOCKOUT_WINDOW);
+        e.0.push(now);
+        if e.0.len() >= LOCKOUT_FAILURES {
+            e.0.clear();
+            e.1 = Some(now + LOCKOUT_BLOCK);
+            return true;
+        }
+        false
+    }
+
+    fn succeed(&self, ip: std::net::IpAddr) {
+        let mut map = self.by_addr.lock();
+        if map.get(&ip).is_some_and(|e| e.1.is_none_or(|u| u <= std::time::Instant::now())) {
+            map.remove(&ip);
+        }
+    }
 }
 
 /// A response body read from a temporary file in 64 KiB chunks; the file is deleted when the body is dropped.
@@ -178,6 +237,42 @@ fn reject(kind: ErrorKind, msg: &str) -> Response<Body> {
     resp
 }
 
+/// 429 with `Retry-After`.
+fn too_many(secs: u64) -> Response<Body> {
+    let mut resp = reject(ErrorKind::TooManyRequests, "too many wrong api keys from this address; try again later");
+    if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
+        resp.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+    resp
+}
+
+/// The answer to a CORS preflight from a configured origin.
+fn preflight(origin: &str) -> Response<Body> {
+    let mut resp = Response::new(Body::empty());
+    *resp.status_mut() = StatusCode::NO_CONTENT;
+    let h = resp.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(origin) {
+        h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, v);
+    }
+    h.insert(header::ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static("GET, POST, PUT, PATCH, DELETE"));
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_HEADERS,
+        HeaderValue::from_static("authorization, content-type, x-nmem-api-key"),
+    );
+    h.insert(header::ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static("600"));
+    h.insert(header::VARY, HeaderValue::from_static("Origin"));
+    resp
+}
+
+/// The host of an Origin value (`scheme://host[:port]`), lowercase; None for `null` and malformed values.
+fn origin_host(origin: &str) -> Option<String> {
+    let rest = origin.split_once("://")?.1;
+    if rest.contains('/') || rest.is_empty() {
+        return None;
+    }
+    Some(host_name(rest))
+}
+
 /// The host part of a Host header value (`name:port`, `[v6]:port`), lowercase.
 fn host_name(value: &str) -> String {
     let v = value.trim().to_ascii_lowercase();
@@ -190,14 +285,18 @@ fn host_name(value: &str) -> String {
     }
 }
 
-fn presented_key(headers: &HeaderMap) -> Option<&[u8]> {
-    if let Some(v) = headers.get(header::AUTHORIZATION) {
+/// Every key a request presents: each `Authorization` header (None unless it uses the Bearer scheme) and each
+/// `X-NMEM-API-Key` header.
+fn presented_keys(headers: &HeaderMap) -> Vec<Option<&[u8]>> {
+    let mut out = Vec::new();
+    for v in headers.get_all(header::AUTHORIZATION) {
         let b = v.as_bytes();
-        if b.len() > 7 && b[..7].eq_ignore_ascii_case(b"bearer ") {
-            return Some(b[7..].trim_ascii());
-        }
+        out.push((b.len() > 7 && b[..7].eq_ignore_ascii_case(b"bearer ")).then(|| b[7..].trim_ascii()));
     }
-    headers.get("x-nmem-api-key").map(|v| v.as_bytes().trim_ascii())
+    for v in headers.get_all("x-nmem-api-key") {
+        out.push(Some(v.as_bytes().trim_ascii()));
+    }
+    out
 }
 
 async fn handle(
@@ -214,13 +313,39 @@ async fn handle(
     let method = parts.method.as_str().to_string();
     let path = parts.uri.path().to_string();
     let query = parts.uri.query().unwrap_or("").to_string();
+    // Browser requests: the Origin must be one of ours (a page on another site cannot drive the store, even
+    // with a key it learned) or configured for CORS.
+    let origin = parts.headers.get(header::ORIGIN).map(|v| v.to_str().unwrap_or("\u{0}").to_string());
+    let cors_ok = origin.as_ref().is_some_and(|o| st.cors.iter().any(|c| c == o));
+    if let Some(o) = &origin {
+        let local = origin_host(o).is_some_and(|h| st.hosts.contains(&h));
+        if !local && !cors_ok {
+            tracing::warn!(%peer, origin = %o, "rejected Origin header");
+            return reject(ErrorKind::Forbidden, "origin not allowed");
+        }
+    }
+    if method == "OPTIONS" && cors_ok {
+        return preflight(origin.as_deref().unwrap_or(""));
+    }
     let content_type = parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
     if !Api::is_public(&method, &path) {
-        let ok = presented_key(&parts.headers).is_some_and(|k| !k.is_empty() && bool::from(k.ct_eq(st.key.as_bytes())));
+        if let Some(secs) = st.lockout.blocked(peer.ip()) {
+            return too_many(secs);
+        }
+        // Every key header must carry the key (the official CLI sends both headers); one wrong or malformed
+        // header among right ones is refused.
+        let keys = presented_keys(&parts.headers);
+        let ok = !keys.is_empty()
+            && keys.iter().all(|k| k.is_some_and(|k| !k.is_empty() && bool::from(k.ct_eq(st.key.as_bytes()))));
         if !ok {
-            let msg = if presented_key(&parts.headers).is_none() { "missing api key" } else { "invalid api key" };
+            if !keys.is_empty() && st.lockout.fail(peer.ip()) {
+                tracing::warn!(%peer, "too many wrong api keys: address blocked for 10 minutes");
+                return too_many(LOCKOUT_BLOCK.as_secs());
+            }
+            let msg = if keys.is_empty() { "missing api key" } else { "invalid api key" };
             return reject(ErrorKind::Unauthorized, msg);
         }
+        st.lockout.succeed(peer.ip());
     }
     let declared =
         parts.headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
@@ -238,7 +363,16 @@ async fn handle(
     })
     .await;
     match out {
-        Ok(r) => respond(r),
+        Ok(r) => {
+            let mut resp = respond(r);
+            if cors_ok {
+                if let Some(v) = origin.as_deref().and_then(|o| HeaderValue::from_str(o).ok()) {
+                    resp.headers_mut().insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, v);
+                    resp.headers_mut().insert(header::VARY, HeaderValue::from_static("Origin"));
+                }
+            }
+            resp
+        }
         Err(e) => {
             tracing::error!(error = %e, "handler task failed");
             reject(ErrorKind::Internal, "internal error")
@@ -291,8 +425,14 @@ fn build(
     let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"].iter().map(|s| s.to_string()).collect();
     hosts.push(bound.ip().to_string());
     hosts.extend(config.allowed_hosts.iter().map(|h| h.to_ascii_lowercase()));
-    let st =
-        Arc::new(AppState { api: Api::new(store, info), key: key.clone(), hosts, max_body: config.max_body_bytes });
+    let st = Arc::new(AppState {
+        api: Api::new(store, info),
+        key: key.clone(),
+        hosts,
+        max_body: config.max_body_bytes,
+        cors: config.cors_origins.clone(),
+        lockout: Lockout::default(),
+    });
     Ok((axum::Router::new().fallback(handle).with_state(st), key))
 }
 
@@ -371,5 +511,25 @@ mod tests {
         assert_eq!(host_name("[::1]:80"), "::1");
         assert_eq!(host_name("127.0.0.1"), "127.0.0.1");
         assert_eq!(host_name("evil.com:1:2"), "evil.com:1");
+        assert_eq!(origin_host("http://LOCALHOST:3000").as_deref(), Some("localhost"));
+        assert_eq!(origin_host("https://[::1]:8443").as_deref(), Some("::1"));
+        assert_eq!(origin_host("null"), None);
+        assert_eq!(origin_host("http://evil.com/path"), None);
+    }
+
+    #[test]
+    fn eight_failures_in_the_window_block_the_address() {
+        let l = Lockout::default();
+        let ip: std::net::IpAddr = [10, 0, 0, 1].into();
+        for _ in 0..LOCKOUT_FAILURES - 1 {
+            assert!(!l.fail(ip));
+        }
+        assert!(l.blocked(ip).is_none());
+        assert!(l.fail(ip));
+        assert!(l.blocked(ip).is_some_and(|s| s > 590 && s <= 600));
+        // A success does not lift a block; other addresses are not affected.
+        l.succeed(ip);
+        assert!(l.blocked(ip).is_some());
+        assert!(l.blocked([10, 0, 0, 2].into()).is_none());
     }
 }

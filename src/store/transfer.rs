@@ -410,6 +410,24 @@ impl KnowledgeStore {
                 dir.join(format!("engram-export-{stamp}-{}.zip", &uuid::Uuid::now_v7().simple().to_string()[24..]))
             }
         };
+        // Never over the store itself: not the data directory, an ancestor of it, or anything holding the
+        // store file.
+        if let Ok(db) = self.config.db_path().canonicalize() {
+            if db.starts_with(&path) {
+                return Err(Error::new(
+                    ErrorKind::Forbidden,
+                    format!("'{}' holds the store; choose another export path", path.display()),
+                )
+                .with_code("path_not_allowed"));
+            }
+        }
+        if path.is_dir() && opts.overwrite && !path.join("manifest.json").is_file() {
+            return Err(Error::new(
+                ErrorKind::Conflict,
+                format!("'{}' is a directory that is not an export; it is not replaced", path.display()),
+            )
+            .with_code("export_exists"));
+        }
         if path.exists() && !opts.overwrite {
             return Err(Error::new(
                 ErrorKind::Conflict,

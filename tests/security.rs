@@ -1,0 +1,128 @@
+//! Security of the daemon on a real loopback port: a table of key-bypass attempts (0 may succeed), the lockout
+//! after repeated wrong keys (429 with Retry-After, per address, even for the right key), the Origin check for
+//! browser requests, and CORS only for configured origins.
+#![cfg(feature = "server")]
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{KEY, raw, server};
+use engram::api::ServiceInfo;
+use engram::server::{ServerConfig, start};
+use engram::{KnowledgeStore, StoreConfig};
+
+#[test]
+fn bypass_attempts_never_succeed() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = server(dir.path(), 1 << 20);
+    let port = srv.addr.port();
+    let host = format!("Host: 127.0.0.1:{port}\n");
+    let attempts: Vec<(&str, String)> = vec![
+        ("missing", host.clone()),
+        ("wrong", format!("{host}Authorization: Bearer wrong\n")),
+        ("empty bearer", format!("{host}Authorization: Bearer \n")),
+        ("empty x-key", format!("{host}X-NMEM-API-Key: \n")),
+        ("basic scheme", format!("{host}Authorization: Basic {KEY}\n")),
+        ("no scheme", format!("{host}Authorization: {KEY}\n")),
+        ("prefix", format!("{host}Authorization: Bearer {}\n", &KEY[..KEY.len() - 1])),
+        ("suffix", format!("{host}Authorization: Bearer {KEY}x\n")),
+        ("right then wrong", format!("{host}Authorization: Bearer {KEY}\nAuthorization: Bearer wrong\n")),
+        ("wrong then right", format!("{host}X-NMEM-API-Key: wrong\nAuthorization: Bearer {KEY}\n")),
+        ("right bearer, wrong x-key", format!("{host}Authorization: Bearer {KEY}\nX-NMEM-API-Key: nope\n")),
+        ("lookalike header", format!("{host}X-MEM-API-Key: {KEY}\n")),
+        ("upper-case key", format!("{host}Authorization: Bearer {}\n", KEY.to_uppercase())),
+        ("foreign host", format!("Host: evil.example\nAuthorization: Bearer {KEY}\n")),
+        ("foreign host with port", format!("Host: evil.example:{port}\nAuthorization: Bearer {KEY}\n")),
+        ("foreign origin", format!("{host}Origin: https://evil.example\nAuthorization: Bearer {KEY}\n")),
+        ("null origin", format!("{host}Origin: null\nAuthorization: Bearer {KEY}\n")),
+        ("lookalike origin", format!("{host}Origin: http://127.0.0.1.evil.example\nAuthorization: Bearer {KEY}\n")),
+    ];
+    // Still fine for a proper client: the official CLI sends both headers with the key; header names and the
+    // scheme are case-insensitive; local origins pass.
+    for head in [
+        format!("{host}Authorization: Bearer {KEY}\nX-NMEM-API-Key: {KEY}\n"),
+        format!("{host}AUTHORIZATION: bearer {KEY}\n"),
+        format!("{host}Origin: http://localhost:5173\nX-NMEM-API-Key: {KEY}\n"),
+    ] {
+        let r = raw(srv.addr, &format!("GET /memories HTTP/1.1\n{head}"), b"");
+        assert_eq!(r.status, 200, "{head:?}: {}", r.body);
+        assert!(!r.body.contains("access-control"));
+    }
+    let mut successes = 0;
+    for (what, head) in &attempts {
+        let r = raw(srv.addr, &format!("GET /memories HTTP/1.1\n{head}"), b"");
+        // 429 once the wrong keys have locked the address out.
+        assert!(matches!(r.status, 401 | 403 | 429), "{what}: {} {}", r.status, r.body);
+        if r.status < 400 {
+            successes += 1;
+        }
+    }
+    for q in [format!("api_key={KEY}"), format!("nmem_api_key={KEY}"), format!("key={KEY}"), format!("token={KEY}")] {
+        let r = raw(srv.addr, &format!("GET /memories?{q} HTTP/1.1\n{host}"), b"");
+        assert!(matches!(r.status, 401 | 429), "query-string key {q}");
+    }
+    assert_eq!(successes, 0);
+}
+
+#[test]
+fn repeated_wrong_keys_lock_the_address_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = server(dir.path(), 1 << 20);
+    let host = format!("Host: 127.0.0.1:{}\n", srv.addr.port());
+    let get = |extra: &str| raw(srv.addr, &format!("GET /memories HTTP/1.1\n{host}{extra}"), b"");
+    // Requests without any key do not count (a client that forgot to configure one).
+    for _ in 0..10 {
+        assert_eq!(get("").status, 401);
+    }
+    assert_eq!(get(&format!("Authorization: Bearer {KEY}\n")).status, 200);
+    for i in 0..engram::server::LOCKOUT_FAILURES {
+        let r = get("Authorization: Bearer guess\n");
+        let want = if i + 1 == engram::server::LOCKOUT_FAILURES { 429 } else { 401 };
+        assert_eq!(r.status, want, "attempt {i}");
+    }
+    let r = get(&format!("Authorization: Bearer {KEY}\n"));
+    assert_eq!(r.status, 429, "blocked even with the right key");
+    assert_eq!(r.json()["error_code"], "too_many_requests");
+    assert_eq!(r.json()["retryable"], true);
+    // Everything behind the key is blocked; the public probes stay available.
+    assert_eq!(get("").status, 429);
+    assert_eq!(raw(srv.addr, &format!("GET /livez HTTP/1.1\n{host}"), b"").status, 200);
+}
+
+#[test]
+fn cors_only_for_configured_origins() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap());
+    let mut cfg = ServerConfig::new(dir.path());
+    cfg.addr = "127.0.0.1:0".parse().unwrap();
+    cfg.api_key = Some(KEY.into());
+    cfg.cors_origins = vec!["https://app.example".into()];
+    let srv = start(cfg, store, ServiceInfo::default()).unwrap();
+    let host = format!("Host: 127.0.0.1:{}\n", srv.addr.port());
+    let full = |head: &str| {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(srv.addr).unwrap();
+        let req = format!("{head}Connection: close\n\n").replace('\n', "\r\n");
+        s.write_all(req.as_bytes()).unwrap();
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        out.to_ascii_lowercase()
+    };
+    let pre = full(&format!(
+        "OPTIONS /memories HTTP/1.1\n{host}Origin: https://app.example\nAccess-Control-Request-Method: POST\n"
+    ));
+    assert!(pre.starts_with("http/1.1 204"), "{pre}");
+    assert!(pre.contains("access-control-allow-origin: https://app.example"));
+    assert!(pre.contains("access-control-allow-headers: authorization, content-type, x-nmem-api-key"));
+    let get =
+        full(&format!("GET /memories HTTP/1.1\n{host}Origin: https://app.example\nAuthorization: Bearer {KEY}\n"));
+    assert!(get.starts_with("http/1.1 200"), "{get}");
+    assert!(get.contains("access-control-allow-origin: https://app.example"));
+    let other =
+        full(&format!("GET /memories HTTP/1.1\n{host}Origin: https://other.example\nAuthorization: Bearer {KEY}\n"));
+    assert!(other.starts_with("http/1.1 403"), "{other}");
+    assert!(!other.contains("access-control-allow-origin"));
+    let pre = full(&format!("OPTIONS /memories HTTP/1.1\n{host}Origin: https://other.example\n"));
+    assert!(!pre.contains("access-control-allow-origin"), "{pre}");
+}
