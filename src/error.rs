@@ -251,7 +251,8 @@ impl Error {
 fn storage_kind(e: &redb::StorageError) -> ErrorKind {
     match e {
         redb::StorageError::Io(io) if io.kind() == std::io::ErrorKind::StorageFull => ErrorKind::StorageFull,
-        redb::StorageError::Io(_) => ErrorKind::Io,
+        // PreviousIo: an earlier I/O error made redb refuse writes until the store is reopened.
+        redb::StorageError::Io(_) | redb::StorageError::PreviousIo => ErrorKind::Io,
         redb::StorageError::Corrupted(_) => ErrorKind::Corrupt,
         _ => ErrorKind::Internal,
     }

@@ -38,7 +38,7 @@ pub mod ffi;
 #[cfg(feature = "server")]
 pub mod server;
 
-pub use config::{Durability, StoreConfig};
+pub use config::{Durability, StorageFactory, StoreConfig};
 pub use error::{Error, ErrorKind, FieldError, Result};
 pub use index::catalog::MemoryFilter;
 pub use model::*;

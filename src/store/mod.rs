@@ -73,6 +73,90 @@ pub(crate) struct StoredMemory {
     pub memory: Memory,
 }
 
+/// Moves aside a store file whose creation was cut short. redb writes its magic number (the first 9 bytes) last
+/// when it creates a file, after the empty structure is on disk; a crash or I/O error before that leaves a file
+/// that starts with zeros, never held a commit, and that redb refuses to open ("not a redb database") for ever.
+/// Such a file is renamed to `engram.redb.incomplete-<unix ms>` (kept, never deleted) so that the store can be
+/// created again. A file starting with anything else is left alone.
+fn discard_unborn_file(path: &std::path::Path) -> Result<()> {
+    use std::io::Read;
+    let Ok(mut f) = std::fs::File::open(path) else { return Ok(()) };
+    let mut head = [0u8; 9];
+    let mut got = 0;
+    while got < head.len() {
+        let n = f.read(&mut head[got..])?;
+        if n == 0 {
+            break;
+        }
+        got += n;
+    }
+    if got == 0 || head[..got].iter().any(|b| *b != 0) {
+        return Ok(());
+    }
+    drop(f);
+    let aside = path.with_extension(format!("redb.incomplete-{}", Timestamp::now().0));
+    tracing::warn!(
+        path = %path.display(),
+        moved_to = %aside.display(),
+        "the store file was never initialised (its creation was cut short); moved aside, creating a new one"
+    );
+    std::fs::rename(path, aside)?;
+    Ok(())
+}
+
+/// A storage backend chosen at run time ([`crate::config::StoreConfig::storage`]).
+#[derive(Debug)]
+struct BoxedBackend(Box<dyn redb::StorageBackend>);
+
+impl redb::StorageBackend for BoxedBackend {
+    fn len(&self) -> std::io::Result<u64> {
+        self.0.len()
+    }
+    fn read(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
+        self.0.read(offset, out)
+    }
+    fn set_len(&self, len: u64) -> std::io::Result<()> {
+        self.0.set_len(len)
+    }
+    fn sync_data(&self) -> std::io::Result<()> {
+        self.0.sync_data()
+    }
+    fn write(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        self.0.write(offset, data)
+    }
+    fn close(&self) -> std::io::Result<()> {
+        self.0.close()
+    }
+    fn try_lock_range(
+        &self,
+        start: std::ops::Bound<u64>,
+        end: std::ops::Bound<u64>,
+    ) -> std::result::Result<bool, redb::BackendError> {
+        self.0.try_lock_range(start, end)
+    }
+    fn try_lock_shared_range(
+        &self,
+        start: std::ops::Bound<u64>,
+        end: std::ops::Bound<u64>,
+    ) -> std::result::Result<bool, redb::BackendError> {
+        self.0.try_lock_shared_range(start, end)
+    }
+    fn lock_range(
+        &self,
+        start: std::ops::Bound<u64>,
+        end: std::ops::Bound<u64>,
+    ) -> std::result::Result<(), redb::BackendError> {
+        self.0.lock_range(start, end)
+    }
+    fn lock_shared_range(
+        &self,
+        start: std::ops::Bound<u64>,
+        end: std::ops::Bound<u64>,
+    ) -> std::result::Result<(), redb::BackendError> {
+        self.0.lock_shared_range(start, end)
+    }
+}
+
 /// Indexes of one space.
 pub(crate) struct SpaceIndex {
     pub catalog: SpaceCatalog,
@@ -257,7 +341,13 @@ impl KnowledgeStore {
     /// * [`ErrorKind::Io`]: the directory or file cannot be created or read.
     pub fn open(config: StoreConfig) -> Result<Self> {
         std::fs::create_dir_all(&config.data_dir)?;
-        let db = Arc::new(redb::Builder::new().set_cache_size(config.cache_size_bytes).create(config.db_path())?);
+        discard_unborn_file(&config.db_path())?;
+        let mut builder = redb::Builder::new();
+        builder.set_cache_size(config.cache_size_bytes);
+        let db = Arc::new(match &config.storage {
+            Some(open) => builder.create_with_backend(BoxedBackend(open(&config.db_path())?))?,
+            None => builder.create(config.db_path())?,
+        });
         let index = Arc::new(RwLock::new(IndexState { spaces: HashMap::new() }));
         let builder = GraphBuilder::start(index.clone(), config.vector);
         let writer = Arc::new(Mutex::new(()));
