@@ -126,3 +126,53 @@ fn cors_only_for_configured_origins() {
     let pre = full(&format!("OPTIONS /memories HTTP/1.1\n{host}Origin: https://other.example\n"));
     assert!(!pre.contains("access-control-allow-origin"), "{pre}");
 }
+
+#[cfg(unix)]
+#[test]
+fn a_key_file_others_can_read_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (key, path) = engram::server::load_or_create_key(dir.path()).unwrap();
+    assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+    assert_eq!(engram::server::load_or_create_key(dir.path()).unwrap().0, key, "the same key on the next start");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let e = engram::server::load_or_create_key(dir.path()).unwrap_err();
+    assert_eq!(e.kind(), engram::ErrorKind::Forbidden);
+    assert!(e.message().contains("chmod 600"));
+}
+
+#[test]
+fn the_key_never_reaches_the_logs() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let secret = "engram_log_probe_9f1c2b7d";
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_engram"))
+        .args(["serve", "--addr", &format!("127.0.0.1:{port}"), "--api-key", secret, "--embedding-model", "builtin"])
+        .arg("--data-dir")
+        .arg(dir.path())
+        .env("ENGRAM_LOG", "trace")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let mut up = false;
+    for _ in 0..300 {
+        if std::net::TcpStream::connect(addr).is_ok() {
+            up = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(up, "daemon up");
+    let host = format!("Host: 127.0.0.1:{port}\n");
+    raw(addr, &format!("GET /memories HTTP/1.1\n{host}Authorization: Bearer {secret}\n"), b"");
+    raw(addr, &format!("GET /memories HTTP/1.1\n{host}Authorization: Bearer {secret}-wrong\n"), b"");
+    raw(addr, &format!("GET /memories HTTP/1.1\nHost: evil.example\nAuthorization: Bearer {secret}\n"), b"");
+    raw(addr, &format!("POST /memories HTTP/1.1\n{host}X-NMEM-API-Key: {secret}\nContent-Length: 5\n"), b"{bad}");
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    let logs = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(logs.contains("rejected Host header"), "the log has the requests: {logs}");
+    assert!(!logs.contains(secret), "the key appears in the logs");
+}
