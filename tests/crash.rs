@@ -40,7 +40,17 @@ fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap_or(14_500)
 }
 
-fn start(dir: &std::path::Path, port: u16) -> (Child, Duration) {
+/// The daemon process; killed when dropped, so a failing assertion leaves no daemon behind.
+struct Daemon(Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start(dir: &std::path::Path, port: u16) -> (Daemon, Duration) {
     let started = Instant::now();
     let mut child = Command::new(env!("CARGO_BIN_EXE_engram"))
         .args(["serve", "--addr", &format!("127.0.0.1:{port}"), "--api-key", KEY, "--embedding-model", "builtin"])
@@ -54,7 +64,7 @@ fn start(dir: &std::path::Path, port: u16) -> (Child, Duration) {
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
     for _ in 0..600 {
         if request(addr, "GET", "/livez", "").is_some_and(|(s, _)| s == 200) {
-            return (child, started.elapsed());
+            return (Daemon(child), started.elapsed());
         }
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -185,15 +195,15 @@ fn acknowledged_writes_survive_sigkill() {
         };
         let wait = 30 + mix(&mut rng) % 250;
         std::thread::sleep(Duration::from_millis(wait));
-        child.kill().expect("SIGKILL");
-        let _ = child.wait();
+        child.0.kill().expect("SIGKILL");
+        let _ = child.0.wait();
         stop.store(true, Ordering::Release);
         let (n, t) = writer.join().expect("writer");
         writes += n;
         threads_acked.extend(t);
     }
     // A last restart checks every acknowledged write, not only the recent ones.
-    let (mut child, took) = start(dir.path(), port);
+    let (child, took) = start(dir.path(), port);
     reopen.push(took);
     let expect = acked.lock().unwrap().clone();
     for (id, e) in &expect {
@@ -203,8 +213,7 @@ fn acknowledged_writes_survive_sigkill() {
         assert_eq!(v["content"], e.content.as_str());
         assert!(e.state_ok(&v["state"]), "{id} state {} (expected {e:?})", v["state"]);
     }
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(child);
     reopen.sort();
     println!(
         "crash: {cycles} SIGKILL cycles, {writes} write attempts, {} acknowledged memories and {} threads intact, 0 lost; reopen to serving p50 {:?}, max {:?}",

@@ -164,7 +164,11 @@ fn the_key_never_reaches_the_logs() {
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    assert!(up, "daemon up");
+    if !up {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("the daemon did not start");
+    }
     let host = format!("Host: 127.0.0.1:{port}\n");
     raw(addr, &format!("GET /memories HTTP/1.1\n{host}Authorization: Bearer {secret}\n"), b"");
     raw(addr, &format!("GET /memories HTTP/1.1\n{host}Authorization: Bearer {secret}-wrong\n"), b"");
