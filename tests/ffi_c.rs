@@ -87,3 +87,54 @@ fn c_quickstart_compiles_and_runs() {
     assert!(again.status.success(), "{stdout}");
     assert!(stdout.contains("action: unchanged"), "{stdout}");
 }
+
+/// Compiles a C example against the test run's libengram.
+fn compile_example(name: &str, out_dir: &Path) -> PathBuf {
+    let lib = lib_dir();
+    let so = lib.join("libengram.so");
+    let exe = out_dir.join(name);
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let mut cmd = Command::new(cc);
+    cmd.arg(manifest_dir().join(format!("examples/c/{name}.c")))
+        .args(["-std=c11", "-Wall", "-Werror", "-g", "-I"])
+        .arg(manifest_dir().join("include"))
+        .arg("-o")
+        .arg(&exe);
+    if so.exists() {
+        cmd.arg("-L").arg(&lib).arg("-lengram").arg(format!("-Wl,-rpath,{}", lib.display()));
+    } else {
+        cmd.arg(lib.join("libengram.a")).args(["-lpthread", "-ldl", "-lm"]);
+    }
+    let out = cmd.output().expect("run the C compiler");
+    assert!(out.status.success(), "cc failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    exe
+}
+
+/// Open, requests (writes, search, reads, errors, tree API, source ingestion), free, close, several times under
+/// valgrind: no definite leak, no invalid read or write. Needs valgrind (on the CI machine; skipped elsewhere
+/// when it is missing, never under `CI`).
+#[test]
+fn c_api_cycles_are_clean_under_valgrind() {
+    if Command::new("valgrind").arg("--version").output().is_err() {
+        assert!(std::env::var_os("CI").is_none(), "valgrind is required under CI");
+        eprintln!("valgrind not installed: skipped");
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let exe = compile_example("leakcheck", tmp.path());
+    let store = tmp.path().join("store");
+    let out = Command::new("valgrind")
+        .args(["--leak-check=full", "--errors-for-leak-kinds=definite", "--error-exitcode=99"])
+        .arg(&exe)
+        .arg(&store)
+        .arg("4")
+        .env("LD_LIBRARY_PATH", lib_dir())
+        .output()
+        .expect("run valgrind");
+    let report = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "valgrind found errors or a request failed:\n{stdout}\n{report}");
+    assert!(stdout.contains("leakcheck: 4 cycles"), "{stdout}");
+    assert!(report.contains("definitely lost: 0 bytes"), "{report}");
+    assert!(report.contains("ERROR SUMMARY: 0 errors"), "{report}");
+}
