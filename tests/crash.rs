@@ -55,22 +55,30 @@ fn start(dir: &std::path::Path, port: u16) -> (Daemon, Duration) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_engram"))
         .args(["serve", "--addr", &format!("127.0.0.1:{port}"), "--api-key", KEY, "--embedding-model", "builtin"])
         .arg("--data-dir")
-        .arg(dir)
+        .arg(dir.join("data"))
         .env("ENGRAM_LOG", "warn")
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::from(
+            std::fs::OpenOptions::new().create(true).append(true).open(dir.join("daemon.log")).expect("daemon log"),
+        ))
         .spawn()
         .expect("daemon starts");
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
-    for _ in 0..600 {
+    // Generous: a debug build on a loaded 2-core machine opens a store of thousands of memories slowly.
+    while started.elapsed() < Duration::from_secs(60) {
         if request(addr, "GET", "/livez", "").is_some_and(|(s, _)| s == 200) {
             return (Daemon(child), started.elapsed());
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            let log = std::fs::read_to_string(dir.join("daemon.log")).unwrap_or_default();
+            panic!("the daemon exited after a kill ({status}); its log:\n{log}");
         }
         std::thread::sleep(Duration::from_millis(10));
     }
     let _ = child.kill();
     let _ = child.wait();
-    panic!("the daemon did not come up within 6 s after a kill");
+    let log = std::fs::read_to_string(dir.join("daemon.log")).unwrap_or_default();
+    panic!("the daemon did not come up within 60 s after a kill; its log:\n{log}");
 }
 
 /// SplitMix64 for kill timing (Steele, Lea and Flood, OOPSLA 2014).

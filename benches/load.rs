@@ -1,0 +1,220 @@
+//! Load test on loopback: a real daemon (in this process) over a store of `--memories` generated memories,
+//! `--clients` keep-alive HTTP/1.1 clients mixing writes (20 %), searches (50 %) and reads by id (30 %) for
+//! `--seconds`, reporting throughput, p50/p99 latency per kind, errors, and the process RSS each minute (the
+//! growth between the second and the last minute is the leak check).
+//!
+//! `cargo bench --features server --bench load -- [--memories 100000] [--clients 8] [--seconds 180]`
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use engram::api::ServiceInfo;
+use engram::server::{ServerConfig, start};
+use engram::{KnowledgeStore, NewMemory, StoreConfig};
+
+const KEY: &str = "load-test-key";
+const WORDS: &[&str] = &[
+    "coffee", "meeting", "project", "garden", "travel", "budget", "report", "family", "doctor", "music", "recipe",
+    "deadline", "python", "rust", "invoice", "hiking", "weekend", "birthday", "office", "client", "server", "design",
+    "review", "launch", "morning", "evening", "dinner", "airport", "hotel", "train", "book", "movie",
+];
+
+fn arg(args: &[String], name: &str, default: usize) -> usize {
+    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// SplitMix64 (Steele, Lea and Flood, OOPSLA 2014).
+struct SplitMix(u64);
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+fn rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:")).map(str::to_string))
+        .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse::<f64>().ok()))
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+/// One keep-alive connection.
+struct Conn {
+    addr: SocketAddr,
+    stream: Option<BufReader<TcpStream>>,
+}
+
+impl Conn {
+    /// Sends a request and reads the response; the status, or None on an I/O error.
+    fn send(&mut self, method: &str, target: &str, body: &str) -> Option<u16> {
+        if self.stream.is_none() {
+            let s = TcpStream::connect(self.addr).ok()?;
+            s.set_nodelay(true).ok()?;
+            s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
+            self.stream = Some(BufReader::new(s));
+        }
+        let r = self.exchange(method, target, body);
+        if r.is_none() {
+            self.stream = None;
+        }
+        r
+    }
+
+    fn exchange(&mut self, method: &str, target: &str, body: &str) -> Option<u16> {
+        let s = self.stream.as_mut()?;
+        let req = format!(
+            "{method} {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {KEY}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        s.get_mut().write_all(req.as_bytes()).ok()?;
+        let mut line = String::new();
+        s.read_line(&mut line).ok()?;
+        let status: u16 = line.split_whitespace().nth(1)?.parse().ok()?;
+        let mut len = 0usize;
+        loop {
+            line.clear();
+            s.read_line(&mut line).ok()?;
+            let l = line.trim_end();
+            if l.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = l.split_once(':') {
+                if k.eq_ignore_ascii_case("content-length") {
+                    len = v.trim().parse().ok()?;
+                }
+            }
+        }
+        let mut buf = vec![0u8; len];
+        s.read_exact(&mut buf).ok()?;
+        Some(status)
+    }
+}
+
+fn pct(v: &mut [f64], p: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    v[((v.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let n = arg(&args, "--memories", 100_000);
+    let clients = arg(&args, "--clients", 8);
+    let seconds = arg(&args, "--seconds", 180);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Arc::new(KnowledgeStore::open(StoreConfig::new(dir.path())).expect("open"));
+    let mut rng = SplitMix(11);
+    let t = Instant::now();
+    let mut i = 0;
+    while i < n {
+        let batch: Vec<NewMemory> = (i..(i + 5000).min(n))
+            .map(|k| {
+                let words: Vec<&str> = (0..12).map(|_| WORDS[rng.below(WORDS.len())]).collect();
+                NewMemory {
+                    id: Some(format!("mem-{k:06}")),
+                    content: format!("Note {k}: {}.", words.join(" ")),
+                    ..Default::default()
+                }
+            })
+            .collect();
+        i += batch.len();
+        store.create_memories(batch).expect("ingest");
+    }
+    println!("store: {n} memories in {:.1} s; RSS {:.0} MiB", t.elapsed().as_secs_f64(), rss_mib());
+    let mut cfg = ServerConfig::new(dir.path());
+    cfg.addr = "127.0.0.1:0".parse().expect("addr");
+    cfg.api_key = Some(KEY.into());
+    let srv = start(cfg, store.clone(), ServiceInfo::default()).expect("server");
+    let addr = srv.addr;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let errors = Arc::new(AtomicU64::new(0));
+    let lat: Arc<Mutex<[Vec<f64>; 3]>> = Arc::default();
+    let mut handles = Vec::new();
+    for c in 0..clients {
+        let (stop, errors, lat) = (stop.clone(), errors.clone(), lat.clone());
+        handles.push(std::thread::spawn(move || {
+            let mut conn = Conn { addr, stream: None };
+            let mut rng = SplitMix(1000 + c as u64);
+            let mut local: [Vec<f64>; 3] = Default::default();
+            let mut k = 0usize;
+            while !stop.load(Ordering::Relaxed) {
+                let roll = rng.below(100);
+                let t = Instant::now();
+                let (kind, status) = if roll < 20 {
+                    let body = format!(
+                        "{{\"id\":\"load-{c}-{k}\",\"content\":\"Load note {k} from client {c} about the {} and the {}\"}}",
+                        WORDS[rng.below(WORDS.len())],
+                        WORDS[rng.below(WORDS.len())]
+                    );
+                    (0, conn.send("POST", "/memories", &body))
+                } else if roll < 70 {
+                    let q = format!("{}%20{}", WORDS[rng.below(WORDS.len())], WORDS[rng.below(WORDS.len())]);
+                    (1, conn.send("GET", &format!("/memories/search?q={q}&limit=10"), ""))
+                } else {
+                    (2, conn.send("GET", &format!("/memories/mem-{:06}", rng.below(n)), ""))
+                };
+                local[kind].push(t.elapsed().as_secs_f64() * 1000.0);
+                if status != Some(200) {
+                    errors.fetch_add(1, Ordering::Relaxed);
+                }
+                k += 1;
+            }
+            let mut all = lat.lock().expect("latencies");
+            for (i, v) in local.iter_mut().enumerate() {
+                all[i].append(v);
+            }
+        }));
+    }
+    let started = Instant::now();
+    let mut rss: Vec<f64> = Vec::new();
+    while started.elapsed() < Duration::from_secs(seconds as u64) {
+        std::thread::sleep(Duration::from_secs(1));
+        rss.push(rss_mib());
+    }
+    stop.store(true, Ordering::Relaxed);
+    for h in handles {
+        let _ = h.join();
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let mut lat = lat.lock().expect("latencies").clone();
+    let total: usize = lat.iter().map(Vec::len).sum();
+    println!(
+        "load: {clients} clients, {elapsed:.0} s, {total} requests ({:.0}/s), {} errors",
+        total as f64 / elapsed,
+        errors.load(Ordering::Relaxed)
+    );
+    for (i, name) in
+        ["write (POST /memories)", "search (GET /memories/search)", "read (GET /memories/{id})"].iter().enumerate()
+    {
+        let v = &mut lat[i];
+        let count = v.len();
+        println!("  {name}: {count} requests, p50 {:.1} ms, p99 {:.1} ms", pct(v, 0.5), pct(v, 0.99));
+    }
+    let minute = |m: usize| -> f64 {
+        let s: Vec<f64> = rss.iter().copied().skip(m * 60).take(60).collect();
+        if s.is_empty() { 0.0 } else { s.iter().sum::<f64>() / s.len() as f64 }
+    };
+    let minutes = rss.len().div_ceil(60);
+    let (second, last) = (minute(1.min(minutes.saturating_sub(1))), minute(minutes.saturating_sub(1)));
+    println!(
+        "  RSS: start {:.0} MiB, end {:.0} MiB; mean of minute 2 {second:.0} MiB, of the last minute {last:.0} MiB ({:+.1} %)",
+        rss.first().copied().unwrap_or(0.0),
+        rss.last().copied().unwrap_or(0.0),
+        if second > 0.0 { (last - second) / second * 100.0 } else { 0.0 }
+    );
+    srv.stop();
+}
