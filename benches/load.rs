@@ -134,6 +134,10 @@ fn main() {
         store.create_memories(batch).expect("ingest");
     }
     println!("store: {n} memories in {:.1} s; RSS {:.0} MiB", t.elapsed().as_secs_f64(), rss_mib());
+    // Steady state: the background HNSW build (minutes for 100,000 vectors on 2 cores) is done first.
+    let t = Instant::now();
+    let complete = store.wait_for_indexes(Duration::from_secs(900));
+    println!("indexes complete: {complete} after {:.0} s; RSS {:.0} MiB", t.elapsed().as_secs_f64(), rss_mib());
     let mut cfg = ServerConfig::new(dir.path());
     cfg.addr = "127.0.0.1:0".parse().expect("addr");
     cfg.api_key = Some(KEY.into());
