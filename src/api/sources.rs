@@ -110,14 +110,17 @@ fn new_source(api: &Api, ctx: &Ctx<'_>, r: &IngestRequest) -> NewSource {
 }
 
 /// Polls a future that never waits (multer over an in-memory body) to completion.
-fn ready<F: std::future::Future>(f: F) -> F::Output {
+fn ready<F: std::future::Future>(f: F) -> Option<F::Output> {
     let mut f = std::pin::pin!(f);
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    loop {
+    // The body is already in memory, so the parser never waits; the bound only guards against a parser that
+    // would, so that a request can never spin for ever.
+    for _ in 0..1_000_000 {
         if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) {
-            return v;
+            return Some(v);
         }
     }
+    None
 }
 
 fn multipart_error(e: multer::Error) -> Error {
@@ -133,16 +136,24 @@ fn parse_multipart(ctx: &Ctx<'_>) -> Result<(IngestRequest, Vec<u8>)> {
     let mut req = IngestRequest::default();
     let mut file: Option<Vec<u8>> = None;
     let mut labels = Vec::new();
-    while let Some(field) = ready(mp.next_field()).map_err(multipart_error)? {
+    let stalled = || {
+        Error::invalid_field(
+            &["body"],
+            "multipart_invalid",
+            "the multipart body could not be read",
+            serde_json::Value::Null,
+        )
+    };
+    while let Some(field) = ready(mp.next_field()).ok_or_else(stalled)?.map_err(multipart_error)? {
         let name = field.name().unwrap_or("").to_string();
         match name.as_str() {
             "file" => {
                 req.file_name = field.file_name().map(str::to_string);
                 req.mime_type = field.content_type().map(|m| m.to_string());
-                file = Some(ready(field.bytes()).map_err(multipart_error)?.to_vec());
+                file = Some(ready(field.bytes()).ok_or_else(stalled)?.map_err(multipart_error)?.to_vec());
             }
             _ => {
-                let text = ready(field.text()).map_err(multipart_error)?;
+                let text = ready(field.text()).ok_or_else(stalled)?.map_err(multipart_error)?;
                 match name.as_str() {
                     "labels" | "label" => {
                         labels.extend(text.split(',').map(|l| l.trim().to_string()).filter(|l| !l.is_empty()))

@@ -102,9 +102,12 @@ pub fn parse(format: Format, bytes: &[u8]) -> Result<Parsed, String> {
     let raw = raw.strip_prefix('\u{feff}').unwrap_or(&raw).replace("\r\n", "\n").replace('\r', "\n");
     let text = match format {
         Format::Markdown | Format::Text => raw,
-        Format::Html => html2text::config::plain()
-            .string_from_read(raw.as_bytes(), 100_000)
-            .map_err(|e| format!("the HTML could not be converted: {e}"))?,
+        // A converter panic on odd markup must not take the request down: it becomes a parse error.
+        Format::Html => {
+            std::panic::catch_unwind(|| html2text::config::plain().string_from_read(raw.as_bytes(), 100_000))
+                .map_err(|_| "the HTML could not be converted".to_string())?
+                .map_err(|e| format!("the HTML could not be converted: {e}"))?
+        }
     };
     let headings = if format == Format::Text { Vec::new() } else { headings(&text) };
     let sections = tree(&headings, text.len());
@@ -209,7 +212,11 @@ fn chunk(text: &str, headings: &[(usize, u8, String)]) -> Vec<Chunk> {
                 let cut = window
                     .rfind(". ")
                     .map(|i| s + i + 2)
-                    .or_else(|| window.rfind(char::is_whitespace).map(|i| s + i + 1))
+                    .or_else(|| {
+                        window
+                            .rfind(char::is_whitespace)
+                            .map(|i| s + i + window[i..].chars().next().map_or(1, char::len_utf8))
+                    })
                     .filter(|c| *c > s + CHUNK_CHARS / 4)
                     .unwrap_or(limit);
                 push(s, cut, &mut out);
@@ -306,6 +313,19 @@ mod tests {
         assert_eq!(p.sections[0].children[0].title, "Part");
         assert!(p.text.contains("More"), "{}", p.text);
         assert!(!p.text.contains("<b>"));
+    }
+
+    #[test]
+    fn long_runs_without_ascii_spaces_are_cut_on_character_boundaries() {
+        // Ideographic spaces (3 bytes) and no ". ": the cut lands after a whole character.
+        let text = "語\u{3000}".repeat(900);
+        let p = parse(Format::Text, text.as_bytes()).unwrap();
+        assert!(p.chunks.len() >= 2);
+        let covered: u64 = p.chunks.iter().map(|c| c.length).sum();
+        assert_eq!(covered as usize, text.len());
+        for c in &p.chunks {
+            assert!(text.is_char_boundary(c.offset as usize));
+        }
     }
 
     #[test]
