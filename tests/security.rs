@@ -180,3 +180,52 @@ fn the_key_never_reaches_the_logs() {
     assert!(logs.contains("rejected Host header"), "the log has the requests: {logs}");
     assert!(!logs.contains(secret), "the key appears in the logs");
 }
+
+/// Hostile JSON bodies: deep nesting, NaN and infinities, invalid UTF-8, a lone surrogate, an over-long string.
+/// Each is a 422 in the spec's shape, and the daemon keeps serving.
+#[test]
+fn hostile_json_gets_422_and_the_daemon_keeps_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = server(dir.path(), 8 << 20);
+    let post = |path: &str, body: &[u8]| {
+        let head = format!(
+            "POST {path} HTTP/1.1\nHost: 127.0.0.1\nAuthorization: Bearer {KEY}\nContent-Type: application/json\nContent-Length: {}\n",
+            body.len()
+        );
+        raw(srv.addr, &head, body)
+    };
+    let mut deep = b"{\"content\":".to_vec();
+    deep.extend(std::iter::repeat_n(b'[', 100_000));
+    deep.extend(std::iter::repeat_n(b']', 100_000));
+    deep.push(b'}');
+    let mut deep_object = b"{\"query\":".to_vec();
+    for _ in 0..5000 {
+        deep_object.extend_from_slice(b"{\"a\":");
+    }
+    deep_object.push(b'1');
+    deep_object.extend(std::iter::repeat_n(b'}', 5001));
+    let mut long = b"{\"content\":\"".to_vec();
+    long.extend(std::iter::repeat_n(b'a', 7 << 20));
+    long.extend_from_slice(b"\"}");
+    let cases: Vec<(&str, &str, Vec<u8>, &str)> = vec![
+        ("deep array", "/memories", deep, "json_invalid"),
+        ("deep object", "/memories/search", deep_object, "json_invalid"),
+        ("NaN", "/memories", b"{\"content\":\"x\",\"importance\":NaN}".to_vec(), "json_invalid"),
+        ("infinity", "/memories", b"{\"content\":\"x\",\"importance\":1e999}".to_vec(), "json_invalid"),
+        ("invalid UTF-8", "/memories", b"{\"content\":\"\xff\xfe\"}".to_vec(), "json_invalid"),
+        ("lone surrogate", "/memories", b"{\"content\":\"\\ud800\"}".to_vec(), "json_invalid"),
+        ("over-long content", "/memories", long, "string_too_long"),
+        ("wrong type", "/memories", b"[1,2,3]".to_vec(), ""),
+    ];
+    for (what, path, body, kind) in cases {
+        let r = post(path, &body);
+        assert_eq!(r.status, 422, "{what}: {}", &r.body[..r.body.len().min(200)]);
+        let v = r.json();
+        assert!(v["detail"].is_array(), "{what}: the spec's shape");
+        if !kind.is_empty() {
+            assert_eq!(v["detail"][0]["type"], kind, "{what}");
+        }
+    }
+    let ok = post("/memories", b"{\"content\":\"still serving\"}");
+    assert_eq!(ok.status, 200, "{}", ok.body);
+}
