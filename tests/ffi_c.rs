@@ -49,28 +49,9 @@ fn lib_dir() -> PathBuf {
 #[test]
 fn c_quickstart_compiles_and_runs() {
     let lib = lib_dir();
-    let so = lib.join("libengram.so");
-    let a = lib.join("libengram.a");
-    assert!(so.exists() || a.exists(), "no libengram in {}", lib.display());
+    assert!(lib.join("libengram.so").exists() || lib.join("libengram.a").exists(), "no libengram in {}", lib.display());
     let tmp = tempfile::tempdir().expect("tempdir");
-    let exe = tmp.path().join("quickstart");
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let mut cmd = Command::new(cc);
-    cmd.arg(manifest_dir().join("examples/c/quickstart.c"))
-        .arg("-std=c11")
-        .arg("-Wall")
-        .arg("-Werror")
-        .arg("-I")
-        .arg(manifest_dir().join("include"))
-        .arg("-o")
-        .arg(&exe);
-    if so.exists() {
-        cmd.arg("-L").arg(&lib).arg("-lengram").arg(format!("-Wl,-rpath,{}", lib.display()));
-    } else {
-        cmd.arg(&a).args(["-lpthread", "-ldl", "-lm"]);
-    }
-    let out = cmd.output().expect("run the C compiler");
-    assert!(out.status.success(), "cc failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    let exe = compile_example("quickstart", tmp.path());
     let store_dir = tmp.path().join("store");
     // cargo's LD_LIBRARY_PATH also lists target/<profile>, whose libengram.so may come from another feature set
     // (without `ffi`); it would win over the rpath.

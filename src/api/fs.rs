@@ -496,16 +496,7 @@ pub(super) fn ls(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
             (v, 2)
         }
         Node::ById | Node::LabelDir(_) => {
-            let mut filter = MemoryFilter {
-                states: vec![
-                    MemoryState::Active,
-                    MemoryState::Archived,
-                    MemoryState::Deprecated,
-                    MemoryState::Superseded,
-                ],
-                include_history: true,
-                ..Default::default()
-            };
+            let mut filter = tree_filter();
             if let Node::LabelDir(l) = &node {
                 filter.label_ids = vec![crate::model::Label::id_for(l)];
                 if store.get_label(&space, &filter.label_ids[0]).is_err() {
@@ -769,24 +760,9 @@ pub(super) fn find(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let ty = q.str("type").filter(|t| !t.is_empty()).unwrap_or(default_type);
     let (hits, total): (Vec<Value>, usize) = match ty {
         "memory" | "memories" => {
-            let mut filter = MemoryFilter {
-                states: vec![
-                    MemoryState::Active,
-                    MemoryState::Archived,
-                    MemoryState::Deprecated,
-                    MemoryState::Superseded,
-                ],
-                include_history: true,
-                ..Default::default()
-            };
+            let mut filter = tree_filter();
             if let Some(u) = q.str("unit_type").filter(|u| !u.is_empty()) {
-                let ut: UnitType = serde_json::from_value(json!(u)).map_err(|_| {
-                    einval(
-                        "unit_type",
-                        "one of fact, preference, decision, plan, procedure, learning, context, event",
-                        u,
-                    )
-                })?;
+                let ut: UnitType = unit_type_param(u)?;
                 filter.unit_type = Some(ut);
             }
             let label = q.str("label").filter(|l| !l.is_empty()).map(str::to_string).or(match &node {
@@ -875,6 +851,22 @@ pub(super) fn find(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     ))
 }
 
+/// Every memory the tree shows: all states but forgotten, old versions included.
+fn tree_filter() -> MemoryFilter {
+    MemoryFilter {
+        states: vec![MemoryState::Active, MemoryState::Archived, MemoryState::Deprecated, MemoryState::Superseded],
+        include_history: true,
+        ..Default::default()
+    }
+}
+
+/// The `unit_type` query parameter.
+fn unit_type_param(u: &str) -> Result<UnitType> {
+    serde_json::from_value(json!(u)).map_err(|_| {
+        einval("unit_type", "one of fact, preference, decision, plan, procedure, learning, context, event", u)
+    })
+}
+
 fn memory_hit(m: &MemoryView) -> Value {
     let excerpt: String = m.memory.content.chars().take(200).collect();
     json!({"path": memory_path(&m.memory.id), "type": "memory", "title": m.memory.title, "excerpt": excerpt,
@@ -951,17 +943,7 @@ pub(super) fn grep(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     if memories {
         let labelled: Option<std::collections::HashSet<String>> = match &label {
             Some(l) => {
-                let f = MemoryFilter {
-                    label_ids: vec![l.clone()],
-                    include_history: true,
-                    states: vec![
-                        MemoryState::Active,
-                        MemoryState::Archived,
-                        MemoryState::Deprecated,
-                        MemoryState::Superseded,
-                    ],
-                    ..Default::default()
-                };
+                let f = MemoryFilter { label_ids: vec![l.clone()], ..tree_filter() };
                 let page = store.list_memories(&ListQuery {
                     space_id: space.clone(),
                     filter: f,
@@ -973,9 +955,7 @@ pub(super) fn grep(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
             None => None,
         };
         let unit: Option<UnitType> = match q.str("unit_type").filter(|u| !u.is_empty()) {
-            Some(u) => Some(serde_json::from_value(json!(u)).map_err(|_| {
-                einval("unit_type", "one of fact, preference, decision, plan, procedure, learning, context, event", u)
-            })?),
+            Some(u) => Some(unit_type_param(u)?),
             None => None,
         };
         store.scan_memories(&space, |m| {
@@ -1045,13 +1025,7 @@ pub(super) fn recall(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
                 filter.label_ids = vec![crate::model::Label::id_for(l)];
             }
             if let Some(u) = q.str("unit_type").filter(|u| !u.is_empty()) {
-                filter.unit_type = Some(serde_json::from_value(json!(u)).map_err(|_| {
-                    einval(
-                        "unit_type",
-                        "one of fact, preference, decision, plan, procedure, learning, context, event",
-                        u,
-                    )
-                })?);
+                filter.unit_type = Some(unit_type_param(u)?);
             }
             let sq = SearchQuery {
                 query: query.to_string(),
