@@ -98,6 +98,11 @@ typedef int32_t engram_result;
  */
 #define ENGRAM_TOO_MANY_REQUESTS 20
 
+/*
+ The request did not arrive in time (HTTP only; listed for completeness).
+ */
+#define ENGRAM_TIMEOUT 21
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus

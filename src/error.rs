@@ -93,6 +93,8 @@ pub enum ErrorKind {
     NotImplemented,
     /// Too many failed API keys from one address: blocked for a while (HTTP 429 with `Retry-After`).
     TooManyRequests,
+    /// The request body did not arrive within the server's read timeout (HTTP 408); the connection is closed.
+    Timeout,
 }
 
 /// One row of the error table.
@@ -130,6 +132,7 @@ impl ErrorKind {
             Unavailable => (503, "unavailable", 18, false),
             NotImplemented => (501, "not_implemented", 19, false),
             TooManyRequests => (429, "too_many_requests", 20, true),
+            Timeout => (408, "request_timeout", 21, true),
         };
         ErrorRow { http_status, code, c_code, retryable }
     }

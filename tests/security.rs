@@ -229,3 +229,84 @@ fn hostile_json_gets_422_and_the_daemon_keeps_serving() {
     let ok = post("/memories", b"{\"content\":\"still serving\"}");
     assert_eq!(ok.status, 200, "{}", ok.body);
 }
+
+/// Slow clients (slowloris): a client trickling its headers, one that stops after a partial body, and an idle
+/// kept-alive connection are each disconnected after the configured time, and meanwhile the daemon serves
+/// everyone else. The deadlines below are generous bounds for a functional check, not timings.
+#[test]
+fn slow_clients_are_disconnected_and_others_are_served() {
+    use std::io::{Read, Write};
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap());
+    let mut cfg = ServerConfig::new(dir.path());
+    cfg.addr = "127.0.0.1:0".parse().unwrap();
+    cfg.api_key = Some(KEY.into());
+    cfg.header_read_timeout = Duration::from_secs(1);
+    cfg.body_read_timeout = Duration::from_secs(1);
+    let srv = start(cfg, store, ServiceInfo::default()).unwrap();
+    let host = format!("Host: 127.0.0.1:{}\r\n", srv.addr.port());
+    let connect = || {
+        let s = std::net::TcpStream::connect(srv.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        s
+    };
+    // Reads until the server closes; returns what it sent and whether it closed (false: our 30 s read limit).
+    let drain = |s: &mut std::net::TcpStream| {
+        let mut out = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            match s.read(&mut buf) {
+                Ok(0) => return (String::from_utf8_lossy(&out).into_owned(), true),
+                Ok(n) => out.extend_from_slice(&buf[..n]),
+                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                    return (String::from_utf8_lossy(&out).into_owned(), false);
+                }
+                Err(_) => return (String::from_utf8_lossy(&out).into_owned(), true),
+            }
+        }
+    };
+
+    // 1. Headers trickled one byte every 200 ms: the connection closes without a request being served.
+    let mut slow = connect();
+    let head =
+        format!("GET /memories HTTP/1.1\r\n{host}Authorization: Bearer {KEY}\r\nX-Padding: {}\r\n", "a".repeat(200));
+    let started = Instant::now();
+    let mut closed_while_writing = false;
+    for b in head.as_bytes() {
+        if slow.write_all(&[*b]).is_err() {
+            closed_while_writing = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        if started.elapsed() > Duration::from_secs(20) {
+            break;
+        }
+    }
+    // Meanwhile an ordinary client is served.
+    let ok = raw(srv.addr, &format!("GET /health HTTP/1.1\nHost: 127.0.0.1:{}\n", srv.addr.port()), b"");
+    assert_eq!(ok.status, 200);
+    let (reply, closed) = if closed_while_writing { (String::new(), true) } else { drain(&mut slow) };
+    assert!(closed, "the trickling client was not disconnected");
+    assert!(!reply.contains("200 OK"), "a trickled request was served: {reply}");
+
+    // 2. A body that stops half-way: 408 request_timeout, then the connection closes.
+    let mut partial = connect();
+    let req = format!(
+        "POST /memories HTTP/1.1\r\n{host}Authorization: Bearer {KEY}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"content\": \"half"
+    );
+    partial.write_all(req.as_bytes()).unwrap();
+    let (reply, closed) = drain(&mut partial);
+    assert!(closed, "the stalled body kept its connection");
+    assert!(reply.starts_with("HTTP/1.1 408"), "{reply}");
+    assert!(reply.contains("request_timeout"), "{reply}");
+    let listed = common::call(&srv, "GET", "/memories", None).json();
+    assert_eq!(listed["memories"].as_array().map(Vec::len), Some(0), "a half-sent memory was stored");
+
+    // 3. An idle kept-alive connection is closed after one request.
+    let mut idle = connect();
+    idle.write_all(format!("GET /health HTTP/1.1\r\n{host}\r\n").as_bytes()).unwrap();
+    let (reply, closed) = drain(&mut idle);
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    assert!(closed, "an idle kept-alive connection stayed open");
+}

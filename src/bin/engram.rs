@@ -75,6 +75,10 @@ enum Command {
         /// Largest request body in bytes.
         #[arg(long, default_value_t = 8 << 20)]
         max_body_bytes: usize,
+        /// Wrong API keys from one address within 5 minutes that block it for 10 minutes; 0 turns the lockout
+        /// off (for API fuzzers that send wrong keys on purpose; keep it on otherwise).
+        #[arg(long, default_value_t = 8)]
+        lockout_failures: usize,
         #[command(flatten)]
         embedder: EmbedderArgs,
     },
@@ -202,6 +206,7 @@ fn run(cli: Cli) -> engram::Result<()> {
             allow_paths,
             cors_origins,
             max_body_bytes,
+            lockout_failures,
             embedder,
         } => {
             let serve_args = ServeArgs {
@@ -212,6 +217,7 @@ fn run(cli: Cli) -> engram::Result<()> {
                 allow_paths,
                 cors_origins,
                 max_body_bytes,
+                lockout_failures,
             };
             serve(serve_args, embedder.select()?)
         }
@@ -412,12 +418,14 @@ struct ServeArgs {
     allow_paths: Vec<PathBuf>,
     cors_origins: Vec<String>,
     max_body_bytes: usize,
+    lockout_failures: usize,
 }
 
 #[cfg(feature = "server")]
 fn serve(args: ServeArgs, embedder: engram::embed::SelectedEmbedder) -> engram::Result<()> {
     use engram::server::{ServerConfig, load_or_create_key, serve_until_signal};
-    let ServeArgs { addr, data_dir, api_key, allow_hosts, allow_paths, cors_origins, max_body_bytes } = args;
+    let ServeArgs { addr, data_dir, api_key, allow_hosts, allow_paths, cors_origins, max_body_bytes, lockout_failures } =
+        args;
     let addr = addr
         .parse()
         .map_err(|_| engram::Error::new(engram::ErrorKind::InvalidInput, format!("--addr {addr} is not host:port")))?;
@@ -434,8 +442,13 @@ fn serve(args: ServeArgs, embedder: engram::embed::SelectedEmbedder) -> engram::
     store_config.allowed_paths = allow_paths;
     let store = std::sync::Arc::new(KnowledgeStore::open(store_config)?);
     println!("data directory: {}", data_dir.display());
-    let config =
-        ServerConfig { addr, api_key: Some(key), data_dir, allowed_hosts: allow_hosts, max_body_bytes, cors_origins };
+    let mut config = ServerConfig::new(&data_dir);
+    config.addr = addr;
+    config.api_key = Some(key);
+    config.allowed_hosts = allow_hosts;
+    config.max_body_bytes = max_body_bytes;
+    config.cors_origins = cors_origins;
+    config.lockout_failures = lockout_failures;
     let info = engram::api::ServiceInfo { embedding_fallback: embedder.fallback, ..Default::default() };
     serve_until_signal(config, store, info)
 }

@@ -56,6 +56,8 @@ pub const ENGRAM_UNAVAILABLE: engram_result = 18;
 pub const ENGRAM_NOT_IMPLEMENTED: engram_result = 19;
 /// Too many failed attempts; retry later (HTTP only; listed for completeness).
 pub const ENGRAM_TOO_MANY_REQUESTS: engram_result = 20;
+/// The request did not arrive in time (HTTP only; listed for completeness).
+pub const ENGRAM_TIMEOUT: engram_result = 21;
 
 /// An open store (opaque). Close with `engram_store_close`.
 pub struct engram_store {
@@ -310,6 +312,7 @@ mod tests {
             (ENGRAM_UNAVAILABLE, ErrorKind::Unavailable),
             (ENGRAM_NOT_IMPLEMENTED, ErrorKind::NotImplemented),
             (ENGRAM_TOO_MANY_REQUESTS, ErrorKind::TooManyRequests),
+            (ENGRAM_TIMEOUT, ErrorKind::Timeout),
         ] {
             assert_eq!(code, kind.row().c_code, "{kind:?}");
         }

@@ -9,6 +9,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{ConnectInfo, State};
@@ -23,6 +24,15 @@ use crate::store::KnowledgeStore;
 pub const DEFAULT_ADDR: &str = "127.0.0.1:14242";
 /// Default body limit: 8 MiB.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 8 << 20;
+/// Default time a client has to send a request's headers, and the longest a kept-alive connection may sit
+/// idle: 15 s.
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(15);
+/// Default time a client has to send a request's body once its headers arrived: 60 s (8 MiB at 140 KiB/s).
+pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default number of open connections; further clients wait in the kernel's accept queue: 512.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+/// How long a shutdown waits for in-flight requests before it closes their connections: 30 s.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 
 /// Daemon configuration.
 #[derive(Debug, Clone)]
@@ -39,6 +49,17 @@ pub struct ServerConfig {
     pub max_body_bytes: usize,
     /// Browser origins (`scheme://host[:port]`, exact) that get CORS headers; none by default.
     pub cors_origins: Vec<String>,
+    /// Time allowed for a request's headers, and for an idle kept-alive connection (slow clients are
+    /// disconnected; default [`DEFAULT_HEADER_READ_TIMEOUT`]).
+    pub header_read_timeout: Duration,
+    /// Time allowed for a request's body once its headers arrived (408 `request_timeout`, then the connection
+    /// closes; default [`DEFAULT_BODY_READ_TIMEOUT`]).
+    pub body_read_timeout: Duration,
+    /// Open connections served at once (default [`DEFAULT_MAX_CONNECTIONS`]).
+    pub max_connections: usize,
+    /// Wrong keys from one address within [`LOCKOUT_WINDOW`] that block it for [`LOCKOUT_BLOCK`] (default
+    /// [`LOCKOUT_FAILURES`]); 0 turns the lockout off, for test harnesses that send wrong keys on purpose.
+    pub lockout_failures: usize,
 }
 
 impl ServerConfig {
@@ -51,6 +72,10 @@ impl ServerConfig {
             allowed_hosts: vec![],
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             cors_origins: vec![],
+            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
+            body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            lockout_failures: LOCKOUT_FAILURES,
         }
     }
 }
@@ -104,6 +129,7 @@ struct AppState {
     key: String,
     hosts: Vec<String>,
     max_body: usize,
+    body_timeout: Duration,
     cors: Vec<String>,
     lockout: Lockout,
 }
@@ -111,10 +137,17 @@ struct AppState {
 /// Recent failure times of one address, and the end of its block.
 type Failures = (Vec<std::time::Instant>, Option<std::time::Instant>);
 
-/// Failed-key bookkeeping per client address: 8 failures within 5 minutes block the address for 10 minutes.
-#[derive(Default)]
+/// Failed-key bookkeeping per client address: `failures` (8 by default) within 5 minutes block the address for
+/// 10 minutes; 0 failures turns the lockout off.
 struct Lockout {
     by_addr: parking_lot::Mutex<std::collections::HashMap<std::net::IpAddr, Failures>>,
+    failures: usize,
+}
+
+impl Default for Lockout {
+    fn default() -> Self {
+        Lockout::new(LOCKOUT_FAILURES)
+    }
 }
 
 /// Failures that trigger a block.
@@ -125,6 +158,10 @@ pub const LOCKOUT_WINDOW: std::time::Duration = std::time::Duration::from_secs(3
 pub const LOCKOUT_BLOCK: std::time::Duration = std::time::Duration::from_secs(600);
 
 impl Lockout {
+    fn new(failures: usize) -> Lockout {
+        Lockout { by_addr: Default::default(), failures }
+    }
+
     /// Seconds left of a block on `ip`, if blocked.
     fn blocked(&self, ip: std::net::IpAddr) -> Option<u64> {
         let now = std::time::Instant::now();
@@ -135,6 +172,9 @@ impl Lockout {
 
     /// Records a failure; true when it starts a block.
     fn fail(&self, ip: std::net::IpAddr) -> bool {
+        if self.failures == 0 {
+            return false;
+        }
         let now = std::time::Instant::now();
         let mut map = self.by_addr.lock();
         if map.len() > 10_000 {
@@ -144,7 +184,7 @@ impl Lockout {
         let e = map.entry(ip).or_default();
         e.0.retain(|t| now.duration_since(*t) < LOCKOUT_WINDOW);
         e.0.push(now);
-        if e.0.len() >= LOCKOUT_FAILURES {
+        if e.0.len() >= self.failures {
             e.0.clear();
             e.1 = Some(now + LOCKOUT_BLOCK);
             return true;
@@ -352,11 +392,18 @@ async fn handle(
     if declared.is_some_and(|n| n > st.max_body as u64) {
         return reject(ErrorKind::PayloadTooLarge, "request body too large");
     }
-    let bytes = match axum::body::to_bytes(body, st.max_body).await {
-        Ok(b) => b,
-        Err(_) => return reject(ErrorKind::PayloadTooLarge, "request body too large"),
+    let bytes = match tokio::time::timeout(st.body_timeout, axum::body::to_bytes(body, st.max_body)).await {
+        Ok(Ok(b)) => b,
+        Ok(Err(_)) => return reject(ErrorKind::PayloadTooLarge, "request body too large"),
+        Err(_) => {
+            tracing::warn!(%peer, "request body not received in time");
+            let mut resp = reject(ErrorKind::Timeout, "request body not received in time");
+            resp.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+            return resp;
+        }
     };
     let st2 = st.clone();
+    let route_path = path.clone();
     let out = tokio::task::spawn_blocking(move || {
         let req = ApiRequest { method: &method, path: &path, query: &query, body: &bytes, content_type: &content_type };
         st2.api.handle(req)
@@ -364,7 +411,14 @@ async fn handle(
     .await;
     match out {
         Ok(r) => {
+            let status = r.status;
             let mut resp = respond(r);
+            if status == 405 {
+                // RFC 9110 section 15.5.6: a 405 lists the methods the path serves.
+                if let Ok(v) = HeaderValue::from_str(&Api::allowed_methods(&route_path).join(", ")) {
+                    resp.headers_mut().insert(header::ALLOW, v);
+                }
+            }
             if cors_ok {
                 if let Some(v) = origin.as_deref().and_then(|o| HeaderValue::from_str(o).ok()) {
                     resp.headers_mut().insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, v);
@@ -430,8 +484,9 @@ fn build(
         key: key.clone(),
         hosts,
         max_body: config.max_body_bytes,
+        body_timeout: config.body_read_timeout,
         cors: config.cors_origins.clone(),
-        lockout: Lockout::default(),
+        lockout: Lockout::new(config.lockout_failures),
     });
     Ok((axum::Router::new().fallback(handle).with_state(st), key))
 }
@@ -447,15 +502,14 @@ pub fn start(config: ServerConfig, store: Arc<KnowledgeStore>, info: ServiceInfo
     let (router, key) = build(&config, store, info, addr)?;
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let limits = Limits::of(&config);
     let thread = std::thread::Builder::new().name("engram-http".into()).spawn(move || {
         rt.block_on(async move {
             let Ok(listener) = tokio::net::TcpListener::from_std(std_listener) else { return };
-            let svc = router.into_make_service_with_connect_info::<SocketAddr>();
-            let _ = axum::serve(listener, svc)
-                .with_graceful_shutdown(async move {
-                    let _ = rx.await;
-                })
-                .await;
+            accept_loop(listener, router, limits, async move {
+                let _ = rx.await;
+            })
+            .await;
         });
     })?;
     Ok(RunningServer { addr, api_key: key, shutdown: Some(tx), thread: Some(thread) })
@@ -473,11 +527,76 @@ pub fn serve_until_signal(config: ServerConfig, store: Arc<KnowledgeStore>, info
         let (router, _key) = build(&config, store, info, addr)?;
         tracing::info!(%addr, "engram listening");
         println!("engram listening on http://{addr}");
-        let svc = router.into_make_service_with_connect_info::<SocketAddr>();
-        axum::serve(listener, svc).with_graceful_shutdown(shutdown_signal()).await?;
+        accept_loop(listener, router, Limits::of(&config), shutdown_signal()).await;
         tracing::info!("engram stopped");
         Ok(())
     })
+}
+
+/// Connection limits of the accept loop.
+#[derive(Clone, Copy)]
+struct Limits {
+    header_read: Duration,
+    max_connections: usize,
+}
+
+impl Limits {
+    fn of(c: &ServerConfig) -> Limits {
+        Limits { header_read: c.header_read_timeout, max_connections: c.max_connections.max(1) }
+    }
+}
+
+/// Accepts HTTP/1.1 connections until `shutdown` resolves, then lets in-flight requests finish (at most
+/// [`SHUTDOWN_GRACE`]). Each connection must send its headers within `header_read` (also the idle limit of a
+/// kept-alive connection), so slow clients (slowloris) are disconnected; at most `max_connections` are open.
+async fn accept_loop(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    limits: Limits,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    use tower::ServiceExt;
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new()).header_read_timeout(limits.header_read).keep_alive(true);
+    tokio::pin!(shutdown);
+    loop {
+        let slot = tokio::select! {
+            s = slots.clone().acquire_owned() => match s { Ok(s) => s, Err(_) => break },
+            () = &mut shutdown => break,
+        };
+        let (stream, peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(c) => c,
+                Err(e) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let router = router.clone();
+        let svc = hyper::service::service_fn(move |mut req: Request<hyper::body::Incoming>| {
+            req.extensions_mut().insert(ConnectInfo(peer));
+            router.clone().oneshot(req.map(Body::new))
+        });
+        let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), svc));
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(%peer, error = %e, "connection closed");
+            }
+            drop(slot);
+        });
+    }
+    drop(listener);
+    tokio::select! {
+        () = graceful.shutdown() => {}
+        () = tokio::time::sleep(SHUTDOWN_GRACE) => tracing::warn!("shutdown grace period over; closing connections"),
+    }
 }
 
 async fn shutdown_signal() {
