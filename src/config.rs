@@ -101,9 +101,28 @@ impl StoreConfig {
     ///
     /// # Errors
     /// [`crate::error::ErrorKind::Forbidden`] (`path_not_allowed`) outside them, for the store file and the API
-    /// key file, and when the path cannot be resolved.
+    /// key file, and when the path cannot be resolved; [`crate::error::ErrorKind::InvalidInput`] (at
+    /// `["body", "path"]`) for a path over 4,096 bytes or with a name over 200 bytes (file systems allow 255; an
+    /// export writes a temporary file whose name is 42 bytes longer).
     pub fn confine(&self, path: &Path) -> crate::error::Result<PathBuf> {
+        self.confine_named(path, "path")
+    }
+
+    /// [`StoreConfig::confine`], naming the request field `field` in a validation error.
+    ///
+    /// # Errors
+    /// As [`StoreConfig::confine`].
+    pub fn confine_named(&self, path: &Path, field: &str) -> crate::error::Result<PathBuf> {
         use crate::error::{Error, ErrorKind};
+        // Longer names fail in the file system (ENAMETOOLONG) as an I/O error; they are the caller's mistake.
+        if path.as_os_str().len() > 4096 || path.components().any(|c| c.as_os_str().len() > 200) {
+            return Err(Error::invalid_field(
+                &["body", field],
+                "value_error",
+                "paths are at most 4,096 bytes with names of at most 200 bytes",
+                path.to_string_lossy().into_owned().into(),
+            ));
+        }
         let refuse = || {
             Error::new(ErrorKind::Forbidden, format!("path '{}' is outside the allowed directories", path.display()))
                 .with_code("path_not_allowed")

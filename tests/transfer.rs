@@ -565,3 +565,23 @@ fn a_second_import_while_one_runs_is_409() {
     assert_eq!(store.import_job(&job).unwrap().status, "completed");
     assert_eq!(call(&srv, "POST", "/data/import", Some(r#"{"import_path":"big.zip","mode":"skip"}"#)).status, 200);
 }
+
+/// Found by schemathesis: an export path with a 300-byte file name reached the file system and came back as a
+/// retryable I/O error (500); over-long paths are the caller's mistake (422), for export and import alike.
+#[test]
+fn over_long_paths_are_invalid_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let long = dir.path().join("x".repeat(300));
+    let opts = ExportOptions { path: Some(long.clone()), compress: true, overwrite: true, include: Include::default() };
+    let e = store.export_data(&opts).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
+    assert_eq!(e.fields()[0].loc, vec![serde_json::json!("body"), serde_json::json!("export_path")]);
+    // 217 bytes: the file system takes it, the export's temporary name (42 bytes longer) would not.
+    let opts = ExportOptions { path: Some(dir.path().join("é".repeat(108) + "x")), ..opts };
+    assert_eq!(store.export_data(&opts).unwrap_err().kind(), ErrorKind::InvalidInput);
+    let e = import(&store, &long, ImportMode::Merge).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
+    let deep = dir.path().join("d/".repeat(2100));
+    assert_eq!(import(&store, &deep, ImportMode::Merge).unwrap_err().kind(), ErrorKind::InvalidInput);
+}

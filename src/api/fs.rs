@@ -405,25 +405,17 @@ fn find_source(api: &Api, space: &str, name: &str) -> Result<Option<crate::model
     Ok(api.store().all_sources(space)?.into_iter().rev().find(|s| s.original_name == name))
 }
 
-#[derive(serde::Serialize, serde::Deserialize)]
-struct Cursor {
-    o: usize,
-}
-
+/// Cursors are the offset of the next entry, in decimal: opaque to clients, and any string of 1 to 15 digits is
+/// one (past the end gives an empty page).
 fn encode_cursor(offset: usize) -> String {
-    use base64::Engine;
-    base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .encode(serde_json::to_vec(&Cursor { o: offset }).unwrap_or_default())
+    offset.to_string()
 }
 
 fn decode_cursor(c: Option<&str>) -> Result<usize> {
-    use base64::Engine;
     let Some(c) = c.filter(|c| !c.is_empty()) else { return Ok(0) };
-    base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(c)
-        .ok()
-        .and_then(|b| serde_json::from_slice::<Cursor>(&b).ok())
-        .map(|c| c.o)
+    Some(c)
+        .filter(|c| c.len() <= 15 && c.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|c| c.parse().ok())
         .ok_or_else(|| einval("cursor", "not a cursor this server issued", c))
 }
 

@@ -101,8 +101,11 @@ impl ApiResponse {
         if e.kind() == ErrorKind::InvalidInput {
             return ApiResponse::json(422, &dto::ValidationErrorBody { detail: e.fields().to_vec() });
         }
-        if row.http_status >= 500 {
-            tracing::error!(error = %e.chain(), "request failed");
+        match e.kind() {
+            // Designed answers: a planned feature, a component not installed.
+            ErrorKind::NotImplemented | ErrorKind::Unavailable => tracing::warn!(error = %e.chain(), "request refused"),
+            _ if row.http_status >= 500 => tracing::error!(error = %e.chain(), "request failed"),
+            _ => {}
         }
         ApiResponse::json(
             row.http_status,
@@ -280,6 +283,21 @@ impl Api {
     pub fn is_public(method: &str, path: &str) -> bool {
         let path = if path.len() > 1 { path.trim_end_matches('/') } else { path };
         ROUTES.iter().any(|r| r.public && r.method.eq_ignore_ascii_case(method) && r.path == path)
+    }
+
+    /// The methods of the most specific path templates matching `path` (for the `Allow` header of a 405, as
+    /// the OpenAPI document lists them), in route-table order; empty for an unknown path.
+    pub fn allowed_methods(path: &str) -> Vec<&'static str> {
+        let matches: Vec<(&Route, usize)> =
+            ROUTES.iter().filter_map(|r| match_path(r.path, path).map(|(_, literals)| (r, literals))).collect();
+        let best = matches.iter().map(|m| m.1).max().unwrap_or(0);
+        let mut out: Vec<&'static str> = Vec::new();
+        for (r, literals) in matches {
+            if literals == best && !out.contains(&r.method) {
+                out.push(r.method);
+            }
+        }
+        out
     }
 
     /// Runs one request: route, validate the query, call the handler, map errors. Never panics on input.

@@ -74,7 +74,87 @@ fn schemas() -> Map<String, Value> {
     for (name, schema) in v {
         out.insert(name, serde_json::to_value(schema).unwrap_or_default());
     }
+    // `loc` mixes keys and array indices; `input` is whatever was sent.
+    if let Some(props) = out.get_mut("FieldError").and_then(|f| f.get_mut("properties")) {
+        props["loc"] = json!({"type": "array", "items": {"type": ["string", "integer"]}});
+        props["input"] = json!({"description": "The offending input (null when missing)."});
+    }
     out
+}
+
+/// A path outside the tree API's forms is refused before it is looked up: absolute, no control characters
+/// (Unicode category Cc), at most 4,096 bytes (1,024 characters always fit).
+const FS_PATH: &str = r"^/[^\u0000-\u001f\u007f-\u009f]*$";
+/// A date bound: `YYYY`, `YYYY-MM`, `YYYY-MM-DD` or an RFC 3339 timestamp.
+fn loose_date() -> Value {
+    json!({"anyOf": [
+        {"format": "date"},
+        {"format": "date-time"},
+        {"pattern": "^[0-9]{4}(-(0[1-9]|1[0-2]))?$"},
+    ]})
+}
+
+/// What the handlers check of a string query parameter beyond its type, as JSON Schema keywords (merged into
+/// the parameter's schema), by operation and name. These are the rules of the handlers' 422s, written where
+/// clients and API fuzzers (schemathesis in CI) read them.
+fn param_refinement(op: &str, name: &str) -> Option<Value> {
+    let non_blank = json!({"minLength": 1, "pattern": r"\S"});
+    Some(match (op, name) {
+        (_, "q" | "query") if op != "fs_grep" => non_blank,
+        ("fs_grep", "q") => json!({"minLength": 1, "maxLength": 250}),
+        (_, "path") if op.starts_with("fs_") => json!({"pattern": FS_PATH, "maxLength": 1024}),
+        (_, "cursor") if op.starts_with("fs_") => json!({"pattern": "^[0-9]{1,15}$"}),
+        (_, "color") => json!({"pattern": "^#([0-9a-fA-F]{3}|[0-9a-fA-F]{6})$"}),
+        (_, "event_date_from" | "event_date_to" | "recorded_date_from" | "recorded_date_to" | "since" | "until") => {
+            loose_date()
+        }
+        (_, "time_range") => {
+            let mut any = loose_date();
+            if let Some(a) = any["anyOf"].as_array_mut() {
+                a.push(json!({"enum": ["today", "week", "month", "year"]}));
+            }
+            any
+        }
+        ("list_sources", "metadata") => json!({"items": {"type": "string", "pattern": "^[^=]+="}}),
+        ("search_memories_get", "metadata") => json!({"maxItems": 0}),
+        _ => return None,
+    })
+}
+
+/// Path parameters that are not strings.
+fn path_param_schema(name: &str) -> Value {
+    match name {
+        "community_id" => json!({"type": "integer", "minimum": 0}),
+        _ => json!({"type": "string"}),
+    }
+}
+
+/// Rules of a request body that its DTO cannot state (one DTO serves several operations, or fields are
+/// required together): merged with the DTO's schema through `allOf`.
+fn body_refinement(op: &str) -> Option<Value> {
+    let required = |fields: &[&str]| json!({"required": fields});
+    Some(match op {
+        "create_memory_relation" => required(&["target_memory_id", "relation_type"]),
+        "supersede_memory" => required(&["newer_memory_id"]),
+        "data_import" => required(&["import_path"]),
+        "preview_label_merge" | "apply_label_merge" => required(&["target_label_id"]),
+        "ingest_source_path" => required(&["path"]),
+        "ingest_source_file" => json!({"required": ["file_name"], "oneOf": [
+            {"required": ["content"], "not": {"required": ["content_base64"]}},
+            {"required": ["content_base64"], "not": {"required": ["content"]}},
+        ]}),
+        "distill_memories" => json!({"anyOf": [{"required": ["thread_content"]}, {"required": ["thread_id"]}]}),
+        "import_threads" => json!({"anyOf": [
+            {"required": ["messages"]}, {"required": ["markdown_content"]}, {"required": ["threads"]},
+        ]}),
+        _ => return None,
+    })
+}
+
+fn merge(into: &mut Value, extra: Value) {
+    if let (Some(a), Value::Object(b)) = (into.as_object_mut(), extra) {
+        a.extend(b);
+    }
 }
 
 fn reference(name: &str) -> Value {
@@ -129,23 +209,31 @@ pub fn document() -> Value {
             .path
             .split('/')
             .filter_map(|seg| seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
-            .map(|name| json!({"name": name, "in": "path", "required": true, "schema": {"type": "string"}}))
+            .map(|name| json!({"name": name, "in": "path", "required": true, "schema": path_param_schema(name)}))
             .collect();
         for p in r.query {
-            let mut q = json!({"name": p.name, "in": "query", "required": p.required, "description": p.description, "schema": param_schema(p)});
+            let mut schema = param_schema(p);
+            if let Some(extra) = param_refinement(r.operation_id, p.name) {
+                merge(&mut schema, extra);
+            }
+            let mut q = json!({"name": p.name, "in": "query", "required": p.required, "description": p.description, "schema": schema});
             if matches!(p.kind, ParamKind::List) {
                 q["style"] = "form".into();
                 q["explode"] = true.into();
             }
             params.push(q);
         }
-        let ok_schema = match r.response {
-            Shape::Ref(n) => reference(n),
-            Shape::ArrayOf(n) => json!({"type": "array", "items": reference(n)}),
-            Shape::Object => json!({"type": "object"}),
+        let ok = match r.response {
+            Shape::Ref(n) => json!({"application/json": {"schema": reference(n)}}),
+            Shape::ArrayOf(n) => json!({"application/json": {"schema": {"type": "array", "items": reference(n)}}}),
+            Shape::Object => json!({"application/json": {"schema": {"type": "object"}}}),
+            Shape::Zip => json!({"application/zip": {"schema": {"type": "string", "format": "binary"}}}),
         };
+        // Every error of the error table (docs/api.md) has the same body; 422 has the validation shape.
         let mut responses = json!({
-            "200": {"description": "OK", "content": {"application/json": {"schema": ok_schema}}},
+            "200": {"description": "OK", "content": ok},
+            "default": {"description": "Error (see the error table)", "content": {"application/json": {"schema": reference("ErrorBody")}}},
+            "414": {"description": "URI over 65,534 bytes: refused by the HTTP layer, without a body"},
         });
         if !r.public {
             responses["401"] = json!({"description": "Missing or wrong API key", "content": {"application/json": {"schema": reference("ErrorBody")}}});
@@ -163,7 +251,11 @@ pub fn document() -> Value {
             "responses": responses,
         });
         if let Some(body) = r.body {
-            op["requestBody"] = json!({"required": true, "content": {"application/json": {"schema": reference(body)}}});
+            let schema = match body_refinement(r.operation_id) {
+                Some(extra) => json!({"allOf": [reference(body), extra]}),
+                None => reference(body),
+            };
+            op["requestBody"] = json!({"required": true, "content": {"application/json": {"schema": schema}}});
         }
         if r.public {
             op["security"] = json!([]);

@@ -19,6 +19,8 @@ pub enum Shape {
     ArrayOf(&'static str),
     /// Any JSON object.
     Object,
+    /// A ZIP archive (`application/zip`).
+    Zip,
 }
 
 /// One route: method, path template (`{name}` segments), documentation, declared query parameters, body and
@@ -1047,7 +1049,7 @@ pub static ROUTES: &[Route] = &[
         "Markdown wiki of the global graph as a ZIP (topics, entities, crystals)",
         super::library::EXPORT_PARAMS,
         None,
-        Shape::Object,
+        Shape::Zip,
         false,
         super::library::wiki_export
     ),
@@ -1058,7 +1060,7 @@ pub static ROUTES: &[Route] = &[
         "Open Knowledge Format v0.2 bundle as a ZIP",
         super::library::EXPORT_PARAMS,
         None,
-        Shape::Object,
+        Shape::Zip,
         false,
         super::library::okf_export
     ),

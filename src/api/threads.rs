@@ -465,8 +465,11 @@ fn parse_markdown(md: &str) -> Vec<NewMessage> {
     let marker = |line: &str| -> Option<(String, String)> {
         let l = line.trim_start_matches('#').trim().trim_start_matches("**");
         for role in ["user", "assistant", "system", "tool"] {
-            if l.len() >= role.len() && l[..role.len()].eq_ignore_ascii_case(role) {
-                let rest = l[role.len()..].trim_start_matches("**").trim_start();
+            // `get` rather than indexing: the line may have a multi-byte character where the role would end.
+            if let Some(rest) =
+                l.get(..role.len()).filter(|p| p.eq_ignore_ascii_case(role)).and_then(|_| l.get(role.len()..))
+            {
+                let rest = rest.trim_start_matches("**").trim_start();
                 let heading = line.trim_start().starts_with('#') && rest.is_empty();
                 if let Some(r) = rest.strip_prefix(':') {
                     return Some((role.into(), r.trim_start_matches("**").trim().to_string()));
@@ -755,5 +758,15 @@ mod tests {
             got,
             vec![("user", "Intro line"), ("user", "hello\nthere"), ("assistant", "Hi!"), ("assistant", "bye")]
         );
+    }
+
+    /// Found by schemathesis: a line with a multi-byte character where a role name would end panicked.
+    #[test]
+    fn multi_byte_characters_at_the_role_boundary_are_text() {
+        let m = super::parse_markdown("\u{1f}\u{ba}\u{c1}*\u{eb}x\nUse\u{e9}: caf\u{e9}\nsyst\u{e8}m\nUSER: hi");
+        assert_eq!(m.len(), 2);
+        assert_eq!(m[0].role, "user");
+        assert!(m[0].content.contains("Use\u{e9}: caf\u{e9}"));
+        assert_eq!((m[1].role.as_str(), m[1].content.as_str()), ("user", "hi"));
     }
 }

@@ -304,6 +304,9 @@ impl WTables<'_> {
         target: &str,
         now: Timestamp,
     ) -> Result<LabelMerge> {
+        // Unknown labels are 404 before anything else.
+        let src = load_label(&self.labels, space, source)?;
+        load_label(&self.labels, space, target)?;
         if source == target {
             return Err(Error::invalid_field(
                 &["query", "target_id"],
@@ -312,8 +315,6 @@ impl WTables<'_> {
                 target.into(),
             ));
         }
-        let src = load_label(&self.labels, space, source)?;
-        load_label(&self.labels, space, target)?;
         let target_has: BTreeSet<String> = self.memories_with(space, target)?.into_iter().collect();
         let mut moved = Vec::new();
         let mut shared = Vec::new();
@@ -939,6 +940,8 @@ fn build_plan(
     source: &str,
     target: Option<&str>,
 ) -> Result<LabelPlan> {
+    let src = load_label(labels, space, source)?;
+    let tgt = target.map(|t| load_label(labels, space, t)).transpose()?;
     if target == Some(source) {
         return Err(Error::invalid_field(
             &["body", "target_label_id"],
@@ -947,8 +950,6 @@ fn build_plan(
             source.into(),
         ));
     }
-    let src = load_label(labels, space, source)?;
-    let tgt = target.map(|t| load_label(labels, space, t)).transpose()?;
     let src_mems = range_prefix3(lm, space, source)?;
     let tgt_mems = match target {
         Some(t) => range_prefix3(lm, space, t)?,

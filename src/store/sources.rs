@@ -506,18 +506,21 @@ impl KnowledgeStore {
     /// The chunk index of a space is built on its first search and rebuilt after its sources change.
     ///
     /// # Errors
-    /// [`ErrorKind::InvalidInput`] for a query without searchable terms; [`ErrorKind::NotFound`]
-    /// (`space_not_found`).
+    /// [`ErrorKind::InvalidInput`] for a blank query; [`ErrorKind::NotFound`] (`space_not_found`). A query of
+    /// stop words and punctuation only finds nothing.
     pub fn search_sources(&self, space: &str, query: &str, limit: usize) -> Result<Vec<SourceHit>> {
+        if query.trim().is_empty() {
+            return Err(Error::invalid_field(
+                &["query", "q"],
+                "string_too_short",
+                "query must not be empty",
+                serde_json::Value::String(query.to_string()),
+            ));
+        }
         self.require_space(space)?;
         let (qtf, _) = lexicon::analyse(query);
         if qtf.is_empty() {
-            return Err(Error::invalid_field(
-                &["query", "q"],
-                "value_error",
-                "the query has no searchable words",
-                serde_json::Value::String(query.to_string()),
-            ));
+            return Ok(Vec::new());
         }
         let ix = self.chunk_index_of(space)?;
         let lists: Vec<(u32, &[bm25::Posting])> = qtf.iter().map(|(t, n)| (*n, ix.lex.postings(t))).collect();

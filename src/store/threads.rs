@@ -662,7 +662,8 @@ impl KnowledgeStore {
     /// matching messages first. A scan over the space's messages: O(messages).
     ///
     /// # Errors
-    /// [`ErrorKind::InvalidInput`] for an empty query; [`ErrorKind::NotFound`] (`space_not_found`).
+    /// [`ErrorKind::InvalidInput`] for a blank query; [`ErrorKind::NotFound`] (`space_not_found`). A query of
+    /// stop words and punctuation only finds nothing.
     pub fn search_threads(
         &self,
         query: &str,
@@ -670,16 +671,19 @@ impl KnowledgeStore {
         source: Option<&str>,
         limit: usize,
     ) -> Result<Vec<ThreadMatch>> {
-        let terms: std::collections::BTreeSet<String> = text::terms(query).into_iter().collect();
-        if terms.is_empty() {
+        if query.trim().is_empty() {
             return Err(Error::invalid_field(
                 &["query", "query"],
                 "string_too_short",
-                "query needs at least one word that is not a stop word",
+                "query must not be empty",
                 query.into(),
             ));
         }
         self.require_space(space)?;
+        let terms: std::collections::BTreeSet<String> = text::terms(query).into_iter().collect();
+        if terms.is_empty() {
+            return Ok(Vec::new());
+        }
         let rtx = self.db.begin_read()?;
         let table = rtx.open_table(MESSAGES)?;
         let mut counts: std::collections::HashMap<String, u64> = Default::default();

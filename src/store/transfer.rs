@@ -400,7 +400,7 @@ impl KnowledgeStore {
     pub fn export_data(&self, opts: &ExportOptions) -> Result<ExportReport> {
         let started = std::time::Instant::now();
         let path = match &opts.path {
-            Some(p) => self.config.confine(p)?,
+            Some(p) => self.config.confine_named(p, "export_path")?,
             None => {
                 let stamp = time::OffsetDateTime::now_utc()
                     .format(time::macros::format_description!("[year][month][day]-[hour][minute][second]"))
@@ -971,7 +971,7 @@ impl KnowledgeStore {
     /// * Storage errors; nothing is written.
     pub fn import_data(&self, path: &Path, mode: ImportMode, progress: &ImportProgress) -> Result<ImportReport> {
         let started = std::time::Instant::now();
-        let real = self.config.confine(path)?;
+        let real = self.config.confine_named(path, "import_path")?;
         let mut ar = Archive::open(&real)?;
         let total: u64 = ar.manifest.files.values().map(|f| f.records).sum();
         progress.total.store(total, Ordering::Release);
@@ -1530,7 +1530,7 @@ impl KnowledgeStore {
     /// [`ErrorKind::Conflict`] (`import_running`) while another import runs; [`ErrorKind::Forbidden`]
     /// (`path_not_allowed`); [`ErrorKind::NotFound`] (`file_not_found`) when there is no file there.
     pub fn start_import(self: &Arc<Self>, path: &Path, mode: ImportMode) -> Result<ImportJob> {
-        let real = self.config.confine(path)?;
+        let real = self.config.confine_named(path, "import_path")?;
         if !real.exists() {
             return Err(Error::not_found("file_not_found", format!("no archive at '{}'", path.display())));
         }
