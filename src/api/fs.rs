@@ -1211,4 +1211,15 @@ mod tests {
         assert_eq!(unsegment(&segment("a/b%c d")), "a/b%c d");
         assert_eq!(unsegment("100%"), "100%");
     }
+
+    proptest::proptest! {
+        /// Names survive the segment codec; a segment never contains `/`; cursors survive theirs.
+        #[test]
+        fn segments_and_cursors_round_trip(name in "\\PC{0,40}", offset in 0usize..1_000_000_000_000_000) {
+            let seg = segment(&name);
+            proptest::prop_assert!(!seg.contains('/'));
+            proptest::prop_assert_eq!(unsegment(&seg), name);
+            proptest::prop_assert_eq!(decode_cursor(Some(&encode_cursor(offset))).ok(), Some(offset));
+        }
+    }
 }

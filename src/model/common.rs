@@ -144,4 +144,15 @@ mod tests {
         let back: Metadata = postcard::from_bytes(&bytes).unwrap_or_default();
         assert_eq!(back, m);
     }
+
+    /// Found by the codec property tests: without serde_json's `float_roundtrip`, this number came back one
+    /// ULP off (…5665) from storage.
+    #[test]
+    fn metadata_floats_survive_storage_bit_for_bit() {
+        let mut m = Metadata::new();
+        m.0.insert("a".into(), serde_json::json!(988_224_866_277.566_4_f64));
+        let bytes = postcard::to_allocvec(&m).unwrap_or_default();
+        let back: Metadata = postcard::from_bytes(&bytes).unwrap_or_default();
+        assert_eq!(back.0["a"].as_f64().map(f64::to_bits), Some(988_224_866_277.566_4_f64.to_bits()));
+    }
 }

@@ -46,3 +46,105 @@ pub fn vector_to_bytes(v: &[f32]) -> Vec<u8> {
 pub fn vector_from_bytes(b: &[u8]) -> Vec<f32> {
     b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
 }
+
+/// Property tests of the stored codecs (proptest): every record survives encode/decode exactly, any bytes
+/// decode to a record or a `Corrupt` error (never a panic), vectors keep every bit.
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::model::{Memory, MemoryState, Metadata, TemporalContext, Timestamp, UnitType};
+
+    /// JSON values up to 3 levels deep: what clients put in `metadata`.
+    fn json() -> impl Strategy<Value = serde_json::Value> {
+        let leaf = prop_oneof![
+            Just(serde_json::Value::Null),
+            any::<bool>().prop_map(serde_json::Value::from),
+            any::<i64>().prop_map(serde_json::Value::from),
+            (-1e12f64..1e12).prop_map(serde_json::Value::from),
+            ".{0,12}".prop_map(serde_json::Value::from),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(serde_json::Value::from),
+                proptest::collection::btree_map(".{0,6}", inner, 0..4)
+                    .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    prop_compose! {
+        fn memory()(
+            id in ".{1,40}",
+            content in ".{0,200}",
+            title in ".{0,40}",
+            importance in 0.0f64..=1.0,
+            created in 0i64..253_402_300_799_999,
+            accessed in proptest::option::of(0i64..253_402_300_799_999),
+            count in any::<i64>(),
+            meta in proptest::collection::btree_map("[a-z_]{1,8}", json(), 0..4),
+            state in proptest::sample::select(MemoryState::ALL.to_vec()),
+            unit in proptest::sample::select(vec![UnitType::Fact, UnitType::Event, UnitType::Plan]),
+            temporal in proptest::sample::select(vec![TemporalContext::Past, TemporalContext::Timeless]),
+            event_start in proptest::option::of("[0-9]{4}(-[0-9]{2}){0,2}"),
+            range in proptest::collection::btree_map(".{0,5}", -1e9f64..1e9, 0..3),
+        ) -> Memory {
+            let mut m = Memory::with_defaults(id, "default".into(), content, Timestamp(created));
+            m.title = title;
+            m.importance = importance;
+            m.last_accessed_at = accessed.map(Timestamp);
+            m.access_count = count;
+            m.metadata = Metadata(meta.into_iter().collect());
+            m.state = state;
+            m.unit_type = unit;
+            m.temporal_context = temporal;
+            m.event_start = event_start;
+            m.source_range = range;
+            m
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        #[test]
+        fn memories_round_trip(m in memory()) {
+            let bytes = encode(&m).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert_eq!(bytes[0], RECORD_VERSION);
+            let back: Memory = decode(&bytes).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert_eq!(back, m);
+        }
+
+        #[test]
+        fn any_bytes_decode_or_are_corrupt(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+            if let Err(e) = decode::<Memory>(&bytes) {
+                prop_assert_eq!(e.kind(), ErrorKind::Corrupt);
+            }
+        }
+
+        #[test]
+        fn truncated_records_are_corrupt_not_panics(m in memory(), cut in 0usize..1000) {
+            let bytes = encode(&m).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let cut = cut % bytes.len();
+            if let Err(e) = decode::<Memory>(&bytes[..cut]) {
+                prop_assert_eq!(e.kind(), ErrorKind::Corrupt);
+            }
+        }
+
+        #[test]
+        fn vectors_keep_every_bit(v in proptest::collection::vec(any::<u32>(), 0..64)) {
+            let floats: Vec<f32> = v.iter().map(|b| f32::from_bits(*b)).collect();
+            let bytes = vector_to_bytes(&floats);
+            prop_assert_eq!(bytes.len(), floats.len() * 4);
+            let back: Vec<u32> = vector_from_bytes(&bytes).iter().map(|f| f.to_bits()).collect();
+            prop_assert_eq!(back, v);
+        }
+
+        #[test]
+        fn timestamps_round_trip_through_rfc3339(ms in 0i64..253_402_300_799_999) {
+            let t = Timestamp(ms);
+            prop_assert_eq!(Timestamp::parse(&t.to_rfc3339()), Some(t));
+        }
+    }
+}
