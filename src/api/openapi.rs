@@ -74,6 +74,11 @@ fn schemas() -> Map<String, Value> {
     for (name, schema) in v {
         out.insert(name, serde_json::to_value(schema).unwrap_or_default());
     }
+    for (schema, prop, rules) in field_rules() {
+        if let Some(p) = out.get_mut(schema).and_then(|f| f.get_mut("properties")).and_then(|p| p.get_mut(prop)) {
+            merge(p, rules);
+        }
+    }
     // `loc` mixes keys and array indices; `input` is whatever was sent.
     if let Some(props) = out.get_mut("FieldError").and_then(|f| f.get_mut("properties")) {
         props["loc"] = json!({"type": "array", "items": {"type": ["string", "integer"]}});
@@ -115,10 +120,90 @@ fn param_refinement(op: &str, name: &str) -> Option<Value> {
             }
             any
         }
+        ("fs_find", "type") => {
+            json!({"enum": ["memory", "memories", "thread", "threads", "source", "sources", "entity", "entities", ""]})
+        }
+        (_, "unit_type") if op.starts_with("fs_") => {
+            json!({"enum": ["fact", "preference", "decision", "plan", "procedure", "learning", "context", "event", ""]})
+        }
+        ("read_working_memory", "date") => json!({"format": "date"}),
+        ("create_label", "name") => json!({"maxLength": 100, "pattern": NAME}),
         ("list_sources", "metadata") => json!({"items": {"type": "string", "pattern": "^[^=]+="}}),
         ("search_memories_get", "metadata") => json!({"maxItems": 0}),
         _ => return None,
     })
+}
+
+/// A name the handlers trim: at least one non-blank character, no control characters (Unicode Cc).
+const NAME: &str = r"^[^\u0000-\u001f\u007f-\u009f]*[^\s\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]*$";
+/// An id: as [`NAME`], and no `/`.
+const ID: &str = r"^[^/\u0000-\u001f\u007f-\u009f]*[^/\s\u0000-\u001f\u007f-\u009f][^/\u0000-\u001f\u007f-\u009f]*$";
+
+/// What the handlers check of DTO fields beyond their Rust types (enums kept as strings for the spec's error
+/// messages, lengths, shapes), merged into the component schemas. A nullable field keeps `null` (patterns and
+/// lengths constrain strings only; enums list `null`).
+fn field_rules() -> Vec<(&'static str, &'static str, Value)> {
+    let one_of = |values: &[&str]| {
+        let mut v: Vec<Value> = values.iter().map(|s| json!(s)).collect();
+        v.push(Value::Null);
+        json!({"enum": v})
+    };
+    let units = ["fact", "preference", "decision", "plan", "procedure", "learning", "context", "event"];
+    let temporal = ["past", "present", "future", "timeless"];
+    let non_blank = json!({"minLength": 1, "pattern": r"\S"});
+    let mut out = Vec::new();
+    for schema in ["CreateMemoryRequest", "UpdateMemoryRequest", "SearchRequest"] {
+        out.push((schema, "unit_type", one_of(&units)));
+        out.push((schema, "temporal_context", one_of(&temporal)));
+    }
+    for schema in ["CreateMemoryRequest", "UpdateMemoryRequest"] {
+        out.push((schema, "content", non_blank.clone()));
+        out.push((schema, "event_start", loose_date()));
+        out.push((schema, "event_end", loose_date()));
+        out.push((schema, "importance", json!({"minimum": 0, "maximum": 1})));
+        out.push((schema, "confidence", json!({"minimum": 0, "maximum": 1})));
+    }
+    out.push(("CreateMemoryRequest", "id", json!({"maxLength": 200, "pattern": ID})));
+    for schema in ["CreateMemoryRequest", "UpdateMemoryRequest", "IngestRequest"] {
+        out.push((schema, "labels", json!({"items": {"type": "string", "maxLength": 100, "pattern": NAME}})));
+    }
+    for prop in ["event_date_from", "event_date_to", "recorded_date_from", "recorded_date_to"] {
+        out.push(("SearchRequest", prop, loose_date()));
+    }
+    out.push(("SearchRequest", "query", non_blank.clone()));
+    out.push(("SearchRequest", "limit", json!({"minimum": 1, "maximum": 100})));
+    out.push(("SearchRequest", "retrieval", one_of(&["hybrid", "lexical", "vector"])));
+    out.push(("SearchRequest", "importance_min", json!({"minimum": 0, "maximum": 1})));
+    out.push(("RelationRequest", "status", one_of(&["active", "suggested", "dismissed", "deleted"])));
+    out.push(("RelationRequest", "relation_type", json!({"maxLength": 64, "pattern": r"\S"})));
+    out.push(("RelationRequest", "strength", json!({"minimum": 0, "maximum": 1})));
+    out.push(("RelationRequest", "confidence", json!({"minimum": 0, "maximum": 1})));
+    out.push(("ImportRequest", "mode", one_of(&["merge", "skip", "overwrite"])));
+    out.push(("MoveSelectionRequest", "mode", json!({"enum": ["ids", "space"]})));
+    out.push(("EmbeddingsRequest", "encoding_format", one_of(&["float", "base64"])));
+    out.push((
+        "EmbeddingsRequest",
+        "input",
+        json!({"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}], "type": null}),
+    ));
+    out.push(("CreateSpaceRequest", "name", json!({"maxLength": 100, "pattern": r"[^\W_]"})));
+    out.push(("UpdateSpaceRequest", "name", json!({"maxLength": 100, "pattern": r"\S"})));
+    for schema in ["CreateSpaceRequest", "UpdateSpaceRequest"] {
+        out.push((schema, "defaultRetrievalMode", json!({"pattern": "^[a-z_-]{1,32}$"})));
+    }
+    out.push(("UpdateLabelRequest", "name", json!({"maxLength": 100, "pattern": NAME})));
+    out.push(("UpdateLabelRequest", "color", json!({"pattern": "^#([0-9a-fA-F]{3}|[0-9a-fA-F]{6})$"})));
+    out.push(("UpdateLabelRequest", "description", json!({"maxLength": 1000})));
+    out.push(("CreateThreadRequest", "thread_id", json!({"maxLength": 200, "pattern": ID})));
+    out.push(("CreateThreadRequest", "import_date", json!({"format": "date-time"})));
+    out.push(("IngestRequest", "file_name", json!({"maxLength": 255, "pattern": NAME})));
+    for schema in ["FsWriteRequest", "FsDeleteRequest"] {
+        out.push((schema, "path", json!({"maxLength": 1024, "pattern": FS_PATH})));
+    }
+    for prop in ["thread_content", "thread_id"] {
+        out.push(("DistillRequest", prop, non_blank.clone()));
+    }
+    out
 }
 
 /// Path parameters that are not strings.
@@ -151,9 +236,16 @@ fn body_refinement(op: &str) -> Option<Value> {
     })
 }
 
+/// Adds the keywords of `extra` to the schema `into`; a keyword set to `null` is removed.
 fn merge(into: &mut Value, extra: Value) {
     if let (Some(a), Value::Object(b)) = (into.as_object_mut(), extra) {
-        a.extend(b);
+        for (k, v) in b {
+            if v.is_null() {
+                a.remove(&k);
+            } else {
+                a.insert(k, v);
+            }
+        }
     }
 }
 
@@ -164,10 +256,8 @@ fn reference(name: &str) -> Value {
 fn param_schema(p: &ParamSpec) -> Value {
     match p.kind {
         ParamKind::Int { min, max, default } => {
-            let mut s = json!({"type": "integer", "minimum": min});
-            if let Some(m) = max {
-                s["maximum"] = m.into();
-            }
+            // Query integers are 64-bit.
+            let mut s = json!({"type": "integer", "minimum": min, "maximum": max.unwrap_or(i64::MAX)});
             if let Some(d) = default {
                 s["default"] = d.into();
             }
