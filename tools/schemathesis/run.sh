@@ -3,7 +3,8 @@
 # (boundary and negative cases), fuzzing and stateful phases, with the API key. Fails on any check failure or
 # when fewer than MIN_CASES test cases ran.
 #
-# usage: tools/schemathesis/run.sh ENGRAM_BINARY SCHEMATHESIS_BINARY [MAX_EXAMPLES] [MIN_CASES] [extra schemathesis args]
+# usage: [ST_ALL_CHECKS=1] tools/schemathesis/run.sh ENGRAM_BINARY SCHEMATHESIS_BINARY [MAX_EXAMPLES] [MIN_CASES]
+#        [extra schemathesis args]
 # CI: 20 examples per operation, fixed seed (about 7,000 cases in 2 minutes). Long run: 200 examples, no seed.
 set -euo pipefail
 engram=$1
@@ -23,12 +24,14 @@ for _ in $(seq 1 100); do curl -sf "127.0.0.1:$port/livez" > /dev/null && break;
 key=$(cat "$data/api-key")
 # positive_data_acceptance and negative_data_rejection compare the handlers' validation with the schema's;
 # some rules (a valid regular expression, a label not merged into itself, field combinations) are beyond JSON
-# Schema, so they run in the long run (docs/reliability.md), not as a CI gate.
+# Schema, so they run in the long run (docs/reliability.md), not as a CI gate. ST_ALL_CHECKS=1 runs them too.
+exclude=(--exclude-checks positive_data_acceptance,negative_data_rejection)
+[ "${ST_ALL_CHECKS:-0}" = 1 ] && exclude=()
 set +e
 "$st" --config-file "$here/schemathesis.toml" run "http://127.0.0.1:$port/openapi.json" \
   -H "Authorization: Bearer $key" --generation-with-security-parameters false \
   -n "$examples" --no-shrink --workers 2 --no-color --generation-database none \
-  --exclude-checks positive_data_acceptance,negative_data_rejection "$@" > "$data.st.log" 2>&1
+  "${exclude[@]}" "$@" > "$data.st.log" 2>&1
 status=$?
 set -e
 tail -n 25 "$data.st.log"
