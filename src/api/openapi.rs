@@ -9,7 +9,7 @@ use super::dto::*;
 use super::query::{ParamKind, ParamSpec};
 use super::routes::{ROUTES, Shape};
 use crate::error::FieldError;
-use crate::model::{Label, Memory, Space};
+use crate::model::{Label, Memory, Space, TemporalContext, UnitType};
 
 fn add<T: ToSchema>(out: &mut Vec<(String, RefOr<Schema>)>) {
     out.push((T::name().into_owned(), <T as PartialSchema>::schema()));
@@ -124,7 +124,10 @@ fn param_refinement(op: &str, name: &str) -> Option<Value> {
             json!({"enum": ["memory", "memories", "thread", "threads", "source", "sources", "entity", "entities", ""]})
         }
         (_, "unit_type") if op.starts_with("fs_") => {
-            json!({"enum": ["fact", "preference", "decision", "plan", "procedure", "learning", "context", "event", ""]})
+            // An empty value means no filter there.
+            let mut units: Vec<&str> = UnitType::ALL.iter().map(|u| u.as_str()).collect();
+            units.push("");
+            json!({ "enum": units })
         }
         ("read_working_memory", "date") => json!({"format": "date"}),
         ("create_label", "name") => json!({"maxLength": 100, "pattern": NAME}),
@@ -148,8 +151,8 @@ fn field_rules() -> Vec<(&'static str, &'static str, Value)> {
         v.push(Value::Null);
         json!({"enum": v})
     };
-    let units = ["fact", "preference", "decision", "plan", "procedure", "learning", "context", "event"];
-    let temporal = ["past", "present", "future", "timeless"];
+    let units: Vec<&str> = UnitType::ALL.iter().map(|u| u.as_str()).collect();
+    let temporal: Vec<&str> = TemporalContext::ALL.iter().map(|t| t.as_str()).collect();
     let non_blank = json!({"minLength": 1, "pattern": r"\S"});
     let mut out = Vec::new();
     for schema in ["CreateMemoryRequest", "UpdateMemoryRequest", "SearchRequest"] {

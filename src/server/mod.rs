@@ -5,6 +5,9 @@
 //! for 10 minutes after 8 failures within 5 minutes, as the reference product does), and an Origin check for
 //! browser requests (403 unless the origin's host is an allowed Host name or the origin is configured with
 //! `--cors-origin`). Handlers run on tokio's blocking pool. CORS headers are sent only for configured origins.
+//! Connections are served by hyper's HTTP/1 builder with a timer, so slow clients are cut off: headers within
+//! [`DEFAULT_HEADER_READ_TIMEOUT`] (also the idle limit of kept-alive connections), the body within
+//! [`DEFAULT_BODY_READ_TIMEOUT`] (408), at most [`DEFAULT_MAX_CONNECTIONS`] open.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
