@@ -230,41 +230,96 @@ impl KnowledgeStore {
     }
 }
 
+/// Queued reads beyond which a read waits for the writer to count them.
+const ACCESS_QUEUE_LIMIT: usize = 10_000;
+
 impl KnowledgeStore {
     /// Reads memory `id` as a user does: like [`KnowledgeStore::get_memory`], and counts the read
     /// (`access_count` + 1, `last_accessed_at` now, `decay_score_cached` recomputed, see
-    /// [`crate::index::decay`]). The counter write is committed without fsync (redb `Durability::None`), so a
-    /// read costs no disk flush; it becomes durable with the next durable commit, and a crash may lose the
-    /// last few counts but never other data.
+    /// [`crate::index::decay`]); the returned view includes the count.
+    ///
+    /// The read itself never waits for a writer: the count is queued, and committed at once when no write is
+    /// in progress, else by the next read that finds the writer free, a checkpoint, or closing the store (or
+    /// when 10,000 memories wait to be counted). Count commits are not fsynced (redb `Durability::None`): they
+    /// become durable with the next durable commit, and a crash may lose the last few counts, never other data.
     ///
     /// # Errors
-    /// [`ErrorKind::NotFound`] (`memory_not_found`) as for `get_memory`; storage errors.
+    /// [`ErrorKind::NotFound`] (`memory_not_found`) as for `get_memory`; storage errors of the read. A failed
+    /// count commit is not an error of the read: the count stays queued.
     pub fn read_memory(&self, id: &str, space_guard: Option<&str>) -> Result<MemoryView> {
         let now = Timestamp::now();
-        let _w = self.writer.lock();
-        let mut ops = Vec::new();
-        // Not counted as a write generation (it changes no knowledge, so derived results stay current).
-        let mut txn = self.db.begin_write()?;
-        txn.set_durability(redb::Durability::None)
-            .map_err(|e| Error::new(ErrorKind::Internal, "setting durability failed").with_source(e))?;
-        let view = (|| -> Result<MemoryView> {
-            let txn = &txn;
-            let mut w = WTables::open(txn)?;
-            let (space, mut sm) = w.locate(id, space_guard)?;
-            let m = &mut sm.memory;
-            m.access_count = m.access_count.saturating_add(1);
-            m.last_accessed_at = Some(now);
-            m.decay_score_cached = decay::decay_score(m.importance, m.access_count, now, now);
-            w.memories.insert((space.as_str(), id), schema::encode(&sm)?.as_slice())?;
-            let labels = w.label_ids(&space, id)?;
-            ops.push(IndexOp::meta(&space, &sm, labels.clone()));
-            let mut memory = sm.memory;
-            memory.pagerank_score = self.memory_pagerank(&space, id);
-            Ok(MemoryView { memory, label_ids: labels.into_iter().collect() })
-        })()?;
-        txn.commit()?;
-        self.pending_access.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-        self.apply(ops);
+        let mut view = self.get_memory(id, space_guard)?;
+        let (queued, backlog) = {
+            let mut q = self.access_queue.lock();
+            let e = q.entry(id.to_string()).or_insert((0, now));
+            e.0 = e.0.saturating_add(1);
+            e.1 = now;
+            (e.0, q.len())
+        };
+        let m = &mut view.memory;
+        m.access_count = m.access_count.saturating_add(queued);
+        m.last_accessed_at = Some(now);
+        m.decay_score_cached = decay::decay_score(m.importance, m.access_count, now, now);
+        let writer = if backlog > ACCESS_QUEUE_LIMIT { Some(self.writer.lock()) } else { self.writer.try_lock() };
+        if let Some(_w) = writer {
+            if let Err(e) = self.flush_access() {
+                tracing::warn!(error = %e, "counting reads failed; they stay queued");
+            }
+        }
         Ok(view)
+    }
+
+    /// Commits the queued read counts in one transaction without fsync. The caller holds the writer lock.
+    /// Memories deleted or forgotten meanwhile are skipped; on failure the counts go back to the queue.
+    pub(crate) fn flush_access(&self) -> Result<()> {
+        let batch = std::mem::take(&mut *self.access_queue.lock());
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let mut ops = Vec::new();
+        let result = (|| -> Result<()> {
+            let mut txn = self.db.begin_write()?;
+            txn.set_durability(redb::Durability::None)
+                .map_err(|e| Error::new(ErrorKind::Internal, "setting durability failed").with_source(e))?;
+            {
+                let mut w = WTables::open(&txn)?;
+                for (id, (reads, last)) in &batch {
+                    let (space, mut sm) = match w.locate(id, None) {
+                        Ok(found) => found,
+                        Err(e) if e.kind() == ErrorKind::NotFound => continue,
+                        Err(e) => return Err(e),
+                    };
+                    if sm.memory.state == MemoryState::Forgotten {
+                        continue;
+                    }
+                    let m = &mut sm.memory;
+                    m.access_count = m.access_count.saturating_add(*reads);
+                    m.last_accessed_at = Some(m.last_accessed_at.map_or(*last, |t| t.max(*last)));
+                    m.decay_score_cached = decay::decay_score(m.importance, m.access_count, *last, *last);
+                    w.memories.insert((space.as_str(), id.as_str()), schema::encode(&sm)?.as_slice())?;
+                    let labels = w.label_ids(&space, id)?;
+                    ops.push(IndexOp::meta(&space, &sm, labels));
+                }
+            }
+            // Not counted as a write generation (it changes no knowledge, so derived results stay current).
+            txn.commit()?;
+            Ok(())
+        })();
+        match result {
+            Ok(()) => {
+                self.pending_access.fetch_add(batch.len() as u64, std::sync::atomic::Ordering::AcqRel);
+                self.apply(ops);
+                Ok(())
+            }
+            Err(e) => {
+                let mut q = self.access_queue.lock();
+                for (id, (reads, last)) in batch {
+                    let e = q.entry(id).or_insert((0, last));
+                    e.0 = e.0.saturating_add(reads);
+                    e.1 = e.1.max(last);
+                }
+                Err(e)
+            }
+        }
     }
 }

@@ -211,6 +211,9 @@ pub struct KnowledgeStore {
     durable_generation: std::sync::atomic::AtomicU64,
     /// Access-count commits (without fsync) since the last checkpoint.
     pub(crate) pending_access: std::sync::atomic::AtomicU64,
+    /// Reads by id not yet counted in the file: memory id -> (reads, latest read). Counted by the next read that
+    /// finds the writer free, a checkpoint, or closing the store.
+    pub(crate) access_queue: Mutex<HashMap<String, (i64, Timestamp)>>,
     /// Label name -> embedding, for merge candidates (cleared past 20,000 names).
     label_vector_cache: Mutex<HashMap<String, Vec<f32>>>,
     /// BM25 over source chunks, per space, built on the first search and dropped when the space's sources change.
@@ -308,6 +311,13 @@ impl GraphBuilder {
 
 impl Drop for KnowledgeStore {
     fn drop(&mut self) {
+        // Reads still queued are counted before the store closes.
+        {
+            let _w = self.writer.lock();
+            if let Err(e) = self.flush_access() {
+                tracing::warn!(error = %e, "counting the last reads failed");
+            }
+        }
         drop(self.reembed.lock().take());
         self.builder.stop.store(true, std::sync::atomic::Ordering::Release);
         self.builder.wake();
@@ -375,6 +385,7 @@ impl KnowledgeStore {
             jobs: transfer::Jobs::default(),
             durable_generation: Default::default(),
             pending_access: Default::default(),
+            access_queue: Default::default(),
             graph,
             graph_worker,
             reembed: Mutex::new(None),
@@ -689,6 +700,7 @@ impl KnowledgeStore {
     pub fn checkpoint_report(&self) -> Result<CheckpointReport> {
         let started = Instant::now();
         let _w = self.writer.lock();
+        self.flush_access()?;
         let txn = self.db.begin_write()?;
         let g = meta_u64(&txn.open_table(META)?, "generation")?.unwrap_or(0);
         txn.commit()?;
