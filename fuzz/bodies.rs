@@ -6,7 +6,7 @@
 #![allow(dead_code)]
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use engram::api::{Api, ApiRequest, ParamKind, Query, ROUTES, ServiceInfo};
 use engram::{Durability, ErrorKind, ImportMode, ImportProgress, KnowledgeStore, StoreConfig};
@@ -26,6 +26,16 @@ pub fn open(dir: &Path) -> Api {
         assert!(r.status < 300, "seeding {path}: {}", String::from_utf8_lossy(&r.body));
     }
     api
+}
+
+/// The store of a fuzzing process (libFuzzer runs every input in one process), in a temporary directory.
+pub fn shared() -> &'static (tempfile::TempDir, Api) {
+    static ENV: OnceLock<(tempfile::TempDir, Api)> = OnceLock::new();
+    ENV.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let api = open(dir.path());
+        (dir, api)
+    })
 }
 
 const METHODS: [&str; 5] = ["GET", "POST", "PUT", "PATCH", "DELETE"];

@@ -81,14 +81,9 @@ fn start(dir: &std::path::Path, port: u16) -> (Daemon, Duration) {
     panic!("the daemon did not come up within 60 s after a kill; its log:\n{log}");
 }
 
-/// SplitMix64 for kill timing (Steele, Lea and Flood, OOPSLA 2014).
-fn mix(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
+#[path = "common/splitmix.rs"]
+mod splitmix;
+use splitmix::mix;
 
 /// What an acknowledged write promises: the memory's content, labels and state. `pending` is a state change
 /// that was sent but not acknowledged before the kill: it may or may not have been committed.

@@ -20,14 +20,9 @@ use engram::{
     MemoryState, NewMemory, NewMessage, NewThread, SearchMode, SearchQuery, StoreConfig, Transition,
 };
 
-/// SplitMix64 (Steele, Lea and Flood, OOPSLA 2014).
-fn mix(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
+#[path = "common/splitmix.rs"]
+mod splitmix;
+use splitmix::mix;
 
 fn content(id: &str) -> String {
     format!("library crash note {} about {}", id.replace('-', "x"), ["tea", "bees", "maps", "rust"][id.len() % 4])
