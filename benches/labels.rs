@@ -3,6 +3,9 @@
 //!
 //! `cargo bench --bench labels -- [--labels 2000] [--memories 4000]`
 
+mod common;
+use common::arg;
+
 use std::time::Instant;
 
 use engram::{KnowledgeStore, NewMemory, StoreConfig};
@@ -61,10 +64,6 @@ const WORDS: [&str; 48] = [
 fn pct(v: &mut [f64], p: f64) -> f64 {
     v.sort_by(f64::total_cmp);
     v[((v.len() as f64 - 1.0) * p).round() as usize]
-}
-
-fn arg(args: &[String], name: &str, default: usize) -> usize {
-    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
 /// Label `i`: two words, with every 25th a separator/case fork of an earlier one.

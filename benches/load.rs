@@ -5,6 +5,9 @@
 //!
 //! `cargo bench --features server --bench load -- [--memories 100000] [--clients 8] [--seconds 180]`
 
+mod common;
+use common::{SplitMix, arg, rss_mib};
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -21,33 +24,6 @@ const WORDS: &[&str] = &[
     "deadline", "python", "rust", "invoice", "hiking", "weekend", "birthday", "office", "client", "server", "design",
     "review", "launch", "morning", "evening", "dinner", "airport", "hotel", "train", "book", "movie",
 ];
-
-fn arg(args: &[String], name: &str, default: usize) -> usize {
-    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok()).unwrap_or(default)
-}
-
-/// SplitMix64 (Steele, Lea and Flood, OOPSLA 2014).
-struct SplitMix(u64);
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
-
-fn rss_mib() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:")).map(str::to_string))
-        .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse::<f64>().ok()))
-        .map_or(0.0, |kb| kb / 1024.0)
-}
 
 /// One keep-alive connection.
 struct Conn {

@@ -9,6 +9,9 @@
 //! 3. With `--dataset`, ingests the LoCoMo conversations as threads, adds labels, a second space, a source and
 //!    crystals, round-trips the store through an export and an import, and compares every record.
 
+mod common;
+use common::{SplitMix, arg, peak_rss_mib};
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -18,25 +21,6 @@ use engram::api::{Api, ApiRequest, ServiceInfo};
 use engram::{
     ExportOptions, ImportMode, ImportProgress, Include, KnowledgeStore, NewMemory, NewSource, NewSpace, StoreConfig,
 };
-
-fn arg(args: &[String], name: &str, default: usize) -> usize {
-    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok()).unwrap_or(default)
-}
-
-/// SplitMix64 (Steele, Lea and Flood, OOPSLA 2014).
-struct SplitMix(u64);
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
 
 const WORDS: &[&str] = &[
     "coffee",
@@ -80,14 +64,6 @@ const WORDS: &[&str] = &[
     "painting",
     "piano",
 ];
-
-fn peak_rss_mib() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).map(str::to_string))
-        .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse::<f64>().ok()))
-        .map_or(0.0, |kb| kb / 1024.0)
-}
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
