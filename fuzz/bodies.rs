@@ -21,8 +21,14 @@ pub fn open(dir: &Path) -> Api {
         ("POST", "/memories", r#"{"id": "m1", "content": "Alice moved to Lisbon in May.", "labels": ["travel"]}"#),
         ("POST", "/threads", r#"{"thread_id": "t1", "messages": [{"role": "user", "content": "Hello Lisbon"}]}"#),
     ] {
-        let r =
-            api.handle(ApiRequest { method, path, query: "", body: body.as_bytes(), content_type: "application/json" });
+        let r = api.handle(ApiRequest {
+            method,
+            path,
+            query: "",
+            body: body.as_bytes(),
+            content_type: "application/json",
+            headers: &[],
+        });
         assert!(r.status < 300, "seeding {path}: {}", String::from_utf8_lossy(&r.body));
     }
     api
@@ -83,7 +89,7 @@ pub fn api_request(api: &Api, data: &[u8]) {
         None => (METHODS[data[0] as usize % METHODS.len()], segment.clone()),
     };
     let content_type = CONTENT_TYPES[data[2] as usize % CONTENT_TYPES.len()];
-    run(api, ApiRequest { method, path: &path, query: &query, body, content_type });
+    run(api, ApiRequest { method, path: &path, query: &query, body, content_type, headers: &[] });
 }
 
 /// Percent-encodes every byte but unreserved ASCII (RFC 3986 section 2.3).
@@ -105,7 +111,7 @@ pub fn fs_path(api: &Api, data: &[u8]) {
     let q = format!("path={}", encode(&path));
     for verb in ["/fs/stat", "/fs/ls", "/fs/cat", "/fs/find", "/fs/grep"] {
         let query = if verb == "/fs/grep" { format!("{q}&q=Lisbon") } else { q.clone() };
-        run(api, ApiRequest { method: "GET", path: verb, query: &query, body: b"", content_type: "" });
+        run(api, ApiRequest { method: "GET", path: verb, query: &query, body: b"", content_type: "", headers: &[] });
     }
     let body = serde_json::json!({"path": path, "body": "Fuzzed note."}).to_string();
     for verb in ["/fs/write", "/fs/delete"] {
@@ -121,6 +127,7 @@ pub fn fs_path(api: &Api, data: &[u8]) {
                 query: "",
                 body: body.as_bytes(),
                 content_type: "application/json",
+                headers: &[],
             },
         );
     }

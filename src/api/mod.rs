@@ -17,6 +17,7 @@ mod routes;
 pub mod sources;
 pub mod spaces;
 pub mod threads;
+pub mod tools;
 pub mod working;
 
 use std::collections::HashMap;
@@ -43,13 +44,16 @@ pub struct ApiRequest<'a> {
     pub body: &'a [u8],
     /// The `Content-Type` header (empty when unknown): multipart uploads need its boundary.
     pub content_type: &'a str,
+    /// Other request headers as `(name, value)`, names in any case. Only the agent routes read them (`APP`,
+    /// `X-Nmem-Space-Id`, `X-Nmem-Agent-Id`, `X-Nmem-Host-Agent-Id`, `X-Nmem-Tool-Set`); empty is fine.
+    pub headers: &'a [(&'a str, &'a str)],
 }
 
 impl<'a> ApiRequest<'a> {
     /// Splits a request target `path?query` into path and query.
     pub fn from_target(method: &'a str, target: &'a str, body: &'a [u8]) -> Self {
         let (path, query) = target.split_once('?').unwrap_or((target, ""));
-        ApiRequest { method, path, query, body, content_type: "" }
+        ApiRequest { method, path, query, body, content_type: "", headers: &[] }
     }
 }
 
@@ -151,6 +155,8 @@ pub struct Ctx<'a> {
     pub body: &'a [u8],
     /// The `Content-Type` header (empty when unknown).
     pub content_type: &'a str,
+    /// Request headers (see [`ApiRequest::headers`]).
+    pub headers: &'a [(&'a str, &'a str)],
 }
 
 impl Ctx<'_> {
@@ -241,6 +247,20 @@ fn match_path(template: &str, path: &str) -> Option<(HashMap<String, String>, us
     Some((params, literals))
 }
 
+/// Percent-encodes one path segment (every byte but RFC 3986 unreserved characters), the inverse of the
+/// decoding [`Api::handle`] applies to path parameters.
+pub fn path_segment(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 fn percent_decode(s: &str) -> Option<String> {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
@@ -302,6 +322,14 @@ impl Api {
 
     /// Runs one request: route, validate the query, call the handler, map errors. Never panics on input.
     pub fn handle(&self, req: ApiRequest<'_>) -> ApiResponse {
+        match self.dispatch(req) {
+            Ok(resp) => resp,
+            Err(e) => ApiResponse::error(&e),
+        }
+    }
+
+    /// Routes `req` and runs its handler, keeping the typed error.
+    fn dispatch(&self, req: ApiRequest<'_>) -> Result<ApiResponse> {
         let mut best: Option<(&Route, HashMap<String, String>, usize)> = None;
         let mut path_known = false;
         for r in ROUTES {
@@ -313,21 +341,41 @@ impl Api {
             }
         }
         let Some((route, params, _)) = best else {
-            let e = if path_known {
+            return Err(if path_known {
                 Error::new(ErrorKind::MethodNotAllowed, format!("method {} not allowed on {}", req.method, req.path))
             } else {
                 Error::new(ErrorKind::RouteNotFound, format!("no route for {}", req.path))
-            };
-            return ApiResponse::error(&e);
+            });
         };
-        let result = Query::parse(req.query, route.query).and_then(|query| {
-            let ctx = Ctx { params, query, body: req.body, content_type: req.content_type };
-            (route.handler)(self, &ctx)
-        });
-        match result {
-            Ok(resp) => resp,
-            Err(e) => ApiResponse::error(&e),
+        let query = Query::parse(req.query, route.query)?;
+        let ctx = Ctx { params, query, body: req.body, content_type: req.content_type, headers: req.headers };
+        (route.handler)(self, &ctx)
+    }
+
+    /// Runs a route in-process for another part of the API (the agent tools): `path` is percent-encoded
+    /// (see [`path_segment`]), `query` pairs are form-encoded here, `body` is sent as JSON. Returns the JSON
+    /// body of a 2xx answer (a text body becomes a JSON string).
+    ///
+    /// # Errors
+    /// The route's own typed error (422 field errors keep their `query`/`body` locations).
+    pub fn invoke(
+        &self,
+        method: &str,
+        path: &str,
+        query: &[(&str, String)],
+        body: Option<&serde_json::Value>,
+    ) -> Result<serde_json::Value> {
+        let mut qs = form_urlencoded::Serializer::new(String::new());
+        for (k, v) in query {
+            qs.append_pair(k, v);
         }
+        let qs = qs.finish();
+        let bytes = body.map(|b| serde_json::to_vec(b).unwrap_or_default()).unwrap_or_default();
+        let req = ApiRequest { method, path, query: &qs, body: &bytes, content_type: "application/json", headers: &[] };
+        let resp = self.dispatch(req)?;
+        let bytes = resp.into_bytes()?;
+        Ok(serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| serde_json::Value::String(String::from_utf8_lossy(&bytes).into_owned())))
     }
 
     /// The OpenAPI 3.1 document of every route, generated from the route table and the DTO schemas.

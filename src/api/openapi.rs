@@ -66,6 +66,7 @@ fn schemas() -> Map<String, Value> {
     add::<super::data::ImportRequest>(&mut v);
     add::<super::fs::FsWriteRequest>(&mut v);
     add::<super::fs::FsDeleteRequest>(&mut v);
+    add::<super::tools::ToolCallRequest>(&mut v);
     add::<CapabilitiesResponse>(&mut v);
     add::<ErrorBody>(&mut v);
     add::<ValidationErrorBody>(&mut v);
@@ -200,6 +201,12 @@ fn field_rules() -> Vec<(&'static str, &'static str, Value)> {
     out.push(("CreateThreadRequest", "thread_id", json!({"maxLength": 200, "pattern": ID})));
     out.push(("CreateThreadRequest", "import_date", json!({"format": "date-time"})));
     out.push(("IngestRequest", "file_name", json!({"maxLength": 255, "pattern": NAME})));
+    out.push((
+        "ToolCallRequest",
+        "name",
+        json!({"enum": super::tools::TOOLS.iter().map(|t| t.name).collect::<Vec<_>>()}),
+    ));
+    out.push(("ToolCallRequest", "arguments", json!({"type": "object"})));
     for schema in ["FsWriteRequest", "FsDeleteRequest"] {
         out.push((schema, "path", json!({"maxLength": 1024, "pattern": FS_PATH})));
     }

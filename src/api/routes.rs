@@ -482,6 +482,17 @@ pub static ROUTES: &[Route] = &[
         super::working::history
     ),
     route!(
+        "POST",
+        "/agent/tools/call",
+        "agent_tools_call",
+        "Call an agent tool by name ({name, arguments}); answers the tool's result object (the MCP tools' REST twin)",
+        &[],
+        Some("ToolCallRequest"),
+        Shape::Object,
+        false,
+        super::tools::rest_call
+    ),
+    route!(
         "GET",
         "/context/bundle",
         "context_bundle",

@@ -20,6 +20,9 @@ use axum::http::{HeaderMap, HeaderValue, Request, Response, StatusCode, header};
 use subtle::ConstantTimeEq;
 
 use crate::api::{Api, ApiRequest, ApiResponse, ServiceInfo};
+
+pub mod client;
+pub mod mcp;
 use crate::error::{Error, ErrorKind, Result};
 use crate::store::KnowledgeStore;
 
@@ -129,6 +132,10 @@ pub fn load_or_create_key(data_dir: &Path) -> Result<(String, PathBuf)> {
 
 struct AppState {
     api: Api,
+    mcp: rmcp::transport::streamable_http_server::StreamableHttpService<
+        mcp::McpFront,
+        rmcp::transport::streamable_http_server::session::never::NeverSessionManager,
+    >,
     key: String,
     hosts: Vec<String>,
     max_body: usize,
@@ -405,10 +412,27 @@ async fn handle(
             return resp;
         }
     };
+    if mcp::is_mcp_path(&path) {
+        use tower::ServiceExt;
+        let req = Request::from_parts(parts, Body::from(bytes));
+        return match st.mcp.clone().oneshot(req).await {
+            Ok(r) => r.map(Body::new),
+            Err(never) => match never {},
+        };
+    }
     let st2 = st.clone();
     let route_path = path.clone();
+    let scope_headers = agent_headers(&parts.headers);
     let out = tokio::task::spawn_blocking(move || {
-        let req = ApiRequest { method: &method, path: &path, query: &query, body: &bytes, content_type: &content_type };
+        let headers: Vec<(&str, &str)> = scope_headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let req = ApiRequest {
+            method: &method,
+            path: &path,
+            query: &query,
+            body: &bytes,
+            content_type: &content_type,
+            headers: &headers,
+        };
         st2.api.handle(req)
     })
     .await;
@@ -435,6 +459,16 @@ async fn handle(
             reject(ErrorKind::Internal, "internal error")
         }
     }
+}
+
+/// The request headers the agent tools read (`APP` and `X-Nmem-*`), as owned pairs.
+fn agent_headers(headers: &HeaderMap) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .filter(|(k, _)| k.as_str() == "app" || k.as_str().starts_with("x-nmem-"))
+        .filter(|(k, _)| k.as_str() != "x-nmem-api-key")
+        .filter_map(|(k, v)| Some((k.as_str().to_string(), v.to_str().ok()?.to_string())))
+        .collect()
 }
 
 /// A server running on its own thread and runtime; dropped or [`RunningServer::stop`]ped, it shuts down.
@@ -482,8 +516,10 @@ fn build(
     let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"].iter().map(|s| s.to_string()).collect();
     hosts.push(bound.ip().to_string());
     hosts.extend(config.allowed_hosts.iter().map(|h| h.to_ascii_lowercase()));
+    let api = Api::new(store, info);
     let st = Arc::new(AppState {
-        api: Api::new(store, info),
+        mcp: mcp::http_service(api.clone(), config.max_body_bytes),
+        api,
         key: key.clone(),
         hosts,
         max_body: config.max_body_bytes,

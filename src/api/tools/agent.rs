@@ -1,0 +1,306 @@
+//! Agent workflow tools: skills (`find_skills`, `report_skill_outcome`), version revision
+//! (`memory_evolves_revise`) and claim checking (`check_claims`).
+//!
+//! A **skill** is a procedure the store learned: a memory of unit type `procedure`, or one created with
+//! `metadata.skill = true`. Its id is `skill-<memory id>` (stable across edits), its version the memory's
+//! `version`, its name a slug of the title. Outcomes are counted in `metadata.skill_outcomes` and the last 20
+//! are kept in `metadata.skill_outcome_log`.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Value, json};
+
+use super::{Call, ToolError, path_of};
+use crate::error::{Error, ErrorKind};
+use crate::index::text;
+
+type Out = Result<Value, ToolError>;
+
+/// Skill outcomes an agent reports.
+pub const OUTCOMES: [&str; 4] = ["completed", "completed_with_deviation", "failed", "abandoned"];
+/// Outcome notes kept per skill.
+const OUTCOME_LOG: usize = 20;
+
+fn slug(s: &str) -> String {
+    let words = text::words(s);
+    let mut out = words.into_iter().take(8).collect::<Vec<_>>().join("-");
+    out.truncate(64);
+    out
+}
+
+fn skill_of(m: &Value, score: Option<f64>) -> Value {
+    let title = m["title"].as_str().filter(|t| !t.is_empty()).map(str::to_string).unwrap_or_else(|| {
+        crate::extract::first_sentence(m["content"].as_str().unwrap_or("")).chars().take(80).collect()
+    });
+    let content = m["content"].as_str().unwrap_or("");
+    let mut v = json!({
+        "skill_id": format!("skill-{}", m["id"].as_str().unwrap_or("")),
+        "id": format!("skill-{}", m["id"].as_str().unwrap_or("")),
+        "memory_id": m["id"],
+        "version": m["version"].as_i64().unwrap_or(1),
+        "name": slug(&title),
+        "title": title,
+        "description": crate::extract::first_sentence(content).chars().take(300).collect::<String>(),
+        "content": content,
+        "outcomes": m["metadata"].get("skill_outcomes").cloned().unwrap_or_else(|| json!({})),
+    });
+    if let Some(s) = score {
+        v["score"] = s.into();
+    }
+    v
+}
+
+fn is_skill(m: &Value) -> bool {
+    m["unit_type"] == "procedure" || m["metadata"]["skill"] == true
+}
+
+pub(super) fn find_skills(c: &Call<'_>) -> Out {
+    let query = c.args.text("query", 500)?;
+    let limit = c.args.int("limit", 1, 20, 5)? as usize;
+    let mut skills = Vec::new();
+    match &query {
+        Some(q) => {
+            // Search wider than the limit: skills are a subset of the hits.
+            let body = json!({"query": q, "limit": 100, "space_id": c.space});
+            let hits = c.api.invoke("POST", "/memories/search", &[], Some(&body))?;
+            for h in hits.as_array().into_iter().flatten() {
+                if is_skill(&h["memory"]) && skills.len() < limit {
+                    skills.push(skill_of(&h["memory"], h["similarity_score"].as_f64()));
+                }
+            }
+        }
+        None => {
+            let q = [("space_id", c.space.clone()), ("unit_type", "procedure".into()), ("limit", limit.to_string())];
+            let v = c.api.invoke("GET", "/memories", &q, None)?;
+            skills.extend(v["memories"].as_array().into_iter().flatten().map(|m| skill_of(m, None)));
+        }
+    }
+    Ok(json!({"status": "success", "query": query, "skills": skills, "matches": skills, "total": skills.len()}))
+}
+
+fn skill_memory_id(skill_id: &str) -> &str {
+    skill_id.strip_prefix("skill-").or_else(|| skill_id.strip_prefix("skill_")).unwrap_or(skill_id)
+}
+
+pub(super) fn report_skill_outcome(c: &Call<'_>) -> Out {
+    let skill_id = c.args.req_str("skill_id")?;
+    let outcome = c.args.choice("outcome", &OUTCOMES, "")?;
+    if outcome.is_empty() {
+        return Err(Error::invalid_field(&["arguments", "outcome"], "missing", "Field required", Value::Null).into());
+    }
+    let note = c.args.text("note", 2000)?.or(c.args.text("notes", 2000)?).or(c.args.text("summary", 2000)?);
+    let version = c.args.opt_int("skill_version", 1, i64::MAX)?;
+    let id = skill_memory_id(&skill_id);
+    let path = path_of(&["memories", id]);
+    let guard = [("space_id", c.space.clone())];
+    let m = c.api.invoke("GET", &path, &guard, None)?;
+    if !is_skill(&m) {
+        return Err(
+            Error::not_found("skill_not_found", format!("{skill_id} is not a skill (a procedure memory)")).into()
+        );
+    }
+    let mut meta = m["metadata"].as_object().cloned().unwrap_or_default();
+    let counts = meta.entry("skill_outcomes").or_insert_with(|| json!({}));
+    let n = counts[&outcome].as_u64().unwrap_or(0) + 1;
+    counts[&outcome] = n.into();
+    let counts = counts.clone();
+    let entry = json!({
+        "outcome": outcome,
+        "note": note,
+        "skill_version": version.unwrap_or_else(|| m["version"].as_i64().unwrap_or(1)),
+        "agent_id": c.agent_id(),
+        "source_app": c.app(),
+        "at": crate::model::Timestamp::now().to_rfc3339(),
+    });
+    let log = meta.entry("skill_outcome_log").or_insert_with(|| json!([]));
+    if let Some(a) = log.as_array_mut() {
+        a.push(entry.clone());
+        let extra = a.len().saturating_sub(OUTCOME_LOG);
+        a.drain(..extra);
+    }
+    c.api.invoke("PATCH", &path, &guard, Some(&json!({"metadata": meta})))?;
+    Ok(json!({
+        "status": "success",
+        "skill_id": format!("skill-{id}"),
+        "recorded": entry,
+        "outcomes": counts,
+        "total_reports": counts.as_object().map_or(0, |o| o.values().filter_map(Value::as_u64).sum::<u64>()),
+    }))
+}
+
+pub(super) fn memory_evolves_revise(c: &Call<'_>) -> Out {
+    let a = &c.args;
+    let id = a.req_str("memory_id")?;
+    let phase = a.choice("phase", &["preview", "apply"], "preview")?;
+    let new_content = a.text("new_content", 32_768)?.or(a.text("content", 32_768)?);
+    let new_title = a.text("new_title", 200)?.or(a.text("title", 200)?);
+    let newer = a.text("newer_memory_id", 200)?;
+    let reason = a.text("reason", 1000)?;
+    if new_content.is_none() && newer.is_none() {
+        return Err(Error::invalid_field(
+            &["arguments", "new_content"],
+            "missing",
+            "give new_content (a new version) or newer_memory_id (an existing memory)",
+            Value::Null,
+        )
+        .into());
+    }
+    let path = path_of(&["memories", &id]);
+    let guard = [("space_id", c.space.clone())];
+    let old = c.api.invoke("GET", &path, &guard, None)?;
+    if old["state"] == "superseded" {
+        return Err(Error::new(
+            ErrorKind::Conflict,
+            format!("memory {id} is already superseded by {}", old["metadata"]["superseded_by"]),
+        )
+        .with_code("invalid_state_transition")
+        .into());
+    }
+    if let Some(n) = &newer {
+        // Validates the target before anything is written.
+        c.api.invoke("GET", &path_of(&["memories", n]), &guard, None)?;
+    }
+    let plan = json!({
+        "action": if newer.is_some() { "supersede_with_existing" } else { "supersede_with_new_version" },
+        "memory_id": id,
+        "current": {"title": old["title"], "content": old["content"], "version": old["version"]},
+        "new_version": newer.as_ref().map_or_else(
+            || json!({"title": new_title.clone().unwrap_or_else(|| old["title"].as_str().unwrap_or("").to_string()),
+                "content": new_content, "version": old["version"].as_i64().unwrap_or(1) + 1}),
+            |n| json!({"memory_id": n})),
+        "effects": ["the current memory becomes superseded (is_latest false) and leaves everyday recall",
+                    "the versions are linked: metadata.superseded_by / metadata.supersedes"],
+    });
+    if phase == "preview" {
+        return Ok(json!({"status": "preview", "phase": "preview", "plan": plan,
+            "next": "call again with phase=apply to make this change"}));
+    }
+    let newer_id = match newer {
+        Some(n) => n,
+        None => {
+            let mut body = json!({
+                "content": new_content,
+                "title": new_title.unwrap_or_else(|| old["title"].as_str().unwrap_or("").to_string()),
+                "importance": old["importance"],
+                "labels": old["labels"],
+                "unit_type": old["unit_type"],
+                "space_id": c.space,
+                "source": c.app(),
+            });
+            if let Some(e) = old["event_start"].as_str() {
+                body["event_start"] = e.into();
+            }
+            let created = c.api.invoke("POST", "/memories", &[], Some(&body))?;
+            created["memory"]["id"].as_str().unwrap_or("").to_string()
+        }
+    };
+    let body = json!({"newer_memory_id": newer_id, "reason": reason.unwrap_or_else(|| "revised by an agent".into()),
+        "space_id": c.space});
+    c.api.invoke("POST", &path_of(&["memories", &id, "supersede"]), &[], Some(&body))?;
+    Ok(json!({"status": "success", "phase": "apply", "plan": plan, "memory_id": id, "newer_memory_id": newer_id}))
+}
+
+/// Words that negate a statement.
+const NEGATIONS: &[&str] = &[
+    "not", "no", "never", "none", "nobody", "nothing", "neither", "nor", "without", "cannot", "isn", "doesn", "don",
+    "didn", "wasn", "aren", "weren", "won", "hasn", "haven", "hadn", "shouldn", "wouldn", "couldn", "stopped", "quit",
+    "longer",
+];
+
+/// The signals a claim is compared on: content terms (stemmed, stop words out), numbers, negation.
+struct Signals {
+    terms: BTreeSet<String>,
+    numbers: BTreeSet<String>,
+    negated: bool,
+}
+
+fn signals(s: &str) -> Signals {
+    let words = text::words(s);
+    let numbers = words.iter().filter(|w| w.chars().all(|c| c.is_ascii_digit())).cloned().collect();
+    let negated = words.iter().any(|w| NEGATIONS.contains(&w.as_str())) || s.to_lowercase().contains("n't");
+    Signals { terms: text::terms(s).into_iter().collect(), numbers, negated }
+}
+
+/// Coverage of the claim's terms by a memory (0..=1), and whether the two disagree: a negation on one side
+/// only, or numbers on both sides that differ.
+fn compare(claim: &Signals, memory: &Signals) -> (f64, Option<&'static str>) {
+    let content: BTreeSet<&String> = claim.terms.iter().filter(|t| !claim.numbers.contains(*t)).collect();
+    if content.is_empty() {
+        return (0.0, None);
+    }
+    let shared = content.iter().filter(|t| memory.terms.contains(**t)).count();
+    let coverage = shared as f64 / content.len() as f64;
+    let conflict = if claim.negated != memory.negated {
+        Some("negation")
+    } else if !claim.numbers.is_empty() && !memory.numbers.is_empty() && claim.numbers.is_disjoint(&memory.numbers) {
+        Some("number")
+    } else {
+        None
+    };
+    (coverage, conflict)
+}
+
+/// Least term coverage for a memory to bear on a claim.
+const MIN_COVERAGE: f64 = 0.5;
+
+pub(super) fn check_claims(c: &Call<'_>) -> Out {
+    let claims = c.args.list("claims")?.unwrap_or_default();
+    if claims.is_empty() {
+        return Err(Error::invalid_field(&["arguments", "claims"], "missing", "Field required", Value::Null).into());
+    }
+    if claims.len() > 20 {
+        return Err(Error::invalid_field(&["arguments", "claims"], "too_long", "at most 20 claims", Value::Null).into());
+    }
+    let limit = c.args.int("limit", 1, 10, 3)? as usize;
+    let mut out = Vec::with_capacity(claims.len());
+    let mut counts = json!({"supported": 0, "contradicted": 0, "unknown": 0});
+    for claim in &claims {
+        let body = json!({"query": claim, "limit": 10, "space_id": c.space});
+        let hits = c.api.invoke("POST", "/memories/search", &[], Some(&body))?;
+        let cs = signals(claim);
+        let (mut sup, mut con) = (Vec::new(), Vec::new());
+        for h in hits.as_array().into_iter().flatten() {
+            let m = &h["memory"];
+            let ms = signals(&format!("{} {}", m["title"].as_str().unwrap_or(""), m["content"].as_str().unwrap_or("")));
+            let (coverage, conflict) = compare(&cs, &ms);
+            if coverage < MIN_COVERAGE {
+                continue;
+            }
+            let row = json!({"memory_id": m["id"], "title": m["title"], "content": m["content"],
+                "score": (coverage * 1000.0).round() / 1000.0, "reason": conflict.unwrap_or("agrees")});
+            if conflict.is_some() { con.push(row) } else { sup.push(row) }
+        }
+        let best = |v: &Vec<Value>| v.iter().filter_map(|r| r["score"].as_f64()).fold(0.0, f64::max);
+        let (bs, bc) = (best(&sup), best(&con));
+        let verdict = if bs == 0.0 && bc == 0.0 {
+            "unknown"
+        } else if bc > bs {
+            "contradicted"
+        } else {
+            "supported"
+        };
+        counts[verdict] = (counts[verdict].as_u64().unwrap_or(0) + 1).into();
+        sup.truncate(limit);
+        con.truncate(limit);
+        out.push(json!({"claim": claim, "verdict": verdict, "confidence": bs.max(bc), "supporting": sup,
+            "contradicting": con}));
+    }
+    Ok(
+        json!({"status": "success", "results": out, "summary": counts, "method": "term coverage with negation and number checks"}),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn claims_disagree_on_negation_and_numbers() {
+        let claim = signals("Alice lives in Berlin");
+        assert_eq!(compare(&claim, &signals("Alice lives in Berlin since 2019")), (1.0, None));
+        assert_eq!(compare(&claim, &signals("Alice does not live in Berlin")).1, Some("negation"));
+        let n = signals("The team has 12 engineers");
+        assert_eq!(compare(&n, &signals("The team has 15 engineers")).1, Some("number"));
+        assert!(compare(&claim, &signals("Bob likes tea")).0 < MIN_COVERAGE);
+    }
+}

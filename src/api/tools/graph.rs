@@ -1,0 +1,326 @@
+//! Graph tools: `memory_neighbors`, `memory_evolves_chain`, `list_crystals`, `graph_stats`, `list_communities`,
+//! `get_community_details`, `explore_graph`, `list_spaces` (`mcp.md` §3.4 schemas).
+//!
+//! Communities are computed over the entity graph of every space; these tools show a community only to a
+//! space that has members in it, and only that space's entities and memories.
+
+use std::collections::{BTreeMap, HashSet, VecDeque};
+
+use serde_json::{Value, json};
+
+use super::{Call, ToolError, path_of};
+use crate::error::Error;
+use crate::store::Community;
+
+type Out = Result<Value, ToolError>;
+
+fn memory(c: &Call<'_>, id: &str) -> Result<Value, ToolError> {
+    Ok(c.api.invoke("GET", &path_of(&["memories", id]), &[("space_id", c.space.clone())], None)?)
+}
+
+fn brief(m: &Value) -> Value {
+    json!({"memory_id": m["id"], "title": m["title"], "content": m["content"], "unit_type": m["unit_type"],
+        "state": m["state"], "importance": m["importance"]})
+}
+
+/// Neighbours of one memory: its relations (filtered by type) and version links, as `(id, type, direction)`.
+fn edges(c: &Call<'_>, m: &Value, types: &Option<Vec<String>>) -> Result<Vec<(String, String, String)>, ToolError> {
+    let id = m["id"].as_str().unwrap_or("");
+    let mut out = Vec::new();
+    let rels = c.api.invoke(
+        "GET",
+        &path_of(&["memories", id, "relations"]),
+        &[("space_id", c.space.clone()), ("direction", "both".into())],
+        None,
+    )?;
+    for r in rels["relations"].as_array().or(rels.as_array()).into_iter().flatten() {
+        let rel = r.get("relation").unwrap_or(r);
+        let ty = rel["relation_type"].as_str().unwrap_or("related").to_string();
+        if types.as_ref().is_some_and(|t| !t.contains(&ty)) {
+            continue;
+        }
+        let (src, dst) =
+            (rel["source_memory_id"].as_str().unwrap_or(""), rel["target_memory_id"].as_str().unwrap_or(""));
+        let (other, dir) = if src == id { (dst, "out") } else { (src, "in") };
+        out.push((other.to_string(), ty, dir.to_string()));
+    }
+    for (key, ty, dir) in [("supersedes", "evolves", "out"), ("superseded_by", "evolves", "in")] {
+        if types.as_ref().is_some_and(|t| !t.iter().any(|x| x == ty)) {
+            continue;
+        }
+        if let Some(other) = m["metadata"][key].as_str() {
+            out.push((other.to_string(), ty.to_string(), dir.to_string()));
+        }
+    }
+    Ok(out)
+}
+
+pub(super) fn memory_neighbors(c: &Call<'_>) -> Out {
+    let id = c.args.req_str("memory_id")?;
+    let depth = c.args.int("depth", 1, 3, 1)? as usize;
+    let types = c.args.list("edge_types")?;
+    let root = memory(c, &id)?;
+    let mut seen: HashSet<String> = HashSet::from([id.clone()]);
+    let mut queue = VecDeque::from([(root.clone(), 0usize)]);
+    let mut neighbors = Vec::new();
+    while let Some((m, d)) = queue.pop_front() {
+        if d == depth {
+            continue;
+        }
+        for (other, ty, dir) in edges(c, &m, &types)? {
+            if !seen.insert(other.clone()) {
+                continue;
+            }
+            // A neighbour in another space or forgotten is not shown.
+            let Ok(n) = memory(c, &other) else { continue };
+            let mut row = brief(&n);
+            row["relation_type"] = ty.into();
+            row["direction"] = dir.into();
+            row["depth"] = (d + 1).into();
+            row["via"] = m["id"].clone();
+            neighbors.push(row);
+            queue.push_back((n, d + 1));
+        }
+    }
+    let entities: Vec<Value> = c
+        .api
+        .store()
+        .memory_entities(&c.space, &id)?
+        .into_iter()
+        .map(|e| json!({"entity_id": e.id, "name": e.name, "entity_type": e.entity_type}))
+        .collect();
+    Ok(json!({
+        "status": "success",
+        "memory_id": id,
+        "memory": brief(&root),
+        "neighbors": neighbors,
+        "total_neighbors": neighbors.len(),
+        "entities": entities,
+        "depth": depth,
+    }))
+}
+
+pub(super) fn memory_evolves_chain(c: &Call<'_>) -> Out {
+    let id = c.args.req_str("memory_id")?;
+    let max_depth = c.args.int("max_depth", 1, 50, 10)? as usize;
+    let root = memory(c, &id)?;
+    let mut older = Vec::new();
+    let mut cur = root.clone();
+    let mut seen = HashSet::from([id.clone()]);
+    while older.len() < max_depth {
+        let Some(prev) = cur["metadata"]["supersedes"].as_str().map(str::to_string) else { break };
+        if !seen.insert(prev.clone()) {
+            break;
+        }
+        let Ok(m) = memory(c, &prev) else { break };
+        older.push(m.clone());
+        cur = m;
+    }
+    let mut newer = Vec::new();
+    cur = root.clone();
+    while newer.len() < max_depth {
+        let Some(next) = cur["metadata"]["superseded_by"].as_str().map(str::to_string) else { break };
+        if !seen.insert(next.clone()) {
+            break;
+        }
+        let Ok(m) = memory(c, &next) else { break };
+        newer.push(m.clone());
+        cur = m;
+    }
+    let row = |m: &Value, role: &str| {
+        let mut b = brief(m);
+        b["version"] = m["version"].clone();
+        b["is_latest"] = m["is_latest"].clone();
+        b["created_at"] = m["created_at"].clone();
+        b["role"] = role.into();
+        b
+    };
+    let mut chain: Vec<Value> = older.iter().rev().map(|m| row(m, "older")).collect();
+    chain.push(row(&root, "self"));
+    chain.extend(newer.iter().map(|m| row(m, "newer")));
+    let latest = chain.last().map(|r| r["memory_id"].clone()).unwrap_or(Value::Null);
+    Ok(json!({
+        "status": "success",
+        "memory_id": id,
+        "chain": chain,
+        "total_versions": chain.len(),
+        "latest_memory_id": latest,
+    }))
+}
+
+pub(super) fn list_crystals(c: &Call<'_>) -> Out {
+    let limit = c.args.int("limit", 1, 100, 20)?;
+    let offset = c.args.int("offset", 0, i64::MAX, 0)?;
+    let q = [
+        ("space_id", c.space.clone()),
+        ("is_crystal", "true".to_string()),
+        ("limit", limit.to_string()),
+        ("offset", offset.to_string()),
+    ];
+    let v = c.api.invoke("GET", "/memories", &q, None)?;
+    let crystals: Vec<Value> = v["memories"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| {
+            let mut b = brief(m);
+            b["crystal_title"] = m["crystal_title"].clone();
+            b["source_unit_count"] = m["source_unit_count"].clone();
+            b["created_at"] = m["created_at"].clone();
+            b
+        })
+        .collect();
+    Ok(json!({"status": "success", "crystals": crystals, "total": v["pagination"]["total"], "limit": limit,
+        "offset": offset}))
+}
+
+pub(super) fn graph_stats(c: &Call<'_>) -> Out {
+    let mut v = c.api.invoke("GET", "/stats", &[("space_id", c.space.clone())], None)?;
+    let (communities, _) = c.api.store().list_communities(usize::MAX)?;
+    v["community_count"] = communities.iter().filter(|k| k.spaces.contains(&c.space)).count().into();
+    v["space_id"] = c.space.clone().into();
+    v["status"] = "success".into();
+    Ok(v)
+}
+
+/// The community as this space sees it: its own entities and memories; the title and summary of a
+/// community shared with other spaces are rebuilt from this space's entities alone.
+fn in_space(k: &Community, space: &str, limit: usize) -> Value {
+    let entities: Vec<Value> = k
+        .top_entities
+        .iter()
+        .filter(|e| e.space_id == space)
+        .take(limit)
+        .map(|e| {
+            json!({"entity_id": e.entity_id, "name": e.name, "entity_type": e.entity_type,
+            "mention_count": e.mention_count, "pagerank": e.pagerank})
+        })
+        .collect();
+    let memories: Vec<Value> = k
+        .top_memories
+        .iter()
+        .filter(|m| m.space_id == space)
+        .take(limit)
+        .map(|m| json!({"memory_id": m.memory_id, "title": m.title, "entities_mentioned": m.entities_mentioned}))
+        .collect();
+    let shared = k.spaces.iter().any(|s| s != space);
+    let names: Vec<&str> = entities.iter().filter_map(|e| e["name"].as_str()).take(3).collect();
+    let (title, summary) = if shared {
+        (names.join(", "), format!("Topic around {}", names.join(", ")))
+    } else {
+        (k.title.clone(), k.summary.clone())
+    };
+    json!({
+        "community_id": k.id.to_string(),
+        "id": k.id,
+        "title": title,
+        "summary": summary,
+        "entity_count": entities.len().max(if shared { 0 } else { k.entity_count as usize }),
+        "memory_count": if shared { memories.len() as u64 } else { k.memory_count },
+        "weight": k.weight,
+        "top_entities": entities,
+        "top_memories": memories,
+    })
+}
+
+pub(super) fn list_communities(c: &Call<'_>) -> Out {
+    let limit = c.args.int("limit", 1, 50, 20)? as usize;
+    let (all, _) = c.api.store().list_communities(usize::MAX)?;
+    let rows: Vec<Value> =
+        all.iter().filter(|k| k.spaces.contains(&c.space)).take(limit).map(|k| in_space(k, &c.space, 5)).collect();
+    Ok(json!({"status": "success", "communities": rows, "total": rows.len()}))
+}
+
+pub(super) fn get_community_details(c: &Call<'_>) -> Out {
+    let raw = c.args.req_str("community_id")?;
+    let limit = c.args.int("limit", 1, 50, 20)? as usize;
+    let id: u64 = raw.trim().parse().map_err(|_| {
+        Error::invalid_field(
+            &["arguments", "community_id"],
+            "int_parsing",
+            "community_id is an integer",
+            raw.clone().into(),
+        )
+    })?;
+    let (k, _) = c.api.store().get_community(id, limit)?;
+    if !k.spaces.contains(&c.space) {
+        return Err(Error::not_found(
+            "community_not_found",
+            format!("community {id} has nothing in space {}", c.space),
+        )
+        .into());
+    }
+    let mut v = in_space(&k, &c.space, limit);
+    v["status"] = "success".into();
+    Ok(v)
+}
+
+pub(super) fn explore_graph(c: &Call<'_>) -> Out {
+    let ids = c.args.list("memory_ids")?.unwrap_or_default();
+    if ids.is_empty() {
+        return Err(Error::invalid_field(&["arguments", "memory_ids"], "missing", "Field required", Value::Null).into());
+    }
+    let depth = c.args.int("depth", 1, 3, 1)? as usize;
+    let limit = c.args.int("limit", 1, 50, 15)? as usize;
+    let store = c.api.store();
+    let mut nodes: BTreeMap<String, Value> = BTreeMap::new();
+    let mut links = Vec::new();
+    let mut frontier: Vec<String> = Vec::new();
+    for id in &ids {
+        let m = memory(c, id)?;
+        nodes.insert(id.clone(), json!({"id": id, "kind": "memory", "title": m["title"], "depth": 0}));
+        frontier.push(id.clone());
+    }
+    for d in 1..=depth {
+        let mut next = Vec::new();
+        for mid in frontier.drain(..) {
+            for e in store.memory_entities(&c.space, &mid)? {
+                let eid = format!("entity:{}", e.id);
+                links.push(json!({"source": mid, "target": eid, "type": "mentions"}));
+                if nodes.contains_key(&eid) {
+                    continue;
+                }
+                nodes.insert(
+                    eid.clone(),
+                    json!({"id": eid, "kind": "entity", "name": e.name,
+                    "entity_type": e.entity_type, "depth": d}),
+                );
+                for other in store.entity_memory_ids(&c.space, &e.id)?.into_iter().take(limit) {
+                    if nodes.len() >= limit * (depth + 1) {
+                        break;
+                    }
+                    links.push(json!({"source": other, "target": eid, "type": "mentions"}));
+                    if nodes.contains_key(&other) {
+                        continue;
+                    }
+                    let Ok(m) = memory(c, &other) else { continue };
+                    nodes
+                        .insert(other.clone(), json!({"id": other, "kind": "memory", "title": m["title"], "depth": d}));
+                    next.push(other);
+                }
+            }
+        }
+        frontier = next;
+    }
+    let mut seen = HashSet::new();
+    links.retain(|l| nodes.contains_key(l["source"].as_str().unwrap_or("")) && seen.insert(l.to_string()));
+    Ok(json!({
+        "status": "success",
+        "memory_ids": ids,
+        "nodes": nodes.into_values().collect::<Vec<_>>(),
+        "links": links,
+        "depth": depth,
+    }))
+}
+
+pub(super) fn list_spaces(c: &Call<'_>) -> Out {
+    let spaces = c.api.store().list_spaces()?;
+    let rows: Vec<Value> = spaces
+        .iter()
+        .map(|s| {
+            json!({"space_id": s.id, "id": s.id, "name": s.name, "description": s.description,
+            "active": s.id == c.space})
+        })
+        .collect();
+    Ok(json!({"status": "success", "spaces": rows, "total": rows.len(), "active_space_id": c.space}))
+}
