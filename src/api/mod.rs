@@ -2,6 +2,7 @@
 //! validation to the spec's 422 shape, and error bodies. Both the HTTP server and the C API call
 //! [`Api::handle`]; nothing here knows HTTP libraries or C.
 
+pub mod catchup;
 pub mod communities;
 pub mod data;
 pub mod dto;
@@ -13,6 +14,7 @@ pub mod lifecycle;
 mod openapi;
 pub mod query;
 pub mod relations;
+pub mod reviews;
 mod routes;
 pub mod sources;
 pub mod spaces;

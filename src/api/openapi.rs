@@ -67,6 +67,8 @@ fn schemas() -> Map<String, Value> {
     add::<super::fs::FsWriteRequest>(&mut v);
     add::<super::fs::FsDeleteRequest>(&mut v);
     add::<super::tools::ToolCallRequest>(&mut v);
+    add::<super::reviews::ReviewRequest>(&mut v);
+    add::<super::catchup::CatchupRequest>(&mut v);
     add::<CapabilitiesResponse>(&mut v);
     add::<ErrorBody>(&mut v);
     add::<ValidationErrorBody>(&mut v);
@@ -207,6 +209,8 @@ fn field_rules() -> Vec<(&'static str, &'static str, Value)> {
         json!({"enum": super::tools::TOOLS.iter().map(|t| t.name).collect::<Vec<_>>()}),
     ));
     out.push(("ToolCallRequest", "arguments", json!({"type": "object"})));
+    out.push(("ReviewRequest", "action", json!({"enum": crate::store::REVIEW_ACTIONS})));
+    out.push(("ReviewRequest", "phase", json!({"enum": ["preview", "apply"]})));
     for schema in ["FsWriteRequest", "FsDeleteRequest"] {
         out.push((schema, "path", json!({"maxLength": 1024, "pattern": FS_PATH})));
     }

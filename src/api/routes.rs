@@ -482,6 +482,39 @@ pub static ROUTES: &[Route] = &[
         super::working::history
     ),
     route!(
+        "GET",
+        "/agent/feed/events",
+        "agent_feed_events",
+        "Timeline review events (a new memory that may update or contradict an earlier one), newest first",
+        super::reviews::FEED_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        super::reviews::list
+    ),
+    route!(
+        "POST",
+        "/agent/feed/events/{event_id}/review",
+        "agent_feed_event_review",
+        "Preview or apply the resolution of a review event",
+        super::reviews::REVIEW_PARAMS,
+        Some("ReviewRequest"),
+        Shape::Object,
+        false,
+        super::reviews::review
+    ),
+    route!(
+        "POST",
+        "/agent/trigger/memory-catchup",
+        "agent_memory_catchup",
+        "Distil thread messages within a horizon that no memory was distilled from",
+        &[],
+        Some("CatchupRequest"),
+        Shape::Object,
+        false,
+        super::catchup::trigger
+    ),
+    route!(
         "POST",
         "/agent/tools/call",
         "agent_tools_call",

@@ -575,6 +575,8 @@ impl KnowledgeStore {
             Ok(results)
         })?;
         self.apply(ops);
+        drop(_w);
+        self.raise_reviews(&results);
         Ok(results)
     }
 

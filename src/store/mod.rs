@@ -13,6 +13,7 @@ mod lifecycle;
 mod memories;
 mod reembed;
 mod relations;
+mod reviews;
 pub(crate) mod schema;
 mod search;
 mod sources;
@@ -34,6 +35,7 @@ pub use label_maint::{
 pub use lifecycle::{StateChange, Transition};
 pub use reembed::ReembedStatus;
 pub use relations::{MemoryRelation, RELATION_STATUSES, RelationInput, RelationQuery, RelationView};
+pub use reviews::{ACTIONS as REVIEW_ACTIONS, Resolution, ReviewEvent};
 pub use sources::{ChunkHit, IngestReport, MAX_SOURCE_BYTES, NewSource, SourceContent, SourceHit, SourceQuery};
 pub use spaces::{MAX_BULK_MOVE, space_slug};
 pub use threads::{
@@ -480,6 +482,7 @@ impl KnowledgeStore {
             txn.open_table(ENTITY_MEMORIES)?;
             txn.open_table(RELATES_TO)?;
             txn.open_table(WORKING_MEMORY)?;
+            txn.open_table(REVIEWS)?;
             txn.open_table(RELATIONS)?;
             txn.open_table(MEMORY_RELATIONS)?;
             txn.open_table(RELATION_SPACE)?;

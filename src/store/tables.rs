@@ -109,3 +109,6 @@ pub const SOURCE_FILES: TableDefinition<&str, &[u8]> = TableDefinition::new("sou
 
 /// (source id, chunk index) -> Chunk record (offset, length, section path).
 pub const SOURCE_CHUNKS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("source_chunks");
+
+/// Timeline review events: (space, `rev_<uuidv7>`) -> postcard `ReviewEvent` (`store/reviews.rs`).
+pub const REVIEWS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("reviews");

@@ -200,6 +200,46 @@ pub(super) fn memory_evolves_revise(c: &Call<'_>) -> Out {
     Ok(json!({"status": "success", "phase": "apply", "plan": plan, "memory_id": id, "newer_memory_id": newer_id}))
 }
 
+pub(super) fn list_timeline_reviews(c: &Call<'_>) -> Out {
+    let a = &c.args;
+    let limit = a.int("limit", 1, 100, 20)? as usize;
+    let offset = a.int("offset", 0, i64::MAX, 0)? as usize;
+    let days = a.int("last_n_days", 1, 3650, 365)?;
+    let unresolved = a.bool("unresolved_only", true)?;
+    let mut v = crate::api::reviews::feed(c.api, &c.space, unresolved, days, limit, offset)?;
+    v["status"] = "success".into();
+    v["reviews"] = v["events"].clone();
+    Ok(v)
+}
+
+pub(super) fn resolve_timeline_review(c: &Call<'_>) -> Out {
+    let a = &c.args;
+    let id = a.req_str("event_id")?;
+    let req = crate::api::reviews::ReviewRequest {
+        phase: Some(a.choice("phase", &["preview", "apply"], "preview")?),
+        action: a.choice("action", &crate::store::REVIEW_ACTIONS, "")?,
+        memory_ids: a.list("memory_ids")?,
+        resolution_note: a.text("resolution_note", 2000)?.or(a.text("note", 2000)?),
+        plan_id: a.text("plan_id", 200)?,
+        space_id: None,
+    };
+    if req.action.is_empty() {
+        return Err(Error::invalid_field(&["arguments", "action"], "missing", "Field required", Value::Null).into());
+    }
+    Ok(crate::api::reviews::resolve(c.api, &c.space, &id, &req).map_err(super::relocate_to_arguments)?)
+}
+
+pub(super) fn trigger_memory_catchup(c: &Call<'_>) -> Out {
+    let raw = c.args.raw("horizon").cloned();
+    let start = crate::api::catchup::horizon_start(raw.as_ref(), &["arguments", "horizon"])?;
+    let label = match &raw {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        _ => "today".into(),
+    };
+    Ok(crate::api::catchup::run(c.api, &c.space, &label, start)?)
+}
+
 /// Words that negate a statement.
 const NEGATIONS: &[&str] = &[
     "not", "no", "never", "none", "nobody", "nothing", "neither", "nor", "without", "cannot", "isn", "doesn", "don",

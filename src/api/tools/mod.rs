@@ -300,9 +300,8 @@ macro_rules! ids {
     };
 }
 
-/// Tools of the external-agent set that Engram implements (of the contract's 16: the timeline reviews and
-/// `trigger_memory_catchup` are not built yet, and a tool is listed only when it is).
-pub const EXTERNAL_AGENT_TOOLS: usize = 13;
+/// Tools of the external-agent set (`mcp.md` §3.1).
+pub const EXTERNAL_AGENT_TOOLS: usize = 16;
 
 /// Every tool, external-agent set first.
 pub static TOOLS: &[Tool] = &[
@@ -450,6 +449,32 @@ pub static TOOLS: &[Tool] = &[
         agent::report_skill_outcome
     ),
     tool!(
+        "list_timeline_reviews",
+        true,
+        true,
+        false,
+        "List review events: a new memory that looks like an update or a contradiction of an active one (shared entities, high similarity, a differing number, date, negation or value).",
+        concat!(
+            r#"{"type":"object","properties":{"limit":{"type":"integer","minimum":1,"maximum":100,"default":20},"offset":{"type":"integer","minimum":0,"default":0},"last_n_days":{"type":"integer","minimum":1,"maximum":3650,"default":365},"unresolved_only":{"type":"boolean","default":true},"#,
+            ids!(),
+            "}}"
+        ),
+        agent::list_timeline_reviews
+    ),
+    tool!(
+        "resolve_timeline_review",
+        true,
+        false,
+        true,
+        "Resolve a review event: preview first (phase=preview, returns plan_id), then apply. Actions: keep_newer_as_latest, keep_older_as_latest, keep_both_linked, no_change_needed, dismiss, custom_note_only.",
+        concat!(
+            r#"{"type":"object","required":["event_id","action"],"properties":{"event_id":{"type":"string","minLength":1},"action":{"type":"string","enum":["keep_newer_as_latest","keep_older_as_latest","keep_both_linked","no_change_needed","dismiss","custom_note_only"]},"phase":{"type":"string","enum":["preview","apply"],"default":"preview"},"resolution_note":{"type":["string","null"],"maxLength":2000},"plan_id":{"type":["string","null"]},"memory_ids":{"type":["array","null"],"items":{"type":"string"}},"#,
+            ids!(),
+            "}}"
+        ),
+        agent::resolve_timeline_review
+    ),
+    tool!(
         "memory_evolves_revise",
         true,
         false,
@@ -474,6 +499,19 @@ pub static TOOLS: &[Tool] = &[
             "}}"
         ),
         agent::check_claims
+    ),
+    tool!(
+        "trigger_memory_catchup",
+        true,
+        false,
+        false,
+        "Distil memories from thread messages that were never distilled, within a horizon (today, a number of days, all, or off). Reports the counts.",
+        concat!(
+            r#"{"type":"object","properties":{"horizon":{"type":["string","integer","null"],"default":"today","description":"today, a number of days, all, or off"},"#,
+            ids!(),
+            "}}"
+        ),
+        agent::trigger_memory_catchup
     ),
     tool!(
         "memory_delete",
@@ -627,6 +665,25 @@ pub(crate) fn rest_call(api: &Api, ctx: &super::Ctx<'_>) -> crate::error::Result
         Ok(v) => Ok(super::ApiResponse::json(200, &v)),
         Err(e) => Err(relocate_args(e.into_error())),
     }
+}
+
+/// Field errors of a REST handler (`["body", x]`) as errors of tool arguments (`["arguments", x]`).
+pub(crate) fn relocate_to_arguments(e: Error) -> Error {
+    if e.kind() != ErrorKind::InvalidInput {
+        return e;
+    }
+    let fields = e
+        .fields()
+        .iter()
+        .map(|f| {
+            let mut f = f.clone();
+            let rest: Vec<Value> =
+                f.loc.iter().filter(|p| !matches!(p.as_str(), Some("body" | "query"))).cloned().collect();
+            f.loc = std::iter::once(json!("arguments")).chain(rest).collect();
+            f
+        })
+        .collect();
+    Error::invalid(fields)
 }
 
 /// Field errors of a tool sit under `["body", "arguments", name]` over REST.

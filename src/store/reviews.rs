@@ -1,0 +1,405 @@
+//! Timeline reviews: when a write stores a memory that looks like an update or a contradiction of an active
+//! memory of the same space, a review event is raised, deterministically, for a person or an agent to resolve.
+//!
+//! "Looks like" (all of them):
+//! 1. the older memory is active and the latest of its chain, in the same space, not from the same thread turn
+//!    range, and not a document chunk;
+//! 2. the two share at least one extracted entity;
+//! 3. they are highly similar: the Dice coefficient of their content terms (stemmed, stop words out, numbers
+//!    out) is at least [`MIN_DICE`];
+//! 4. they differ in a way that matters: numbers on both sides that differ, a negation on one side only, a
+//!    different year or month name, or a different value for the same attribute (each side keeps at most
+//!    [`MAX_VALUE_TERMS`] terms the other lacks, and the memories are at least [`MIN_DICE_ATTRIBUTE`] alike).
+//!
+//! A negation on one side only makes a `contradiction`; every other difference an `update`. Candidates come
+//! from BM25 over the new memory's text (top [`CANDIDATES`]). Raising events never fails the write that
+//! caused it: an error is logged and the memory stays stored.
+//!
+//! Resolving (`resolve_review`) previews and then applies one of [`ACTIONS`].
+
+use std::collections::BTreeSet;
+
+use redb::{ReadableDatabase, ReadableTable};
+use serde::{Deserialize, Serialize};
+
+use super::tables::REVIEWS;
+use super::types::{CreatedMemory, SearchMode, SearchQuery, WriteAction};
+use super::{KnowledgeStore, schema};
+use crate::error::{Error, ErrorKind, Result};
+use crate::index::catalog::MemoryFilter;
+use crate::index::text;
+use crate::model::{MemoryState, Timestamp};
+
+/// Least Dice similarity of content terms for a review.
+pub const MIN_DICE: f64 = 0.5;
+/// Least Dice similarity when the only difference is the value of an attribute.
+pub const MIN_DICE_ATTRIBUTE: f64 = 0.6;
+/// Most terms each side may have that the other lacks for an attribute-value difference.
+pub const MAX_VALUE_TERMS: usize = 2;
+/// BM25 candidates compared with a new memory.
+pub const CANDIDATES: usize = 8;
+/// Resolution actions.
+pub const ACTIONS: [&str; 6] = [
+    "keep_newer_as_latest",
+    "keep_older_as_latest",
+    "keep_both_linked",
+    "no_change_needed",
+    "dismiss",
+    "custom_note_only",
+];
+
+/// A review event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReviewEvent {
+    /// `rev_<uuidv7>`.
+    pub id: String,
+    /// The space of both memories.
+    pub space_id: String,
+    /// `update` or `contradiction`.
+    pub kind: String,
+    /// The memory the write stored.
+    pub newer_memory_id: String,
+    /// The active memory it looks like an update or contradiction of.
+    pub older_memory_id: String,
+    /// What differs, e.g. `number: 12 -> 15`, `negation`, `year: 2021 -> 2023`, `value: blue -> green`.
+    pub signals: Vec<String>,
+    /// Dice similarity of the content terms, 0..=1.
+    pub similarity: f64,
+    /// Names of the shared entities.
+    pub shared_entities: Vec<String>,
+    /// When it was raised.
+    pub created_at: Timestamp,
+    /// How it was resolved, once it is.
+    pub resolution: Option<Resolution>,
+}
+
+/// The resolution of a review event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Resolution {
+    /// One of [`ACTIONS`].
+    pub action: String,
+    /// The person's or agent's note.
+    pub note: String,
+    /// When.
+    pub resolved_at: Timestamp,
+    /// What was changed, in words.
+    pub effects: Vec<String>,
+}
+
+/// Month names, for date differences written in words.
+const MONTHS: [&str; 12] = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+];
+
+const NEGATIONS: &[&str] = &[
+    "not", "no", "never", "none", "nobody", "nothing", "neither", "nor", "without", "cannot", "isn", "doesn", "don",
+    "didn", "wasn", "aren", "weren", "won", "hasn", "haven", "hadn", "shouldn", "wouldn", "couldn", "anymore",
+];
+
+/// The features two memories are compared on.
+#[derive(Debug, Clone, Default)]
+pub struct Features {
+    terms: BTreeSet<String>,
+    numbers: BTreeSet<String>,
+    years: BTreeSet<String>,
+    months: BTreeSet<String>,
+    negated: bool,
+}
+
+/// Features of a memory's text.
+pub fn features(text_in: &str) -> Features {
+    let words = text::words(text_in);
+    let mut f = Features::default();
+    for w in &words {
+        if w.chars().all(|c| c.is_ascii_digit()) {
+            if w.len() == 4 && (w.starts_with("19") || w.starts_with("20")) {
+                f.years.insert(w.clone());
+            } else {
+                f.numbers.insert(w.clone());
+            }
+        } else if MONTHS.contains(&w.as_str()) {
+            f.months.insert(w.clone());
+        }
+    }
+    f.negated = words.iter().any(|w| NEGATIONS.contains(&w.as_str())) || text_in.to_lowercase().contains("n't");
+    f.terms = text::terms(text_in)
+        .into_iter()
+        .filter(|t| !t.chars().all(|c| c.is_ascii_digit()))
+        .filter(|t| !MONTHS.iter().any(|m| m.starts_with(t.as_str()) && t.len() >= 3))
+        .collect();
+    f
+}
+
+/// Dice coefficient of two term sets, 0..=1.
+pub fn dice(a: &BTreeSet<String>, b: &BTreeSet<String>) -> f64 {
+    if a.is_empty() && b.is_empty() {
+        return 0.0;
+    }
+    2.0 * a.intersection(b).count() as f64 / (a.len() + b.len()) as f64
+}
+
+fn differ(label: &str, old: &BTreeSet<String>, new: &BTreeSet<String>) -> Option<String> {
+    (!old.is_empty() && !new.is_empty() && old != new).then(|| {
+        let j = |s: &BTreeSet<String>| s.iter().cloned().collect::<Vec<_>>().join(", ");
+        format!("{label}: {} -> {}", j(old), j(new))
+    })
+}
+
+/// Compares an older and a newer memory: `(similarity, kind, signals)`, or None when the pair is no review.
+pub fn compare(old: &Features, new: &Features) -> Option<(f64, &'static str, Vec<String>)> {
+    let sim = dice(&old.terms, &new.terms);
+    if sim < MIN_DICE {
+        return None;
+    }
+    let mut signals = Vec::new();
+    if old.negated != new.negated {
+        signals.push("negation".to_string());
+    }
+    signals.extend(differ("number", &old.numbers, &new.numbers));
+    signals.extend(differ("year", &old.years, &new.years));
+    signals.extend(differ("month", &old.months, &new.months));
+    let only_old: Vec<&String> = old.terms.difference(&new.terms).collect();
+    let only_new: Vec<&String> = new.terms.difference(&old.terms).collect();
+    if signals.is_empty()
+        && sim >= MIN_DICE_ATTRIBUTE
+        && (1..=MAX_VALUE_TERMS).contains(&only_old.len())
+        && (1..=MAX_VALUE_TERMS).contains(&only_new.len())
+    {
+        let j = |v: &[&String]| v.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(" ");
+        signals.push(format!("value: {} -> {}", j(&only_old), j(&only_new)));
+    }
+    if signals.is_empty() {
+        return None;
+    }
+    let kind = if old.negated != new.negated { "contradiction" } else { "update" };
+    Some((sim, kind, signals))
+}
+
+impl KnowledgeStore {
+    /// Raises review events for the memories a write created (called after the write committed). Errors are
+    /// logged, never returned: the write has happened.
+    pub(crate) fn raise_reviews(&self, created: &[CreatedMemory]) {
+        let mut events = Vec::new();
+        let position: std::collections::HashMap<&str, usize> =
+            created.iter().enumerate().map(|(i, c)| (c.view.memory.id.as_str(), i)).collect();
+        for (i, c) in created.iter().enumerate().filter(|(_, c)| c.action == WriteAction::Created) {
+            // Within one batch, only an earlier memory can be the older side (one event per pair).
+            let later = |id: &str| position.get(id).is_some_and(|&j| j >= i);
+            match self.review_candidates(c, later) {
+                Ok(mut e) => events.append(&mut e),
+                Err(e) => tracing::warn!(error = %e.chain(), memory = %c.view.memory.id, "review detection failed"),
+            }
+        }
+        if events.is_empty() {
+            return;
+        }
+        let _w = self.writer.lock();
+        let r = self.write_txn(|txn| {
+            let mut t = txn.open_table(REVIEWS)?;
+            for e in &events {
+                t.insert((e.space_id.as_str(), e.id.as_str()), schema::encode(e)?.as_slice())?;
+            }
+            Ok(())
+        });
+        if let Err(e) = r {
+            tracing::warn!(error = %e.chain(), "review events not stored");
+        }
+    }
+
+    fn review_candidates(&self, c: &CreatedMemory, later: impl Fn(&str) -> bool) -> Result<Vec<ReviewEvent>> {
+        let m = &c.view.memory;
+        if m.state != MemoryState::Active || m.is_crystal || m.metadata.0.contains_key("source_id") {
+            return Ok(Vec::new());
+        }
+        let mut q: String = m.content.chars().take(1000).collect();
+        if q.trim().is_empty() || text::terms(&q).is_empty() {
+            return Ok(Vec::new());
+        }
+        q.truncate(q.len().min(super::search::MAX_QUERY_BYTES));
+        let res = self.search(&SearchQuery {
+            query: q,
+            space_id: m.space_id.clone(),
+            limit: CANDIDATES + 1,
+            filter: MemoryFilter::default(),
+            mode: SearchMode::Lexical,
+            fusion: None,
+        })?;
+        let new_f = features(&m.content);
+        let new_entities: BTreeSet<(String, String)> =
+            self.memory_entities(&m.space_id, &m.id)?.into_iter().map(|e| (e.id, e.name)).collect();
+        let mut out = Vec::new();
+        for h in res.hits {
+            let o = &h.view.memory;
+            if o.id == m.id
+                || o.space_id != m.space_id
+                || o.state != MemoryState::Active
+                || !o.is_latest
+                || o.is_crystal
+            {
+                continue;
+            }
+            if o.metadata.0.contains_key("source_id") || later(&o.id) {
+                continue;
+            }
+            // Two memories distilled from the same turns are one statement, not an update.
+            if o.source_thread_id.is_some()
+                && o.source_thread_id == m.source_thread_id
+                && o.source_range == m.source_range
+            {
+                continue;
+            }
+            let Some((similarity, kind, signals)) = compare(&features(&o.content), &new_f) else { continue };
+            let shared: Vec<String> = self
+                .memory_entities(&o.space_id, &o.id)?
+                .into_iter()
+                .filter(|e| new_entities.contains(&(e.id.clone(), e.name.clone())))
+                .map(|e| e.name)
+                .collect();
+            if shared.is_empty() {
+                continue;
+            }
+            out.push(ReviewEvent {
+                id: format!("rev_{}", uuid::Uuid::now_v7().simple()),
+                space_id: m.space_id.clone(),
+                kind: kind.into(),
+                newer_memory_id: m.id.clone(),
+                older_memory_id: o.id.clone(),
+                signals,
+                similarity: (similarity * 1000.0).round() / 1000.0,
+                shared_entities: shared,
+                created_at: Timestamp::now(),
+                resolution: None,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Review events of `space`, newest first: `(page, total)`. `unresolved_only` hides resolved ones;
+    /// `since` keeps events raised at or after it.
+    ///
+    /// # Errors
+    /// [`ErrorKind::NotFound`] (`space_not_found`); storage errors.
+    pub fn list_reviews(
+        &self,
+        space: &str,
+        unresolved_only: bool,
+        since: Option<Timestamp>,
+        limit: usize,
+        offset: usize,
+    ) -> Result<(Vec<ReviewEvent>, usize)> {
+        self.require_space(space)?;
+        let rtx = self.db.begin_read()?;
+        let t = rtx.open_table(REVIEWS)?;
+        let mut all = Vec::new();
+        for row in t.range((space, "")..)? {
+            let (k, v) = row?;
+            if k.value().0 != space {
+                break;
+            }
+            let e: ReviewEvent = schema::decode(v.value())?;
+            if unresolved_only && e.resolution.is_some() {
+                continue;
+            }
+            if since.is_some_and(|s| e.created_at < s) {
+                continue;
+            }
+            all.push(e);
+        }
+        // Ids are UUIDv7: reverse key order is newest first.
+        all.reverse();
+        let total = all.len();
+        Ok((all.into_iter().skip(offset).take(limit).collect(), total))
+    }
+
+    /// One review event.
+    ///
+    /// # Errors
+    /// [`ErrorKind::NotFound`] (`review_not_found`).
+    pub fn get_review(&self, space: &str, id: &str) -> Result<ReviewEvent> {
+        let rtx = self.db.begin_read()?;
+        let t = rtx.open_table(REVIEWS)?;
+        match t.get((space, id))? {
+            Some(v) => schema::decode(v.value()),
+            None => {
+                Err(Error::not_found("review_not_found", format!("review event '{id}' not found in space '{space}'")))
+            }
+        }
+    }
+
+    /// Records the resolution of review `id` (the memory changes an action implies are made by the caller
+    /// first, through the lifecycle and relation calls).
+    ///
+    /// # Errors
+    /// [`ErrorKind::NotFound`] (`review_not_found`); [`ErrorKind::Conflict`] (`review_resolved`) when it is
+    /// resolved already; [`ErrorKind::InvalidInput`] for an unknown action.
+    pub fn record_review_resolution(&self, space: &str, id: &str, resolution: Resolution) -> Result<ReviewEvent> {
+        if !ACTIONS.contains(&resolution.action.as_str()) {
+            return Err(Error::invalid_field(
+                &["body", "action"],
+                "enum",
+                format!("action is one of {}", ACTIONS.join(", ")),
+                resolution.action.clone().into(),
+            ));
+        }
+        let _w = self.writer.lock();
+        self.write_txn(|txn| {
+            let mut t = txn.open_table(REVIEWS)?;
+            let mut e: ReviewEvent = match t.get((space, id))? {
+                Some(v) => schema::decode(v.value())?,
+                None => {
+                    return Err(Error::not_found(
+                        "review_not_found",
+                        format!("review event '{id}' not found in space '{space}'"),
+                    ));
+                }
+            };
+            if e.resolution.is_some() {
+                return Err(Error::new(ErrorKind::Conflict, format!("review event '{id}' is resolved already"))
+                    .with_code("review_resolved"));
+            }
+            e.resolution = Some(resolution.clone());
+            t.insert((space, id), schema::encode(&e)?.as_slice())?;
+            Ok(e)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair(old: &str, new: &str) -> Option<(f64, &'static str, Vec<String>)> {
+        compare(&features(old), &features(new))
+    }
+
+    #[test]
+    fn numbers_negations_dates_and_values_make_reviews() {
+        let r = pair("Caroline has 2 kids and a dog", "Caroline has 3 kids and a dog").expect("number");
+        assert_eq!(r.1, "update");
+        assert_eq!(r.2, vec!["number: 2 -> 3".to_string()]);
+        let r = pair("Melanie likes running in the park", "Melanie does not like running in the park").expect("neg");
+        assert_eq!(r.1, "contradiction");
+        let r = pair("Jon moved to Berlin in 2021 for work", "Jon moved to Berlin in 2023 for work").expect("year");
+        assert!(r.2[0].starts_with("year"));
+        let r = pair("The team's favourite editor is Vim", "The team's favourite editor is Emacs").expect("value");
+        assert!(r.2[0].starts_with("value"), "{:?}", r.2);
+    }
+
+    #[test]
+    fn paraphrases_and_unrelated_memories_are_not_reviews() {
+        assert!(pair("Caroline has 2 kids and a dog", "Caroline has 2 kids and a dog").is_none());
+        assert!(pair("Caroline went hiking last weekend", "Melanie painted a sunset").is_none());
+        assert!(pair("We use PostgreSQL for the team server", "The team server stores data in PostgreSQL").is_none());
+    }
+}
