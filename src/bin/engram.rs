@@ -82,6 +82,40 @@ enum Command {
         #[command(flatten)]
         embedder: EmbedderArgs,
     },
+    /// Serve MCP over stdio for hosts that spawn a process (needs the `server` feature). Opens the store
+    /// itself, or forwards every call to the daemon when the daemon holds the store. `--print-config` prints
+    /// the snippet to add to a host's MCP configuration and exits.
+    Mcp {
+        /// Data directory (default: the platform data dir).
+        #[arg(long, env = "ENGRAM_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+        /// The daemon to forward to when it holds the store.
+        #[arg(long, default_value = "127.0.0.1:14242", env = "ENGRAM_ADDR")]
+        addr: String,
+        /// The daemon's API key (default: <data_dir>/api-key).
+        #[arg(long, env = "ENGRAM_API_KEY", hide_env_values = true)]
+        api_key: Option<String>,
+        /// The client app's name: the `source` of memories it creates (as the `APP` header over HTTP).
+        #[arg(long, env = "NMEM_APP", default_value = "mcp_generic")]
+        app: String,
+        /// The space every call runs in (as `X-Nmem-Space-Id`).
+        #[arg(long, env = "NMEM_SPACE_ID")]
+        space_id: Option<String>,
+        /// The agent's id (as `X-Nmem-Agent-Id`).
+        #[arg(long, env = "NMEM_AGENT_ID")]
+        agent_id: Option<String>,
+        /// The host-local agent id (as `X-Nmem-Host-Agent-Id`).
+        #[arg(long, env = "NMEM_HOST_AGENT_ID")]
+        host_agent_id: Option<String>,
+        /// `external-agent` lists only the 16 tools of the external-agent set.
+        #[arg(long, value_parser = ["full", "external-agent"], default_value = "full")]
+        tool_set: String,
+        /// Print the MCP configuration snippet for this command and exit.
+        #[arg(long)]
+        print_config: bool,
+        #[command(flatten)]
+        embedder: EmbedderArgs,
+    },
     /// Write a versioned, checksummed archive of a store (the daemon must not be running on it).
     Export {
         /// Target `.zip` file (default `<data_dir>/exports/engram-export-<time>.zip`); with `--no-zip`, a directory.
@@ -220,6 +254,36 @@ fn run(cli: Cli) -> engram::Result<()> {
                 lockout_failures,
             };
             serve(serve_args, embedder.select()?)
+        }
+        Command::Mcp {
+            data_dir,
+            addr,
+            api_key,
+            app,
+            space_id,
+            agent_id,
+            host_agent_id,
+            tool_set,
+            print_config,
+            embedder,
+        } => {
+            let data_dir = data_dir.unwrap_or_else(default_data_dir);
+            let mut headers = vec![("app", app.as_str()), ("x-nmem-tool-set", tool_set.as_str())];
+            for (k, v) in [
+                ("x-nmem-space-id", &space_id),
+                ("x-nmem-agent-id", &agent_id),
+                ("x-nmem-host-agent-id", &host_agent_id),
+            ] {
+                if let Some(v) = v {
+                    headers.push((k, v.as_str()));
+                }
+            }
+            let scope = engram::api::tools::Scope::from_headers(headers);
+            if print_config {
+                print_mcp_config(&data_dir);
+                return Ok(());
+            }
+            mcp_stdio(McpArgs { data_dir, addr, api_key, scope }, &embedder)
         }
         Command::Export { path, data_dir, no_zip, overwrite } => {
             let data_dir = data_dir.unwrap_or_else(default_data_dir);
@@ -407,6 +471,71 @@ fn print_report(r: &engram::eval::LocomoReport) {
             println!("  {metric:<10} {}", row.join("  "));
         }
     }
+}
+
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
+struct McpArgs {
+    data_dir: PathBuf,
+    addr: String,
+    api_key: Option<String>,
+    scope: engram::api::tools::Scope,
+}
+
+/// The `mcpServers` entry that starts `engram mcp` (Claude Desktop, Claude Code, Cursor and most hosts read
+/// this shape).
+fn print_mcp_config(data_dir: &std::path::Path) {
+    let exe = std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_else(|_| "engram".into());
+    let snippet = serde_json::json!({
+        "mcpServers": {
+            "engram": {
+                "command": exe,
+                "args": ["mcp", "--data-dir", data_dir.display().to_string(), "--app", "claude-desktop"],
+            }
+        }
+    });
+    println!("{}", serde_json::to_string_pretty(&snippet).unwrap_or_default());
+    eprintln!(
+        "Add the entry above to your MCP host's configuration (for Claude Code: `claude mcp add engram -- {exe} mcp`).\n\
+         Hosts that speak Streamable HTTP can use the daemon directly: http://127.0.0.1:14242/mcp with the header \
+         `Authorization: Bearer <key in {}>`.",
+        data_dir.join("api-key").display()
+    );
+}
+
+#[cfg(feature = "server")]
+fn mcp_stdio(args: McpArgs, embedder: &EmbedderArgs) -> engram::Result<()> {
+    use engram::server::mcp::{Backend, McpFront, serve_stdio};
+    let mut config = StoreConfig::new(&args.data_dir);
+    let selected = embedder.select()?;
+    config.embedder = selected.embedder;
+    let backend = match KnowledgeStore::open(config) {
+        Ok(store) => {
+            tracing::info!(data_dir = %args.data_dir.display(), "MCP over stdio on the local store");
+            let info = engram::api::ServiceInfo { embedding_fallback: selected.fallback, ..Default::default() };
+            Backend::Local(engram::api::Api::new(std::sync::Arc::new(store), info))
+        }
+        Err(e) if e.kind() == engram::ErrorKind::Locked => {
+            let addr = args.addr.parse().map_err(|_| {
+                engram::Error::new(engram::ErrorKind::InvalidInput, format!("--addr {} is not host:port", args.addr))
+            })?;
+            let daemon = match args.api_key.filter(|k| !k.trim().is_empty()) {
+                Some(k) => engram::server::client::Daemon::new(addr, k),
+                None => engram::server::client::Daemon::with_key_file(addr, &args.data_dir)?,
+            };
+            tracing::info!(%addr, "the daemon holds the store: MCP calls are forwarded to it");
+            Backend::Remote(std::sync::Arc::new(daemon))
+        }
+        Err(e) => return Err(e),
+    };
+    serve_stdio(McpFront::new(backend, Some(args.scope)))
+}
+
+#[cfg(not(feature = "server"))]
+fn mcp_stdio(_: McpArgs, _: &EmbedderArgs) -> engram::Result<()> {
+    Err(engram::Error::new(
+        engram::ErrorKind::InvalidInput,
+        "this build has no MCP server: rebuild with `cargo build --release --features server`",
+    ))
 }
 
 #[cfg_attr(not(feature = "server"), allow(dead_code))]

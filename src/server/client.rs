@@ -23,6 +23,11 @@ pub struct Daemon {
 }
 
 impl Daemon {
+    /// The daemon at `addr` with `key`.
+    pub fn new(addr: SocketAddr, key: String) -> Daemon {
+        Daemon { addr, key }
+    }
+
     /// The daemon at `addr` with the key in `<data_dir>/api-key`.
     ///
     /// # Errors

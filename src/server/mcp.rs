@@ -143,3 +143,20 @@ pub fn http_service(api: Api, max_body_bytes: usize) -> StreamableHttpService<Mc
 pub fn is_mcp_path(path: &str) -> bool {
     path == "/mcp" || path == "/mcp/"
 }
+
+/// Serves MCP over stdin/stdout (newline-delimited JSON-RPC) until the client closes stdin. Logs go to
+/// stderr; stdout carries only protocol messages.
+///
+/// # Errors
+/// [`crate::ErrorKind::Io`] when the runtime cannot start or the handshake fails.
+pub fn serve_stdio(front: McpFront) -> crate::error::Result<()> {
+    use rmcp::ServiceExt;
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    rt.block_on(async move {
+        let running = front.serve(rmcp::transport::stdio()).await.map_err(|e| {
+            crate::error::Error::new(crate::error::ErrorKind::Io, format!("MCP stdio handshake failed: {e}"))
+        })?;
+        let _ = running.waiting().await;
+        Ok(())
+    })
+}

@@ -135,8 +135,10 @@ pub(super) fn memory_search(c: &Call<'_>) -> Out {
     let mut results = Vec::new();
     for r in v.as_array().into_iter().flatten() {
         let score = r["similarity_score"].as_f64().unwrap_or(0.0);
-        // The threshold drops weak tails, never the best hit: an agent asking a question gets an answer.
-        if score < threshold && !results.is_empty() {
+        // The threshold drops weak semantic-only hits; a hit that shares a keyword with the query stays
+        // (fused scores of exact matches can be low in a large space).
+        let keyword = r["relevance_reason"].as_str().is_some_and(|s| s.contains("keyword match"));
+        if score < threshold && !keyword {
             continue;
         }
         results.push(hit(&r["memory"], score));
