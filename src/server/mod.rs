@@ -399,13 +399,19 @@ async fn handle(
     }
     let declared =
         parts.headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > st.max_body as u64) {
-        return reject(ErrorKind::PayloadTooLarge, "request body too large");
-    }
-    let bytes = match tokio::time::timeout(st.body_timeout, axum::body::to_bytes(body, st.max_body)).await {
-        Ok(Ok(b)) => b,
-        Ok(Err(_)) => return reject(ErrorKind::PayloadTooLarge, "request body too large"),
-        Err(_) => {
+    let bytes = match read_body(body, st.max_body, declared, st.body_timeout).await {
+        BodyRead::Complete(b) => b,
+        BodyRead::TooLarge => {
+            let mut resp = reject(ErrorKind::PayloadTooLarge, "request body too large");
+            resp.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+            return resp;
+        }
+        BodyRead::Broken => {
+            let mut resp = reject(ErrorKind::BadRequest, "request body could not be read");
+            resp.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+            return resp;
+        }
+        BodyRead::TimedOut => {
             tracing::warn!(%peer, "request body not received in time");
             let mut resp = reject(ErrorKind::Timeout, "request body not received in time");
             resp.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
@@ -459,6 +465,62 @@ async fn handle(
             reject(ErrorKind::Internal, "internal error")
         }
     }
+}
+
+/// Bytes of an over-limit body read and discarded before the 413 goes out: 64 MiB.
+pub const LINGER_MAX_BYTES: u64 = 64 << 20;
+/// Time spent discarding an over-limit body before the 413 goes out: 5 s.
+pub const LINGER_TIME: Duration = Duration::from_secs(5);
+
+/// What reading a request body gave.
+enum BodyRead {
+    Complete(axum::body::Bytes),
+    /// The body stream failed (the client went away, a malformed chunk).
+    Broken,
+    /// Over the limit; the rest was discarded (bounded by [`LINGER_MAX_BYTES`] and [`LINGER_TIME`]).
+    TooLarge,
+    TimedOut,
+}
+
+/// Reads a body of at most `max` bytes within `timeout`. An over-limit body (declared or found while reading)
+/// is read on and discarded, up to [`LINGER_MAX_BYTES`] for at most [`LINGER_TIME`], as nginx's
+/// `lingering_close` does: a client that sends its whole body before reading (Python's urllib and requests)
+/// then reads the 413 instead of a broken pipe.
+async fn read_body(body: Body, max: usize, declared: Option<u64>, timeout: Duration) -> BodyRead {
+    use futures_util::StreamExt;
+    let mut stream = body.into_data_stream();
+    let mut buf: Vec<u8> = Vec::new();
+    let mut too_large = declared.is_some_and(|n| n > max as u64);
+    if !too_large {
+        let read = async {
+            while let Some(chunk) = stream.next().await {
+                let Ok(chunk) = chunk else { return Some(false) };
+                if buf.len() + chunk.len() > max {
+                    return Some(true);
+                }
+                buf.extend_from_slice(&chunk);
+            }
+            None
+        };
+        match tokio::time::timeout(timeout, read).await {
+            Ok(None) => return BodyRead::Complete(axum::body::Bytes::from(buf)),
+            Ok(Some(false)) => return BodyRead::Broken,
+            Ok(Some(true)) => too_large = true,
+            Err(_) => return BodyRead::TimedOut,
+        }
+    }
+    debug_assert!(too_large);
+    let drain = async {
+        let mut seen = 0u64;
+        while let Some(Ok(chunk)) = stream.next().await {
+            seen += chunk.len() as u64;
+            if seen > LINGER_MAX_BYTES {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(LINGER_TIME, drain).await;
+    BodyRead::TooLarge
 }
 
 /// The request headers the agent tools read (`APP` and `X-Nmem-*`), as owned pairs.
