@@ -72,6 +72,13 @@ int main(int argc, char **argv) {
     bad |= call(store, "GET", "/memories/no-such-id", NULL, 404, buf, sizeof buf);
     bad |= call(store, "POST", "/memories", "{\"content\":\"\"}", 422, buf, sizeof buf);
 
+    /* Agent tools (the MCP tool set) through the same call: memory_search answers the tool's result object. */
+    bad |= call(store, "POST", "/agent/tools/call",
+                "{\"name\":\"memory_search\",\"arguments\":{\"query\":\"support group\",\"limit\":3}}", 200, buf,
+                sizeof buf);
+    bad |= strstr(buf, "\"memory_id\":\"c-demo\"") == NULL;
+    bad |= call(store, "POST", "/agent/tools/call", "{\"name\":\"no_such_tool\",\"arguments\":{}}", 404, buf, sizeof buf);
+
     /* Invalid UTF-8 in the target is refused with a code, not a crash. */
     engram_response *resp = NULL;
     const char bad_target[] = {'/', (char)0xff, (char)0xfe};

@@ -23,6 +23,16 @@ fn brief(m: &Value) -> Value {
         "state": m["state"], "importance": m["importance"]})
 }
 
+/// The version links of a memory: `metadata.supersedes` (a list: a version may replace several) or
+/// `metadata.superseded_by` (one id).
+fn links(m: &Value, key: &str) -> Vec<String> {
+    match &m["metadata"][key] {
+        Value::String(s) => vec![s.clone()],
+        Value::Array(a) => a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect(),
+        _ => Vec::new(),
+    }
+}
+
 /// Neighbours of one memory: its relations (filtered by type) and version links, as `(id, type, direction)`.
 fn edges(c: &Call<'_>, m: &Value, types: &Option<Vec<String>>) -> Result<Vec<(String, String, String)>, ToolError> {
     let id = m["id"].as_str().unwrap_or("");
@@ -48,8 +58,8 @@ fn edges(c: &Call<'_>, m: &Value, types: &Option<Vec<String>>) -> Result<Vec<(St
         if types.as_ref().is_some_and(|t| !t.iter().any(|x| x == ty)) {
             continue;
         }
-        if let Some(other) = m["metadata"][key].as_str() {
-            out.push((other.to_string(), ty.to_string(), dir.to_string()));
+        for other in links(m, key) {
+            out.push((other, ty.to_string(), dir.to_string()));
         }
     }
     Ok(out)
@@ -108,7 +118,8 @@ pub(super) fn memory_evolves_chain(c: &Call<'_>) -> Out {
     let mut cur = root.clone();
     let mut seen = HashSet::from([id.clone()]);
     while older.len() < max_depth {
-        let Some(prev) = cur["metadata"]["supersedes"].as_str().map(str::to_string) else { break };
+        // A version that replaced several follows the most recent of them.
+        let Some(prev) = links(&cur, "supersedes").pop() else { break };
         if !seen.insert(prev.clone()) {
             break;
         }
@@ -119,7 +130,7 @@ pub(super) fn memory_evolves_chain(c: &Call<'_>) -> Out {
     let mut newer = Vec::new();
     cur = root.clone();
     while newer.len() < max_depth {
-        let Some(next) = cur["metadata"]["superseded_by"].as_str().map(str::to_string) else { break };
+        let Some(next) = links(&cur, "superseded_by").pop() else { break };
         if !seen.insert(next.clone()) {
             break;
         }

@@ -360,8 +360,9 @@ pub(super) fn list_memory_labels(c: &Call<'_>) -> Out {
         ("limit", "100".to_string()),
     ];
     let v = c.api.invoke("GET", "/labels", &q, None)?;
-    let labels: Vec<Value> = v["labels"]
+    let labels: Vec<Value> = v
         .as_array()
+        .or(v["labels"].as_array())
         .map(|a| a.iter().map(|l| json!({"name": l["name"], "usage_count": l["usage_count"], "id": l["id"]})).collect())
         .unwrap_or_default();
     Ok(json!({"status": "success", "total": labels.len(), "labels": labels}))
