@@ -82,6 +82,8 @@ pub(crate) fn event_json(api: &Api, e: &ReviewEvent) -> Value {
         "resolved": e.resolution.is_some(),
         "resolution": e.resolution,
         "actions": REVIEW_ACTIONS,
+        "allowed_actions": REVIEW_ACTIONS,
+        "person_only": false,
     })
 }
 

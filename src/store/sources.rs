@@ -509,6 +509,55 @@ impl KnowledgeStore {
     /// [`ErrorKind::InvalidInput`] for a blank query; [`ErrorKind::NotFound`] (`space_not_found`). A query of
     /// stop words and punctuation only finds nothing.
     pub fn search_sources(&self, space: &str, query: &str, limit: usize) -> Result<Vec<SourceHit>> {
+        self.rank_sources(space, query, limit, 3, None)
+    }
+
+    /// BM25 search within one source's chunks (`search_source_chunks`): the source, its best `limit` chunks
+    /// with their full text (UTF-8, cut at character boundaries), and its number of chunks.
+    ///
+    /// # Errors
+    /// [`ErrorKind::NotFound`] (`source_not_found`): no such source, or not in `space_guard`; as
+    /// [`KnowledgeStore::search_sources`] for the query.
+    pub fn search_source_chunks(
+        &self,
+        id: &str,
+        space_guard: Option<&str>,
+        query: &str,
+        limit: usize,
+    ) -> Result<(Source, Vec<(ChunkHit, String)>, usize)> {
+        let source = self.get_source(id, space_guard)?;
+        let all = self.source_chunks(&source.id)?;
+        let hits = self.rank_sources(&source.space_id, query, 1, limit, Some(&source.id))?;
+        let text = if hits.is_empty() { String::new() } else { self.source_text(&source.id)? };
+        let out = hits
+            .into_iter()
+            .flat_map(|h| h.chunks)
+            .map(|c| {
+                let body = all
+                    .get(c.chunk_index as usize)
+                    .and_then(|k| {
+                        let (from, to) = (k.offset as usize, (k.offset + k.length) as usize);
+                        let from = (0..=from.min(text.len())).rev().find(|i| text.is_char_boundary(*i))?;
+                        let to = (to.min(text.len())..=text.len()).find(|i| text.is_char_boundary(*i))?;
+                        text.get(from..to).map(str::to_string)
+                    })
+                    .unwrap_or_else(|| c.snippet.clone());
+                (c, body)
+            })
+            .collect();
+        Ok((source, out, all.len()))
+    }
+
+    /// Sources of `space` ranked by BM25 over chunks and names, `per_source` best chunks each; `only` keeps
+    /// one source.
+    fn rank_sources(
+        &self,
+        space: &str,
+        query: &str,
+        limit: usize,
+        per_source: usize,
+        only: Option<&str>,
+    ) -> Result<Vec<SourceHit>> {
         if query.trim().is_empty() {
             return Err(Error::invalid_field(
                 &["query", "q"],
@@ -528,6 +577,9 @@ impl KnowledgeStore {
         let mut by_source: HashMap<&str, (f32, Vec<Scored<'_>>)> = HashMap::new();
         for (docno, score) in scored {
             let Some((sid, chunk, snippet)) = ix.docs.get(docno as usize) else { continue };
+            if only.is_some_and(|o| o != sid) {
+                continue;
+            }
             let e = by_source.entry(sid.as_str()).or_insert((0.0, Vec::new()));
             if *chunk == u64::MAX {
                 e.0 += score;
@@ -550,7 +602,7 @@ impl KnowledgeStore {
             let all = self.source_chunks(sid)?;
             let hits = chunks
                 .into_iter()
-                .take(3)
+                .take(per_source)
                 .map(|(i, s, snip)| {
                     let c = all.get(i as usize);
                     ChunkHit {

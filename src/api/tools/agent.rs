@@ -240,6 +240,26 @@ pub(super) fn trigger_memory_catchup(c: &Call<'_>) -> Out {
     Ok(crate::api::catchup::run(c.api, &c.space, &label, start)?)
 }
 
+pub(super) fn search_source_chunks(c: &Call<'_>) -> Out {
+    let id = c.args.req_str("source_id")?;
+    let query = c.args.text("query", 500)?;
+    let Some(query) = query else {
+        return Err(Error::invalid_field(&["arguments", "query"], "missing", "Field required", Value::Null).into());
+    };
+    let limit = c.args.int("limit", 1, 50, 5)? as usize;
+    let (source, hits, total) =
+        c.api.store().search_source_chunks(&id, Some(&c.space), &query, limit).map_err(super::relocate_to_arguments)?;
+    let chunks: Vec<Value> = hits
+        .into_iter()
+        .map(|(h, text)| {
+            json!({"chunk_index": h.chunk_index, "score": h.score, "text": text, "section": h.section,
+            "snippet": h.snippet})
+        })
+        .collect();
+    Ok(json!({"status": "success", "source_id": source.id, "source_name": source.original_name, "query": query,
+        "chunks": chunks, "total_chunks": total}))
+}
+
 /// Words that negate a statement.
 const NEGATIONS: &[&str] = &[
     "not", "no", "never", "none", "nobody", "nothing", "neither", "nor", "without", "cannot", "isn", "doesn", "don",

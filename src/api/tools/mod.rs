@@ -186,9 +186,18 @@ impl std::fmt::Debug for Tool {
 }
 
 impl Tool {
-    /// The input schema as JSON.
+    /// The input schema as JSON, in the portable dialect: one `type` per property (a nullable property is
+    /// optional instead; null is still accepted and means absent), and `anyOf` branches where a property
+    /// takes two types (labels as a string or an array), as MCP Inspector's `--strict` portability check and
+    /// single-type dialects (Gemini function declarations) want.
     pub fn schema(&self) -> Value {
-        serde_json::from_str(self.input_schema).unwrap_or_else(|_| json!({"type": "object"}))
+        let mut s: Value = serde_json::from_str(self.input_schema).unwrap_or_else(|_| json!({"type": "object"}));
+        if let Some(props) = s.get_mut("properties").and_then(Value::as_object_mut) {
+            for p in props.values_mut() {
+                portable(p);
+            }
+        }
+        s
     }
 
     /// The MCP `Tool` object: `name`, `description`, `inputSchema`, `outputSchema` (any object) and
@@ -207,6 +216,44 @@ impl Tool {
             },
         })
     }
+}
+
+/// Rewrites one property schema with a `type` list into a single type or `anyOf` branches.
+fn portable(p: &mut Value) {
+    let Some(o) = p.as_object_mut() else { return };
+    let Some(types) = o.get("type").and_then(Value::as_array).cloned() else { return };
+    let types: Vec<String> =
+        types.iter().filter_map(|t| t.as_str()).filter(|t| *t != "null").map(str::to_string).collect();
+    if let Some(Value::Array(e)) = o.get_mut("enum") {
+        e.retain(|v| !v.is_null());
+    }
+    if types.len() == 1 {
+        o.insert("type".into(), types[0].clone().into());
+        return;
+    }
+    o.remove("type");
+    // Keywords that belong to one type go to that type's branch.
+    let owned: &[(&str, &[&str])] = &[
+        ("string", &["maxLength", "minLength", "pattern"]),
+        ("array", &["items", "maxItems", "minItems"]),
+        ("integer", &["minimum", "maximum"]),
+    ];
+    let mut branches = Vec::new();
+    for t in &types {
+        let mut b = serde_json::Map::new();
+        b.insert("type".into(), t.clone().into());
+        for (ty, keys) in owned {
+            if ty == t {
+                for k in *keys {
+                    if let Some(v) = o.remove(*k) {
+                        b.insert((*k).into(), v);
+                    }
+                }
+            }
+        }
+        branches.push(Value::Object(b));
+    }
+    o.insert("anyOf".into(), Value::Array(branches));
 }
 
 /// What a handler sees: the API, the resolved space and identity, and the arguments.
@@ -549,6 +596,19 @@ pub static TOOLS: &[Tool] = &[
         threads::thread_delete
     ),
     tool!(
+        "search_source_chunks",
+        false,
+        true,
+        false,
+        "Search inside one Library source (a file or page): its best-matching chunks with their text.",
+        concat!(
+            r#"{"type":"object","required":["source_id","query"],"properties":{"source_id":{"type":"string","minLength":1},"query":{"type":"string","minLength":1,"maxLength":500},"limit":{"type":"integer","minimum":1,"maximum":50,"default":5},"#,
+            ids!(),
+            "}}"
+        ),
+        agent::search_source_chunks
+    ),
+    tool!(
         "memory_neighbors",
         false,
         true,
@@ -714,7 +774,16 @@ mod tests {
         for t in TOOLS {
             let s: Value = serde_json::from_str(t.input_schema).unwrap_or_else(|e| panic!("{}: {e}", t.name));
             assert_eq!(s["type"], "object", "{}", t.name);
+            for (name, p) in t.schema()["properties"].as_object().into_iter().flatten() {
+                assert!(p["type"].is_string() || p["anyOf"].is_array(), "{}.{name}: {p}", t.name);
+            }
         }
+        let labels = find(&Scope::default(), "memory_add").map(|t| t.schema()["properties"]["labels"].clone());
+        assert_eq!(
+            labels,
+            Some(json!({"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}],
+                "description": "label names: an array or a comma-separated string"}))
+        );
         let names: std::collections::HashSet<_> = TOOLS.iter().map(|t| t.name).collect();
         assert_eq!(names.len(), TOOLS.len(), "duplicate tool names");
         assert_eq!(TOOLS.iter().filter(|t| t.external).count(), EXTERNAL_AGENT_TOOLS);
