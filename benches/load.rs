@@ -6,10 +6,10 @@
 //! `cargo bench --features server --bench load -- [--memories 100000] [--clients 8] [--seconds 180]`
 
 mod common;
-use common::{SplitMix, arg, rss_mib};
+use common::{Conn, SplitMix, arg, pct, rss_mib};
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -24,66 +24,6 @@ const WORDS: &[&str] = &[
     "deadline", "python", "rust", "invoice", "hiking", "weekend", "birthday", "office", "client", "server", "design",
     "review", "launch", "morning", "evening", "dinner", "airport", "hotel", "train", "book", "movie",
 ];
-
-/// One keep-alive connection.
-struct Conn {
-    addr: SocketAddr,
-    stream: Option<BufReader<TcpStream>>,
-}
-
-impl Conn {
-    /// Sends a request and reads the response; the status, or None on an I/O error.
-    fn send(&mut self, method: &str, target: &str, body: &str) -> Option<u16> {
-        if self.stream.is_none() {
-            let s = TcpStream::connect(self.addr).ok()?;
-            s.set_nodelay(true).ok()?;
-            s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
-            self.stream = Some(BufReader::new(s));
-        }
-        let r = self.exchange(method, target, body);
-        if r.is_none() {
-            self.stream = None;
-        }
-        r
-    }
-
-    fn exchange(&mut self, method: &str, target: &str, body: &str) -> Option<u16> {
-        let s = self.stream.as_mut()?;
-        let req = format!(
-            "{method} {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {KEY}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        );
-        s.get_mut().write_all(req.as_bytes()).ok()?;
-        let mut line = String::new();
-        s.read_line(&mut line).ok()?;
-        let status: u16 = line.split_whitespace().nth(1)?.parse().ok()?;
-        let mut len = 0usize;
-        loop {
-            line.clear();
-            s.read_line(&mut line).ok()?;
-            let l = line.trim_end();
-            if l.is_empty() {
-                break;
-            }
-            if let Some((k, v)) = l.split_once(':') {
-                if k.eq_ignore_ascii_case("content-length") {
-                    len = v.trim().parse().ok()?;
-                }
-            }
-        }
-        let mut buf = vec![0u8; len];
-        s.read_exact(&mut buf).ok()?;
-        Some(status)
-    }
-}
-
-fn pct(v: &mut [f64], p: f64) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(f64::total_cmp);
-    v[((v.len() as f64 - 1.0) * p).round() as usize]
-}
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -127,7 +67,7 @@ fn main() {
     for c in 0..clients {
         let (stop, errors, lat) = (stop.clone(), errors.clone(), lat.clone());
         handles.push(std::thread::spawn(move || {
-            let mut conn = Conn { addr, stream: None };
+            let mut conn = Conn::new(addr, KEY);
             let mut rng = SplitMix(1000 + c as u64);
             let mut local: [Vec<f64>; 3] = Default::default();
             let mut k = 0usize;

@@ -12,8 +12,10 @@
 //!    [`MAX_VALUE_TERMS`] terms the other lacks, and the memories are at least [`MIN_DICE_ATTRIBUTE`] alike).
 //!
 //! A negation on one side only makes a `contradiction`; every other difference an `update`. Candidates come
-//! from BM25 over the new memory's text (top [`CANDIDATES`]). Raising events never fails the write that
-//! caused it: an error is logged and the memory stays stored.
+//! from BM25 over the new memory's text (top [`CANDIDATES`]). Writes of more than [`MAX_REVIEW_BATCH`]
+//! memories at once (bulk loads) are not checked. Raising events never fails the write that caused it: an
+//! error is logged and the memory stays stored. Review events are not part of the export archive (they are
+//! derived from memories and can be raised again by writing).
 //!
 //! Resolving (`resolve_review`) previews and then applies one of [`ACTIONS`].
 
@@ -38,6 +40,9 @@ pub const MIN_DICE_ATTRIBUTE: f64 = 0.6;
 pub const MAX_VALUE_TERMS: usize = 2;
 /// BM25 candidates compared with a new memory.
 pub const CANDIDATES: usize = 8;
+/// Largest write batch that is checked for reviews: a bulk load (an ingest of thousands of memories in one
+/// call) is history, not a change to review, and one search per memory would dominate its cost.
+pub const MAX_REVIEW_BATCH: usize = 256;
 /// Resolution actions.
 pub const ACTIONS: [&str; 6] = [
     "keep_newer_as_latest",
@@ -190,6 +195,9 @@ impl KnowledgeStore {
     /// Raises review events for the memories a write created (called after the write committed). Errors are
     /// logged, never returned: the write has happened.
     pub(crate) fn raise_reviews(&self, created: &[CreatedMemory]) {
+        if created.len() > MAX_REVIEW_BATCH {
+            return;
+        }
         let mut events = Vec::new();
         let position: std::collections::HashMap<&str, usize> =
             created.iter().enumerate().map(|(i, c)| (c.view.memory.id.as_str(), i)).collect();
