@@ -8,8 +8,6 @@
 mod common;
 use common::{Conn, SplitMix, arg, pct, rss_mib};
 
-
-
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -76,7 +76,7 @@ fn main() {
             let t = Instant::now();
             let r = mcp.send_with("POST", "/mcp", MCP_HEADERS, r#"{"jsonrpc":"2.0","id":0,"method":"tools/list"}"#);
             t_list.push(t.elapsed().as_secs_f64() * 1000.0);
-            failures += usize::from(!r.is_some_and(|(s, _)| s == 200));
+            failures += usize::from(r.is_none_or(|(s, _)| s != 200));
         }
     }
     let (r50, r99) = (pct(&mut t_rest, 0.5), pct(&mut t_rest, 0.99));

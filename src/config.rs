@@ -148,21 +148,21 @@ impl StoreConfig {
             full.push(part);
         }
         // The store file and the API key are never a server-side path's target or source.
-        if let Ok(data) = self.data_dir.canonicalize() {
-            if full == data.join("engram.redb") || full == data.join("api-key") {
-                return Err(Error::new(
-                    ErrorKind::Forbidden,
-                    format!("'{}' is the store's own file and cannot be named here", path.display()),
-                )
-                .with_code("path_not_allowed"));
-            }
+        if let Ok(data) = self.data_dir.canonicalize()
+            && (full == data.join("engram.redb") || full == data.join("api-key"))
+        {
+            return Err(Error::new(
+                ErrorKind::Forbidden,
+                format!("'{}' is the store's own file and cannot be named here", path.display()),
+            )
+            .with_code("path_not_allowed"));
         }
         let roots = std::iter::once(&self.data_dir).chain(self.allowed_paths.iter());
         for root in roots {
-            if let Ok(r) = root.canonicalize() {
-                if full.starts_with(&r) {
-                    return Ok(full);
-                }
+            if let Ok(r) = root.canonicalize()
+                && full.starts_with(&r)
+            {
+                return Ok(full);
             }
         }
         Err(refuse())

@@ -268,10 +268,10 @@ pub fn locomo(store: &KnowledgeStore, dataset: &Path, opts: &LocomoOptions, prog
     let mut covered: HashSet<String> = HashSet::new();
     for (i, conv) in &selected {
         let space = if opts.one_space { "locomo".to_string() } else { format!("locomo-{i}") };
-        if let Err(e) = store.create_space(NewSpace { name: space.clone(), ..Default::default() }) {
-            if e.kind() != ErrorKind::Conflict {
-                return Err(e);
-            }
+        if let Err(e) = store.create_space(NewSpace { name: space.clone(), ..Default::default() })
+            && e.kind() != ErrorKind::Conflict
+        {
+            return Err(e);
         }
         let mut batch = Vec::new();
         let mut ids = HashSet::new();

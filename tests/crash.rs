@@ -165,21 +165,21 @@ fn acknowledged_writes_survive_sigkill() {
                     match n % 4 {
                         1 => {
                             let b = serde_json::json!({"labels": ["crash", "edited"]}).to_string();
-                            if let Some((200, _)) = request(addr, "PATCH", &format!("/memories/{id}"), &b) {
-                                if let Some(e) = acked.lock().unwrap().get_mut(&id) {
-                                    e.label = Some("edited".into());
-                                }
+                            if let Some((200, _)) = request(addr, "PATCH", &format!("/memories/{id}"), &b)
+                                && let Some(e) = acked.lock().unwrap().get_mut(&id)
+                            {
+                                e.label = Some("edited".into());
                             }
                         }
                         2 => {
                             if let Some(e) = acked.lock().unwrap().get_mut(&id) {
                                 e.pending = Some("archived");
                             }
-                            if let Some((200, _)) = request(addr, "POST", &format!("/memories/{id}/archive"), "{}") {
-                                if let Some(e) = acked.lock().unwrap().get_mut(&id) {
-                                    e.state = "archived";
-                                    e.pending = None;
-                                }
+                            if let Some((200, _)) = request(addr, "POST", &format!("/memories/{id}/archive"), "{}")
+                                && let Some(e) = acked.lock().unwrap().get_mut(&id)
+                            {
+                                e.state = "archived";
+                                e.pending = None;
                             }
                         }
                         3 => {

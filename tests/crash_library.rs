@@ -54,13 +54,13 @@ fn library_writer_child() {
         if store.create_memory(new).is_ok() {
             ack(format!("MEM {id}"));
         }
-        if n % 3 == 0 {
+        if n.is_multiple_of(3) {
             let p = MemoryPatch { labels: Some(vec![format!("l{}", n % 5)]), ..Default::default() };
             if store.update_memory(&id, p, None).is_ok() {
                 ack(format!("LABEL {id} l{}", n % 5));
             }
         }
-        if n % 7 == 0 && store.change_state(&id, None, Transition::Archive, None).is_ok() {
+        if n.is_multiple_of(7) && store.change_state(&id, None, Transition::Archive, None).is_ok() {
             ack(format!("ARCHIVE {id}"));
         }
         if n % 11 == 5 {
@@ -214,10 +214,10 @@ fn acknowledged_library_writes_survive_sigkill() {
                 match r.read_until(b'\n', &mut line) {
                     Ok(n) if n > 0 && line.ends_with(b"\n") => {
                         let text = String::from_utf8_lossy(&line[..line.len() - 1]).into_owned();
-                        if let Some((_, ack)) = text.split_once("ACK:") {
-                            if tx.send(ack.to_string()).is_err() {
-                                break;
-                            }
+                        if let Some((_, ack)) = text.split_once("ACK:")
+                            && tx.send(ack.to_string()).is_err()
+                        {
+                            break;
                         }
                     }
                     _ => break,

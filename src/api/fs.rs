@@ -249,10 +249,10 @@ fn load(api: &Api, space: &str, node: &Node, path: &str) -> Result<File> {
     match node {
         Node::Memory { id, label } => {
             let v = store.get_memory(id, Some(space)).map_err(|_| enoent(path))?;
-            if let Some(l) = label {
-                if !v.label_ids.iter().any(|x| label_name(x) == *l) {
-                    return Err(enoent(path));
-                }
+            if let Some(l) = label
+                && !v.label_ids.iter().any(|x| label_name(x) == *l)
+            {
+                return Err(enoent(path));
             }
             Ok(File {
                 path: memory_path(id),
@@ -365,17 +365,17 @@ fn load(api: &Api, space: &str, node: &Node, path: &str) -> Result<File> {
 /// Splits `---\n...\n---\n` frontmatter (simple `key: value` lines) from a rendered page.
 fn split_front(page: &str) -> (BTreeMap<String, Value>, String) {
     let mut f = BTreeMap::new();
-    if let Some(rest) = page.strip_prefix("---\n") {
-        if let Some((head, body)) = rest.split_once("\n---\n") {
-            for line in head.lines() {
-                if let Some((k, v)) = line.split_once(':') {
-                    let v = v.trim();
-                    let val = serde_json::from_str::<Value>(v).unwrap_or_else(|_| Value::String(v.to_string()));
-                    f.insert(k.trim().to_string(), val);
-                }
+    if let Some(rest) = page.strip_prefix("---\n")
+        && let Some((head, body)) = rest.split_once("\n---\n")
+    {
+        for line in head.lines() {
+            if let Some((k, v)) = line.split_once(':') {
+                let v = v.trim();
+                let val = serde_json::from_str::<Value>(v).unwrap_or_else(|_| Value::String(v.to_string()));
+                f.insert(k.trim().to_string(), val);
             }
-            return (f, body.trim_start_matches('\n').to_string());
         }
+        return (f, body.trim_start_matches('\n').to_string());
     }
     (f, page.to_string())
 }
@@ -1106,14 +1106,14 @@ pub(super) fn write(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
                 None => None,
             };
             let existing = store.get_memory(id, Some(&space)).ok();
-            if let (Some(want), Some(cur)) = (r.record_version, &existing) {
-                if cur.memory.version != want {
-                    return Err(Error::new(
-                        ErrorKind::Conflict,
-                        format!("the memory is at version {}, not {want}; read it again", cur.memory.version),
-                    )
-                    .with_code("version_conflict"));
-                }
+            if let (Some(want), Some(cur)) = (r.record_version, &existing)
+                && cur.memory.version != want
+            {
+                return Err(Error::new(
+                    ErrorKind::Conflict,
+                    format!("the memory is at version {}, not {want}; read it again", cur.memory.version),
+                )
+                .with_code("version_conflict"));
             }
             let v = if existing.is_some() {
                 let patch = crate::store::MemoryPatch {

@@ -166,15 +166,15 @@ pub(crate) fn resolve(api: &Api, space: &str, id: &str, r: &ReviewRequest) -> Re
         ));
     }
     let e = api.store().get_review(space, id)?;
-    if let Some(ids) = &r.memory_ids {
-        if ids.iter().any(|m| m != &e.older_memory_id && m != &e.newer_memory_id) {
-            return Err(Error::invalid_field(
-                &["body", "memory_ids"],
-                "value_error",
-                "memory_ids must be the event's memories",
-                json!(ids),
-            ));
-        }
+    if let Some(ids) = &r.memory_ids
+        && ids.iter().any(|m| m != &e.older_memory_id && m != &e.newer_memory_id)
+    {
+        return Err(Error::invalid_field(
+            &["body", "memory_ids"],
+            "value_error",
+            "memory_ids must be the event's memories",
+            json!(ids),
+        ));
     }
     let plan = plan_id(&e, &r.action);
     let fx = effects(&e, &r.action);

@@ -1641,25 +1641,25 @@ fn search_post(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
                 .with_ctx(serde_json::json!({"ge": 1, "le": 100})),
         );
     }
-    if let Some(x) = r.importance_min {
-        if !(0.0..=1.0).contains(&x) {
-            errs.push(FieldError::new(
-                &["body", "importance_min"],
-                "range",
-                "importance_min is 0..=1",
-                serde_json::Value::Null,
-            ));
-        }
+    if let Some(x) = r.importance_min
+        && !(0.0..=1.0).contains(&x)
+    {
+        errs.push(FieldError::new(
+            &["body", "importance_min"],
+            "range",
+            "importance_min is 0..=1",
+            serde_json::Value::Null,
+        ));
     }
-    if let Some(m) = r.retrieval.as_deref() {
-        if !["hybrid", "lexical", "vector"].contains(&m) {
-            errs.push(FieldError::new(
-                &["body", "retrieval"],
-                "enum",
-                "Input should be one of: hybrid, lexical, vector",
-                m.into(),
-            ));
-        }
+    if let Some(m) = r.retrieval.as_deref()
+        && !["hybrid", "lexical", "vector"].contains(&m)
+    {
+        errs.push(FieldError::new(
+            &["body", "retrieval"],
+            "enum",
+            "Input should be one of: hybrid, lexical, vector",
+            m.into(),
+        ));
     }
     let unit_type = parse_unit(r.unit_type.as_deref(), &["body", "unit_type"], &mut errs);
     let _ = parse_temporal(r.temporal_context.as_deref(), &["body", "temporal_context"], &mut errs);

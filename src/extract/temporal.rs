@@ -121,10 +121,12 @@ pub fn resolve(text: &str, reference: Date) -> Option<Resolved> {
     for i in 0..raw.len() {
         let w = at(i);
         // ISO date.
-        if w.len() == 10 && w.as_bytes()[4] == b'-' && w.as_bytes()[7] == b'-' {
-            if let Ok(d) = Date::parse(w, &time::macros::format_description!("[year]-[month]-[day]")) {
-                return r(day(d), None, ctx(d, reference), &[w]);
-            }
+        if w.len() == 10
+            && w.as_bytes()[4] == b'-'
+            && w.as_bytes()[7] == b'-'
+            && let Ok(d) = Date::parse(w, &time::macros::format_description!("[year]-[month]-[day]"))
+        {
+            return r(day(d), None, ctx(d, reference), &[w]);
         }
         match w {
             "today" | "tonight" => return r(day(reference), None, TemporalContext::Present, &[w]),

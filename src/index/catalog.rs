@@ -132,20 +132,20 @@ pub struct SpaceCatalog {
 impl SpaceCatalog {
     /// Inserts or replaces `docno`.
     pub fn insert(&mut self, docno: u64, meta: DocMeta) {
-        if let Some(old) = self.by_id.insert(meta.id.clone(), docno) {
-            if old != docno {
-                self.docs.remove(&old);
-            }
+        if let Some(old) = self.by_id.insert(meta.id.clone(), docno)
+            && old != docno
+        {
+            self.docs.remove(&old);
         }
         self.docs.insert(docno, meta);
     }
 
     /// Removes `docno`.
     pub fn remove(&mut self, docno: u64) {
-        if let Some(m) = self.docs.remove(&docno) {
-            if self.by_id.get(&m.id) == Some(&docno) {
-                self.by_id.remove(&m.id);
-            }
+        if let Some(m) = self.docs.remove(&docno)
+            && self.by_id.get(&m.id) == Some(&docno)
+        {
+            self.by_id.remove(&m.id);
         }
     }
 

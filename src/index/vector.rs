@@ -353,10 +353,10 @@ impl SpaceVectors {
             };
             let graph_hits = hits.len();
             for &d in &self.pending {
-                if allowed(d) {
-                    if let Some(v) = self.get(d) {
-                        hits.push(VectorHit { docno: d, score: cosine(query, v) });
-                    }
+                if allowed(d)
+                    && let Some(v) = self.get(d)
+                {
+                    hits.push(VectorHit { docno: d, score: cosine(query, v) });
                 }
             }
             top_k(&mut hits, k);
@@ -442,7 +442,7 @@ mod tests {
         assert!(agree >= 180, "recall too low: {agree}/200");
         idx.build_now();
         assert_eq!(idx.pending(), 0);
-        let only_even = |d: u64| d % 2 == 0;
+        let only_even = |d: u64| d.is_multiple_of(2);
         let hits = idx.search(&unit(7, 32), 10, &only_even, Some(275));
         assert_eq!(hits.len(), 10);
         assert!(hits.iter().all(|h| h.docno % 2 == 0));

@@ -452,11 +452,9 @@ async fn handle(
                     resp.headers_mut().insert(header::ALLOW, v);
                 }
             }
-            if cors_ok {
-                if let Some(v) = origin.as_deref().and_then(|o| HeaderValue::from_str(o).ok()) {
-                    resp.headers_mut().insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, v);
-                    resp.headers_mut().insert(header::VARY, HeaderValue::from_static("Origin"));
-                }
+            if cors_ok && let Some(v) = origin.as_deref().and_then(|o| HeaderValue::from_str(o).ok()) {
+                resp.headers_mut().insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, v);
+                resp.headers_mut().insert(header::VARY, HeaderValue::from_static("Origin"));
             }
             resp
         }

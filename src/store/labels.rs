@@ -60,15 +60,15 @@ impl KnowledgeStore {
     ) -> Result<Label> {
         let mut errs = Vec::new();
         let name = check_label_name(name, &["query", "name"], &mut errs);
-        if let Some(c) = &color {
-            if !check_color(c) {
-                errs.push(FieldError::new(
-                    &["query", "color"],
-                    "color_invalid",
-                    "expected a hex colour such as #3b82f6",
-                    c.clone().into(),
-                ));
-            }
+        if let Some(c) = &color
+            && !check_color(c)
+        {
+            errs.push(FieldError::new(
+                &["query", "color"],
+                "color_invalid",
+                "expected a hex colour such as #3b82f6",
+                c.clone().into(),
+            ));
         }
         if description.as_ref().is_some_and(|d| d.chars().count() > 1000) {
             errs.push(FieldError::new(

@@ -261,10 +261,10 @@ impl KnowledgeStore {
         m.last_accessed_at = Some(now);
         m.decay_score_cached = decay::decay_score(m.importance, m.access_count, now, now);
         let writer = if backlog > ACCESS_QUEUE_LIMIT { Some(self.writer.lock()) } else { self.writer.try_lock() };
-        if let Some(_w) = writer {
-            if let Err(e) = self.flush_access() {
-                tracing::warn!(error = %e, "counting reads failed; they stay queued");
-            }
+        if let Some(_w) = writer
+            && let Err(e) = self.flush_access()
+        {
+            tracing::warn!(error = %e, "counting reads failed; they stay queued");
         }
         Ok(view)
     }

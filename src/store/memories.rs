@@ -297,18 +297,18 @@ fn check_id(id: &str, loc: &[&str], errs: &mut Vec<FieldError>) {
 }
 
 fn check_unit(x: Option<f64>, loc: &[&str], errs: &mut Vec<FieldError>) {
-    if let Some(v) = x {
-        if !v.is_finite() || !(0.0..=1.0).contains(&v) {
-            let kind = if v < 0.0 { "greater_than_equal" } else { "less_than_equal" };
-            let msg = if v < 0.0 {
-                "Input should be greater than or equal to 0"
-            } else {
-                "Input should be less than or equal to 1"
-            };
-            let input = serde_json::Number::from_f64(v).map(serde_json::Value::Number).unwrap_or_default();
-            let ctx = if v < 0.0 { serde_json::json!({"ge": 0}) } else { serde_json::json!({"le": 1}) };
-            errs.push(FieldError::new(loc, kind, msg, input).with_ctx(ctx));
-        }
+    if let Some(v) = x
+        && (!v.is_finite() || !(0.0..=1.0).contains(&v))
+    {
+        let kind = if v < 0.0 { "greater_than_equal" } else { "less_than_equal" };
+        let msg = if v < 0.0 {
+            "Input should be greater than or equal to 0"
+        } else {
+            "Input should be less than or equal to 1"
+        };
+        let input = serde_json::Number::from_f64(v).map(serde_json::Value::Number).unwrap_or_default();
+        let ctx = if v < 0.0 { serde_json::json!({"ge": 0}) } else { serde_json::json!({"le": 1}) };
+        errs.push(FieldError::new(loc, kind, msg, input).with_ctx(ctx));
     }
 }
 
@@ -332,39 +332,39 @@ fn check_content(c: &str, loc: &[&str], errs: &mut Vec<FieldError>) {
 }
 
 fn check_len(s: Option<&str>, max: usize, loc: &[&str], errs: &mut Vec<FieldError>) {
-    if let Some(s) = s {
-        if s.chars().count() > max {
-            errs.push(
-                FieldError::new(loc, "string_too_long", format!("at most {max} characters"), serde_json::Value::Null)
-                    .with_ctx(serde_json::json!({"max_length": max})),
-            );
-        }
+    if let Some(s) = s
+        && s.chars().count() > max
+    {
+        errs.push(
+            FieldError::new(loc, "string_too_long", format!("at most {max} characters"), serde_json::Value::Null)
+                .with_ctx(serde_json::json!({"max_length": max})),
+        );
     }
 }
 
 fn check_date(s: Option<&str>, loc: &[&str], errs: &mut Vec<FieldError>) {
-    if let Some(s) = s {
-        if date_precision(s).is_none() {
-            errs.push(FieldError::new(
-                loc,
-                "date_invalid",
-                "expected YYYY, YYYY-MM, YYYY-MM-DD or an RFC 3339 date-time",
-                s.into(),
-            ));
-        }
+    if let Some(s) = s
+        && date_precision(s).is_none()
+    {
+        errs.push(FieldError::new(
+            loc,
+            "date_invalid",
+            "expected YYYY, YYYY-MM, YYYY-MM-DD or an RFC 3339 date-time",
+            s.into(),
+        ));
     }
 }
 
 fn check_metadata(m: Option<&Metadata>, loc: &[&str], errs: &mut Vec<FieldError>) {
-    if let Some(m) = m {
-        if serde_json::to_vec(&m.0).map_or(0, |v| v.len()) > MAX_METADATA_BYTES {
-            errs.push(FieldError::new(
-                loc,
-                "too_large",
-                "metadata is at most 65536 bytes of JSON",
-                serde_json::Value::Null,
-            ));
-        }
+    if let Some(m) = m
+        && serde_json::to_vec(&m.0).map_or(0, |v| v.len()) > MAX_METADATA_BYTES
+    {
+        errs.push(FieldError::new(
+            loc,
+            "too_large",
+            "metadata is at most 65536 bytes of JSON",
+            serde_json::Value::Null,
+        ));
     }
 }
 
@@ -836,10 +836,10 @@ fn put_with(
     }
     let text = merged.index_text();
     let text_changed = moved || existing.as_ref().is_none_or(|(_, sm)| sm.memory.index_text() != text);
-    if let Some((_, sm)) = &existing {
-        if sm.memory.content != merged.content {
-            merged.version = sm.memory.version + 1;
-        }
+    if let Some((_, sm)) = &existing
+        && sm.memory.content != merged.content
+    {
+        merged.version = sm.memory.version + 1;
     }
     merged.updated_at = now;
     merged.space_id = space.to_string();

@@ -36,7 +36,9 @@ pub use lifecycle::{StateChange, Transition};
 pub use reembed::ReembedStatus;
 pub use relations::{MemoryRelation, RELATION_STATUSES, RelationInput, RelationQuery, RelationView};
 pub use reviews::{ACTIONS as REVIEW_ACTIONS, Resolution, ReviewEvent};
-pub use sources::{ChunkHit, IngestReport, MAX_SOURCE_BYTES, NewSource, SourceContent, SourceHit, SourceQuery};
+pub use sources::{
+    ChunkHit, IngestReport, MAX_SOURCE_BYTES, NewSource, SourceChunks, SourceContent, SourceHit, SourceQuery,
+};
 pub use spaces::{MAX_BULK_MOVE, space_slug};
 pub use threads::{
     AppendMessages, AppendReport, CreatedThread, Extraction, NewMessage, NewThread, ThreadDeleteReport, ThreadMatch,

@@ -159,11 +159,11 @@ impl KnowledgeStore {
         }
 
         let mut vector: Vec<(u64, f32)> = Vec::new();
-        if let Some(qv) = &qvec {
-            if qv.iter().any(|x| *x != 0.0) {
-                let hint = if q.filter.is_trivial() { None } else { Some(candidates) };
-                vector = si.vectors.search(qv, depth, &accept, hint).into_iter().map(|h| (h.docno, h.score)).collect();
-            }
+        if let Some(qv) = &qvec
+            && qv.iter().any(|x| *x != 0.0)
+        {
+            let hint = if q.filter.is_trivial() { None } else { Some(candidates) };
+            vector = si.vectors.search(qv, depth, &accept, hint).into_iter().map(|h| (h.docno, h.score)).collect();
         }
 
         let fused: Vec<Fused> = match mode {

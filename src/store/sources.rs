@@ -117,6 +117,17 @@ pub struct ChunkHit {
     pub snippet: String,
 }
 
+/// The chunks of one source that match a query ([`KnowledgeStore::search_source_chunks`]).
+#[derive(Debug, Clone)]
+pub struct SourceChunks {
+    /// The source.
+    pub source: Source,
+    /// The best chunks, best first, each with its full text.
+    pub chunks: Vec<(ChunkHit, String)>,
+    /// How many chunks the source has.
+    pub total_chunks: usize,
+}
+
 /// A source matching a search: its best chunks.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct SourceHit {
@@ -379,15 +390,15 @@ impl KnowledgeStore {
     /// # Errors
     /// [`ErrorKind::InvalidInput`] for an unknown `lifecycle_state`; [`ErrorKind::NotFound`] (`space_not_found`).
     pub fn list_sources(&self, q: &SourceQuery) -> Result<Page<Source>> {
-        if let Some(s) = &q.lifecycle_state {
-            if !SOURCE_STATES.contains(&s.as_str()) {
-                return Err(Error::invalid_field(
-                    &["query", "lifecycle_state"],
-                    "enum",
-                    format!("Input should be one of {}", SOURCE_STATES.join(", ")),
-                    serde_json::Value::String(s.clone()),
-                ));
-            }
+        if let Some(s) = &q.lifecycle_state
+            && !SOURCE_STATES.contains(&s.as_str())
+        {
+            return Err(Error::invalid_field(
+                &["query", "lifecycle_state"],
+                "enum",
+                format!("Input should be one of {}", SOURCE_STATES.join(", ")),
+                serde_json::Value::String(s.clone()),
+            ));
         }
         self.require_space(&q.space_id)?;
         let wanted: Vec<Vec<String>> = q
@@ -524,7 +535,7 @@ impl KnowledgeStore {
         space_guard: Option<&str>,
         query: &str,
         limit: usize,
-    ) -> Result<(Source, Vec<(ChunkHit, String)>, usize)> {
+    ) -> Result<SourceChunks> {
         let source = self.get_source(id, space_guard)?;
         let all = self.source_chunks(&source.id)?;
         let hits = self.rank_sources(&source.space_id, query, 1, limit, Some(&source.id))?;
@@ -545,7 +556,7 @@ impl KnowledgeStore {
                 (c, body)
             })
             .collect();
-        Ok((source, out, all.len()))
+        Ok(SourceChunks { source, chunks: out, total_chunks: all.len() })
     }
 
     /// Sources of `space` ranked by BM25 over chunks and names, `per_source` best chunks each; `only` keeps

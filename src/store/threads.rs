@@ -270,12 +270,12 @@ impl<'t> TTables<'t> {
         let mut seen_here = std::collections::HashSet::new();
         for (i, m) in msgs.iter().enumerate() {
             let key = if deduplicate { dedup_key(m, i, idempotency_key) } else { None };
-            if let Some(k) = &key {
-                if self.keys.get((space.as_str(), tid.as_str(), k.as_str()))?.is_some() || !seen_here.insert(k.clone())
-                {
-                    skipped += 1;
-                    continue;
-                }
+            if let Some(k) = &key
+                && (self.keys.get((space.as_str(), tid.as_str(), k.as_str()))?.is_some()
+                    || !seen_here.insert(k.clone()))
+            {
+                skipped += 1;
+                continue;
             }
             let order_index = thread.message_count;
             let msg = Message {

@@ -412,14 +412,14 @@ impl KnowledgeStore {
         };
         // Never over the store itself: not the data directory, an ancestor of it, or anything holding the
         // store file.
-        if let Ok(db) = self.config.db_path().canonicalize() {
-            if db.starts_with(&path) {
-                return Err(Error::new(
-                    ErrorKind::Forbidden,
-                    format!("'{}' holds the store; choose another export path", path.display()),
-                )
-                .with_code("path_not_allowed"));
-            }
+        if let Ok(db) = self.config.db_path().canonicalize()
+            && db.starts_with(&path)
+        {
+            return Err(Error::new(
+                ErrorKind::Forbidden,
+                format!("'{}' holds the store; choose another export path", path.display()),
+            )
+            .with_code("path_not_allowed"));
         }
         if path.is_dir() && opts.overwrite && !path.join("manifest.json").is_file() {
             return Err(Error::new(
@@ -1277,11 +1277,12 @@ impl KnowledgeStore {
                 for (s, th) in &take_messages {
                     let n = msgs.range((s.as_str(), th.as_str(), 0u64)..=(s.as_str(), th.as_str(), u64::MAX))?.count()
                         as u64;
-                    if let Some(mut rec) = get_record::<_, Thread>(&t, (s.as_str(), th.as_str()))? {
-                        if rec.message_count != n && n > 0 {
-                            rec.message_count = n;
-                            t.insert((s.as_str(), th.as_str()), schema::encode(&rec)?.as_slice())?;
-                        }
+                    if let Some(mut rec) = get_record::<_, Thread>(&t, (s.as_str(), th.as_str()))?
+                        && rec.message_count != n
+                        && n > 0
+                    {
+                        rec.message_count = n;
+                        t.insert((s.as_str(), th.as_str()), schema::encode(&rec)?.as_slice())?;
                     }
                 }
             }

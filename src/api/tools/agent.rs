@@ -247,9 +247,11 @@ pub(super) fn search_source_chunks(c: &Call<'_>) -> Out {
         return Err(Error::invalid_field(&["arguments", "query"], "missing", "Field required", Value::Null).into());
     };
     let limit = c.args.int("limit", 1, 50, 5)? as usize;
-    let (source, hits, total) =
+    let found =
         c.api.store().search_source_chunks(&id, Some(&c.space), &query, limit).map_err(super::relocate_to_arguments)?;
-    let chunks: Vec<Value> = hits
+    let (source, total) = (found.source, found.total_chunks);
+    let chunks: Vec<Value> = found
+        .chunks
         .into_iter()
         .map(|(h, text)| {
             json!({"chunk_index": h.chunk_index, "score": h.score, "text": text, "section": h.section,

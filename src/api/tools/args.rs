@@ -197,7 +197,7 @@ mod tests {
         let a = args(json!({"limit": "7", "big": 500, "f": 0.5, "s": "x"}));
         assert_eq!(a.int("limit", 1, 20, 10).ok(), Some(7));
         assert_eq!(a.int("absent", 1, 20, 10).ok(), Some(10));
-        let e = a.int("big", 1, 20, 10).err().expect("range");
+        let e = a.int("big", 1, 20, 10).expect_err("range");
         assert_eq!(e.fields()[0].loc, vec![json!("arguments"), json!("big")]);
         assert_eq!(a.opt_num("f", 0.0, 1.0).ok().flatten(), Some(0.5));
         assert!(a.opt_num("s", 0.0, 1.0).is_err());

@@ -189,12 +189,12 @@ mod tests {
 
     #[test]
     fn shell_commands_split_into_verb_words_and_flags() {
-        let i = parse(r#"grep -E "a|b c" /memories --limit 5"#).ok().expect("parse");
+        let i = parse(r#"grep -E "a|b c" /memories --limit 5"#).expect("parse");
         assert_eq!(i.verb, "grep");
         assert_eq!(i.words, vec!["a|b c".to_string(), "/memories".to_string()]);
         assert!(i.has(&["-E"]));
         assert_eq!(i.flag(&["--limit"]).as_deref(), Some("5"));
-        let i = parse("cat /memories/by-id/x.memory.md --line=3 --lines 4").ok().expect("parse");
+        let i = parse("cat /memories/by-id/x.memory.md --line=3 --lines 4").expect("parse");
         assert_eq!(i.flag(&["--line"]).as_deref(), Some("3"));
         assert_eq!(i.flag(&["--lines"]).as_deref(), Some("4"));
         assert!(parse("ls 'unclosed").is_err());
