@@ -126,6 +126,9 @@ pub struct LocomoReport {
     pub top_entities: BTreeMap<String, Vec<String>>,
     /// Communities over the ingested entity graph.
     pub graph: GraphSummary,
+    /// Timeline review events raised while ingesting (a memory that looks like an update or a contradiction of
+    /// an earlier one; `store/reviews.rs`), all conversations.
+    pub review_events: usize,
 }
 
 /// `D<session>:<turn>` from the dataset's sometimes malformed ids ("D:11:26", "D30:05"); None if no two numbers.
@@ -467,6 +470,15 @@ pub fn locomo(store: &KnowledgeStore, dataset: &Path, opts: &LocomoOptions, prog
             }
         }
     }
+    let mut review_events = 0;
+    let mut spaces: Vec<String> = selected
+        .iter()
+        .map(|(i, _)| if opts.one_space { "locomo".to_string() } else { format!("locomo-{i}") })
+        .collect();
+    spaces.dedup();
+    for space in &spaces {
+        review_events += store.list_reviews(space, false, None, 0, 0)?.1;
+    }
     create_ms.sort_by(f64::total_cmp);
     let mut thread_create_ms = BTreeMap::new();
     if !create_ms.is_empty() {
@@ -487,6 +499,7 @@ pub fn locomo(store: &KnowledgeStore, dataset: &Path, opts: &LocomoOptions, prog
         entities,
         top_entities,
         graph,
+        review_events,
         dataset: dataset.display().to_string(),
         questions,
         skipped_questions: skipped,

@@ -464,6 +464,7 @@ fn print_report(r: &engram::eval::LocomoReport) {
         g.elapsed_ms
     );
     println!("  titles: {}", g.sample_titles.join(" | "));
+    println!("timeline review events raised while ingesting: {}", r.review_events);
     for (method, metrics) in &r.methods {
         println!("\n{method}");
         for (metric, cats) in metrics {

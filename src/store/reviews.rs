@@ -112,20 +112,126 @@ const NEGATIONS: &[&str] = &[
     "didn", "wasn", "aren", "weren", "won", "hasn", "haven", "hadn", "shouldn", "wouldn", "couldn", "anymore",
 ];
 
+/// Set phrases whose negation word negates nothing ("no problem", "can't wait"), removed before looking for
+/// a negation.
+const NEGATION_IDIOMS: &[&str] = &[
+    "no problem",
+    "no worries",
+    "no worry",
+    "no doubt",
+    "no way",
+    "never mind",
+    "not bad",
+    "can't wait",
+    "cannot wait",
+    "can not wait",
+    "won't be long",
+    "no matter",
+    "no wonder",
+    "not only",
+];
+
+/// Stems of small talk: thanks, greetings, encouragement. A memory most of whose terms (names aside) are
+/// these is phatic, not a statement that can be updated or contradicted.
+const PHATIC: &[&str] = &[
+    "amaz",
+    "appreci",
+    "awesom",
+    "bye",
+    "care",
+    "cheer",
+    "congrat",
+    "congratul",
+    "cool",
+    "day",
+    "definit",
+    "excit",
+    "fun",
+    "glad",
+    "good",
+    "great",
+    "hear",
+    "hello",
+    "help",
+    "hey",
+    "hi",
+    "hope",
+    "kind",
+    "know",
+    "let",
+    "lot",
+    "love",
+    "luck",
+    "mean",
+    "much",
+    "nice",
+    "okay",
+    "problem",
+    "proud",
+    "realli",
+    "see",
+    "soon",
+    "sound",
+    "sure",
+    "support",
+    "take",
+    "talk",
+    "thank",
+    "thing",
+    "time",
+    "wait",
+    "welcom",
+    "well",
+    "wish",
+    "wonder",
+    "word",
+    "worri",
+    "wow",
+    "yeah",
+    "yes",
+    "yep",
+];
+
 /// The features two memories are compared on.
 #[derive(Debug, Clone, Default)]
 pub struct Features {
+    /// Content terms: stemmed, stop words, numbers and month names out.
     terms: BTreeSet<String>,
+    /// Terms of capitalised words that do not start a sentence (names, places, products): the values an
+    /// attribute can take.
+    proper: BTreeSet<String>,
     numbers: BTreeSet<String>,
     years: BTreeSet<String>,
     months: BTreeSet<String>,
     negated: bool,
+    /// `Name:` at the start (a transcript line), lowercase.
+    speaker: Option<String>,
+    /// Share of the terms (proper names aside) that are small talk.
+    phatic: f64,
+}
+
+/// A transcript speaker prefix: up to three capitalised words and a colon within the first 40 bytes.
+fn speaker_of(text: &str) -> Option<String> {
+    let (head, _) = text.split_once(':')?;
+    let head = head.trim();
+    let words: Vec<&str> = head.split_whitespace().collect();
+    let ok = !head.is_empty()
+        && head.len() <= 40
+        && words.len() <= 3
+        && words.iter().all(|w| w.chars().next().is_some_and(char::is_uppercase));
+    ok.then(|| head.to_lowercase())
 }
 
 /// Features of a memory's text.
 pub fn features(text_in: &str) -> Features {
-    let words = text::words(text_in);
-    let mut f = Features::default();
+    let speaker = speaker_of(text_in);
+    // The statement itself, without the speaker prefix.
+    let body = match &speaker {
+        Some(_) => text_in.split_once(':').map_or(text_in, |(_, b)| b),
+        None => text_in,
+    };
+    let words = text::words(body);
+    let mut f = Features { speaker, ..Features::default() };
     for w in &words {
         if w.chars().all(|c| c.is_ascii_digit()) {
             if w.len() == 4 && (w.starts_with("19") || w.starts_with("20")) {
@@ -137,12 +243,29 @@ pub fn features(text_in: &str) -> Features {
             f.months.insert(w.clone());
         }
     }
-    f.negated = words.iter().any(|w| NEGATIONS.contains(&w.as_str())) || text_in.to_lowercase().contains("n't");
-    f.terms = text::terms(text_in)
+    let mut lowered = body.to_lowercase().replace('\u{2019}', "'");
+    for idiom in NEGATION_IDIOMS {
+        lowered = lowered.replace(idiom, " ");
+    }
+    let plain = text::words(&lowered);
+    f.negated = plain.iter().any(|w| NEGATIONS.contains(&w.as_str())) || lowered.contains("n't");
+    f.terms = text::terms(body)
         .into_iter()
         .filter(|t| !t.chars().all(|c| c.is_ascii_digit()))
         .filter(|t| !MONTHS.iter().any(|m| m.starts_with(t.as_str()) && t.len() >= 3))
         .collect();
+    // Capitalised words not at a sentence start.
+    let mut sentence_start = true;
+    for token in body.split_whitespace() {
+        let word: String = token.chars().filter(|c| c.is_alphanumeric()).collect();
+        if !word.is_empty() && !sentence_start && word.chars().next().is_some_and(char::is_uppercase) {
+            f.proper.extend(text::terms(&word));
+        }
+        sentence_start = token.ends_with(['.', '!', '?']);
+    }
+    let plain_terms: Vec<&String> = f.terms.iter().filter(|t| !f.proper.contains(*t)).collect();
+    let small_talk = plain_terms.iter().filter(|t| PHATIC.contains(&t.as_str())).count();
+    f.phatic = if plain_terms.is_empty() { 1.0 } else { small_talk as f64 / plain_terms.len() as f64 };
     f
 }
 
@@ -161,25 +284,45 @@ fn differ(label: &str, old: &BTreeSet<String>, new: &BTreeSet<String>) -> Option
     })
 }
 
+/// Most small talk a memory may be (share of its terms) and still be reviewed.
+pub const MAX_PHATIC: f64 = 0.5;
+
 /// Compares an older and a newer memory: `(similarity, kind, signals)`, or None when the pair is no review.
+///
+/// Beyond the similarity floor: lines of two different speakers never review each other, small talk is not
+/// reviewed, a one-sided negation counts only when the two statements are otherwise alike (each keeps at
+/// most [`MAX_VALUE_TERMS`] + 1 terms the other lacks, similarity at least [`MIN_DICE_ATTRIBUTE`]), and an
+/// attribute-value difference needs a proper name or number on both sides of the difference.
 pub fn compare(old: &Features, new: &Features) -> Option<(f64, &'static str, Vec<String>)> {
+    if old.speaker.is_some() && new.speaker.is_some() && old.speaker != new.speaker {
+        return None;
+    }
+    if old.phatic > MAX_PHATIC || new.phatic > MAX_PHATIC {
+        return None;
+    }
     let sim = dice(&old.terms, &new.terms);
     if sim < MIN_DICE {
         return None;
     }
+    let only_old: Vec<&String> = old.terms.difference(&new.terms).collect();
+    let only_new: Vec<&String> = new.terms.difference(&old.terms).collect();
+    let aligned =
+        sim >= MIN_DICE_ATTRIBUTE && only_old.len() <= MAX_VALUE_TERMS + 1 && only_new.len() <= MAX_VALUE_TERMS + 1;
     let mut signals = Vec::new();
-    if old.negated != new.negated {
+    let negation = old.negated != new.negated && aligned;
+    if negation {
         signals.push("negation".to_string());
     }
     signals.extend(differ("number", &old.numbers, &new.numbers));
     signals.extend(differ("year", &old.years, &new.years));
     signals.extend(differ("month", &old.months, &new.months));
-    let only_old: Vec<&String> = old.terms.difference(&new.terms).collect();
-    let only_new: Vec<&String> = new.terms.difference(&old.terms).collect();
+    let valued = |only: &[&String], f: &Features| only.iter().any(|t| f.proper.contains(*t));
     if signals.is_empty()
         && sim >= MIN_DICE_ATTRIBUTE
         && (1..=MAX_VALUE_TERMS).contains(&only_old.len())
         && (1..=MAX_VALUE_TERMS).contains(&only_new.len())
+        && valued(&only_old, old)
+        && valued(&only_new, new)
     {
         let j = |v: &[&String]| v.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(" ");
         signals.push(format!("value: {} -> {}", j(&only_old), j(&only_new)));
@@ -187,7 +330,7 @@ pub fn compare(old: &Features, new: &Features) -> Option<(f64, &'static str, Vec
     if signals.is_empty() {
         return None;
     }
-    let kind = if old.negated != new.negated { "contradiction" } else { "update" };
+    let kind = if negation { "contradiction" } else { "update" };
     Some((sim, kind, signals))
 }
 
@@ -267,7 +410,8 @@ impl KnowledgeStore {
             {
                 continue;
             }
-            let Some((similarity, kind, signals)) = compare(&features(&o.content), &new_f) else { continue };
+            let of = features(&o.content);
+            let Some((similarity, kind, signals)) = compare(&of, &new_f) else { continue };
             let shared: Vec<String> = self
                 .memory_entities(&o.space_id, &o.id)?
                 .into_iter()
@@ -405,9 +549,27 @@ mod tests {
     }
 
     #[test]
-    fn paraphrases_and_unrelated_memories_are_not_reviews() {
+    fn paraphrases_small_talk_and_other_speakers_are_not_reviews() {
         assert!(pair("Caroline has 2 kids and a dog", "Caroline has 2 kids and a dog").is_none());
         assert!(pair("Caroline went hiking last weekend", "Melanie painted a sunset").is_none());
         assert!(pair("We use PostgreSQL for the team server", "The team server stores data in PostgreSQL").is_none());
+        // Small talk, idioms and paraphrases from LoCoMo that the first version flagged.
+        assert!(pair("Gina: Glad to cheer you on. Keep going and never give up!", "Gina: Keep it up!").is_none());
+        assert!(
+            pair(
+                "Maria: No problem, John. Let me know if you need any help. We work well together!",
+                "Maria: Sure thing, John. Let me know if you need any help."
+            )
+            .is_none()
+        );
+        assert!(
+            pair(
+                "Melanie: Thanks, Caroline! Appreciate your friendship. It's great to have a supporter!",
+                "Melanie: Thanks, Caroline. They're a real support. Appreciate them a lot."
+            )
+            .is_none()
+        );
+        assert!(pair("Jon: I have 2 dogs at home", "Gina: I have 3 dogs at home").is_none(), "different speakers");
+        assert!(pair("Jon: I have 2 dogs at home", "Jon: I have 3 dogs at home").is_some(), "same speaker");
     }
 }
