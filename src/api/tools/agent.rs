@@ -269,10 +269,12 @@ const NEGATIONS: &[&str] = &[
     "longer",
 ];
 
-/// The signals a claim is compared on: content terms (stemmed, stop words out), numbers, negation.
+/// The signals a claim is compared on: content terms (stemmed, stop words out), numbers, negation, and the
+/// terms of capitalised words that do not start the text (names, places, products: values).
 struct Signals {
     terms: BTreeSet<String>,
     numbers: BTreeSet<String>,
+    proper: BTreeSet<String>,
     negated: bool,
 }
 
@@ -280,11 +282,25 @@ fn signals(s: &str) -> Signals {
     let words = text::words(s);
     let numbers = words.iter().filter(|w| w.chars().all(|c| c.is_ascii_digit())).cloned().collect();
     let negated = words.iter().any(|w| NEGATIONS.contains(&w.as_str())) || s.to_lowercase().contains("n't");
-    Signals { terms: text::terms(s).into_iter().collect(), numbers, negated }
+    let mut proper = BTreeSet::new();
+    for (i, token) in s.split_whitespace().enumerate() {
+        let word: String = token.chars().filter(|c| c.is_alphanumeric()).collect();
+        if i > 0 && word.chars().next().is_some_and(char::is_uppercase) {
+            proper.extend(text::terms(&word));
+        }
+    }
+    Signals { terms: text::terms(s).into_iter().collect(), numbers, proper, negated }
 }
 
-/// Coverage of the claim's terms by a memory (0..=1), and whether the two disagree: a negation on one side
-/// only, or numbers on both sides that differ.
+/// A memory's clauses: split at sentence ends, semicolons and ", but"; a negation then belongs to its own
+/// clause ("Bob does not drink coffee; he prefers tea" supports "Bob prefers tea").
+fn clauses(s: &str) -> Vec<&str> {
+    s.split(['.', ';', '!', '?']).flat_map(|c| c.split(", but ")).map(str::trim).filter(|c| !c.is_empty()).collect()
+}
+
+/// Coverage of the claim's terms by a memory text (0..=1), and whether the two disagree: a negation on one
+/// side only, numbers on both sides that share none, or a value (a proper name) on each side that the other
+/// lacks.
 fn compare(claim: &Signals, memory: &Signals) -> (f64, Option<&'static str>) {
     let content: BTreeSet<&String> = claim.terms.iter().filter(|t| !claim.numbers.contains(*t)).collect();
     if content.is_empty() {
@@ -292,14 +308,34 @@ fn compare(claim: &Signals, memory: &Signals) -> (f64, Option<&'static str>) {
     }
     let shared = content.iter().filter(|t| memory.terms.contains(**t)).count();
     let coverage = shared as f64 / content.len() as f64;
+    let claim_only = claim.proper.iter().any(|t| !memory.terms.contains(t));
+    let memory_only = memory.proper.iter().any(|t| !claim.terms.contains(t));
     let conflict = if claim.negated != memory.negated {
         Some("negation")
     } else if !claim.numbers.is_empty() && !memory.numbers.is_empty() && claim.numbers.is_disjoint(&memory.numbers) {
         Some("number")
+    } else if claim_only && memory_only {
+        Some("value")
     } else {
         None
     };
     (coverage, conflict)
+}
+
+/// How a memory bears on a claim: the coverage of the whole text (a claim may span clauses), and the
+/// disagreement of the clause that covers the claim best, when one covers at least [`MIN_COVERAGE`] (else of
+/// the whole text).
+fn best_match(claim: &Signals, memory_text: &str) -> (f64, Option<&'static str>) {
+    let whole = compare(claim, &signals(memory_text));
+    let mut best = (0.0, None);
+    for c in clauses(memory_text) {
+        let r = compare(claim, &signals(c));
+        if r.0 > best.0 {
+            best = r;
+        }
+    }
+    let conflict = if best.0 >= MIN_COVERAGE { best.1 } else { whole.1 };
+    (whole.0.max(best.0), conflict)
 }
 
 /// Least term coverage for a memory to bear on a claim.
@@ -323,8 +359,7 @@ pub(super) fn check_claims(c: &Call<'_>) -> Out {
         let (mut sup, mut con) = (Vec::new(), Vec::new());
         for h in hits.as_array().into_iter().flatten() {
             let m = &h["memory"];
-            let ms = signals(&format!("{} {}", m["title"].as_str().unwrap_or(""), m["content"].as_str().unwrap_or("")));
-            let (coverage, conflict) = compare(&cs, &ms);
+            let (coverage, conflict) = best_match(&cs, m["content"].as_str().unwrap_or(""));
             if coverage < MIN_COVERAGE {
                 continue;
             }
@@ -357,12 +392,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn claims_disagree_on_negation_and_numbers() {
+    fn claims_disagree_on_negation_numbers_and_values() {
         let claim = signals("Alice lives in Berlin");
         assert_eq!(compare(&claim, &signals("Alice lives in Berlin since 2019")), (1.0, None));
         assert_eq!(compare(&claim, &signals("Alice does not live in Berlin")).1, Some("negation"));
+        assert_eq!(compare(&claim, &signals("Alice lives in Munich")).1, Some("value"));
         let n = signals("The team has 12 engineers");
         assert_eq!(compare(&n, &signals("The team has 15 engineers")).1, Some("number"));
         assert!(compare(&claim, &signals("Bob likes tea")).0 < MIN_COVERAGE);
+        let tea = signals("Bob prefers green tea in the morning");
+        assert_eq!(best_match(&tea, "Bob does not drink coffee; he prefers green tea in the morning.").1, None);
     }
 }
