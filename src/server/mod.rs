@@ -20,11 +20,11 @@ use axum::http::{HeaderMap, HeaderValue, Request, Response, StatusCode, header};
 use subtle::ConstantTimeEq;
 
 use crate::api::{Api, ApiRequest, ApiResponse, ServiceInfo};
+use crate::error::{Error, ErrorKind, Result};
+use crate::store::KnowledgeStore;
 
 pub mod client;
 pub mod mcp;
-use crate::error::{Error, ErrorKind, Result};
-use crate::store::KnowledgeStore;
 
 /// Default listen address.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:14242";
@@ -401,21 +401,11 @@ async fn handle(
         parts.headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     let bytes = match read_body(body, st.max_body, declared, st.body_timeout).await {
         BodyRead::Complete(b) => b,
-        BodyRead::TooLarge => {
-            let mut resp = reject(ErrorKind::PayloadTooLarge, "request body too large");
-            resp.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
-            return resp;
-        }
-        BodyRead::Broken => {
-            let mut resp = reject(ErrorKind::BadRequest, "request body could not be read");
-            resp.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
-            return resp;
-        }
+        BodyRead::TooLarge => return closing(ErrorKind::PayloadTooLarge, "request body too large"),
+        BodyRead::Broken => return closing(ErrorKind::BadRequest, "request body could not be read"),
         BodyRead::TimedOut => {
             tracing::warn!(%peer, "request body not received in time");
-            let mut resp = reject(ErrorKind::Timeout, "request body not received in time");
-            resp.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
-            return resp;
+            return closing(ErrorKind::Timeout, "request body not received in time");
         }
     };
     if mcp::is_mcp_path(&path) {
@@ -487,27 +477,24 @@ enum BodyRead {
 async fn read_body(body: Body, max: usize, declared: Option<u64>, timeout: Duration) -> BodyRead {
     use futures_util::StreamExt;
     let mut stream = body.into_data_stream();
-    let mut buf: Vec<u8> = Vec::new();
-    let mut too_large = declared.is_some_and(|n| n > max as u64);
-    if !too_large {
+    if declared.is_none_or(|n| n <= max as u64) {
         let read = async {
+            let mut buf: Vec<u8> = Vec::new();
             while let Some(chunk) = stream.next().await {
-                let Ok(chunk) = chunk else { return Some(false) };
+                let Ok(chunk) = chunk else { return BodyRead::Broken };
                 if buf.len() + chunk.len() > max {
-                    return Some(true);
+                    return BodyRead::TooLarge;
                 }
                 buf.extend_from_slice(&chunk);
             }
-            None
+            BodyRead::Complete(axum::body::Bytes::from(buf))
         };
         match tokio::time::timeout(timeout, read).await {
-            Ok(None) => return BodyRead::Complete(axum::body::Bytes::from(buf)),
-            Ok(Some(false)) => return BodyRead::Broken,
-            Ok(Some(true)) => too_large = true,
+            Ok(BodyRead::TooLarge) => {}
+            Ok(done) => return done,
             Err(_) => return BodyRead::TimedOut,
         }
     }
-    debug_assert!(too_large);
     let drain = async {
         let mut seen = 0u64;
         while let Some(Ok(chunk)) = stream.next().await {
@@ -519,6 +506,13 @@ async fn read_body(body: Body, max: usize, declared: Option<u64>, timeout: Durat
     };
     let _ = tokio::time::timeout(LINGER_TIME, drain).await;
     BodyRead::TooLarge
+}
+
+/// An error answer after which the connection closes (the request body was not, or not wholly, read).
+fn closing(kind: ErrorKind, msg: &str) -> Response<Body> {
+    let mut resp = reject(kind, msg);
+    resp.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    resp
 }
 
 /// The request headers the agent tools read (`APP` and `X-Nmem-*`), as owned pairs.

@@ -86,7 +86,7 @@ pub(super) fn report_skill_outcome(c: &Call<'_>) -> Out {
     let skill_id = c.args.req_str("skill_id")?;
     let outcome = c.args.choice("outcome", &OUTCOMES, "")?;
     if outcome.is_empty() {
-        return Err(Error::invalid_field(&["arguments", "outcome"], "missing", "Field required", Value::Null).into());
+        return Err(super::args::missing("outcome").into());
     }
     let note = c.args.text("note", 2000)?.or(c.args.text("notes", 2000)?).or(c.args.text("summary", 2000)?);
     let version = c.args.opt_int("skill_version", 1, i64::MAX)?;
@@ -224,7 +224,7 @@ pub(super) fn resolve_timeline_review(c: &Call<'_>) -> Out {
         space_id: None,
     };
     if req.action.is_empty() {
-        return Err(Error::invalid_field(&["arguments", "action"], "missing", "Field required", Value::Null).into());
+        return Err(super::args::missing("action").into());
     }
     Ok(crate::api::reviews::resolve(c.api, &c.space, &id, &req).map_err(super::relocate_to_arguments)?)
 }
@@ -244,7 +244,7 @@ pub(super) fn search_source_chunks(c: &Call<'_>) -> Out {
     let id = c.args.req_str("source_id")?;
     let query = c.args.text("query", 500)?;
     let Some(query) = query else {
-        return Err(Error::invalid_field(&["arguments", "query"], "missing", "Field required", Value::Null).into());
+        return Err(super::args::missing("query").into());
     };
     let limit = c.args.int("limit", 1, 50, 5)? as usize;
     let found =
@@ -344,7 +344,7 @@ const MIN_COVERAGE: f64 = 0.5;
 pub(super) fn check_claims(c: &Call<'_>) -> Out {
     let claims = c.args.list("claims")?.unwrap_or_default();
     if claims.is_empty() {
-        return Err(Error::invalid_field(&["arguments", "claims"], "missing", "Field required", Value::Null).into());
+        return Err(super::args::missing("claims").into());
     }
     if claims.len() > 20 {
         return Err(Error::invalid_field(&["arguments", "claims"], "too_long", "at most 20 claims", Value::Null).into());

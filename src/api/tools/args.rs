@@ -15,6 +15,11 @@ fn bad(name: &str, kind: &str, msg: impl Into<String>, input: &Value) -> Error {
     Error::invalid_field(&["arguments", name], kind, msg, input.clone())
 }
 
+/// The 422 of a required argument that is absent.
+pub fn missing(name: &str) -> Error {
+    Error::invalid_field(&["arguments", name], "missing", "Field required", Value::Null)
+}
+
 impl Args {
     /// Wraps an argument object.
     pub fn new(m: Map<String, Value>) -> Self {
@@ -63,7 +68,7 @@ impl Args {
     pub fn req_str(&self, name: &str) -> Result<String> {
         match self.opt_str(name)? {
             Some(s) if !s.trim().is_empty() => Ok(s),
-            _ => Err(bad(name, "missing", "Field required", &Value::Null)),
+            _ => Err(missing(name)),
         }
     }
 

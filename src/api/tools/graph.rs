@@ -269,7 +269,7 @@ pub(super) fn get_community_details(c: &Call<'_>) -> Out {
 pub(super) fn explore_graph(c: &Call<'_>) -> Out {
     let ids = c.args.list("memory_ids")?.unwrap_or_default();
     if ids.is_empty() {
-        return Err(Error::invalid_field(&["arguments", "memory_ids"], "missing", "Field required", Value::Null).into());
+        return Err(super::args::missing("memory_ids").into());
     }
     let depth = c.args.int("depth", 1, 3, 1)? as usize;
     let limit = c.args.int("limit", 1, 50, 15)? as usize;

@@ -727,27 +727,19 @@ pub(crate) fn rest_call(api: &Api, ctx: &super::Ctx<'_>) -> crate::error::Result
     }
 }
 
-/// Field errors of a REST handler (`["body", x]`) as errors of tool arguments (`["arguments", x]`).
+/// Field errors of a REST handler (`["body", x]`, `["query", x]`) as errors of tool arguments
+/// (`["arguments", x]`).
 pub(crate) fn relocate_to_arguments(e: Error) -> Error {
-    if e.kind() != ErrorKind::InvalidInput {
-        return e;
-    }
-    let fields = e
-        .fields()
-        .iter()
-        .map(|f| {
-            let mut f = f.clone();
-            let rest: Vec<Value> =
-                f.loc.iter().filter(|p| !matches!(p.as_str(), Some("body" | "query"))).cloned().collect();
-            f.loc = std::iter::once(json!("arguments")).chain(rest).collect();
-            f
-        })
-        .collect();
-    Error::invalid(fields)
+    relocate(e, &["arguments"])
 }
 
 /// Field errors of a tool sit under `["body", "arguments", name]` over REST.
 fn relocate_args(e: Error) -> Error {
+    relocate(e, &["body", "arguments"])
+}
+
+/// Field error locations with their transport prefix (`body`, `query`, `arguments`) replaced by `prefix`.
+fn relocate(e: Error, prefix: &[&str]) -> Error {
     if e.kind() != ErrorKind::InvalidInput {
         return e;
     }
@@ -756,9 +748,8 @@ fn relocate_args(e: Error) -> Error {
         .iter()
         .map(|f| {
             let mut f = f.clone();
-            let rest: Vec<Value> =
-                f.loc.iter().filter(|p| !matches!(p.as_str(), Some("body" | "query" | "arguments"))).cloned().collect();
-            f.loc = [json!("body"), json!("arguments")].into_iter().chain(rest).collect();
+            let rest = f.loc.iter().filter(|p| !matches!(p.as_str(), Some("body" | "query" | "arguments"))).cloned();
+            f.loc = prefix.iter().map(|p| json!(p)).chain(rest).collect();
             f
         })
         .collect();
