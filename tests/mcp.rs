@@ -781,3 +781,69 @@ fn stdio_serves_the_same_tools_locally_and_through_the_daemon() {
     assert_eq!(stored["content"], "stdio marker ocelot", "the daemon stored the forwarded memory");
     assert_eq!(stored["source"], "claude");
 }
+
+#[test]
+fn source_chunks_and_communities_through_tools() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = std::sync::Arc::new(engram::KnowledgeStore::open(engram::StoreConfig::new(dir.path())).expect("open"));
+    let srv = common::server_on(dir.path(), store.clone(), 1 << 20);
+    let doc = "# Runbook\n\n## Restore\n\nTo restore the billing database, stop the writer, copy the last snapshot, \
+               then replay the WAL.\n\n## Rotate\n\nRotate the TLS keys every 90 days.\n";
+    let body = json!({"file_name": "runbook.md", "content": doc}).to_string();
+    let ingested = call(&srv, "POST", "/sources/ingest/file", Some(&body));
+    assert_eq!(ingested.status, 200, "{}", ingested.body);
+    let sid = ingested.json()["id"].as_str().expect("id").to_string();
+    let found = tool(&srv, "search_source_chunks", json!({"source_id": sid, "query": "restore billing snapshot"}));
+    assert_eq!(found["source_name"], "runbook.md");
+    assert!(found["total_chunks"].as_u64().is_some_and(|n| n >= 2), "{found}");
+    let text = found["chunks"][0]["text"].as_str().unwrap_or("");
+    assert!(text.contains("replay the WAL") && !text.contains("TLS"), "{found}");
+    let missing = tool_error(&srv, "search_source_chunks", json!({"source_id": "src_nope", "query": "x"}));
+    assert_eq!(missing["error_code"], "source_not_found");
+
+    // A small entity graph: two groups of people who appear together.
+    for text in [
+        "Alice and Bob planned the Atlas launch in Berlin",
+        "Alice and Bob reviewed the Atlas budget",
+        "Bob and Alice met the Atlas investors in Berlin",
+        "Carol and Dave painted the Harbor mural in Lisbon",
+        "Carol and Dave finished the Harbor mural",
+        "Dave and Carol showed the Harbor mural in Lisbon",
+    ] {
+        tool(&srv, "memory_add", json!({"content": text}));
+    }
+    let report = store.recompute_graph().expect("graph");
+    assert!(report.communities >= 2, "{report:?}");
+    let list = tool(&srv, "list_communities", json!({}));
+    let rows = list["communities"].as_array().expect("communities");
+    assert_eq!(rows.len() as u64, report.communities, "{list}");
+    let names: Vec<String> = rows
+        .iter()
+        .flat_map(|c| c["top_entities"].as_array().cloned().unwrap_or_default())
+        .filter_map(|e| e["name"].as_str().map(str::to_string))
+        .collect();
+    for n in ["Alice", "Carol"] {
+        assert!(names.iter().any(|x| x == n), "{n} missing from {names:?}");
+    }
+    let id = rows[0]["community_id"].as_str().expect("id").to_string();
+    let details = tool(&srv, "get_community_details", json!({"community_id": id}));
+    assert_eq!(details["community_id"], id.as_str());
+    assert!(!details["top_memories"].as_array().expect("memories").is_empty(), "{details}");
+    let stats = tool(&srv, "graph_stats", json!({}));
+    assert_eq!(stats["community_count"].as_u64(), Some(report.communities));
+    assert!(stats["memory_count"].as_u64().is_some_and(|n| n >= 6), "{stats}");
+    let crystals = tool(&srv, "list_crystals", json!({}));
+    let stored = call(&srv, "GET", "/memories?is_crystal=true&limit=100", None).json();
+    assert_eq!(crystals["total"], stored["pagination"]["total"]);
+    // Another space sees none of them.
+    assert_eq!(call(&srv, "POST", "/spaces", Some(r#"{"name":"Other","id":"other"}"#)).status, 200);
+    let other = tool_in(&srv, "X-Nmem-Space-Id: other\n", "list_communities", json!({}));
+    assert_eq!(other["communities"], json!([]));
+    let r = rpc(
+        &srv,
+        "X-Nmem-Space-Id: other\n",
+        "tools/call",
+        json!({"name": "get_community_details", "arguments": {"community_id": id}}),
+    );
+    assert_eq!(r["result"]["isError"], true, "{r}");
+}
