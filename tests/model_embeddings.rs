@@ -59,7 +59,9 @@ fn vectors_agree_with_sentence_transformers() {
     let got = model.embed(&sentences, InputType::Document).unwrap();
     let cos: Vec<f32> = got.iter().zip(&reference).map(|(a, b)| cosine(a, b)).collect();
     // Sentences (3 words and more) must agree to 0.98. A one-word input ("ok": three tokens with [CLS] and
-    // [SEP]) is where int8 quantisation error shows most; measured 0.964 batched, 0.973 alone.
+    // [SEP]) is where int8 quantisation error shows most, and ONNX Runtime's int8 kernel depends on the CPU:
+    // measured 0.964 batched (0.973 alone) on an AVX2 machine, 0.941 batched on an AMD EPYC with AVX-512 VNNI
+    // (sentences there still 0.990), so the one-word floor is 0.93.
     let (mut sentence_min, mut word_min) = (1.0f32, 1.0f32);
     for (s, c) in sentences.iter().zip(&cos) {
         if s.split_whitespace().count() >= 3 {
@@ -75,7 +77,7 @@ fn vectors_agree_with_sentence_transformers() {
         cos.len()
     );
     assert!(sentence_min >= 0.98, "min cosine {sentence_min} < 0.98: {cos:?}");
-    assert!(word_min >= 0.95, "one-word cosine {word_min} < 0.95: {cos:?}");
+    assert!(word_min >= 0.93, "one-word cosine {word_min} < 0.93: {cos:?}");
     for v in &got {
         let norm: f32 = v.iter().map(|x| x * x).sum::<f32>().sqrt();
         assert!((norm - 1.0).abs() < 1e-4, "L2 norm {norm}");
