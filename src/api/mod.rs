@@ -249,20 +249,6 @@ fn match_path(template: &str, path: &str) -> Option<(HashMap<String, String>, us
     Some((params, literals))
 }
 
-/// Percent-encodes one path segment (every byte but RFC 3986 unreserved characters), the inverse of the
-/// decoding [`Api::handle`] applies to path parameters.
-pub fn path_segment(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
 fn percent_decode(s: &str) -> Option<String> {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
@@ -355,7 +341,7 @@ impl Api {
     }
 
     /// Runs a route in-process for another part of the API (the agent tools): `path` is percent-encoded
-    /// (see [`path_segment`]), `query` pairs are form-encoded here, `body` is sent as JSON. Returns the JSON
+    /// (see [`crate::store::encode_segment`]), `query` pairs are form-encoded here, `body` is sent as JSON. Returns the JSON
     /// body of a 2xx answer (a text body becomes a JSON string).
     ///
     /// # Errors
