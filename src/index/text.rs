@@ -21,6 +21,19 @@ const STOP_WORDS: &[&str] = &[
     "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours",
 ];
 
+/// Words that negate a statement (lowercase; the fragments contractions leave, such as `doesn` of "doesn't",
+/// included). Used by timeline reviews and claim checking; not part of the index format.
+const NEGATIONS: &[&str] = &[
+    "anymore", "aren", "cannot", "couldn", "didn", "doesn", "don", "hadn", "hasn", "haven", "isn", "longer", "neither",
+    "never", "no", "nobody", "none", "nor", "not", "nothing", "quit", "shouldn", "stopped", "wasn", "weren", "without",
+    "won", "wouldn",
+];
+
+/// True for a word that negates a statement (lowercase input), e.g. `not`, `never`, `doesn`.
+pub fn is_negation(w: &str) -> bool {
+    NEGATIONS.contains(&w)
+}
+
 fn stemmer() -> &'static Stemmer {
     static S: OnceLock<Stemmer> = OnceLock::new();
     S.get_or_init(|| Stemmer::create(Algorithm::English))

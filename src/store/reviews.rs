@@ -107,11 +107,6 @@ const MONTHS: [&str; 12] = [
     "december",
 ];
 
-const NEGATIONS: &[&str] = &[
-    "not", "no", "never", "none", "nobody", "nothing", "neither", "nor", "without", "cannot", "isn", "doesn", "don",
-    "didn", "wasn", "aren", "weren", "won", "hasn", "haven", "hadn", "shouldn", "wouldn", "couldn", "anymore",
-];
-
 /// Set phrases whose negation word negates nothing ("no problem", "can't wait"), removed before looking for
 /// a negation.
 const NEGATION_IDIOMS: &[&str] = &[
@@ -248,7 +243,7 @@ pub fn features(text_in: &str) -> Features {
         lowered = lowered.replace(idiom, " ");
     }
     let plain = text::words(&lowered);
-    f.negated = plain.iter().any(|w| NEGATIONS.contains(&w.as_str())) || lowered.contains("n't");
+    f.negated = plain.iter().any(|w| text::is_negation(w)) || lowered.contains("n't");
     f.terms = text::terms(body)
         .into_iter()
         .filter(|t| !t.chars().all(|c| c.is_ascii_digit()))

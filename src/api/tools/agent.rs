@@ -262,13 +262,6 @@ pub(super) fn search_source_chunks(c: &Call<'_>) -> Out {
         "chunks": chunks, "total_chunks": total}))
 }
 
-/// Words that negate a statement.
-const NEGATIONS: &[&str] = &[
-    "not", "no", "never", "none", "nobody", "nothing", "neither", "nor", "without", "cannot", "isn", "doesn", "don",
-    "didn", "wasn", "aren", "weren", "won", "hasn", "haven", "hadn", "shouldn", "wouldn", "couldn", "stopped", "quit",
-    "longer",
-];
-
 /// The signals a claim is compared on: content terms (stemmed, stop words out), numbers, negation, and the
 /// terms of capitalised words that do not start the text (names, places, products: values).
 struct Signals {
@@ -281,7 +274,7 @@ struct Signals {
 fn signals(s: &str) -> Signals {
     let words = text::words(s);
     let numbers = words.iter().filter(|w| w.chars().all(|c| c.is_ascii_digit())).cloned().collect();
-    let negated = words.iter().any(|w| NEGATIONS.contains(&w.as_str())) || s.to_lowercase().contains("n't");
+    let negated = words.iter().any(|w| text::is_negation(w)) || s.to_lowercase().contains("n't");
     let mut proper = BTreeSet::new();
     for (i, token) in s.split_whitespace().enumerate() {
         let word: String = token.chars().filter(|c| c.is_alphanumeric()).collect();

@@ -110,34 +110,30 @@ pub(super) fn memory_neighbors(c: &Call<'_>) -> Out {
     }))
 }
 
-pub(super) fn memory_evolves_chain(c: &Call<'_>) -> Out {
-    let id = c.args.req_str("memory_id")?;
-    let max_depth = c.args.int("max_depth", 1, 50, 10)? as usize;
-    let root = memory(c, &id)?;
-    let mut older = Vec::new();
+/// Follows the version link `key` from `root` for at most `max_depth` steps (a version that replaced several
+/// follows the most recent of them); stops at a loop, a missing or foreign memory.
+fn walk(c: &Call<'_>, root: &Value, key: &str, max_depth: usize, seen: &mut HashSet<String>) -> Vec<Value> {
+    let mut out = Vec::new();
     let mut cur = root.clone();
-    let mut seen = HashSet::from([id.clone()]);
-    while older.len() < max_depth {
-        // A version that replaced several follows the most recent of them.
-        let Some(prev) = links(&cur, "supersedes").pop() else { break };
-        if !seen.insert(prev.clone()) {
-            break;
-        }
-        let Ok(m) = memory(c, &prev) else { break };
-        older.push(m.clone());
-        cur = m;
-    }
-    let mut newer = Vec::new();
-    cur = root.clone();
-    while newer.len() < max_depth {
-        let Some(next) = links(&cur, "superseded_by").pop() else { break };
+    while out.len() < max_depth {
+        let Some(next) = links(&cur, key).pop() else { break };
         if !seen.insert(next.clone()) {
             break;
         }
         let Ok(m) = memory(c, &next) else { break };
-        newer.push(m.clone());
+        out.push(m.clone());
         cur = m;
     }
+    out
+}
+
+pub(super) fn memory_evolves_chain(c: &Call<'_>) -> Out {
+    let id = c.args.req_str("memory_id")?;
+    let max_depth = c.args.int("max_depth", 1, 50, 10)? as usize;
+    let root = memory(c, &id)?;
+    let mut seen = HashSet::from([id.clone()]);
+    let older = walk(c, &root, "supersedes", max_depth, &mut seen);
+    let newer = walk(c, &root, "superseded_by", max_depth, &mut seen);
     let row = |m: &Value, role: &str| {
         let mut b = brief(m);
         b["version"] = m["version"].clone();
