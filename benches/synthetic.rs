@@ -166,6 +166,7 @@ fn main() -> engram::Result<()> {
                 filter: MemoryFilter::default(),
                 mode,
                 fusion: None,
+                options: Default::default(),
             })?;
             lat.push(t.elapsed().as_secs_f64() * 1000.0);
             assert!(!r.hits.is_empty());
@@ -226,6 +227,7 @@ fn main() -> engram::Result<()> {
             filter: MemoryFilter::default(),
             mode: SearchMode::Hybrid,
             fusion: None,
+            options: Default::default(),
         };
         store.search(&query)?;
         lat.push(t.elapsed().as_secs_f64() * 1000.0);

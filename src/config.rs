@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::embed::{Embedder, HashEmbedder};
 use crate::index::bm25::Bm25Params;
+use crate::index::context::{ContextParams, Expansion};
 use crate::index::fusion::Fusion;
 use crate::index::vector::VectorParams;
 
@@ -46,6 +47,15 @@ pub struct StoreConfig {
     /// Hybrid search: weight of a memory's PageRank (scaled 0..=1, see [`crate::graph::pagerank`]) added to
     /// its fused score once the graph has been computed (default 0.02; 0 switches it off).
     pub pagerank_weight: f32,
+    /// Context-expanded BM25 over memories with a position in a thread or source
+    /// ([`crate::index::context`]; default window 1, blend 1; window 0 switches it off).
+    pub context: ContextParams,
+    /// Neighbour expansion after fusion ([`crate::index::context::expand`]; default `a` 0.5, window 1, max;
+    /// weight 0 switches it off). A search can switch it off with [`crate::store::SearchOptions`].
+    pub expansion: Expansion,
+    /// Hybrid search: a question that asks for a time ([`crate::index::text::asks_time`]) multiplies the score
+    /// of memories whose text states a resolved time by `1 + temporal_boost` (default 0.2; 0 switches it off).
+    pub temporal_boost: f32,
     /// Directories besides `data_dir` that server-side paths (export, import, source ingestion by path) may
     /// name: the daemon's repeatable `--allow-path DIR`.
     pub allowed_paths: Vec<PathBuf>,
@@ -84,6 +94,9 @@ impl StoreConfig {
             entity_boost: 0.05,
             decay_weight: 0.1,
             pagerank_weight: 0.02,
+            context: ContextParams::default(),
+            expansion: Expansion::default(),
+            temporal_boost: 0.2,
             allowed_paths: Vec::new(),
             storage: None,
         }

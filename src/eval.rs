@@ -21,7 +21,7 @@ use serde::Deserialize;
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::fusion::Fusion;
 use crate::model::Metadata;
-use crate::store::{KnowledgeStore, NewMemory, NewMessage, NewSpace, NewThread, SearchMode, SearchQuery};
+use crate::store::{KnowledgeStore, NewMessage, NewSpace, NewThread, SearchMode, SearchOptions, SearchQuery};
 
 #[derive(Debug, Deserialize)]
 struct Conversation {
@@ -57,6 +57,11 @@ pub struct LocomoOptions {
     pub fusion_study: bool,
     /// Ingest turns as memories (false) or sessions as threads with extraction (true).
     pub threads: bool,
+    /// Also run every ranking stage on and off (`ablation/<mode>/<change>`, see [`ablations`]).
+    pub ablation: bool,
+    /// Also run the coordinate sweeps of the tuning parameters around the defaults (`sweep/<param>=<value>`,
+    /// see [`sweeps`]). For tuning on the dev set only.
+    pub sweep: bool,
     /// Put every conversation in one space `locomo` (default: one space per conversation). Questions then
     /// search all conversations; the graph report's purity becomes meaningful (entities of different
     /// conversations can meet).
@@ -106,7 +111,7 @@ pub struct LocomoReport {
     /// `hybrid`, `lexical`, `vector`, and the fusion study (`fusion/rrf`, `fusion/convex-0.3`, ...):
     /// metric name (`recall@5`, `hit@10`, ...) -> category -> value.
     pub methods: BTreeMap<String, MethodScores>,
-    /// Ingest throughput, memories per second (batch path: one transaction per conversation).
+    /// Ingest throughput, memories per second: thread creation with extraction, one thread per session.
     pub ingest_per_s: f64,
     /// Hybrid search latency in milliseconds.
     pub search_ms: BTreeMap<String, f64>,
@@ -129,6 +134,95 @@ pub struct LocomoReport {
     /// Timeline review events raised while ingesting (a memory that looks like an update or a contradiction of
     /// an earlier one; `store/reviews.rs`), all conversations.
     pub review_events: usize,
+}
+
+/// The ablation runs: `(name, mode, options)`. Each switches one stage off (`-context`: context-expanded
+/// BM25, `-expansion`: neighbour expansion, `-priors`: entity, PageRank and decay adjustments), or all of them
+/// (`plain`).
+pub fn ablations() -> Vec<(String, SearchMode, SearchOptions)> {
+    let off = |c: bool, e: bool, p: bool| SearchOptions {
+        context_bm25: (!c).then_some(false),
+        expand_neighbours: (!e).then_some(false),
+        priors: (!p).then_some(false),
+        ..Default::default()
+    };
+    let mut out = Vec::new();
+    for (m, mode) in [("hybrid", SearchMode::Hybrid), ("lexical", SearchMode::Lexical), ("vector", SearchMode::Vector)]
+    {
+        out.push((format!("ablation/{m}/-context"), mode, off(false, true, true)));
+        out.push((format!("ablation/{m}/-expansion"), mode, off(true, false, true)));
+        out.push((format!("ablation/{m}/plain"), mode, off(false, false, false)));
+    }
+    out.push(("ablation/hybrid/-priors".into(), SearchMode::Hybrid, off(true, true, false)));
+    out.push(("ablation/hybrid/context-only".into(), SearchMode::Hybrid, off(true, false, true)));
+    out.push(("ablation/hybrid/expansion-only".into(), SearchMode::Hybrid, off(false, true, true)));
+    out
+}
+
+/// The tuning sweeps, one parameter at a time around the store's configuration `base`: `(name, fusion,
+/// options)` of hybrid searches.
+pub fn sweeps(base: &crate::StoreConfig) -> Vec<(String, Option<Fusion>, SearchOptions)> {
+    use crate::index::bm25::Bm25Params;
+    let mut out = Vec::new();
+    let opts = |f: &dyn Fn(&mut SearchOptions)| {
+        let mut o = SearchOptions {
+            context_params: Some(base.context),
+            expansion_params: Some(base.expansion),
+            bm25: Some(base.bm25),
+            ..Default::default()
+        };
+        f(&mut o);
+        o
+    };
+    for a in [0.2f32, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0] {
+        out.push((format!("sweep/alpha={a}"), Some(Fusion::Convex { alpha: a }), opts(&|_| {})));
+    }
+    out.push(("sweep/rrf-60".into(), Some(Fusion::Rrf { k: 60.0 }), opts(&|_| {})));
+    for w in [0usize, 1, 2, 3] {
+        out.push((
+            format!("sweep/context-window={w}"),
+            None,
+            opts(&|o| o.context_params.iter_mut().for_each(|c| c.window = w)),
+        ));
+    }
+    for b in [0.25f32, 0.5, 0.75, 0.85, 0.9, 1.0] {
+        out.push((
+            format!("sweep/context-blend={b}"),
+            None,
+            opts(&|o| o.context_params.iter_mut().for_each(|c| c.blend = b)),
+        ));
+    }
+    for a in [0.0f32, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1.0] {
+        out.push((
+            format!("sweep/expansion-weight={a}"),
+            None,
+            opts(&|o| o.expansion_params.iter_mut().for_each(|e| e.weight = a)),
+        ));
+    }
+    for w in [1usize, 2, 3, 4] {
+        out.push((
+            format!("sweep/expansion-window={w}"),
+            None,
+            opts(&|o| o.expansion_params.iter_mut().for_each(|e| e.window = w)),
+        ));
+    }
+    for sum in [false, true] {
+        out.push((
+            format!("sweep/expansion-sum={sum}"),
+            None,
+            opts(&|o| o.expansion_params.iter_mut().for_each(|e| e.sum = sum)),
+        ));
+    }
+    for t in [0.0f32, 0.05, 0.1, 0.2, 0.3] {
+        out.push((format!("sweep/temporal-boost={t}"), None, opts(&|o| o.temporal_boost = Some(t))));
+    }
+    for k1 in [0.6f32, 0.9, 1.2, 1.5, 2.0] {
+        out.push((format!("sweep/k1={k1}"), None, opts(&|o| o.bm25 = Some(Bm25Params { k1, ..base.bm25 }))));
+    }
+    for b in [0.3f32, 0.5, 0.75, 0.9, 1.0] {
+        out.push((format!("sweep/b={b}"), None, opts(&|o| o.bm25 = Some(Bm25Params { b, ..base.bm25 }))));
+    }
+    out
 }
 
 /// `D<session>:<turn>` from the dataset's sometimes malformed ids ("D:11:26", "D30:05"); None if no two numbers.
@@ -166,10 +260,34 @@ impl Accumulator {
         Accumulator { sums: BTreeMap::new(), counts: BTreeMap::new() }
     }
 
-    /// `ranked`: the turns each hit stands for, best hit first.
+    /// `ranked`: the turns each hit stands for, best hit first. Adds, per category and overall:
+    ///
+    /// * `recall@k`: the share of evidence turns among the turns of the top k hits (LoCoMo's evidence recall);
+    /// * `hit@k`: 1 when the top k hits hold any evidence turn;
+    /// * `mrr@K` (K the largest cut-off): the reciprocal rank of the first hit holding an evidence turn, 0 when
+    ///   none of the top K does (Voorhees, "The TREC-8 Question Answering Track Report", TREC 1999);
+    /// * `ndcg@K`: normalised discounted cumulative gain with binary gains (Järvelin and Kekäläinen, "Cumulated
+    ///   Gain-based Evaluation of IR Techniques", ACM TOIS 20(4), 2002): a hit gains 1 when it holds an
+    ///   evidence turn no earlier hit held, discounted by `log2(rank + 1)`; the ideal ranking finds one
+    ///   evidence turn per rank, `min(|evidence|, K)` of them.
     fn add(&mut self, category: u8, ranked: &[Vec<String>], evidence: &HashSet<String>, ks: &[usize]) {
+        let kmax = ks.iter().copied().max().unwrap_or(10);
+        let first = ranked.iter().take(kmax).position(|turns| turns.iter().any(|t| evidence.contains(t)));
+        let rr = first.map_or(0.0, |r| 1.0 / (r as f64 + 1.0));
+        let mut seen: HashSet<&String> = HashSet::new();
+        let mut dcg = 0.0;
+        for (r, turns) in ranked.iter().take(kmax).enumerate() {
+            let new = turns.iter().filter(|t| evidence.contains(*t)).any(|t| seen.insert(t));
+            if new {
+                dcg += 1.0 / (r as f64 + 2.0).log2();
+            }
+        }
+        let idcg: f64 = (0..evidence.len().min(kmax)).map(|r| 1.0 / (r as f64 + 2.0).log2()).sum();
         for cat in ["all".to_string(), category.to_string()] {
             *self.counts.entry(cat.clone()).or_default() += 1;
+            *self.sums.entry((format!("mrr@{kmax}"), cat.clone())).or_default() += rr;
+            *self.sums.entry((format!("ndcg@{kmax}"), cat.clone())).or_default() +=
+                if idcg > 0.0 { dcg / idcg } else { 0.0 };
             for &k in ks {
                 let top: HashSet<&String> = ranked.iter().take(k).flatten().collect();
                 let found = evidence.iter().filter(|d| top.contains(d)).count();
@@ -276,7 +394,6 @@ pub fn locomo(store: &KnowledgeStore, dataset: &Path, opts: &LocomoOptions, prog
         {
             return Err(e);
         }
-        let mut batch = Vec::new();
         let mut ids = HashSet::new();
         for n in 1.. {
             let Some(turns) = conv.conversation.get(&format!("session_{n}")) else { break };
@@ -300,61 +417,48 @@ pub fn locomo(store: &KnowledgeStore, dataset: &Path, opts: &LocomoOptions, prog
                 meta.insert("session_date_time".into(), when.into());
                 ids.insert(dia.clone());
                 turns_total += 1;
-                if opts.threads {
-                    messages.push(NewMessage {
-                        role: if t.speaker == first_speaker { "user".into() } else { "assistant".into() },
-                        content: text,
-                        timestamp: date.as_ref().map(|d| format!("{d}T12:00:00Z")),
-                        metadata: Some(Metadata(meta)),
-                    });
-                    dias.push(dia);
-                } else {
-                    batch.push(NewMemory {
-                        id: Some(format!("c{i}-{dia}")),
-                        content: format!("{}: {}", t.speaker, text),
-                        source: Some("locomo".into()),
-                        event_start: date.clone(),
-                        metadata: Some(Metadata(meta)),
-                        space_id: Some(space.clone()),
-                        ..Default::default()
-                    });
-                    covered.insert(format!("{i}/{dia}"));
-                    provenance.insert(format!("c{i}-{dia}"), vec![dia]);
-                }
+                messages.push(NewMessage {
+                    role: if t.speaker == first_speaker { "user".into() } else { "assistant".into() },
+                    content: text,
+                    timestamp: date.as_ref().map(|d| format!("{d}T12:00:00Z")),
+                    metadata: Some(Metadata(meta)),
+                });
+                dias.push(dia);
             }
-            if opts.threads && !messages.is_empty() {
-                let t0 = Instant::now();
-                let created = store.create_thread(NewThread {
-                    thread_id: Some(format!("c{i}-s{n}")),
-                    title: Some(format!("LoCoMo conversation {i}, session {n}")),
-                    messages,
-                    source: Some("locomo".into()),
-                    space_id: Some(space.clone()),
-                    deduplicate: true,
-                    ..Default::default()
-                })?;
-                let ms = t0.elapsed().as_secs_f64() * 1000.0;
-                create_ms.push(ms);
-                ingest_s += ms / 1000.0;
-                for m in &created.extraction.memories {
-                    let idx = m.view.memory.metadata.0.get("source_message_indices").and_then(|v| v.as_array());
-                    let turns: Vec<String> = idx
-                        .into_iter()
-                        .flatten()
-                        .filter_map(|x| x.as_u64())
-                        .filter_map(|x| dias.get(x as usize).cloned())
-                        .collect();
-                    covered.extend(turns.iter().map(|d| format!("{i}/{d}")));
-                    provenance.insert(m.view.memory.id.clone(), turns);
-                }
-                memories += created.extraction.memories.len();
+            if messages.is_empty() {
+                continue;
             }
-        }
-        if !opts.threads {
-            memories += batch.len();
+            // Turn mode: one memory per message, the path a client takes with `metadata.analysis` `per-message`.
+            let mut thread_meta = serde_json::Map::new();
+            if !opts.threads {
+                thread_meta.insert("analysis".into(), crate::store::PER_MESSAGE.into());
+            }
             let t0 = Instant::now();
-            store.create_memories(batch)?;
-            ingest_s += t0.elapsed().as_secs_f64();
+            let created = store.create_thread(NewThread {
+                thread_id: Some(format!("c{i}-s{n}")),
+                title: Some(format!("LoCoMo conversation {i}, session {n}")),
+                messages,
+                source: Some("locomo".into()),
+                space_id: Some(space.clone()),
+                metadata: Some(Metadata(thread_meta)),
+                deduplicate: true,
+                ..Default::default()
+            })?;
+            let ms = t0.elapsed().as_secs_f64() * 1000.0;
+            create_ms.push(ms);
+            ingest_s += ms / 1000.0;
+            for m in &created.extraction.memories {
+                let idx = m.view.memory.metadata.0.get("source_message_indices").and_then(|v| v.as_array());
+                let turns: Vec<String> = idx
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|x| x.as_u64())
+                    .filter_map(|x| dias.get(x as usize).cloned())
+                    .collect();
+                covered.extend(turns.iter().map(|d| format!("{i}/{d}")));
+                provenance.insert(m.view.memory.id.clone(), turns);
+            }
+            memories += created.extraction.memories.len();
         }
         turn_ids.push(ids);
     }
@@ -392,6 +496,8 @@ pub fn locomo(store: &KnowledgeStore, dataset: &Path, opts: &LocomoOptions, prog
         )
         .collect();
     let mut acc: BTreeMap<String, Accumulator> = BTreeMap::new();
+    let ablation_runs = if opts.ablation { ablations() } else { Vec::new() };
+    let sweep_runs = if opts.sweep { sweeps(store.config()) } else { Vec::new() };
     let mut latencies = Vec::new();
     let mut questions = 0;
     let mut skipped = 0;
@@ -415,7 +521,7 @@ pub fn locomo(store: &KnowledgeStore, dataset: &Path, opts: &LocomoOptions, prog
             questions += 1;
             evidence_covered += evidence.iter().filter(|e| covered.contains(&format!("{i}/{e}"))).count();
             evidence_asked += evidence.len();
-            let ask = |mode, limit, fusion| {
+            let ask_with = |mode, limit, fusion, options| {
                 store.search(&SearchQuery {
                     query: qa.question.clone(),
                     space_id: space.clone(),
@@ -423,8 +529,10 @@ pub fn locomo(store: &KnowledgeStore, dataset: &Path, opts: &LocomoOptions, prog
                     filter: Default::default(),
                     mode,
                     fusion,
+                    options,
                 })
             };
+            let ask = |mode, limit, fusion| ask_with(mode, limit, fusion, SearchOptions::default());
             let ranked = |r: &crate::store::SearchResults| -> Vec<Vec<String>> {
                 r.hits.iter().map(|h| provenance.get(&h.view.memory.id).cloned().unwrap_or_default()).collect()
             };
@@ -440,6 +548,14 @@ pub fn locomo(store: &KnowledgeStore, dataset: &Path, opts: &LocomoOptions, prog
             for (name, mode) in [("lexical", SearchMode::Lexical), ("vector", SearchMode::Vector)] {
                 let r = ask(mode, kmax, None)?;
                 acc.entry(name.into()).or_insert_with(Accumulator::new).add(qa.category, &ranked(&r), &evidence, &ks);
+            }
+            for (name, mode, o) in &ablation_runs {
+                let r = ask_with(*mode, kmax, None, *o)?;
+                acc.entry(name.clone()).or_insert_with(Accumulator::new).add(qa.category, &ranked(&r), &evidence, &ks);
+            }
+            for (name, f, o) in &sweep_runs {
+                let r = ask_with(SearchMode::Hybrid, kmax, *f, *o)?;
+                acc.entry(name.clone()).or_insert_with(Accumulator::new).add(qa.category, &ranked(&r), &evidence, &ks);
             }
             if study {
                 for (name, f) in &fusions {

@@ -231,6 +231,7 @@ fn the_store_finds_paraphrases_with_the_model() {
                 filter: MemoryFilter::default(),
                 mode: SearchMode::Vector,
                 fusion: None,
+                options: Default::default(),
             })
             .unwrap();
         assert_eq!(r.hits[0].view.memory.id, want, "{q}");

@@ -22,6 +22,7 @@ fn search(store: &KnowledgeStore, q: &str, space: &str, limit: usize, filter: Me
             filter,
             mode: SearchMode::Hybrid,
             fusion: None,
+            options: Default::default(),
         })
         .expect("search")
         .hits
@@ -76,6 +77,7 @@ fn create_get_update_delete_round_trip_with_spec_defaults() {
             filter: MemoryFilter::default(),
             mode: SearchMode::Lexical,
             fusion: None,
+            options: Default::default(),
         })
         .unwrap();
     assert!(old.hits.is_empty(), "old text must leave the lexical index");
@@ -170,6 +172,7 @@ fn reopen_keeps_every_memory_and_the_indexes_agree() {
                 filter: MemoryFilter::default(),
                 mode,
                 fusion: None,
+                options: Default::default(),
             })
             .unwrap();
         assert!(hits.hits.iter().all(|h| h.view.memory.id != "m5"), "{mode:?}");

@@ -1,4 +1,5 @@
-/* Engram C quickstart: open a store, create a memory, search, read it back, handle an error.
+/* Engram C quickstart: open a store, create a memory, search, read it back, handle an error; a conversation
+ * searched with its context.
  * Build (after `cargo build --release --features ffi`):
  *   cc examples/c/quickstart.c -Iinclude -Ltarget/release -lengram -Wl,-rpath,$PWD/target/release -o quickstart
  *   ./quickstart /tmp/engram-demo
@@ -71,6 +72,25 @@ int main(int argc, char **argv) {
     bad |= strstr(buf, "\"labels\":[\"people\"]") == NULL;
     bad |= call(store, "GET", "/memories/no-such-id", NULL, 404, buf, sizeof buf);
     bad |= call(store, "POST", "/memories", "{\"content\":\"\"}", 422, buf, sizeof buf);
+
+    /* A conversation stored turn by turn (`analysis: per-message`): a hit comes with the exchange around it. */
+    engram_response *probe = NULL;
+    if (engram_request(store, "GET", 3, "/threads/c-talk", 15, NULL, 0, &probe) == ENGRAM_OK &&
+        engram_response_status(probe) == 404) {
+        bad |= call(store, "POST", "/threads",
+                    "{\"thread_id\":\"c-talk\",\"title\":\"holiday\",\"metadata\":{\"analysis\":\"per-message\"},"
+                    "\"messages\":[{\"role\":\"user\",\"content\":\"Where did you go on holiday?\"},"
+                    "{\"role\":\"assistant\",\"content\":\"We went to Lisbon and ate pastries.\"},"
+                    "{\"role\":\"user\",\"content\":\"That sounds lovely.\"}]}",
+                    200, buf, sizeof buf);
+    }
+    engram_response_free(probe);
+    bad |= call(store, "POST", "/memories/search",
+                "{\"query\":\"pastries\",\"limit\":1,\"include_context\":true,\"context_window\":1}", 200, buf,
+                sizeof buf);
+    bad |= strstr(buf, "\"content\":\"Where did you go on holiday?\"") == NULL;
+    bad |= strstr(buf, "\"content\":\"That sounds lovely.\"") == NULL;
+    bad |= strstr(buf, "\"is_hit\":true") == NULL;
 
     /* Agent tools (the MCP tool set) through the same call: memory_search answers the tool's result object. */
     bad |= call(store, "POST", "/agent/tools/call",

@@ -215,6 +215,12 @@ pub struct SearchRequest {
     pub include_history: Option<bool>,
     /// Space (default `default`).
     pub space_id: Option<String>,
+    /// Engram extension: return each hit's neighbouring messages or chunks in `context` (default false).
+    pub include_context: Option<bool>,
+    /// Engram extension: neighbours on each side for `include_context`, 1..=10 (default 1).
+    pub context_window: Option<i64>,
+    /// Engram extension: neighbour expansion in ranking (default true; `docs/retrieval.md`).
+    pub expand_neighbours: Option<bool>,
 }
 
 /// One item of the `POST /memories/search` array.
@@ -231,6 +237,10 @@ pub struct MemorySearchResult {
     /// Reserved (empty object).
     #[schema(value_type = Object)]
     pub evolves_context: serde_json::Value,
+    /// With `include_context`: the neighbouring messages or chunks of the hit, in order, its own marked
+    /// `is_hit` (empty for a memory without a thread or source position).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context: Option<Vec<crate::store::ContextItem>>,
 }
 
 /// Degradation notice of a search.

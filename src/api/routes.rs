@@ -7,7 +7,8 @@ use crate::error::{Error, FieldError, Result};
 use crate::index::catalog::{MemoryFilter, parse_loose_date};
 use crate::model::{MemoryState, Metadata, TemporalContext, Timestamp, UnitType};
 use crate::store::{
-    DEFAULT_SPACE, LabelOrder, ListQuery, MemoryPatch, NewMemory, SearchMode, SearchQuery, SearchResults, WriteAction,
+    DEFAULT_SPACE, LabelOrder, ListQuery, MemoryPatch, NewMemory, SearchMode, SearchOptions, SearchQuery,
+    SearchResults, WriteAction,
 };
 
 /// The response body shape of a route, for the OpenAPI document.
@@ -78,6 +79,9 @@ const SEARCH_GET_PARAMS: &[ParamSpec] = &[
     boolean("explain", Some(false), "accepted; reasons are always included"),
     boolean("include_entities", Some(false), "add `related_entities` (the entities each memory mentions)"),
     string("space_id", Some(DEFAULT_SPACE), "space"),
+    boolean("include_context", Some(false), "Engram extension: add `context` (neighbouring messages or chunks)"),
+    int("context_window", 1, Some(10), Some(1), "Engram extension: neighbours on each side for `include_context`"),
+    boolean("expand_neighbours", None, "Engram extension: neighbour expansion in ranking (default true)"),
 ];
 
 const SPACE_GUARD: &[ParamSpec] = &[string("space_id", None, "optional guard: the memory must be in this space")];
@@ -1509,6 +1513,7 @@ fn run_search(
     limit: i64,
     mode: SearchMode,
     filter: MemoryFilter,
+    options: SearchOptions,
 ) -> Result<SearchResults> {
     api.store().search(&SearchQuery {
         query,
@@ -1517,7 +1522,31 @@ fn run_search(
         filter,
         mode,
         fusion: None,
+        options,
     })
+}
+
+/// The search options of `include_context`, `context_window` (1..=10, default 1) and `expand_neighbours`.
+fn search_options(
+    include_context: Option<bool>,
+    window: Option<i64>,
+    expand: Option<bool>,
+    place: &str,
+    errs: &mut Vec<FieldError>,
+) -> SearchOptions {
+    let max = crate::store::MAX_CONTEXT_WINDOW as i64;
+    let w = window.unwrap_or(1);
+    if !(1..=max).contains(&w) {
+        errs.push(
+            FieldError::new(&[place, "context_window"], "range", "context_window is 1..=10", w.into())
+                .with_ctx(serde_json::json!({"ge": 1, "le": max})),
+        );
+    }
+    SearchOptions {
+        include_context: include_context.unwrap_or(false).then_some(w.clamp(1, max) as usize),
+        expand_neighbours: expand,
+        ..Default::default()
+    }
 }
 
 fn search_get(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
@@ -1550,6 +1579,13 @@ fn search_get(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     if let (None, Some(tr)) = (filter.recorded_from, q.str("time_range")) {
         filter.recorded_from = time_range_start(tr, &mut errs);
     }
+    let options = search_options(
+        q.bool("include_context"),
+        q.int("context_window"),
+        q.bool("expand_neighbours"),
+        "query",
+        &mut errs,
+    );
     if !errs.is_empty() {
         return Err(Error::invalid(errs));
     }
@@ -1557,7 +1593,7 @@ fn search_get(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let query = q.str("q").unwrap_or_default().to_string();
     let space = q.str("space_id").unwrap_or(DEFAULT_SPACE).to_string();
     let with_entities = q.bool("include_entities").unwrap_or(false);
-    let res = run_search(api, query, space.clone(), q.int("limit").unwrap_or(10), mode, filter)
+    let res = run_search(api, query, space.clone(), q.int("limit").unwrap_or(10), mode, filter, options)
         .map_err(|e| relocate(e, "query", "q"))?;
     let mut entities = Vec::with_capacity(res.hits.len());
     for h in &res.hits {
@@ -1580,6 +1616,9 @@ fn search_get(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
                 obj.insert("relevance_reason".into(), reason.into());
                 if let Some(e) = ents {
                     obj.insert("related_entities".into(), serde_json::to_value(e).unwrap_or_default());
+                }
+                if options.include_context.is_some() {
+                    obj.insert("context".into(), serde_json::to_value(&h.context).unwrap_or_default());
                 }
             }
             v
@@ -1679,12 +1718,13 @@ fn search_post(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         recorded_to: parse_date_bound(r.recorded_date_to.as_deref(), &["body", "recorded_date_to"], true, &mut errs),
         ..Default::default()
     };
+    let options = search_options(r.include_context, r.context_window, r.expand_neighbours, "body", &mut errs);
     if !errs.is_empty() {
         return Err(Error::invalid(errs));
     }
     let space = r.space_id.unwrap_or_else(|| DEFAULT_SPACE.to_string());
     let with_entities = r.include_entities.unwrap_or(false);
-    let res = run_search(api, r.query, space.clone(), limit, retrieval_mode(r.retrieval.as_deref()), filter)?;
+    let res = run_search(api, r.query, space.clone(), limit, retrieval_mode(r.retrieval.as_deref()), filter, options)?;
     let mut out: Vec<MemorySearchResult> = Vec::with_capacity(res.hits.len());
     for h in res.hits {
         let related_entities =
@@ -1694,6 +1734,7 @@ fn search_post(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
             relevance_reason: h.reason(),
             related_entities,
             evolves_context: serde_json::json!({}),
+            context: options.include_context.map(|_| h.context),
             memory: h.view.into(),
         });
     }

@@ -415,6 +415,7 @@ pub(super) fn search(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
             let mut v = serde_json::to_value(ThreadSummary::from(&h.thread)).unwrap_or_default();
             v["total_matches"] = h.matched_messages.into();
             v["matched_messages_count"] = h.matched_messages.into();
+            v["context_matches"] = h.context_matches.into();
             v
         })
         .collect();

@@ -183,6 +183,18 @@ enum EvalCommand {
         /// Put every conversation in one space (default: one space per conversation).
         #[arg(long)]
         one_space: bool,
+        /// Also run each ranking stage on and off (`ablation/<mode>/<change>`; docs/retrieval.md).
+        #[arg(long)]
+        ablation: bool,
+        /// Also run the tuning sweeps (`sweep/<param>=<value>`, one parameter at a time; tune on dev data only).
+        #[arg(long)]
+        sweep: bool,
+        /// Context-expanded BM25 window (0 switches the stage off; default 1).
+        #[arg(long)]
+        context_window: Option<usize>,
+        /// Neighbour expansion weight `a` (0 switches the stage off; default 0.5).
+        #[arg(long)]
+        expansion_weight: Option<f32>,
         /// Store directory (default: a fresh temporary directory, removed afterwards).
         #[arg(long)]
         data_dir: Option<PathBuf>,
@@ -372,6 +384,10 @@ fn run(cli: Cli) -> engram::Result<()> {
                     entity_boost,
                     pagerank_weight,
                     one_space,
+                    ablation,
+                    sweep,
+                    context_window,
+                    expansion_weight,
                     data_dir,
                     embedder,
                 },
@@ -401,6 +417,12 @@ fn run(cli: Cli) -> engram::Result<()> {
             if let Some(w) = pagerank_weight {
                 config.pagerank_weight = w.clamp(0.0, 1.0);
             }
+            if let Some(w) = context_window {
+                config.context.window = w;
+            }
+            if let Some(a) = expansion_weight {
+                config.expansion.weight = a.max(0.0);
+            }
             config.embedder = selected.embedder;
             let store = KnowledgeStore::open(config)?;
             let progress = !json && std::io::IsTerminal::is_terminal(&std::io::stderr());
@@ -413,6 +435,8 @@ fn run(cli: Cli) -> engram::Result<()> {
                     fusion_study,
                     threads: mode == "threads",
                     one_space,
+                    ablation,
+                    sweep,
                 },
                 progress,
             );

@@ -92,10 +92,11 @@ impl Embedder for HashEmbedder {
         self.dim
     }
 
-    /// 0.85, the middle of the plateau measured on LoCoMo (dev part): recall@10 0.665 against BM25's 0.660
-    /// (weights 0.75..=0.9 all lie within 0.005 of it, which is the noise of hash collisions); 0.5 gives 0.626.
+    /// 0.9, measured on LoCoMo (dev part) with context-expanded BM25 and neighbour expansion
+    /// (`docs/retrieval.md`): turn mode recall@10 0.783 against BM25's 0.782 (0.85: 0.779, 0.8: 0.777), threads
+    /// mode 0.811 (0.8: 0.812); 0.5 gives 0.760. Without those stages the plateau was 0.75..=0.9.
     fn default_lexical_weight(&self) -> f32 {
-        0.85
+        0.9
     }
 
     fn mode(&self) -> &'static str {

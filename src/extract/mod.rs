@@ -291,6 +291,17 @@ fn date_of(ts: Timestamp) -> Option<time::Date> {
 
 /// Knowledge units of `messages` (in order), following the module rules.
 pub fn units_from_messages(messages: &[Message]) -> Vec<Unit> {
+    units_with(messages, false)
+}
+
+/// One unit per message (thread `metadata.analysis` `per-message`): every message that is not excluded, empty or
+/// a `system` message becomes a unit, chatter included, without pairing questions with answers and without a
+/// title (the message is the unit). Types, times and importance as [`units_from_messages`].
+pub fn units_per_message(messages: &[Message]) -> Vec<Unit> {
+    units_with(messages, true)
+}
+
+fn units_with(messages: &[Message], per_message: bool) -> Vec<Unit> {
     let usable: Vec<&Message> =
         messages.iter().filter(|m| !excluded(m) && !m.content.trim().is_empty() && m.role != "system").collect();
     let mut out = Vec::new();
@@ -298,7 +309,7 @@ pub fn units_from_messages(messages: &[Message]) -> Vec<Unit> {
     while i < usable.len() {
         let m = usable[i];
         let question = m.content.trim_end().ends_with('?');
-        let answer = usable.get(i + 1).filter(|n| speaker(n) != speaker(m) && !is_chatter(&n.content));
+        let answer = usable.get(i + 1).filter(|n| !per_message && speaker(n) != speaker(m) && !is_chatter(&n.content));
         let group: Vec<&Message> = match answer {
             Some(n) if question => {
                 i += 2;
@@ -306,7 +317,7 @@ pub fn units_from_messages(messages: &[Message]) -> Vec<Unit> {
             }
             _ => {
                 i += 1;
-                if is_chatter(&m.content) {
+                if !per_message && is_chatter(&m.content) {
                     continue;
                 }
                 vec![m]
@@ -335,7 +346,7 @@ pub fn units_from_messages(messages: &[Message]) -> Vec<Unit> {
         out.push(Unit {
             importance: importance(unit_type, &content, resolved.is_some()),
             confidence: if group.len() > 1 { confidence.min(0.7) } else { confidence },
-            title: first_sentence(statement).chars().take(80).collect(),
+            title: if per_message { String::new() } else { first_sentence(statement).chars().take(80).collect() },
             content,
             unit_type,
             event_start,

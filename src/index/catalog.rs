@@ -2,6 +2,7 @@
 //! by document number. Derived from the store on open; updated after each committed write.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
@@ -32,6 +33,20 @@ pub struct DocMeta {
     pub access_count: i64,
     /// Last use: the later of creation and last read by id (input of [`crate::index::decay`]).
     pub last_used: Timestamp,
+    /// Place in a thread or source ([`crate::index::context::position_of`]), when the memory has one.
+    pub position: Option<Position>,
+    /// The text states a time that extraction resolved (`metadata.temporal_expression`).
+    pub dated: bool,
+}
+
+/// Where a memory sits in a sequence: the group (a thread or a source) and its ordinal in it (first message
+/// index, chunk index). Neighbours are the memories of the same group nearest in ordinal.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Position {
+    /// `thread:<thread id>` or `source:<source id>`.
+    pub group: Arc<str>,
+    /// Message or chunk index, 0-based.
+    pub ordinal: u64,
 }
 
 impl DocMeta {
@@ -49,6 +64,8 @@ impl DocMeta {
             is_latest: m.is_latest,
             access_count: m.access_count,
             last_used: m.last_accessed_at.map_or(m.created_at, |a| a.max(m.created_at)),
+            position: super::context::position_of(m),
+            dated: m.metadata.0.get("temporal_expression").and_then(|v| v.as_str()).is_some_and(|s| !s.is_empty()),
         }
     }
 }
@@ -122,30 +139,98 @@ impl MemoryFilter {
     }
 }
 
-/// Live documents of one space by document number, with a reverse map from memory id.
+/// Live documents of one space by document number, with a reverse map from memory id and the sequences
+/// (threads, sources) memories with a position belong to.
 #[derive(Debug, Default, Clone)]
 pub struct SpaceCatalog {
     docs: FxHashMap<u64, DocMeta>,
     by_id: HashMap<String, u64>,
+    /// Group -> its members as `(ordinal, docno)`, in order. Members are the latest, not forgotten memories
+    /// with a position.
+    groups: HashMap<Arc<str>, BTreeSet<(u64, u64)>>,
+}
+
+/// True when `m` takes part in its group's sequence.
+fn in_sequence(m: &DocMeta) -> bool {
+    m.position.is_some() && m.is_latest && m.state != MemoryState::Forgotten
 }
 
 impl SpaceCatalog {
     /// Inserts or replaces `docno`.
-    pub fn insert(&mut self, docno: u64, meta: DocMeta) {
+    pub fn insert(&mut self, docno: u64, mut meta: DocMeta) {
+        // One shared group name per group.
+        if let Some(p) = meta.position.as_mut()
+            && let Some((k, _)) = self.groups.get_key_value(&p.group)
+        {
+            p.group = k.clone();
+        }
         if let Some(old) = self.by_id.insert(meta.id.clone(), docno)
             && old != docno
+            && let Some(m) = self.docs.remove(&old)
         {
-            self.docs.remove(&old);
+            self.leave_group(old, &m);
+        }
+        if let Some(m) = self.docs.remove(&docno) {
+            self.leave_group(docno, &m);
+        }
+        if in_sequence(&meta)
+            && let Some(p) = &meta.position
+        {
+            self.groups.entry(p.group.clone()).or_default().insert((p.ordinal, docno));
         }
         self.docs.insert(docno, meta);
     }
 
+    fn leave_group(&mut self, docno: u64, m: &DocMeta) {
+        if let Some(p) = &m.position
+            && let Some(set) = self.groups.get_mut(&p.group)
+        {
+            set.remove(&(p.ordinal, docno));
+            if set.is_empty() {
+                self.groups.remove(&p.group);
+            }
+        }
+    }
+
     /// Removes `docno`.
     pub fn remove(&mut self, docno: u64) {
-        if let Some(m) = self.docs.remove(&docno)
-            && self.by_id.get(&m.id) == Some(&docno)
+        if let Some(m) = self.docs.remove(&docno) {
+            if self.by_id.get(&m.id) == Some(&docno) {
+                self.by_id.remove(&m.id);
+            }
+            self.leave_group(docno, &m);
+        }
+    }
+
+    /// True when some memory of the space has a position (a thread or source sequence exists).
+    pub fn has_sequences(&self) -> bool {
+        !self.groups.is_empty()
+    }
+
+    /// The groups and their members `(ordinal, docno)` in order.
+    pub fn sequences(&self) -> impl Iterator<Item = &BTreeSet<(u64, u64)>> {
+        self.groups.values()
+    }
+
+    /// The neighbours of `docno` in its sequence, at most `window` on each side, as `(docno, distance)` with
+    /// distance 1 for the nearest; before-neighbours first (nearest first), then after-neighbours. Empty for a
+    /// memory without a position or outside the sequence (superseded, forgotten).
+    pub fn neighbours(&self, docno: u64, window: usize, out: &mut Vec<(u64, u32)>) {
+        out.clear();
+        if window == 0 {
+            return;
+        }
+        let Some(m) = self.docs.get(&docno).filter(|m| in_sequence(m)) else { return };
+        let Some(p) = &m.position else { return };
+        let Some(set) = self.groups.get(&p.group) else { return };
+        let key = (p.ordinal, docno);
+        for (i, (_, d)) in set.range(..key).rev().take(window).enumerate() {
+            out.push((*d, i as u32 + 1));
+        }
+        for (i, (_, d)) in
+            set.range((std::ops::Bound::Excluded(key), std::ops::Bound::Unbounded)).take(window).enumerate()
         {
-            self.by_id.remove(&m.id);
+            out.push((*d, i as u32 + 1));
         }
     }
 

@@ -45,13 +45,15 @@ pub struct Fused {
     pub lexical: Option<f32>,
     /// Cosine similarity, when the document was in the vector list.
     pub vector: Option<f32>,
+    /// Share of its neighbours' scores added by neighbour expansion ([`crate::index::context::expand`]).
+    pub expansion: Option<f32>,
 }
 
 /// Fuses two rankings (each best first) into one, best first; ties broken by docno.
 pub fn fuse(lexical: &[(u64, f32)], vector: &[(u64, f32)], fusion: Fusion) -> Vec<Fused> {
     let mut out: FxHashMap<u64, Fused> = FxHashMap::default();
     let mut add = |d: u64, s: f32, is_lex: bool, raw: f32| {
-        let f = out.entry(d).or_insert(Fused { docno: d, score: 0.0, lexical: None, vector: None });
+        let f = out.entry(d).or_insert(Fused { docno: d, score: 0.0, lexical: None, vector: None, expansion: None });
         f.score += s;
         if is_lex {
             f.lexical = Some(raw);

@@ -5,6 +5,8 @@
 
 use std::collections::HashMap;
 
+use rustc_hash::FxHashMap;
+
 use super::bm25::Posting;
 
 /// Postings of one space: term -> postings sorted by docno, plus BM25 collection statistics.
@@ -15,11 +17,14 @@ pub struct Lexicon {
     pub docs: u64,
     /// Sum of document lengths in terms.
     pub total_len: u64,
+    /// Length in terms of each document with at least one term.
+    lens: FxHashMap<u64, u32>,
 }
 
 impl Lexicon {
     /// Adds one posting while loading (any order); call [`Lexicon::finish_load`] afterwards.
     pub fn load(&mut self, term: &str, p: Posting) {
+        self.lens.insert(p.docno, p.doc_len);
         self.postings.entry(term.to_string()).or_default().push(p);
     }
 
@@ -40,6 +45,9 @@ impl Lexicon {
                 Err(i) => list.insert(i, p),
             }
         }
+        if doc_len > 0 {
+            self.lens.insert(docno, doc_len);
+        }
         self.docs += 1;
         self.total_len += u64::from(doc_len);
     }
@@ -56,6 +64,7 @@ impl Lexicon {
                 }
             }
         }
+        self.lens.remove(&docno);
         self.docs = self.docs.saturating_sub(1);
         self.total_len = self.total_len.saturating_sub(u64::from(doc_len));
     }
@@ -63,6 +72,11 @@ impl Lexicon {
     /// The postings of `term` (sorted by docno), or an empty slice.
     pub fn postings(&self, term: &str) -> &[Posting] {
         self.postings.get(term).map_or(&[], Vec::as_slice)
+    }
+
+    /// Length in terms of document `docno` (0 when it has no terms or is not indexed).
+    pub fn doc_len(&self, docno: u64) -> u32 {
+        self.lens.get(&docno).copied().unwrap_or(0)
     }
 
     /// Average document length (1 for an empty space).

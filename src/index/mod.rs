@@ -4,6 +4,7 @@
 
 pub mod bm25;
 pub mod catalog;
+pub mod context;
 pub mod decay;
 
 pub mod fusion;

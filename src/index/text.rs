@@ -34,6 +34,20 @@ pub fn is_negation(w: &str) -> bool {
     NEGATIONS.contains(&w)
 }
 
+/// True when a question asks for a time or names one: `when`, `what year` (month, day, date, time), `how long
+/// ago`, `since when`, a month name or a year (1900..=2099). Input in any case.
+pub fn asks_time(query: &str) -> bool {
+    let w = words(query);
+    let month = |x: &str| crate::model::MONTH_NAMES.iter().any(|m| m.eq_ignore_ascii_case(x));
+    let year =
+        |x: &str| x.len() == 4 && (x.starts_with("19") || x.starts_with("20")) && x.bytes().all(|b| b.is_ascii_digit());
+    w.iter().any(|x| x == "when" || month(x) || year(x))
+        || w.windows(2).any(|p| {
+            (p[0] == "what" || p[0] == "which") && matches!(p[1].as_str(), "year" | "month" | "day" | "date" | "time")
+                || (p[0] == "long" && p[1] == "ago")
+        })
+}
+
 fn stemmer() -> &'static Stemmer {
     static S: OnceLock<Stemmer> = OnceLock::new();
     S.get_or_init(|| Stemmer::create(Algorithm::English))
@@ -91,6 +105,16 @@ mod tests {
         let mut sorted = STOP_WORDS.to_vec();
         sorted.sort_unstable();
         assert_eq!(sorted, STOP_WORDS);
+    }
+
+    #[test]
+    fn time_questions_are_recognised() {
+        assert!(asks_time("When did Caroline go to the LGBTQ support group?"));
+        assert!(asks_time("What year did Melanie start painting?"));
+        assert!(asks_time("What did Jon do in March?"));
+        assert!(asks_time("Where was Gina in 2022?"));
+        assert!(!asks_time("What is Caroline's identity?"));
+        assert!(!asks_time("Who whenever said 20234?"));
     }
 
     #[test]

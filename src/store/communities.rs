@@ -561,11 +561,7 @@ pub(crate) fn recompute(ctx: &Ctx, stop: &AtomicBool) -> Result<GraphReport> {
     }
     if !ops.is_empty() {
         let (dim, vector) = (ctx.embedder.dim(), ctx.vector);
-        super::apply_ops(&ctx.index, ops, &|| super::SpaceIndex {
-            catalog: Default::default(),
-            lexicon: Default::default(),
-            vectors: crate::index::vector::SpaceVectors::new(dim, vector),
-        });
+        super::apply_ops(&ctx.index, ops, &|| super::SpaceIndex::empty(dim, vector));
         (ctx.wake_hnsw)();
     }
     let mut memory_rank: HashMap<String, HashMap<String, f32>> = HashMap::new();

@@ -514,6 +514,12 @@ impl KnowledgeStore {
     /// Stores many memories in one write transaction (one fsync): all or none. Embeds them in one batch.
     /// Same rules and errors as [`KnowledgeStore::create_memory`]; a validation error names the item index.
     pub fn create_memories(&self, batch: Vec<NewMemory>) -> Result<Vec<CreatedMemory>> {
+        self.create_memories_with(batch, true)
+    }
+
+    /// [`KnowledgeStore::create_memories`], raising timeline reviews ([`crate::store::ReviewEvent`]) only when
+    /// `reviews` is true.
+    pub(crate) fn create_memories_with(&self, batch: Vec<NewMemory>, reviews: bool) -> Result<Vec<CreatedMemory>> {
         let mut errs = Vec::new();
         let mut label_sets = Vec::with_capacity(batch.len());
         for (i, n) in batch.iter().enumerate() {
@@ -576,7 +582,9 @@ impl KnowledgeStore {
         })?;
         self.apply(ops);
         drop(_w);
-        self.raise_reviews(&results);
+        if reviews {
+            self.raise_reviews(&results);
+        }
         Ok(results)
     }
 

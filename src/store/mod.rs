@@ -41,8 +41,8 @@ pub use sources::{
 };
 pub use spaces::{MAX_BULK_MOVE, space_slug};
 pub use threads::{
-    AppendMessages, AppendReport, CreatedThread, Extraction, NewMessage, NewThread, ThreadDeleteReport, ThreadMatch,
-    thread_memory_prefix,
+    AppendMessages, AppendReport, CreatedThread, Extraction, NewMessage, NewThread, PER_MESSAGE, ThreadDeleteReport,
+    ThreadMatch, thread_memory_prefix,
 };
 pub use transfer::{
     EXPORT_FORMAT, EXPORT_VERSION, ExportOptions, ExportReport, ImportJob, ImportMode, ImportProgress, ImportReport,
@@ -166,6 +166,35 @@ pub(crate) struct SpaceIndex {
     pub catalog: SpaceCatalog,
     pub lexicon: Lexicon,
     pub vectors: SpaceVectors,
+    /// Total length of the context-expanded collection for a window ([`crate::index::context`]), computed on
+    /// the first search after a change.
+    pub expanded_len: Mutex<Option<(usize, u64)>>,
+}
+
+impl SpaceIndex {
+    /// An empty index with vectors of `dim` dimensions.
+    pub(crate) fn empty(dim: usize, vector: crate::index::vector::VectorParams) -> Self {
+        SpaceIndex {
+            catalog: SpaceCatalog::default(),
+            lexicon: Lexicon::default(),
+            vectors: SpaceVectors::new(dim, vector),
+            expanded_len: Mutex::new(None),
+        }
+    }
+
+    /// Average length of the context-expanded collection with `window` neighbours on each side.
+    pub(crate) fn expanded_avg_len(&self, window: usize) -> f32 {
+        let mut cache = self.expanded_len.lock();
+        let total = match *cache {
+            Some((w, t)) if w == window => t,
+            _ => {
+                let t = crate::index::context::expanded_total_len(&self.catalog, &self.lexicon, window);
+                *cache = Some((window, t));
+                t
+            }
+        };
+        if self.lexicon.docs == 0 { 1.0 } else { total as f32 / self.lexicon.docs as f32 }
+    }
 }
 
 /// The analysed text of a document: distinct terms with frequencies, and its length in terms.
@@ -642,11 +671,7 @@ impl KnowledgeStore {
     }
 
     pub(crate) fn new_space_index(&self) -> SpaceIndex {
-        SpaceIndex {
-            catalog: SpaceCatalog::default(),
-            lexicon: Lexicon::default(),
-            vectors: SpaceVectors::new(self.config.embedder.dim(), self.config.vector),
-        }
+        SpaceIndex::empty(self.config.embedder.dim(), self.config.vector)
     }
 
     /// Runs `f` in one write transaction and commits it with the configured durability, bumping the write
@@ -754,6 +779,7 @@ pub(crate) fn apply_ops(index: &RwLock<IndexState>, ops: Vec<IndexOp>, new_index
                     batch.retain(|(d, _)| *d != docno);
                 }
                 if let Some(si) = state.spaces.get_mut(&space) {
+                    *si.expanded_len.get_mut() = None;
                     si.catalog.remove(docno);
                     si.vectors.remove(docno);
                     if let Some(l) = lex {
@@ -764,6 +790,7 @@ pub(crate) fn apply_ops(index: &RwLock<IndexState>, ops: Vec<IndexOp>, new_index
             }
             IndexOp::Put { space, docno, meta, vector, lex } => {
                 let si = state.spaces.entry(space.clone()).or_insert_with(new_index);
+                *si.expanded_len.get_mut() = None;
                 si.catalog.insert(docno, meta);
                 if let Some(l) = lex {
                     si.lexicon.add(docno, &l.terms, l.len);

@@ -6,11 +6,12 @@ use std::time::Instant;
 use redb::ReadableDatabase;
 
 use super::tables::*;
-use super::types::{SearchHit, SearchMode, SearchQuery, SearchResults};
+use super::types::{ContextItem, SearchHit, SearchMode, SearchQuery, SearchResults};
 use super::{KnowledgeStore, StoredMemory, get_record, range_prefix3};
 use crate::embed::InputType;
 use crate::error::{Error, FieldError, Result};
 use crate::index::bm25::{self, Posting};
+use crate::index::context;
 use crate::index::decay;
 use crate::index::fusion::{Fused, fuse};
 use crate::index::text;
@@ -109,15 +110,16 @@ impl KnowledgeStore {
         }
 
         // Entities named in the query, with IDF weights, for the hybrid ranking signal.
-        let query_entities: Vec<(String, f32)> = if mode == SearchMode::Hybrid && self.config.entity_boost > 0.0 {
-            let docs = self.index.read().spaces.get(&q.space_id).map_or(1, |si| si.catalog.len().max(1)) as f32;
-            self.entities_in(&q.space_id, &q.query)?
-                .into_iter()
-                .map(|(id, mentions)| (id, (1.0 + docs / mentions.max(1) as f32).ln()))
-                .collect()
-        } else {
-            Vec::new()
-        };
+        let query_entities: Vec<(String, f32)> =
+            if mode == SearchMode::Hybrid && self.config.entity_boost > 0.0 && q.options.priors != Some(false) {
+                let docs = self.index.read().spaces.get(&q.space_id).map_or(1, |si| si.catalog.len().max(1)) as f32;
+                self.entities_in(&q.space_id, &q.query)?
+                    .into_iter()
+                    .map(|(id, mentions)| (id, (1.0 + docs / mentions.max(1) as f32).ln()))
+                    .collect()
+            } else {
+                Vec::new()
+            };
         let state = self.index.read();
         let Some(si) = state.spaces.get(&q.space_id) else {
             return Ok(SearchResults { hits: vec![], mode, candidates: 0, elapsed_ms: 0.0, fallback });
@@ -128,27 +130,54 @@ impl KnowledgeStore {
         let mut lists: Vec<(u32, &[Posting])> = Vec::with_capacity(qtf.len());
         let (lex_docs, lex_avg) = (si.lexicon.docs, si.lexicon.avg_len());
         let mut lexical: Vec<(u64, f32)> = Vec::new();
+        let best_first = |a: &(u64, f32), b: &(u64, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+        let cx = q.options.context_params.unwrap_or(self.config.context);
+        let bm25p = q.options.bm25.unwrap_or(self.config.bm25);
+        let expanded_on = q.options.context_bm25.unwrap_or(true)
+            && cx.is_on()
+            && si.catalog.has_sequences()
+            && mode != SearchMode::Vector;
+        // With context-expanded BM25, every matching document's lexical score (for the fusion of the union).
+        let mut lex_all: Option<rustc_hash::FxHashMap<u64, f32>> = None;
         if mode != SearchMode::Vector && !qtf.is_empty() {
             for (term, n) in &qtf {
                 lists.push((*n, si.lexicon.postings(term)));
             }
-            // Without a filter, the catalog check (a random memory access per document) runs on the top
-            // candidates only; the filter then can only drop non-active memories, which are rare.
-            let trivial = q.filter.is_trivial();
-            let everything = |_: u64| true;
-            let first: &dyn Fn(u64) -> bool = if trivial { &everything } else { &accept };
-            lexical = bm25::score(self.config.bm25, lex_docs, lex_avg, &lists, first);
-            let best_first = |a: &(u64, f32), b: &(u64, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-            let keep = if trivial { depth * 2 } else { depth };
-            let scored = lexical.len();
-            if scored > keep {
-                lexical.select_nth_unstable_by(keep, best_first);
-                lexical.truncate(keep);
-            }
-            if trivial {
-                lexical.retain(|(d, _)| accept(*d));
-                if lexical.len() < depth && scored > keep {
-                    lexical = bm25::score(self.config.bm25, lex_docs, lex_avg, &lists, &accept);
+            if expanded_on {
+                let avg = si.expanded_avg_len(cx.window);
+                let expanded =
+                    context::score_context(bm25p, lex_docs, avg, &lists, &si.catalog, &si.lexicon, cx.window, &accept);
+                let beta = cx.blend.clamp(0.0, 1.0);
+                lexical = if beta >= 1.0 {
+                    expanded
+                } else {
+                    let own: rustc_hash::FxHashMap<u64, f32> =
+                        bm25::score(bm25p, lex_docs, lex_avg, &lists, &accept).into_iter().collect();
+                    // Every document with an own match also has an expanded one (its own terms are in it).
+                    expanded
+                        .into_iter()
+                        .map(|(d, e)| (d, (1.0 - beta) * own.get(&d).copied().unwrap_or(0.0) + beta * e))
+                        .collect()
+                };
+                lex_all = Some(lexical.iter().copied().collect());
+            } else {
+                // Without a filter, the catalog check (a random memory access per document) runs on the top
+                // candidates only; the filter then can only drop non-active memories, which are rare.
+                let trivial = q.filter.is_trivial();
+                let everything = |_: u64| true;
+                let first: &dyn Fn(u64) -> bool = if trivial { &everything } else { &accept };
+                lexical = bm25::score(bm25p, lex_docs, lex_avg, &lists, first);
+                let keep = if trivial { depth * 2 } else { depth };
+                let scored = lexical.len();
+                if scored > keep {
+                    lexical.select_nth_unstable_by(keep, best_first);
+                    lexical.truncate(keep);
+                }
+                if trivial {
+                    lexical.retain(|(d, _)| accept(*d));
+                    if lexical.len() < depth && scored > keep {
+                        lexical = bm25::score(bm25p, lex_docs, lex_avg, &lists, &accept);
+                    }
                 }
             }
             if lexical.len() > depth {
@@ -175,7 +204,10 @@ impl KnowledgeStore {
                 union.dedup();
                 let lex_full: Vec<(u64, f32)> = union
                     .iter()
-                    .map(|d| (*d, bm25::score_one(self.config.bm25, lex_docs, lex_avg, &lists, *d)))
+                    .map(|d| match &lex_all {
+                        Some(all) => (*d, all.get(d).copied().unwrap_or(0.0)),
+                        None => (*d, bm25::score_one(bm25p, lex_docs, lex_avg, &lists, *d)),
+                    })
                     .collect();
                 let vec_full: Vec<(u64, f32)> = union
                     .iter()
@@ -199,12 +231,14 @@ impl KnowledgeStore {
                     q.fusion.unwrap_or_else(|| self.config.effective_fusion()),
                 )
             }
-            SearchMode::Lexical => {
-                lexical.iter().map(|(d, s)| Fused { docno: *d, score: *s, lexical: Some(*s), vector: None }).collect()
-            }
-            SearchMode::Vector => {
-                vector.iter().map(|(d, s)| Fused { docno: *d, score: *s, lexical: None, vector: Some(*s) }).collect()
-            }
+            SearchMode::Lexical => lexical
+                .iter()
+                .map(|(d, s)| Fused { docno: *d, score: *s, lexical: Some(*s), vector: None, expansion: None })
+                .collect(),
+            SearchMode::Vector => vector
+                .iter()
+                .map(|(d, s)| Fused { docno: *d, score: *s, lexical: None, vector: Some(*s), expansion: None })
+                .collect(),
         };
 
         let rtx = self.db.begin_read()?;
@@ -215,7 +249,8 @@ impl KnowledgeStore {
         let pr_w = self.config.pagerank_weight.clamp(0.0, 1.0);
         let graph = self.graph.read();
         let ranks = graph.memory_rank.get(&q.space_id);
-        if !query_entities.is_empty() || decay_w > 0.0 || (pr_w > 0.0 && ranks.is_some()) {
+        let priors = q.options.priors.unwrap_or(true);
+        if priors && (!query_entities.is_empty() || decay_w > 0.0 || (pr_w > 0.0 && ranks.is_some())) {
             // A memory mentioning the query's entities gains up to `entity_boost`, weighted by each entity's
             // IDF; then the decay factor `1 - w + w x decay` scales the score (see `crate::index::decay`).
             let mentions = if query_entities.is_empty() { None } else { Some(rtx.open_table(MENTIONS)?) };
@@ -244,6 +279,20 @@ impl KnowledgeStore {
             let n = fused.len().min(depth);
             fused[..n].sort_by(|a, b| b.score.total_cmp(&a.score).then(a.docno.cmp(&b.docno)));
         }
+        let tb = q.options.temporal_boost.unwrap_or(self.config.temporal_boost);
+        if mode == SearchMode::Hybrid && tb > 0.0 && text::asks_time(&q.query) {
+            let n = fused.len().min(depth);
+            for f in fused[..n].iter_mut() {
+                if si.catalog.get(f.docno).is_some_and(|m| m.dated) {
+                    f.score *= 1.0 + tb;
+                }
+            }
+            fused[..n].sort_by(|a, b| b.score.total_cmp(&a.score).then(a.docno.cmp(&b.docno)));
+        }
+        if q.options.expand_neighbours.unwrap_or(true) {
+            let exp = q.options.expansion_params.unwrap_or(self.config.expansion);
+            context::expand(&mut fused, &si.catalog, exp, depth, &accept);
+        }
         let mut hits = Vec::with_capacity(q.limit);
         for f in fused {
             if hits.len() >= q.limit {
@@ -270,9 +319,113 @@ impl KnowledgeStore {
                     .filter(|(_, (_, l))| l.binary_search_by_key(&f.docno, |p| p.docno).is_ok())
                     .map(|(t, _)| t.clone())
                     .collect(),
+                expansion_score: f.expansion,
+                context: Vec::new(),
             });
+        }
+        if let Some(w) = q.options.include_context.filter(|w| *w > 0) {
+            let w = w.min(super::types::MAX_CONTEXT_WINDOW);
+            let mut nb = Vec::new();
+            for h in &mut hits {
+                let Some(docno) = si.catalog.docno_of(&h.view.memory.id) else { continue };
+                h.context = self.hit_context(&rtx, &q.space_id, &si.catalog, docno, &h.view.memory, w, &mut nb)?;
+            }
         }
         let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
         Ok(SearchResults { hits, mode, candidates, elapsed_ms, fallback })
+    }
+
+    /// The context of hit `m` (document `docno` of `space`), in order: the messages of its thread from `window`
+    /// before its first message to `window` after its last, or the chunks of its source around its chunk; when
+    /// the thread or source is not stored in the space, its neighbouring memories. Empty without a position.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn hit_context(
+        &self,
+        rtx: &redb::ReadTransaction,
+        space: &str,
+        catalog: &crate::index::catalog::SpaceCatalog,
+        docno: u64,
+        m: &crate::model::Memory,
+        window: usize,
+        nb: &mut Vec<(u64, u32)>,
+    ) -> Result<Vec<ContextItem>> {
+        let Some(pos) = context::position_of(m) else { return Ok(Vec::new()) };
+        let w = window as u64;
+        let mut items = Vec::new();
+        if let Some(tid) = pos.group.strip_prefix("thread:") {
+            let mut own: Vec<u64> = m
+                .metadata
+                .0
+                .get("source_message_indices")
+                .and_then(|v| v.as_array())
+                .map(|a| a.iter().filter_map(|x| x.as_u64()).collect())
+                .unwrap_or_default();
+            if own.is_empty() {
+                let end = m.source_range.get("end_index").map_or(pos.ordinal, |e| (*e as u64).max(pos.ordinal));
+                own = (pos.ordinal..=end.min(pos.ordinal + 1000)).collect();
+            }
+            let lo = own.iter().min().copied().unwrap_or(pos.ordinal).saturating_sub(w);
+            let hi = own.iter().max().copied().unwrap_or(pos.ordinal).saturating_add(w);
+            let table = rtx.open_table(MESSAGES)?;
+            for row in table.range((space, tid, lo)..=(space, tid, hi))? {
+                let msg: crate::model::Message = super::schema::decode(row?.1.value())?;
+                items.push(ContextItem {
+                    kind: "message".into(),
+                    index: msg.order_index,
+                    is_hit: own.contains(&msg.order_index),
+                    role: msg.role,
+                    content: msg.content,
+                    memory_id: None,
+                });
+            }
+        } else if let Some(sid) = pos.group.strip_prefix("source:")
+            && rtx.open_table(SOURCES)?.get((space, sid))?.is_some()
+        {
+            let text = rtx.open_table(SOURCE_TEXT)?.get(sid)?.map(|v| v.value().to_vec()).unwrap_or_default();
+            let text = String::from_utf8_lossy(&text);
+            for row in rtx
+                .open_table(SOURCE_CHUNKS)?
+                .range((sid, pos.ordinal.saturating_sub(w))..=(sid, pos.ordinal.saturating_add(w)))?
+            {
+                let (k, v) = row?;
+                let c: crate::extract::document::Chunk = super::schema::decode(v.value())?;
+                let a = crate::extract::document::floor_boundary(&text, c.offset as usize);
+                let b = crate::extract::document::floor_boundary(&text, (c.offset + c.length) as usize);
+                let index = k.value().1;
+                items.push(ContextItem {
+                    kind: "chunk".into(),
+                    index,
+                    role: String::new(),
+                    content: text.get(a..b).unwrap_or("").to_string(),
+                    is_hit: index == pos.ordinal,
+                    memory_id: None,
+                });
+            }
+        }
+        if !items.is_empty() {
+            return Ok(items);
+        }
+        // Neither stored here: the neighbouring memories of the sequence.
+        catalog.neighbours(docno, window, nb);
+        let mut seq: Vec<(u64, u64)> = nb
+            .iter()
+            .filter_map(|(d, _)| catalog.get(*d).and_then(|x| x.position.as_ref()).map(|p| (p.ordinal, *d)))
+            .collect();
+        seq.push((pos.ordinal, docno));
+        seq.sort_unstable();
+        let mems = rtx.open_table(MEMORIES)?;
+        for (ordinal, d) in seq {
+            let Some(meta) = catalog.get(d) else { continue };
+            let Some(sm) = get_record::<_, StoredMemory>(&mems, (space, meta.id.as_str()))? else { continue };
+            items.push(ContextItem {
+                kind: "memory".into(),
+                index: ordinal,
+                role: String::new(),
+                content: sm.memory.content,
+                is_hit: d == docno,
+                memory_id: Some(meta.id.clone()),
+            });
+        }
+        Ok(items)
     }
 }

@@ -584,7 +584,43 @@ impl KnowledgeStore {
         }
         let ix = self.chunk_index_of(space)?;
         let lists: Vec<(u32, &[bm25::Posting])> = qtf.iter().map(|(t, n)| (*n, ix.lex.postings(t))).collect();
-        let scored = bm25::score(self.config.bm25, ix.lex.docs, ix.lex.avg_len(), &lists, &|_| true);
+        let mut scored = bm25::score(self.config.bm25, ix.lex.docs, ix.lex.avg_len(), &lists, &|_| true);
+        // Neighbour expansion along each source's chunks (the store's [`crate::StoreConfig::expansion`]): a
+        // chunk next to a matching one gains `a · score / distance` (the largest share), so the passage around
+        // a match ranks with it. Chunks are numbered in order within a source, the file name (chunk
+        // `u64::MAX`) takes no part.
+        let exp = self.config.expansion;
+        if exp.is_on() {
+            let mut bonus: HashMap<u64, f32> = HashMap::new();
+            for (docno, score) in &scored {
+                let Some((_, chunk, _)) = ix.docs.get(*docno as usize) else { continue };
+                if *chunk == u64::MAX {
+                    continue;
+                }
+                for dist in 1..=exp.window as u64 {
+                    for (n, nd) in [
+                        (chunk.checked_sub(dist), docno.checked_sub(dist)),
+                        (chunk.checked_add(dist), docno.checked_add(dist)),
+                    ] {
+                        let (Some(n), Some(nd)) = (n, nd) else { continue };
+                        // Chunks of one source are consecutive documents of the chunk index.
+                        let Some((nsid, nchunk, _)) = ix.docs.get(nd as usize) else { continue };
+                        if *nchunk != n || ix.docs.get(*docno as usize).is_none_or(|x| x.0 != *nsid) {
+                            continue;
+                        }
+                        let share = exp.weight * score / dist as f32;
+                        let b = bonus.entry(nd).or_default();
+                        *b = if exp.sum { *b + share } else { b.max(share) };
+                    }
+                }
+            }
+            for (docno, score) in scored.iter_mut() {
+                if let Some(b) = bonus.remove(docno) {
+                    *score += b;
+                }
+            }
+            scored.extend(bonus);
+        }
         let mut by_source: HashMap<&str, (f32, Vec<Scored<'_>>)> = HashMap::new();
         for (docno, score) in scored {
             let Some((sid, chunk, snippet)) = ix.docs.get(docno as usize) else { continue };

@@ -138,6 +138,9 @@ pub struct ThreadMatch {
     pub thread: Thread,
     /// Messages containing every query term.
     pub matched_messages: u64,
+    /// Messages that hold every query term only together with their neighbours (the store's context window,
+    /// [`crate::StoreConfig::context`]), such as a question and its answer.
+    pub context_matches: u64,
 }
 
 /// What a thread delete removed.
@@ -312,6 +315,9 @@ impl<'t> TTables<'t> {
         Ok(())
     }
 }
+
+/// `metadata.analysis` of a thread whose every message becomes one memory ([`crate::extract::units_per_message`]).
+pub const PER_MESSAGE: &str = "per-message";
 
 /// The id prefix of memories extracted from thread `thread_id` of `space`: the thread id, prefixed with
 /// `<space>:` outside `default` (thread ids are unique per space, memory ids across spaces).
@@ -494,13 +500,13 @@ impl KnowledgeStore {
     /// # Errors
     /// Store errors of [`KnowledgeStore::create_memories`].
     pub fn extract_memories(&self, thread: &Thread, messages: &[Message]) -> Result<Extraction> {
-        let on_demand =
-            thread.metadata.0.get("analysis").and_then(|v| v.as_str()) == Some("searchable-now-distill-on-demand");
-        if on_demand || messages.is_empty() {
+        let analysis = thread.metadata.0.get("analysis").and_then(|v| v.as_str());
+        if analysis == Some("searchable-now-distill-on-demand") || messages.is_empty() {
             return Ok(Extraction::default());
         }
         let prefix = thread_memory_prefix(&thread.space_id, &thread.thread_id);
-        self.extract_units(&thread.space_id, &prefix, Some(&thread.thread_id), messages)
+        let per_message = analysis == Some(PER_MESSAGE);
+        self.extract_with(&thread.space_id, &prefix, Some(&thread.thread_id), messages, per_message)
     }
 
     /// Extraction from messages that are not stored as a thread (`POST /memories/distill` with
@@ -516,8 +522,23 @@ impl KnowledgeStore {
         source_thread: Option<&str>,
         messages: &[Message],
     ) -> Result<Extraction> {
+        self.extract_with(space, id_prefix, source_thread, messages, false)
+    }
+
+    fn extract_with(
+        &self,
+        space: &str,
+        id_prefix: &str,
+        source_thread: Option<&str>,
+        messages: &[Message],
+        per_message: bool,
+    ) -> Result<Extraction> {
         self.require_space(space)?;
-        let units = crate::extract::units_from_messages(messages);
+        let units = if per_message {
+            crate::extract::units_per_message(messages)
+        } else {
+            crate::extract::units_from_messages(messages)
+        };
         let prefix = id_prefix.to_string();
         let prefix = if prefix.chars().count() > 180 {
             format!("thread-{:016x}", crate::embed::fnv1a(prefix.as_bytes()))
@@ -528,8 +549,11 @@ impl KnowledgeStore {
         let mut merged = 0;
         let mut seen: Vec<std::collections::BTreeSet<String>> = Vec::new();
         for u in units {
-            let terms: std::collections::BTreeSet<String> = text::terms(&u.content).into_iter().collect();
-            if self.near_duplicate(space, &u.content, &terms)? || seen.iter().any(|s| jaccard(s, &terms) >= 0.85) {
+            let terms: std::collections::BTreeSet<String> =
+                if per_message { Default::default() } else { text::terms(&u.content).into_iter().collect() };
+            if !per_message
+                && (self.near_duplicate(space, &u.content, &terms)? || seen.iter().any(|s| jaccard(s, &terms) >= 0.85))
+            {
                 merged += 1;
                 continue;
             }
@@ -537,7 +561,7 @@ impl KnowledgeStore {
             let last = u.message_indices.last().copied().unwrap_or(first);
             let mut md = serde_json::Map::new();
             md.insert("source_message_indices".into(), u.message_indices.clone().into());
-            md.insert("extraction".into(), "engram-rules-v1".into());
+            md.insert("extraction".into(), if per_message { PER_MESSAGE } else { "engram-rules-v1" }.into());
             if let Some(e) = &u.temporal_expression {
                 md.insert("temporal_expression".into(), e.clone().into());
             }
@@ -547,7 +571,7 @@ impl KnowledgeStore {
             batch.push(super::NewMemory {
                 id: Some(format!("{prefix}#m{first}")),
                 content: u.content,
-                title: Some(u.title),
+                title: Some(u.title).filter(|t| !t.is_empty()),
                 importance: Some(u.importance),
                 confidence: Some(u.confidence),
                 source: Some("thread".into()),
@@ -564,7 +588,8 @@ impl KnowledgeStore {
             });
             seen.push(terms);
         }
-        let memories = if batch.is_empty() { Vec::new() } else { self.create_memories(batch)? };
+        // A transcript stored turn by turn is conversation, not distilled statements: no timeline reviews.
+        let memories = if batch.is_empty() { Vec::new() } else { self.create_memories_with(batch, !per_message)? };
         Ok(Extraction { performed: true, memories, merged, warnings: vec![] })
     }
 
@@ -582,6 +607,7 @@ impl KnowledgeStore {
             filter: Default::default(),
             mode: super::SearchMode::Lexical,
             fusion: None,
+            options: super::SearchOptions::OWN_TEXT,
         };
         let hits = match self.search(&q) {
             Ok(r) => r.hits,
@@ -659,7 +685,10 @@ impl KnowledgeStore {
     }
 
     /// Threads of `space` with messages containing every term of `query` (stemmed, case-insensitive), most
-    /// matching messages first. A scan over the space's messages: O(messages).
+    /// matching messages first. A message also matches through its context: when every term occurs in it or
+    /// its neighbours within the store's context window ([`crate::StoreConfig::context`], default 1), such as
+    /// a question and its answer; those count as `context_matches` and rank after direct matches. A scan over
+    /// the space's messages: O(messages).
     ///
     /// # Errors
     /// [`ErrorKind::InvalidInput`] for a blank query; [`ErrorKind::NotFound`] (`space_not_found`). A query of
@@ -686,30 +715,60 @@ impl KnowledgeStore {
         }
         let rtx = self.db.begin_read()?;
         let table = rtx.open_table(MESSAGES)?;
-        let mut counts: std::collections::HashMap<String, u64> = Default::default();
+        let window = self.config.context.window;
+        // Thread -> (direct matches, context-only matches).
+        let mut counts: std::collections::HashMap<String, (u64, u64)> = Default::default();
+        let mut current: Option<String> = None;
+        let mut have: Vec<std::collections::HashSet<String>> = Vec::new();
+        let mut tally = |tid: &str, have: &[std::collections::HashSet<String>]| {
+            let (mut direct, mut near) = (0, 0);
+            for i in 0..have.len() {
+                if terms.iter().all(|t| have[i].contains(t)) {
+                    direct += 1;
+                } else if window > 0 {
+                    let (lo, hi) = (i.saturating_sub(window), (i + window).min(have.len() - 1));
+                    if terms.iter().all(|t| have[lo..=hi].iter().any(|h| h.contains(t))) {
+                        near += 1;
+                    }
+                }
+            }
+            if direct + near > 0 {
+                counts.insert(tid.to_string(), (direct, near));
+            }
+        };
         for row in table.range((space, "", 0u64)..)? {
             let (k, v) = row?;
             let (s, tid, _) = k.value();
             if s != space {
                 break;
             }
-            let m: Message = schema::decode(v.value())?;
-            let have: std::collections::HashSet<String> = text::terms(&m.content).into_iter().collect();
-            if terms.iter().all(|t| have.contains(t)) {
-                *counts.entry(tid.to_string()).or_default() += 1;
+            if current.as_deref() != Some(tid) {
+                if let Some(c) = current.take() {
+                    tally(&c, &have);
+                }
+                have.clear();
+                current = Some(tid.to_string());
             }
+            let m: Message = schema::decode(v.value())?;
+            have.push(text::terms(&m.content).into_iter().filter(|t| terms.contains(t)).collect());
+        }
+        if let Some(c) = current.take() {
+            tally(&c, &have);
         }
         let threads = rtx.open_table(THREADS)?;
         let mut out = Vec::new();
-        for (tid, n) in counts {
+        for (tid, (direct, near)) in counts {
             if let Some(thread) = get_record::<_, Thread>(&threads, (space, tid.as_str()))?
                 && source.is_none_or(|s| thread.source == s)
             {
-                out.push(ThreadMatch { thread, matched_messages: n });
+                out.push(ThreadMatch { thread, matched_messages: direct, context_matches: near });
             }
         }
         out.sort_by(|a, b| {
-            b.matched_messages.cmp(&a.matched_messages).then_with(|| b.thread.updated_at.cmp(&a.thread.updated_at))
+            b.matched_messages
+                .cmp(&a.matched_messages)
+                .then_with(|| b.context_matches.cmp(&a.context_matches))
+                .then_with(|| b.thread.updated_at.cmp(&a.thread.updated_at))
         });
         out.truncate(limit);
         Ok(out)

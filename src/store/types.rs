@@ -190,6 +190,50 @@ pub struct SearchQuery {
     pub mode: SearchMode,
     /// Fusion for this query (None: the store's configured one).
     pub fusion: Option<crate::index::fusion::Fusion>,
+    /// Per-query switches of ranking stages, and the context returned with each hit.
+    pub options: SearchOptions,
+}
+
+/// Most neighbours on each side [`SearchOptions::include_context`] returns.
+pub const MAX_CONTEXT_WINDOW: usize = 10;
+
+/// Per-query switches of the ranking stages (None: the store's configuration) and of the context returned.
+/// The stages are described in `docs/retrieval.md`.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SearchOptions {
+    /// Context-expanded BM25 ([`crate::index::context::score_context`]); `Some(false)` scores memories by their
+    /// own text only.
+    pub context_bm25: Option<bool>,
+    /// Neighbour expansion after fusion ([`crate::index::context::expand`]); `Some(false)` switches it off.
+    pub expand_neighbours: Option<bool>,
+    /// Entity, PageRank and decay adjustments of hybrid scores; `Some(false)` switches them off.
+    pub priors: Option<bool>,
+    /// Return, with each hit that has a position, its neighbouring messages (thread memories) or chunks
+    /// (source memories), this many on each side (1..=10). None or 0: no context.
+    pub include_context: Option<usize>,
+    /// Context-expanded BM25 settings for this query (None: the store's [`crate::StoreConfig::context`]).
+    pub context_params: Option<crate::index::context::ContextParams>,
+    /// Neighbour expansion settings for this query (None: the store's [`crate::StoreConfig::expansion`]).
+    pub expansion_params: Option<crate::index::context::Expansion>,
+    /// BM25 `k1` and `b` for this query (None: the store's [`crate::StoreConfig::bm25`]).
+    pub bm25: Option<crate::index::bm25::Bm25Params>,
+    /// Temporal boost for this query (None: the store's [`crate::StoreConfig::temporal_boost`]; 0 off).
+    pub temporal_boost: Option<f32>,
+}
+
+impl SearchOptions {
+    /// Memories scored by their own text alone: no context-expanded BM25, no neighbour expansion (duplicate and
+    /// review detection compare one memory with another, not conversations).
+    pub const OWN_TEXT: SearchOptions = SearchOptions {
+        context_bm25: Some(false),
+        expand_neighbours: Some(false),
+        priors: None,
+        include_context: None,
+        context_params: None,
+        expansion_params: None,
+        bm25: None,
+        temporal_boost: None,
+    };
 }
 
 /// One search hit.
@@ -205,6 +249,29 @@ pub struct SearchHit {
     pub vector_score: Option<f32>,
     /// Query terms (stemmed) found in the memory.
     pub matched_terms: Vec<String>,
+    /// Score received from neighbouring hits by neighbour expansion.
+    pub expansion_score: Option<f32>,
+    /// Neighbouring messages or chunks, in order, with the hit's own ([`SearchOptions::include_context`]).
+    pub context: Vec<ContextItem>,
+}
+
+/// One message or chunk of a hit's context.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, utoipa::ToSchema)]
+pub struct ContextItem {
+    /// `message` (of the memory's thread), `chunk` (of its source) or `memory` (a neighbouring memory, when
+    /// the thread or source is not stored).
+    pub kind: String,
+    /// Message index, chunk index or ordinal in the sequence.
+    pub index: u64,
+    /// Message role (`user`, `assistant`, ...) for messages; empty otherwise.
+    pub role: String,
+    /// The text.
+    pub content: String,
+    /// True for the message(s) or chunk the hit itself came from.
+    pub is_hit: bool,
+    /// The memory id, for `memory` items.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_id: Option<String>,
 }
 
 impl SearchHit {

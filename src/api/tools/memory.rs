@@ -88,6 +88,8 @@ pub(super) fn memory_search(c: &Call<'_>) -> Out {
     let labels = a.list("filter_labels")?.unwrap_or_default();
     let mode = a.choice("mode", &["normal", "deep", "fast"], "normal")?;
     let threshold = a.opt_num("confidence_threshold", 0.0, 1.0)?.unwrap_or(0.2);
+    let with_context = a.bool("include_context", false)?;
+    let window = a.int("context_window", 1, 10, 1)?;
     let mut filters = serde_json::Map::new();
     for key in
         ["unit_type", "event_date_from", "event_date_to", "temporal_context", "recorded_date_from", "recorded_date_to"]
@@ -128,6 +130,10 @@ pub(super) fn memory_search(c: &Call<'_>) -> Out {
     if !labels.is_empty() {
         body["filter_labels"] = json!(labels);
     }
+    if with_context {
+        body["include_context"] = true.into();
+        body["context_window"] = window.into();
+    }
     for (k, v) in &filters {
         body[k.as_str()] = v.clone();
     }
@@ -141,7 +147,11 @@ pub(super) fn memory_search(c: &Call<'_>) -> Out {
         if score < threshold && !keyword {
             continue;
         }
-        results.push(hit(&r["memory"], score));
+        let mut h = hit(&r["memory"], score);
+        if with_context {
+            h["context"] = r["context"].clone();
+        }
+        results.push(h);
     }
     let mut applied = filters;
     applied.insert("mode".into(), mode.into());

@@ -1,0 +1,310 @@
+//! Conversation and document structure in ranking (`docs/retrieval.md`).
+//!
+//! A memory extracted from a thread or a source has a *position*: its group (the thread or the source) and its
+//! ordinal in it (first message index, chunk index). Evidence in a conversation sits next to the turn that
+//! matches a question, so two stages use the neighbours of a memory in its group:
+//!
+//! * **Context-expanded BM25** ([`score_context`]): a memory is scored as if its text were concatenated with the
+//!   text of its `window` nearest neighbours on each side. Nothing extra is stored: the expanded term
+//!   frequency of a document is its own plus its neighbours' (read from the same postings), its length the sum
+//!   of theirs, and the collection statistics (document frequencies, average length) are those of the expanded
+//!   collection. This is document expansion by context (in the spirit of Tao et al., "Language Model Information
+//!   Retrieval with Document Expansion", NAACL 2006, with the sequence as the neighbourhood). The lexical score
+//!   is `(1 - β) · BM25(own) + β · BM25(expanded)` ([`ContextParams::blend`]). A memory without a position
+//!   keeps its own text, and in a space without positions both scores are equal.
+//! * **Neighbour expansion** ([`expand`]), a stage after fusion: every hit `h` of the candidate list passes a
+//!   share of its score to its neighbours `n` at distance `d` (1 for adjacent) in its group,
+//!   `s'(n) = s(n) + a · agg_h s(h) / d`, with `agg` the maximum or the sum ([`Expansion::sum`]). A neighbour
+//!   that no ranking found enters the list with that share alone.
+//!
+//! Both stages were measured on the LoCoMo dev conversations (`engram eval locomo --ablation`); the figures are
+//! in `docs/retrieval.md`.
+
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
+
+use super::bm25::{Bm25Params, Posting};
+use super::catalog::{Position, SpaceCatalog};
+use super::fusion::Fused;
+use super::lexicon::Lexicon;
+use crate::model::Memory;
+
+/// Context-expanded BM25 settings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ContextParams {
+    /// Neighbours on each side whose text is added to a memory's, 0 switches the stage off.
+    pub window: usize,
+    /// Weight `β` in 0..=1 of the expanded score: 1 replaces the plain score, 0 keeps only it.
+    pub blend: f32,
+}
+
+impl Default for ContextParams {
+    /// Window 1 (previous and next), `β` 1: measured best on LoCoMo dev (`docs/retrieval.md`).
+    fn default() -> Self {
+        ContextParams { window: 1, blend: 0.9 }
+    }
+}
+
+impl ContextParams {
+    /// True when the stage changes scores.
+    pub fn is_on(&self) -> bool {
+        self.window > 0 && self.blend > 0.0
+    }
+}
+
+/// Neighbour expansion settings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Expansion {
+    /// Share `a` of a hit's score its nearest neighbour receives (0 switches the stage off).
+    pub weight: f32,
+    /// Neighbours on each side that receive a share.
+    pub window: usize,
+    /// Add the shares from several hits (true) or keep the largest (false).
+    pub sum: bool,
+}
+
+impl Default for Expansion {
+    /// `a` 0.5, window 1, maximum: measured best on LoCoMo dev (`docs/retrieval.md`).
+    fn default() -> Self {
+        Expansion { weight: 0.5, window: 1, sum: false }
+    }
+}
+
+impl Expansion {
+    /// True when the stage changes scores.
+    pub fn is_on(&self) -> bool {
+        self.weight > 0.0 && self.window > 0
+    }
+}
+
+/// The position of a memory, when it has one:
+///
+/// 1. `source_thread_id` set: group `thread:<id>`, ordinal `source_range.start_index`, else the first of
+///    `metadata.source_message_indices`, else `metadata.message_index`;
+/// 2. `metadata.source_id` (a string) with `metadata.chunk_index`: group `source:<id>`, ordinal the chunk index.
+///
+/// Ordinals are non-negative integers (a float with a fraction or a negative number gives no position).
+pub fn position_of(m: &Memory) -> Option<Position> {
+    let md = &m.metadata.0;
+    let uint = |v: &serde_json::Value| {
+        v.as_u64().or_else(|| v.as_f64().filter(|f| *f >= 0.0 && f.fract() == 0.0).map(|f| f as u64))
+    };
+    if let Some(t) = m.source_thread_id.as_deref().filter(|t| !t.is_empty()) {
+        let ordinal = m
+            .source_range
+            .get("start_index")
+            .and_then(|f| (*f >= 0.0 && f.fract() == 0.0).then_some(*f as u64))
+            .or_else(|| {
+                md.get("source_message_indices").and_then(|v| v.as_array()).and_then(|a| a.first()).and_then(uint)
+            })
+            .or_else(|| md.get("message_index").and_then(uint))?;
+        return Some(Position { group: Arc::from(format!("thread:{t}")), ordinal });
+    }
+    let source = md.get("source_id").and_then(|v| v.as_str()).filter(|s| !s.is_empty())?;
+    let ordinal = md.get("chunk_index").and_then(uint)?;
+    Some(Position { group: Arc::from(format!("source:{source}")), ordinal })
+}
+
+/// Sum of the expanded lengths of every document of the space: each document's length plus, for a memory
+/// with a position, the lengths of its neighbours within `window`. Divided by the document count it is the
+/// average length of the expanded collection. O(memories with a position × window).
+pub fn expanded_total_len(catalog: &SpaceCatalog, lexicon: &Lexicon, window: usize) -> u64 {
+    let mut total = lexicon.total_len;
+    for seq in catalog.sequences() {
+        let lens: Vec<u64> = seq.iter().map(|(_, d)| u64::from(lexicon.doc_len(*d))).collect();
+        for i in 0..lens.len() {
+            let lo = i.saturating_sub(window);
+            let hi = (i + window).min(lens.len() - 1);
+            total += lens[lo..=hi].iter().sum::<u64>() - lens[i];
+        }
+    }
+    total
+}
+
+/// Context-expanded BM25 of every document whose expanded text holds a query term and that `accept` passes,
+/// sorted by docno. `postings`: one list per distinct query term with its count in the query (as
+/// [`super::bm25::score`]); `n_docs` and `expanded_avg_len` describe the expanded collection
+/// ([`expanded_total_len`]). Cost: O(Σ postings × window) hash-map updates.
+pub fn score_context(
+    params: Bm25Params,
+    n_docs: u64,
+    expanded_avg_len: f32,
+    postings: &[(u32, &[Posting])],
+    catalog: &SpaceCatalog,
+    lexicon: &Lexicon,
+    window: usize,
+    accept: &dyn Fn(u64) -> bool,
+) -> Vec<(u64, f32)> {
+    let n = n_docs.max(1) as f32;
+    let avg = if expanded_avg_len > 0.0 { expanded_avg_len } else { 1.0 };
+    let mut nb = Vec::new();
+    let mut lens: FxHashMap<u64, f32> = FxHashMap::default();
+    let mut scores: FxHashMap<u64, f32> = FxHashMap::default();
+    let mut tf: FxHashMap<u64, u32> = FxHashMap::default();
+    for (qtf, list) in postings {
+        tf.clear();
+        for p in *list {
+            *tf.entry(p.docno).or_default() += p.tf;
+            catalog.neighbours(p.docno, window, &mut nb);
+            for (d, _) in &nb {
+                *tf.entry(*d).or_default() += p.tf;
+            }
+        }
+        let df = tf.len() as f32;
+        let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+        for (&d, &t) in &tf {
+            let len = *lens.entry(d).or_insert_with(|| {
+                catalog.neighbours(d, window, &mut nb);
+                (lexicon.doc_len(d) + nb.iter().map(|(x, _)| lexicon.doc_len(*x)).sum::<u32>()) as f32
+            });
+            let t = t as f32;
+            let norm = params.k1 * (1.0 - params.b + params.b * len / avg);
+            *scores.entry(d).or_default() += idf * t * (params.k1 + 1.0) / (t + norm) * (*qtf as f32);
+        }
+    }
+    let mut out: Vec<(u64, f32)> = scores.into_iter().filter(|(d, _)| accept(*d)).collect();
+    out.sort_unstable_by_key(|x| x.0);
+    out
+}
+
+/// Neighbour expansion of a fused ranking (best first), in place: the first `depth` hits pass
+/// `weight · score / distance` to their neighbours (see the module docs); hits that gain are re-sorted, and
+/// neighbours that `accept` passes and that were not in the list are added with their share (no lexical or
+/// vector score). Returns how many were added. Scores of hits without neighbours are unchanged.
+pub fn expand(
+    fused: &mut Vec<Fused>,
+    catalog: &SpaceCatalog,
+    params: Expansion,
+    depth: usize,
+    accept: &dyn Fn(u64) -> bool,
+) -> usize {
+    if !params.is_on() || !catalog.has_sequences() {
+        return 0;
+    }
+    let mut bonus: FxHashMap<u64, f32> = FxHashMap::default();
+    let mut nb = Vec::new();
+    for f in fused.iter().take(depth) {
+        if f.score <= 0.0 {
+            continue;
+        }
+        catalog.neighbours(f.docno, params.window, &mut nb);
+        for (d, dist) in &nb {
+            let share = params.weight * f.score / *dist as f32;
+            let b = bonus.entry(*d).or_default();
+            *b = if params.sum { *b + share } else { b.max(share) };
+        }
+    }
+    if bonus.is_empty() {
+        return 0;
+    }
+    for f in fused.iter_mut() {
+        if let Some(b) = bonus.remove(&f.docno) {
+            f.score += b;
+            f.expansion = Some(b);
+        }
+    }
+    let mut added = 0;
+    let mut extra: Vec<(u64, f32)> = bonus.into_iter().filter(|(d, _)| accept(*d)).collect();
+    extra.sort_unstable_by_key(|x| x.0);
+    for (d, b) in extra {
+        fused.push(Fused { docno: d, score: b, lexical: None, vector: None, expansion: Some(b) });
+        added += 1;
+    }
+    fused.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.docno.cmp(&b.docno)));
+    added
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::catalog::DocMeta;
+    use crate::index::lexicon::analyse;
+    use crate::model::{Memory, Metadata, Timestamp};
+
+    fn turn(catalog: &mut SpaceCatalog, lex: &mut Lexicon, docno: u64, thread: Option<&str>, i: u64, text: &str) {
+        let mut m = Memory::with_defaults(format!("m{docno}"), "s".into(), text.into(), Timestamp(0));
+        if let Some(t) = thread {
+            m.source_thread_id = Some(t.into());
+            m.metadata =
+                Metadata(serde_json::json!({"source_message_indices": [i]}).as_object().cloned().unwrap_or_default());
+        }
+        catalog.insert(docno, DocMeta::of(&m, Default::default()));
+        let (tf, len) = analyse(text);
+        lex.add(docno, &tf, len);
+    }
+
+    #[test]
+    fn positions_come_from_threads_and_sources() {
+        let mut m = Memory::with_defaults("a".into(), "s".into(), "x".into(), Timestamp(0));
+        assert_eq!(position_of(&m), None);
+        m.source_thread_id = Some("t1".into());
+        m.source_range.insert("start_index".into(), 4.0);
+        assert_eq!(position_of(&m).map(|p| (p.group.to_string(), p.ordinal)), Some(("thread:t1".into(), 4)));
+        m.source_range.clear();
+        assert_eq!(position_of(&m), None, "a thread without an index gives no position");
+        m.source_thread_id = None;
+        m.metadata.0.insert("source_id".into(), "src".into());
+        m.metadata.0.insert("chunk_index".into(), 7.into());
+        assert_eq!(position_of(&m).map(|p| (p.group.to_string(), p.ordinal)), Some(("source:src".into(), 7)));
+        m.metadata.0.insert("chunk_index".into(), (-1).into());
+        assert_eq!(position_of(&m), None);
+    }
+
+    #[test]
+    fn expanded_scores_see_the_neighbours_text_and_plain_spaces_are_unchanged() {
+        let (mut c, mut l) = (SpaceCatalog::default(), Lexicon::default());
+        turn(&mut c, &mut l, 1, Some("t"), 0, "Where did you go on holiday?");
+        turn(&mut c, &mut l, 2, Some("t"), 1, "We went to Lisbon in May.");
+        turn(&mut c, &mut l, 3, Some("t"), 2, "The food was great.");
+        turn(&mut c, &mut l, 4, None, 0, "holiday plans for next year");
+        let mut nb = Vec::new();
+        c.neighbours(2, 1, &mut nb);
+        assert_eq!(nb, vec![(1, 1), (3, 1)]);
+        c.neighbours(4, 1, &mut nb);
+        assert!(nb.is_empty());
+        let total = expanded_total_len(&c, &l, 1);
+        let q = analyse("holiday").0;
+        let lists: Vec<(u32, &[Posting])> = q.iter().map(|(t, n)| (*n, l.postings(t))).collect();
+        let s =
+            score_context(Bm25Params::default(), l.docs, total as f32 / l.docs as f32, &lists, &c, &l, 1, &|_| true);
+        // Turn 2 does not say "holiday" but its previous turn does.
+        assert_eq!(s.iter().map(|x| x.0).collect::<Vec<_>>(), vec![1, 2, 4]);
+        // Without sequences the expanded score is the plain BM25.
+        let (mut c2, mut l2) = (SpaceCatalog::default(), Lexicon::default());
+        turn(&mut c2, &mut l2, 1, None, 0, "holiday in Lisbon");
+        turn(&mut c2, &mut l2, 2, None, 0, "a long holiday holiday trip to the sea");
+        let lists: Vec<(u32, &[Posting])> = q.iter().map(|(t, n)| (*n, l2.postings(t))).collect();
+        let plain = super::super::bm25::score(Bm25Params::default(), l2.docs, l2.avg_len(), &lists, &|_| true);
+        let total = expanded_total_len(&c2, &l2, 1);
+        let ctx =
+            score_context(Bm25Params::default(), l2.docs, total as f32 / l2.docs as f32, &lists, &c2, &l2, 1, &|_| {
+                true
+            });
+        assert_eq!(plain, ctx);
+    }
+
+    #[test]
+    fn expansion_shares_scores_with_neighbours_decayed_by_distance() {
+        let (mut c, mut l) = (SpaceCatalog::default(), Lexicon::default());
+        for i in 0..5 {
+            turn(&mut c, &mut l, 10 + i, Some("t"), i, "turn");
+        }
+        turn(&mut c, &mut l, 99, None, 0, "plain");
+        let mut fused = vec![
+            Fused { docno: 12, score: 1.0, lexical: Some(3.0), vector: None, expansion: None },
+            Fused { docno: 99, score: 0.9, lexical: Some(2.0), vector: None, expansion: None },
+        ];
+        let p = Expansion { weight: 0.5, window: 2, sum: false };
+        let added = expand(&mut fused, &c, p, 10, &|d| d != 14);
+        assert_eq!(added, 3, "11, 13 and 10 enter; 14 is filtered out");
+        let score = |d: u64| fused.iter().find(|f| f.docno == d).map(|f| f.score);
+        assert_eq!(score(12), Some(1.0));
+        assert_eq!(score(99), Some(0.9), "a memory without neighbours keeps its score");
+        assert_eq!(score(11), Some(0.5));
+        assert_eq!(score(13), Some(0.5));
+        assert_eq!(score(10), Some(0.25));
+        assert_eq!(score(14), None);
+        assert_eq!(fused.iter().map(|f| f.docno).collect::<Vec<_>>(), vec![12, 99, 11, 13, 10]);
+    }
+}

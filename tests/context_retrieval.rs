@@ -1,0 +1,330 @@
+//! Conversation structure in retrieval, on a real redb file (and a real daemon for the HTTP surface):
+//! per-message extraction, context-expanded BM25 kept right through edits and deletes of a neighbour, neighbour
+//! expansion, `include_context` for thread and source memories within one space, and plain memories unchanged.
+
+#[cfg(feature = "server")]
+mod common;
+
+use engram::{
+    KnowledgeStore, Metadata, NewMemory, NewMessage, NewSource, NewSpace, NewThread, SearchMode, SearchOptions,
+    SearchQuery, StoreConfig,
+};
+
+fn open(dir: &std::path::Path) -> KnowledgeStore {
+    KnowledgeStore::open(StoreConfig::new(dir)).expect("open")
+}
+
+fn per_message_thread(store: &KnowledgeStore, space: &str, id: &str, lines: &[(&str, &str)]) -> Vec<String> {
+    let mut md = serde_json::Map::new();
+    md.insert("analysis".into(), engram::store::PER_MESSAGE.into());
+    let messages = lines
+        .iter()
+        .map(|(who, text)| {
+            let mut m = serde_json::Map::new();
+            m.insert("speaker".into(), (*who).into());
+            NewMessage {
+                role: if *who == "Ann" { "user".into() } else { "assistant".into() },
+                content: (*text).into(),
+                timestamp: Some("2024-05-08T12:00:00Z".into()),
+                metadata: Some(Metadata(m)),
+            }
+        })
+        .collect();
+    let created = store
+        .create_thread(NewThread {
+            thread_id: Some(id.into()),
+            messages,
+            space_id: Some(space.into()),
+            metadata: Some(Metadata(md)),
+            ..Default::default()
+        })
+        .expect("thread");
+    created.extraction.memories.iter().map(|m| m.view.memory.id.clone()).collect()
+}
+
+fn search(
+    store: &KnowledgeStore,
+    space: &str,
+    q: &str,
+    mode: SearchMode,
+    options: SearchOptions,
+) -> Vec<(String, f32)> {
+    store
+        .search(&SearchQuery {
+            query: q.into(),
+            space_id: space.into(),
+            limit: 10,
+            filter: Default::default(),
+            mode,
+            fusion: None,
+            options,
+        })
+        .expect("search")
+        .hits
+        .into_iter()
+        .map(|h| (h.view.memory.id, h.score))
+        .collect()
+}
+
+const TALK: &[(&str, &str)] = &[
+    ("Ann", "Hi Bob, how was your week?"),
+    ("Bob", "Busy. Where did you go on holiday?"),
+    ("Ann", "We went to Lisbon and ate pastries every morning."),
+    ("Bob", "That sounds lovely, I have never been."),
+    ("Ann", "You should go in spring when it is warm."),
+];
+
+/// Context-expanded BM25 on, neighbour expansion off.
+const LEXICAL_ONLY_CONTEXT: SearchOptions = SearchOptions { context_bm25: Some(true), ..SearchOptions::OWN_TEXT };
+
+#[test]
+fn every_message_becomes_a_memory_with_its_position() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let ids = per_message_thread(&store, "default", "t1", TALK);
+    assert_eq!(ids, (0..5).map(|i| format!("t1#m{i}")).collect::<Vec<_>>(), "chatter is kept, nothing is paired");
+    let m = store.get_memory("t1#m2", None).unwrap().memory;
+    assert_eq!(m.content, "Ann: We went to Lisbon and ate pastries every morning.");
+    assert_eq!(m.source_thread_id.as_deref(), Some("t1"));
+    assert_eq!(m.metadata.0["source_message_indices"], serde_json::json!([2]));
+    assert_eq!(m.title, "", "a message is its own unit, without a title");
+}
+
+#[test]
+fn expanded_postings_follow_edits_and_deletes_of_a_neighbour() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    per_message_thread(&store, "default", "t1", TALK);
+    // "Lisbon" is said in message 2 only; its neighbours 1 and 3 hold it in their expanded text.
+    let ids = |v: Vec<(String, f32)>| {
+        let mut v: Vec<String> = v.into_iter().map(|x| x.0).collect();
+        v.sort();
+        v
+    };
+    let found = ids(search(&store, "default", "Lisbon", SearchMode::Lexical, LEXICAL_ONLY_CONTEXT));
+    assert_eq!(found, vec!["t1#m1", "t1#m2", "t1#m3"]);
+    let own = ids(search(&store, "default", "Lisbon", SearchMode::Lexical, SearchOptions::OWN_TEXT));
+    assert_eq!(own, vec!["t1#m2"]);
+
+    // Edit the middle message: both neighbours lose "Lisbon" and gain "Porto".
+    store
+        .update_memory(
+            "t1#m2",
+            engram::MemoryPatch { content: Some("Ann: We went to Porto instead.".into()), ..Default::default() },
+            None,
+        )
+        .unwrap();
+    assert!(search(&store, "default", "Lisbon", SearchMode::Lexical, LEXICAL_ONLY_CONTEXT).is_empty());
+    let porto = ids(search(&store, "default", "Porto", SearchMode::Lexical, LEXICAL_ONLY_CONTEXT));
+    assert_eq!(porto, vec!["t1#m1", "t1#m2", "t1#m3"]);
+
+    // Delete it: 1 and 3 become neighbours, and "Porto" is gone from both.
+    store.delete_memory("t1#m2", None).unwrap();
+    assert!(search(&store, "default", "Porto", SearchMode::Lexical, LEXICAL_ONLY_CONTEXT).is_empty());
+    let never = ids(search(&store, "default", "never been", SearchMode::Lexical, LEXICAL_ONLY_CONTEXT));
+    assert_eq!(never, vec!["t1#m1", "t1#m3", "t1#m4"], "message 1 now sees message 3");
+
+    // The same holds after reopening: the sequences are rebuilt from the records.
+    drop(store);
+    let store = open(dir.path());
+    let never = ids(search(&store, "default", "never been", SearchMode::Lexical, LEXICAL_ONLY_CONTEXT));
+    assert_eq!(never, vec!["t1#m1", "t1#m3", "t1#m4"]);
+}
+
+#[test]
+fn expansion_brings_the_neighbours_of_a_hit_and_can_be_switched_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    per_message_thread(&store, "default", "t1", TALK);
+    let own_only = SearchOptions { expand_neighbours: Some(true), ..SearchOptions::OWN_TEXT };
+    let hits = search(&store, "default", "pastries", SearchMode::Lexical, own_only);
+    assert_eq!(hits[0].0, "t1#m2");
+    let names: Vec<&str> = hits.iter().map(|h| h.0.as_str()).collect();
+    assert_eq!(names.len(), 3, "{names:?}");
+    assert!(names.contains(&"t1#m1") && names.contains(&"t1#m3"));
+    assert!((hits[1].1 - hits[0].1 * 0.5).abs() < 1e-5, "a neighbour gets a = 0.5 of the hit's score: {hits:?}");
+    assert_eq!(search(&store, "default", "pastries", SearchMode::Lexical, SearchOptions::OWN_TEXT).len(), 1);
+}
+
+#[test]
+fn plain_memories_rank_the_same_with_and_without_the_stages() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    for (i, text) in [
+        "Caroline went to the LGBTQ support group on Tuesday",
+        "Melanie painted a sunrise over the lake",
+        "The support group meets every week in the library",
+        "Jon opened a dance studio downtown",
+        "Gina lost her job at the store and started a clothing line",
+    ]
+    .iter()
+    .enumerate()
+    {
+        store
+            .create_memory(NewMemory { id: Some(format!("p{i}")), content: (*text).into(), ..Default::default() })
+            .unwrap();
+    }
+    for mode in [SearchMode::Hybrid, SearchMode::Lexical, SearchMode::Vector] {
+        for q in ["support group", "who paints?", "dance studio job"] {
+            let on = search(&store, "default", q, mode, SearchOptions::default());
+            let off = search(&store, "default", q, mode, SearchOptions::OWN_TEXT);
+            assert!(!on.is_empty());
+            assert_eq!(on, off, "{mode:?} {q}");
+        }
+    }
+}
+
+#[test]
+fn include_context_returns_the_neighbours_in_order_within_the_space() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    store.create_space(NewSpace { name: "other".into(), ..Default::default() }).unwrap();
+    per_message_thread(&store, "default", "t1", TALK);
+    // The same thread id in another space, with other words.
+    per_message_thread(&store, "other", "t1", &[("Ann", "Completely different"), ("Bob", "pastries in Lisbon too")]);
+    let res = store
+        .search(&SearchQuery {
+            query: "pastries".into(),
+            space_id: "default".into(),
+            limit: 1,
+            filter: Default::default(),
+            mode: SearchMode::Hybrid,
+            fusion: None,
+            options: SearchOptions { include_context: Some(1), ..Default::default() },
+        })
+        .unwrap();
+    let hit = &res.hits[0];
+    assert_eq!(hit.view.memory.id, "t1#m2");
+    let got: Vec<(u64, &str, bool)> = hit.context.iter().map(|c| (c.index, c.content.as_str(), c.is_hit)).collect();
+    assert_eq!(
+        got,
+        vec![(1, TALK[1].1, false), (2, TALK[2].1, true), (3, TALK[3].1, false)],
+        "messages 1..=3 of this space's thread, in order"
+    );
+    assert!(hit.context.iter().all(|c| c.kind == "message"));
+    assert_eq!(hit.context[0].role, "assistant");
+    // Window 2 at the end of the thread stops at its last message.
+    let res = store
+        .search(&SearchQuery {
+            query: "spring warm".into(),
+            space_id: "default".into(),
+            limit: 1,
+            filter: Default::default(),
+            mode: SearchMode::Lexical,
+            fusion: None,
+            options: SearchOptions { include_context: Some(2), ..Default::default() },
+        })
+        .unwrap();
+    assert_eq!(res.hits[0].context.iter().map(|c| c.index).collect::<Vec<_>>(), vec![2, 3, 4]);
+    // The other space's thread answers with its own messages.
+    let res = store
+        .search(&SearchQuery {
+            query: "pastries".into(),
+            space_id: "other".into(),
+            limit: 1,
+            filter: Default::default(),
+            mode: SearchMode::Hybrid,
+            fusion: None,
+            options: SearchOptions { include_context: Some(3), ..Default::default() },
+        })
+        .unwrap();
+    let ctx: Vec<&str> = res.hits[0].context.iter().map(|c| c.content.as_str()).collect();
+    assert_eq!(ctx, vec!["Completely different", "pastries in Lisbon too"]);
+}
+
+#[test]
+fn include_context_returns_source_chunks() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let body = "# Guide\n\n## Buying\n\nWe decided to buy a new espresso machine for the office in March this year.\n\n\
+## Brewing\n\nUse eighteen grams of coffee for a double shot and brew for about twenty eight seconds.\n\n\
+## Cleaning\n\nBackflush the machine every Friday with detergent and descale it every two months.\n";
+    let r = store
+        .ingest_source(NewSource {
+            bytes: body.as_bytes().to_vec(),
+            original_name: "guide.md".into(),
+            extract_memories: true,
+            ..Default::default()
+        })
+        .unwrap();
+    assert!(r.memory_ids.len() >= 3, "{:?}", r.memory_ids);
+    let res = store
+        .search(&SearchQuery {
+            query: "double shot grams".into(),
+            space_id: "default".into(),
+            limit: 1,
+            filter: Default::default(),
+            mode: SearchMode::Hybrid,
+            fusion: None,
+            options: SearchOptions { include_context: Some(1), ..Default::default() },
+        })
+        .unwrap();
+    let hit = &res.hits[0];
+    assert!(hit.view.memory.content.contains("double shot"));
+    let kinds: Vec<&str> = hit.context.iter().map(|c| c.kind.as_str()).collect();
+    assert!(kinds.iter().all(|k| *k == "chunk"), "{kinds:?}");
+    let own = hit.context.iter().find(|c| c.is_hit).expect("the hit's chunk");
+    assert!(own.content.contains("double shot"));
+    let idx: Vec<u64> = hit.context.iter().map(|c| c.index).collect();
+    assert_eq!(idx, (own.index.saturating_sub(1)..=own.index + 1).collect::<Vec<_>>());
+    assert!(hit.context.iter().any(|c| c.content.contains("espresso machine")));
+    assert!(hit.context.iter().any(|c| c.content.contains("Backflush")));
+}
+
+#[cfg(feature = "server")]
+#[test]
+fn http_search_returns_context_and_validates_the_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = common::server(dir.path(), 1 << 20);
+    let body = serde_json::json!({
+        "title": "holiday",
+        "metadata": {"analysis": "per-message"},
+        "messages": TALK.iter().map(|(who, text)| serde_json::json!({
+            "role": if *who == "Ann" { "user" } else { "assistant" },
+            "content": text,
+            "metadata": {"speaker": who},
+        })).collect::<Vec<_>>(),
+    });
+    let r = common::call(&srv, "POST", "/threads", Some(&body.to_string()));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["extracted_memories"].as_array().map(Vec::len), Some(5));
+    let r = common::call(
+        &srv,
+        "POST",
+        "/memories/search",
+        Some(r#"{"query": "pastries", "limit": 1, "include_context": true, "context_window": 1}"#),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v = r.json();
+    let ctx = v[0]["context"].as_array().expect("context");
+    let got: Vec<(u64, bool)> =
+        ctx.iter().map(|c| (c["index"].as_u64().unwrap(), c["is_hit"].as_bool().unwrap())).collect();
+    assert_eq!(got, vec![(1, false), (2, true), (3, false)]);
+    assert_eq!(ctx[2]["content"], TALK[3].1);
+    // Without the switch there is no context key (the spec's shape).
+    let r = common::call(&srv, "POST", "/memories/search", Some(r#"{"query": "pastries", "limit": 1}"#));
+    assert!(r.json()[0].get("context").is_none());
+    let r =
+        common::call(&srv, "GET", "/memories/search?q=pastries&limit=1&include_context=true&context_window=2", None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["memories"][0]["context"].as_array().map(Vec::len), Some(5), "messages 0..=4");
+    // The agent tool memory_search passes the context on.
+    let r = common::call(
+        &srv,
+        "POST",
+        "/agent/tools/call",
+        Some(r#"{"name": "memory_search", "arguments": {"query": "pastries", "limit": 1, "include_context": true}}"#),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v = r.json();
+    let ctx = v["results"][0]["context"].as_array().expect("tool context");
+    assert_eq!(ctx.iter().map(|c| c["index"].as_u64().unwrap()).collect::<Vec<_>>(), vec![1, 2, 3]);
+    let r = common::call(
+        &srv,
+        "POST",
+        "/memories/search",
+        Some(r#"{"query": "pastries", "include_context": true, "context_window": 11}"#),
+    );
+    assert_eq!(r.status, 422);
+    assert_eq!(r.json()["detail"][0]["loc"], serde_json::json!(["body", "context_window"]));
+}
