@@ -24,6 +24,7 @@ fn main() -> engram::Result<()> {
         filter: MemoryFilter::default(),
         mode: SearchMode::Hybrid,
         fusion: None,
+        options: Default::default(),
     })?;
     for h in &found.hits {
         println!("{:.3}  {}  ({})", h.score, h.view.memory.content, h.reason());
