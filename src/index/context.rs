@@ -124,11 +124,10 @@ pub fn expanded_total_len(catalog: &SpaceCatalog, lexicon: &Lexicon, window: usi
 
 /// Context-expanded BM25 of every document whose expanded text holds a query term and that `accept` passes,
 /// sorted by docno. `postings`: one list per distinct query term with its count in the query (as
-/// [`super::bm25::score`]); `n_docs` and `expanded_avg_len` describe the expanded collection
-/// ([`expanded_total_len`]). Cost: O(Σ postings × window) hash-map updates.
+/// [`super::bm25::score`]); `expanded_avg_len` is the average length of the expanded collection
+/// ([`expanded_total_len`] over the lexicon's document count). Cost: O(Σ postings × window) hash-map updates.
 pub fn score_context(
     params: Bm25Params,
-    n_docs: u64,
     expanded_avg_len: f32,
     postings: &[(u32, &[Posting])],
     catalog: &SpaceCatalog,
@@ -136,7 +135,7 @@ pub fn score_context(
     window: usize,
     accept: &dyn Fn(u64) -> bool,
 ) -> Vec<(u64, f32)> {
-    let n = n_docs.max(1) as f32;
+    let n = lexicon.docs.max(1) as f32;
     let avg = if expanded_avg_len > 0.0 { expanded_avg_len } else { 1.0 };
     let mut nb = Vec::new();
     let mut lens: FxHashMap<u64, f32> = FxHashMap::default();
@@ -266,8 +265,7 @@ mod tests {
         let total = expanded_total_len(&c, &l, 1);
         let q = analyse("holiday").0;
         let lists: Vec<(u32, &[Posting])> = q.iter().map(|(t, n)| (*n, l.postings(t))).collect();
-        let s =
-            score_context(Bm25Params::default(), l.docs, total as f32 / l.docs as f32, &lists, &c, &l, 1, &|_| true);
+        let s = score_context(Bm25Params::default(), total as f32 / l.docs as f32, &lists, &c, &l, 1, &|_| true);
         // Turn 2 does not say "holiday" but its previous turn does.
         assert_eq!(s.iter().map(|x| x.0).collect::<Vec<_>>(), vec![1, 2, 4]);
         // Without sequences the expanded score is the plain BM25.
@@ -277,10 +275,7 @@ mod tests {
         let lists: Vec<(u32, &[Posting])> = q.iter().map(|(t, n)| (*n, l2.postings(t))).collect();
         let plain = super::super::bm25::score(Bm25Params::default(), l2.docs, l2.avg_len(), &lists, &|_| true);
         let total = expanded_total_len(&c2, &l2, 1);
-        let ctx =
-            score_context(Bm25Params::default(), l2.docs, total as f32 / l2.docs as f32, &lists, &c2, &l2, 1, &|_| {
-                true
-            });
+        let ctx = score_context(Bm25Params::default(), total as f32 / l2.docs as f32, &lists, &c2, &l2, 1, &|_| true);
         assert_eq!(plain, ctx);
     }
 

@@ -145,8 +145,7 @@ impl KnowledgeStore {
             }
             if expanded_on {
                 let avg = si.expanded_avg_len(cx.window);
-                let expanded =
-                    context::score_context(bm25p, lex_docs, avg, &lists, &si.catalog, &si.lexicon, cx.window, &accept);
+                let expanded = context::score_context(bm25p, avg, &lists, &si.catalog, &si.lexicon, cx.window, &accept);
                 let beta = cx.blend.clamp(0.0, 1.0);
                 lexical = if beta >= 1.0 {
                     expanded
