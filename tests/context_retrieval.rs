@@ -328,3 +328,65 @@ fn http_search_returns_context_and_validates_the_window() {
     assert_eq!(r.status, 422);
     assert_eq!(r.json()["detail"][0]["loc"], serde_json::json!(["body", "context_window"]));
 }
+
+#[test]
+fn thread_search_matches_terms_spread_over_neighbouring_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let thread = |id: &str, lines: &[&str]| {
+        store
+            .create_thread(NewThread {
+                thread_id: Some(id.into()),
+                messages: lines
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| NewMessage {
+                        role: if i % 2 == 0 { "user".into() } else { "assistant".into() },
+                        content: (*t).into(),
+                        timestamp: None,
+                        metadata: None,
+                    })
+                    .collect(),
+                ..Default::default()
+            })
+            .unwrap();
+    };
+    thread("qa", &["Where is the espresso machine?", "In the kitchen, next to the fridge.", "Thanks!"]);
+    thread("both", &["The espresso machine is in the kitchen.", "Good to know."]);
+    thread("apart", &["The espresso machine broke.", "Anyway.", "Right.", "Lunch is in the kitchen."]);
+    let hits = store.search_threads("espresso kitchen", "default", None, 10).unwrap();
+    let got: Vec<(&str, u64, u64)> =
+        hits.iter().map(|h| (h.thread.thread_id.as_str(), h.matched_messages, h.context_matches)).collect();
+    assert_eq!(got[0], ("both", 1, 1), "a direct match ranks first (its neighbour matches through it)");
+    assert_eq!(got[1].0, "qa");
+    assert_eq!((got[1].1, got[1].2), (0, 2), "the question and its answer hold the terms together");
+    assert!(got.iter().all(|g| g.0 != "apart"), "terms three messages apart are not a match: {got:?}");
+}
+
+#[test]
+fn source_search_passes_scores_to_neighbouring_chunks() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let body = "# Guide\n\n## Buying\n\nWe decided to buy a new espresso machine for the office in March this year.\n\n\
+## Brewing\n\nUse eighteen grams of coffee for a double shot and brew for about twenty eight seconds.\n\n\
+## Cleaning\n\nBackflush the machine every Friday with detergent and descale it every two months.\n\n\
+## Storage\n\nKeep the beans in an airtight tin away from sunlight and heat in the cupboard.\n";
+    store
+        .ingest_source(NewSource {
+            bytes: body.as_bytes().to_vec(),
+            original_name: "guide.md".into(),
+            ..Default::default()
+        })
+        .unwrap();
+    let hits = store.search_sources("default", "grams double shot", 5).unwrap();
+    let chunks = &hits[0].chunks;
+    let best = &chunks[0];
+    assert!(best.snippet.contains("double shot"), "{chunks:?}");
+    // Its neighbours follow with half its score; chunks further away get nothing (window 1).
+    let nb: Vec<&engram::ChunkHit> = chunks[1..].iter().collect();
+    assert_eq!(nb.len(), 2, "{chunks:?}");
+    for c in nb {
+        assert_eq!(c.chunk_index.abs_diff(best.chunk_index), 1);
+        assert!((c.score - best.score * 0.5).abs() < 1e-4, "{} vs {}", c.score, best.score);
+    }
+}
