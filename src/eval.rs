@@ -131,6 +131,8 @@ pub struct LocomoReport {
     pub top_entities: BTreeMap<String, Vec<String>>,
     /// Communities over the ingested entity graph.
     pub graph: GraphSummary,
+    /// The lexical index after ingest.
+    pub lexical_index: crate::store::LexicalIndexStats,
     /// Timeline review events raised while ingesting (a memory that looks like an update or a contradiction of
     /// an earlier one; `store/reviews.rs`), all conversations.
     pub review_events: usize,
@@ -616,6 +618,7 @@ pub fn locomo(store: &KnowledgeStore, dataset: &Path, opts: &LocomoOptions, prog
         top_entities,
         graph,
         review_events,
+        lexical_index: store.lexical_index_stats(),
         dataset: dataset.display().to_string(),
         questions,
         skipped_questions: skipped,

@@ -489,6 +489,11 @@ fn print_report(r: &engram::eval::LocomoReport) {
     );
     println!("  titles: {}", g.sample_titles.join(" | "));
     println!("timeline review events raised while ingesting: {}", r.review_events);
+    let l = &r.lexical_index;
+    println!(
+        "lexical index: {} documents, {} terms, {} postings; {} memories with a thread or source position",
+        l.documents, l.terms, l.postings, l.positioned
+    );
     for (method, metrics) in &r.methods {
         println!("\n{method}");
         for (metric, cats) in metrics {

@@ -207,6 +207,11 @@ impl SpaceCatalog {
         !self.groups.is_empty()
     }
 
+    /// Memories taking part in a sequence.
+    pub fn positioned(&self) -> usize {
+        self.groups.values().map(|g| g.len()).sum()
+    }
+
     /// The groups and their members `(ordinal, docno)` in order.
     pub fn sequences(&self) -> impl Iterator<Item = &BTreeSet<(u64, u64)>> {
         self.groups.values()

@@ -74,6 +74,11 @@ impl Lexicon {
         self.postings.get(term).map_or(&[], Vec::as_slice)
     }
 
+    /// Distinct terms and postings.
+    pub fn size(&self) -> (u64, u64) {
+        (self.postings.len() as u64, self.postings.values().map(|l| l.len() as u64).sum())
+    }
+
     /// Length in terms of document `docno` (0 when it has no terms or is not indexed).
     pub fn doc_len(&self, docno: u64) -> u32 {
         self.lens.get(&docno).copied().unwrap_or(0)

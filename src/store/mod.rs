@@ -746,6 +746,21 @@ impl KnowledgeStore {
         })
     }
 
+    /// Size of the lexical index: documents, distinct terms and postings over all spaces, and how many memories
+    /// have a position in a thread or source.
+    pub fn lexical_index_stats(&self) -> LexicalIndexStats {
+        let state = self.index.read();
+        let mut out = LexicalIndexStats::default();
+        for si in state.spaces.values() {
+            let (terms, postings) = si.lexicon.size();
+            out.documents += si.lexicon.docs;
+            out.terms += terms;
+            out.postings += postings;
+            out.positioned += si.catalog.positioned() as u64;
+        }
+        out
+    }
+
     /// Counters for `/health`.
     pub fn health(&self) -> Result<StoreHealth> {
         let rtx = self.db.begin_read()?;

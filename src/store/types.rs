@@ -435,6 +435,20 @@ pub struct StoreHealth {
     pub reembed: super::ReembedStatus,
 }
 
+/// Size of the lexical index over all spaces ([`crate::KnowledgeStore::lexical_index_stats`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct LexicalIndexStats {
+    /// Documents indexed.
+    pub documents: u64,
+    /// Distinct terms (summed over spaces).
+    pub terms: u64,
+    /// Postings (document, term) stored, in redb and mirrored in memory.
+    pub postings: u64,
+    /// Memories with a thread or source position (the context-expanded stages use them; nothing is stored for
+    /// them beyond their postings).
+    pub positioned: u64,
+}
+
 /// Convenience alias for label lists.
 pub type Labels = Vec<Label>;
 
