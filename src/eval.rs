@@ -139,25 +139,27 @@ pub struct LocomoReport {
 }
 
 /// The ablation runs: `(name, mode, options)`. Each switches one stage off (`-context`: context-expanded
-/// BM25, `-expansion`: neighbour expansion, `-priors`: entity, PageRank and decay adjustments), or all of them
-/// (`plain`).
+/// BM25, `-expansion`: neighbour expansion, `-priors`: entity, PageRank and decay adjustments, `-time`: the
+/// time-question boost), keeps one of the two context stages alone (`context-only`, `expansion-only`), or
+/// switches all of them off (`plain`).
 pub fn ablations() -> Vec<(String, SearchMode, SearchOptions)> {
-    let off = |c: bool, e: bool, p: bool| SearchOptions {
+    let off = |c: bool, e: bool, p: bool, t: bool| SearchOptions {
         context_bm25: (!c).then_some(false),
         expand_neighbours: (!e).then_some(false),
         priors: (!p).then_some(false),
+        temporal_boost: (!t).then_some(0.0),
         ..Default::default()
     };
     let mut out = Vec::new();
-    for (m, mode) in [("hybrid", SearchMode::Hybrid), ("lexical", SearchMode::Lexical), ("vector", SearchMode::Vector)]
-    {
-        out.push((format!("ablation/{m}/-context"), mode, off(false, true, true)));
-        out.push((format!("ablation/{m}/-expansion"), mode, off(true, false, true)));
-        out.push((format!("ablation/{m}/plain"), mode, off(false, false, false)));
+    for (m, mode) in [("hybrid", SearchMode::Hybrid), ("lexical", SearchMode::Lexical), ("vector", SearchMode::Vector)] {
+        out.push((format!("ablation/{m}/-context"), mode, off(false, true, true, true)));
+        out.push((format!("ablation/{m}/-expansion"), mode, off(true, false, true, true)));
+        out.push((format!("ablation/{m}/plain"), mode, off(false, false, false, false)));
     }
-    out.push(("ablation/hybrid/-priors".into(), SearchMode::Hybrid, off(true, true, false)));
-    out.push(("ablation/hybrid/context-only".into(), SearchMode::Hybrid, off(true, false, true)));
-    out.push(("ablation/hybrid/expansion-only".into(), SearchMode::Hybrid, off(false, true, true)));
+    out.push(("ablation/hybrid/-priors".into(), SearchMode::Hybrid, off(true, true, false, true)));
+    out.push(("ablation/hybrid/-time".into(), SearchMode::Hybrid, off(true, true, true, false)));
+    out.push(("ablation/hybrid/context-only".into(), SearchMode::Hybrid, off(true, false, false, false)));
+    out.push(("ablation/hybrid/expansion-only".into(), SearchMode::Hybrid, off(false, true, false, false)));
     out
 }
 

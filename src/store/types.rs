@@ -284,6 +284,9 @@ impl SearchHit {
         if let Some(v) = self.vector_score {
             parts.push(format!("semantic similarity {v:.2}"));
         }
+        if self.expansion_score.is_some() {
+            parts.push("next to a match in its thread or source".into());
+        }
         if parts.is_empty() { "ranked by fusion".into() } else { parts.join("; ") }
     }
 }
