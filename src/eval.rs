@@ -151,7 +151,8 @@ pub fn ablations() -> Vec<(String, SearchMode, SearchOptions)> {
         ..Default::default()
     };
     let mut out = Vec::new();
-    for (m, mode) in [("hybrid", SearchMode::Hybrid), ("lexical", SearchMode::Lexical), ("vector", SearchMode::Vector)] {
+    for (m, mode) in [("hybrid", SearchMode::Hybrid), ("lexical", SearchMode::Lexical), ("vector", SearchMode::Vector)]
+    {
         out.push((format!("ablation/{m}/-context"), mode, off(false, true, true, true)));
         out.push((format!("ablation/{m}/-expansion"), mode, off(true, false, true, true)));
         out.push((format!("ablation/{m}/plain"), mode, off(false, false, false, false)));
