@@ -6,8 +6,8 @@
 mod common;
 
 use engram::{
-    KnowledgeStore, Metadata, NewMemory, NewMessage, NewSource, NewSpace, NewThread, SearchMode, SearchOptions,
-    SearchQuery, StoreConfig,
+    KnowledgeStore, Metadata, NewMemory, NewMessage, NewSource, NewSpace, NewThread, SearchHit, SearchMode,
+    SearchOptions, SearchQuery, StoreConfig,
 };
 
 fn open(dir: &std::path::Path) -> KnowledgeStore {
@@ -65,6 +65,27 @@ fn search(
         .map(|h| (h.view.memory.id, h.score))
         .collect()
 }
+
+/// The best hit of `q` in `space` with its context, `window` neighbours on each side.
+fn best_with_context(store: &KnowledgeStore, space: &str, q: &str, mode: SearchMode, window: usize) -> SearchHit {
+    let options = SearchOptions { include_context: Some(window), ..Default::default() };
+    let query = SearchQuery {
+        query: q.into(),
+        space_id: space.into(),
+        limit: 1,
+        filter: Default::default(),
+        mode,
+        fusion: None,
+        options,
+    };
+    store.search(&query).expect("search").hits.into_iter().next().expect("a hit")
+}
+
+/// A document of four sections, one chunk each.
+const GUIDE: &str = "# Guide\n\n## Buying\n\nWe decided to buy a new espresso machine for the office in March this year.\n\n\
+## Brewing\n\nUse eighteen grams of coffee for a double shot and brew for about twenty eight seconds.\n\n\
+## Cleaning\n\nBackflush the machine every Friday with detergent and descale it every two months.\n\n\
+## Storage\n\nKeep the beans in an airtight tin away from sunlight and heat in the cupboard.\n";
 
 const TALK: &[(&str, &str)] = &[
     ("Ann", "Hi Bob, how was your week?"),
@@ -182,18 +203,7 @@ fn include_context_returns_the_neighbours_in_order_within_the_space() {
     per_message_thread(&store, "default", "t1", TALK);
     // The same thread id in another space, with other words.
     per_message_thread(&store, "other", "t1", &[("Ann", "Completely different"), ("Bob", "pastries in Lisbon too")]);
-    let res = store
-        .search(&SearchQuery {
-            query: "pastries".into(),
-            space_id: "default".into(),
-            limit: 1,
-            filter: Default::default(),
-            mode: SearchMode::Hybrid,
-            fusion: None,
-            options: SearchOptions { include_context: Some(1), ..Default::default() },
-        })
-        .unwrap();
-    let hit = &res.hits[0];
+    let hit = best_with_context(&store, "default", "pastries", SearchMode::Hybrid, 1);
     assert_eq!(hit.view.memory.id, "t1#m2");
     let got: Vec<(u64, &str, bool)> = hit.context.iter().map(|c| (c.index, c.content.as_str(), c.is_hit)).collect();
     assert_eq!(
@@ -204,31 +214,11 @@ fn include_context_returns_the_neighbours_in_order_within_the_space() {
     assert!(hit.context.iter().all(|c| c.kind == "message"));
     assert_eq!(hit.context[0].role, "assistant");
     // Window 2 at the end of the thread stops at its last message.
-    let res = store
-        .search(&SearchQuery {
-            query: "spring warm".into(),
-            space_id: "default".into(),
-            limit: 1,
-            filter: Default::default(),
-            mode: SearchMode::Lexical,
-            fusion: None,
-            options: SearchOptions { include_context: Some(2), ..Default::default() },
-        })
-        .unwrap();
-    assert_eq!(res.hits[0].context.iter().map(|c| c.index).collect::<Vec<_>>(), vec![2, 3, 4]);
+    let hit = best_with_context(&store, "default", "spring warm", SearchMode::Lexical, 2);
+    assert_eq!(hit.context.iter().map(|c| c.index).collect::<Vec<_>>(), vec![2, 3, 4]);
     // The other space's thread answers with its own messages.
-    let res = store
-        .search(&SearchQuery {
-            query: "pastries".into(),
-            space_id: "other".into(),
-            limit: 1,
-            filter: Default::default(),
-            mode: SearchMode::Hybrid,
-            fusion: None,
-            options: SearchOptions { include_context: Some(3), ..Default::default() },
-        })
-        .unwrap();
-    let ctx: Vec<&str> = res.hits[0].context.iter().map(|c| c.content.as_str()).collect();
+    let hit = best_with_context(&store, "other", "pastries", SearchMode::Hybrid, 3);
+    let ctx: Vec<&str> = hit.context.iter().map(|c| c.content.as_str()).collect();
     assert_eq!(ctx, vec!["Completely different", "pastries in Lisbon too"]);
 }
 
@@ -236,9 +226,7 @@ fn include_context_returns_the_neighbours_in_order_within_the_space() {
 fn include_context_returns_source_chunks() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());
-    let body = "# Guide\n\n## Buying\n\nWe decided to buy a new espresso machine for the office in March this year.\n\n\
-## Brewing\n\nUse eighteen grams of coffee for a double shot and brew for about twenty eight seconds.\n\n\
-## Cleaning\n\nBackflush the machine every Friday with detergent and descale it every two months.\n";
+    let body = GUIDE;
     let r = store
         .ingest_source(NewSource {
             bytes: body.as_bytes().to_vec(),
@@ -248,18 +236,7 @@ fn include_context_returns_source_chunks() {
         })
         .unwrap();
     assert!(r.memory_ids.len() >= 3, "{:?}", r.memory_ids);
-    let res = store
-        .search(&SearchQuery {
-            query: "double shot grams".into(),
-            space_id: "default".into(),
-            limit: 1,
-            filter: Default::default(),
-            mode: SearchMode::Hybrid,
-            fusion: None,
-            options: SearchOptions { include_context: Some(1), ..Default::default() },
-        })
-        .unwrap();
-    let hit = &res.hits[0];
+    let hit = best_with_context(&store, "default", "double shot grams", SearchMode::Hybrid, 1);
     assert!(hit.view.memory.content.contains("double shot"));
     let kinds: Vec<&str> = hit.context.iter().map(|c| c.kind.as_str()).collect();
     assert!(kinds.iter().all(|k| *k == "chunk"), "{kinds:?}");
@@ -367,10 +344,7 @@ fn thread_search_matches_terms_spread_over_neighbouring_messages() {
 fn source_search_passes_scores_to_neighbouring_chunks() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());
-    let body = "# Guide\n\n## Buying\n\nWe decided to buy a new espresso machine for the office in March this year.\n\n\
-## Brewing\n\nUse eighteen grams of coffee for a double shot and brew for about twenty eight seconds.\n\n\
-## Cleaning\n\nBackflush the machine every Friday with detergent and descale it every two months.\n\n\
-## Storage\n\nKeep the beans in an airtight tin away from sunlight and heat in the cupboard.\n";
+    let body = GUIDE;
     store
         .ingest_source(NewSource {
             bytes: body.as_bytes().to_vec(),
