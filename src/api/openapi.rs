@@ -180,6 +180,7 @@ fn field_rules() -> Vec<(&'static str, &'static str, Value)> {
     out.push(("SearchRequest", "limit", json!({"minimum": 1, "maximum": 100})));
     out.push(("SearchRequest", "retrieval", one_of(&["hybrid", "lexical", "vector"])));
     out.push(("SearchRequest", "importance_min", json!({"minimum": 0, "maximum": 1})));
+    out.push(("SearchRequest", "context_window", json!({"minimum": 1, "maximum": 10})));
     out.push(("RelationRequest", "status", one_of(&["active", "suggested", "dismissed", "deleted"])));
     out.push(("RelationRequest", "relation_type", json!({"maxLength": 64, "pattern": r"\S"})));
     out.push(("RelationRequest", "strength", json!({"minimum": 0, "maximum": 1})));
