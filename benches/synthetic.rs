@@ -2,7 +2,11 @@
 //! (p50/p99), HNSW recall@10 against exact search, reopen time and peak RSS, on N generated memories
 //! (default 100,000) embedded by the built-in embedder.
 //!
-//! `cargo bench --bench synthetic -- --n 100000 --queries 1000`
+//! `cargo bench --bench synthetic -- --n 100000 --queries 1000 [--sequence 20]`
+//!
+//! `--sequence L` gives every memory a position: memory `i` is message `i % L` of thread `t<i / L>`, so search
+//! takes the context-expanded BM25 and neighbour-expansion path (`docs/retrieval.md`); 0 (default) stores plain
+//! memories.
 //!
 //! Texts are generated sentences over a Zipf-distributed vocabulary (names, places, activities and ~20,000
 //! generated content words), not uniform random vectors, so vectors have the structure of real text.
@@ -95,6 +99,7 @@ fn main() -> engram::Result<()> {
     let n = arg("--n", 100_000);
     let queries = arg("--queries", 1000);
     let batch = arg("--batch", 5000);
+    let sequence = arg("--sequence", 0);
     let dir = std::env::temp_dir().join(format!("engram-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
@@ -102,8 +107,11 @@ fn main() -> engram::Result<()> {
     let texts: Vec<String> = (0..n).map(|_| sentence(&mut rng, &vocab)).collect();
     let params = VectorParams::default();
     println!(
-        "synthetic store: {n} memories, built-in embedder, HNSW M={} ef_construction={} ef_search={}",
-        params.m, params.ef_construction, params.ef_search
+        "synthetic store: {n} memories{}, built-in embedder, HNSW M={} ef_construction={} ef_search={}",
+        if sequence > 0 { format!(" in sequences of {sequence}") } else { String::new() },
+        params.m,
+        params.ef_construction,
+        params.ef_search
     );
 
     let store = KnowledgeStore::open(StoreConfig::new(&dir))?;
@@ -112,10 +120,24 @@ fn main() -> engram::Result<()> {
         let items = chunk
             .iter()
             .enumerate()
-            .map(|(i, t)| NewMemory {
-                id: Some(format!("m{}", b * batch + i)),
-                content: t.clone(),
-                ..Default::default()
+            .map(|(i, t)| {
+                let k = b * batch + i;
+                let (thread, range) = if sequence > 0 {
+                    let at = (k % sequence) as f64;
+                    (
+                        Some(format!("t{}", k / sequence)),
+                        Some([("start_index".to_string(), at), ("end_index".to_string(), at)].into()),
+                    )
+                } else {
+                    (None, None)
+                };
+                NewMemory {
+                    id: Some(format!("m{k}")),
+                    content: t.clone(),
+                    source_thread_id: thread,
+                    source_range: range,
+                    ..Default::default()
+                }
             })
             .collect();
         store.create_memories(items)?;
