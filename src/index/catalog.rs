@@ -147,8 +147,14 @@ pub struct SpaceCatalog {
     by_id: HashMap<String, u64>,
     /// Group -> its members as `(ordinal, docno)`, in order. Members are the latest, not forgotten memories
     /// with a position.
-    groups: HashMap<Arc<str>, BTreeSet<(u64, u64)>>,
+    groups: FxHashMap<Arc<str>, BTreeSet<(u64, u64)>>,
+    /// Member -> its previous and next member (`NONE` at either end): the window-1 neighbourhood, kept so that
+    /// the search hot path needs one lookup per document instead of two B-tree walks.
+    links: FxHashMap<u64, [u64; 2]>,
 }
+
+/// No neighbour on that side.
+const NONE: u64 = u64::MAX;
 
 /// True when `m` takes part in its group's sequence.
 fn in_sequence(m: &DocMeta) -> bool {
@@ -176,7 +182,19 @@ impl SpaceCatalog {
         if in_sequence(&meta)
             && let Some(p) = &meta.position
         {
-            self.groups.entry(p.group.clone()).or_default().insert((p.ordinal, docno));
+            let set = self.groups.entry(p.group.clone()).or_default();
+            let key = (p.ordinal, docno);
+            set.insert(key);
+            let prev = set.range(..key).next_back().map_or(NONE, |x| x.1);
+            let next =
+                set.range((std::ops::Bound::Excluded(key), std::ops::Bound::Unbounded)).next().map_or(NONE, |x| x.1);
+            self.links.insert(docno, [prev, next]);
+            if let Some(l) = self.links.get_mut(&prev) {
+                l[1] = docno;
+            }
+            if let Some(l) = self.links.get_mut(&next) {
+                l[0] = docno;
+            }
         }
         self.docs.insert(docno, meta);
     }
@@ -185,7 +203,16 @@ impl SpaceCatalog {
         if let Some(p) = &m.position
             && let Some(set) = self.groups.get_mut(&p.group)
         {
-            set.remove(&(p.ordinal, docno));
+            if set.remove(&(p.ordinal, docno))
+                && let Some([prev, next]) = self.links.remove(&docno)
+            {
+                if let Some(l) = self.links.get_mut(&prev) {
+                    l[1] = next;
+                }
+                if let Some(l) = self.links.get_mut(&next) {
+                    l[0] = prev;
+                }
+            }
             if set.is_empty() {
                 self.groups.remove(&p.group);
             }
@@ -223,6 +250,12 @@ impl SpaceCatalog {
     pub fn neighbours(&self, docno: u64, window: usize, out: &mut Vec<(u64, u32)>) {
         out.clear();
         if window == 0 {
+            return;
+        }
+        if window == 1 {
+            if let Some([prev, next]) = self.links.get(&docno) {
+                out.extend([(*prev, 1), (*next, 1)].into_iter().filter(|(d, _)| *d != NONE));
+            }
             return;
         }
         let Some(m) = self.docs.get(&docno).filter(|m| in_sequence(m)) else { return };

@@ -138,9 +138,10 @@ pub fn score_context(
     let n = lexicon.docs.max(1) as f32;
     let avg = if expanded_avg_len > 0.0 { expanded_avg_len } else { 1.0 };
     let mut nb = Vec::new();
+    let most = postings.iter().map(|(_, l)| l.len()).max().unwrap_or(0) * (1 + 2 * window);
     let mut lens: FxHashMap<u64, f32> = FxHashMap::default();
     let mut scores: FxHashMap<u64, f32> = FxHashMap::default();
-    let mut tf: FxHashMap<u64, u32> = FxHashMap::default();
+    let mut tf: FxHashMap<u64, u32> = FxHashMap::with_capacity_and_hasher(most, Default::default());
     for (qtf, list) in postings {
         tf.clear();
         for p in *list {
@@ -277,6 +278,37 @@ mod tests {
         let total = expanded_total_len(&c2, &l2, 1);
         let ctx = score_context(Bm25Params::default(), total as f32 / l2.docs as f32, &lists, &c2, &l2, 1, &|_| true);
         assert_eq!(plain, ctx);
+    }
+
+    #[test]
+    fn window_one_links_agree_with_the_ordered_sets_through_inserts_moves_and_removes() {
+        let (mut c, mut l) = (SpaceCatalog::default(), Lexicon::default());
+        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+        let mut rnd = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        for step in 0..2000u64 {
+            let docno = rnd(60);
+            match rnd(4) {
+                0 => c.remove(docno),
+                1 => turn(&mut c, &mut l, docno, None, 0, "plain"),
+                _ => {
+                    let thread = format!("t{}", rnd(3));
+                    turn(&mut c, &mut l, docno, Some(&thread), rnd(25), "turn");
+                }
+            }
+            for d in 0..60 {
+                let (mut fast, mut slow) = (Vec::new(), Vec::new());
+                c.neighbours(d, 1, &mut fast);
+                // Window 2 walks the ordered set; its distance-1 entries are the window-1 neighbourhood.
+                c.neighbours(d, 2, &mut slow);
+                slow.retain(|(_, dist)| *dist == 1);
+                assert_eq!(fast, slow, "docno {d} after step {step}");
+            }
+        }
     }
 
     #[test]

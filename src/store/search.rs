@@ -143,28 +143,51 @@ impl KnowledgeStore {
             for (term, n) in &qtf {
                 lists.push((*n, si.lexicon.postings(term)));
             }
+            // Without a filter, the catalog check (a random memory access per document) runs on the top
+            // candidates only; the filter then can only drop non-active memories, which are rare.
+            let trivial = q.filter.is_trivial();
+            let everything = |_: u64| true;
+            let first: &dyn Fn(u64) -> bool = if trivial { &everything } else { &accept };
             if expanded_on {
                 let avg = si.expanded_avg_len(cx.window);
-                let expanded = context::score_context(bm25p, avg, &lists, &si.catalog, &si.lexicon, cx.window, &accept);
+                let expanded = context::score_context(bm25p, avg, &lists, &si.catalog, &si.lexicon, cx.window, first);
                 let beta = cx.blend.clamp(0.0, 1.0);
                 lexical = if beta >= 1.0 {
                     expanded
                 } else {
-                    let own: rustc_hash::FxHashMap<u64, f32> =
-                        bm25::score(bm25p, lex_docs, lex_avg, &lists, &accept).into_iter().collect();
-                    // Every document with an own match also has an expanded one (its own terms are in it).
+                    let own = bm25::score(bm25p, lex_docs, lex_avg, &lists, first);
+                    // Both lists are sorted by docno, and every document with an own match also has an expanded
+                    // one (its own terms are in it): one merge.
+                    let mut own = own.into_iter().peekable();
                     expanded
                         .into_iter()
-                        .map(|(d, e)| (d, (1.0 - beta) * own.get(&d).copied().unwrap_or(0.0) + beta * e))
+                        .map(|(d, e)| {
+                            let o = match own.peek() {
+                                Some((od, os)) if *od == d => {
+                                    let v = *os;
+                                    own.next();
+                                    v
+                                }
+                                _ => 0.0,
+                            };
+                            (d, (1.0 - beta) * o + beta * e)
+                        })
                         .collect()
                 };
-                lex_all = Some(lexical.iter().copied().collect());
+                let all: rustc_hash::FxHashMap<u64, f32> = lexical.iter().copied().collect();
+                if trivial {
+                    let keep = depth * 2;
+                    if lexical.len() > keep {
+                        lexical.select_nth_unstable_by(keep, best_first);
+                        lexical.truncate(keep);
+                    }
+                    lexical.retain(|(d, _)| accept(*d));
+                    if lexical.len() < depth && all.len() > keep {
+                        lexical = all.iter().filter(|(d, _)| accept(**d)).map(|(d, s)| (*d, *s)).collect();
+                    }
+                }
+                lex_all = Some(all);
             } else {
-                // Without a filter, the catalog check (a random memory access per document) runs on the top
-                // candidates only; the filter then can only drop non-active memories, which are rare.
-                let trivial = q.filter.is_trivial();
-                let everything = |_: u64| true;
-                let first: &dyn Fn(u64) -> bool = if trivial { &everything } else { &accept };
                 lexical = bm25::score(bm25p, lex_docs, lex_avg, &lists, first);
                 let keep = if trivial { depth * 2 } else { depth };
                 let scored = lexical.len();
