@@ -138,7 +138,8 @@ impl KnowledgeStore {
             && si.catalog.has_sequences()
             && mode != SearchMode::Vector;
         // With context-expanded BM25, every matching document's lexical score (for the fusion of the union).
-        let mut lex_all: Option<rustc_hash::FxHashMap<u64, f32>> = None;
+        // (sorted by docno, for the hybrid union's lookups).
+        let mut lex_all: Option<Vec<(u64, f32)>> = None;
         if mode != SearchMode::Vector && !qtf.is_empty() {
             for (term, n) in &qtf {
                 lists.push((*n, si.lexicon.postings(term)));
@@ -174,7 +175,8 @@ impl KnowledgeStore {
                         })
                         .collect()
                 };
-                let all: rustc_hash::FxHashMap<u64, f32> = lexical.iter().copied().collect();
+                // `lexical` is sorted by docno here; hybrid search looks the union's scores up in a copy.
+                let all = if mode == SearchMode::Hybrid || trivial { Some(lexical.clone()) } else { None };
                 if trivial {
                     let keep = depth * 2;
                     if lexical.len() > keep {
@@ -182,11 +184,13 @@ impl KnowledgeStore {
                         lexical.truncate(keep);
                     }
                     lexical.retain(|(d, _)| accept(*d));
-                    if lexical.len() < depth && all.len() > keep {
-                        lexical = all.iter().filter(|(d, _)| accept(**d)).map(|(d, s)| (*d, *s)).collect();
+                    if lexical.len() < depth
+                        && let Some(all) = all.as_ref().filter(|a| a.len() > keep)
+                    {
+                        lexical = all.iter().filter(|(d, _)| accept(*d)).copied().collect();
                     }
                 }
-                lex_all = Some(all);
+                lex_all = all.filter(|_| mode == SearchMode::Hybrid);
             } else {
                 lexical = bm25::score(bm25p, lex_docs, lex_avg, &lists, first);
                 let keep = if trivial { depth * 2 } else { depth };
@@ -227,7 +231,7 @@ impl KnowledgeStore {
                 let lex_full: Vec<(u64, f32)> = union
                     .iter()
                     .map(|d| match &lex_all {
-                        Some(all) => (*d, all.get(d).copied().unwrap_or(0.0)),
+                        Some(all) => (*d, all.binary_search_by_key(d, |x| x.0).map_or(0.0, |i| all[i].1)),
                         None => (*d, bm25::score_one(bm25p, lex_docs, lex_avg, &lists, *d)),
                     })
                     .collect();
