@@ -168,6 +168,32 @@ pub fn score_context(
     out
 }
 
+/// The shares of neighbour expansion: each hit `(docno, score)` with a positive score gives `weight · score / d`
+/// to every neighbour at distance `d` that `neighbours` lists (it fills the vector with `(docno, d)`), combined
+/// per neighbour by the largest share or their sum ([`Expansion::sum`]). Used for memories ([`expand`]) and for
+/// the chunks of a source.
+pub fn shares(
+    hits: impl Iterator<Item = (u64, f32)>,
+    params: Expansion,
+    mut neighbours: impl FnMut(u64, &mut Vec<(u64, u32)>),
+) -> FxHashMap<u64, f32> {
+    let mut bonus: FxHashMap<u64, f32> = FxHashMap::default();
+    let mut nb = Vec::new();
+    for (docno, score) in hits {
+        if score <= 0.0 {
+            continue;
+        }
+        nb.clear();
+        neighbours(docno, &mut nb);
+        for (d, dist) in &nb {
+            let share = params.weight * score / *dist as f32;
+            let b = bonus.entry(*d).or_default();
+            *b = if params.sum { *b + share } else { b.max(share) };
+        }
+    }
+    bonus
+}
+
 /// Neighbour expansion of a fused ranking (best first), in place: the first `depth` hits pass
 /// `weight · score / distance` to their neighbours (see the module docs); hits that gain are re-sorted, and
 /// neighbours that `accept` passes and that were not in the list are added with their share (no lexical or
@@ -182,19 +208,9 @@ pub fn expand(
     if !params.is_on() || !catalog.has_sequences() {
         return 0;
     }
-    let mut bonus: FxHashMap<u64, f32> = FxHashMap::default();
-    let mut nb = Vec::new();
-    for f in fused.iter().take(depth) {
-        if f.score <= 0.0 {
-            continue;
-        }
-        catalog.neighbours(f.docno, params.window, &mut nb);
-        for (d, dist) in &nb {
-            let share = params.weight * f.score / *dist as f32;
-            let b = bonus.entry(*d).or_default();
-            *b = if params.sum { *b + share } else { b.max(share) };
-        }
-    }
+    let mut bonus = shares(fused.iter().take(depth).map(|f| (f.docno, f.score)), params, |d, nb| {
+        catalog.neighbours(d, params.window, nb)
+    });
     if bonus.is_empty() {
         return 0;
     }

@@ -591,11 +591,11 @@ impl KnowledgeStore {
         // `u64::MAX`) takes no part.
         let exp = self.config.expansion;
         if exp.is_on() {
-            let mut bonus: HashMap<u64, f32> = HashMap::new();
-            for (docno, score) in &scored {
-                let Some((_, chunk, _)) = ix.docs.get(*docno as usize) else { continue };
+            // Chunks of one source are consecutive documents of the chunk index.
+            let neighbours = |docno: u64, nb: &mut Vec<(u64, u32)>| {
+                let Some((sid, chunk, _)) = ix.docs.get(docno as usize) else { return };
                 if *chunk == u64::MAX {
-                    continue;
+                    return;
                 }
                 for dist in 1..=exp.window as u64 {
                     for (n, nd) in [
@@ -603,17 +603,13 @@ impl KnowledgeStore {
                         (chunk.checked_add(dist), docno.checked_add(dist)),
                     ] {
                         let (Some(n), Some(nd)) = (n, nd) else { continue };
-                        // Chunks of one source are consecutive documents of the chunk index.
-                        let Some((nsid, nchunk, _)) = ix.docs.get(nd as usize) else { continue };
-                        if *nchunk != n || ix.docs.get(*docno as usize).is_none_or(|x| x.0 != *nsid) {
-                            continue;
+                        if ix.docs.get(nd as usize).is_some_and(|x| x.1 == n && x.0 == *sid) {
+                            nb.push((nd, dist as u32));
                         }
-                        let share = exp.weight * score / dist as f32;
-                        let b = bonus.entry(nd).or_default();
-                        *b = if exp.sum { *b + share } else { b.max(share) };
                     }
                 }
-            }
+            };
+            let mut bonus = crate::index::context::shares(scored.iter().copied(), exp, neighbours);
             for (docno, score) in scored.iter_mut() {
                 if let Some(b) = bonus.remove(docno) {
                     *score += b;
