@@ -105,7 +105,13 @@ fn main() -> engram::Result<()> {
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let vocab = vocabulary(&mut rng, 20_000);
     let texts: Vec<String> = (0..n).map(|_| sentence(&mut rng, &vocab)).collect();
-    let params = VectorParams::default();
+    let defaults = VectorParams::default();
+    let params = VectorParams {
+        m: arg("--m", defaults.m),
+        ef_construction: arg("--ef-construction", defaults.ef_construction),
+        ef_search: arg("--ef-search", defaults.ef_search),
+        ..defaults
+    };
     println!(
         "synthetic store: {n} memories{}, built-in embedder, HNSW M={} ef_construction={} ef_search={}",
         if sequence > 0 { format!(" in sequences of {sequence}") } else { String::new() },
@@ -114,7 +120,7 @@ fn main() -> engram::Result<()> {
         params.ef_search
     );
 
-    let store = KnowledgeStore::open(StoreConfig::new(&dir))?;
+    let store = KnowledgeStore::open(StoreConfig { vector: params, ..StoreConfig::new(&dir) })?;
     let t0 = Instant::now();
     for (b, chunk) in texts.chunks(batch).enumerate() {
         let items = chunk
@@ -214,6 +220,12 @@ fn main() -> engram::Result<()> {
         let qrefs: Vec<&str> = qtexts.iter().map(String::as_str).collect();
         let qvecs = emb.embed(&qrefs, InputType::Query)?;
         let all = |_: u64| true;
+        let mut efs = vec![params.ef_search];
+        if std::env::args().any(|a| a == "--ef-sweep") {
+            efs.extend([32, 64, 128, 192, 256].into_iter().filter(|e| *e != params.ef_search));
+        }
+        for ef in efs {
+        idx.set_ef_search(ef);
         let (mut found, mut total) = (0usize, 0usize);
         let mut lat = Vec::new();
         for q in &qvecs {
@@ -229,16 +241,18 @@ fn main() -> engram::Result<()> {
         println!(
             "HNSW recall@10 vs exact: {:.4} (ef_search {}); graph search p50 {:.2} ms, p99 {:.2} ms",
             found as f64 / total as f64,
-            params.ef_search,
+            ef,
             percentile(&mut lat.clone(), 0.5),
             percentile(&mut lat, 0.99)
         );
+        }
         drop(idx);
     }
     drop(store);
     let t0 = Instant::now();
-    let store = KnowledgeStore::open(StoreConfig::new(&dir))?;
+    let store = KnowledgeStore::open(StoreConfig { vector: params, ..StoreConfig::new(&dir) })?;
     let open_s = t0.elapsed().as_secs_f64();
+    let attached = store.vector_index_stats().iter().all(|s| s.graph_points > 0 || s.vectors < 4096);
     let mut lat = Vec::new();
     for q in qtexts.iter().take(200) {
         let t = Instant::now();
@@ -255,8 +269,9 @@ fn main() -> engram::Result<()> {
         lat.push(t.elapsed().as_secs_f64() * 1000.0);
     }
     println!(
-        "reopen: serving after {open_s:.1} s ({} memories); while the graph rebuilds (exact scans): hybrid p50 {:.2} ms, p99 {:.2} ms",
+        "reopen: serving after {open_s:.1} s ({} memories, saved graph attached: {}); hybrid p50 {:.2} ms, p99 {:.2} ms",
         store.health()?.memories,
+        attached,
         percentile(&mut lat.clone(), 0.5),
         percentile(&mut lat, 0.99)
     );

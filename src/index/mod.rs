@@ -8,6 +8,7 @@ pub mod context;
 pub mod decay;
 
 pub mod fusion;
+pub mod hnsw;
 pub mod lexicon;
 pub mod text;
 pub mod vector;

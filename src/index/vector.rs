@@ -1,33 +1,35 @@
-//! Vector index of one space: a dense arena of L2-normalised vectors plus, once the space holds
-//! [`VectorParams::hnsw_min_points`] vectors, an HNSW graph (Malkov and Yashunin, "Efficient and robust approximate
-//! nearest neighbor search using Hierarchical Navigable Small World graphs", IEEE TPAMI 2018) from `hnsw_rs`.
+//! Vector index of one space: vectors waiting for the graph in a dense arena, and, once the space holds
+//! [`VectorParams::hnsw_min_points`] vectors, an HNSW graph ([`crate::index::hnsw`]) that holds the vectors of
+//! its points. Each vector is kept once: in the arena until the builder puts it in the graph, then in the graph.
 //!
 //! * Writes only touch the arena: a new vector is *pending* until a background builder puts it in the graph.
 //! * A search walks the graph and scans the pending vectors exactly, then merges: fresh writes are found at once,
 //!   and the graph's maintenance never sits on the write path.
 //! * Below the threshold, and when a filter leaves few candidates, search is an exact scan (faster and exact at
 //!   that size, the idea of qdrant's `indexing_threshold`).
-//! * `hnsw_rs` can neither delete nor update points: removed documents stay in the graph as tombstones, skipped by
-//!   the search filter, and the graph is rebuilt when they pass a quarter of its points.
-//! * Full builds run on a fresh graph no search can see; catch-up inserts run in chunks under the graph's gate,
-//!   because `hnsw_rs` does not allow inserting and searching at the same time.
+//! * HNSW graphs cannot delete points: removed documents stay in the graph as tombstones (walks pass through
+//!   them, results skip them), and the graph is rebuilt when they pass a quarter of its points.
+//! * Full builds run on a fresh graph no search can see, in parallel on every core; catch-up inserts run in
+//!   chunks under the graph's gate (searches wait for at most one chunk).
+//! * The graph can be saved ([`SpaceVectors::graph_bytes`]) and attached again at the next open
+//!   ([`SpaceVectors::attach`]), which validates it fully and catches up from the saved generation.
 //!
-//! Ids are the store's document numbers (`docno`), which change whenever a memory's text changes, so a graph
-//! point never stands for two versions of a text.
+//! Ids are the store's document numbers (`docno`), which change whenever a memory's text or vector changes, so a
+//! graph point never stands for two versions of a memory.
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use hnsw_rs::prelude::{Distance, Hnsw};
 use parking_lot::RwLock;
 
 use crate::embed::cosine;
+use crate::index::hnsw::{Hnsw, HnswParams};
 
 /// HNSW and exact-search parameters.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct VectorParams {
-    /// `M`: links per node and layer (clamped to 2..=64; `hnsw_rs` allows at most 256).
+    /// `M`: links per point on layers above 0, `2M` on layer 0 (clamped to 2..=64).
     pub m: usize,
     /// `ef_construction`: candidate list size while building.
     pub ef_construction: usize,
@@ -41,18 +43,7 @@ pub struct VectorParams {
 
 impl Default for VectorParams {
     fn default() -> Self {
-        VectorParams { m: 32, ef_construction: 200, ef_search: 128, hnsw_min_points: 4096, exact_max_candidates: 4096 }
-    }
-}
-
-/// `1 - dot(a, b)` clamped to 0..=2: the cosine distance of L2-normalised vectors. Plain `DistDot` of `hnsw_rs`
-/// asserts on rounding when a query equals a stored vector (duplicate memories do that); this one clamps.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ClampedDot;
-
-impl Distance<f32> for ClampedDot {
-    fn eval(&self, a: &[f32], b: &[f32]) -> f32 {
-        (1.0 - cosine(a, b)).clamp(0.0, 2.0)
+        VectorParams { m: 16, ef_construction: 100, ef_search: 96, hnsw_min_points: 4096, exact_max_candidates: 4096 }
     }
 }
 
@@ -65,39 +56,37 @@ pub struct VectorHit {
     pub score: f32,
 }
 
-/// An HNSW graph with the gate that keeps inserts and searches apart.
+/// An HNSW graph with the gate that keeps catch-up inserts and searches apart.
 pub struct Graph {
-    hnsw: Hnsw<'static, f32, ClampedDot>,
-    gate: RwLock<()>,
+    inner: RwLock<Hnsw>,
 }
 
 impl Graph {
-    /// Builds a graph of `items` (parallel insert in chunks of 512; `cancel` is checked between chunks).
+    /// Builds a graph of `items` (`(docno, vector)`) on every core; `cancel` is checked between chunks of
+    /// 1,024 points (None when cancelled).
     pub fn build(params: VectorParams, items: &[(u64, Vec<f32>)], cancel: &dyn Fn() -> bool) -> Option<Self> {
-        let hnsw = Hnsw::<f32, ClampedDot>::new(
-            params.m.clamp(2, 64),
-            items.len().max(1024),
-            16,
-            params.ef_construction.max(params.m),
-            ClampedDot,
-        );
-        // Small chunks keep cancellation prompt: closing a store waits for the chunk in progress (about 1 s for
-        // 512 points in a release build; a chunk of 4,096 held a closing store for about 10 s).
-        for chunk in items.chunks(512) {
-            if cancel() {
-                return None;
-            }
-            let data: Vec<(&[f32], usize)> = chunk.iter().map(|(d, v)| (v.as_slice(), *d as usize)).collect();
-            hnsw.parallel_insert_slice(&data);
-        }
-        Some(Graph { hnsw, gate: RwLock::new(()) })
+        let dim = items.first().map_or(0, |x| x.1.len());
+        let mut g = Hnsw::new(dim, HnswParams { m: params.m, ef_construction: params.ef_construction });
+        let refs: Vec<(u64, &[f32])> = items.iter().map(|(d, v)| (*d, v.as_slice())).collect();
+        g.insert(&refs, cancel)?;
+        Some(Graph { inner: RwLock::new(g) })
     }
 
-    /// Inserts `items` while no search runs on this graph.
-    pub fn insert(&self, items: &[(u64, Vec<f32>)]) {
-        let _exclusive = self.gate.write();
-        let data: Vec<(&[f32], usize)> = items.iter().map(|(d, v)| (v.as_slice(), *d as usize)).collect();
-        self.hnsw.parallel_insert_slice(&data);
+    /// Inserts `items` while no search runs on this graph; returns their point numbers, in order.
+    pub fn insert(&self, items: &[(u64, Vec<f32>)]) -> Vec<u32> {
+        let refs: Vec<(u64, &[f32])> = items.iter().map(|(d, v)| (*d, v.as_slice())).collect();
+        let mut g = self.inner.write();
+        g.insert(&refs, &|| false).map(|r| r.collect()).unwrap_or_default()
+    }
+
+    /// Points in the graph (live and tombstones).
+    pub fn len(&self) -> usize {
+        self.inner.read().len()
+    }
+
+    /// True without points.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
@@ -113,18 +102,20 @@ pub enum GraphWork {
 pub struct SpaceVectors {
     dim: usize,
     params: VectorParams,
+    /// Vectors not in the graph: `slot x dim` floats.
     arena: Vec<f32>,
     slot_docno: Vec<u64>,
     slot_of: FxHashMap<u64, usize>,
     graph: Option<Arc<Graph>>,
-    /// Live documents in the graph.
-    in_graph: FxHashSet<u64>,
-    /// Points ever put in the current graph (live or tombstone).
+    /// Live documents in the graph and their point.
+    point_of: FxHashMap<u64, u32>,
+    /// Points in the current graph (live or tombstone).
     graph_points: usize,
-    /// Live documents not yet in the graph (only tracked while a graph exists).
-    pending: FxHashSet<u64>,
     /// Work was handed out and has not come back yet.
     busy: AtomicBool,
+    /// Changes to the graph or its live set, and the count the last save reflected.
+    changes: AtomicU64,
+    saved: AtomicU64,
 }
 
 /// Catch-up inserts per round, so the gate is never held for long.
@@ -140,21 +131,27 @@ impl SpaceVectors {
             slot_docno: Vec::new(),
             slot_of: FxHashMap::default(),
             graph: None,
-            in_graph: FxHashSet::default(),
+            point_of: FxHashMap::default(),
             graph_points: 0,
-            pending: FxHashSet::default(),
             busy: AtomicBool::new(false),
+            changes: AtomicU64::new(0),
+            saved: AtomicU64::new(0),
         }
+    }
+
+    /// Changes `ef_search` (searches only; the graph stays).
+    pub fn set_ef_search(&mut self, ef_search: usize) {
+        self.params.ef_search = ef_search;
     }
 
     /// Live vectors.
     pub fn len(&self) -> usize {
-        self.slot_docno.len()
+        self.slot_docno.len() + self.point_of.len()
     }
 
     /// True when empty.
     pub fn is_empty(&self) -> bool {
-        self.slot_docno.is_empty()
+        self.len() == 0
     }
 
     /// Whether an HNSW graph serves searches.
@@ -164,12 +161,57 @@ impl SpaceVectors {
 
     /// Live vectors not yet in the graph (0 without a graph).
     pub fn pending(&self) -> usize {
-        self.pending.len()
+        if self.graph.is_some() { self.slot_docno.len() } else { 0 }
     }
 
-    /// The vector of `docno`, if live.
-    pub fn get(&self, docno: u64) -> Option<&[f32]> {
+    /// Points in the graph, live and tombstones (0 without a graph).
+    pub fn graph_points(&self) -> usize {
+        self.graph_points
+    }
+
+    /// Points in the graph that no longer stand for a live document.
+    pub fn tombstones(&self) -> usize {
+        self.graph_points - self.point_of.len()
+    }
+
+    /// Whether `docno` has a vector.
+    pub fn contains(&self, docno: u64) -> bool {
+        self.slot_of.contains_key(&docno) || self.point_of.contains_key(&docno)
+    }
+
+    /// A copy of the vector of `docno`, if live.
+    pub fn get(&self, docno: u64) -> Option<Vec<f32>> {
+        if let Some(v) = self.arena_get(docno) {
+            return Some(v.to_vec());
+        }
+        let (p, g) = (self.point_of.get(&docno)?, self.graph.as_ref()?);
+        Some(g.inner.read().vector(*p).to_vec())
+    }
+
+    fn arena_get(&self, docno: u64) -> Option<&[f32]> {
         self.slot_of.get(&docno).map(|&s| &self.arena[s * self.dim..(s + 1) * self.dim])
+    }
+
+    /// Cosine similarity of `query` with each of `docnos` (0.0 for a document without a vector).
+    pub fn similarities(&self, query: &[f32], docnos: &[u64]) -> Vec<f32> {
+        let g = self.graph.as_ref().map(|g| g.inner.read());
+        docnos
+            .iter()
+            .map(|d| match (self.arena_get(*d), self.point_of.get(d), &g) {
+                (Some(v), _, _) => cosine(query, v),
+                (None, Some(p), Some(g)) => cosine(query, g.vector(*p)),
+                _ => 0.0,
+            })
+            .collect()
+    }
+
+    /// Bytes held by vectors, links and maps (an estimate for reports).
+    pub fn heap_bytes(&self) -> usize {
+        self.arena.capacity() * 4
+            + self.slot_docno.capacity() * 8
+            + self.slot_of.capacity() * 24
+            + self.point_of.capacity() * 16
+            + self.graph.as_ref().map_or(0, |g| g.inner.read().heap_bytes())
     }
 
     /// Adds vectors (each of `dim` floats; others are ignored). They are pending until the builder inserts them.
@@ -178,20 +220,21 @@ impl SpaceVectors {
             if v.len() != self.dim {
                 continue;
             }
-            if self.slot_of.contains_key(docno) {
+            if self.contains(*docno) {
                 self.remove(*docno);
             }
             self.slot_of.insert(*docno, self.slot_docno.len());
             self.arena.extend_from_slice(v);
             self.slot_docno.push(*docno);
-            if self.graph.is_some() {
-                self.pending.insert(*docno);
-            }
         }
     }
 
     /// Removes a vector; a graph point becomes a tombstone.
     pub fn remove(&mut self, docno: u64) {
+        if self.point_of.remove(&docno).is_some() {
+            self.changes.fetch_add(1, Ordering::AcqRel);
+            return;
+        }
         let Some(slot) = self.slot_of.remove(&docno) else { return };
         let last = self.slot_docno.len() - 1;
         if slot != last {
@@ -202,12 +245,35 @@ impl SpaceVectors {
         }
         self.slot_docno.pop();
         self.arena.truncate(last * self.dim);
-        self.in_graph.remove(&docno);
-        self.pending.remove(&docno);
     }
 
-    fn snapshot(&self, docnos: impl Iterator<Item = u64>) -> Vec<(u64, Vec<f32>)> {
-        docnos.filter_map(|d| self.get(d).map(|v| (d, v.to_vec()))).collect()
+    /// Drops the arena copy of vectors now held by the graph, and gives memory back when the arena emptied.
+    fn move_to_graph(&mut self, docno: u64, point: u32, graph: &Hnsw) {
+        if let Some(v) = self.arena_get(docno)
+            && v == graph.vector(point)
+        {
+            self.remove(docno);
+            self.point_of.insert(docno, point);
+        }
+    }
+
+    fn shrink(&mut self) {
+        if self.arena.capacity() > 2 * self.arena.len() + 4096 * self.dim {
+            self.arena.shrink_to_fit();
+            self.slot_docno.shrink_to_fit();
+            self.slot_of.shrink_to_fit();
+        }
+    }
+
+    fn snapshot_all(&self) -> Vec<(u64, Vec<f32>)> {
+        let mut out: Vec<(u64, Vec<f32>)> = Vec::with_capacity(self.len());
+        if let Some(g) = &self.graph {
+            let g = g.inner.read();
+            out.extend(self.point_of.iter().map(|(d, p)| (*d, g.vector(*p).to_vec())));
+        }
+        out.extend(self.slot_docno.iter().filter_map(|d| self.arena_get(*d).map(|v| (*d, v.to_vec()))));
+        out.sort_unstable_by_key(|x| x.0);
+        out
     }
 
     /// What the background builder should do for this space, if anything (copies the vectors it needs).
@@ -234,56 +300,69 @@ impl SpaceVectors {
         self.busy.load(Ordering::Acquire) || self.next_work_kind()
     }
 
+    fn too_many_tombstones(&self) -> bool {
+        self.tombstones() * 4 > self.graph_points.max(1)
+    }
+
     fn next_work_kind(&self) -> bool {
         match &self.graph {
             None => self.len() >= self.params.hnsw_min_points,
-            Some(_) => {
-                (self.graph_points - self.in_graph.len()) * 4 > self.graph_points.max(1) || !self.pending.is_empty()
-            }
+            Some(_) => self.too_many_tombstones() || !self.slot_docno.is_empty(),
         }
     }
 
     fn next_work(&self) -> Option<GraphWork> {
         match &self.graph {
-            None if self.len() >= self.params.hnsw_min_points => {
-                Some(GraphWork::Build(self.snapshot(self.slot_docno.iter().copied())))
-            }
+            None if self.len() >= self.params.hnsw_min_points => Some(GraphWork::Build(self.snapshot_all())),
             None => None,
-            Some(_) if (self.graph_points - self.in_graph.len()) * 4 > self.graph_points.max(1) => {
-                Some(GraphWork::Build(self.snapshot(self.slot_docno.iter().copied())))
-            }
-            Some(g) if !self.pending.is_empty() => {
-                let mut ids: Vec<u64> = self.pending.iter().copied().collect();
+            Some(_) if self.too_many_tombstones() => Some(GraphWork::Build(self.snapshot_all())),
+            Some(g) if !self.slot_docno.is_empty() => {
+                let mut ids: Vec<u64> = self.slot_docno.clone();
                 ids.sort_unstable();
                 ids.truncate(INSERT_CHUNK);
-                Some(GraphWork::Insert(g.clone(), self.snapshot(ids.into_iter())))
+                let items = ids.into_iter().filter_map(|d| self.arena_get(d).map(|v| (d, v.to_vec()))).collect();
+                Some(GraphWork::Insert(g.clone(), items))
             }
             Some(_) => None,
         }
     }
 
-    /// Installs a graph built from `built` (docno list of the snapshot); vectors added since stay pending,
-    /// removed ones become tombstones.
+    /// Installs a graph built from `built` (docnos of its points, in point order); vectors added since stay
+    /// pending, documents removed since become tombstones.
     pub fn install(&mut self, graph: Graph, built: &[u64]) {
-        self.in_graph = built.iter().copied().filter(|d| self.slot_of.contains_key(d)).collect();
+        // Vectors of the old graph go back to the arena first, so that every live vector has one home.
+        if let Some(old) = self.graph.take() {
+            let old = old.inner.read();
+            let live: Vec<(u64, Vec<f32>)> = self.point_of.iter().map(|(d, p)| (*d, old.vector(*p).to_vec())).collect();
+            self.point_of.clear();
+            self.insert_batch(&live);
+        }
+        {
+            let g = graph.inner.read();
+            for (p, d) in built.iter().enumerate() {
+                self.move_to_graph(*d, p as u32, &g);
+            }
+        }
         self.graph_points = built.len();
-        self.pending = self.slot_docno.iter().copied().filter(|d| !self.in_graph.contains(d)).collect();
         self.graph = Some(Arc::new(graph));
+        self.shrink();
+        self.changes.fetch_add(1, Ordering::AcqRel);
         self.busy.store(false, Ordering::Release);
     }
 
-    /// Records that `inserted` went into `graph` (ignored if another graph was installed meanwhile).
-    pub fn mark_inserted(&mut self, graph: &Arc<Graph>, inserted: &[u64]) {
+    /// Records that `inserted` (`(docno, point)`) went into `graph` (ignored if another graph was installed
+    /// meanwhile).
+    pub fn mark_inserted(&mut self, graph: &Arc<Graph>, inserted: &[(u64, u32)]) {
         self.busy.store(false, Ordering::Release);
-        if !self.graph.as_ref().is_some_and(|g| Arc::ptr_eq(g, graph)) {
-            return;
+        let Some(current) = self.graph.clone().filter(|g| Arc::ptr_eq(g, graph)) else { return };
+        let g = current.inner.read();
+        self.graph_points = g.len();
+        for (d, p) in inserted {
+            self.move_to_graph(*d, *p, &g);
         }
-        self.graph_points += inserted.len();
-        for d in inserted {
-            if self.pending.remove(d) {
-                self.in_graph.insert(*d);
-            }
-        }
+        drop(g);
+        self.shrink();
+        self.changes.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Builds the graph now, on this thread (for callers without a background builder).
@@ -298,12 +377,65 @@ impl SpaceVectors {
                     None => self.abandon(),
                 },
                 GraphWork::Insert(g, items) => {
-                    g.insert(&items);
-                    let ids: Vec<u64> = items.iter().map(|x| x.0).collect();
+                    let points = g.insert(&items);
+                    let ids: Vec<(u64, u32)> = items.iter().map(|x| x.0).zip(points).collect();
                     self.mark_inserted(&g, &ids);
                 }
             }
         }
+    }
+
+    /// The graph as bytes ([`Hnsw::to_bytes`]) with the change count it reflects, when it changed since the
+    /// last [`SpaceVectors::mark_saved`]; None without a graph or without changes.
+    pub fn graph_bytes(&self, generation: u64, embedder: &str) -> Option<(Vec<u8>, u64)> {
+        let g = self.graph.as_ref()?;
+        let changes = self.changes.load(Ordering::Acquire);
+        if changes == self.saved.load(Ordering::Acquire) {
+            return None;
+        }
+        let g = g.inner.read();
+        let live = |p: u32| self.point_of.get(&g.docno(p)) == Some(&p);
+        Some((g.to_bytes(generation, embedder, &live), changes))
+    }
+
+    /// Records that the graph as of change count `changes` is on disk.
+    pub fn mark_saved(&self, changes: u64) {
+        self.saved.fetch_max(changes, Ordering::AcqRel);
+    }
+
+    /// Attaches a saved graph ([`Hnsw::from_bytes`]) after the live vectors were loaded with
+    /// [`SpaceVectors::insert_batch`]: its live points take their vectors from the arena, which keeps only the
+    /// vectors the graph lacks (pending: the catch-up from the saved generation).
+    ///
+    /// Errors (nothing changes; the caller deletes the file and the builder rebuilds): any [`Hnsw::from_bytes`]
+    /// error, another embedder, a generation above `generation_now` (the file is newer than the store), or
+    /// more than a tenth of its live points gone from the store.
+    pub fn attach(&mut self, bytes: &[u8], embedder: &str, generation_now: u64) -> Result<AttachStats, String> {
+        let (g, saved) = Hnsw::from_bytes(bytes, self.dim, &|d| self.arena_get(d).map(<[f32]>::to_vec))?;
+        if saved.embedder != embedder {
+            return Err(format!("graph of embedder {}, store uses {embedder}", saved.embedder));
+        }
+        if saved.generation > generation_now {
+            return Err(format!("graph of generation {}, store is at {generation_now}", saved.generation));
+        }
+        let live = saved.live.iter().filter(|l| **l).count();
+        let gone = (0..g.len()).filter(|&p| saved.live[p] && self.arena_get(g.docno(p as u32)).is_none()).count();
+        if gone * 10 > live.max(1) {
+            return Err(format!("{gone} of {live} live points are gone from the store"));
+        }
+        let docnos: Vec<u64> = (0..g.len() as u32).map(|p| g.docno(p)).collect();
+        for (p, d) in docnos.iter().enumerate() {
+            if saved.live[p] {
+                self.move_to_graph(*d, p as u32, &g);
+            }
+        }
+        self.graph_points = g.len();
+        self.graph = Some(Arc::new(Graph { inner: RwLock::new(g) }));
+        self.shrink();
+        let dirty = gone > 0;
+        let c = self.changes.load(Ordering::Acquire);
+        self.saved.store(if dirty { c.wrapping_sub(1) } else { c }, Ordering::Release);
+        Ok(AttachStats { points: docnos.len(), live: self.point_of.len(), pending: self.slot_docno.len() })
     }
 
     /// The `k` nearest live vectors to `query` among those `allowed` accepts, best first.
@@ -324,39 +456,21 @@ impl SpaceVectors {
         let small = candidates.is_some_and(|c| c <= self.params.exact_max_candidates);
         if let (Some(g), false) = (&self.graph, small) {
             let ef = self.params.ef_search.max(k);
-            let live = |id: u64| self.in_graph.contains(&id) && allowed(id);
             let mut hits: Vec<VectorHit> = {
-                let _shared = g.gate.read();
-                // hnsw_rs's filtered walk costs about three times the plain one; with no filter and few
-                // tombstones, walk plainly for a few extra candidates and drop the ones that do not pass.
-                let mut found: Vec<VectorHit> = Vec::new();
-                if candidates.is_none() && self.graph_points - self.in_graph.len() <= self.graph_points / 20 {
-                    found = g
-                        .hnsw
-                        .search(query, k + 16, ef)
-                        .iter()
-                        .filter(|n| live(n.d_id as u64))
-                        .map(|n| VectorHit { docno: n.d_id as u64, score: 1.0 - n.distance })
-                        .collect();
-                    found.truncate(k);
-                }
-                if found.len() < k {
-                    let filter = |id: &usize| live(*id as u64);
-                    found = g
-                        .hnsw
-                        .search_filter(query, k, ef, Some(&filter))
-                        .iter()
-                        .map(|n| VectorHit { docno: n.d_id as u64, score: 1.0 - n.distance })
-                        .collect();
-                }
-                found
+                let g = g.inner.read();
+                let live = |p: u32| {
+                    let d = g.docno(p);
+                    self.point_of.get(&d) == Some(&p) && allowed(d)
+                };
+                g.search(query, k, ef, Some(&live))
+                    .into_iter()
+                    .map(|(p, dist)| VectorHit { docno: g.docno(p), score: 1.0 - dist })
+                    .collect()
             };
             let graph_hits = hits.len();
-            for &d in &self.pending {
-                if allowed(d)
-                    && let Some(v) = self.get(d)
-                {
-                    hits.push(VectorHit { docno: d, score: cosine(query, v) });
+            for (slot, &d) in self.slot_docno.iter().enumerate() {
+                if allowed(d) {
+                    hits.push(VectorHit { docno: d, score: cosine(query, &self.arena[slot * self.dim..(slot + 1) * self.dim]) });
                 }
             }
             top_k(&mut hits, k);
@@ -372,15 +486,33 @@ impl SpaceVectors {
     pub fn exact(&self, query: &[f32], k: usize, allowed: &dyn Fn(u64) -> bool) -> Vec<VectorHit> {
         let mut hits: Vec<VectorHit> = Vec::new();
         for (slot, &docno) in self.slot_docno.iter().enumerate() {
-            if !allowed(docno) {
-                continue;
+            if allowed(docno) {
+                let v = &self.arena[slot * self.dim..(slot + 1) * self.dim];
+                hits.push(VectorHit { docno, score: cosine(query, v) });
             }
-            let v = &self.arena[slot * self.dim..(slot + 1) * self.dim];
-            hits.push(VectorHit { docno, score: cosine(query, v) });
+        }
+        if let Some(g) = &self.graph {
+            let g = g.inner.read();
+            for (&docno, &p) in &self.point_of {
+                if allowed(docno) {
+                    hits.push(VectorHit { docno, score: cosine(query, g.vector(p)) });
+                }
+            }
         }
         top_k(&mut hits, k);
         hits
     }
+}
+
+/// What [`SpaceVectors::attach`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttachStats {
+    /// Points in the saved graph.
+    pub points: usize,
+    /// Of them, live documents of the store.
+    pub live: usize,
+    /// Live vectors not in the graph (written after the save): the catch-up.
+    pub pending: usize,
 }
 
 /// Keeps the `k` best hits, sorted by descending score then ascending docno (deterministic ties).

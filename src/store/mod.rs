@@ -7,6 +7,7 @@
 mod communities;
 mod entities;
 mod export;
+mod graph_files;
 mod label_maint;
 mod labels;
 mod lifecycle;
@@ -260,6 +261,8 @@ pub struct KnowledgeStore {
     // Declared before `builder`: dropped (stopped and joined) first, as it wakes the builder.
     reembed: Mutex<Option<reembed::Worker>>,
     builder: GraphBuilder,
+    /// Saved HNSW graphs.
+    graph_files: graph_files::GraphFiles,
 }
 
 /// The background thread that builds and catches up HNSW graphs, off the write and search paths.
@@ -270,7 +273,12 @@ struct GraphBuilder {
 }
 
 impl GraphBuilder {
-    fn start(index: Arc<RwLock<IndexState>>, vector: crate::index::vector::VectorParams) -> Self {
+    fn start(
+        index: Arc<RwLock<IndexState>>,
+        vector: crate::index::vector::VectorParams,
+        db: Arc<redb::Database>,
+        files: graph_files::GraphFiles,
+    ) -> Self {
         use std::sync::atomic::Ordering;
         let signal = Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -313,12 +321,20 @@ impl GraphBuilder {
                                             "HNSW graph built"
                                         );
                                     }
-                                    None => si.vectors.abandon(),
+                                    None => {
+                                        si.vectors.abandon();
+                                        continue;
+                                    }
+                                }
+                                // Saved after every full build, under a read lock (searches go on).
+                                let state = parking_lot::RwLockWriteGuard::downgrade(state);
+                                if let Some(si) = state.spaces.get(&space) {
+                                    files.save(&db, &space, si);
                                 }
                             }
                             GraphWork::Insert(g, items) => {
-                                g.insert(&items);
-                                let ids: Vec<u64> = items.iter().map(|x| x.0).collect();
+                                let points = g.insert(&items);
+                                let ids: Vec<(u64, u32)> = items.iter().map(|x| x.0).zip(points).collect();
                                 if let Some(si) = index.write().spaces.get_mut(&space) {
                                     si.vectors.mark_inserted(&g, &ids);
                                 }
@@ -357,6 +373,11 @@ impl Drop for KnowledgeStore {
         if let Some(t) = self.builder.thread.take() {
             let _ = t.join();
         }
+        // A clean close saves every graph that changed since its last save.
+        let state = self.index.read();
+        for (space, si) in &state.spaces {
+            self.graph_files.save(&self.db, space, si);
+        }
     }
 }
 
@@ -392,7 +413,8 @@ impl KnowledgeStore {
             None => builder.create(config.db_path())?,
         });
         let index = Arc::new(RwLock::new(IndexState { spaces: HashMap::new() }));
-        let builder = GraphBuilder::start(index.clone(), config.vector);
+        let graph_files = graph_files::GraphFiles::new(&config.data_dir, config.embedder.name());
+        let builder = GraphBuilder::start(index.clone(), config.vector, db.clone(), graph_files.clone());
         let writer = Arc::new(Mutex::new(()));
         let graph = Arc::new(RwLock::new(communities::GraphState::default()));
         let hnsw_signal = builder.signal.clone();
@@ -423,6 +445,7 @@ impl KnowledgeStore {
             graph_worker,
             reembed: Mutex::new(None),
             builder,
+            graph_files,
         };
         store.init_schema()?;
         {
@@ -666,6 +689,8 @@ impl KnowledgeStore {
                 si.vectors.insert_batch(&live);
             }
         }
+        drop(rtx);
+        self.graph_files.attach_all(&self.db, &mut state.spaces);
         *self.index.write() = state;
         Ok(())
     }
@@ -758,6 +783,26 @@ impl KnowledgeStore {
             out.postings += postings;
             out.positioned += si.catalog.positioned() as u64;
         }
+        out
+    }
+
+    /// The vector index of every space, sorted by space name: vectors, graph points, tombstones, pending
+    /// vectors and memory held.
+    pub fn vector_index_stats(&self) -> Vec<VectorIndexStats> {
+        let state = self.index.read();
+        let mut out: Vec<VectorIndexStats> = state
+            .spaces
+            .iter()
+            .map(|(name, si)| VectorIndexStats {
+                space: name.clone(),
+                vectors: si.vectors.len(),
+                graph_points: si.vectors.graph_points(),
+                tombstones: si.vectors.tombstones(),
+                pending: si.vectors.pending(),
+                heap_bytes: si.vectors.heap_bytes(),
+            })
+            .collect();
+        out.sort_by(|a, b| a.space.cmp(&b.space));
         out
     }
 

@@ -98,7 +98,7 @@ pub(crate) fn missing(index: &IndexState) -> Vec<(String, u64, String)> {
             continue;
         }
         for (docno, meta) in si.catalog.iter() {
-            if si.vectors.get(docno).is_none() {
+            if !si.vectors.contains(docno) {
                 out.push((space.clone(), docno, meta.id.clone()));
             }
         }
@@ -203,7 +203,7 @@ fn run(ctx: &Ctx, work: &[(String, u64, String)], prog: &Progress, stop: &Atomic
             for (space, mut batch) in by_space {
                 if let Some(si) = state.spaces.get_mut(&space) {
                     // A delete applied after our read removed the document: its vector must not come back.
-                    batch.retain(|(d, _)| si.catalog.get(*d).is_some() && si.vectors.get(*d).is_none());
+                    batch.retain(|(d, _)| si.catalog.get(*d).is_some() && !si.vectors.contains(*d));
                     si.vectors.insert_batch(&batch);
                 }
             }

@@ -235,18 +235,11 @@ impl KnowledgeStore {
                         None => (*d, bm25::score_one(bm25p, lex_docs, lex_avg, &lists, *d)),
                     })
                     .collect();
-                let vec_full: Vec<(u64, f32)> = union
-                    .iter()
-                    .map(|d| {
-                        (
-                            *d,
-                            match (&qvec, si.vectors.get(*d)) {
-                                (Some(qv), Some(v)) => crate::embed::cosine(qv, v),
-                                _ => 0.0,
-                            },
-                        )
-                    })
-                    .collect();
+                let sims = match &qvec {
+                    Some(qv) => si.vectors.similarities(qv, &union),
+                    None => vec![0.0; union.len()],
+                };
+                let vec_full: Vec<(u64, f32)> = union.iter().copied().zip(sims).collect();
                 let by_score = |mut l: Vec<(u64, f32)>| {
                     l.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
                     l

@@ -452,6 +452,24 @@ pub struct LexicalIndexStats {
     pub positioned: u64,
 }
 
+/// The vector index of one space ([`crate::KnowledgeStore::vector_index_stats`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct VectorIndexStats {
+    /// Space name.
+    pub space: String,
+    /// Live vectors.
+    pub vectors: usize,
+    /// Points in the HNSW graph, live and tombstones (0 without a graph: searches scan exactly).
+    pub graph_points: usize,
+    /// Graph points whose memory was edited or deleted (skipped by searches; the graph is rebuilt past a
+    /// quarter of its points).
+    pub tombstones: usize,
+    /// Live vectors not yet in the graph (scanned exactly by every search until the builder inserts them).
+    pub pending: usize,
+    /// Bytes held in memory by vectors, links and maps (an estimate).
+    pub heap_bytes: usize,
+}
+
 /// Convenience alias for label lists.
 pub type Labels = Vec<Label>;
 
