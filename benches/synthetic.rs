@@ -194,6 +194,7 @@ fn main() -> engram::Result<()> {
                 filter: MemoryFilter::default(),
                 mode,
                 fusion: None,
+                query_embedding: None,
                 options: Default::default(),
             })?;
             lat.push(t.elapsed().as_secs_f64() * 1000.0);
@@ -225,26 +226,26 @@ fn main() -> engram::Result<()> {
             efs.extend([32, 64, 128, 192, 256].into_iter().filter(|e| *e != params.ef_search));
         }
         for ef in efs {
-        idx.set_ef_search(ef);
-        let (mut found, mut total) = (0usize, 0usize);
-        let mut lat = Vec::new();
-        for q in &qvecs {
-            let t = Instant::now();
-            let approx = idx.search(q, 10, &all, None);
-            lat.push(t.elapsed().as_secs_f64() * 1000.0);
-            let exact = idx.exact(q, 10, &all);
-            // Ties at the 10th score make several exact answers correct: count a hit by score, not by id.
-            let cutoff = exact.last().map_or(f32::MAX, |h| h.score) - 1e-6;
-            found += approx.iter().filter(|h| h.score >= cutoff).count().min(exact.len());
-            total += exact.len();
-        }
-        println!(
-            "HNSW recall@10 vs exact: {:.4} (ef_search {}); graph search p50 {:.2} ms, p99 {:.2} ms",
-            found as f64 / total as f64,
-            ef,
-            percentile(&mut lat.clone(), 0.5),
-            percentile(&mut lat, 0.99)
-        );
+            idx.set_ef_search(ef);
+            let (mut found, mut total) = (0usize, 0usize);
+            let mut lat = Vec::new();
+            for q in &qvecs {
+                let t = Instant::now();
+                let approx = idx.search(q, 10, &all, None);
+                lat.push(t.elapsed().as_secs_f64() * 1000.0);
+                let exact = idx.exact(q, 10, &all);
+                // Ties at the 10th score make several exact answers correct: count a hit by score, not by id.
+                let cutoff = exact.last().map_or(f32::MAX, |h| h.score) - 1e-6;
+                found += approx.iter().filter(|h| h.score >= cutoff).count().min(exact.len());
+                total += exact.len();
+            }
+            println!(
+                "HNSW recall@10 vs exact: {:.4} (ef_search {}); graph search p50 {:.2} ms, p99 {:.2} ms",
+                found as f64 / total as f64,
+                ef,
+                percentile(&mut lat.clone(), 0.5),
+                percentile(&mut lat, 0.99)
+            );
         }
         drop(idx);
     }
@@ -263,6 +264,7 @@ fn main() -> engram::Result<()> {
             filter: MemoryFilter::default(),
             mode: SearchMode::Hybrid,
             fusion: None,
+            query_embedding: None,
             options: Default::default(),
         };
         store.search(&query)?;

@@ -24,6 +24,7 @@ fn main() -> engram::Result<()> {
         filter: MemoryFilter::default(),
         mode: SearchMode::Hybrid,
         fusion: None,
+        query_embedding: None,
         options: Default::default(),
     })?;
     for h in &found.hits {

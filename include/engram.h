@@ -134,6 +134,19 @@ engram_result engram_store_open_with_model(const char *data_dir,
                                            struct engram_store **out);
 
 /*
+ Like `engram_store_open`, for a store whose vectors come from the caller: `dim` floats per vector
+ (1..=4096), given as `embedding` on `POST /memories` and `PATCH /memories/{id}` and as `query_embedding` on
+ `POST /memories/search` through `engram_request`. A bad vector is a 422 response naming the field, and
+ nothing is stored.
+
+ Returns the codes of `engram_store_open`, and `ENGRAM_INVALID_INPUT` when `dim` is out of range.
+ */
+engram_result engram_store_open_external(const char *data_dir,
+                                         size_t data_dir_len,
+                                         size_t dim,
+                                         struct engram_store **out);
+
+/*
  Closes a store and frees the handle. NULL is accepted and ignored.
  */
 void engram_store_close(struct engram_store *store);

@@ -534,6 +534,7 @@ pub fn locomo(store: &KnowledgeStore, dataset: &Path, opts: &LocomoOptions, prog
                     filter: Default::default(),
                     mode,
                     fusion,
+                    query_embedding: None,
                     options,
                 })
             };

@@ -11,7 +11,7 @@
 //! store.create_memory(NewMemory { content: "Caroline went to the LGBTQ support group".into(), ..Default::default() })?;
 //! let found = store.search(&SearchQuery {
 //!     query: "support group".into(), space_id: "default".into(), limit: 5,
-//!     filter: Default::default(), mode: SearchMode::Hybrid, fusion: None, options: Default::default(),
+//!     filter: Default::default(), mode: SearchMode::Hybrid, fusion: None, query_embedding: None, options: Default::default(),
 //! })?;
 //! assert_eq!(found.hits.len(), 1);
 //! # Ok::<(), Box<dyn std::error::Error>>(())

@@ -57,6 +57,7 @@ fn search(
             filter: Default::default(),
             mode,
             fusion: None,
+            query_embedding: None,
             options,
         })
         .expect("search")
@@ -76,6 +77,7 @@ fn best_with_context(store: &KnowledgeStore, space: &str, q: &str, mode: SearchM
         filter: Default::default(),
         mode,
         fusion: None,
+        query_embedding: None,
         options,
     };
     store.search(&query).expect("search").hits.into_iter().next().expect("a hit")

@@ -164,6 +164,7 @@ fn check(
                 filter: MemoryFilter::default(),
                 mode,
                 fusion: None,
+                query_embedding: None,
                 options: Default::default(),
             };
             let hits = store.search(&q).unwrap_or_else(|e| panic!("cycle {cycle}: search: {e}")).hits;

@@ -134,6 +134,7 @@ fn verify(store: &KnowledgeStore, acked: &[&str], n: u64, fault: Fault) {
             },
             mode: engram::SearchMode::Lexical,
             fusion: None,
+            query_embedding: None,
             options: Default::default(),
         };
         store.search(&sq).map(|r| r.hits.into_iter().map(|h| h.view.memory.id).collect()).unwrap_or_default()

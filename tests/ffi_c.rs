@@ -69,6 +69,20 @@ fn c_quickstart_compiles_and_runs() {
     assert!(stdout.contains("action: unchanged"), "{stdout}");
 }
 
+/// Caller-supplied vectors through the C API: stored, searched by query vector, and a bad one refused with
+/// 422 and nothing stored (`examples/c/vectors.c` checks each step and prints `vectors: ok`).
+#[test]
+fn c_vectors_example_stores_searches_and_refuses_bad_vectors() {
+    let lib = lib_dir();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let exe = compile_example("vectors", tmp.path());
+    let run = Command::new(&exe).arg(tmp.path().join("store")).env("LD_LIBRARY_PATH", &lib).output().expect("run");
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "vectors failed:\n{stdout}\n{}", String::from_utf8_lossy(&run.stderr));
+    assert!(stdout.contains("vectors: ok"), "{stdout}");
+    assert!(stdout.contains("POST /memories -> 422"), "{stdout}");
+}
+
 /// Compiles a C example against the test run's libengram.
 fn compile_example(name: &str, out_dir: &Path) -> PathBuf {
     let lib = lib_dir();

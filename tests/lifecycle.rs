@@ -15,6 +15,7 @@ fn ids(store: &KnowledgeStore, q: &str, include_history: bool) -> Vec<String> {
             filter: MemoryFilter { include_history, ..Default::default() },
             mode: SearchMode::Hybrid,
             fusion: None,
+            query_embedding: None,
             options: Default::default(),
         })
         .unwrap()

@@ -231,6 +231,7 @@ fn the_store_finds_paraphrases_with_the_model() {
                 filter: MemoryFilter::default(),
                 mode: SearchMode::Vector,
                 fusion: None,
+                query_embedding: None,
                 options: Default::default(),
             })
             .unwrap();

@@ -62,6 +62,7 @@ fn query(q: &str, mode: SearchMode) -> SearchQuery {
         filter: MemoryFilter::default(),
         mode,
         fusion: None,
+        query_embedding: None,
         options: Default::default(),
     }
 }

@@ -40,6 +40,7 @@ fn search(store: &KnowledgeStore, space: &str, q: &str) -> Vec<(String, String)>
             filter: MemoryFilter::default(),
             mode: SearchMode::Hybrid,
             fusion: None,
+            query_embedding: None,
             options: Default::default(),
         })
         .unwrap()

@@ -22,6 +22,7 @@ fn search(store: &KnowledgeStore, q: &str, space: &str, limit: usize, filter: Me
             filter,
             mode: SearchMode::Hybrid,
             fusion: None,
+            query_embedding: None,
             options: Default::default(),
         })
         .expect("search")
@@ -77,6 +78,7 @@ fn create_get_update_delete_round_trip_with_spec_defaults() {
             filter: MemoryFilter::default(),
             mode: SearchMode::Lexical,
             fusion: None,
+            query_embedding: None,
             options: Default::default(),
         })
         .unwrap();
@@ -172,6 +174,7 @@ fn reopen_keeps_every_memory_and_the_indexes_agree() {
                 filter: MemoryFilter::default(),
                 mode,
                 fusion: None,
+                query_embedding: None,
                 options: Default::default(),
             })
             .unwrap();

@@ -194,6 +194,7 @@ fn check(store: &KnowledgeStore, model: &Model) -> Result<(), TestCaseError> {
                     filter: MemoryFilter::default(),
                     mode: SearchMode::Lexical,
                     fusion: None,
+                    query_embedding: None,
                     options: Default::default(),
                 })
                 .unwrap()

@@ -329,6 +329,7 @@ fn merge_skip_and_overwrite_on_conflicts() {
             filter: engram::MemoryFilter::default(),
             mode: engram::SearchMode::Lexical,
             fusion: None,
+            query_embedding: None,
             options: Default::default(),
         };
         let hits = b.search(&q).unwrap();

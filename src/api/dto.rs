@@ -48,6 +48,9 @@ pub struct CreateMemoryRequest {
     pub import_origin: Option<String>,
     /// Message indices of the source thread; stored as `source_range` `start_index`/`end_index`.
     pub source_message_indices: Option<Vec<i64>>,
+    /// Engram extension: the memory's vector, for a store opened with `--embedding-model external:DIM` (DIM
+    /// finite numbers, not all zero; stored L2-normalised). 422 in a store whose model embeds by itself.
+    pub embedding: Option<Vec<f32>>,
 }
 
 /// Body of `PATCH /memories/{memory_id}`: every field optional.
@@ -78,6 +81,9 @@ pub struct UpdateMemoryRequest {
     /// Replaces metadata.
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Engram extension: a new vector (external-embedder stores; rules of `POST /memories`). Without it a
+    /// content change keeps the old vector in such a store.
+    pub embedding: Option<Vec<f32>>,
 }
 
 /// Provenance thread of a memory.
@@ -221,6 +227,10 @@ pub struct SearchRequest {
     pub context_window: Option<i64>,
     /// Engram extension: neighbour expansion in ranking (default true; `docs/retrieval.md`).
     pub expand_neighbours: Option<bool>,
+    /// Engram extension: the query's vector, for a store opened with `--embedding-model external:DIM` (DIM
+    /// finite numbers). Without it such a store ranks by BM25 alone and says so in `search_metadata`. With it,
+    /// `query` may be empty.
+    pub query_embedding: Option<Vec<f32>>,
 }
 
 /// One item of the `POST /memories/search` array.

@@ -97,6 +97,13 @@ fn field(loc: &[&str], kind: &str, msg: impl Into<String>, input: serde_json::Va
 pub(super) fn create(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let req: EmbeddingsRequest = ctx.json()?;
     let emb = api.store().config().embedder.clone();
+    if emb.external() {
+        return Err(crate::error::Error::new(
+            crate::error::ErrorKind::Unavailable,
+            format!("this store takes caller-supplied vectors ({}); it has no model to embed with", emb.name()),
+        )
+        .with_code("embedding_model_unavailable"));
+    }
     let mut errs = Vec::new();
 
     let texts: Vec<String> = match &req.input {

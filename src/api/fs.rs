@@ -1026,6 +1026,7 @@ pub(super) fn recall(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
                 filter,
                 mode: SearchMode::Hybrid,
                 fusion: None,
+                query_embedding: None,
                 options: Default::default(),
             };
             store

@@ -1445,6 +1445,7 @@ fn create_memory(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         space_id: r.space_id,
         source_range: source_range_of(r.source_message_indices.as_ref()),
         extraction_method: None,
+        embedding: r.embedding,
     };
     let c = api.store().create_memory(new)?;
     let action = match c.action {
@@ -1506,9 +1507,11 @@ fn time_range_start(s: &str, errs: &mut Vec<FieldError>) -> Option<Timestamp> {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run_search(
     api: &Api,
     query: String,
+    query_embedding: Option<Vec<f32>>,
     space: String,
     limit: i64,
     mode: SearchMode,
@@ -1522,6 +1525,7 @@ fn run_search(
         filter,
         mode,
         fusion: None,
+        query_embedding,
         options,
     })
 }
@@ -1593,7 +1597,7 @@ fn search_get(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let query = q.str("q").unwrap_or_default().to_string();
     let space = q.str("space_id").unwrap_or(DEFAULT_SPACE).to_string();
     let with_entities = q.bool("include_entities").unwrap_or(false);
-    let res = run_search(api, query, space.clone(), q.int("limit").unwrap_or(10), mode, filter, options)
+    let res = run_search(api, query, None, space.clone(), q.int("limit").unwrap_or(10), mode, filter, options)
         .map_err(|e| relocate(e, "query", "q"))?;
     let mut entities = Vec::with_capacity(res.hits.len());
     for h in &res.hits {
@@ -1724,7 +1728,8 @@ fn search_post(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     }
     let space = r.space_id.unwrap_or_else(|| DEFAULT_SPACE.to_string());
     let with_entities = r.include_entities.unwrap_or(false);
-    let res = run_search(api, r.query, space.clone(), limit, retrieval_mode(r.retrieval.as_deref()), filter, options)?;
+    let mode = retrieval_mode(r.retrieval.as_deref());
+    let res = run_search(api, r.query, r.query_embedding, space.clone(), limit, mode, filter, options)?;
     let mut out: Vec<MemorySearchResult> = Vec::with_capacity(res.hits.len());
     for h in res.hits {
         let related_entities =
@@ -1770,6 +1775,7 @@ fn update_memory(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         event_end: r.event_end,
         temporal_context,
         metadata: r.metadata.map(Metadata),
+        embedding: r.embedding,
     };
     ok(&MemoryOut::from(api.store().update_memory(ctx.param("memory_id"), patch, guard(ctx))?))
 }

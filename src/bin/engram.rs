@@ -22,7 +22,8 @@ struct EmbedderArgs {
     #[arg(long, env = "ENGRAM_EMBEDDING_MODEL_DIR", conflicts_with = "embedding_model")]
     embedding_model_dir: Option<PathBuf>,
     /// A model from fastembed's list by name, downloaded into the cache on first use (needs the
-    /// `fastembed-hub` feature), or `builtin` for the built-in embedder.
+    /// `fastembed-hub` feature), `builtin` for the built-in embedder, or `external:DIM` for a store that takes
+    /// caller-supplied vectors of DIM floats (`embedding` on writes, `query_embedding` on searches).
     #[arg(long, env = "ENGRAM_EMBEDDING_MODEL")]
     embedding_model: Option<String>,
 }
@@ -33,6 +34,15 @@ impl EmbedderArgs {
         let choice = match (&self.embedding_model_dir, self.embedding_model.as_deref()) {
             (Some(dir), _) => EmbedderChoice::ModelDir(dir.clone()),
             (None, Some("builtin")) => EmbedderChoice::Builtin,
+            (None, Some(ext)) if ext.starts_with("external:") => {
+                let dim = ext["external:".len()..].parse::<usize>().map_err(|_| {
+                    engram::Error::new(
+                        engram::ErrorKind::InvalidInput,
+                        format!("--embedding-model {ext}: expected external:DIM with DIM a number, e.g. external:384"),
+                    )
+                })?;
+                EmbedderChoice::External(dim)
+            }
             (None, Some(name)) => EmbedderChoice::Named {
                 name: name.to_string(),
                 cache_dir: dirs::cache_dir().unwrap_or_else(std::env::temp_dir).join("engram").join("models"),

@@ -66,12 +66,112 @@ pub trait Embedder: Send + Sync {
         Ok(texts.iter().map(|t| crate::index::text::words(t).len()).collect())
     }
 
+    /// True for [`ExternalEmbedder`]: the store computes no vectors; callers supply them (`embedding` on
+    /// writes, `query_embedding` on searches) and memories without one are found lexically only.
+    fn external(&self) -> bool {
+        false
+    }
+
     /// Embeds a batch. Returns one vector of [`Embedder::dim`] floats, L2 norm 1 (or all zeros for text
     /// without any feature), per input, in order.
     ///
     /// # Errors
     /// Model failures ([`crate::ErrorKind::Internal`]); the built-in embedder never fails.
     fn embed(&self, texts: &[&str], input_type: InputType) -> Result<Vec<Vec<f32>>>;
+}
+
+/// The embedder of a store whose vectors come from the caller (as chromadb, Qdrant and LanceDB take them):
+/// `--embedding-model external:DIM`. It computes nothing: [`Embedder::embed`] returns zero vectors, which every
+/// vector path treats as "no vector" (internal uses such as label merge candidates then fall back to text).
+#[derive(Debug, Clone)]
+pub struct ExternalEmbedder {
+    dim: usize,
+    name: String,
+}
+
+impl ExternalEmbedder {
+    /// Largest accepted dimension.
+    pub const MAX_DIM: usize = 4096;
+
+    /// An external embedder of `dim` floats per vector.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`] when `dim` is outside 1..=4096.
+    pub fn new(dim: usize) -> Result<Self> {
+        if !(1..=Self::MAX_DIM).contains(&dim) {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                format!("external embedder dimension {dim} is outside 1..={}", Self::MAX_DIM),
+            ));
+        }
+        Ok(ExternalEmbedder { dim, name: format!("external-{dim}") })
+    }
+}
+
+impl Embedder for ExternalEmbedder {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn dim(&self) -> usize {
+        self.dim
+    }
+    fn mode(&self) -> &'static str {
+        "external"
+    }
+    fn external(&self) -> bool {
+        true
+    }
+    fn embed(&self, texts: &[&str], _input_type: InputType) -> Result<Vec<Vec<f32>>> {
+        Ok(texts.iter().map(|_| vec![0.0; self.dim]).collect())
+    }
+}
+
+/// Checks a caller-supplied vector for an embedder and returns it L2-normalised (similarity is cosine).
+///
+/// # Errors
+/// One [`crate::error::FieldError`] at `loc` (type `embedding_not_accepted`, `embedding_dimension`,
+/// `embedding_not_finite` or `embedding_zero`): the embedder computes its own vectors, the length is not
+/// [`Embedder::dim`], an element is NaN or infinite, or all elements are zero.
+pub fn check_vector(
+    v: &[f32],
+    embedder: &dyn Embedder,
+    loc: &[&str],
+) -> std::result::Result<Vec<f32>, crate::error::FieldError> {
+    use crate::error::FieldError;
+    let input = || serde_json::json!(format!("[{} floats]", v.len()));
+    if !embedder.external() {
+        return Err(FieldError::new(
+            loc,
+            "embedding_not_accepted",
+            format!(
+                "this store's embedder ({}) computes vectors itself; caller-supplied vectors need a store opened                  with an external embedder (--embedding-model external:DIM)",
+                embedder.name()
+            ),
+            input(),
+        ));
+    }
+    if v.len() != embedder.dim() {
+        return Err(FieldError::new(
+            loc,
+            "embedding_dimension",
+            format!("expected {} floats, got {}", embedder.dim(), v.len()),
+            input(),
+        )
+        .with_ctx(serde_json::json!({"dim": embedder.dim()})));
+    }
+    if let Some(i) = v.iter().position(|x| !x.is_finite()) {
+        return Err(FieldError::new(
+            loc,
+            "embedding_not_finite",
+            format!("element {i} is not a finite number"),
+            input(),
+        ));
+    }
+    let norm = v.iter().map(|x| (*x as f64) * (*x as f64)).sum::<f64>().sqrt();
+    if norm == 0.0 || !norm.is_finite() {
+        return Err(FieldError::new(loc, "embedding_zero", "the vector has zero length", input()));
+    }
+    Ok(v.iter().map(|x| (*x as f64 / norm) as f32).collect())
 }
 
 /// Which embedder a store or daemon runs.
@@ -88,6 +188,8 @@ pub enum EmbedderChoice {
         /// Download cache.
         cache_dir: PathBuf,
     },
+    /// Vectors of this dimension come from the caller ([`ExternalEmbedder`]).
+    External(usize),
     /// No choice made: the built-in embedder; in a build with model support this is reported as degraded,
     /// because search quality is lower than with a model.
     #[default]
@@ -122,6 +224,9 @@ pub fn select(choice: &EmbedderChoice) -> Result<SelectedEmbedder> {
     let builtin = || -> Arc<dyn Embedder> { Arc::new(HashEmbedder::default()) };
     match choice {
         EmbedderChoice::Builtin => Ok(SelectedEmbedder { embedder: builtin(), fallback: None }),
+        EmbedderChoice::External(dim) => {
+            Ok(SelectedEmbedder { embedder: Arc::new(ExternalEmbedder::new(*dim)?), fallback: None })
+        }
         EmbedderChoice::Auto => Ok(SelectedEmbedder {
             embedder: builtin(),
             fallback: cfg!(feature = "fastembed").then(|| {

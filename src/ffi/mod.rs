@@ -173,6 +173,45 @@ pub unsafe extern "C" fn engram_store_open_with_model(
     })
 }
 
+/// Like `engram_store_open`, for a store whose vectors come from the caller: `dim` floats per vector
+/// (1..=4096), given as `embedding` on `POST /memories` and `PATCH /memories/{id}` and as `query_embedding` on
+/// `POST /memories/search` through `engram_request`. A bad vector is a 422 response naming the field, and
+/// nothing is stored.
+///
+/// Returns the codes of `engram_store_open`, and `ENGRAM_INVALID_INPUT` when `dim` is out of range.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn engram_store_open_external(
+    data_dir: *const c_char,
+    data_dir_len: usize,
+    dim: usize,
+    out: *mut *mut engram_store,
+) -> engram_result {
+    guard(|| {
+        if out.is_null() {
+            set_error("out is NULL");
+            return ENGRAM_NULL_PARAMETER;
+        }
+        // SAFETY: pointer and length come from the caller, per this function's contract.
+        let dir = match unsafe { str_arg(data_dir, data_dir_len, "data_dir") } {
+            Ok(d) => d,
+            Err(code) => return code,
+        };
+        let selected = match crate::embed::select(&crate::embed::EmbedderChoice::External(dim)) {
+            Ok(s) => s,
+            Err(e) => return fail(&e),
+        };
+        match KnowledgeStore::open(StoreConfig::new(dir).embedder(selected.embedder)) {
+            Ok(store) => {
+                let handle = Box::new(engram_store { api: Api::new(Arc::new(store), ServiceInfo::default()) });
+                // SAFETY: `out` is non-NULL and writable per the contract.
+                unsafe { *out = Box::into_raw(handle) };
+                ENGRAM_OK
+            }
+            Err(e) => fail(&e),
+        }
+    })
+}
+
 /// Closes a store and frees the handle. NULL is accepted and ignored.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn engram_store_close(store: *mut engram_store) {

@@ -266,7 +266,8 @@ impl Hnsw {
         if accept.is_none_or(|a| a(start.1)) {
             results.push((Dist(start.0), start.1));
         }
-        let mut bound = if results.len() >= ef { results.peek().map_or(f32::INFINITY, |r| r.0.0) } else { f32::INFINITY };
+        let mut bound =
+            if results.len() >= ef { results.peek().map_or(f32::INFINITY, |r| r.0.0) } else { f32::INFINITY };
         while let Some(Reverse((Dist(d), c))) = candidates.pop() {
             if d > bound {
                 break;
@@ -537,7 +538,8 @@ impl Hnsw {
         let generation = r.u64()?;
         let name_len = r.u32()? as usize;
         let embedder = String::from_utf8(r.take(name_len)?.to_vec()).map_err(|_| "embedder name not UTF-8")?;
-        let docnos: Vec<u64> = r.take(n.checked_mul(8).ok_or("size overflow")?)?
+        let docnos: Vec<u64> = r
+            .take(n.checked_mul(8).ok_or("size overflow")?)?
             .chunks_exact(8)
             .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
             .collect();
@@ -550,7 +552,8 @@ impl Hnsw {
         g.m0 = 2 * m;
         let read_list = |r: &mut Reader, cap: usize| -> Result<Vec<AtomicU32>, String> {
             let raw = r.take((cap + 1) * 4)?;
-            let vals: Vec<u32> = raw.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap_or([0; 4]))).collect();
+            let vals: Vec<u32> =
+                raw.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap_or([0; 4]))).collect();
             if vals[0] as usize > cap || vals[1..=vals[0] as usize].iter().any(|&id| id as usize >= n) {
                 return Err("link list out of range".into());
             }

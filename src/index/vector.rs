@@ -470,7 +470,10 @@ impl SpaceVectors {
             let graph_hits = hits.len();
             for (slot, &d) in self.slot_docno.iter().enumerate() {
                 if allowed(d) {
-                    hits.push(VectorHit { docno: d, score: cosine(query, &self.arena[slot * self.dim..(slot + 1) * self.dim]) });
+                    hits.push(VectorHit {
+                        docno: d,
+                        score: cosine(query, &self.arena[slot * self.dim..(slot + 1) * self.dim]),
+                    });
                 }
             }
             top_k(&mut hits, k);

@@ -95,8 +95,9 @@ impl GraphFiles {
             };
             let Some(si) = spaces.get_mut(space) else { continue };
             let started = std::time::Instant::now();
-            let result =
-                std::fs::read(&path).map_err(|e| e.to_string()).and_then(|b| si.vectors.attach(&b, &self.embedder, generation));
+            let result = std::fs::read(&path)
+                .map_err(|e| e.to_string())
+                .and_then(|b| si.vectors.attach(&b, &self.embedder, generation));
             match result {
                 Ok(stats) => tracing::info!(
                     space,

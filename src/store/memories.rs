@@ -435,6 +435,7 @@ fn apply_new(m: &mut Memory, n: &NewMemory) {
         event_end: n.event_end.clone(),
         temporal_context: n.temporal_context,
         metadata: n.metadata.clone(),
+        embedding: None,
     };
     apply_patch(m, &patch);
     if let Some(x) = &n.source_thread_id {
@@ -492,7 +493,11 @@ struct PutPlan<'a> {
     merged: Memory,
     labels: Option<BTreeSet<String>>,
     new_docno: u64,
+    /// The vector, when known (computed with the batch, moved along, or given by the caller).
     vector: Option<Vec<f32>>,
+    /// `vector` was given by the caller: the memory is re-indexed (new document number) even if its text is
+    /// unchanged.
+    given: bool,
 }
 
 impl KnowledgeStore {
@@ -532,6 +537,23 @@ impl KnowledgeStore {
             }
             errs.extend(item_errs);
         }
+        let embedder = &*self.config.embedder;
+        let mut given: Vec<Option<Vec<f32>>> = Vec::with_capacity(batch.len());
+        for (i, n) in batch.iter().enumerate() {
+            given.push(match &n.embedding {
+                Some(v) => match crate::embed::check_vector(v, embedder, &["body", "embedding"]) {
+                    Ok(v) => Some(v),
+                    Err(mut e) => {
+                        if batch.len() > 1 {
+                            e.loc.insert(1, serde_json::Value::from(i));
+                        }
+                        errs.push(e);
+                        None
+                    }
+                },
+                None => None,
+            });
+        }
         if !errs.is_empty() {
             return Err(Error::invalid(errs));
         }
@@ -546,7 +568,8 @@ impl KnowledgeStore {
             .collect();
         let texts: Vec<String> = presumed.iter().map(Memory::index_text).collect();
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        let vectors = self.config.embedder.embed(&refs, InputType::Document)?;
+        // An external store computes nothing: each memory has the vector it was given, or none.
+        let vectors = if embedder.external() { Vec::new() } else { embedder.embed(&refs, InputType::Document)? };
 
         let _w = self.writer.lock();
         let mut ops = Vec::new();
@@ -574,8 +597,12 @@ impl KnowledgeStore {
                     None => Memory::with_defaults(id.clone(), space.to_string(), String::new(), now),
                 };
                 apply_new(&mut merged, n);
-                let vector = (merged.index_text() == texts[i]).then(|| vectors[i].clone());
-                let plan = PutPlan { space, existing, merged, labels, new_docno: base + i as u64, vector };
+                let vector = match given[i].take() {
+                    Some(v) => Some(v),
+                    None => (merged.index_text() == texts[i]).then(|| vectors.get(i).cloned()).flatten(),
+                };
+                let given = n.embedding.is_some();
+                let plan = PutPlan { space, existing, merged, labels, new_docno: base + i as u64, vector, given };
                 results.push(self.put_memory(&mut t, plan, now, &mut ops)?);
             }
             Ok(results)
@@ -613,8 +640,15 @@ impl KnowledgeStore {
         ops: &mut Vec<IndexOp>,
     ) -> Result<()> {
         let merged = sm.memory.clone();
-        let plan =
-            PutPlan { space: target, existing: Some((space, sm)), merged, labels: None, new_docno: docno, vector };
+        let plan = PutPlan {
+            space: target,
+            existing: Some((space, sm)),
+            merged,
+            labels: None,
+            new_docno: docno,
+            vector,
+            given: false,
+        };
         self.put_memory(t, plan, now, ops).map(|_| ())
     }
 
@@ -651,6 +685,16 @@ impl KnowledgeStore {
     pub fn update_memory(&self, id: &str, patch: MemoryPatch, space_guard: Option<&str>) -> Result<MemoryView> {
         let mut errs = Vec::new();
         let labels = validate_patch(&patch, &mut errs);
+        let given = match &patch.embedding {
+            Some(v) => match crate::embed::check_vector(v, &*self.config.embedder, &["body", "embedding"]) {
+                Ok(v) => Some(v),
+                Err(e) => {
+                    errs.push(e);
+                    None
+                }
+            },
+            None => None,
+        };
         if !errs.is_empty() {
             return Err(Error::invalid(errs));
         }
@@ -671,7 +715,8 @@ impl KnowledgeStore {
                 merged,
                 labels,
                 new_docno: base,
-                vector: None,
+                given: given.is_some(),
+                vector: given,
             };
             self.put_memory(&mut t, plan, now, &mut ops)
         })?;
@@ -815,7 +860,7 @@ fn put_with(
     now: Timestamp,
     ops: &mut Vec<IndexOp>,
 ) -> Result<CreatedMemory> {
-    let PutPlan { space, existing, mut merged, labels, new_docno, vector } = plan;
+    let PutPlan { space, existing, mut merged, labels, new_docno, vector, given } = plan;
     let old_labels = match &existing {
         Some((s, sm)) => t.label_ids(s, &sm.memory.id)?,
         None => BTreeSet::new(),
@@ -829,7 +874,7 @@ fn put_with(
     if let Some((_, sm)) = &existing {
         let mut cmp = merged.clone();
         cmp.updated_at = sm.memory.updated_at;
-        if cmp == sm.memory && wanted_ids == old_labels && !moved {
+        if cmp == sm.memory && wanted_ids == old_labels && !moved && !given {
             let view = MemoryView { memory: sm.memory.clone(), label_ids: old_labels.into_iter().collect() };
             let entities = t.current_entities(space, &sm.memory.id)?;
             return Ok(CreatedMemory {
@@ -843,7 +888,14 @@ fn put_with(
         }
     }
     let text = merged.index_text();
-    let text_changed = moved || existing.as_ref().is_none_or(|(_, sm)| sm.memory.index_text() != text);
+    let text_changed = moved || given || existing.as_ref().is_none_or(|(_, sm)| sm.memory.index_text() != text);
+    // An external store cannot recompute a vector: a memory re-indexed without a new one keeps its old one.
+    let kept: Option<Vec<f32>> = match (&existing, &vector) {
+        (Some((s, sm)), None) if embedder.external() && text_changed => {
+            t.vectors.get((s.as_str(), sm.docno))?.map(|v| schema::vector_from_bytes(v.value()))
+        }
+        _ => None,
+    };
     if let Some((_, sm)) = &existing
         && sm.memory.content != merged.content
     {
@@ -873,18 +925,23 @@ fn put_with(
     }
     let mut lex = None;
     let vector = if text_changed {
-        let v = match vector {
-            Some(v) => v,
-            None => embedder
-                .embed(&[text.as_str()], InputType::Document)?
-                .pop()
-                .ok_or_else(|| Error::new(ErrorKind::Internal, "embedder returned no vector"))?,
+        let v = match vector.or(kept) {
+            Some(v) => Some(v),
+            None if embedder.external() => None,
+            None => Some(
+                embedder
+                    .embed(&[text.as_str()], InputType::Document)?
+                    .pop()
+                    .ok_or_else(|| Error::new(ErrorKind::Internal, "embedder returned no vector"))?,
+            ),
         };
         lex = Some(t.index_text(space, docno, &text)?);
-        t.vectors.insert((space, docno), schema::vector_to_bytes(&v).as_slice())?;
+        if let Some(v) = &v {
+            t.vectors.insert((space, docno), schema::vector_to_bytes(v).as_slice())?;
+        }
         merged.last_reindexed_at = Some(now);
         merged.reindex_needed = false;
-        Some(v)
+        v
     } else {
         None
     };
@@ -942,7 +999,15 @@ pub(crate) fn write_derived(
         memory.last_accessed_at = sm.memory.last_accessed_at;
         memory.version = sm.memory.version;
     }
-    let plan = PutPlan { space: &space, existing, merged: memory, labels: Some(labels), new_docno, vector: None };
+    let plan = PutPlan {
+        space: &space,
+        existing,
+        merged: memory,
+        labels: Some(labels),
+        new_docno,
+        vector: None,
+        given: false,
+    };
     put_with(embedder, t, plan, now, ops).map(|_| ())
 }
 

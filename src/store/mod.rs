@@ -464,6 +464,10 @@ impl KnowledgeStore {
 
     /// Starts the background re-embedding of memories without a vector, if there are any.
     fn start_reembedding(&self) {
+        // Caller-supplied vectors cannot be recomputed: memories without one stay lexical.
+        if self.config.embedder.external() {
+            return;
+        }
         let work = reembed::missing(&self.index.read());
         if work.is_empty() {
             return;
@@ -814,7 +818,11 @@ impl KnowledgeStore {
         let labels = rtx.open_table(LABELS)?.len()? as usize;
         let state = self.index.read();
         let memories = state.spaces.values().map(|s| s.catalog.len()).sum();
-        let reindex_pending = state.spaces.values().map(|s| s.catalog.len().saturating_sub(s.vectors.len())).sum();
+        let reindex_pending = if self.config.embedder.external() {
+            0
+        } else {
+            state.spaces.values().map(|s| s.catalog.len().saturating_sub(s.vectors.len())).sum()
+        };
         Ok(StoreHealth {
             embedder: self.config.embedder.name().to_string(),
             dim: self.config.embedder.dim(),

@@ -380,6 +380,7 @@ impl KnowledgeStore {
             filter: MemoryFilter::default(),
             mode: SearchMode::Lexical,
             fusion: None,
+            query_embedding: None,
             options: super::SearchOptions::OWN_TEXT,
         })?;
         let new_f = features(&m.content);

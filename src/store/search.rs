@@ -35,7 +35,17 @@ impl KnowledgeStore {
     pub fn search(&self, q: &SearchQuery) -> Result<SearchResults> {
         let started = Instant::now();
         let mut errs = Vec::new();
-        if q.query.trim().is_empty() {
+        let given = match &q.query_embedding {
+            Some(v) => match crate::embed::check_vector(v, &*self.config.embedder, &["body", "query_embedding"]) {
+                Ok(v) => Some(v),
+                Err(e) => {
+                    errs.push(e);
+                    None
+                }
+            },
+            None => None,
+        };
+        if q.query.trim().is_empty() && q.query_embedding.is_none() {
             errs.push(FieldError::new(
                 &["body", "query"],
                 "string_too_short",
@@ -59,6 +69,14 @@ impl KnowledgeStore {
         if !errs.is_empty() {
             return Err(Error::invalid(errs));
         }
+        let normalised;
+        let q = match given {
+            Some(v) => {
+                normalised = SearchQuery { query_embedding: Some(v), ..q.clone() };
+                &normalised
+            }
+            None => q,
+        };
         let space: crate::model::Space = {
             let rtx = self.db.begin_read()?;
             get_record(&rtx.open_table(SPACES)?, q.space_id.as_str())?
@@ -87,9 +105,20 @@ impl KnowledgeStore {
     /// indexes, such as a shared space deleted meanwhile, gives no hits).
     fn search_space(&self, q: &SearchQuery, started: Instant) -> Result<SearchResults> {
         let depth = (q.limit * 4).max(50);
-        let awaiting =
-            self.index.read().spaces.get(&q.space_id).map_or(0, |si| si.catalog.len().saturating_sub(si.vectors.len()));
-        let (mode, fallback) = if q.mode != SearchMode::Lexical && awaiting > 0 {
+        let external = self.config.embedder.external();
+        let awaiting = if external {
+            0
+        } else {
+            self.index.read().spaces.get(&q.space_id).map_or(0, |si| si.catalog.len().saturating_sub(si.vectors.len()))
+        };
+        let (mode, fallback) = if external && q.mode != SearchMode::Lexical && q.query_embedding.is_none() {
+            let why = format!(
+                "no query_embedding: this store takes caller-supplied vectors ({}), so results are ranked by BM25 \
+                 alone",
+                self.config.embedder.name()
+            );
+            (SearchMode::Lexical, Some(why))
+        } else if q.mode != SearchMode::Lexical && awaiting > 0 {
             let why = format!(
                 "re-embedding in progress: {awaiting} memories of this space await vectors from {}; \
                  results are ranked by BM25 alone until it finishes",
@@ -101,7 +130,10 @@ impl KnowledgeStore {
         };
         let qvec = match mode {
             SearchMode::Lexical => None,
-            _ => self.config.embedder.embed(&[q.query.as_str()], InputType::Query)?.pop(),
+            _ => match &q.query_embedding {
+                Some(v) => Some(v.clone()),
+                None => self.config.embedder.embed(&[q.query.as_str()], InputType::Query)?.pop(),
+            },
         };
         let qterms = text::terms(&q.query);
         let mut qtf: BTreeMap<String, u32> = BTreeMap::new();

@@ -607,6 +607,7 @@ impl KnowledgeStore {
             filter: Default::default(),
             mode: super::SearchMode::Lexical,
             fusion: None,
+            query_embedding: None,
             options: super::SearchOptions::OWN_TEXT,
         };
         let hits = match self.search(&q) {

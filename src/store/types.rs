@@ -43,6 +43,10 @@ pub struct NewMemory {
     pub source_range: Option<BTreeMap<String, f64>>,
     /// How the memory was made (default `manual`).
     pub extraction_method: Option<String>,
+    /// Caller-supplied vector ([`crate::embed::ExternalEmbedder`] stores only): [`crate::embed::Embedder::dim`]
+    /// finite floats, not all zero; stored L2-normalised. None in such a store: the memory has no vector and is
+    /// found lexically.
+    pub embedding: Option<Vec<f32>>,
 }
 
 /// What an upsert did.
@@ -117,6 +121,9 @@ pub struct MemoryPatch {
     pub temporal_context: Option<TemporalContext>,
     /// Replaces metadata.
     pub metadata: Option<Metadata>,
+    /// A new caller-supplied vector (external-embedder stores only; rules of [`NewMemory::embedding`]). In such a
+    /// store a content change without one keeps the old vector: it cannot be recomputed.
+    pub embedding: Option<Vec<f32>>,
 }
 
 /// Listing query (`GET /memories`).
@@ -191,6 +198,9 @@ pub struct SearchQuery {
     /// Fusion for this query (None: the store's configured one).
     pub fusion: Option<crate::index::fusion::Fusion>,
     /// Per-query switches of ranking stages, and the context returned with each hit.
+    /// The query's vector, for stores with an external embedder (rules of [`NewMemory::embedding`]). Without
+    /// it such a store searches lexically and says so in [`SearchResults::fallback`].
+    pub query_embedding: Option<Vec<f32>>,
     pub options: SearchOptions,
 }
 

@@ -1,0 +1,283 @@
+//! The vector path: caller-supplied vectors in a store with an external embedder (Rust and HTTP), and the saved
+//! HNSW graph (attached at reopen with identical results, and never trusted when damaged).
+
+#[cfg(feature = "server")]
+mod common;
+#[path = "common/splitmix.rs"]
+mod splitmix;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use engram::embed::ExternalEmbedder;
+use engram::index::vector::VectorParams;
+use engram::{
+    ErrorKind, KnowledgeStore, MemoryFilter, MemoryPatch, NewMemory, SearchMode, SearchQuery, SearchResults,
+    StoreConfig,
+};
+
+fn external(dir: &std::path::Path, dim: usize) -> KnowledgeStore {
+    let emb = Arc::new(ExternalEmbedder::new(dim).unwrap());
+    KnowledgeStore::open(StoreConfig::new(dir).embedder(emb)).unwrap()
+}
+
+fn query(text: &str, vector: Option<Vec<f32>>, mode: SearchMode) -> SearchQuery {
+    SearchQuery {
+        query: text.into(),
+        space_id: "default".into(),
+        limit: 10,
+        filter: MemoryFilter::default(),
+        mode,
+        fusion: None,
+        query_embedding: vector,
+        options: Default::default(),
+    }
+}
+
+fn ids(r: &SearchResults) -> Vec<String> {
+    r.hits.iter().map(|h| h.view.memory.id.clone()).collect()
+}
+
+fn mem(id: &str, content: &str, v: Option<Vec<f32>>) -> NewMemory {
+    NewMemory { id: Some(id.into()), content: content.into(), embedding: v, ..Default::default() }
+}
+
+#[test]
+fn caller_supplied_vectors_are_stored_searched_validated_and_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = external(dir.path(), 3);
+    store.create_memory(mem("a", "alpha notes about rivers", Some(vec![1.0, 0.0, 0.0]))).unwrap();
+    store.create_memory(mem("b", "beta notes about mountains", Some(vec![0.0, 2.0, 0.0]))).unwrap();
+    store.create_memory(mem("c", "gamma notes without a vector", None)).unwrap();
+
+    // By vector: the nearest first, whatever the words say.
+    let r = store.search(&query("rivers", Some(vec![0.1, 0.9, 0.0]), SearchMode::Vector)).unwrap();
+    assert_eq!(ids(&r), ["b", "a"], "only memories with a vector are in the vector ranking");
+    assert!((r.hits[0].vector_score.unwrap() - 0.9939).abs() < 1e-3, "{:?}", r.hits[0].vector_score);
+    assert!(r.fallback.is_none());
+    // Without a query vector: lexical, and said so.
+    let r = store.search(&query("gamma", None, SearchMode::Hybrid)).unwrap();
+    assert_eq!(ids(&r), ["c"]);
+    assert!(r.fallback.as_deref().unwrap_or_default().contains("no query_embedding"), "{:?}", r.fallback);
+    // Vector-only query: empty text is fine when a vector is given.
+    let r = store.search(&query("", Some(vec![1.0, 0.0, 0.0]), SearchMode::Hybrid)).unwrap();
+    assert_eq!(ids(&r)[0], "a");
+
+    // Bad vectors: each a validation error naming the field, and nothing stored.
+    let bad: [(Vec<f32>, &str); 4] = [
+        (vec![1.0, 0.0], "embedding_dimension"),
+        (vec![1.0, f32::NAN, 0.0], "embedding_not_finite"),
+        (vec![f32::INFINITY, 0.0, 0.0], "embedding_not_finite"),
+        (vec![0.0, 0.0, 0.0], "embedding_zero"),
+    ];
+    for (v, kind) in bad {
+        let e = store.create_memory(mem("bad", "never stored", Some(v.clone()))).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidInput);
+        let f = &e.fields()[0];
+        assert_eq!((f.loc[1].as_str(), f.kind.as_str()), (Some("embedding"), kind), "{e}");
+        assert_eq!(store.read_memory("bad", None).unwrap_err().kind(), ErrorKind::NotFound);
+        let e = store.search(&query("x", Some(v), SearchMode::Hybrid)).unwrap_err();
+        assert_eq!(e.fields()[0].loc[1].as_str(), Some("query_embedding"));
+    }
+    // In a batch the error names the item; none of the batch is stored.
+    let e = store
+        .create_memories(vec![mem("ok1", "fine", Some(vec![0.0, 0.0, 1.0])), mem("bad2", "bad", Some(vec![1.0]))])
+        .unwrap_err();
+    assert_eq!(e.fields()[0].loc, vec![serde_json::json!("body"), 1.into(), "embedding".into()]);
+    assert_eq!(store.read_memory("ok1", None).unwrap_err().kind(), ErrorKind::NotFound);
+
+    // Update: a new vector re-ranks; a content change without one keeps the old vector.
+    store.update_memory("a", MemoryPatch { embedding: Some(vec![0.0, 0.0, 1.0]), ..Default::default() }, None).unwrap();
+    let r = store.search(&query("", Some(vec![0.0, 0.0, 1.0]), SearchMode::Vector)).unwrap();
+    assert_eq!(ids(&r)[0], "a");
+    store.update_memory("a", MemoryPatch { content: Some("alpha edited".into()), ..Default::default() }, None).unwrap();
+    let r = store.search(&query("", Some(vec![0.0, 0.0, 1.0]), SearchMode::Vector)).unwrap();
+    assert_eq!(ids(&r)[0], "a", "the caller's vector survives a text edit");
+    assert_eq!(store.health().unwrap().reindex_pending, 0, "nothing to re-embed in an external store");
+    drop(store);
+
+    // Reopened: the vectors are still there.
+    let store = external(dir.path(), 3);
+    let r = store.search(&query("", Some(vec![0.0, 1.0, 0.0]), SearchMode::Vector)).unwrap();
+    assert_eq!(ids(&r), ["b", "a"]);
+    drop(store);
+
+    // A store whose model embeds by itself refuses given vectors.
+    let own = tempfile::tempdir().unwrap();
+    let store = KnowledgeStore::open(StoreConfig::new(own.path())).unwrap();
+    let e = store.create_memory(mem("x", "text", Some(vec![1.0; 256]))).unwrap_err();
+    assert_eq!(e.fields()[0].kind, "embedding_not_accepted");
+    assert_eq!(store.read_memory("x", None).unwrap_err().kind(), ErrorKind::NotFound);
+    let e = store.search(&query("text", Some(vec![1.0; 256]), SearchMode::Hybrid)).unwrap_err();
+    assert_eq!(e.fields()[0].kind, "embedding_not_accepted");
+}
+
+#[cfg(feature = "server")]
+#[test]
+fn http_takes_vectors_and_answers_422_for_bad_ones_without_storing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(external(dir.path(), 4));
+    let srv = common::server_on(dir.path(), store, 1 << 20);
+    let ok = common::call(&srv, "POST", "/memories", Some(r#"{"id":"n","content":"north","embedding":[1,0,0,0]}"#));
+    assert_eq!(ok.status, 200, "{}", ok.body);
+    let ok = common::call(&srv, "POST", "/memories", Some(r#"{"id":"s","content":"south","embedding":[0,1,0,0]}"#));
+    assert_eq!(ok.status, 200, "{}", ok.body);
+    let r = common::call(
+        &srv,
+        "POST",
+        "/memories/search",
+        Some(r#"{"query":"","query_embedding":[0,1,0.2,0],"retrieval":"vector"}"#),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let j = r.json();
+    assert_eq!(j[0]["memory"]["id"], "s", "{j}");
+    assert!((j[0]["similarity_score"].as_f64().unwrap() - 0.98058).abs() < 1e-4, "{j}");
+    let r = common::call(&srv, "GET", "/memories/search?q=north", None).json();
+    assert_eq!(r["memories"][0]["id"], "n", "{r}");
+    assert_eq!(r["search_metadata"]["fallback_status"]["degraded"], true, "{r}");
+    for body in [
+        r#"{"id":"bad","content":"x","embedding":[1,0]}"#,
+        r#"{"id":"bad","content":"x","embedding":[0,0,0,0]}"#,
+        r#"{"id":"bad","content":"x","embedding":[1e39,0,0,0]}"#,
+        r#"{"id":"bad","content":"x","embedding":"not a list"}"#,
+    ] {
+        let r = common::call(&srv, "POST", "/memories", Some(body));
+        assert_eq!(r.status, 422, "{body}: {}", r.body);
+        assert!(r.json()["detail"][0]["loc"].to_string().contains("embedding"), "{body}: {}", r.body);
+    }
+    assert_eq!(common::call(&srv, "GET", "/memories/bad", None).status, 404);
+    let r = common::call(&srv, "PATCH", "/memories/n", Some(r#"{"embedding":[1,2,3]}"#));
+    assert_eq!(r.status, 422, "{}", r.body);
+    let r = common::call(&srv, "POST", "/memories/search", Some(r#"{"query":"x","query_embedding":[1]}"#));
+    assert_eq!(r.status, 422);
+    assert!(r.body.contains("query_embedding"), "{}", r.body);
+    // No model to embed with.
+    let r = common::call(&srv, "POST", "/v1/embeddings", Some(r#"{"input":"hello","model":"x"}"#));
+    assert_eq!(r.status, 503, "{}", r.body);
+}
+
+/// A store whose spaces get a graph at 300 vectors, searched with `ef_search` 400 (exact at this size).
+fn graph_config(dir: &std::path::Path) -> StoreConfig {
+    StoreConfig {
+        vector: VectorParams { hnsw_min_points: 300, ef_search: 400, ..VectorParams::default() },
+        ..StoreConfig::new(dir)
+    }
+}
+
+fn fill(store: &KnowledgeStore, n: usize) {
+    let words = ["river", "mountain", "garden", "piano", "harbour", "lantern", "orchard", "violin", "glacier"];
+    let batch: Vec<NewMemory> = (0..n)
+        .map(|i| NewMemory {
+            id: Some(format!("m{i}")),
+            content: format!(
+                "{} {} {} note {i}",
+                words[i % words.len()],
+                words[(i / 3) % words.len()],
+                words[(i / 7) % words.len()]
+            ),
+            ..Default::default()
+        })
+        .collect();
+    store.create_memories(batch).unwrap();
+}
+
+fn probe(store: &KnowledgeStore) -> Vec<Vec<(String, u32)>> {
+    ["river piano", "glacier orchard note 17", "lantern", "violin harbour 200", "garden mountain"]
+        .iter()
+        .flat_map(|q| [SearchMode::Vector, SearchMode::Hybrid].map(|m| (q, m)))
+        .map(|(q, m)| {
+            let r = store.search(&query(q, None, m)).unwrap();
+            r.hits.iter().map(|h| (h.view.memory.id.clone(), (h.score * 1e4).round() as u32)).collect()
+        })
+        .collect()
+}
+
+fn graph_file(dir: &std::path::Path) -> std::path::PathBuf {
+    let files: Vec<_> = std::fs::read_dir(dir.join("hnsw")).unwrap().flatten().map(|e| e.path()).collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    files[0].clone()
+}
+
+#[test]
+fn the_saved_graph_is_attached_at_reopen_with_identical_results_and_catches_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = KnowledgeStore::open(graph_config(dir.path())).unwrap();
+    fill(&store, 1200);
+    assert!(store.wait_for_indexes(Duration::from_secs(120)));
+    let stats = &store.vector_index_stats()[0];
+    assert_eq!((stats.graph_points, stats.pending), (1200, 0), "{stats:?}");
+    let before = probe(&store);
+    drop(store);
+    assert!(graph_file(dir.path()).exists());
+
+    let store = KnowledgeStore::open(graph_config(dir.path())).unwrap();
+    let stats = &store.vector_index_stats()[0];
+    assert_eq!((stats.graph_points, stats.pending, stats.vectors), (1200, 0, 1200), "attached at open: {stats:?}");
+    assert_eq!(probe(&store), before, "identical results after a reopen with the saved graph");
+    // Writes after the save: deleted memories become tombstones, new ones are caught up.
+    for i in 0..10 {
+        store.delete_memory(&format!("m{i}"), None).unwrap();
+    }
+    store
+        .create_memory(NewMemory { id: Some("late".into()), content: "river piano late".into(), ..Default::default() })
+        .unwrap();
+    assert!(store.wait_for_indexes(Duration::from_secs(60)));
+    let r = store.search(&query("river piano late", None, SearchMode::Vector)).unwrap();
+    assert_eq!(ids(&r)[0], "late");
+    assert!(!ids(&r).iter().any(|id| ["m0", "m1", "m2"].contains(&id.as_str())));
+    let after_writes = probe(&store);
+    drop(store);
+
+    // Reopen after those writes: the graph saved at close has the tombstones and the late memory.
+    let store = KnowledgeStore::open(graph_config(dir.path())).unwrap();
+    let stats = &store.vector_index_stats()[0];
+    assert_eq!((stats.graph_points, stats.tombstones, stats.pending), (1201, 10, 0), "{stats:?}");
+    assert_eq!(probe(&store), after_writes);
+}
+
+#[test]
+fn a_damaged_graph_file_is_never_trusted_and_searches_stay_correct() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = KnowledgeStore::open(graph_config(dir.path())).unwrap();
+    fill(&store, 800);
+    assert!(store.wait_for_indexes(Duration::from_secs(120)));
+    let reference = probe(&store);
+    drop(store);
+    let path = graph_file(dir.path());
+    let good = std::fs::read(&path).unwrap();
+    let mut rng = splitmix::SplitMix(0x5EED_0017);
+    for trial in 0..12 {
+        let mut bytes = good.clone();
+        match trial % 3 {
+            // Flip bytes at random offsets.
+            0 => {
+                for _ in 0..1 + rng.below(4) {
+                    let at = rng.below(bytes.len());
+                    bytes[at] ^= 1 + rng.below(255) as u8;
+                }
+            }
+            // Truncate at a random offset.
+            1 => bytes.truncate(rng.below(bytes.len())),
+            // Overwrite a random range with garbage.
+            _ => {
+                let at = rng.below(bytes.len());
+                for b in bytes.iter_mut().skip(at).take(64) {
+                    *b = rng.below(256) as u8;
+                }
+            }
+        }
+        if bytes == good {
+            continue;
+        }
+        std::fs::write(&path, &bytes).unwrap();
+        let store = KnowledgeStore::open(graph_config(dir.path())).unwrap();
+        let stats = &store.vector_index_stats()[0];
+        assert!(stats.graph_points == 0 || stats.graph_points == 800, "trial {trial}: {stats:?}");
+        assert_eq!(probe(&store), reference, "trial {trial}: searches are correct with a damaged file");
+        assert!(store.wait_for_indexes(Duration::from_secs(120)));
+        assert_eq!(probe(&store), reference, "trial {trial}: and after the rebuild");
+        drop(store);
+        // The rebuilt graph was saved over the damaged one.
+        assert_eq!(std::fs::read(&path).unwrap().len(), good.len(), "trial {trial}");
+    }
+}
