@@ -128,19 +128,33 @@ impl Embedder for ExternalEmbedder {
 
 /// Checks a caller-supplied vector for an embedder and returns it L2-normalised (similarity is cosine).
 ///
-/// # Errors
-/// One [`crate::error::FieldError`] at `loc` (type `embedding_not_accepted`, `embedding_dimension`,
-/// `embedding_not_finite` or `embedding_zero`): the embedder computes its own vectors, the length is not
-/// [`Embedder::dim`], an element is NaN or infinite, or all elements are zero.
+/// None after pushing one [`crate::error::FieldError`] at `loc` to `errs` (type `embedding_not_accepted`,
+/// `embedding_dimension`, `embedding_not_finite` or `embedding_zero`) when the embedder computes its own
+/// vectors, the length is not [`Embedder::dim`], an element is NaN or infinite, or all elements are zero.
 pub fn check_vector(
     v: &[f32],
     embedder: &dyn Embedder,
     loc: &[&str],
-) -> std::result::Result<Vec<f32>, crate::error::FieldError> {
+    errs: &mut Vec<crate::error::FieldError>,
+) -> Option<Vec<f32>> {
+    match checked(v, embedder, loc) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            errs.push(*e);
+            None
+        }
+    }
+}
+
+fn checked(
+    v: &[f32],
+    embedder: &dyn Embedder,
+    loc: &[&str],
+) -> std::result::Result<Vec<f32>, Box<crate::error::FieldError>> {
     use crate::error::FieldError;
     let input = || serde_json::json!(format!("[{} floats]", v.len()));
     if !embedder.external() {
-        return Err(FieldError::new(
+        return Err(Box::new(FieldError::new(
             loc,
             "embedding_not_accepted",
             format!(
@@ -148,28 +162,28 @@ pub fn check_vector(
                 embedder.name()
             ),
             input(),
-        ));
+        )));
     }
     if v.len() != embedder.dim() {
-        return Err(FieldError::new(
+        return Err(Box::new(FieldError::new(
             loc,
             "embedding_dimension",
             format!("expected {} floats, got {}", embedder.dim(), v.len()),
             input(),
         )
-        .with_ctx(serde_json::json!({"dim": embedder.dim()})));
+        .with_ctx(serde_json::json!({"dim": embedder.dim()}))));
     }
     if let Some(i) = v.iter().position(|x| !x.is_finite()) {
-        return Err(FieldError::new(
+        return Err(Box::new(FieldError::new(
             loc,
             "embedding_not_finite",
             format!("element {i} is not a finite number"),
             input(),
-        ));
+        )));
     }
     let norm = v.iter().map(|x| (*x as f64) * (*x as f64)).sum::<f64>().sqrt();
     if norm == 0.0 || !norm.is_finite() {
-        return Err(FieldError::new(loc, "embedding_zero", "the vector has zero length", input()));
+        return Err(Box::new(FieldError::new(loc, "embedding_zero", "the vector has zero length", input())));
     }
     Ok(v.iter().map(|x| (*x as f64 / norm) as f32).collect())
 }

@@ -540,19 +540,16 @@ impl KnowledgeStore {
         let embedder = &*self.config.embedder;
         let mut given: Vec<Option<Vec<f32>>> = Vec::with_capacity(batch.len());
         for (i, n) in batch.iter().enumerate() {
-            given.push(match &n.embedding {
-                Some(v) => match crate::embed::check_vector(v, embedder, &["body", "embedding"]) {
-                    Ok(v) => Some(v),
-                    Err(mut e) => {
-                        if batch.len() > 1 {
-                            e.loc.insert(1, serde_json::Value::from(i));
-                        }
-                        errs.push(e);
-                        None
-                    }
-                },
-                None => None,
-            });
+            let mut item_errs = Vec::new();
+            given.push(n.embedding.as_ref().and_then(|v| {
+                crate::embed::check_vector(v, embedder, &["body", "embedding"], &mut item_errs)
+            }));
+            for mut e in item_errs {
+                if batch.len() > 1 {
+                    e.loc.insert(1, serde_json::Value::from(i));
+                }
+                errs.push(e);
+            }
         }
         if !errs.is_empty() {
             return Err(Error::invalid(errs));
@@ -685,16 +682,9 @@ impl KnowledgeStore {
     pub fn update_memory(&self, id: &str, patch: MemoryPatch, space_guard: Option<&str>) -> Result<MemoryView> {
         let mut errs = Vec::new();
         let labels = validate_patch(&patch, &mut errs);
-        let given = match &patch.embedding {
-            Some(v) => match crate::embed::check_vector(v, &*self.config.embedder, &["body", "embedding"]) {
-                Ok(v) => Some(v),
-                Err(e) => {
-                    errs.push(e);
-                    None
-                }
-            },
-            None => None,
-        };
+        let given = patch.embedding.as_ref().and_then(|v| {
+            crate::embed::check_vector(v, &*self.config.embedder, &["body", "embedding"], &mut errs)
+        });
         if !errs.is_empty() {
             return Err(Error::invalid(errs));
         }

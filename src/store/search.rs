@@ -35,16 +35,9 @@ impl KnowledgeStore {
     pub fn search(&self, q: &SearchQuery) -> Result<SearchResults> {
         let started = Instant::now();
         let mut errs = Vec::new();
-        let given = match &q.query_embedding {
-            Some(v) => match crate::embed::check_vector(v, &*self.config.embedder, &["body", "query_embedding"]) {
-                Ok(v) => Some(v),
-                Err(e) => {
-                    errs.push(e);
-                    None
-                }
-            },
-            None => None,
-        };
+        let given = q.query_embedding.as_ref().and_then(|v| {
+            crate::embed::check_vector(v, &*self.config.embedder, &["body", "query_embedding"], &mut errs)
+        });
         if q.query.trim().is_empty() && q.query_embedding.is_none() {
             errs.push(FieldError::new(
                 &["body", "query"],
