@@ -155,6 +155,20 @@ pub struct CreateMemoryResponse {
     pub warnings: Vec<String>,
 }
 
+/// Body of `POST /memories/batch` (Engram extension).
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+pub struct BatchCreateRequest {
+    /// 1..=1,000 memories, each a `POST /memories` body; stored in one write transaction, all or none.
+    pub memories: Vec<CreateMemoryRequest>,
+}
+
+/// Response of `POST /memories/batch`: one `POST /memories` response per item, in order.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct BatchCreateResponse {
+    /// Results in request order.
+    pub memories: Vec<CreateMemoryResponse>,
+}
+
 /// Paging information.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Pagination {

@@ -21,6 +21,8 @@ fn schemas() -> Map<String, Value> {
     add::<CreateMemoryRequest>(&mut v);
     add::<UpdateMemoryRequest>(&mut v);
     add::<CreateMemoryResponse>(&mut v);
+    add::<BatchCreateRequest>(&mut v);
+    add::<BatchCreateResponse>(&mut v);
     add::<MemoryOut>(&mut v);
     add::<Memory>(&mut v);
     add::<ListMemoriesResponse>(&mut v);
@@ -181,6 +183,7 @@ fn field_rules() -> Vec<(&'static str, &'static str, Value)> {
     out.push(("SearchRequest", "retrieval", one_of(&["hybrid", "lexical", "vector"])));
     out.push(("SearchRequest", "importance_min", json!({"minimum": 0, "maximum": 1})));
     out.push(("SearchRequest", "context_window", json!({"minimum": 1, "maximum": 10})));
+    out.push(("BatchCreateRequest", "memories", json!({"minItems": 1, "maxItems": 1000})));
     out.push(("RelationRequest", "status", one_of(&["active", "suggested", "dismissed", "deleted"])));
     out.push(("RelationRequest", "relation_type", json!({"maxLength": 64, "pattern": r"\S"})));
     out.push(("RelationRequest", "strength", json!({"minimum": 0, "maximum": 1})));

@@ -167,6 +167,17 @@ pub static ROUTES: &[Route] = &[
         create_memory
     ),
     route!(
+        "POST",
+        "/memories/batch",
+        "create_memories",
+        "Engram extension: create or upsert up to 1,000 memories in one write transaction (all or none)",
+        &[],
+        Some("BatchCreateRequest"),
+        Shape::Ref("BatchCreateResponse"),
+        false,
+        create_memories
+    ),
+    route!(
         "GET",
         "/memories",
         "list_memories",
@@ -1413,13 +1424,15 @@ fn source_range_of(indices: Option<&Vec<i64>>) -> Option<std::collections::BTree
     Some([("start_index".to_string(), lo as f64), ("end_index".to_string(), hi as f64)].into_iter().collect())
 }
 
-fn create_memory(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
-    let r: CreateMemoryRequest = ctx.json()?;
-    let mut errs = Vec::new();
-    let unit_type = parse_unit(r.unit_type.as_deref(), &["body", "unit_type"], &mut errs);
-    let temporal_context = parse_temporal(r.temporal_context.as_deref(), &["body", "temporal_context"], &mut errs);
-    if !errs.is_empty() {
-        return Err(Error::invalid(errs));
+/// The store input of one `POST /memories` body; field errors go to `errs` under `loc` (`["body"]`, or
+/// `["body", "memories", i]` in a batch).
+fn new_memory(r: CreateMemoryRequest, loc: &[serde_json::Value], errs: &mut Vec<FieldError>) -> NewMemory {
+    let mut item = Vec::new();
+    let unit_type = parse_unit(r.unit_type.as_deref(), &["body", "unit_type"], &mut item);
+    let temporal_context = parse_temporal(r.temporal_context.as_deref(), &["body", "temporal_context"], &mut item);
+    for mut e in item {
+        e.loc.splice(0..1, loc.iter().cloned());
+        errs.push(e);
     }
     let mut metadata = r.metadata.clone();
     for (k, v) in [("source_app", &r.source_app), ("import_origin", &r.import_origin)] {
@@ -1427,7 +1440,7 @@ fn create_memory(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
             metadata.get_or_insert_with(Default::default).insert(k.into(), v.clone().into());
         }
     }
-    let new = NewMemory {
+    NewMemory {
         id: r.id,
         content: r.content,
         title: r.title,
@@ -1446,22 +1459,84 @@ fn create_memory(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         source_range: source_range_of(r.source_message_indices.as_ref()),
         extraction_method: None,
         embedding: r.embedding,
-    };
-    let c = api.store().create_memory(new)?;
+    }
+}
+
+fn created_out(c: crate::store::CreatedMemory) -> CreateMemoryResponse {
     let action = match c.action {
         WriteAction::Created => "created",
         WriteAction::Updated => "updated",
         WriteAction::Unchanged => "unchanged",
     };
-    ok(&CreateMemoryResponse {
+    CreateMemoryResponse {
         memory: c.view.into(),
         extracted_entities: c.entities,
         assigned_labels: c.assigned_labels,
         created_relationships: c.created_relationships,
         action: action.into(),
         warnings: c.warnings,
-    })
+    }
 }
+
+fn create_memory(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let r: CreateMemoryRequest = ctx.json()?;
+    let mut errs = Vec::new();
+    let new = new_memory(r, &["body".into()], &mut errs);
+    if !errs.is_empty() {
+        return Err(Error::invalid(errs));
+    }
+    ok(&created_out(api.store().create_memory(new)?))
+}
+
+/// Engram extension `POST /memories/batch`: up to [`MAX_BATCH`] memories in one write transaction (all or none).
+fn create_memories(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let r: BatchCreateRequest = ctx.json()?;
+    if r.memories.is_empty() || r.memories.len() > MAX_BATCH {
+        return Err(Error::invalid(vec![
+            FieldError::new(
+                &["body", "memories"],
+                "batch_size",
+                format!("memories holds 1..={MAX_BATCH} items, got {}", r.memories.len()),
+                r.memories.len().into(),
+            )
+            .with_ctx(serde_json::json!({"min_items": 1, "max_items": MAX_BATCH})),
+        ]));
+    }
+    let mut errs = Vec::new();
+    let batch: Vec<NewMemory> = r
+        .memories
+        .into_iter()
+        .enumerate()
+        .map(|(i, m)| new_memory(m, &["body".into(), "memories".into(), i.into()], &mut errs))
+        .collect();
+    if !errs.is_empty() {
+        return Err(Error::invalid(errs));
+    }
+    let created = api.store().create_memories(batch).map_err(|e| {
+        // The store names items as ["body", i, field]; this route nests them under "memories".
+        if e.kind() != crate::ErrorKind::InvalidInput {
+            return e;
+        }
+        let fields = e
+            .fields()
+            .iter()
+            .cloned()
+            .map(|mut f| {
+                if f.loc.get(1).is_some_and(|v| v.is_number()) {
+                    f.loc.insert(1, "memories".into());
+                } else if f.loc.first().and_then(|v| v.as_str()) == Some("body") {
+                    f.loc.splice(1..1, ["memories".into(), 0.into()]);
+                }
+                f
+            })
+            .collect();
+        Error::invalid(fields)
+    })?;
+    ok(&BatchCreateResponse { memories: created.into_iter().map(created_out).collect() })
+}
+
+/// Most memories in one `POST /memories/batch`.
+const MAX_BATCH: usize = 1000;
 
 fn label_ids(names: &[String]) -> Vec<String> {
     names.iter().map(|n| crate::model::Label::id_for(n.trim())).collect()

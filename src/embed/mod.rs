@@ -165,13 +165,15 @@ fn checked(
         )));
     }
     if v.len() != embedder.dim() {
-        return Err(Box::new(FieldError::new(
-            loc,
-            "embedding_dimension",
-            format!("expected {} floats, got {}", embedder.dim(), v.len()),
-            input(),
-        )
-        .with_ctx(serde_json::json!({"dim": embedder.dim()}))));
+        return Err(Box::new(
+            FieldError::new(
+                loc,
+                "embedding_dimension",
+                format!("expected {} floats, got {}", embedder.dim(), v.len()),
+                input(),
+            )
+            .with_ctx(serde_json::json!({"dim": embedder.dim()})),
+        ));
     }
     if let Some(i) = v.iter().position(|x| !x.is_finite()) {
         return Err(Box::new(FieldError::new(

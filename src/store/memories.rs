@@ -541,9 +541,11 @@ impl KnowledgeStore {
         let mut given: Vec<Option<Vec<f32>>> = Vec::with_capacity(batch.len());
         for (i, n) in batch.iter().enumerate() {
             let mut item_errs = Vec::new();
-            given.push(n.embedding.as_ref().and_then(|v| {
-                crate::embed::check_vector(v, embedder, &["body", "embedding"], &mut item_errs)
-            }));
+            given.push(
+                n.embedding
+                    .as_ref()
+                    .and_then(|v| crate::embed::check_vector(v, embedder, &["body", "embedding"], &mut item_errs)),
+            );
             for mut e in item_errs {
                 if batch.len() > 1 {
                     e.loc.insert(1, serde_json::Value::from(i));
@@ -682,9 +684,10 @@ impl KnowledgeStore {
     pub fn update_memory(&self, id: &str, patch: MemoryPatch, space_guard: Option<&str>) -> Result<MemoryView> {
         let mut errs = Vec::new();
         let labels = validate_patch(&patch, &mut errs);
-        let given = patch.embedding.as_ref().and_then(|v| {
-            crate::embed::check_vector(v, &*self.config.embedder, &["body", "embedding"], &mut errs)
-        });
+        let given = patch
+            .embedding
+            .as_ref()
+            .and_then(|v| crate::embed::check_vector(v, &*self.config.embedder, &["body", "embedding"], &mut errs));
         if !errs.is_empty() {
             return Err(Error::invalid(errs));
         }
