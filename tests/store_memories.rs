@@ -247,3 +247,17 @@ fn a_second_open_of_the_same_file_is_locked() {
     let err = KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Locked);
 }
+
+/// A sentence whose entity mentions overlap ("CPU 0" inside a longer match) once panicked the parenthetical
+/// alias pass (a slice from the end of one mention to the start of the next). Found by the vector benchmark's
+/// corpus of Python docstrings.
+#[test]
+fn overlapping_entity_mentions_are_stored_without_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap();
+    let text = "As of Dec 2018 only CPU 0 appears to be supported by FreeBSD and all other cores match the frequency \
+                of CPU 0.";
+    let c = store.create_memory(NewMemory { content: text.into(), ..Default::default() }).unwrap();
+    assert_eq!(c.view.memory.content, text);
+    assert!(c.entities.iter().any(|e| e.name == "FreeBSD"), "{:?}", c.entities);
+}

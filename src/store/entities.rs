@@ -46,8 +46,10 @@ fn with_parenthetical_aliases(text: &str, mut ms: Vec<Mention>) -> Vec<Mention> 
     };
     for i in 1..ms.len() {
         let (a, b) = (&ms[i - 1], &ms[i]);
-        let between = &text[a.end..b.start];
-        if named(a.entity_type) && named(b.entity_type) && between.trim() == "(" && text[b.end..].starts_with(')') {
+        // Mentions may overlap ("CPU 0" inside a longer match): then nothing lies between them.
+        let Some(between) = text.get(a.end..b.start) else { continue };
+        let closes = text.get(b.end..).is_some_and(|rest| rest.starts_with(')'));
+        if named(a.entity_type) && named(b.entity_type) && between.trim() == "(" && closes {
             let (kind, canonical) = (a.entity_type, a.canonical.clone());
             ms[i].entity_type = kind;
             ms[i].canonical = canonical;
