@@ -19,7 +19,7 @@ use std::time::Instant;
 
 use engram::embed::ExternalEmbedder;
 use engram::index::vector::{Graph, SpaceVectors, VectorParams};
-use engram::{KnowledgeStore, MemoryFilter, NewMemory, SearchMode, SearchQuery, StoreConfig};
+use engram::{KnowledgeStore, MemoryFilter, NewMemory, SearchMode, SearchOptions, SearchQuery, StoreConfig};
 use rayon::prelude::*;
 
 fn arg(name: &str) -> Option<String> {
@@ -106,23 +106,18 @@ fn main() -> engram::Result<()> {
         params.m, params.ef_construction, params.ef_search
     );
 
-    // Exact top-10 of every query (ground truth).
-    let truth: Vec<Vec<f32>> = qs
+    // Exact top-10 of every query (ground truth), by document number.
+    let truth: Vec<Vec<usize>> = qs
         .par_iter()
         .map(|q| {
-            let mut s: Vec<f32> = docs.iter().map(|d| dot(q, d)).collect();
-            s.sort_by(|a, b| b.total_cmp(a));
+            let mut s: Vec<(f32, usize)> = docs.iter().enumerate().map(|(i, d)| (dot(q, d), i)).collect();
+            s.select_nth_unstable_by(10, |a, b| b.0.total_cmp(&a.0));
             s.truncate(10);
-            s
+            s.into_iter().map(|x| x.1).collect()
         })
         .collect();
-    let recall = |hits: &[Vec<f32>]| -> f64 {
-        let mut found = 0;
-        for (h, t) in hits.iter().zip(&truth) {
-            // Ties at the 10th score make several exact answers correct: a hit counts by score.
-            let cutoff = t.last().copied().unwrap_or(f32::MAX) - 1e-5;
-            found += h.iter().filter(|s| **s >= cutoff).count().min(t.len());
-        }
+    let recall = |hits: &[Vec<usize>]| -> f64 {
+        let found: usize = hits.iter().zip(&truth).map(|(h, t)| h.iter().filter(|d| t.contains(d)).count()).sum();
         found as f64 / (truth.len() * 10) as f64
     };
 
@@ -143,7 +138,7 @@ fn main() -> engram::Result<()> {
         let t = Instant::now();
         let h = idx.search(q, 10, &everything, None);
         lat.push(t.elapsed().as_secs_f64() * 1000.0);
-        scores.push(h.iter().map(|x| x.score).collect::<Vec<f32>>());
+        scores.push(h.iter().map(|x| x.docno as usize).collect::<Vec<usize>>());
     }
     let graph_recall = recall(&scores);
     let (walk50, walk99) = (percentile(&mut lat.clone(), 0.5), percentile(&mut lat, 0.99));
@@ -199,17 +194,37 @@ fn main() -> engram::Result<()> {
                 mode,
                 fusion: None,
                 query_embedding: Some(q.clone()),
-                options: Default::default(),
+                // Vector mode measures the index: no decay, importance or PageRank priors on the ranking.
+                options: SearchOptions { priors: (mode == SearchMode::Vector).then_some(false), ..Default::default() },
             };
             let t = Instant::now();
             let r = store.search(&query)?;
             lat.push(t.elapsed().as_secs_f64() * 1000.0);
-            scores.push(r.hits.iter().filter_map(|h| h.vector_score).collect::<Vec<f32>>());
+            scores.push(
+                r.hits.iter().filter_map(|h| h.view.memory.id.strip_prefix('s')?.parse::<usize>().ok()).collect(),
+            );
         }
         Ok((percentile(&mut lat.clone(), 0.5), percentile(&mut lat, 0.99), recall(&scores)))
     };
     let (v50, v99, v_recall) = search(&store, SearchMode::Vector)?;
     let (h50, h99, _) = search(&store, SearchMode::Hybrid)?;
+    if std::env::args().any(|a| a == "--tables") {
+        let st = store.storage_stats()?;
+        println!(
+            "store file {:.1} MiB; tables (stored / metadata / fragmented MiB):",
+            st.file_bytes as f64 / 1048576.0
+        );
+        for t in st.tables.iter().filter(|t| t.stored_bytes + t.fragmented_bytes > 1 << 20) {
+            let mib = |b: u64| b as f64 / 1048576.0;
+            println!(
+                "  {:<18} {:>7.1} {:>6.1} {:>6.1}",
+                t.table,
+                mib(t.stored_bytes),
+                mib(t.metadata_bytes),
+                mib(t.fragmented_bytes)
+            );
+        }
+    }
     let t2 = Instant::now();
     drop(store);
     let close_s = t2.elapsed().as_secs_f64();

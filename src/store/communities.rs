@@ -178,13 +178,20 @@ impl GraphWorker {
     }
 }
 
-impl Drop for GraphWorker {
-    fn drop(&mut self) {
+impl GraphWorker {
+    /// Stops and joins the worker (idempotent).
+    pub(crate) fn stop(&mut self) {
         self.stop.store(true, Ordering::Release);
         self.wake();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+impl Drop for GraphWorker {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 

@@ -929,9 +929,15 @@ fn put_with(
             ),
         };
         lex = Some(t.index_text(space, docno, &text)?);
-        if let Some(v) = &v {
-            t.vectors.insert((space, docno), schema::vector_to_bytes(v).as_slice())?;
-        }
+        // The index holds exactly what the file holds (half precision), so a reopen changes no score.
+        let v = match v {
+            Some(v) => {
+                let bytes = schema::vector_to_bytes(&v);
+                t.vectors.insert((space, docno), bytes.as_slice())?;
+                Some(schema::vector_from_bytes(&bytes))
+            }
+            None => None,
+        };
         merged.last_reindexed_at = Some(now);
         merged.reindex_needed = false;
         v

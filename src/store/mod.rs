@@ -358,6 +358,41 @@ impl GraphBuilder {
     }
 }
 
+/// Files smaller than this are never compacted at close.
+const COMPACT_MIN_BYTES: u64 = 16 << 20;
+
+/// Compacts the file at close when more than a quarter of it is free pages (bulk loads and big deletes leave
+/// them; redb reuses them, but the file only shrinks by compaction). Errors are logged: the store stays valid.
+fn compact_if_sparse(db: &mut redb::Database, path: &std::path::Path) {
+    let before = std::fs::metadata(path).map_or(0, |m| m.len());
+    if before < COMPACT_MIN_BYTES {
+        return;
+    }
+    let used = (|| -> Result<u64> {
+        let w = db.begin_write()?;
+        let st = w.stats()?;
+        w.abort()?;
+        Ok(st.allocated_pages() * st.page_size() as u64)
+    })();
+    let Ok(used) = used else { return };
+    if used.saturating_mul(4) >= before.saturating_mul(3) {
+        return;
+    }
+    let started = Instant::now();
+    for _ in 0..8 {
+        match db.compact() {
+            Ok(true) => continue,
+            Ok(false) => break,
+            Err(e) => {
+                tracing::warn!(error = %e, "compaction at close stopped; the file stays valid");
+                break;
+            }
+        }
+    }
+    let after = std::fs::metadata(path).map_or(0, |m| m.len());
+    tracing::info!(before, after, ms = started.elapsed().as_millis() as u64, "store file compacted at close");
+}
+
 impl Drop for KnowledgeStore {
     fn drop(&mut self) {
         // Reads still queued are counted before the store closes.
@@ -374,9 +409,15 @@ impl Drop for KnowledgeStore {
             let _ = t.join();
         }
         // A clean close saves every graph that changed since its last save.
-        let state = self.index.read();
-        for (space, si) in &state.spaces {
-            self.graph_files.save(&self.db, space, si);
+        {
+            let state = self.index.read();
+            for (space, si) in &state.spaces {
+                self.graph_files.save(&self.db, space, si);
+            }
+        }
+        self.graph_worker.stop();
+        if let Some(db) = Arc::get_mut(&mut self.db) {
+            compact_if_sparse(db, &self.config.db_path());
         }
     }
 }
@@ -808,6 +849,36 @@ impl KnowledgeStore {
             .collect();
         out.sort_by(|a, b| a.space.cmp(&b.space));
         out
+    }
+
+    /// Bytes on disk by table: what keys and values hold, B-tree metadata and fragmentation (redb's table
+    /// statistics), sorted by stored bytes, largest first, plus the file size.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn storage_stats(&self) -> Result<StorageStats> {
+        use redb::ReadableTableMetadata;
+        let rtx = self.db.begin_read()?;
+        let mut tables = Vec::new();
+        macro_rules! table {
+            ($($t:ident),*) => {$({
+                let st = rtx.open_table($t)?.stats()?;
+                tables.push(TableSize {
+                    table: $t.to_string(),
+                    stored_bytes: st.stored_bytes(),
+                    metadata_bytes: st.metadata_bytes(),
+                    fragmented_bytes: st.fragmented_bytes(),
+                });
+            })*};
+        }
+        table!(META, SPACES, MEMORIES, MEMORY_SPACE, VECTORS, POSTINGS, LEX_STATS, LABELS, MEMORY_LABELS);
+        table!(LABEL_MEMORIES, THREADS, THREAD_SPACES, MESSAGES, MESSAGE_KEYS, ENTITIES, ENTITY_KEYS, MENTIONS);
+        table!(ENTITY_MEMORIES, RELATES_TO, WORKING_MEMORY, RELATIONS, MEMORY_RELATIONS, RELATION_SPACE);
+        table!(LABEL_MERGES, COMMUNITIES, COMMUNITY_MEMBERS, ENTITY_COMMUNITY, MEMORY_PAGERANK, CRYSTAL_SOURCES);
+        table!(SOURCES, SOURCE_SPACE, SOURCE_SHA, SOURCE_TEXT, SOURCE_FILES, SOURCE_CHUNKS, REVIEWS);
+        tables.sort_by(|a, b| b.stored_bytes.cmp(&a.stored_bytes));
+        let file_bytes = std::fs::metadata(self.config.db_path()).map_or(0, |m| m.len());
+        Ok(StorageStats { file_bytes, tables })
     }
 
     /// Counters for `/health`.

@@ -185,11 +185,12 @@ fn run(ctx: &Ctx, work: &[(String, u64, String)], prog: &Progress, stop: &Atomic
                         None => None,
                     };
                     let Some(mut sm) = current.filter(|sm| sm.docno == *docno) else { continue };
-                    vecs.insert((*space, *docno), schema::vector_to_bytes(&v).as_slice())?;
+                    let bytes = schema::vector_to_bytes(&v);
+                    vecs.insert((*space, *docno), bytes.as_slice())?;
                     sm.memory.reindex_needed = false;
                     sm.memory.last_reindexed_at = Some(now);
                     mems.insert((*space, *id), schema::encode(&sm)?.as_slice())?;
-                    stored.push((space.to_string(), *docno, v));
+                    stored.push((space.to_string(), *docno, schema::vector_from_bytes(&bytes)));
                 }
                 Ok(stored)
             })?

@@ -480,6 +480,28 @@ pub struct VectorIndexStats {
     pub heap_bytes: usize,
 }
 
+/// Disk use of the store file ([`crate::KnowledgeStore::storage_stats`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct StorageStats {
+    /// Size of `engram.redb` in bytes (includes free pages redb keeps for reuse).
+    pub file_bytes: u64,
+    /// Per table, largest first.
+    pub tables: Vec<TableSize>,
+}
+
+/// Disk use of one table, in bytes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct TableSize {
+    /// Table name.
+    pub table: String,
+    /// Keys and values.
+    pub stored_bytes: u64,
+    /// B-tree branch pages and other metadata.
+    pub metadata_bytes: u64,
+    /// Unused space inside the table's pages.
+    pub fragmented_bytes: u64,
+}
+
 /// Convenience alias for label lists.
 pub type Labels = Vec<Label>;
 
