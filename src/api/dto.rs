@@ -409,6 +409,21 @@ pub struct HealthResponse {
     pub generation: u64,
     /// Seconds since start.
     pub uptime_s: f64,
+    /// Engram extension: the vector indexes, summed over spaces.
+    pub vector_index: VectorIndexHealth,
+}
+
+/// The vector indexes in `GET /health` (Engram extension), summed over spaces.
+#[derive(Debug, Clone, Default, Serialize, ToSchema)]
+pub struct VectorIndexHealth {
+    /// Live vectors.
+    pub vectors: usize,
+    /// Points in HNSW graphs (live and tombstones; spaces under 4,096 vectors have no graph and scan exactly).
+    pub graph_points: usize,
+    /// Graph points of edited or deleted memories.
+    pub tombstones: usize,
+    /// Vectors not yet in their space's graph (searched exactly until the background builder inserts them).
+    pub pending: usize,
 }
 
 /// Response of `GET /capabilities`.

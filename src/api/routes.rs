@@ -1351,6 +1351,13 @@ fn health(api: &Api, _: &Ctx<'_>) -> Result<ApiResponse> {
         memory_count: h.memories,
         generation: h.generation,
         uptime_s: api.store().uptime_s(),
+        vector_index: api.store().vector_index_stats().iter().fold(VectorIndexHealth::default(), |mut a, s| {
+            a.vectors += s.vectors;
+            a.graph_points += s.graph_points;
+            a.tombstones += s.tombstones;
+            a.pending += s.pending;
+            a
+        }),
     })
 }
 
