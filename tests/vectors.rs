@@ -112,6 +112,42 @@ fn caller_supplied_vectors_are_stored_searched_validated_and_kept() {
     assert_eq!(e.fields()[0].kind, "embedding_not_accepted");
 }
 
+#[test]
+fn export_and_import_keep_caller_supplied_vectors() {
+    let a_dir = tempfile::tempdir().unwrap();
+    let a = external(a_dir.path(), 3);
+    a.create_memory(mem("x", "first", Some(vec![1.0, 0.0, 0.0]))).unwrap();
+    a.create_memory(mem("y", "second", Some(vec![0.0, 1.0, 0.0]))).unwrap();
+    a.create_memory(mem("z", "third, no vector", None)).unwrap();
+    let archive = a_dir.path().join("out.zip");
+    let opts = engram::ExportOptions {
+        path: Some(archive.clone()),
+        compress: true,
+        overwrite: true,
+        include: engram::Include::default(),
+    };
+    a.export_data(&opts).unwrap();
+    let b_dir = tempfile::tempdir().unwrap();
+    let b = external(b_dir.path(), 3);
+    let in_b = b_dir.path().join("in.zip");
+    std::fs::copy(&archive, &in_b).unwrap();
+    b.import_data(&in_b, engram::ImportMode::Merge, &engram::ImportProgress::default()).unwrap();
+    for (q, want) in [(vec![0.1, 0.9, 0.0], ["y", "x"]), (vec![0.9, 0.1, 0.0], ["x", "y"])] {
+        let r = b.search(&query("", Some(q), SearchMode::Vector)).unwrap();
+        assert_eq!(ids(&r), want, "the imported store ranks by the exported vectors");
+    }
+    let stats = &b.vector_index_stats()[0];
+    assert_eq!(stats.vectors, 2, "the memory without a vector stays without one");
+    // A store of another dimension imports the memories and leaves the vectors out.
+    let c_dir = tempfile::tempdir().unwrap();
+    let c = external(c_dir.path(), 4);
+    let in_c = c_dir.path().join("in.zip");
+    std::fs::copy(&archive, &in_c).unwrap();
+    c.import_data(&in_c, engram::ImportMode::Merge, &engram::ImportProgress::default()).unwrap();
+    assert_eq!(c.vector_index_stats()[0].vectors, 0);
+    assert_eq!(c.read_memory("y", None).unwrap().memory.content, "second");
+}
+
 #[cfg(feature = "server")]
 #[test]
 fn http_takes_vectors_and_answers_422_for_bad_ones_without_storing() {
@@ -317,7 +353,10 @@ fn a_damaged_graph_file_is_never_trusted_and_searches_stay_correct() {
         assert!(store.wait_for_indexes(Duration::from_secs(120)));
         assert_same_up_to_ties(&probe(&store), &reference, &format!("trial {trial}: after the rebuild"));
         drop(store);
-        // The rebuilt graph was saved over the damaged one.
-        assert_eq!(std::fs::read(&path).unwrap().len(), good.len(), "trial {trial}");
+        // The rebuilt graph was saved over the damaged one and is attached at the next open.
+        assert_ne!(std::fs::read(&path).unwrap(), bytes, "trial {trial}");
+        let store = KnowledgeStore::open(graph_config(dir.path())).unwrap();
+        assert_eq!(store.vector_index_stats()[0].graph_points, 800, "trial {trial}");
+        drop(store);
     }
 }

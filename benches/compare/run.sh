@@ -32,7 +32,8 @@ if [ ! -s "$out/corpus.jsonl" ]; then
   "$py" "$here/corpus.py" "$out/corpus.jsonl" $((n + queries))
 fi
 "$py" "$here/embed.py" "$out/corpus.jsonl" "$model" "$out/corpus.f32"
-(cd "$root" && cargo build --release --quiet --features server --bin engram && cargo build --release --quiet --bench vectors)
+# The bench first: building it rebuilds target/release/engram without the server feature.
+(cd "$root" && cargo build --release --quiet --bench vectors && cargo build --release --quiet --features server --bin engram)
 bench=$(ls -t "$root"/target/release/deps/vectors-* | grep -v '\.d$' | head -n 1)
 "$py" "$here/compare.py" --data "$out" --n "$n" --queries "$queries" --engram "$root/target/release/engram" \
   --library-bench "$bench" --work "$out" "${args[@]}"

@@ -177,6 +177,14 @@ impl Hnsw {
         &self.vectors[p * self.dim..(p + 1) * self.dim]
     }
 
+    /// Overwrites the vector of point `p` (`dim` floats; other lengths and points out of range are ignored).
+    pub fn set_vector(&mut self, p: u32, v: &[f32]) {
+        let (p, dim) = (p as usize, self.dim);
+        if v.len() == dim && p < self.len() {
+            self.vectors[p * dim..(p + 1) * dim].copy_from_slice(v);
+        }
+    }
+
     /// Bytes held: vectors, links, per-point data.
     pub fn heap_bytes(&self) -> usize {
         self.vectors.capacity() * 4
@@ -552,12 +560,20 @@ impl Hnsw {
         out.extend_from_slice(&self.levels);
         let flags: Vec<bool> = (0..n as u32).map(live).collect();
         out.extend(flags.iter().map(|&l| l as u8));
-        for a in &self.links0 {
-            out.extend_from_slice(&a.load(Ordering::Acquire).to_le_bytes());
+        // Each list as its count and that many ids (lists are about two-thirds full: a third less disk).
+        let mut write_list = |list: &[AtomicU32], cap: usize| {
+            let count = (list[0].load(Ordering::Acquire) as usize).min(cap);
+            out.extend_from_slice(&(count as u32).to_le_bytes());
+            for a in &list[1..=count] {
+                out.extend_from_slice(&a.load(Ordering::Acquire).to_le_bytes());
+            }
+        };
+        for list in self.links0.chunks_exact(self.m0 + 1) {
+            write_list(list, self.m0);
         }
         for u in &self.upper {
-            for a in u.iter() {
-                out.extend_from_slice(&a.load(Ordering::Acquire).to_le_bytes());
+            for list in u.chunks_exact(self.m + 1) {
+                write_list(list, self.m);
             }
         }
         for (p, _) in flags.iter().enumerate().filter(|x| !*x.1) {
@@ -572,19 +588,22 @@ impl Hnsw {
 
     /// Reads a graph written by [`Hnsw::to_bytes`]. `vector_of(docno)` gives the vector of a live point
     /// (from the store); a live point whose document has no vector any more gets a zero vector and is
-    /// reported as not live in [`Saved::live`].
+    /// reported as not live in [`Saved::live`]. Without `vector_of`, live points get zero vectors, stay live in
+    /// [`Saved::live`], and the caller fills them with [`Hnsw::set_vector`] (streaming from the store without a
+    /// second copy).
     ///
     /// Layout (little-endian): `b"EGRMHNSW"`, then u32 version, dim, M, ef_construction, points `n`, entry
     /// point (`u32::MAX` if none), top layer; u64 generation; u32 length and UTF-8 embedder name; `n` x u64
-    /// document numbers; `n` x u8 levels; `n` x u8 live flags; `n x (2M + 1)` u32 layer-0 lists; per point
-    /// `level x (M + 1)` u32 upper lists; `dim` x f32 per point not live; 32 bytes SHA-256.
+    /// document numbers; `n` x u8 levels; `n` x u8 live flags; per point its layer-0 list, then per point its
+    /// lists of layers 1..=level, each list a u32 count (at most `2M` on layer 0, `M` above) and that many u32
+    /// point numbers; `dim` x f32 per point not live; 32 bytes SHA-256.
     ///
     /// Errors (a message; the caller rebuilds): short or long input, checksum mismatch, unknown version,
     /// `dim` not `want_dim`, counts over capacity, link or entry out of range, level above 16.
     pub fn from_bytes(
         bytes: &[u8],
         want_dim: usize,
-        vector_of: &dyn Fn(u64) -> Option<Vec<f32>>,
+        vector_of: Option<&dyn Fn(u64) -> Option<Vec<f32>>>,
     ) -> Result<(Hnsw, Saved), String> {
         if bytes.len() < MAGIC.len() + 32 + 40 {
             return Err(format!("{} bytes is too short for a graph", bytes.len()));
@@ -625,12 +644,18 @@ impl Hnsw {
         let mut g = Hnsw::new(dim, HnswParams { m, ef_construction: ef_c });
         g.m0 = 2 * m;
         let read_list = |r: &mut Reader, cap: usize| -> Result<Vec<AtomicU32>, String> {
-            let raw = r.take((cap + 1) * 4)?;
-            let vals: Vec<u32> =
-                raw.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap_or([0; 4]))).collect();
-            if vals[0] as usize > cap || vals[1..=vals[0] as usize].iter().any(|&id| id as usize >= n) {
-                return Err("link list out of range".into());
+            let count = r.u32()? as usize;
+            if count > cap {
+                return Err("link list over capacity".into());
             }
+            let raw = r.take(count * 4)?;
+            let mut vals: Vec<u32> = Vec::with_capacity(cap + 1);
+            vals.push(count as u32);
+            vals.extend(raw.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap_or([0; 4]))));
+            if vals[1..].iter().any(|&id| id as usize >= n) {
+                return Err("link out of range".into());
+            }
+            vals.resize(cap + 1, 0);
             Ok(vals.into_iter().map(AtomicU32::new).collect())
         };
         g.links0.reserve(n * (g.m0 + 1));
@@ -647,7 +672,7 @@ impl Hnsw {
         g.vectors.reserve(n * dim);
         let mut stale = Vec::new();
         for (p, &d) in docnos.iter().enumerate() {
-            if live[p] {
+            if let (true, Some(vector_of)) = (live[p], vector_of) {
                 match vector_of(d) {
                     Some(v) if v.len() == dim => g.vectors.extend_from_slice(&v),
                     _ => {
@@ -759,7 +784,8 @@ mod tests {
 
         let live = |p: u32| p != 5;
         let bytes = g.to_bytes(77, "test-24", &live);
-        let (h, saved) = Hnsw::from_bytes(&bytes, dim, &|d| vs.get((d - 10) as usize).cloned()).expect("loads");
+        let of = |d: u64| vs.get((d - 10) as usize).cloned();
+        let (h, saved) = Hnsw::from_bytes(&bytes, dim, Some(&of)).expect("loads");
         assert_eq!((saved.generation, saved.embedder.as_str()), (77, "test-24"));
         assert_eq!(saved.live.iter().filter(|l| !**l).count(), 1);
         assert!(!saved.live[5]);
@@ -772,10 +798,10 @@ mod tests {
         for at in (0..bytes.len()).step_by(97) {
             let mut bad = bytes.clone();
             bad[at] ^= 0x5A;
-            assert!(Hnsw::from_bytes(&bad, dim, &|d| vs.get((d - 10) as usize).cloned()).is_err());
-            assert!(Hnsw::from_bytes(&bytes[..at], dim, &|d| vs.get((d - 10) as usize).cloned()).is_err());
+            assert!(Hnsw::from_bytes(&bad, dim, Some(&of)).is_err());
+            assert!(Hnsw::from_bytes(&bytes[..at], dim, Some(&of)).is_err());
         }
-        assert!(Hnsw::from_bytes(&bytes, dim + 1, &|_| None).is_err());
+        assert!(Hnsw::from_bytes(&bytes, dim + 1, None).is_err());
     }
 
     #[test]

@@ -12,7 +12,8 @@
 //! * Full builds run on a fresh graph no search can see, in parallel on every core; catch-up inserts run in
 //!   chunks under the graph's gate (searches wait for at most one chunk).
 //! * The graph can be saved ([`SpaceVectors::graph_bytes`]) and attached again at the next open
-//!   ([`SpaceVectors::attach`]), which validates it fully and catches up from the saved generation.
+//!   ([`SpaceVectors::stage_attach`], [`SpaceVectors::insert_loaded`], [`SpaceVectors::finish_attach`]), which
+//!   validates it fully and catches up from the saved generation.
 //!
 //! Ids are the store's document numbers (`docno`), which change whenever a memory's text or vector changes, so a
 //! graph point never stands for two versions of a memory.
@@ -116,6 +117,15 @@ pub struct SpaceVectors {
     /// Changes to the graph or its live set, and the count the last save reflected.
     changes: AtomicU64,
     saved: AtomicU64,
+    /// A saved graph being attached at open ([`SpaceVectors::stage_attach`]).
+    staged: Option<Staged>,
+}
+
+/// A saved graph whose live points get their vectors as the store's vectors are read.
+struct Staged {
+    graph: Hnsw,
+    live_points: FxHashMap<u64, u32>,
+    filled: Vec<bool>,
 }
 
 /// Catch-up inserts per round, so the gate is never held for long.
@@ -136,6 +146,7 @@ impl SpaceVectors {
             busy: AtomicBool::new(false),
             changes: AtomicU64::new(0),
             saved: AtomicU64::new(0),
+            staged: None,
         }
     }
 
@@ -403,39 +414,78 @@ impl SpaceVectors {
         self.saved.fetch_max(changes, Ordering::AcqRel);
     }
 
-    /// Attaches a saved graph ([`Hnsw::from_bytes`]) after the live vectors were loaded with
-    /// [`SpaceVectors::insert_batch`]: its live points take their vectors from the arena, which keeps only the
-    /// vectors the graph lacks (pending: the catch-up from the saved generation).
+    /// Stages a saved graph ([`Hnsw::from_bytes`]) before the store's vectors are loaded: the vectors of its
+    /// live points are then written straight into the graph by [`SpaceVectors::insert_loaded`] (one copy in
+    /// memory, never two), and [`SpaceVectors::finish_attach`] decides.
     ///
-    /// Errors (nothing changes; the caller deletes the file and the builder rebuilds): any [`Hnsw::from_bytes`]
-    /// error, another embedder, a generation above `generation_now` (the file is newer than the store), or
-    /// more than a tenth of its live points gone from the store.
-    pub fn attach(&mut self, bytes: &[u8], embedder: &str, generation_now: u64) -> Result<AttachStats, String> {
-        let (g, saved) = Hnsw::from_bytes(bytes, self.dim, &|d| self.arena_get(d).map(<[f32]>::to_vec))?;
+    /// Errors (nothing staged; the caller deletes the file and the builder rebuilds): any
+    /// [`Hnsw::from_bytes`] error, another embedder, or a generation above `generation_now` (the file is newer
+    /// than the store).
+    pub fn stage_attach(&mut self, bytes: &[u8], embedder: &str, generation_now: u64) -> Result<(), String> {
+        let (g, saved) = Hnsw::from_bytes(bytes, self.dim, None)?;
         if saved.embedder != embedder {
             return Err(format!("graph of embedder {}, store uses {embedder}", saved.embedder));
         }
         if saved.generation > generation_now {
             return Err(format!("graph of generation {}, store is at {generation_now}", saved.generation));
         }
-        let live = saved.live.iter().filter(|l| **l).count();
-        let gone = (0..g.len()).filter(|&p| saved.live[p] && self.arena_get(g.docno(p as u32)).is_none()).count();
-        if gone * 10 > live.max(1) {
-            return Err(format!("{gone} of {live} live points are gone from the store"));
-        }
-        let docnos: Vec<u64> = (0..g.len() as u32).map(|p| g.docno(p)).collect();
-        for (p, d) in docnos.iter().enumerate() {
-            if saved.live[p] {
-                self.move_to_graph(*d, p as u32, &g);
+        let mut live_points = FxHashMap::default();
+        for p in 0..g.len() as u32 {
+            if saved.live[p as usize] {
+                live_points.insert(g.docno(p), p);
             }
         }
-        self.graph_points = g.len();
-        self.graph = Some(Arc::new(Graph { inner: RwLock::new(g) }));
-        self.shrink();
-        let dirty = gone > 0;
+        self.staged = Some(Staged { filled: vec![false; g.len()], graph: g, live_points });
+        Ok(())
+    }
+
+    /// Adds one vector read from the store at open: into the staged graph when it stands for one of its live
+    /// points, else into the arena (pending).
+    pub fn insert_loaded(&mut self, docno: u64, v: &[f32]) {
+        if v.len() != self.dim {
+            return;
+        }
+        if let Some(st) = &mut self.staged
+            && let Some(&p) = st.live_points.get(&docno)
+        {
+            st.graph.set_vector(p, v);
+            st.filled[p as usize] = true;
+            return;
+        }
+        self.insert_batch(&[(docno, v.to_vec())]);
+    }
+
+    /// Installs the staged graph once the store's vectors are loaded: its live points whose vector was loaded
+    /// are live, the others (memories deleted after the save) tombstones; vectors not in it are pending (the
+    /// catch-up from the saved generation). Nothing staged: Ok with zero points.
+    ///
+    /// Errors (the staged vectors go to the arena, so nothing is lost; the caller deletes the file): more than
+    /// a tenth of the saved live points are gone from the store.
+    pub fn finish_attach(&mut self) -> Result<AttachStats, String> {
+        let Some(st) = self.staged.take() else { return Ok(AttachStats { points: 0, live: 0, pending: 0 }) };
+        let live = st.live_points.len();
+        let gone = st.live_points.values().filter(|p| !st.filled[**p as usize]).count();
+        if gone * 10 > live.max(1) {
+            let back: Vec<(u64, Vec<f32>)> = st
+                .live_points
+                .iter()
+                .filter(|(_, p)| st.filled[**p as usize])
+                .map(|(d, p)| (*d, st.graph.vector(*p).to_vec()))
+                .collect();
+            drop(st.graph);
+            self.insert_batch(&back);
+            return Err(format!("{gone} of {live} live points are gone from the store"));
+        }
+        for (d, p) in &st.live_points {
+            if st.filled[*p as usize] {
+                self.point_of.insert(*d, *p);
+            }
+        }
+        self.graph_points = st.graph.len();
+        self.graph = Some(Arc::new(Graph { inner: RwLock::new(st.graph) }));
         let c = self.changes.load(Ordering::Acquire);
-        self.saved.store(if dirty { c.wrapping_sub(1) } else { c }, Ordering::Release);
-        Ok(AttachStats { points: docnos.len(), live: self.point_of.len(), pending: self.slot_docno.len() })
+        self.saved.store(if gone > 0 { c.wrapping_sub(1) } else { c }, Ordering::Release);
+        Ok(AttachStats { points: self.graph_points, live: self.point_of.len(), pending: self.slot_docno.len() })
     }
 
     /// The `k` nearest live vectors to `query` among those `allowed` accepts, best first.

@@ -6,7 +6,7 @@
 //!   written to a temporary file, flushed and renamed over the old one (a crash leaves the old or the new file,
 //!   never a mix).
 //! * Each records the store generation it reflects (the next document number when it was saved) and the
-//!   embedder name. At open, [`attach_all`] validates a file completely (checksum, bounds, embedder, generation)
+//!   embedder name. At open, [`GraphFiles::stage_all`] validates a file completely (checksum, bounds, embedder, generation)
 //!   before using it and catches up from that generation: vectors written later are pending and inserted by the
 //!   builder. A missing, stale, truncated or damaged file is deleted and the builder rebuilds that graph; it is
 //!   never trusted and never stops the open.
@@ -75,41 +75,46 @@ impl GraphFiles {
         Ok(())
     }
 
-    /// Attaches the saved graph of every space in `spaces` (after their vectors were loaded); deletes files that
-    /// fail validation and files of spaces that no longer exist.
-    pub fn attach_all(&self, db: &redb::Database, spaces: &mut HashMap<String, SpaceIndex>) {
+    /// Stages the saved graph of every space in `spaces` (before their vectors are loaded, so that the vectors
+    /// go straight into the graphs); deletes files that fail validation and files of spaces that no longer exist.
+    pub fn stage_all(&self, db: &redb::Database, spaces: &mut HashMap<String, SpaceIndex>) {
         let Ok(entries) = std::fs::read_dir(&self.dir) else { return };
         let generation = generation(db).unwrap_or(0);
-        let mut by_path: HashMap<PathBuf, &str> = HashMap::new();
-        let names: Vec<String> = spaces.keys().cloned().collect();
-        for name in &names {
-            by_path.insert(self.path(name), name.as_str());
-        }
+        let by_path: HashMap<PathBuf, String> = spaces.keys().map(|n| (self.path(n), n.clone())).collect();
         for entry in entries.flatten() {
             let path = entry.path();
-            let Some(&space) = by_path.get(&path) else {
+            let Some(space) = by_path.get(&path) else {
                 if path.extension().is_some_and(|e| e == "graph" || e == "tmp") {
                     let _ = std::fs::remove_file(&path);
                 }
                 continue;
             };
             let Some(si) = spaces.get_mut(space) else { continue };
-            let started = std::time::Instant::now();
             let result = std::fs::read(&path)
                 .map_err(|e| e.to_string())
-                .and_then(|b| si.vectors.attach(&b, &self.embedder, generation));
-            match result {
-                Ok(stats) => tracing::info!(
+                .and_then(|b| si.vectors.stage_attach(&b, &self.embedder, generation));
+            if let Err(why) = result {
+                tracing::warn!(space, %why, "saved HNSW graph not used; it is rebuilt in the background");
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+    }
+
+    /// Installs the graphs staged by [`GraphFiles::stage_all`] once the vectors are loaded.
+    pub fn finish_all(&self, spaces: &mut HashMap<String, SpaceIndex>) {
+        for (space, si) in spaces.iter_mut() {
+            match si.vectors.finish_attach() {
+                Ok(stats) if stats.points > 0 => tracing::info!(
                     space,
                     points = stats.points,
                     live = stats.live,
                     catch_up = stats.pending,
-                    ms = started.elapsed().as_millis() as u64,
                     "saved HNSW graph attached"
                 ),
+                Ok(_) => {}
                 Err(why) => {
                     tracing::warn!(space, %why, "saved HNSW graph not used; it is rebuilt in the background");
-                    let _ = std::fs::remove_file(&path);
+                    let _ = std::fs::remove_file(self.path(space));
                 }
             }
         }

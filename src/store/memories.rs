@@ -169,7 +169,7 @@ impl<'t> WTables<'t> {
     /// Writes a memory record from a data import, without embedding or entity extraction: postings follow
     /// the text (kept when the text is unchanged, so is the vector; otherwise the vector is dropped for
     /// re-embedding), labels become exactly `label_names` and MENTIONS edges exactly `mentions`. `at` is the
-    /// space the stored `existing` record lives in.
+    /// space the stored `existing` record lives in. Returns the document number the record has now.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn import_memory(
         &mut self,
@@ -180,7 +180,7 @@ impl<'t> WTables<'t> {
         mentions: &BTreeSet<String>,
         new_docno: u64,
         now: Timestamp,
-    ) -> Result<()> {
+    ) -> Result<u64> {
         let space = memory.space_id.clone();
         let id = memory.id.clone();
         let text = memory.index_text();
@@ -223,7 +223,7 @@ impl<'t> WTables<'t> {
             self.mentions.insert((space.as_str(), id.as_str(), new.as_str()), ())?;
             self.entity_memories.insert((space.as_str(), new.as_str(), id.as_str()), ())?;
         }
-        Ok(())
+        Ok(docno)
     }
 
     /// Removes a memory and everything keyed by it in its space. Returns the label edges removed and the

@@ -718,24 +718,31 @@ impl KnowledgeStore {
         for si in state.spaces.values_mut() {
             si.lexicon.finish_load();
         }
-        let mut pending: HashMap<String, Vec<(u64, Vec<f32>)>> = HashMap::new();
+        // Saved graphs first, so that each vector is read straight into its graph or the arena: one copy.
+        self.graph_files.stage_all(&self.db, &mut state.spaces);
+        let mut current: Option<(String, &mut SpaceIndex)> = None;
+        let mut others = state.spaces.iter_mut().map(|(k, v)| (k.clone(), v)).collect::<HashMap<_, _>>();
         for row in rtx.open_table(VECTORS)?.iter()? {
             let (k, v) = row?;
             let (space, docno) = k.value();
-            let vec = schema::vector_from_bytes(v.value());
-            if vec.len() == dim {
-                pending.entry(space.to_string()).or_default().push((docno, vec));
+            if current.as_ref().is_none_or(|(s, _)| s != space) {
+                if let Some((s, si)) = current.take() {
+                    others.insert(s, si);
+                }
+                current = others.remove(space).map(|si| (space.to_string(), si));
+            }
+            let Some((_, si)) = current.as_mut() else { continue };
+            if si.catalog.get(docno).is_some() {
+                let vec = schema::vector_from_bytes(v.value());
+                if vec.len() == dim {
+                    si.vectors.insert_loaded(docno, &vec);
+                }
             }
         }
-        for (space, items) in pending {
-            if let Some(si) = state.spaces.get_mut(&space) {
-                let live: Vec<(u64, Vec<f32>)> =
-                    items.into_iter().filter(|(d, _)| si.catalog.get(*d).is_some()).collect();
-                si.vectors.insert_batch(&live);
-            }
-        }
+        drop(current);
+        drop(others);
         drop(rtx);
-        self.graph_files.attach_all(&self.db, &mut state.spaces);
+        self.graph_files.finish_all(&mut state.spaces);
         *self.index.write() = state;
         Ok(())
     }

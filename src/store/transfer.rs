@@ -226,6 +226,10 @@ struct MemoryLine {
     memory: Memory,
     label_ids: Vec<String>,
     mentions: Vec<String>,
+    /// The caller-supplied vector, exported by stores with an external embedder (it cannot be recomputed);
+    /// absent otherwise (the importing store embeds the text itself).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    embedding: Option<Vec<f32>>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -508,13 +512,20 @@ impl KnowledgeStore {
             let mems = rtx.open_table(MEMORIES)?;
             let ml = rtx.open_table(MEMORY_LABELS)?;
             let mentions = rtx.open_table(MENTIONS)?;
+            let vectors = rtx.open_table(VECTORS)?;
+            let external = self.config.embedder.external();
             let rows = mems.iter()?.map(|row| -> Result<MemoryLine> {
                 let (k, v) = row?;
                 let (space, id) = k.value();
                 let sm: StoredMemory = schema::decode(v.value())?;
                 let label_ids = if inc.labels { super::range_prefix3(&ml, space, id)? } else { vec![] };
                 let mentions = if inc.entities { super::range_prefix3(&mentions, space, id)? } else { vec![] };
-                Ok(MemoryLine { memory: sm.memory, label_ids, mentions })
+                let embedding = if external {
+                    vectors.get((space, sm.docno))?.map(|v| schema::vector_from_bytes(v.value()))
+                } else {
+                    None
+                };
+                Ok(MemoryLine { memory: sm.memory, label_ids, mentions, embedding })
             });
             counts.insert("memories".into(), w.file("memories.jsonl", rows)?);
         }
@@ -1150,7 +1161,18 @@ impl KnowledgeStore {
                         let docno = next_docno;
                         next_docno += 1;
                         let label_names: BTreeSet<String> = names(&labels.iter().cloned().collect::<Vec<_>>());
-                        t.import_memory(at.as_deref(), existing, m, &label_names, &mentions, docno, now)?;
+                        let space = m.space_id.clone();
+                        let docno = t.import_memory(at.as_deref(), existing, m, &label_names, &mentions, docno, now)?;
+                        // Caller-supplied vectors come back with their memory (an external store cannot
+                        // recompute them); a vector of another dimension, or for a store that embeds by itself,
+                        // is left out and the text is embedded as usual.
+                        let embedder = &*self.config.embedder;
+                        if let Some(v) =
+                            line.embedding.as_ref().filter(|v| embedder.external() && v.len() == embedder.dim())
+                            && v.iter().all(|x| x.is_finite())
+                        {
+                            t.vectors.insert((space.as_str(), docno), schema::vector_to_bytes(v).as_slice())?;
+                        }
                     }
                     tick();
                     Ok(())
