@@ -883,7 +883,7 @@ impl KnowledgeStore {
         table!(ENTITY_MEMORIES, RELATES_TO, WORKING_MEMORY, RELATIONS, MEMORY_RELATIONS, RELATION_SPACE);
         table!(LABEL_MERGES, COMMUNITIES, COMMUNITY_MEMBERS, ENTITY_COMMUNITY, MEMORY_PAGERANK, CRYSTAL_SOURCES);
         table!(SOURCES, SOURCE_SPACE, SOURCE_SHA, SOURCE_TEXT, SOURCE_FILES, SOURCE_CHUNKS, REVIEWS);
-        tables.sort_by(|a, b| b.stored_bytes.cmp(&a.stored_bytes));
+        tables.sort_by_key(|t| std::cmp::Reverse(t.stored_bytes));
         let file_bytes = std::fs::metadata(self.config.db_path()).map_or(0, |m| m.len());
         Ok(StorageStats { file_bytes, tables })
     }

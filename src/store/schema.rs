@@ -56,7 +56,7 @@ pub fn vector_to_bytes(v: &[f32]) -> Vec<u8> {
 /// partial component is dropped.
 pub fn vector_from_bytes(b: &[u8]) -> Vec<f32> {
     match b.split_first() {
-        Some((&F16_TAG, rest)) if b.len() % 4 != 0 => {
+        Some((&F16_TAG, rest)) if !b.len().is_multiple_of(4) => {
             rest.chunks_exact(2).map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32()).collect()
         }
         _ => b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
