@@ -136,24 +136,42 @@ pub unsafe extern "C" fn engram_store_open_with_model(
     model_dir_len: usize,
     out: *mut *mut engram_store,
 ) -> engram_result {
+    // SAFETY: forwarded under this function's contract.
+    unsafe {
+        open_with(data_dir, data_dir_len, out, || {
+            if model_dir.is_null() {
+                return Ok(crate::embed::EmbedderChoice::Builtin);
+            }
+            // SAFETY: pointer and length come from the caller, per this function's contract.
+            unsafe { str_arg(model_dir, model_dir_len, "model_dir") }
+                .map(|m| crate::embed::EmbedderChoice::ModelDir(m.into()))
+        })
+    }
+}
+
+/// Opens the store in `data_dir` with the embedder `choice` gives, and writes the handle to `*out`.
+///
+/// # Safety
+/// `data_dir` points to `data_dir_len` readable bytes (or is NULL); `out` is NULL or writable.
+unsafe fn open_with(
+    data_dir: *const c_char,
+    data_dir_len: usize,
+    out: *mut *mut engram_store,
+    choice: impl FnOnce() -> std::result::Result<crate::embed::EmbedderChoice, engram_result>,
+) -> engram_result {
     guard(|| {
         if out.is_null() {
             set_error("out is NULL");
             return ENGRAM_NULL_PARAMETER;
         }
-        // SAFETY: pointer and length come from the caller, per this function's contract.
+        // SAFETY: pointer and length come from the caller, per the calling function's contract.
         let dir = match unsafe { str_arg(data_dir, data_dir_len, "data_dir") } {
             Ok(d) => d,
             Err(code) => return code,
         };
-        let choice = if model_dir.is_null() {
-            crate::embed::EmbedderChoice::Builtin
-        } else {
-            // SAFETY: as above.
-            match unsafe { str_arg(model_dir, model_dir_len, "model_dir") } {
-                Ok(m) => crate::embed::EmbedderChoice::ModelDir(m.into()),
-                Err(code) => return code,
-            }
+        let choice = match choice() {
+            Ok(c) => c,
+            Err(code) => return code,
         };
         let selected = match crate::embed::select(&choice) {
             Ok(s) => s,
@@ -186,30 +204,8 @@ pub unsafe extern "C" fn engram_store_open_external(
     dim: usize,
     out: *mut *mut engram_store,
 ) -> engram_result {
-    guard(|| {
-        if out.is_null() {
-            set_error("out is NULL");
-            return ENGRAM_NULL_PARAMETER;
-        }
-        // SAFETY: pointer and length come from the caller, per this function's contract.
-        let dir = match unsafe { str_arg(data_dir, data_dir_len, "data_dir") } {
-            Ok(d) => d,
-            Err(code) => return code,
-        };
-        let selected = match crate::embed::select(&crate::embed::EmbedderChoice::External(dim)) {
-            Ok(s) => s,
-            Err(e) => return fail(&e),
-        };
-        match KnowledgeStore::open(StoreConfig::new(dir).embedder(selected.embedder)) {
-            Ok(store) => {
-                let handle = Box::new(engram_store { api: Api::new(Arc::new(store), ServiceInfo::default()) });
-                // SAFETY: `out` is non-NULL and writable per the contract.
-                unsafe { *out = Box::into_raw(handle) };
-                ENGRAM_OK
-            }
-            Err(e) => fail(&e),
-        }
-    })
+    // SAFETY: forwarded under this function's contract.
+    unsafe { open_with(data_dir, data_dir_len, out, || Ok(crate::embed::EmbedderChoice::External(dim))) }
 }
 
 /// Closes a store and frees the handle. NULL is accepted and ignored.

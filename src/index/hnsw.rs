@@ -735,10 +735,11 @@ impl<'a> Reader<'a> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn unit(seed: u64, dim: usize) -> Vec<f32> {
+    /// A pseudo-random unit vector of `dim` floats (xorshift of `seed`).
+    pub(crate) fn unit(seed: u64, dim: usize) -> Vec<f32> {
         let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407) | 1;
         let mut v: Vec<f32> = (0..dim)
             .map(|_| {

@@ -311,14 +311,16 @@ impl SpaceVectors {
         self.busy.load(Ordering::Acquire) || self.next_work_kind()
     }
 
-    fn too_many_tombstones(&self) -> bool {
-        self.tombstones() * 4 > self.graph_points.max(1)
+    /// A full build beats catch-up: tombstones pass a quarter of the graph, or more vectors wait than the graph
+    /// holds (a bulk load: one parallel build off the gate instead of thousands of gated chunks).
+    fn needs_rebuild(&self) -> bool {
+        self.tombstones() * 4 > self.graph_points.max(1) || self.slot_docno.len() > self.graph_points
     }
 
     fn next_work_kind(&self) -> bool {
         match &self.graph {
             None => self.len() >= self.params.hnsw_min_points,
-            Some(_) => self.too_many_tombstones() || !self.slot_docno.is_empty(),
+            Some(_) => self.needs_rebuild() || !self.slot_docno.is_empty(),
         }
     }
 
@@ -326,12 +328,13 @@ impl SpaceVectors {
         match &self.graph {
             None if self.len() >= self.params.hnsw_min_points => Some(GraphWork::Build(self.snapshot_all())),
             None => None,
-            Some(_) if self.too_many_tombstones() => Some(GraphWork::Build(self.snapshot_all())),
+            Some(_) if self.needs_rebuild() => Some(GraphWork::Build(self.snapshot_all())),
             Some(g) if !self.slot_docno.is_empty() => {
-                let mut ids: Vec<u64> = self.slot_docno.clone();
-                ids.sort_unstable();
-                ids.truncate(INSERT_CHUNK);
-                let items = ids.into_iter().filter_map(|d| self.arena_get(d).map(|v| (d, v.to_vec()))).collect();
+                // Any INSERT_CHUNK pending vectors (the arena's first slots): O(chunk), not a sort of all pending.
+                let items = self.slot_docno[..self.slot_docno.len().min(INSERT_CHUNK)]
+                    .iter()
+                    .filter_map(|&d| self.arena_get(d).map(|v| (d, v.to_vec())))
+                    .collect();
                 Some(GraphWork::Insert(g.clone(), items))
             }
             Some(_) => None,
@@ -582,20 +585,7 @@ pub fn top_k(hits: &mut Vec<VectorHit>, k: usize) {
 mod tests {
     use super::*;
 
-    fn unit(seed: u64, dim: usize) -> Vec<f32> {
-        let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        let mut v: Vec<f32> = (0..dim)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                (x % 2000) as f32 / 1000.0 - 1.0
-            })
-            .collect();
-        let n = v.iter().map(|a| a * a).sum::<f32>().sqrt();
-        v.iter_mut().for_each(|a| *a /= n);
-        v
-    }
+    use crate::index::hnsw::tests::unit;
 
     #[test]
     fn graph_pending_and_exact_agree_and_removed_points_never_return() {
