@@ -136,17 +136,16 @@ pub unsafe extern "C" fn engram_store_open_with_model(
     model_dir_len: usize,
     out: *mut *mut engram_store,
 ) -> engram_result {
+    let choice = || {
+        if model_dir.is_null() {
+            return Ok(crate::embed::EmbedderChoice::Builtin);
+        }
+        // SAFETY: pointer and length come from the caller, per this function's contract.
+        unsafe { str_arg(model_dir, model_dir_len, "model_dir") }
+            .map(|m| crate::embed::EmbedderChoice::ModelDir(m.into()))
+    };
     // SAFETY: forwarded under this function's contract.
-    unsafe {
-        open_with(data_dir, data_dir_len, out, || {
-            if model_dir.is_null() {
-                return Ok(crate::embed::EmbedderChoice::Builtin);
-            }
-            // SAFETY: pointer and length come from the caller, per this function's contract.
-            unsafe { str_arg(model_dir, model_dir_len, "model_dir") }
-                .map(|m| crate::embed::EmbedderChoice::ModelDir(m.into()))
-        })
-    }
+    unsafe { open_with(data_dir, data_dir_len, out, choice) }
 }
 
 /// Opens the store in `data_dir` with the embedder `choice` gives, and writes the handle to `*out`.
