@@ -182,7 +182,7 @@ impl SpaceVectors {
 
     /// Points in the graph that no longer stand for a live document.
     pub fn tombstones(&self) -> usize {
-        self.graph_points - self.point_of.len()
+        self.graph_points.saturating_sub(self.point_of.len())
     }
 
     /// Whether `docno` has a vector.
