@@ -18,7 +18,7 @@
 use std::time::Instant;
 
 use engram::embed::ExternalEmbedder;
-use engram::index::vector::{Graph, SpaceVectors, VectorParams};
+use engram::index::vector::{Graph, Snapshot, SpaceVectors, VectorParams};
 use engram::{KnowledgeStore, MemoryFilter, NewMemory, SearchMode, SearchOptions, SearchQuery, StoreConfig};
 use rayon::prelude::*;
 
@@ -123,8 +123,13 @@ fn main() -> engram::Result<()> {
 
     // 1. The graph alone: parallel build rate, walk latency and recall.
     let items: Vec<(u64, Vec<f32>)> = docs.iter().enumerate().map(|(i, v)| (i as u64, v.clone())).collect();
+    let snapshot = Snapshot {
+        dim,
+        docnos: (0..docs.len() as u64).collect(),
+        vectors: docs.iter().flat_map(|v| v.iter().copied()).collect(),
+    };
     let t0 = Instant::now();
-    let graph = Graph::build(params, &items, &|| false).expect("not cancelled");
+    let graph = Graph::build(params, snapshot, &|| false).expect("not cancelled");
     let build_s = t0.elapsed().as_secs_f64();
     drop(graph);
     let mut idx = SpaceVectors::new(dim, params);

@@ -410,18 +410,26 @@ impl Hnsw {
     /// Allocates points for `items` (`(docno, vector of dim floats)`; other lengths are an error for the
     /// caller to avoid and are stored as zero vectors). Returns the first new point number.
     fn allocate(&mut self, items: &[(u64, &[f32])]) -> u32 {
-        let first = self.docnos.len();
         self.vectors.reserve(items.len() * self.dim);
-        self.links0.reserve(items.len() * (self.m0 + 1));
-        for (i, (docno, v)) in items.iter().enumerate() {
-            let p = first + i;
+        for (_, v) in items {
             if v.len() == self.dim {
                 self.vectors.extend_from_slice(v);
             } else {
                 self.vectors.extend(std::iter::repeat_n(0.0, self.dim));
             }
-            let level = level_for(*docno, p, self.m);
-            self.docnos.push(*docno);
+        }
+        self.allocate_points(items.iter().map(|x| x.0), items.len())
+    }
+
+    /// Allocates the per-point data (docno, level, links, lock) of `count` points whose vectors are already
+    /// in `self.vectors`. Returns the first new point number.
+    fn allocate_points(&mut self, docnos: impl Iterator<Item = u64>, count: usize) -> u32 {
+        let first = self.docnos.len();
+        self.links0.reserve(count * (self.m0 + 1));
+        self.docnos.reserve(count);
+        for (i, docno) in docnos.enumerate() {
+            let level = level_for(docno, first + i, self.m);
+            self.docnos.push(docno);
             self.levels.push(level);
             self.links0.extend((0..self.m0 + 1).map(|_| AtomicU32::new(0)));
             self.upper.push((0..level as usize * (self.m + 1)).map(|_| AtomicU32::new(0)).collect());
@@ -430,12 +438,38 @@ impl Hnsw {
         first as u32
     }
 
+    /// Builds a graph of `docnos.len()` points on every core, taking `vectors` (`docnos.len() x dim` floats,
+    /// point `i` at `i x dim`) as its own: no copy of the vectors is made. None when `cancel` returned true
+    /// (checked between chunks of 1,024 points) or when `vectors` has another length.
+    pub fn build(
+        dim: usize,
+        params: HnswParams,
+        docnos: &[u64],
+        vectors: Vec<f32>,
+        cancel: &dyn Fn() -> bool,
+    ) -> Option<Self> {
+        if vectors.len() != docnos.len() * dim {
+            return None;
+        }
+        let mut g = Hnsw::new(dim, params);
+        g.vectors = vectors;
+        let first = g.allocate_points(docnos.iter().copied(), docnos.len());
+        g.link_all(first, cancel)?;
+        Some(g)
+    }
+
     /// Inserts `items` on every core; returns their point numbers (`first..first + items.len()`).
     /// `cancel` is checked between chunks of 1,024 points; on cancellation the graph holds the points
     /// allocated so far, some unlinked, and must be dropped.
     pub fn insert(&mut self, items: &[(u64, &[f32])], cancel: &dyn Fn() -> bool) -> Option<std::ops::Range<u32>> {
         let first = self.allocate(items);
-        let end = first + items.len() as u32;
+        self.link_all(first, cancel)
+    }
+
+    /// Links points `first..len()` (allocated, not yet linked) on every core, then repairs reachability when
+    /// due; returns `first..len()`, or None when `cancel` returned true.
+    fn link_all(&mut self, first: u32, cancel: &dyn Fn() -> bool) -> Option<std::ops::Range<u32>> {
+        let end = self.len() as u32;
         let mut next = first;
         if self.entry().is_none() && next < end {
             VISITED.with(|v| self.link(next, &mut v.borrow_mut()));
@@ -453,7 +487,7 @@ impl Hnsw {
         }
         // The repair walks the whole graph: after a build, and once catch-up inserts since the last one reach a
         // twentieth of the graph (a 1M-point graph caught up 256 points at a time spent minutes walking it).
-        self.since_repair += items.len();
+        self.since_repair += (end - first) as usize;
         if self.since_repair * 20 >= self.len() {
             self.repair();
             self.since_repair = 0;

@@ -63,13 +63,11 @@ pub struct Graph {
 }
 
 impl Graph {
-    /// Builds a graph of `items` (`(docno, vector)`) on every core; `cancel` is checked between chunks of
-    /// 1,024 points (None when cancelled).
-    pub fn build(params: VectorParams, items: &[(u64, Vec<f32>)], cancel: &dyn Fn() -> bool) -> Option<Self> {
-        let dim = items.first().map_or(0, |x| x.1.len());
-        let mut g = Hnsw::new(dim, HnswParams { m: params.m, ef_construction: params.ef_construction });
-        let refs: Vec<(u64, &[f32])> = items.iter().map(|(d, v)| (*d, v.as_slice())).collect();
-        g.insert(&refs, cancel)?;
+    /// Builds a graph of `snapshot` on every core, taking its vectors as the graph's own (no copy);
+    /// `cancel` is checked between chunks of 1,024 points (None when cancelled).
+    pub fn build(params: VectorParams, snapshot: Snapshot, cancel: &dyn Fn() -> bool) -> Option<Self> {
+        let hp = HnswParams { m: params.m, ef_construction: params.ef_construction };
+        let g = Hnsw::build(snapshot.dim, hp, &snapshot.docnos, snapshot.vectors, cancel)?;
         Some(Graph { inner: RwLock::new(g) })
     }
 
@@ -91,10 +89,21 @@ impl Graph {
     }
 }
 
+/// A copy of a space's live vectors for a full build: `docnos.len() x dim` floats, in docno order.
+pub struct Snapshot {
+    /// Vector dimension.
+    pub dim: usize,
+    /// Document numbers, ascending; point `i` of the built graph stands for `docnos[i]`.
+    pub docnos: Vec<u64>,
+    /// The vectors, `dim` floats per document, in the order of `docnos`.
+    pub vectors: Vec<f32>,
+}
+
 /// Background work a space needs.
 pub enum GraphWork {
-    /// Build a graph of all live vectors (first build, or too many tombstones).
-    Build(Vec<(u64, Vec<f32>)>),
+    /// Build a graph of all live vectors (first build, or too many tombstones). The graph takes the
+    /// snapshot's vectors: while it is built, the process holds each vector twice (the serving copy and this).
+    Build(Snapshot),
     /// Put pending vectors into the current graph.
     Insert(Arc<Graph>, Vec<(u64, Vec<f32>)>),
 }
@@ -276,15 +285,27 @@ impl SpaceVectors {
         }
     }
 
-    fn snapshot_all(&self) -> Vec<(u64, Vec<f32>)> {
-        let mut out: Vec<(u64, Vec<f32>)> = Vec::with_capacity(self.len());
-        if let Some(g) = &self.graph {
-            let g = g.inner.read();
-            out.extend(self.point_of.iter().map(|(d, p)| (*d, g.vector(*p).to_vec())));
+    fn snapshot_all(&self) -> Snapshot {
+        // Docno order first (deterministic builds), then one copy of each vector into a flat buffer.
+        let graph = self.graph.as_ref().map(|g| g.inner.read());
+        let mut order: Vec<(u64, Option<u32>)> = Vec::with_capacity(self.len());
+        order.extend(self.point_of.iter().map(|(d, p)| (*d, Some(*p))));
+        order.extend(self.slot_docno.iter().map(|d| (*d, None)));
+        order.sort_unstable_by_key(|x| x.0);
+        let mut docnos = Vec::with_capacity(order.len());
+        let mut vectors = Vec::with_capacity(order.len() * self.dim);
+        for (d, point) in order {
+            let v = match (point, &graph) {
+                (Some(p), Some(g)) => Some(g.vector(p)),
+                (None, _) => self.arena_get(d),
+                (Some(_), None) => None,
+            };
+            if let Some(v) = v.filter(|v| v.len() == self.dim) {
+                docnos.push(d);
+                vectors.extend_from_slice(v);
+            }
         }
-        out.extend(self.slot_docno.iter().filter_map(|d| self.arena_get(*d).map(|v| (*d, v.to_vec()))));
-        out.sort_unstable_by_key(|x| x.0);
-        out
+        Snapshot { dim: self.dim, docnos, vectors }
     }
 
     /// What the background builder should do for this space, if anything (copies the vectors it needs).
@@ -344,17 +365,28 @@ impl SpaceVectors {
     /// Installs a graph built from `built` (docnos of its points, in point order); vectors added since stay
     /// pending, documents removed since become tombstones.
     pub fn install(&mut self, graph: Graph, built: &[u64]) {
-        // Vectors of the old graph go back to the arena first, so that every live vector has one home.
-        if let Some(old) = self.graph.take() {
-            let old = old.inner.read();
-            let live: Vec<(u64, Vec<f32>)> = self.point_of.iter().map(|(d, p)| (*d, old.vector(*p).to_vec())).collect();
-            self.point_of.clear();
-            self.insert_batch(&live);
-        }
+        let new_point: FxHashMap<u64, u32> = built.iter().enumerate().map(|(p, d)| (*d, p as u32)).collect();
         {
             let g = graph.inner.read();
-            for (p, d) in built.iter().enumerate() {
-                self.move_to_graph(*d, p as u32, &g);
+            // Live points of the old graph move to the new one when it holds the same vector; the others
+            // (changed since the snapshot, which cannot happen while their newer vector waits in the arena, or
+            // missing from it) go back to the arena as pending. No copy of the whole old graph is made.
+            if let Some(old) = self.graph.take() {
+                let old = old.inner.read();
+                let live = std::mem::take(&mut self.point_of);
+                let mut back: Vec<(u64, Vec<f32>)> = Vec::new();
+                for (d, p_old) in live {
+                    match new_point.get(&d) {
+                        Some(&p) if g.vector(p) == old.vector(p_old) => {
+                            self.point_of.insert(d, p);
+                        }
+                        _ => back.push((d, old.vector(p_old).to_vec())),
+                    }
+                }
+                self.insert_batch(&back);
+            }
+            for (d, p) in &new_point {
+                self.move_to_graph(*d, *p, &g);
             }
         }
         self.graph_points = built.len();
@@ -383,13 +415,13 @@ impl SpaceVectors {
     pub fn build_now(&mut self) {
         while let Some(work) = self.plan() {
             match work {
-                GraphWork::Build(items) => match Graph::build(self.params, &items, &|| false) {
-                    Some(g) => {
-                        let ids: Vec<u64> = items.iter().map(|x| x.0).collect();
-                        self.install(g, &ids);
+                GraphWork::Build(snapshot) => {
+                    let ids = snapshot.docnos.clone();
+                    match Graph::build(self.params, snapshot, &|| false) {
+                        Some(g) => self.install(g, &ids),
+                        None => self.abandon(),
                     }
-                    None => self.abandon(),
-                },
+                }
                 GraphWork::Insert(g, items) => {
                     let points = g.insert(&items);
                     let ids: Vec<(u64, u32)> = items.iter().map(|x| x.0).zip(points).collect();

@@ -305,14 +305,14 @@ impl GraphBuilder {
                     }
                     for (space, w) in work {
                         match w {
-                            GraphWork::Build(items) => {
+                            GraphWork::Build(snapshot) => {
                                 let started = Instant::now();
-                                let built = Graph::build(vector, &items, &|| stp.load(Ordering::Acquire));
+                                let ids = snapshot.docnos.clone();
+                                let built = Graph::build(vector, snapshot, &|| stp.load(Ordering::Acquire));
                                 let mut state = index.write();
                                 let Some(si) = state.spaces.get_mut(&space) else { continue };
                                 match built {
                                     Some(g) => {
-                                        let ids: Vec<u64> = items.iter().map(|x| x.0).collect();
                                         si.vectors.install(g, &ids);
                                         tracing::info!(
                                             space,
