@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::embed::{Embedder, HashEmbedder};
+use crate::error::ErrorCode;
 use crate::index::bm25::Bm25Params;
 use crate::index::context::{ContextParams, Expansion};
 use crate::index::fusion::Fusion;
@@ -53,7 +54,7 @@ pub struct StoreConfig {
     /// Neighbour expansion after fusion ([`crate::index::context::expand`]; default `a` 0.5, window 1, max;
     /// weight 0 switches it off). A search can switch it off with [`crate::store::SearchOptions`].
     pub expansion: Expansion,
-    /// Hybrid search: a question that asks for a time ([`crate::index::text::asks_time`]) multiplies the score
+    /// Hybrid search: a question that asks for a time ([`crate::text::asks_time`]) multiplies the score
     /// of memories whose text states a resolved time by `1 + temporal_boost` (default 0.2; 0 switches it off).
     pub temporal_boost: f32,
     /// Directories besides `data_dir` that server-side paths (export, import, source ingestion by path) may
@@ -115,7 +116,7 @@ impl StoreConfig {
     /// # Errors
     /// [`crate::error::ErrorKind::Forbidden`] (`path_not_allowed`) outside them, for the store file and the API
     /// key file, and when the path cannot be resolved; [`crate::error::ErrorKind::InvalidInput`] (at
-    /// `["body", "path"]`) for a path over 4,096 bytes or with a name over 200 bytes (file systems allow 255; an
+    /// `["path"]`) for a path over 4,096 bytes or with a name over 200 bytes (file systems allow 255; an
     /// export writes a temporary file whose name is 42 bytes longer).
     pub fn confine(&self, path: &Path) -> crate::error::Result<PathBuf> {
         self.confine_named(path, "path")
@@ -129,8 +130,8 @@ impl StoreConfig {
         use crate::error::{Error, ErrorKind};
         // Longer names fail in the file system (ENAMETOOLONG) as an I/O error; they are the caller's mistake.
         if path.as_os_str().len() > 4096 || path.components().any(|c| c.as_os_str().len() > 200) {
-            return Err(Error::invalid_field(
-                &["body", field],
+            return Err(Error::invalid_value(
+                &[field],
                 "value_error",
                 "paths are at most 4,096 bytes with names of at most 200 bytes",
                 path.to_string_lossy().into_owned().into(),
@@ -138,7 +139,7 @@ impl StoreConfig {
         }
         let refuse = || {
             Error::new(ErrorKind::Forbidden, format!("path '{}' is outside the allowed directories", path.display()))
-                .with_code("path_not_allowed")
+                .with_code(ErrorCode::PathNotAllowed)
         };
         let abs = if path.is_absolute() { path.to_path_buf() } else { self.data_dir.join(path) };
         // Resolve the longest existing prefix, then append the rest (which must not contain `..`).
@@ -168,7 +169,7 @@ impl StoreConfig {
                 ErrorKind::Forbidden,
                 format!("'{}' is the store's own file and cannot be named here", path.display()),
             )
-            .with_code("path_not_allowed"));
+            .with_code(ErrorCode::PathNotAllowed));
         }
         let roots = std::iter::once(&self.data_dir).chain(self.allowed_paths.iter());
         for root in roots {

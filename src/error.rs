@@ -11,7 +11,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// One field-level validation failure, in the spec's 422 `detail` shape (`loc`, `msg`, `type`, `input`, `ctx`).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, utoipa::ToSchema)]
 pub struct FieldError {
-    /// Where the bad value was: e.g. `["body", "importance"]` or `["query", "limit"]`.
+    /// Where the bad value was. The library names the field (`["importance"]`, `["memories", 3, "embedding"]`);
+    /// the HTTP layer puts the transport first (`["body", "importance"]`, `["query", "limit"]`), from where the
+    /// route takes that field.
     #[schema(value_type = Vec<Object>)]
     pub loc: Vec<serde_json::Value>,
     /// Human-readable message.
@@ -25,10 +27,15 @@ pub struct FieldError {
     /// Bounds or other context, e.g. `{"le": 1}`.
     #[schema(value_type = Object)]
     pub ctx: serde_json::Value,
+    /// Whether `loc` starts with its transport (`body`, `query`, `path`): true for errors made by the HTTP
+    /// layer, false for the library's field paths until the HTTP layer places them.
+    #[serde(skip)]
+    pub in_request: bool,
 }
 
 impl FieldError {
-    /// A new field error at `loc` (strings become keys, numbers array indices).
+    /// A new field error at the request location `loc`, transport first (`["body", "importance"]`; strings
+    /// become keys, numbers array indices). The library uses [`FieldError::field`].
     pub fn new(loc: &[&str], kind: &str, msg: impl Into<String>, input: serde_json::Value) -> Self {
         FieldError {
             loc: loc.iter().map(|s| loc_part(s)).collect(),
@@ -36,6 +43,22 @@ impl FieldError {
             kind: kind.to_string(),
             input,
             ctx: serde_json::json!({}),
+            in_request: true,
+        }
+    }
+
+    /// A new field error at the field path `path` of a library input (`["importance"]`,
+    /// `["messages", "3", "role"]`), without a transport; the HTTP layer puts `body` or `query` in front.
+    pub fn field(path: &[&str], kind: &str, msg: impl Into<String>, input: serde_json::Value) -> Self {
+        FieldError { in_request: false, ..FieldError::new(path, kind, msg, input) }
+    }
+
+    /// Puts `prefix` (the transport and any nesting, such as `["body", "memories", 0]`) in front of a field
+    /// path; a location that has its transport already is left alone.
+    pub fn place(&mut self, prefix: &[serde_json::Value]) {
+        if !self.in_request {
+            self.loc.splice(0..0, prefix.iter().cloned());
+            self.in_request = true;
         }
     }
 
@@ -111,6 +134,53 @@ pub struct ErrorRow {
 }
 
 impl ErrorKind {
+    /// Every kind, in table order.
+    pub const ALL: &'static [ErrorKind] = &[
+        ErrorKind::InvalidInput,
+        ErrorKind::BadRequest,
+        ErrorKind::NotFound,
+        ErrorKind::RouteNotFound,
+        ErrorKind::MethodNotAllowed,
+        ErrorKind::Conflict,
+        ErrorKind::Unauthorized,
+        ErrorKind::Forbidden,
+        ErrorKind::PayloadTooLarge,
+        ErrorKind::Locked,
+        ErrorKind::Io,
+        ErrorKind::StorageFull,
+        ErrorKind::Corrupt,
+        ErrorKind::Internal,
+        ErrorKind::Unavailable,
+        ErrorKind::NotImplemented,
+        ErrorKind::TooManyRequests,
+        ErrorKind::Timeout,
+    ];
+
+    /// When the kind's own code is returned (the error table's documentation).
+    pub const fn when(self) -> &'static str {
+        use ErrorKind::*;
+        match self {
+            InvalidInput => "Input failed validation: `detail` is a list of field errors (`loc`, `msg`, `type`).",
+            BadRequest => "A protocol-level problem.",
+            NotFound => "No record with that id, where no specific code applies.",
+            RouteNotFound => "No route for that path.",
+            MethodNotAllowed => "The path exists, not for that method.",
+            Conflict => "The write contradicts stored state, where no specific code applies.",
+            Unauthorized => "Missing or wrong API key (`detail`: `missing api key` or `invalid api key`).",
+            Forbidden => "The Host header or origin is not allowed.",
+            PayloadTooLarge => "The body is over the size limit.",
+            Locked => "Another process holds the store file.",
+            Io => "Reading or writing the store failed; nothing was changed (details in the log only).",
+            StorageFull => "The disk is full; nothing was written.",
+            Corrupt => "The store file is damaged or of an unknown format version (details in the log only).",
+            Internal => "A bug or an unexpected state (details in the log only).",
+            Unavailable => "A component the request needs is not available; the message names it.",
+            NotImplemented => "A feature that is designed but not built in this release.",
+            TooManyRequests => "The address is locked out after repeated wrong keys (`Retry-After` in seconds).",
+            Timeout => "The body did not arrive within the read timeout; the connection is closed.",
+        }
+    }
+
     /// The row of the error table for this kind.
     pub const fn row(self) -> ErrorRow {
         use ErrorKind::*;
@@ -138,6 +208,87 @@ impl ErrorKind {
     }
 }
 
+/// Declares [`ErrorCode`]: one row per specific `error_code`, with the [`ErrorKind`] that fixes its HTTP status,
+/// C code and retryability.
+macro_rules! error_codes {
+    ($($variant:ident => $code:literal, $kind:ident, $doc:literal;)*) => {
+        /// The specific `error_code` strings (beside each kind's own code in [`ErrorKind::row`]): one table, so
+        /// that HTTP, C and Rust report the same code with the same status. `docs/api.md`'s error table is
+        /// checked against it by a test.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum ErrorCode {
+            $(#[doc = $doc] $variant,)*
+        }
+
+        impl ErrorCode {
+            /// Every specific code, in table order.
+            pub const ALL: &'static [ErrorCode] = &[$(ErrorCode::$variant,)*];
+
+            /// The `error_code` string of HTTP bodies.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $(ErrorCode::$variant => $code,)*
+                }
+            }
+
+            /// The kind this code belongs to (its HTTP status and C code are the kind's).
+            pub const fn kind(self) -> ErrorKind {
+                match self {
+                    $(ErrorCode::$variant => ErrorKind::$kind,)*
+                }
+            }
+
+            /// When the code is returned (the table's documentation).
+            pub const fn when(self) -> &'static str {
+                match self {
+                    $(ErrorCode::$variant => $doc,)*
+                }
+            }
+        }
+    };
+}
+
+error_codes! {
+    MemoryNotFound => "memory_not_found", NotFound, "No memory with that id (in the spaces the caller sees).";
+    SpaceNotFound => "space_not_found", NotFound, "No space with that id or name.";
+    LabelNotFound => "label_not_found", NotFound, "No label with that id or name.";
+    ThreadNotFound => "thread_not_found", NotFound, "No thread with that id.";
+    SourceNotFound => "source_not_found", NotFound, "No source with that id.";
+    EntityNotFound => "entity_not_found", NotFound, "No entity with that id or name.";
+    RelationNotFound => "relation_not_found", NotFound, "No relation with that id.";
+    CommunityNotFound => "community_not_found", NotFound, "No community with that id.";
+    CrystalNotFound => "crystal_not_found", NotFound, "No crystal with that id.";
+    ReviewNotFound => "review_not_found", NotFound, "No review event with that id.";
+    SkillNotFound => "skill_not_found", NotFound, "A skill id that is no procedure memory.";
+    MergeNotFound => "merge_not_found", NotFound, "No label merge with that id (to reverse).";
+    JobNotFound => "job_not_found", NotFound, "No export or import job with that id.";
+    FileNotFound => "file_not_found", NotFound, "A server-side file or archive that does not exist.";
+    UnknownTool => "unknown_tool", NotFound, "An agent tool name no tool has.";
+    Enoent => "ENOENT", NotFound, "Tree API: no such path.";
+    PathNotAllowed => "path_not_allowed", Forbidden, "A server-side path outside the allowed directories.";
+    Erofs => "EROFS", Forbidden, "Tree API: the path is derived and read-only (threads, sources, wiki).";
+    LabelExists => "label_exists", Conflict, "A label with that name exists already.";
+    SpaceExists => "space_exists", Conflict, "A space with that id exists already.";
+    SpaceNameTaken => "space_name_taken", Conflict, "Another space has that name.";
+    SpaceNotEmpty => "space_not_empty", Conflict, "Deleting a space that still holds memories, threads or working memory, without `cascade`.";
+    DefaultSpace => "default_space", Conflict, "The default space cannot be deleted.";
+    ThreadExists => "thread_exists", Conflict, "A thread with that id exists already.";
+    CheckpointConflict => "checkpoint_conflict", Conflict, "A thread write whose `expected_message_count` differs from the thread's message count.";
+    MemoryInOtherSpace => "memory_in_other_space", Conflict, "The memory id exists in another space.";
+    InvalidStateTransition => "invalid_state_transition", Conflict, "A lifecycle change the memory's state does not allow.";
+    ReviewResolved => "review_resolved", Conflict, "The review event was resolved already.";
+    MergeReversed => "merge_reversed", Conflict, "The label merge was reversed already.";
+    PlanStale => "plan_stale", Conflict, "A label-maintenance plan whose labels changed since it was previewed.";
+    ExportExists => "export_exists", Conflict, "The export target exists (without `overwrite`), or is a directory that is no export.";
+    ImportRunning => "import_running", Conflict, "Another import is running.";
+    VersionConflict => "version_conflict", Conflict, "Tree API: the record changed since the version the write names.";
+    Exdev => "EXDEV", Conflict, "Tree API: a write to an alias path (the message names the canonical one).";
+    EmbeddingModelUnavailable => "embedding_model_unavailable", Unavailable, "The embedding model or the ONNX Runtime library is missing, or the store takes caller-supplied vectors only.";
+    UrlIngestionUnavailable => "url_ingestion_unavailable", Unavailable, "`POST /sources/ingest/url`: Engram does not fetch from the network.";
+    Enotsup => "ENOTSUP", NotImplemented, "Tree API: a planned feature (`/context`, `/feed`, `fragment`, `raw`, ...).";
+}
+
 /// Engram's error: a kind, a message safe to show to the caller, an optional specific `error_code`
 /// (for example `memory_not_found`), field errors for validation, and the foreign source.
 #[derive(thiserror::Error)]
@@ -145,7 +296,7 @@ impl ErrorKind {
 pub struct Error {
     kind: ErrorKind,
     message: String,
-    code: Option<&'static str>,
+    code: Option<ErrorCode>,
     fields: Vec<FieldError>,
     #[source]
     source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
@@ -196,18 +347,29 @@ impl Error {
         e
     }
 
-    /// A validation error for one field.
+    /// A validation error for one field at the request location `loc` ([`FieldError::new`]).
     pub fn invalid_field(loc: &[&str], kind: &str, msg: impl Into<String>, input: serde_json::Value) -> Self {
         Error::invalid(vec![FieldError::new(loc, kind, msg, input)])
     }
 
-    /// A not-found error with a specific `error_code` such as `memory_not_found`.
-    pub fn not_found(code: &'static str, message: impl Into<String>) -> Self {
-        Error::new(ErrorKind::NotFound, message).with_code(code)
+    /// A validation error for one field of a library input, at its field path ([`FieldError::field`]).
+    pub fn invalid_value(path: &[&str], kind: &str, msg: impl Into<String>, input: serde_json::Value) -> Self {
+        Error::invalid(vec![FieldError::field(path, kind, msg, input)])
     }
 
-    /// Sets the specific `error_code` (defaults to the kind's code).
-    pub fn with_code(mut self, code: &'static str) -> Self {
+    /// An error with a specific `error_code`; its kind (HTTP status, C code) is the code's ([`ErrorCode::kind`]).
+    pub fn coded(code: ErrorCode, message: impl Into<String>) -> Self {
+        Error::new(code.kind(), message).with_code(code)
+    }
+
+    /// A not-found error with a specific code such as [`ErrorCode::MemoryNotFound`].
+    pub fn not_found(code: ErrorCode, message: impl Into<String>) -> Self {
+        Error::coded(code, message)
+    }
+
+    /// Sets the specific `error_code`, and the kind to the code's kind.
+    pub fn with_code(mut self, code: ErrorCode) -> Self {
+        self.kind = code.kind();
         self.code = Some(code);
         self
     }
@@ -230,7 +392,12 @@ impl Error {
 
     /// The `error_code` string: the specific one if set, else the kind's.
     pub fn code(&self) -> &'static str {
-        self.code.unwrap_or(self.kind.row().code)
+        self.code.map_or(self.kind.row().code, ErrorCode::as_str)
+    }
+
+    /// The specific code, when one was set.
+    pub fn specific_code(&self) -> Option<ErrorCode> {
+        self.code
     }
 
     /// Field errors of a validation failure (empty otherwise).

@@ -9,10 +9,7 @@
 //! let dir = tempfile::tempdir()?;
 //! let store = KnowledgeStore::open(StoreConfig::new(dir.path()))?;
 //! store.create_memory(NewMemory { content: "Caroline went to the LGBTQ support group".into(), ..Default::default() })?;
-//! let found = store.search(&SearchQuery {
-//!     query: "support group".into(), space_id: "default".into(), limit: 5,
-//!     filter: Default::default(), mode: SearchMode::Hybrid, fusion: None, query_embedding: None, options: Default::default(),
-//! })?;
+//! let found = store.search(&SearchQuery::new("support group").limit(5).mode(SearchMode::Hybrid))?;
 //! assert_eq!(found.hits.len(), 1);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -32,6 +29,7 @@ pub mod graph;
 pub mod index;
 pub mod model;
 pub mod store;
+pub mod text;
 
 #[cfg(feature = "ffi")]
 pub mod ffi;
@@ -39,7 +37,7 @@ pub mod ffi;
 pub mod server;
 
 pub use config::{Durability, StorageFactory, StoreConfig};
-pub use error::{Error, ErrorKind, FieldError, Result};
+pub use error::{Error, ErrorCode, ErrorKind, FieldError, Result};
 pub use index::catalog::MemoryFilter;
 pub use model::*;
 pub use store::*;

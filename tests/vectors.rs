@@ -74,16 +74,16 @@ fn caller_supplied_vectors_are_stored_searched_validated_and_kept() {
         let e = store.create_memory(mem("bad", "never stored", Some(v.clone()))).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::InvalidInput);
         let f = &e.fields()[0];
-        assert_eq!((f.loc[1].as_str(), f.kind.as_str()), (Some("embedding"), kind), "{e}");
+        assert_eq!((f.loc[0].as_str(), f.kind.as_str()), (Some("embedding"), kind), "{e}");
         assert_eq!(store.read_memory("bad", None).unwrap_err().kind(), ErrorKind::NotFound);
         let e = store.search(&query("x", Some(v), SearchMode::Hybrid)).unwrap_err();
-        assert_eq!(e.fields()[0].loc[1].as_str(), Some("query_embedding"));
+        assert_eq!(e.fields()[0].loc[0].as_str(), Some("query_embedding"));
     }
     // In a batch the error names the item; none of the batch is stored.
     let e = store
         .create_memories(vec![mem("ok1", "fine", Some(vec![0.0, 0.0, 1.0])), mem("bad2", "bad", Some(vec![1.0]))])
         .unwrap_err();
-    assert_eq!(e.fields()[0].loc, vec![serde_json::json!("body"), 1.into(), "embedding".into()]);
+    assert_eq!(e.fields()[0].loc, vec![serde_json::json!(1), "embedding".into()]);
     assert_eq!(store.read_memory("ok1", None).unwrap_err().kind(), ErrorKind::NotFound);
 
     // Update: a new vector re-ranks; a content change without one keeps the old vector.

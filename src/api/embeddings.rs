@@ -14,6 +14,7 @@ use utoipa::ToSchema;
 
 use super::{Api, ApiResponse, Ctx};
 use crate::embed::InputType;
+use crate::error::ErrorCode;
 use crate::error::{Error, FieldError, Result};
 
 /// Most inputs per request (OpenAI's limit).
@@ -102,7 +103,7 @@ pub(super) fn create(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
             crate::error::ErrorKind::Unavailable,
             format!("this store takes caller-supplied vectors ({}); it has no model to embed with", emb.name()),
         )
-        .with_code("embedding_model_unavailable"));
+        .with_code(ErrorCode::EmbeddingModelUnavailable));
     }
     let mut errs = Vec::new();
 

@@ -25,6 +25,7 @@ use utoipa::ToSchema;
 
 use super::query::{ParamSpec, boolean, int, required, string};
 use super::{Api, ApiResponse, Ctx};
+use crate::error::ErrorCode;
 use crate::error::{Error, ErrorKind, FieldError, Result};
 use crate::index::catalog::MemoryFilter;
 use crate::model::{MemoryState, Timestamp, UnitType};
@@ -53,21 +54,21 @@ const ROOTS: &[(&str, &str)] = &[
 const PLANNED: &[&str] = &["context", "feed", "activities", "artifacts", "mnt", "sql", "cypher", "replay", "tail"];
 
 fn enoent(path: &str) -> Error {
-    Error::new(ErrorKind::NotFound, format!("ENOENT: no such file or directory: {path}")).with_code("ENOENT")
+    Error::new(ErrorKind::NotFound, format!("ENOENT: no such file or directory: {path}")).with_code(ErrorCode::Enoent)
 }
 fn erofs(path: &str) -> Error {
-    Error::new(ErrorKind::Forbidden, format!("EROFS: {path} is derived and read-only")).with_code("EROFS")
+    Error::new(ErrorKind::Forbidden, format!("EROFS: {path} is derived and read-only")).with_code(ErrorCode::Erofs)
 }
 fn exdev(path: &str, canonical: &str) -> Error {
     Error::new(ErrorKind::Conflict, format!("EXDEV: {path} is an alias path; write {canonical} instead"))
-        .with_code("EXDEV")
+        .with_code(ErrorCode::Exdev)
 }
 fn einval(loc: &str, msg: impl Into<String>, input: &str) -> Error {
     Error::invalid(vec![FieldError::new(&["query", loc], "EINVAL", msg, Value::String(input.to_string()))])
 }
 fn enotsup(what: &str) -> Error {
     Error::new(ErrorKind::NotImplemented, format!("ENOTSUP: {what} is planned but not available in this release"))
-        .with_code("ENOTSUP")
+        .with_code(ErrorCode::Enotsup)
 }
 
 /// A name as one path segment.
@@ -1115,7 +1116,7 @@ pub(super) fn write(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
                     ErrorKind::Conflict,
                     format!("the memory is at version {}, not {want}; read it again", cur.memory.version),
                 )
-                .with_code("version_conflict"));
+                .with_code(ErrorCode::VersionConflict));
             }
             let v = if existing.is_some() {
                 let patch = crate::store::MemoryPatch {

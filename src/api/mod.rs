@@ -266,6 +266,27 @@ fn percent_decode(s: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
+/// Puts the transport in front of the field locations of a library error (`["importance"]` becomes
+/// `["body", "importance"]`): `query` for a field the route declares as a query parameter or a route without a
+/// body, `body` otherwise. Locations that name their transport already are kept.
+fn place_fields(e: Error, route: &Route) -> Error {
+    if e.kind() != ErrorKind::InvalidInput || e.fields().iter().all(|f| f.in_request) {
+        return e;
+    }
+    let fields = e
+        .fields()
+        .iter()
+        .cloned()
+        .map(|mut f| {
+            let first = f.loc.first().and_then(|v| v.as_str());
+            let in_query = route.body.is_none() || first.is_some_and(|n| route.query.iter().any(|p| p.name == n));
+            f.place(&[if in_query { "query" } else { "body" }.into()]);
+            f
+        })
+        .collect();
+    Error::invalid(fields)
+}
+
 impl Api {
     /// The API over `store`.
     pub fn new(store: Arc<KnowledgeStore>, info: ServiceInfo) -> Self {
@@ -337,7 +358,7 @@ impl Api {
         };
         let query = Query::parse(req.query, route.query)?;
         let ctx = Ctx { params, query, body: req.body, content_type: req.content_type, headers: req.headers };
-        (route.handler)(self, &ctx)
+        (route.handler)(self, &ctx).map_err(|e| place_fields(e, route))
     }
 
     /// Runs a route in-process for another part of the API (the agent tools): `path` is percent-encoded

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use super::query::{ParamSpec, boolean, int, string};
 use super::{Api, ApiResponse, Ctx};
+use crate::error::ErrorCode;
 use crate::error::{Error, Result};
 use crate::model::Timestamp;
 use crate::store::{DEFAULT_SPACE, REVIEW_ACTIONS, RelationInput, Resolution, ReviewEvent, Transition};
@@ -195,7 +196,7 @@ pub(crate) fn resolve(api: &Api, space: &str, id: &str, r: &ReviewRequest) -> Re
             crate::error::ErrorKind::Conflict,
             format!("review event '{id}' is resolved already"),
         )
-        .with_code("review_resolved"));
+        .with_code(ErrorCode::ReviewResolved));
     }
     let store = api.store();
     let note = r.resolution_note.clone().unwrap_or_default();

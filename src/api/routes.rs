@@ -1520,7 +1520,7 @@ fn create_memories(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         return Err(Error::invalid(errs));
     }
     let created = api.store().create_memories(batch).map_err(|e| {
-        // The store names items as ["body", i, field]; this route nests them under "memories".
+        // The store names items [i, field] (a batch of one: [field]); this route nests them under body.memories.
         if e.kind() != crate::ErrorKind::InvalidInput {
             return e;
         }
@@ -1529,10 +1529,10 @@ fn create_memories(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
             .iter()
             .cloned()
             .map(|mut f| {
-                if f.loc.get(1).is_some_and(|v| v.is_number()) {
-                    f.loc.insert(1, "memories".into());
-                } else if f.loc.first().and_then(|v| v.as_str()) == Some("body") {
-                    f.loc.splice(1..1, ["memories".into(), 0.into()]);
+                if f.loc.first().is_some_and(|v| v.is_number()) {
+                    f.place(&["body".into(), "memories".into()]);
+                } else {
+                    f.place(&["body".into(), "memories".into(), 0.into()]);
                 }
                 f
             })
@@ -1725,8 +1725,9 @@ fn search_get(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     })
 }
 
-/// Moves a store validation error about `body.query`/`body.limit` to where this transport put the value.
-fn relocate(mut e: Error, place: &str, query_name: &str) -> Error {
+/// Puts a store validation error about the search fields where this transport took them (`place`), with the
+/// search text under `query_name`.
+fn relocate(e: Error, place: &str, query_name: &str) -> Error {
     if e.kind() != crate::ErrorKind::InvalidInput {
         return e;
     }
@@ -1735,17 +1736,14 @@ fn relocate(mut e: Error, place: &str, query_name: &str) -> Error {
         .iter()
         .cloned()
         .map(|mut f| {
-            if f.loc.first().and_then(|v| v.as_str()) == Some("body") {
-                f.loc[0] = place.into();
-                if f.loc.get(1).and_then(|v| v.as_str()) == Some("query") {
-                    f.loc[1] = query_name.into();
-                }
+            if !f.in_request && f.loc.first().and_then(|v| v.as_str()) == Some("query") {
+                f.loc[0] = query_name.into();
             }
+            f.place(&[place.into()]);
             f
         })
         .collect();
-    e = Error::invalid(fields);
-    e
+    Error::invalid(fields)
 }
 
 fn retrieval_mode(s: Option<&str>) -> SearchMode {

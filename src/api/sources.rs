@@ -6,6 +6,7 @@ use utoipa::ToSchema;
 
 use super::query::{ParamSpec, boolean, choice, int, list, required, string};
 use super::{Api, ApiResponse, Ctx};
+use crate::error::ErrorCode;
 use crate::error::{Error, ErrorKind, FieldError, Result};
 use crate::model::{Metadata, SOURCE_STATES, Source};
 use crate::store::{DEFAULT_SPACE, IngestReport, NewSource, SourceQuery};
@@ -234,7 +235,7 @@ pub(super) fn ingest_url(_api: &Api, _ctx: &Ctx<'_>) -> Result<ApiResponse> {
         "ingestion by URL is not available: Engram does not fetch from the network; download the page and upload \
          it (POST /sources/ingest/file) or ingest it by path (POST /sources/ingest/path)",
     )
-    .with_code("url_ingestion_unavailable"))
+    .with_code(ErrorCode::UrlIngestionUnavailable))
 }
 
 pub(super) fn list_sources(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {

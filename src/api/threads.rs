@@ -6,6 +6,7 @@ use utoipa::ToSchema;
 
 use super::query::{ParamSpec, boolean, int, required, required_bool, string};
 use super::{Api, ApiResponse, Ctx};
+use crate::error::ErrorCode;
 use crate::error::{Error, Result};
 use crate::model::{Message, Metadata, Thread};
 use crate::store::{AppendMessages, DEFAULT_SPACE, NewMessage, NewThread};
@@ -559,7 +560,7 @@ fn import_one(api: &Api, t: ImportThread) -> ImportResult {
         (_, id) => {
             if t.expected_message_count.is_some_and(|n| n > 0) {
                 let id = id.unwrap_or_default();
-                let e = Error::not_found("thread_not_found", format!("thread not found: '{id}'"));
+                let e = Error::not_found(ErrorCode::ThreadNotFound, format!("thread not found: '{id}'"));
                 return fail(id, &e);
             }
             let r = api.store().create_thread(NewThread {

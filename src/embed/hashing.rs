@@ -17,7 +17,7 @@ use std::collections::HashMap;
 
 use super::{Embedder, InputType};
 use crate::error::Result;
-use crate::index::text;
+use crate::text;
 
 /// The built-in embedder. Default dimension 256.
 #[derive(Debug, Clone)]

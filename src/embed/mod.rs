@@ -13,6 +13,7 @@ pub use onnx::{DEFAULT_MODEL_LEXICAL_WEIGHT, ORT_HINT, OnnxEmbedder, OnnxOptions
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::error::ErrorCode;
 use crate::error::{Error, ErrorKind, Result};
 
 /// What a text is embedded for. Models trained with instructions embed queries and documents differently;
@@ -63,7 +64,7 @@ pub trait Embedder: Send + Sync {
     /// Tokenizer failures ([`crate::ErrorKind::Internal`]).
     fn count_tokens(&self, texts: &[&str], input_type: InputType) -> Result<Vec<usize>> {
         let _ = input_type;
-        Ok(texts.iter().map(|t| crate::index::text::words(t).len()).collect())
+        Ok(texts.iter().map(|t| crate::text::words(t).len()).collect())
     }
 
     /// True for [`ExternalEmbedder`]: the store computes no vectors; callers supply them (`embedding` on
@@ -154,7 +155,7 @@ fn checked(
     use crate::error::FieldError;
     let input = || serde_json::json!(format!("[{} floats]", v.len()));
     if !embedder.external() {
-        return Err(Box::new(FieldError::new(
+        return Err(Box::new(FieldError::field(
             loc,
             "embedding_not_accepted",
             format!(
@@ -166,7 +167,7 @@ fn checked(
     }
     if v.len() != embedder.dim() {
         return Err(Box::new(
-            FieldError::new(
+            FieldError::field(
                 loc,
                 "embedding_dimension",
                 format!("expected {} floats, got {}", embedder.dim(), v.len()),
@@ -176,7 +177,7 @@ fn checked(
         ));
     }
     if let Some(i) = v.iter().position(|x| !x.is_finite()) {
-        return Err(Box::new(FieldError::new(
+        return Err(Box::new(FieldError::field(
             loc,
             "embedding_not_finite",
             format!("element {i} is not a finite number"),
@@ -185,7 +186,7 @@ fn checked(
     }
     let norm = v.iter().map(|x| (*x as f64) * (*x as f64)).sum::<f64>().sqrt();
     if norm == 0.0 || !norm.is_finite() {
-        return Err(Box::new(FieldError::new(loc, "embedding_zero", "the vector has zero length", input())));
+        return Err(Box::new(FieldError::field(loc, "embedding_zero", "the vector has zero length", input())));
     }
     Ok(v.iter().map(|x| (*x as f64 / norm) as f32).collect())
 }
@@ -274,31 +275,11 @@ pub fn select(choice: &EmbedderChoice) -> Result<SelectedEmbedder> {
                     .to_string(),
             },
         )
-        .with_code("embedding_model_unavailable")),
+        .with_code(ErrorCode::EmbeddingModelUnavailable)),
     }
 }
 
-/// Cosine similarity of two L2-normalised vectors (their dot product), clamped to -1..=1.
-///
-/// Eight independent partial sums let the compiler vectorise the loop (a single running f32 sum cannot be
-/// reordered, so it stays scalar); this is the hot loop of HNSW construction, graph search and exact scans.
-pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
-    let n = a.len().min(b.len());
-    let (a, b) = (&a[..n], &b[..n]);
-    let mut acc = [0.0f32; 8];
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let (ra, rb) = (ca.remainder(), cb.remainder());
-    for (x, y) in ca.zip(cb) {
-        for i in 0..8 {
-            acc[i] += x[i] * y[i];
-        }
-    }
-    let mut s: f32 = acc.iter().sum();
-    for (x, y) in ra.iter().zip(rb) {
-        s += x * y;
-    }
-    s.clamp(-1.0, 1.0)
-}
+pub use crate::index::vector::cosine;
 
 #[cfg(test)]
 mod tests {

@@ -22,6 +22,7 @@ use fastembed::{InitOptionsUserDefined, Pooling, TextEmbedding, TokenizerFiles, 
 use parking_lot::Mutex;
 
 use super::{Embedder, InputType};
+use crate::error::ErrorCode;
 use crate::error::{Error, ErrorKind, Result};
 
 /// Options of an ONNX embedder.
@@ -62,7 +63,7 @@ impl std::fmt::Debug for OnnxEmbedder {
 }
 
 fn unavailable(msg: impl Into<String>) -> Error {
-    Error::new(ErrorKind::Unavailable, msg).with_code("embedding_model_unavailable")
+    Error::new(ErrorKind::Unavailable, msg).with_code(ErrorCode::EmbeddingModelUnavailable)
 }
 
 /// How to get ONNX Runtime, for error messages.

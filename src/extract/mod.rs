@@ -11,8 +11,8 @@ pub mod document;
 pub mod entities;
 pub mod temporal;
 
-use crate::index::text;
 use crate::model::{Message, TemporalContext, Timestamp, UnitType};
+use crate::text;
 
 /// Abbreviations whose period does not end a sentence (lowercase, without the period).
 const ABBREVIATIONS: &[&str] = &["dr", "e.g", "etc", "i.e", "jr", "mr", "mrs", "ms", "no", "prof", "sr", "st", "vs"];

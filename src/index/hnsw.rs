@@ -25,7 +25,7 @@ use parking_lot::Mutex;
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 
-use crate::embed::cosine;
+use crate::index::vector::cosine;
 
 /// Highest layer a point may reach (a point count above `M^16` would be needed to reach it by chance).
 const MAX_LEVEL: u8 = 16;

@@ -92,7 +92,7 @@ impl Lexicon {
 
 /// Term frequencies and length of a text, as the lexical index stores them.
 pub fn analyse(text: &str) -> (Vec<(String, u32)>, u32) {
-    let terms = super::text::terms(text);
+    let terms = crate::text::terms(text);
     let len = terms.len() as u32;
     let mut tf: HashMap<String, u32> = HashMap::new();
     for t in terms {

@@ -10,5 +10,4 @@ pub mod decay;
 pub mod fusion;
 pub mod hnsw;
 pub mod lexicon;
-pub mod text;
 pub mod vector;

@@ -24,7 +24,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::RwLock;
 
-use crate::embed::cosine;
 use crate::index::hnsw::{Hnsw, HnswParams};
 
 /// HNSW and exact-search parameters.
@@ -611,6 +610,28 @@ pub fn top_k(hits: &mut Vec<VectorHit>, k: usize) {
         hits.truncate(k);
     }
     hits.sort_by(cmp);
+}
+
+/// Cosine similarity of two L2-normalised vectors (their dot product), clamped to -1..=1.
+///
+/// Eight independent partial sums let the compiler vectorise the loop (a single running f32 sum cannot be
+/// reordered, so it stays scalar); this is the hot loop of HNSW construction, graph search and exact scans.
+pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = [0.0f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for i in 0..8 {
+            acc[i] += x[i] * y[i];
+        }
+    }
+    let mut s: f32 = acc.iter().sum();
+    for (x, y) in ra.iter().zip(rb) {
+        s += x * y;
+    }
+    s.clamp(-1.0, 1.0)
 }
 
 #[cfg(test)]

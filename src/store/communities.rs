@@ -5,7 +5,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock};
@@ -16,6 +15,7 @@ use utoipa::ToSchema;
 
 use super::tables::*;
 use super::{KnowledgeStore, StoredMemory, get_record, meta_u64, schema};
+use crate::error::ErrorCode;
 use crate::error::{Error, Result};
 use crate::graph::{louvain, pagerank, stable_ids};
 use crate::model::{Entity, MemoryState, Timestamp};
@@ -163,38 +163,6 @@ pub(crate) struct GraphState {
     pub last: Option<GraphReport>,
 }
 
-/// Background recomputation: woken after writes, runs once writes pause.
-pub(crate) struct GraphWorker {
-    signal: Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl GraphWorker {
-    pub(crate) fn wake(&self) {
-        let (lock, cv) = &*self.signal;
-        *lock.lock().unwrap_or_else(|e| e.into_inner()) = true;
-        cv.notify_one();
-    }
-}
-
-impl GraphWorker {
-    /// Stops and joins the worker (idempotent).
-    pub(crate) fn stop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        self.wake();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-impl Drop for GraphWorker {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
 /// What the worker needs.
 pub(crate) struct Ctx {
     pub db: Arc<redb::Database>,
@@ -208,55 +176,33 @@ pub(crate) struct Ctx {
     pub wake_hnsw: Arc<dyn Fn() + Send + Sync>,
 }
 
-pub(crate) fn start_worker(ctx: Ctx) -> GraphWorker {
-    let signal = Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
-    let stop = Arc::new(AtomicBool::new(false));
-    let (sig, stp) = (signal.clone(), stop.clone());
-    let thread = std::thread::Builder::new()
-        .name("engram-communities".into())
-        .spawn(move || {
-            while !stp.load(Ordering::Acquire) {
-                {
-                    let (lock, cv) = &*sig;
-                    let mut woken = lock.lock().unwrap_or_else(|e| e.into_inner());
-                    if !*woken {
-                        woken = cv
-                            .wait_timeout(woken, Duration::from_secs(5))
-                            .map(|r| r.0)
-                            .unwrap_or_else(|e| e.into_inner().0);
-                    }
-                    *woken = false;
-                }
-                if stp.load(Ordering::Acquire) {
-                    break;
-                }
-                // Wait for writes to pause, then recompute if anything changed since the last run.
-                let Ok(g0) = generation(&ctx.db) else { continue };
-                // Sleep in short steps so that dropping the store is not held up.
-                let until = Instant::now() + DEBOUNCE;
-                while Instant::now() < until && !stp.load(Ordering::Acquire) {
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-                if stp.load(Ordering::Acquire) {
-                    break;
-                }
-                let Ok(g1) = generation(&ctx.db) else { continue };
-                if g1 != g0 {
-                    let (lock, _) = &*sig;
-                    *lock.lock().unwrap_or_else(|e| e.into_inner()) = true;
-                    continue;
-                }
-                let done = graph_generation(&ctx.db).unwrap_or(None);
-                if done == Some(g1) {
-                    continue;
-                }
-                if let Err(e) = recompute(&ctx, &stp) {
-                    tracing::warn!(error = %e.chain(), "community detection failed; will retry after the next write");
-                }
+/// Starts the background recomputation: woken after writes, it runs once writes pause.
+pub(crate) fn start_worker(ctx: Ctx) -> super::worker::Worker {
+    super::worker::Worker::spawn("engram-communities", move |c| {
+        while !c.stopped() {
+            c.wait(Duration::from_secs(5));
+            if c.stopped() {
+                break;
             }
-        })
-        .ok();
-    GraphWorker { signal, stop, thread }
+            // Wait for writes to pause, then recompute if anything changed since the last run.
+            let Ok(g0) = generation(&ctx.db) else { continue };
+            if !c.sleep(DEBOUNCE) {
+                break;
+            }
+            let Ok(g1) = generation(&ctx.db) else { continue };
+            if g1 != g0 {
+                c.wake();
+                continue;
+            }
+            let done = graph_generation(&ctx.db).unwrap_or(None);
+            if done == Some(g1) {
+                continue;
+            }
+            if let Err(e) = recompute(&ctx, &|| c.stopped()) {
+                tracing::warn!(error = %e.chain(), "community detection failed; will retry after the next write");
+            }
+        }
+    })
 }
 
 fn generation(db: &redb::Database) -> Result<u64> {
@@ -283,7 +229,7 @@ fn first_words(s: &str, max: usize) -> String {
 
 /// Reads the graph, runs Louvain and PageRank, and replaces the stored results. `stop` aborts between
 /// stages.
-pub(crate) fn recompute(ctx: &Ctx, stop: &AtomicBool) -> Result<GraphReport> {
+pub(crate) fn recompute(ctx: &Ctx, stopped: &dyn Fn() -> bool) -> Result<GraphReport> {
     let started = Instant::now();
     let rtx = ctx.db.begin_read()?;
     let gen_seen = meta_u64(&rtx.open_table(META)?, "generation")?.unwrap_or(0);
@@ -348,7 +294,7 @@ pub(crate) fn recompute(ctx: &Ctx, stop: &AtomicBool) -> Result<GraphReport> {
         }
         entities_of[mi as usize].push(*ei);
     }
-    if stop.load(Ordering::Acquire) {
+    if stopped() {
         return Err(Error::new(crate::ErrorKind::Internal, "stopped"));
     }
     let partition = louvain(e_count, &edges, 1.0);
@@ -504,7 +450,7 @@ pub(crate) fn recompute(ctx: &Ctx, stop: &AtomicBool) -> Result<GraphReport> {
     }
     drop(mems);
     drop(rtx);
-    if stop.load(Ordering::Acquire) {
+    if stopped() {
         return Err(Error::new(crate::ErrorKind::Internal, "stopped"));
     }
     let mut report = GraphReport {
@@ -602,7 +548,7 @@ pub(crate) fn load_ranks(db: &redb::Database) -> Result<HashMap<String, HashMap<
 
 impl KnowledgeStore {
     pub(crate) fn graph_ctx(&self) -> Ctx {
-        let signal = self.builder.signal.clone();
+        let hnsw = self.builder.control();
         Ctx {
             db: self.db.clone(),
             writer: self.writer.clone(),
@@ -611,7 +557,7 @@ impl KnowledgeStore {
             index: self.index.clone(),
             vector: self.config.vector,
             durability: self.config.durability,
-            wake_hnsw: Arc::new(move || super::GraphBuilder::wake_signal(&signal)),
+            wake_hnsw: Arc::new(move || hnsw.wake()),
         }
     }
 
@@ -620,7 +566,7 @@ impl KnowledgeStore {
     /// # Errors
     /// Storage errors.
     pub fn recompute_graph(&self) -> Result<GraphReport> {
-        recompute(&self.graph_ctx(), &AtomicBool::new(false))
+        recompute(&self.graph_ctx(), &|| false)
     }
 
     /// PageRank of a memory scaled so the top memory of the graph is 1 (0 until the graph was computed or when it mentions no entity).
@@ -652,7 +598,7 @@ impl KnowledgeStore {
     pub fn get_community(&self, id: u64, entity_limit: usize) -> Result<(Community, Vec<CommunityEntity>)> {
         let rtx = self.db.begin_read()?;
         let c: Community = get_record(&rtx.open_table(COMMUNITIES)?, id)?
-            .ok_or_else(|| Error::not_found("community_not_found", format!("community {id} does not exist")))?;
+            .ok_or_else(|| Error::not_found(ErrorCode::CommunityNotFound, format!("community {id} does not exist")))?;
         let entities = c.top_entities.iter().take(entity_limit).cloned().collect();
         Ok((c, entities))
     }
@@ -795,7 +741,7 @@ impl KnowledgeStore {
     /// # Errors
     /// [`crate::ErrorKind::NotFound`] (`crystal_not_found`) when there is no such crystal.
     pub fn crystal_sources(&self, crystal_id: &str, limit: usize) -> Result<Vec<(super::MemoryView, f64)>> {
-        let not_found = || Error::not_found("crystal_not_found", format!("crystal '{crystal_id}' not found"));
+        let not_found = || Error::not_found(ErrorCode::CrystalNotFound, format!("crystal '{crystal_id}' not found"));
         let view = self.get_memory(crystal_id, None).map_err(|_| not_found())?;
         if !view.memory.is_crystal {
             return Err(not_found());

@@ -9,6 +9,7 @@ use redb::ReadableTable;
 use super::memories::WTables;
 use super::tables::*;
 use super::{KnowledgeStore, get_record, schema};
+use crate::error::ErrorCode;
 use crate::error::Result;
 use crate::extract::entities::{EntityType, Mention, extract};
 use crate::model::{Entity, Metadata, Timestamp};
@@ -286,7 +287,7 @@ impl KnowledgeStore {
     pub fn get_entity(&self, space: &str, id: &str) -> Result<Entity> {
         let rtx = redb::ReadableDatabase::begin_read(&*self.db)?;
         get_record(&rtx.open_table(ENTITIES)?, (space, id))?
-            .ok_or_else(|| crate::Error::not_found("entity_not_found", format!("entity '{id}' does not exist")))
+            .ok_or_else(|| crate::Error::not_found(ErrorCode::EntityNotFound, format!("entity '{id}' does not exist")))
     }
 
     /// Entities of `space`, most mentioned first (ties by name).

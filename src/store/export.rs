@@ -212,8 +212,8 @@ impl KnowledgeStore {
             ("max_mentions_per_entity", p.max_mentions_per_entity, 1, 100),
         ] {
             if !(lo..=hi).contains(&v) {
-                errs.push(crate::error::FieldError::new(
-                    &["query", name],
+                errs.push(crate::error::FieldError::field(
+                    &[name],
                     "number_out_of_range",
                     format!("{name} is {lo}..={hi}"),
                     v.into(),

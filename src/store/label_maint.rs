@@ -20,6 +20,7 @@ use super::memories::{WTables, check_label_name};
 use super::tables::*;
 use super::{IndexOp, KnowledgeStore, StoredMemory, get_record, range_prefix2, range_prefix3, schema};
 use crate::embed::{InputType, cosine, fnv1a};
+use crate::error::ErrorCode;
 use crate::error::{Error, ErrorKind, FieldError, Result};
 use crate::model::{Label, Timestamp};
 
@@ -233,7 +234,7 @@ pub struct AffectedCounts {
 const LABEL_VECTOR_CACHE: usize = 20_000;
 
 fn label_not_found(id: &str) -> Error {
-    Error::not_found("label_not_found", format!("label '{id}' not found"))
+    Error::not_found(ErrorCode::LabelNotFound, format!("label '{id}' not found"))
 }
 
 fn load_label(
@@ -308,8 +309,8 @@ impl WTables<'_> {
         let src = load_label(&self.labels, space, source)?;
         load_label(&self.labels, space, target)?;
         if source == target {
-            return Err(Error::invalid_field(
-                &["query", "target_id"],
+            return Err(Error::invalid_value(
+                &["target_id"],
                 "value_error",
                 "a label cannot be merged into itself",
                 target.into(),
@@ -387,20 +388,20 @@ impl KnowledgeStore {
     /// * [`ErrorKind::Conflict`] (`label_exists`): another label has the new name (merge them instead).
     pub fn update_label(&self, space: &str, id: &str, patch: LabelPatch) -> Result<Label> {
         let mut errs = Vec::new();
-        let name = patch.name.as_deref().and_then(|n| check_label_name(n, &["body", "name"], &mut errs));
+        let name = patch.name.as_deref().and_then(|n| check_label_name(n, &["name"], &mut errs));
         if let Some(c) = &patch.color
             && !super::labels::check_color(c)
         {
-            errs.push(FieldError::new(
-                &["body", "color"],
+            errs.push(FieldError::field(
+                &["color"],
                 "color_invalid",
                 "expected a hex colour such as #3b82f6",
                 c.clone().into(),
             ));
         }
         if patch.description.as_ref().is_some_and(|d| d.chars().count() > 1000) {
-            errs.push(FieldError::new(
-                &["body", "description"],
+            errs.push(FieldError::field(
+                &["description"],
                 "string_too_long",
                 "at most 1000 characters",
                 serde_json::Value::Null,
@@ -427,7 +428,7 @@ impl KnowledgeStore {
                         ErrorKind::Conflict,
                         format!("label '{n}' already exists; merge the two labels instead"),
                     )
-                    .with_code("label_exists"));
+                    .with_code(ErrorCode::LabelExists));
                 }
                 for m in t.memories_with(space, id)? {
                     t.remove_edge(space, &m, id)?;
@@ -511,10 +512,10 @@ impl KnowledgeStore {
         self.label_write(|txn, t, touched| {
             let mut merges = txn.open_table(LABEL_MERGES)?;
             let mut rec: LabelMerge = get_record(&merges, (space, merge_id))?
-                .ok_or_else(|| Error::not_found("merge_not_found", format!("merge '{merge_id}' not found")))?;
+                .ok_or_else(|| Error::not_found(ErrorCode::MergeNotFound, format!("merge '{merge_id}' not found")))?;
             if rec.reversed_at.is_some() {
                 return Err(Error::new(ErrorKind::Conflict, format!("merge '{merge_id}' was already reversed"))
-                    .with_code("merge_reversed"));
+                    .with_code(ErrorCode::MergeReversed));
             }
             let sid = rec.source.id.clone();
             if t.labels.get((space, sid.as_str()))?.is_some() {
@@ -522,7 +523,7 @@ impl KnowledgeStore {
                     ErrorKind::Conflict,
                     format!("label '{sid}' exists again; delete or rename it first"),
                 )
-                .with_code("label_exists"));
+                .with_code(ErrorCode::LabelExists));
             }
             t.labels.insert((space, sid.as_str()), schema::encode(&rec.source)?.as_slice())?;
             for m in &rec.moved_memory_ids {
@@ -668,24 +669,19 @@ impl KnowledgeStore {
     ) -> Result<Vec<MergeCandidate>> {
         let mut errs = Vec::new();
         if !(0.0..=1.0).contains(&sim_floor) {
-            errs.push(FieldError::new(
-                &["query", "sim_floor"],
-                "number_out_of_range",
-                "sim_floor is 0..=1",
-                sim_floor.into(),
-            ));
+            errs.push(FieldError::field(&["sim_floor"], "number_out_of_range", "sim_floor is 0..=1", sim_floor.into()));
         }
         if !(2..=5000).contains(&max_labels) {
-            errs.push(FieldError::new(
-                &["query", "max_labels"],
+            errs.push(FieldError::field(
+                &["max_labels"],
                 "number_out_of_range",
                 "max_labels is 2..=5000",
                 max_labels.into(),
             ));
         }
         if !(1..=1000).contains(&max_pairs) {
-            errs.push(FieldError::new(
-                &["query", "max_pairs"],
+            errs.push(FieldError::field(
+                &["max_pairs"],
                 "number_out_of_range",
                 "max_pairs is 1..=1000",
                 max_pairs.into(),
@@ -772,8 +768,8 @@ impl KnowledgeStore {
     /// [`ErrorKind::InvalidInput`]: `max_groups` outside 1..=5000. [`ErrorKind::NotFound`] (`space_not_found`).
     pub fn consolidate_labels(&self, space: &str, dry_run: bool, max_groups: usize) -> Result<ConsolidationReport> {
         if !(1..=5000).contains(&max_groups) {
-            return Err(Error::invalid_field(
-                &["query", "max_groups"],
+            return Err(Error::invalid_value(
+                &["max_groups"],
                 "number_out_of_range",
                 "max_groups is 1..=5000",
                 max_groups.into(),
@@ -833,8 +829,8 @@ impl KnowledgeStore {
         max_pairs: usize,
     ) -> Result<ConsolidationPreview> {
         if !(1..=200).contains(&max_pairs) {
-            return Err(Error::invalid_field(
-                &["query", "max_pairs"],
+            return Err(Error::invalid_value(
+                &["max_pairs"],
                 "number_out_of_range",
                 "max_pairs is 1..=200",
                 max_pairs.into(),
@@ -904,7 +900,7 @@ impl KnowledgeStore {
                         plan.plan_id
                     ),
                 )
-                .with_code("plan_stale"));
+                .with_code(ErrorCode::PlanStale));
             }
             let merge = match target {
                 Some(tg) => {
@@ -943,8 +939,8 @@ fn build_plan(
     let src = load_label(labels, space, source)?;
     let tgt = target.map(|t| load_label(labels, space, t)).transpose()?;
     if target == Some(source) {
-        return Err(Error::invalid_field(
-            &["body", "target_label_id"],
+        return Err(Error::invalid_value(
+            &["target_label_id"],
             "value_error",
             "a label cannot be merged into itself",
             source.into(),

@@ -8,6 +8,7 @@ use super::memories::{WTables, check_label_name, new_label};
 use super::tables::*;
 use super::types::LabelOrder;
 use super::{IndexOp, KnowledgeStore, get_record, range_prefix3, schema};
+use crate::error::ErrorCode;
 use crate::error::{Error, ErrorKind, FieldError, Result};
 use crate::model::{Label, Timestamp};
 
@@ -59,20 +60,20 @@ impl KnowledgeStore {
         description: Option<String>,
     ) -> Result<Label> {
         let mut errs = Vec::new();
-        let name = check_label_name(name, &["query", "name"], &mut errs);
+        let name = check_label_name(name, &["name"], &mut errs);
         if let Some(c) = &color
             && !check_color(c)
         {
-            errs.push(FieldError::new(
-                &["query", "color"],
+            errs.push(FieldError::field(
+                &["color"],
                 "color_invalid",
                 "expected a hex colour such as #3b82f6",
                 c.clone().into(),
             ));
         }
         if description.as_ref().is_some_and(|d| d.chars().count() > 1000) {
-            errs.push(FieldError::new(
-                &["query", "description"],
+            errs.push(FieldError::field(
+                &["description"],
                 "string_too_long",
                 "at most 1000 characters",
                 serde_json::Value::Null,
@@ -83,15 +84,14 @@ impl KnowledgeStore {
         self.write_txn(|txn| {
             let t = WTables::open(txn)?;
             if t.spaces.get(space)?.is_none() {
-                return Err(Error::not_found("space_not_found", format!("space '{space}' does not exist")));
+                return Err(Error::not_found(ErrorCode::SpaceNotFound, format!("space '{space}' does not exist")));
             }
             drop(t);
             let mut labels = txn.open_table(LABELS)?;
             let id = Label::id_for(&name);
             if labels.get((space, id.as_str()))?.is_some() {
-                return Err(
-                    Error::new(ErrorKind::Conflict, format!("label '{name}' already exists")).with_code("label_exists")
-                );
+                return Err(Error::new(ErrorKind::Conflict, format!("label '{name}' already exists"))
+                    .with_code(ErrorCode::LabelExists));
             }
             let l = new_label(space, &name, color, description, Timestamp::now());
             labels.insert((space, id.as_str()), schema::encode(&l)?.as_slice())?;
@@ -136,7 +136,7 @@ impl KnowledgeStore {
             let mut t = WTables::open(txn)?;
             let (space, sm) = t.locate(memory_id, space_guard)?;
             let label: Label = get_record(&t.labels, (space.as_str(), label_id))?
-                .ok_or_else(|| Error::not_found("label_not_found", format!("label '{label_id}' not found")))?;
+                .ok_or_else(|| Error::not_found(ErrorCode::LabelNotFound, format!("label '{label_id}' not found")))?;
             let current: BTreeSet<String> = range_prefix3(&t.memory_labels, &space, memory_id)?.into_iter().collect();
             let mut names: BTreeSet<String> =
                 current.iter().map(|id| id.strip_prefix("label_").unwrap_or(id).to_string()).collect();

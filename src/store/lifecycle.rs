@@ -16,6 +16,7 @@
 
 use super::memories::WTables;
 use super::{IndexOp, KnowledgeStore, MemoryView, StoredMemory, schema};
+use crate::error::ErrorCode;
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::decay;
 use crate::model::{MemoryState, Timestamp};
@@ -63,7 +64,7 @@ pub struct StateChange {
 
 fn refuse(from: MemoryState, to: MemoryState, why: &str) -> Error {
     Error::new(ErrorKind::Conflict, format!("cannot move a memory from {} to {}: {why}", from.as_str(), to.as_str()))
-        .with_code("invalid_state_transition")
+        .with_code(ErrorCode::InvalidStateTransition)
 }
 
 impl KnowledgeStore {
@@ -83,8 +84,8 @@ impl KnowledgeStore {
         reason: Option<String>,
     ) -> Result<StateChange> {
         if reason.as_ref().is_some_and(|r| r.chars().count() > 1000) {
-            return Err(Error::invalid_field(
-                &["body", "reason"],
+            return Err(Error::invalid_value(
+                &["reason"],
                 "string_too_long",
                 "reason is at most 1000 characters",
                 serde_json::Value::Null,

@@ -11,6 +11,7 @@ use super::{
     types::{CreatedMemory, DeleteReport, ListQuery, MemoryPatch, MemoryView, NewMemory, Page, WriteAction},
 };
 use crate::embed::InputType;
+use crate::error::ErrorCode;
 use crate::error::{Error, ErrorKind, FieldError, Result};
 use crate::index::bm25::Posting;
 use crate::index::catalog::DocMeta;
@@ -76,7 +77,7 @@ impl<'t> WTables<'t> {
 
     fn require_space(&self, space: &str) -> Result<()> {
         if self.spaces.get(space)?.is_none() {
-            return Err(Error::not_found("space_not_found", format!("space '{space}' does not exist")));
+            return Err(Error::not_found(ErrorCode::SpaceNotFound, format!("space '{space}' does not exist")));
         }
         Ok(())
     }
@@ -110,7 +111,7 @@ impl<'t> WTables<'t> {
     /// The space and record of memory `id`, as a by-id read sees it: `memory_not_found` when there is none, when
     /// it lives in another space than `space_guard`, or when it is forgotten.
     pub fn locate(&self, id: &str, space_guard: Option<&str>) -> Result<(String, StoredMemory)> {
-        let not_found = || Error::not_found("memory_not_found", format!("memory '{id}' not found"));
+        let not_found = || Error::not_found(ErrorCode::MemoryNotFound, format!("memory '{id}' not found"));
         let space = self.memory_space.get(id)?.map(|v| v.value().to_string()).ok_or_else(not_found)?;
         if space_guard.is_some_and(|g| g != space) {
             return Err(not_found());
@@ -272,7 +273,7 @@ pub(crate) fn check_label_name(name: &str, loc: &[&str], errs: &mut Vec<FieldErr
     let n = name.trim();
     if n.is_empty() || n.chars().count() > MAX_LABEL_CHARS || n.chars().any(char::is_control) {
         errs.push(
-            FieldError::new(
+            FieldError::field(
                 loc,
                 "label_invalid",
                 "label names are 1..=100 characters without control characters",
@@ -287,7 +288,7 @@ pub(crate) fn check_label_name(name: &str, loc: &[&str], errs: &mut Vec<FieldErr
 
 fn check_id(id: &str, loc: &[&str], errs: &mut Vec<FieldError>) {
     if id.trim().is_empty() || id.chars().count() > MAX_ID_CHARS || id.chars().any(|c| c.is_control() || c == '/') {
-        errs.push(FieldError::new(
+        errs.push(FieldError::field(
             loc,
             "id_invalid",
             "ids are 1..=200 characters without '/' or control characters",
@@ -308,19 +309,19 @@ fn check_unit(x: Option<f64>, loc: &[&str], errs: &mut Vec<FieldError>) {
         };
         let input = serde_json::Number::from_f64(v).map(serde_json::Value::Number).unwrap_or_default();
         let ctx = if v < 0.0 { serde_json::json!({"ge": 0}) } else { serde_json::json!({"le": 1}) };
-        errs.push(FieldError::new(loc, kind, msg, input).with_ctx(ctx));
+        errs.push(FieldError::field(loc, kind, msg, input).with_ctx(ctx));
     }
 }
 
 fn check_content(c: &str, loc: &[&str], errs: &mut Vec<FieldError>) {
     if c.trim().is_empty() {
         errs.push(
-            FieldError::new(loc, "string_too_short", "content must not be empty", c.into())
+            FieldError::field(loc, "string_too_short", "content must not be empty", c.into())
                 .with_ctx(serde_json::json!({"min_length": 1})),
         );
     } else if c.len() > MAX_CONTENT_BYTES {
         errs.push(
-            FieldError::new(
+            FieldError::field(
                 loc,
                 "string_too_long",
                 format!("content is at most {MAX_CONTENT_BYTES} bytes"),
@@ -336,7 +337,7 @@ fn check_len(s: Option<&str>, max: usize, loc: &[&str], errs: &mut Vec<FieldErro
         && s.chars().count() > max
     {
         errs.push(
-            FieldError::new(loc, "string_too_long", format!("at most {max} characters"), serde_json::Value::Null)
+            FieldError::field(loc, "string_too_long", format!("at most {max} characters"), serde_json::Value::Null)
                 .with_ctx(serde_json::json!({"max_length": max})),
         );
     }
@@ -346,7 +347,7 @@ fn check_date(s: Option<&str>, loc: &[&str], errs: &mut Vec<FieldError>) {
     if let Some(s) = s
         && date_precision(s).is_none()
     {
-        errs.push(FieldError::new(
+        errs.push(FieldError::field(
             loc,
             "date_invalid",
             "expected YYYY, YYYY-MM, YYYY-MM-DD or an RFC 3339 date-time",
@@ -359,7 +360,7 @@ fn check_metadata(m: Option<&Metadata>, loc: &[&str], errs: &mut Vec<FieldError>
     if let Some(m) = m
         && serde_json::to_vec(&m.0).map_or(0, |v| v.len()) > MAX_METADATA_BYTES
     {
-        errs.push(FieldError::new(
+        errs.push(FieldError::field(
             loc,
             "too_large",
             "metadata is at most 65536 bytes of JSON",
@@ -371,13 +372,13 @@ fn check_metadata(m: Option<&Metadata>, loc: &[&str], errs: &mut Vec<FieldError>
 fn check_labels(labels: Option<&Vec<String>>, errs: &mut Vec<FieldError>) -> Option<BTreeSet<String>> {
     let labels = labels?;
     if labels.len() > MAX_LABELS {
-        errs.push(FieldError::new(&["body", "labels"], "too_long", "at most 64 labels", serde_json::Value::Null));
+        errs.push(FieldError::field(&["labels"], "too_long", "at most 64 labels", serde_json::Value::Null));
         return None;
     }
     let mut out = BTreeSet::new();
     for (i, l) in labels.iter().enumerate() {
         let idx = i.to_string();
-        if let Some(n) = check_label_name(l, &["body", "labels", &idx], errs) {
+        if let Some(n) = check_label_name(l, &["labels", &idx], errs) {
             out.insert(n);
         }
     }
@@ -386,35 +387,35 @@ fn check_labels(labels: Option<&Vec<String>>, errs: &mut Vec<FieldError>) -> Opt
 
 fn validate_new(n: &NewMemory, errs: &mut Vec<FieldError>) -> Option<BTreeSet<String>> {
     if let Some(id) = &n.id {
-        check_id(id, &["body", "id"], errs);
+        check_id(id, &["id"], errs);
     }
-    check_content(&n.content, &["body", "content"], errs);
-    check_len(n.title.as_deref(), MAX_TITLE_CHARS, &["body", "title"], errs);
-    check_len(n.source.as_deref(), 200, &["body", "source"], errs);
-    check_unit(n.importance, &["body", "importance"], errs);
-    check_unit(n.confidence, &["body", "confidence"], errs);
-    check_date(n.event_start.as_deref(), &["body", "event_start"], errs);
-    check_date(n.event_end.as_deref(), &["body", "event_end"], errs);
-    check_metadata(n.metadata.as_ref(), &["body", "metadata"], errs);
+    check_content(&n.content, &["content"], errs);
+    check_len(n.title.as_deref(), MAX_TITLE_CHARS, &["title"], errs);
+    check_len(n.source.as_deref(), 200, &["source"], errs);
+    check_unit(n.importance, &["importance"], errs);
+    check_unit(n.confidence, &["confidence"], errs);
+    check_date(n.event_start.as_deref(), &["event_start"], errs);
+    check_date(n.event_end.as_deref(), &["event_end"], errs);
+    check_metadata(n.metadata.as_ref(), &["metadata"], errs);
     if let Some(s) = &n.space_id {
-        check_id(s, &["body", "space_id"], errs);
+        check_id(s, &["space_id"], errs);
     }
     check_labels(n.labels.as_ref(), errs)
 }
 
 fn validate_patch(p: &MemoryPatch, errs: &mut Vec<FieldError>) -> Option<BTreeSet<String>> {
     if let Some(c) = &p.content {
-        check_content(c, &["body", "content"], errs);
+        check_content(c, &["content"], errs);
     }
-    check_len(p.title.as_deref(), MAX_TITLE_CHARS, &["body", "title"], errs);
-    check_len(p.source.as_deref(), 200, &["body", "source"], errs);
-    check_unit(p.importance, &["body", "importance"], errs);
-    check_unit(p.confidence, &["body", "confidence"], errs);
-    check_date(p.event_start.as_deref(), &["body", "event_start"], errs);
-    check_date(p.event_end.as_deref(), &["body", "event_end"], errs);
-    check_metadata(p.metadata.as_ref(), &["body", "metadata"], errs);
+    check_len(p.title.as_deref(), MAX_TITLE_CHARS, &["title"], errs);
+    check_len(p.source.as_deref(), 200, &["source"], errs);
+    check_unit(p.importance, &["importance"], errs);
+    check_unit(p.confidence, &["confidence"], errs);
+    check_date(p.event_start.as_deref(), &["event_start"], errs);
+    check_date(p.event_end.as_deref(), &["event_end"], errs);
+    check_metadata(p.metadata.as_ref(), &["metadata"], errs);
     if let Some(s) = &p.space_id {
-        check_id(s, &["body", "space_id"], errs);
+        check_id(s, &["space_id"], errs);
     }
     check_labels(p.labels.as_ref(), errs)
 }
@@ -532,7 +533,7 @@ impl KnowledgeStore {
             label_sets.push(validate_new(n, &mut item_errs));
             if batch.len() > 1 {
                 for e in &mut item_errs {
-                    e.loc.insert(1, serde_json::Value::from(i));
+                    e.loc.insert(0, serde_json::Value::from(i));
                 }
             }
             errs.extend(item_errs);
@@ -544,11 +545,11 @@ impl KnowledgeStore {
             given.push(
                 n.embedding
                     .as_ref()
-                    .and_then(|v| crate::embed::check_vector(v, embedder, &["body", "embedding"], &mut item_errs)),
+                    .and_then(|v| crate::embed::check_vector(v, embedder, &["embedding"], &mut item_errs)),
             );
             for mut e in item_errs {
                 if batch.len() > 1 {
-                    e.loc.insert(1, serde_json::Value::from(i));
+                    e.loc.insert(0, serde_json::Value::from(i));
                 }
                 errs.push(e);
             }
@@ -586,7 +587,7 @@ impl KnowledgeStore {
                             ErrorKind::Conflict,
                             format!("memory '{id}' already exists in space '{s}'; move it with PATCH and space_id"),
                         )
-                        .with_code("memory_in_other_space"));
+                        .with_code(ErrorCode::MemoryInOtherSpace));
                     }
                     Some(s) => t.load(&s, &id)?.map(|sm| (s, sm)),
                     None => None,
@@ -658,7 +659,7 @@ impl KnowledgeStore {
     pub fn get_memory(&self, id: &str, space_guard: Option<&str>) -> Result<MemoryView> {
         let rtx = self.db.begin_read()?;
         let ms = rtx.open_table(MEMORY_SPACE)?;
-        let not_found = || Error::not_found("memory_not_found", format!("memory '{id}' not found"));
+        let not_found = || Error::not_found(ErrorCode::MemoryNotFound, format!("memory '{id}' not found"));
         let space = ms.get(id)?.map(|v| v.value().to_string()).ok_or_else(not_found)?;
         if space_guard.is_some_and(|g| g != space) {
             return Err(not_found());
@@ -687,7 +688,7 @@ impl KnowledgeStore {
         let given = patch
             .embedding
             .as_ref()
-            .and_then(|v| crate::embed::check_vector(v, &*self.config.embedder, &["body", "embedding"], &mut errs));
+            .and_then(|v| crate::embed::check_vector(v, &*self.config.embedder, &["embedding"], &mut errs));
         if !errs.is_empty() {
             return Err(Error::invalid(errs));
         }
@@ -727,7 +728,7 @@ impl KnowledgeStore {
         let mut ops = Vec::new();
         let report = self.write_txn(|txn| {
             let mut t = WTables::open(txn)?;
-            let not_found = || Error::not_found("memory_not_found", format!("memory '{id}' not found"));
+            let not_found = || Error::not_found(ErrorCode::MemoryNotFound, format!("memory '{id}' not found"));
             let space = t.memory_space.get(id)?.map(|v| v.value().to_string()).ok_or_else(not_found)?;
             if space_guard.is_some_and(|g| g != space) {
                 return Err(not_found());
@@ -839,7 +840,7 @@ impl KnowledgeStore {
     pub(crate) fn require_space(&self, space: &str) -> Result<()> {
         let rtx = self.db.begin_read()?;
         if rtx.open_table(SPACES)?.get(space)?.is_none() {
-            return Err(Error::not_found("space_not_found", format!("space '{space}' does not exist")));
+            return Err(Error::not_found(ErrorCode::SpaceNotFound, format!("space '{space}' does not exist")));
         }
         Ok(())
     }

@@ -24,6 +24,7 @@ mod threads;
 mod transfer;
 mod types;
 mod wiki;
+mod worker;
 mod working;
 
 pub use communities::{Community, CommunityEntity, CommunityMemory, GraphReport, crystal_id};
@@ -257,105 +258,71 @@ pub struct KnowledgeStore {
     /// Communities and PageRank results.
     pub(crate) graph: Arc<RwLock<communities::GraphState>>,
     /// Recomputes them once writes pause. Declared first among the workers: dropped (stopped) first.
-    graph_worker: communities::GraphWorker,
+    graph_worker: worker::Worker,
     // Declared before `builder`: dropped (stopped and joined) first, as it wakes the builder.
-    reembed: Mutex<Option<reembed::Worker>>,
-    builder: GraphBuilder,
+    reembed: Mutex<Option<worker::Worker>>,
+    builder: worker::Worker,
     /// Saved HNSW graphs.
     graph_files: graph_files::GraphFiles,
 }
 
-/// The background thread that builds and catches up HNSW graphs, off the write and search paths.
-struct GraphBuilder {
-    signal: Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
-    stop: Arc<std::sync::atomic::AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl GraphBuilder {
-    fn start(
-        index: Arc<RwLock<IndexState>>,
-        vector: crate::index::vector::VectorParams,
-        db: Arc<redb::Database>,
-        files: graph_files::GraphFiles,
-    ) -> Self {
-        use std::sync::atomic::Ordering;
-        let signal = Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let (sig, stp) = (signal.clone(), stop.clone());
-        let thread = std::thread::Builder::new()
-            .name("engram-graph".into())
-            .spawn(move || {
-                while !stp.load(Ordering::Acquire) {
-                    let work: Vec<(String, GraphWork)> = {
-                        let state = index.read();
-                        state.spaces.iter().filter_map(|(n, si)| si.vectors.plan().map(|w| (n.clone(), w))).collect()
-                    };
-                    if work.is_empty() {
-                        let (lock, cv) = &*sig;
-                        let mut woken = lock.lock().unwrap_or_else(|e| e.into_inner());
-                        if !*woken {
-                            woken = cv
-                                .wait_timeout(woken, std::time::Duration::from_millis(500))
-                                .map(|r| r.0)
-                                .unwrap_or_else(|e| e.into_inner().0);
+/// Starts the background thread that builds and catches up HNSW graphs, off the write and search paths.
+fn start_graph_builder(
+    index: Arc<RwLock<IndexState>>,
+    vector: crate::index::vector::VectorParams,
+    db: Arc<redb::Database>,
+    files: graph_files::GraphFiles,
+) -> worker::Worker {
+    worker::Worker::spawn("engram-graph", move |c| {
+        while !c.stopped() {
+            let work: Vec<(String, GraphWork)> = {
+                let state = index.read();
+                state.spaces.iter().filter_map(|(n, si)| si.vectors.plan().map(|w| (n.clone(), w))).collect()
+            };
+            if work.is_empty() {
+                c.wait(std::time::Duration::from_millis(500));
+                continue;
+            }
+            for (space, w) in work {
+                match w {
+                    GraphWork::Build(snapshot) => {
+                        let started = Instant::now();
+                        let ids = snapshot.docnos.clone();
+                        let built = Graph::build(vector, snapshot, &|| c.stopped());
+                        let mut state = index.write();
+                        let Some(si) = state.spaces.get_mut(&space) else { continue };
+                        match built {
+                            Some(g) => {
+                                si.vectors.install(g, &ids);
+                                tracing::info!(
+                                    space,
+                                    points = ids.len(),
+                                    secs = started.elapsed().as_secs_f64(),
+                                    "HNSW graph built"
+                                );
+                            }
+                            None => {
+                                si.vectors.abandon();
+                                continue;
+                            }
                         }
-                        *woken = false;
-                        continue;
+                        // Saved after every full build, under a read lock (searches go on).
+                        let state = parking_lot::RwLockWriteGuard::downgrade(state);
+                        if let Some(si) = state.spaces.get(&space) {
+                            files.save(&db, &space, si);
+                        }
                     }
-                    for (space, w) in work {
-                        match w {
-                            GraphWork::Build(snapshot) => {
-                                let started = Instant::now();
-                                let ids = snapshot.docnos.clone();
-                                let built = Graph::build(vector, snapshot, &|| stp.load(Ordering::Acquire));
-                                let mut state = index.write();
-                                let Some(si) = state.spaces.get_mut(&space) else { continue };
-                                match built {
-                                    Some(g) => {
-                                        si.vectors.install(g, &ids);
-                                        tracing::info!(
-                                            space,
-                                            points = ids.len(),
-                                            secs = started.elapsed().as_secs_f64(),
-                                            "HNSW graph built"
-                                        );
-                                    }
-                                    None => {
-                                        si.vectors.abandon();
-                                        continue;
-                                    }
-                                }
-                                // Saved after every full build, under a read lock (searches go on).
-                                let state = parking_lot::RwLockWriteGuard::downgrade(state);
-                                if let Some(si) = state.spaces.get(&space) {
-                                    files.save(&db, &space, si);
-                                }
-                            }
-                            GraphWork::Insert(g, items) => {
-                                let points = g.insert(&items);
-                                let ids: Vec<(u64, u32)> = items.iter().map(|x| x.0).zip(points).collect();
-                                if let Some(si) = index.write().spaces.get_mut(&space) {
-                                    si.vectors.mark_inserted(&g, &ids);
-                                }
-                            }
+                    GraphWork::Insert(g, items) => {
+                        let points = g.insert(&items);
+                        let ids: Vec<(u64, u32)> = items.iter().map(|x| x.0).zip(points).collect();
+                        if let Some(si) = index.write().spaces.get_mut(&space) {
+                            si.vectors.mark_inserted(&g, &ids);
                         }
                     }
                 }
-            })
-            .ok();
-        GraphBuilder { signal, stop, thread }
-    }
-
-    fn wake(&self) {
-        Self::wake_signal(&self.signal);
-    }
-
-    fn wake_signal(signal: &(std::sync::Mutex<bool>, std::sync::Condvar)) {
-        let (lock, cv) = signal;
-        *lock.lock().unwrap_or_else(|e| e.into_inner()) = true;
-        cv.notify_one();
-    }
+            }
+        }
+    })
 }
 
 /// Files smaller than this are never compacted at close.
@@ -403,11 +370,7 @@ impl Drop for KnowledgeStore {
             }
         }
         drop(self.reembed.lock().take());
-        self.builder.stop.store(true, std::sync::atomic::Ordering::Release);
-        self.builder.wake();
-        if let Some(t) = self.builder.thread.take() {
-            let _ = t.join();
-        }
+        self.builder.stop();
         // A clean close saves every graph that changed since its last save.
         {
             let state = self.index.read();
@@ -455,10 +418,10 @@ impl KnowledgeStore {
         });
         let index = Arc::new(RwLock::new(IndexState { spaces: HashMap::new() }));
         let graph_files = graph_files::GraphFiles::new(&config.data_dir, config.embedder.name());
-        let builder = GraphBuilder::start(index.clone(), config.vector, db.clone(), graph_files.clone());
+        let builder = start_graph_builder(index.clone(), config.vector, db.clone(), graph_files.clone());
         let writer = Arc::new(Mutex::new(()));
         let graph = Arc::new(RwLock::new(communities::GraphState::default()));
-        let hnsw_signal = builder.signal.clone();
+        let hnsw = builder.control();
         let graph_worker = communities::start_worker(communities::Ctx {
             db: db.clone(),
             writer: writer.clone(),
@@ -467,7 +430,7 @@ impl KnowledgeStore {
             index: index.clone(),
             vector: config.vector,
             durability: config.durability,
-            wake_hnsw: Arc::new(move || GraphBuilder::wake_signal(&hnsw_signal)),
+            wake_hnsw: Arc::new(move || hnsw.wake()),
         });
         let store = KnowledgeStore {
             db,
@@ -513,14 +476,14 @@ impl KnowledgeStore {
         if work.is_empty() {
             return;
         }
-        let signal = self.builder.signal.clone();
+        let hnsw = self.builder.control();
         let ctx = reembed::Ctx {
             db: self.db.clone(),
             writer: self.writer.clone(),
             index: self.index.clone(),
             embedder: self.config.embedder.clone(),
             durability: self.config.durability,
-            wake_graphs: Arc::new(move || GraphBuilder::wake_signal(&signal)),
+            wake_graphs: Arc::new(move || hnsw.wake()),
         };
         *self.reembed.lock() = Some(reembed::start(ctx, work, self.reembed_progress.clone()));
     }

@@ -19,6 +19,7 @@ use parking_lot::{Mutex, RwLock};
 use redb::{ReadableDatabase, ReadableTable};
 
 use super::tables::{MEMORIES, VECTORS};
+use super::worker::Worker;
 use super::{IndexState, StoredMemory, schema, write_txn_on};
 use crate::config::Durability;
 use crate::embed::{Embedder, InputType};
@@ -75,21 +76,6 @@ pub(crate) struct Ctx {
     pub wake_graphs: Arc<dyn Fn() + Send + Sync>,
 }
 
-/// The worker thread; stopped and joined on drop.
-pub(crate) struct Worker {
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
 /// `(space, docno, memory id)` of every memory without a vector, in file order.
 pub(crate) fn missing(index: &IndexState) -> Vec<(String, u64, String)> {
     let mut out = Vec::new();
@@ -109,29 +95,25 @@ pub(crate) fn missing(index: &IndexState) -> Vec<(String, u64, String)> {
 
 /// Starts re-embedding `work` in the background.
 pub(crate) fn start(ctx: Ctx, work: Vec<(String, u64, String)>, progress: Arc<Progress>) -> Worker {
-    let stop = Arc::new(AtomicBool::new(false));
     progress.total.store(work.len() as u64, Ordering::Release);
     progress.done.store(0, Ordering::Release);
     progress.running.store(true, Ordering::Release);
-    let (stp, prog) = (stop.clone(), progress.clone());
-    let thread = std::thread::Builder::new().name("engram-reembed".into()).spawn(move || {
-        if let Err(e) = run(&ctx, &work, &prog, &stp) {
+    let prog = progress.clone();
+    let worker = Worker::spawn("engram-reembed", move |c| {
+        if let Err(e) = run(&ctx, &work, &prog, &|| c.stopped()) {
             tracing::error!(error = %e.chain(), "re-embedding stopped; it resumes at the next open");
             *prog.error.lock() = Some(e.to_string());
         }
         prog.running.store(false, Ordering::Release);
     });
-    match thread {
-        Ok(t) => Worker { stop, thread: Some(t) },
-        Err(e) => {
-            *progress.error.lock() = Some(format!("could not start the re-embedding thread: {e}"));
-            progress.running.store(false, Ordering::Release);
-            Worker { stop, thread: None }
-        }
+    if worker.not_started() {
+        *progress.error.lock() = Some("could not start the re-embedding thread".into());
+        progress.running.store(false, Ordering::Release);
     }
+    worker
 }
 
-fn run(ctx: &Ctx, work: &[(String, u64, String)], prog: &Progress, stop: &AtomicBool) -> Result<()> {
+fn run(ctx: &Ctx, work: &[(String, u64, String)], prog: &Progress, stopped: &dyn Fn() -> bool) -> Result<()> {
     let total = work.len() as u64;
     let started = Instant::now();
     tracing::info!(
@@ -150,7 +132,7 @@ fn run(ctx: &Ctx, work: &[(String, u64, String)], prog: &Progress, stop: &Atomic
     });
     let mut last_log = Instant::now();
     for chunk in work.chunks(BATCH) {
-        if stop.load(Ordering::Acquire) {
+        if stopped() {
             if let Some(b) = &bar {
                 b.abandon();
             }

@@ -14,6 +14,7 @@ use redb::{ReadableDatabase, ReadableTable};
 
 use super::tables::{MEMORIES, MEMORY_RELATIONS, RELATION_SPACE, RELATIONS};
 use super::{KnowledgeStore, StoredMemory, get_record, memories::WTables, range_prefix3, schema};
+use crate::error::ErrorCode;
 use crate::error::{Error, FieldError, Result};
 use crate::model::Timestamp;
 
@@ -107,26 +108,26 @@ pub struct RelationQuery {
 fn validate(r: &RelationInput, creating: bool) -> Result<()> {
     let mut errs = Vec::new();
     match &r.relation_type {
-        Some(t) if t.trim().is_empty() || t.chars().count() > MAX_RELATION_TYPE_CHARS => errs.push(FieldError::new(
-            &["body", "relation_type"],
+        Some(t) if t.trim().is_empty() || t.chars().count() > MAX_RELATION_TYPE_CHARS => errs.push(FieldError::field(
+            &["relation_type"],
             "string_invalid",
             "relation_type is 1..=64 characters",
             t.clone().into(),
         )),
         None if creating => {
-            errs.push(FieldError::new(&["body", "relation_type"], "missing", "Field required", serde_json::Value::Null))
+            errs.push(FieldError::field(&["relation_type"], "missing", "Field required", serde_json::Value::Null))
         }
         _ => {}
     }
     if creating && r.target_memory_id.trim().is_empty() {
-        errs.push(FieldError::new(&["body", "target_memory_id"], "missing", "Field required", serde_json::Value::Null));
+        errs.push(FieldError::field(&["target_memory_id"], "missing", "Field required", serde_json::Value::Null));
     }
     for (name, v) in [("strength", r.strength), ("confidence", r.confidence)] {
         if let Some(x) = v
             && !(0.0..=1.0).contains(&x)
         {
             errs.push(
-                FieldError::new(&["body", name], "number_out_of_range", format!("{name} is 0..=1"), x.into())
+                FieldError::field(&[name], "number_out_of_range", format!("{name} is 0..=1"), x.into())
                     .with_ctx(serde_json::json!({"ge": 0, "le": 1})),
             );
         }
@@ -134,21 +135,21 @@ fn validate(r: &RelationInput, creating: bool) -> Result<()> {
     if let Some(s) = &r.status
         && !RELATION_STATUSES.contains(&s.as_str())
     {
-        errs.push(FieldError::new(
-            &["body", "status"],
+        errs.push(FieldError::field(
+            &["status"],
             "enum",
             "status is one of active, suggested, dismissed, deleted",
             s.clone().into(),
         ));
     }
     if r.reason.as_ref().is_some_and(|x| x.chars().count() > 1000) {
-        errs.push(FieldError::new(&["body", "reason"], "string_too_long", "at most 1000 characters", "".into()));
+        errs.push(FieldError::field(&["reason"], "string_too_long", "at most 1000 characters", "".into()));
     }
     if errs.is_empty() { Ok(()) } else { Err(Error::invalid(errs)) }
 }
 
 fn not_found(id: &str) -> Error {
-    Error::not_found("relation_not_found", format!("relation '{id}' not found"))
+    Error::not_found(ErrorCode::RelationNotFound, format!("relation '{id}' not found"))
 }
 
 fn title_of(sm: Option<StoredMemory>) -> String {
@@ -176,8 +177,8 @@ impl KnowledgeStore {
     ) -> Result<RelationView> {
         validate(&input, true)?;
         if input.target_memory_id == source_id {
-            return Err(Error::invalid_field(
-                &["body", "target_memory_id"],
+            return Err(Error::invalid_value(
+                &["target_memory_id"],
                 "value_error",
                 "a memory cannot be related to itself",
                 source_id.into(),
@@ -191,7 +192,7 @@ impl KnowledgeStore {
             let (tspace, _) = w.locate(&input.target_memory_id, None)?;
             if tspace != space {
                 return Err(Error::not_found(
-                    "memory_not_found",
+                    ErrorCode::MemoryNotFound,
                     format!("memory '{}' not found in space '{space}'", input.target_memory_id),
                 ));
             }

@@ -27,10 +27,11 @@ use serde::{Deserialize, Serialize};
 use super::tables::REVIEWS;
 use super::types::{CreatedMemory, SearchMode, SearchQuery, WriteAction};
 use super::{KnowledgeStore, schema};
+use crate::error::ErrorCode;
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::catalog::MemoryFilter;
-use crate::index::text;
 use crate::model::{MemoryState, Timestamp};
+use crate::text;
 
 /// Least Dice similarity of content terms for a review.
 pub const MIN_DICE: f64 = 0.5;
@@ -480,9 +481,10 @@ impl KnowledgeStore {
         let t = rtx.open_table(REVIEWS)?;
         match t.get((space, id))? {
             Some(v) => schema::decode(v.value()),
-            None => {
-                Err(Error::not_found("review_not_found", format!("review event '{id}' not found in space '{space}'")))
-            }
+            None => Err(Error::not_found(
+                ErrorCode::ReviewNotFound,
+                format!("review event '{id}' not found in space '{space}'"),
+            )),
         }
     }
 
@@ -494,8 +496,8 @@ impl KnowledgeStore {
     /// resolved already; [`ErrorKind::InvalidInput`] for an unknown action.
     pub fn record_review_resolution(&self, space: &str, id: &str, resolution: Resolution) -> Result<ReviewEvent> {
         if !ACTIONS.contains(&resolution.action.as_str()) {
-            return Err(Error::invalid_field(
-                &["body", "action"],
+            return Err(Error::invalid_value(
+                &["action"],
                 "enum",
                 format!("action is one of {}", ACTIONS.join(", ")),
                 resolution.action.clone().into(),
@@ -508,14 +510,14 @@ impl KnowledgeStore {
                 Some(v) => schema::decode(v.value())?,
                 None => {
                     return Err(Error::not_found(
-                        "review_not_found",
+                        ErrorCode::ReviewNotFound,
                         format!("review event '{id}' not found in space '{space}'"),
                     ));
                 }
             };
             if e.resolution.is_some() {
                 return Err(Error::new(ErrorKind::Conflict, format!("review event '{id}' is resolved already"))
-                    .with_code("review_resolved"));
+                    .with_code(ErrorCode::ReviewResolved));
             }
             e.resolution = Some(resolution.clone());
             t.insert((space, id), schema::encode(&e)?.as_slice())?;

@@ -9,13 +9,14 @@ use super::tables::*;
 use super::types::{ContextItem, SearchHit, SearchMode, SearchQuery, SearchResults};
 use super::{KnowledgeStore, StoredMemory, get_record, range_prefix3};
 use crate::embed::InputType;
+use crate::error::ErrorCode;
 use crate::error::{Error, FieldError, Result};
 use crate::index::bm25::{self, Posting};
 use crate::index::context;
 use crate::index::decay;
 use crate::index::fusion::{Fused, fuse};
-use crate::index::text;
 use crate::store::types::MemoryView;
+use crate::text;
 
 /// Longest query, in bytes.
 pub const MAX_QUERY_BYTES: usize = 4096;
@@ -35,19 +36,20 @@ impl KnowledgeStore {
     pub fn search(&self, q: &SearchQuery) -> Result<SearchResults> {
         let started = Instant::now();
         let mut errs = Vec::new();
-        let given = q.query_embedding.as_ref().and_then(|v| {
-            crate::embed::check_vector(v, &*self.config.embedder, &["body", "query_embedding"], &mut errs)
-        });
+        let given = q
+            .query_embedding
+            .as_ref()
+            .and_then(|v| crate::embed::check_vector(v, &*self.config.embedder, &["query_embedding"], &mut errs));
         if q.query.trim().is_empty() && q.query_embedding.is_none() {
-            errs.push(FieldError::new(
-                &["body", "query"],
+            errs.push(FieldError::field(
+                &["query"],
                 "string_too_short",
                 "query must not be empty",
                 q.query.clone().into(),
             ));
         } else if q.query.len() > MAX_QUERY_BYTES {
-            errs.push(FieldError::new(
-                &["body", "query"],
+            errs.push(FieldError::field(
+                &["query"],
                 "string_too_long",
                 "query is at most 4096 bytes",
                 serde_json::Value::Null,
@@ -55,7 +57,7 @@ impl KnowledgeStore {
         }
         if q.limit == 0 || q.limit > MAX_LIMIT {
             errs.push(
-                FieldError::new(&["body", "limit"], "limit_invalid", "limit is 1..=100", q.limit.into())
+                FieldError::field(&["limit"], "limit_invalid", "limit is 1..=100", q.limit.into())
                     .with_ctx(serde_json::json!({"ge": 1, "le": 100})),
             );
         }
@@ -72,8 +74,9 @@ impl KnowledgeStore {
         };
         let space: crate::model::Space = {
             let rtx = self.db.begin_read()?;
-            get_record(&rtx.open_table(SPACES)?, q.space_id.as_str())?
-                .ok_or_else(|| Error::not_found("space_not_found", format!("space '{}' does not exist", q.space_id)))?
+            get_record(&rtx.open_table(SPACES)?, q.space_id.as_str())?.ok_or_else(|| {
+                Error::not_found(ErrorCode::SpaceNotFound, format!("space '{}' does not exist", q.space_id))
+            })?
         };
         if space.shared_space_ids.is_empty() {
             return self.search_space(q, started);

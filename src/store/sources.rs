@@ -11,6 +11,7 @@ use sha2::Digest;
 use super::memories::{WTables, check_label_name};
 use super::tables::*;
 use super::{IndexOp, KnowledgeStore, Page, get_record, schema};
+use crate::error::ErrorCode;
 use crate::error::{Error, ErrorKind, FieldError, Result};
 use crate::extract::document::{self, Chunk, Format};
 use crate::index::bm25;
@@ -169,23 +170,23 @@ impl KnowledgeStore {
     ///
     /// # Errors
     /// * [`ErrorKind::InvalidInput`]: empty or too long a name, more than 64 MiB, an unsupported format (PDF,
-    ///   images, office files: `loc ["body","file"]`), a bad label name.
+    ///   images, office files: `loc ["file"]`), a bad label name.
     /// * [`ErrorKind::NotFound`] (`space_not_found`).
     pub fn ingest_source(&self, new: NewSource) -> Result<IngestReport> {
         let space = new.space_id.clone().unwrap_or_else(|| super::DEFAULT_SPACE.to_string());
         let name = base_name(&new.original_name).to_string();
         let mut errs = Vec::new();
         if name.is_empty() || name.chars().count() > MAX_NAME_CHARS || name.chars().any(char::is_control) {
-            errs.push(FieldError::new(
-                &["body", "file"],
+            errs.push(FieldError::field(
+                &["file"],
                 "value_error",
                 "the file name must have 1 to 255 characters and no control characters",
                 serde_json::Value::String(new.original_name.clone()),
             ));
         }
         if new.bytes.len() > MAX_SOURCE_BYTES {
-            errs.push(FieldError::new(
-                &["body", "file"],
+            errs.push(FieldError::field(
+                &["file"],
                 "value_error",
                 format!("the document has {} bytes; at most {MAX_SOURCE_BYTES} are accepted", new.bytes.len()),
                 serde_json::Value::Null,
@@ -193,8 +194,8 @@ impl KnowledgeStore {
         }
         let format = Format::detect(&name, &new.mime_type);
         if format.is_none() {
-            errs.push(FieldError::new(
-                &["body", "file"],
+            errs.push(FieldError::field(
+                &["file"],
                 "unsupported_format",
                 "only markdown, plain text and HTML documents can be parsed in this release",
                 serde_json::json!({"file_name": name, "mime_type": new.mime_type}),
@@ -203,7 +204,7 @@ impl KnowledgeStore {
         let mut labels = BTreeSet::new();
         for (i, l) in new.labels.iter().enumerate() {
             let idx = i.to_string();
-            if let Some(n) = check_label_name(l, &["body", "labels", &idx], &mut errs) {
+            if let Some(n) = check_label_name(l, &["labels", &idx], &mut errs) {
                 labels.insert(n);
             }
         }
@@ -327,10 +328,10 @@ impl KnowledgeStore {
         let meta = std::fs::metadata(&real)
             .ok()
             .filter(|m| m.is_file())
-            .ok_or_else(|| Error::not_found("file_not_found", format!("no file at '{}'", path.display())))?;
+            .ok_or_else(|| Error::not_found(ErrorCode::FileNotFound, format!("no file at '{}'", path.display())))?;
         if meta.len() > MAX_SOURCE_BYTES as u64 {
-            return Err(Error::invalid_field(
-                &["body", "path"],
+            return Err(Error::invalid_value(
+                &["path"],
                 "value_error",
                 format!("the file has {} bytes; at most {MAX_SOURCE_BYTES} are accepted", meta.len()),
                 serde_json::Value::Null,
@@ -357,7 +358,7 @@ impl KnowledgeStore {
     /// # Errors
     /// [`ErrorKind::NotFound`] (`source_not_found`).
     pub fn get_source(&self, id: &str, space_guard: Option<&str>) -> Result<Source> {
-        let not_found = || Error::not_found("source_not_found", format!("source '{id}' not found"));
+        let not_found = || Error::not_found(ErrorCode::SourceNotFound, format!("source '{id}' not found"));
         let rtx = self.db.begin_read()?;
         let space = rtx.open_table(SOURCE_SPACE)?.get(id)?.map(|v| v.value().to_string()).ok_or_else(not_found)?;
         if space_guard.is_some_and(|g| g != space) {
@@ -393,8 +394,8 @@ impl KnowledgeStore {
         if let Some(s) = &q.lifecycle_state
             && !SOURCE_STATES.contains(&s.as_str())
         {
-            return Err(Error::invalid_field(
-                &["query", "lifecycle_state"],
+            return Err(Error::invalid_value(
+                &["lifecycle_state"],
                 "enum",
                 format!("Input should be one of {}", SOURCE_STATES.join(", ")),
                 serde_json::Value::String(s.clone()),
@@ -570,8 +571,8 @@ impl KnowledgeStore {
         only: Option<&str>,
     ) -> Result<Vec<SourceHit>> {
         if query.trim().is_empty() {
-            return Err(Error::invalid_field(
-                &["query", "q"],
+            return Err(Error::invalid_value(
+                &["q"],
                 "string_too_short",
                 "query must not be empty",
                 serde_json::Value::String(query.to_string()),

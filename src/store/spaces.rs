@@ -11,6 +11,7 @@ use super::memories::WTables;
 use super::tables::*;
 use super::types::{MoveFailure, MoveReport, MoveSelection, NewSpace, SpacePatch};
 use super::{DEFAULT_SPACE, IndexOp, KnowledgeStore, StoredMemory, get_record, schema};
+use crate::error::ErrorCode;
 use crate::error::{Error, ErrorKind, FieldError, Result};
 use crate::model::{Space, SpaceUsage, Timestamp};
 
@@ -36,7 +37,7 @@ pub const MAX_BULK_MOVE: usize = 10_000;
 pub const MAX_ALIASES: usize = 32;
 
 fn invalid(field: &str, msg: &str, input: serde_json::Value) -> FieldError {
-    FieldError::new(&["body", field], "value_error", msg, input)
+    FieldError::field(&[field], "value_error", msg, input)
 }
 
 fn clean_aliases(a: Vec<String>) -> Vec<String> {
@@ -45,7 +46,7 @@ fn clean_aliases(a: Vec<String>) -> Vec<String> {
 }
 
 fn space_not_found(r: &str) -> Error {
-    Error::not_found("space_not_found", format!("space '{r}' does not exist"))
+    Error::not_found(ErrorCode::SpaceNotFound, format!("space '{r}' does not exist"))
 }
 
 /// Checks shared ids, aliases and retrieval mode of `s` against the other spaces `others`.
@@ -88,7 +89,7 @@ fn check_space(s: &Space, others: &[Space]) -> Result<()> {
                 ErrorKind::Conflict,
                 format!("'{clash}' already names or aliases space '{}'", o.id),
             )
-            .with_code("space_name_taken"));
+            .with_code(ErrorCode::SpaceNameTaken));
         }
     }
     Ok(())
@@ -106,16 +107,16 @@ impl KnowledgeStore {
         let name = new.name.trim().to_string();
         let id = new.id.clone().filter(|i| !i.trim().is_empty()).unwrap_or_else(|| space_slug(&name));
         if name.is_empty() || name.chars().count() > 100 || id.is_empty() {
-            return Err(Error::invalid(vec![FieldError::new(
-                &["body", "name"],
+            return Err(Error::invalid(vec![FieldError::field(
+                &["name"],
                 "name_invalid",
                 "space names are 1..=100 characters with at least one letter or digit",
                 name.into(),
             )]));
         }
         if space_slug(&id) != id || id.len() > 100 {
-            return Err(Error::invalid_field(
-                &["body", "id"],
+            return Err(Error::invalid_value(
+                &["id"],
                 "id_invalid",
                 "space ids are lowercase letters and digits with single `-` between words, at most 100 bytes",
                 id.into(),
@@ -141,9 +142,8 @@ impl KnowledgeStore {
         self.write_txn(|txn| {
             let mut t = txn.open_table(SPACES)?;
             if t.get(id.as_str())?.is_some() {
-                return Err(
-                    Error::new(ErrorKind::Conflict, format!("space '{id}' already exists")).with_code("space_exists")
-                );
+                return Err(Error::new(ErrorKind::Conflict, format!("space '{id}' already exists"))
+                    .with_code(ErrorCode::SpaceExists));
             }
             check_space(&space, &stored_spaces(&t)?)?;
             t.insert(id.as_str(), schema::encode(&space)?.as_slice())?;
@@ -219,8 +219,8 @@ impl KnowledgeStore {
         if let Some(n) = &patch.name
             && (n.trim().is_empty() || n.trim().chars().count() > 100)
         {
-            return Err(Error::invalid_field(
-                &["body", "name"],
+            return Err(Error::invalid_value(
+                &["name"],
                 "name_invalid",
                 "space names are 1..=100 characters",
                 n.clone().into(),
@@ -267,9 +267,8 @@ impl KnowledgeStore {
     /// * [`ErrorKind::Conflict`]: `space_not_empty` (with the counts), `default_space` (the default space).
     pub fn delete_space(&self, id: &str, cascade: bool) -> Result<Space> {
         if id == DEFAULT_SPACE {
-            return Err(
-                Error::new(ErrorKind::Conflict, "the default space cannot be deleted").with_code("default_space")
-            );
+            return Err(Error::new(ErrorKind::Conflict, "the default space cannot be deleted")
+                .with_code(ErrorCode::DefaultSpace));
         }
         let space = self.get_space(id)?;
         let _w = self.writer.lock();
@@ -286,7 +285,7 @@ impl KnowledgeStore {
                          move them out or delete with cascade"
                     ),
                 )
-                .with_code("space_not_empty"));
+                .with_code(ErrorCode::SpaceNotEmpty));
             }
             macro_rules! drop_space2 {
                 ($($t:ident),*) => {$( txn.open_table($t)?.retain(|k, _| k.0 != id)?; )*};

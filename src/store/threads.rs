@@ -10,9 +10,10 @@ use redb::{ReadableDatabase, ReadableTable};
 
 use super::tables::*;
 use super::{DEFAULT_SPACE, KnowledgeStore, Page, get_record, schema};
+use crate::error::ErrorCode;
 use crate::error::{Error, ErrorKind, FieldError, Result};
-use crate::index::text;
 use crate::model::{Message, Metadata, Thread, Timestamp};
+use crate::text;
 
 /// Longest message content in bytes.
 pub const MAX_MESSAGE_BYTES: usize = 262_144;
@@ -157,7 +158,7 @@ fn check_thread_id(id: &str, loc: &[&str], errs: &mut Vec<FieldError>) {
         || id.chars().count() > MAX_THREAD_ID_CHARS
         || id.chars().any(|c| c.is_control() || c == '/')
     {
-        errs.push(FieldError::new(
+        errs.push(FieldError::field(
             loc,
             "id_invalid",
             "thread ids are 1..=200 characters without '/' or control characters",
@@ -173,7 +174,7 @@ fn metadata_too_big(m: &Metadata) -> bool {
 fn check_messages(msgs: &[NewMessage], errs: &mut Vec<FieldError>) {
     if msgs.len() > MAX_MESSAGES_PER_CALL {
         errs.push(
-            FieldError::new(&["body", "messages"], "too_long", "at most 10000 messages per call", msgs.len().into())
+            FieldError::field(&["messages"], "too_long", "at most 10000 messages per call", msgs.len().into())
                 .with_ctx(serde_json::json!({"max_length": MAX_MESSAGES_PER_CALL})),
         );
         return;
@@ -181,8 +182,8 @@ fn check_messages(msgs: &[NewMessage], errs: &mut Vec<FieldError>) {
     for (i, m) in msgs.iter().enumerate() {
         let i = i.to_string();
         if m.role.trim().is_empty() || m.role.chars().count() > MAX_ROLE_CHARS {
-            errs.push(FieldError::new(
-                &["body", "messages", &i, "role"],
+            errs.push(FieldError::field(
+                &["messages", &i, "role"],
                 "role_invalid",
                 "role is 1..=50 characters",
                 m.role.clone().into(),
@@ -190,8 +191,8 @@ fn check_messages(msgs: &[NewMessage], errs: &mut Vec<FieldError>) {
         }
         if m.content.len() > MAX_MESSAGE_BYTES {
             errs.push(
-                FieldError::new(
-                    &["body", "messages", &i, "content"],
+                FieldError::field(
+                    &["messages", &i, "content"],
                     "string_too_long",
                     "message content is at most 262144 bytes",
                     m.content.len().into(),
@@ -202,16 +203,16 @@ fn check_messages(msgs: &[NewMessage], errs: &mut Vec<FieldError>) {
         if let Some(ts) = &m.timestamp
             && Timestamp::parse(ts).is_none()
         {
-            errs.push(FieldError::new(
-                &["body", "messages", &i, "timestamp"],
+            errs.push(FieldError::field(
+                &["messages", &i, "timestamp"],
                 "datetime_parsing",
                 "timestamp is RFC 3339 (or YYYY-MM-DD)",
                 ts.clone().into(),
             ));
         }
         if m.metadata.as_ref().is_some_and(metadata_too_big) {
-            errs.push(FieldError::new(
-                &["body", "messages", &i, "metadata"],
+            errs.push(FieldError::field(
+                &["messages", &i, "metadata"],
                 "too_long",
                 "message metadata is at most 65536 bytes as JSON",
                 serde_json::Value::Null,
@@ -332,7 +333,7 @@ fn jaccard(a: &std::collections::BTreeSet<String>, b: &std::collections::BTreeSe
 }
 
 fn thread_not_found(id: &str) -> Error {
-    Error::not_found("thread_not_found", format!("thread not found: '{id}'"))
+    Error::not_found(ErrorCode::ThreadNotFound, format!("thread not found: '{id}'"))
 }
 
 impl KnowledgeStore {
@@ -365,11 +366,11 @@ impl KnowledgeStore {
     pub fn create_thread(&self, new: NewThread) -> Result<CreatedThread> {
         let mut errs = Vec::new();
         if let Some(id) = &new.thread_id {
-            check_thread_id(id, &["body", "thread_id"], &mut errs);
+            check_thread_id(id, &["thread_id"], &mut errs);
         }
         if new.title.as_ref().is_some_and(|t| t.chars().count() > MAX_THREAD_TITLE_CHARS) {
-            errs.push(FieldError::new(
-                &["body", "title"],
+            errs.push(FieldError::field(
+                &["title"],
                 "string_too_long",
                 "title is at most 500 characters",
                 serde_json::Value::Null,
@@ -378,16 +379,16 @@ impl KnowledgeStore {
         if let Some(d) = &new.import_date
             && Timestamp::parse(d).is_none()
         {
-            errs.push(FieldError::new(
-                &["body", "import_date"],
+            errs.push(FieldError::field(
+                &["import_date"],
                 "datetime_parsing",
                 "import_date is RFC 3339",
                 d.clone().into(),
             ));
         }
         if new.metadata.as_ref().is_some_and(metadata_too_big) {
-            errs.push(FieldError::new(
-                &["body", "metadata"],
+            errs.push(FieldError::field(
+                &["metadata"],
                 "too_long",
                 "metadata is at most 65536 bytes as JSON",
                 serde_json::Value::Null,
@@ -403,7 +404,7 @@ impl KnowledgeStore {
         let _w = self.writer.lock();
         self.write_txn(|txn| {
             if txn.open_table(SPACES)?.get(space.as_str())?.is_none() {
-                return Err(Error::not_found("space_not_found", format!("space '{space}' does not exist")));
+                return Err(Error::not_found(ErrorCode::SpaceNotFound, format!("space '{space}' does not exist")));
             }
             let mut t = TTables::open(txn)?;
             if t.threads.get((space.as_str(), id.as_str()))?.is_some() {
@@ -411,7 +412,7 @@ impl KnowledgeStore {
                     ErrorKind::Conflict,
                     format!("thread '{id}' already exists in space '{space}'"),
                 )
-                .with_code("thread_exists"));
+                .with_code(ErrorCode::ThreadExists));
             }
             let mut thread = Thread {
                 id: id.clone(),
@@ -472,7 +473,7 @@ impl KnowledgeStore {
                         thread.message_count
                     ),
                 )
-                .with_code("checkpoint_conflict"));
+                .with_code(ErrorCode::CheckpointConflict));
             }
             t.append(thread, &req.messages, req.deduplicate, req.idempotency_key.as_deref(), now)
         })?;
@@ -702,12 +703,7 @@ impl KnowledgeStore {
         limit: usize,
     ) -> Result<Vec<ThreadMatch>> {
         if query.trim().is_empty() {
-            return Err(Error::invalid_field(
-                &["query", "query"],
-                "string_too_short",
-                "query must not be empty",
-                query.into(),
-            ));
+            return Err(Error::invalid_value(&["query"], "string_too_short", "query must not be empty", query.into()));
         }
         self.require_space(space)?;
         let terms: std::collections::BTreeSet<String> = text::terms(query).into_iter().collect();
@@ -793,8 +789,8 @@ impl KnowledgeStore {
                 }
             }
             if metadata_too_big(&t.metadata) {
-                return Err(Error::invalid_field(
-                    &["body", "metadata"],
+                return Err(Error::invalid_value(
+                    &["metadata"],
                     "too_long",
                     "merged metadata is at most 65536 bytes as JSON",
                     serde_json::Value::Null,

@@ -42,6 +42,7 @@ use super::relations::MemoryRelation;
 use super::tables::*;
 use super::working::WorkingMemory;
 use super::{KnowledgeStore, StoredMemory, get_record, meta_u64, schema};
+use crate::error::ErrorCode;
 use crate::error::{Error, ErrorKind, Result};
 use crate::extract::document::Chunk;
 use crate::model::{Entity, Label, Memory, Message, Source, Space, Thread, Timestamp};
@@ -308,8 +309,8 @@ fn hex(d: &[u8]) -> String {
 }
 
 fn zip_error(e: zip::result::ZipError) -> Error {
-    Error::invalid_field(
-        &["body", "import_path"],
+    Error::invalid_value(
+        &["import_path"],
         "archive_invalid",
         format!("not a readable ZIP archive: {e}"),
         serde_json::Value::Null,
@@ -317,7 +318,7 @@ fn zip_error(e: zip::result::ZipError) -> Error {
 }
 
 fn archive_invalid(msg: impl Into<String>) -> Error {
-    Error::invalid_field(&["body", "import_path"], "archive_invalid", msg, serde_json::Value::Null)
+    Error::invalid_value(&["import_path"], "archive_invalid", msg, serde_json::Value::Null)
 }
 
 /// Where an export goes: a ZIP file or a directory (`compress: false`, `nmem export --no-zip`).
@@ -423,21 +424,21 @@ impl KnowledgeStore {
                 ErrorKind::Forbidden,
                 format!("'{}' holds the store; choose another export path", path.display()),
             )
-            .with_code("path_not_allowed"));
+            .with_code(ErrorCode::PathNotAllowed));
         }
         if path.is_dir() && opts.overwrite && !path.join("manifest.json").is_file() {
             return Err(Error::new(
                 ErrorKind::Conflict,
                 format!("'{}' is a directory that is not an export; it is not replaced", path.display()),
             )
-            .with_code("export_exists"));
+            .with_code(ErrorCode::ExportExists));
         }
         if path.exists() && !opts.overwrite {
             return Err(Error::new(
                 ErrorKind::Conflict,
                 format!("'{}' exists; pass overwrite: true to replace it", path.display()),
             )
-            .with_code("export_exists"));
+            .with_code(ErrorCode::ExportExists));
         }
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)?;
@@ -686,8 +687,8 @@ impl Archive {
     /// links, caps, manifest, and the checksum of every listed file.
     pub(crate) fn open(path: &Path) -> Result<Archive> {
         let meta = std::fs::symlink_metadata(path).map_err(|e| {
-            Error::invalid_field(
-                &["body", "import_path"],
+            Error::invalid_value(
+                &["import_path"],
                 "value_error",
                 format!("cannot open '{}': {e}", path.display()),
                 serde_json::Value::Null,
@@ -1555,7 +1556,7 @@ impl KnowledgeStore {
     pub fn start_import(self: &Arc<Self>, path: &Path, mode: ImportMode) -> Result<ImportJob> {
         let real = self.config.confine_named(path, "import_path")?;
         if !real.exists() {
-            return Err(Error::not_found("file_not_found", format!("no archive at '{}'", path.display())));
+            return Err(Error::not_found(ErrorCode::FileNotFound, format!("no archive at '{}'", path.display())));
         }
         let progress = Arc::new(ImportProgress::default());
         let job = ImportJob {
@@ -1575,7 +1576,7 @@ impl KnowledgeStore {
             let mut jobs = self.jobs.jobs.lock();
             if jobs.values().any(|(j, _)| j.status == "processing") {
                 return Err(Error::new(ErrorKind::Conflict, "an import is already running; wait for it to finish")
-                    .with_code("import_running"));
+                    .with_code(ErrorCode::ImportRunning));
             }
             jobs.insert(job.job_id.clone(), (job.clone(), progress.clone()));
         }
@@ -1615,7 +1616,8 @@ impl KnowledgeStore {
     /// [`ErrorKind::NotFound`] (`job_not_found`).
     pub fn import_job(&self, id: &str) -> Result<ImportJob> {
         let jobs = self.jobs.jobs.lock();
-        let (j, p) = jobs.get(id).ok_or_else(|| Error::not_found("job_not_found", format!("no import job '{id}'")))?;
+        let (j, p) =
+            jobs.get(id).ok_or_else(|| Error::not_found(ErrorCode::JobNotFound, format!("no import job '{id}'")))?;
         let mut j = j.clone();
         j.processed = p.processed.load(Ordering::Relaxed);
         j.total = p.total.load(Ordering::Relaxed);

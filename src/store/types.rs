@@ -197,11 +197,59 @@ pub struct SearchQuery {
     pub mode: SearchMode,
     /// Fusion for this query (None: the store's configured one).
     pub fusion: Option<crate::index::fusion::Fusion>,
-    /// Per-query switches of ranking stages, and the context returned with each hit.
     /// The query's vector, for stores with an external embedder (rules of [`NewMemory::embedding`]). Without
     /// it such a store searches lexically and says so in [`SearchResults::fallback`].
     pub query_embedding: Option<Vec<f32>>,
+    /// Per-query switches of ranking stages, and the context returned with each hit.
     pub options: SearchOptions,
+}
+
+impl Default for SearchQuery {
+    /// An empty hybrid query of the default space for 10 hits.
+    fn default() -> Self {
+        SearchQuery {
+            query: String::new(),
+            space_id: super::DEFAULT_SPACE.to_string(),
+            limit: 10,
+            filter: MemoryFilter::default(),
+            mode: SearchMode::Hybrid,
+            fusion: None,
+            query_embedding: None,
+            options: SearchOptions::default(),
+        }
+    }
+}
+
+impl SearchQuery {
+    /// A hybrid search for `query` in the default space, 10 hits; change the rest with the setters or
+    /// struct update syntax (`SearchQuery { limit: 5, ..SearchQuery::new("q") }`).
+    pub fn new(query: impl Into<String>) -> Self {
+        SearchQuery { query: query.into(), ..SearchQuery::default() }
+    }
+
+    /// Searches `space_id`.
+    pub fn in_space(mut self, space_id: impl Into<String>) -> Self {
+        self.space_id = space_id.into();
+        self
+    }
+
+    /// Wants `limit` hits (1..=100).
+    pub fn limit(mut self, limit: usize) -> Self {
+        self.limit = limit;
+        self
+    }
+
+    /// Uses `mode`.
+    pub fn mode(mut self, mode: SearchMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Filters the hits.
+    pub fn filter(mut self, filter: MemoryFilter) -> Self {
+        self.filter = filter;
+        self
+    }
 }
 
 /// Most neighbours on each side [`SearchOptions::include_context`] returns.

@@ -8,6 +8,7 @@ use redb::{ReadableDatabase, ReadableTable};
 
 use super::tables::*;
 use super::{KnowledgeStore, MemoryView, StoredMemory, get_record, schema};
+use crate::error::ErrorCode;
 use crate::error::{Error, Result};
 use crate::model::{Entity, MemoryState};
 
@@ -118,7 +119,7 @@ fn date_of(v: &MemoryView) -> String {
     v.memory.event_start.clone().unwrap_or_else(|| v.memory.created_at.to_rfc3339().chars().take(10).collect())
 }
 
-fn not_found(kind: &'static str, what: &str) -> Error {
+fn not_found(kind: ErrorCode, what: &str) -> Error {
     Error::not_found(kind, format!("{what} not found"))
 }
 
@@ -149,7 +150,7 @@ impl KnowledgeStore {
                 by_name = Some(e);
             }
         }
-        by_id.or(by_name).ok_or_else(|| not_found("entity_not_found", &format!("entity '{id_or_name}'")))
+        by_id.or(by_name).ok_or_else(|| not_found(ErrorCode::EntityNotFound, &format!("entity '{id_or_name}'")))
     }
 
     /// Memories (not forgotten) mentioning entity `e`, newest event first, at most `limit`.

@@ -65,12 +65,7 @@ impl KnowledgeStore {
         match date {
             Some(d) => {
                 if Timestamp::parse(d).is_none() || d.len() != 10 {
-                    return Err(Error::invalid_field(
-                        &["query", "date"],
-                        "date_parsing",
-                        "date is YYYY-MM-DD",
-                        d.into(),
-                    ));
+                    return Err(Error::invalid_value(&["date"], "date_parsing", "date is YYYY-MM-DD", d.into()));
                 }
                 get_record(&t, (space, d))
             }
@@ -87,8 +82,8 @@ impl KnowledgeStore {
     /// [`crate::ErrorKind::NotFound`] (`space_not_found`); [`crate::ErrorKind::InvalidInput`] over 262,144 bytes.
     pub fn set_working_memory(&self, space: &str, content: &str) -> Result<WorkingMemory> {
         if content.len() > MAX_WORKING_MEMORY_BYTES {
-            return Err(Error::invalid_field(
-                &["body", "content"],
+            return Err(Error::invalid_value(
+                &["content"],
                 "string_too_long",
                 "working memory is at most 262144 bytes",
                 content.len().into(),

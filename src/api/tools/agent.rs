@@ -11,8 +11,9 @@ use std::collections::BTreeSet;
 use serde_json::{Value, json};
 
 use super::{Call, ToolError, path_of};
+use crate::error::ErrorCode;
 use crate::error::{Error, ErrorKind};
-use crate::index::text;
+use crate::text;
 
 type Out = Result<Value, ToolError>;
 
@@ -95,9 +96,11 @@ pub(super) fn report_skill_outcome(c: &Call<'_>) -> Out {
     let guard = [("space_id", c.space.clone())];
     let m = c.api.invoke("GET", &path, &guard, None)?;
     if !is_skill(&m) {
-        return Err(
-            Error::not_found("skill_not_found", format!("{skill_id} is not a skill (a procedure memory)")).into()
-        );
+        return Err(Error::not_found(
+            ErrorCode::SkillNotFound,
+            format!("{skill_id} is not a skill (a procedure memory)"),
+        )
+        .into());
     }
     let mut meta = m["metadata"].as_object().cloned().unwrap_or_default();
     let counts = meta.entry("skill_outcomes").or_insert_with(|| json!({}));
@@ -153,7 +156,7 @@ pub(super) fn memory_evolves_revise(c: &Call<'_>) -> Out {
             ErrorKind::Conflict,
             format!("memory {id} is already superseded by {}", old["metadata"]["superseded_by"]),
         )
-        .with_code("invalid_state_transition")
+        .with_code(ErrorCode::InvalidStateTransition)
         .into());
     }
     if let Some(n) = &newer {

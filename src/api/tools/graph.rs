@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use super::{Call, ToolError, path_of};
 use crate::error::Error;
+use crate::error::ErrorCode;
 use crate::store::Community;
 
 type Out = Result<Value, ToolError>;
@@ -252,7 +253,7 @@ pub(super) fn get_community_details(c: &Call<'_>) -> Out {
     let (k, _) = c.api.store().get_community(id, limit)?;
     if !k.spaces.contains(&c.space) {
         return Err(Error::not_found(
-            "community_not_found",
+            ErrorCode::CommunityNotFound,
             format!("community {id} has nothing in space {}", c.space),
         )
         .into());

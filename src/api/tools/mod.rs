@@ -23,6 +23,7 @@ use serde_json::{Map, Value, json};
 pub use args::Args;
 
 use super::Api;
+use crate::error::ErrorCode;
 use crate::error::{Error, ErrorKind};
 use crate::store::DEFAULT_SPACE;
 
@@ -111,8 +112,8 @@ impl ToolError {
     pub fn to_json(&self) -> Value {
         let mut v = json!({"status": "error", "error": self.message()});
         match self {
-            ToolError::UnknownTool(_) => v["error_code"] = "unknown_tool".into(),
-            ToolError::UnknownSpace(_) => v["error_code"] = "space_not_found".into(),
+            ToolError::UnknownTool(_) => v["error_code"] = ErrorCode::UnknownTool.as_str().into(),
+            ToolError::UnknownSpace(_) => v["error_code"] = ErrorCode::SpaceNotFound.as_str().into(),
             ToolError::Failed(e) => {
                 v["error_code"] = e.code().into();
                 if let Some(arg) = e.fields().first().and_then(argument_of) {
@@ -128,16 +129,22 @@ impl ToolError {
     /// `["body", "arguments", ...]`).
     pub fn into_error(self) -> Error {
         match self {
-            ToolError::UnknownTool(n) => Error::not_found("unknown_tool", format!("Unknown tool: {n}")),
-            ToolError::UnknownSpace(s) => Error::not_found("space_not_found", format!("Unknown space: {s}")),
+            ToolError::UnknownTool(n) => Error::not_found(ErrorCode::UnknownTool, format!("Unknown tool: {n}")),
+            ToolError::UnknownSpace(s) => Error::not_found(ErrorCode::SpaceNotFound, format!("Unknown space: {s}")),
             ToolError::Failed(e) => e,
         }
     }
 }
 
-/// The last location element of a field error: the argument's name.
+/// The argument a field error names: the last name after `arguments` (an argument may be called `query`), or
+/// else the last name that is no transport.
 fn argument_of(f: &crate::error::FieldError) -> Option<String> {
-    f.loc.iter().rev().find_map(|p| p.as_str().map(str::to_string)).filter(|s| s != "body" && s != "query")
+    let names = || f.loc.iter().filter_map(|p| p.as_str());
+    match names().position(|p| p == "arguments") {
+        Some(i) => names().skip(i + 1).last(),
+        None => names().skip(usize::from(f.in_request)).last().filter(|s| !matches!(*s, "body" | "query")),
+    }
+    .map(str::to_string)
 }
 
 fn failure_message(e: &Error) -> String {
@@ -748,8 +755,11 @@ fn relocate(e: Error, prefix: &[&str]) -> Error {
         .iter()
         .map(|f| {
             let mut f = f.clone();
-            let rest = f.loc.iter().filter(|p| !matches!(p.as_str(), Some("body" | "query" | "arguments"))).cloned();
+            // Library errors name the field; errors of the HTTP layer start with their transport, dropped here.
+            let skip = if f.in_request { 1 } else { 0 };
+            let rest = f.loc.iter().skip(skip).filter(|p| p.as_str() != Some("arguments")).cloned();
             f.loc = prefix.iter().map(|p| json!(p)).chain(rest).collect();
+            f.in_request = true;
             f
         })
         .collect();

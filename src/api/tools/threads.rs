@@ -3,7 +3,7 @@
 use serde_json::{Value, json};
 
 use super::{Call, ToolError, path_of};
-use crate::index::text;
+use crate::text;
 
 type Out = Result<Value, ToolError>;
 
