@@ -7,7 +7,7 @@ use engram::api::ROUTES;
 
 fn table() -> String {
     let mut out = String::new();
-    for r in ROUTES {
+    for r in ROUTES.iter() {
         let query: Vec<String> =
             r.query.iter().map(|p| if p.required { format!("{}!", p.name) } else { p.name.to_string() }).collect();
         out.push_str(&format!(
@@ -52,9 +52,38 @@ fn diff_lines(old: &str, new: &str) -> Vec<String> {
 #[test]
 fn method_and_path_are_unique() {
     let mut seen = std::collections::HashSet::new();
-    for r in ROUTES {
+    for r in ROUTES.iter() {
         assert!(seen.insert((r.method, r.path)), "{} {} twice", r.method, r.path);
         assert!(!r.operation_id.is_empty());
     }
     assert!(ROUTES.len() >= 100, "{} routes", ROUTES.len());
+}
+
+/// Dispatch picks, among the routes of a method whose template matches, the one with the most literal
+/// segments; the table's order must never decide. Two templates tie when some path matches both with as many
+/// literals: same segment count, equal literals wherever both have one, and equal literal counts.
+#[test]
+fn no_two_routes_can_tie_so_the_order_never_decides() {
+    let segs = |p: &'static str| -> Vec<&'static str> { p.trim_matches('/').split('/').collect() };
+    let is_param = |s: &str| s.starts_with('{');
+    for (i, a) in ROUTES.iter().enumerate() {
+        for b in ROUTES.iter().skip(i + 1) {
+            if a.method != b.method {
+                continue;
+            }
+            let (sa, sb) = (segs(a.path), segs(b.path));
+            if sa.len() != sb.len() {
+                continue;
+            }
+            let compatible = sa.iter().zip(&sb).all(|(x, y)| is_param(x) || is_param(y) || x == y);
+            let literals = |s: &[&str]| s.iter().filter(|x| !is_param(x)).count();
+            assert!(
+                !(compatible && literals(&sa) == literals(&sb)),
+                "{} {} and {} tie: the table order would decide",
+                a.method,
+                a.path,
+                b.path
+            );
+        }
+    }
 }

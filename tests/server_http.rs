@@ -195,7 +195,7 @@ fn openapi_has_an_operation_for_every_route() {
     let srv = server(dir.path(), 1 << 20);
     let doc = call(&srv, "GET", "/openapi.json", None).json();
     assert_eq!(doc["openapi"], "3.1.0");
-    for r in engram::api::ROUTES {
+    for r in engram::api::ROUTES.iter() {
         let op = &doc["paths"][r.path][r.method.to_ascii_lowercase()];
         assert!(op["operationId"].is_string(), "{} {} has no operation", r.method, r.path);
         assert!(op["responses"]["200"].is_object());

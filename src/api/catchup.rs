@@ -14,10 +14,24 @@ use std::collections::{HashMap, HashSet};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::routes::{Shape, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::error::{Error, Result};
 use crate::model::Timestamp;
 use crate::store::DEFAULT_SPACE;
+
+/// The routes of this module, in table order ([`super::routes::ROUTES`] gathers every module's list).
+pub(super) const ROUTES: &[super::routes::Route] = &[route!(
+    "POST",
+    "/agent/trigger/memory-catchup",
+    "agent_memory_catchup",
+    "Distil thread messages within a horizon that no memory was distilled from",
+    &[],
+    Some("CatchupRequest"),
+    Shape::Object,
+    false,
+    trigger
+)];
 
 /// Threads read per page while catching up.
 const PAGE: usize = 200;

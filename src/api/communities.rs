@@ -1,8 +1,46 @@
 //! Community routes (spec "Communities and library": `GET /communities`, `GET /communities/{id}`).
 
 use super::query::{ParamSpec, int};
+use super::routes::{Shape, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::error::{Error, Result};
+
+/// The routes of this module, in table order ([`super::routes::ROUTES`] gathers every module's list).
+pub(super) const ROUTES: &[super::routes::Route] = &[
+    route!(
+        "GET",
+        "/communities",
+        "list_communities",
+        "Communities of the global entity graph (Louvain), heaviest first, with extractive summaries",
+        LIST_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        list
+    ),
+    route!(
+        "GET",
+        "/communities/{community_id}",
+        "get_community",
+        "A community with its most central entities and representative memories",
+        GET_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        get
+    ),
+    route!(
+        "GET",
+        "/library/crystal/{crystal_id}/source-memories",
+        "crystal_source_memories",
+        "Source memories of a crystal by contribution_weight, heaviest first",
+        CRYSTAL_SOURCE_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        crystal_sources
+    ),
+];
 
 pub(super) const LIST_PARAMS: &[ParamSpec] = &[int("limit", 1, Some(50), Some(20), "communities")];
 pub(super) const GET_PARAMS: &[ParamSpec] = &[int("entity_limit", 1, Some(50), Some(20), "entities")];

@@ -4,9 +4,47 @@
 use serde::Deserialize;
 use utoipa::ToSchema;
 
+use super::routes::{Shape, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::error::{Error, Result};
 use crate::store::{ExportOptions, ImportMode, Include};
+
+/// The routes of this module, in table order ([`super::routes::ROUTES`] gathers every module's list).
+pub(super) const ROUTES: &[super::routes::Route] = &[
+    route!(
+        "POST",
+        "/data/export",
+        "data_export",
+        "Write a versioned, checksummed ZIP archive of the whole store (include_* switches)",
+        &[],
+        Some("ExportRequest"),
+        Shape::Object,
+        false,
+        export
+    ),
+    route!(
+        "POST",
+        "/data/import",
+        "data_import",
+        "Start importing an export archive in the background (mode merge, skip or overwrite); 409 while one runs",
+        &[],
+        Some("ImportRequest"),
+        Shape::Object,
+        false,
+        import
+    ),
+    route!(
+        "GET",
+        "/data/import/status/{job_id}",
+        "data_import_status",
+        "Progress of an import job: processing, then completed (counts) or error",
+        &[],
+        None,
+        Shape::Object,
+        false,
+        import_status
+    ),
+];
 
 /// Body of `POST /data/export`. Every `include_*` switch defaults to true.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]

@@ -12,10 +12,24 @@ use base64::Engine;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use super::routes::{Shape, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::embed::InputType;
 use crate::error::ErrorCode;
 use crate::error::{Error, FieldError, Result};
+
+/// The routes of this module, in table order ([`super::routes::ROUTES`] gathers every module's list).
+pub(super) const ROUTES: &[super::routes::Route] = &[route!(
+    "POST",
+    "/v1/embeddings",
+    "create_embeddings",
+    "Embed texts with the served model (OpenAI embeddings request and response shapes)",
+    &[],
+    Some("EmbeddingsRequest"),
+    Shape::Ref("EmbeddingsResponse"),
+    false,
+    create
+)];
 
 /// Most inputs per request (OpenAI's limit).
 pub const MAX_INPUTS: usize = 2048;

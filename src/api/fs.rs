@@ -24,12 +24,116 @@ use serde_json::{Value, json};
 use utoipa::ToSchema;
 
 use super::query::{ParamSpec, boolean, int, required, string};
+use super::routes::{Shape, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::error::ErrorCode;
 use crate::error::{Error, ErrorKind, FieldError, Result};
 use crate::index::catalog::MemoryFilter;
 use crate::model::{MemoryState, Timestamp, UnitType};
 use crate::store::{DEFAULT_SPACE, ListQuery, MemoryView, SearchMode, SearchQuery};
+
+/// The routes of this module, in table order ([`super::routes::ROUTES`] gathers every module's list).
+pub(super) const ROUTES: &[super::routes::Route] = &[
+    route!(
+        "GET",
+        "/fs/capabilities",
+        "fs_capabilities",
+        "Tree API roots, verbs, limits and feature flags",
+        CAPS_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        capabilities
+    ),
+    route!(
+        "GET",
+        "/fs/ls",
+        "fs_ls",
+        "List a directory of the tree (cursor paging)",
+        LS_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        ls
+    ),
+    route!(
+        "GET",
+        "/fs/cat",
+        "fs_cat",
+        "A file of the tree: frontmatter and body, or a window of lines",
+        CAT_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        cat
+    ),
+    route!(
+        "GET",
+        "/fs/stat",
+        "fs_stat",
+        "Metadata of a path without the body",
+        STAT_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        stat
+    ),
+    route!(
+        "GET",
+        "/fs/find",
+        "fs_find",
+        "Structural search (type, label, dates, mentions); returns paths",
+        FIND_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        find
+    ),
+    route!(
+        "GET",
+        "/fs/grep",
+        "fs_grep",
+        "Literal or regex search over memories, thread messages and sources, with line numbers",
+        GREP_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        grep
+    ),
+    route!(
+        "GET",
+        "/fs/recall",
+        "fs_recall",
+        "Semantic (hybrid) search; returns paths",
+        RECALL_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        recall
+    ),
+    route!(
+        "POST",
+        "/fs/write",
+        "fs_write",
+        "Write a canonical writable path (a memory, today's working memory)",
+        &[],
+        Some("FsWriteRequest"),
+        Shape::Object,
+        false,
+        write
+    ),
+    route!(
+        "POST",
+        "/fs/delete",
+        "fs_delete",
+        "Delete a canonical writable path (a memory)",
+        &[],
+        Some("FsDeleteRequest"),
+        Shape::Object,
+        false,
+        delete
+    ),
+];
 
 /// Entries per `ls` page by default, and at most.
 const DEFAULT_LIMIT: usize = 200;

@@ -3,10 +3,181 @@
 use serde::Deserialize;
 use utoipa::ToSchema;
 
-use super::query::{ParamSpec, boolean, int, num, required, string};
+use super::query::{ParamSpec, boolean, choice, int, num, required, string};
+use super::routes::{Shape, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::error::Result;
-use crate::store::{DEFAULT_SPACE, LabelPatch};
+use crate::store::{DEFAULT_SPACE, LabelOrder, LabelPatch};
+
+/// The routes of this module, in table order ([`super::routes::ROUTES`] gathers every module's list).
+pub(super) const ROUTES: &[super::routes::Route] = &[
+    route!(
+        "GET",
+        "/labels",
+        "list_labels",
+        "Labels with usage counts",
+        LABEL_LIST_PARAMS,
+        None,
+        Shape::ArrayOf("Label"),
+        false,
+        list_labels
+    ),
+    route!(
+        "POST",
+        "/labels",
+        "create_label",
+        "Create a label",
+        LABEL_CREATE_PARAMS,
+        None,
+        Shape::Ref("Label"),
+        false,
+        create_label
+    ),
+    route!(
+        "GET",
+        "/labels/health",
+        "label_health",
+        "Vocabulary health: size, labels per memory, coverage, singleton rate, canonical fork backlog",
+        HEALTH_PARAMS,
+        None,
+        Shape::Ref("LabelHealth"),
+        false,
+        health
+    ),
+    route!(
+        "GET",
+        "/labels/merge-candidates",
+        "label_merge_candidates",
+        "Semantically near label pairs (name embeddings, cosine >= sim_floor); read-only",
+        CANDIDATE_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        merge_candidates
+    ),
+    route!(
+        "POST",
+        "/labels/merge",
+        "merge_labels",
+        "Merge source into target: re-point every HAS_LABEL edge, record the merge, delete the source",
+        MERGE_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        merge
+    ),
+    route!(
+        "GET",
+        "/labels/merges",
+        "list_label_merges",
+        "Recorded label merges, newest first",
+        SPACE,
+        None,
+        Shape::Object,
+        false,
+        merges
+    ),
+    route!(
+        "POST",
+        "/labels/merges/{merge_id}/reverse",
+        "reverse_label_merge",
+        "Undo a recorded merge: the source label and every edge come back",
+        SPACE,
+        None,
+        Shape::Object,
+        false,
+        reverse
+    ),
+    route!(
+        "POST",
+        "/labels/consolidate",
+        "consolidate_labels",
+        "Merge exact-canonical duplicates into the highest-usage survivor (dry_run true: plan only)",
+        CONSOLIDATE_PARAMS,
+        None,
+        Shape::Ref("ConsolidationReport"),
+        false,
+        consolidate
+    ),
+    route!(
+        "POST",
+        "/labels/consolidation-preview",
+        "label_consolidation_preview",
+        "Full consolidation dry run with semantic pairs judged deterministically; never mutates",
+        PREVIEW_PARAMS,
+        None,
+        Shape::Ref("ConsolidationPreview"),
+        false,
+        consolidation_preview
+    ),
+    route!("GET", "/labels/{label_id}", "get_label", "One label", SPACE, None, Shape::Ref("Label"), false, get),
+    route!(
+        "PUT",
+        "/labels/{label_id}",
+        "update_label",
+        "Rename, recolour or describe a label",
+        SPACE,
+        Some("UpdateLabelRequest"),
+        Shape::Ref("Label"),
+        false,
+        update
+    ),
+    route!(
+        "DELETE",
+        "/labels/{label_id}",
+        "delete_label",
+        "Delete a label and all its HAS_LABEL edges",
+        SPACE,
+        None,
+        Shape::Object,
+        false,
+        delete
+    ),
+    route!(
+        "POST",
+        "/labels/{label_id}/merge/preview",
+        "preview_label_merge",
+        "Preview merging this label into target_label_id (returns a plan_id)",
+        SPACE,
+        Some("LabelPlanRequest"),
+        Shape::Ref("LabelPlan"),
+        false,
+        merge_preview
+    ),
+    route!(
+        "POST",
+        "/labels/{label_id}/merge/apply",
+        "apply_label_merge",
+        "Merge, refusing a stale plan_id",
+        SPACE,
+        Some("LabelPlanRequest"),
+        Shape::Object,
+        false,
+        merge_apply
+    ),
+    route!(
+        "POST",
+        "/labels/{label_id}/delete/preview",
+        "preview_label_delete",
+        "Preview deleting this label (returns a plan_id)",
+        SPACE,
+        Some("LabelPlanRequest"),
+        Shape::Ref("LabelPlan"),
+        false,
+        delete_preview
+    ),
+    route!(
+        "POST",
+        "/labels/{label_id}/delete/apply",
+        "apply_label_delete",
+        "Delete, refusing a stale plan_id",
+        SPACE,
+        Some("LabelPlanRequest"),
+        Shape::Object,
+        false,
+        delete_apply
+    ),
+];
 
 /// Body of `PUT /labels/{label_id}` (spec: UpdateLabelRequest); absent fields keep their value.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
@@ -207,4 +378,48 @@ pub(super) fn delete_apply(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         "label_id": plan.source.id,
         "deleted_relationships": plan.affected_memories,
     }))
+}
+
+const LABEL_LIST_PARAMS: &[ParamSpec] = &[
+    int("limit", 1, Some(1000), Some(100), "page size"),
+    int("offset", 0, None, Some(0), "items to skip"),
+    choice("order_by", Some("name"), &["name", "usage_count", "created_at", "updated_at"], "ordering"),
+    boolean("order_desc", Some(false), "descending"),
+    string("space_id", Some(DEFAULT_SPACE), "space"),
+];
+
+const LABEL_CREATE_PARAMS: &[ParamSpec] = &[
+    required("name", "label name, 1..=100 characters"),
+    string("color", Some("#3b82f6"), "hex colour"),
+    string("description", Some(""), "description"),
+    string("space_id", Some(DEFAULT_SPACE), "space"),
+];
+
+fn list_labels(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let q = &ctx.query;
+    let order = match q.str("order_by") {
+        Some("usage_count") => LabelOrder::UsageCount,
+        Some("created_at") => LabelOrder::CreatedAt,
+        Some("updated_at") => LabelOrder::UpdatedAt,
+        _ => LabelOrder::Name,
+    };
+    let labels = api.store().list_labels(
+        q.str("space_id").unwrap_or(DEFAULT_SPACE),
+        order,
+        q.bool("order_desc").unwrap_or(false),
+        q.int("limit").unwrap_or(100) as usize,
+        q.int("offset").unwrap_or(0) as usize,
+    )?;
+    ok(&labels)
+}
+
+fn create_label(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let q = &ctx.query;
+    let label = api.store().create_label(
+        q.str("space_id").unwrap_or(DEFAULT_SPACE),
+        q.str("name").unwrap_or_default(),
+        q.str("color").map(str::to_string),
+        q.str("description").map(str::to_string),
+    )?;
+    ok(&label)
 }

@@ -4,9 +4,124 @@
 
 use super::communities::community_id;
 use super::query::{ParamSpec, int};
+use super::routes::{Shape, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::error::Result;
 use crate::store::{ExportKind, ExportParams, RouteLinker};
+
+/// The routes of this module, in table order ([`super::routes::ROUTES`] gathers every module's list).
+pub(super) const ROUTES: &[super::routes::Route] = &[
+    route!(
+        "GET",
+        "/library/community/{community_id}/subgraph",
+        "community_subgraph",
+        "Entities of a community with the RELATES_TO edges between them, and memories touching them",
+        SUBGRAPH_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        subgraph
+    ),
+    route!(
+        "GET",
+        "/library/community/{community_id}/recent-memories",
+        "community_recent_memories",
+        "Most recent memories mentioning any entity of the community",
+        RECENT_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        recent
+    ),
+    route!(
+        "GET",
+        "/library/community/{community_id}/related",
+        "related_communities",
+        "Other communities sharing RELATES_TO edges, with the shared edge count",
+        RELATED_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        related
+    ),
+    route!(
+        "GET",
+        "/library/wiki-index",
+        "wiki_index",
+        "One row per community with its surfaced entities and crystals",
+        INDEX_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        wiki_index
+    ),
+    route!(
+        "GET",
+        "/library/wiki-export-summary",
+        "wiki_export_summary",
+        "Counts of what the wiki exports contain",
+        &[],
+        None,
+        Shape::Object,
+        false,
+        export_summary
+    ),
+    route!(
+        "GET",
+        "/library/wiki-page/entity/{id_or_name}",
+        "wiki_entity_page",
+        "Entity page (markdown); id, or canonical name without case",
+        ENTITY_PAGE_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        entity_page
+    ),
+    route!(
+        "GET",
+        "/library/wiki-page/crystal/{crystal_id}",
+        "wiki_crystal_page",
+        "Crystal page (markdown)",
+        &[],
+        None,
+        Shape::Object,
+        false,
+        crystal_page
+    ),
+    route!(
+        "GET",
+        "/library/wiki-page/topic/{community_id}",
+        "wiki_topic_page",
+        "Topic (community) page (markdown)",
+        TOPIC_PAGE_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        topic_page
+    ),
+    route!(
+        "GET",
+        "/library/wiki-export",
+        "wiki_export",
+        "Markdown wiki of the global graph as a ZIP (topics, entities, crystals)",
+        EXPORT_PARAMS,
+        None,
+        Shape::Zip,
+        false,
+        wiki_export
+    ),
+    route!(
+        "GET",
+        "/library/okf-export",
+        "okf_export",
+        "Open Knowledge Format v0.2 bundle as a ZIP",
+        EXPORT_PARAMS,
+        None,
+        Shape::Zip,
+        false,
+        okf_export
+    ),
+];
 
 pub(super) const SUBGRAPH_PARAMS: &[ParamSpec] = &[
     int("max_entities", 10, Some(200), Some(80), "entities"),

@@ -6,9 +6,80 @@ use utoipa::ToSchema;
 
 use super::dto::MemoryOut;
 use super::query::{ParamSpec, int, required_bool, string};
+use super::routes::{Shape, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::error::Result;
 use crate::store::Transition;
+
+/// The routes of this module, in table order ([`super::routes::ROUTES`] gathers every module's list).
+pub(super) const ROUTES: &[super::routes::Route] = &[
+    route!(
+        "POST",
+        "/memories/{memory_id}/archive",
+        "archive_memory",
+        "Archive: hide from everyday recall, keep readable by id",
+        STATE_PARAMS,
+        Some("MemoryStateRequest"),
+        Shape::Object,
+        false,
+        archive
+    ),
+    route!(
+        "POST",
+        "/memories/{memory_id}/forget",
+        "forget_memory",
+        "Forget: hide from recall and by-id reads",
+        STATE_PARAMS,
+        Some("MemoryStateRequest"),
+        Shape::Object,
+        false,
+        forget
+    ),
+    route!(
+        "POST",
+        "/memories/{memory_id}/deprecate",
+        "deprecate_memory",
+        "Deprecate, optionally naming the replacement",
+        STATE_PARAMS,
+        Some("MemoryStateRequest"),
+        Shape::Object,
+        false,
+        deprecate
+    ),
+    route!(
+        "POST",
+        "/memories/{memory_id}/supersede",
+        "supersede_memory",
+        "Supersede by a newer memory (newer_memory_id required)",
+        STATE_PARAMS,
+        Some("MemoryStateRequest"),
+        Shape::Object,
+        false,
+        supersede
+    ),
+    route!(
+        "POST",
+        "/memories/{memory_id}/favorite",
+        "favorite_memory",
+        "Mark or unmark a memory as favourite",
+        FAVORITE_PARAMS,
+        None,
+        Shape::Ref("MessageResponse"),
+        false,
+        favorite
+    ),
+    route!(
+        "GET",
+        "/favorites/memories",
+        "favorite_memories",
+        "Favourite memories",
+        FAVORITES_PARAMS,
+        None,
+        Shape::ArrayOf("MemoryOut"),
+        false,
+        favorites
+    ),
+];
 
 /// Body of `archive`, `forget`, `deprecate` and `supersede` (every field optional but `newer_memory_id` of
 /// `supersede`; an empty body counts as `{}`).

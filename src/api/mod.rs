@@ -11,13 +11,16 @@ pub mod fs;
 pub mod labels;
 pub mod library;
 pub mod lifecycle;
+mod memories;
 mod openapi;
 pub mod query;
 pub mod relations;
 pub mod reviews;
 mod routes;
+mod search;
 pub mod sources;
 pub mod spaces;
+mod system;
 pub mod threads;
 pub mod tools;
 pub mod working;
@@ -341,7 +344,7 @@ impl Api {
     fn dispatch(&self, req: ApiRequest<'_>) -> Result<ApiResponse> {
         let mut best: Option<(&Route, HashMap<String, String>, usize)> = None;
         let mut path_known = false;
-        for r in ROUTES {
+        for r in ROUTES.iter() {
             if let Some((params, literals)) = match_path(r.path, req.path) {
                 path_known = true;
                 if r.method.eq_ignore_ascii_case(req.method) && best.as_ref().is_none_or(|b| literals > b.2) {

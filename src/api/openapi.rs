@@ -312,7 +312,7 @@ fn param_schema(p: &ParamSpec) -> Value {
 /// The whole document.
 pub fn document() -> Value {
     let mut paths = Map::new();
-    for r in ROUTES {
+    for r in ROUTES.iter() {
         let mut params: Vec<Value> = r
             .path
             .split('/')

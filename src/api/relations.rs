@@ -4,9 +4,58 @@ use serde::Deserialize;
 use utoipa::ToSchema;
 
 use super::query::{ParamSpec, choice, int, list, string};
+use super::routes::{Shape, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::error::Result;
 use crate::store::{RELATION_STATUSES, RelationInput, RelationQuery};
+
+/// The routes of this module, in table order ([`super::routes::ROUTES`] gathers every module's list).
+pub(super) const ROUTES: &[super::routes::Route] = &[
+    route!(
+        "POST",
+        "/memories/{memory_id}/relations",
+        "create_memory_relation",
+        "Relate a memory to another of its space (an existing source/target/type triple is updated)",
+        &[],
+        Some("RelationRequest"),
+        Shape::Ref("RelationView"),
+        false,
+        create
+    ),
+    route!(
+        "GET",
+        "/memories/{memory_id}/relations",
+        "list_memory_relations",
+        "Relations of a memory by direction, status and type",
+        LIST_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        list_for
+    ),
+    route!(
+        "PATCH",
+        "/memories/relations/{rel_id}",
+        "update_memory_relation",
+        "Change a relation's type, reason, strength, confidence or status",
+        &[],
+        Some("RelationRequest"),
+        Shape::Ref("RelationView"),
+        false,
+        update
+    ),
+    route!(
+        "DELETE",
+        "/memories/relations/{rel_id}",
+        "delete_memory_relation",
+        "Mark a relation deleted (listable with status=deleted)",
+        &[],
+        None,
+        Shape::Object,
+        false,
+        delete
+    ),
+];
 
 /// Body of `POST /memories/{id}/relations` and `PATCH /memories/relations/{rel_id}` (PATCH ignores
 /// `target_memory_id` and `bidirectional`).

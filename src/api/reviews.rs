@@ -11,11 +11,38 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::query::{ParamSpec, boolean, int, string};
+use super::routes::{Shape, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::error::ErrorCode;
 use crate::error::{Error, Result};
 use crate::model::Timestamp;
 use crate::store::{DEFAULT_SPACE, REVIEW_ACTIONS, RelationInput, Resolution, ReviewEvent, Transition};
+
+/// The routes of this module, in table order ([`super::routes::ROUTES`] gathers every module's list).
+pub(super) const ROUTES: &[super::routes::Route] = &[
+    route!(
+        "GET",
+        "/agent/feed/events",
+        "agent_feed_events",
+        "Timeline review events (a new memory that may update or contradict an earlier one), newest first",
+        FEED_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        list
+    ),
+    route!(
+        "POST",
+        "/agent/feed/events/{event_id}/review",
+        "agent_feed_event_review",
+        "Preview or apply the resolution of a review event",
+        REVIEW_PARAMS,
+        Some("ReviewRequest"),
+        Shape::Object,
+        false,
+        review
+    ),
+];
 
 pub(super) const FEED_PARAMS: &[ParamSpec] = &[
     boolean("review_only", Some(true), "only review events (the only kind of feed event today)"),

@@ -5,11 +5,104 @@ use serde::Deserialize;
 use utoipa::ToSchema;
 
 use super::query::{ParamSpec, boolean, choice, int, list, required, string};
+use super::routes::{Shape, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::error::ErrorCode;
 use crate::error::{Error, ErrorKind, FieldError, Result};
 use crate::model::{Metadata, SOURCE_STATES, Source};
 use crate::store::{DEFAULT_SPACE, IngestReport, NewSource, SourceQuery};
+
+/// The routes of this module, in table order ([`super::routes::ROUTES`] gathers every module's list).
+pub(super) const ROUTES: &[super::routes::Route] = &[
+    route!(
+        "POST",
+        "/sources/ingest/file",
+        "ingest_source_file",
+        "Ingest a document (multipart `file` part, or JSON with content): markdown, text, HTML",
+        INGEST_PARAMS,
+        Some("IngestRequest"),
+        Shape::Ref("Source"),
+        false,
+        ingest_file
+    ),
+    route!(
+        "POST",
+        "/sources/ingest/path",
+        "ingest_source_path",
+        "Ingest a file on the server's machine (inside the data directory or an allowed directory)",
+        INGEST_PARAMS,
+        Some("IngestRequest"),
+        Shape::Ref("Source"),
+        false,
+        ingest_path
+    ),
+    route!(
+        "POST",
+        "/sources/ingest/url",
+        "ingest_source_url",
+        "Not available: Engram does not fetch from the network (503)",
+        &[],
+        None,
+        Shape::Object,
+        false,
+        ingest_url
+    ),
+    route!(
+        "GET",
+        "/sources",
+        "list_sources",
+        "Sources of a space with type, state, label and metadata filters, newest first",
+        LIST_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        list_sources
+    ),
+    route!(
+        "GET",
+        "/sources/search",
+        "search_sources",
+        "BM25 search over source chunks and file names, grouped by source",
+        SEARCH_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        search_sources
+    ),
+    route!(
+        "GET",
+        "/sources/{source_id}",
+        "get_source",
+        "One source",
+        GUARD_PARAMS,
+        None,
+        Shape::Ref("Source"),
+        false,
+        get_source
+    ),
+    route!(
+        "GET",
+        "/sources/{source_id}/content",
+        "get_source_content",
+        "A window of a source's parsed text (offset and limit in bytes)",
+        CONTENT_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        source_content
+    ),
+    route!(
+        "DELETE",
+        "/sources/{source_id}",
+        "delete_source",
+        "Delete a source with its text, chunks and extracted memories",
+        GUARD_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        delete_source
+    ),
+];
 
 pub(super) const LIST_PARAMS: &[ParamSpec] = &[
     int("limit", 1, Some(200), Some(50), "page size"),

@@ -6,9 +6,103 @@ use utoipa::ToSchema;
 
 use super::dto::{CreateSpaceRequest, SpacesResponse};
 use super::query::{ParamSpec, boolean, required};
+use super::routes::{Shape, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::error::{Error, Result};
 use crate::store::{MoveSelection, NewSpace, SpacePatch};
+
+/// The routes of this module, in table order ([`super::routes::ROUTES`] gathers every module's list).
+pub(super) const ROUTES: &[super::routes::Route] = &[
+    route!(
+        "POST",
+        "/spaces",
+        "create_space",
+        "Create a space",
+        &[],
+        Some("CreateSpaceRequest"),
+        Shape::Ref("SpacesResponse"),
+        false,
+        create
+    ),
+    route!("GET", "/spaces", "list_spaces", "List spaces", &[], None, Shape::Ref("SpacesResponse"), false, list),
+    route!(
+        "GET",
+        "/spaces/resolve",
+        "resolve_space",
+        "The space a name, alias or id refers to",
+        RESOLVE_PARAMS,
+        None,
+        Shape::Ref("Space"),
+        false,
+        resolve
+    ),
+    route!(
+        "GET",
+        "/spaces/{space_id}",
+        "get_space",
+        "One space with usage counts",
+        &[],
+        None,
+        Shape::Ref("Space"),
+        false,
+        get
+    ),
+    route!(
+        "PATCH",
+        "/spaces/{space_id}",
+        "update_space",
+        "Update a space profile (the id never changes)",
+        &[],
+        Some("UpdateSpaceRequest"),
+        Shape::Ref("Space"),
+        false,
+        update
+    ),
+    route!(
+        "PUT",
+        "/spaces/{space_id}",
+        "replace_space_profile",
+        "Same as PATCH",
+        &[],
+        Some("UpdateSpaceRequest"),
+        Shape::Ref("Space"),
+        false,
+        update
+    ),
+    route!(
+        "DELETE",
+        "/spaces/{space_id}",
+        "delete_space",
+        "Delete a space; refused while it holds records unless cascade=true",
+        DELETE_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        delete
+    ),
+    route!(
+        "POST",
+        "/memories/bulk/move/preview",
+        "preview_bulk_move",
+        "Count the memories a bulk move would take",
+        &[],
+        Some("BulkMoveRequest"),
+        Shape::Ref("MoveReport"),
+        false,
+        move_preview
+    ),
+    route!(
+        "POST",
+        "/memories/bulk/move",
+        "bulk_move",
+        "Move memories to another space in one transaction",
+        &[],
+        Some("BulkMoveRequest"),
+        Shape::Ref("MoveReport"),
+        false,
+        move_apply
+    ),
+];
 
 /// Body of `PATCH /spaces/{space_id}`; absent fields keep their value, lists replace.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]

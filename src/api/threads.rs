@@ -5,11 +5,148 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::query::{ParamSpec, boolean, int, required, required_bool, string};
+use super::routes::{Shape, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::error::ErrorCode;
 use crate::error::{Error, Result};
 use crate::model::{Message, Metadata, Thread};
 use crate::store::{AppendMessages, DEFAULT_SPACE, NewMessage, NewThread};
+
+/// The routes of this module, in table order ([`super::routes::ROUTES`] gathers every module's list).
+pub(super) const ROUTES: &[super::routes::Route] = &[
+    route!(
+        "POST",
+        "/memories/distill",
+        "distill_memories",
+        "Extract memories from a conversation (deterministic rules, no LLM)",
+        &[],
+        Some("DistillRequest"),
+        Shape::Object,
+        false,
+        distill
+    ),
+    route!(
+        "POST",
+        "/memories/distill/triage",
+        "triage_conversation",
+        "Whether a conversation is worth distilling",
+        &[],
+        Some("TriageRequest"),
+        Shape::Object,
+        false,
+        triage
+    ),
+    route!(
+        "POST",
+        "/threads",
+        "create_thread",
+        "Create a thread with messages (409 when the id exists in the space)",
+        &[],
+        Some("CreateThreadRequest"),
+        Shape::Ref("CreateThreadResponse"),
+        false,
+        create
+    ),
+    route!(
+        "GET",
+        "/threads",
+        "list_threads",
+        "List threads, most recently updated first",
+        LIST_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        list
+    ),
+    route!(
+        "GET",
+        "/threads/search",
+        "search_threads",
+        "Threads whose messages contain every query word, with match counts",
+        SEARCH_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        search
+    ),
+    route!(
+        "POST",
+        "/threads/import",
+        "import_threads",
+        "Create-or-append one thread or a batch",
+        &[],
+        Some("ImportRequest"),
+        Shape::Object,
+        false,
+        import
+    ),
+    route!(
+        "GET",
+        "/threads/{thread_id}",
+        "get_thread",
+        "A thread and a page of its messages",
+        GET_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        get
+    ),
+    route!(
+        "DELETE",
+        "/threads/{thread_id}",
+        "delete_thread",
+        "Delete a thread, its messages and optionally its memories",
+        DELETE_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        delete
+    ),
+    route!(
+        "POST",
+        "/threads/{thread_id}/append",
+        "append_thread",
+        "Append messages (deduplicated; checkpointed with expected_message_count)",
+        &[],
+        Some("AppendRequest"),
+        Shape::Ref("AppendResponse"),
+        false,
+        append
+    ),
+    route!(
+        "POST",
+        "/threads/{thread_id}/metadata/merge",
+        "merge_thread_metadata",
+        "Merge keys into the thread's metadata",
+        &[],
+        Some("MergeMetadataRequest"),
+        Shape::Object,
+        false,
+        merge_metadata
+    ),
+    route!(
+        "POST",
+        "/threads/{thread_id}/favorite",
+        "favorite_thread",
+        "Mark or unmark a thread as favourite",
+        FAVORITE_PARAMS,
+        None,
+        Shape::Ref("MessageResponse"),
+        false,
+        favorite
+    ),
+    route!(
+        "GET",
+        "/favorites/threads",
+        "favorite_threads",
+        "Favourite threads",
+        FAVORITES_PARAMS,
+        None,
+        Shape::ArrayOf("Thread"),
+        false,
+        favorites
+    ),
+];
 
 /// A message in a request.
 #[derive(Debug, Clone, Deserialize, ToSchema)]

@@ -4,10 +4,81 @@ use serde::Deserialize;
 use utoipa::ToSchema;
 
 use super::query::{ParamSpec, boolean, int, string};
+use super::routes::{Shape, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::error::Result;
 use crate::index::catalog::MemoryFilter;
 use crate::store::{DEFAULT_SPACE, ListQuery, WorkingMemory, working_today};
+
+/// The routes of this module, in table order ([`super::routes::ROUTES`] gathers every module's list).
+pub(super) const ROUTES: &[super::routes::Route] = &[
+    route!(
+        "GET",
+        "/agent/working-memory",
+        "read_working_memory",
+        "Working memory of a space (latest day, or `date`)",
+        READ_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        read
+    ),
+    route!(
+        "PUT",
+        "/agent/working-memory",
+        "write_working_memory",
+        "Replace today's working memory",
+        WRITE_PARAMS,
+        Some("WorkingMemoryRequest"),
+        Shape::Object,
+        false,
+        write
+    ),
+    route!(
+        "GET",
+        "/agent/working-memory/history",
+        "working_memory_history",
+        "Days with a working memory, newest first",
+        HISTORY_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        history
+    ),
+    route!(
+        "GET",
+        "/context/bundle",
+        "context_bundle",
+        "Working memory and recent memories as markdown (session start)",
+        BUNDLE_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        bundle
+    ),
+    route!(
+        "GET",
+        "/stats",
+        "get_stats",
+        "Store counters (one space with space_id)",
+        STATS_PARAMS,
+        None,
+        Shape::Object,
+        false,
+        stats
+    ),
+    route!(
+        "POST",
+        "/health/checkpoint",
+        "health_checkpoint",
+        "Force a durable commit of pending writes and report what it flushed",
+        &[],
+        None,
+        Shape::Object,
+        false,
+        checkpoint
+    ),
+];
 
 /// Body of `PUT /agent/working-memory`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]

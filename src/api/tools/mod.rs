@@ -23,9 +23,23 @@ use serde_json::{Map, Value, json};
 pub use args::Args;
 
 use super::Api;
+use super::routes::{Shape, route};
 use crate::error::ErrorCode;
 use crate::error::{Error, ErrorKind};
 use crate::store::DEFAULT_SPACE;
+
+/// The routes of this module, in table order ([`super::routes::ROUTES`] gathers every module's list).
+pub(super) const ROUTES: &[super::routes::Route] = &[route!(
+    "POST",
+    "/agent/tools/call",
+    "agent_tools_call",
+    "Call an agent tool by name ({name, arguments}); answers the tool's result object (the MCP tools' REST twin)",
+    &[],
+    Some("ToolCallRequest"),
+    Shape::Object,
+    false,
+    rest_call
+)];
 
 /// Which tools a caller sees.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

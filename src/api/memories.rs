@@ -1,0 +1,350 @@
+//! Memory routes: create (one or a batch), list, read, update, delete, and a memory's labels.
+
+use super::dto::*;
+use super::query::{ParamSpec, boolean, choice, int, list, num, string};
+use super::routes::{Route, Shape, UNIT_TYPES, label_ids, ok, parse_temporal, parse_unit, route};
+use super::{Api, ApiResponse, Ctx};
+use crate::error::{Error, FieldError, Result};
+use crate::index::catalog::MemoryFilter;
+use crate::model::{MemoryState, Metadata, UnitType};
+use crate::store::{DEFAULT_SPACE, ListQuery, MemoryPatch, NewMemory, WriteAction};
+
+const STATES: &[&str] = &["active", "archived", "deprecated", "superseded", "forgotten", "all"];
+
+const LIST_PARAMS: &[ParamSpec] = &[
+    int("limit", 1, Some(100), Some(20), "page size"),
+    int("offset", 0, None, Some(0), "items to skip"),
+    choice("state", Some("active"), STATES, "lifecycle state; `all` lists every state but forgotten"),
+    num("importance_min", 0.0, 1.0, Some(0.0), "minimum importance"),
+    string("space_id", Some(DEFAULT_SPACE), "space"),
+    boolean("is_crystal", None, "true: only crystals, false: only non-crystals"),
+    choice("unit_type", None, UNIT_TYPES, "only this unit type"),
+    list("labels", "label names every memory must carry (repeat for AND)"),
+];
+
+const DELETE_PARAMS: &[ParamSpec] = &[
+    string("space_id", None, "optional guard: the memory must be in this space"),
+    boolean("cascade_delete", Some(true), "accepted; label edges are always removed with the memory"),
+];
+
+/// The routes of this module, in table order ([`super::routes::ROUTES`] gathers every module's list).
+pub(super) const ROUTES: &[Route] = &[
+    route!(
+        "POST",
+        "/memories",
+        "create_memory",
+        "Create a memory, or upsert by id",
+        &[],
+        Some("CreateMemoryRequest"),
+        Shape::Ref("CreateMemoryResponse"),
+        false,
+        create_memory
+    ),
+    route!(
+        "POST",
+        "/memories/batch",
+        "create_memories",
+        "Engram extension: create or upsert up to 1,000 memories in one write transaction (all or none)",
+        &[],
+        Some("BatchCreateRequest"),
+        Shape::Ref("BatchCreateResponse"),
+        false,
+        create_memories
+    ),
+    route!(
+        "GET",
+        "/memories",
+        "list_memories",
+        "List memories of a space, newest first",
+        LIST_PARAMS,
+        None,
+        Shape::Ref("ListMemoriesResponse"),
+        false,
+        list_memories
+    ),
+    route!(
+        "GET",
+        "/memories/{memory_id}",
+        "get_memory",
+        "Read a memory",
+        SPACE_GUARD,
+        None,
+        Shape::Ref("MemoryOut"),
+        false,
+        get_memory
+    ),
+    route!(
+        "PATCH",
+        "/memories/{memory_id}",
+        "update_memory",
+        "Update fields; labels replace the set; space_id moves",
+        SPACE_GUARD,
+        Some("UpdateMemoryRequest"),
+        Shape::Ref("MemoryOut"),
+        false,
+        update_memory
+    ),
+    route!(
+        "DELETE",
+        "/memories/{memory_id}",
+        "delete_memory",
+        "Delete a memory and its edges",
+        DELETE_PARAMS,
+        None,
+        Shape::Ref("DeleteMemoryResponse"),
+        false,
+        delete_memory
+    ),
+    route!(
+        "GET",
+        "/memories/{memory_id}/labels",
+        "get_memory_labels",
+        "Labels of a memory",
+        SPACE_GUARD,
+        None,
+        Shape::Ref("LabelsResponse"),
+        false,
+        memory_labels
+    ),
+    route!(
+        "POST",
+        "/memories/{memory_id}/labels/{label_id}",
+        "add_memory_label",
+        "Attach a label",
+        SPACE_GUARD,
+        None,
+        Shape::Ref("MessageResponse"),
+        false,
+        add_label
+    ),
+    route!(
+        "DELETE",
+        "/memories/{memory_id}/labels/{label_id}",
+        "remove_memory_label",
+        "Detach a label",
+        SPACE_GUARD,
+        None,
+        Shape::Ref("MessageResponse"),
+        false,
+        remove_label
+    ),
+];
+
+const SPACE_GUARD: &[ParamSpec] = &[string("space_id", None, "optional guard: the memory must be in this space")];
+fn source_range_of(indices: Option<&Vec<i64>>) -> Option<std::collections::BTreeMap<String, f64>> {
+    let v = indices.filter(|v| !v.is_empty())?;
+    let (lo, hi) = (v.iter().min().copied().unwrap_or(0), v.iter().max().copied().unwrap_or(0));
+    Some([("start_index".to_string(), lo as f64), ("end_index".to_string(), hi as f64)].into_iter().collect())
+}
+
+fn guard<'c>(ctx: &'c Ctx<'_>) -> Option<&'c str> {
+    ctx.query.str("space_id").filter(|s| !s.is_empty())
+}
+
+/// The store input of one `POST /memories` body; field errors go to `errs` under `loc` (`["body"]`, or
+/// `["body", "memories", i]` in a batch).
+fn new_memory(r: CreateMemoryRequest, loc: &[serde_json::Value], errs: &mut Vec<FieldError>) -> NewMemory {
+    let mut item = Vec::new();
+    let unit_type = parse_unit(r.unit_type.as_deref(), &["body", "unit_type"], &mut item);
+    let temporal_context = parse_temporal(r.temporal_context.as_deref(), &["body", "temporal_context"], &mut item);
+    for mut e in item {
+        e.loc.splice(0..1, loc.iter().cloned());
+        errs.push(e);
+    }
+    let mut metadata = r.metadata.clone();
+    for (k, v) in [("source_app", &r.source_app), ("import_origin", &r.import_origin)] {
+        if let Some(v) = v {
+            metadata.get_or_insert_with(Default::default).insert(k.into(), v.clone().into());
+        }
+    }
+    NewMemory {
+        id: r.id,
+        content: r.content,
+        title: r.title,
+        importance: r.importance,
+        confidence: r.confidence,
+        source: r.source,
+        labels: r.labels,
+        unit_type,
+        event_start: r.event_start,
+        event_end: r.event_end,
+        temporal_context,
+        source_thread_id: r.source_thread_id,
+        source_message_id: r.source_message_id,
+        metadata: metadata.map(Metadata),
+        space_id: r.space_id,
+        source_range: source_range_of(r.source_message_indices.as_ref()),
+        extraction_method: None,
+        embedding: r.embedding,
+    }
+}
+
+fn created_out(c: crate::store::CreatedMemory) -> CreateMemoryResponse {
+    let action = match c.action {
+        WriteAction::Created => "created",
+        WriteAction::Updated => "updated",
+        WriteAction::Unchanged => "unchanged",
+    };
+    CreateMemoryResponse {
+        memory: c.view.into(),
+        extracted_entities: c.entities,
+        assigned_labels: c.assigned_labels,
+        created_relationships: c.created_relationships,
+        action: action.into(),
+        warnings: c.warnings,
+    }
+}
+
+pub(super) fn create_memory(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let r: CreateMemoryRequest = ctx.json()?;
+    let mut errs = Vec::new();
+    let new = new_memory(r, &["body".into()], &mut errs);
+    if !errs.is_empty() {
+        return Err(Error::invalid(errs));
+    }
+    ok(&created_out(api.store().create_memory(new)?))
+}
+
+/// Engram extension `POST /memories/batch`: up to [`MAX_BATCH`] memories in one write transaction (all or none).
+pub(super) fn create_memories(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let r: BatchCreateRequest = ctx.json()?;
+    if r.memories.is_empty() || r.memories.len() > MAX_BATCH {
+        return Err(Error::invalid(vec![
+            FieldError::new(
+                &["body", "memories"],
+                "batch_size",
+                format!("memories holds 1..={MAX_BATCH} items, got {}", r.memories.len()),
+                r.memories.len().into(),
+            )
+            .with_ctx(serde_json::json!({"min_items": 1, "max_items": MAX_BATCH})),
+        ]));
+    }
+    let mut errs = Vec::new();
+    let batch: Vec<NewMemory> = r
+        .memories
+        .into_iter()
+        .enumerate()
+        .map(|(i, m)| new_memory(m, &["body".into(), "memories".into(), i.into()], &mut errs))
+        .collect();
+    if !errs.is_empty() {
+        return Err(Error::invalid(errs));
+    }
+    let created = api.store().create_memories(batch).map_err(|e| {
+        // The store names items [i, field] (a batch of one: [field]); this route nests them under body.memories.
+        if e.kind() != crate::ErrorKind::InvalidInput {
+            return e;
+        }
+        let fields = e
+            .fields()
+            .iter()
+            .cloned()
+            .map(|mut f| {
+                if f.loc.first().is_some_and(|v| v.is_number()) {
+                    f.place(&["body".into(), "memories".into()]);
+                } else {
+                    f.place(&["body".into(), "memories".into(), 0.into()]);
+                }
+                f
+            })
+            .collect();
+        Error::invalid(fields)
+    })?;
+    ok(&BatchCreateResponse { memories: created.into_iter().map(created_out).collect() })
+}
+
+/// Most memories in one `POST /memories/batch`.
+const MAX_BATCH: usize = 1000;
+
+pub(super) fn list_memories(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let q = &ctx.query;
+    let states = match q.str("state").unwrap_or("active") {
+        "all" => vec![MemoryState::Active, MemoryState::Archived, MemoryState::Deprecated, MemoryState::Superseded],
+        s => MemoryState::parse(s).into_iter().collect(),
+    };
+    let filter = MemoryFilter {
+        states,
+        unit_type: q.str("unit_type").and_then(UnitType::parse),
+        importance_min: q.num("importance_min"),
+        label_ids: label_ids(q.list("labels")),
+        is_crystal: q.bool("is_crystal"),
+        include_history: true,
+        ..Default::default()
+    };
+    let page = api.store().list_memories(&ListQuery {
+        space_id: q.str("space_id").unwrap_or(DEFAULT_SPACE).to_string(),
+        filter,
+        limit: q.int("limit").unwrap_or(20) as usize,
+        offset: q.int("offset").unwrap_or(0) as usize,
+    })?;
+    let has_more = page.has_more();
+    ok(&ListMemoriesResponse {
+        pagination: Pagination { limit: page.limit, offset: page.offset, total: page.total, has_more },
+        memories: page.items.into_iter().map(MemoryOut::from).collect(),
+    })
+}
+
+pub(super) fn get_memory(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    ok(&MemoryOut::from(api.store().read_memory(ctx.param("memory_id"), guard(ctx))?))
+}
+
+pub(super) fn update_memory(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let r: UpdateMemoryRequest = ctx.json()?;
+    let mut errs = Vec::new();
+    let unit_type = parse_unit(r.unit_type.as_deref(), &["body", "unit_type"], &mut errs);
+    let temporal_context = parse_temporal(r.temporal_context.as_deref(), &["body", "temporal_context"], &mut errs);
+    if !errs.is_empty() {
+        return Err(Error::invalid(errs));
+    }
+    let patch = MemoryPatch {
+        title: r.title,
+        content: r.content,
+        importance: r.importance,
+        confidence: r.confidence,
+        unit_type,
+        space_id: r.space_id,
+        labels: r.labels,
+        source: r.source,
+        event_start: r.event_start,
+        event_end: r.event_end,
+        temporal_context,
+        metadata: r.metadata.map(Metadata),
+        embedding: r.embedding,
+    };
+    ok(&MemoryOut::from(api.store().update_memory(ctx.param("memory_id"), patch, guard(ctx))?))
+}
+
+pub(super) fn delete_memory(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let id = ctx.param("memory_id");
+    let r = api.store().delete_memory(id, guard(ctx))?;
+    ok(&DeleteMemoryResponse {
+        message: format!("memory '{id}' deleted"),
+        deleted_relationships: r.deleted_relationships,
+        deleted_entities: 0,
+    })
+}
+
+pub(super) fn memory_labels(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    ok(&LabelsResponse { labels: api.store().memory_labels(ctx.param("memory_id"), guard(ctx))? })
+}
+
+pub(super) fn add_label(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let (m, l) = (ctx.param("memory_id"), ctx.param("label_id"));
+    let changed = api.store().set_memory_label(m, l, true, guard(ctx))?;
+    let message = if changed {
+        format!("label '{l}' added to memory '{m}'")
+    } else {
+        format!("memory '{m}' already has label '{l}'")
+    };
+    ok(&MessageResponse { message })
+}
+
+pub(super) fn remove_label(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let (m, l) = (ctx.param("memory_id"), ctx.param("label_id"));
+    let changed = api.store().set_memory_label(m, l, false, guard(ctx))?;
+    let message = if changed {
+        format!("label '{l}' removed from memory '{m}'")
+    } else {
+        format!("memory '{m}' did not have label '{l}'")
+    };
+    ok(&MessageResponse { message })
+}

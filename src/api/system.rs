@@ -1,0 +1,130 @@
+//! Routes of the service itself: capabilities, health, liveness and the OpenAPI document.
+
+use super::dto::*;
+use super::routes::{Route, Shape, ok, route};
+use super::{Api, ApiResponse, Ctx};
+use crate::error::Result;
+
+/// The routes of this module, in table order ([`super::routes::ROUTES`] gathers every module's list).
+pub(super) const ROUTES: &[Route] = &[
+    route!(
+        "GET",
+        "/capabilities",
+        "get_capabilities",
+        "Server version and feature flags",
+        &[],
+        None,
+        Shape::Ref("CapabilitiesResponse"),
+        true,
+        capabilities
+    ),
+    route!(
+        "GET",
+        "/health",
+        "get_health",
+        "Health, embedder and store counters",
+        &[],
+        None,
+        Shape::Ref("HealthResponse"),
+        true,
+        health
+    ),
+    route!("GET", "/livez", "get_livez", "Liveness probe", &[], None, Shape::Object, true, livez),
+    route!(
+        "GET",
+        "/openapi.json",
+        "get_openapi",
+        "This OpenAPI 3.1 document",
+        &[],
+        None,
+        Shape::Object,
+        false,
+        openapi
+    ),
+];
+
+pub(super) fn capabilities(api: &Api, _: &Ctx<'_>) -> Result<ApiResponse> {
+    let mut features = serde_json::Map::new();
+    for (k, v) in [
+        ("memories", true),
+        ("search", true),
+        ("labels", true),
+        ("spaces", true),
+        ("threads", true),
+        ("entities", false),
+        ("communities", true),
+        ("library", true),
+        ("sources", true),
+        ("embeddings_api", true),
+        ("data_import", true),
+        ("fs", true),
+        ("working_memory", true),
+    ] {
+        features.insert(k.into(), v.into());
+    }
+    ok(&CapabilitiesResponse {
+        version: api.info.version.clone(),
+        server: "engram".into(),
+        api_version: "0.9.15".into(),
+        features,
+        embedding: embedding_status(api, &api.store().health()?),
+    })
+}
+
+/// The `embedding` object of `/health` and `/capabilities`.
+fn embedding_status(api: &Api, h: &crate::store::StoreHealth) -> EmbeddingStatus {
+    let emb = &api.store().config().embedder;
+    let r = &h.reembed;
+    let message = match (&api.info.embedding_fallback, r.running) {
+        (Some(why), _) => why.clone(),
+        (None, true) => format!("re-embedding {} of {} memories; search is lexical until done", r.done, r.total),
+        (None, false) => String::new(),
+    };
+    EmbeddingStatus {
+        mode: emb.mode().into(),
+        model: emb.name().into(),
+        model_id: emb.model_id().into(),
+        dimension: emb.dim(),
+        max_input_tokens: emb.max_input_tokens(),
+        degraded: api.info.embedding_fallback.is_some() || h.reindex_pending > 0,
+        message,
+    }
+}
+
+pub(super) fn health(api: &Api, _: &Ctx<'_>) -> Result<ApiResponse> {
+    let h = api.store().health()?;
+    let r = &h.reembed;
+    ok(&HealthResponse {
+        status: "ok".into(),
+        version: api.info.version.clone(),
+        database_connected: true,
+        embedding: embedding_status(api, &h),
+        reindex_needed: h.reindex_pending > 0,
+        reindex: ReindexStatus {
+            pending: h.reindex_pending,
+            running: r.running,
+            done: r.done,
+            total: r.total,
+            from_model: r.from.clone(),
+            error: r.error.clone(),
+        },
+        memory_count: h.memories,
+        generation: h.generation,
+        uptime_s: api.store().uptime_s(),
+        vector_index: api.store().vector_index_stats().iter().fold(VectorIndexHealth::default(), |mut a, s| {
+            a.vectors += s.vectors;
+            a.graph_points += s.graph_points;
+            a.tombstones += s.tombstones;
+            a.pending += s.pending;
+            a
+        }),
+    })
+}
+
+pub(super) fn livez(_: &Api, _: &Ctx<'_>) -> Result<ApiResponse> {
+    ok(&serde_json::json!({"status": "alive"}))
+}
+
+pub(super) fn openapi(_: &Api, _: &Ctx<'_>) -> Result<ApiResponse> {
+    ok(&Api::openapi())
+}
