@@ -1,0 +1,342 @@
+//! Label merges: merge one label into another, list and reverse merges, and the preview/apply plans of
+//! `nmem labels merge|delete`.
+
+use std::collections::BTreeSet;
+
+use redb::{ReadableDatabase, ReadableTable, WriteTransaction};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::embed::fnv1a;
+use crate::error::ErrorCode;
+use crate::error::{Error, ErrorKind, Result};
+use crate::model::{Label, Timestamp};
+use crate::store::memories::WTables;
+use crate::store::tables::*;
+use crate::store::{KnowledgeStore, get_record, range_prefix2, range_prefix3, schema};
+
+use super::load_label;
+
+/// A recorded merge: enough to put every edge back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct LabelMerge {
+    /// `merge_<uuidv7>`.
+    pub merge_id: String,
+    /// Space of both labels.
+    pub space_id: String,
+    /// The label merged away, as it was before the merge.
+    pub source: Label,
+    /// The survivor.
+    pub target_id: String,
+    /// Memories that carried the source only (their edge was re-pointed to the target).
+    pub moved_memory_ids: Vec<String>,
+    /// Memories that carried both (their source edge was dropped).
+    pub shared_memory_ids: Vec<String>,
+    /// When the merge happened.
+    pub merged_at: Timestamp,
+    /// When it was reversed, if it was.
+    pub reversed_at: Option<Timestamp>,
+}
+
+/// A preview of a merge or delete, bound to the state it saw by `plan_id`.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct LabelPlan {
+    /// Hash of the action, the labels and their current edges; apply refuses a stale id.
+    pub plan_id: String,
+    /// `merge` or `delete`.
+    pub action: String,
+    /// The label merged away or deleted.
+    pub source: Label,
+    /// The survivor of a merge.
+    pub target: Option<Label>,
+    /// Memories whose label edges change.
+    pub affected_memories: u64,
+    /// The same count by record kind, as the CLI reads it (`memories`; sources, entities and threads carry no
+    /// labels here, so they are 0).
+    pub affected: AffectedCounts,
+    /// Merge: memories carrying both labels, whose two edges become one.
+    pub duplicate_assignments: u64,
+    /// Up to 20 of them.
+    pub sample_memory_ids: Vec<String>,
+    /// What apply will do, in words.
+    pub message: String,
+}
+
+/// Records a label plan touches, by kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, ToSchema)]
+pub struct AffectedCounts {
+    /// Memories.
+    pub memories: u64,
+    /// Sources (always 0: sources carry no labels yet).
+    pub sources: u64,
+    /// Entities (always 0).
+    pub entities: u64,
+    /// Threads (always 0).
+    pub threads: u64,
+}
+
+impl WTables<'_> {
+    /// Merges `source` into `target` of `space` and records it. Returns the record and the touched memories.
+    pub(super) fn merge(
+        &mut self,
+        txn: &WriteTransaction,
+        space: &str,
+        source: &str,
+        target: &str,
+        now: Timestamp,
+    ) -> Result<LabelMerge> {
+        // Unknown labels are 404 before anything else.
+        let src = load_label(&self.labels, space, source)?;
+        load_label(&self.labels, space, target)?;
+        if source == target {
+            return Err(Error::invalid_value(
+                &["target_id"],
+                "value_error",
+                "a label cannot be merged into itself",
+                target.into(),
+            ));
+        }
+        let target_has: BTreeSet<String> = self.memories_with(space, target)?.into_iter().collect();
+        let mut moved = Vec::new();
+        let mut shared = Vec::new();
+        for m in self.memories_with(space, source)? {
+            self.remove_edge(space, &m, source)?;
+            if target_has.contains(&m) {
+                shared.push(m);
+            } else {
+                self.add_edge(space, &m, target)?;
+                moved.push(m);
+            }
+        }
+        self.labels.remove((space, source))?;
+        self.recount(space, target)?;
+        let rec = LabelMerge {
+            merge_id: format!("merge_{}", uuid::Uuid::now_v7()),
+            space_id: space.to_string(),
+            source: src,
+            target_id: target.to_string(),
+            moved_memory_ids: moved,
+            shared_memory_ids: shared,
+            merged_at: now,
+            reversed_at: None,
+        };
+        txn.open_table(LABEL_MERGES)?.insert((space, rec.merge_id.as_str()), schema::encode(&rec)?.as_slice())?;
+        Ok(rec)
+    }
+}
+
+impl KnowledgeStore {
+    /// Merges label `source` into `target` (same space): every HAS_LABEL edge of the source is re-pointed to
+    /// the target, the source is deleted, and the merge is recorded so that
+    /// [`KnowledgeStore::reverse_label_merge`] can restore every edge.
+    ///
+    /// # Errors
+    /// [`ErrorKind::NotFound`] (`label_not_found`, `space_not_found`); [`ErrorKind::InvalidInput`] when source
+    /// and target are the same.
+    pub fn merge_labels(&self, space: &str, source: &str, target: &str) -> Result<LabelMerge> {
+        self.require_space(space)?;
+        let now = Timestamp::now();
+        self.label_write(|txn, t, touched| {
+            let rec = t.merge(txn, space, source, target, now)?;
+            touched.extend(
+                rec.moved_memory_ids.iter().chain(&rec.shared_memory_ids).map(|m| (space.to_string(), m.clone())),
+            );
+            Ok(rec)
+        })
+    }
+
+    /// Recorded merges of a space, newest first.
+    ///
+    /// # Errors
+    /// [`ErrorKind::NotFound`] (`space_not_found`).
+    pub fn label_merges(&self, space: &str) -> Result<Vec<LabelMerge>> {
+        self.require_space(space)?;
+        let rtx = self.db.begin_read()?;
+        let t = rtx.open_table(LABEL_MERGES)?;
+        let mut out: Vec<LabelMerge> = Vec::new();
+        for (_, v) in range_prefix2(&t, space)? {
+            out.push(schema::decode(v.value())?);
+        }
+        out.sort_by(|a, b| b.merge_id.cmp(&a.merge_id));
+        Ok(out)
+    }
+
+    /// Undoes a recorded merge: the source label comes back as it was (same id, name, colour, description,
+    /// creation time), memories that had only the source lose the target edge and get the source back, and
+    /// memories that had both get the source edge back. Edges added to the target after the merge stay.
+    ///
+    /// # Errors
+    /// * [`ErrorKind::NotFound`]: `merge_not_found`, `space_not_found`.
+    /// * [`ErrorKind::Conflict`]: `merge_reversed` (already undone), `label_exists` (a label with the
+    ///   source's id exists again).
+    pub fn reverse_label_merge(&self, space: &str, merge_id: &str) -> Result<LabelMerge> {
+        self.require_space(space)?;
+        let now = Timestamp::now();
+        self.label_write(|txn, t, touched| {
+            let mut merges = txn.open_table(LABEL_MERGES)?;
+            let mut rec: LabelMerge = get_record(&merges, (space, merge_id))?
+                .ok_or_else(|| Error::not_found(ErrorCode::MergeNotFound, format!("merge '{merge_id}' not found")))?;
+            if rec.reversed_at.is_some() {
+                return Err(Error::new(ErrorKind::Conflict, format!("merge '{merge_id}' was already reversed"))
+                    .with_code(ErrorCode::MergeReversed));
+            }
+            let sid = rec.source.id.clone();
+            if t.labels.get((space, sid.as_str()))?.is_some() {
+                return Err(Error::new(
+                    ErrorKind::Conflict,
+                    format!("label '{sid}' exists again; delete or rename it first"),
+                )
+                .with_code(ErrorCode::LabelExists));
+            }
+            t.labels.insert((space, sid.as_str()), schema::encode(&rec.source)?.as_slice())?;
+            for m in &rec.moved_memory_ids {
+                if t.memories.get((space, m.as_str()))?.is_none() {
+                    continue; // deleted since the merge
+                }
+                t.remove_edge(space, m, &rec.target_id)?;
+                t.add_edge(space, m, &sid)?;
+                touched.insert((space.to_string(), m.clone()));
+            }
+            for m in &rec.shared_memory_ids {
+                if t.memories.get((space, m.as_str()))?.is_none() {
+                    continue;
+                }
+                t.add_edge(space, m, &sid)?;
+                touched.insert((space.to_string(), m.clone()));
+            }
+            // The restored record keeps its stored usage count unless the edges say otherwise.
+            let n = t.memories_with(space, &sid)?.len() as u64;
+            if n != rec.source.usage_count {
+                t.recount(space, &sid)?;
+            }
+            t.recount(space, &rec.target_id)?;
+            rec.reversed_at = Some(now);
+            merges.insert((space, merge_id), schema::encode(&rec)?.as_slice())?;
+            Ok(rec)
+        })
+    }
+
+    /// Previews merging `source` into `target` (Some) or deleting `source` (target None). The `plan_id`
+    /// hashes the action, both labels and their current edges: [`KnowledgeStore::apply_label_plan`] refuses
+    /// it once anything it covers has changed.
+    ///
+    /// # Errors
+    /// [`ErrorKind::NotFound`] (`label_not_found`, `space_not_found`); [`ErrorKind::InvalidInput`] when
+    /// source and target are the same.
+    pub fn label_plan(&self, space: &str, source: &str, target: Option<&str>) -> Result<LabelPlan> {
+        self.require_space(space)?;
+        let rtx = self.db.begin_read()?;
+        build_plan(&rtx.open_table(LABELS)?, &rtx.open_table(LABEL_MEMORIES)?, space, source, target)
+    }
+
+    /// Applies a merge (target Some) or delete after checking `plan_id` against the current state (None:
+    /// apply without a preview), in one write transaction with the check. Returns the plan applied and the
+    /// merge record of a merge.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Conflict`] (`plan_stale`) when `plan_id` no longer matches; as [`KnowledgeStore::label_plan`].
+    pub fn apply_label_plan(
+        &self,
+        space: &str,
+        source: &str,
+        target: Option<&str>,
+        plan_id: Option<&str>,
+    ) -> Result<(LabelPlan, Option<LabelMerge>)> {
+        self.require_space(space)?;
+        let now = Timestamp::now();
+        self.label_write(|txn, t, touched| {
+            let plan = build_plan(&t.labels, &t.label_memories, space, source, target)?;
+            if let Some(p) = plan_id
+                && p != plan.plan_id
+            {
+                return Err(Error::new(
+                    ErrorKind::Conflict,
+                    format!(
+                        "plan '{p}' is stale: the labels changed since the preview (current plan '{}'); preview again",
+                        plan.plan_id
+                    ),
+                )
+                .with_code(ErrorCode::PlanStale));
+            }
+            let merge = match target {
+                Some(tg) => {
+                    let rec = t.merge(txn, space, source, tg, now)?;
+                    touched.extend(
+                        rec.moved_memory_ids
+                            .iter()
+                            .chain(&rec.shared_memory_ids)
+                            .map(|m| (space.to_string(), m.clone())),
+                    );
+                    Some(rec)
+                }
+                None => {
+                    for m in t.memories_with(space, source)? {
+                        t.remove_edge(space, &m, source)?;
+                        touched.insert((space.to_string(), m));
+                    }
+                    t.labels.remove((space, source))?;
+                    None
+                }
+            };
+            Ok((plan, merge))
+        })
+    }
+}
+
+/// The plan of merging `source` into `target` (Some) or deleting it, from the label and edge tables of a read
+/// or write transaction.
+pub(super) fn build_plan(
+    labels: &impl ReadableTable<(&'static str, &'static str), &'static [u8]>,
+    lm: &impl ReadableTable<(&'static str, &'static str, &'static str), ()>,
+    space: &str,
+    source: &str,
+    target: Option<&str>,
+) -> Result<LabelPlan> {
+    let src = load_label(labels, space, source)?;
+    let tgt = target.map(|t| load_label(labels, space, t)).transpose()?;
+    if target == Some(source) {
+        return Err(Error::invalid_value(
+            &["target_label_id"],
+            "value_error",
+            "a label cannot be merged into itself",
+            source.into(),
+        ));
+    }
+    let src_mems = range_prefix3(lm, space, source)?;
+    let tgt_mems = match target {
+        Some(t) => range_prefix3(lm, space, t)?,
+        None => vec![],
+    };
+    let action = if target.is_some() { "merge" } else { "delete" };
+    let mut key = format!("{action}\u{0}{space}\u{0}{source}\u{0}{}", target.unwrap_or(""));
+    for m in src_mems.iter().chain(&[String::from("\u{1}")]).chain(&tgt_mems) {
+        key.push('\u{0}');
+        key.push_str(m);
+    }
+    let plan_id = format!("plan_{:016x}", fnv1a(key.as_bytes()));
+    let message = match &tgt {
+        Some(t) => format!(
+            "merge '{}' into '{}': {} memories change labels, '{}' is deleted; the merge is recorded and reversible",
+            src.name,
+            t.name,
+            src_mems.len(),
+            src.name
+        ),
+        None => {
+            format!("delete '{}': {} memories lose this label and keep everything else", src.name, src_mems.len())
+        }
+    };
+    let tgt_set: BTreeSet<&String> = tgt_mems.iter().collect();
+    let duplicate_assignments = src_mems.iter().filter(|m| tgt_set.contains(m)).count() as u64;
+    Ok(LabelPlan {
+        plan_id,
+        action: action.into(),
+        affected_memories: src_mems.len() as u64,
+        affected: AffectedCounts { memories: src_mems.len() as u64, ..Default::default() },
+        duplicate_assignments,
+        sample_memory_ids: src_mems.into_iter().take(20).collect(),
+        source: src,
+        target: tgt,
+        message,
+    })
+}
