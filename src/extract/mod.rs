@@ -9,6 +9,7 @@
 
 pub mod document;
 pub mod entities;
+mod gazetteer;
 pub mod temporal;
 
 use crate::model::{Message, TemporalContext, Timestamp, UnitType};
