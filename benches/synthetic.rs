@@ -72,7 +72,7 @@ fn sentence(rng: &mut Rng, vocab: &[String]) -> String {
         s.push(' ');
         s.push_str(&vocab[rng.zipf(vocab.len())]);
     }
-    s.push_str(&format!(" in {} {}", engram::MONTH_NAMES[rng.below(12)], 2019 + rng.below(6)));
+    s.push_str(&format!(" in {} {}", engram::model::MONTH_NAMES[rng.below(12)], 2019 + rng.below(6)));
     s
 }
 

@@ -23,6 +23,8 @@ pub mod api;
 pub mod config;
 pub mod embed;
 pub mod error;
+/// Internal: the LoCoMo evaluation behind `engram eval`; not part of the stable library API.
+#[doc(hidden)]
 pub mod eval;
 pub mod extract;
 pub mod graph;
@@ -39,5 +41,21 @@ pub mod server;
 pub use config::{Durability, StorageFactory, StoreConfig};
 pub use error::{Error, ErrorCode, ErrorKind, FieldError, Result};
 pub use index::catalog::MemoryFilter;
-pub use model::*;
-pub use store::*;
+pub use model::{
+    Entity, Label, Memory, MemoryState, Message, Metadata, Source, Space, SpaceUsage, TemporalContext, Thread,
+    Timestamp, UnitType,
+};
+pub use store::{
+    AffectedCounts, AppendMessages, AppendReport, CheckpointReport, ChunkHit, Community, CommunityEntity,
+    CommunityMemory, ConsolidationGroup, ConsolidationPreview, ConsolidationReport, ContextItem, CreatedMemory,
+    CreatedThread, DEFAULT_SPACE, DeleteReport, ExportCounts, ExportKind, ExportOptions, ExportParams, ExportReport,
+    Extraction, GraphReport, ImportJob, ImportMode, ImportProgress, ImportReport, Include, IngestReport, JudgedPair,
+    KnowledgeStore, LabelDeleteReport, LabelHealth, LabelMerge, LabelOrder, LabelPatch, LabelPlan, Labels,
+    LexicalIndexStats, ListQuery, MAX_BULK_MOVE, MAX_CONTEXT_WINDOW, MAX_SOURCE_BYTES, MemoryPatch, MemoryRelation,
+    MemoryView, MentionReport, MergeCandidate, MoveFailure, MoveReport, MoveSelection, NewMemory, NewMessage,
+    NewSource, NewSpace, NewThread, Page, RELATION_STATUSES, REVIEW_ACTIONS, ReembedStatus, RelationInput,
+    RelationQuery, RelationView, Resolution, ReviewEvent, SearchHit, SearchMode, SearchOptions, SearchQuery,
+    SearchResults, SourceChunks, SourceContent, SourceHit, SourceQuery, SpacePatch, StateChange, StorageStats,
+    StoreHealth, StoreStats, TableSize, ThreadDeleteReport, ThreadMatch, Transition, VectorIndexStats, WorkingMemory,
+    WriteAction, canonical_label,
+};

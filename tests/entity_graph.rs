@@ -53,7 +53,7 @@ fn mentions_follow_memory_writes() {
         names(&store.memory_entities("default", "a").unwrap()),
         vec![("Caroline".into(), "person".into()), ("Porto".into(), "location".into())]
     );
-    let redis = engram::entity_id(engram::extract::entities::EntityType::Product, "Redis");
+    let redis = engram::store::entity_id(engram::extract::entities::EntityType::Product, "Redis");
     assert!(store.get_entity("default", &redis).is_err(), "Redis is no longer mentioned");
     let weights: Vec<(String, u64)> =
         store.related_entities("default", &caroline, 10).unwrap().into_iter().map(|(e, w)| (e.name, w)).collect();

@@ -50,7 +50,12 @@ pub use transfer::{
     EXPORT_FORMAT, EXPORT_VERSION, ExportOptions, ExportReport, ImportJob, ImportMode, ImportProgress, ImportReport,
     Include, KindCounts, Manifest, ManifestEntry,
 };
-pub use types::*;
+pub use types::{
+    CheckpointReport, ContextItem, CreatedMemory, DeleteReport, LabelOrder, Labels, LexicalIndexStats, ListQuery,
+    MAX_CONTEXT_WINDOW, MemoryPatch, MemoryView, MoveFailure, MoveReport, MoveSelection, NewMemory, NewSpace, Page,
+    SearchHit, SearchMode, SearchOptions, SearchQuery, SearchResults, SpacePatch, StorageStats, StoreHealth, TableSize,
+    VectorIndexStats, WriteAction,
+};
 pub use wiki::{Linker, RouteLinker, encode_segment, link, md_label, memory_line, sentence_with, yaml_str};
 pub use working::{StoreStats, WorkingMemory, today as working_today};
 
