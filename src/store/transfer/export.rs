@@ -1,0 +1,300 @@
+//! Export: every record kind of the store into the archive, in one read transaction.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+
+use redb::{ReadableDatabase, ReadableTable};
+use serde::de::DeserializeOwned;
+use sha2::Digest;
+
+use crate::error::ErrorCode;
+use crate::error::{Error, ErrorKind, Result};
+use crate::model::{Entity, Label, Source, Space, Thread, Timestamp};
+use crate::store::label_maint::LabelMerge;
+use crate::store::relations::MemoryRelation;
+use crate::store::tables::*;
+use crate::store::working::WorkingMemory;
+use crate::store::{KnowledgeStore, StoredMemory, schema};
+
+use super::*;
+
+/// Rows of a table with a (space, id) key and a record value.
+pub(super) fn records<T: DeserializeOwned>(
+    t: &impl ReadableTable<(&'static str, &'static str), &'static [u8]>,
+) -> Result<Vec<T>> {
+    let mut out = Vec::new();
+    for row in t.iter()? {
+        out.push(schema::decode(row?.1.value())?);
+    }
+    Ok(out)
+}
+
+impl KnowledgeStore {
+    /// Writes a consistent snapshot (one read transaction) of the store to a ZIP archive (see the module
+    /// documentation for the format). Returns where, what and the archive's checksum.
+    ///
+    /// # Errors
+    /// * [`ErrorKind::Forbidden`] (`path_not_allowed`): the path is outside the allowed directories.
+    /// * [`ErrorKind::Conflict`] (`export_exists`): the file exists and `overwrite` is false.
+    /// * [`ErrorKind::Io`], [`ErrorKind::StorageFull`]: writing failed (the partial file is removed).
+    pub fn export_data(&self, opts: &ExportOptions) -> Result<ExportReport> {
+        let started = std::time::Instant::now();
+        let path = match &opts.path {
+            Some(p) => self.config.confine_named(p, "export_path")?,
+            None => {
+                let stamp = time::OffsetDateTime::now_utc()
+                    .format(time::macros::format_description!("[year][month][day]-[hour][minute][second]"))
+                    .unwrap_or_default();
+                let dir = self.config.data_dir.join("exports");
+                std::fs::create_dir_all(&dir)?;
+                dir.join(format!("engram-export-{stamp}-{}.zip", &uuid::Uuid::now_v7().simple().to_string()[24..]))
+            }
+        };
+        // Never over the store itself: not the data directory, an ancestor of it, or anything holding the
+        // store file.
+        if let Ok(db) = self.config.db_path().canonicalize()
+            && db.starts_with(&path)
+        {
+            return Err(Error::new(
+                ErrorKind::Forbidden,
+                format!("'{}' holds the store; choose another export path", path.display()),
+            )
+            .with_code(ErrorCode::PathNotAllowed));
+        }
+        if path.is_dir() && opts.overwrite && !path.join("manifest.json").is_file() {
+            return Err(Error::new(
+                ErrorKind::Conflict,
+                format!("'{}' is a directory that is not an export; it is not replaced", path.display()),
+            )
+            .with_code(ErrorCode::ExportExists));
+        }
+        if path.exists() && !opts.overwrite {
+            return Err(Error::new(
+                ErrorKind::Conflict,
+                format!("'{}' exists; pass overwrite: true to replace it", path.display()),
+            )
+            .with_code(ErrorCode::ExportExists));
+        }
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let tmp = path.with_file_name(format!(".{name}.partial-{}", uuid::Uuid::now_v7().simple()));
+        let remove = |p: &Path| {
+            let _ = if p.is_dir() { std::fs::remove_dir_all(p) } else { std::fs::remove_file(p) };
+        };
+        let result = self.write_archive(&tmp, opts);
+        let counts = match result {
+            Ok(c) => c,
+            Err(e) => {
+                remove(&tmp);
+                return Err(e);
+            }
+        };
+        if path.exists() {
+            remove(&path);
+        }
+        std::fs::rename(&tmp, &path)?;
+        // The checksum of a ZIP archive; of a directory export, the manifest's.
+        let file = if path.is_dir() { path.join("manifest.json") } else { path.clone() };
+        let mut f = std::fs::File::open(&file)?;
+        let mut sha = sha2::Sha256::new();
+        let mut bytes = std::io::copy(&mut f, &mut sha)?;
+        if path.is_dir() {
+            bytes = std::fs::read_dir(&path)?.filter_map(|e| e.ok()?.metadata().ok()).map(|m| m.len()).sum();
+        }
+        Ok(ExportReport {
+            export_path: path.display().to_string(),
+            counts,
+            bytes,
+            sha256: hex(&sha.finalize()),
+            format_version: EXPORT_VERSION,
+            elapsed_ms: started.elapsed().as_secs_f64() * 1000.0,
+        })
+    }
+
+    pub(super) fn write_archive(&self, tmp: &Path, opts: &ExportOptions) -> Result<BTreeMap<String, u64>> {
+        let inc = opts.include;
+        let sink = if opts.compress {
+            let file = std::fs::File::create(tmp)?;
+            let options = zip::write::SimpleFileOptions::default()
+                .compression_method(zip::CompressionMethod::Deflated)
+                .compression_level(Some(1))
+                .large_file(true);
+            Sink::Zip(Box::new(zip::ZipWriter::new(std::io::BufWriter::new(file))), options)
+        } else {
+            std::fs::create_dir_all(tmp)?;
+            Sink::Dir(tmp.to_path_buf())
+        };
+        let mut w = ArchiveWriter { sink, files: BTreeMap::new() };
+        let rtx = self.db.begin_read()?;
+        let mut counts = BTreeMap::new();
+        let spaces: Vec<Space> = {
+            let t = rtx.open_table(SPACES)?;
+            let mut v = Vec::new();
+            for row in t.iter()? {
+                v.push(schema::decode(row?.1.value())?);
+            }
+            v
+        };
+        counts.insert("spaces".into(), w.file("spaces.jsonl", spaces.into_iter().map(Ok))?);
+        if inc.labels {
+            let labels: Vec<Label> = records(&rtx.open_table(LABELS)?)?;
+            counts.insert("labels".into(), w.file("labels.jsonl", labels.into_iter().map(Ok))?);
+            let merges: Vec<LabelMerge> = records(&rtx.open_table(LABEL_MERGES)?)?;
+            counts.insert("label_merges".into(), w.file("label_merges.jsonl", merges.into_iter().map(Ok))?);
+        }
+        if inc.memories {
+            let mems = rtx.open_table(MEMORIES)?;
+            let ml = rtx.open_table(MEMORY_LABELS)?;
+            let mentions = rtx.open_table(MENTIONS)?;
+            let vectors = rtx.open_table(VECTORS)?;
+            let external = self.config.embedder.external();
+            let rows = mems.iter()?.map(|row| -> Result<MemoryLine> {
+                let (k, v) = row?;
+                let (space, id) = k.value();
+                let sm: StoredMemory = schema::decode(v.value())?;
+                let label_ids = if inc.labels { crate::store::range_prefix3(&ml, space, id)? } else { vec![] };
+                let mentions = if inc.entities { crate::store::range_prefix3(&mentions, space, id)? } else { vec![] };
+                let embedding = if external {
+                    vectors.get((space, sm.docno))?.map(|v| schema::vector_from_bytes(v.value()))
+                } else {
+                    None
+                };
+                Ok(MemoryLine { memory: sm.memory, label_ids, mentions, embedding })
+            });
+            counts.insert("memories".into(), w.file("memories.jsonl", rows)?);
+        }
+        if inc.entities {
+            let ents: Vec<Entity> = records(&rtx.open_table(ENTITIES)?)?;
+            counts.insert("entities".into(), w.file("entities.jsonl", ents.into_iter().map(Ok))?);
+            let keys = rtx.open_table(ENTITY_KEYS)?;
+            let rows = keys.iter()?.map(|row| -> Result<KeyLine> {
+                let (k, v) = row?;
+                let (s, key) = k.value();
+                Ok(KeyLine { space_id: s.to_string(), key: key.to_string(), value: v.value().to_string() })
+            });
+            counts.insert("entity_keys".into(), w.file("entity_keys.jsonl", rows)?);
+        }
+        if inc.edges {
+            let rels: Vec<MemoryRelation> = records(&rtx.open_table(RELATIONS)?)?;
+            counts.insert("relations".into(), w.file("relations.jsonl", rels.into_iter().map(Ok))?);
+            let cs = rtx.open_table(CRYSTAL_SOURCES)?;
+            let rows = cs.iter()?.map(|row| -> Result<CrystalSourceLine> {
+                let (k, v) = row?;
+                let (s, c, m) = k.value();
+                Ok(CrystalSourceLine {
+                    space_id: s.into(),
+                    crystal_id: c.into(),
+                    memory_id: m.into(),
+                    weight: v.value(),
+                })
+            });
+            counts.insert("crystal_sources".into(), w.file("crystal_sources.jsonl", rows)?);
+        }
+        if inc.threads {
+            let threads: Vec<Thread> = records(&rtx.open_table(THREADS)?)?;
+            counts.insert("threads".into(), w.file("threads.jsonl", threads.into_iter().map(Ok))?);
+            if inc.messages {
+                let msgs = rtx.open_table(MESSAGES)?;
+                let rows = msgs.iter()?.map(|row| -> Result<MessageLine> {
+                    let (k, v) = row?;
+                    let (s, t, i) = k.value();
+                    Ok(MessageLine {
+                        space_id: s.into(),
+                        thread_id: t.into(),
+                        index: i,
+                        message: schema::decode(v.value())?,
+                    })
+                });
+                counts.insert("messages".into(), w.file("messages.jsonl", rows)?);
+                let keys = rtx.open_table(MESSAGE_KEYS)?;
+                let rows = keys.iter()?.map(|row| -> Result<MessageKeyLine> {
+                    let (k, v) = row?;
+                    let (s, t, key) = k.value();
+                    Ok(MessageKeyLine { space_id: s.into(), thread_id: t.into(), key: key.into(), index: v.value() })
+                });
+                counts.insert("message_keys".into(), w.file("message_keys.jsonl", rows)?);
+            }
+        }
+        if inc.working_memory {
+            let wm: Vec<WorkingMemory> = records(&rtx.open_table(WORKING_MEMORY)?)?;
+            counts.insert("working_memory".into(), w.file("working_memory.jsonl", wm.into_iter().map(Ok))?);
+        }
+        if inc.sources {
+            let sources: Vec<Source> = records(&rtx.open_table(SOURCES)?)?;
+            let text_t = rtx.open_table(SOURCE_TEXT)?;
+            let chunk_t = rtx.open_table(SOURCE_CHUNKS)?;
+            let rows = sources.iter().map(|s| -> Result<SourceLine> {
+                let text = text_t
+                    .get(s.id.as_str())?
+                    .map(|v| String::from_utf8_lossy(v.value()).into_owned())
+                    .unwrap_or_default();
+                let mut chunks = Vec::new();
+                for row in chunk_t.range((s.id.as_str(), 0u64)..=(s.id.as_str(), u64::MAX))? {
+                    chunks.push(schema::decode(row?.1.value())?);
+                }
+                Ok(SourceLine { source: s.clone(), text, chunks })
+            });
+            counts.insert("sources".into(), w.file("sources.jsonl", rows)?);
+            if inc.source_files {
+                let files = rtx.open_table(SOURCE_FILES)?;
+                let mut n = 0;
+                for s in &sources {
+                    if let Some(b) = files.get(s.id.as_str())? {
+                        w.blob(&format!("source_files/{}", s.id), b.value())?;
+                        n += 1;
+                    }
+                }
+                counts.insert("source_files".into(), n);
+            }
+        }
+        if inc.communities {
+            let ct = rtx.open_table(COMMUNITIES)?;
+            let members = rtx.open_table(COMMUNITY_MEMBERS)?;
+            let rows = ct.iter()?.map(|row| -> Result<CommunityLine> {
+                let (k, v) = row?;
+                let id = k.value();
+                let mut m = Vec::new();
+                for r in members.range((id, "", "")..(id + 1, "", ""))? {
+                    let (mk, mv) = r?;
+                    let (_, s, e) = mk.value();
+                    m.push((s.to_string(), e.to_string(), mv.value()));
+                }
+                Ok(CommunityLine { community: schema::decode(v.value())?, members: m })
+            });
+            counts.insert("communities".into(), w.file("communities.jsonl", rows)?);
+            let pr = rtx.open_table(MEMORY_PAGERANK)?;
+            let rows = pr.iter()?.map(|row| -> Result<PagerankLine> {
+                let (k, v) = row?;
+                let (s, m) = k.value();
+                Ok(PagerankLine { space_id: s.into(), memory_id: m.into(), score: v.value() })
+            });
+            counts.insert("memory_pagerank".into(), w.file("memory_pagerank.jsonl", rows)?);
+        }
+        let manifest = Manifest {
+            format: EXPORT_FORMAT.into(),
+            format_version: EXPORT_VERSION,
+            engram_version: env!("CARGO_PKG_VERSION").into(),
+            store_format_version: schema::FORMAT_VERSION,
+            embedder: format!("{}:{}", self.config.embedder.name(), self.config.embedder.dim()),
+            created_at: Timestamp::now(),
+            include: inc,
+            counts: counts.clone(),
+            files: std::mem::take(&mut w.files),
+        };
+        {
+            let mut out = w.sink.start("manifest.json")?;
+            serde_json::to_writer_pretty(&mut out, &manifest)
+                .map_err(|e| Error::new(ErrorKind::Internal, e.to_string()))?;
+            out.flush()?;
+        }
+        if let Sink::Zip(z, _) = w.sink {
+            let mut inner = z.finish().map_err(|e| Error::new(ErrorKind::Io, e.to_string()))?;
+            inner.flush()?;
+            inner.into_inner().map_err(|e| Error::from(e.into_error()))?.sync_all()?;
+        }
+        Ok(counts)
+    }
+}
