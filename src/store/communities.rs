@@ -227,12 +227,20 @@ fn first_words(s: &str, max: usize) -> String {
     }
 }
 
-/// Reads the graph, runs Louvain and PageRank, and replaces the stored results. `stop` aborts between
-/// stages.
-pub(crate) fn recompute(ctx: &Ctx, stopped: &dyn Fn() -> bool) -> Result<GraphReport> {
-    let started = Instant::now();
-    let rtx = ctx.db.begin_read()?;
-    let gen_seen = meta_u64(&rtx.open_table(META)?, "generation")?.unwrap_or(0);
+/// The graph as read in one snapshot: entities are nodes `0..E`, the live memories that mention them (active,
+/// latest, not crystals) nodes `E..`; RELATES_TO edges between entities, MENTIONS edges from entity to memory.
+struct GraphInput {
+    entities: Vec<Entity>,
+    edges: Vec<(u32, u32, f64)>,
+    memory_nodes: Vec<(String, String)>,
+    mention_edges: Vec<(u32, u32, f64)>,
+    /// Per entity: the memory nodes (minus E) that mention it.
+    mentions_of: Vec<Vec<u32>>,
+    /// Per memory node (minus E): the entities it mentions.
+    entities_of: Vec<Vec<u32>>,
+}
+
+fn read_graph(rtx: &redb::ReadTransaction) -> Result<GraphInput> {
     // Nodes: entities first (0..E), then memories.
     let mut entities: Vec<Entity> = Vec::new();
     let mut entity_index: FxHashMap<(String, String), u32> = FxHashMap::default();
@@ -294,125 +302,129 @@ pub(crate) fn recompute(ctx: &Ctx, stopped: &dyn Fn() -> bool) -> Result<GraphRe
         }
         entities_of[mi as usize].push(*ei);
     }
-    if stopped() {
-        return Err(Error::new(crate::ErrorKind::Internal, "stopped"));
-    }
-    let partition = louvain(e_count, &edges, 1.0);
-    let mut all_edges = edges.clone();
-    all_edges.extend_from_slice(&mention_edges);
-    let rank = pagerank(e_count + memory_nodes.len(), &all_edges, 0.85);
-    // Entities and memories are scaled separately, each so that its top node is 1.
-    let top = rank[..e_count].iter().copied().fold(0.0f64, f64::max).max(f64::MIN_POSITIVE);
-    let top_memory = rank[e_count..].iter().copied().fold(0.0f64, f64::max).max(f64::MIN_POSITIVE);
+    Ok(GraphInput { entities, edges, memory_nodes, mention_edges, mentions_of, entities_of })
+}
 
-    // Group members; communities of one entity are not kept.
-    let mut groups: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
-    for (i, c) in partition.community.iter().enumerate() {
-        groups.entry(*c).or_default().push(i as u32);
+/// PageRank of every node, scaled separately for entities and memories so that each kind's top node is 1.
+struct Ranks {
+    rank: Vec<f64>,
+    /// Top entity rank (divide by it to scale).
+    top: f64,
+    /// Top memory rank.
+    top_memory: f64,
+}
+
+impl Ranks {
+    fn entity(&self, i: u32) -> f64 {
+        self.rank[i as usize] / self.top
     }
-    let groups: Vec<Vec<u32>> = groups.into_values().filter(|g| g.len() >= 2).collect();
-    let keys: Vec<Vec<(String, String)>> = groups
-        .iter()
-        .map(|g| g.iter().map(|i| (entities[*i as usize].space_id.clone(), entities[*i as usize].id.clone())).collect())
-        .collect();
-    let (old, old_sizes, next_id) = {
-        let mut old: FxHashMap<(String, String), u64> = FxHashMap::default();
-        let mut sizes: FxHashMap<u64, usize> = FxHashMap::default();
-        for row in rtx.open_table(ENTITY_COMMUNITY)?.iter()? {
-            let (k, v) = row?;
-            let (s, e) = k.value();
-            old.insert((s.to_string(), e.to_string()), v.value());
-            *sizes.entry(v.value()).or_default() += 1;
-        }
-        (old, sizes, meta_u64(&rtx.open_table(META)?, "next_community_id")?.unwrap_or(1))
+}
+
+/// The community record of one group (members by entity index): title from its most central named entities,
+/// a summary, its top entities and representative memories.
+fn community_record(
+    id: u64,
+    group: &[u32],
+    g: &GraphInput,
+    r: &Ranks,
+    mems: &impl ReadableTable<(&'static str, &'static str), &'static [u8]>,
+    now: Timestamp,
+) -> Result<Community> {
+    let (entities, mentions_of, memory_nodes) = (&g.entities, &g.mentions_of, &g.memory_nodes);
+    let (rank, top, e_count) = (&r.rank, r.top, g.entities.len());
+    let mut members: Vec<u32> = group.to_vec();
+    members.sort_by(|a, b| rank[*b as usize].total_cmp(&rank[*a as usize]).then(a.cmp(b)));
+    let named = |i: &&u32| {
+        matches!(entities[**i as usize].entity_type.as_str(), "person" | "organization" | "location" | "product")
     };
-    let (ids, next_id) = stable_ids(&keys, &old, &old_sizes, next_id);
-    let now = Timestamp::now();
-    let mut communities: Vec<Community> = Vec::with_capacity(groups.len());
-    for (g, id) in groups.iter().zip(&ids) {
-        let mut members: Vec<u32> = g.clone();
-        members.sort_by(|a, b| rank[*b as usize].total_cmp(&rank[*a as usize]).then(a.cmp(b)));
-        let named = |i: &&u32| {
-            matches!(entities[**i as usize].entity_type.as_str(), "person" | "organization" | "location" | "product")
-        };
-        let mut title_from: Vec<&u32> = members.iter().filter(named).take(3).collect();
-        if title_from.is_empty() {
-            title_from = members.iter().take(3).collect();
+    let mut title_from: Vec<&u32> = members.iter().filter(named).take(3).collect();
+    if title_from.is_empty() {
+        title_from = members.iter().take(3).collect();
+    }
+    let title = title_from.iter().map(|i| entities[**i as usize].name.clone()).collect::<Vec<_>>().join(", ");
+    let mut per_memory: FxHashMap<u32, u64> = FxHashMap::default();
+    for m in &members {
+        for mi in &mentions_of[*m as usize] {
+            *per_memory.entry(*mi).or_default() += 1;
         }
-        let title = title_from.iter().map(|i| entities[**i as usize].name.clone()).collect::<Vec<_>>().join(", ");
-        let mut per_memory: FxHashMap<u32, u64> = FxHashMap::default();
-        for m in &members {
-            for mi in &mentions_of[*m as usize] {
-                *per_memory.entry(*mi).or_default() += 1;
-            }
-        }
-        let mut reps: Vec<(u32, u64)> = per_memory.iter().map(|(k, v)| (*k, *v)).collect();
-        reps.sort_by(|a, b| {
-            b.1.cmp(&a.1)
-                .then(rank[e_count + b.0 as usize].total_cmp(&rank[e_count + a.0 as usize]))
-                .then(a.0.cmp(&b.0))
-        });
-        let mut top_memories = Vec::new();
-        for (mi, n) in reps.iter().take(TOP_MEMORIES) {
-            let (s, m) = &memory_nodes[*mi as usize];
-            let Some(sm) = get_record::<_, StoredMemory>(&mems, (s.as_str(), m.as_str()))? else { continue };
-            let t = if sm.memory.title.is_empty() { &sm.memory.content } else { &sm.memory.title };
-            top_memories.push(CommunityMemory {
-                memory_id: m.clone(),
-                space_id: s.clone(),
-                title: first_words(t, 120),
-                entities_mentioned: *n,
-            });
-        }
-        let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
-        let mut spaces: Vec<String> = Vec::new();
-        for m in &members {
-            let e = &entities[*m as usize];
-            *kinds.entry(e.entity_type.as_str()).or_default() += 1;
-            if !spaces.contains(&e.space_id) {
-                spaces.push(e.space_id.clone());
-            }
-        }
-        spaces.sort();
-        let kinds_text = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect::<Vec<_>>().join(", ");
-        let central = members.iter().take(5).map(|i| entities[*i as usize].name.clone()).collect::<Vec<_>>().join(", ");
-        let quotes =
-            top_memories.iter().take(3).map(|m| format!("\"{}\"", first_words(&m.title, 100))).collect::<Vec<_>>();
-        let summary = format!(
-            "{} entities ({kinds_text}) mentioned in {} memories. Most central: {central}.{}",
-            members.len(),
-            per_memory.len(),
-            if quotes.is_empty() { String::new() } else { format!(" Representative: {}.", quotes.join("; ")) }
-        );
-        communities.push(Community {
-            id: *id,
-            title,
-            summary,
-            entity_count: members.len() as u64,
-            memory_count: per_memory.len() as u64,
-            spaces,
-            weight: members.iter().map(|i| rank[*i as usize] / top).sum(),
-            top_entities: members
-                .iter()
-                .take(TOP_ENTITIES)
-                .map(|i| {
-                    let e = &entities[*i as usize];
-                    CommunityEntity {
-                        entity_id: e.id.clone(),
-                        space_id: e.space_id.clone(),
-                        name: e.name.clone(),
-                        entity_type: e.entity_type.clone(),
-                        mention_count: e.mention_count,
-                        pagerank: rank[*i as usize] / top,
-                    }
-                })
-                .collect(),
-            top_memories,
-            updated_at: now,
+    }
+    let mut reps: Vec<(u32, u64)> = per_memory.iter().map(|(k, v)| (*k, *v)).collect();
+    reps.sort_by(|a, b| {
+        b.1.cmp(&a.1).then(rank[e_count + b.0 as usize].total_cmp(&rank[e_count + a.0 as usize])).then(a.0.cmp(&b.0))
+    });
+    let mut top_memories = Vec::new();
+    for (mi, n) in reps.iter().take(TOP_MEMORIES) {
+        let (s, m) = &memory_nodes[*mi as usize];
+        let Some(sm) = get_record::<_, StoredMemory>(mems, (s.as_str(), m.as_str()))? else { continue };
+        let t = if sm.memory.title.is_empty() { &sm.memory.content } else { &sm.memory.title };
+        top_memories.push(CommunityMemory {
+            memory_id: m.clone(),
+            space_id: s.clone(),
+            title: first_words(t, 120),
+            entities_mentioned: *n,
         });
     }
+    let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut spaces: Vec<String> = Vec::new();
+    for m in &members {
+        let e = &entities[*m as usize];
+        *kinds.entry(e.entity_type.as_str()).or_default() += 1;
+        if !spaces.contains(&e.space_id) {
+            spaces.push(e.space_id.clone());
+        }
+    }
+    spaces.sort();
+    let kinds_text = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect::<Vec<_>>().join(", ");
+    let central = members.iter().take(5).map(|i| entities[*i as usize].name.clone()).collect::<Vec<_>>().join(", ");
+    let quotes = top_memories.iter().take(3).map(|m| format!("\"{}\"", first_words(&m.title, 100))).collect::<Vec<_>>();
+    let summary = format!(
+        "{} entities ({kinds_text}) mentioned in {} memories. Most central: {central}.{}",
+        members.len(),
+        per_memory.len(),
+        if quotes.is_empty() { String::new() } else { format!(" Representative: {}.", quotes.join("; ")) }
+    );
+    Ok(Community {
+        id,
+        title,
+        summary,
+        entity_count: members.len() as u64,
+        memory_count: per_memory.len() as u64,
+        spaces,
+        weight: members.iter().map(|i| rank[*i as usize] / top).sum(),
+        top_entities: members
+            .iter()
+            .take(TOP_ENTITIES)
+            .map(|i| {
+                let e = &entities[*i as usize];
+                CommunityEntity {
+                    entity_id: e.id.clone(),
+                    space_id: e.space_id.clone(),
+                    name: e.name.clone(),
+                    entity_type: e.entity_type.clone(),
+                    mention_count: e.mention_count,
+                    pagerank: rank[*i as usize] / top,
+                }
+            })
+            .collect(),
+        top_memories,
+        updated_at: now,
+    })
+}
+
+/// Crystals to write: per community, up to [`CRYSTALS_PER_COMMUNITY`] of its most central named entities with
+/// enough mentions, each with its best source memories and their weights (summing to 1).
+fn crystal_plans(
+    groups: &[Vec<u32>],
+    ids: &[u64],
+    g: &GraphInput,
+    r: &Ranks,
+    mems: &impl ReadableTable<(&'static str, &'static str), &'static [u8]>,
+) -> Result<Vec<CrystalPlan>> {
+    let (entities, mentions_of, entities_of, memory_nodes) =
+        (&g.entities, &g.mentions_of, &g.entities_of, &g.memory_nodes);
+    let (rank, top_memory, e_count) = (&r.rank, r.top_memory, g.entities.len());
     let mut plans: Vec<CrystalPlan> = Vec::new();
-    for (g, cid) in groups.iter().zip(&ids) {
+    for (g, cid) in groups.iter().zip(ids) {
         let in_community: rustc_hash::FxHashSet<u32> = g.iter().copied().collect();
         let mut members = g.clone();
         members.sort_by(|a, b| rank[*b as usize].total_cmp(&rank[*a as usize]).then(a.cmp(b)));
@@ -442,12 +454,68 @@ pub(crate) fn recompute(ctx: &Ctx, stopped: &dyn Fn() -> bool) -> Result<GraphRe
             let mut sources = Vec::with_capacity(scored.len());
             for ((mi, _), w) in scored.iter().zip(&raw) {
                 let (sp, id) = &memory_nodes[*mi as usize];
-                let Some(sm) = get_record::<_, StoredMemory>(&mems, (sp.as_str(), id.as_str()))? else { continue };
+                let Some(sm) = get_record::<_, StoredMemory>(mems, (sp.as_str(), id.as_str()))? else { continue };
                 sources.push((id.clone(), w / sum, sm.memory));
             }
             plans.push(CrystalPlan { community: *cid, entity: e.clone(), sources });
         }
     }
+    Ok(plans)
+}
+
+/// Reads the graph, runs Louvain and PageRank, and replaces the stored results. `stop` aborts between
+/// stages.
+pub(crate) fn recompute(ctx: &Ctx, stopped: &dyn Fn() -> bool) -> Result<GraphReport> {
+    let started = Instant::now();
+    let rtx = ctx.db.begin_read()?;
+    let gen_seen = meta_u64(&rtx.open_table(META)?, "generation")?.unwrap_or(0);
+    let g = read_graph(&rtx)?;
+    if stopped() {
+        return Err(Error::new(crate::ErrorKind::Internal, "stopped"));
+    }
+    let (e_count, memory_nodes) = (g.entities.len(), &g.memory_nodes);
+    let partition = louvain(e_count, &g.edges, 1.0);
+    let mut all_edges = g.edges.clone();
+    all_edges.extend_from_slice(&g.mention_edges);
+    let rank = pagerank(e_count + memory_nodes.len(), &all_edges, 0.85);
+    // Entities and memories are scaled separately, each so that its top node is 1.
+    let top = rank[..e_count].iter().copied().fold(0.0f64, f64::max).max(f64::MIN_POSITIVE);
+    let top_memory = rank[e_count..].iter().copied().fold(0.0f64, f64::max).max(f64::MIN_POSITIVE);
+    let r = Ranks { rank, top, top_memory };
+    let rank = &r.rank;
+
+    // Group members; communities of one entity are not kept.
+    let mut groups: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+    for (i, c) in partition.community.iter().enumerate() {
+        groups.entry(*c).or_default().push(i as u32);
+    }
+    let groups: Vec<Vec<u32>> = groups.into_values().filter(|grp| grp.len() >= 2).collect();
+    let keys: Vec<Vec<(String, String)>> = groups
+        .iter()
+        .map(|grp| {
+            grp.iter().map(|i| (g.entities[*i as usize].space_id.clone(), g.entities[*i as usize].id.clone())).collect()
+        })
+        .collect();
+    let (old, old_sizes, next_id) = {
+        let mut old: FxHashMap<(String, String), u64> = FxHashMap::default();
+        let mut sizes: FxHashMap<u64, usize> = FxHashMap::default();
+        for row in rtx.open_table(ENTITY_COMMUNITY)?.iter()? {
+            let (k, v) = row?;
+            let (s, e) = k.value();
+            old.insert((s.to_string(), e.to_string()), v.value());
+            *sizes.entry(v.value()).or_default() += 1;
+        }
+        (old, sizes, meta_u64(&rtx.open_table(META)?, "next_community_id")?.unwrap_or(1))
+    };
+    let (ids, next_id) = stable_ids(&keys, &old, &old_sizes, next_id);
+    let now = Timestamp::now();
+    let mems = rtx.open_table(MEMORIES)?;
+    let communities = groups
+        .iter()
+        .zip(&ids)
+        .map(|(grp, id)| community_record(*id, grp, &g, &r, &mems, now))
+        .collect::<Result<Vec<Community>>>()?;
+    let plans = crystal_plans(&groups, &ids, &g, &r, &mems)?;
     drop(mems);
     drop(rtx);
     if stopped() {
@@ -455,7 +523,7 @@ pub(crate) fn recompute(ctx: &Ctx, stopped: &dyn Fn() -> bool) -> Result<GraphRe
     }
     let mut report = GraphReport {
         entities: e_count as u64,
-        edges: edges.len() as u64,
+        edges: g.edges.len() as u64,
         memories: memory_nodes.len() as u64,
         communities: communities.len() as u64,
         modularity: partition.modularity,
@@ -485,7 +553,7 @@ pub(crate) fn recompute(ctx: &Ctx, stopped: &dyn Fn() -> bool) -> Result<GraphRe
                 ct.insert(c.id, schema::encode(c)?.as_slice())?;
                 for (i, (s, e)) in g.iter().zip(k) {
                     ec.insert((s.as_str(), e.as_str()), c.id)?;
-                    members_t.insert((c.id, s.as_str(), e.as_str()), rank[*i as usize] / top)?;
+                    members_t.insert((c.id, s.as_str(), e.as_str()), r.entity(*i))?;
                 }
             }
             let mut pr = txn.open_table(MEMORY_PAGERANK)?;
@@ -518,8 +586,8 @@ pub(crate) fn recompute(ctx: &Ctx, stopped: &dyn Fn() -> bool) -> Result<GraphRe
         (ctx.wake_hnsw)();
     }
     let mut memory_rank: HashMap<String, HashMap<String, f32>> = HashMap::new();
-    for (mi, (s, m)) in memory_nodes.into_iter().enumerate() {
-        memory_rank.entry(s).or_default().insert(m, (rank[e_count + mi] / top_memory) as f32);
+    for (mi, (s, m)) in memory_nodes.iter().enumerate() {
+        memory_rank.entry(s.clone()).or_default().insert(m.clone(), (rank[e_count + mi] / top_memory) as f32);
     }
     let mut g = ctx.graph.write();
     g.memory_rank = memory_rank;
