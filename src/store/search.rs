@@ -101,29 +101,7 @@ impl KnowledgeStore {
     /// indexes, such as a shared space deleted meanwhile, gives no hits).
     fn search_space(&self, q: &SearchQuery, started: Instant) -> Result<SearchResults> {
         let depth = (q.limit * 4).max(50);
-        let external = self.config.embedder.external();
-        let awaiting = if external {
-            0
-        } else {
-            self.index.read().spaces.get(&q.space_id).map_or(0, |si| si.catalog.len().saturating_sub(si.vectors.len()))
-        };
-        let (mode, fallback) = if external && q.mode != SearchMode::Lexical && q.query_embedding.is_none() {
-            let why = format!(
-                "no query_embedding: this store takes caller-supplied vectors ({}), so results are ranked by BM25 \
-                 alone",
-                self.config.embedder.name()
-            );
-            (SearchMode::Lexical, Some(why))
-        } else if q.mode != SearchMode::Lexical && awaiting > 0 {
-            let why = format!(
-                "re-embedding in progress: {awaiting} memories of this space await vectors from {}; \
-                 results are ranked by BM25 alone until it finishes",
-                self.config.embedder.name()
-            );
-            (SearchMode::Lexical, Some(why))
-        } else {
-            (q.mode, None)
-        };
+        let (mode, fallback) = self.search_mode(q);
         let qvec = match mode {
             SearchMode::Lexical => None,
             _ => match &q.query_embedding {
@@ -156,90 +134,22 @@ impl KnowledgeStore {
         // Counting matches walks the whole catalog: only a real filter needs it.
         let candidates = if q.filter.is_trivial() { si.catalog.len() } else { si.catalog.count(&q.filter) };
         let mut lists: Vec<(u32, &[Posting])> = Vec::with_capacity(qtf.len());
-        let (lex_docs, lex_avg) = (si.lexicon.docs, si.lexicon.avg_len());
-        let mut lexical: Vec<(u64, f32)> = Vec::new();
-        let best_first = |a: &(u64, f32), b: &(u64, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-        let cx = q.options.context_params.unwrap_or(self.config.context);
-        let bm25p = q.options.bm25.unwrap_or(self.config.bm25);
-        let expanded_on = q.options.context_bm25.unwrap_or(true)
-            && cx.is_on()
-            && si.catalog.has_sequences()
-            && mode != SearchMode::Vector;
-        // With context-expanded BM25, every matching document's lexical score (for the fusion of the union).
-        // (sorted by docno, for the hybrid union's lookups).
-        let mut lex_all: Option<Vec<(u64, f32)>> = None;
-        if mode != SearchMode::Vector && !qtf.is_empty() {
+        if mode != SearchMode::Vector {
             for (term, n) in &qtf {
                 lists.push((*n, si.lexicon.postings(term)));
             }
-            // Without a filter, the catalog check (a random memory access per document) runs on the top
-            // candidates only; the filter then can only drop non-active memories, which are rare.
-            let trivial = q.filter.is_trivial();
-            let everything = |_: u64| true;
-            let first: &dyn Fn(u64) -> bool = if trivial { &everything } else { &accept };
-            if expanded_on {
-                let avg = si.expanded_avg_len(cx.window);
-                let expanded = context::score_context(bm25p, avg, &lists, &si.catalog, &si.lexicon, cx.window, first);
-                let beta = cx.blend.clamp(0.0, 1.0);
-                lexical = if beta >= 1.0 {
-                    expanded
-                } else {
-                    let own = bm25::score(bm25p, lex_docs, lex_avg, &lists, first);
-                    // Both lists are sorted by docno, and every document with an own match also has an expanded
-                    // one (its own terms are in it): one merge.
-                    let mut own = own.into_iter().peekable();
-                    expanded
-                        .into_iter()
-                        .map(|(d, e)| {
-                            let o = match own.peek() {
-                                Some((od, os)) if *od == d => {
-                                    let v = *os;
-                                    own.next();
-                                    v
-                                }
-                                _ => 0.0,
-                            };
-                            (d, (1.0 - beta) * o + beta * e)
-                        })
-                        .collect()
-                };
-                // `lexical` is sorted by docno here; hybrid search looks the union's scores up in a copy.
-                let all = if mode == SearchMode::Hybrid || trivial { Some(lexical.clone()) } else { None };
-                if trivial {
-                    let keep = depth * 2;
-                    if lexical.len() > keep {
-                        lexical.select_nth_unstable_by(keep, best_first);
-                        lexical.truncate(keep);
-                    }
-                    lexical.retain(|(d, _)| accept(*d));
-                    if lexical.len() < depth
-                        && let Some(all) = all.as_ref().filter(|a| a.len() > keep)
-                    {
-                        lexical = all.iter().filter(|(d, _)| accept(*d)).copied().collect();
-                    }
-                }
-                lex_all = all.filter(|_| mode == SearchMode::Hybrid);
-            } else {
-                lexical = bm25::score(bm25p, lex_docs, lex_avg, &lists, first);
-                let keep = if trivial { depth * 2 } else { depth };
-                let scored = lexical.len();
-                if scored > keep {
-                    lexical.select_nth_unstable_by(keep, best_first);
-                    lexical.truncate(keep);
-                }
-                if trivial {
-                    lexical.retain(|(d, _)| accept(*d));
-                    if lexical.len() < depth && scored > keep {
-                        lexical = bm25::score(bm25p, lex_docs, lex_avg, &lists, &accept);
-                    }
-                }
-            }
-            if lexical.len() > depth {
-                lexical.select_nth_unstable_by(depth, best_first);
-                lexical.truncate(depth);
-            }
-            lexical.sort_by(best_first);
         }
+        let lex = Lexical {
+            bm25: q.options.bm25.unwrap_or(self.config.bm25),
+            cx: q.options.context_params.unwrap_or(self.config.context),
+            docs: si.lexicon.docs,
+            avg: si.lexicon.avg_len(),
+        };
+        let (lexical, lex_all) = if lists.is_empty() {
+            (Vec::new(), None)
+        } else {
+            lexical_candidates(si, q, mode, &lists, &lex, depth, &accept)
+        };
 
         let mut vector: Vec<(u64, f32)> = Vec::new();
         if let Some(qv) = &qvec
@@ -249,34 +159,10 @@ impl KnowledgeStore {
             vector = si.vectors.search(qv, depth, &accept, hint).into_iter().map(|h| (h.docno, h.score)).collect();
         }
 
-        let fused: Vec<Fused> = match mode {
+        let mut fused: Vec<Fused> = match mode {
             SearchMode::Hybrid => {
-                // Score the union of both candidate lists on both sides, so that a document is not penalised
-                // for falling just outside one list's depth.
-                let mut union: Vec<u64> = lexical.iter().chain(&vector).map(|(d, _)| *d).collect();
-                union.sort_unstable();
-                union.dedup();
-                let lex_full: Vec<(u64, f32)> = union
-                    .iter()
-                    .map(|d| match &lex_all {
-                        Some(all) => (*d, all.binary_search_by_key(d, |x| x.0).map_or(0.0, |i| all[i].1)),
-                        None => (*d, bm25::score_one(bm25p, lex_docs, lex_avg, &lists, *d)),
-                    })
-                    .collect();
-                let sims = match &qvec {
-                    Some(qv) => si.vectors.similarities(qv, &union),
-                    None => vec![0.0; union.len()],
-                };
-                let vec_full: Vec<(u64, f32)> = union.iter().copied().zip(sims).collect();
-                let by_score = |mut l: Vec<(u64, f32)>| {
-                    l.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-                    l
-                };
-                fuse(
-                    &by_score(lex_full),
-                    &by_score(vec_full),
-                    q.fusion.unwrap_or_else(|| self.config.effective_fusion()),
-                )
+                let fusion = q.fusion.unwrap_or_else(|| self.config.effective_fusion());
+                fuse_union(si, &lexical, &vector, lex_all.as_deref(), &lists, &lex, qvec.as_deref(), fusion)
             }
             SearchMode::Lexical => lexical
                 .iter()
@@ -289,57 +175,15 @@ impl KnowledgeStore {
         };
 
         let rtx = self.db.begin_read()?;
-        let mems = rtx.open_table(MEMORIES)?;
-        let ml = rtx.open_table(MEMORY_LABELS)?;
-        let mut fused = fused;
-        let decay_w = self.config.decay_weight.clamp(0.0, 1.0);
-        let pr_w = self.config.pagerank_weight.clamp(0.0, 1.0);
         let graph = self.graph.read();
         let ranks = graph.memory_rank.get(&q.space_id);
-        let priors = q.options.priors.unwrap_or(true);
-        if priors && (!query_entities.is_empty() || decay_w > 0.0 || (pr_w > 0.0 && ranks.is_some())) {
-            // A memory mentioning the query's entities gains up to `entity_boost`, weighted by each entity's
-            // IDF; then the decay factor `1 - w + w x decay` scales the score (see `crate::index::decay`).
-            let mentions = if query_entities.is_empty() { None } else { Some(rtx.open_table(MENTIONS)?) };
-            let total: f32 = query_entities.iter().map(|(_, w)| w).sum();
-            let now = crate::model::Timestamp::now();
-            for f in fused.iter_mut().take(depth) {
-                let Some(meta) = si.catalog.get(f.docno) else { continue };
-                if let Some(mentions) = &mentions {
-                    let mut matched = 0.0;
-                    for (id, w) in &query_entities {
-                        if mentions.get((q.space_id.as_str(), meta.id.as_str(), id.as_str()))?.is_some() {
-                            matched += w;
-                        }
-                    }
-                    f.score += self.config.entity_boost * matched / total.max(f32::EPSILON);
-                }
-                if let Some(r) = ranks.filter(|_| pr_w > 0.0).and_then(|r| r.get(&meta.id)) {
-                    // PageRank (scaled so the graph's top node is 1) as a small additive prior.
-                    f.score += pr_w * r;
-                }
-                if decay_w > 0.0 {
-                    let d = decay::decay_score(meta.importance, meta.access_count, meta.last_used, now);
-                    f.score *= decay::ranking_factor(decay_w, d);
-                }
-            }
-            let n = fused.len().min(depth);
-            fused[..n].sort_by(|a, b| b.score.total_cmp(&a.score).then(a.docno.cmp(&b.docno)));
-        }
-        let tb = q.options.temporal_boost.unwrap_or(self.config.temporal_boost);
-        if mode == SearchMode::Hybrid && tb > 0.0 && text::asks_time(&q.query) {
-            let n = fused.len().min(depth);
-            for f in fused[..n].iter_mut() {
-                if si.catalog.get(f.docno).is_some_and(|m| m.dated) {
-                    f.score *= 1.0 + tb;
-                }
-            }
-            fused[..n].sort_by(|a, b| b.score.total_cmp(&a.score).then(a.docno.cmp(&b.docno)));
-        }
+        self.apply_priors(q, si, &rtx, &mut fused, depth, &query_entities, ranks, mode)?;
         if q.options.expand_neighbours.unwrap_or(true) {
             let exp = q.options.expansion_params.unwrap_or(self.config.expansion);
             context::expand(&mut fused, &si.catalog, exp, depth, &accept);
         }
+        let mems = rtx.open_table(MEMORIES)?;
+        let ml = rtx.open_table(MEMORY_LABELS)?;
         let mut hits = Vec::with_capacity(q.limit);
         for f in fused {
             if hits.len() >= q.limit {
@@ -380,6 +224,94 @@ impl KnowledgeStore {
         }
         let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
         Ok(SearchResults { hits, mode, candidates, elapsed_ms, fallback })
+    }
+
+    /// The rankings a search uses, and why it fell back to BM25 alone when it did: an external-vector store
+    /// given no `query_embedding`, or memories of the space still awaiting vectors from the embedder.
+    fn search_mode(&self, q: &SearchQuery) -> (SearchMode, Option<String>) {
+        let external = self.config.embedder.external();
+        let awaiting = if external {
+            0
+        } else {
+            self.index.read().spaces.get(&q.space_id).map_or(0, |si| si.catalog.len().saturating_sub(si.vectors.len()))
+        };
+        if external && q.mode != SearchMode::Lexical && q.query_embedding.is_none() {
+            let why = format!(
+                "no query_embedding: this store takes caller-supplied vectors ({}), so results are ranked by BM25 \
+                 alone",
+                self.config.embedder.name()
+            );
+            (SearchMode::Lexical, Some(why))
+        } else if q.mode != SearchMode::Lexical && awaiting > 0 {
+            let why = format!(
+                "re-embedding in progress: {awaiting} memories of this space await vectors from {}; \
+                 results are ranked by BM25 alone until it finishes",
+                self.config.embedder.name()
+            );
+            (SearchMode::Lexical, Some(why))
+        } else {
+            (q.mode, None)
+        }
+    }
+
+    /// The ranking priors after fusion, on the top `depth`: the entity bonus (query entities a memory mentions,
+    /// IDF-weighted, up to `entity_boost`), the PageRank prior, the decay factor (`crate::index::decay`), then
+    /// the temporal boost of dated memories for questions about time.
+    #[allow(clippy::too_many_arguments)]
+    fn apply_priors(
+        &self,
+        q: &SearchQuery,
+        si: &super::SpaceIndex,
+        rtx: &redb::ReadTransaction,
+        fused: &mut [Fused],
+        depth: usize,
+        query_entities: &[(String, f32)],
+        ranks: Option<&std::collections::HashMap<String, f32>>,
+        mode: SearchMode,
+    ) -> Result<()> {
+        let decay_w = self.config.decay_weight.clamp(0.0, 1.0);
+        let pr_w = self.config.pagerank_weight.clamp(0.0, 1.0);
+        let priors = q.options.priors.unwrap_or(true);
+        if priors && (!query_entities.is_empty() || decay_w > 0.0 || (pr_w > 0.0 && ranks.is_some())) {
+            // A memory mentioning the query's entities gains up to `entity_boost`, weighted by each entity's
+            // IDF; then the decay factor `1 - w + w x decay` scales the score (see `crate::index::decay`).
+            let mentions = if query_entities.is_empty() { None } else { Some(rtx.open_table(MENTIONS)?) };
+            let total: f32 = query_entities.iter().map(|(_, w)| w).sum();
+            let now = crate::model::Timestamp::now();
+            for f in fused.iter_mut().take(depth) {
+                let Some(meta) = si.catalog.get(f.docno) else { continue };
+                if let Some(mentions) = &mentions {
+                    let mut matched = 0.0;
+                    for (id, w) in query_entities {
+                        if mentions.get((q.space_id.as_str(), meta.id.as_str(), id.as_str()))?.is_some() {
+                            matched += w;
+                        }
+                    }
+                    f.score += self.config.entity_boost * matched / total.max(f32::EPSILON);
+                }
+                if let Some(r) = ranks.filter(|_| pr_w > 0.0).and_then(|r| r.get(&meta.id)) {
+                    // PageRank (scaled so the graph's top node is 1) as a small additive prior.
+                    f.score += pr_w * r;
+                }
+                if decay_w > 0.0 {
+                    let d = decay::decay_score(meta.importance, meta.access_count, meta.last_used, now);
+                    f.score *= decay::ranking_factor(decay_w, d);
+                }
+            }
+            let n = fused.len().min(depth);
+            fused[..n].sort_by(|a, b| b.score.total_cmp(&a.score).then(a.docno.cmp(&b.docno)));
+        }
+        let tb = q.options.temporal_boost.unwrap_or(self.config.temporal_boost);
+        if mode == SearchMode::Hybrid && tb > 0.0 && text::asks_time(&q.query) {
+            let n = fused.len().min(depth);
+            for f in fused[..n].iter_mut() {
+                if si.catalog.get(f.docno).is_some_and(|m| m.dated) {
+                    f.score *= 1.0 + tb;
+                }
+            }
+            fused[..n].sort_by(|a, b| b.score.total_cmp(&a.score).then(a.docno.cmp(&b.docno)));
+        }
+        Ok(())
     }
 
     /// The context of hit `m` (document `docno` of `space`), in order: the messages of its thread from `window`
@@ -475,4 +407,144 @@ impl KnowledgeStore {
         }
         Ok(items)
     }
+}
+
+/// Documents with a score, as `(docno, score)`.
+type Scored = Vec<(u64, f32)>;
+
+/// BM25 settings of one search.
+struct Lexical {
+    bm25: bm25::Bm25Params,
+    cx: context::ContextParams,
+    /// Documents in the space, and their average length in terms.
+    docs: u64,
+    avg: f32,
+}
+
+/// BM25 candidates (best first, at most `depth`), context-expanded when the space holds sequences and the
+/// query does not turn it off (`docs/retrieval.md`). In hybrid mode with expansion, also every matching
+/// document's lexical score sorted by docno, for the fusion of the union.
+fn lexical_candidates(
+    si: &super::SpaceIndex,
+    q: &SearchQuery,
+    mode: SearchMode,
+    lists: &[(u32, &[Posting])],
+    lex: &Lexical,
+    depth: usize,
+    accept: &dyn Fn(u64) -> bool,
+) -> (Scored, Option<Scored>) {
+    let (bm25p, cx, lex_docs, lex_avg) = (lex.bm25, lex.cx, lex.docs, lex.avg);
+    let best_first = |a: &(u64, f32), b: &(u64, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+    let expanded_on = q.options.context_bm25.unwrap_or(true)
+        && cx.is_on()
+        && si.catalog.has_sequences()
+        && mode != SearchMode::Vector;
+    let mut lex_all: Option<Vec<(u64, f32)>> = None;
+    let mut lexical: Vec<(u64, f32)>;
+    // Without a filter, the catalog check (a random memory access per document) runs on the top
+    // candidates only; the filter then can only drop non-active memories, which are rare.
+    let trivial = q.filter.is_trivial();
+    let everything = |_: u64| true;
+    let first: &dyn Fn(u64) -> bool = if trivial { &everything } else { &accept };
+    if expanded_on {
+        let avg = si.expanded_avg_len(cx.window);
+        let expanded = context::score_context(bm25p, avg, lists, &si.catalog, &si.lexicon, cx.window, first);
+        let beta = cx.blend.clamp(0.0, 1.0);
+        lexical = if beta >= 1.0 {
+            expanded
+        } else {
+            let own = bm25::score(bm25p, lex_docs, lex_avg, lists, first);
+            // Both lists are sorted by docno, and every document with an own match also has an expanded
+            // one (its own terms are in it): one merge.
+            let mut own = own.into_iter().peekable();
+            expanded
+                .into_iter()
+                .map(|(d, e)| {
+                    let o = match own.peek() {
+                        Some((od, os)) if *od == d => {
+                            let v = *os;
+                            own.next();
+                            v
+                        }
+                        _ => 0.0,
+                    };
+                    (d, (1.0 - beta) * o + beta * e)
+                })
+                .collect()
+        };
+        // `lexical` is sorted by docno here; hybrid search looks the union's scores up in a copy.
+        let all = if mode == SearchMode::Hybrid || trivial { Some(lexical.clone()) } else { None };
+        if trivial {
+            let keep = depth * 2;
+            if lexical.len() > keep {
+                lexical.select_nth_unstable_by(keep, best_first);
+                lexical.truncate(keep);
+            }
+            lexical.retain(|(d, _)| accept(*d));
+            if lexical.len() < depth
+                && let Some(all) = all.as_ref().filter(|a| a.len() > keep)
+            {
+                lexical = all.iter().filter(|(d, _)| accept(*d)).copied().collect();
+            }
+        }
+        lex_all = all.filter(|_| mode == SearchMode::Hybrid);
+    } else {
+        lexical = bm25::score(bm25p, lex_docs, lex_avg, lists, first);
+        let keep = if trivial { depth * 2 } else { depth };
+        let scored = lexical.len();
+        if scored > keep {
+            lexical.select_nth_unstable_by(keep, best_first);
+            lexical.truncate(keep);
+        }
+        if trivial {
+            lexical.retain(|(d, _)| accept(*d));
+            if lexical.len() < depth && scored > keep {
+                lexical = bm25::score(bm25p, lex_docs, lex_avg, lists, &accept);
+            }
+        }
+    }
+    if lexical.len() > depth {
+        lexical.select_nth_unstable_by(depth, best_first);
+        lexical.truncate(depth);
+    }
+    lexical.sort_by(best_first);
+    (lexical, lex_all)
+}
+
+/// Hybrid fusion: the union of both candidate lists is scored on both sides, so that a document is not
+/// penalised for falling just outside one list's depth, then fused (`crate::index::fusion`).
+#[allow(clippy::too_many_arguments)]
+fn fuse_union(
+    si: &super::SpaceIndex,
+    lexical: &[(u64, f32)],
+    vector: &[(u64, f32)],
+    lex_all: Option<&[(u64, f32)]>,
+    lists: &[(u32, &[Posting])],
+    lex: &Lexical,
+    qvec: Option<&[f32]>,
+    fusion: crate::index::fusion::Fusion,
+) -> Vec<Fused> {
+    let (bm25p, lex_docs, lex_avg) = (lex.bm25, lex.docs, lex.avg);
+    // Score the union of both candidate lists on both sides, so that a document is not penalised
+    // for falling just outside one list's depth.
+    let mut union: Vec<u64> = lexical.iter().chain(vector).map(|(d, _)| *d).collect();
+    union.sort_unstable();
+    union.dedup();
+    let lex_full: Vec<(u64, f32)> = union
+        .iter()
+        .map(|d| match &lex_all {
+            Some(all) => (*d, all.binary_search_by_key(d, |x| x.0).map_or(0.0, |i| all[i].1)),
+            None => (*d, bm25::score_one(bm25p, lex_docs, lex_avg, lists, *d)),
+        })
+        .collect();
+    let sims = match &qvec {
+        Some(qv) => si.vectors.similarities(qv, &union),
+        None => vec![0.0; union.len()],
+    };
+    let vec_full: Vec<(u64, f32)> = union.iter().copied().zip(sims).collect();
+    let by_score = |mut l: Vec<(u64, f32)>| {
+        l.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        l
+    };
+    fuse(&by_score(lex_full), &by_score(vec_full), fusion)
 }
