@@ -145,6 +145,27 @@ impl KnowledgeStore {
             let merges: Vec<LabelMerge> = records(&rtx.open_table(LABEL_MERGES)?)?;
             counts.insert("label_merges".into(), w.file("label_merges.jsonl", merges.into_iter().map(Ok))?);
         }
+        self.export_memories(&rtx, &mut w, inc, &mut counts)?;
+        self.export_entities_and_edges(&rtx, &mut w, inc, &mut counts)?;
+        self.export_threads(&rtx, &mut w, inc, &mut counts)?;
+        if inc.working_memory {
+            let wm: Vec<WorkingMemory> = records(&rtx.open_table(WORKING_MEMORY)?)?;
+            counts.insert("working_memory".into(), w.file("working_memory.jsonl", wm.into_iter().map(Ok))?);
+        }
+        self.export_sources(&rtx, &mut w, inc, &mut counts)?;
+        self.export_communities(&rtx, &mut w, inc, &mut counts)?;
+        self.finish_archive(w, inc, &counts)?;
+        Ok(counts)
+    }
+
+    /// Memories with their label and mention edges, and their vectors in an external-vector store.
+    fn export_memories(
+        &self,
+        rtx: &redb::ReadTransaction,
+        w: &mut ArchiveWriter,
+        inc: Include,
+        counts: &mut BTreeMap<String, u64>,
+    ) -> Result<()> {
         if inc.memories {
             let mems = rtx.open_table(MEMORIES)?;
             let ml = rtx.open_table(MEMORY_LABELS)?;
@@ -166,6 +187,17 @@ impl KnowledgeStore {
             });
             counts.insert("memories".into(), w.file("memories.jsonl", rows)?);
         }
+        Ok(())
+    }
+
+    /// Entities, their keys, relations and crystal sources.
+    fn export_entities_and_edges(
+        &self,
+        rtx: &redb::ReadTransaction,
+        w: &mut ArchiveWriter,
+        inc: Include,
+        counts: &mut BTreeMap<String, u64>,
+    ) -> Result<()> {
         if inc.entities {
             let ents: Vec<Entity> = records(&rtx.open_table(ENTITIES)?)?;
             counts.insert("entities".into(), w.file("entities.jsonl", ents.into_iter().map(Ok))?);
@@ -193,6 +225,17 @@ impl KnowledgeStore {
             });
             counts.insert("crystal_sources".into(), w.file("crystal_sources.jsonl", rows)?);
         }
+        Ok(())
+    }
+
+    /// Threads, their messages and message keys.
+    fn export_threads(
+        &self,
+        rtx: &redb::ReadTransaction,
+        w: &mut ArchiveWriter,
+        inc: Include,
+        counts: &mut BTreeMap<String, u64>,
+    ) -> Result<()> {
         if inc.threads {
             let threads: Vec<Thread> = records(&rtx.open_table(THREADS)?)?;
             counts.insert("threads".into(), w.file("threads.jsonl", threads.into_iter().map(Ok))?);
@@ -218,10 +261,17 @@ impl KnowledgeStore {
                 counts.insert("message_keys".into(), w.file("message_keys.jsonl", rows)?);
             }
         }
-        if inc.working_memory {
-            let wm: Vec<WorkingMemory> = records(&rtx.open_table(WORKING_MEMORY)?)?;
-            counts.insert("working_memory".into(), w.file("working_memory.jsonl", wm.into_iter().map(Ok))?);
-        }
+        Ok(())
+    }
+
+    /// Sources with their text and chunks, and their original bytes.
+    fn export_sources(
+        &self,
+        rtx: &redb::ReadTransaction,
+        w: &mut ArchiveWriter,
+        inc: Include,
+        counts: &mut BTreeMap<String, u64>,
+    ) -> Result<()> {
         if inc.sources {
             let sources: Vec<Source> = records(&rtx.open_table(SOURCES)?)?;
             let text_t = rtx.open_table(SOURCE_TEXT)?;
@@ -250,6 +300,17 @@ impl KnowledgeStore {
                 counts.insert("source_files".into(), n);
             }
         }
+        Ok(())
+    }
+
+    /// Communities with their members, and memory PageRank.
+    fn export_communities(
+        &self,
+        rtx: &redb::ReadTransaction,
+        w: &mut ArchiveWriter,
+        inc: Include,
+        counts: &mut BTreeMap<String, u64>,
+    ) -> Result<()> {
         if inc.communities {
             let ct = rtx.open_table(COMMUNITIES)?;
             let members = rtx.open_table(COMMUNITY_MEMBERS)?;
@@ -273,6 +334,11 @@ impl KnowledgeStore {
             });
             counts.insert("memory_pagerank".into(), w.file("memory_pagerank.jsonl", rows)?);
         }
+        Ok(())
+    }
+
+    /// Writes the manifest (format, versions, embedder, switches, counts, per-file SHA-256) and closes the sink.
+    fn finish_archive(&self, mut w: ArchiveWriter, inc: Include, counts: &BTreeMap<String, u64>) -> Result<()> {
         let manifest = Manifest {
             format: EXPORT_FORMAT.into(),
             format_version: EXPORT_VERSION,
@@ -295,6 +361,6 @@ impl KnowledgeStore {
             inner.flush()?;
             inner.into_inner().map_err(|e| Error::from(e.into_error()))?.sync_all()?;
         }
-        Ok(counts)
+        Ok(())
     }
 }
