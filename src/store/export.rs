@@ -238,52 +238,29 @@ impl KnowledgeStore {
     fn write_bundle(&self, kind: ExportKind, p: &ExportParams, path: &std::path::Path) -> Result<ExportCounts> {
         let plan = self.export_plan(kind, p)?;
         let counts = counts(kind, &plan);
-        let mut paths = Paths::default();
-        for c in &plan.topics {
-            paths
-                .topics
-                .insert(c.id, format!("topics/{}", file_name(&format!("{} {}", c.id, c.title), &c.id.to_string())));
-        }
-        for e in &plan.entities {
-            let key = format!("{}/{}", e.space_id, e.id);
-            paths.entities.insert((e.space_id.clone(), e.id.clone()), format!("entities/{}", file_name(&e.name, &key)));
-        }
-        for v in &plan.crystals {
-            let key = format!("{}/{}", v.memory.space_id, v.memory.id);
-            paths.crystals.insert(
-                (v.memory.space_id.clone(), v.memory.id.clone()),
-                format!("crystals/{}", file_name(&v.memory.title, &key)),
-            );
-        }
-        for v in &plan.memories {
-            let key = format!("{}/{}", v.memory.space_id, v.memory.id);
-            let name = if v.memory.title.is_empty() { memory_line(v, 40) } else { v.memory.title.clone() };
-            paths.memories.insert(
-                (v.memory.space_id.clone(), v.memory.id.clone()),
-                format!("memories/{}/{}", v.memory.unit_type.as_str(), file_name(&name, &key)),
-            );
-        }
-        let label_path = |l: &Label| format!("labels/{}", file_name(&l.name, &format!("{}/{}", l.space_id, l.id)));
-
-        let file = std::fs::File::create(path)?;
-        let mut zip = zip::ZipWriter::new(std::io::BufWriter::new(file));
-        let opts = SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
-        let zerr = |e: zip::result::ZipError| Error::new(ErrorKind::Io, format!("writing the ZIP failed: {e}"));
-        let put = |zip: &mut zip::ZipWriter<_>, name: &str, text: &str| -> Result<()> {
-            zip.start_file(name, opts).map_err(zerr)?;
-            zip.write_all(text.as_bytes())?;
-            Ok(())
-        };
+        let paths = bundle_paths(&plan);
+        let mut zip = BundleZip::create(path)?;
         let okf = kind == ExportKind::Okf;
-        let at = crate::model::Timestamp::now().to_rfc3339();
         let generator = format!("engram/{}", env!("CARGO_PKG_VERSION"));
+        self.write_wiki_pages(&plan, &paths, p, &mut zip)?;
+        if okf {
+            self.write_okf_memories(&plan, &paths, &generator, &mut zip)?;
+            write_okf_labels(&plan, &paths, &mut zip)?;
+            zip.put("log.md", &okf_log(&plan, &paths))?;
+        }
+        zip.put("index.md", &root_index(okf, &generator, &counts))?;
+        zip.finish()?;
+        Ok(counts)
+    }
 
+    /// Topics, entities and crystals: a page each and an index per section.
+    fn write_wiki_pages(&self, plan: &Plan, paths: &Paths, p: &ExportParams, zip: &mut BundleZip) -> Result<()> {
         // Topics.
         let mut idx = String::from("# Topics\n\nCommunities of the entity graph (Louvain), heaviest first.\n\n");
         for c in &plan.topics {
             let page = &paths.topics[&c.id];
-            let text = self.topic_page(c.id, p.top_per_community, &BundleLinker::at(&paths, page))?;
-            put(&mut zip, page, &text)?;
+            let text = self.topic_page(c.id, p.top_per_community, &BundleLinker::at(paths, page))?;
+            zip.put(page, &text)?;
             idx.push_str(&format!(
                 "* [{}]({}) - {} entities, {} memories\n",
                 super::md_label(&c.title),
@@ -292,13 +269,13 @@ impl KnowledgeStore {
                 c.memory_count
             ));
         }
-        put(&mut zip, "topics/index.md", &idx)?;
+        zip.put("topics/index.md", &idx)?;
         // Entities.
         let mut idx = String::from("# Entities\n\nThe most mentioned entities, most mentioned first.\n\n");
         for e in &plan.entities {
             let page = &paths.entities[&(e.space_id.clone(), e.id.clone())];
-            let text = self.entity_page_of(e, p.max_mentions_per_entity, &BundleLinker::at(&paths, page))?;
-            put(&mut zip, page, &text)?;
+            let text = self.entity_page_of(e, p.max_mentions_per_entity, &BundleLinker::at(paths, page))?;
+            zip.put(page, &text)?;
             idx.push_str(&format!(
                 "* [{}]({}) - {}, {} mentions\n",
                 super::md_label(&e.name),
@@ -307,13 +284,13 @@ impl KnowledgeStore {
                 e.mention_count
             ));
         }
-        put(&mut zip, "entities/index.md", &idx)?;
+        zip.put("entities/index.md", &idx)?;
         // Crystals.
         let mut idx = String::from("# Crystals\n\nWhat several memories say together, with their sources.\n\n");
         for v in &plan.crystals {
             let page = &paths.crystals[&(v.memory.space_id.clone(), v.memory.id.clone())];
-            let text = self.crystal_page(&v.memory.id, &BundleLinker::at(&paths, page))?;
-            put(&mut zip, page, &text)?;
+            let text = self.crystal_page(&v.memory.id, &BundleLinker::at(paths, page))?;
+            zip.put(page, &text)?;
             idx.push_str(&format!(
                 "* [{}]({}) - {} sources\n",
                 super::md_label(&v.memory.title),
@@ -321,114 +298,184 @@ impl KnowledgeStore {
                 v.memory.source_unit_count.unwrap_or(0)
             ));
         }
-        put(&mut zip, "crystals/index.md", &idx)?;
+        zip.put("crystals/index.md", &idx)?;
+        Ok(())
+    }
 
-        if okf {
-            // Memories by unit type.
-            let mut by_type: BTreeMap<&str, Vec<&MemoryView>> = BTreeMap::new();
-            for v in &plan.memories {
-                by_type.entry(v.memory.unit_type.as_str()).or_default().push(v);
-            }
-            let mut top = String::from("# Memories\n\nMemories by unit type.\n\n");
-            for (t, list) in &by_type {
-                top.push_str(&format!("* [{t}/]({t}/index.md) - {} memories\n", list.len()));
-                let mut idx = format!("# {t}\n\n");
-                for v in list {
-                    let page = &paths.memories[&(v.memory.space_id.clone(), v.memory.id.clone())];
-                    let text = memory_page(self, v, &BundleLinker::at(&paths, page), &generator)?;
-                    put(&mut zip, page, &text)?;
-                    let name = page.rsplit('/').next().unwrap_or(page);
-                    idx.push_str(&format!(
-                        "* [{}]({name}) - {}\n",
-                        super::md_label(&memory_line(v, 80)),
-                        v.memory.created_at.to_rfc3339().chars().take(10).collect::<String>()
-                    ));
-                }
-                put(&mut zip, &format!("memories/{t}/index.md"), &idx)?;
-            }
-            put(&mut zip, "memories/index.md", &top)?;
-            // Labels.
-            let mut idx = String::from("# Labels\n\n");
-            let mut by_label: FxHashMap<(String, String), Vec<&MemoryView>> = FxHashMap::default();
-            for v in &plan.memories {
-                for l in &v.label_ids {
-                    by_label.entry((v.memory.space_id.clone(), l.clone())).or_default().push(v);
-                }
-            }
-            for l in &plan.labels {
-                let page = label_path(l);
-                let linker = BundleLinker::at(&paths, &page);
-                let mut text = format!(
-                    "---\ntype: Label\ntitle: {}\nlabel_id: {}\nspace_id: {}\nusage_count: {}\ndescription: {}\n---\n\n# {}\n\n",
-                    yaml_str(&l.name),
-                    yaml_str(&l.id),
-                    yaml_str(&l.space_id),
-                    l.usage_count,
-                    yaml_str(&format!("Label {} on {} memories", l.name, l.usage_count)),
-                    l.name
-                );
-                if !l.description.is_empty() {
-                    text.push_str(&format!("{}\n\n", l.description));
-                }
-                text.push_str("## Memories\n\n");
-                for v in by_label.get(&(l.space_id.clone(), l.id.clone())).into_iter().flatten() {
-                    text.push_str(&format!(
-                        "* {}\n",
-                        link(&memory_line(v, 100), linker.memory(&v.memory.space_id, &v.memory.id))
-                    ));
-                }
-                put(&mut zip, &page, &text)?;
+    /// OKF: memories by unit type, a page each and an index per type.
+    fn write_okf_memories(&self, plan: &Plan, paths: &Paths, generator: &str, zip: &mut BundleZip) -> Result<()> {
+        // Memories by unit type.
+        let mut by_type: BTreeMap<&str, Vec<&MemoryView>> = BTreeMap::new();
+        for v in &plan.memories {
+            by_type.entry(v.memory.unit_type.as_str()).or_default().push(v);
+        }
+        let mut top = String::from("# Memories\n\nMemories by unit type.\n\n");
+        for (t, list) in &by_type {
+            top.push_str(&format!("* [{t}/]({t}/index.md) - {} memories\n", list.len()));
+            let mut idx = format!("# {t}\n\n");
+            for v in list {
+                let page = &paths.memories[&(v.memory.space_id.clone(), v.memory.id.clone())];
+                let text = memory_page(self, v, &BundleLinker::at(paths, page), generator)?;
+                zip.put(page, &text)?;
+                let name = page.rsplit('/').next().unwrap_or(page);
                 idx.push_str(&format!(
-                    "* [{}]({}) - {} memories\n",
-                    super::md_label(&l.name),
-                    page.trim_start_matches("labels/"),
-                    l.usage_count
+                    "* [{}]({name}) - {}\n",
+                    super::md_label(&memory_line(v, 80)),
+                    v.memory.created_at.to_rfc3339().chars().take(10).collect::<String>()
                 ));
             }
-            put(&mut zip, "labels/index.md", &idx)?;
-            // log.md: creations by day, newest first.
-            let mut days: BTreeMap<String, Vec<&MemoryView>> = BTreeMap::new();
-            for v in &plan.memories {
-                days.entry(v.memory.created_at.to_rfc3339().chars().take(10).collect()).or_default().push(v);
-            }
-            let mut log = String::from("# Log\n\n");
-            for (day, list) in days.iter().rev() {
-                log.push_str(&format!("## {day}\n\n"));
-                for v in list.iter().take(200) {
-                    log.push_str(&format!(
-                        "* **Creation**: {}\n",
-                        link(
-                            &memory_line(v, 80),
-                            BundleLinker::at(&paths, "log.md").memory(&v.memory.space_id, &v.memory.id)
-                        )
-                    ));
-                }
-                if list.len() > 200 {
-                    log.push_str(&format!("* **Creation**: and {} more memories\n", list.len() - 200));
-                }
-                log.push('\n');
-            }
-            put(&mut zip, "log.md", &log)?;
+            zip.put(&format!("memories/{t}/index.md"), &idx)?;
         }
-        // Root index.
-        let mut root = String::new();
-        if okf {
-            root.push_str("---\nokf_version: \"0.2\"\n---\n\n");
-        }
-        root.push_str(&format!("# Engram library\n\nExported by {generator} at {at}.\n\n## Sections\n\n"));
-        root.push_str(&format!("* [topics/](topics/index.md) - {} topics\n", counts.topics));
-        root.push_str(&format!("* [entities/](entities/index.md) - {} entities\n", counts.entities));
-        root.push_str(&format!("* [crystals/](crystals/index.md) - {} crystals\n", counts.crystals));
-        if okf {
-            root.push_str(&format!("* [memories/](memories/index.md) - {} memories\n", counts.memories));
-            root.push_str(&format!("* [labels/](labels/index.md) - {} labels\n", counts.labels));
-            root.push_str("* [Log](log.md) - creations by day\n");
-        }
-        put(&mut zip, "index.md", &root)?;
-        let mut w = zip.finish().map_err(zerr)?;
-        w.flush()?;
-        Ok(counts)
+        zip.put("memories/index.md", &top)?;
+        Ok(())
     }
+}
+
+/// The page path of every topic, entity, crystal and memory of the bundle.
+fn bundle_paths(plan: &Plan) -> Paths {
+    let mut paths = Paths::default();
+    for c in &plan.topics {
+        paths.topics.insert(c.id, format!("topics/{}", file_name(&format!("{} {}", c.id, c.title), &c.id.to_string())));
+    }
+    for e in &plan.entities {
+        let key = format!("{}/{}", e.space_id, e.id);
+        paths.entities.insert((e.space_id.clone(), e.id.clone()), format!("entities/{}", file_name(&e.name, &key)));
+    }
+    for v in &plan.crystals {
+        let key = format!("{}/{}", v.memory.space_id, v.memory.id);
+        paths.crystals.insert(
+            (v.memory.space_id.clone(), v.memory.id.clone()),
+            format!("crystals/{}", file_name(&v.memory.title, &key)),
+        );
+    }
+    for v in &plan.memories {
+        let key = format!("{}/{}", v.memory.space_id, v.memory.id);
+        let name = if v.memory.title.is_empty() { memory_line(v, 40) } else { v.memory.title.clone() };
+        paths.memories.insert(
+            (v.memory.space_id.clone(), v.memory.id.clone()),
+            format!("memories/{}/{}", v.memory.unit_type.as_str(), file_name(&name, &key)),
+        );
+    }
+    paths
+}
+
+/// The ZIP of a bundle being written.
+struct BundleZip {
+    zip: zip::ZipWriter<std::io::BufWriter<std::fs::File>>,
+    opts: SimpleFileOptions,
+}
+
+fn zip_failed(e: zip::result::ZipError) -> Error {
+    Error::new(ErrorKind::Io, format!("writing the ZIP failed: {e}"))
+}
+
+impl BundleZip {
+    fn create(path: &std::path::Path) -> Result<Self> {
+        let file = std::fs::File::create(path)?;
+        let zip = zip::ZipWriter::new(std::io::BufWriter::new(file));
+        Ok(BundleZip { zip, opts: SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated) })
+    }
+
+    fn put(&mut self, name: &str, text: &str) -> Result<()> {
+        self.zip.start_file(name, self.opts).map_err(zip_failed)?;
+        self.zip.write_all(text.as_bytes())?;
+        Ok(())
+    }
+
+    fn finish(self) -> Result<()> {
+        let mut w = self.zip.finish().map_err(zip_failed)?;
+        w.flush()?;
+        Ok(())
+    }
+}
+
+/// OKF: a page per label listing its memories, and the labels index.
+fn write_okf_labels(plan: &Plan, paths: &Paths, zip: &mut BundleZip) -> Result<()> {
+    let label_path = |l: &Label| format!("labels/{}", file_name(&l.name, &format!("{}/{}", l.space_id, l.id)));
+    // Labels.
+    let mut idx = String::from("# Labels\n\n");
+    let mut by_label: FxHashMap<(String, String), Vec<&MemoryView>> = FxHashMap::default();
+    for v in &plan.memories {
+        for l in &v.label_ids {
+            by_label.entry((v.memory.space_id.clone(), l.clone())).or_default().push(v);
+        }
+    }
+    for l in &plan.labels {
+        let page = label_path(l);
+        let linker = BundleLinker::at(paths, &page);
+        let mut text = format!(
+            "---\ntype: Label\ntitle: {}\nlabel_id: {}\nspace_id: {}\nusage_count: {}\ndescription: {}\n---\n\n# {}\n\n",
+            yaml_str(&l.name),
+            yaml_str(&l.id),
+            yaml_str(&l.space_id),
+            l.usage_count,
+            yaml_str(&format!("Label {} on {} memories", l.name, l.usage_count)),
+            l.name
+        );
+        if !l.description.is_empty() {
+            text.push_str(&format!("{}\n\n", l.description));
+        }
+        text.push_str("## Memories\n\n");
+        for v in by_label.get(&(l.space_id.clone(), l.id.clone())).into_iter().flatten() {
+            text.push_str(&format!(
+                "* {}\n",
+                link(&memory_line(v, 100), linker.memory(&v.memory.space_id, &v.memory.id))
+            ));
+        }
+        zip.put(&page, &text)?;
+        idx.push_str(&format!(
+            "* [{}]({}) - {} memories\n",
+            super::md_label(&l.name),
+            page.trim_start_matches("labels/"),
+            l.usage_count
+        ));
+    }
+    zip.put("labels/index.md", &idx)?;
+    Ok(())
+}
+
+/// OKF `log.md`: creations by day, newest first (at most 200 a day listed).
+fn okf_log(plan: &Plan, paths: &Paths) -> String {
+    // log.md: creations by day, newest first.
+    let mut days: BTreeMap<String, Vec<&MemoryView>> = BTreeMap::new();
+    for v in &plan.memories {
+        days.entry(v.memory.created_at.to_rfc3339().chars().take(10).collect()).or_default().push(v);
+    }
+    let mut log = String::from("# Log\n\n");
+    for (day, list) in days.iter().rev() {
+        log.push_str(&format!("## {day}\n\n"));
+        for v in list.iter().take(200) {
+            log.push_str(&format!(
+                "* **Creation**: {}\n",
+                link(&memory_line(v, 80), BundleLinker::at(paths, "log.md").memory(&v.memory.space_id, &v.memory.id))
+            ));
+        }
+        if list.len() > 200 {
+            log.push_str(&format!("* **Creation**: and {} more memories\n", list.len() - 200));
+        }
+        log.push('\n');
+    }
+    log
+}
+
+/// The bundle's `index.md` (with the OKF version marker for OKF).
+fn root_index(okf: bool, generator: &str, counts: &ExportCounts) -> String {
+    let at = crate::model::Timestamp::now().to_rfc3339();
+    // Root index.
+    let mut root = String::new();
+    if okf {
+        root.push_str("---\nokf_version: \"0.2\"\n---\n\n");
+    }
+    root.push_str(&format!("# Engram library\n\nExported by {generator} at {at}.\n\n## Sections\n\n"));
+    root.push_str(&format!("* [topics/](topics/index.md) - {} topics\n", counts.topics));
+    root.push_str(&format!("* [entities/](entities/index.md) - {} entities\n", counts.entities));
+    root.push_str(&format!("* [crystals/](crystals/index.md) - {} crystals\n", counts.crystals));
+    if okf {
+        root.push_str(&format!("* [memories/](memories/index.md) - {} memories\n", counts.memories));
+        root.push_str(&format!("* [labels/](labels/index.md) - {} labels\n", counts.labels));
+        root.push_str("* [Log](log.md) - creations by day\n");
+    }
+    root
 }
 
 fn counts(kind: ExportKind, plan: &Plan) -> ExportCounts {
