@@ -14,7 +14,7 @@ use utoipa::ToSchema;
 
 use super::routes::{Shape, route};
 use super::{Api, ApiResponse, Ctx};
-use crate::embed::InputType;
+use crate::embed::{Embedder, InputType};
 use crate::error::ErrorCode;
 use crate::error::{Error, FieldError, Result};
 
@@ -120,7 +120,50 @@ pub(super) fn create(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         .with_code(ErrorCode::EmbeddingModelUnavailable));
     }
     let mut errs = Vec::new();
+    let texts = input_texts(&req, &mut errs);
+    let (base64, input_type) = options(&req, &*emb, &mut errs);
+    if !errs.is_empty() {
+        return Err(Error::invalid(errs));
+    }
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let total = check_tokens(&req, &*emb, &refs, input_type)?;
+    let vectors = emb.embed(&refs, input_type)?;
+    let data = vectors
+        .into_iter()
+        .enumerate()
+        .map(|(index, v)| EmbeddingData {
+            object: "embedding",
+            index,
+            embedding: if base64 {
+                let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+                Vector::Base64(base64::engine::general_purpose::STANDARD.encode(bytes))
+            } else {
+                Vector::Floats(v)
+            },
+        })
+        .collect();
+    Ok(ApiResponse::json(
+        200,
+        &EmbeddingsResponse {
+            object: "list",
+            data,
+            model: emb.model_id().to_string(),
+            usage: EmbeddingUsage { prompt_tokens: total, total_tokens: total },
+        },
+    ))
+}
 
+/// Where input `i` is reported: `["body", "input", i]` for a list, `["body", "input"]` for one string.
+fn input_loc(req: &EmbeddingsRequest, i: usize) -> Vec<String> {
+    if matches!(req.input, serde_json::Value::Array(_)) {
+        vec!["body".into(), "input".into(), i.to_string()]
+    } else {
+        vec!["body".into(), "input".into()]
+    }
+}
+
+/// The input texts (a string or a list of 1..=MAX_INPUTS strings, none blank, each at most MAX_INPUT_BYTES).
+fn input_texts(req: &EmbeddingsRequest, errs: &mut Vec<FieldError>) -> Vec<String> {
     let texts: Vec<String> = match &req.input {
         serde_json::Value::String(s) => vec![s.clone()],
         serde_json::Value::Array(items) => {
@@ -166,12 +209,8 @@ pub(super) fn create(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
             Vec::new()
         }
     };
-    let many = matches!(req.input, serde_json::Value::Array(_));
-    let loc_of = |i: usize| -> Vec<String> {
-        if many { vec!["body".into(), "input".into(), i.to_string()] } else { vec!["body".into(), "input".into()] }
-    };
     for (i, t) in texts.iter().enumerate() {
-        let loc = loc_of(i);
+        let loc = input_loc(req, i);
         let loc: Vec<&str> = loc.iter().map(String::as_str).collect();
         if t.trim().is_empty() {
             errs.push(field(&loc, "string_too_short", "input must not be empty or blank", t.clone().into()));
@@ -182,7 +221,12 @@ pub(super) fn create(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
             );
         }
     }
+    texts
+}
 
+/// `encoding_format` (float or base64), `input_type`, and the `model` and `dimensions` the request names,
+/// which must be the served model's.
+fn options(req: &EmbeddingsRequest, emb: &dyn Embedder, errs: &mut Vec<FieldError>) -> (bool, InputType) {
     let base64 = match req.encoding_format.as_deref() {
         None | Some("float") => false,
         Some("base64") => true,
@@ -231,16 +275,17 @@ pub(super) fn create(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
             .with_ctx(serde_json::json!({"dimensions": emb.dim()})),
         );
     }
-    if !errs.is_empty() {
-        return Err(Error::invalid(errs));
-    }
+    (base64, input_type)
+}
 
-    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-    let counts = emb.count_tokens(&refs, input_type)?;
+/// Token counts: each input within the model's window, the request within MAX_REQUEST_TOKENS. Returns the total.
+fn check_tokens(req: &EmbeddingsRequest, emb: &dyn Embedder, refs: &[&str], input_type: InputType) -> Result<usize> {
+    let mut errs = Vec::new();
+    let counts = emb.count_tokens(refs, input_type)?;
     if let Some(max) = emb.max_input_tokens() {
         for (i, n) in counts.iter().enumerate() {
             if *n > max {
-                let loc = loc_of(i);
+                let loc = input_loc(req, i);
                 let loc: Vec<&str> = loc.iter().map(String::as_str).collect();
                 errs.push(
                     field(
@@ -269,29 +314,5 @@ pub(super) fn create(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     if !errs.is_empty() {
         return Err(Error::invalid(errs));
     }
-
-    let vectors = emb.embed(&refs, input_type)?;
-    let data = vectors
-        .into_iter()
-        .enumerate()
-        .map(|(index, v)| EmbeddingData {
-            object: "embedding",
-            index,
-            embedding: if base64 {
-                let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-                Vector::Base64(base64::engine::general_purpose::STANDARD.encode(bytes))
-            } else {
-                Vector::Floats(v)
-            },
-        })
-        .collect();
-    Ok(ApiResponse::json(
-        200,
-        &EmbeddingsResponse {
-            object: "list",
-            data,
-            model: emb.model_id().to_string(),
-            usage: EmbeddingUsage { prompt_tokens: total, total_tokens: total },
-        },
-    ))
+    Ok(total)
 }
