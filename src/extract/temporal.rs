@@ -105,41 +105,62 @@ fn tokens(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// The first temporal expression of `text`, resolved against `reference`; None when there is none.
-pub fn resolve(text: &str, reference: Date) -> Option<Resolved> {
-    let raw: Vec<String> = text
-        .split(|c: char| !(c.is_alphanumeric() || c == '-'))
-        .filter(|w| !w.is_empty())
-        .map(|w| w.to_ascii_lowercase())
-        .collect();
-    let toks = tokens(text);
-    let at = |i: usize| raw.get(i).map(String::as_str).unwrap_or("");
-    let num_at = |i: usize| toks.get(i).and_then(|w| w.parse::<i64>().ok());
-    let r = |start: String, end: Option<String>, context: TemporalContext, matched: &[&str]| {
-        Some(Resolved { start, end, context, matched: matched.join(" ") })
-    };
-    for i in 0..raw.len() {
-        let w = at(i);
-        // ISO date.
+/// What one rule made of the word at a position: a resolved expression, a definite "no date" (an impossible
+/// calendar date), or nothing (the next rule, or the next word, is tried).
+enum Step {
+    Found(Resolved),
+    Stop,
+    Next,
+}
+
+fn found(start: String, end: Option<String>, context: TemporalContext, matched: &[&str]) -> Step {
+    Step::Found(Resolved { start, end, context, matched: matched.join(" ") })
+}
+
+/// The words of a text (lowercased, hyphens kept) and its tokens, with the reference date.
+struct Scan {
+    raw: Vec<String>,
+    toks: Vec<String>,
+    reference: Date,
+}
+
+impl Scan {
+    fn at(&self, i: usize) -> &str {
+        self.raw.get(i).map(String::as_str).unwrap_or("")
+    }
+
+    fn num_at(&self, i: usize) -> Option<i64> {
+        self.toks.get(i).and_then(|w| w.parse::<i64>().ok())
+    }
+
+    /// An ISO date (`2023-05-07`).
+    fn iso_date(&self, i: usize) -> Step {
+        let w = self.at(i);
         if w.len() == 10
             && w.as_bytes()[4] == b'-'
             && w.as_bytes()[7] == b'-'
             && let Ok(d) = Date::parse(w, &time::macros::format_description!("[year]-[month]-[day]"))
         {
-            return r(day(d), None, ctx(d, reference), &[w]);
+            return found(day(d), None, ctx(d, self.reference), &[w]);
         }
+        Step::Next
+    }
+
+    /// `today`, `yesterday`, `tomorrow`, `this morning`; `last`/`next`/`this`/`past`/`coming` + week, weekend, month, year or a weekday.
+    fn relative_word(&self, i: usize) -> Step {
+        let w = self.at(i);
         match w {
-            "today" | "tonight" => return r(day(reference), None, TemporalContext::Present, &[w]),
+            "today" | "tonight" => return found(day(self.reference), None, TemporalContext::Present, &[w]),
             "yesterday" => {
-                let d = reference - Duration::days(1);
-                return r(day(d), None, TemporalContext::Past, &[w]);
+                let d = self.reference - Duration::days(1);
+                return found(day(d), None, TemporalContext::Past, &[w]);
             }
             "tomorrow" => {
-                let d = reference + Duration::days(1);
-                return r(day(d), None, TemporalContext::Future, &[w]);
+                let d = self.reference + Duration::days(1);
+                return found(day(d), None, TemporalContext::Future, &[w]);
             }
-            "this" if matches!(at(i + 1), "morning" | "afternoon" | "evening") => {
-                return r(day(reference), None, TemporalContext::Present, &[w, at(i + 1)]);
+            "this" if matches!(self.at(i + 1), "morning" | "afternoon" | "evening") => {
+                return found(day(self.reference), None, TemporalContext::Present, &[w, self.at(i + 1)]);
             }
             "last" | "next" | "this" | "past" | "coming" => {
                 let sign: i64 = match w {
@@ -147,11 +168,11 @@ pub fn resolve(text: &str, reference: Date) -> Option<Resolved> {
                     "next" | "coming" => 1,
                     _ => 0,
                 };
-                let unit = at(i + 1);
+                let unit = self.at(i + 1);
                 match unit {
                     "week" => {
-                        let start = reference + Duration::weeks(sign)
-                            - Duration::days(reference.weekday().number_days_from_monday() as i64);
+                        let start = self.reference + Duration::weeks(sign)
+                            - Duration::days(self.reference.weekday().number_days_from_monday() as i64);
                         let end = start + Duration::days(6);
                         let c = if sign < 0 {
                             TemporalContext::Past
@@ -160,54 +181,59 @@ pub fn resolve(text: &str, reference: Date) -> Option<Resolved> {
                         } else {
                             TemporalContext::Present
                         };
-                        return r(day(start), Some(day(end)), c, &[w, unit]);
+                        return found(day(start), Some(day(end)), c, &[w, unit]);
                     }
                     "weekend" => {
                         let to_sat = (Weekday::Saturday.number_days_from_monday() as i64)
-                            - (reference.weekday().number_days_from_monday() as i64);
-                        let sat = reference + Duration::days(to_sat) + Duration::weeks(sign);
-                        let c = ctx(sat, reference);
-                        return r(day(sat), Some(day(sat + Duration::days(1))), c, &[w, unit]);
+                            - (self.reference.weekday().number_days_from_monday() as i64);
+                        let sat = self.reference + Duration::days(to_sat) + Duration::weeks(sign);
+                        let c = ctx(sat, self.reference);
+                        return found(day(sat), Some(day(sat + Duration::days(1))), c, &[w, unit]);
                     }
                     "month" => {
-                        let d = add_months(reference, sign);
-                        return r(month_of(d.year(), u8::from(d.month())), None, ctx_sign(sign), &[w, unit]);
+                        let d = add_months(self.reference, sign);
+                        return found(month_of(d.year(), u8::from(d.month())), None, ctx_sign(sign), &[w, unit]);
                     }
                     "year" => {
-                        let y = reference.year() + sign as i32;
-                        return r(format!("{y:04}"), None, ctx_sign(sign), &[w, unit]);
+                        let y = self.reference.year() + sign as i32;
+                        return found(format!("{y:04}"), None, ctx_sign(sign), &[w, unit]);
                     }
                     other => {
                         if let Some(wd) = weekday(other) {
-                            let back = (reference.weekday().number_days_from_monday() as i64
+                            let back = (self.reference.weekday().number_days_from_monday() as i64
                                 - wd.number_days_from_monday() as i64)
                                 .rem_euclid(7);
                             let d = if sign > 0 {
-                                reference + Duration::days((7 - back) % 7 + if back == 0 { 7 } else { 0 })
+                                self.reference + Duration::days((7 - back) % 7 + if back == 0 { 7 } else { 0 })
                             } else {
-                                reference - Duration::days(if back == 0 { 7 } else { back })
+                                self.reference - Duration::days(if back == 0 { 7 } else { back })
                             };
-                            return r(day(d), None, ctx(d, reference), &[w, other]);
+                            return found(day(d), None, ctx(d, self.reference), &[w, other]);
                         }
                     }
                 }
             }
             _ => {}
         }
-        // N units ago / in N units.
+        Step::Next
+    }
+
+    /// `N units ago` and `in N units` (days, weeks, months, years).
+    fn units_ago(&self, i: usize) -> Step {
+        let w = self.at(i);
         if let Some(n) = number(w)
-            && let Some(unit) = raw.get(i + 1).map(|u| u.trim_end_matches('s'))
+            && let Some(unit) = self.raw.get(i + 1).map(|u| u.trim_end_matches('s'))
             && matches!(unit, "day" | "week" | "month" | "year")
         {
-            let ago = at(i + 2) == "ago";
-            let ahead = i > 0 && at(i - 1) == "in";
+            let ago = self.at(i + 2) == "ago";
+            let ahead = i > 0 && self.at(i - 1) == "in";
             if ago || ahead {
                 let sign = if ago { -1 } else { 1 };
                 let (start, prec_day) = match unit {
-                    "day" => (reference + Duration::days(sign * n), true),
-                    "week" => (reference + Duration::weeks(sign * n), true),
-                    "month" => (add_months(reference, sign * n), false),
-                    _ => (add_months(reference, sign * 12 * n), false),
+                    "day" => (self.reference + Duration::days(sign * n), true),
+                    "week" => (self.reference + Duration::weeks(sign * n), true),
+                    "month" => (add_months(self.reference, sign * n), false),
+                    _ => (add_months(self.reference, sign * 12 * n), false),
                 };
                 let s = match unit {
                     "year" => format!("{:04}", start.year()),
@@ -215,16 +241,21 @@ pub fn resolve(text: &str, reference: Date) -> Option<Resolved> {
                     _ if prec_day => day(start),
                     _ => day(start),
                 };
-                return r(s, None, ctx_sign(sign), &[w, unit, if ago { "ago" } else { "" }]);
+                return found(s, None, ctx_sign(sign), &[w, unit, if ago { "ago" } else { "" }]);
             }
         }
-        // Explicit dates with a month name.
+        Step::Next
+    }
+
+    /// A date with a month name (`7 May 2023`, `May 7`, `in May`); without a year the nearest occurrence in the direction the text suggests.
+    fn month_name(&self, i: usize) -> Step {
+        let w = self.at(i);
         if let Some(m) = month_index(w) {
-            let month = Month::try_from(m).ok()?;
+            let Ok(month) = Month::try_from(m) else { return Step::Stop };
             // "7 May 2023" / "7 May".
-            let before = i.checked_sub(1).and_then(num_at).filter(|d| (1..=31).contains(d));
-            let after = num_at(i + 1).filter(|d| (1..=31).contains(d));
-            let year_after = |j: usize| num_at(j).filter(|y| (1900..=2200).contains(y)).map(|y| y as i32);
+            let before = i.checked_sub(1).and_then(|j| self.num_at(j)).filter(|d| (1..=31).contains(d));
+            let after = self.num_at(i + 1).filter(|d| (1..=31).contains(d));
+            let year_after = |j: usize| self.num_at(j).filter(|y| (1900..=2200).contains(y)).map(|y| y as i32);
             let (dom, year) = match (before, after) {
                 (Some(d), _) => (Some(d), year_after(i + 1)),
                 (None, Some(d)) => (Some(d), year_after(i + 2)),
@@ -233,17 +264,17 @@ pub fn resolve(text: &str, reference: Date) -> Option<Resolved> {
             // A bare month word that is also a common word needs a cue ("in May", "May 7").
             if dom.is_none()
                 && year.is_none()
-                && !(i > 0 && matches!(at(i - 1), "in" | "during" | "since" | "until" | "by"))
+                && !(i > 0 && matches!(self.at(i - 1), "in" | "during" | "since" | "until" | "by"))
             {
-                continue;
+                return Step::Next;
             }
-            if matches!(w, "may" | "march") && dom.is_none() && year.is_none() && at(i - 1) != "in" {
-                continue;
+            if matches!(w, "may" | "march") && dom.is_none() && year.is_none() && self.at(i - 1) != "in" {
+                return Step::Next;
             }
             let y = year.unwrap_or_else(|| {
                 // Without a year: the nearest occurrence in the direction the text suggests (past by default).
-                let (y, now) = (reference.year(), u8::from(reference.month()));
-                match future_cue(&raw) {
+                let (y, now) = (self.reference.year(), u8::from(self.reference.month()));
+                match future_cue(&self.raw) {
                     true if m < now => y + 1,
                     false if m > now => y - 1,
                     _ => y,
@@ -251,31 +282,58 @@ pub fn resolve(text: &str, reference: Date) -> Option<Resolved> {
             });
             return match dom {
                 Some(d) => {
-                    let date = Date::from_calendar_date(y, month, d as u8).ok()?;
-                    r(day(date), None, ctx(date, reference), &[w])
+                    let Ok(date) = Date::from_calendar_date(y, month, d as u8) else { return Step::Stop };
+                    found(day(date), None, ctx(date, self.reference), &[w])
                 }
                 None => {
-                    let first = Date::from_calendar_date(y, month, 1).ok()?;
-                    let c = if y == reference.year() && m == u8::from(reference.month()) {
+                    let Ok(first) = Date::from_calendar_date(y, month, 1) else { return Step::Stop };
+                    let c = if y == self.reference.year() && m == u8::from(self.reference.month()) {
                         TemporalContext::Present
                     } else {
-                        ctx(first, reference)
+                        ctx(first, self.reference)
                     };
-                    r(month_of(y, m), None, c, &[w])
+                    found(month_of(y, m), None, c, &[w])
                 }
             };
         }
-        // "in 2022".
+        Step::Next
+    }
+
+    /// `in 2022`, `since 2022`, `during 2022`.
+    fn in_year(&self, i: usize) -> Step {
+        let w = self.at(i);
         if i > 0
-            && matches!(at(i - 1), "in" | "since" | "during")
-            && let Some(y) = num_at(i).filter(|y| (1900..=2200).contains(y))
+            && matches!(self.at(i - 1), "in" | "since" | "during")
+            && let Some(y) = self.num_at(i).filter(|y| (1900..=2200).contains(y))
         {
-            let c = match (y as i32).cmp(&reference.year()) {
+            let c = match (y as i32).cmp(&self.reference.year()) {
                 std::cmp::Ordering::Less => TemporalContext::Past,
                 std::cmp::Ordering::Equal => TemporalContext::Present,
                 std::cmp::Ordering::Greater => TemporalContext::Future,
             };
-            return r(format!("{y:04}"), None, c, &[at(i - 1), w]);
+            return found(format!("{y:04}"), None, c, &[self.at(i - 1), w]);
+        }
+        Step::Next
+    }
+}
+
+/// The first temporal expression of `text`, resolved against `reference`; None when there is none.
+pub fn resolve(text: &str, reference: Date) -> Option<Resolved> {
+    let raw: Vec<String> = text
+        .split(|c: char| !(c.is_alphanumeric() || c == '-'))
+        .filter(|w| !w.is_empty())
+        .map(|w| w.to_ascii_lowercase())
+        .collect();
+    let scan = Scan { raw, toks: tokens(text), reference };
+    let rules: [fn(&Scan, usize) -> Step; 5] =
+        [Scan::iso_date, Scan::relative_word, Scan::units_ago, Scan::month_name, Scan::in_year];
+    for i in 0..scan.raw.len() {
+        for rule in rules {
+            match rule(&scan, i) {
+                Step::Found(r) => return Some(r),
+                Step::Stop => return None,
+                Step::Next => {}
+            }
         }
     }
     None
