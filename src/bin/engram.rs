@@ -277,192 +277,205 @@ fn run(cli: Cli) -> engram::Result<()> {
             };
             serve(serve_args, embedder.select()?)
         }
-        Command::Mcp {
-            data_dir,
-            addr,
-            api_key,
-            app,
-            space_id,
-            agent_id,
-            host_agent_id,
-            tool_set,
-            print_config,
-            embedder,
-        } => {
-            let data_dir = data_dir.unwrap_or_else(default_data_dir);
-            let mut headers = vec![("app", app.as_str()), ("x-nmem-tool-set", tool_set.as_str())];
-            for (k, v) in [
-                ("x-nmem-space-id", &space_id),
-                ("x-nmem-agent-id", &agent_id),
-                ("x-nmem-host-agent-id", &host_agent_id),
-            ] {
-                if let Some(v) = v {
-                    headers.push((k, v.as_str()));
-                }
-            }
-            let scope = engram::api::tools::Scope::from_headers(headers);
-            if print_config {
-                print_mcp_config(&data_dir);
-                return Ok(());
-            }
-            mcp_stdio(McpArgs { data_dir, addr, api_key, scope }, &embedder)
-        }
-        Command::Export { path, data_dir, no_zip, overwrite } => {
-            let data_dir = data_dir.unwrap_or_else(default_data_dir);
-            // A path named on the command line is the operator's own: allow its directory.
-            let mut config = StoreConfig::new(&data_dir);
-            if let Some(dir) = path
-                .as_ref()
-                .and_then(|p| std::path::absolute(p).ok())
-                .and_then(|p| p.parent().map(|d| d.to_path_buf()))
-            {
-                std::fs::create_dir_all(&dir)?;
-                config = config.allow_path(dir);
-            }
-            let store = KnowledgeStore::open(config)?;
-            let opts = engram::ExportOptions {
-                path: path.map(|p| std::path::absolute(&p).unwrap_or(p)),
-                compress: !no_zip,
-                overwrite,
-                include: engram::Include::default(),
-            };
-            let r = store.export_data(&opts)?;
-            println!("exported to {} ({} bytes, sha256 {})", r.export_path, r.bytes, r.sha256);
-            for (k, v) in &r.counts {
-                println!("  {k}: {v}");
-            }
-            Ok(())
-        }
-        Command::Import { path, data_dir, mode } => {
-            let data_dir = data_dir.unwrap_or_else(default_data_dir);
-            let path = std::path::absolute(&path).unwrap_or(path);
-            let mut config = StoreConfig::new(&data_dir);
-            if let Some(dir) = path.parent() {
-                config = config.allow_path(dir);
-            }
-            let store = std::sync::Arc::new(KnowledgeStore::open(config)?);
-            let mode = engram::ImportMode::parse(&mode).unwrap_or_default();
-            let progress = std::sync::Arc::new(engram::ImportProgress::default());
-            let worker = {
-                let (store, progress, path) = (store.clone(), progress.clone(), path.clone());
-                std::thread::spawn(move || store.import_data(&path, mode, &progress))
-            };
-            let bar = indicatif::ProgressBar::new(0);
-            if let Ok(style) =
-                indicatif::ProgressStyle::with_template("importing {bar:40} {pos}/{len} records, {per_sec}, ETA {eta}")
-            {
-                bar.set_style(style);
-            }
-            while !worker.is_finished() {
-                bar.set_length(progress.total.load(std::sync::atomic::Ordering::Relaxed));
-                bar.set_position(progress.processed.load(std::sync::atomic::Ordering::Relaxed));
-                std::thread::sleep(std::time::Duration::from_millis(100));
-            }
-            let out = worker
-                .join()
-                .map_err(|_| engram::Error::new(engram::ErrorKind::Internal, "the import thread panicked"))?;
-            match out {
-                Ok(r) => {
-                    bar.finish_and_clear();
-                    println!("imported {} records in {:.1} s", r.records, r.elapsed_ms / 1000.0);
-                    for (k, c) in &r.counts {
-                        if c.inserted + c.updated + c.skipped > 0 {
-                            println!("  {k}: {} inserted, {} updated, {} skipped", c.inserted, c.updated, c.skipped);
-                        }
-                    }
-                    println!(
-                        "vectors are recomputed in the background when the store next opens (progress in /health)"
-                    );
-                    Ok(())
-                }
-                Err(e) => {
-                    bar.abandon();
-                    Err(e)
-                }
-            }
-        }
-        Command::Eval {
-            which:
-                EvalCommand::Locomo {
-                    dataset,
-                    conversations,
-                    k,
-                    json,
-                    fusion,
-                    fusion_study,
-                    mode,
-                    entity_boost,
-                    pagerank_weight,
-                    one_space,
-                    ablation,
-                    sweep,
-                    context_window,
-                    expansion_weight,
-                    data_dir,
-                    embedder,
-                },
-        } => {
-            let selected = embedder.select()?;
-            let fusion = match fusion.as_deref() {
-                Some(f) => Some(parse_fusion(f).ok_or_else(|| {
-                    engram::Error::new(engram::ErrorKind::InvalidInput, "--fusion is convex:<alpha> or rrf:<k>")
-                })?),
-                None => None,
-            };
-            let range = match conversations.as_deref() {
-                Some(s) => Some(parse_range(s).ok_or_else(|| {
-                    engram::Error::new(engram::ErrorKind::InvalidInput, "--conversations is N or A-B")
-                })?),
-                None => None,
-            };
-            let (dir, temp) = match data_dir {
-                Some(d) => (d, false),
-                None => (std::env::temp_dir().join(format!("engram-eval-{}", std::process::id())), true),
-            };
-            let mut config = StoreConfig::new(&dir);
-            config.fusion = fusion;
-            if let Some(b) = entity_boost {
-                config.entity_boost = b.clamp(0.0, 1.0);
-            }
-            if let Some(w) = pagerank_weight {
-                config.pagerank_weight = w.clamp(0.0, 1.0);
-            }
-            if let Some(w) = context_window {
-                config.context.window = w;
-            }
-            if let Some(a) = expansion_weight {
-                config.expansion.weight = a.max(0.0);
-            }
-            config.embedder = selected.embedder;
-            let store = KnowledgeStore::open(config)?;
-            let progress = !json && std::io::IsTerminal::is_terminal(&std::io::stderr());
-            let report = engram::eval::locomo(
-                &store,
-                &dataset,
-                &engram::eval::LocomoOptions {
-                    conversations: range,
-                    ks: k,
-                    fusion_study,
-                    threads: mode == "threads",
-                    one_space,
-                    ablation,
-                    sweep,
-                },
-                progress,
-            );
-            drop(store);
-            if temp {
-                let _ = std::fs::remove_dir_all(&dir);
-            }
-            let report = report?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
-            } else {
-                print_report(&report);
-            }
-            Ok(())
+        mcp @ Command::Mcp { .. } => mcp_command(mcp),
+        Command::Export { path, data_dir, no_zip, overwrite } => export_command(path, data_dir, no_zip, overwrite),
+        Command::Import { path, data_dir, mode } => import_command(path, data_dir, mode),
+        Command::Eval { which } => eval_command(which),
+    }
+}
+
+/// `engram mcp`: MCP over stdio, or `--print-config`.
+fn mcp_command(command: Command) -> engram::Result<()> {
+    let Command::Mcp {
+        data_dir,
+        addr,
+        api_key,
+        app,
+        space_id,
+        agent_id,
+        host_agent_id,
+        tool_set,
+        print_config,
+        embedder,
+    } = command
+    else {
+        return Err(engram::Error::new(engram::ErrorKind::Internal, "not an mcp command"));
+    };
+    let data_dir = data_dir.unwrap_or_else(default_data_dir);
+    let mut headers = vec![("app", app.as_str()), ("x-nmem-tool-set", tool_set.as_str())];
+    for (k, v) in
+        [("x-nmem-space-id", &space_id), ("x-nmem-agent-id", &agent_id), ("x-nmem-host-agent-id", &host_agent_id)]
+    {
+        if let Some(v) = v {
+            headers.push((k, v.as_str()));
         }
     }
+    let scope = engram::api::tools::Scope::from_headers(headers);
+    if print_config {
+        print_mcp_config(&data_dir);
+        return Ok(());
+    }
+    mcp_stdio(McpArgs { data_dir, addr, api_key, scope }, &embedder)
+}
+
+/// `engram export`: the whole store into an archive.
+fn export_command(
+    path: Option<std::path::PathBuf>,
+    data_dir: Option<std::path::PathBuf>,
+    no_zip: bool,
+    overwrite: bool,
+) -> engram::Result<()> {
+    let data_dir = data_dir.unwrap_or_else(default_data_dir);
+    // A path named on the command line is the operator's own: allow its directory.
+    let mut config = StoreConfig::new(&data_dir);
+    if let Some(dir) =
+        path.as_ref().and_then(|p| std::path::absolute(p).ok()).and_then(|p| p.parent().map(|d| d.to_path_buf()))
+    {
+        std::fs::create_dir_all(&dir)?;
+        config = config.allow_path(dir);
+    }
+    let store = KnowledgeStore::open(config)?;
+    let opts = engram::ExportOptions {
+        path: path.map(|p| std::path::absolute(&p).unwrap_or(p)),
+        compress: !no_zip,
+        overwrite,
+        include: engram::Include::default(),
+    };
+    let r = store.export_data(&opts)?;
+    println!("exported to {} ({} bytes, sha256 {})", r.export_path, r.bytes, r.sha256);
+    for (k, v) in &r.counts {
+        println!("  {k}: {v}");
+    }
+    Ok(())
+}
+
+/// `engram import`: an archive into the store, with a progress bar.
+fn import_command(path: std::path::PathBuf, data_dir: Option<std::path::PathBuf>, mode: String) -> engram::Result<()> {
+    let data_dir = data_dir.unwrap_or_else(default_data_dir);
+    let path = std::path::absolute(&path).unwrap_or(path);
+    let mut config = StoreConfig::new(&data_dir);
+    if let Some(dir) = path.parent() {
+        config = config.allow_path(dir);
+    }
+    let store = std::sync::Arc::new(KnowledgeStore::open(config)?);
+    let mode = engram::ImportMode::parse(&mode).unwrap_or_default();
+    let progress = std::sync::Arc::new(engram::ImportProgress::default());
+    let worker = {
+        let (store, progress, path) = (store.clone(), progress.clone(), path.clone());
+        std::thread::spawn(move || store.import_data(&path, mode, &progress))
+    };
+    let bar = indicatif::ProgressBar::new(0);
+    if let Ok(style) =
+        indicatif::ProgressStyle::with_template("importing {bar:40} {pos}/{len} records, {per_sec}, ETA {eta}")
+    {
+        bar.set_style(style);
+    }
+    while !worker.is_finished() {
+        bar.set_length(progress.total.load(std::sync::atomic::Ordering::Relaxed));
+        bar.set_position(progress.processed.load(std::sync::atomic::Ordering::Relaxed));
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let out =
+        worker.join().map_err(|_| engram::Error::new(engram::ErrorKind::Internal, "the import thread panicked"))?;
+    match out {
+        Ok(r) => {
+            bar.finish_and_clear();
+            println!("imported {} records in {:.1} s", r.records, r.elapsed_ms / 1000.0);
+            for (k, c) in &r.counts {
+                if c.inserted + c.updated + c.skipped > 0 {
+                    println!("  {k}: {} inserted, {} updated, {} skipped", c.inserted, c.updated, c.skipped);
+                }
+            }
+            println!("vectors are recomputed in the background when the store next opens (progress in /health)");
+            Ok(())
+        }
+        Err(e) => {
+            bar.abandon();
+            Err(e)
+        }
+    }
+}
+
+/// `engram eval locomo`.
+fn eval_command(which: EvalCommand) -> engram::Result<()> {
+    let EvalCommand::Locomo {
+        dataset,
+        conversations,
+        k,
+        json,
+        fusion,
+        fusion_study,
+        mode,
+        entity_boost,
+        pagerank_weight,
+        one_space,
+        ablation,
+        sweep,
+        context_window,
+        expansion_weight,
+        data_dir,
+        embedder,
+    } = which;
+    let selected = embedder.select()?;
+    let fusion = match fusion.as_deref() {
+        Some(f) => Some(parse_fusion(f).ok_or_else(|| {
+            engram::Error::new(engram::ErrorKind::InvalidInput, "--fusion is convex:<alpha> or rrf:<k>")
+        })?),
+        None => None,
+    };
+    let range = match conversations.as_deref() {
+        Some(s) => Some(
+            parse_range(s)
+                .ok_or_else(|| engram::Error::new(engram::ErrorKind::InvalidInput, "--conversations is N or A-B"))?,
+        ),
+        None => None,
+    };
+    let (dir, temp) = match data_dir {
+        Some(d) => (d, false),
+        None => (std::env::temp_dir().join(format!("engram-eval-{}", std::process::id())), true),
+    };
+    let mut config = StoreConfig::new(&dir);
+    config.fusion = fusion;
+    if let Some(b) = entity_boost {
+        config.entity_boost = b.clamp(0.0, 1.0);
+    }
+    if let Some(w) = pagerank_weight {
+        config.pagerank_weight = w.clamp(0.0, 1.0);
+    }
+    if let Some(w) = context_window {
+        config.context.window = w;
+    }
+    if let Some(a) = expansion_weight {
+        config.expansion.weight = a.max(0.0);
+    }
+    config.embedder = selected.embedder;
+    let store = KnowledgeStore::open(config)?;
+    let progress = !json && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let report = engram::eval::locomo(
+        &store,
+        &dataset,
+        &engram::eval::LocomoOptions {
+            conversations: range,
+            ks: k,
+            fusion_study,
+            threads: mode == "threads",
+            one_space,
+            ablation,
+            sweep,
+        },
+        progress,
+    );
+    drop(store);
+    if temp {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    let report = report?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
+    } else {
+        print_report(&report);
+    }
+    Ok(())
 }
 
 fn print_report(r: &engram::eval::LocomoReport) {
