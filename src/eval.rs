@@ -373,16 +373,24 @@ fn graph_summary(store: &KnowledgeStore) -> Result<GraphSummary> {
 /// # Errors
 /// [`ErrorKind::Io`] when the dataset cannot be read, [`ErrorKind::InvalidInput`] when it is not LoCoMo JSON,
 /// and any store error.
-pub fn locomo(store: &KnowledgeStore, dataset: &Path, opts: &LocomoOptions, progress: bool) -> Result<LocomoReport> {
-    let study = opts.fusion_study;
-    let raw = std::fs::read(dataset)?;
-    let convs: Vec<Conversation> = serde_json::from_slice(&raw)
-        .map_err(|e| Error::new(ErrorKind::InvalidInput, format!("{} is not LoCoMo JSON: {e}", dataset.display())))?;
-    let selected: Vec<(usize, &Conversation)> =
-        convs.iter().enumerate().filter(|(i, _)| opts.conversations.as_ref().is_none_or(|r| r.contains(i))).collect();
-    let ks = if opts.ks.is_empty() { vec![5, 10] } else { opts.ks.clone() };
-    let kmax = ks.iter().copied().max().unwrap_or(10);
+/// What ingesting the selected conversations produced.
+struct Ingested {
+    ingest_s: f64,
+    memories: usize,
+    turns_total: usize,
+    /// Per selected conversation, its turn ids.
+    turn_ids: Vec<HashSet<String>>,
+    /// Memory id -> the turns it stands for.
+    provenance: HashMap<String, Vec<String>>,
+    /// Thread creation times, ms.
+    create_ms: Vec<f64>,
+    /// `<conversation>/<turn>` of every turn some memory stands for.
+    covered: HashSet<String>,
+}
 
+/// Every session of every selected conversation becomes a thread of the conversation's space (turn mode: one
+/// memory per message; threads mode: what extraction makes of it).
+fn ingest(store: &KnowledgeStore, selected: &[(usize, &Conversation)], opts: &LocomoOptions) -> Result<Ingested> {
     let mut ingest_s = 0.0;
     let mut memories = 0;
     let mut turns_total = 0;
@@ -392,7 +400,7 @@ pub fn locomo(store: &KnowledgeStore, dataset: &Path, opts: &LocomoOptions, prog
     let mut create_ms = Vec::new();
     // `<conversation>/<turn>` of every turn some memory stands for.
     let mut covered: HashSet<String> = HashSet::new();
-    for (i, conv) in &selected {
+    for (i, conv) in selected {
         let space = if opts.one_space { "locomo".to_string() } else { format!("locomo-{i}") };
         if let Err(e) = store.create_space(NewSpace { name: space.clone(), ..Default::default() })
             && e.kind() != ErrorKind::Conflict
@@ -467,9 +475,11 @@ pub fn locomo(store: &KnowledgeStore, dataset: &Path, opts: &LocomoOptions, prog
         }
         turn_ids.push(ids);
     }
+    Ok(Ingested { ingest_s, memories, turns_total, turn_ids, provenance, create_ms, covered })
+}
 
-    let graph = graph_summary(store)?;
-    // A crystal stands for the turns of the memories it cites.
+/// A crystal stands for the turns of the memories it cites.
+fn add_crystal_provenance(store: &KnowledgeStore, provenance: &mut HashMap<String, Vec<String>>) -> Result<()> {
     for space in store.list_spaces()? {
         let q = crate::store::ListQuery {
             space_id: space.id.clone(),
@@ -487,6 +497,53 @@ pub fn locomo(store: &KnowledgeStore, dataset: &Path, opts: &LocomoOptions, prog
             provenance.insert(c.memory.id, turns);
         }
     }
+    Ok(())
+}
+
+/// Entities by type, the top entities of the first conversation, and the review events raised.
+#[allow(clippy::type_complexity)]
+fn entity_summary(
+    store: &KnowledgeStore,
+    selected: &[(usize, &Conversation)],
+    opts: &LocomoOptions,
+) -> Result<(BTreeMap<String, usize>, BTreeMap<String, Vec<String>>, usize)> {
+    let mut entities: BTreeMap<String, usize> = BTreeMap::new();
+    let mut top_entities: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (n, (i, _)) in selected.iter().enumerate() {
+        for e in store.list_entities(&format!("locomo-{i}"), usize::MAX)? {
+            *entities.entry(e.entity_type.clone()).or_default() += 1;
+            let top = top_entities.entry(e.entity_type.clone()).or_default();
+            if n == 0 && top.len() < 6 {
+                top.push(format!("{} ({})", e.name, e.mention_count));
+            }
+        }
+    }
+    let mut review_events = 0;
+    let mut spaces: Vec<String> = selected
+        .iter()
+        .map(|(i, _)| if opts.one_space { "locomo".to_string() } else { format!("locomo-{i}") })
+        .collect();
+    spaces.dedup();
+    for space in &spaces {
+        review_events += store.list_reviews(space, false, None, 0, 0)?.1;
+    }
+    Ok((entities, top_entities, review_events))
+}
+
+pub fn locomo(store: &KnowledgeStore, dataset: &Path, opts: &LocomoOptions, progress: bool) -> Result<LocomoReport> {
+    let study = opts.fusion_study;
+    let raw = std::fs::read(dataset)?;
+    let convs: Vec<Conversation> = serde_json::from_slice(&raw)
+        .map_err(|e| Error::new(ErrorKind::InvalidInput, format!("{} is not LoCoMo JSON: {e}", dataset.display())))?;
+    let selected: Vec<(usize, &Conversation)> =
+        convs.iter().enumerate().filter(|(i, _)| opts.conversations.as_ref().is_none_or(|r| r.contains(i))).collect();
+    let ks = if opts.ks.is_empty() { vec![5, 10] } else { opts.ks.clone() };
+    let kmax = ks.iter().copied().max().unwrap_or(10);
+
+    let Ingested { ingest_s, memories, turns_total, turn_ids, mut provenance, mut create_ms, covered } =
+        ingest(store, &selected, opts)?;
+    let graph = graph_summary(store)?;
+    add_crystal_provenance(store, &mut provenance)?;
     let total_q: usize = selected.iter().map(|(_, c)| c.qa.len()).sum();
     let bar = if progress { indicatif::ProgressBar::new(total_q as u64) } else { indicatif::ProgressBar::hidden() };
     bar.set_style(
@@ -581,26 +638,7 @@ pub fn locomo(store: &KnowledgeStore, dataset: &Path, opts: &LocomoOptions, prog
     let mut search_ms = BTreeMap::new();
     search_ms.insert("p50".to_string(), (percentile(&latencies, 0.5) * 1000.0).round() / 1000.0);
     search_ms.insert("p99".to_string(), (percentile(&latencies, 0.99) * 1000.0).round() / 1000.0);
-    let mut entities: BTreeMap<String, usize> = BTreeMap::new();
-    let mut top_entities: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for (n, (i, _)) in selected.iter().enumerate() {
-        for e in store.list_entities(&format!("locomo-{i}"), usize::MAX)? {
-            *entities.entry(e.entity_type.clone()).or_default() += 1;
-            let top = top_entities.entry(e.entity_type.clone()).or_default();
-            if n == 0 && top.len() < 6 {
-                top.push(format!("{} ({})", e.name, e.mention_count));
-            }
-        }
-    }
-    let mut review_events = 0;
-    let mut spaces: Vec<String> = selected
-        .iter()
-        .map(|(i, _)| if opts.one_space { "locomo".to_string() } else { format!("locomo-{i}") })
-        .collect();
-    spaces.dedup();
-    for space in &spaces {
-        review_events += store.list_reviews(space, false, None, 0, 0)?.1;
-    }
+    let (entities, top_entities, review_events) = entity_summary(store, &selected, opts)?;
     create_ms.sort_by(f64::total_cmp);
     let mut thread_create_ms = BTreeMap::new();
     if !create_ms.is_empty() {
