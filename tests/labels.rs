@@ -2,6 +2,7 @@
 //! candidates, merge and its reversal (edges exactly as before), consolidation (dry run changes nothing),
 //! the preview, and the CLI's preview/apply plans.
 
+mod backend;
 #[cfg(feature = "server")]
 mod common;
 
@@ -12,8 +13,7 @@ use std::sync::Arc;
 use common::{call, server_on};
 
 use engram::{
-    ErrorKind, KnowledgeStore, LabelOrder, LabelPatch, ListQuery, MemoryFilter, MemoryState, NewMemory, StoreConfig,
-    canonical_label,
+    ErrorKind, KnowledgeStore, LabelOrder, LabelPatch, ListQuery, MemoryFilter, MemoryState, NewMemory, canonical_label,
 };
 
 fn add(store: &KnowledgeStore, id: &str, labels: &[&str]) {
@@ -76,7 +76,7 @@ fn canonical_form_folds_case_separators_and_camel_case() {
 #[test]
 fn merge_then_reverse_restores_every_edge_and_record() {
     let dir = tempfile::tempdir().unwrap();
-    let store = KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap();
+    let store = backend::open(dir.path());
     add(&store, "m1", &["ml", "ai"]);
     add(&store, "m2", &["ml"]);
     add(&store, "m3", &["ai"]);
@@ -99,7 +99,7 @@ fn merge_then_reverse_restores_every_edge_and_record() {
     assert_eq!(again.code(), "merge_reversed");
     // The record dump holds after a reopen too.
     drop(store);
-    let store = KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap();
+    let store = backend::open(dir.path());
     assert_eq!(dump(&store), before);
     assert_eq!(store.label_merges("default").unwrap().len(), 1);
 }
@@ -107,7 +107,7 @@ fn merge_then_reverse_restores_every_edge_and_record() {
 #[test]
 fn consolidate_dry_run_changes_nothing_and_apply_merges_canonical_duplicates() {
     let dir = tempfile::tempdir().unwrap();
-    let store = KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap();
+    let store = backend::open(dir.path());
     add(&store, "a", &["Machine Learning"]);
     add(&store, "b", &["machine-learning"]);
     add(&store, "c", &["machine_learning", "Machine Learning"]);
@@ -146,7 +146,7 @@ fn consolidate_dry_run_changes_nothing_and_apply_merges_canonical_duplicates() {
 #[test]
 fn rename_delete_and_merge_candidates() {
     let dir = tempfile::tempdir().unwrap();
-    let store = KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap();
+    let store = backend::open(dir.path());
     add(&store, "a", &["travel"]);
     add(&store, "b", &["travels", "food"]);
     add(&store, "c", &["Travel"]);
@@ -185,7 +185,7 @@ fn rename_delete_and_merge_candidates() {
 #[test]
 fn http_label_routes_and_cli_plans() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap());
+    let store = Arc::new(backend::open(dir.path()));
     add(&store, "a", &["tea", "drinks"]);
     add(&store, "b", &["tea"]);
     let srv = server_on(dir.path(), store.clone(), 1 << 20);

@@ -1,9 +1,9 @@
 //! Lifecycle moves on a real redb file: what recall, by-id reads and listings show after archive, deprecate,
 //! supersede and forget; refused moves change nothing; favourites; all of it after a reopen.
 
+mod backend;
 use engram::{
-    ErrorKind, KnowledgeStore, ListQuery, MemoryFilter, MemoryState, NewMemory, SearchMode, SearchQuery, StoreConfig,
-    Transition,
+    ErrorKind, KnowledgeStore, ListQuery, MemoryFilter, MemoryState, NewMemory, SearchMode, SearchQuery, Transition,
 };
 
 fn ids(store: &KnowledgeStore, q: &str, include_history: bool) -> Vec<String> {
@@ -45,7 +45,7 @@ fn listed(store: &KnowledgeStore, state: MemoryState) -> Vec<String> {
 fn moves_change_what_recall_reads_and_listings_show() {
     let dir = tempfile::tempdir().unwrap();
     {
-        let store = KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap();
+        let store = backend::open(dir.path());
         for id in ["a", "b", "c", "d", "e"] {
             store
                 .create_memory(NewMemory {
@@ -79,7 +79,7 @@ fn moves_change_what_recall_reads_and_listings_show() {
         assert_eq!(store.get_memory("a", None).unwrap().memory.state, MemoryState::Archived);
         store.set_memory_favorite("d", None, true).unwrap();
     }
-    let store = KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap();
+    let store = backend::open(dir.path());
     // Everyday recall shows only the active memory; history brings the superseded version back.
     assert_eq!(ids(&store, "lisbon budget", false), vec!["d"]);
     assert!(ids(&store, "lisbon budget", true).contains(&"c".to_string()));
@@ -103,7 +103,7 @@ fn moves_change_what_recall_reads_and_listings_show() {
 #[test]
 fn concurrent_reads_are_each_counted_once() {
     let dir = tempfile::tempdir().unwrap();
-    let store = std::sync::Arc::new(KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap());
+    let store = std::sync::Arc::new(backend::open(dir.path()));
     for id in ["r0", "r1"] {
         let new = NewMemory { id: Some(id.into()), content: format!("read target {id}"), ..Default::default() };
         store.create_memory(new).unwrap();
@@ -141,13 +141,13 @@ fn concurrent_reads_are_each_counted_once() {
     let report = store.checkpoint_report().unwrap();
     assert!(report.flushed_access_updates > 0);
     drop(store);
-    let store = KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap();
+    let store = backend::open(dir.path());
     assert_eq!(total(&store), 601);
     // Reads queued when the store closes are counted too.
     for _ in 0..3 {
         store.read_memory("r1", None).unwrap();
     }
     drop(store);
-    let store = KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap();
+    let store = backend::open(dir.path());
     assert_eq!(total(&store), 604);
 }

@@ -2,7 +2,8 @@
 //! (40 hand-written pairs: 20 updates or contradictions, 20 that are not), and the 30 LoCoMo dev events the
 //! first detector raised, labelled by hand (`reviews_locomo_dev.jsonl`, all small talk or paraphrase).
 
-use engram::{KnowledgeStore, NewMemory, NewSpace, StoreConfig};
+mod backend;
+use engram::{KnowledgeStore, NewMemory, NewSpace};
 
 fn pairs(file: &str) -> Vec<serde_json::Value> {
     let path = format!("{}/tests/fixtures/{file}", env!("CARGO_MANIFEST_DIR"));
@@ -36,7 +37,7 @@ fn raised(store: &KnowledgeStore, rows: &[serde_json::Value], tag: &str) -> Vec<
 #[test]
 fn labelled_pairs_measure_precision_and_recall() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = KnowledgeStore::open(StoreConfig::new(dir.path())).expect("open");
+    let store = backend::open(dir.path());
     let rows = pairs("reviews_pairs.jsonl");
     let got = raised(&store, &rows, "pair");
     let (mut tp, mut fp, mut fn_, mut kind_ok) = (0, 0, 0, 0);
@@ -72,7 +73,7 @@ fn labelled_pairs_measure_precision_and_recall() {
 #[test]
 fn the_locomo_small_talk_the_first_detector_flagged_is_not_flagged() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = KnowledgeStore::open(StoreConfig::new(dir.path())).expect("open");
+    let store = backend::open(dir.path());
     let rows = pairs("reviews_locomo_dev.jsonl");
     assert_eq!(rows.len(), 30);
     assert!(rows.iter().all(|r| r["label"] == "not_review"));

@@ -2,6 +2,7 @@
 //! get, search, labels and stats; profile update and resolution; refusing to delete a non-empty space;
 //! cascade delete; bulk moves; shared-space search; relations and access counts.
 
+mod backend;
 #[cfg(feature = "server")]
 mod common;
 
@@ -12,7 +13,7 @@ use common::{call, server_on};
 
 use engram::{
     ErrorKind, KnowledgeStore, ListQuery, MemoryFilter, MoveSelection, NewMemory, NewSpace, RelationInput,
-    RelationQuery, SearchMode, SearchQuery, SpacePatch, StoreConfig,
+    RelationQuery, SearchMode, SearchQuery, SpacePatch,
 };
 
 fn new_space(store: &KnowledgeStore, name: &str) -> String {
@@ -60,7 +61,7 @@ fn list(store: &KnowledgeStore, space: &str) -> Vec<String> {
 #[test]
 fn two_spaces_with_identical_content_do_not_leak() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap());
+    let store = Arc::new(backend::open(dir.path()));
     let a = new_space(&store, "Alpha");
     let b = new_space(&store, "Beta");
     for (space, prefix) in [(&a, "a"), (&b, "b")] {
@@ -110,7 +111,7 @@ fn http_sees_one_space(dir: &std::path::Path, store: Arc<KnowledgeStore>, a: &st
 #[test]
 fn profiles_resolution_deletion_and_bulk_moves() {
     let dir = tempfile::tempdir().unwrap();
-    let store = KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap();
+    let store = backend::open(dir.path());
     let work = store
         .create_space(NewSpace {
             name: "Work Notes".into(),
@@ -183,7 +184,7 @@ fn profiles_resolution_deletion_and_bulk_moves() {
     assert_eq!(store.get_memory("d1", Some("default")).unwrap().memory.space_id, "default");
     assert_eq!(store.get_space("work").unwrap_err().kind(), ErrorKind::NotFound);
     drop(store);
-    let store = KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap();
+    let store = backend::open(dir.path());
     assert_eq!(list(&store, "default"), vec!["d1", "d2"]);
     assert!(store.list_spaces().unwrap().iter().all(|s| s.id != "work"));
     // The id is free again and the new space starts empty.
@@ -195,7 +196,7 @@ fn profiles_resolution_deletion_and_bulk_moves() {
 #[test]
 fn relations_and_access_counts() {
     let dir = tempfile::tempdir().unwrap();
-    let store = KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap();
+    let store = backend::open(dir.path());
     put(&store, "default", "x", "Paris is the capital of France", &[]);
     put(&store, "default", "y", "France is in Europe", &[]);
     let other = new_space(&store, "Other");
@@ -246,6 +247,6 @@ fn relations_and_access_counts() {
     assert!((m.decay_score_cached - 1.0).abs() < 1e-9);
     assert_eq!(store.get_memory("x", None).unwrap().memory.access_count, 2);
     drop(store);
-    let store = KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap();
+    let store = backend::open(dir.path());
     assert_eq!(store.get_memory("x", None).unwrap().memory.access_count, 2, "counts survive a reopen");
 }

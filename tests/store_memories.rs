@@ -1,12 +1,13 @@
 //! KnowledgeStore on a real redb file: round trips, upserts, labels, reopen, filtered search.
 
+mod backend;
 use engram::{
     ErrorKind, KnowledgeStore, ListQuery, MemoryFilter, MemoryPatch, NewMemory, NewSpace, SearchMode, SearchQuery,
     StoreConfig, UnitType, WriteAction,
 };
 
 fn open(dir: &std::path::Path) -> KnowledgeStore {
-    KnowledgeStore::open(StoreConfig::new(dir)).expect("open store")
+    backend::open(dir)
 }
 
 fn mem(id: &str, content: &str) -> NewMemory {
@@ -189,7 +190,7 @@ fn filtered_search_returns_k_hits_when_k_match() {
     // A low HNSW threshold puts the graph path under test too.
     let params =
         engram::index::vector::VectorParams { hnsw_min_points: 200, exact_max_candidates: 10, ..Default::default() };
-    let store = KnowledgeStore::open(StoreConfig::new(dir.path()).vector_params(params)).unwrap();
+    let store = KnowledgeStore::open(backend::config(dir.path()).vector_params(params)).unwrap();
     let batch: Vec<NewMemory> = (0..1000)
         .map(|i| NewMemory {
             labels: if i % 50 == 0 { Some(vec!["rare".into()]) } else { None },
@@ -254,7 +255,7 @@ fn a_second_open_of_the_same_file_is_locked() {
 #[test]
 fn overlapping_entity_mentions_are_stored_without_a_panic() {
     let dir = tempfile::tempdir().unwrap();
-    let store = KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap();
+    let store = backend::open(dir.path());
     let text = "As of Dec 2018 only CPU 0 appears to be supported by FreeBSD and all other cores match the frequency \
                 of CPU 0.";
     let c = store.create_memory(NewMemory { content: text.into(), ..Default::default() }).unwrap();

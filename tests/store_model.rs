@@ -2,11 +2,12 @@
 //! reopen against a plain in-memory model. After every step, list, get, lexical search and label usage
 //! counts must agree with the model, including after the store is reopened from its redb file.
 
+mod backend;
 use std::collections::{BTreeMap, BTreeSet};
 
 use engram::{
     KnowledgeStore, LabelOrder, ListQuery, MemoryFilter, MemoryPatch, MemoryState, NewMemory, NewSpace, SearchMode,
-    SearchQuery, StoreConfig, Transition,
+    SearchQuery, Transition,
 };
 use proptest::prelude::*;
 
@@ -238,7 +239,7 @@ proptest! {
     #[test]
     fn store_agrees_with_the_model(ops in proptest::collection::vec(op(), 1..30)) {
         let dir = tempfile::tempdir().unwrap();
-        let open = || KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap();
+        let open = || backend::open(dir.path());
         let mut store = open();
         store.create_space(NewSpace { name: "Other".into(), ..Default::default() }).unwrap();
         let mut model = Model::new();

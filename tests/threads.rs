@@ -3,12 +3,13 @@
 //! cascade, bad input that changes nothing, and persistence across a reopen.
 #![cfg(feature = "server")]
 
+mod backend;
 mod common;
 
 use std::sync::Arc;
 
 use common::{call, server, server_on};
-use engram::{KnowledgeStore, StoreConfig};
+use engram::KnowledgeStore;
 use serde_json::{Value, json};
 
 fn msgs(texts: &[(&str, &str)]) -> Value {
@@ -153,7 +154,7 @@ fn bad_input_gets_4xx_and_changes_nothing() {
 #[test]
 fn list_search_import_merge_favorite_delete() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap());
+    let store = Arc::new(backend::open(dir.path()));
     let srv = server_on(dir.path(), store.clone(), 1 << 20);
     let mut extracted_from_a = 0;
     for (id, src, text) in [
@@ -240,7 +241,7 @@ fn list_search_import_merge_favorite_delete() {
 
     // Everything is in the file.
     drop(store);
-    let store = KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap();
+    let store = backend::open(dir.path());
     let (t, m) = store.thread_messages("i1", None, 10, 0).unwrap();
     assert_eq!((t.message_count, m.len(), t.title.as_str()), (3, 3, "Imported"));
     assert!(store.get_thread("b", None).unwrap().is_favorite);
@@ -349,7 +350,7 @@ impl engram::embed::Embedder for Fussy {
 #[test]
 fn a_failed_extraction_keeps_the_messages_and_warns() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = StoreConfig::new(dir.path()).embedder(Arc::new(Fussy(engram::embed::HashEmbedder::default())));
+    let cfg = backend::config(dir.path()).embedder(Arc::new(Fussy(engram::embed::HashEmbedder::default())));
     let store = KnowledgeStore::open(cfg).unwrap();
     let c = store
         .create_thread(engram::NewThread {

@@ -1,6 +1,7 @@
 //! Working memory, context bundle and stats through a real daemon.
 #![cfg(feature = "server")]
 
+mod backend;
 mod common;
 
 use common::{call, server};
@@ -54,7 +55,7 @@ fn working_memory_context_bundle_and_stats() {
 #[test]
 fn checkpoint_reports_what_it_made_durable() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = engram::StoreConfig::new(dir.path()).durability(engram::Durability::Eventual);
+    let cfg = backend::config(dir.path()).durability(engram::Durability::Eventual);
     let store = engram::KnowledgeStore::open(cfg).unwrap();
     for i in 0..3 {
         store
@@ -77,7 +78,7 @@ fn checkpoint_reports_what_it_made_durable() {
     assert_eq!(again.generation, r.generation);
     drop(store);
     // Everything checkpointed is there after a reopen.
-    let store = engram::KnowledgeStore::open(engram::StoreConfig::new(dir.path())).unwrap();
+    let store = backend::open(dir.path());
     assert_eq!(store.get_memory("m0", None).unwrap().memory.access_count, 1);
     assert_eq!(store.get_memory("m2", None).unwrap().memory.content, "note 2");
 }
