@@ -1,0 +1,135 @@
+//! Health and statistics: checkpoints, index sizes, per-table storage, and the `/health` report.
+
+use std::time::Instant;
+
+use redb::{ReadableDatabase, ReadableTableMetadata};
+
+use super::tables::*;
+use super::*;
+use crate::config::Durability;
+use crate::error::Result;
+
+impl KnowledgeStore {
+    /// Forces a durable commit of everything written so far (useful after [`Durability::Eventual`] writes).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Io`] when the commit fails.
+    pub fn checkpoint(&self) -> Result<u64> {
+        Ok(self.checkpoint_report()?.generation)
+    }
+
+    /// [`KnowledgeStore::checkpoint`] with what it flushed: write transactions committed without fsync since
+    /// the last durable commit ([`Durability::Eventual`] only; 0 with the default durability) and access-count
+    /// updates (reads by id are always committed without fsync).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Io`] when the commit fails; nothing is lost then, the next checkpoint retries.
+    pub fn checkpoint_report(&self) -> Result<CheckpointReport> {
+        let started = Instant::now();
+        let _w = self.writer.lock();
+        self.flush_access()?;
+        let txn = self.db.begin_write()?;
+        let g = meta_u64(&txn.open_table(META)?, "generation")?.unwrap_or(0);
+        txn.commit()?;
+        let before = self.durable_generation.swap(g, std::sync::atomic::Ordering::AcqRel);
+        let writes = if self.config.durability == Durability::Eventual { g.saturating_sub(before) } else { 0 };
+        let reads = self.pending_access.swap(0, std::sync::atomic::Ordering::AcqRel);
+        Ok(CheckpointReport {
+            generation: g,
+            flushed_write_transactions: writes,
+            flushed_access_updates: reads,
+            elapsed_ms: started.elapsed().as_secs_f64() * 1000.0,
+            file_bytes: std::fs::metadata(self.config.db_path()).map(|m| m.len()).unwrap_or(0),
+        })
+    }
+
+    /// Size of the lexical index: documents, distinct terms and postings over all spaces, and how many memories
+    /// have a position in a thread or source.
+    pub fn lexical_index_stats(&self) -> LexicalIndexStats {
+        let state = self.index.read();
+        let mut out = LexicalIndexStats::default();
+        for si in state.spaces.values() {
+            let (terms, postings) = si.lexicon.size();
+            out.documents += si.lexicon.docs;
+            out.terms += terms;
+            out.postings += postings;
+            out.positioned += si.catalog.positioned() as u64;
+        }
+        out
+    }
+
+    /// The vector index of every space, sorted by space name: vectors, graph points, tombstones, pending
+    /// vectors and memory held.
+    pub fn vector_index_stats(&self) -> Vec<VectorIndexStats> {
+        let state = self.index.read();
+        let mut out: Vec<VectorIndexStats> = state
+            .spaces
+            .iter()
+            .map(|(name, si)| VectorIndexStats {
+                space: name.clone(),
+                vectors: si.vectors.len(),
+                graph_points: si.vectors.graph_points(),
+                tombstones: si.vectors.tombstones(),
+                pending: si.vectors.pending(),
+                heap_bytes: si.vectors.heap_bytes(),
+            })
+            .collect();
+        out.sort_by(|a, b| a.space.cmp(&b.space));
+        out
+    }
+
+    /// Bytes on disk by table: what keys and values hold, B-tree metadata and fragmentation (redb's table
+    /// statistics), sorted by stored bytes, largest first, plus the file size.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn storage_stats(&self) -> Result<StorageStats> {
+        use redb::ReadableTableMetadata;
+        let rtx = self.db.begin_read()?;
+        let mut tables = Vec::new();
+        macro_rules! table {
+            ($($t:ident),*) => {$({
+                let st = rtx.open_table($t)?.stats()?;
+                tables.push(TableSize {
+                    table: $t.to_string(),
+                    stored_bytes: st.stored_bytes(),
+                    metadata_bytes: st.metadata_bytes(),
+                    fragmented_bytes: st.fragmented_bytes(),
+                });
+            })*};
+        }
+        table!(META, SPACES, MEMORIES, MEMORY_SPACE, VECTORS, POSTINGS, LEX_STATS, LABELS, MEMORY_LABELS);
+        table!(LABEL_MEMORIES, THREADS, THREAD_SPACES, MESSAGES, MESSAGE_KEYS, ENTITIES, ENTITY_KEYS, MENTIONS);
+        table!(ENTITY_MEMORIES, RELATES_TO, WORKING_MEMORY, RELATIONS, MEMORY_RELATIONS, RELATION_SPACE);
+        table!(LABEL_MERGES, COMMUNITIES, COMMUNITY_MEMBERS, ENTITY_COMMUNITY, MEMORY_PAGERANK, CRYSTAL_SOURCES);
+        table!(SOURCES, SOURCE_SPACE, SOURCE_SHA, SOURCE_TEXT, SOURCE_FILES, SOURCE_CHUNKS, REVIEWS);
+        tables.sort_by_key(|t| std::cmp::Reverse(t.stored_bytes));
+        let file_bytes = std::fs::metadata(self.config.db_path()).map_or(0, |m| m.len());
+        Ok(StorageStats { file_bytes, tables })
+    }
+
+    /// Counters for `/health`.
+    pub fn health(&self) -> Result<StoreHealth> {
+        let rtx = self.db.begin_read()?;
+        let meta = rtx.open_table(META)?;
+        let generation = meta_u64(&meta, "generation")?.unwrap_or(0);
+        let labels = rtx.open_table(LABELS)?.len()? as usize;
+        let state = self.index.read();
+        let memories = state.spaces.values().map(|s| s.catalog.len()).sum();
+        let reindex_pending = if self.config.embedder.external() {
+            0
+        } else {
+            state.spaces.values().map(|s| s.catalog.len().saturating_sub(s.vectors.len())).sum()
+        };
+        Ok(StoreHealth {
+            embedder: self.config.embedder.name().to_string(),
+            dim: self.config.embedder.dim(),
+            generation,
+            memories,
+            spaces: state.spaces.len(),
+            reindex_pending,
+            labels,
+            reembed: self.reembed_progress.status(),
+        })
+    }
+}

@@ -1,0 +1,210 @@
+//! The derived in-memory state: per space the catalog, the BM25 lexicon and the vectors; the operations a
+//! commit applies to them; and the HNSW builder thread.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::{Mutex, RwLock};
+
+use super::*;
+use crate::index::catalog::{DocMeta, SpaceCatalog};
+use crate::index::lexicon::Lexicon;
+use crate::index::vector::{Graph, GraphWork, SpaceVectors};
+
+/// Indexes of one space.
+pub(crate) struct SpaceIndex {
+    pub catalog: SpaceCatalog,
+    pub lexicon: Lexicon,
+    pub vectors: SpaceVectors,
+    /// Total length of the context-expanded collection for a window ([`crate::index::context`]), computed on
+    /// the first search after a change.
+    pub expanded_len: Mutex<Option<(usize, u64)>>,
+}
+
+impl SpaceIndex {
+    /// An empty index with vectors of `dim` dimensions.
+    pub(crate) fn empty(dim: usize, vector: crate::index::vector::VectorParams) -> Self {
+        SpaceIndex {
+            catalog: SpaceCatalog::default(),
+            lexicon: Lexicon::default(),
+            vectors: SpaceVectors::new(dim, vector),
+            expanded_len: Mutex::new(None),
+        }
+    }
+
+    /// Average length of the context-expanded collection with `window` neighbours on each side.
+    pub(crate) fn expanded_avg_len(&self, window: usize) -> f32 {
+        let mut cache = self.expanded_len.lock();
+        let total = match *cache {
+            Some((w, t)) if w == window => t,
+            _ => {
+                let t = crate::index::context::expanded_total_len(&self.catalog, &self.lexicon, window);
+                *cache = Some((window, t));
+                t
+            }
+        };
+        if self.lexicon.docs == 0 { 1.0 } else { total as f32 / self.lexicon.docs as f32 }
+    }
+}
+
+/// The analysed text of a document: distinct terms with frequencies, and its length in terms.
+pub(crate) struct LexEntry {
+    pub terms: Vec<(String, u32)>,
+    pub len: u32,
+}
+
+/// All derived in-memory state.
+pub(crate) struct IndexState {
+    pub spaces: HashMap<String, SpaceIndex>,
+}
+
+/// A change to apply to the in-memory indexes once its transaction has committed. `lex` is Some when the
+/// document's postings changed; `vector` is Some when its vector did.
+pub(crate) enum IndexOp {
+    Remove { space: String, docno: u64, lex: Option<LexEntry> },
+    Put { space: String, docno: u64, meta: DocMeta, vector: Option<Vec<f32>>, lex: Option<LexEntry> },
+}
+
+impl IndexOp {
+    /// The catalog entry of a stored memory changed (state, labels, counters); its text and vector did not.
+    pub(crate) fn meta(space: &str, sm: &StoredMemory, labels: BTreeSet<String>) -> Self {
+        IndexOp::Put {
+            space: space.to_string(),
+            docno: sm.docno,
+            meta: DocMeta::of(&sm.memory, labels),
+            vector: None,
+            lex: None,
+        }
+    }
+}
+
+/// Starts the background thread that builds and catches up HNSW graphs, off the write and search paths.
+pub(crate) fn start_graph_builder(
+    index: Arc<RwLock<IndexState>>,
+    vector: crate::index::vector::VectorParams,
+    db: Arc<redb::Database>,
+    files: graph_files::GraphFiles,
+) -> worker::Worker {
+    worker::Worker::spawn("engram-graph", move |c| {
+        while !c.stopped() {
+            let work: Vec<(String, GraphWork)> = {
+                let state = index.read();
+                state.spaces.iter().filter_map(|(n, si)| si.vectors.plan().map(|w| (n.clone(), w))).collect()
+            };
+            if work.is_empty() {
+                c.wait(std::time::Duration::from_millis(500));
+                continue;
+            }
+            for (space, w) in work {
+                match w {
+                    GraphWork::Build(snapshot) => {
+                        let started = Instant::now();
+                        let ids = snapshot.docnos.clone();
+                        let built = Graph::build(vector, snapshot, &|| c.stopped());
+                        let mut state = index.write();
+                        let Some(si) = state.spaces.get_mut(&space) else { continue };
+                        match built {
+                            Some(g) => {
+                                si.vectors.install(g, &ids);
+                                tracing::info!(
+                                    space,
+                                    points = ids.len(),
+                                    secs = started.elapsed().as_secs_f64(),
+                                    "HNSW graph built"
+                                );
+                            }
+                            None => {
+                                si.vectors.abandon();
+                                continue;
+                            }
+                        }
+                        // Saved after every full build, under a read lock (searches go on).
+                        let state = parking_lot::RwLockWriteGuard::downgrade(state);
+                        if let Some(si) = state.spaces.get(&space) {
+                            files.save(&db, &space, si);
+                        }
+                    }
+                    GraphWork::Insert(g, items) => {
+                        let points = g.insert(&items);
+                        let ids: Vec<(u64, u32)> = items.iter().map(|x| x.0).zip(points).collect();
+                        if let Some(si) = index.write().spaces.get_mut(&space) {
+                            si.vectors.mark_inserted(&g, &ids);
+                        }
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// Applies committed changes to the in-memory indexes; `new_index` makes the index of a space seen first.
+pub(crate) fn apply_ops(index: &RwLock<IndexState>, ops: Vec<IndexOp>, new_index: &dyn Fn() -> SpaceIndex) {
+    let mut state = index.write();
+    let mut vec_batches: HashMap<String, Vec<(u64, Vec<f32>)>> = HashMap::new();
+    for op in ops {
+        match op {
+            IndexOp::Remove { space, docno, lex } => {
+                if let Some(batch) = vec_batches.get_mut(&space) {
+                    batch.retain(|(d, _)| *d != docno);
+                }
+                if let Some(si) = state.spaces.get_mut(&space) {
+                    *si.expanded_len.get_mut() = None;
+                    si.catalog.remove(docno);
+                    si.vectors.remove(docno);
+                    if let Some(l) = lex {
+                        let terms: Vec<String> = l.terms.into_iter().map(|t| t.0).collect();
+                        si.lexicon.remove(docno, &terms, l.len);
+                    }
+                }
+            }
+            IndexOp::Put { space, docno, meta, vector, lex } => {
+                let si = state.spaces.entry(space.clone()).or_insert_with(new_index);
+                *si.expanded_len.get_mut() = None;
+                si.catalog.insert(docno, meta);
+                if let Some(l) = lex {
+                    si.lexicon.add(docno, &l.terms, l.len);
+                }
+                if let Some(v) = vector {
+                    vec_batches.entry(space).or_default().push((docno, v));
+                }
+            }
+        }
+    }
+    for (space, batch) in vec_batches {
+        if let Some(si) = state.spaces.get_mut(&space) {
+            si.vectors.insert_batch(&batch);
+        }
+    }
+}
+
+impl KnowledgeStore {
+    pub(crate) fn new_space_index(&self) -> SpaceIndex {
+        SpaceIndex::empty(self.config.embedder.dim(), self.config.vector)
+    }
+
+    /// Applies committed changes to the in-memory indexes.
+    pub(crate) fn apply(&self, ops: Vec<IndexOp>) {
+        apply_ops(&self.index, ops, &|| self.new_space_index());
+        self.builder.wake();
+        self.graph_worker.wake();
+    }
+
+    /// Blocks until every space's vector index is complete (background re-embedding finished, graphs built
+    /// where a space is large enough, no vector pending) or `timeout` passes. Searches are exact and complete meanwhile; this only matters for
+    /// benchmarks and tests that want the graph path. Returns whether the indexes are complete.
+    pub fn wait_for_indexes(&self, timeout: std::time::Duration) -> bool {
+        let until = Instant::now() + timeout;
+        loop {
+            let reembedding = self.reembed_progress.running.load(std::sync::atomic::Ordering::Acquire);
+            if !reembedding && !self.index.read().spaces.values().any(|s| s.vectors.needs_work()) {
+                return true;
+            }
+            if Instant::now() >= until {
+                return false;
+            }
+            self.builder.wake();
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}

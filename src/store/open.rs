@@ -1,0 +1,462 @@
+//! Opening and closing the store: the file (created, or checked against the format version), the embedder
+//! check, the in-memory indexes read from the file, background re-embedding, and at close the saved graphs and
+//! compaction.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::{Mutex, RwLock};
+use redb::{ReadableDatabase, ReadableTable};
+
+use super::tables::*;
+use super::*;
+use crate::config::StoreConfig;
+use crate::error::{Error, ErrorKind, Result};
+use crate::index::catalog::DocMeta;
+use crate::model::{Space, SpaceUsage, Timestamp};
+
+/// Moves aside a store file whose creation was cut short. redb writes its magic number (the first 9 bytes) last
+/// when it creates a file, after the empty structure is on disk; a crash or I/O error before that leaves a file
+/// that starts with zeros, never held a commit, and that redb refuses to open ("not a redb database") for ever.
+/// Such a file is renamed to `engram.redb.incomplete-<unix ms>` (kept, never deleted) so that the store can be
+/// created again. A file starting with anything else is left alone.
+pub(crate) fn discard_unborn_file(path: &std::path::Path) -> Result<()> {
+    use std::io::Read;
+    let Ok(mut f) = std::fs::File::open(path) else { return Ok(()) };
+    let mut head = [0u8; 9];
+    let mut got = 0;
+    while got < head.len() {
+        let n = f.read(&mut head[got..])?;
+        if n == 0 {
+            break;
+        }
+        got += n;
+    }
+    if got == 0 || head[..got].iter().any(|b| *b != 0) {
+        return Ok(());
+    }
+    drop(f);
+    let aside = path.with_extension(format!("redb.incomplete-{}", Timestamp::now().0));
+    tracing::warn!(
+        path = %path.display(),
+        moved_to = %aside.display(),
+        "the store file was never initialised (its creation was cut short); moved aside, creating a new one"
+    );
+    std::fs::rename(path, aside)?;
+    Ok(())
+}
+
+/// A storage backend chosen at run time ([`crate::config::StoreConfig::storage`]).
+#[derive(Debug)]
+pub(crate) struct BoxedBackend(Box<dyn redb::StorageBackend>);
+
+impl redb::StorageBackend for BoxedBackend {
+    fn len(&self) -> std::io::Result<u64> {
+        self.0.len()
+    }
+    fn read(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
+        self.0.read(offset, out)
+    }
+    fn set_len(&self, len: u64) -> std::io::Result<()> {
+        self.0.set_len(len)
+    }
+    fn sync_data(&self) -> std::io::Result<()> {
+        self.0.sync_data()
+    }
+    fn write(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        self.0.write(offset, data)
+    }
+    fn close(&self) -> std::io::Result<()> {
+        self.0.close()
+    }
+    fn try_lock_range(
+        &self,
+        start: std::ops::Bound<u64>,
+        end: std::ops::Bound<u64>,
+    ) -> std::result::Result<bool, redb::BackendError> {
+        self.0.try_lock_range(start, end)
+    }
+    fn try_lock_shared_range(
+        &self,
+        start: std::ops::Bound<u64>,
+        end: std::ops::Bound<u64>,
+    ) -> std::result::Result<bool, redb::BackendError> {
+        self.0.try_lock_shared_range(start, end)
+    }
+    fn lock_range(
+        &self,
+        start: std::ops::Bound<u64>,
+        end: std::ops::Bound<u64>,
+    ) -> std::result::Result<(), redb::BackendError> {
+        self.0.lock_range(start, end)
+    }
+    fn lock_shared_range(
+        &self,
+        start: std::ops::Bound<u64>,
+        end: std::ops::Bound<u64>,
+    ) -> std::result::Result<(), redb::BackendError> {
+        self.0.lock_shared_range(start, end)
+    }
+}
+
+/// Files smaller than this are never compacted at close.
+pub(crate) const COMPACT_MIN_BYTES: u64 = 16 << 20;
+
+/// Compacts the file at close when more than a quarter of it is free pages (bulk loads and big deletes leave
+/// them; redb reuses them, but the file only shrinks by compaction). Errors are logged: the store stays valid.
+pub(crate) fn compact_if_sparse(db: &mut redb::Database, path: &std::path::Path) {
+    let before = std::fs::metadata(path).map_or(0, |m| m.len());
+    if before < COMPACT_MIN_BYTES {
+        return;
+    }
+    let used = (|| -> Result<u64> {
+        let w = db.begin_write()?;
+        let st = w.stats()?;
+        w.abort()?;
+        Ok(st.allocated_pages() * st.page_size() as u64)
+    })();
+    let Ok(used) = used else { return };
+    if used.saturating_mul(4) >= before.saturating_mul(3) {
+        return;
+    }
+    let started = Instant::now();
+    for _ in 0..8 {
+        match db.compact() {
+            Ok(true) => continue,
+            Ok(false) => break,
+            Err(e) => {
+                tracing::warn!(error = %e, "compaction at close stopped; the file stays valid");
+                break;
+            }
+        }
+    }
+    let after = std::fs::metadata(path).map_or(0, |m| m.len());
+    tracing::info!(before, after, ms = started.elapsed().as_millis() as u64, "store file compacted at close");
+}
+
+impl Drop for KnowledgeStore {
+    fn drop(&mut self) {
+        // Reads still queued are counted before the store closes.
+        {
+            let _w = self.writer.lock();
+            if let Err(e) = self.flush_access() {
+                tracing::warn!(error = %e, "counting the last reads failed");
+            }
+        }
+        drop(self.reembed.lock().take());
+        self.builder.stop();
+        // A clean close saves every graph that changed since its last save.
+        {
+            let state = self.index.read();
+            for (space, si) in &state.spaces {
+                self.graph_files.save(&self.db, space, si);
+            }
+        }
+        self.graph_worker.stop();
+        if let Some(db) = Arc::get_mut(&mut self.db) {
+            compact_if_sparse(db, &self.config.db_path());
+        }
+    }
+}
+
+impl KnowledgeStore {
+    /// Opens (or creates) the store in `config.data_dir`, checks the format version, builds the in-memory
+    /// indexes from the file, and starts re-embedding in the background when memories lack a vector from
+    /// the configured embedder: after a change of embedder or dimension (the old vectors are dropped and
+    /// every memory is marked `reindex_needed`), or after a run cut short by a crash. Progress shows in
+    /// [`KnowledgeStore::health`] (and as a progress bar when stderr is a terminal, logged otherwise);
+    /// searches of a space answer from BM25 until its vectors are complete.
+    ///
+    /// # Errors
+    /// * [`ErrorKind::Locked`]: another process has the store open.
+    /// * [`ErrorKind::Corrupt`]: the file is from a newer format or damaged.
+    /// * [`ErrorKind::Io`]: the directory or file cannot be created or read.
+    pub fn open(config: StoreConfig) -> Result<Self> {
+        std::fs::create_dir_all(&config.data_dir)?;
+        discard_unborn_file(&config.db_path())?;
+        let mut builder = redb::Builder::new();
+        builder.set_cache_size(config.cache_size_bytes);
+        let db = Arc::new(match &config.storage {
+            Some(open) => builder.create_with_backend(BoxedBackend(open(&config.db_path())?))?,
+            None => builder.create(config.db_path())?,
+        });
+        let index = Arc::new(RwLock::new(IndexState { spaces: HashMap::new() }));
+        let graph_files = graph_files::GraphFiles::new(&config.data_dir, config.embedder.name());
+        let builder = start_graph_builder(index.clone(), config.vector, db.clone(), graph_files.clone());
+        let writer = Arc::new(Mutex::new(()));
+        let graph = Arc::new(RwLock::new(communities::GraphState::default()));
+        let hnsw = builder.control();
+        let graph_worker = communities::start_worker(communities::Ctx {
+            db: db.clone(),
+            writer: writer.clone(),
+            graph: graph.clone(),
+            embedder: config.embedder.clone(),
+            index: index.clone(),
+            vector: config.vector,
+            durability: config.durability,
+            wake_hnsw: Arc::new(move || hnsw.wake()),
+        });
+        let store = KnowledgeStore {
+            db,
+            config,
+            writer,
+            index,
+            started: Instant::now(),
+            reembed_progress: Arc::default(),
+            label_vector_cache: Mutex::default(),
+            chunk_index: RwLock::default(),
+            jobs: transfer::Jobs::default(),
+            durable_generation: Default::default(),
+            pending_access: Default::default(),
+            access_queue: Default::default(),
+            graph,
+            graph_worker,
+            reembed: Mutex::new(None),
+            builder,
+            graph_files,
+        };
+        store.init_schema()?;
+        {
+            let rtx = store.db.begin_read()?;
+            let g = meta_u64(&rtx.open_table(META)?, "generation")?.unwrap_or(0);
+            store.durable_generation.store(g, std::sync::atomic::Ordering::Release);
+        }
+        store.check_embedder()?;
+        store.load_indexes()?;
+        store.graph.write().memory_rank = communities::load_ranks(&store.db)?;
+        store.builder.wake();
+        store.graph_worker.wake();
+        store.start_reembedding();
+        Ok(store)
+    }
+
+    /// Starts the background re-embedding of memories without a vector, if there are any.
+    pub(crate) fn start_reembedding(&self) {
+        // Caller-supplied vectors cannot be recomputed: memories without one stay lexical.
+        if self.config.embedder.external() {
+            return;
+        }
+        let work = reembed::missing(&self.index.read());
+        if work.is_empty() {
+            return;
+        }
+        let hnsw = self.builder.control();
+        let ctx = reembed::Ctx {
+            db: self.db.clone(),
+            writer: self.writer.clone(),
+            index: self.index.clone(),
+            embedder: self.config.embedder.clone(),
+            durability: self.config.durability,
+            wake_graphs: Arc::new(move || hnsw.wake()),
+        };
+        *self.reembed.lock() = Some(reembed::start(ctx, work, self.reembed_progress.clone()));
+    }
+
+    pub(crate) fn init_schema(&self) -> Result<()> {
+        let txn = self.db.begin_write()?;
+        {
+            let mut meta = txn.open_table(META)?;
+            let found = meta.get("format_version")?.map(|v| v.value().to_vec());
+            match found {
+                Some(v) => {
+                    let found = v.try_into().map(u32::from_le_bytes).unwrap_or(u32::MAX);
+                    if found > schema::FORMAT_VERSION {
+                        return Err(Error::new(
+                            ErrorKind::Corrupt,
+                            format!(
+                                "store format {found} is newer than this release supports ({})",
+                                schema::FORMAT_VERSION
+                            ),
+                        ));
+                    }
+                }
+                None => {
+                    meta.insert("format_version", schema::FORMAT_VERSION.to_le_bytes().as_slice())?;
+                }
+            }
+            // Creating every table up front lets readers open them without a write.
+            txn.open_table(MEMORIES)?;
+            txn.open_table(MEMORY_SPACE)?;
+            txn.open_table(VECTORS)?;
+            txn.open_table(POSTINGS)?;
+            txn.open_table(LEX_STATS)?;
+            txn.open_table(LABELS)?;
+            txn.open_table(MEMORY_LABELS)?;
+            txn.open_table(LABEL_MEMORIES)?;
+            txn.open_table(THREADS)?;
+            txn.open_table(THREAD_SPACES)?;
+            txn.open_table(MESSAGES)?;
+            txn.open_table(MESSAGE_KEYS)?;
+            txn.open_table(ENTITIES)?;
+            txn.open_table(ENTITY_KEYS)?;
+            txn.open_table(MENTIONS)?;
+            txn.open_table(ENTITY_MEMORIES)?;
+            txn.open_table(RELATES_TO)?;
+            txn.open_table(WORKING_MEMORY)?;
+            txn.open_table(REVIEWS)?;
+            txn.open_table(RELATIONS)?;
+            txn.open_table(MEMORY_RELATIONS)?;
+            txn.open_table(RELATION_SPACE)?;
+            txn.open_table(LABEL_MERGES)?;
+            txn.open_table(COMMUNITIES)?;
+            txn.open_table(COMMUNITY_MEMBERS)?;
+            txn.open_table(ENTITY_COMMUNITY)?;
+            txn.open_table(MEMORY_PAGERANK)?;
+            txn.open_table(CRYSTAL_SOURCES)?;
+            txn.open_table(SOURCES)?;
+            txn.open_table(SOURCE_SPACE)?;
+            txn.open_table(SOURCE_SHA)?;
+            txn.open_table(SOURCE_TEXT)?;
+            txn.open_table(SOURCE_FILES)?;
+            txn.open_table(SOURCE_CHUNKS)?;
+            let mut spaces = txn.open_table(SPACES)?;
+            if spaces.get(DEFAULT_SPACE)?.is_none() {
+                let s = Space {
+                    id: DEFAULT_SPACE.into(),
+                    key: DEFAULT_SPACE.into(),
+                    name: "Default".into(),
+                    aliases: vec![],
+                    description: "The default space".into(),
+                    icon: String::new(),
+                    instructions: String::new(),
+                    shared_space_ids: vec![],
+                    default_retrieval_mode: "strict".into(),
+                    is_default: true,
+                    usage: SpaceUsage::default(),
+                    observed: false,
+                    has_profile: false,
+                    created_at: Timestamp::now(),
+                };
+                spaces.insert(DEFAULT_SPACE, schema::encode(&s)?.as_slice())?;
+            }
+        }
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// Records the configured embedder. When the stored vectors came from another embedder or dimension,
+    /// drops them and marks every memory `reindex_needed` in the same transaction, so that one index never
+    /// mixes vectors of two models; the background run started by [`KnowledgeStore::open`] re-embeds them.
+    pub(crate) fn check_embedder(&self) -> Result<()> {
+        let emb = &self.config.embedder;
+        let want = format!("{}:{}", emb.name(), emb.dim());
+        let rtx = self.db.begin_read()?;
+        let have = rtx.open_table(META)?.get("embedder")?.map(|v| String::from_utf8_lossy(v.value()).into_owned());
+        drop(rtx);
+        if have.as_deref() == Some(want.as_str()) {
+            return Ok(());
+        }
+        let _w = self.writer.lock();
+        let marked = self.write_txn(|txn| {
+            txn.open_table(VECTORS)?.retain(|_, _| false)?;
+            let mut mems = txn.open_table(MEMORIES)?;
+            let mut marked = 0u64;
+            // In chunks, so that a large store is not held in memory at once.
+            let mut after: Option<(String, String)> = None;
+            loop {
+                let mut chunk: Vec<((String, String), Vec<u8>)> = Vec::with_capacity(1024);
+                {
+                    let range = match &after {
+                        Some((s, i)) => mems.range((s.as_str(), i.as_str())..)?,
+                        None => mems.iter()?,
+                    };
+                    for row in range {
+                        let (k, v) = row?;
+                        let (space, id) = k.value();
+                        if after.as_ref().is_some_and(|(s, i)| s == space && i == id) {
+                            continue;
+                        }
+                        let mut sm: StoredMemory = schema::decode(v.value())?;
+                        sm.memory.reindex_needed = true;
+                        chunk.push(((space.to_string(), id.to_string()), schema::encode(&sm)?));
+                        if chunk.len() == 1024 {
+                            break;
+                        }
+                    }
+                }
+                let Some(last) = chunk.last().map(|c| c.0.clone()) else { break };
+                for ((space, id), bytes) in &chunk {
+                    mems.insert((space.as_str(), id.as_str()), bytes.as_slice())?;
+                }
+                marked += chunk.len() as u64;
+                after = Some(last);
+            }
+            txn.open_table(META)?.insert("embedder", want.as_bytes())?;
+            Ok(marked)
+        })?;
+        if marked > 0 {
+            tracing::info!(from = ?have, to = %want, memories = marked, "embedder changed: old vectors dropped");
+            *self.reembed_progress.from.lock() = have;
+        }
+        Ok(())
+    }
+
+    /// Builds the catalog and vector indexes of every space from the file.
+    pub(crate) fn load_indexes(&self) -> Result<()> {
+        let rtx = self.db.begin_read()?;
+        let mut state = IndexState { spaces: HashMap::new() };
+        let dim = self.config.embedder.dim();
+        for row in rtx.open_table(SPACES)?.iter()? {
+            let (k, _) = row?;
+            state.spaces.insert(k.value().to_string(), self.new_space_index());
+        }
+        let mut labels: HashMap<(String, String), BTreeSet<String>> = HashMap::new();
+        for row in rtx.open_table(MEMORY_LABELS)?.iter()? {
+            let (k, _) = row?;
+            let (s, m, l) = k.value();
+            labels.entry((s.to_string(), m.to_string())).or_default().insert(l.to_string());
+        }
+        for row in rtx.open_table(MEMORIES)?.iter()? {
+            let (k, v) = row?;
+            let (space, id) = k.value();
+            let sm: StoredMemory = schema::decode(v.value())?;
+            let l = labels.remove(&(space.to_string(), id.to_string())).unwrap_or_default();
+            let si = state.spaces.entry(space.to_string()).or_insert_with(|| self.new_space_index());
+            si.catalog.insert(sm.docno, DocMeta::of(&sm.memory, l));
+        }
+        for row in rtx.open_table(POSTINGS)?.iter()? {
+            let (k, v) = row?;
+            let (space, term, docno) = k.value();
+            if let Some(si) = state.spaces.get_mut(space) {
+                si.lexicon.load(term, crate::index::bm25::Posting::unpack(docno, v.value()));
+            }
+        }
+        for row in rtx.open_table(LEX_STATS)?.iter()? {
+            let (k, v) = row?;
+            if let Some(si) = state.spaces.get_mut(k.value()) {
+                (si.lexicon.docs, si.lexicon.total_len) = v.value();
+            }
+        }
+        for si in state.spaces.values_mut() {
+            si.lexicon.finish_load();
+        }
+        // Saved graphs first, so that each vector is read straight into its graph or the arena: one copy.
+        self.graph_files.stage_all(&self.db, &mut state.spaces);
+        let mut current: Option<(String, &mut SpaceIndex)> = None;
+        let mut others = state.spaces.iter_mut().map(|(k, v)| (k.clone(), v)).collect::<HashMap<_, _>>();
+        for row in rtx.open_table(VECTORS)?.iter()? {
+            let (k, v) = row?;
+            let (space, docno) = k.value();
+            if current.as_ref().is_none_or(|(s, _)| s != space) {
+                if let Some((s, si)) = current.take() {
+                    others.insert(s, si);
+                }
+                current = others.remove(space).map(|si| (space.to_string(), si));
+            }
+            let Some((_, si)) = current.as_mut() else { continue };
+            if si.catalog.get(docno).is_some() {
+                let vec = schema::vector_from_bytes(v.value());
+                if vec.len() == dim {
+                    si.vectors.insert_loaded(docno, &vec);
+                }
+            }
+        }
+        drop(current);
+        drop(others);
+        drop(rtx);
+        self.graph_files.finish_all(&mut state.spaces);
+        *self.index.write() = state;
+        Ok(())
+    }
+}
