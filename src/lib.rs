@@ -27,6 +27,7 @@ pub mod error;
 #[doc(hidden)]
 pub mod eval;
 pub mod extract;
+pub mod fs;
 pub mod graph;
 pub mod index;
 pub mod model;

@@ -17,8 +17,6 @@
 //! (alias path), `EINVAL` 422 (the validation shape with `type: "EINVAL"`), `ENOTSUP` 501 (planned: mount,
 //! fragments, SQL/Cypher, replay, tail, raw).
 
-use std::collections::BTreeMap;
-
 use serde::Deserialize;
 use serde_json::{Value, json};
 use utoipa::ToSchema;
@@ -28,8 +26,10 @@ use super::routes::{Shape, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::error::ErrorCode;
 use crate::error::{Error, ErrorKind, FieldError, Result};
+use crate::fs::path::*;
+use crate::fs::project::*;
 use crate::index::catalog::MemoryFilter;
-use crate::model::{MemoryState, Timestamp, UnitType};
+use crate::model::{Timestamp, UnitType};
 use crate::store::{DEFAULT_SPACE, ListQuery, MemoryView, SearchMode, SearchQuery};
 
 /// The routes of this module, in table order ([`super::routes::ROUTES`] gathers every module's list).
@@ -144,370 +144,9 @@ const DEFAULT_SEARCH_LIMIT: usize = 50;
 const DEFAULT_RECALL_K: usize = 20;
 /// Lines of a `cat` window when `line` is given without `lines`.
 const DEFAULT_LINE_WINDOW: usize = 200;
-/// Longest grep pattern, in bytes.
-const MAX_PATTERN: usize = 1000;
-
-const ROOTS: &[(&str, &str)] = &[
-    ("memories", "/memories"),
-    ("threads", "/threads"),
-    ("sources", "/sources"),
-    ("wiki", "/wiki"),
-    ("working-memory", "/working-memory"),
-];
-/// Planned roots and features: answered with ENOTSUP.
-const PLANNED: &[&str] = &["context", "feed", "activities", "artifacts", "mnt", "sql", "cypher", "replay", "tail"];
-
-fn enoent(path: &str) -> Error {
-    Error::new(ErrorKind::NotFound, format!("ENOENT: no such file or directory: {path}")).with_code(ErrorCode::Enoent)
-}
-fn erofs(path: &str) -> Error {
-    Error::new(ErrorKind::Forbidden, format!("EROFS: {path} is derived and read-only")).with_code(ErrorCode::Erofs)
-}
-fn exdev(path: &str, canonical: &str) -> Error {
-    Error::new(ErrorKind::Conflict, format!("EXDEV: {path} is an alias path; write {canonical} instead"))
-        .with_code(ErrorCode::Exdev)
-}
-fn einval(loc: &str, msg: impl Into<String>, input: &str) -> Error {
-    Error::invalid(vec![FieldError::new(&["query", loc], "EINVAL", msg, Value::String(input.to_string()))])
-}
-fn enotsup(what: &str) -> Error {
-    Error::new(ErrorKind::NotImplemented, format!("ENOTSUP: {what} is planned but not available in this release"))
-        .with_code(ErrorCode::Enotsup)
-}
-
-/// A name as one path segment.
-pub fn segment(name: &str) -> String {
-    name.replace('%', "%25").replace('/', "%2F")
-}
-
-fn unsegment(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            let hex = |b: u8| (b as char).to_digit(16);
-            if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// A parsed tree path.
-#[derive(Debug, Clone, PartialEq)]
-enum Node {
-    Root,
-    Memories,
-    ById,
-    ByLabel,
-    LabelDir(String),
-    Memory { id: String, label: Option<String> },
-    Threads,
-    ThreadDir(String),
-    ThreadFile(String, &'static str),
-    Sources,
-    Source(String),
-    Wiki,
-    WikiEntities,
-    Entity(String),
-    WorkingDir,
-    WorkingToday,
-}
-
-fn parse(path: &str) -> Result<Node> {
-    if !path.starts_with('/') || path.chars().any(char::is_control) || path.len() > 4096 {
-        return Err(einval(
-            "path",
-            "paths are absolute (start with /), at most 4096 bytes, no control characters",
-            path,
-        ));
-    }
-    let trimmed = path.trim_end_matches('/');
-    let segs: Vec<&str> = if trimmed.is_empty() { vec![] } else { trimmed[1..].split('/').collect() };
-    if segs.iter().any(|s| s.is_empty() || *s == "." || *s == "..") {
-        return Err(einval("path", "empty, `.` and `..` segments are not allowed", path));
-    }
-    let d: Vec<String> = segs.iter().map(|s| unsegment(s)).collect();
-    let d: Vec<&str> = d.iter().map(String::as_str).collect();
-    let memory_file = |f: &str| f.strip_suffix(".memory.md").map(str::to_string);
-    Ok(match d.as_slice() {
-        [] => Node::Root,
-        ["memories"] => Node::Memories,
-        ["memories", "by-id"] => Node::ById,
-        ["memories", "by-id", f] => Node::Memory { id: memory_file(f).ok_or_else(|| enoent(path))?, label: None },
-        ["memories", "by-label"] => Node::ByLabel,
-        ["memories", "by-label", l] => Node::LabelDir((*l).to_string()),
-        ["memories", "by-label", l, f] => {
-            Node::Memory { id: memory_file(f).ok_or_else(|| enoent(path))?, label: Some((*l).to_string()) }
-        }
-        ["threads"] => Node::Threads,
-        ["threads", t] => Node::ThreadDir((*t).to_string()),
-        ["threads", t, f @ ("thread.md" | "messages.jsonl")] => {
-            Node::ThreadFile((*t).to_string(), if *f == "thread.md" { "thread.md" } else { "messages.jsonl" })
-        }
-        ["sources"] => Node::Sources,
-        ["sources", name] => Node::Source((*name).to_string()),
-        ["wiki"] => Node::Wiki,
-        ["wiki", "entities"] => Node::WikiEntities,
-        ["wiki", "entities", f] => {
-            let stem = f.strip_suffix(".entity.md").ok_or_else(|| enoent(path))?;
-            let id = stem.rsplit_once("--").map(|(_, id)| id).ok_or_else(|| enoent(path))?;
-            Node::Entity(id.to_string())
-        }
-        ["working-memory"] => Node::WorkingDir,
-        ["working-memory", "today.md"] => Node::WorkingToday,
-        [root, ..] if PLANNED.contains(root) => return Err(enotsup(&format!("/{root}"))),
-        _ => return Err(enoent(path)),
-    })
-}
-
-fn memory_path(id: &str) -> String {
-    format!("/memories/by-id/{}.memory.md", segment(id))
-}
-
-fn entity_path(name: &str, id: &str) -> String {
-    format!("/wiki/entities/{}--{}.entity.md", segment(name), segment(id))
-}
-
-fn yaml_value(v: &Value) -> String {
-    match v {
-        Value::String(s) => crate::store::yaml_str(s),
-        Value::Array(a) => format!("[{}]", a.iter().map(yaml_value).collect::<Vec<_>>().join(", ")),
-        Value::Null => "null".into(),
-        other => other.to_string(),
-    }
-}
-
-/// `---\n<yaml>\n---\n\n<body>`.
-fn render(front: &BTreeMap<String, Value>, body: &str) -> String {
-    let mut out = String::from("---\n");
-    for (k, v) in front {
-        out.push_str(&format!("{k}: {}\n", yaml_value(v)));
-    }
-    out.push_str("---\n\n");
-    out.push_str(body);
-    if !body.ends_with('\n') {
-        out.push('\n');
-    }
-    out
-}
-
-/// A file: its frontmatter, body and metadata.
-struct File {
-    path: String,
-    kind: &'static str,
-    id: String,
-    ext: &'static str,
-    front: BTreeMap<String, Value>,
-    body: String,
-    created_at: Option<Timestamp>,
-    updated_at: Option<Timestamp>,
-    /// `.md` files render frontmatter; `.jsonl` and sources are their body.
-    markdown: bool,
-}
-
-impl File {
-    fn text(&self) -> String {
-        if self.markdown { render(&self.front, &self.body) } else { self.body.clone() }
-    }
-}
 
 fn space_of(ctx: &Ctx<'_>) -> String {
     ctx.query.str("space_id").filter(|s| !s.is_empty()).unwrap_or(DEFAULT_SPACE).to_string()
-}
-
-fn label_name(id: &str) -> String {
-    id.strip_prefix("label_").unwrap_or(id).to_string()
-}
-
-fn memory_front(v: &MemoryView) -> BTreeMap<String, Value> {
-    let m = &v.memory;
-    let mut f = BTreeMap::new();
-    f.insert("id".into(), json!(m.id));
-    f.insert("title".into(), json!(m.title));
-    f.insert("type".into(), json!("memory"));
-    f.insert("unit_type".into(), json!(m.unit_type));
-    f.insert("state".into(), json!(m.state));
-    f.insert("importance".into(), json!(m.importance));
-    f.insert("labels".into(), json!(v.label_ids.iter().map(|l| label_name(l)).collect::<Vec<_>>()));
-    f.insert("source".into(), json!(m.source));
-    f.insert("space_id".into(), json!(m.space_id));
-    f.insert("created_at".into(), json!(m.created_at));
-    f.insert("updated_at".into(), json!(m.updated_at));
-    if let Some(e) = &m.event_start {
-        f.insert("event_start".into(), json!(e));
-    }
-    if m.is_crystal {
-        f.insert("is_crystal".into(), json!(true));
-    }
-    f
-}
-
-fn load(api: &Api, space: &str, node: &Node, path: &str) -> Result<File> {
-    let store = api.store();
-    match node {
-        Node::Memory { id, label } => {
-            let v = store.get_memory(id, Some(space)).map_err(|_| enoent(path))?;
-            if let Some(l) = label
-                && !v.label_ids.iter().any(|x| label_name(x) == *l)
-            {
-                return Err(enoent(path));
-            }
-            Ok(File {
-                path: memory_path(id),
-                kind: "file",
-                id: id.clone(),
-                ext: "md",
-                front: memory_front(&v),
-                body: v.memory.content.clone(),
-                created_at: Some(v.memory.created_at),
-                updated_at: Some(v.memory.updated_at),
-                markdown: true,
-            })
-        }
-        Node::ThreadFile(t, which) => {
-            let (thread, msgs) = store.thread_messages(t, Some(space), usize::MAX, 0).map_err(|_| enoent(path))?;
-            let (front, body, markdown) = if *which == "thread.md" {
-                let mut f = BTreeMap::new();
-                f.insert("id".into(), json!(thread.thread_id));
-                f.insert("type".into(), json!("thread"));
-                f.insert("title".into(), json!(thread.title));
-                f.insert("message_count".into(), json!(thread.message_count));
-                f.insert("source".into(), json!(thread.source));
-                f.insert("created_at".into(), json!(thread.created_at));
-                f.insert("updated_at".into(), json!(thread.updated_at));
-                let mut body = String::new();
-                if !thread.summary.is_empty() {
-                    body.push_str(&format!("{}\n\n", thread.summary));
-                }
-                for m in &msgs {
-                    body.push_str(&format!("**{}**: {}\n\n", m.role, m.content.trim()));
-                }
-                (f, body, true)
-            } else {
-                let body: String = msgs.iter().map(|m| serde_json::to_string(m).unwrap_or_default() + "\n").collect();
-                (BTreeMap::new(), body, false)
-            };
-            Ok(File {
-                path: format!("/threads/{}/{which}", segment(t)),
-                kind: "file",
-                id: thread.thread_id.clone(),
-                ext: if markdown { "md" } else { "jsonl" },
-                front,
-                body,
-                created_at: Some(thread.created_at),
-                updated_at: Some(thread.updated_at),
-                markdown,
-            })
-        }
-        Node::Source(name) => {
-            let s = find_source(api, space, name)?.ok_or_else(|| enoent(path))?;
-            let mut f = BTreeMap::new();
-            f.insert("id".into(), json!(s.id));
-            f.insert("type".into(), json!("source"));
-            f.insert("original_name".into(), json!(s.original_name));
-            f.insert("mime_type".into(), json!(s.mime_type));
-            f.insert("lifecycle_state".into(), json!(s.lifecycle_state));
-            f.insert("chunk_count".into(), json!(s.chunk_count));
-            f.insert("labels".into(), json!(s.label_ids.iter().map(|l| label_name(l)).collect::<Vec<_>>()));
-            Ok(File {
-                path: format!("/sources/{}", segment(&s.original_name)),
-                kind: "file",
-                id: s.id.clone(),
-                ext: "md",
-                front: f,
-                body: store.source_text(&s.id)?,
-                created_at: Some(s.created_at),
-                updated_at: Some(s.updated_at),
-                markdown: true,
-            })
-        }
-        Node::Entity(id) => {
-            let e = store.get_entity(space, id).map_err(|_| enoent(path))?;
-            let page = store.entity_page(&e.id, 30, &FsLinker)?;
-            // The page renders its own frontmatter: split it off.
-            let (front, body) = split_front(&page);
-            Ok(File {
-                path: entity_path(&e.name, &e.id),
-                kind: "file",
-                id: e.id.clone(),
-                ext: "md",
-                front,
-                body,
-                created_at: Some(e.created_at),
-                updated_at: Some(e.updated_at),
-                markdown: true,
-            })
-        }
-        Node::WorkingToday => {
-            let wm = store.working_memory(space, None)?;
-            let mut f = BTreeMap::new();
-            f.insert("type".into(), json!("working-memory"));
-            f.insert("date".into(), json!(crate::store::working_today()));
-            f.insert("space_id".into(), json!(space));
-            Ok(File {
-                path: "/working-memory/today.md".into(),
-                kind: "file",
-                id: "today".into(),
-                ext: "md",
-                front: f,
-                body: wm.as_ref().map(|w| w.content.clone()).unwrap_or_default(),
-                created_at: None,
-                updated_at: wm.map(|w| w.updated_at),
-                markdown: true,
-            })
-        }
-        _ => Err(Error::new(ErrorKind::InvalidInput, "not a file")),
-    }
-}
-
-/// Splits `---\n...\n---\n` frontmatter (simple `key: value` lines) from a rendered page.
-fn split_front(page: &str) -> (BTreeMap<String, Value>, String) {
-    let mut f = BTreeMap::new();
-    if let Some(rest) = page.strip_prefix("---\n")
-        && let Some((head, body)) = rest.split_once("\n---\n")
-    {
-        for line in head.lines() {
-            if let Some((k, v)) = line.split_once(':') {
-                let v = v.trim();
-                let val = serde_json::from_str::<Value>(v).unwrap_or_else(|_| Value::String(v.to_string()));
-                f.insert(k.trim().to_string(), val);
-            }
-        }
-        return (f, body.trim_start_matches('\n').to_string());
-    }
-    (f, page.to_string())
-}
-
-/// Links of wiki pages as tree paths.
-struct FsLinker;
-
-impl crate::store::Linker for FsLinker {
-    fn entity(&self, e: &crate::model::Entity) -> Option<String> {
-        Some(entity_path(&e.name, &e.id))
-    }
-    fn crystal(&self, _space: &str, id: &str) -> Option<String> {
-        Some(memory_path(id))
-    }
-    fn topic(&self, _id: u64) -> Option<String> {
-        None
-    }
-    fn memory(&self, _space: &str, id: &str) -> Option<String> {
-        Some(memory_path(id))
-    }
-}
-
-fn find_source(api: &Api, space: &str, name: &str) -> Result<Option<crate::model::Source>> {
-    if let Ok(s) = api.store().get_source(name, Some(space)) {
-        return Ok(Some(s));
-    }
-    Ok(api.store().all_sources(space)?.into_iter().rev().find(|s| s.original_name == name))
 }
 
 /// Cursors are the offset of the next entry, in decimal: opaque to clients, and any string of 1 to 15 digits is
@@ -555,7 +194,7 @@ pub(super) fn capabilities(_api: &Api, _ctx: &Ctx<'_>) -> Result<ApiResponse> {
                 "default_search_limit": DEFAULT_SEARCH_LIMIT,
                 "default_recall_k": DEFAULT_RECALL_K,
                 "default_line_window": DEFAULT_LINE_WINDOW,
-                "max_pattern_bytes": MAX_PATTERN,
+                "max_pattern_bytes": crate::fs::MAX_PATTERN,
             },
             "entry_points": ["/memories/by-id", "/memories/by-label", "/threads", "/sources", "/wiki/entities", "/working-memory/today.md"],
             "writable": ["/memories/by-id/<id>.memory.md", "/working-memory/today.md"],
@@ -740,7 +379,7 @@ pub(super) fn cat(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         | Node::Wiki
         | Node::WikiEntities
         | Node::WorkingDir => return Err(einval("path", "a directory (use ls)", path)),
-        _ => load(api, &space, &node, path)?,
+        _ => load(api.store(), &space, &node, path)?,
     };
     let total_lines = f.body.lines().count();
     let (body, window) = match (ctx.query.int("line"), ctx.query.int("lines")) {
@@ -791,7 +430,7 @@ pub(super) fn stat(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
                    "created_at": label.created_at, "updated_at": label.updated_at, "frontmatter": {}})
         }
         Node::Memory { .. } | Node::ThreadFile(..) | Node::Source(_) | Node::Entity(_) | Node::WorkingToday => {
-            let f = load(api, &space, &node, path)?;
+            let f = load(api.store(), &space, &node, path)?;
             let ty = match &node {
                 Node::Memory { .. } => "memory",
                 Node::ThreadFile(_, "thread.md") => "thread",
@@ -948,22 +587,6 @@ pub(super) fn find(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     ))
 }
 
-/// Every memory the tree shows: all states but forgotten, old versions included.
-fn tree_filter() -> MemoryFilter {
-    MemoryFilter {
-        states: vec![MemoryState::Active, MemoryState::Archived, MemoryState::Deprecated, MemoryState::Superseded],
-        include_history: true,
-        ..Default::default()
-    }
-}
-
-/// The `unit_type` query parameter.
-fn unit_type_param(u: &str) -> Result<UnitType> {
-    serde_json::from_value(json!(u)).map_err(|_| {
-        einval("unit_type", "one of fact, preference, decision, plan, procedure, learning, context, event", u)
-    })
-}
-
 fn memory_hit(m: &MemoryView) -> Value {
     let excerpt: String = m.memory.content.chars().take(200).collect();
     json!({"path": memory_path(&m.memory.id), "type": "memory", "title": m.memory.title, "excerpt": excerpt,
@@ -985,110 +608,28 @@ pub(super) const GREP_PARAMS: &[ParamSpec] = &[
 pub(super) fn grep(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let q = &ctx.query;
     let path = q.str("path").unwrap_or("/memories");
-    let node = parse(path)?;
     let space = space_of(ctx);
-    let store = api.store();
-    store.require_space_exists(&space)?;
     let pattern = q.str("q").unwrap_or("");
-    if pattern.is_empty() || pattern.len() > MAX_PATTERN {
-        return Err(einval("q", format!("1 to {MAX_PATTERN} bytes"), pattern));
-    }
     let case_sensitive = match q.bool("ignore_case") {
         Some(ic) => !ic,
         None => q.bool("case_sensitive").unwrap_or(false),
     };
-    let source = if q.bool("regex").unwrap_or(false) { pattern.to_string() } else { regex::escape(pattern) };
-    let re = regex::RegexBuilder::new(&source)
-        .case_insensitive(!case_sensitive)
-        .size_limit(1 << 20)
-        .dfa_size_limit(4 << 20)
-        .build()
-        .map_err(|e| einval("q", format!("not a valid regular expression: {e}"), pattern))?;
-    let limit = page_limit(ctx, DEFAULT_SEARCH_LIMIT);
-    let offset = decode_cursor(q.str("cursor"))?;
-    let (memories, threads, sources, label) = match &node {
-        Node::Root => (true, true, true, None),
-        Node::Memories | Node::ById => (true, false, false, None),
-        Node::LabelDir(l) => (true, false, false, Some(crate::model::Label::id_for(l))),
-        Node::Threads => (false, true, false, None),
-        Node::Sources => (false, false, true, None),
-        _ => {
-            return Err(einval(
-                "path",
-                "grep searches /, /memories, /memories/by-label/<label>, /threads or /sources",
-                path,
-            ));
-        }
+    let args = crate::fs::GrepArgs {
+        space: &space,
+        path,
+        pattern,
+        regex: q.bool("regex").unwrap_or(false),
+        case_sensitive,
+        unit_type: q.str("unit_type"),
+        offset: decode_cursor(q.str("cursor"))?,
+        limit: page_limit(ctx, DEFAULT_SEARCH_LIMIT),
     };
-    // Matches in a stable order; the page is [offset, offset + limit); one more tells whether more exist.
-    let want = offset.saturating_add(limit).saturating_add(1);
-    let mut out: Vec<Value> = Vec::new();
-    let push_lines = |p: &str, text: &str, out: &mut Vec<Value>| {
-        if !re.is_match(text) {
-            return;
-        }
-        for (i, line) in text.lines().enumerate() {
-            if out.len() >= want {
-                return;
-            }
-            if let Some(m) = re.find(line) {
-                let shown: String = line.chars().take(400).collect();
-                out.push(json!({"path": p, "line": i + 1, "match": shown, "matched": m.as_str()}));
-            }
-        }
-    };
-    if memories {
-        let labelled: Option<std::collections::HashSet<String>> = match &label {
-            Some(l) => {
-                let f = MemoryFilter { label_ids: vec![l.clone()], ..tree_filter() };
-                let page = store.list_memories(&ListQuery {
-                    space_id: space.clone(),
-                    filter: f,
-                    limit: usize::MAX,
-                    offset: 0,
-                })?;
-                Some(page.items.into_iter().map(|m| m.memory.id).collect())
-            }
-            None => None,
-        };
-        let unit: Option<UnitType> = match q.str("unit_type").filter(|u| !u.is_empty()) {
-            Some(u) => Some(unit_type_param(u)?),
-            None => None,
-        };
-        store.scan_memories(&space, |m| {
-            if labelled.as_ref().is_none_or(|s| s.contains(&m.id)) && unit.is_none_or(|u| m.unit_type == u) {
-                push_lines(&memory_path(&m.id), &m.content, &mut out);
-            }
-            out.len() < want
-        })?;
-    }
-    if threads && out.len() < want {
-        let mut line_of: std::collections::HashMap<String, usize> = Default::default();
-        store.scan_messages(&space, |t, m| {
-            // messages.jsonl has one message per line.
-            let n = line_of.entry(t.to_string()).or_insert(0);
-            *n += 1;
-            if re.is_match(&m.content) && out.len() < want {
-                let found = re.find(&m.content).map(|x| x.as_str().to_string()).unwrap_or_default();
-                let shown: String = m.content.chars().take(400).collect();
-                out.push(json!({"path": format!("/threads/{}/messages.jsonl", segment(t)), "line": *n, "match": shown, "matched": found}));
-            }
-            out.len() < want
-        })?;
-    }
-    if sources && out.len() < want {
-        for s in store.all_sources(&space)? {
-            let text = store.source_text(&s.id)?;
-            push_lines(&format!("/sources/{}", segment(&s.original_name)), &text, &mut out);
-            if out.len() >= want {
-                break;
-            }
-        }
-    }
-    let more = out.len() > offset + limit;
-    let page: Vec<Value> = out.into_iter().skip(offset).take(limit).collect();
-    let next_cursor = more.then(|| encode_cursor(offset + page.len()));
-    Ok(ApiResponse::json(200, &json!({"path": path, "q": pattern, "matches": page, "next_cursor": next_cursor})))
+    let page = crate::fs::grep(api.store(), &args)?;
+    let next_cursor = page.next.map(encode_cursor);
+    Ok(ApiResponse::json(
+        200,
+        &json!({"path": path, "q": pattern, "matches": page.matches, "next_cursor": next_cursor}),
+    ))
 }
 
 pub(super) const RECALL_PARAMS: &[ParamSpec] = &[

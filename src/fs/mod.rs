@@ -1,0 +1,10 @@
+//! The tree API's engine (spec "Tree API (preview)", client contract section 7): memories, threads, sources,
+//! wiki entity pages and working memory projected as a file tree. `path` is the grammar of paths, `project`
+//! the files they name, `grep` the search over their text; `api/fs.rs` has the HTTP handlers.
+
+pub mod grep;
+pub(crate) mod path;
+pub(crate) mod project;
+
+pub use grep::{GrepArgs, GrepMatch, GrepPage, MAX_PATTERN, grep};
+pub use path::segment;
