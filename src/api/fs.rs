@@ -167,14 +167,6 @@ fn page_limit(ctx: &Ctx<'_>, default: usize) -> usize {
     ctx.query.int("limit").map_or(default, |v| v.clamp(1, MAX_LIMIT as i64) as usize)
 }
 
-fn dir(name: &str, path: &str, hint: &str) -> Value {
-    json!({"name": name, "path": path, "kind": "dir", "hint": hint, "updated_at": Value::Null})
-}
-
-fn file(name: &str, path: &str, hint: &str, updated: Option<Timestamp>) -> Value {
-    json!({"name": name, "path": path, "kind": "file", "hint": hint, "updated_at": updated})
-}
-
 pub(super) const CAPS_PARAMS: &[ParamSpec] = &[];
 
 pub(super) fn capabilities(_api: &Api, _ctx: &Ctx<'_>) -> Result<ApiResponse> {
@@ -212,139 +204,15 @@ pub(super) const LS_PARAMS: &[ParamSpec] = &[
 
 pub(super) fn ls(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let path = ctx.query.str("path").unwrap_or("/");
-    let node = parse(path)?;
     let space = space_of(ctx);
-    api.store().require_space_exists(&space)?;
     let limit = page_limit(ctx, DEFAULT_LIMIT);
     let offset = decode_cursor(ctx.query.str("cursor"))?;
-    let store = api.store();
-    let (entries, total): (Vec<Value>, usize) = match &node {
-        Node::Root => {
-            let v: Vec<Value> = ROOTS.iter().map(|(n, p)| dir(n, p, "root")).collect();
-            let n = v.len();
-            (v.into_iter().skip(offset).take(limit).collect(), n)
-        }
-        Node::Memories => {
-            let v = vec![
-                dir("by-id", "/memories/by-id", "every memory, canonical and writable"),
-                dir("by-label", "/memories/by-label", "memories by label (alias paths)"),
-            ];
-            (v, 2)
-        }
-        Node::ById | Node::LabelDir(_) => {
-            let mut filter = tree_filter();
-            if let Node::LabelDir(l) = &node {
-                filter.label_ids = vec![crate::model::Label::id_for(l)];
-                if store.get_label(&space, &filter.label_ids[0]).is_err() {
-                    return Err(enoent(path));
-                }
-            }
-            let page = store.list_memories(&ListQuery { space_id: space.clone(), filter, limit, offset })?;
-            let prefix = match &node {
-                Node::LabelDir(l) => format!("/memories/by-label/{}", segment(l)),
-                _ => "/memories/by-id".into(),
-            };
-            let v = page
-                .items
-                .iter()
-                .map(|m| {
-                    let name = format!("{}.memory.md", segment(&m.memory.id));
-                    file(&name, &format!("{prefix}/{name}"), &m.memory.title, Some(m.memory.updated_at))
-                })
-                .collect();
-            (v, page.total)
-        }
-        Node::ByLabel => {
-            let labels = store.list_labels(&space, crate::store::LabelOrder::Name, false, usize::MAX, 0)?;
-            let n = labels.len();
-            let v = labels
-                .iter()
-                .skip(offset)
-                .take(limit)
-                .map(|l| {
-                    dir(
-                        &l.name,
-                        &format!("/memories/by-label/{}", segment(&l.name)),
-                        &format!("{} memories", l.usage_count),
-                    )
-                })
-                .collect();
-            (v, n)
-        }
-        Node::Threads => {
-            let page = store.list_threads(&space, None, limit, offset)?;
-            let v = page
-                .items
-                .iter()
-                .map(|t| {
-                    let mut d = dir(&t.thread_id, &format!("/threads/{}", segment(&t.thread_id)), &t.title);
-                    d["updated_at"] = json!(t.updated_at);
-                    d
-                })
-                .collect();
-            (v, page.total)
-        }
-        Node::ThreadDir(t) => {
-            let th = store.get_thread(t, Some(&space)).map_err(|_| enoent(path))?;
-            let base = format!("/threads/{}", segment(t));
-            let v = vec![
-                file("thread.md", &format!("{base}/thread.md"), &th.title, Some(th.updated_at)),
-                file(
-                    "messages.jsonl",
-                    &format!("{base}/messages.jsonl"),
-                    &format!("{} messages", th.message_count),
-                    Some(th.updated_at),
-                ),
-            ];
-            (v, 2)
-        }
-        Node::Sources => {
-            let mut all = store.all_sources(&space)?;
-            all.reverse();
-            let n = all.len();
-            let v = all
-                .iter()
-                .skip(offset)
-                .take(limit)
-                .map(|s| {
-                    file(
-                        &s.original_name,
-                        &format!("/sources/{}", segment(&s.original_name)),
-                        &s.summary,
-                        Some(s.updated_at),
-                    )
-                })
-                .collect();
-            (v, n)
-        }
-        Node::Wiki => (vec![dir("entities", "/wiki/entities", "entity pages (derived, read-only)")], 1),
-        Node::WikiEntities => {
-            let mut ents = store.list_entities(&space, usize::MAX)?;
-            ents.sort_by(|a, b| b.mention_count.cmp(&a.mention_count).then_with(|| a.name.cmp(&b.name)));
-            let n = ents.len();
-            let v = ents
-                .iter()
-                .skip(offset)
-                .take(limit)
-                .map(|e| {
-                    let p = entity_path(&e.name, &e.id);
-                    let name = p.rsplit('/').next().unwrap_or("").to_string();
-                    file(&name, &p, &format!("{} ({} mentions)", e.entity_type, e.mention_count), Some(e.updated_at))
-                })
-                .collect();
-            (v, n)
-        }
-        Node::WorkingDir => {
-            let wm = store.working_memory(&space, None)?;
-            (vec![file("today.md", "/working-memory/today.md", "working memory", wm.map(|w| w.updated_at))], 1)
-        }
-        _ => return Err(einval("path", "not a directory (use cat or stat)", path)),
-    };
-    let next = offset + entries.len();
-    let next_cursor = (next < total).then(|| encode_cursor(next));
+    let page = crate::fs::ls(api.store(), &space, path, offset, limit)?;
+    let next = offset + page.entries.len();
+    let next_cursor = (next < page.total).then(|| encode_cursor(next));
     Ok(ApiResponse::json(
         200,
-        &json!({"path": path, "entries": entries, "total": total, "next_cursor": next_cursor, "nextCursor": next_cursor}),
+        &json!({"path": path, "entries": page.entries, "total": page.total, "next_cursor": next_cursor, "nextCursor": next_cursor}),
     ))
 }
 

@@ -3,8 +3,10 @@
 //! the files they name, `grep` the search over their text; `api/fs.rs` has the HTTP handlers.
 
 pub mod grep;
+pub mod ls;
 pub(crate) mod path;
 pub(crate) mod project;
 
 pub use grep::{GrepArgs, GrepMatch, GrepPage, MAX_PATTERN, grep};
+pub use ls::{Entry, Listing, ls};
 pub use path::segment;

@@ -1,0 +1,174 @@
+//! `ls`: the entries of a directory of the tree, a page at a time.
+
+use serde::Serialize;
+
+use super::path::*;
+use crate::error::Result;
+use crate::model::Timestamp;
+use crate::store::{KnowledgeStore, ListQuery};
+
+/// One directory entry.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Entry {
+    /// Name within its directory.
+    pub name: String,
+    /// Absolute tree path.
+    pub path: String,
+    /// `dir` or `file`.
+    pub kind: &'static str,
+    /// What it holds (a title, a count, a summary).
+    pub hint: String,
+    /// Last change, when the entry has one.
+    pub updated_at: Option<Timestamp>,
+}
+
+fn dir(name: &str, path: &str, hint: &str) -> Entry {
+    Entry { name: name.into(), path: path.into(), kind: "dir", hint: hint.into(), updated_at: None }
+}
+
+fn file(name: &str, path: &str, hint: &str, updated: Option<Timestamp>) -> Entry {
+    Entry { name: name.into(), path: path.into(), kind: "file", hint: hint.into(), updated_at: updated }
+}
+
+/// A page of a directory: entries `offset..offset + limit` and how many the directory holds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Listing {
+    /// The page.
+    pub entries: Vec<Entry>,
+    /// Entries in the directory.
+    pub total: usize,
+}
+
+/// Lists directory `path` of `space` from entry `offset`, at most `limit` entries.
+///
+/// # Errors
+/// `space_not_found`; `ENOENT` for a path that does not exist; `EINVAL` for a file (use `cat` or `stat`) or a
+/// malformed path; `ENOTSUP` for a planned root.
+pub fn ls(store: &KnowledgeStore, space: &str, path: &str, offset: usize, limit: usize) -> Result<Listing> {
+    let node = parse(path)?;
+    store.require_space_exists(space)?;
+    let space = space.to_string();
+    let (entries, total): (Vec<Entry>, usize) = match &node {
+        Node::Root => {
+            let v: Vec<Entry> = ROOTS.iter().map(|(n, p)| dir(n, p, "root")).collect();
+            let n = v.len();
+            (v.into_iter().skip(offset).take(limit).collect(), n)
+        }
+        Node::Memories => {
+            let v = vec![
+                dir("by-id", "/memories/by-id", "every memory, canonical and writable"),
+                dir("by-label", "/memories/by-label", "memories by label (alias paths)"),
+            ];
+            (v, 2)
+        }
+        Node::ById | Node::LabelDir(_) => {
+            let mut filter = tree_filter();
+            if let Node::LabelDir(l) = &node {
+                filter.label_ids = vec![crate::model::Label::id_for(l)];
+                if store.get_label(&space, &filter.label_ids[0]).is_err() {
+                    return Err(enoent(path));
+                }
+            }
+            let page = store.list_memories(&ListQuery { space_id: space.clone(), filter, limit, offset })?;
+            let prefix = match &node {
+                Node::LabelDir(l) => format!("/memories/by-label/{}", segment(l)),
+                _ => "/memories/by-id".into(),
+            };
+            let v = page
+                .items
+                .iter()
+                .map(|m| {
+                    let name = format!("{}.memory.md", segment(&m.memory.id));
+                    file(&name, &format!("{prefix}/{name}"), &m.memory.title, Some(m.memory.updated_at))
+                })
+                .collect();
+            (v, page.total)
+        }
+        Node::ByLabel => {
+            let labels = store.list_labels(&space, crate::store::LabelOrder::Name, false, usize::MAX, 0)?;
+            let n = labels.len();
+            let v = labels
+                .iter()
+                .skip(offset)
+                .take(limit)
+                .map(|l| {
+                    dir(
+                        &l.name,
+                        &format!("/memories/by-label/{}", segment(&l.name)),
+                        &format!("{} memories", l.usage_count),
+                    )
+                })
+                .collect();
+            (v, n)
+        }
+        Node::Threads => {
+            let page = store.list_threads(&space, None, limit, offset)?;
+            let v = page
+                .items
+                .iter()
+                .map(|t| {
+                    let mut d = dir(&t.thread_id, &format!("/threads/{}", segment(&t.thread_id)), &t.title);
+                    d.updated_at = Some(t.updated_at);
+                    d
+                })
+                .collect();
+            (v, page.total)
+        }
+        Node::ThreadDir(t) => {
+            let th = store.get_thread(t, Some(&space)).map_err(|_| enoent(path))?;
+            let base = format!("/threads/{}", segment(t));
+            let v = vec![
+                file("thread.md", &format!("{base}/thread.md"), &th.title, Some(th.updated_at)),
+                file(
+                    "messages.jsonl",
+                    &format!("{base}/messages.jsonl"),
+                    &format!("{} messages", th.message_count),
+                    Some(th.updated_at),
+                ),
+            ];
+            (v, 2)
+        }
+        Node::Sources => {
+            let mut all = store.all_sources(&space)?;
+            all.reverse();
+            let n = all.len();
+            let v = all
+                .iter()
+                .skip(offset)
+                .take(limit)
+                .map(|s| {
+                    file(
+                        &s.original_name,
+                        &format!("/sources/{}", segment(&s.original_name)),
+                        &s.summary,
+                        Some(s.updated_at),
+                    )
+                })
+                .collect();
+            (v, n)
+        }
+        Node::Wiki => (vec![dir("entities", "/wiki/entities", "entity pages (derived, read-only)")], 1),
+        Node::WikiEntities => {
+            let mut ents = store.list_entities(&space, usize::MAX)?;
+            ents.sort_by(|a, b| b.mention_count.cmp(&a.mention_count).then_with(|| a.name.cmp(&b.name)));
+            let n = ents.len();
+            let v = ents
+                .iter()
+                .skip(offset)
+                .take(limit)
+                .map(|e| {
+                    let p = entity_path(&e.name, &e.id);
+                    let name = p.rsplit('/').next().unwrap_or("").to_string();
+                    file(&name, &p, &format!("{} ({} mentions)", e.entity_type, e.mention_count), Some(e.updated_at))
+                })
+                .collect();
+            (v, n)
+        }
+        Node::WorkingDir => {
+            let wm = store.working_memory(&space, None)?;
+            (vec![file("today.md", "/working-memory/today.md", "working memory", wm.map(|w| w.updated_at))], 1)
+        }
+        _ => return Err(einval("path", "not a directory (use cat or stat)", path)),
+    };
+    Ok(Listing { entries, total })
+}
