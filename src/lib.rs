@@ -31,6 +31,7 @@ pub mod fs;
 pub mod graph;
 pub mod index;
 pub mod model;
+pub mod storage;
 pub mod store;
 pub mod text;
 

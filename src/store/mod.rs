@@ -18,14 +18,11 @@ mod open;
 mod reembed;
 mod relations;
 mod reviews;
-pub(crate) mod schema;
 mod search;
 mod sources;
 mod spaces;
-pub(crate) mod tables;
 mod threads;
 mod transfer;
-mod txn;
 mod types;
 mod wiki;
 mod worker;
@@ -72,8 +69,12 @@ use parking_lot::{Mutex, RwLock};
 use crate::config::StoreConfig;
 use crate::model::{Memory, Timestamp};
 
+pub(crate) use crate::storage::redb::codec as schema;
+pub(crate) use crate::storage::redb::tables;
+pub(crate) use crate::storage::redb::txn::{
+    get_record, meta_u64, range_prefix2, range_prefix2_count, range_prefix3, write_txn_on,
+};
 pub(crate) use indexes::{IndexOp, IndexState, LexEntry, SpaceIndex, apply_ops, start_graph_builder};
-pub(crate) use txn::{get_record, meta_u64, range_prefix2, range_prefix2_count, range_prefix3, write_txn_on};
 
 /// The id of the space that always exists.
 pub const DEFAULT_SPACE: &str = "default";

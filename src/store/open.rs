@@ -460,3 +460,19 @@ impl KnowledgeStore {
         Ok(())
     }
 }
+
+impl KnowledgeStore {
+    /// Runs `f` in one write transaction and commits it with the configured durability, bumping the write
+    /// generation. The caller holds the writer lock. Nothing is written if `f` fails.
+    pub(crate) fn write_txn<T>(&self, f: impl FnOnce(&redb::WriteTransaction) -> Result<T>) -> Result<T> {
+        write_txn_on(&self.db, self.config.durability, f)
+    }
+
+    /// Allocates `n` consecutive document numbers inside `txn`.
+    pub(crate) fn alloc_docnos(txn: &redb::WriteTransaction, n: u64) -> Result<u64> {
+        let mut meta = txn.open_table(META)?;
+        let next = meta_u64(&meta, "next_docno")?.unwrap_or(1);
+        meta.insert("next_docno", (next + n).to_le_bytes().as_slice())?;
+        Ok(next)
+    }
+}

@@ -1,9 +1,10 @@
-//! Transaction helpers over the redb tables (they move under the storage port, issue 18).
+//! Transaction helpers over the redb tables: the write transaction with its durability and generation bump,
+//! record reads, and prefix scans of tuple keys.
 
 use redb::ReadableTable;
 
+use super::codec as schema;
 use super::tables::*;
-use super::*;
 use crate::config::Durability;
 use crate::error::{Error, ErrorKind, Result};
 
@@ -11,7 +12,8 @@ pub(crate) fn meta_u64(t: &impl ReadableTable<&'static str, &'static [u8]>, key:
     Ok(t.get(key)?.and_then(|v| v.value().try_into().ok().map(u64::from_le_bytes)))
 }
 
-/// [`KnowledgeStore::write_txn`] on a database handle (for background workers).
+/// One write transaction on `db`: runs `f`, bumps the store generation (`META.generation`) and commits with
+/// `durability`. Nothing is written if `f` fails. (`KnowledgeStore::write_txn` on the store's database.)
 pub(crate) fn write_txn_on<T>(
     db: &redb::Database,
     durability: Durability,
@@ -93,21 +95,5 @@ pub(crate) fn get_record<K: redb::Key + 'static, T: serde::de::DeserializeOwned>
     match t.get(key)? {
         Some(v) => Ok(Some(schema::decode(v.value())?)),
         None => Ok(None),
-    }
-}
-
-impl KnowledgeStore {
-    /// Runs `f` in one write transaction and commits it with the configured durability, bumping the write
-    /// generation. The caller holds the writer lock. Nothing is written if `f` fails.
-    pub(crate) fn write_txn<T>(&self, f: impl FnOnce(&redb::WriteTransaction) -> Result<T>) -> Result<T> {
-        write_txn_on(&self.db, self.config.durability, f)
-    }
-
-    /// Allocates `n` consecutive document numbers inside `txn`.
-    pub(crate) fn alloc_docnos(txn: &redb::WriteTransaction, n: u64) -> Result<u64> {
-        let mut meta = txn.open_table(META)?;
-        let next = meta_u64(&meta, "next_docno")?.unwrap_or(1);
-        meta.insert("next_docno", (next + n).to_le_bytes().as_slice())?;
-        Ok(next)
     }
 }
