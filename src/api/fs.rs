@@ -28,9 +28,8 @@ use crate::error::ErrorCode;
 use crate::error::{Error, ErrorKind, FieldError, Result};
 use crate::fs::path::*;
 use crate::fs::project::*;
-use crate::index::catalog::MemoryFilter;
-use crate::model::{Timestamp, UnitType};
-use crate::store::{DEFAULT_SPACE, ListQuery, MemoryView, SearchMode, SearchQuery};
+use crate::model::UnitType;
+use crate::store::DEFAULT_SPACE;
 
 /// The routes of this module, in table order ([`super::routes::ROUTES`] gathers every module's list).
 pub(super) const ROUTES: &[super::routes::Route] = &[
@@ -338,127 +337,30 @@ pub(super) const FIND_PARAMS: &[ParamSpec] = &[
     string("space_id", Some(DEFAULT_SPACE), "space"),
 ];
 
-fn parse_time(loc: &str, v: Option<&str>, end: bool) -> Result<Option<Timestamp>> {
-    let Some(v) = v.filter(|v| !v.is_empty()) else { return Ok(None) };
-    let t = crate::index::catalog::parse_loose_date(v)
-        .ok_or_else(|| einval(loc, "a date (YYYY-MM-DD) or an RFC 3339 date-time", v))?;
-    // `until` with a whole day includes that day.
-    Ok(Some(if end && v.len() == 10 { Timestamp(t.0 + 86_400_000 - 1) } else { t }))
-}
-
 pub(super) fn find(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let q = &ctx.query;
     let path = q.str("path").unwrap_or("/memories");
-    let node = parse(path)?;
     let space = space_of(ctx);
-    let store = api.store();
-    store.require_space_exists(&space)?;
-    let limit = page_limit(ctx, DEFAULT_SEARCH_LIMIT);
     let offset = decode_cursor(q.str("cursor"))?;
-    let default_type = match node {
-        Node::Threads => "thread",
-        Node::Sources => "source",
-        Node::Wiki | Node::WikiEntities => "entity",
-        _ => "memory",
+    let args = crate::fs::FindArgs {
+        space: &space,
+        path,
+        kind: q.str("type"),
+        unit_type: q.str("unit_type"),
+        label: q.str("label"),
+        since: q.str("since"),
+        until: q.str("until"),
+        mentions: q.str("mentions"),
+        offset,
+        limit: page_limit(ctx, DEFAULT_SEARCH_LIMIT),
     };
-    let ty = q.str("type").filter(|t| !t.is_empty()).unwrap_or(default_type);
-    let (hits, total): (Vec<Value>, usize) = match ty {
-        "memory" | "memories" => {
-            let mut filter = tree_filter();
-            if let Some(u) = q.str("unit_type").filter(|u| !u.is_empty()) {
-                let ut: UnitType = unit_type_param(u)?;
-                filter.unit_type = Some(ut);
-            }
-            let label = q.str("label").filter(|l| !l.is_empty()).map(str::to_string).or(match &node {
-                Node::LabelDir(l) => Some(l.clone()),
-                _ => None,
-            });
-            if let Some(l) = label {
-                filter.label_ids = vec![crate::model::Label::id_for(&l)];
-            }
-            filter.recorded_from = parse_time("since", q.str("since"), false)?;
-            filter.recorded_to = parse_time("until", q.str("until"), true)?;
-            let mention_ids: Option<std::collections::HashSet<String>> =
-                match q.str("mentions").filter(|m| !m.is_empty()) {
-                    Some(m) => {
-                        let ids = match store.resolve_entity(m) {
-                            Ok(e) if e.space_id == space => store.entity_memory_ids(&space, &e.id)?,
-                            _ => vec![],
-                        };
-                        Some(ids.into_iter().collect())
-                    }
-                    None => None,
-                };
-            match mention_ids {
-                None => {
-                    let page = store.list_memories(&ListQuery { space_id: space.clone(), filter, limit, offset })?;
-                    (page.items.iter().map(memory_hit).collect(), page.total)
-                }
-                Some(ids) => {
-                    let page = store.list_memories(&ListQuery {
-                        space_id: space.clone(),
-                        filter,
-                        limit: usize::MAX,
-                        offset: 0,
-                    })?;
-                    let all: Vec<&MemoryView> = page.items.iter().filter(|m| ids.contains(&m.memory.id)).collect();
-                    let n = all.len();
-                    (all.into_iter().skip(offset).take(limit).map(memory_hit).collect(), n)
-                }
-            }
-        }
-        "thread" | "threads" => {
-            let page = store.list_threads(&space, None, limit, offset)?;
-            let v = page
-                .items
-                .iter()
-                .map(|t| json!({"path": format!("/threads/{}/thread.md", segment(&t.thread_id)), "type": "thread", "title": t.title, "excerpt": t.summary}))
-                .collect();
-            (v, page.total)
-        }
-        "source" | "sources" => {
-            let mut all = store.all_sources(&space)?;
-            all.reverse();
-            let n = all.len();
-            let v = all
-                .iter()
-                .skip(offset)
-                .take(limit)
-                .map(|s| json!({"path": format!("/sources/{}", segment(&s.original_name)), "type": "source", "title": s.original_name, "excerpt": s.summary}))
-                .collect();
-            (v, n)
-        }
-        "entity" | "entities" => {
-            let mut ents = store.list_entities(&space, usize::MAX)?;
-            if let Some(m) = q.str("mentions").filter(|m| !m.is_empty()) {
-                let l = m.to_lowercase();
-                ents.retain(|e| e.name.to_lowercase().contains(&l));
-            }
-            ents.sort_by(|a, b| b.mention_count.cmp(&a.mention_count).then_with(|| a.name.cmp(&b.name)));
-            let n = ents.len();
-            let v = ents
-                .iter()
-                .skip(offset)
-                .take(limit)
-                .map(|e| json!({"path": entity_path(&e.name, &e.id), "type": "entity", "title": e.name, "excerpt": format!("{} ({} mentions)", e.entity_type, e.mention_count)}))
-                .collect();
-            (v, n)
-        }
-        other => return Err(einval("type", "one of memory, thread, source, entity", other)),
-    };
-    let next = offset + hits.len();
-    let next_cursor = (next < total).then(|| encode_cursor(next));
-    let paths = hits.clone();
+    let page = crate::fs::find(api.store(), &args)?;
+    let next = offset + page.hits.len();
+    let next_cursor = (next < page.total).then(|| encode_cursor(next));
     Ok(ApiResponse::json(
         200,
-        &json!({"path": path, "hits": hits, "paths": paths, "total": total, "next_cursor": next_cursor}),
+        &json!({"path": path, "hits": page.hits, "paths": page.hits, "total": page.total, "next_cursor": next_cursor}),
     ))
-}
-
-fn memory_hit(m: &MemoryView) -> Value {
-    let excerpt: String = m.memory.content.chars().take(200).collect();
-    json!({"path": memory_path(&m.memory.id), "type": "memory", "title": m.memory.title, "excerpt": excerpt,
-           "created_at": m.memory.created_at})
 }
 
 pub(super) const GREP_PARAMS: &[ParamSpec] = &[
@@ -511,52 +413,11 @@ pub(super) const RECALL_PARAMS: &[ParamSpec] = &[
 pub(super) fn recall(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let q = &ctx.query;
     let path = q.str("path").unwrap_or("/memories");
-    let node = parse(path)?;
     let space = space_of(ctx);
-    let store = api.store();
     let k = q.int("k").map_or(DEFAULT_RECALL_K, |v| v as usize);
     let query = q.str("query").unwrap_or("");
-    let hits: Vec<Value> = match &node {
-        Node::Sources => store
-            .search_sources(&space, query, k)?
-            .iter()
-            .map(|h| {
-                json!({"path": format!("/sources/{}", segment(&h.source.original_name)), "score": h.score,
-                            "excerpt": h.chunks.first().map(|c| c.snippet.clone()).unwrap_or_default()})
-            })
-            .collect(),
-        Node::Root | Node::Memories | Node::ById | Node::LabelDir(_) => {
-            let mut filter = MemoryFilter::default();
-            if let Node::LabelDir(l) = &node {
-                filter.label_ids = vec![crate::model::Label::id_for(l)];
-            }
-            if let Some(u) = q.str("unit_type").filter(|u| !u.is_empty()) {
-                filter.unit_type = Some(unit_type_param(u)?);
-            }
-            let sq = SearchQuery {
-                query: query.to_string(),
-                space_id: space.clone(),
-                limit: k,
-                filter,
-                mode: SearchMode::Hybrid,
-                fusion: None,
-                query_embedding: None,
-                options: Default::default(),
-            };
-            store
-                .search(&sq)?
-                .hits
-                .iter()
-                .map(|h| {
-                    let excerpt: String = h.view.memory.content.chars().take(200).collect();
-                    json!({"path": memory_path(&h.view.memory.id), "score": h.score, "excerpt": excerpt, "title": h.view.memory.title})
-                })
-                .collect()
-        }
-        _ => return Err(einval("path", "recall searches /memories, /memories/by-label/<label> or /sources", path)),
-    };
-    let paths = hits.clone();
-    Ok(ApiResponse::json(200, &json!({"path": path, "query": query, "hits": hits, "paths": paths})))
+    let hits = crate::fs::recall(api.store(), &space, path, query, k, q.str("unit_type"))?;
+    Ok(ApiResponse::json(200, &json!({"path": path, "query": query, "hits": hits, "paths": hits})))
 }
 
 /// Body of `POST /fs/write`.

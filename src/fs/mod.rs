@@ -2,11 +2,13 @@
 //! wiki entity pages and working memory projected as a file tree. `path` is the grammar of paths, `project`
 //! the files they name, `grep` the search over their text; `api/fs.rs` has the HTTP handlers.
 
+pub mod find;
 pub mod grep;
 pub mod ls;
 pub(crate) mod path;
 pub(crate) mod project;
 
+pub use find::{FindArgs, FindPage, Hit, RecallHit, find, recall};
 pub use grep::{GrepArgs, GrepMatch, GrepPage, MAX_PATTERN, grep};
 pub use ls::{Entry, Listing, ls};
 pub use path::segment;
