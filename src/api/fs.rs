@@ -232,49 +232,11 @@ pub(super) fn cat(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         return Err(enotsup("raw"));
     }
     let path = ctx.query.str("path").unwrap_or("");
-    let node = parse(path)?;
-    let space = space_of(ctx);
-    let f = match node {
-        Node::Root
-        | Node::Memories
-        | Node::ById
-        | Node::ByLabel
-        | Node::LabelDir(_)
-        | Node::Threads
-        | Node::ThreadDir(_)
-        | Node::Sources
-        | Node::Wiki
-        | Node::WikiEntities
-        | Node::WorkingDir => return Err(einval("path", "a directory (use ls)", path)),
-        _ => load(api.store(), &space, &node, path)?,
+    let window = match (ctx.query.int("line"), ctx.query.int("lines")) {
+        (None, None) => None,
+        (line, lines) => Some((line.unwrap_or(1).max(1) as usize, lines.map_or(DEFAULT_LINE_WINDOW, |v| v as usize))),
     };
-    let total_lines = f.body.lines().count();
-    let (body, window) = match (ctx.query.int("line"), ctx.query.int("lines")) {
-        (None, None) => (f.body.clone(), None),
-        (line, lines) => {
-            let start = line.unwrap_or(1).max(1) as usize;
-            let n = lines.map_or(DEFAULT_LINE_WINDOW, |v| v as usize);
-            let text: Vec<&str> = f.body.lines().skip(start - 1).take(n).collect();
-            let mut b = text.join("\n");
-            if !text.is_empty() {
-                b.push('\n');
-            }
-            (b, Some((start, text.len())))
-        }
-    };
-    let mut out = json!({
-        "path": f.path,
-        "frontmatter": f.front,
-        "body": body,
-        "total_lines": total_lines,
-        "content": if window.is_none() { f.text() } else { body.clone() },
-    });
-    if let Some((start, n)) = window {
-        out["line"] = json!(start);
-        out["lines"] = json!(n);
-        out["has_more"] = json!(start - 1 + n < total_lines);
-    }
-    Ok(ApiResponse::json(200, &out))
+    Ok(ApiResponse::json(200, &crate::fs::cat(api.store(), &space_of(ctx), path, window)?))
 }
 
 pub(super) const STAT_PARAMS: &[ParamSpec] =
@@ -282,46 +244,7 @@ pub(super) const STAT_PARAMS: &[ParamSpec] =
 
 pub(super) fn stat(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let path = ctx.query.str("path").unwrap_or("");
-    let node = parse(path)?;
-    let space = space_of(ctx);
-    api.store().require_space_exists(&space)?;
-    let out = match &node {
-        Node::ThreadDir(t) => {
-            let th = api.store().get_thread(t, Some(&space)).map_err(|_| enoent(path))?;
-            json!({"path": path, "kind": "dir", "type": "thread", "id": th.thread_id, "ext": "", "size_bytes": 0,
-                   "created_at": th.created_at, "updated_at": th.updated_at, "frontmatter": {}})
-        }
-        Node::LabelDir(l) => {
-            let label = api.store().get_label(&space, &crate::model::Label::id_for(l)).map_err(|_| enoent(path))?;
-            json!({"path": path, "kind": "dir", "type": "label", "id": label.id, "ext": "", "size_bytes": 0,
-                   "created_at": label.created_at, "updated_at": label.updated_at, "frontmatter": {}})
-        }
-        Node::Memory { .. } | Node::ThreadFile(..) | Node::Source(_) | Node::Entity(_) | Node::WorkingToday => {
-            let f = load(api.store(), &space, &node, path)?;
-            let ty = match &node {
-                Node::Memory { .. } => "memory",
-                Node::ThreadFile(_, "thread.md") => "thread",
-                Node::ThreadFile(..) => "messages",
-                Node::Source(_) => "source",
-                Node::Entity(_) => "entity",
-                _ => "working-memory",
-            };
-            let mut v = json!({"path": f.path, "kind": f.kind, "type": ty, "id": f.id, "ext": f.ext,
-                   "size_bytes": f.text().len(), "created_at": f.created_at, "updated_at": f.updated_at,
-                   "frontmatter": f.front});
-            if let Node::Memory { label: Some(_), .. } = node {
-                v["alias_of"] = json!(f.path);
-                v["path"] = json!(path);
-                v["writable"] = json!(false);
-            } else {
-                v["writable"] = json!(matches!(node, Node::Memory { .. } | Node::WorkingToday));
-            }
-            v
-        }
-        _ => json!({"path": path, "kind": "dir", "type": "dir", "id": "", "ext": "", "size_bytes": 0,
-                    "created_at": Value::Null, "updated_at": Value::Null, "frontmatter": {}}),
-    };
-    Ok(ApiResponse::json(200, &out))
+    Ok(ApiResponse::json(200, &crate::fs::stat(api.store(), &space_of(ctx), path)?))
 }
 
 pub(super) const FIND_PARAMS: &[ParamSpec] = &[

@@ -7,8 +7,10 @@ pub mod grep;
 pub mod ls;
 pub(crate) mod path;
 pub(crate) mod project;
+pub mod read;
 
 pub use find::{FindArgs, FindPage, Hit, RecallHit, find, recall};
 pub use grep::{GrepArgs, GrepMatch, GrepPage, MAX_PATTERN, grep};
 pub use ls::{Entry, Listing, ls};
 pub use path::segment;
+pub use read::{FileContent, Stat, cat, stat};
