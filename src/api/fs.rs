@@ -24,11 +24,8 @@ use utoipa::ToSchema;
 use super::query::{ParamSpec, boolean, int, required, string};
 use super::routes::{Shape, route};
 use super::{Api, ApiResponse, Ctx};
-use crate::error::ErrorCode;
-use crate::error::{Error, ErrorKind, FieldError, Result};
+use crate::error::Result;
 use crate::fs::path::*;
-use crate::fs::project::*;
-use crate::model::UnitType;
 use crate::store::DEFAULT_SPACE;
 
 /// The routes of this module, in table order ([`super::routes::ROUTES`] gathers every module's list).
@@ -367,94 +364,17 @@ fn body_space(ctx: &Ctx<'_>, given: &Option<String>) -> String {
     given.clone().filter(|s| !s.is_empty()).unwrap_or_else(|| space_of(ctx))
 }
 
-fn read_only(node: &Node, path: &str) -> Error {
-    match node {
-        Node::Memory { id, label: Some(_) } => exdev(path, &memory_path(id)),
-        Node::ThreadFile(..) | Node::Source(_) | Node::Entity(_) => erofs(path),
-        Node::Memory { .. } | Node::WorkingToday => Error::new(ErrorKind::Internal, "writable"),
-        _ => einval("path", "not a writable file", path),
-    }
-}
-
 pub(super) fn write(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let r: FsWriteRequest = ctx.json()?;
-    let path = r.path.clone().unwrap_or_default();
-    let node = parse(&path)?;
     let space = body_space(ctx, &r.space_id);
-    let body = r.body.clone().ok_or_else(|| {
-        Error::invalid(vec![FieldError::new(&["body", "body"], "EINVAL", "Field required", Value::Null)])
-    })?;
-    let store = api.store();
-    match &node {
-        Node::Memory { id, label: None } => {
-            let front = r.frontmatter.clone().unwrap_or_default();
-            let title = front.get("title").and_then(|v| v.as_str()).map(str::to_string);
-            let labels = front
-                .get("labels")
-                .and_then(|v| v.as_array())
-                .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect::<Vec<_>>());
-            let importance = front.get("importance").and_then(|v| v.as_f64());
-            let unit_type = match front.get("unit_type") {
-                Some(u) => Some(serde_json::from_value::<UnitType>(u.clone()).map_err(|_| {
-                    Error::invalid(vec![FieldError::new(
-                        &["body", "frontmatter", "unit_type"],
-                        "EINVAL",
-                        "not a unit type",
-                        u.clone(),
-                    )])
-                })?),
-                None => None,
-            };
-            let existing = store.get_memory(id, Some(&space)).ok();
-            if let (Some(want), Some(cur)) = (r.record_version, &existing)
-                && cur.memory.version != want
-            {
-                return Err(Error::new(
-                    ErrorKind::Conflict,
-                    format!("the memory is at version {}, not {want}; read it again", cur.memory.version),
-                )
-                .with_code(ErrorCode::VersionConflict));
-            }
-            let v = if existing.is_some() {
-                let patch = crate::store::MemoryPatch {
-                    content: Some(body),
-                    title,
-                    labels,
-                    importance,
-                    unit_type,
-                    ..Default::default()
-                };
-                store.update_memory(id, patch, Some(&space))?
-            } else {
-                store
-                    .create_memory(crate::store::NewMemory {
-                        id: Some(id.clone()),
-                        content: body,
-                        title,
-                        labels,
-                        importance,
-                        unit_type,
-                        source: Some("fs".into()),
-                        space_id: Some(space.clone()),
-                        ..Default::default()
-                    })?
-                    .view
-            };
-            Ok(ApiResponse::json(
-                200,
-                &json!({"path": memory_path(id), "written": true, "created": existing.is_none(), "id": v.memory.id,
-                        "version": v.memory.version, "frontmatter": memory_front(&v)}),
-            ))
-        }
-        Node::WorkingToday => {
-            let wm = store.set_working_memory(&space, &body)?;
-            Ok(ApiResponse::json(
-                200,
-                &json!({"path": "/working-memory/today.md", "written": true, "updated_at": wm.updated_at}),
-            ))
-        }
-        _ => Err(read_only(&node, &path)),
-    }
+    let args = crate::fs::WriteArgs {
+        space: &space,
+        path: r.path.as_deref().unwrap_or_default(),
+        body: r.body,
+        frontmatter: r.frontmatter.unwrap_or_default(),
+        record_version: r.record_version,
+    };
+    Ok(ApiResponse::json(200, &crate::fs::write(api.store(), args)?))
 }
 
 /// Body of `POST /fs/delete`.
@@ -471,22 +391,15 @@ pub struct FsDeleteRequest {
 pub(super) fn delete(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let r: FsDeleteRequest = ctx.json()?;
     let path = r.path.clone().unwrap_or_default();
-    let node = parse(&path)?;
     let space = body_space(ctx, &r.space_id);
-    match &node {
-        Node::Memory { id, label: None } => {
-            api.store().get_memory(id, Some(&space)).map_err(|_| enoent(&path))?;
-            api.store().delete_memory(id, Some(&space))?;
-            Ok(ApiResponse::json(200, &json!({"path": path, "deleted": true, "id": id})))
-        }
-        Node::WorkingToday => Err(enotsup("deleting working memory")),
-        _ => Err(read_only(&node, &path)),
-    }
+    let id = crate::fs::delete(api.store(), &space, &path)?;
+    Ok(ApiResponse::json(200, &json!({"path": path, "deleted": true, "id": id})))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ErrorKind;
 
     #[test]
     fn paths_parse_to_nodes_and_bad_paths_are_refused() {
