@@ -395,6 +395,15 @@ impl Error {
         self.code.map_or(self.kind.row().code, ErrorCode::as_str)
     }
 
+    /// A validation error with `f` applied to each field error (the HTTP layer placing library fields under
+    /// their transport, a route nesting them); any other error unchanged.
+    pub fn map_fields(self, f: impl FnMut(FieldError) -> FieldError) -> Self {
+        if self.kind != ErrorKind::InvalidInput {
+            return self;
+        }
+        Error::invalid(self.fields.into_iter().map(f).collect())
+    }
+
     /// The specific code, when one was set.
     pub fn specific_code(&self) -> Option<ErrorCode> {
         self.code

@@ -229,25 +229,16 @@ pub(super) fn create_memories(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     if !errs.is_empty() {
         return Err(Error::invalid(errs));
     }
+    // The store names items [i, field] (a batch of one: [field]); this route nests them under body.memories.
     let created = api.store().create_memories(batch).map_err(|e| {
-        // The store names items [i, field] (a batch of one: [field]); this route nests them under body.memories.
-        if e.kind() != crate::ErrorKind::InvalidInput {
-            return e;
-        }
-        let fields = e
-            .fields()
-            .iter()
-            .cloned()
-            .map(|mut f| {
-                if f.loc.first().is_some_and(|v| v.is_number()) {
-                    f.place(&["body".into(), "memories".into()]);
-                } else {
-                    f.place(&["body".into(), "memories".into(), 0.into()]);
-                }
-                f
-            })
-            .collect();
-        Error::invalid(fields)
+        e.map_fields(|mut f| {
+            if f.loc.first().is_some_and(|v| v.is_number()) {
+                f.place(&["body".into(), "memories".into()]);
+            } else {
+                f.place(&["body".into(), "memories".into(), 0.into()]);
+            }
+            f
+        })
     })?;
     ok(&BatchCreateResponse { memories: created.into_iter().map(created_out).collect() })
 }

@@ -273,21 +273,15 @@ fn percent_decode(s: &str) -> Option<String> {
 /// `["body", "importance"]`): `query` for a field the route declares as a query parameter or a route without a
 /// body, `body` otherwise. Locations that name their transport already are kept.
 fn place_fields(e: Error, route: &Route) -> Error {
-    if e.kind() != ErrorKind::InvalidInput || e.fields().iter().all(|f| f.in_request) {
+    if e.fields().iter().all(|f| f.in_request) {
         return e;
     }
-    let fields = e
-        .fields()
-        .iter()
-        .cloned()
-        .map(|mut f| {
-            let first = f.loc.first().and_then(|v| v.as_str());
-            let in_query = route.body.is_none() || first.is_some_and(|n| route.query.iter().any(|p| p.name == n));
-            f.place(&[if in_query { "query" } else { "body" }.into()]);
-            f
-        })
-        .collect();
-    Error::invalid(fields)
+    e.map_fields(|mut f| {
+        let first = f.loc.first().and_then(|v| v.as_str());
+        let in_query = route.body.is_none() || first.is_some_and(|n| route.query.iter().any(|p| p.name == n));
+        f.place(&[if in_query { "query" } else { "body" }.into()]);
+        f
+    })
 }
 
 impl Api {

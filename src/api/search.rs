@@ -244,22 +244,13 @@ pub(super) fn search_get(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
 /// Puts a store validation error about the search fields where this transport took them (`place`), with the
 /// search text under `query_name`.
 fn relocate(e: Error, place: &str, query_name: &str) -> Error {
-    if e.kind() != crate::ErrorKind::InvalidInput {
-        return e;
-    }
-    let fields: Vec<FieldError> = e
-        .fields()
-        .iter()
-        .cloned()
-        .map(|mut f| {
-            if !f.in_request && f.loc.first().and_then(|v| v.as_str()) == Some("query") {
-                f.loc[0] = query_name.into();
-            }
-            f.place(&[place.into()]);
-            f
-        })
-        .collect();
-    Error::invalid(fields)
+    e.map_fields(|mut f| {
+        if !f.in_request && f.loc.first().and_then(|v| v.as_str()) == Some("query") {
+            f.loc[0] = query_name.into();
+        }
+        f.place(&[place.into()]);
+        f
+    })
 }
 
 fn retrieval_mode(s: Option<&str>) -> SearchMode {

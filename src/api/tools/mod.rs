@@ -761,23 +761,14 @@ fn relocate_args(e: Error) -> Error {
 
 /// Field error locations with their transport prefix (`body`, `query`, `arguments`) replaced by `prefix`.
 fn relocate(e: Error, prefix: &[&str]) -> Error {
-    if e.kind() != ErrorKind::InvalidInput {
-        return e;
-    }
-    let fields = e
-        .fields()
-        .iter()
-        .map(|f| {
-            let mut f = f.clone();
-            // Library errors name the field; errors of the HTTP layer start with their transport, dropped here.
-            let skip = if f.in_request { 1 } else { 0 };
-            let rest = f.loc.iter().skip(skip).filter(|p| p.as_str() != Some("arguments")).cloned();
-            f.loc = prefix.iter().map(|p| json!(p)).chain(rest).collect();
-            f.in_request = true;
-            f
-        })
-        .collect();
-    Error::invalid(fields)
+    e.map_fields(|mut f| {
+        // Library errors name the field; errors of the HTTP layer start with their transport, dropped here.
+        let skip = if f.in_request { 1 } else { 0 };
+        let rest: Vec<_> = f.loc.iter().skip(skip).filter(|p| p.as_str() != Some("arguments")).cloned().collect();
+        f.loc = prefix.iter().map(|p| json!(p)).chain(rest).collect();
+        f.in_request = true;
+        f
+    })
 }
 
 #[cfg(test)]
