@@ -4,6 +4,7 @@
 use serde::Serialize;
 
 use super::path::*;
+use super::project::*;
 use crate::error::Result;
 use crate::index::catalog::MemoryFilter;
 use crate::model::{Timestamp, UnitType};
@@ -156,43 +157,19 @@ pub fn find(store: &KnowledgeStore, a: &FindArgs<'_>) -> Result<FindPage> {
                 .collect();
             (v, page.total)
         }
-        "source" | "sources" => {
-            let mut all = store.all_sources(&space)?;
-            all.reverse();
-            let n = all.len();
-            let v = all
-                .iter()
-                .skip(offset)
-                .take(limit)
-                .map(|s| {
-                    Hit::other(
-                        format!("/sources/{}", segment(&s.original_name)),
-                        "source",
-                        &s.original_name,
-                        &s.summary,
-                    )
-                })
-                .collect();
-            (v, n)
-        }
+        "source" | "sources" => page_of(&sources_newest_first(store, &space)?, offset, limit, |s| {
+            Hit::other(format!("/sources/{}", segment(&s.original_name)), "source", &s.original_name, &s.summary)
+        }),
         "entity" | "entities" => {
-            let mut ents = store.list_entities(&space, usize::MAX)?;
+            let mut ents = entities_by_mentions(store, &space)?;
             if let Some(m) = a.mentions.filter(|m| !m.is_empty()) {
                 let l = m.to_lowercase();
                 ents.retain(|e| e.name.to_lowercase().contains(&l));
             }
-            ents.sort_by(|a, b| b.mention_count.cmp(&a.mention_count).then_with(|| a.name.cmp(&b.name)));
-            let n = ents.len();
-            let v = ents
-                .iter()
-                .skip(offset)
-                .take(limit)
-                .map(|e| {
-                    let excerpt = format!("{} ({} mentions)", e.entity_type, e.mention_count);
-                    Hit::other(entity_path(&e.name, &e.id), "entity", &e.name, &excerpt)
-                })
-                .collect();
-            (v, n)
+            page_of(&ents, offset, limit, |e| {
+                let excerpt = format!("{} ({} mentions)", e.entity_type, e.mention_count);
+                Hit::other(entity_path(&e.name, &e.id), "entity", &e.name, &excerpt)
+            })
         }
         other => return Err(einval("type", "one of memory, thread, source, entity", other)),
     };

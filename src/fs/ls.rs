@@ -3,6 +3,7 @@
 use serde::Serialize;
 
 use super::path::*;
+use super::project::{entities_by_mentions, page_of, sources_newest_first};
 use crate::error::Result;
 use crate::model::Timestamp;
 use crate::store::{KnowledgeStore, ListQuery};
@@ -86,20 +87,10 @@ pub fn ls(store: &KnowledgeStore, space: &str, path: &str, offset: usize, limit:
         }
         Node::ByLabel => {
             let labels = store.list_labels(&space, crate::store::LabelOrder::Name, false, usize::MAX, 0)?;
-            let n = labels.len();
-            let v = labels
-                .iter()
-                .skip(offset)
-                .take(limit)
-                .map(|l| {
-                    dir(
-                        &l.name,
-                        &format!("/memories/by-label/{}", segment(&l.name)),
-                        &format!("{} memories", l.usage_count),
-                    )
-                })
-                .collect();
-            (v, n)
+            page_of(&labels, offset, limit, |l| {
+                let path = format!("/memories/by-label/{}", segment(&l.name));
+                dir(&l.name, &path, &format!("{} memories", l.usage_count))
+            })
         }
         Node::Threads => {
             let page = store.list_threads(&space, None, limit, offset)?;
@@ -128,42 +119,15 @@ pub fn ls(store: &KnowledgeStore, space: &str, path: &str, offset: usize, limit:
             ];
             (v, 2)
         }
-        Node::Sources => {
-            let mut all = store.all_sources(&space)?;
-            all.reverse();
-            let n = all.len();
-            let v = all
-                .iter()
-                .skip(offset)
-                .take(limit)
-                .map(|s| {
-                    file(
-                        &s.original_name,
-                        &format!("/sources/{}", segment(&s.original_name)),
-                        &s.summary,
-                        Some(s.updated_at),
-                    )
-                })
-                .collect();
-            (v, n)
-        }
+        Node::Sources => page_of(&sources_newest_first(store, &space)?, offset, limit, |s| {
+            file(&s.original_name, &format!("/sources/{}", segment(&s.original_name)), &s.summary, Some(s.updated_at))
+        }),
         Node::Wiki => (vec![dir("entities", "/wiki/entities", "entity pages (derived, read-only)")], 1),
-        Node::WikiEntities => {
-            let mut ents = store.list_entities(&space, usize::MAX)?;
-            ents.sort_by(|a, b| b.mention_count.cmp(&a.mention_count).then_with(|| a.name.cmp(&b.name)));
-            let n = ents.len();
-            let v = ents
-                .iter()
-                .skip(offset)
-                .take(limit)
-                .map(|e| {
-                    let p = entity_path(&e.name, &e.id);
-                    let name = p.rsplit('/').next().unwrap_or("").to_string();
-                    file(&name, &p, &format!("{} ({} mentions)", e.entity_type, e.mention_count), Some(e.updated_at))
-                })
-                .collect();
-            (v, n)
-        }
+        Node::WikiEntities => page_of(&entities_by_mentions(store, &space)?, offset, limit, |e| {
+            let p = entity_path(&e.name, &e.id);
+            let name = p.rsplit('/').next().unwrap_or("").to_string();
+            file(&name, &p, &format!("{} ({} mentions)", e.entity_type, e.mention_count), Some(e.updated_at))
+        }),
         Node::WorkingDir => {
             let wm = store.working_memory(&space, None)?;
             (vec![file("today.md", "/working-memory/today.md", "working memory", wm.map(|w| w.updated_at))], 1)

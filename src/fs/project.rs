@@ -240,3 +240,22 @@ pub(crate) fn find_source(store: &KnowledgeStore, space: &str, name: &str) -> Re
     }
     Ok(store.all_sources(space)?.into_iter().rev().find(|s| s.original_name == name))
 }
+
+/// The sources of `space`, newest first (as `ls /sources` and `find type=source` list them).
+pub(crate) fn sources_newest_first(store: &KnowledgeStore, space: &str) -> Result<Vec<crate::model::Source>> {
+    let mut all = store.all_sources(space)?;
+    all.reverse();
+    Ok(all)
+}
+
+/// The entities of `space`, most mentioned first, then by name (as `/wiki/entities` lists them).
+pub(crate) fn entities_by_mentions(store: &KnowledgeStore, space: &str) -> Result<Vec<crate::model::Entity>> {
+    let mut ents = store.list_entities(space, usize::MAX)?;
+    ents.sort_by(|a, b| b.mention_count.cmp(&a.mention_count).then_with(|| a.name.cmp(&b.name)));
+    Ok(ents)
+}
+
+/// Items `offset..offset + limit` of `items`, each through `f`, and how many there are in all.
+pub(crate) fn page_of<T, R>(items: &[T], offset: usize, limit: usize, f: impl FnMut(&T) -> R) -> (Vec<R>, usize) {
+    (items.iter().skip(offset).take(limit).map(f).collect(), items.len())
+}
