@@ -60,13 +60,13 @@ pub struct StoreConfig {
     /// Directories besides `data_dir` that server-side paths (export, import, source ingestion by path) may
     /// name: the daemon's repeatable `--allow-path DIR`.
     pub allowed_paths: Vec<PathBuf>,
-    /// Opens the storage the store lives on, given the path of `engram.redb`, in place of the file itself:
-    /// fault-injection tests wrap redb's `FileBackend` to fail chosen I/O operations. None: the file.
+    /// Opens the device the store file lives on, given the path of `engram.redb`, in place of the file itself:
+    /// fault-injection tests wrap [`crate::storage::FileDevice`] to fail chosen I/O operations. None: the file.
     pub storage: Option<StorageFactory>,
 }
 
 /// See [`StoreConfig::storage`].
-pub type StorageFactory = Arc<dyn Fn(&Path) -> std::io::Result<Box<dyn redb::StorageBackend>> + Send + Sync>;
+pub type StorageFactory = Arc<dyn Fn(&Path) -> std::io::Result<Box<dyn crate::storage::Device>> + Send + Sync>;
 
 impl std::fmt::Debug for StoreConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

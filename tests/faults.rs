@@ -1,4 +1,4 @@
-//! Fault injection through redb's storage backend: a workload (memories, updates, labels, a lifecycle move, a
+//! Fault injection through the store file's device ([`engram::storage::Device`]): a workload (memories, updates, labels, a lifecycle move, a
 //! delete, a thread) runs with the N-th I/O operation failing, for every N the workload performs, and again with
 //! a disk that fills up at the N-th write. No call panics, every failure is a typed storage error (`Io` or
 //! `StorageFull`), and after reopening on the plain file the store holds exactly what was acknowledged (a
@@ -9,6 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use engram::storage::{Device, FileDevice};
 use engram::{ErrorKind, KnowledgeStore, MemoryPatch, NewMemory, NewMessage, NewThread, StoreConfig};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -21,7 +22,7 @@ enum Fault {
 
 #[derive(Debug)]
 struct Faulty {
-    inner: redb::backends::FileBackend,
+    inner: FileDevice,
     ops: Arc<AtomicU64>,
     fail_at: u64,
     fault: Fault,
@@ -40,7 +41,7 @@ impl Faulty {
     }
 }
 
-impl redb::StorageBackend for Faulty {
+impl Device for Faulty {
     fn len(&self) -> std::io::Result<u64> {
         self.inner.len()
     }
@@ -68,9 +69,8 @@ impl redb::StorageBackend for Faulty {
 fn config(dir: &Path, ops: Arc<AtomicU64>, fail_at: u64, fault: Fault) -> StoreConfig {
     let mut c = StoreConfig::new(dir);
     c.storage = Some(Arc::new(move |path: &Path| {
-        let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
-        let inner = redb::backends::FileBackend::new(file).map_err(std::io::Error::other)?;
-        Ok(Box::new(Faulty { inner, ops: ops.clone(), fail_at, fault }) as Box<dyn redb::StorageBackend>)
+        let inner = FileDevice::open(path)?;
+        Ok(Box::new(Faulty { inner, ops: ops.clone(), fail_at, fault }) as Box<dyn Device>)
     }));
     c
 }

@@ -1,4 +1,99 @@
-//! Storage: where Engram's records live. Today one backend, [`redb`] (one file per store); the PostgreSQL
-//! backend of the scale-out design joins it behind the same port (docs/design.md, "The storage port").
+//! Storage: the port between Engram's domain (`src/store`, `src/fs`) and where its records live
+//! (docs/design.md, "The storage port").
+//!
+//! The port is typed and coarse: the domain opens one record kind at a time ([`Kind`], all listed in
+//! [`tables`]) inside a read or write transaction ([`Db::read`], [`Db::write`]) and gets, puts, deletes and scans
+//! its records in key order ([`Readable`], [`Table`]). Keys lead with the space id wherever a record belongs to
+//! a space, so a space is one key range in every kind. Records are encoded by [`codec`], above the backend.
+//! Ranking, lifecycle rules, label judgement, extraction and graph planning stay above the port.
+//!
+//! Backends: [`redb`](self::redb) (one file per store) today; the PostgreSQL backend of the scale-out design
+//! implements the same types. Nothing outside `src/storage/redb/` names the redb crate.
 
-pub mod redb;
+pub mod codec;
+mod redb;
+pub mod tables;
+pub(crate) mod txn;
+
+use std::marker::PhantomData;
+
+pub use self::redb::{
+    Borrowed, Db, FileDevice, Got, KeyType, KindStats, ReadTable, ReadTx, Readable, Rows, Table, ValueType, WriteTx,
+};
+
+/// One record kind: a name and its key and value types. Keys are `&str`, `u64` or tuples of them, ordered part
+/// by part; values are records (`&[u8]`, see [`codec`]) or small scalars. Every kind is declared in [`tables`].
+pub struct Kind<K, V> {
+    name: &'static str,
+    types: PhantomData<fn() -> (K, V)>,
+}
+
+impl<K, V> Kind<K, V> {
+    /// A kind named `name` (unique within a store).
+    pub const fn new(name: &'static str) -> Self {
+        Kind { name, types: PhantomData }
+    }
+
+    /// The kind's name: the redb table name, the PostgreSQL table name.
+    pub const fn name(&self) -> &'static str {
+        self.name
+    }
+}
+
+impl<K, V> Clone for Kind<K, V> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<K, V> Copy for Kind<K, V> {}
+
+impl<K, V> std::fmt::Display for Kind<K, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+/// A byte-addressed device a file-backed store may live on in place of its file ([`crate::StorageFactory`]):
+/// fault-injection tests wrap [`FileDevice`] to fail chosen operations. Offsets and lengths are bytes.
+pub trait Device: std::fmt::Debug + Send + Sync + 'static {
+    /// The device's length in bytes.
+    ///
+    /// # Errors
+    /// I/O errors.
+    fn len(&self) -> std::io::Result<u64>;
+    /// Whether the device holds no byte.
+    ///
+    /// # Errors
+    /// I/O errors.
+    fn is_empty(&self) -> std::io::Result<bool> {
+        Ok(self.len()? == 0)
+    }
+    /// Fills `out` from `offset`.
+    ///
+    /// # Errors
+    /// I/O errors.
+    fn read(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()>;
+    /// Grows or truncates the device to `len` bytes.
+    ///
+    /// # Errors
+    /// I/O errors.
+    fn set_len(&self, len: u64) -> std::io::Result<()>;
+    /// Makes every write so far durable.
+    ///
+    /// # Errors
+    /// I/O errors.
+    fn sync_data(&self) -> std::io::Result<()>;
+    /// Writes `data` at `offset`.
+    ///
+    /// # Errors
+    /// I/O errors.
+    fn write(&self, offset: u64, data: &[u8]) -> std::io::Result<()>;
+    /// Releases the device (the store closes).
+    ///
+    /// # Errors
+    /// I/O errors.
+    fn close(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+}

@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::storage::Readable;
 use parking_lot::{Mutex, RwLock};
-use redb::{ReadableDatabase, ReadableTable};
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -165,7 +165,7 @@ pub(crate) struct GraphState {
 
 /// What the worker needs.
 pub(crate) struct Ctx {
-    pub db: Arc<redb::Database>,
+    pub db: Arc<crate::storage::Db>,
     pub writer: Arc<Mutex<()>>,
     pub graph: Arc<RwLock<GraphState>>,
     /// For writing crystals.
@@ -205,14 +205,14 @@ pub(crate) fn start_worker(ctx: Ctx) -> super::worker::Worker {
     })
 }
 
-fn generation(db: &redb::Database) -> Result<u64> {
-    let rtx = db.begin_read()?;
-    Ok(meta_u64(&rtx.open_table(META)?, "generation")?.unwrap_or(0))
+fn generation(db: &crate::storage::Db) -> Result<u64> {
+    let rtx = db.read()?;
+    Ok(meta_u64(&rtx.table(META)?, "generation")?.unwrap_or(0))
 }
 
-fn graph_generation(db: &redb::Database) -> Result<Option<u64>> {
-    let rtx = db.begin_read()?;
-    meta_u64(&rtx.open_table(META)?, "graph_generation")
+fn graph_generation(db: &crate::storage::Db) -> Result<Option<u64>> {
+    let rtx = db.read()?;
+    meta_u64(&rtx.table(META)?, "graph_generation")
 }
 
 fn first_words(s: &str, max: usize) -> String {
@@ -240,11 +240,11 @@ struct GraphInput {
     entities_of: Vec<Vec<u32>>,
 }
 
-fn read_graph(rtx: &redb::ReadTransaction) -> Result<GraphInput> {
+fn read_graph(rtx: &crate::storage::ReadTx) -> Result<GraphInput> {
     // Nodes: entities first (0..E), then memories.
     let mut entities: Vec<Entity> = Vec::new();
     let mut entity_index: FxHashMap<(String, String), u32> = FxHashMap::default();
-    for row in rtx.open_table(ENTITIES)?.iter()? {
+    for row in rtx.table(ENTITIES)?.iter()? {
         let (k, v) = row?;
         let (s, id) = k.value();
         entity_index.insert((s.to_string(), id.to_string()), entities.len() as u32);
@@ -252,7 +252,7 @@ fn read_graph(rtx: &redb::ReadTransaction) -> Result<GraphInput> {
     }
     let e_count = entities.len();
     let mut edges: Vec<(u32, u32, f64)> = Vec::new();
-    for row in rtx.open_table(RELATES_TO)?.iter()? {
+    for row in rtx.table(RELATES_TO)?.iter()? {
         let (k, v) = row?;
         let (s, a, b) = k.value();
         if a >= b {
@@ -265,14 +265,14 @@ fn read_graph(rtx: &redb::ReadTransaction) -> Result<GraphInput> {
         }
     }
     // Memories that are not forgotten, and their mentions.
-    let mems = rtx.open_table(MEMORIES)?;
+    let mems = rtx.table(MEMORIES)?;
     let mut live: FxHashMap<(String, String), bool> = FxHashMap::default();
     let mut memory_nodes: Vec<(String, String)> = Vec::new();
     let mut memory_index: FxHashMap<(String, String), u32> = FxHashMap::default();
     let mut mention_edges: Vec<(u32, u32, f64)> = Vec::new();
     let mut mentions_of: Vec<Vec<u32>> = vec![Vec::new(); e_count];
     let mut entities_of: Vec<Vec<u32>> = Vec::new();
-    for row in rtx.open_table(MENTIONS)?.iter()? {
+    for row in rtx.table(MENTIONS)?.iter()? {
         let (k, _) = row?;
         let (s, m, e) = k.value();
         let key = (s.to_string(), m.to_string());
@@ -327,7 +327,7 @@ fn community_record(
     group: &[u32],
     g: &GraphInput,
     r: &Ranks,
-    mems: &impl ReadableTable<(&'static str, &'static str), &'static [u8]>,
+    mems: &impl Readable<(&'static str, &'static str), &'static [u8]>,
     now: Timestamp,
 ) -> Result<Community> {
     let (entities, mentions_of, memory_nodes) = (&g.entities, &g.mentions_of, &g.memory_nodes);
@@ -418,7 +418,7 @@ fn crystal_plans(
     ids: &[u64],
     g: &GraphInput,
     r: &Ranks,
-    mems: &impl ReadableTable<(&'static str, &'static str), &'static [u8]>,
+    mems: &impl Readable<(&'static str, &'static str), &'static [u8]>,
 ) -> Result<Vec<CrystalPlan>> {
     let (entities, mentions_of, entities_of, memory_nodes) =
         (&g.entities, &g.mentions_of, &g.entities_of, &g.memory_nodes);
@@ -467,8 +467,8 @@ fn crystal_plans(
 /// stages.
 pub(crate) fn recompute(ctx: &Ctx, stopped: &dyn Fn() -> bool) -> Result<GraphReport> {
     let started = Instant::now();
-    let rtx = ctx.db.begin_read()?;
-    let gen_seen = meta_u64(&rtx.open_table(META)?, "generation")?.unwrap_or(0);
+    let rtx = ctx.db.read()?;
+    let gen_seen = meta_u64(&rtx.table(META)?, "generation")?.unwrap_or(0);
     let g = read_graph(&rtx)?;
     if stopped() {
         return Err(Error::new(crate::ErrorKind::Internal, "stopped"));
@@ -499,17 +499,17 @@ pub(crate) fn recompute(ctx: &Ctx, stopped: &dyn Fn() -> bool) -> Result<GraphRe
     let (old, old_sizes, next_id) = {
         let mut old: FxHashMap<(String, String), u64> = FxHashMap::default();
         let mut sizes: FxHashMap<u64, usize> = FxHashMap::default();
-        for row in rtx.open_table(ENTITY_COMMUNITY)?.iter()? {
+        for row in rtx.table(ENTITY_COMMUNITY)?.iter()? {
             let (k, v) = row?;
             let (s, e) = k.value();
             old.insert((s.to_string(), e.to_string()), v.value());
             *sizes.entry(v.value()).or_default() += 1;
         }
-        (old, sizes, meta_u64(&rtx.open_table(META)?, "next_community_id")?.unwrap_or(1))
+        (old, sizes, meta_u64(&rtx.table(META)?, "next_community_id")?.unwrap_or(1))
     };
     let (ids, next_id) = stable_ids(&keys, &old, &old_sizes, next_id);
     let now = Timestamp::now();
-    let mems = rtx.open_table(MEMORIES)?;
+    let mems = rtx.table(MEMORIES)?;
     let communities = groups
         .iter()
         .zip(&ids)
@@ -537,17 +537,13 @@ pub(crate) fn recompute(ctx: &Ctx, stopped: &dyn Fn() -> bool) -> Result<GraphRe
     let mut ops = Vec::new();
     {
         let _w = ctx.writer.lock();
-        let mut txn = ctx.db.begin_write()?;
-        if ctx.durability == crate::config::Durability::Eventual {
-            txn.set_durability(redb::Durability::None)
-                .map_err(|e| Error::new(crate::ErrorKind::Internal, "setting durability failed").with_source(e))?;
-        }
+        let txn = ctx.db.write(ctx.durability)?;
         {
-            let mut ct = txn.open_table(COMMUNITIES)?;
+            let mut ct = txn.table(COMMUNITIES)?;
             ct.retain(|_, _| false)?;
-            let mut members_t = txn.open_table(COMMUNITY_MEMBERS)?;
+            let mut members_t = txn.table(COMMUNITY_MEMBERS)?;
             members_t.retain(|_, _| false)?;
-            let mut ec = txn.open_table(ENTITY_COMMUNITY)?;
+            let mut ec = txn.table(ENTITY_COMMUNITY)?;
             ec.retain(|_, _| false)?;
             for ((c, g), k) in communities.iter().zip(&groups).zip(&keys) {
                 ct.insert(c.id, schema::encode(c)?.as_slice())?;
@@ -556,7 +552,7 @@ pub(crate) fn recompute(ctx: &Ctx, stopped: &dyn Fn() -> bool) -> Result<GraphRe
                     members_t.insert((c.id, s.as_str(), e.as_str()), r.entity(*i))?;
                 }
             }
-            let mut pr = txn.open_table(MEMORY_PAGERANK)?;
+            let mut pr = txn.table(MEMORY_PAGERANK)?;
             pr.retain(|_, _| false)?;
             for (mi, (s, m)) in memory_nodes.iter().enumerate() {
                 pr.insert((s.as_str(), m.as_str()), rank[e_count + mi] / top_memory)?;
@@ -564,7 +560,7 @@ pub(crate) fn recompute(ctx: &Ctx, stopped: &dyn Fn() -> bool) -> Result<GraphRe
         }
         let changed = write_crystals(ctx, &txn, &plans, now, &mut ops)?;
         {
-            let mut meta = txn.open_table(META)?;
+            let mut meta = txn.table(META)?;
             meta.insert("next_community_id", next_id.to_le_bytes().as_slice())?;
             // Crystal changes are writes: they bump the generation. The graph is current when nobody else
             // wrote since the snapshot; otherwise the old generation is kept so that the worker runs again.
@@ -603,10 +599,10 @@ pub(crate) fn recompute(ctx: &Ctx, stopped: &dyn Fn() -> bool) -> Result<GraphRe
 }
 
 /// Loads stored memory PageRank into memory (on open).
-pub(crate) fn load_ranks(db: &redb::Database) -> Result<HashMap<String, HashMap<String, f32>>> {
-    let rtx = db.begin_read()?;
+pub(crate) fn load_ranks(db: &crate::storage::Db) -> Result<HashMap<String, HashMap<String, f32>>> {
+    let rtx = db.read()?;
     let mut out: HashMap<String, HashMap<String, f32>> = HashMap::new();
-    for row in rtx.open_table(MEMORY_PAGERANK)?.iter()? {
+    for row in rtx.table(MEMORY_PAGERANK)?.iter()? {
         let (k, v) = row?;
         let (s, m) = k.value();
         out.entry(s.to_string()).or_default().insert(m.to_string(), v.value() as f32);
@@ -647,8 +643,8 @@ impl KnowledgeStore {
     /// # Errors
     /// Storage errors.
     pub fn list_communities(&self, limit: usize) -> Result<(Vec<Community>, u64)> {
-        let rtx = self.db.begin_read()?;
-        let t = rtx.open_table(COMMUNITIES)?;
+        let rtx = self.db.read()?;
+        let t = rtx.table(COMMUNITIES)?;
         let mut all: Vec<Community> = Vec::new();
         for row in t.iter()? {
             all.push(schema::decode(row?.1.value())?);
@@ -664,8 +660,8 @@ impl KnowledgeStore {
     /// # Errors
     /// [`crate::ErrorKind::NotFound`] (`community_not_found`).
     pub fn get_community(&self, id: u64, entity_limit: usize) -> Result<(Community, Vec<CommunityEntity>)> {
-        let rtx = self.db.begin_read()?;
-        let c: Community = get_record(&rtx.open_table(COMMUNITIES)?, id)?
+        let rtx = self.db.read()?;
+        let c: Community = get_record(&rtx.table(COMMUNITIES)?, id)?
             .ok_or_else(|| Error::not_found(ErrorCode::CommunityNotFound, format!("community {id} does not exist")))?;
         let entities = c.top_entities.iter().take(entity_limit).cloned().collect();
         Ok((c, entities))
@@ -676,8 +672,8 @@ impl KnowledgeStore {
     /// # Errors
     /// Storage errors.
     pub fn entity_community(&self, space: &str, entity_id: &str) -> Result<Option<u64>> {
-        let rtx = self.db.begin_read()?;
-        Ok(rtx.open_table(ENTITY_COMMUNITY)?.get((space, entity_id))?.map(|v| v.value()))
+        let rtx = self.db.read()?;
+        Ok(rtx.table(ENTITY_COMMUNITY)?.get((space, entity_id))?.map(|v| v.value()))
     }
 
     /// The last computation's report, if any ran since the store was opened.
@@ -709,8 +705,8 @@ impl KnowledgeStore {
     /// # Errors
     /// Storage errors (an unknown id gives an empty list).
     pub fn community_members(&self, id: u64) -> Result<Vec<(String, String, f64)>> {
-        let rtx = self.db.begin_read()?;
-        let t = rtx.open_table(COMMUNITY_MEMBERS)?;
+        let rtx = self.db.read()?;
+        let t = rtx.table(COMMUNITY_MEMBERS)?;
         let mut out = Vec::new();
         for row in t.range((id, "", "")..)? {
             let (k, v) = row?;
@@ -729,8 +725,8 @@ impl KnowledgeStore {
     /// # Errors
     /// Storage errors.
     pub fn entity_memory_ids(&self, space: &str, entity_id: &str) -> Result<Vec<String>> {
-        let rtx = self.db.begin_read()?;
-        super::range_prefix3(&rtx.open_table(ENTITY_MEMORIES)?, space, entity_id)
+        let rtx = self.db.read()?;
+        super::range_prefix3(&rtx.table(ENTITY_MEMORIES)?, space, entity_id)
     }
 }
 
@@ -738,20 +734,20 @@ impl KnowledgeStore {
 /// Returns how many crystals were written or removed.
 fn write_crystals(
     ctx: &Ctx,
-    txn: &redb::WriteTransaction,
+    txn: &crate::storage::WriteTx,
     plans: &[CrystalPlan],
     now: Timestamp,
     ops: &mut Vec<super::IndexOp>,
 ) -> Result<u64> {
     let mut existing: BTreeMap<(String, String), Vec<(String, f64)>> = BTreeMap::new();
-    for row in txn.open_table(CRYSTAL_SOURCES)?.iter()? {
+    for row in txn.table(CRYSTAL_SOURCES)?.iter()? {
         let (k, v) = row?;
         let (s, c, m) = k.value();
         existing.entry((s.to_string(), c.to_string())).or_default().push((m.to_string(), v.value()));
     }
     let base = KnowledgeStore::alloc_docnos(txn, plans.len() as u64)?;
     let mut t = super::memories::WTables::open(txn)?;
-    let mut cs = txn.open_table(CRYSTAL_SOURCES)?;
+    let mut cs = txn.table(CRYSTAL_SOURCES)?;
     let mut changed = 0u64;
     let mut wanted: rustc_hash::FxHashSet<(String, String)> = Default::default();
     for (i, p) in plans.iter().enumerate() {
@@ -816,8 +812,8 @@ impl KnowledgeStore {
         }
         let space = view.memory.space_id.clone();
         let rows: Vec<(String, f64)> = {
-            let rtx = self.db.begin_read()?;
-            let t = rtx.open_table(CRYSTAL_SOURCES)?;
+            let rtx = self.db.read()?;
+            let t = rtx.table(CRYSTAL_SOURCES)?;
             let mut out = Vec::new();
             for row in t.range((space.as_str(), crystal_id, "")..)? {
                 let (k, v) = row?;

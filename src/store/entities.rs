@@ -2,9 +2,8 @@
 //! [`crate::extract::entities::extract`] over its title and content, and replaces the memory's MENTIONS edges
 //! and its share of RELATES_TO weights (co-occurrence counts) in the same transaction; a delete removes them.
 
+use crate::storage::Readable;
 use std::collections::BTreeMap;
-
-use redb::ReadableTable;
 
 use super::memories::WTables;
 use super::tables::*;
@@ -236,9 +235,9 @@ impl KnowledgeStore {
     /// # Errors
     /// Storage errors.
     pub fn memory_entities(&self, space: &str, memory_id: &str) -> Result<Vec<Entity>> {
-        let rtx = redb::ReadableDatabase::begin_read(&*self.db)?;
-        let mentions = rtx.open_table(MENTIONS)?;
-        let entities = rtx.open_table(ENTITIES)?;
+        let rtx = self.db.read()?;
+        let mentions = rtx.table(MENTIONS)?;
+        let entities = rtx.table(ENTITIES)?;
         let mut out = Vec::new();
         for row in mentions.range((space, memory_id, "")..)? {
             let (k, _) = row?;
@@ -258,9 +257,9 @@ impl KnowledgeStore {
     /// # Errors
     /// Storage errors.
     pub fn related_entities(&self, space: &str, id: &str, limit: usize) -> Result<Vec<(Entity, u64)>> {
-        let rtx = redb::ReadableDatabase::begin_read(&*self.db)?;
-        let rel = rtx.open_table(RELATES_TO)?;
-        let entities = rtx.open_table(ENTITIES)?;
+        let rtx = self.db.read()?;
+        let rel = rtx.table(RELATES_TO)?;
+        let entities = rtx.table(ENTITIES)?;
         let mut pairs = Vec::new();
         for row in rel.range((space, id, "")..)? {
             let (k, v) = row?;
@@ -285,8 +284,8 @@ impl KnowledgeStore {
     /// # Errors
     /// [`crate::ErrorKind::NotFound`] (`entity_not_found`).
     pub fn get_entity(&self, space: &str, id: &str) -> Result<Entity> {
-        let rtx = redb::ReadableDatabase::begin_read(&*self.db)?;
-        get_record(&rtx.open_table(ENTITIES)?, (space, id))?
+        let rtx = self.db.read()?;
+        get_record(&rtx.table(ENTITIES)?, (space, id))?
             .ok_or_else(|| crate::Error::not_found(ErrorCode::EntityNotFound, format!("entity '{id}' does not exist")))
     }
 
@@ -295,8 +294,8 @@ impl KnowledgeStore {
     /// # Errors
     /// Storage errors.
     pub fn list_entities(&self, space: &str, limit: usize) -> Result<Vec<Entity>> {
-        let rtx = redb::ReadableDatabase::begin_read(&*self.db)?;
-        let t = rtx.open_table(ENTITIES)?;
+        let rtx = self.db.read()?;
+        let t = rtx.table(ENTITIES)?;
         let mut out = Vec::new();
         for row in t.range((space, "")..)? {
             let (k, v) = row?;
@@ -313,9 +312,9 @@ impl KnowledgeStore {
     /// Entities of `space` matching the mentions in `text` (by kind and name or alias): `(id, mention_count)`,
     /// read in one transaction.
     pub(crate) fn entities_in(&self, space: &str, text: &str) -> Result<Vec<(String, u64)>> {
-        let rtx = redb::ReadableDatabase::begin_read(&*self.db)?;
-        let keys = rtx.open_table(ENTITY_KEYS)?;
-        let entities = rtx.open_table(ENTITIES)?;
+        let rtx = self.db.read()?;
+        let keys = rtx.table(ENTITY_KEYS)?;
+        let entities = rtx.table(ENTITIES)?;
         let mut out: Vec<(String, u64)> = Vec::new();
         for m in extract(text) {
             for name in [&m.canonical, &m.text] {

@@ -3,12 +3,11 @@
 //! streams and deletes: the bundle is never held in memory whole. Every link is relative to the page, and
 //! only to pages inside the bundle (anything else is plain text). See docs/api.md "Exports".
 
+use crate::storage::Readable;
+use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::PathBuf;
-
-use redb::{ReadableDatabase, ReadableTable};
-use rustc_hash::FxHashMap;
 use zip::write::SimpleFileOptions;
 
 use super::tables::*;
@@ -142,9 +141,9 @@ fn okf_status(s: MemoryState) -> &'static str {
 impl KnowledgeStore {
     fn export_plan(&self, kind: ExportKind, p: &ExportParams) -> Result<Plan> {
         let (topics, _) = self.list_communities(usize::MAX)?;
-        let rtx = self.db.begin_read()?;
+        let rtx = self.db.read()?;
         let mut entities: Vec<Entity> = Vec::new();
-        for row in rtx.open_table(ENTITIES)?.iter()? {
+        for row in rtx.table(ENTITIES)?.iter()? {
             entities.push(schema::decode(row?.1.value())?);
         }
         entities.sort_by(|a, b| {
@@ -155,7 +154,7 @@ impl KnowledgeStore {
         });
         entities.truncate(p.entity_limit);
         let mut crystal_ids: BTreeSet<(String, String)> = BTreeSet::new();
-        for row in rtx.open_table(CRYSTAL_SOURCES)?.iter()? {
+        for row in rtx.table(CRYSTAL_SOURCES)?.iter()? {
             let (k, _) = row?;
             let (s, c, _) = k.value();
             crystal_ids.insert((s.to_string(), c.to_string()));
@@ -163,8 +162,8 @@ impl KnowledgeStore {
         let mut memories = Vec::new();
         let mut labels = Vec::new();
         if kind == ExportKind::Okf {
-            let ml = rtx.open_table(MEMORY_LABELS)?;
-            for row in rtx.open_table(MEMORIES)?.iter()? {
+            let ml = rtx.table(MEMORY_LABELS)?;
+            for row in rtx.table(MEMORIES)?.iter()? {
                 let (k, v) = row?;
                 let (space, id) = k.value();
                 let sm: StoredMemory = schema::decode(v.value())?;
@@ -174,7 +173,7 @@ impl KnowledgeStore {
                 let label_ids = super::range_prefix3(&ml, space, id)?;
                 memories.push(MemoryView { memory: sm.memory, label_ids });
             }
-            for row in rtx.open_table(LABELS)?.iter()? {
+            for row in rtx.table(LABELS)?.iter()? {
                 labels.push(schema::decode::<Label>(row?.1.value())?);
             }
         }

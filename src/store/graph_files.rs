@@ -11,12 +11,10 @@
 //!   builder. A missing, stale, truncated or damaged file is deleted and the builder rebuilds that graph; it is
 //!   never trusted and never stops the open.
 
+use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-
-use redb::ReadableDatabase;
-use sha2::{Digest, Sha256};
 
 use super::tables::META;
 use super::{SpaceIndex, meta_u64};
@@ -41,7 +39,7 @@ impl GraphFiles {
     }
 
     /// Saves the graph of `space` if it changed since its last save. Errors are logged: the graph is a cache.
-    pub fn save(&self, db: &redb::Database, space: &str, si: &SpaceIndex) {
+    pub fn save(&self, db: &crate::storage::Db, space: &str, si: &SpaceIndex) {
         let generation = match generation(db) {
             Ok(g) => g,
             Err(e) => {
@@ -77,7 +75,7 @@ impl GraphFiles {
 
     /// Stages the saved graph of every space in `spaces` (before their vectors are loaded, so that the vectors
     /// go straight into the graphs); deletes files that fail validation and files of spaces that no longer exist.
-    pub fn stage_all(&self, db: &redb::Database, spaces: &mut HashMap<String, SpaceIndex>) {
+    pub fn stage_all(&self, db: &crate::storage::Db, spaces: &mut HashMap<String, SpaceIndex>) {
         let Ok(entries) = std::fs::read_dir(&self.dir) else { return };
         let generation = generation(db).unwrap_or(0);
         let by_path: HashMap<PathBuf, String> = spaces.keys().map(|n| (self.path(n), n.clone())).collect();
@@ -122,7 +120,7 @@ impl GraphFiles {
 }
 
 /// The store generation a graph reflects: the next document number to be allocated.
-pub(crate) fn generation(db: &redb::Database) -> crate::error::Result<u64> {
-    let rtx = db.begin_read()?;
-    Ok(meta_u64(&rtx.open_table(META)?, "next_docno")?.unwrap_or(1))
+pub(crate) fn generation(db: &crate::storage::Db) -> crate::error::Result<u64> {
+    let rtx = db.read()?;
+    Ok(meta_u64(&rtx.table(META)?, "next_docno")?.unwrap_or(1))
 }

@@ -2,12 +2,11 @@
 
 use std::time::Instant;
 
-use redb::{ReadableDatabase, ReadableTableMetadata};
-
 use super::tables::*;
 use super::*;
 use crate::config::Durability;
 use crate::error::Result;
+use crate::storage::Readable;
 
 impl KnowledgeStore {
     /// Forces a durable commit of everything written so far (useful after [`Durability::Eventual`] writes).
@@ -28,8 +27,8 @@ impl KnowledgeStore {
         let started = Instant::now();
         let _w = self.writer.lock();
         self.flush_access()?;
-        let txn = self.db.begin_write()?;
-        let g = meta_u64(&txn.open_table(META)?, "generation")?.unwrap_or(0);
+        let txn = self.db.write(Durability::Immediate)?;
+        let g = meta_u64(&txn.table(META)?, "generation")?.unwrap_or(0);
         txn.commit()?;
         let before = self.durable_generation.swap(g, std::sync::atomic::Ordering::AcqRel);
         let writes = if self.config.durability == Durability::Eventual { g.saturating_sub(before) } else { 0 };
@@ -84,17 +83,16 @@ impl KnowledgeStore {
     /// # Errors
     /// Storage errors.
     pub fn storage_stats(&self) -> Result<StorageStats> {
-        use redb::ReadableTableMetadata;
-        let rtx = self.db.begin_read()?;
+        let rtx = self.db.read()?;
         let mut tables = Vec::new();
         macro_rules! table {
             ($($t:ident),*) => {$({
-                let st = rtx.open_table($t)?.stats()?;
+                let st = rtx.kind_stats($t)?;
                 tables.push(TableSize {
                     table: $t.to_string(),
-                    stored_bytes: st.stored_bytes(),
-                    metadata_bytes: st.metadata_bytes(),
-                    fragmented_bytes: st.fragmented_bytes(),
+                    stored_bytes: st.stored_bytes,
+                    metadata_bytes: st.metadata_bytes,
+                    fragmented_bytes: st.fragmented_bytes,
                 });
             })*};
         }
@@ -110,10 +108,10 @@ impl KnowledgeStore {
 
     /// Counters for `/health`.
     pub fn health(&self) -> Result<StoreHealth> {
-        let rtx = self.db.begin_read()?;
-        let meta = rtx.open_table(META)?;
+        let rtx = self.db.read()?;
+        let meta = rtx.table(META)?;
         let generation = meta_u64(&meta, "generation")?.unwrap_or(0);
-        let labels = rtx.open_table(LABELS)?.len()? as usize;
+        let labels = rtx.table(LABELS)?.len()? as usize;
         let state = self.index.read();
         let memories = state.spaces.values().map(|s| s.catalog.len()).sum();
         let reindex_pending = if self.config.embedder.external() {

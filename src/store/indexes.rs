@@ -83,7 +83,7 @@ impl IndexOp {
 pub(crate) fn start_graph_builder(
     index: Arc<RwLock<IndexState>>,
     vector: crate::index::vector::VectorParams,
-    db: Arc<redb::Database>,
+    db: Arc<crate::storage::Db>,
     files: graph_files::GraphFiles,
 ) -> worker::Worker {
     worker::Worker::spawn("engram-graph", move |c| {

@@ -1,8 +1,7 @@
 //! Labels: list, create, read, and attaching them to memories (HAS_LABEL edges).
 
+use crate::storage::Readable;
 use std::collections::BTreeSet;
-
-use redb::{ReadableDatabase, ReadableTable};
 
 use super::memories::{WTables, check_label_name, new_label};
 use super::tables::*;
@@ -87,7 +86,7 @@ impl KnowledgeStore {
                 return Err(Error::not_found(ErrorCode::SpaceNotFound, format!("space '{space}' does not exist")));
             }
             drop(t);
-            let mut labels = txn.open_table(LABELS)?;
+            let mut labels = txn.table(LABELS)?;
             let id = Label::id_for(&name);
             if labels.get((space, id.as_str()))?.is_some() {
                 return Err(Error::new(ErrorKind::Conflict, format!("label '{name}' already exists"))
@@ -106,8 +105,8 @@ impl KnowledgeStore {
     pub fn memory_labels(&self, memory_id: &str, space_guard: Option<&str>) -> Result<Vec<Label>> {
         let view = self.get_memory(memory_id, space_guard)?;
         let space = view.memory.space_id.clone();
-        let rtx = self.db.begin_read()?;
-        let t = rtx.open_table(LABELS)?;
+        let rtx = self.db.read()?;
+        let t = rtx.table(LABELS)?;
         let mut out = Vec::new();
         for id in &view.label_ids {
             if let Some(l) = get_record::<_, Label>(&t, (space.as_str(), id.as_str()))? {

@@ -212,8 +212,8 @@ impl KnowledgeStore {
     pub fn favorite_memories(&self, limit: usize) -> Result<Vec<MemoryView>> {
         let mut found = Vec::new();
         {
-            let rtx = redb::ReadableDatabase::begin_read(&*self.db)?;
-            for row in redb::ReadableTable::iter(&rtx.open_table(super::tables::MEMORIES)?)? {
+            let rtx = self.db.read()?;
+            for row in crate::storage::Readable::iter(&rtx.table(super::tables::MEMORIES)?)? {
                 let (k, v) = row?;
                 let sm: StoredMemory = schema::decode(v.value())?;
                 if sm.memory.is_favorite && sm.memory.state != MemoryState::Forgotten {
@@ -279,9 +279,7 @@ impl KnowledgeStore {
         }
         let mut ops = Vec::new();
         let result = (|| -> Result<()> {
-            let mut txn = self.db.begin_write()?;
-            txn.set_durability(redb::Durability::None)
-                .map_err(|e| Error::new(ErrorKind::Internal, "setting durability failed").with_source(e))?;
+            let txn = self.db.write(crate::config::Durability::Eventual)?;
             {
                 let mut w = WTables::open(&txn)?;
                 for (id, (reads, last)) in &batch {

@@ -1,9 +1,8 @@
 //! Memory writes and reads: create (upsert by id), update, delete, get, list. Also the lexical postings that
 //! follow every text change.
 
+use crate::storage::{Readable, Table, WriteTx};
 use std::collections::BTreeSet;
-
-use redb::{ReadableDatabase, ReadableTable, Table, WriteTransaction};
 
 use super::tables::*;
 use super::{
@@ -53,25 +52,25 @@ pub(crate) struct WTables<'t> {
 }
 
 impl<'t> WTables<'t> {
-    pub fn open(txn: &'t WriteTransaction) -> Result<Self> {
+    pub fn open(txn: &'t WriteTx) -> Result<Self> {
         Ok(WTables {
-            spaces: txn.open_table(SPACES)?,
-            memories: txn.open_table(MEMORIES)?,
-            memory_space: txn.open_table(MEMORY_SPACE)?,
-            vectors: txn.open_table(VECTORS)?,
-            postings: txn.open_table(POSTINGS)?,
-            lex_stats: txn.open_table(LEX_STATS)?,
-            labels: txn.open_table(LABELS)?,
-            memory_labels: txn.open_table(MEMORY_LABELS)?,
-            label_memories: txn.open_table(LABEL_MEMORIES)?,
-            entities: txn.open_table(ENTITIES)?,
-            entity_keys: txn.open_table(ENTITY_KEYS)?,
-            mentions: txn.open_table(MENTIONS)?,
-            entity_memories: txn.open_table(ENTITY_MEMORIES)?,
-            relates_to: txn.open_table(RELATES_TO)?,
-            relations: txn.open_table(RELATIONS)?,
-            memory_relations: txn.open_table(MEMORY_RELATIONS)?,
-            relation_space: txn.open_table(RELATION_SPACE)?,
+            spaces: txn.table(SPACES)?,
+            memories: txn.table(MEMORIES)?,
+            memory_space: txn.table(MEMORY_SPACE)?,
+            vectors: txn.table(VECTORS)?,
+            postings: txn.table(POSTINGS)?,
+            lex_stats: txn.table(LEX_STATS)?,
+            labels: txn.table(LABELS)?,
+            memory_labels: txn.table(MEMORY_LABELS)?,
+            label_memories: txn.table(LABEL_MEMORIES)?,
+            entities: txn.table(ENTITIES)?,
+            entity_keys: txn.table(ENTITY_KEYS)?,
+            mentions: txn.table(MENTIONS)?,
+            entity_memories: txn.table(ENTITY_MEMORIES)?,
+            relates_to: txn.table(RELATES_TO)?,
+            relations: txn.table(RELATIONS)?,
+            memory_relations: txn.table(MEMORY_RELATIONS)?,
+            relation_space: txn.table(RELATION_SPACE)?,
         })
     }
 
@@ -657,19 +656,19 @@ impl KnowledgeStore {
     /// # Errors
     /// [`ErrorKind::NotFound`] (`memory_not_found`): no such id, another space than the guard, or forgotten.
     pub fn get_memory(&self, id: &str, space_guard: Option<&str>) -> Result<MemoryView> {
-        let rtx = self.db.begin_read()?;
-        let ms = rtx.open_table(MEMORY_SPACE)?;
+        let rtx = self.db.read()?;
+        let ms = rtx.table(MEMORY_SPACE)?;
         let not_found = || Error::not_found(ErrorCode::MemoryNotFound, format!("memory '{id}' not found"));
         let space = ms.get(id)?.map(|v| v.value().to_string()).ok_or_else(not_found)?;
         if space_guard.is_some_and(|g| g != space) {
             return Err(not_found());
         }
-        let mems = rtx.open_table(MEMORIES)?;
+        let mems = rtx.table(MEMORIES)?;
         let sm: StoredMemory = get_record(&mems, (space.as_str(), id))?.ok_or_else(not_found)?;
         if sm.memory.state == MemoryState::Forgotten {
             return Err(not_found());
         }
-        let ml = rtx.open_table(MEMORY_LABELS)?;
+        let ml = rtx.table(MEMORY_LABELS)?;
         let label_ids = range_prefix3(&ml, &space, id)?;
         let mut memory = sm.memory;
         memory.pagerank_score = self.memory_pagerank(&space, id);
@@ -768,9 +767,9 @@ impl KnowledgeStore {
 
     /// Reads several memories of one space with their labels (missing ones are skipped).
     pub(crate) fn load_views<'a>(&self, space: &str, ids: impl Iterator<Item = &'a str>) -> Result<Vec<MemoryView>> {
-        let rtx = self.db.begin_read()?;
-        let mems = rtx.open_table(MEMORIES)?;
-        let ml = rtx.open_table(MEMORY_LABELS)?;
+        let rtx = self.db.read()?;
+        let mems = rtx.table(MEMORIES)?;
+        let ml = rtx.table(MEMORY_LABELS)?;
         let mut out = Vec::new();
         for id in ids {
             if let Some(sm) = get_record::<_, StoredMemory>(&mems, (space, id))? {
@@ -789,8 +788,8 @@ impl KnowledgeStore {
     /// # Errors
     /// Storage errors.
     pub fn scan_memories(&self, space: &str, mut f: impl FnMut(&Memory) -> bool) -> Result<()> {
-        let rtx = self.db.begin_read()?;
-        let mems = rtx.open_table(MEMORIES)?;
+        let rtx = self.db.read()?;
+        let mems = rtx.table(MEMORIES)?;
         for row in mems.range((space, "")..)? {
             let (k, v) = row?;
             if k.value().0 != space {
@@ -813,8 +812,8 @@ impl KnowledgeStore {
     /// # Errors
     /// Storage errors.
     pub fn scan_messages(&self, space: &str, mut f: impl FnMut(&str, &crate::model::Message) -> bool) -> Result<()> {
-        let rtx = self.db.begin_read()?;
-        let t = rtx.open_table(MESSAGES)?;
+        let rtx = self.db.read()?;
+        let t = rtx.table(MESSAGES)?;
         for row in t.range((space, "", 0u64)..)? {
             let (k, v) = row?;
             let (s, th, _) = k.value();
@@ -838,8 +837,8 @@ impl KnowledgeStore {
     }
 
     pub(crate) fn require_space(&self, space: &str) -> Result<()> {
-        let rtx = self.db.begin_read()?;
-        if rtx.open_table(SPACES)?.get(space)?.is_none() {
+        let rtx = self.db.read()?;
+        if rtx.table(SPACES)?.get(space)?.is_none() {
             return Err(Error::not_found(ErrorCode::SpaceNotFound, format!("space '{space}' does not exist")));
         }
         Ok(())

@@ -68,10 +68,11 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::config::StoreConfig;
 use crate::model::{Memory, Timestamp};
+use crate::storage::Db;
 
-pub(crate) use crate::storage::redb::codec as schema;
-pub(crate) use crate::storage::redb::tables;
-pub(crate) use crate::storage::redb::txn::{
+pub(crate) use crate::storage::codec as schema;
+pub(crate) use crate::storage::tables;
+pub(crate) use crate::storage::txn::{
     get_record, meta_u64, range_prefix2, range_prefix2_count, range_prefix3, write_txn_on,
 };
 pub(crate) use indexes::{IndexOp, IndexState, LexEntry, SpaceIndex, apply_ops, start_graph_builder};
@@ -92,7 +93,7 @@ pub(crate) struct StoredMemory {
 /// redb locks the file for one process: a second open, by the daemon or another program, fails with
 /// [`ErrorKind::Locked`].
 pub struct KnowledgeStore {
-    pub(crate) db: Arc<redb::Database>,
+    pub(crate) db: Arc<Db>,
     pub(crate) config: StoreConfig,
     pub(crate) writer: Arc<Mutex<()>>,
     pub(crate) index: Arc<RwLock<IndexState>>,

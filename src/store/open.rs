@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use parking_lot::{Mutex, RwLock};
-use redb::{ReadableDatabase, ReadableTable};
 
 use super::tables::*;
 use super::*;
@@ -15,6 +14,7 @@ use crate::config::StoreConfig;
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::catalog::DocMeta;
 use crate::model::{Space, SpaceUsage, Timestamp};
+use crate::storage::{Db, Readable};
 
 /// Moves aside a store file whose creation was cut short. redb writes its magic number (the first 9 bytes) last
 /// when it creates a file, after the empty structure is on disk; a crash or I/O error before that leaves a file
@@ -47,82 +47,24 @@ pub(crate) fn discard_unborn_file(path: &std::path::Path) -> Result<()> {
     Ok(())
 }
 
-/// A storage backend chosen at run time ([`crate::config::StoreConfig::storage`]).
-#[derive(Debug)]
-pub(crate) struct BoxedBackend(Box<dyn redb::StorageBackend>);
-
-impl redb::StorageBackend for BoxedBackend {
-    fn len(&self) -> std::io::Result<u64> {
-        self.0.len()
-    }
-    fn read(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
-        self.0.read(offset, out)
-    }
-    fn set_len(&self, len: u64) -> std::io::Result<()> {
-        self.0.set_len(len)
-    }
-    fn sync_data(&self) -> std::io::Result<()> {
-        self.0.sync_data()
-    }
-    fn write(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
-        self.0.write(offset, data)
-    }
-    fn close(&self) -> std::io::Result<()> {
-        self.0.close()
-    }
-    fn try_lock_range(
-        &self,
-        start: std::ops::Bound<u64>,
-        end: std::ops::Bound<u64>,
-    ) -> std::result::Result<bool, redb::BackendError> {
-        self.0.try_lock_range(start, end)
-    }
-    fn try_lock_shared_range(
-        &self,
-        start: std::ops::Bound<u64>,
-        end: std::ops::Bound<u64>,
-    ) -> std::result::Result<bool, redb::BackendError> {
-        self.0.try_lock_shared_range(start, end)
-    }
-    fn lock_range(
-        &self,
-        start: std::ops::Bound<u64>,
-        end: std::ops::Bound<u64>,
-    ) -> std::result::Result<(), redb::BackendError> {
-        self.0.lock_range(start, end)
-    }
-    fn lock_shared_range(
-        &self,
-        start: std::ops::Bound<u64>,
-        end: std::ops::Bound<u64>,
-    ) -> std::result::Result<(), redb::BackendError> {
-        self.0.lock_shared_range(start, end)
-    }
-}
-
 /// Files smaller than this are never compacted at close.
 pub(crate) const COMPACT_MIN_BYTES: u64 = 16 << 20;
 
 /// Compacts the file at close when more than a quarter of it is free pages (bulk loads and big deletes leave
 /// them; redb reuses them, but the file only shrinks by compaction). Errors are logged: the store stays valid.
-pub(crate) fn compact_if_sparse(db: &mut redb::Database, path: &std::path::Path) {
+pub(crate) fn compact_if_sparse(db: &mut Db, path: &std::path::Path) {
     let before = std::fs::metadata(path).map_or(0, |m| m.len());
     if before < COMPACT_MIN_BYTES {
         return;
     }
-    let used = (|| -> Result<u64> {
-        let w = db.begin_write()?;
-        let st = w.stats()?;
-        w.abort()?;
-        Ok(st.allocated_pages() * st.page_size() as u64)
-    })();
+    let used = db.used_bytes();
     let Ok(used) = used else { return };
     if used.saturating_mul(4) >= before.saturating_mul(3) {
         return;
     }
     let started = Instant::now();
     for _ in 0..8 {
-        match db.compact() {
+        match db.compact_step() {
             Ok(true) => continue,
             Ok(false) => break,
             Err(e) => {
@@ -175,12 +117,11 @@ impl KnowledgeStore {
     pub fn open(config: StoreConfig) -> Result<Self> {
         std::fs::create_dir_all(&config.data_dir)?;
         discard_unborn_file(&config.db_path())?;
-        let mut builder = redb::Builder::new();
-        builder.set_cache_size(config.cache_size_bytes);
-        let db = Arc::new(match &config.storage {
-            Some(open) => builder.create_with_backend(BoxedBackend(open(&config.db_path())?))?,
-            None => builder.create(config.db_path())?,
-        });
+        let device = match &config.storage {
+            Some(open) => Some(open(&config.db_path())?),
+            None => None,
+        };
+        let db = Arc::new(Db::open(&config.db_path(), config.cache_size_bytes, device)?);
         let index = Arc::new(RwLock::new(IndexState { spaces: HashMap::new() }));
         let graph_files = graph_files::GraphFiles::new(&config.data_dir, config.embedder.name());
         let builder = start_graph_builder(index.clone(), config.vector, db.clone(), graph_files.clone());
@@ -218,8 +159,8 @@ impl KnowledgeStore {
         };
         store.init_schema()?;
         {
-            let rtx = store.db.begin_read()?;
-            let g = meta_u64(&rtx.open_table(META)?, "generation")?.unwrap_or(0);
+            let rtx = store.db.read()?;
+            let g = meta_u64(&rtx.table(META)?, "generation")?.unwrap_or(0);
             store.durable_generation.store(g, std::sync::atomic::Ordering::Release);
         }
         store.check_embedder()?;
@@ -254,9 +195,9 @@ impl KnowledgeStore {
     }
 
     pub(crate) fn init_schema(&self) -> Result<()> {
-        let txn = self.db.begin_write()?;
+        let txn = self.db.write(crate::config::Durability::Immediate)?;
         {
-            let mut meta = txn.open_table(META)?;
+            let mut meta = txn.table(META)?;
             let found = meta.get("format_version")?.map(|v| v.value().to_vec());
             match found {
                 Some(v) => {
@@ -276,41 +217,41 @@ impl KnowledgeStore {
                 }
             }
             // Creating every table up front lets readers open them without a write.
-            txn.open_table(MEMORIES)?;
-            txn.open_table(MEMORY_SPACE)?;
-            txn.open_table(VECTORS)?;
-            txn.open_table(POSTINGS)?;
-            txn.open_table(LEX_STATS)?;
-            txn.open_table(LABELS)?;
-            txn.open_table(MEMORY_LABELS)?;
-            txn.open_table(LABEL_MEMORIES)?;
-            txn.open_table(THREADS)?;
-            txn.open_table(THREAD_SPACES)?;
-            txn.open_table(MESSAGES)?;
-            txn.open_table(MESSAGE_KEYS)?;
-            txn.open_table(ENTITIES)?;
-            txn.open_table(ENTITY_KEYS)?;
-            txn.open_table(MENTIONS)?;
-            txn.open_table(ENTITY_MEMORIES)?;
-            txn.open_table(RELATES_TO)?;
-            txn.open_table(WORKING_MEMORY)?;
-            txn.open_table(REVIEWS)?;
-            txn.open_table(RELATIONS)?;
-            txn.open_table(MEMORY_RELATIONS)?;
-            txn.open_table(RELATION_SPACE)?;
-            txn.open_table(LABEL_MERGES)?;
-            txn.open_table(COMMUNITIES)?;
-            txn.open_table(COMMUNITY_MEMBERS)?;
-            txn.open_table(ENTITY_COMMUNITY)?;
-            txn.open_table(MEMORY_PAGERANK)?;
-            txn.open_table(CRYSTAL_SOURCES)?;
-            txn.open_table(SOURCES)?;
-            txn.open_table(SOURCE_SPACE)?;
-            txn.open_table(SOURCE_SHA)?;
-            txn.open_table(SOURCE_TEXT)?;
-            txn.open_table(SOURCE_FILES)?;
-            txn.open_table(SOURCE_CHUNKS)?;
-            let mut spaces = txn.open_table(SPACES)?;
+            txn.table(MEMORIES)?;
+            txn.table(MEMORY_SPACE)?;
+            txn.table(VECTORS)?;
+            txn.table(POSTINGS)?;
+            txn.table(LEX_STATS)?;
+            txn.table(LABELS)?;
+            txn.table(MEMORY_LABELS)?;
+            txn.table(LABEL_MEMORIES)?;
+            txn.table(THREADS)?;
+            txn.table(THREAD_SPACES)?;
+            txn.table(MESSAGES)?;
+            txn.table(MESSAGE_KEYS)?;
+            txn.table(ENTITIES)?;
+            txn.table(ENTITY_KEYS)?;
+            txn.table(MENTIONS)?;
+            txn.table(ENTITY_MEMORIES)?;
+            txn.table(RELATES_TO)?;
+            txn.table(WORKING_MEMORY)?;
+            txn.table(REVIEWS)?;
+            txn.table(RELATIONS)?;
+            txn.table(MEMORY_RELATIONS)?;
+            txn.table(RELATION_SPACE)?;
+            txn.table(LABEL_MERGES)?;
+            txn.table(COMMUNITIES)?;
+            txn.table(COMMUNITY_MEMBERS)?;
+            txn.table(ENTITY_COMMUNITY)?;
+            txn.table(MEMORY_PAGERANK)?;
+            txn.table(CRYSTAL_SOURCES)?;
+            txn.table(SOURCES)?;
+            txn.table(SOURCE_SPACE)?;
+            txn.table(SOURCE_SHA)?;
+            txn.table(SOURCE_TEXT)?;
+            txn.table(SOURCE_FILES)?;
+            txn.table(SOURCE_CHUNKS)?;
+            let mut spaces = txn.table(SPACES)?;
             if spaces.get(DEFAULT_SPACE)?.is_none() {
                 let s = Space {
                     id: DEFAULT_SPACE.into(),
@@ -341,16 +282,16 @@ impl KnowledgeStore {
     pub(crate) fn check_embedder(&self) -> Result<()> {
         let emb = &self.config.embedder;
         let want = format!("{}:{}", emb.name(), emb.dim());
-        let rtx = self.db.begin_read()?;
-        let have = rtx.open_table(META)?.get("embedder")?.map(|v| String::from_utf8_lossy(v.value()).into_owned());
+        let rtx = self.db.read()?;
+        let have = rtx.table(META)?.get("embedder")?.map(|v| String::from_utf8_lossy(v.value()).into_owned());
         drop(rtx);
         if have.as_deref() == Some(want.as_str()) {
             return Ok(());
         }
         let _w = self.writer.lock();
         let marked = self.write_txn(|txn| {
-            txn.open_table(VECTORS)?.retain(|_, _| false)?;
-            let mut mems = txn.open_table(MEMORIES)?;
+            txn.table(VECTORS)?.retain(|_, _| false)?;
+            let mut mems = txn.table(MEMORIES)?;
             let mut marked = 0u64;
             // In chunks, so that a large store is not held in memory at once.
             let mut after: Option<(String, String)> = None;
@@ -382,7 +323,7 @@ impl KnowledgeStore {
                 marked += chunk.len() as u64;
                 after = Some(last);
             }
-            txn.open_table(META)?.insert("embedder", want.as_bytes())?;
+            txn.table(META)?.insert("embedder", want.as_bytes())?;
             Ok(marked)
         })?;
         if marked > 0 {
@@ -394,20 +335,20 @@ impl KnowledgeStore {
 
     /// Builds the catalog and vector indexes of every space from the file.
     pub(crate) fn load_indexes(&self) -> Result<()> {
-        let rtx = self.db.begin_read()?;
+        let rtx = self.db.read()?;
         let mut state = IndexState { spaces: HashMap::new() };
         let dim = self.config.embedder.dim();
-        for row in rtx.open_table(SPACES)?.iter()? {
+        for row in rtx.table(SPACES)?.iter()? {
             let (k, _) = row?;
             state.spaces.insert(k.value().to_string(), self.new_space_index());
         }
         let mut labels: HashMap<(String, String), BTreeSet<String>> = HashMap::new();
-        for row in rtx.open_table(MEMORY_LABELS)?.iter()? {
+        for row in rtx.table(MEMORY_LABELS)?.iter()? {
             let (k, _) = row?;
             let (s, m, l) = k.value();
             labels.entry((s.to_string(), m.to_string())).or_default().insert(l.to_string());
         }
-        for row in rtx.open_table(MEMORIES)?.iter()? {
+        for row in rtx.table(MEMORIES)?.iter()? {
             let (k, v) = row?;
             let (space, id) = k.value();
             let sm: StoredMemory = schema::decode(v.value())?;
@@ -415,14 +356,14 @@ impl KnowledgeStore {
             let si = state.spaces.entry(space.to_string()).or_insert_with(|| self.new_space_index());
             si.catalog.insert(sm.docno, DocMeta::of(&sm.memory, l));
         }
-        for row in rtx.open_table(POSTINGS)?.iter()? {
+        for row in rtx.table(POSTINGS)?.iter()? {
             let (k, v) = row?;
             let (space, term, docno) = k.value();
             if let Some(si) = state.spaces.get_mut(space) {
                 si.lexicon.load(term, crate::index::bm25::Posting::unpack(docno, v.value()));
             }
         }
-        for row in rtx.open_table(LEX_STATS)?.iter()? {
+        for row in rtx.table(LEX_STATS)?.iter()? {
             let (k, v) = row?;
             if let Some(si) = state.spaces.get_mut(k.value()) {
                 (si.lexicon.docs, si.lexicon.total_len) = v.value();
@@ -435,7 +376,7 @@ impl KnowledgeStore {
         self.graph_files.stage_all(&self.db, &mut state.spaces);
         let mut current: Option<(String, &mut SpaceIndex)> = None;
         let mut others = state.spaces.iter_mut().map(|(k, v)| (k.clone(), v)).collect::<HashMap<_, _>>();
-        for row in rtx.open_table(VECTORS)?.iter()? {
+        for row in rtx.table(VECTORS)?.iter()? {
             let (k, v) = row?;
             let (space, docno) = k.value();
             if current.as_ref().is_none_or(|(s, _)| s != space) {
@@ -464,13 +405,13 @@ impl KnowledgeStore {
 impl KnowledgeStore {
     /// Runs `f` in one write transaction and commits it with the configured durability, bumping the write
     /// generation. The caller holds the writer lock. Nothing is written if `f` fails.
-    pub(crate) fn write_txn<T>(&self, f: impl FnOnce(&redb::WriteTransaction) -> Result<T>) -> Result<T> {
+    pub(crate) fn write_txn<T>(&self, f: impl FnOnce(&crate::storage::WriteTx) -> Result<T>) -> Result<T> {
         write_txn_on(&self.db, self.config.durability, f)
     }
 
     /// Allocates `n` consecutive document numbers inside `txn`.
-    pub(crate) fn alloc_docnos(txn: &redb::WriteTransaction, n: u64) -> Result<u64> {
-        let mut meta = txn.open_table(META)?;
+    pub(crate) fn alloc_docnos(txn: &crate::storage::WriteTx, n: u64) -> Result<u64> {
+        let mut meta = txn.table(META)?;
         let next = meta_u64(&meta, "next_docno")?.unwrap_or(1);
         meta.insert("next_docno", (next + n).to_le_bytes().as_slice())?;
         Ok(next)

@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::storage::Readable;
 use parking_lot::{Mutex, RwLock};
-use redb::{ReadableDatabase, ReadableTable};
 
 use super::tables::{MEMORIES, VECTORS};
 use super::worker::Worker;
@@ -68,7 +68,7 @@ impl Progress {
 
 /// What the worker needs from the store.
 pub(crate) struct Ctx {
-    pub db: Arc<redb::Database>,
+    pub db: Arc<crate::storage::Db>,
     pub writer: Arc<Mutex<()>>,
     pub index: Arc<RwLock<IndexState>>,
     pub embedder: Arc<dyn Embedder>,
@@ -141,8 +141,8 @@ fn run(ctx: &Ctx, work: &[(String, u64, String)], prog: &Progress, stopped: &dyn
         // Read the current texts; skip memories that changed or vanished since the work list was made.
         let mut items: Vec<(&str, u64, &str, String)> = Vec::with_capacity(chunk.len());
         {
-            let rtx = ctx.db.begin_read()?;
-            let mems = rtx.open_table(MEMORIES)?;
+            let rtx = ctx.db.read()?;
+            let mems = rtx.table(MEMORIES)?;
             for (space, docno, id) in chunk {
                 if let Some(v) = mems.get((space.as_str(), id.as_str()))? {
                     let sm: StoredMemory = schema::decode(v.value())?;
@@ -158,8 +158,8 @@ fn run(ctx: &Ctx, work: &[(String, u64, String)], prog: &Progress, stopped: &dyn
         let stored = {
             let _w = ctx.writer.lock();
             write_txn_on(&ctx.db, ctx.durability, |txn| {
-                let mut mems = txn.open_table(MEMORIES)?;
-                let mut vecs = txn.open_table(VECTORS)?;
+                let mut mems = txn.table(MEMORIES)?;
+                let mut vecs = txn.table(VECTORS)?;
                 let mut stored = Vec::with_capacity(items.len());
                 for ((space, docno, id, _), v) in items.iter().zip(vectors) {
                     let current: Option<StoredMemory> = match mems.get((*space, *id))? {

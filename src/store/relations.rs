@@ -7,10 +7,9 @@
 //! (same source, target and type) updates it instead of adding a second row. Deleting a memory removes its
 //! relations; forgetting one keeps them (graph rows stay).
 
+use crate::storage::Readable;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
-
-use redb::{ReadableDatabase, ReadableTable};
 
 use super::tables::{MEMORIES, MEMORY_RELATIONS, RELATION_SPACE, RELATIONS};
 use super::{KnowledgeStore, StoredMemory, get_record, memories::WTables, range_prefix3, schema};
@@ -250,9 +249,9 @@ impl KnowledgeStore {
     ) -> Result<Vec<RelationView>> {
         let view = self.get_memory(id, space_guard)?;
         let space = view.memory.space_id;
-        let rtx = self.db.begin_read()?;
-        let rels = rtx.open_table(RELATIONS)?;
-        let by_mem = rtx.open_table(MEMORY_RELATIONS)?;
+        let rtx = self.db.read()?;
+        let rels = rtx.table(RELATIONS)?;
+        let by_mem = rtx.table(MEMORY_RELATIONS)?;
         let mut out: Vec<(MemoryRelation, &str)> = Vec::new();
         for rid in range_prefix3(&by_mem, &space, id)? {
             let Some(r) = get_record::<_, MemoryRelation>(&rels, (space.as_str(), rid.as_str()))? else { continue };
@@ -267,7 +266,7 @@ impl KnowledgeStore {
         }
         out.sort_by(|a, b| b.0.created_at.cmp(&a.0.created_at).then_with(|| a.0.id.cmp(&b.0.id)));
         out.truncate(q.limit.clamp(1, MAX_RELATIONS_LIMIT));
-        let mems = rtx.open_table(MEMORIES)?;
+        let mems = rtx.table(MEMORIES)?;
         out.into_iter()
             .map(|(r, dir)| {
                 let s = title_of(get_record(&mems, (space.as_str(), r.source_memory_id.as_str()))?);
@@ -287,7 +286,7 @@ impl KnowledgeStore {
         let _w = self.writer.lock();
         let rel = self.write_txn(|txn| {
             let (space, mut r) = find_relation(txn, rel_id)?;
-            let mut rels = txn.open_table(RELATIONS)?;
+            let mut rels = txn.table(RELATIONS)?;
             apply(&mut r, &input, now);
             if let Some(t) = &input.relation_type {
                 r.relation_type = t.trim().to_string();
@@ -307,8 +306,8 @@ impl KnowledgeStore {
     }
 
     fn relation_view(&self, r: MemoryRelation, dir: &str) -> Result<RelationView> {
-        let rtx = self.db.begin_read()?;
-        let mems = rtx.open_table(MEMORIES)?;
+        let rtx = self.db.read()?;
+        let mems = rtx.table(MEMORIES)?;
         let s = title_of(get_record(&mems, (r.space_id.as_str(), r.source_memory_id.as_str()))?);
         let t = title_of(get_record(&mems, (r.space_id.as_str(), r.target_memory_id.as_str()))?);
         Ok(RelationView { relation: r, direction: dir.into(), source_title: s, target_title: t })
@@ -334,10 +333,10 @@ fn apply(r: &mut MemoryRelation, input: &RelationInput, now: Timestamp) {
     r.updated_at = now;
 }
 
-fn find_relation(txn: &redb::WriteTransaction, rel_id: &str) -> Result<(String, MemoryRelation)> {
-    let space = txn.open_table(RELATION_SPACE)?.get(rel_id)?.map(|v| v.value().to_string());
+fn find_relation(txn: &crate::storage::WriteTx, rel_id: &str) -> Result<(String, MemoryRelation)> {
+    let space = txn.table(RELATION_SPACE)?.get(rel_id)?.map(|v| v.value().to_string());
     let Some(space) = space else { return Err(not_found(rel_id)) };
-    let r = get_record(&txn.open_table(RELATIONS)?, (space.as_str(), rel_id))?.ok_or_else(|| not_found(rel_id))?;
+    let r = get_record(&txn.table(RELATIONS)?, (space.as_str(), rel_id))?.ok_or_else(|| not_found(rel_id))?;
     Ok((space, r))
 }
 

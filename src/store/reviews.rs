@@ -19,10 +19,9 @@
 //!
 //! Resolving (`resolve_review`) previews and then applies one of [`ACTIONS`].
 
-use std::collections::BTreeSet;
-
-use redb::{ReadableDatabase, ReadableTable};
+use crate::storage::Readable;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
 
 use super::tables::REVIEWS;
 use super::types::{CreatedMemory, SearchMode, SearchQuery, WriteAction};
@@ -353,7 +352,7 @@ impl KnowledgeStore {
         }
         let _w = self.writer.lock();
         let r = self.write_txn(|txn| {
-            let mut t = txn.open_table(REVIEWS)?;
+            let mut t = txn.table(REVIEWS)?;
             for e in &events {
                 t.insert((e.space_id.as_str(), e.id.as_str()), schema::encode(e)?.as_slice())?;
             }
@@ -449,8 +448,8 @@ impl KnowledgeStore {
         offset: usize,
     ) -> Result<(Vec<ReviewEvent>, usize)> {
         self.require_space(space)?;
-        let rtx = self.db.begin_read()?;
-        let t = rtx.open_table(REVIEWS)?;
+        let rtx = self.db.read()?;
+        let t = rtx.table(REVIEWS)?;
         let mut all = Vec::new();
         for row in t.range((space, "")..)? {
             let (k, v) = row?;
@@ -477,8 +476,8 @@ impl KnowledgeStore {
     /// # Errors
     /// [`ErrorKind::NotFound`] (`review_not_found`).
     pub fn get_review(&self, space: &str, id: &str) -> Result<ReviewEvent> {
-        let rtx = self.db.begin_read()?;
-        let t = rtx.open_table(REVIEWS)?;
+        let rtx = self.db.read()?;
+        let t = rtx.table(REVIEWS)?;
         match t.get((space, id))? {
             Some(v) => schema::decode(v.value()),
             None => Err(Error::not_found(
@@ -505,7 +504,7 @@ impl KnowledgeStore {
         }
         let _w = self.writer.lock();
         self.write_txn(|txn| {
-            let mut t = txn.open_table(REVIEWS)?;
+            let mut t = txn.table(REVIEWS)?;
             let mut e: ReviewEvent = match t.get((space, id))? {
                 Some(v) => schema::decode(v.value())?,
                 None => {

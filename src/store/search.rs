@@ -3,8 +3,6 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use redb::ReadableDatabase;
-
 use super::tables::*;
 use super::types::{ContextItem, SearchHit, SearchMode, SearchQuery, SearchResults};
 use super::{KnowledgeStore, StoredMemory, get_record, range_prefix3};
@@ -15,6 +13,7 @@ use crate::index::bm25::{self, Posting};
 use crate::index::context;
 use crate::index::decay;
 use crate::index::fusion::{Fused, fuse};
+use crate::storage::Readable;
 use crate::store::types::MemoryView;
 use crate::text;
 
@@ -73,8 +72,8 @@ impl KnowledgeStore {
             None => q,
         };
         let space: crate::model::Space = {
-            let rtx = self.db.begin_read()?;
-            get_record(&rtx.open_table(SPACES)?, q.space_id.as_str())?.ok_or_else(|| {
+            let rtx = self.db.read()?;
+            get_record(&rtx.table(SPACES)?, q.space_id.as_str())?.ok_or_else(|| {
                 Error::not_found(ErrorCode::SpaceNotFound, format!("space '{}' does not exist", q.space_id))
             })?
         };
@@ -174,7 +173,7 @@ impl KnowledgeStore {
                 .collect(),
         };
 
-        let rtx = self.db.begin_read()?;
+        let rtx = self.db.read()?;
         let graph = self.graph.read();
         let ranks = graph.memory_rank.get(&q.space_id);
         self.apply_priors(q, si, &rtx, &mut fused, depth, &query_entities, ranks, mode)?;
@@ -182,8 +181,8 @@ impl KnowledgeStore {
             let exp = q.options.expansion_params.unwrap_or(self.config.expansion);
             context::expand(&mut fused, &si.catalog, exp, depth, &accept);
         }
-        let mems = rtx.open_table(MEMORIES)?;
-        let ml = rtx.open_table(MEMORY_LABELS)?;
+        let mems = rtx.table(MEMORIES)?;
+        let ml = rtx.table(MEMORY_LABELS)?;
         let mut hits = Vec::with_capacity(q.limit);
         for f in fused {
             if hits.len() >= q.limit {
@@ -262,7 +261,7 @@ impl KnowledgeStore {
         &self,
         q: &SearchQuery,
         si: &super::SpaceIndex,
-        rtx: &redb::ReadTransaction,
+        rtx: &crate::storage::ReadTx,
         fused: &mut [Fused],
         depth: usize,
         query_entities: &[(String, f32)],
@@ -275,7 +274,7 @@ impl KnowledgeStore {
         if priors && (!query_entities.is_empty() || decay_w > 0.0 || (pr_w > 0.0 && ranks.is_some())) {
             // A memory mentioning the query's entities gains up to `entity_boost`, weighted by each entity's
             // IDF; then the decay factor `1 - w + w x decay` scales the score (see `crate::index::decay`).
-            let mentions = if query_entities.is_empty() { None } else { Some(rtx.open_table(MENTIONS)?) };
+            let mentions = if query_entities.is_empty() { None } else { Some(rtx.table(MENTIONS)?) };
             let total: f32 = query_entities.iter().map(|(_, w)| w).sum();
             let now = crate::model::Timestamp::now();
             for f in fused.iter_mut().take(depth) {
@@ -320,7 +319,7 @@ impl KnowledgeStore {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn hit_context(
         &self,
-        rtx: &redb::ReadTransaction,
+        rtx: &crate::storage::ReadTx,
         space: &str,
         catalog: &crate::index::catalog::SpaceCatalog,
         docno: u64,
@@ -345,7 +344,7 @@ impl KnowledgeStore {
             }
             let lo = own.iter().min().copied().unwrap_or(pos.ordinal).saturating_sub(w);
             let hi = own.iter().max().copied().unwrap_or(pos.ordinal).saturating_add(w);
-            let table = rtx.open_table(MESSAGES)?;
+            let table = rtx.table(MESSAGES)?;
             for row in table.range((space, tid, lo)..=(space, tid, hi))? {
                 let msg: crate::model::Message = super::schema::decode(row?.1.value())?;
                 items.push(ContextItem {
@@ -358,12 +357,12 @@ impl KnowledgeStore {
                 });
             }
         } else if let Some(sid) = pos.group.strip_prefix("source:")
-            && rtx.open_table(SOURCES)?.get((space, sid))?.is_some()
+            && rtx.table(SOURCES)?.get((space, sid))?.is_some()
         {
-            let text = rtx.open_table(SOURCE_TEXT)?.get(sid)?.map(|v| v.value().to_vec()).unwrap_or_default();
+            let text = rtx.table(SOURCE_TEXT)?.get(sid)?.map(|v| v.value().to_vec()).unwrap_or_default();
             let text = String::from_utf8_lossy(&text);
             for row in rtx
-                .open_table(SOURCE_CHUNKS)?
+                .table(SOURCE_CHUNKS)?
                 .range((sid, pos.ordinal.saturating_sub(w))..=(sid, pos.ordinal.saturating_add(w)))?
             {
                 let (k, v) = row?;
@@ -392,7 +391,7 @@ impl KnowledgeStore {
             .collect();
         seq.push((pos.ordinal, docno));
         seq.sort_unstable();
-        let mems = rtx.open_table(MEMORIES)?;
+        let mems = rtx.table(MEMORIES)?;
         for (ordinal, d) in seq {
             let Some(meta) = catalog.get(d) else { continue };
             let Some(sm) = get_record::<_, StoredMemory>(&mems, (space, meta.id.as_str()))? else { continue };

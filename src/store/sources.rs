@@ -2,11 +2,10 @@
 //! and chunks ([`crate::extract::document`]), memory extraction (one memory per substantive chunk), listing
 //! with label and metadata filters, BM25 search over chunks, paged content reads and deletion.
 
+use crate::storage::Readable;
+use sha2::Digest;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
-
-use redb::{ReadableDatabase, ReadableTable};
-use sha2::Digest;
 
 use super::memories::{WTables, check_label_name};
 use super::tables::*;
@@ -260,7 +259,7 @@ impl KnowledgeStore {
         let _w = self.writer.lock();
         let raced = self.write_txn(|txn| {
             // Checked again under the writer lock: a concurrent ingestion of the same bytes may have won.
-            if let Some(id) = txn.open_table(SOURCE_SHA)?.get((space.as_str(), sha.as_str()))? {
+            if let Some(id) = txn.table(SOURCE_SHA)?.get((space.as_str(), sha.as_str()))? {
                 return Ok(Some(id.value().to_string()));
             }
             let mut t = WTables::open(txn)?;
@@ -272,13 +271,13 @@ impl KnowledgeStore {
                 }
             }
             drop(t);
-            txn.open_table(SOURCES)?.insert((space.as_str(), id.as_str()), schema::encode(&source)?.as_slice())?;
-            txn.open_table(SOURCE_SPACE)?.insert(id.as_str(), space.as_str())?;
-            txn.open_table(SOURCE_SHA)?.insert((space.as_str(), sha.as_str()), id.as_str())?;
-            txn.open_table(SOURCE_FILES)?.insert(id.as_str(), new.bytes.as_slice())?;
+            txn.table(SOURCES)?.insert((space.as_str(), id.as_str()), schema::encode(&source)?.as_slice())?;
+            txn.table(SOURCE_SPACE)?.insert(id.as_str(), space.as_str())?;
+            txn.table(SOURCE_SHA)?.insert((space.as_str(), sha.as_str()), id.as_str())?;
+            txn.table(SOURCE_FILES)?.insert(id.as_str(), new.bytes.as_slice())?;
             if let Some(p) = &parsed {
-                txn.open_table(SOURCE_TEXT)?.insert(id.as_str(), p.text.as_bytes())?;
-                let mut chunks = txn.open_table(SOURCE_CHUNKS)?;
+                txn.table(SOURCE_TEXT)?.insert(id.as_str(), p.text.as_bytes())?;
+                let mut chunks = txn.table(SOURCE_CHUNKS)?;
                 for (i, c) in p.chunks.iter().enumerate() {
                     chunks.insert((id.as_str(), i as u64), schema::encode(c)?.as_slice())?;
                 }
@@ -310,7 +309,7 @@ impl KnowledgeStore {
             source.updated_at = Timestamp::now();
             let _w = self.writer.lock();
             self.write_txn(|txn| {
-                txn.open_table(SOURCES)?.insert((space.as_str(), id.as_str()), schema::encode(&source)?.as_slice())?;
+                txn.table(SOURCES)?.insert((space.as_str(), id.as_str()), schema::encode(&source)?.as_slice())?;
                 Ok(())
             })?;
         }
@@ -346,11 +345,11 @@ impl KnowledgeStore {
     }
 
     fn source_by_sha(&self, space: &str, sha: &str) -> Result<Option<Source>> {
-        let rtx = self.db.begin_read()?;
-        let Some(id) = rtx.open_table(SOURCE_SHA)?.get((space, sha))?.map(|v| v.value().to_string()) else {
+        let rtx = self.db.read()?;
+        let Some(id) = rtx.table(SOURCE_SHA)?.get((space, sha))?.map(|v| v.value().to_string()) else {
             return Ok(None);
         };
-        get_record(&rtx.open_table(SOURCES)?, (space, id.as_str()))
+        get_record(&rtx.table(SOURCES)?, (space, id.as_str()))
     }
 
     /// Source `id`; with `space_guard`, only when it lives there.
@@ -359,12 +358,12 @@ impl KnowledgeStore {
     /// [`ErrorKind::NotFound`] (`source_not_found`).
     pub fn get_source(&self, id: &str, space_guard: Option<&str>) -> Result<Source> {
         let not_found = || Error::not_found(ErrorCode::SourceNotFound, format!("source '{id}' not found"));
-        let rtx = self.db.begin_read()?;
-        let space = rtx.open_table(SOURCE_SPACE)?.get(id)?.map(|v| v.value().to_string()).ok_or_else(not_found)?;
+        let rtx = self.db.read()?;
+        let space = rtx.table(SOURCE_SPACE)?.get(id)?.map(|v| v.value().to_string()).ok_or_else(not_found)?;
         if space_guard.is_some_and(|g| g != space) {
             return Err(not_found());
         }
-        get_record::<_, Source>(&rtx.open_table(SOURCES)?, (space.as_str(), id))?.ok_or_else(not_found)
+        get_record::<_, Source>(&rtx.table(SOURCES)?, (space.as_str(), id))?.ok_or_else(not_found)
     }
 
     /// Every source of `space`, oldest first.
@@ -372,8 +371,8 @@ impl KnowledgeStore {
     /// # Errors
     /// Storage errors.
     pub fn all_sources(&self, space: &str) -> Result<Vec<Source>> {
-        let rtx = self.db.begin_read()?;
-        let t = rtx.open_table(SOURCES)?;
+        let rtx = self.db.read()?;
+        let t = rtx.table(SOURCES)?;
         let mut out = Vec::new();
         for row in t.range((space, "")..)? {
             let (k, v) = row?;
@@ -473,15 +472,15 @@ impl KnowledgeStore {
     /// # Errors
     /// Storage errors.
     pub fn source_text(&self, id: &str) -> Result<String> {
-        let rtx = self.db.begin_read()?;
-        let t = rtx.open_table(SOURCE_TEXT)?;
+        let rtx = self.db.read()?;
+        let t = rtx.table(SOURCE_TEXT)?;
         Ok(t.get(id)?.map(|v| String::from_utf8_lossy(v.value()).into_owned()).unwrap_or_default())
     }
 
     /// The chunks of source `id`, in order.
     pub(crate) fn source_chunks(&self, id: &str) -> Result<Vec<Chunk>> {
-        let rtx = self.db.begin_read()?;
-        let t = rtx.open_table(SOURCE_CHUNKS)?;
+        let rtx = self.db.read()?;
+        let t = rtx.table(SOURCE_CHUNKS)?;
         let mut out = Vec::new();
         for row in t.range((id, 0u64)..=(id, u64::MAX))? {
             out.push(schema::decode::<Chunk>(row?.1.value())?);
@@ -693,12 +692,12 @@ impl KnowledgeStore {
                 }
             }
             drop(t);
-            txn.open_table(SOURCES)?.remove((space.as_str(), id))?;
-            txn.open_table(SOURCE_SPACE)?.remove(id)?;
-            txn.open_table(SOURCE_SHA)?.remove((space.as_str(), source.sha256.as_str()))?;
-            txn.open_table(SOURCE_TEXT)?.remove(id)?;
-            txn.open_table(SOURCE_FILES)?.remove(id)?;
-            let mut chunks = txn.open_table(SOURCE_CHUNKS)?;
+            txn.table(SOURCES)?.remove((space.as_str(), id))?;
+            txn.table(SOURCE_SPACE)?.remove(id)?;
+            txn.table(SOURCE_SHA)?.remove((space.as_str(), source.sha256.as_str()))?;
+            txn.table(SOURCE_TEXT)?.remove(id)?;
+            txn.table(SOURCE_FILES)?.remove(id)?;
+            let mut chunks = txn.table(SOURCE_CHUNKS)?;
             chunks.retain_in((id, 0u64)..=(id, u64::MAX), |_, _| false)?;
             Ok(ids.len() as u64)
         })?;

@@ -3,9 +3,8 @@
 //! deleted. Isolation lives in the storage keys: every record's key starts with its space id, and reads go
 //! through one space's key range; a space's `sharedSpaceIds` only widen its searches.
 
+use crate::storage::Readable;
 use std::collections::BTreeSet;
-
-use redb::{ReadableDatabase, ReadableTable};
 
 use super::memories::WTables;
 use super::tables::*;
@@ -140,7 +139,7 @@ impl KnowledgeStore {
         };
         let _w = self.writer.lock();
         self.write_txn(|txn| {
-            let mut t = txn.open_table(SPACES)?;
+            let mut t = txn.table(SPACES)?;
             if t.get(id.as_str())?.is_some() {
                 return Err(Error::new(ErrorKind::Conflict, format!("space '{id}' already exists"))
                     .with_code(ErrorCode::SpaceExists));
@@ -159,8 +158,8 @@ impl KnowledgeStore {
     /// # Errors
     /// Storage errors.
     pub fn list_spaces(&self) -> Result<Vec<Space>> {
-        let rtx = self.db.begin_read()?;
-        let mut out = stored_spaces(&rtx.open_table(SPACES)?)?;
+        let rtx = self.db.read()?;
+        let mut out = stored_spaces(&rtx.table(SPACES)?)?;
         for s in &mut out {
             self.fill_usage(&rtx, s)?;
         }
@@ -168,13 +167,13 @@ impl KnowledgeStore {
         Ok(out)
     }
 
-    fn fill_usage(&self, rtx: &redb::ReadTransaction, s: &mut Space) -> Result<()> {
+    fn fill_usage(&self, rtx: &crate::storage::ReadTx, s: &mut Space) -> Result<()> {
         s.usage.memories = self.index.read().spaces.get(&s.id).map_or(0, |si| {
             si.catalog.iter().filter(|(_, m)| m.state != crate::model::MemoryState::Forgotten).count() as u64
         });
-        let threads = rtx.open_table(THREADS)?;
+        let threads = rtx.table(THREADS)?;
         s.usage.threads = super::range_prefix2(&threads, &s.id)?.len() as u64;
-        let wm = rtx.open_table(WORKING_MEMORY)?;
+        let wm = rtx.table(WORKING_MEMORY)?;
         s.usage.has_working_memory = !super::range_prefix2(&wm, &s.id)?.is_empty();
         Ok(())
     }
@@ -184,8 +183,8 @@ impl KnowledgeStore {
     /// # Errors
     /// [`ErrorKind::NotFound`] (`space_not_found`).
     pub fn get_space(&self, id: &str) -> Result<Space> {
-        let rtx = self.db.begin_read()?;
-        let mut s: Space = get_record(&rtx.open_table(SPACES)?, id)?.ok_or_else(|| space_not_found(id))?;
+        let rtx = self.db.read()?;
+        let mut s: Space = get_record(&rtx.table(SPACES)?, id)?.ok_or_else(|| space_not_found(id))?;
         self.fill_usage(&rtx, &mut s)?;
         Ok(s)
     }
@@ -228,7 +227,7 @@ impl KnowledgeStore {
         }
         let _w = self.writer.lock();
         self.write_txn(|txn| {
-            let mut t = txn.open_table(SPACES)?;
+            let mut t = txn.table(SPACES)?;
             let mut s: Space = get_record(&t, id)?.ok_or_else(|| space_not_found(id))?;
             if let Some(n) = patch.name {
                 s.name = n.trim().to_string();
@@ -274,9 +273,9 @@ impl KnowledgeStore {
         let _w = self.writer.lock();
         self.write_txn(|txn| {
             // Checked inside the deleting transaction, so nothing written meanwhile can be lost.
-            let memories = super::range_prefix2(&txn.open_table(MEMORIES)?, id)?.len();
-            let threads = super::range_prefix2(&txn.open_table(THREADS)?, id)?.len();
-            let wm = !super::range_prefix2(&txn.open_table(WORKING_MEMORY)?, id)?.is_empty();
+            let memories = super::range_prefix2(&txn.table(MEMORIES)?, id)?.len();
+            let threads = super::range_prefix2(&txn.table(THREADS)?, id)?.len();
+            let wm = !super::range_prefix2(&txn.table(WORKING_MEMORY)?, id)?.is_empty();
             if !cascade && (memories > 0 || threads > 0 || wm) {
                 return Err(Error::new(
                     ErrorKind::Conflict,
@@ -288,7 +287,7 @@ impl KnowledgeStore {
                 .with_code(ErrorCode::SpaceNotEmpty));
             }
             macro_rules! drop_space2 {
-                ($($t:ident),*) => {$( txn.open_table($t)?.retain(|k, _| k.0 != id)?; )*};
+                ($($t:ident),*) => {$( txn.table($t)?.retain(|k, _| k.0 != id)?; )*};
             }
             drop_space2!(
                 MEMORIES,
@@ -303,11 +302,11 @@ impl KnowledgeStore {
             );
             drop_space2!(POSTINGS, MEMORY_LABELS, LABEL_MEMORIES, MESSAGES, MESSAGE_KEYS, MENTIONS, ENTITY_MEMORIES);
             drop_space2!(RELATES_TO, MEMORY_RELATIONS);
-            txn.open_table(LEX_STATS)?.remove(id)?;
-            txn.open_table(MEMORY_SPACE)?.retain(|_, v| v != id)?;
-            txn.open_table(RELATION_SPACE)?.retain(|_, v| v != id)?;
-            txn.open_table(THREAD_SPACES)?.retain(|k, _| k.1 != id)?;
-            let mut t = txn.open_table(SPACES)?;
+            txn.table(LEX_STATS)?.remove(id)?;
+            txn.table(MEMORY_SPACE)?.retain(|_, v| v != id)?;
+            txn.table(RELATION_SPACE)?.retain(|_, v| v != id)?;
+            txn.table(THREAD_SPACES)?.retain(|k, _| k.1 != id)?;
+            let mut t = txn.table(SPACES)?;
             t.remove(id)?;
             for mut other in stored_spaces(&t)? {
                 if other.shared_space_ids.iter().any(|s| s == id) {
@@ -340,8 +339,8 @@ impl KnowledgeStore {
             }
             MoveSelection::Space { source_space_id, exclude_memory_ids } => {
                 self.require_space(source_space_id)?;
-                let rtx = self.db.begin_read()?;
-                let mems = rtx.open_table(MEMORIES)?;
+                let rtx = self.db.read()?;
+                let mems = rtx.table(MEMORIES)?;
                 let mut ids = Vec::new();
                 for (id, v) in super::range_prefix2(&mems, source_space_id)? {
                     let sm: StoredMemory = schema::decode(v.value())?;
@@ -401,7 +400,7 @@ impl KnowledgeStore {
     }
 }
 
-fn stored_spaces(t: &impl ReadableTable<&'static str, &'static [u8]>) -> Result<Vec<Space>> {
+fn stored_spaces(t: &impl Readable<&'static str, &'static [u8]>) -> Result<Vec<Space>> {
     let mut out = Vec::new();
     for row in t.iter()? {
         let (_, v) = row?;

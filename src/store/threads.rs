@@ -5,8 +5,7 @@
 //! `<idempotency_key>:<position in the request>` when the request has an idempotency key, else none (the message
 //! is always appended). A key seen before in the thread skips the message, so replaying a sync is idempotent
 //! (client contract 5.3).
-
-use redb::{ReadableDatabase, ReadableTable};
+use crate::storage::Readable;
 
 use super::tables::*;
 use super::{DEFAULT_SPACE, KnowledgeStore, Page, get_record, schema};
@@ -243,19 +242,19 @@ fn summarize(messages: &[Message]) -> String {
 }
 
 struct TTables<'t> {
-    threads: redb::Table<'t, (&'static str, &'static str), &'static [u8]>,
-    spaces_of: redb::Table<'t, (&'static str, &'static str), ()>,
-    messages: redb::Table<'t, (&'static str, &'static str, u64), &'static [u8]>,
-    keys: redb::Table<'t, (&'static str, &'static str, &'static str), u64>,
+    threads: crate::storage::Table<'t, (&'static str, &'static str), &'static [u8]>,
+    spaces_of: crate::storage::Table<'t, (&'static str, &'static str), ()>,
+    messages: crate::storage::Table<'t, (&'static str, &'static str, u64), &'static [u8]>,
+    keys: crate::storage::Table<'t, (&'static str, &'static str, &'static str), u64>,
 }
 
 impl<'t> TTables<'t> {
-    fn open(txn: &'t redb::WriteTransaction) -> Result<Self> {
+    fn open(txn: &'t crate::storage::WriteTx) -> Result<Self> {
         Ok(TTables {
-            threads: txn.open_table(THREADS)?,
-            spaces_of: txn.open_table(THREAD_SPACES)?,
-            messages: txn.open_table(MESSAGES)?,
-            keys: txn.open_table(MESSAGE_KEYS)?,
+            threads: txn.table(THREADS)?,
+            spaces_of: txn.table(THREAD_SPACES)?,
+            messages: txn.table(MESSAGES)?,
+            keys: txn.table(MESSAGE_KEYS)?,
         })
     }
 
@@ -339,8 +338,8 @@ fn thread_not_found(id: &str) -> Error {
 impl KnowledgeStore {
     /// The space holding thread `id`: `space` when given, else `default` when it holds the id, else the first
     /// space that does.
-    fn locate_thread(&self, rtx: &redb::ReadTransaction, id: &str, space: Option<&str>) -> Result<String> {
-        let t = rtx.open_table(THREAD_SPACES)?;
+    fn locate_thread(&self, rtx: &crate::storage::ReadTx, id: &str, space: Option<&str>) -> Result<String> {
+        let t = rtx.table(THREAD_SPACES)?;
         if let Some(s) = space {
             return if t.get((id, s))?.is_some() { Ok(s.to_string()) } else { Err(thread_not_found(id)) };
         }
@@ -403,7 +402,7 @@ impl KnowledgeStore {
         let now = Timestamp::now();
         let _w = self.writer.lock();
         self.write_txn(|txn| {
-            if txn.open_table(SPACES)?.get(space.as_str())?.is_none() {
+            if txn.table(SPACES)?.get(space.as_str())?.is_none() {
                 return Err(Error::not_found(ErrorCode::SpaceNotFound, format!("space '{space}' does not exist")));
             }
             let mut t = TTables::open(txn)?;
@@ -627,9 +626,9 @@ impl KnowledgeStore {
     /// # Errors
     /// [`ErrorKind::NotFound`] (`thread_not_found`).
     pub fn get_thread(&self, id: &str, space: Option<&str>) -> Result<Thread> {
-        let rtx = self.db.begin_read()?;
+        let rtx = self.db.read()?;
         let space = self.locate_thread(&rtx, id, space)?;
-        get_record(&rtx.open_table(THREADS)?, (space.as_str(), id))?.ok_or_else(|| thread_not_found(id))
+        get_record(&rtx.table(THREADS)?, (space.as_str(), id))?.ok_or_else(|| thread_not_found(id))
     }
 
     /// Thread `id` and its messages `offset..offset+limit` in order.
@@ -643,11 +642,11 @@ impl KnowledgeStore {
         limit: usize,
         offset: u64,
     ) -> Result<(Thread, Vec<Message>)> {
-        let rtx = self.db.begin_read()?;
+        let rtx = self.db.read()?;
         let space = self.locate_thread(&rtx, id, space)?;
         let thread: Thread =
-            get_record(&rtx.open_table(THREADS)?, (space.as_str(), id))?.ok_or_else(|| thread_not_found(id))?;
-        let table = rtx.open_table(MESSAGES)?;
+            get_record(&rtx.table(THREADS)?, (space.as_str(), id))?.ok_or_else(|| thread_not_found(id))?;
+        let table = rtx.table(MESSAGES)?;
         let mut out = Vec::new();
         for row in table.range((space.as_str(), id, offset)..=(space.as_str(), id, u64::MAX))?.take(limit) {
             let (_, v) = row?;
@@ -673,8 +672,8 @@ impl KnowledgeStore {
     }
 
     fn threads_of(&self, space: &str) -> Result<Vec<Thread>> {
-        let rtx = self.db.begin_read()?;
-        let t = rtx.open_table(THREADS)?;
+        let rtx = self.db.read()?;
+        let t = rtx.table(THREADS)?;
         let mut out = Vec::new();
         for row in t.range((space, "")..)? {
             let (k, v) = row?;
@@ -710,8 +709,8 @@ impl KnowledgeStore {
         if terms.is_empty() {
             return Ok(Vec::new());
         }
-        let rtx = self.db.begin_read()?;
-        let table = rtx.open_table(MESSAGES)?;
+        let rtx = self.db.read()?;
+        let table = rtx.table(MESSAGES)?;
         let window = self.config.context.window;
         // Thread -> (direct matches, context-only matches).
         let mut counts: std::collections::HashMap<String, (u64, u64)> = Default::default();
@@ -752,7 +751,7 @@ impl KnowledgeStore {
         if let Some(c) = current.take() {
             tally(&c, &have);
         }
-        let threads = rtx.open_table(THREADS)?;
+        let threads = rtx.table(THREADS)?;
         let mut out = Vec::new();
         for (tid, (direct, near)) in counts {
             if let Some(thread) = get_record::<_, Thread>(&threads, (space, tid.as_str()))?
@@ -834,7 +833,7 @@ impl KnowledgeStore {
         f: impl FnOnce(&mut TTables<'_>, &mut Thread) -> Result<T>,
     ) -> Result<(Thread, T)> {
         let _w = self.writer.lock();
-        let space = self.locate_thread(&self.db.begin_read()?, id, space)?;
+        let space = self.locate_thread(&self.db.read()?, id, space)?;
         self.write_txn(|txn| {
             let mut t = TTables::open(txn)?;
             let mut thread: Thread =
@@ -850,9 +849,9 @@ impl KnowledgeStore {
     /// # Errors
     /// [`ErrorKind::Io`] on storage failure.
     pub fn favorite_threads(&self, limit: usize) -> Result<Vec<Thread>> {
-        let rtx = self.db.begin_read()?;
+        let rtx = self.db.read()?;
         let mut out = Vec::new();
-        for row in rtx.open_table(THREADS)?.iter()? {
+        for row in rtx.table(THREADS)?.iter()? {
             let (_, v) = row?;
             let t: Thread = schema::decode(v.value())?;
             if t.is_favorite {
@@ -870,10 +869,10 @@ impl KnowledgeStore {
     /// # Errors
     /// [`ErrorKind::NotFound`] (`thread_not_found`).
     pub fn delete_thread(&self, id: &str, space: Option<&str>, cascade_memories: bool) -> Result<ThreadDeleteReport> {
-        let space = self.locate_thread(&self.db.begin_read()?, id, space)?;
+        let space = self.locate_thread(&self.db.read()?, id, space)?;
         let doomed: Vec<String> = if cascade_memories {
-            let rtx = self.db.begin_read()?;
-            let mems = rtx.open_table(MEMORIES)?;
+            let rtx = self.db.read()?;
+            let mems = rtx.table(MEMORIES)?;
             let mut ids = Vec::new();
             for row in mems.range((space.as_str(), "")..)? {
                 let (k, v) = row?;

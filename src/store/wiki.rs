@@ -2,9 +2,8 @@
 //! stored graph without a language model. Links go through a [`Linker`], so the same pages serve the HTTP
 //! routes (links to other routes) and the ZIP exports (links to files in the bundle).
 
+use crate::storage::Readable;
 use std::fmt::Write as _;
-
-use redb::{ReadableDatabase, ReadableTable};
 
 use super::tables::*;
 use super::{KnowledgeStore, MemoryView, StoredMemory, get_record, schema};
@@ -130,8 +129,8 @@ impl KnowledgeStore {
     /// # Errors
     /// [`crate::ErrorKind::NotFound`] (`entity_not_found`).
     pub fn resolve_entity(&self, id_or_name: &str) -> Result<Entity> {
-        let rtx = self.db.begin_read()?;
-        let t = rtx.open_table(ENTITIES)?;
+        let rtx = self.db.read()?;
+        let t = rtx.table(ENTITIES)?;
         let lower = id_or_name.trim().to_lowercase();
         let mut by_id: Option<Entity> = None;
         let mut by_name: Option<Entity> = None;
@@ -372,9 +371,9 @@ impl KnowledgeStore {
     pub fn community_recent_memories(&self, id: u64, limit: usize) -> Result<Vec<MemoryView>> {
         self.get_community(id, 1)?;
         let members = self.community_members(id)?;
-        let rtx = self.db.begin_read()?;
-        let em = rtx.open_table(ENTITY_MEMORIES)?;
-        let mems = rtx.open_table(MEMORIES)?;
+        let rtx = self.db.read()?;
+        let em = rtx.table(ENTITY_MEMORIES)?;
+        let mems = rtx.table(MEMORIES)?;
         let mut seen = rustc_hash::FxHashSet::default();
         let mut found: Vec<(String, crate::model::Memory)> = Vec::new();
         for (space, e, _) in &members {
@@ -407,9 +406,9 @@ impl KnowledgeStore {
     pub fn related_communities(&self, id: u64, limit: usize) -> Result<Vec<(super::Community, u64)>> {
         self.get_community(id, 1)?;
         let members = self.community_members(id)?;
-        let rtx = self.db.begin_read()?;
-        let rel = rtx.open_table(RELATES_TO)?;
-        let ec = rtx.open_table(ENTITY_COMMUNITY)?;
+        let rtx = self.db.read()?;
+        let rel = rtx.table(RELATES_TO)?;
+        let ec = rtx.table(ENTITY_COMMUNITY)?;
         let mut counts: std::collections::BTreeMap<u64, u64> = Default::default();
         for (space, e, _) in &members {
             for row in rel.range((space.as_str(), e.as_str(), "")..)? {
@@ -448,9 +447,9 @@ impl KnowledgeStore {
         let members: Vec<(String, String, f64)> = self.community_members(id)?.into_iter().take(max_entities).collect();
         let keep: rustc_hash::FxHashSet<(String, String)> =
             members.iter().map(|(s, e, _)| (s.clone(), e.clone())).collect();
-        let rtx = self.db.begin_read()?;
-        let ents = rtx.open_table(ENTITIES)?;
-        let rel = rtx.open_table(RELATES_TO)?;
+        let rtx = self.db.read()?;
+        let ents = rtx.table(ENTITIES)?;
+        let rel = rtx.table(RELATES_TO)?;
         let mut nodes = Vec::new();
         let mut edges = Vec::new();
         let node_id = |s: &str, e: &str| format!("{s}/{e}");

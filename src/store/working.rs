@@ -1,7 +1,6 @@
 //! Working memory (one markdown document per space and day: today's is the one being edited, earlier days
 //! are its history), the context bundle, and store statistics.
-
-use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata};
+use crate::storage::Readable;
 
 use super::tables::*;
 use super::{KnowledgeStore, StoredMemory, get_record, schema};
@@ -60,8 +59,8 @@ impl KnowledgeStore {
     /// is not `YYYY-MM-DD`.
     pub fn working_memory(&self, space: &str, date: Option<&str>) -> Result<Option<WorkingMemory>> {
         self.require_space(space)?;
-        let rtx = self.db.begin_read()?;
-        let t = rtx.open_table(WORKING_MEMORY)?;
+        let rtx = self.db.read()?;
+        let t = rtx.table(WORKING_MEMORY)?;
         match date {
             Some(d) => {
                 if Timestamp::parse(d).is_none() || d.len() != 10 {
@@ -98,7 +97,7 @@ impl KnowledgeStore {
         };
         let _w = self.writer.lock();
         self.write_txn(|txn| {
-            txn.open_table(WORKING_MEMORY)?.insert((space, wm.date.as_str()), schema::encode(&wm)?.as_slice())?;
+            txn.table(WORKING_MEMORY)?.insert((space, wm.date.as_str()), schema::encode(&wm)?.as_slice())?;
             Ok(())
         })?;
         Ok(wm)
@@ -110,8 +109,8 @@ impl KnowledgeStore {
     /// [`crate::ErrorKind::NotFound`] (`space_not_found`).
     pub fn working_memory_history(&self, space: &str, limit: usize) -> Result<Vec<WorkingMemory>> {
         self.require_space(space)?;
-        let rtx = self.db.begin_read()?;
-        let t = rtx.open_table(WORKING_MEMORY)?;
+        let rtx = self.db.read()?;
+        let t = rtx.table(WORKING_MEMORY)?;
         let mut out = Vec::new();
         for row in t.range((space, "")..=(space, "9999-99-99"))?.rev().take(limit) {
             out.push(schema::decode(row?.1.value())?);
@@ -127,12 +126,12 @@ impl KnowledgeStore {
         if let Some(sp) = space {
             self.require_space(sp)?;
         }
-        let rtx = self.db.begin_read()?;
+        let rtx = self.db.read()?;
         let mut s = StoreStats::default();
         // Counts the rows of a table whose key starts with the space (all rows without a space).
         macro_rules! count {
             ($t:expr) => {{
-                let t = rtx.open_table($t)?;
+                let t = rtx.table($t)?;
                 match space {
                     None => t.len()?,
                     Some(sp) => {
@@ -147,7 +146,7 @@ impl KnowledgeStore {
                 }
             }};
         }
-        for row in rtx.open_table(MEMORIES)?.iter()? {
+        for row in rtx.table(MEMORIES)?.iter()? {
             let (k, v) = row?;
             if space.is_some_and(|sp| k.value().0 != sp) {
                 continue;
@@ -163,10 +162,10 @@ impl KnowledgeStore {
         s.entity_count = count!(ENTITIES);
         s.label_count = count!(LABELS);
         s.community_count = match space {
-            None => rtx.open_table(COMMUNITIES)?.len()?,
+            None => rtx.table(COMMUNITIES)?.len()?,
             Some(sp) => {
                 let mut ids = std::collections::BTreeSet::new();
-                for row in rtx.open_table(ENTITY_COMMUNITY)?.iter()? {
+                for row in rtx.table(ENTITY_COMMUNITY)?.iter()? {
                     let (k, v) = row?;
                     if k.value().0 == sp {
                         ids.insert(v.value());

@@ -1,8 +1,9 @@
-//! The redb backend: every table definition ([`tables`]), the record codec ([`codec`]) and the transaction
-//! helpers ([`txn`]). redb's errors convert into Engram's here (`error.rs`). The domain in `src/store` still opens
-//! these tables itself; the storage port (issue 18) moves those calls behind read and write transactions.
+//! The redb backend of the storage port: one file per store. [`db`] implements the port's types as newtypes
+//! over redb's; `error.rs` turns redb's errors into Engram's. The only module that names the redb crate.
 
-pub mod codec;
+mod db;
 mod error;
-pub mod tables;
-pub mod txn;
+
+pub use db::{
+    Borrowed, Db, FileDevice, Got, KeyType, KindStats, ReadTable, ReadTx, Readable, Rows, Table, ValueType, WriteTx,
+};

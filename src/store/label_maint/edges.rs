@@ -1,9 +1,8 @@
 //! HAS_LABEL edges: add, remove and recount them, and the label changes that move them (rename onto another
 //! label, delete).
 
+use crate::storage::Readable;
 use std::collections::BTreeSet;
-
-use redb::ReadableTable;
 
 use crate::error::ErrorCode;
 use crate::error::{Error, ErrorKind, FieldError, Result};

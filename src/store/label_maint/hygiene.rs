@@ -1,10 +1,8 @@
 //! Label hygiene: the health report, merge candidates (trigram Jaccard of names, cosine of name vectors) and the
 //! consolidation of labels whose canonical forms are equal, with its preview.
 
-use std::collections::{BTreeMap, BTreeSet};
-
-use redb::ReadableDatabase;
 use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
 use utoipa::ToSchema;
 
 use crate::embed::{InputType, cosine};
@@ -406,8 +404,8 @@ impl KnowledgeStore {
         }
         let exact = self.consolidate_labels(space, true, 5000)?;
         let pairs = self.label_merge_candidates(space, sim_floor, max_labels, max_pairs)?;
-        let rtx = self.db.begin_read()?;
-        let lm = rtx.open_table(LABEL_MEMORIES)?;
+        let rtx = self.db.read()?;
+        let lm = rtx.table(LABEL_MEMORIES)?;
         let mut semantic = Vec::with_capacity(pairs.len());
         for p in pairs {
             let a: BTreeSet<String> = range_prefix3(&lm, space, &p.source_id)?.into_iter().collect();

@@ -1,10 +1,9 @@
 //! Label merges: merge one label into another, list and reverse merges, and the preview/apply plans of
 //! `nmem labels merge|delete`.
 
-use std::collections::BTreeSet;
-
-use redb::{ReadableDatabase, ReadableTable, WriteTransaction};
+use crate::storage::{Readable, WriteTx};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
 use utoipa::ToSchema;
 
 use crate::embed::fnv1a;
@@ -79,7 +78,7 @@ impl WTables<'_> {
     /// Merges `source` into `target` of `space` and records it. Returns the record and the touched memories.
     pub(super) fn merge(
         &mut self,
-        txn: &WriteTransaction,
+        txn: &WriteTx,
         space: &str,
         source: &str,
         target: &str,
@@ -120,7 +119,7 @@ impl WTables<'_> {
             merged_at: now,
             reversed_at: None,
         };
-        txn.open_table(LABEL_MERGES)?.insert((space, rec.merge_id.as_str()), schema::encode(&rec)?.as_slice())?;
+        txn.table(LABEL_MERGES)?.insert((space, rec.merge_id.as_str()), schema::encode(&rec)?.as_slice())?;
         Ok(rec)
     }
 }
@@ -151,8 +150,8 @@ impl KnowledgeStore {
     /// [`ErrorKind::NotFound`] (`space_not_found`).
     pub fn label_merges(&self, space: &str) -> Result<Vec<LabelMerge>> {
         self.require_space(space)?;
-        let rtx = self.db.begin_read()?;
-        let t = rtx.open_table(LABEL_MERGES)?;
+        let rtx = self.db.read()?;
+        let t = rtx.table(LABEL_MERGES)?;
         let mut out: Vec<LabelMerge> = Vec::new();
         for (_, v) in range_prefix2(&t, space)? {
             out.push(schema::decode(v.value())?);
@@ -173,7 +172,7 @@ impl KnowledgeStore {
         self.require_space(space)?;
         let now = Timestamp::now();
         self.label_write(|txn, t, touched| {
-            let mut merges = txn.open_table(LABEL_MERGES)?;
+            let mut merges = txn.table(LABEL_MERGES)?;
             let mut rec: LabelMerge = get_record(&merges, (space, merge_id))?
                 .ok_or_else(|| Error::not_found(ErrorCode::MergeNotFound, format!("merge '{merge_id}' not found")))?;
             if rec.reversed_at.is_some() {
@@ -225,8 +224,8 @@ impl KnowledgeStore {
     /// source and target are the same.
     pub fn label_plan(&self, space: &str, source: &str, target: Option<&str>) -> Result<LabelPlan> {
         self.require_space(space)?;
-        let rtx = self.db.begin_read()?;
-        build_plan(&rtx.open_table(LABELS)?, &rtx.open_table(LABEL_MEMORIES)?, space, source, target)
+        let rtx = self.db.read()?;
+        build_plan(&rtx.table(LABELS)?, &rtx.table(LABEL_MEMORIES)?, space, source, target)
     }
 
     /// Applies a merge (target Some) or delete after checking `plan_id` against the current state (None:
@@ -286,8 +285,8 @@ impl KnowledgeStore {
 /// The plan of merging `source` into `target` (Some) or deleting it, from the label and edge tables of a read
 /// or write transaction.
 pub(super) fn build_plan(
-    labels: &impl ReadableTable<(&'static str, &'static str), &'static [u8]>,
-    lm: &impl ReadableTable<(&'static str, &'static str, &'static str), ()>,
+    labels: &impl Readable<(&'static str, &'static str), &'static [u8]>,
+    lm: &impl Readable<(&'static str, &'static str, &'static str), ()>,
     space: &str,
     source: &str,
     target: Option<&str>,

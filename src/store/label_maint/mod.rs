@@ -23,10 +23,9 @@ pub use hygiene::{
 };
 pub use merge::{AffectedCounts, LabelMerge, LabelPlan};
 
-use std::collections::{BTreeMap, BTreeSet};
-
-use redb::{ReadableDatabase, ReadableTable, WriteTransaction};
+use crate::storage::{Readable, WriteTx};
 use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
 use utoipa::ToSchema;
 
 use crate::error::ErrorCode;
@@ -85,18 +84,14 @@ fn label_not_found(id: &str) -> Error {
     Error::not_found(ErrorCode::LabelNotFound, format!("label '{id}' not found"))
 }
 
-fn load_label(
-    t: &impl ReadableTable<(&'static str, &'static str), &'static [u8]>,
-    space: &str,
-    id: &str,
-) -> Result<Label> {
+fn load_label(t: &impl Readable<(&'static str, &'static str), &'static [u8]>, space: &str, id: &str) -> Result<Label> {
     get_record(t, (space, id))?.ok_or_else(|| label_not_found(id))
 }
 
 impl KnowledgeStore {
     fn label_write<T>(
         &self,
-        f: impl FnOnce(&WriteTransaction, &mut WTables<'_>, &mut BTreeSet<(String, String)>) -> Result<T>,
+        f: impl FnOnce(&WriteTx, &mut WTables<'_>, &mut BTreeSet<(String, String)>) -> Result<T>,
     ) -> Result<T> {
         let _w = self.writer.lock();
         let mut ops = Vec::new();
@@ -123,14 +118,14 @@ impl KnowledgeStore {
     /// [`ErrorKind::NotFound`]: `space_not_found`, `label_not_found`.
     pub fn get_label(&self, space: &str, id: &str) -> Result<Label> {
         self.require_space(space)?;
-        let rtx = self.db.begin_read()?;
-        load_label(&rtx.open_table(LABELS)?, space, id)
+        let rtx = self.db.read()?;
+        load_label(&rtx.table(LABELS)?, space, id)
     }
 
     /// Every label record of `space`, in id order.
     pub(crate) fn all_labels(&self, space: &str) -> Result<Vec<Label>> {
-        let rtx = self.db.begin_read()?;
-        let t = rtx.open_table(LABELS)?;
+        let rtx = self.db.read()?;
+        let t = rtx.table(LABELS)?;
         let mut out: Vec<Label> = Vec::new();
         for (_, v) in range_prefix2(&t, space)? {
             out.push(schema::decode(v.value())?);

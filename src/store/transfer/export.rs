@@ -1,12 +1,11 @@
 //! Export: every record kind of the store into the archive, in one read transaction.
 
+use crate::storage::Readable;
+use serde::de::DeserializeOwned;
+use sha2::Digest;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
-
-use redb::{ReadableDatabase, ReadableTable};
-use serde::de::DeserializeOwned;
-use sha2::Digest;
 
 use crate::error::ErrorCode;
 use crate::error::{Error, ErrorKind, Result};
@@ -21,7 +20,7 @@ use super::*;
 
 /// Rows of a table with a (space, id) key and a record value.
 pub(super) fn records<T: DeserializeOwned>(
-    t: &impl ReadableTable<(&'static str, &'static str), &'static [u8]>,
+    t: &impl Readable<(&'static str, &'static str), &'static [u8]>,
 ) -> Result<Vec<T>> {
     let mut out = Vec::new();
     for row in t.iter()? {
@@ -128,10 +127,10 @@ impl KnowledgeStore {
             Sink::Dir(tmp.to_path_buf())
         };
         let mut w = ArchiveWriter { sink, files: BTreeMap::new() };
-        let rtx = self.db.begin_read()?;
+        let rtx = self.db.read()?;
         let mut counts = BTreeMap::new();
         let spaces: Vec<Space> = {
-            let t = rtx.open_table(SPACES)?;
+            let t = rtx.table(SPACES)?;
             let mut v = Vec::new();
             for row in t.iter()? {
                 v.push(schema::decode(row?.1.value())?);
@@ -140,16 +139,16 @@ impl KnowledgeStore {
         };
         counts.insert("spaces".into(), w.file("spaces.jsonl", spaces.into_iter().map(Ok))?);
         if inc.labels {
-            let labels: Vec<Label> = records(&rtx.open_table(LABELS)?)?;
+            let labels: Vec<Label> = records(&rtx.table(LABELS)?)?;
             counts.insert("labels".into(), w.file("labels.jsonl", labels.into_iter().map(Ok))?);
-            let merges: Vec<LabelMerge> = records(&rtx.open_table(LABEL_MERGES)?)?;
+            let merges: Vec<LabelMerge> = records(&rtx.table(LABEL_MERGES)?)?;
             counts.insert("label_merges".into(), w.file("label_merges.jsonl", merges.into_iter().map(Ok))?);
         }
         self.export_memories(&rtx, &mut w, inc, &mut counts)?;
         self.export_entities_and_edges(&rtx, &mut w, inc, &mut counts)?;
         self.export_threads(&rtx, &mut w, inc, &mut counts)?;
         if inc.working_memory {
-            let wm: Vec<WorkingMemory> = records(&rtx.open_table(WORKING_MEMORY)?)?;
+            let wm: Vec<WorkingMemory> = records(&rtx.table(WORKING_MEMORY)?)?;
             counts.insert("working_memory".into(), w.file("working_memory.jsonl", wm.into_iter().map(Ok))?);
         }
         self.export_sources(&rtx, &mut w, inc, &mut counts)?;
@@ -161,16 +160,16 @@ impl KnowledgeStore {
     /// Memories with their label and mention edges, and their vectors in an external-vector store.
     fn export_memories(
         &self,
-        rtx: &redb::ReadTransaction,
+        rtx: &crate::storage::ReadTx,
         w: &mut ArchiveWriter,
         inc: Include,
         counts: &mut BTreeMap<String, u64>,
     ) -> Result<()> {
         if inc.memories {
-            let mems = rtx.open_table(MEMORIES)?;
-            let ml = rtx.open_table(MEMORY_LABELS)?;
-            let mentions = rtx.open_table(MENTIONS)?;
-            let vectors = rtx.open_table(VECTORS)?;
+            let mems = rtx.table(MEMORIES)?;
+            let ml = rtx.table(MEMORY_LABELS)?;
+            let mentions = rtx.table(MENTIONS)?;
+            let vectors = rtx.table(VECTORS)?;
             let external = self.config.embedder.external();
             let rows = mems.iter()?.map(|row| -> Result<MemoryLine> {
                 let (k, v) = row?;
@@ -193,15 +192,15 @@ impl KnowledgeStore {
     /// Entities, their keys, relations and crystal sources.
     fn export_entities_and_edges(
         &self,
-        rtx: &redb::ReadTransaction,
+        rtx: &crate::storage::ReadTx,
         w: &mut ArchiveWriter,
         inc: Include,
         counts: &mut BTreeMap<String, u64>,
     ) -> Result<()> {
         if inc.entities {
-            let ents: Vec<Entity> = records(&rtx.open_table(ENTITIES)?)?;
+            let ents: Vec<Entity> = records(&rtx.table(ENTITIES)?)?;
             counts.insert("entities".into(), w.file("entities.jsonl", ents.into_iter().map(Ok))?);
-            let keys = rtx.open_table(ENTITY_KEYS)?;
+            let keys = rtx.table(ENTITY_KEYS)?;
             let rows = keys.iter()?.map(|row| -> Result<KeyLine> {
                 let (k, v) = row?;
                 let (s, key) = k.value();
@@ -210,9 +209,9 @@ impl KnowledgeStore {
             counts.insert("entity_keys".into(), w.file("entity_keys.jsonl", rows)?);
         }
         if inc.edges {
-            let rels: Vec<MemoryRelation> = records(&rtx.open_table(RELATIONS)?)?;
+            let rels: Vec<MemoryRelation> = records(&rtx.table(RELATIONS)?)?;
             counts.insert("relations".into(), w.file("relations.jsonl", rels.into_iter().map(Ok))?);
-            let cs = rtx.open_table(CRYSTAL_SOURCES)?;
+            let cs = rtx.table(CRYSTAL_SOURCES)?;
             let rows = cs.iter()?.map(|row| -> Result<CrystalSourceLine> {
                 let (k, v) = row?;
                 let (s, c, m) = k.value();
@@ -231,16 +230,16 @@ impl KnowledgeStore {
     /// Threads, their messages and message keys.
     fn export_threads(
         &self,
-        rtx: &redb::ReadTransaction,
+        rtx: &crate::storage::ReadTx,
         w: &mut ArchiveWriter,
         inc: Include,
         counts: &mut BTreeMap<String, u64>,
     ) -> Result<()> {
         if inc.threads {
-            let threads: Vec<Thread> = records(&rtx.open_table(THREADS)?)?;
+            let threads: Vec<Thread> = records(&rtx.table(THREADS)?)?;
             counts.insert("threads".into(), w.file("threads.jsonl", threads.into_iter().map(Ok))?);
             if inc.messages {
-                let msgs = rtx.open_table(MESSAGES)?;
+                let msgs = rtx.table(MESSAGES)?;
                 let rows = msgs.iter()?.map(|row| -> Result<MessageLine> {
                     let (k, v) = row?;
                     let (s, t, i) = k.value();
@@ -252,7 +251,7 @@ impl KnowledgeStore {
                     })
                 });
                 counts.insert("messages".into(), w.file("messages.jsonl", rows)?);
-                let keys = rtx.open_table(MESSAGE_KEYS)?;
+                let keys = rtx.table(MESSAGE_KEYS)?;
                 let rows = keys.iter()?.map(|row| -> Result<MessageKeyLine> {
                     let (k, v) = row?;
                     let (s, t, key) = k.value();
@@ -267,15 +266,15 @@ impl KnowledgeStore {
     /// Sources with their text and chunks, and their original bytes.
     fn export_sources(
         &self,
-        rtx: &redb::ReadTransaction,
+        rtx: &crate::storage::ReadTx,
         w: &mut ArchiveWriter,
         inc: Include,
         counts: &mut BTreeMap<String, u64>,
     ) -> Result<()> {
         if inc.sources {
-            let sources: Vec<Source> = records(&rtx.open_table(SOURCES)?)?;
-            let text_t = rtx.open_table(SOURCE_TEXT)?;
-            let chunk_t = rtx.open_table(SOURCE_CHUNKS)?;
+            let sources: Vec<Source> = records(&rtx.table(SOURCES)?)?;
+            let text_t = rtx.table(SOURCE_TEXT)?;
+            let chunk_t = rtx.table(SOURCE_CHUNKS)?;
             let rows = sources.iter().map(|s| -> Result<SourceLine> {
                 let text = text_t
                     .get(s.id.as_str())?
@@ -289,7 +288,7 @@ impl KnowledgeStore {
             });
             counts.insert("sources".into(), w.file("sources.jsonl", rows)?);
             if inc.source_files {
-                let files = rtx.open_table(SOURCE_FILES)?;
+                let files = rtx.table(SOURCE_FILES)?;
                 let mut n = 0;
                 for s in &sources {
                     if let Some(b) = files.get(s.id.as_str())? {
@@ -306,14 +305,14 @@ impl KnowledgeStore {
     /// Communities with their members, and memory PageRank.
     fn export_communities(
         &self,
-        rtx: &redb::ReadTransaction,
+        rtx: &crate::storage::ReadTx,
         w: &mut ArchiveWriter,
         inc: Include,
         counts: &mut BTreeMap<String, u64>,
     ) -> Result<()> {
         if inc.communities {
-            let ct = rtx.open_table(COMMUNITIES)?;
-            let members = rtx.open_table(COMMUNITY_MEMBERS)?;
+            let ct = rtx.table(COMMUNITIES)?;
+            let members = rtx.table(COMMUNITY_MEMBERS)?;
             let rows = ct.iter()?.map(|row| -> Result<CommunityLine> {
                 let (k, v) = row?;
                 let id = k.value();
@@ -326,7 +325,7 @@ impl KnowledgeStore {
                 Ok(CommunityLine { community: schema::decode(v.value())?, members: m })
             });
             counts.insert("communities".into(), w.file("communities.jsonl", rows)?);
-            let pr = rtx.open_table(MEMORY_PAGERANK)?;
+            let pr = rtx.table(MEMORY_PAGERANK)?;
             let rows = pr.iter()?.map(|row| -> Result<PagerankLine> {
                 let (k, v) = row?;
                 let (s, m) = k.value();

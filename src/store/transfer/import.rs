@@ -1,13 +1,12 @@
 //! Import: one write transaction over the verified archive, record kind by record kind, then the recount of
 //! what follows from the edges.
 
+use crate::storage::{Readable, WriteTx};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::Ordering;
-
-use redb::{ReadableTable, ReadableTableMetadata, WriteTransaction};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 
 use crate::error::Result;
 use crate::model::{Entity, Label, Message, Source, Space, Thread, Timestamp};
@@ -21,7 +20,7 @@ use crate::store::{KnowledgeStore, StoredMemory, get_record, meta_u64, schema};
 use super::*;
 
 /// True when a (space, id) keyed table has a row of `space`.
-pub(super) fn any_in(t: &impl ReadableTable<(&'static str, &'static str), &'static [u8]>, space: &str) -> Result<bool> {
+pub(super) fn any_in(t: &impl Readable<(&'static str, &'static str), &'static [u8]>, space: &str) -> Result<bool> {
     match t.range((space, "")..)?.next() {
         Some(row) => Ok(row?.0.value().0 == space),
         None => Ok(false),
@@ -74,11 +73,11 @@ fn pair_write<V: PartialEq>(cur: Option<V>, new: &V, mode: ImportMode, k: &mut K
 impl Import<'_> {
     /// Spaces first: every other record needs its space. A stored space holding nothing yet (the default
     /// space of a new store) takes the archive's record as it is.
-    fn spaces(&mut self, txn: &WriteTransaction) -> Result<()> {
-        let mut t = txn.open_table(SPACES)?;
+    fn spaces(&mut self, txn: &WriteTx) -> Result<()> {
+        let mut t = txn.table(SPACES)?;
         let (mode, progress) = (self.mode, self.progress);
         let k = self.counts.entry("spaces".into()).or_default();
-        let (mems, threads, sources) = (txn.open_table(MEMORIES)?, txn.open_table(THREADS)?, txn.open_table(SOURCES)?);
+        let (mems, threads, sources) = (txn.table(MEMORIES)?, txn.table(THREADS)?, txn.table(SOURCES)?);
         self.ar.lines("spaces.jsonl", |s: Space| {
             let id = s.id.as_str();
             let holds = any_in(&mems, id)? || any_in(&threads, id)? || any_in(&sources, id)?;
@@ -103,8 +102,8 @@ impl Import<'_> {
     /// for the recount.
     fn keyed<T>(
         &mut self,
-        txn: &WriteTransaction,
-        table: redb::TableDefinition<(&'static str, &'static str), &'static [u8]>,
+        txn: &WriteTx,
+        table: crate::storage::Kind<(&'static str, &'static str), &'static [u8]>,
         kind: &str,
         key: fn(&T) -> (&str, &str),
         touch: bool,
@@ -113,7 +112,7 @@ impl Import<'_> {
     where
         T: Serialize + DeserializeOwned + PartialEq + Clone,
     {
-        let mut t = txn.open_table(table)?;
+        let mut t = txn.table(table)?;
         let Import { ar, mode, counts, touched, spaces, progress } = self;
         let k = counts.entry(kind.into()).or_default();
         ar.lines(&format!("{kind}.jsonl"), |r: T| {
@@ -134,8 +133,8 @@ impl Import<'_> {
     }
 
     /// Entity keys (`(space, key) -> entity id`): a plain row per key.
-    fn entity_keys(&mut self, txn: &WriteTransaction) -> Result<()> {
-        let mut keys = txn.open_table(ENTITY_KEYS)?;
+    fn entity_keys(&mut self, txn: &WriteTx) -> Result<()> {
+        let mut keys = txn.table(ENTITY_KEYS)?;
         let Import { ar, mode, counts, spaces, progress, .. } = self;
         let k = counts.entry("entity_keys".into()).or_default();
         ar.lines("entity_keys.jsonl", |r: KeyLine| {
@@ -150,9 +149,9 @@ impl Import<'_> {
     }
 
     /// Relations, with the rows that find them by id and by memory.
-    fn relations(&mut self, txn: &WriteTransaction) -> Result<()> {
-        let mut relation_space = txn.open_table(RELATION_SPACE)?;
-        let mut memory_relations = txn.open_table(MEMORY_RELATIONS)?;
+    fn relations(&mut self, txn: &WriteTx) -> Result<()> {
+        let mut relation_space = txn.table(RELATION_SPACE)?;
+        let mut memory_relations = txn.table(MEMORY_RELATIONS)?;
         self.keyed(
             txn,
             RELATIONS,
@@ -171,8 +170,8 @@ impl Import<'_> {
     }
 
     /// CRYSTALLIZED_FROM weights (`(space, crystal, memory) -> weight`): a plain row per edge.
-    fn crystal_sources(&mut self, txn: &WriteTransaction) -> Result<()> {
-        let mut cs = txn.open_table(CRYSTAL_SOURCES)?;
+    fn crystal_sources(&mut self, txn: &WriteTx) -> Result<()> {
+        let mut cs = txn.table(CRYSTAL_SOURCES)?;
         let Import { ar, mode, counts, spaces, progress, .. } = self;
         let k = counts.entry("crystal_sources".into()).or_default();
         ar.lines("crystal_sources.jsonl", |r: CrystalSourceLine| {
@@ -190,12 +189,12 @@ impl Import<'_> {
     /// Threads, then the messages and message keys of the threads the archive decides (new, replaced or
     /// merged ones); a replaced thread loses its stored messages first, and a merged one's count follows its
     /// rows.
-    fn threads(&mut self, txn: &WriteTransaction) -> Result<()> {
+    fn threads(&mut self, txn: &WriteTx) -> Result<()> {
         let mode = self.mode;
         let mut take_messages: HashSet<(String, String)> = HashSet::new();
         let mut replaced: Vec<(String, String)> = Vec::new();
         {
-            let mut ts = txn.open_table(THREAD_SPACES)?;
+            let mut ts = txn.table(THREAD_SPACES)?;
             self.keyed(
                 txn,
                 THREADS,
@@ -219,8 +218,8 @@ impl Import<'_> {
                 },
             )?;
         }
-        let mut msgs = txn.open_table(MESSAGES)?;
-        let mut mkeys = txn.open_table(MESSAGE_KEYS)?;
+        let mut msgs = txn.table(MESSAGES)?;
+        let mut mkeys = txn.table(MESSAGE_KEYS)?;
         for (s, th) in &replaced {
             msgs.retain_in((s.as_str(), th.as_str(), 0u64)..=(s.as_str(), th.as_str(), u64::MAX), |_, _| false)?;
             mkeys.retain_in((s.as_str(), th.as_str(), "")..(s.as_str(), th.as_str(), "\u{10ffff}"), |_, _| false)?;
@@ -258,8 +257,8 @@ impl Import<'_> {
         })?;
         // A merged thread may have gained messages: its count follows its rows.
         drop(msgs);
-        let msgs = txn.open_table(MESSAGES)?;
-        let mut t = txn.open_table(THREADS)?;
+        let msgs = txn.table(MESSAGES)?;
+        let mut t = txn.table(THREADS)?;
         for (s, th) in &take_messages {
             let n = msgs.range((s.as_str(), th.as_str(), 0u64)..=(s.as_str(), th.as_str(), u64::MAX))?.count() as u64;
             if let Some(mut rec) = get_record::<_, Thread>(&t, (s.as_str(), th.as_str()))?
@@ -275,18 +274,18 @@ impl Import<'_> {
 
     /// Sources: the record, the rows that find it (space, SHA-256), its text, chunks and original bytes. The
     /// same bytes already stored as another source of the space are skipped.
-    fn sources(&mut self, txn: &WriteTransaction) -> Result<()> {
+    fn sources(&mut self, txn: &WriteTx) -> Result<()> {
         let mut lines: Vec<SourceLine> = Vec::new();
         self.ar.lines("sources.jsonl", |s: SourceLine| {
             lines.push(s);
             Ok(())
         })?;
-        let mut st = txn.open_table(SOURCES)?;
-        let mut ss = txn.open_table(SOURCE_SPACE)?;
-        let mut sha = txn.open_table(SOURCE_SHA)?;
-        let mut text = txn.open_table(SOURCE_TEXT)?;
-        let mut files = txn.open_table(SOURCE_FILES)?;
-        let mut chunks = txn.open_table(SOURCE_CHUNKS)?;
+        let mut st = txn.table(SOURCES)?;
+        let mut ss = txn.table(SOURCE_SPACE)?;
+        let mut sha = txn.table(SOURCE_SHA)?;
+        let mut text = txn.table(SOURCE_TEXT)?;
+        let mut files = txn.table(SOURCE_FILES)?;
+        let mut chunks = txn.table(SOURCE_CHUNKS)?;
         let k = self.counts.entry("sources".into()).or_default();
         for line in lines {
             let s = &line.source;
@@ -325,14 +324,14 @@ impl Import<'_> {
 
     /// Communities are derived; they are taken only into a store that has none (the graph worker recomputes
     /// them after the import either way).
-    fn communities(&mut self, txn: &WriteTransaction) -> Result<()> {
+    fn communities(&mut self, txn: &WriteTx) -> Result<()> {
         // Communities are derived; they are taken only into a store that has none (the graph worker
         // recomputes them after the import either way).
-        let mut ct = txn.open_table(COMMUNITIES)?;
+        let mut ct = txn.table(COMMUNITIES)?;
         let k = self.counts.entry("communities".into()).or_default();
         let empty = ct.is_empty()?;
-        let mut members = txn.open_table(COMMUNITY_MEMBERS)?;
-        let mut ec = txn.open_table(ENTITY_COMMUNITY)?;
+        let mut members = txn.table(COMMUNITY_MEMBERS)?;
+        let mut ec = txn.table(ENTITY_COMMUNITY)?;
         let mut max_id = 0u64;
         self.ar.lines("communities.jsonl", |l: CommunityLine| {
             if empty {
@@ -349,7 +348,7 @@ impl Import<'_> {
             tick(self.progress);
             Ok(())
         })?;
-        let mut pr = txn.open_table(MEMORY_PAGERANK)?;
+        let mut pr = txn.table(MEMORY_PAGERANK)?;
         self.ar.lines("memory_pagerank.jsonl", |l: PagerankLine| {
             if empty {
                 pr.insert((l.space_id.as_str(), l.memory_id.as_str()), l.score)?;
@@ -358,7 +357,7 @@ impl Import<'_> {
             Ok(())
         })?;
         if empty && max_id > 0 {
-            let mut meta = txn.open_table(META)?;
+            let mut meta = txn.table(META)?;
             let next = meta_u64(&meta, "next_community_id")?.unwrap_or(1).max(max_id + 1);
             meta.insert("next_community_id", next.to_le_bytes().as_slice())?;
         }
@@ -436,9 +435,9 @@ impl KnowledgeStore {
 
     /// Memories with their label and mention edges, and caller-supplied vectors (an external store cannot
     /// recompute them). Ids are unique across spaces: a memory of another space with the same id is a conflict.
-    fn import_memories(&self, txn: &WriteTransaction, im: &mut Import<'_>, now: Timestamp) -> Result<()> {
+    fn import_memories(&self, txn: &WriteTx, im: &mut Import<'_>, now: Timestamp) -> Result<()> {
         let label_names: HashMap<(String, String), String> = {
-            let t = txn.open_table(LABELS)?;
+            let t = txn.table(LABELS)?;
             let mut m = HashMap::new();
             for row in t.iter()? {
                 let (k, v) = row?;
@@ -546,9 +545,9 @@ impl KnowledgeStore {
 
 /// Recomputes what follows from the edges of `space`: label usage counts, entity mention counts and
 /// RELATES_TO weights (memories mentioning both entities).
-pub(super) fn recount(txn: &redb::WriteTransaction, space: &str) -> Result<()> {
-    let lm = txn.open_table(LABEL_MEMORIES)?;
-    let mut labels = txn.open_table(LABELS)?;
+pub(super) fn recount(txn: &crate::storage::WriteTx, space: &str) -> Result<()> {
+    let lm = txn.table(LABEL_MEMORIES)?;
+    let mut labels = txn.table(LABELS)?;
     let mut fixes: Vec<(String, Label)> = Vec::new();
     for row in labels.range((space, "")..)? {
         let (k, v) = row?;
@@ -566,8 +565,8 @@ pub(super) fn recount(txn: &redb::WriteTransaction, space: &str) -> Result<()> {
     for (id, l) in fixes {
         labels.insert((space, id.as_str()), schema::encode(&l)?.as_slice())?;
     }
-    let em = txn.open_table(ENTITY_MEMORIES)?;
-    let mut ents = txn.open_table(ENTITIES)?;
+    let em = txn.table(ENTITY_MEMORIES)?;
+    let mut ents = txn.table(ENTITIES)?;
     let mut fixes: Vec<(String, Entity)> = Vec::new();
     for row in ents.range((space, "")..)? {
         let (k, v) = row?;
@@ -586,7 +585,7 @@ pub(super) fn recount(txn: &redb::WriteTransaction, space: &str) -> Result<()> {
         ents.insert((space, id.as_str()), schema::encode(&e)?.as_slice())?;
     }
     // RELATES_TO from MENTIONS: every pair of entities a memory mentions, both directions.
-    let mentions = txn.open_table(MENTIONS)?;
+    let mentions = txn.table(MENTIONS)?;
     let mut weights: HashMap<(String, String), u64> = HashMap::new();
     let mut cur_mem: Option<String> = None;
     let mut group: Vec<String> = Vec::new();
@@ -613,7 +612,7 @@ pub(super) fn recount(txn: &redb::WriteTransaction, space: &str) -> Result<()> {
         group.push(e.to_string());
     }
     flush(&mut group, &mut weights);
-    let mut rt = txn.open_table(RELATES_TO)?;
+    let mut rt = txn.table(RELATES_TO)?;
     rt.retain_in((space, "", "")..(space, "\u{10ffff}", ""), |_, _| false)?;
     for ((a, b), w) in weights {
         rt.insert((space, a.as_str(), b.as_str()), w)?;

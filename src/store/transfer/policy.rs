@@ -81,7 +81,7 @@ impl KindCounts {
 
 /// Writes a (space, id) keyed record per the decision; returns whether it wrote.
 pub(super) fn put_record<T: Serialize>(
-    t: &mut redb::Table<'_, (&'static str, &'static str), &'static [u8]>,
+    t: &mut crate::storage::Table<'_, (&'static str, &'static str), &'static [u8]>,
     space: &str,
     id: &str,
     d: &Decision<T>,

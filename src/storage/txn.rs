@@ -1,32 +1,24 @@
-//! Transaction helpers over the redb tables: the write transaction with its durability and generation bump,
-//! record reads, and prefix scans of tuple keys.
-
-use redb::ReadableTable;
+//! Helpers over the port: the store's write transaction with its generation bump, record reads, and prefix
+//! scans of tuple keys.
 
 use super::codec as schema;
 use super::tables::*;
+use super::{Db, KeyType, Readable, ValueType, WriteTx};
 use crate::config::Durability;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::Result;
 
-pub(crate) fn meta_u64(t: &impl ReadableTable<&'static str, &'static [u8]>, key: &str) -> Result<Option<u64>> {
+/// `META[key]` as a little-endian u64.
+pub(crate) fn meta_u64(t: &impl Readable<&'static str, &'static [u8]>, key: &str) -> Result<Option<u64>> {
     Ok(t.get(key)?.and_then(|v| v.value().try_into().ok().map(u64::from_le_bytes)))
 }
 
 /// One write transaction on `db`: runs `f`, bumps the store generation (`META.generation`) and commits with
 /// `durability`. Nothing is written if `f` fails. (`KnowledgeStore::write_txn` on the store's database.)
-pub(crate) fn write_txn_on<T>(
-    db: &redb::Database,
-    durability: Durability,
-    f: impl FnOnce(&redb::WriteTransaction) -> Result<T>,
-) -> Result<T> {
-    let mut txn = db.begin_write()?;
-    if durability == Durability::Eventual {
-        txn.set_durability(redb::Durability::None)
-            .map_err(|e| Error::new(ErrorKind::Internal, "setting durability failed").with_source(e))?;
-    }
+pub(crate) fn write_txn_on<T>(db: &Db, durability: Durability, f: impl FnOnce(&WriteTx) -> Result<T>) -> Result<T> {
+    let txn = db.write(durability)?;
     let out = f(&txn)?;
     {
-        let mut meta = txn.open_table(META)?;
+        let mut meta = txn.table(META)?;
         let g = meta_u64(&meta, "generation")?.unwrap_or(0) + 1;
         meta.insert("generation", g.to_le_bytes().as_slice())?;
     }
@@ -34,11 +26,11 @@ pub(crate) fn write_txn_on<T>(
     Ok(out)
 }
 
-/// Iterates the keys of a table with a 2-tuple key whose first part equals `first`.
-pub(crate) fn range_prefix2<'a, V: redb::Value + 'static>(
-    t: &'a impl ReadableTable<(&'static str, &'static str), V>,
+/// The second key parts and values of a table with a 2-tuple key whose first part equals `first`.
+pub(crate) fn range_prefix2<'a, V: ValueType>(
+    t: &'a impl Readable<(&'static str, &'static str), V>,
     first: &str,
-) -> Result<Vec<(String, redb::AccessGuard<'a, V>)>> {
+) -> Result<Vec<(String, super::Got<'a, V>)>> {
     let mut out = Vec::new();
     for row in t.range((first, "")..)? {
         let (k, v) = row?;
@@ -53,7 +45,7 @@ pub(crate) fn range_prefix2<'a, V: redb::Value + 'static>(
 
 /// The third parts of the 3-tuple keys whose first two parts are `(a, b)`.
 pub(crate) fn range_prefix3(
-    t: &impl ReadableTable<(&'static str, &'static str, &'static str), ()>,
+    t: &impl Readable<(&'static str, &'static str, &'static str), ()>,
     a: &str,
     b: &str,
 ) -> Result<Vec<String>> {
@@ -71,7 +63,7 @@ pub(crate) fn range_prefix3(
 
 /// How many 3-tuple keys have `(a, b)` as their first two parts.
 pub(crate) fn range_prefix2_count(
-    t: &impl ReadableTable<(&'static str, &'static str, &'static str), ()>,
+    t: &impl Readable<(&'static str, &'static str, &'static str), ()>,
     a: &str,
     b: &str,
 ) -> Result<u64> {
@@ -88,9 +80,9 @@ pub(crate) fn range_prefix2_count(
 }
 
 /// Decodes the record stored under `key`, if any.
-pub(crate) fn get_record<K: redb::Key + 'static, T: serde::de::DeserializeOwned>(
-    t: &impl ReadableTable<K, &'static [u8]>,
-    key: K::SelfType<'_>,
+pub(crate) fn get_record<K: KeyType, T: serde::de::DeserializeOwned>(
+    t: &impl Readable<K, &'static [u8]>,
+    key: super::Borrowed<'_, K>,
 ) -> Result<Option<T>> {
     match t.get(key)? {
         Some(v) => Ok(Some(schema::decode(v.value())?)),
