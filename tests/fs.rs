@@ -191,3 +191,73 @@ fn tree_reads_writes_and_errors() {
         (404, "ENOENT".into())
     );
 }
+
+/// The listings whose pages the store now cuts (labels, entities, sources, memories of an entity, a label's
+/// memories in grep, a thread longer than one keyset page): totals, order and page contents.
+#[test]
+fn listings_are_cut_into_pages_by_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = server(dir.path(), 4 << 20);
+    let post = |path: &str, body: serde_json::Value| call(&srv, "POST", path, Some(&body.to_string()));
+    let texts = [
+        ("a", "Alice Johnson met Bob Smith in Paris about the harbour.", vec!["alpha", "zeta"]),
+        ("b", "Alice Johnson wrote to Carol Davis from Paris.", vec!["beta"]),
+        ("c", "Alice Johnson and Bob Smith sailed from Lisbon.", vec!["gamma", "zeta"]),
+        ("d", "Dave Brown stayed in Lisbon for the harbour festival.", vec!["delta"]),
+    ];
+    for (id, text, labels) in &texts {
+        let r = post("/memories", serde_json::json!({"id": id, "content": text, "labels": labels}));
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    for name in ["one.md", "two.md", "three.md"] {
+        let r = post(
+            "/sources/ingest/file",
+            serde_json::json!({"file_name": name, "content": format!("# {name}\n\nText of {name}.\n")}),
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    // Labels: five, by name; the second page of two holds the third and fourth.
+    let l = call(&srv, "GET", "/fs/ls?path=/memories/by-label&limit=2", None).json();
+    assert_eq!(l["total"], 5);
+    let c = l["next_cursor"].as_str().unwrap().to_string();
+    let l2 = call(&srv, "GET", &format!("/fs/ls?path=/memories/by-label&limit=2&cursor={c}"), None).json();
+    let names: Vec<&str> = l2["entries"].as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["delta", "gamma"]);
+    // Sources: newest first, paged.
+    let s = call(&srv, "GET", "/fs/ls?path=/sources&limit=2", None).json();
+    assert_eq!(s["total"], 3);
+    let names: Vec<&str> = s["entries"].as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["three.md", "two.md"]);
+    let f = call(&srv, "GET", "/fs/find?path=/sources&type=source&limit=1", None).json();
+    assert_eq!((f["total"].as_u64(), f["hits"][0]["path"].as_str()), (Some(3), Some("/sources/three.md")));
+    // Entities: most mentioned first; a name filter narrows the total.
+    let e = call(&srv, "GET", "/fs/ls?path=/wiki/entities&limit=1", None).json();
+    assert!(e["total"].as_u64().unwrap() >= 4, "{e}");
+    assert!(e["entries"][0]["name"].as_str().unwrap().starts_with("Alice Johnson--"), "{e}");
+    let f = call(&srv, "GET", "/fs/find?path=/wiki&type=entity&mentions=smith", None).json();
+    assert_eq!(f["total"], 1, "{f}");
+    assert_eq!(f["hits"][0]["title"], "Bob Smith");
+    // Memories mentioning an entity, filtered and paged by the store.
+    let f = call(&srv, "GET", &format!("/fs/find?path=/memories&mentions={}&limit=1", q("Bob Smith")), None).json();
+    assert_eq!(f["total"], 2, "{f}");
+    assert_eq!(f["hits"].as_array().unwrap().len(), 1);
+    let f =
+        call(&srv, "GET", &format!("/fs/find?path=/memories&mentions={}&label=zeta", q("Alice Johnson")), None).json();
+    let paths: Vec<&str> = f["hits"].as_array().unwrap().iter().map(|h| h["path"].as_str().unwrap()).collect();
+    assert_eq!(paths, ["/memories/by-id/c.memory.md", "/memories/by-id/a.memory.md"]);
+    // grep under a label directory reads the label's edges, not every memory.
+    let g = call(&srv, "GET", "/fs/grep?path=/memories/by-label/zeta&q=alice", None).json();
+    let mut paths: Vec<&str> = g["matches"].as_array().unwrap().iter().map(|m| m["path"].as_str().unwrap()).collect();
+    paths.sort();
+    assert_eq!(paths, ["/memories/by-id/a.memory.md", "/memories/by-id/c.memory.md"]);
+    // A thread of 2,345 messages: the file holds every one, in order, across keyset pages of 1,000.
+    let messages: Vec<serde_json::Value> =
+        (0..2345).map(|i| serde_json::json!({"role": "user", "content": format!("message number {i}")})).collect();
+    let r = post("/threads", serde_json::json!({"thread_id": "long", "messages": messages, "extract": false}));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let c = call(&srv, "GET", "/fs/cat?path=/threads/long/messages.jsonl", None).json();
+    let lines: Vec<&str> = c["body"].as_str().unwrap().lines().collect();
+    assert_eq!(lines.len(), 2345);
+    assert!(lines[0].contains("message number 0\""), "{}", lines[0]);
+    assert!(lines[2344].contains("message number 2344\""), "{}", lines[2344]);
+}

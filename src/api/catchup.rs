@@ -116,7 +116,7 @@ pub(crate) fn run(api: &Api, space: &str, horizon: &str, start: Option<i64>) -> 
                 continue;
             }
             scanned += 1;
-            let (_, messages) = store.thread_messages(&thread.thread_id, Some(space), usize::MAX, 0)?;
+            let (_, messages) = store.all_thread_messages(&thread.thread_id, Some(space))?;
             let done = covered.get(&thread.thread_id);
             let todo: Vec<crate::model::Message> = messages
                 .into_iter()

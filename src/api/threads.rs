@@ -837,7 +837,7 @@ pub(super) fn distill(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
             (msgs, prefix, id.clone())
         }
         (_, Some(id)) => {
-            let (thread, msgs) = store.thread_messages(id, req.space_id.as_deref(), usize::MAX, 0)?;
+            let (thread, msgs) = store.all_thread_messages(id, req.space_id.as_deref())?;
             let prefix = crate::store::thread_memory_prefix(&thread.space_id, &thread.thread_id);
             (msgs, prefix, Some(thread.thread_id))
         }

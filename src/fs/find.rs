@@ -118,33 +118,15 @@ pub fn find(store: &KnowledgeStore, a: &FindArgs<'_>) -> Result<FindPage> {
             }
             filter.recorded_from = parse_time("since", a.since, false)?;
             filter.recorded_to = parse_time("until", a.until, true)?;
-            let mention_ids: Option<std::collections::HashSet<String>> = match a.mentions.filter(|m| !m.is_empty()) {
-                Some(m) => {
-                    let ids = match store.resolve_entity(m) {
-                        Ok(e) if e.space_id == space => store.entity_memory_ids(&space, &e.id)?,
-                        _ => vec![],
-                    };
-                    Some(ids.into_iter().collect())
-                }
-                None => None,
-            };
-            match mention_ids {
-                None => {
-                    let page = store.list_memories(&ListQuery { space_id: space.clone(), filter, limit, offset })?;
-                    (page.items.iter().map(Hit::memory).collect(), page.total)
-                }
-                Some(ids) => {
-                    let page = store.list_memories(&ListQuery {
-                        space_id: space.clone(),
-                        filter,
-                        limit: usize::MAX,
-                        offset: 0,
-                    })?;
-                    let all: Vec<&MemoryView> = page.items.iter().filter(|m| ids.contains(&m.memory.id)).collect();
-                    let n = all.len();
-                    (all.into_iter().skip(offset).take(limit).map(Hit::memory).collect(), n)
-                }
+            if let Some(m) = a.mentions.filter(|m| !m.is_empty()) {
+                // The entity's own memory list bounds the scan; the page and the total come from the store.
+                filter.memory_ids = Some(match store.resolve_entity(m) {
+                    Ok(e) if e.space_id == space => store.entity_memory_ids(&space, &e.id)?.into_iter().collect(),
+                    _ => Default::default(),
+                });
             }
+            let page = store.list_memories(&ListQuery { space_id: space.clone(), filter, limit, offset })?;
+            (page.items.iter().map(Hit::memory).collect(), page.total)
         }
         "thread" | "threads" => {
             let page = store.list_threads(&space, None, limit, offset)?;
@@ -157,16 +139,12 @@ pub fn find(store: &KnowledgeStore, a: &FindArgs<'_>) -> Result<FindPage> {
                 .collect();
             (v, page.total)
         }
-        "source" | "sources" => page_of(&sources_newest_first(store, &space)?, offset, limit, |s| {
+        "source" | "sources" => map_page(sources_page(store, &space, offset, limit)?, |s| {
             Hit::other(format!("/sources/{}", segment(&s.original_name)), "source", &s.original_name, &s.summary)
         }),
         "entity" | "entities" => {
-            let mut ents = entities_by_mentions(store, &space)?;
-            if let Some(m) = a.mentions.filter(|m| !m.is_empty()) {
-                let l = m.to_lowercase();
-                ents.retain(|e| e.name.to_lowercase().contains(&l));
-            }
-            page_of(&ents, offset, limit, |e| {
+            let name = a.mentions.filter(|m| !m.is_empty());
+            map_page(store.entities_page(&space, name, limit, offset)?, |e| {
                 let excerpt = format!("{} ({} mentions)", e.entity_type, e.mention_count);
                 Hit::other(entity_path(&e.name, &e.id), "entity", &e.name, &excerpt)
             })

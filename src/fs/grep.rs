@@ -5,9 +5,8 @@ use serde::Serialize;
 
 use super::path::*;
 use crate::error::Result;
-use crate::index::catalog::MemoryFilter;
 use crate::model::UnitType;
-use crate::store::{KnowledgeStore, ListQuery};
+use crate::store::KnowledgeStore;
 
 /// Longest pattern, in bytes.
 pub const MAX_PATTERN: usize = 1000;
@@ -108,16 +107,7 @@ pub fn grep(store: &KnowledgeStore, a: &GrepArgs<'_>) -> Result<GrepPage> {
     };
     if memories {
         let labelled: Option<std::collections::HashSet<String>> = match &label {
-            Some(l) => {
-                let f = MemoryFilter { label_ids: vec![l.clone()], ..tree_filter() };
-                let page = store.list_memories(&ListQuery {
-                    space_id: space.to_string(),
-                    filter: f,
-                    limit: usize::MAX,
-                    offset: 0,
-                })?;
-                Some(page.items.into_iter().map(|m| m.memory.id).collect())
-            }
+            Some(l) => Some(store.labelled_memory_ids(space, l)?.into_iter().collect()),
             None => None,
         };
         let unit: Option<UnitType> = match a.unit_type.filter(|u| !u.is_empty()) {

@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use super::path::*;
-use super::project::{entities_by_mentions, page_of, sources_newest_first};
+use super::project::{map_page, sources_page};
 use crate::error::Result;
 use crate::model::Timestamp;
 use crate::store::{KnowledgeStore, ListQuery};
@@ -86,8 +86,9 @@ pub fn ls(store: &KnowledgeStore, space: &str, path: &str, offset: usize, limit:
             (v, page.total)
         }
         Node::ByLabel => {
-            let labels = store.list_labels(&space, crate::store::LabelOrder::Name, false, usize::MAX, 0)?;
-            page_of(&labels, offset, limit, |l| {
+            let labels = store.list_labels(&space, crate::store::LabelOrder::Name, false, limit, offset)?;
+            let total = store.label_count(&space)?;
+            map_page(crate::store::Page { items: labels, total, limit, offset }, |l| {
                 let path = format!("/memories/by-label/{}", segment(&l.name));
                 dir(&l.name, &path, &format!("{} memories", l.usage_count))
             })
@@ -119,11 +120,11 @@ pub fn ls(store: &KnowledgeStore, space: &str, path: &str, offset: usize, limit:
             ];
             (v, 2)
         }
-        Node::Sources => page_of(&sources_newest_first(store, &space)?, offset, limit, |s| {
+        Node::Sources => map_page(sources_page(store, &space, offset, limit)?, |s| {
             file(&s.original_name, &format!("/sources/{}", segment(&s.original_name)), &s.summary, Some(s.updated_at))
         }),
         Node::Wiki => (vec![dir("entities", "/wiki/entities", "entity pages (derived, read-only)")], 1),
-        Node::WikiEntities => page_of(&entities_by_mentions(store, &space)?, offset, limit, |e| {
+        Node::WikiEntities => map_page(store.entities_page(&space, None, limit, offset)?, |e| {
             let p = entity_path(&e.name, &e.id);
             let name = p.rsplit('/').next().unwrap_or("").to_string();
             file(&name, &p, &format!("{} ({} mentions)", e.entity_type, e.mention_count), Some(e.updated_at))

@@ -103,7 +103,7 @@ pub(crate) fn load(store: &KnowledgeStore, space: &str, node: &Node, path: &str)
             })
         }
         Node::ThreadFile(t, which) => {
-            let (thread, msgs) = store.thread_messages(t, Some(space), usize::MAX, 0).map_err(|_| enoent(path))?;
+            let (thread, msgs) = store.all_thread_messages(t, Some(space)).map_err(|_| enoent(path))?;
             let (front, body, markdown) = if *which == "thread.md" {
                 let mut f = BTreeMap::new();
                 f.insert("id".into(), json!(thread.thread_id));
@@ -241,21 +241,26 @@ pub(crate) fn find_source(store: &KnowledgeStore, space: &str, name: &str) -> Re
     Ok(store.all_sources(space)?.into_iter().rev().find(|s| s.original_name == name))
 }
 
-/// The sources of `space`, newest first (as `ls /sources` and `find type=source` list them).
-pub(crate) fn sources_newest_first(store: &KnowledgeStore, space: &str) -> Result<Vec<crate::model::Source>> {
-    let mut all = store.all_sources(space)?;
-    all.reverse();
-    Ok(all)
+/// Sources `offset..offset + limit` of `space`, newest first (as `ls /sources` and `find type=source` list
+/// them), and how many there are.
+pub(crate) fn sources_page(
+    store: &KnowledgeStore,
+    space: &str,
+    offset: usize,
+    limit: usize,
+) -> Result<crate::store::Page<crate::model::Source>> {
+    store.list_sources(&crate::store::SourceQuery {
+        space_id: space.to_string(),
+        source_type: None,
+        lifecycle_state: None,
+        labels: vec![],
+        metadata: vec![],
+        limit,
+        offset,
+    })
 }
 
-/// The entities of `space`, most mentioned first, then by name (as `/wiki/entities` lists them).
-pub(crate) fn entities_by_mentions(store: &KnowledgeStore, space: &str) -> Result<Vec<crate::model::Entity>> {
-    let mut ents = store.list_entities(space, usize::MAX)?;
-    ents.sort_by(|a, b| b.mention_count.cmp(&a.mention_count).then_with(|| a.name.cmp(&b.name)));
-    Ok(ents)
-}
-
-/// Items `offset..offset + limit` of `items`, each through `f`, and how many there are in all.
-pub(crate) fn page_of<T, R>(items: &[T], offset: usize, limit: usize, f: impl FnMut(&T) -> R) -> (Vec<R>, usize) {
-    (items.iter().skip(offset).take(limit).map(f).collect(), items.len())
+/// A page's items through `f`, and the page's total.
+pub(crate) fn map_page<T, R>(page: crate::store::Page<T>, f: impl FnMut(&T) -> R) -> (Vec<R>, usize) {
+    (page.items.iter().map(f).collect(), page.total)
 }

@@ -102,6 +102,8 @@ pub struct MemoryFilter {
     pub event_from: Option<Timestamp>,
     /// Event start at or before (inclusive).
     pub event_to: Option<Timestamp>,
+    /// Only these memory ids (for example those mentioning an entity); None: any.
+    pub memory_ids: Option<BTreeSet<String>>,
 }
 
 impl MemoryFilter {
@@ -116,6 +118,7 @@ impl MemoryFilter {
             && self.recorded_to.is_none()
             && self.event_from.is_none()
             && self.event_to.is_none()
+            && self.memory_ids.is_none()
     }
 
     /// Whether `d` passes.
@@ -136,6 +139,7 @@ impl MemoryFilter {
             && self.recorded_to.is_none_or(|t| d.created_at <= t)
             && self.event_from.is_none_or(|t| d.event_start.is_some_and(|e| e >= t))
             && self.event_to.is_none_or(|t| d.event_start.is_some_and(|e| e <= t))
+            && self.memory_ids.as_ref().is_none_or(|ids| ids.contains(&d.id))
     }
 }
 

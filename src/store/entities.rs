@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use super::memories::WTables;
 use super::tables::*;
+use super::types::Page;
 use super::{KnowledgeStore, get_record, schema};
 use crate::error::ErrorCode;
 use crate::error::Result;
@@ -294,6 +295,23 @@ impl KnowledgeStore {
     /// # Errors
     /// Storage errors.
     pub fn list_entities(&self, space: &str, limit: usize) -> Result<Vec<Entity>> {
+        Ok(self.entities_page(space, None, limit, 0)?.items)
+    }
+
+    /// Entities `offset..offset + limit` of `space` whose name contains `name_contains` (case-insensitive) when
+    /// given, most mentioned first (ties by name), and how many match. There is no index by mention count: the
+    /// space's entities are read and one page is kept.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn entities_page(
+        &self,
+        space: &str,
+        name_contains: Option<&str>,
+        limit: usize,
+        offset: usize,
+    ) -> Result<Page<Entity>> {
+        let needle = name_contains.map(str::to_lowercase);
         let rtx = self.db.read()?;
         let t = rtx.table(ENTITIES)?;
         let mut out = Vec::new();
@@ -302,11 +320,15 @@ impl KnowledgeStore {
             if k.value().0 != space {
                 break;
             }
-            out.push(schema::decode::<Entity>(v.value())?);
+            let e = schema::decode::<Entity>(v.value())?;
+            if needle.as_ref().is_none_or(|n| e.name.to_lowercase().contains(n)) {
+                out.push(e);
+            }
         }
         out.sort_by(|a, b| b.mention_count.cmp(&a.mention_count).then_with(|| a.name.cmp(&b.name)));
-        out.truncate(limit);
-        Ok(out)
+        let total = out.len();
+        let items = out.into_iter().skip(offset).take(limit).collect();
+        Ok(Page { items, total, limit, offset })
     }
 
     /// Entities of `space` matching the mentions in `text` (by kind and name or alias): `(id, mention_count)`,

@@ -17,6 +17,32 @@ pub(crate) fn check_color(c: &str) -> bool {
 }
 
 impl KnowledgeStore {
+    /// Ids of the memories carrying label `label_id` in `space` (HAS_LABEL edges, any state), in id order.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn labelled_memory_ids(&self, space: &str, label_id: &str) -> Result<Vec<String>> {
+        let rtx = self.db.read()?;
+        range_prefix3(&rtx.table(LABEL_MEMORIES)?, space, label_id)
+    }
+
+    /// How many labels `space` has.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn label_count(&self, space: &str) -> Result<usize> {
+        let rtx = self.db.read()?;
+        let t = rtx.table(LABELS)?;
+        let mut n = 0;
+        for row in t.range((space, "")..)? {
+            if row?.0.value().0 != space {
+                break;
+            }
+            n += 1;
+        }
+        Ok(n)
+    }
+
     /// Labels of a space with their usage counts, ordered, one page.
     ///
     /// # Errors

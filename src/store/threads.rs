@@ -655,6 +655,24 @@ impl KnowledgeStore {
         Ok((thread, out))
     }
 
+    /// Thread `id` and all its messages in order, read in keyset pages of 1,000 (each page starts after the last
+    /// order index read, so no read is unbounded; appends between pages show, as in a live file).
+    ///
+    /// # Errors
+    /// [`ErrorKind::NotFound`] (`thread_not_found`).
+    pub fn all_thread_messages(&self, id: &str, space: Option<&str>) -> Result<(Thread, Vec<Message>)> {
+        const PAGE: usize = 1000;
+        let (thread, mut out) = self.thread_messages(id, space, PAGE, 0)?;
+        let mut last = out.len();
+        while last == PAGE {
+            let after = out.last().map_or(0, |m| m.order_index + 1);
+            let (_, more) = self.thread_messages(id, Some(&thread.space_id), PAGE, after)?;
+            last = more.len();
+            out.extend(more);
+        }
+        Ok((thread, out))
+    }
+
     /// Threads of `space`, most recently updated first, optionally of one `source`.
     ///
     /// # Errors
