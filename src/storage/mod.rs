@@ -11,11 +11,14 @@
 //! implements the same types. Nothing outside `src/storage/redb/` names the redb crate.
 
 pub mod codec;
+mod primitives;
 mod redb;
 pub mod tables;
 pub(crate) mod txn;
 
 use std::marker::PhantomData;
+
+pub use primitives::{Edge, TermPostings};
 
 pub use self::redb::{
     Borrowed, Db, FileDevice, Got, KeyType, KindStats, ReadTable, ReadTx, Readable, Rows, Table, ValueType, WriteTx,

@@ -252,18 +252,11 @@ fn read_graph(rtx: &crate::storage::ReadTx) -> Result<GraphInput> {
     }
     let e_count = entities.len();
     let mut edges: Vec<(u32, u32, f64)> = Vec::new();
-    for row in rtx.table(RELATES_TO)?.iter()? {
-        let (k, v) = row?;
-        let (s, a, b) = k.value();
-        if a >= b {
-            continue; // stored both ways
+    rtx.relates_edges(|e| {
+        if let (Some(x), Some(y)) = (entity_index.get(&(e.space.clone(), e.a)), entity_index.get(&(e.space, e.b))) {
+            edges.push((*x, *y, e.weight as f64));
         }
-        if let (Some(x), Some(y)) =
-            (entity_index.get(&(s.to_string(), a.to_string())), entity_index.get(&(s.to_string(), b.to_string())))
-        {
-            edges.push((*x, *y, v.value().max(1) as f64));
-        }
-    }
+    })?;
     // Memories that are not forgotten, and their mentions.
     let mems = rtx.table(MEMORIES)?;
     let mut live: FxHashMap<(String, String), bool> = FxHashMap::default();

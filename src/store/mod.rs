@@ -147,6 +147,13 @@ impl KnowledgeStore {
         &self.config
     }
 
+    /// The storage port under the store, for reading: conformance tests and tools ask it the port's own
+    /// questions ([`crate::storage::ReadTx::lexical_candidates`], [`crate::storage::ReadTx::relates_edges`]).
+    /// Writing through it would bypass the store's indexes and rules: use the store's methods.
+    pub fn storage(&self) -> &Db {
+        &self.db
+    }
+
     /// Seconds since the store was opened.
     pub fn uptime_s(&self) -> f64 {
         self.started.elapsed().as_secs_f64()

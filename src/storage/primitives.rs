@@ -1,0 +1,124 @@
+//! The port's coarse read primitives beyond one record kind: a candidate list (BM25 candidates given term lists,
+//! vector candidates given a query vector) and an edge stream. Each is one storage question with one answer;
+//! whatever decides (fusion, filters, thresholds, graph algorithms) stays above the port
+//! (`../shared/design/scale-out.md` §5.1, rule 1).
+//!
+//! The redb backend answers them by scanning its kinds. The embedded store serves searches from in-memory
+//! mirrors of the same kinds (`index::lexicon`, the HNSW graph), which these primitives must agree with
+//! (`tests/storage_port.rs`); a database backend answers them in SQL (BM25 over its postings table, pgvector).
+
+use super::codec::vector_from_bytes;
+use super::tables::{LEX_STATS, POSTINGS, RELATES_TO, VECTORS};
+use super::{ReadTx, Readable};
+use crate::error::Result;
+use crate::index::bm25::{self, Bm25Params, Posting};
+use crate::index::vector::cosine;
+
+/// One RELATES_TO edge of the entity graph: entities `a < b` of `space` and the number of memories mentioning
+/// both (at least 1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Edge {
+    /// The space both entities belong to.
+    pub space: String,
+    /// The smaller entity id.
+    pub a: String,
+    /// The larger entity id.
+    pub b: String,
+    /// Memories mentioning both.
+    pub weight: u64,
+}
+
+/// The collection statistics and posting lists a BM25 query needs, read in one transaction.
+#[derive(Debug, Clone, Default)]
+pub struct TermPostings {
+    /// Documents in the space (BM25's N).
+    pub n_docs: u64,
+    /// Average document length in terms (1 for an empty space).
+    pub avg_len: f32,
+    /// Per query term, in the order given: its count in the query and its postings sorted by docno.
+    pub lists: Vec<(u32, Vec<Posting>)>,
+}
+
+impl TermPostings {
+    /// The lists as [`bm25::score`] takes them.
+    pub fn borrowed(&self) -> Vec<(u32, &[Posting])> {
+        self.lists.iter().map(|(q, l)| (*q, l.as_slice())).collect()
+    }
+}
+
+impl ReadTx {
+    /// The postings of `terms` (terms as [`crate::text::terms`] makes them, each with its count in the query)
+    /// in `space`, with the space's N and average document length. Reads one key range per term.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn term_postings(&self, space: &str, terms: &[(String, u32)]) -> Result<TermPostings> {
+        let (n_docs, total) = self.table(LEX_STATS)?.get(space)?.map_or((0, 0), |v| v.value());
+        let avg_len = if n_docs == 0 { 1.0 } else { total as f32 / n_docs as f32 };
+        let postings = self.table(POSTINGS)?;
+        let mut lists = Vec::with_capacity(terms.len());
+        for (term, qtf) in terms {
+            let mut list = Vec::new();
+            for row in postings.range((space, term.as_str(), 0u64)..=(space, term.as_str(), u64::MAX))? {
+                let (k, v) = row?;
+                list.push(Posting::unpack(k.value().2, v.value()));
+            }
+            lists.push((*qtf, list));
+        }
+        Ok(TermPostings { n_docs, avg_len, lists })
+    }
+
+    /// BM25 candidates: the `k` best `(docno, score)` of `space` for the query `terms`, best first (ties by
+    /// docno). Every document with a posting is a candidate, whatever its state: filters apply above the port.
+    /// Robertson and Zaragoza (2009), with [`bm25::score`]'s formula and `params`.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn lexical_candidates(
+        &self,
+        space: &str,
+        terms: &[(String, u32)],
+        params: Bm25Params,
+        k: usize,
+    ) -> Result<Vec<(u64, f32)>> {
+        let tp = self.term_postings(space, terms)?;
+        let mut scored = bm25::score(params, tp.n_docs, tp.avg_len, &tp.borrowed(), &|_| true);
+        scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        scored.truncate(k);
+        Ok(scored)
+    }
+
+    /// Vector candidates by exact search: the `k` stored vectors of `space` nearest to `query` by cosine
+    /// similarity (-1..=1), best first (ties by docno). O(vectors × dimension); the embedded store answers the
+    /// same question from its HNSW graph.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn vector_candidates(&self, space: &str, query: &[f32], k: usize) -> Result<Vec<(u64, f32)>> {
+        let mut scored = Vec::new();
+        for row in self.table(VECTORS)?.range((space, 0u64)..=(space, u64::MAX))? {
+            let (key, v) = row?;
+            scored.push((key.value().1, cosine(query, &vector_from_bytes(v.value()))));
+        }
+        scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        scored.truncate(k);
+        Ok(scored)
+    }
+
+    /// Streams the RELATES_TO edges of every space, each undirected pair once, to `f` (by space, then `a`, then
+    /// `b`). Graph algorithms (PageRank, Louvain) read the graph through this.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn relates_edges(&self, mut f: impl FnMut(Edge)) -> Result<()> {
+        for row in self.table(RELATES_TO)?.iter()? {
+            let (k, v) = row?;
+            let (s, a, b) = k.value();
+            if a >= b {
+                continue; // stored both ways
+            }
+            f(Edge { space: s.to_string(), a: a.to_string(), b: b.to_string(), weight: v.value().max(1) });
+        }
+        Ok(())
+    }
+}
