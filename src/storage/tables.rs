@@ -1,6 +1,6 @@
-//! Every redb table of the store. Keys start with the space id wherever a record belongs to a space, so that
-//! isolation holds in storage and not only in filters. Values marked "record" are a format-version byte followed
-//! by postcard (see `schema.rs`).
+//! Every record kind of the store (a redb table, a PostgreSQL table). Keys start with the space id wherever a
+//! record belongs to a space, so that isolation holds in storage and not only in filters. Values marked
+//! "record" are a format-version byte followed by postcard (see [`super::codec`]).
 
 use super::Kind;
 

@@ -1,4 +1,5 @@
-//! [`KnowledgeStore`]: the facade over one redb file. The only module that touches redb.
+//! [`KnowledgeStore`]: the facade over one store. It reaches records only through the storage port
+//! ([`crate::storage`]).
 //!
 //! Every public mutating call is one write transaction. The in-memory indexes (catalog and vectors) are
 //! updated after the commit succeeds, under the index write lock, so a failed commit leaves them untouched

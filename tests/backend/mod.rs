@@ -1,13 +1,14 @@
 //! The storage backend the conformance tests run on: the store-level behaviour tests (the proptest model in
 //! `store_model.rs`, round trips in `store_memories.rs`, lifecycle, labels, threads, spaces isolation, working
-//! memory, reviews and search filters) open every store through [`open`] or [`config`], so that one suite runs
-//! against each backend, as basic-memory's `conftest.py` does with its database switch.
+//! memory, reviews, search filters, and the storage port's primitives in `storage_port.rs`) open every store
+//! through [`open`] or [`config`], so that one suite runs against each backend, as basic-memory's `conftest.py`
+//! does with its database switch.
 //!
 //! `ENGRAM_TEST_BACKEND` picks the backend: `redb` (the default: a real redb file in the test's temp dir).
 //! The PostgreSQL backend (issue 19) adds `postgres`, with the database from `ENGRAM_TEST_DATABASE_URL`.
 //! Run the suite on one backend with
 //! `ENGRAM_TEST_BACKEND=redb cargo test --test store_model --test store_memories --test lifecycle --test labels
-//! --test threads --test spaces --test working_memory --test reviews`.
+//! --test threads --test spaces --test working_memory --test reviews --test storage_port`.
 #![allow(dead_code)]
 
 use std::path::Path;
