@@ -10,16 +10,7 @@ use crate::index::context::{ContextParams, Expansion};
 use crate::index::fusion::Fusion;
 use crate::index::vector::VectorParams;
 
-/// When a write is on disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Durability {
-    /// Every write transaction is fsynced before the call returns (about 3 ms each on this class of machine).
-    #[default]
-    Immediate,
-    /// Writes are persisted by the next immediate commit or a checkpoint; a crash may lose the latest ones.
-    /// For bulk loads and benchmarks only.
-    Eventual,
-}
+pub use crate::storage::Durability;
 
 /// Configuration of a [`crate::KnowledgeStore`]. Build with [`StoreConfig::new`] and the setters.
 #[derive(Clone)]

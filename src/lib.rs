@@ -30,6 +30,7 @@ pub mod extract;
 pub mod fs;
 pub mod graph;
 pub mod index;
+pub mod library;
 pub mod model;
 pub mod storage;
 pub mod store;
@@ -43,6 +44,7 @@ pub mod server;
 pub use config::{Durability, StorageFactory, StoreConfig};
 pub use error::{Error, ErrorCode, ErrorKind, FieldError, Result};
 pub use index::catalog::MemoryFilter;
+pub use library::{ExportCounts, ExportKind, ExportParams};
 pub use model::{
     Entity, Label, Memory, MemoryState, Message, Metadata, Source, Space, SpaceUsage, TemporalContext, Thread,
     Timestamp, UnitType,
@@ -50,14 +52,13 @@ pub use model::{
 pub use store::{
     AffectedCounts, AppendMessages, AppendReport, CheckpointReport, ChunkHit, Community, CommunityEntity,
     CommunityMemory, ConsolidationGroup, ConsolidationPreview, ConsolidationReport, ContextItem, CreatedMemory,
-    CreatedThread, DEFAULT_SPACE, DeleteReport, ExportCounts, ExportKind, ExportOptions, ExportParams, ExportReport,
-    Extraction, GraphReport, ImportJob, ImportMode, ImportProgress, ImportReport, Include, IngestReport, JudgedPair,
-    KnowledgeStore, LabelDeleteReport, LabelHealth, LabelMerge, LabelOrder, LabelPatch, LabelPlan, Labels,
-    LexicalIndexStats, ListQuery, MAX_BULK_MOVE, MAX_CONTEXT_WINDOW, MAX_SOURCE_BYTES, MemoryPatch, MemoryRelation,
-    MemoryView, MentionReport, MergeCandidate, MoveFailure, MoveReport, MoveSelection, NewMemory, NewMessage,
-    NewSource, NewSpace, NewThread, Page, RELATION_STATUSES, REVIEW_ACTIONS, ReembedStatus, RelationInput,
-    RelationQuery, RelationView, Resolution, ReviewEvent, SearchHit, SearchMode, SearchOptions, SearchQuery,
-    SearchResults, SourceChunks, SourceContent, SourceHit, SourceQuery, SpacePatch, StateChange, StorageStats,
-    StoreHealth, StoreStats, TableSize, ThreadDeleteReport, ThreadMatch, Transition, VectorIndexStats, WorkingMemory,
-    WriteAction, canonical_label,
+    CreatedThread, DEFAULT_SPACE, DeleteReport, ExportOptions, ExportReport, Extraction, GraphReport, ImportJob,
+    ImportMode, ImportProgress, ImportReport, Include, IngestReport, JudgedPair, KnowledgeStore, LabelDeleteReport,
+    LabelHealth, LabelMerge, LabelOrder, LabelPatch, LabelPlan, Labels, LexicalIndexStats, ListQuery, MAX_BULK_MOVE,
+    MAX_CONTEXT_WINDOW, MAX_SOURCE_BYTES, MemoryPatch, MemoryRelation, MemoryView, MentionReport, MergeCandidate,
+    MoveFailure, MoveReport, MoveSelection, NewMemory, NewMessage, NewSource, NewSpace, NewThread, Page,
+    RELATION_STATUSES, REVIEW_ACTIONS, ReembedStatus, RelationInput, RelationQuery, RelationView, Resolution,
+    ReviewEvent, SearchHit, SearchMode, SearchOptions, SearchQuery, SearchResults, SourceChunks, SourceContent,
+    SourceHit, SourceQuery, SpacePatch, StateChange, StorageStats, StoreHealth, StoreStats, TableSize,
+    ThreadDeleteReport, ThreadMatch, Transition, VectorIndexStats, WorkingMemory, WriteAction, canonical_label,
 };

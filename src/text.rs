@@ -96,6 +96,20 @@ pub fn stem(word: &str) -> String {
     stemmer().stem(word).into_owned()
 }
 
+/// Percent-encodes everything but RFC 3986 unreserved characters, so ids with `#`, `?`, `/` or spaces stay
+/// one path segment.
+pub fn encode_segment(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,7 +7,7 @@ use super::query::{ParamSpec, int};
 use super::routes::{Shape, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::error::Result;
-use crate::store::{ExportKind, ExportParams, RouteLinker};
+use crate::library::{ExportKind, ExportParams, RouteLinker};
 
 /// The routes of this module, in table order ([`super::routes::ROUTES`] gathers every module's list).
 pub(super) const ROUTES: &[super::routes::Route] = &[

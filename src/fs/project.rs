@@ -12,7 +12,7 @@ use crate::store::{KnowledgeStore, MemoryView};
 
 pub(crate) fn yaml_value(v: &Value) -> String {
     match v {
-        Value::String(s) => crate::store::yaml_str(s),
+        Value::String(s) => crate::library::yaml_str(s),
         Value::Array(a) => format!("[{}]", a.iter().map(yaml_value).collect::<Vec<_>>().join(", ")),
         Value::Null => "null".into(),
         other => other.to_string(),
@@ -219,7 +219,7 @@ pub(crate) fn split_front(page: &str) -> (BTreeMap<String, Value>, String) {
 /// Links of wiki pages as tree paths.
 pub(crate) struct FsLinker;
 
-impl crate::store::Linker for FsLinker {
+impl crate::library::Linker for FsLinker {
     fn entity(&self, e: &crate::model::Entity) -> Option<String> {
         Some(entity_path(&e.name, &e.id))
     }

@@ -24,6 +24,17 @@ pub use self::redb::{
     Borrowed, Db, FileDevice, Got, KeyType, KindStats, ReadTable, ReadTx, Readable, Rows, Table, ValueType, WriteTx,
 };
 
+/// When a write is on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// Every write transaction is fsynced before the call returns (about 3 ms each on this class of machine).
+    #[default]
+    Immediate,
+    /// Writes are persisted by the next immediate commit or a checkpoint; a crash may lose the latest ones.
+    /// For bulk loads and benchmarks only.
+    Eventual,
+}
+
 /// One record kind: a name and its key and value types. Keys are `&str`, `u64` or tuples of them, ordered part
 /// by part; values are records (`&[u8]`, see [`codec`]) or small scalars. Every kind is declared in [`tables`].
 pub struct Kind<K, V> {

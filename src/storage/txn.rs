@@ -3,8 +3,7 @@
 
 use super::codec as schema;
 use super::tables::*;
-use super::{Db, KeyType, Readable, ValueType, WriteTx};
-use crate::config::Durability;
+use super::{Db, Durability, KeyType, Readable, ValueType, WriteTx};
 use crate::error::Result;
 
 /// `META[key]` as a little-endian u64.

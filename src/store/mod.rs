@@ -7,7 +7,6 @@
 
 mod communities;
 mod entities;
-mod export;
 mod graph_files;
 mod health;
 mod indexes;
@@ -31,7 +30,6 @@ mod working;
 
 pub use communities::{Community, CommunityEntity, CommunityMemory, GraphReport, crystal_id};
 pub use entities::{MentionReport, entity_id};
-pub use export::{ExportCounts, ExportKind, ExportParams};
 pub use label_maint::{
     AffectedCounts, ConsolidationGroup, ConsolidationPreview, ConsolidationReport, JudgedPair, LabelDeleteReport,
     LabelHealth, LabelMerge, LabelPatch, LabelPlan, MergeCandidate, canonical_label,
@@ -58,7 +56,8 @@ pub use types::{
     SearchHit, SearchMode, SearchOptions, SearchQuery, SearchResults, SpacePatch, StorageStats, StoreHealth, TableSize,
     VectorIndexStats, WriteAction,
 };
-pub use wiki::{Linker, RouteLinker, encode_segment, link, md_label, memory_line, sentence_with, yaml_str};
+pub(crate) use wiki::date_of;
+pub use wiki::{LibrarySelection, memory_line};
 pub use working::{StoreStats, WorkingMemory, today as working_today};
 
 use std::collections::HashMap;

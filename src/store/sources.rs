@@ -224,7 +224,7 @@ impl KnowledgeStore {
             original_name: name.clone(),
             mime_type: format.mime().into(),
             file_path: new.file_path.clone(),
-            parsed_path: format!("/sources/{}", super::encode_segment(&name)),
+            parsed_path: format!("/sources/{}", crate::text::encode_segment(&name)),
             source_url: new.source_url.clone(),
             sha256: sha.clone(),
             size_bytes: new.bytes.len() as u64,

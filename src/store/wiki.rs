@@ -1,107 +1,16 @@
-//! Wiki pages: markdown with YAML frontmatter for entities, crystals and topics (communities), built from the
-//! stored graph without a language model. Links go through a [`Linker`], so the same pages serve the HTTP
-//! routes (links to other routes) and the ZIP exports (links to files in the bundle).
+//! The graph reads behind the wiki pages (`crate::library`): an entity by id or name, its mentions, the
+//! crystals about it, a community's recent memories, related communities and its subgraph, and the one-line
+//! form of a memory they share.
+
+use std::collections::BTreeSet;
 
 use crate::storage::Readable;
-use std::fmt::Write as _;
 
 use super::tables::*;
 use super::{KnowledgeStore, MemoryView, StoredMemory, get_record, schema};
 use crate::error::ErrorCode;
 use crate::error::{Error, Result};
-use crate::model::{Entity, MemoryState};
-
-/// Where a page links to; None when the target is not part of the output (the label is then plain text).
-pub trait Linker {
-    /// The entity page of `e`.
-    fn entity(&self, e: &Entity) -> Option<String>;
-    /// The page of crystal `id` of `space`.
-    fn crystal(&self, space: &str, id: &str) -> Option<String>;
-    /// The page of community `id`.
-    fn topic(&self, id: u64) -> Option<String>;
-    /// Memory `id` of `space` (a page or a route).
-    fn memory(&self, space: &str, id: &str) -> Option<String>;
-}
-
-/// `[label](target)`, or the label alone without a target.
-pub fn link(label: &str, target: Option<String>) -> String {
-    match target {
-        Some(t) => format!("[{}]({t})", md_label(label)),
-        None => md_label(label),
-    }
-}
-
-/// Links to the HTTP routes (`/library/wiki-page/...`, `/memories/{id}`).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct RouteLinker;
-
-impl Linker for RouteLinker {
-    fn entity(&self, e: &Entity) -> Option<String> {
-        Some(format!("/library/wiki-page/entity/{}", encode_segment(&e.id)))
-    }
-    fn crystal(&self, _: &str, id: &str) -> Option<String> {
-        Some(format!("/library/wiki-page/crystal/{}", encode_segment(id)))
-    }
-    fn topic(&self, id: u64) -> Option<String> {
-        Some(format!("/library/wiki-page/topic/{id}"))
-    }
-    fn memory(&self, space: &str, id: &str) -> Option<String> {
-        Some(format!("/memories/{}?space_id={}", encode_segment(id), encode_segment(space)))
-    }
-}
-
-/// Percent-encodes everything but RFC 3986 unreserved characters, so ids with `#`, `?`, `/` or spaces stay
-/// one path segment.
-pub fn encode_segment(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
-/// The sentence of `text` that names `name` (without case), else its first sentence; at most `max` characters.
-pub fn sentence_with(text: &str, name: &str, max: usize) -> String {
-    let lower = name.to_lowercase();
-    let flat = text.replace('\n', " ");
-    let mut sentences = Vec::new();
-    let mut start = 0;
-    for (i, c) in flat.char_indices() {
-        if matches!(c, '.' | '!' | '?') {
-            let end = i + c.len_utf8();
-            sentences.push(flat[start..end].trim().to_string());
-            start = end;
-        }
-    }
-    if start < flat.len() {
-        sentences.push(flat[start..].trim().to_string());
-    }
-    let pick = sentences
-        .iter()
-        .find(|s| s.to_lowercase().contains(&lower))
-        .or_else(|| sentences.iter().find(|s| !s.is_empty()))
-        .cloned()
-        .unwrap_or_default();
-    let mut out: String = pick.chars().take(max).collect();
-    if pick.chars().count() > max {
-        out.push('…');
-    }
-    out
-}
-
-/// A YAML scalar: JSON string syntax is valid YAML, so every value is written as a JSON string or number.
-pub fn yaml_str(s: &str) -> String {
-    serde_json::Value::String(s.to_string()).to_string()
-}
-
-/// Escapes text for a markdown link label.
-pub fn md_label(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('[', "\\[").replace(']', "\\]").replace('\n', " ")
-}
+use crate::model::{Entity, Label, MemoryState};
 
 /// The first line of a memory, at most `max` characters.
 pub fn memory_line(v: &MemoryView, max: usize) -> String {
@@ -114,7 +23,8 @@ pub fn memory_line(v: &MemoryView, max: usize) -> String {
     out
 }
 
-fn date_of(v: &MemoryView) -> String {
+/// The date a memory is filed under: its event date, else the day it was recorded (`YYYY-MM-DD`).
+pub(crate) fn date_of(v: &MemoryView) -> String {
     v.memory.event_start.clone().unwrap_or_else(|| v.memory.created_at.to_rfc3339().chars().take(10).collect())
 }
 
@@ -122,7 +32,76 @@ fn not_found(kind: ErrorCode, what: &str) -> Error {
     Error::not_found(kind, format!("{what} not found"))
 }
 
+/// The selection of a library bundle ([`KnowledgeStore::library_selection`]).
+#[derive(Debug, Clone, Default)]
+pub struct LibrarySelection {
+    /// Every community.
+    pub topics: Vec<super::Community>,
+    /// The most mentioned entities.
+    pub entities: Vec<Entity>,
+    /// Every crystal.
+    pub crystals: Vec<MemoryView>,
+    /// Memories neither forgotten nor crystals (OKF only).
+    pub memories: Vec<MemoryView>,
+    /// Every label (OKF only).
+    pub labels: Vec<crate::model::Label>,
+}
+
 impl KnowledgeStore {
+    /// What a library bundle shows, read in one snapshot (communities apart): every community, the
+    /// `entity_limit` most mentioned entities (ties by name, then space), every crystal, and with
+    /// `with_memories` every memory that is neither forgotten nor a crystal, with its labels, and every label.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn library_selection(&self, with_memories: bool, entity_limit: usize) -> Result<LibrarySelection> {
+        let (topics, _) = self.list_communities(usize::MAX)?;
+        let rtx = self.db.read()?;
+        let mut entities: Vec<Entity> = Vec::new();
+        for row in rtx.table(ENTITIES)?.iter()? {
+            entities.push(schema::decode(row?.1.value())?);
+        }
+        entities.sort_by(|a, b| {
+            b.mention_count
+                .cmp(&a.mention_count)
+                .then_with(|| a.name.cmp(&b.name))
+                .then_with(|| a.space_id.cmp(&b.space_id))
+        });
+        entities.truncate(entity_limit);
+        let mut crystal_ids: BTreeSet<(String, String)> = BTreeSet::new();
+        for row in rtx.table(CRYSTAL_SOURCES)?.iter()? {
+            let (k, _) = row?;
+            let (s, c, _) = k.value();
+            crystal_ids.insert((s.to_string(), c.to_string()));
+        }
+        let mut memories = Vec::new();
+        let mut labels = Vec::new();
+        if with_memories {
+            let ml = rtx.table(MEMORY_LABELS)?;
+            for row in rtx.table(MEMORIES)?.iter()? {
+                let (k, v) = row?;
+                let (space, id) = k.value();
+                let sm: StoredMemory = schema::decode(v.value())?;
+                if sm.memory.state == MemoryState::Forgotten || sm.memory.is_crystal {
+                    continue;
+                }
+                let label_ids = super::range_prefix3(&ml, space, id)?;
+                memories.push(MemoryView { memory: sm.memory, label_ids });
+            }
+            for row in rtx.table(LABELS)?.iter()? {
+                labels.push(schema::decode::<Label>(row?.1.value())?);
+            }
+        }
+        drop(rtx);
+        let mut crystals = Vec::new();
+        for (s, c) in crystal_ids {
+            if let Ok(v) = self.get_memory(&c, Some(&s)) {
+                crystals.push(v);
+            }
+        }
+        Ok(LibrarySelection { topics, entities, crystals, memories, labels })
+    }
+
     /// The entity an id or a name refers to, across spaces: an entity id first (the most mentioned one when the
     /// id exists in several spaces), then a canonical name or alias compared without case.
     ///
@@ -169,199 +148,9 @@ impl KnowledgeStore {
     }
 
     /// The crystals that cite memories mentioning entity `e`, or are about it.
-    fn crystals_about(&self, e: &Entity) -> Result<Vec<MemoryView>> {
+    pub(crate) fn crystals_about(&self, e: &Entity) -> Result<Vec<MemoryView>> {
         let id = super::communities::crystal_id(&e.space_id, &e.id);
         Ok(self.get_memory(&id, Some(&e.space_id)).ok().into_iter().collect())
-    }
-
-    /// The wiki page of an entity (by id, or by canonical name without case): frontmatter (type, title, kind,
-    /// space, mentions, community, aliases), a summary line, facts with dates, related entities as links, the
-    /// crystal about it, and its mentions with their source memories (at most `mention_limit`).
-    ///
-    /// # Errors
-    /// [`crate::ErrorKind::NotFound`] (`entity_not_found`).
-    pub fn entity_page(&self, id_or_name: &str, mention_limit: usize, linker: &dyn Linker) -> Result<String> {
-        let e = self.resolve_entity(id_or_name)?;
-        self.entity_page_for(e, mention_limit, linker)
-    }
-
-    pub(crate) fn entity_page_for(&self, e: Entity, mention_limit: usize, linker: &dyn Linker) -> Result<String> {
-        let mentions = self.entity_mentions(&e, mention_limit)?;
-        let related = self.related_entities(&e.space_id, &e.id, 12)?;
-        let community = self.entity_community(&e.space_id, &e.id)?;
-        let mut s = String::new();
-        let _ = writeln!(s, "---\ntype: Entity\ntitle: {}\nentity_id: {}", yaml_str(&e.name), yaml_str(&e.id));
-        let _ = writeln!(s, "entity_type: {}\nspace_id: {}", yaml_str(&e.entity_type), yaml_str(&e.space_id));
-        let _ = writeln!(s, "mention_count: {}", e.mention_count);
-        if let Some(c) = community {
-            let _ = writeln!(s, "community_id: {c}");
-        }
-        if !e.aliases.is_empty() {
-            let _ = writeln!(s, "aliases: [{}]", e.aliases.iter().map(|a| yaml_str(a)).collect::<Vec<_>>().join(", "));
-        }
-        let _ = writeln!(
-            s,
-            "description: {}\n---\n",
-            yaml_str(&format!("{} ({}) mentioned in {} memories", e.name, e.entity_type, e.mention_count))
-        );
-        let _ = writeln!(s, "# {}\n", e.name);
-        let topic = match community.and_then(|c| self.get_community(c, 1).ok()) {
-            Some((c, _)) => format!(" Part of the topic {}.", link(&c.title, linker.topic(c.id))),
-            None => String::new(),
-        };
-        let first = mentions.last().map(date_of).unwrap_or_default();
-        let last = mentions.first().map(date_of).unwrap_or_default();
-        let _ = writeln!(
-            s,
-            "A {} mentioned in {} memories{}.{topic}\n",
-            e.entity_type,
-            e.mention_count,
-            if first.is_empty() { String::new() } else { format!(" between {first} and {last}") }
-        );
-        if !e.description.is_empty() {
-            let _ = writeln!(s, "{}\n", e.description);
-        }
-        let crystals = self.crystals_about(&e)?;
-        if !crystals.is_empty() {
-            let _ = writeln!(s, "## Crystal\n");
-            for c in &crystals {
-                let _ = writeln!(s, "* {}", link(&c.memory.title, linker.crystal(&c.memory.space_id, &c.memory.id)));
-            }
-            s.push('\n');
-        }
-        let _ = writeln!(s, "## Facts\n");
-        let facts: Vec<&MemoryView> =
-            mentions.iter().filter(|v| v.memory.state == MemoryState::Active).take(10).collect();
-        if facts.is_empty() {
-            let _ = writeln!(s, "No active memory mentions it.");
-        }
-        for v in facts {
-            let _ = writeln!(s, "* **{}**: {}", date_of(v), sentence_with(&v.memory.content, &e.name, 240));
-        }
-        s.push('\n');
-        if !related.is_empty() {
-            let _ = writeln!(s, "## Related entities\n");
-            for (r, w) in &related {
-                let _ = writeln!(s, "* {} ({}, {w} shared memories)", link(&r.name, linker.entity(r)), r.entity_type);
-            }
-            s.push('\n');
-        }
-        let _ = writeln!(s, "## Mentions\n");
-        for v in &mentions {
-            let _ = writeln!(
-                s,
-                "* {} {}{}",
-                date_of(v),
-                link(&sentence_with(&v.memory.content, &e.name, 120), linker.memory(&v.memory.space_id, &v.memory.id)),
-                if v.memory.state == MemoryState::Active {
-                    String::new()
-                } else {
-                    format!(" ({})", v.memory.state.as_str())
-                }
-            );
-        }
-        Ok(s)
-    }
-
-    /// The wiki page of a crystal: frontmatter (type, title, sources with weights), its content, and its
-    /// sources with their weights as links.
-    ///
-    /// # Errors
-    /// [`crate::ErrorKind::NotFound`] (`crystal_not_found`).
-    pub fn crystal_page(&self, crystal_id: &str, linker: &dyn Linker) -> Result<String> {
-        let sources = self.crystal_sources(crystal_id, 100)?;
-        let c = self.get_memory(crystal_id, None)?;
-        let title = c.memory.crystal_title.clone().unwrap_or_else(|| c.memory.title.clone());
-        let mut s = String::new();
-        let _ = writeln!(s, "---\ntype: Crystal\ntitle: {}\ncrystal_id: {}", yaml_str(&title), yaml_str(crystal_id));
-        let _ = writeln!(s, "space_id: {}\nsource_unit_count: {}", yaml_str(&c.memory.space_id), sources.len());
-        let _ = writeln!(
-            s,
-            "generated:\n  by: {}\n  at: {}",
-            yaml_str(&format!("engram/{}", env!("CARGO_PKG_VERSION"))),
-            yaml_str(&c.memory.updated_at.to_rfc3339())
-        );
-        let _ = writeln!(s, "sources:");
-        for (i, (v, w)) in sources.iter().enumerate() {
-            let _ = writeln!(
-                s,
-                "  - id: \"{}\"\n    resource: {}\n    title: {}\n    contribution_weight: {:.4}",
-                i + 1,
-                yaml_str(&format!("engram://memory/{}", v.memory.id)),
-                yaml_str(&memory_line(v, 80)),
-                w
-            );
-        }
-        let _ = writeln!(
-            s,
-            "description: {}\n---\n",
-            yaml_str(&format!("What {} memories say about {title}", sources.len()))
-        );
-        let _ = writeln!(s, "# {title}\n");
-        // The stored content cites sources as footnotes naming memory ids; the page lists them as links.
-        let body: String = c.memory.content.lines().filter(|l| !l.starts_with("[^")).collect::<Vec<_>>().join("\n");
-        let _ = writeln!(s, "{}\n", body.trim_end());
-        let _ = writeln!(s, "## Sources\n");
-        for (i, (v, w)) in sources.iter().enumerate() {
-            let _ = writeln!(
-                s,
-                "[^{}]: {} ({}, weight {:.2})",
-                i + 1,
-                link(&memory_line(v, 100), linker.memory(&v.memory.space_id, &v.memory.id)),
-                date_of(v),
-                w
-            );
-        }
-        Ok(s)
-    }
-
-    /// The wiki page of a topic (community): frontmatter, its extractive summary, its most central entities
-    /// (at most `top`) as links, its crystals, and its representative memories.
-    ///
-    /// # Errors
-    /// [`crate::ErrorKind::NotFound`] (`community_not_found`).
-    pub fn topic_page(&self, community_id: u64, top: usize, linker: &dyn Linker) -> Result<String> {
-        let (c, entities) = self.get_community(community_id, top)?;
-        let mut s = String::new();
-        let _ = writeln!(s, "---\ntype: Topic\ntitle: {}\ncommunity_id: {}", yaml_str(&c.title), c.id);
-        let _ = writeln!(s, "entity_count: {}\nmemory_count: {}", c.entity_count, c.memory_count);
-        let _ = writeln!(
-            s,
-            "description: {}\n---\n",
-            yaml_str(&format!("Topic of {} entities: {}", c.entity_count, c.title))
-        );
-        let _ = writeln!(s, "# {}\n\n{}\n", c.title, c.summary);
-        let _ = writeln!(s, "## Entities\n");
-        for ce in &entities {
-            if let Ok(e) = self.get_entity(&ce.space_id, &ce.entity_id) {
-                let _ = writeln!(
-                    s,
-                    "* {} ({}, {} mentions)",
-                    link(&e.name, linker.entity(&e)),
-                    e.entity_type,
-                    e.mention_count
-                );
-            }
-        }
-        s.push('\n');
-        let crystals: Vec<MemoryView> = entities
-            .iter()
-            .filter_map(|ce| {
-                self.get_memory(&super::communities::crystal_id(&ce.space_id, &ce.entity_id), Some(&ce.space_id)).ok()
-            })
-            .collect();
-        if !crystals.is_empty() {
-            let _ = writeln!(s, "## Crystals\n");
-            for v in &crystals {
-                let _ = writeln!(s, "* {}", link(&v.memory.title, linker.crystal(&v.memory.space_id, &v.memory.id)));
-            }
-            s.push('\n');
-        }
-        let _ = writeln!(s, "## Representative memories\n");
-        for m in &c.top_memories {
-            let _ = writeln!(s, "* {}", link(&m.title, linker.memory(&m.space_id, &m.memory_id)));
-        }
-        Ok(s)
     }
 
     /// Memories (not forgotten) mentioning any entity of community `id`, most recent first, at most `limit`.

@@ -180,7 +180,7 @@ fn failure_message(e: &Error) -> String {
 
 /// A percent-encoded route path from its segments (`["memories", id]` -> `/memories/<id>`).
 pub(crate) fn path_of(segments: &[&str]) -> String {
-    segments.iter().map(|s| format!("/{}", crate::store::encode_segment(s))).collect()
+    segments.iter().map(|s| format!("/{}", crate::library::encode_segment(s))).collect()
 }
 
 /// One tool of the table.

@@ -8,9 +8,8 @@ use std::path::Path;
 
 use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata};
 
-use crate::config::Durability;
 use crate::error::{Error, ErrorKind, Result};
-use crate::storage::{Device, Kind};
+use crate::storage::{Device, Durability, Kind};
 
 /// A key type a record kind may use: `&str`, `u64` and tuples of them (redb's `Key`).
 pub trait KeyType: redb::Key + 'static {}

@@ -3,19 +3,18 @@
 //! streams and deletes: the bundle is never held in memory whole. Every link is relative to the page, and
 //! only to pages inside the bundle (anything else is plain text). See docs/api.md "Exports".
 
-use crate::storage::Readable;
 use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::PathBuf;
 use zip::write::SimpleFileOptions;
 
-use super::tables::*;
-use super::wiki::{Linker, link, memory_line, yaml_str};
-use super::{Community, KnowledgeStore, MemoryView, StoredMemory, schema};
+use super::links::{Linker, link};
+use super::markdown::yaml_str;
 use crate::embed::fnv1a;
 use crate::error::{Error, ErrorKind, Result};
 use crate::model::{Entity, Label, MemoryState};
+use crate::store::{KnowledgeStore, LibrarySelection, MemoryView, memory_line};
 
 /// Which bundle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,13 +62,7 @@ pub struct ExportCounts {
 }
 
 /// The selection of one export.
-struct Plan {
-    topics: Vec<Community>,
-    entities: Vec<Entity>,
-    crystals: Vec<MemoryView>,
-    memories: Vec<MemoryView>,
-    labels: Vec<Label>,
-}
+type Plan = LibrarySelection;
 
 fn slug(s: &str) -> String {
     let mut out = String::new();
@@ -140,51 +133,7 @@ fn okf_status(s: MemoryState) -> &'static str {
 
 impl KnowledgeStore {
     fn export_plan(&self, kind: ExportKind, p: &ExportParams) -> Result<Plan> {
-        let (topics, _) = self.list_communities(usize::MAX)?;
-        let rtx = self.db.read()?;
-        let mut entities: Vec<Entity> = Vec::new();
-        for row in rtx.table(ENTITIES)?.iter()? {
-            entities.push(schema::decode(row?.1.value())?);
-        }
-        entities.sort_by(|a, b| {
-            b.mention_count
-                .cmp(&a.mention_count)
-                .then_with(|| a.name.cmp(&b.name))
-                .then_with(|| a.space_id.cmp(&b.space_id))
-        });
-        entities.truncate(p.entity_limit);
-        let mut crystal_ids: BTreeSet<(String, String)> = BTreeSet::new();
-        for row in rtx.table(CRYSTAL_SOURCES)?.iter()? {
-            let (k, _) = row?;
-            let (s, c, _) = k.value();
-            crystal_ids.insert((s.to_string(), c.to_string()));
-        }
-        let mut memories = Vec::new();
-        let mut labels = Vec::new();
-        if kind == ExportKind::Okf {
-            let ml = rtx.table(MEMORY_LABELS)?;
-            for row in rtx.table(MEMORIES)?.iter()? {
-                let (k, v) = row?;
-                let (space, id) = k.value();
-                let sm: StoredMemory = schema::decode(v.value())?;
-                if sm.memory.state == MemoryState::Forgotten || sm.memory.is_crystal {
-                    continue;
-                }
-                let label_ids = super::range_prefix3(&ml, space, id)?;
-                memories.push(MemoryView { memory: sm.memory, label_ids });
-            }
-            for row in rtx.table(LABELS)?.iter()? {
-                labels.push(schema::decode::<Label>(row?.1.value())?);
-            }
-        }
-        drop(rtx);
-        let mut crystals = Vec::new();
-        for (s, c) in crystal_ids {
-            if let Ok(v) = self.get_memory(&c, Some(&s)) {
-                crystals.push(v);
-            }
-        }
-        Ok(Plan { topics, entities, crystals, memories, labels })
+        self.library_selection(kind == ExportKind::Okf, p.entity_limit)
     }
 
     /// The counts of the wiki and the OKF bundles [`KnowledgeStore::export_library`] would write, from one
