@@ -37,6 +37,11 @@ fn schemas() -> Map<String, Value> {
     add::<SpacesResponse>(&mut v);
     add::<Space>(&mut v);
     add::<HealthResponse>(&mut v);
+    add::<super::threads::ThreadListResponse>(&mut v);
+    add::<super::threads::ThreadSearchResponse>(&mut v);
+    add::<super::threads::ThreadMessagesResponse>(&mut v);
+    add::<super::threads::ThreadDeleteResponse>(&mut v);
+    add::<super::threads::ThreadUpdateResponse>(&mut v);
     add::<super::embeddings::EmbeddingsRequest>(&mut v);
     add::<super::threads::CreateThreadRequest>(&mut v);
     add::<super::threads::CreateThreadResponse>(&mut v);

@@ -54,7 +54,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "List threads, most recently updated first",
         LIST_PARAMS,
         None,
-        Shape::Object,
+        Shape::Ref("ThreadListResponse"),
         false,
         list
     ),
@@ -65,7 +65,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Threads whose messages contain every query word, with match counts",
         SEARCH_PARAMS,
         None,
-        Shape::Object,
+        Shape::Ref("ThreadSearchResponse"),
         false,
         search
     ),
@@ -87,7 +87,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "A thread and a page of its messages",
         GET_PARAMS,
         None,
-        Shape::Object,
+        Shape::Ref("ThreadMessagesResponse"),
         false,
         get
     ),
@@ -98,7 +98,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Delete a thread, its messages and optionally its memories",
         DELETE_PARAMS,
         None,
-        Shape::Object,
+        Shape::Ref("ThreadDeleteResponse"),
         false,
         delete
     ),
@@ -120,7 +120,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Merge keys into the thread's metadata",
         &[],
         Some("MergeMetadataRequest"),
-        Shape::Object,
+        Shape::Ref("ThreadUpdateResponse"),
         false,
         merge_metadata
     ),
@@ -333,6 +333,94 @@ pub struct AppendResponse {
     pub warnings: Vec<String>,
 }
 
+/// `GET /threads/{thread_id}`: the thread and one page of its messages.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ThreadMessagesResponse {
+    /// The thread.
+    pub thread: crate::model::Thread,
+    /// Messages `offset..offset + limit`, in order.
+    pub messages: Vec<crate::model::Message>,
+    /// Messages in the thread.
+    pub total_messages: u64,
+    /// Messages in the thread (same as `total_messages`).
+    pub message_count: u64,
+    /// Page size asked for.
+    pub limit: u64,
+    /// Order index of the first message of the page.
+    pub offset: u64,
+    /// Whether messages follow this page.
+    pub has_more: bool,
+}
+
+/// Paging of a listing.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Pagination {
+    /// Page size.
+    pub limit: u64,
+    /// Items skipped.
+    pub offset: u64,
+    /// Items in all.
+    pub total: u64,
+    /// Whether items follow this page.
+    pub has_more: bool,
+}
+
+/// `GET /threads`: one page of threads, most recently updated first.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ThreadListResponse {
+    /// The threads of the page.
+    pub threads: Vec<ThreadSummary>,
+    /// Paging.
+    pub pagination: Pagination,
+}
+
+/// One thread found by `GET /threads/search`: the thread's summary and its match counts.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ThreadSearchHit {
+    /// The thread.
+    #[serde(flatten)]
+    pub summary: ThreadSummary,
+    /// Messages matching every term.
+    pub total_matches: u64,
+    /// Messages matching every term (same as `total_matches`).
+    pub matched_messages_count: u64,
+    /// Messages matching through their neighbours.
+    pub context_matches: u64,
+}
+
+/// `GET /threads/search`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ThreadSearchResponse {
+    /// Threads found.
+    pub total_found: u64,
+    /// The threads, most matching messages first.
+    pub threads: Vec<ThreadSearchHit>,
+}
+
+/// `DELETE /threads/{thread_id}`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ThreadDeleteResponse {
+    /// Always true.
+    pub success: bool,
+    /// The thread deleted.
+    pub thread_id: String,
+    /// Messages deleted.
+    pub deleted_messages: u64,
+    /// Memories deleted with it (`cascade_delete_memories`).
+    pub deleted_memories: u64,
+    /// One line.
+    pub message: String,
+}
+
+/// A changed thread (`PATCH /threads/{thread_id}` metadata merge).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ThreadUpdateResponse {
+    /// Always true.
+    pub success: bool,
+    /// The thread as stored now.
+    pub thread: crate::model::Thread,
+}
+
 /// A thread in listings.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct ThreadSummary {
@@ -513,15 +601,16 @@ pub(super) fn get(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let offset = ctx.query.int("offset").unwrap_or(0) as u64;
     let (thread, messages) = api.store().thread_messages(ctx.param("thread_id"), space_param(ctx), limit, offset)?;
     let total = thread.message_count;
-    ok(&serde_json::json!({
-        "thread": thread,
-        "messages": messages,
-        "total_messages": total,
-        "message_count": total,
-        "limit": limit,
-        "offset": offset,
-        "has_more": offset + (messages.len() as u64) < total,
-    }))
+    let has_more = offset + (messages.len() as u64) < total;
+    ok(&ThreadMessagesResponse {
+        thread,
+        messages,
+        total_messages: total,
+        message_count: total,
+        limit: limit as u64,
+        offset,
+        has_more,
+    })
 }
 
 pub(super) fn list(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
@@ -533,10 +622,15 @@ pub(super) fn list(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         q.int("offset").unwrap_or(0) as usize,
     )?;
     let has_more = page.has_more();
-    ok(&serde_json::json!({
-        "threads": page.items.iter().map(ThreadSummary::from).collect::<Vec<_>>(),
-        "pagination": {"limit": page.limit, "offset": page.offset, "total": page.total, "has_more": has_more},
-    }))
+    ok(&ThreadListResponse {
+        threads: page.items.iter().map(ThreadSummary::from).collect(),
+        pagination: Pagination {
+            limit: page.limit as u64,
+            offset: page.offset as u64,
+            total: page.total as u64,
+            has_more,
+        },
+    })
 }
 
 pub(super) fn search(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
@@ -547,30 +641,29 @@ pub(super) fn search(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         q.str("source"),
         q.int("limit").unwrap_or(10) as usize,
     )?;
-    let threads: Vec<serde_json::Value> = hits
+    let threads: Vec<ThreadSearchHit> = hits
         .iter()
-        .map(|h| {
-            let mut v = serde_json::to_value(ThreadSummary::from(&h.thread)).unwrap_or_default();
-            v["total_matches"] = h.matched_messages.into();
-            v["matched_messages_count"] = h.matched_messages.into();
-            v["context_matches"] = h.context_matches.into();
-            v
+        .map(|h| ThreadSearchHit {
+            summary: ThreadSummary::from(&h.thread),
+            total_matches: h.matched_messages,
+            matched_messages_count: h.matched_messages,
+            context_matches: h.context_matches,
         })
         .collect();
-    ok(&serde_json::json!({"total_found": threads.len(), "threads": threads}))
+    ok(&ThreadSearchResponse { total_found: threads.len() as u64, threads })
 }
 
 pub(super) fn delete(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let id = ctx.param("thread_id");
     let r =
         api.store().delete_thread(id, space_param(ctx), ctx.query.bool("cascade_delete_memories").unwrap_or(false))?;
-    ok(&serde_json::json!({
-        "success": true,
-        "thread_id": id,
-        "deleted_messages": r.deleted_messages,
-        "deleted_memories": r.deleted_memories,
-        "message": format!("thread '{id}' deleted"),
-    }))
+    ok(&ThreadDeleteResponse {
+        success: true,
+        thread_id: id.to_string(),
+        deleted_messages: r.deleted_messages,
+        deleted_memories: r.deleted_memories,
+        message: format!("thread '{id}' deleted"),
+    })
 }
 
 pub(super) fn merge_metadata(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
@@ -582,7 +675,7 @@ pub(super) fn merge_metadata(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         req.metadata,
         req.only_missing,
     )?;
-    ok(&serde_json::json!({"success": true, "thread": t}))
+    ok(&ThreadUpdateResponse { success: true, thread: t })
 }
 
 pub(super) fn favorite(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {

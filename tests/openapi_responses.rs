@@ -1,0 +1,229 @@
+//! Real responses against the OpenAPI document: a workload over a real daemon calls the routes, and every
+//! 200 body is validated (JSON Schema 2020-12, `boon`) against the schema `/openapi.json` declares for that
+//! operation. The routes whose response is still an untyped object are pinned in
+//! `tests/snapshots/untyped_responses.txt` (`ENGRAM_BLESS=1` rewrites it), so a route can only leave that list
+//! by getting a schema, and no typed route can drift from its schema unnoticed.
+#![cfg(feature = "server")]
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use common::call;
+use engram::server::RunningServer;
+use serde_json::{Value, json};
+
+const DOC: &str = "http://engram.test/openapi.json";
+
+struct Checker<'a> {
+    srv: &'a RunningServer,
+    doc: Value,
+    schemas: boon::Schemas,
+    compiler: boon::Compiler,
+    checked: BTreeSet<String>,
+}
+
+fn pointer_escape(s: &str) -> String {
+    s.replace('~', "~0").replace('/', "~1").replace('{', "%7B").replace('}', "%7D")
+}
+
+impl<'a> Checker<'a> {
+    fn new(srv: &'a RunningServer) -> Self {
+        let doc = call(srv, "GET", "/openapi.json", None).json();
+        let mut compiler = boon::Compiler::new();
+        compiler.set_default_draft(boon::Draft::V2020_12);
+        compiler.add_resource(DOC, doc.clone()).unwrap();
+        Checker { srv, doc, schemas: boon::Schemas::new(), compiler, checked: BTreeSet::new() }
+    }
+
+    fn validator(&mut self, method: &str, template: &str) -> boon::SchemaIndex {
+        let m = method.to_ascii_lowercase();
+        let loc =
+            format!("{DOC}#/paths/{}/{m}/responses/200/content/application~1json/schema", pointer_escape(template));
+        self.compiler.compile(&loc, &mut self.schemas).unwrap_or_else(|e| panic!("{loc}: {e}"))
+    }
+
+    /// Whether `value` passes the response schema of `method template`.
+    fn accepts(&mut self, method: &str, template: &str, value: &Value) -> bool {
+        let idx = self.validator(method, template);
+        self.schemas.validate(value, idx).is_ok()
+    }
+
+    /// Calls `method path` (a concrete path for the route `template`), expects 200 and a body that validates
+    /// against the route's response schema; returns the body.
+    fn check(&mut self, method: &str, template: &str, path: &str, body: Option<Value>) -> Value {
+        let text = body.map(|b| b.to_string());
+        let r = call(self.srv, method, path, text.as_deref());
+        assert_eq!(r.status, 200, "{method} {path}: {}", r.body);
+        let m = method.to_ascii_lowercase();
+        let op = &self.doc["paths"][template][&m];
+        assert!(op.is_object(), "{method} {template} is not in the document");
+        let schema = &op["responses"]["200"]["content"]["application/json"]["schema"];
+        assert!(schema.is_object(), "{method} {template}: no JSON response schema");
+        let loc =
+            format!("{DOC}#/paths/{}/{m}/responses/200/content/application~1json/schema", pointer_escape(template));
+        let idx = self.compiler.compile(&loc, &mut self.schemas).unwrap_or_else(|e| panic!("{loc}: {e}"));
+        let value: Value = serde_json::from_str(&r.body).unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+        if let Err(e) = self.schemas.validate(&value, idx) {
+            panic!("{method} {path}: the response does not match its schema:\n{e:#}\nbody: {value}");
+        }
+        self.checked.insert(format!("{method} {template}"));
+        value
+    }
+}
+
+/// The routes whose 200 response the document describes only as `{"type": "object"}`.
+fn untyped(doc: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            let s = &op["responses"]["200"]["content"]["application/json"]["schema"];
+            if *s == json!({"type": "object"}) {
+                out.push(format!("{} {path}", method.to_ascii_uppercase()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn untyped_responses_are_pinned() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = common::server(dir.path(), 1 << 20);
+    let doc = call(&srv, "GET", "/openapi.json", None).json();
+    let got = untyped(&doc).join("\n") + "\n";
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots/untyped_responses.txt");
+    if std::env::var_os("ENGRAM_BLESS").is_some() {
+        std::fs::write(&path, &got).unwrap();
+    }
+    let want = std::fs::read_to_string(&path).unwrap_or_default();
+    assert_eq!(got, want, "routes with an untyped response changed; ENGRAM_BLESS=1 rewrites the snapshot");
+}
+
+#[test]
+fn real_responses_match_the_document() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = common::server(dir.path(), 4 << 20);
+    let mut c = Checker::new(&srv);
+
+    // The validation bites: a body of the wrong shape fails.
+    let ok_thread =
+        json!({"success": true, "thread_id": "t", "deleted_messages": 1, "deleted_memories": 0, "message": "x"});
+    assert!(c.accepts("DELETE", "/threads/{thread_id}", &ok_thread));
+    let mut bad = ok_thread.clone();
+    bad["deleted_messages"] = json!("one");
+    assert!(!c.accepts("DELETE", "/threads/{thread_id}", &bad));
+    assert!(!c.accepts("GET", "/health", &json!({"status": 5})));
+
+    // System.
+    c.check("GET", "/health", "/health", None);
+    c.check("GET", "/capabilities", "/capabilities", None);
+
+    // Memories.
+    let created = c.check(
+        "POST",
+        "/memories",
+        "/memories",
+        Some(json!({"id": "m1", "content": "Alice Johnson met Bob Smith at the harbour in Lisbon.", "labels": ["travel"], "importance": 0.7})),
+    );
+    assert_eq!(created["memory"]["id"], "m1");
+    c.check(
+        "POST",
+        "/memories/batch",
+        "/memories/batch",
+        Some(json!({"memories": [
+            {"id": "m2", "content": "Bob Smith prefers green tea in the morning.", "unit_type": "preference"},
+            {"id": "m3", "content": "We decided to move the release to Friday.", "unit_type": "decision", "labels": ["work"]},
+        ]})),
+    );
+    let list = c.check("GET", "/memories", "/memories?limit=10", None);
+    assert!(list["memories"].as_array().unwrap().len() >= 3, "{list}");
+    c.check("GET", "/memories/{memory_id}", "/memories/m1", None);
+    c.check("PATCH", "/memories/{memory_id}", "/memories/m2", Some(json!({"importance": 0.9})));
+    let labels = c.check("GET", "/memories/{memory_id}/labels", "/memories/m1/labels", None);
+    let travel = labels["labels"][0]["id"].as_str().expect("m1 has its label").to_string();
+    c.check("POST", "/memories/{memory_id}/labels/{label_id}", &format!("/memories/m2/labels/{travel}"), None);
+    c.check("DELETE", "/memories/{memory_id}/labels/{label_id}", &format!("/memories/m2/labels/{travel}"), None);
+    c.check("GET", "/memories/search", "/memories/search?q=harbour&limit=5", None);
+    let hits = c.check("POST", "/memories/search", "/memories/search", Some(json!({"query": "green tea", "limit": 5})));
+    assert!(!hits.as_array().unwrap().is_empty());
+    c.check("POST", "/memories/{memory_id}/favorite", "/memories/m1/favorite?is_favorite=true", None);
+    c.check("GET", "/favorites/memories", "/favorites/memories", None);
+
+    // Labels.
+    c.check("GET", "/labels", "/labels", None);
+    let label = c.check("POST", "/labels", "/labels?name=ideas&color=%233b82f6", None);
+    let lid = label["id"].as_str().unwrap().to_string();
+    c.check("GET", "/labels/{label_id}", &format!("/labels/{lid}"), None);
+    c.check("PUT", "/labels/{label_id}", &format!("/labels/{lid}"), Some(json!({"description": "loose ideas"})));
+    c.check("GET", "/labels/health", "/labels/health", None);
+    c.check("POST", "/labels/consolidation-preview", "/labels/consolidation-preview", None);
+
+    // Spaces.
+    c.check("GET", "/spaces", "/spaces", None);
+    c.check("POST", "/spaces", "/spaces", Some(json!({"name": "Research"})));
+    c.check("GET", "/spaces/{space_id}", "/spaces/default", None);
+    c.check("GET", "/spaces/resolve", "/spaces/resolve?reference=Research", None);
+
+    // Threads.
+    c.check(
+        "POST",
+        "/threads",
+        "/threads",
+        Some(json!({"thread_id": "t1", "title": "Trip", "messages": [
+            {"role": "user", "content": "Where did Alice meet Bob?"},
+            {"role": "assistant", "content": "At the harbour in Lisbon."},
+        ]})),
+    );
+    c.check(
+        "POST",
+        "/threads/{thread_id}/append",
+        "/threads/t1/append",
+        Some(json!({"messages": [{"role": "user", "content": "Thanks!"}]})),
+    );
+    c.check("POST", "/threads/{thread_id}/favorite", "/threads/t1/favorite?is_favorite=true", None);
+    let t = c.check("GET", "/threads/{thread_id}", "/threads/t1?limit=2", None);
+    assert_eq!((t["total_messages"].as_u64(), t["has_more"].as_bool()), (Some(3), Some(true)), "{t}");
+    let l = c.check("GET", "/threads", "/threads?limit=5", None);
+    assert_eq!(l["pagination"]["total"], 1, "{l}");
+    let f = c.check("GET", "/threads/search", "/threads/search?query=harbour", None);
+    assert_eq!(f["threads"][0]["id"], "t1", "{f}");
+    let u = c.check(
+        "POST",
+        "/threads/{thread_id}/metadata/merge",
+        "/threads/t1/metadata/merge",
+        Some(json!({"metadata": {"topic": "travel"}})),
+    );
+    assert_eq!(u["thread"]["metadata"]["topic"], "travel", "{u}");
+    c.check("GET", "/favorites/threads", "/favorites/threads", None);
+
+    // Relations, sources, embeddings.
+    c.check(
+        "POST",
+        "/memories/{memory_id}/relations",
+        "/memories/m1/relations",
+        Some(json!({"target_memory_id": "m2", "relation_type": "related"})),
+    );
+    let src = c.check(
+        "POST",
+        "/sources/ingest/file",
+        "/sources/ingest/file",
+        Some(json!({"file_name": "notes.md", "content": "# Notes\n\nThe harbour opens at six.\n"})),
+    );
+    let sid = src["id"].as_str().unwrap().to_string();
+    c.check("GET", "/sources/{source_id}", &format!("/sources/{sid}"), None);
+    c.check("POST", "/v1/embeddings", "/v1/embeddings", Some(json!({"input": ["a harbour", "green tea"]})));
+
+    // Deletes last.
+    c.check("DELETE", "/memories/{memory_id}", "/memories/m3", None);
+    let d = c.check("DELETE", "/threads/{thread_id}", "/threads/t1", None);
+    assert_eq!(d["deleted_messages"], 3, "{d}");
+
+    // Every typed route this workload reached was checked; name them so a reader sees the coverage.
+    let typed: BTreeSet<String> = {
+        let untyped: BTreeSet<String> = untyped(&c.doc).into_iter().collect();
+        c.checked.iter().filter(|r| !untyped.contains(*r)).cloned().collect()
+    };
+    assert!(typed.len() >= 35, "{} typed routes checked: {typed:?}", typed.len());
+}
