@@ -215,6 +215,40 @@ fn real_responses_match_the_document() {
     c.check("GET", "/sources/{source_id}", &format!("/sources/{sid}"), None);
     c.check("POST", "/v1/embeddings", "/v1/embeddings", Some(json!({"input": ["a harbour", "green tea"]})));
 
+    // The tree API.
+    let caps = c.check("GET", "/fs/capabilities", "/fs/capabilities", None);
+    assert_eq!(caps["limits"]["max_limit"], 1000);
+    let ls = c.check("GET", "/fs/ls", "/fs/ls?path=/memories/by-id&limit=2", None);
+    assert_eq!(ls["next_cursor"], ls["nextCursor"]);
+    assert!(ls["next_cursor"].is_string(), "{ls}");
+    c.check("GET", "/fs/ls", "/fs/ls?path=/", None);
+    let cat = c.check("GET", "/fs/cat", "/fs/cat?path=/memories/by-id/m1.memory.md", None);
+    assert!(cat["body"].as_str().unwrap().contains("harbour"));
+    c.check("GET", "/fs/cat", "/fs/cat?path=/memories/by-id/m1.memory.md&line=1&lines=1", None);
+    c.check("GET", "/fs/stat", "/fs/stat?path=/memories/by-id/m1.memory.md", None);
+    c.check("GET", "/fs/stat", "/fs/stat?path=/memories", None);
+    let f = c.check("GET", "/fs/find", "/fs/find?path=/memories&limit=1", None);
+    assert_eq!(f["hits"], f["paths"]);
+    c.check("GET", "/fs/find", "/fs/find?path=/wiki&type=entity", None);
+    let g = c.check("GET", "/fs/grep", "/fs/grep?path=/&q=harbour", None);
+    assert!(!g["matches"].as_array().unwrap().is_empty());
+    c.check("GET", "/fs/recall", "/fs/recall?query=harbour&k=3", None);
+    let w = c.check(
+        "POST",
+        "/fs/write",
+        "/fs/write",
+        Some(json!({"path": "/memories/by-id/fsw.memory.md", "body": "Written through the tree.", "frontmatter": {"title": "Tree"}})),
+    );
+    assert_eq!((w["created"].as_bool(), w["id"].as_str()), (Some(true), Some("fsw")), "{w}");
+    c.check(
+        "POST",
+        "/fs/write",
+        "/fs/write",
+        Some(json!({"path": "/working-memory/today.md", "body": "Focus: tests."})),
+    );
+    let d = c.check("POST", "/fs/delete", "/fs/delete", Some(json!({"path": "/memories/by-id/fsw.memory.md"})));
+    assert_eq!(d["id"], "fsw");
+
     // Deletes last.
     c.check("DELETE", "/memories/{memory_id}", "/memories/m3", None);
     let d = c.check("DELETE", "/threads/{thread_id}", "/threads/t1", None);

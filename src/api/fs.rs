@@ -17,8 +17,8 @@
 //! (alias path), `EINVAL` 422 (the validation shape with `type: "EINVAL"`), `ENOTSUP` 501 (planned: mount,
 //! fragments, SQL/Cypher, replay, tail, raw).
 
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use utoipa::ToSchema;
 
 use super::query::{ParamSpec, boolean, int, required, string};
@@ -37,7 +37,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Tree API roots, verbs, limits and feature flags",
         CAPS_PARAMS,
         None,
-        Shape::Object,
+        Shape::Ref("FsCapabilities"),
         false,
         capabilities
     ),
@@ -48,7 +48,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "List a directory of the tree (cursor paging)",
         LS_PARAMS,
         None,
-        Shape::Object,
+        Shape::Ref("FsListing"),
         false,
         ls
     ),
@@ -59,7 +59,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "A file of the tree: frontmatter and body, or a window of lines",
         CAT_PARAMS,
         None,
-        Shape::Object,
+        Shape::Ref("FileContent"),
         false,
         cat
     ),
@@ -70,7 +70,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Metadata of a path without the body",
         STAT_PARAMS,
         None,
-        Shape::Object,
+        Shape::Ref("Stat"),
         false,
         stat
     ),
@@ -81,7 +81,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Structural search (type, label, dates, mentions); returns paths",
         FIND_PARAMS,
         None,
-        Shape::Object,
+        Shape::Ref("FsFindResponse"),
         false,
         find
     ),
@@ -92,7 +92,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Literal or regex search over memories, thread messages and sources, with line numbers",
         GREP_PARAMS,
         None,
-        Shape::Object,
+        Shape::Ref("FsGrepResponse"),
         false,
         grep
     ),
@@ -103,7 +103,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Semantic (hybrid) search; returns paths",
         RECALL_PARAMS,
         None,
-        Shape::Object,
+        Shape::Ref("FsRecallResponse"),
         false,
         recall
     ),
@@ -114,7 +114,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Write a canonical writable path (a memory, today's working memory)",
         &[],
         Some("FsWriteRequest"),
-        Shape::Object,
+        Shape::Ref("WriteReport"),
         false,
         write
     ),
@@ -125,7 +125,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Delete a canonical writable path (a memory)",
         &[],
         Some("FsDeleteRequest"),
-        Shape::Object,
+        Shape::Ref("FsDeleteResponse"),
         false,
         delete
     ),
@@ -165,30 +165,185 @@ fn page_limit(ctx: &Ctx<'_>, default: usize) -> usize {
 
 pub(super) const CAPS_PARAMS: &[ParamSpec] = &[];
 
+/// `GET /fs/capabilities`: what this tree server offers.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct FsCapabilities {
+    /// Protocol version (`engram-fs-1`).
+    pub version: &'static str,
+    /// The top-level directories.
+    pub roots: Vec<FsRoot>,
+    /// Verbs by kind.
+    pub verbs: FsVerbs,
+    /// Defaults and bounds.
+    pub limits: FsLimits,
+    /// Directories and files to start from.
+    pub entry_points: Vec<&'static str>,
+    /// Path patterns `write` takes.
+    pub writable: Vec<&'static str>,
+    /// Optional features and whether this server has them.
+    pub features: FsFeatures,
+}
+
+/// A top-level directory.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct FsRoot {
+    /// Name.
+    pub name: &'static str,
+    /// Path.
+    pub path: &'static str,
+}
+
+/// The verbs of the tree API.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct FsVerbs {
+    /// Reading verbs.
+    pub read: Vec<&'static str>,
+    /// Writing verbs.
+    pub write: Vec<&'static str>,
+    /// Verbs of the interface not offered yet.
+    pub deferred: Vec<&'static str>,
+}
+
+/// Defaults and bounds of the tree API.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct FsLimits {
+    /// `ls` page size by default.
+    pub default_limit: usize,
+    /// Largest page.
+    pub max_limit: usize,
+    /// `find` and `grep` page size by default.
+    pub default_search_limit: usize,
+    /// `recall` hits by default.
+    pub default_recall_k: usize,
+    /// `cat` window in lines by default.
+    pub default_line_window: usize,
+    /// Longest `grep` pattern in bytes.
+    pub max_pattern_bytes: usize,
+}
+
+/// Optional features.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct FsFeatures {
+    /// `grep` with `regex=true`.
+    pub grep_regex: bool,
+    /// `recall`.
+    pub recall: bool,
+    /// `find`.
+    pub find: bool,
+    /// `write` and `delete`.
+    pub write: bool,
+    /// Fragments of files.
+    pub fragments: bool,
+    /// Mounts.
+    pub mount: bool,
+}
+
 pub(super) fn capabilities(_api: &Api, _ctx: &Ctx<'_>) -> Result<ApiResponse> {
     Ok(ApiResponse::json(
         200,
-        &json!({
-            "version": "engram-fs-1",
-            "roots": ROOTS.iter().map(|(n, p)| json!({"name": n, "path": p})).collect::<Vec<_>>(),
-            "verbs": {
-                "read": ["ls", "cat", "stat", "find", "grep", "recall"],
-                "write": ["write", "delete"],
-                "deferred": ["mount", "fragments", "sql", "cypher", "replay", "tail", "raw"],
+        &FsCapabilities {
+            version: "engram-fs-1",
+            roots: ROOTS.iter().map(|(name, path)| FsRoot { name, path }).collect(),
+            verbs: FsVerbs {
+                read: vec!["ls", "cat", "stat", "find", "grep", "recall"],
+                write: vec!["write", "delete"],
+                deferred: vec!["mount", "fragments", "sql", "cypher", "replay", "tail", "raw"],
             },
-            "limits": {
-                "default_limit": DEFAULT_LIMIT,
-                "max_limit": MAX_LIMIT,
-                "default_search_limit": DEFAULT_SEARCH_LIMIT,
-                "default_recall_k": DEFAULT_RECALL_K,
-                "default_line_window": DEFAULT_LINE_WINDOW,
-                "max_pattern_bytes": crate::fs::MAX_PATTERN,
+            limits: FsLimits {
+                default_limit: DEFAULT_LIMIT,
+                max_limit: MAX_LIMIT,
+                default_search_limit: DEFAULT_SEARCH_LIMIT,
+                default_recall_k: DEFAULT_RECALL_K,
+                default_line_window: DEFAULT_LINE_WINDOW,
+                max_pattern_bytes: crate::fs::MAX_PATTERN,
             },
-            "entry_points": ["/memories/by-id", "/memories/by-label", "/threads", "/sources", "/wiki/entities", "/working-memory/today.md"],
-            "writable": ["/memories/by-id/<id>.memory.md", "/working-memory/today.md"],
-            "features": {"grep_regex": true, "recall": true, "find": true, "write": true, "fragments": false, "mount": false},
-        }),
+            entry_points: vec![
+                "/memories/by-id",
+                "/memories/by-label",
+                "/threads",
+                "/sources",
+                "/wiki/entities",
+                "/working-memory/today.md",
+            ],
+            writable: vec!["/memories/by-id/<id>.memory.md", "/working-memory/today.md"],
+            features: FsFeatures {
+                grep_regex: true,
+                recall: true,
+                find: true,
+                write: true,
+                fragments: false,
+                mount: false,
+            },
+        },
     ))
+}
+
+/// `GET /fs/ls`: one page of a directory.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct FsListing {
+    /// The directory.
+    pub path: String,
+    /// Entries of the page.
+    pub entries: Vec<crate::fs::Entry>,
+    /// Entries in the directory.
+    pub total: usize,
+    /// Cursor of the next page; null on the last.
+    pub next_cursor: Option<String>,
+    /// Same as `next_cursor` (the interface's camel-case alias).
+    #[serde(rename = "nextCursor")]
+    pub next_cursor_alias: Option<String>,
+}
+
+/// `GET /fs/find`: one page of hits.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct FsFindResponse {
+    /// Where it looked.
+    pub path: String,
+    /// Hits of the page.
+    pub hits: Vec<crate::fs::Hit>,
+    /// Same as `hits` (the interface's alias).
+    pub paths: Vec<crate::fs::Hit>,
+    /// Hits in all.
+    pub total: usize,
+    /// Cursor of the next page; null on the last.
+    pub next_cursor: Option<String>,
+}
+
+/// `GET /fs/grep`: one page of matching lines.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct FsGrepResponse {
+    /// The scope.
+    pub path: String,
+    /// The pattern.
+    pub q: String,
+    /// Matching lines of the page.
+    pub matches: Vec<crate::fs::GrepMatch>,
+    /// Cursor of the next page; null on the last.
+    pub next_cursor: Option<String>,
+}
+
+/// `GET /fs/recall`: hybrid-search hits in a directory.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct FsRecallResponse {
+    /// The scope.
+    pub path: String,
+    /// The query.
+    pub query: String,
+    /// Hits, best first.
+    pub hits: Vec<crate::fs::RecallHit>,
+    /// Same as `hits` (the interface's alias).
+    pub paths: Vec<crate::fs::RecallHit>,
+}
+
+/// `POST /fs/delete`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct FsDeleteResponse {
+    /// The path deleted.
+    pub path: String,
+    /// Always true.
+    pub deleted: bool,
+    /// The memory deleted.
+    pub id: String,
 }
 
 pub(super) const LS_PARAMS: &[ParamSpec] = &[
@@ -208,7 +363,13 @@ pub(super) fn ls(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let next_cursor = (next < page.total).then(|| encode_cursor(next));
     Ok(ApiResponse::json(
         200,
-        &json!({"path": path, "entries": page.entries, "total": page.total, "next_cursor": next_cursor, "nextCursor": next_cursor}),
+        &FsListing {
+            path: path.to_string(),
+            entries: page.entries,
+            total: page.total,
+            next_cursor_alias: next_cursor.clone(),
+            next_cursor,
+        },
     ))
 }
 
@@ -279,7 +440,13 @@ pub(super) fn find(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let next_cursor = (next < page.total).then(|| encode_cursor(next));
     Ok(ApiResponse::json(
         200,
-        &json!({"path": path, "hits": page.hits, "paths": page.hits, "total": page.total, "next_cursor": next_cursor}),
+        &FsFindResponse {
+            path: path.to_string(),
+            paths: page.hits.clone(),
+            hits: page.hits,
+            total: page.total,
+            next_cursor,
+        },
     ))
 }
 
@@ -318,7 +485,7 @@ pub(super) fn grep(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let next_cursor = page.next.map(encode_cursor);
     Ok(ApiResponse::json(
         200,
-        &json!({"path": path, "q": pattern, "matches": page.matches, "next_cursor": next_cursor}),
+        &FsGrepResponse { path: path.to_string(), q: pattern.to_string(), matches: page.matches, next_cursor },
     ))
 }
 
@@ -337,7 +504,10 @@ pub(super) fn recall(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let k = q.int("k").map_or(DEFAULT_RECALL_K, |v| v as usize);
     let query = q.str("query").unwrap_or("");
     let hits = crate::fs::recall(api.store(), &space, path, query, k, q.str("unit_type"))?;
-    Ok(ApiResponse::json(200, &json!({"path": path, "query": query, "hits": hits, "paths": hits})))
+    Ok(ApiResponse::json(
+        200,
+        &FsRecallResponse { path: path.to_string(), query: query.to_string(), paths: hits.clone(), hits },
+    ))
 }
 
 /// Body of `POST /fs/write`.
@@ -393,7 +563,7 @@ pub(super) fn delete(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let path = r.path.clone().unwrap_or_default();
     let space = body_space(ctx, &r.space_id);
     let id = crate::fs::delete(api.store(), &space, &path)?;
-    Ok(ApiResponse::json(200, &json!({"path": path, "deleted": true, "id": id})))
+    Ok(ApiResponse::json(200, &FsDeleteResponse { path, deleted: true, id }))
 }
 
 #[cfg(test)]

@@ -37,6 +37,15 @@ fn schemas() -> Map<String, Value> {
     add::<SpacesResponse>(&mut v);
     add::<Space>(&mut v);
     add::<HealthResponse>(&mut v);
+    add::<super::fs::FsCapabilities>(&mut v);
+    add::<super::fs::FsListing>(&mut v);
+    add::<crate::fs::FileContent>(&mut v);
+    add::<crate::fs::Stat>(&mut v);
+    add::<super::fs::FsFindResponse>(&mut v);
+    add::<super::fs::FsGrepResponse>(&mut v);
+    add::<super::fs::FsRecallResponse>(&mut v);
+    add::<crate::fs::WriteReport>(&mut v);
+    add::<super::fs::FsDeleteResponse>(&mut v);
     add::<super::threads::ThreadListResponse>(&mut v);
     add::<super::threads::ThreadSearchResponse>(&mut v);
     add::<super::threads::ThreadMessagesResponse>(&mut v);

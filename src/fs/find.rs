@@ -11,7 +11,7 @@ use crate::model::{Timestamp, UnitType};
 use crate::store::{KnowledgeStore, ListQuery, MemoryView, SearchMode, SearchQuery};
 
 /// One `find` hit.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct Hit {
     /// Tree path of the file.
     pub path: String,
@@ -155,7 +155,7 @@ pub fn find(store: &KnowledgeStore, a: &FindArgs<'_>) -> Result<FindPage> {
 }
 
 /// One `recall` hit.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct RecallHit {
     /// Tree path of the file.
     pub path: String,

@@ -33,7 +33,7 @@ pub struct GrepArgs<'a> {
 }
 
 /// A matching line.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct GrepMatch {
     /// The file.
     pub path: String,

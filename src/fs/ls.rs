@@ -9,7 +9,7 @@ use crate::model::Timestamp;
 use crate::store::{KnowledgeStore, ListQuery};
 
 /// One directory entry.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct Entry {
     /// Name within its directory.
     pub name: String,

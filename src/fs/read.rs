@@ -12,7 +12,7 @@ use crate::model::Timestamp;
 use crate::store::KnowledgeStore;
 
 /// A file as `cat` returns it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct FileContent {
     /// The file's canonical path.
     pub path: String,
@@ -88,7 +88,7 @@ pub fn cat(store: &KnowledgeStore, space: &str, path: &str, window: Option<(usiz
 }
 
 /// What `stat` says of a path.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct Stat {
     /// The path asked for.
     pub path: String,

@@ -27,7 +27,7 @@ pub struct WriteArgs<'a> {
 }
 
 /// What a write did.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct WriteReport {
     /// The canonical path written.
     pub path: String,
