@@ -160,6 +160,56 @@ fn real_responses_match_the_document() {
     c.check("GET", "/labels/health", "/labels/health", None);
     c.check("POST", "/labels/consolidation-preview", "/labels/consolidation-preview", None);
 
+    // Label maintenance.
+    let mut ids = Vec::new();
+    for name in ["alpha", "beta", "gamma", "delta"] {
+        let l = c.check("POST", "/labels", &format!("/labels?name={name}"), None);
+        let id = l["id"].as_str().unwrap().to_string();
+        c.check("POST", "/memories/{memory_id}/labels/{label_id}", &format!("/memories/m1/labels/{id}"), None);
+        ids.push(id);
+    }
+    let (alpha, beta, gamma, delta) = (&ids[0], &ids[1], &ids[2], &ids[3]);
+    let m = c.check("POST", "/labels/merge", &format!("/labels/merge?source_id={alpha}&target_id={beta}"), None);
+    assert_eq!(m["dropped_duplicate_edges"], 1, "m1 had both: {m}");
+    let merges = c.check("GET", "/labels/merges", "/labels/merges", None);
+    let merge_id = merges["merges"][0]["merge_id"].as_str().unwrap().to_string();
+    let r = c.check("POST", "/labels/merges/{merge_id}/reverse", &format!("/labels/merges/{merge_id}/reverse"), None);
+    assert!(r["merge"]["reversed_at"].is_string(), "{r}");
+    c.check("GET", "/labels/merge-candidates", "/labels/merge-candidates?sim_floor=0.5", None);
+    let a = c.check(
+        "POST",
+        "/labels/{label_id}/merge/apply",
+        &format!("/labels/{gamma}/merge/apply"),
+        Some(json!({"target_label_id": beta})),
+    );
+    assert_eq!(a["target"]["id"].as_str(), Some(beta.as_str()), "{a}");
+    let d =
+        c.check("POST", "/labels/{label_id}/delete/apply", &format!("/labels/{delta}/delete/apply"), Some(json!({})));
+    assert_eq!(d["label_id"].as_str(), Some(delta.as_str()));
+    let d = c.check("DELETE", "/labels/{label_id}", &format!("/labels/{lid}"), None);
+    assert_eq!(d["label_id"].as_str(), Some(lid.as_str()));
+
+    // Lifecycle.
+    for id in ["l1", "l2", "l3", "l4"] {
+        c.check(
+            "POST",
+            "/memories",
+            "/memories",
+            Some(json!({"id": id, "content": format!("Lifecycle memory {id} about tides.")})),
+        );
+    }
+    let a = c.check("POST", "/memories/{memory_id}/archive", "/memories/l1/archive", None);
+    assert_eq!((a["state"].as_str(), a["previous_state"].as_str()), (Some("archived"), Some("active")));
+    c.check("POST", "/memories/{memory_id}/deprecate", "/memories/l2/deprecate", Some(json!({"reason": "old"})));
+    c.check(
+        "POST",
+        "/memories/{memory_id}/supersede",
+        "/memories/l3/supersede",
+        Some(json!({"newer_memory_id": "l4"})),
+    );
+    let f = c.check("POST", "/memories/{memory_id}/forget", "/memories/l4/forget", None);
+    assert!(f["memory"].is_null(), "{f}");
+
     // Spaces.
     c.check("GET", "/spaces", "/spaces", None);
     c.check("POST", "/spaces", "/spaces", Some(json!({"name": "Research"})));

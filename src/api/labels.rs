@@ -1,13 +1,13 @@
 //! Label maintenance routes (spec "Labels"; client contract section 6 for the CLI's preview/apply pairs).
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::query::{ParamSpec, boolean, choice, int, num, required, string};
 use super::routes::{Shape, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::error::Result;
-use crate::store::{DEFAULT_SPACE, LabelOrder, LabelPatch};
+use crate::store::{DEFAULT_SPACE, LabelMerge, LabelOrder, LabelPatch};
 
 /// The routes of this module, in table order ([`super::routes::ROUTES`] gathers every module's list).
 pub(super) const ROUTES: &[super::routes::Route] = &[
@@ -51,7 +51,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Semantically near label pairs (name embeddings, cosine >= sim_floor); read-only",
         CANDIDATE_PARAMS,
         None,
-        Shape::Object,
+        Shape::Ref("MergeCandidatesResponse"),
         false,
         merge_candidates
     ),
@@ -62,7 +62,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Merge source into target: re-point every HAS_LABEL edge, record the merge, delete the source",
         MERGE_PARAMS,
         None,
-        Shape::Object,
+        Shape::Ref("LabelMergeResponse"),
         false,
         merge
     ),
@@ -73,7 +73,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Recorded label merges, newest first",
         SPACE,
         None,
-        Shape::Object,
+        Shape::Ref("LabelMergesResponse"),
         false,
         merges
     ),
@@ -84,7 +84,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Undo a recorded merge: the source label and every edge come back",
         SPACE,
         None,
-        Shape::Object,
+        Shape::Ref("LabelMergeReversed"),
         false,
         reverse
     ),
@@ -129,7 +129,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Delete a label and all its HAS_LABEL edges",
         SPACE,
         None,
-        Shape::Object,
+        Shape::Ref("LabelDeleteResponse"),
         false,
         delete
     ),
@@ -151,7 +151,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Merge, refusing a stale plan_id",
         SPACE,
         Some("LabelPlanRequest"),
-        Shape::Object,
+        Shape::Ref("LabelMergeApplied"),
         false,
         merge_apply
     ),
@@ -173,7 +173,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Delete, refusing a stale plan_id",
         SPACE,
         Some("LabelPlanRequest"),
-        Shape::Object,
+        Shape::Ref("LabelDeleteApplied"),
         false,
         delete_apply
     ),
@@ -253,13 +253,13 @@ pub(super) fn update(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
 
 pub(super) fn delete(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let r = api.store().delete_label(space(ctx), ctx.param("label_id"))?;
-    ok(&serde_json::json!({
-        "success": true,
-        "message": format!("label '{}' deleted with {} memory edges", r.label.id, r.removed_edges),
-        "label_id": r.label.id,
-        "deleted_relationships": r.removed_edges,
-        "label": r.label,
-    }))
+    ok(&LabelDeleteResponse {
+        success: true,
+        message: format!("label '{}' deleted with {} memory edges", r.label.id, r.removed_edges),
+        label_id: r.label.id.clone(),
+        deleted_relationships: r.removed_edges,
+        label: r.label,
+    })
 }
 
 pub(super) fn health(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
@@ -271,30 +271,30 @@ pub(super) fn merge_candidates(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> 
     let (floor, max_labels, max_pairs) =
         (q.num("sim_floor").unwrap_or(0.82), q.int("max_labels").unwrap_or(2000), q.int("max_pairs").unwrap_or(100));
     let pairs = api.store().label_merge_candidates(space(ctx), floor, max_labels as usize, max_pairs as usize)?;
-    ok(&serde_json::json!({"sim_floor": floor, "total": pairs.len(), "candidates": pairs}))
+    ok(&MergeCandidatesResponse { sim_floor: floor, total: pairs.len() as u64, candidates: pairs })
 }
 
 pub(super) fn merge(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let (s, t) = (ctx.query.str("source_id").unwrap_or(""), ctx.query.str("target_id").unwrap_or(""));
     let rec = api.store().merge_labels(space(ctx), s, t)?;
-    ok(&serde_json::json!({
-        "success": true,
-        "merge_id": rec.merge_id,
-        "source_id": s,
-        "target_id": t,
-        "moved_edges": rec.moved_memory_ids.len(),
-        "dropped_duplicate_edges": rec.shared_memory_ids.len(),
-        "merge": rec,
-    }))
+    ok(&LabelMergeResponse {
+        success: true,
+        merge_id: rec.merge_id.clone(),
+        source_id: s.to_string(),
+        target_id: t.to_string(),
+        moved_edges: rec.moved_memory_ids.len() as u64,
+        dropped_duplicate_edges: rec.shared_memory_ids.len() as u64,
+        merge: rec,
+    })
 }
 
 pub(super) fn merges(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
-    ok(&serde_json::json!({"merges": api.store().label_merges(space(ctx))?}))
+    ok(&LabelMergesResponse { merges: api.store().label_merges(space(ctx))? })
 }
 
 pub(super) fn reverse(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let rec = api.store().reverse_label_merge(space(ctx), ctx.param("merge_id"))?;
-    ok(&serde_json::json!({"success": true, "merge": rec}))
+    ok(&LabelMergeReversed { success: true, merge: rec })
 }
 
 pub(super) fn consolidate(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
@@ -345,18 +345,18 @@ pub(super) fn merge_apply(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         Some(merge_target(&r)?),
         r.plan_id.as_deref(),
     )?;
-    ok(&serde_json::json!({
-        "success": true,
-        "applied": true,
-        "plan_id": plan.plan_id,
-        "message": plan.message,
-        "affected": plan.affected,
-        "duplicate_assignments": plan.duplicate_assignments,
-        "source": plan.source,
-        "target": plan.target,
-        "merge_id": merge.as_ref().map(|m| m.merge_id.clone()),
-        "merge": merge,
-    }))
+    ok(&LabelMergeApplied {
+        success: true,
+        applied: true,
+        plan_id: plan.plan_id,
+        message: plan.message,
+        affected: plan.affected,
+        duplicate_assignments: plan.duplicate_assignments,
+        source: plan.source,
+        target: plan.target,
+        merge_id: merge.as_ref().map(|m| m.merge_id.clone()),
+        merge,
+    })
 }
 
 pub(super) fn delete_preview(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
@@ -368,16 +368,123 @@ pub(super) fn delete_apply(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let r = plan_body(ctx)?;
     let (plan, _) =
         api.store().apply_label_plan(plan_space(&r, ctx), ctx.param("label_id"), None, r.plan_id.as_deref())?;
-    ok(&serde_json::json!({
-        "success": true,
-        "applied": true,
-        "plan_id": plan.plan_id,
-        "message": plan.message,
-        "affected": plan.affected,
-        "source": plan.source,
-        "label_id": plan.source.id,
-        "deleted_relationships": plan.affected_memories,
-    }))
+    ok(&LabelDeleteApplied {
+        success: true,
+        applied: true,
+        plan_id: plan.plan_id,
+        message: plan.message,
+        affected: plan.affected,
+        label_id: plan.source.id.clone(),
+        source: plan.source,
+        deleted_relationships: plan.affected_memories,
+    })
+}
+
+/// `DELETE /labels/{label_id}`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct LabelDeleteResponse {
+    /// Always true.
+    pub success: bool,
+    /// One line.
+    pub message: String,
+    /// The label deleted.
+    pub label_id: String,
+    /// HAS_LABEL edges removed.
+    pub deleted_relationships: u64,
+    /// The label as it was.
+    pub label: crate::model::Label,
+}
+
+/// `GET /labels/merge-candidates`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct MergeCandidatesResponse {
+    /// The similarity floor used (0..=1).
+    pub sim_floor: f64,
+    /// Pairs found.
+    pub total: u64,
+    /// Pairs, most similar first.
+    pub candidates: Vec<crate::store::MergeCandidate>,
+}
+
+/// `POST /labels/merge`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct LabelMergeResponse {
+    /// Always true.
+    pub success: bool,
+    /// Id of the merge record (for `/labels/merges/{merge_id}/reverse`).
+    pub merge_id: String,
+    /// The label merged away.
+    pub source_id: String,
+    /// The surviving label.
+    pub target_id: String,
+    /// HAS_LABEL edges moved to the target.
+    pub moved_edges: u64,
+    /// Edges dropped because the memory had both labels.
+    pub dropped_duplicate_edges: u64,
+    /// The merge record.
+    pub merge: LabelMerge,
+}
+
+/// `GET /labels/merges`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct LabelMergesResponse {
+    /// Merge records of the space, newest first.
+    pub merges: Vec<LabelMerge>,
+}
+
+/// `POST /labels/merges/{merge_id}/reverse`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct LabelMergeReversed {
+    /// Always true.
+    pub success: bool,
+    /// The merge record, now with `reversed_at`.
+    pub merge: LabelMerge,
+}
+
+/// `POST /labels/{label_id}/merge/apply`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct LabelMergeApplied {
+    /// Always true.
+    pub success: bool,
+    /// Always true.
+    pub applied: bool,
+    /// The plan applied.
+    pub plan_id: String,
+    /// One line.
+    pub message: String,
+    /// Records changed, by kind.
+    pub affected: crate::store::AffectedCounts,
+    /// Assignments dropped because the record had both labels.
+    pub duplicate_assignments: u64,
+    /// The label merged away.
+    pub source: crate::model::Label,
+    /// The surviving label.
+    pub target: Option<crate::model::Label>,
+    /// Id of the merge record.
+    pub merge_id: Option<String>,
+    /// The merge record.
+    pub merge: Option<LabelMerge>,
+}
+
+/// `POST /labels/{label_id}/delete/apply`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct LabelDeleteApplied {
+    /// Always true.
+    pub success: bool,
+    /// Always true.
+    pub applied: bool,
+    /// The plan applied.
+    pub plan_id: String,
+    /// One line.
+    pub message: String,
+    /// Records changed, by kind.
+    pub affected: crate::store::AffectedCounts,
+    /// The label deleted.
+    pub source: crate::model::Label,
+    /// The label deleted (same as `source.id`).
+    pub label_id: String,
+    /// Memories that lost the label.
+    pub deleted_relationships: u64,
 }
 
 const LABEL_LIST_PARAMS: &[ParamSpec] = &[

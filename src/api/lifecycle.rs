@@ -20,7 +20,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Archive: hide from everyday recall, keep readable by id",
         STATE_PARAMS,
         Some("MemoryStateRequest"),
-        Shape::Object,
+        Shape::Ref("StateChangeResponse"),
         false,
         archive
     ),
@@ -31,7 +31,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Forget: hide from recall and by-id reads",
         STATE_PARAMS,
         Some("MemoryStateRequest"),
-        Shape::Object,
+        Shape::Ref("StateChangeResponse"),
         false,
         forget
     ),
@@ -42,7 +42,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Deprecate, optionally naming the replacement",
         STATE_PARAMS,
         Some("MemoryStateRequest"),
-        Shape::Object,
+        Shape::Ref("StateChangeResponse"),
         false,
         deprecate
     ),
@@ -53,7 +53,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Supersede by a newer memory (newer_memory_id required)",
         STATE_PARAMS,
         Some("MemoryStateRequest"),
-        Shape::Object,
+        Shape::Ref("StateChangeResponse"),
         false,
         supersede
     ),
@@ -120,18 +120,39 @@ fn run(api: &Api, ctx: &Ctx<'_>, make: impl FnOnce(&MemoryStateRequest) -> Resul
     let forgotten = state == "forgotten";
     Ok(ApiResponse::json(
         200,
-        &serde_json::json!({
-            "success": true,
-            "id": id,
-            "memory_id": id,
-            "state": state,
-            "previous_state": c.previous.as_str(),
-            "changed": c.changed,
-            "message": format!("memory '{id}' is {state}"),
+        &StateChangeResponse {
+            success: true,
+            id: id.to_string(),
+            memory_id: id.to_string(),
+            state: state.to_string(),
+            previous_state: c.previous.as_str().to_string(),
+            changed: c.changed,
+            message: format!("memory '{id}' is {state}"),
             // A forgotten memory is not readable by id any more; its record is not echoed either.
-            "memory": if forgotten { serde_json::Value::Null } else { serde_json::to_value(MemoryOut::from(c.view)).unwrap_or_default() },
-        }),
+            memory: (!forgotten).then(|| MemoryOut::from(c.view)),
+        },
     ))
+}
+
+/// `POST /memories/{memory_id}/archive`, `/forget`, `/deprecate`, `/supersede`: the state change.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct StateChangeResponse {
+    /// Always true.
+    pub success: bool,
+    /// The memory.
+    pub id: String,
+    /// The memory (same as `id`).
+    pub memory_id: String,
+    /// Its state now: `active`, `archived`, `deprecated`, `superseded` or `forgotten`.
+    pub state: String,
+    /// Its state before.
+    pub previous_state: String,
+    /// False when it was in that state already.
+    pub changed: bool,
+    /// One line.
+    pub message: String,
+    /// The memory as stored now; null once forgotten.
+    pub memory: Option<MemoryOut>,
 }
 
 pub(super) fn archive(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {

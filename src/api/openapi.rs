@@ -46,6 +46,14 @@ fn schemas() -> Map<String, Value> {
     add::<super::fs::FsRecallResponse>(&mut v);
     add::<crate::fs::WriteReport>(&mut v);
     add::<super::fs::FsDeleteResponse>(&mut v);
+    add::<super::lifecycle::StateChangeResponse>(&mut v);
+    add::<super::labels::LabelDeleteResponse>(&mut v);
+    add::<super::labels::MergeCandidatesResponse>(&mut v);
+    add::<super::labels::LabelMergeResponse>(&mut v);
+    add::<super::labels::LabelMergesResponse>(&mut v);
+    add::<super::labels::LabelMergeReversed>(&mut v);
+    add::<super::labels::LabelMergeApplied>(&mut v);
+    add::<super::labels::LabelDeleteApplied>(&mut v);
     add::<super::threads::ThreadListResponse>(&mut v);
     add::<super::threads::ThreadSearchResponse>(&mut v);
     add::<super::threads::ThreadMessagesResponse>(&mut v);
