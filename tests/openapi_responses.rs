@@ -263,6 +263,21 @@ fn real_responses_match_the_document() {
     );
     let sid = src["id"].as_str().unwrap().to_string();
     c.check("GET", "/sources/{source_id}", &format!("/sources/{sid}"), None);
+    let l = c.check("GET", "/sources", "/sources?limit=5", None);
+    assert_eq!(l["total"], 1);
+    let f = c.check("GET", "/sources/search", "/sources/search?q=harbour", None);
+    assert_eq!(f["results"][0]["source_id"].as_str(), Some(sid.as_str()), "{f}");
+    let w = c.check("GET", "/sources/{source_id}/content", &format!("/sources/{sid}/content?limit=8"), None);
+    assert_eq!((w["returned_length"].as_u64(), w["has_more"].as_bool()), (Some(8), Some(true)), "{w}");
+    let rels = c.check("GET", "/memories/{memory_id}/relations", "/memories/m1/relations", None);
+    let rel_id = rels["relations"][0]["id"].as_str().unwrap_or_else(|| panic!("{rels}")).to_string();
+    c.check("DELETE", "/memories/relations/{rel_id}", &format!("/memories/relations/{rel_id}"), None);
+    let d = c.check("DELETE", "/spaces/{space_id}", "/spaces/research?dry_run=true", None);
+    assert_eq!(d["can_delete"], true, "{d}");
+    let d = c.check("DELETE", "/spaces/{space_id}", "/spaces/research", None);
+    assert_eq!(d["success"], true, "{d}");
+    let d = c.check("DELETE", "/sources/{source_id}", &format!("/sources/{sid}"), None);
+    assert_eq!(d["id"].as_str(), Some(sid.as_str()));
     c.check("POST", "/v1/embeddings", "/v1/embeddings", Some(json!({"input": ["a harbour", "green tea"]})));
 
     // The tree API.

@@ -54,6 +54,13 @@ fn schemas() -> Map<String, Value> {
     add::<super::labels::LabelMergeReversed>(&mut v);
     add::<super::labels::LabelMergeApplied>(&mut v);
     add::<super::labels::LabelDeleteApplied>(&mut v);
+    add::<super::sources::SourceListResponse>(&mut v);
+    add::<super::sources::SourceSearchResponse>(&mut v);
+    add::<super::sources::SourceDeleteResponse>(&mut v);
+    add::<crate::store::SourceContent>(&mut v);
+    add::<super::relations::MemoryRelationsResponse>(&mut v);
+    add::<super::relations::RelationDeleteResponse>(&mut v);
+    add::<super::spaces::SpaceDeleteResponse>(&mut v);
     add::<super::threads::ThreadListResponse>(&mut v);
     add::<super::threads::ThreadSearchResponse>(&mut v);
     add::<super::threads::ThreadMessagesResponse>(&mut v);

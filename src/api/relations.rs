@@ -29,7 +29,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Relations of a memory by direction, status and type",
         LIST_PARAMS,
         None,
-        Shape::Object,
+        Shape::Ref("MemoryRelationsResponse"),
         false,
         list_for
     ),
@@ -51,7 +51,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Mark a relation deleted (listable with status=deleted)",
         &[],
         None,
-        Shape::Object,
+        Shape::Ref("RelationDeleteResponse"),
         false,
         delete
     ),
@@ -136,7 +136,10 @@ pub(super) fn list_for(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     };
     let id = ctx.param("memory_id");
     let rels = api.store().memory_relations(id, &rq, q.str("space_id").filter(|s| !s.is_empty()))?;
-    Ok(ApiResponse::json(200, &serde_json::json!({"memory_id": id, "total": rels.len(), "relations": rels})))
+    Ok(ApiResponse::json(
+        200,
+        &MemoryRelationsResponse { memory_id: id.to_string(), total: rels.len() as u64, relations: rels },
+    ))
 }
 
 pub(super) fn update(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
@@ -148,6 +151,32 @@ pub(super) fn delete(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let v = api.store().delete_relation(ctx.param("rel_id"))?;
     Ok(ApiResponse::json(
         200,
-        &serde_json::json!({"success": true, "message": format!("relation '{}' deleted", v.relation.id), "relation": v}),
+        &RelationDeleteResponse {
+            success: true,
+            message: format!("relation '{}' deleted", v.relation.id),
+            relation: v,
+        },
     ))
+}
+
+/// `GET /memories/{memory_id}/relations`.
+#[derive(Debug, Clone, serde::Serialize, ToSchema)]
+pub struct MemoryRelationsResponse {
+    /// The memory.
+    pub memory_id: String,
+    /// Relations returned.
+    pub total: u64,
+    /// The relations, with the memory at the other end.
+    pub relations: Vec<crate::store::RelationView>,
+}
+
+/// `DELETE /memories/relations/{rel_id}`.
+#[derive(Debug, Clone, serde::Serialize, ToSchema)]
+pub struct RelationDeleteResponse {
+    /// Always true.
+    pub success: bool,
+    /// One line.
+    pub message: String,
+    /// The relation as it was.
+    pub relation: crate::store::RelationView,
 }

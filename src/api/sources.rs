@@ -54,7 +54,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Sources of a space with type, state, label and metadata filters, newest first",
         LIST_PARAMS,
         None,
-        Shape::Object,
+        Shape::Ref("SourceListResponse"),
         false,
         list_sources
     ),
@@ -65,7 +65,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "BM25 search over source chunks and file names, grouped by source",
         SEARCH_PARAMS,
         None,
-        Shape::Object,
+        Shape::Ref("SourceSearchResponse"),
         false,
         search_sources
     ),
@@ -87,7 +87,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "A window of a source's parsed text (offset and limit in bytes)",
         CONTENT_PARAMS,
         None,
-        Shape::Object,
+        Shape::Ref("SourceContent"),
         false,
         source_content
     ),
@@ -98,7 +98,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Delete a source with its text, chunks and extracted memories",
         GUARD_PARAMS,
         None,
-        Shape::Object,
+        Shape::Ref("SourceDeleteResponse"),
         false,
         delete_source
     ),
@@ -359,7 +359,12 @@ pub(super) fn list_sources(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let page = api.store().list_sources(&query)?;
     Ok(ApiResponse::json(
         200,
-        &serde_json::json!({"sources": page.items, "total": page.total, "limit": page.limit, "offset": page.offset}),
+        &SourceListResponse {
+            sources: page.items,
+            total: page.total as u64,
+            limit: page.limit as u64,
+            offset: page.offset as u64,
+        },
     ))
 }
 
@@ -368,21 +373,19 @@ pub(super) fn search_sources(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let text = q.str("q").unwrap_or("");
     let space = q.str("space_id").unwrap_or(DEFAULT_SPACE);
     let hits = api.store().search_sources(space, text, q.int("limit").map(|v| v.max(0) as usize).unwrap_or(20))?;
-    let rows: Vec<serde_json::Value> = hits
-        .iter()
-        .map(|h| {
-            serde_json::json!({
-                "source_id": h.source.id,
-                "title": h.source.original_name,
-                "source_type": h.source.source_type,
-                "score": h.score,
-                "snippet": h.chunks.first().map(|c| c.snippet.clone()).unwrap_or_default(),
-                "matches": h.chunks,
-                "source": h.source,
-            })
+    let results: Vec<SourceSearchHit> = hits
+        .into_iter()
+        .map(|h| SourceSearchHit {
+            source_id: h.source.id.clone(),
+            title: h.source.original_name.clone(),
+            source_type: h.source.source_type.clone(),
+            score: h.score,
+            snippet: h.chunks.first().map(|c| c.snippet.clone()).unwrap_or_default(),
+            matches: h.chunks,
+            source: h.source,
         })
         .collect();
-    Ok(ApiResponse::json(200, &serde_json::json!({"results": rows, "total": rows.len(), "query": text})))
+    Ok(ApiResponse::json(200, &SourceSearchResponse { total: results.len() as u64, results, query: text.to_string() }))
 }
 
 pub(super) fn get_source(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
@@ -405,7 +408,70 @@ pub(super) fn delete_source(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let (s, memories) = api.store().delete_source(ctx.param("source_id"), ctx.query.str("space_id"))?;
     Ok(ApiResponse::json(
         200,
-        &serde_json::json!({"success": true, "deleted": true, "id": s.id, "original_name": s.original_name,
-            "memories_deleted": memories}),
+        &SourceDeleteResponse {
+            success: true,
+            deleted: true,
+            id: s.id,
+            original_name: s.original_name,
+            memories_deleted: memories,
+        },
     ))
+}
+
+/// `GET /sources`: one page of sources, newest first.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct SourceListResponse {
+    /// Sources of the page.
+    pub sources: Vec<Source>,
+    /// Sources passing the filters.
+    pub total: u64,
+    /// Page size.
+    pub limit: u64,
+    /// Items skipped.
+    pub offset: u64,
+}
+
+/// One source found by `GET /sources/search`.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct SourceSearchHit {
+    /// The source.
+    pub source_id: String,
+    /// Its file name.
+    pub title: String,
+    /// `file` or `url`.
+    pub source_type: String,
+    /// Best chunk score (BM25).
+    pub score: f32,
+    /// The best chunk's text, at most 300 characters.
+    pub snippet: String,
+    /// Matching chunks, best first (at most 3).
+    pub matches: Vec<crate::store::ChunkHit>,
+    /// The source record.
+    pub source: Source,
+}
+
+/// `GET /sources/search`.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct SourceSearchResponse {
+    /// Sources found, best first.
+    pub results: Vec<SourceSearchHit>,
+    /// How many.
+    pub total: u64,
+    /// The query.
+    pub query: String,
+}
+
+/// `DELETE /sources/{source_id}`.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct SourceDeleteResponse {
+    /// Always true.
+    pub success: bool,
+    /// Always true.
+    pub deleted: bool,
+    /// The source deleted.
+    pub id: String,
+    /// Its file name.
+    pub original_name: String,
+    /// Memories extracted from it and deleted with it.
+    pub memories_deleted: u64,
 }

@@ -76,7 +76,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Delete a space; refused while it holds records unless cascade=true",
         DELETE_PARAMS,
         None,
-        Shape::Object,
+        Shape::Ref("SpaceDeleteResponse"),
         false,
         delete
     ),
@@ -218,15 +218,24 @@ pub(super) fn delete(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let cascade = q.bool("cascade").unwrap_or(false) || (only_wm && q.bool("purge_working_memory").unwrap_or(false));
     if q.bool("dry_run").unwrap_or(false) {
         let blocked = !cascade && (u.memories > 0 || u.threads > 0 || u.has_working_memory) || id == "default";
-        return ok(&serde_json::json!({"dry_run": true, "can_delete": !blocked, "space": space}));
+        return ok(&SpaceDeleteResponse {
+            dry_run: Some(true),
+            can_delete: Some(!blocked),
+            success: None,
+            message: None,
+            deleted: None,
+            space,
+        });
     }
     let gone = api.store().delete_space(id, cascade)?;
-    ok(&serde_json::json!({
-        "success": true,
-        "message": format!("space '{id}' deleted"),
-        "deleted": gone.usage,
-        "space": gone,
-    }))
+    ok(&SpaceDeleteResponse {
+        dry_run: None,
+        can_delete: None,
+        success: Some(true),
+        message: Some(format!("space '{id}' deleted")),
+        deleted: Some(gone.usage.clone()),
+        space: gone,
+    })
 }
 
 fn selection(r: &BulkMoveRequest) -> Result<MoveSelection> {
@@ -261,4 +270,27 @@ pub(super) fn move_preview(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
 pub(super) fn move_apply(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let r: BulkMoveRequest = ctx.json()?;
     ok(&api.store().move_memories(&selection(&r)?, &r.target_space_id, false)?)
+}
+
+/// `DELETE /spaces/{space_id}`: with `dry_run`, whether it could be deleted (`dry_run`, `can_delete`); otherwise
+/// what was deleted (`success`, `message`, `deleted`). Both carry the space.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct SpaceDeleteResponse {
+    /// True for a dry run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dry_run: Option<bool>,
+    /// Dry run: whether a delete with the same options would succeed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub can_delete: Option<bool>,
+    /// Delete: always true.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub success: Option<bool>,
+    /// Delete: one line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Delete: the records deleted with it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deleted: Option<crate::model::SpaceUsage>,
+    /// The space (as it was, for a delete).
+    pub space: crate::model::Space,
 }

@@ -82,7 +82,7 @@ pub struct SourceQuery {
 
 /// A window of a source's parsed text (`GET /sources/{id}/content`). Offsets and lengths are in bytes of the
 /// UTF-8 text; a window never splits a character.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct SourceContent {
     /// The source id.
     pub source_id: String,
@@ -103,7 +103,7 @@ pub struct SourceContent {
 }
 
 /// A chunk matching a search.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct ChunkHit {
     /// Index of the chunk in its source.
     pub chunk_index: u64,
