@@ -104,7 +104,8 @@ fn untyped_responses_are_pinned() {
 #[test]
 fn real_responses_match_the_document() {
     let dir = tempfile::tempdir().unwrap();
-    let srv = common::server(dir.path(), 4 << 20);
+    let store = std::sync::Arc::new(engram::KnowledgeStore::open(engram::StoreConfig::new(dir.path())).unwrap());
+    let srv = common::server_on(dir.path(), store.clone(), 4 << 20);
     let mut c = Checker::new(&srv);
 
     // The validation bites: a body of the wrong shape fails.
@@ -313,6 +314,72 @@ fn real_responses_match_the_document() {
     );
     let d = c.check("POST", "/fs/delete", "/fs/delete", Some(json!({"path": "/memories/by-id/fsw.memory.md"})));
     assert_eq!(d["id"], "fsw");
+
+    // Communities and the library.
+    let texts = [
+        "Dave Okafor showed Carol Nguyen the best ramen in Tokyo.",
+        "Carol Nguyen practised Japanese with Dave Okafor in Tokyo.",
+        "Dave Okafor and Carol Nguyen hiked near Tokyo.",
+        "Alice Johnson and Bob Smith sailed from Lisbon.",
+        "Bob Smith and Alice Johnson walked in Lisbon.",
+    ];
+    for (i, t) in texts.iter().enumerate() {
+        c.check("POST", "/memories", "/memories", Some(json!({"id": format!("g{i}"), "content": t})));
+    }
+    store.recompute_graph().unwrap();
+    let l = c.check("GET", "/communities", "/communities", None);
+    assert!(l["total"].as_u64().unwrap() >= 2, "{l}");
+    assert!(l["computed"].is_object(), "{l}");
+    let cid = l["communities"][0]["id"].as_u64().unwrap();
+    let one = c.check("GET", "/communities/{community_id}", &format!("/communities/{cid}"), None);
+    assert_eq!(one["community"]["id"], cid);
+    let g = c.check(
+        "GET",
+        "/library/community/{community_id}/subgraph",
+        &format!("/library/community/{cid}/subgraph"),
+        None,
+    );
+    assert!(g["nodes"].as_array().unwrap().iter().any(|n| n["node_type"] == "entity"), "{g}");
+    assert!(g["edges"].as_array().unwrap().iter().any(|e| e["edge_type"] == "RELATES_TO"), "{g}");
+    let r = c.check(
+        "GET",
+        "/library/community/{community_id}/recent-memories",
+        &format!("/library/community/{cid}/recent-memories"),
+        None,
+    );
+    assert!(!r["memories"].as_array().unwrap().is_empty(), "{r}");
+    c.check("GET", "/library/community/{community_id}/related", &format!("/library/community/{cid}/related"), None);
+    let w = c.check("GET", "/library/wiki-index", "/library/wiki-index?include_top_memories=2", None);
+    assert_eq!(w["communities"], w["rows"]);
+    assert!(w["rows"][0]["top_memories"].is_array(), "{w}");
+    let crystal = w["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(|r| r["top_crystals"][0]["crystal_id"].as_str())
+        .map(str::to_string);
+    let w = c.check("GET", "/library/wiki-index", "/library/wiki-index", None);
+    assert!(w["rows"][0].get("top_memories").is_none(), "absent unless asked for");
+    let e = c.check("GET", "/library/wiki-export-summary", "/library/wiki-export-summary", None);
+    assert!(e["entities"].as_u64().unwrap() >= 4, "{e}");
+    let crystal = crystal.expect("recompute makes crystals of the main entities");
+    let s = c.check(
+        "GET",
+        "/library/crystal/{crystal_id}/source-memories",
+        &format!("/library/crystal/{crystal}/source-memories"),
+        None,
+    );
+    assert!(s["source_memories"].as_array().unwrap().iter().all(|m| m["relation"] == "CRYSTALLIZED_FROM"));
+    for (template, path) in [
+        ("/library/wiki-page/entity/{id_or_name}", "/library/wiki-page/entity/Carol%20Nguyen".to_string()),
+        ("/library/wiki-page/topic/{community_id}", format!("/library/wiki-page/topic/{cid}")),
+    ] {
+        let r = call(&srv, "GET", &path, None);
+        assert_eq!(r.status, 200, "{path}: {}", r.body);
+        assert!(r.body.starts_with("---\n"), "{path}: {}", r.body);
+        let declared = &c.doc["paths"][template]["get"]["responses"]["200"]["content"];
+        assert!(declared["text/markdown"].is_object(), "{template}: {declared}");
+    }
 
     // Deletes last.
     c.check("DELETE", "/memories/{memory_id}", "/memories/m3", None);

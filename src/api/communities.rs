@@ -14,7 +14,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Communities of the global entity graph (Louvain), heaviest first, with extractive summaries",
         LIST_PARAMS,
         None,
-        Shape::Object,
+        Shape::Ref("CommunityListResponse"),
         false,
         list
     ),
@@ -25,7 +25,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "A community with its most central entities and representative memories",
         GET_PARAMS,
         None,
-        Shape::Object,
+        Shape::Ref("CommunityResponse"),
         false,
         get
     ),
@@ -36,7 +36,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Source memories of a crystal by contribution_weight, heaviest first",
         CRYSTAL_SOURCE_PARAMS,
         None,
-        Shape::Object,
+        Shape::Ref("CrystalSourcesResponse"),
         false,
         crystal_sources
     ),
@@ -64,12 +64,7 @@ pub(super) fn list(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let report = api.store().graph_report();
     Ok(ApiResponse::json(
         200,
-        &serde_json::json!({
-            "communities": communities,
-            "total": total,
-            "summary_method": "extractive",
-            "computed": report,
-        }),
+        &CommunityListResponse { communities, total, summary_method: "extractive", computed: report },
     ))
 }
 
@@ -78,7 +73,7 @@ pub(super) fn get(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let limit = ctx.query.int("entity_limit").unwrap_or(20) as usize;
     let (c, entities) = api.store().get_community(id, limit)?;
     let memories = c.top_memories.clone();
-    Ok(ApiResponse::json(200, &serde_json::json!({"community": c, "entities": entities, "memories": memories})))
+    Ok(ApiResponse::json(200, &CommunityResponse { community: c, entities, memories }))
 }
 
 pub(super) const CRYSTAL_SOURCE_PARAMS: &[ParamSpec] = &[int("limit", 1, Some(100), Some(50), "source memories")];
@@ -87,16 +82,63 @@ pub(super) fn crystal_sources(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let id = ctx.param("crystal_id");
     let limit = ctx.query.int("limit").unwrap_or(50) as usize;
     let sources = api.store().crystal_sources(id, limit)?;
-    let rows: Vec<serde_json::Value> = sources
+    let rows: Vec<CrystalSourceMemory> = sources
         .into_iter()
-        .map(|(v, w)| {
-            let mut m = serde_json::to_value(super::dto::MemoryOut::from(v)).unwrap_or_default();
-            if let Some(o) = m.as_object_mut() {
-                o.insert("contribution_weight".into(), w.into());
-                o.insert("relation".into(), "CRYSTALLIZED_FROM".into());
-            }
-            m
+        .map(|(v, w)| CrystalSourceMemory {
+            memory: super::dto::MemoryOut::from(v),
+            contribution_weight: w,
+            relation: "CRYSTALLIZED_FROM",
         })
         .collect();
-    Ok(ApiResponse::json(200, &serde_json::json!({"crystal_id": id, "total": rows.len(), "source_memories": rows})))
+    Ok(ApiResponse::json(
+        200,
+        &CrystalSourcesResponse { crystal_id: id.to_string(), total: rows.len() as u64, source_memories: rows },
+    ))
+}
+
+/// `GET /communities`.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct CommunityListResponse {
+    /// Communities, largest first.
+    pub communities: Vec<crate::store::Community>,
+    /// Communities in all.
+    pub total: u64,
+    /// How titles and summaries are made (`extractive`: no language model).
+    pub summary_method: &'static str,
+    /// The last recomputation; null before the first.
+    pub computed: Option<crate::store::GraphReport>,
+}
+
+/// `GET /communities/{community_id}`.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct CommunityResponse {
+    /// The community.
+    pub community: crate::store::Community,
+    /// Its entities, by PageRank.
+    pub entities: Vec<crate::store::CommunityEntity>,
+    /// Its top memories.
+    pub memories: Vec<crate::store::CommunityMemory>,
+}
+
+/// A memory a crystal was made from.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct CrystalSourceMemory {
+    /// The memory.
+    #[serde(flatten)]
+    pub memory: super::dto::MemoryOut,
+    /// Its share of the crystal (the weights of one crystal sum to 1).
+    pub contribution_weight: f64,
+    /// Always `CRYSTALLIZED_FROM`.
+    pub relation: &'static str,
+}
+
+/// `GET /library/crystal/{crystal_id}/source-memories`.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct CrystalSourcesResponse {
+    /// The crystal.
+    pub crystal_id: String,
+    /// Source memories returned.
+    pub total: u64,
+    /// The source memories, largest weight first.
+    pub source_memories: Vec<CrystalSourceMemory>,
 }

@@ -18,7 +18,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Entities of a community with the RELATES_TO edges between them, and memories touching them",
         SUBGRAPH_PARAMS,
         None,
-        Shape::Object,
+        Shape::Ref("Subgraph"),
         false,
         subgraph
     ),
@@ -29,7 +29,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Most recent memories mentioning any entity of the community",
         RECENT_PARAMS,
         None,
-        Shape::Object,
+        Shape::Ref("CommunityMemoriesResponse"),
         false,
         recent
     ),
@@ -40,7 +40,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Other communities sharing RELATES_TO edges, with the shared edge count",
         RELATED_PARAMS,
         None,
-        Shape::Object,
+        Shape::Ref("RelatedCommunitiesResponse"),
         false,
         related
     ),
@@ -51,7 +51,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "One row per community with its surfaced entities and crystals",
         INDEX_PARAMS,
         None,
-        Shape::Object,
+        Shape::Ref("WikiIndexResponse"),
         false,
         wiki_index
     ),
@@ -62,7 +62,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Counts of what the wiki exports contain",
         &[],
         None,
-        Shape::Object,
+        Shape::Ref("ExportSummary"),
         false,
         export_summary
     ),
@@ -73,7 +73,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Entity page (markdown); id, or canonical name without case",
         ENTITY_PAGE_PARAMS,
         None,
-        Shape::Object,
+        Shape::Markdown,
         false,
         entity_page
     ),
@@ -84,7 +84,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Crystal page (markdown)",
         &[],
         None,
-        Shape::Object,
+        Shape::Markdown,
         false,
         crystal_page
     ),
@@ -95,7 +95,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Topic (community) page (markdown)",
         TOPIC_PAGE_PARAMS,
         None,
-        Shape::Object,
+        Shape::Markdown,
         false,
         topic_page
     ),
@@ -155,21 +155,23 @@ pub(super) fn recent(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let id = community_id(ctx)?;
     let views = api.store().community_recent_memories(id, ctx.query.int("limit").unwrap_or(8) as usize)?;
     let memories: Vec<super::dto::MemoryOut> = views.into_iter().map(Into::into).collect();
-    Ok(ApiResponse::json(200, &serde_json::json!({"community_id": id, "memories": memories})))
+    Ok(ApiResponse::json(200, &CommunityMemoriesResponse { community_id: id, memories }))
 }
 
 pub(super) fn related(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let id = community_id(ctx)?;
-    let rows: Vec<serde_json::Value> = api
+    let related: Vec<RelatedCommunity> = api
         .store()
         .related_communities(id, ctx.query.int("limit").unwrap_or(6) as usize)?
         .into_iter()
-        .map(|(c, n)| {
-            serde_json::json!({"community_id": c.id, "title": c.title, "entity_count": c.entity_count,
-                               "shared_edge_count": n})
+        .map(|(c, n)| RelatedCommunity {
+            community_id: c.id,
+            title: c.title,
+            entity_count: c.entity_count,
+            shared_edge_count: n,
         })
         .collect();
-    Ok(ApiResponse::json(200, &serde_json::json!({"community_id": id, "related": rows})))
+    Ok(ApiResponse::json(200, &RelatedCommunitiesResponse { community_id: id, related }))
 }
 
 pub(super) fn wiki_index(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
@@ -178,43 +180,41 @@ pub(super) fn wiki_index(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let (communities, total) = store.list_communities(q.int("community_limit").unwrap_or(20) as usize)?;
     let top = q.int("top_per_community").unwrap_or(5) as usize;
     let with_memories = q.int("include_top_memories").map(|n| n as usize);
-    let rows: Vec<serde_json::Value> = communities
+    let rows: Vec<WikiIndexRow> = communities
         .into_iter()
         .map(|c| {
-            let crystals: Vec<serde_json::Value> = c
+            let crystals: Vec<WikiCrystal> = c
                 .top_entities
                 .iter()
                 .filter_map(|e| {
                     let id = crate::store::crystal_id(&e.space_id, &e.entity_id);
-                    store.get_memory(&id, Some(&e.space_id)).ok().map(|v| {
-                        serde_json::json!({"crystal_id": id, "title": v.memory.title,
-                                           "source_unit_count": v.memory.source_unit_count})
+                    store.get_memory(&id, Some(&e.space_id)).ok().map(|v| WikiCrystal {
+                        crystal_id: id,
+                        title: v.memory.title,
+                        source_unit_count: v.memory.source_unit_count,
                     })
                 })
                 .collect();
-            let entities: Vec<_> = c.top_entities.iter().take(top).collect();
+            let entities: Vec<crate::store::CommunityEntity> = c.top_entities.iter().take(top).cloned().collect();
             // `name`, `member_count`, `top_entities` and `top_crystals` are what `nmem wiki topics` reads.
-            let mut row = serde_json::json!({
-                "community_id": c.id,
-                "title": c.title,
-                "name": c.title,
-                "summary": c.summary,
-                "entity_count": c.entity_count,
-                "member_count": c.entity_count,
-                "memory_count": c.memory_count,
-                "entities": entities,
-                "top_entities": entities,
-                "crystals": crystals,
-                "top_crystals": crystals,
-                "page": format!("/library/wiki-page/topic/{}", c.id),
-            });
-            if let (Some(n), Some(o)) = (with_memories, row.as_object_mut()) {
-                o.insert("top_memories".into(), serde_json::json!(c.top_memories.iter().take(n).collect::<Vec<_>>()));
+            WikiIndexRow {
+                community_id: c.id,
+                name: c.title.clone(),
+                title: c.title,
+                summary: c.summary,
+                entity_count: c.entity_count,
+                member_count: c.entity_count,
+                memory_count: c.memory_count,
+                top_entities: entities.clone(),
+                entities,
+                top_crystals: crystals.clone(),
+                crystals,
+                page: format!("/library/wiki-page/topic/{}", c.id),
+                top_memories: with_memories.map(|n| c.top_memories.iter().take(n).cloned().collect()),
             }
-            row
         })
         .collect();
-    Ok(ApiResponse::json(200, &serde_json::json!({"total": total, "communities": rows, "rows": rows})))
+    Ok(ApiResponse::json(200, &WikiIndexResponse { total, communities: rows.clone(), rows }))
 }
 
 pub(super) const EXPORT_PARAMS: &[ParamSpec] = &[
@@ -237,13 +237,20 @@ pub(super) fn export_summary(api: &Api, _: &Ctx<'_>) -> Result<ApiResponse> {
     let (wiki, okf) = api.store().export_counts(&p)?;
     Ok(ApiResponse::json(
         200,
-        &serde_json::json!({
-            "topics": wiki.topics, "entities": wiki.entities, "crystals": wiki.crystals,
-            "memories": okf.memories, "labels": okf.labels,
-            "defaults": {"entity_limit": p.entity_limit, "top_per_community": p.top_per_community,
-                         "max_mentions_per_entity": p.max_mentions_per_entity},
-            "wiki": wiki, "okf": okf,
-        }),
+        &ExportSummary {
+            topics: wiki.topics,
+            entities: wiki.entities,
+            crystals: wiki.crystals,
+            memories: okf.memories,
+            labels: okf.labels,
+            defaults: ExportDefaults {
+                entity_limit: p.entity_limit as u64,
+                top_per_community: p.top_per_community as u64,
+                max_mentions_per_entity: p.max_mentions_per_entity as u64,
+            },
+            wiki,
+            okf,
+        },
     ))
 }
 
@@ -272,4 +279,121 @@ pub(super) fn crystal_page(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
 pub(super) fn topic_page(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let top = ctx.query.int("top_per_community").unwrap_or(12) as usize;
     Ok(markdown(api.store().topic_page(community_id(ctx)?, top, &RouteLinker)?))
+}
+
+/// `GET /library/community/{community_id}/recent-memories`.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct CommunityMemoriesResponse {
+    /// The community.
+    pub community_id: u64,
+    /// Memories mentioning its entities, most recent first.
+    pub memories: Vec<super::dto::MemoryOut>,
+}
+
+/// A community sharing edges with another.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct RelatedCommunity {
+    /// The related community.
+    pub community_id: u64,
+    /// Its title.
+    pub title: String,
+    /// Its entities.
+    pub entity_count: u64,
+    /// RELATES_TO edges between the two communities.
+    pub shared_edge_count: u64,
+}
+
+/// `GET /library/community/{community_id}/related`.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct RelatedCommunitiesResponse {
+    /// The community asked about.
+    pub community_id: u64,
+    /// Related communities, most shared edges first.
+    pub related: Vec<RelatedCommunity>,
+}
+
+/// A crystal listed in the wiki index.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct WikiCrystal {
+    /// The crystal memory.
+    pub crystal_id: String,
+    /// Its title.
+    pub title: String,
+    /// Memories it was made from.
+    pub source_unit_count: Option<i64>,
+}
+
+/// One topic of the wiki index.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct WikiIndexRow {
+    /// The community.
+    pub community_id: u64,
+    /// Its title.
+    pub title: String,
+    /// Its title (what `nmem wiki topics` reads).
+    pub name: String,
+    /// Extractive summary.
+    pub summary: String,
+    /// Entities in it.
+    pub entity_count: u64,
+    /// Entities in it (what `nmem wiki topics` reads).
+    pub member_count: u64,
+    /// Memories mentioning its entities.
+    pub memory_count: u64,
+    /// Its top entities (`top_per_community`).
+    pub entities: Vec<crate::store::CommunityEntity>,
+    /// Same as `entities`.
+    pub top_entities: Vec<crate::store::CommunityEntity>,
+    /// Crystals about its top entities.
+    pub crystals: Vec<WikiCrystal>,
+    /// Same as `crystals`.
+    pub top_crystals: Vec<WikiCrystal>,
+    /// Route of its topic page.
+    pub page: String,
+    /// Its top memories, when `include_top_memories` was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub top_memories: Option<Vec<crate::store::CommunityMemory>>,
+}
+
+/// `GET /library/wiki-index`.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct WikiIndexResponse {
+    /// Communities in all.
+    pub total: u64,
+    /// Topics, largest first.
+    pub communities: Vec<WikiIndexRow>,
+    /// Same as `communities`.
+    pub rows: Vec<WikiIndexRow>,
+}
+
+/// The export bounds used by default.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct ExportDefaults {
+    /// Entities exported, most mentioned first.
+    pub entity_limit: u64,
+    /// Entities listed per topic page.
+    pub top_per_community: u64,
+    /// Mentions per entity page.
+    pub max_mentions_per_entity: u64,
+}
+
+/// `GET /library/wiki-export-summary`: what the two bundles would hold.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct ExportSummary {
+    /// Topic pages.
+    pub topics: u64,
+    /// Entity pages.
+    pub entities: u64,
+    /// Crystal pages.
+    pub crystals: u64,
+    /// Memory pages (OKF).
+    pub memories: u64,
+    /// Label pages (OKF).
+    pub labels: u64,
+    /// The bounds used.
+    pub defaults: ExportDefaults,
+    /// The wiki bundle's counts.
+    pub wiki: crate::library::ExportCounts,
+    /// The OKF bundle's counts.
+    pub okf: crate::library::ExportCounts,
 }

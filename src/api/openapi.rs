@@ -61,6 +61,14 @@ fn schemas() -> Map<String, Value> {
     add::<super::relations::MemoryRelationsResponse>(&mut v);
     add::<super::relations::RelationDeleteResponse>(&mut v);
     add::<super::spaces::SpaceDeleteResponse>(&mut v);
+    add::<crate::store::Subgraph>(&mut v);
+    add::<super::communities::CommunityListResponse>(&mut v);
+    add::<super::communities::CommunityResponse>(&mut v);
+    add::<super::communities::CrystalSourcesResponse>(&mut v);
+    add::<super::library::CommunityMemoriesResponse>(&mut v);
+    add::<super::library::RelatedCommunitiesResponse>(&mut v);
+    add::<super::library::WikiIndexResponse>(&mut v);
+    add::<super::library::ExportSummary>(&mut v);
     add::<super::threads::ThreadListResponse>(&mut v);
     add::<super::threads::ThreadSearchResponse>(&mut v);
     add::<super::threads::ThreadMessagesResponse>(&mut v);
@@ -365,6 +373,7 @@ pub fn document() -> Value {
             Shape::ArrayOf(n) => json!({"application/json": {"schema": {"type": "array", "items": reference(n)}}}),
             Shape::Object => json!({"application/json": {"schema": {"type": "object"}}}),
             Shape::Zip => json!({"application/zip": {"schema": {"type": "string", "format": "binary"}}}),
+            Shape::Markdown => json!({"text/markdown": {"schema": {"type": "string"}}}),
         };
         // Every error of the error table (docs/api.md) has the same body; 422 has the validation shape.
         let mut responses = json!({

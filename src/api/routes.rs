@@ -21,6 +21,8 @@ pub enum Shape {
     Object,
     /// A ZIP archive (`application/zip`).
     Zip,
+    /// A markdown page (`text/markdown`).
+    Markdown,
 }
 
 /// One route: method, path template (`{name}` segments), documentation, declared query parameters, body and

@@ -43,7 +43,7 @@ impl Default for ExportParams {
 }
 
 /// What a bundle holds; `/library/wiki-export-summary` reports the same numbers.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, utoipa::ToSchema)]
 pub struct ExportCounts {
     /// Topic pages (communities).
     pub topics: u64,

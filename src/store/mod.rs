@@ -57,7 +57,7 @@ pub use types::{
     VectorIndexStats, WriteAction,
 };
 pub(crate) use wiki::date_of;
-pub use wiki::{LibrarySelection, memory_line};
+pub use wiki::{GraphEdge, GraphNode, LibrarySelection, Subgraph, memory_line};
 pub use working::{StoreStats, WorkingMemory, today as working_today};
 
 use std::collections::HashMap;

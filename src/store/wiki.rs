@@ -231,7 +231,7 @@ impl KnowledgeStore {
     ///
     /// # Errors
     /// [`crate::ErrorKind::NotFound`] (`community_not_found`).
-    pub fn community_subgraph(&self, id: u64, max_entities: usize, top_memories: usize) -> Result<serde_json::Value> {
+    pub fn community_subgraph(&self, id: u64, max_entities: usize, top_memories: usize) -> Result<Subgraph> {
         let (c, _) = self.get_community(id, 1)?;
         let members: Vec<(String, String, f64)> = self.community_members(id)?.into_iter().take(max_entities).collect();
         let keep: rustc_hash::FxHashSet<(String, String)> =
@@ -244,11 +244,13 @@ impl KnowledgeStore {
         let node_id = |s: &str, e: &str| format!("{s}/{e}");
         for (s, e, rank) in &members {
             if let Some(ent) = get_record::<_, Entity>(&ents, (s.as_str(), e.as_str()))? {
-                nodes.push(serde_json::json!({
-                    "id": node_id(s, e), "node_type": "entity", "label": ent.name,
-                    "metadata": {"entity_id": e, "space_id": s, "entity_type": ent.entity_type,
-                                  "mention_count": ent.mention_count, "pagerank": rank}
-                }));
+                nodes.push(GraphNode {
+                    id: node_id(s, e),
+                    node_type: "entity",
+                    label: ent.name,
+                    metadata: serde_json::json!({"entity_id": e, "space_id": s, "entity_type": ent.entity_type,
+                                  "mention_count": ent.mention_count, "pagerank": rank}),
+                });
             }
             for row in rel.range((s.as_str(), e.as_str(), "")..)? {
                 let (k, v) = row?;
@@ -257,28 +259,77 @@ impl KnowledgeStore {
                     break;
                 }
                 if a < b && keep.contains(&(s.clone(), b.to_string())) {
-                    edges.push(serde_json::json!({
-                        "source": node_id(s, a), "target": node_id(s, b), "edge_type": "RELATES_TO", "weight": v.value()
-                    }));
+                    edges.push(GraphEdge {
+                        source: node_id(s, a),
+                        target: node_id(s, b),
+                        edge_type: "RELATES_TO",
+                        weight: v.value(),
+                    });
                 }
             }
         }
         drop((ents, rel, rtx));
         for m in c.top_memories.iter().take(top_memories) {
             let Ok(v) = self.get_memory(&m.memory_id, Some(&m.space_id)) else { continue };
-            nodes.push(serde_json::json!({
-                "id": node_id(&m.space_id, &m.memory_id), "node_type": "memory", "label": memory_line(&v, 80),
-                "metadata": {"memory_id": m.memory_id, "space_id": m.space_id, "entities_mentioned": m.entities_mentioned}
-            }));
+            nodes.push(GraphNode {
+                id: node_id(&m.space_id, &m.memory_id),
+                node_type: "memory",
+                label: memory_line(&v, 80),
+                metadata: serde_json::json!({"memory_id": m.memory_id, "space_id": m.space_id,
+                                             "entities_mentioned": m.entities_mentioned}),
+            });
             for e in self.memory_entities(&m.space_id, &m.memory_id)? {
                 if keep.contains(&(m.space_id.clone(), e.id.clone())) {
-                    edges.push(serde_json::json!({
-                        "source": node_id(&m.space_id, &m.memory_id), "target": node_id(&m.space_id, &e.id),
-                        "edge_type": "MENTIONS", "weight": 1
-                    }));
+                    edges.push(GraphEdge {
+                        source: node_id(&m.space_id, &m.memory_id),
+                        target: node_id(&m.space_id, &e.id),
+                        edge_type: "MENTIONS",
+                        weight: 1,
+                    });
                 }
             }
         }
-        Ok(serde_json::json!({"community_id": id, "title": c.title, "nodes": nodes, "edges": edges}))
+        Ok(Subgraph { community_id: id, title: c.title, nodes, edges })
     }
+}
+
+/// A community's subgraph for drawing ([`KnowledgeStore::community_subgraph`]).
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct Subgraph {
+    /// The community.
+    pub community_id: u64,
+    /// Its title.
+    pub title: String,
+    /// Entities (by PageRank), then memories.
+    pub nodes: Vec<GraphNode>,
+    /// RELATES_TO edges between the entities, MENTIONS edges from the memories.
+    pub edges: Vec<GraphEdge>,
+}
+
+/// A node of a [`Subgraph`].
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct GraphNode {
+    /// `<space>/<entity or memory id>`.
+    pub id: String,
+    /// `entity` or `memory`.
+    pub node_type: &'static str,
+    /// The entity's name, or the memory's first line.
+    pub label: String,
+    /// Entities: `entity_id`, `space_id`, `entity_type`, `mention_count`, `pagerank`; memories: `memory_id`,
+    /// `space_id`, `entities_mentioned`.
+    #[schema(value_type = Object)]
+    pub metadata: serde_json::Value,
+}
+
+/// An edge of a [`Subgraph`].
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct GraphEdge {
+    /// Node id.
+    pub source: String,
+    /// Node id.
+    pub target: String,
+    /// `RELATES_TO` or `MENTIONS`.
+    pub edge_type: &'static str,
+    /// Memories mentioning both entities (RELATES_TO), 1 (MENTIONS).
+    pub weight: u64,
 }
