@@ -121,6 +121,10 @@ fn real_responses_match_the_document() {
     c.check("GET", "/health", "/health", None);
     c.check("GET", "/capabilities", "/capabilities", None);
 
+    c.check("GET", "/livez", "/livez", None);
+    let wm = c.check("GET", "/agent/working-memory", "/agent/working-memory", None);
+    assert_eq!((wm["exists"].as_bool(), wm["lastModified"].is_null()), (Some(false), true), "{wm}");
+
     // Memories.
     let created = c.check(
         "POST",
@@ -380,6 +384,27 @@ fn real_responses_match_the_document() {
         let declared = &c.doc["paths"][template]["get"]["responses"]["200"]["content"];
         assert!(declared["text/markdown"].is_object(), "{template}: {declared}");
     }
+
+    // Working memory, context, stats, checkpoint.
+    let wm = c.check(
+        "PUT",
+        "/agent/working-memory",
+        "/agent/working-memory",
+        Some(json!({"content": "Focus: the harbour."})),
+    );
+    assert_eq!((wm["success"].as_bool(), wm["exists"].as_bool()), (Some(true), Some(true)), "{wm}");
+    assert_eq!(wm["last_modified"], wm["lastModified"]);
+    let wm = c.check("GET", "/agent/working-memory", "/agent/working-memory", None);
+    assert!(wm.get("success").is_none(), "{wm}");
+    let h = c.check("GET", "/agent/working-memory/history", "/agent/working-memory/history", None);
+    assert_eq!(h["dates"].as_array().unwrap().len(), h["history"].as_array().unwrap().len());
+    let b = c.check("GET", "/context/bundle", "/context/bundle", None);
+    assert!(b["markdown"].as_str().unwrap().contains("Working memory"), "{b}");
+    let st = c.check("GET", "/stats", "/stats", None);
+    assert!(st["memory_count"].as_u64().unwrap() >= 5, "{st}");
+    let cp = c.check("POST", "/health/checkpoint", "/health/checkpoint", None);
+    assert_eq!((cp["success"].as_bool(), cp["durable"].as_bool()), (Some(true), Some(true)));
+    assert!(cp["generation"].as_u64().unwrap() > 0, "{cp}");
 
     // Deletes last.
     c.check("DELETE", "/memories/{memory_id}", "/memories/m3", None);

@@ -69,6 +69,12 @@ fn schemas() -> Map<String, Value> {
     add::<super::library::RelatedCommunitiesResponse>(&mut v);
     add::<super::library::WikiIndexResponse>(&mut v);
     add::<super::library::ExportSummary>(&mut v);
+    add::<super::working::WorkingMemoryResponse>(&mut v);
+    add::<super::working::WorkingMemoryHistory>(&mut v);
+    add::<super::working::ContextBundle>(&mut v);
+    add::<crate::store::StoreStats>(&mut v);
+    add::<super::working::CheckpointResponse>(&mut v);
+    add::<super::system::Liveness>(&mut v);
     add::<super::threads::ThreadListResponse>(&mut v);
     add::<super::threads::ThreadSearchResponse>(&mut v);
     add::<super::threads::ThreadMessagesResponse>(&mut v);

@@ -29,7 +29,7 @@ pub(super) const ROUTES: &[Route] = &[
         true,
         health
     ),
-    route!("GET", "/livez", "get_livez", "Liveness probe", &[], None, Shape::Object, true, livez),
+    route!("GET", "/livez", "get_livez", "Liveness probe", &[], None, Shape::Ref("Liveness"), true, livez),
     route!(
         "GET",
         "/openapi.json",
@@ -122,9 +122,16 @@ pub(super) fn health(api: &Api, _: &Ctx<'_>) -> Result<ApiResponse> {
 }
 
 pub(super) fn livez(_: &Api, _: &Ctx<'_>) -> Result<ApiResponse> {
-    ok(&serde_json::json!({"status": "alive"}))
+    ok(&Liveness { status: "alive" })
 }
 
 pub(super) fn openapi(_: &Api, _: &Ctx<'_>) -> Result<ApiResponse> {
     ok(&Api::openapi())
+}
+
+/// `GET /livez`: the process answers.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct Liveness {
+    /// Always `alive`.
+    pub status: &'static str,
 }

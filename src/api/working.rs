@@ -19,7 +19,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Working memory of a space (latest day, or `date`)",
         READ_PARAMS,
         None,
-        Shape::Object,
+        Shape::Ref("WorkingMemoryResponse"),
         false,
         read
     ),
@@ -30,7 +30,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Replace today's working memory",
         WRITE_PARAMS,
         Some("WorkingMemoryRequest"),
-        Shape::Object,
+        Shape::Ref("WorkingMemoryResponse"),
         false,
         write
     ),
@@ -41,7 +41,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Days with a working memory, newest first",
         HISTORY_PARAMS,
         None,
-        Shape::Object,
+        Shape::Ref("WorkingMemoryHistory"),
         false,
         history
     ),
@@ -52,7 +52,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Working memory and recent memories as markdown (session start)",
         BUNDLE_PARAMS,
         None,
-        Shape::Object,
+        Shape::Ref("ContextBundle"),
         false,
         bundle
     ),
@@ -63,7 +63,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Store counters (one space with space_id)",
         STATS_PARAMS,
         None,
-        Shape::Object,
+        Shape::Ref("StoreStats"),
         false,
         stats
     ),
@@ -74,7 +74,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Force a durable commit of pending writes and report what it flushed",
         &[],
         None,
-        Shape::Object,
+        Shape::Ref("CheckpointResponse"),
         false,
         checkpoint
     ),
@@ -116,24 +116,111 @@ fn path_of(wm: &WorkingMemory) -> String {
     }
 }
 
-fn wm_json(space: &str, wm: Option<&WorkingMemory>) -> serde_json::Value {
+/// `GET /agent/working-memory` (and, with `success`, `PUT`): one day's working memory of a space.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct WorkingMemoryResponse {
+    /// Set (true) by a write.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub success: Option<bool>,
+    /// Whether the day has working memory.
+    pub exists: bool,
+    /// The markdown (empty when none).
+    pub content: String,
+    /// The day, `YYYY-MM-DD`.
+    pub date: String,
+    /// The space.
+    pub space_id: String,
+    /// Its tree path.
+    pub file_path: String,
+    /// Its tree path (same as `file_path`).
+    pub path: String,
+    /// Last change; null when none.
+    pub last_modified: Option<crate::model::Timestamp>,
+    /// Same as `last_modified` (the interface's camel-case alias).
+    #[serde(rename = "lastModified")]
+    pub last_modified_alias: Option<crate::model::Timestamp>,
+}
+
+fn wm_json(space: &str, wm: Option<&WorkingMemory>) -> WorkingMemoryResponse {
     match wm {
-        Some(w) => serde_json::json!({
-            "exists": true,
-            "content": w.content,
-            "date": w.date,
-            "space_id": space,
-            "file_path": path_of(w),
-            "path": path_of(w),
-            "last_modified": w.updated_at,
-            "lastModified": w.updated_at,
-        }),
-        None => serde_json::json!({
-            "exists": false, "content": "", "date": working_today(), "space_id": space,
-            "file_path": "/working-memory/today.md", "path": "/working-memory/today.md",
-            "last_modified": null, "lastModified": null,
-        }),
+        Some(w) => WorkingMemoryResponse {
+            success: None,
+            exists: true,
+            content: w.content.clone(),
+            date: w.date.clone(),
+            space_id: space.to_string(),
+            file_path: path_of(w),
+            path: path_of(w),
+            last_modified: Some(w.updated_at),
+            last_modified_alias: Some(w.updated_at),
+        },
+        None => WorkingMemoryResponse {
+            success: None,
+            exists: false,
+            content: String::new(),
+            date: working_today(),
+            space_id: space.to_string(),
+            file_path: "/working-memory/today.md".into(),
+            path: "/working-memory/today.md".into(),
+            last_modified: None,
+            last_modified_alias: None,
+        },
     }
+}
+
+/// One day of `GET /agent/working-memory/history`.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct WorkingMemoryDay {
+    /// The day, `YYYY-MM-DD`.
+    pub date: String,
+    /// Bytes of its markdown.
+    pub size_bytes: u64,
+    /// Last change.
+    pub updated_at: crate::model::Timestamp,
+    /// Its tree path.
+    pub path: String,
+}
+
+/// `GET /agent/working-memory/history`.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct WorkingMemoryHistory {
+    /// The space.
+    pub space_id: String,
+    /// Days with working memory, newest first.
+    pub history: Vec<WorkingMemoryDay>,
+    /// The same days' dates.
+    pub dates: Vec<String>,
+}
+
+/// `GET /context/bundle`: working memory and recent memories for an agent's context.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct ContextBundle {
+    /// Always 1.
+    pub schema_version: u32,
+    /// The space.
+    pub space_id: String,
+    /// The bundle as markdown.
+    pub rendered_markdown: String,
+    /// Same as `rendered_markdown`.
+    pub markdown: String,
+    /// Today's working memory, when there is one and it was asked for.
+    pub working_memory: Option<WorkingMemoryResponse>,
+    /// The 10 most important of the 50 most recently changed memories.
+    pub memories: Vec<super::dto::MemoryOut>,
+}
+
+/// `POST /health/checkpoint`: what the checkpoint made durable.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct CheckpointResponse {
+    /// What was flushed.
+    #[serde(flatten)]
+    pub report: crate::store::CheckpointReport,
+    /// Always true.
+    pub success: bool,
+    /// Always true.
+    pub durable: bool,
+    /// One line.
+    pub message: String,
 }
 
 pub(super) fn read(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
@@ -147,7 +234,7 @@ pub(super) fn write(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let space = req.space_id.as_deref().or_else(|| ctx.query.str("space_id")).unwrap_or(DEFAULT_SPACE);
     let wm = api.store().set_working_memory(space, &req.content)?;
     let mut v = wm_json(space, Some(&wm));
-    v["success"] = true.into();
+    v.success = Some(true);
     Ok(ApiResponse::json(200, &v))
 }
 
@@ -155,16 +242,22 @@ pub(super) fn history(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let space = ctx.query.str("space_id").unwrap_or(DEFAULT_SPACE);
     let limit = ctx.query.int("limit").unwrap_or(30) as usize;
     let days = api.store().working_memory_history(space, limit)?;
-    let items: Vec<serde_json::Value> = days
+    let history: Vec<WorkingMemoryDay> = days
         .iter()
-        .map(|w| {
-            serde_json::json!({"date": w.date, "size_bytes": w.content.len(), "updated_at": w.updated_at,
-            "path": path_of(w)})
+        .map(|w| WorkingMemoryDay {
+            date: w.date.clone(),
+            size_bytes: w.content.len() as u64,
+            updated_at: w.updated_at,
+            path: path_of(w),
         })
         .collect();
     Ok(ApiResponse::json(
         200,
-        &serde_json::json!({"space_id": space, "history": items, "dates": days.iter().map(|w| &w.date).collect::<Vec<_>>()}),
+        &WorkingMemoryHistory {
+            space_id: space.to_string(),
+            history,
+            dates: days.iter().map(|w| w.date.clone()).collect(),
+        },
     ))
 }
 
@@ -214,14 +307,14 @@ pub(super) fn bundle(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     }
     Ok(ApiResponse::json(
         200,
-        &serde_json::json!({
-            "schema_version": 1,
-            "space_id": space,
-            "rendered_markdown": md,
-            "markdown": md,
-            "working_memory": wm.as_ref().map(|w| wm_json(space, Some(w))),
-            "memories": recent.into_iter().map(super::dto::MemoryOut::from).collect::<Vec<_>>(),
-        }),
+        &ContextBundle {
+            schema_version: 1,
+            space_id: space.to_string(),
+            rendered_markdown: md.clone(),
+            markdown: md,
+            working_memory: wm.as_ref().map(|w| wm_json(space, Some(w))),
+            memories: recent.into_iter().map(super::dto::MemoryOut::from).collect(),
+        },
     ))
 }
 
@@ -234,18 +327,9 @@ pub(super) fn stats(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
 
 pub(super) fn checkpoint(api: &Api, _: &Ctx<'_>) -> Result<ApiResponse> {
     let r = api.store().checkpoint_report()?;
-    let mut v = serde_json::to_value(r).unwrap_or_default();
-    if let Some(o) = v.as_object_mut() {
-        o.insert("success".into(), true.into());
-        o.insert("durable".into(), true.into());
-        o.insert(
-            "message".into(),
-            format!(
-                "checkpoint at generation {}: {} write transactions and {} access updates made durable",
-                r.generation, r.flushed_write_transactions, r.flushed_access_updates
-            )
-            .into(),
-        );
-    }
-    Ok(ApiResponse::json(200, &v))
+    let message = format!(
+        "checkpoint at generation {}: {} write transactions and {} access updates made durable",
+        r.generation, r.flushed_write_transactions, r.flushed_access_updates
+    );
+    Ok(ApiResponse::json(200, &CheckpointResponse { report: r, success: true, durable: true, message }))
 }

@@ -24,7 +24,7 @@ pub struct WorkingMemory {
 }
 
 /// Store counters for `/stats`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct StoreStats {
     /// Memories that are not forgotten.
     pub memory_count: u64,
