@@ -385,6 +385,39 @@ fn real_responses_match_the_document() {
         assert!(declared["text/markdown"].is_object(), "{template}: {declared}");
     }
 
+    // Timeline reviews.
+    c.check(
+        "POST",
+        "/memories",
+        "/memories",
+        Some(json!({"id": "k1", "content": "Caroline has 2 kids and lives in Boston"})),
+    );
+    c.check(
+        "POST",
+        "/memories",
+        "/memories",
+        Some(json!({"id": "k2", "content": "Caroline has 3 kids and lives in Boston"})),
+    );
+    let feed = c.check("GET", "/agent/feed/events", "/agent/feed/events", None);
+    assert_eq!(feed["total"], 1, "{feed}");
+    let ev = feed["events"][0]["event_id"].as_str().unwrap().to_string();
+    let p = c.check(
+        "POST",
+        "/agent/feed/events/{event_id}/review",
+        &format!("/agent/feed/events/{ev}/review"),
+        Some(json!({"action": "keep_newer_as_latest"})),
+    );
+    assert_eq!(p["phase"], "preview");
+    let plan = p["plan_id"].as_str().unwrap().to_string();
+    let a = c.check(
+        "POST",
+        "/agent/feed/events/{event_id}/review",
+        &format!("/agent/feed/events/{ev}/review"),
+        Some(json!({"action": "keep_newer_as_latest", "phase": "apply", "plan_id": plan})),
+    );
+    assert_eq!((a["status"].as_str(), a["event"]["resolved"].as_bool()), (Some("success"), Some(true)), "{a}");
+    assert!(a["event"]["resolution"].is_object());
+
     // Working memory, context, stats, checkpoint.
     let wm = c.check(
         "PUT",

@@ -75,6 +75,8 @@ fn schemas() -> Map<String, Value> {
     add::<crate::store::StoreStats>(&mut v);
     add::<super::working::CheckpointResponse>(&mut v);
     add::<super::system::Liveness>(&mut v);
+    add::<super::reviews::ReviewFeed>(&mut v);
+    add::<super::reviews::ReviewOutcome>(&mut v);
     add::<super::threads::ThreadListResponse>(&mut v);
     add::<super::threads::ThreadSearchResponse>(&mut v);
     add::<super::threads::ThreadMessagesResponse>(&mut v);

@@ -27,7 +27,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Timeline review events (a new memory that may update or contradict an earlier one), newest first",
         FEED_PARAMS,
         None,
-        Shape::Object,
+        Shape::Ref("ReviewFeed"),
         false,
         list
     ),
@@ -38,7 +38,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Preview or apply the resolution of a review event",
         REVIEW_PARAMS,
         Some("ReviewRequest"),
-        Shape::Object,
+        Shape::Ref("ReviewOutcome"),
         false,
         review
     ),
@@ -78,41 +78,157 @@ pub struct ReviewRequest {
     pub space_id: Option<String>,
 }
 
-fn memory_brief(api: &Api, space: &str, id: &str) -> Value {
+/// One of the two memories of a review event; only `id` and `missing` when it is gone.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct MemoryBrief {
+    /// The memory.
+    pub id: String,
+    /// Its title.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// Its text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    /// Its state.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    /// When it was recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<Timestamp>,
+    /// True when the memory no longer exists.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub missing: Option<bool>,
+}
+
+fn memory_brief(api: &Api, space: &str, id: &str) -> MemoryBrief {
     match api.store().read_memory(id, Some(space)) {
-        Ok(v) => json!({"id": v.memory.id, "title": v.memory.title, "content": v.memory.content,
-            "state": v.memory.state.as_str(), "created_at": v.memory.created_at}),
-        Err(_) => json!({"id": id, "missing": true}),
+        Ok(v) => MemoryBrief {
+            id: v.memory.id,
+            title: Some(v.memory.title),
+            content: Some(v.memory.content),
+            state: Some(v.memory.state.as_str().to_string()),
+            created_at: Some(v.memory.created_at),
+            missing: None,
+        },
+        Err(_) => MemoryBrief {
+            id: id.to_string(),
+            title: None,
+            content: None,
+            state: None,
+            created_at: None,
+            missing: Some(true),
+        },
     }
 }
 
+/// A timeline review event as the feed shows it.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct FeedEvent {
+    /// The event.
+    pub event_id: String,
+    /// The event (same as `event_id`).
+    pub id: String,
+    /// Always `timeline_review`.
+    pub event_type: &'static str,
+    /// `update` or `contradiction`.
+    pub review_kind: String,
+    /// Same as `review_kind`.
+    pub kind: String,
+    /// One line.
+    pub title: String,
+    /// The space.
+    pub space_id: String,
+    /// When it was raised.
+    pub created_at: Timestamp,
+    /// The older and the newer memory.
+    pub memory_ids: Vec<String>,
+    /// The older memory.
+    pub older_memory: MemoryBrief,
+    /// The newer memory.
+    pub newer_memory: MemoryBrief,
+    /// Why it was raised.
+    pub signals: Vec<String>,
+    /// Cosine similarity of the two memories (-1..=1).
+    pub similarity: f64,
+    /// Entities both mention.
+    pub shared_entities: Vec<String>,
+    /// True until resolved.
+    pub needs_review: bool,
+    /// True once resolved.
+    pub resolved: bool,
+    /// The resolution, once resolved.
+    pub resolution: Option<Resolution>,
+    /// The actions a resolution may take.
+    pub actions: Vec<&'static str>,
+    /// Same as `actions`.
+    pub allowed_actions: Vec<&'static str>,
+    /// Always false.
+    pub person_only: bool,
+}
+
+/// A page of review events (`GET /agent/feed/events`).
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct ReviewFeed {
+    /// Events of the page, newest first.
+    pub events: Vec<FeedEvent>,
+    /// Events passing the filters.
+    pub total: u64,
+    /// Page size.
+    pub limit: u64,
+    /// Items skipped.
+    pub offset: u64,
+    /// Whether events follow this page.
+    pub has_more: bool,
+    /// The space.
+    pub space_id: String,
+}
+
+/// What resolving a review event shows (`POST /agent/feed/events/{event_id}/review`).
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct ReviewOutcome {
+    /// `preview` or `success`.
+    pub status: &'static str,
+    /// `preview` or `apply`.
+    pub phase: &'static str,
+    /// The event.
+    pub event_id: String,
+    /// The action.
+    pub action: String,
+    /// The plan to apply (from a preview) or applied.
+    pub plan_id: String,
+    /// What the action changes.
+    pub effects: Vec<String>,
+    /// The event (resolved, after an apply).
+    pub event: FeedEvent,
+}
+
 /// The feed form of an event.
-pub(crate) fn event_json(api: &Api, e: &ReviewEvent) -> Value {
+pub(crate) fn event_json(api: &Api, e: &ReviewEvent) -> FeedEvent {
     let older = memory_brief(api, &e.space_id, &e.older_memory_id);
     let newer = memory_brief(api, &e.space_id, &e.newer_memory_id);
     let what = if e.kind == "contradiction" { "may contradict" } else { "may update" };
-    json!({
-        "event_id": e.id,
-        "id": e.id,
-        "event_type": "timeline_review",
-        "review_kind": e.kind,
-        "kind": e.kind,
-        "title": format!("A new memory {what} an earlier one ({})", e.signals.join("; ")),
-        "space_id": e.space_id,
-        "created_at": e.created_at,
-        "memory_ids": [e.older_memory_id, e.newer_memory_id],
-        "older_memory": older,
-        "newer_memory": newer,
-        "signals": e.signals,
-        "similarity": e.similarity,
-        "shared_entities": e.shared_entities,
-        "needs_review": e.resolution.is_none(),
-        "resolved": e.resolution.is_some(),
-        "resolution": e.resolution,
-        "actions": REVIEW_ACTIONS,
-        "allowed_actions": REVIEW_ACTIONS,
-        "person_only": false,
-    })
+    FeedEvent {
+        event_id: e.id.clone(),
+        id: e.id.clone(),
+        event_type: "timeline_review",
+        review_kind: e.kind.clone(),
+        kind: e.kind.clone(),
+        title: format!("A new memory {what} an earlier one ({})", e.signals.join("; ")),
+        space_id: e.space_id.clone(),
+        created_at: e.created_at,
+        memory_ids: vec![e.older_memory_id.clone(), e.newer_memory_id.clone()],
+        older_memory: older,
+        newer_memory: newer,
+        signals: e.signals.clone(),
+        similarity: e.similarity,
+        shared_entities: e.shared_entities.clone(),
+        needs_review: e.resolution.is_none(),
+        resolved: e.resolution.is_some(),
+        resolution: e.resolution.clone(),
+        actions: REVIEW_ACTIONS.to_vec(),
+        allowed_actions: REVIEW_ACTIONS.to_vec(),
+        person_only: false,
+    }
 }
 
 /// A page of review events as `{events, total, limit, offset, has_more}`.
@@ -123,18 +239,18 @@ pub(crate) fn feed(
     days: i64,
     limit: usize,
     offset: usize,
-) -> Result<Value> {
+) -> Result<ReviewFeed> {
     let since = Timestamp(Timestamp::now().millis() - days * 86_400_000);
     let (events, total) = api.store().list_reviews(space, unresolved_only, Some(since), limit, offset)?;
-    let rows: Vec<Value> = events.iter().map(|e| event_json(api, e)).collect();
-    Ok(json!({
-        "events": rows,
-        "total": total,
-        "limit": limit,
-        "offset": offset,
-        "has_more": offset + rows.len() < total,
-        "space_id": space,
-    }))
+    let events: Vec<FeedEvent> = events.iter().map(|e| event_json(api, e)).collect();
+    Ok(ReviewFeed {
+        has_more: offset + events.len() < total,
+        events,
+        total: total as u64,
+        limit: limit as u64,
+        offset: offset as u64,
+        space_id: space.to_string(),
+    })
 }
 
 pub(super) fn list(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
@@ -172,7 +288,7 @@ fn effects(e: &ReviewEvent, action: &str) -> Vec<String> {
 /// # Errors
 /// 422 for an unknown action or phase, a `memory_ids` guard that names other memories, a stale `plan_id`;
 /// 404 `review_not_found`; 409 `review_resolved`; the lifecycle and relation errors of the changes.
-pub(crate) fn resolve(api: &Api, space: &str, id: &str, r: &ReviewRequest) -> Result<Value> {
+pub(crate) fn resolve(api: &Api, space: &str, id: &str, r: &ReviewRequest) -> Result<ReviewOutcome> {
     let phase = r.phase.as_deref().unwrap_or("preview");
     if phase != "preview" && phase != "apply" {
         return Err(Error::invalid_field(&["body", "phase"], "enum", "phase is preview or apply", phase.into()));
@@ -207,8 +323,15 @@ pub(crate) fn resolve(api: &Api, space: &str, id: &str, r: &ReviewRequest) -> Re
     let plan = plan_id(&e, &r.action);
     let fx = effects(&e, &r.action);
     if phase == "preview" {
-        return Ok(json!({"status": "preview", "phase": "preview", "event_id": id, "action": r.action,
-            "plan_id": plan, "effects": fx, "event": event_json(api, &e)}));
+        return Ok(ReviewOutcome {
+            status: "preview",
+            phase: "preview",
+            event_id: id.to_string(),
+            action: r.action.clone(),
+            plan_id: plan,
+            effects: fx,
+            event: event_json(api, &e),
+        });
     }
     if r.plan_id.as_ref().is_some_and(|p| p != &plan) {
         return Err(Error::invalid_field(
@@ -266,8 +389,15 @@ pub(crate) fn resolve(api: &Api, space: &str, id: &str, r: &ReviewRequest) -> Re
         id,
         Resolution { action: r.action.clone(), note, resolved_at: Timestamp::now(), effects: fx.clone() },
     )?;
-    Ok(json!({"status": "success", "phase": "apply", "event_id": id, "action": r.action, "plan_id": plan,
-        "effects": fx, "event": event_json(api, &done)}))
+    Ok(ReviewOutcome {
+        status: "success",
+        phase: "apply",
+        event_id: id.to_string(),
+        action: r.action.clone(),
+        plan_id: plan,
+        effects: fx,
+        event: event_json(api, &done),
+    })
 }
 
 pub(super) fn review(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {

@@ -79,7 +79,7 @@ pub struct ReviewEvent {
 }
 
 /// The resolution of a review event.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Resolution {
     /// One of [`ACTIONS`].
     pub action: String,

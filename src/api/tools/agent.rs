@@ -209,7 +209,8 @@ pub(super) fn list_timeline_reviews(c: &Call<'_>) -> Out {
     let offset = a.int("offset", 0, i64::MAX, 0)? as usize;
     let days = a.int("last_n_days", 1, 3650, 365)?;
     let unresolved = a.bool("unresolved_only", true)?;
-    let mut v = crate::api::reviews::feed(c.api, &c.space, unresolved, days, limit, offset)?;
+    let mut v = serde_json::to_value(crate::api::reviews::feed(c.api, &c.space, unresolved, days, limit, offset)?)
+        .unwrap_or_default();
     v["status"] = "success".into();
     v["reviews"] = v["events"].clone();
     Ok(v)
@@ -229,7 +230,8 @@ pub(super) fn resolve_timeline_review(c: &Call<'_>) -> Out {
     if req.action.is_empty() {
         return Err(super::args::missing("action").into());
     }
-    Ok(crate::api::reviews::resolve(c.api, &c.space, &id, &req).map_err(super::relocate_to_arguments)?)
+    let outcome = crate::api::reviews::resolve(c.api, &c.space, &id, &req).map_err(super::relocate_to_arguments)?;
+    Ok(serde_json::to_value(outcome).unwrap_or_default())
 }
 
 pub(super) fn trigger_memory_catchup(c: &Call<'_>) -> Out {
