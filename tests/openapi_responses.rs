@@ -439,6 +439,22 @@ fn real_responses_match_the_document() {
     assert_eq!((cp["success"].as_bool(), cp["durable"].as_bool()), (Some(true), Some(true)));
     assert!(cp["generation"].as_u64().unwrap() > 0, "{cp}");
 
+    // Export and import.
+    let ex = c.check("POST", "/data/export", "/data/export", None);
+    assert_eq!(ex["success"], true);
+    let archive = ex["export_path"].as_str().unwrap().to_string();
+    let job = c.check("POST", "/data/import", "/data/import", Some(json!({"import_path": archive, "mode": "skip"})));
+    let job_id = job["job_id"].as_str().unwrap().to_string();
+    let mut status = Value::Null;
+    for _ in 0..200 {
+        status = c.check("GET", "/data/import/status/{job_id}", &format!("/data/import/status/{job_id}"), None);
+        if status["status"] != "processing" {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!((status["status"].as_str(), status["progress"].as_f64()), (Some("completed"), Some(100.0)), "{status}");
+
     // Deletes last.
     c.check("DELETE", "/memories/{memory_id}", "/memories/m3", None);
     let d = c.check("DELETE", "/threads/{thread_id}", "/threads/t1", None);

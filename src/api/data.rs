@@ -18,7 +18,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Write a versioned, checksummed ZIP archive of the whole store (include_* switches)",
         &[],
         Some("ExportRequest"),
-        Shape::Object,
+        Shape::Ref("ExportResponse"),
         false,
         export
     ),
@@ -29,7 +29,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Start importing an export archive in the background (mode merge, skip or overwrite); 409 while one runs",
         &[],
         Some("ImportRequest"),
-        Shape::Object,
+        Shape::Ref("ImportStarted"),
         false,
         import
     ),
@@ -40,7 +40,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Progress of an import job: processing, then completed (counts) or error",
         &[],
         None,
-        Shape::Object,
+        Shape::Ref("ImportStatus"),
         false,
         import_status
     ),
@@ -135,12 +135,8 @@ pub(super) fn export(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         include,
     };
     let rep = api.store().export_data(&opts)?;
-    let mut v = serde_json::to_value(&rep).unwrap_or_default();
-    if let Some(o) = v.as_object_mut() {
-        o.insert("success".into(), true.into());
-        o.insert("message".into(), format!("exported to {}", rep.export_path).into());
-    }
-    Ok(ApiResponse::json(200, &v))
+    let message = format!("exported to {}", rep.export_path);
+    Ok(ApiResponse::json(200, &ExportResponse { report: rep, success: true, message }))
 }
 
 pub(super) fn import(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
@@ -167,22 +163,55 @@ pub(super) fn import(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let job = api.store_arc().start_import(std::path::Path::new(&path), mode)?;
     Ok(ApiResponse::json(
         200,
-        &serde_json::json!({
-            "job_id": job.job_id,
-            "status": job.status,
-            "success": true,
-            "message": "import started; poll GET /data/import/status/{job_id}",
-        }),
+        &ImportStarted {
+            job_id: job.job_id,
+            status: job.status,
+            success: true,
+            message: "import started; poll GET /data/import/status/{job_id}",
+        },
     ))
 }
 
 pub(super) fn import_status(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let j = api.store().import_job(ctx.param("job_id"))?;
-    let mut v = serde_json::to_value(&j).unwrap_or_default();
-    if let Some(o) = v.as_object_mut() {
-        let pct = if j.total > 0 { (j.processed as f64 / j.total as f64 * 100.0).min(100.0) } else { 0.0 };
-        o.insert("progress".into(), serde_json::json!((pct * 10.0).round() / 10.0));
-        o.insert("success".into(), (j.status != "error").into());
-    }
-    Ok(ApiResponse::json(200, &v))
+    let pct = if j.total > 0 { (j.processed as f64 / j.total as f64 * 100.0).min(100.0) } else { 0.0 };
+    let success = j.status != "error";
+    Ok(ApiResponse::json(200, &ImportStatus { job: j, progress: (pct * 10.0).round() / 10.0, success }))
+}
+
+/// `POST /data/export`: where the archive went and what it holds.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct ExportResponse {
+    /// The archive.
+    #[serde(flatten)]
+    pub report: crate::store::ExportReport,
+    /// Always true.
+    pub success: bool,
+    /// One line.
+    pub message: String,
+}
+
+/// `POST /data/import`: the job started.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct ImportStarted {
+    /// Poll `GET /data/import/status/{job_id}`.
+    pub job_id: String,
+    /// `processing`.
+    pub status: String,
+    /// Always true.
+    pub success: bool,
+    /// One line.
+    pub message: &'static str,
+}
+
+/// `GET /data/import/status/{job_id}`.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct ImportStatus {
+    /// The job.
+    #[serde(flatten)]
+    pub job: crate::store::ImportJob,
+    /// Records processed, in percent of the archive's records (0..=100, one decimal).
+    pub progress: f64,
+    /// False when the job failed.
+    pub success: bool,
 }

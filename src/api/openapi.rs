@@ -77,6 +77,9 @@ fn schemas() -> Map<String, Value> {
     add::<super::system::Liveness>(&mut v);
     add::<super::reviews::ReviewFeed>(&mut v);
     add::<super::reviews::ReviewOutcome>(&mut v);
+    add::<super::data::ExportResponse>(&mut v);
+    add::<super::data::ImportStarted>(&mut v);
+    add::<super::data::ImportStatus>(&mut v);
     add::<super::threads::ThreadListResponse>(&mut v);
     add::<super::threads::ThreadSearchResponse>(&mut v);
     add::<super::threads::ThreadMessagesResponse>(&mut v);

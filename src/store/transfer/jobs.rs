@@ -15,7 +15,7 @@ use crate::store::KnowledgeStore;
 use super::*;
 
 /// Shared job state of the import route.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ImportJob {
     /// Job id.
     pub job_id: String,

@@ -152,7 +152,7 @@ pub struct ExportOptions {
 }
 
 /// What an export wrote.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ExportReport {
     /// The archive's path.
     pub export_path: String,
@@ -169,7 +169,7 @@ pub struct ExportReport {
 }
 
 /// Conflict handling of an import.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ImportMode {
     /// Keep stored records, fill their empty fields from the archive, union edges (default).
@@ -195,7 +195,7 @@ impl ImportMode {
 
 /// The outcome per record kind: records of the archive that were inserted, updated (merged or replaced) or
 /// left as stored.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct KindCounts {
     /// New records.
     pub inserted: u64,
