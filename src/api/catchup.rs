@@ -12,7 +12,7 @@
 use std::collections::{HashMap, HashSet};
 
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::routes::{Shape, route};
 use super::{Api, ApiResponse, Ctx};
@@ -28,7 +28,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[route!(
     "Distil thread messages within a horizon that no memory was distilled from",
     &[],
     Some("CatchupRequest"),
-    Shape::Object,
+    Shape::Ref("CatchupReport"),
     false,
     trigger
 )];
@@ -88,13 +88,21 @@ pub(crate) fn horizon_start(raw: Option<&Value>, loc: &[&str]) -> Result<Option<
 ///
 /// # Errors
 /// `space_not_found`; store errors.
-pub(crate) fn run(api: &Api, space: &str, horizon: &str, start: Option<i64>) -> Result<Value> {
+pub(crate) fn run(api: &Api, space: &str, horizon: &str, start: Option<i64>) -> Result<CatchupReport> {
     let store = api.store();
     store.require_space_exists(space)?;
     let Some(start) = start else {
-        return Ok(json!({"status": "skipped", "horizon": horizon, "space_id": space, "threads_scanned": 0,
-            "messages_undistilled": 0, "memories_created": 0, "memories_merged": 0,
-            "message": "horizon is off: nothing was distilled"}));
+        return Ok(CatchupReport {
+            status: "skipped",
+            horizon: horizon.to_string(),
+            space_id: space.to_string(),
+            threads_scanned: 0,
+            messages_undistilled: 0,
+            memories_created: 0,
+            memories_merged: 0,
+            threads: None,
+            message: "horizon is off: nothing was distilled".into(),
+        });
     };
     // Which message indices of each thread some memory was distilled from.
     let mut covered: HashMap<String, HashSet<u64>> = HashMap::new();
@@ -134,7 +142,7 @@ pub(crate) fn run(api: &Api, space: &str, horizon: &str, start: Option<i64>) -> 
             created += new;
             merged += x.merged;
             if new > 0 {
-                threads_touched.push(json!({"thread_id": thread.thread_id, "memories_created": new}));
+                threads_touched.push(CatchupThread { thread_id: thread.thread_id, memories_created: new as u64 });
             }
         }
         offset += n;
@@ -142,17 +150,50 @@ pub(crate) fn run(api: &Api, space: &str, horizon: &str, start: Option<i64>) -> 
             break;
         }
     }
-    Ok(json!({
-        "status": "success",
-        "horizon": horizon,
-        "space_id": space,
-        "threads_scanned": scanned,
-        "messages_undistilled": undistilled,
-        "memories_created": created,
-        "memories_merged": merged,
-        "threads": threads_touched,
-        "message": format!("{created} memories distilled from {undistilled} undistilled messages in {scanned} threads"),
-    }))
+    Ok(CatchupReport {
+        status: "success",
+        horizon: horizon.to_string(),
+        space_id: space.to_string(),
+        threads_scanned: scanned as u64,
+        messages_undistilled: undistilled as u64,
+        memories_created: created as u64,
+        memories_merged: merged as u64,
+        threads: Some(threads_touched),
+        message: format!("{created} memories distilled from {undistilled} undistilled messages in {scanned} threads"),
+    })
+}
+
+/// A thread the catch-up distilled memories from.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct CatchupThread {
+    /// The thread.
+    pub thread_id: String,
+    /// Memories created from it.
+    pub memories_created: u64,
+}
+
+/// `POST /agent/trigger/memory-catchup`: what the catch-up distilled.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct CatchupReport {
+    /// `success`, or `skipped` when the horizon is off.
+    pub status: &'static str,
+    /// The horizon asked for.
+    pub horizon: String,
+    /// The space.
+    pub space_id: String,
+    /// Threads changed since the horizon.
+    pub threads_scanned: u64,
+    /// Their messages no memory was distilled from.
+    pub messages_undistilled: u64,
+    /// Memories created.
+    pub memories_created: u64,
+    /// Units merged into stored near-duplicates.
+    pub memories_merged: u64,
+    /// Threads that gave memories (absent when skipped).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub threads: Option<Vec<CatchupThread>>,
+    /// One line.
+    pub message: String,
 }
 
 pub(super) fn trigger(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {

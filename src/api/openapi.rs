@@ -80,6 +80,11 @@ fn schemas() -> Map<String, Value> {
     add::<super::data::ExportResponse>(&mut v);
     add::<super::data::ImportStarted>(&mut v);
     add::<super::data::ImportStatus>(&mut v);
+    add::<super::threads::ThreadImportResponse>(&mut v);
+    add::<super::threads::TriageResponse>(&mut v);
+    add::<super::threads::DistillResponse>(&mut v);
+    add::<super::catchup::CatchupReport>(&mut v);
+    add::<super::system::OpenApiDocument>(&mut v);
     add::<super::threads::ThreadListResponse>(&mut v);
     add::<super::threads::ThreadSearchResponse>(&mut v);
     add::<super::threads::ThreadMessagesResponse>(&mut v);

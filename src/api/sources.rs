@@ -43,7 +43,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Not available: Engram does not fetch from the network (503)",
         &[],
         None,
-        Shape::Object,
+        Shape::Ref("Source"),
         false,
         ingest_url
     ),

@@ -37,7 +37,7 @@ pub(super) const ROUTES: &[Route] = &[
         "This OpenAPI 3.1 document",
         &[],
         None,
-        Shape::Object,
+        Shape::Ref("OpenApiDocument"),
         false,
         openapi
     ),
@@ -134,4 +134,24 @@ pub(super) fn openapi(_: &Api, _: &Ctx<'_>) -> Result<ApiResponse> {
 pub struct Liveness {
     /// Always `alive`.
     pub status: &'static str,
+}
+
+/// `GET /openapi.json`: this document (OpenAPI 3.1). Its parts are described loosely; the OpenAPI 3.1 schema
+/// (https://spec.openapis.org/oas/3.1/schema) is the full description.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct OpenApiDocument {
+    /// `3.1.0`.
+    pub openapi: String,
+    /// Title, version and description.
+    #[schema(value_type = Object)]
+    pub info: serde_json::Value,
+    /// The operations by path.
+    #[schema(value_type = Object)]
+    pub paths: serde_json::Value,
+    /// Schemas and security schemes.
+    #[schema(value_type = Object)]
+    pub components: serde_json::Value,
+    /// The server (the daemon's default address).
+    #[schema(value_type = Vec<Object>)]
+    pub servers: serde_json::Value,
 }

@@ -21,7 +21,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Extract memories from a conversation (deterministic rules, no LLM)",
         &[],
         Some("DistillRequest"),
-        Shape::Object,
+        Shape::Ref("DistillResponse"),
         false,
         distill
     ),
@@ -32,7 +32,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Whether a conversation is worth distilling",
         &[],
         Some("TriageRequest"),
-        Shape::Object,
+        Shape::Ref("TriageResponse"),
         false,
         triage
     ),
@@ -76,7 +76,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "Create-or-append one thread or a batch",
         &[],
         Some("ImportRequest"),
-        Shape::Object,
+        Shape::Ref("ThreadImportResponse"),
         false,
         import
     ),
@@ -849,12 +849,57 @@ pub(super) fn import(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     };
     let results: Vec<ImportResult> = batch.into_iter().map(|t| import_one(api, t)).collect();
     let failed = results.iter().filter(|r| !r.success).count();
-    ok(&serde_json::json!({
-        "success": failed == 0,
-        "imported_count": results.len() - failed,
-        "failed_count": failed,
-        "results": results,
-    }))
+    ok(&ThreadImportResponse {
+        success: failed == 0,
+        imported_count: (results.len() - failed) as u64,
+        failed_count: failed as u64,
+        results,
+    })
+}
+
+/// `POST /threads/import`: one result per thread, in the order sent.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ThreadImportResponse {
+    /// True when every thread was imported.
+    pub success: bool,
+    /// Threads imported.
+    pub imported_count: u64,
+    /// Threads refused.
+    pub failed_count: u64,
+    /// Per thread.
+    pub results: Vec<ImportResult>,
+}
+
+/// `POST /memories/distill/triage`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct TriageResponse {
+    /// Whether the conversation holds something worth distilling.
+    pub should_distill: bool,
+    /// Why.
+    pub reason: String,
+}
+
+/// `POST /memories/distill`: the memories extracted from a conversation.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct DistillResponse {
+    /// Always true.
+    pub success: bool,
+    /// The first memory; null when none.
+    pub memory: Option<super::dto::MemoryOut>,
+    /// Every memory written or matched.
+    pub memories: Vec<super::dto::MemoryOut>,
+    /// Entities the memories mention.
+    pub extracted_entities: Vec<crate::model::Entity>,
+    /// Always empty (labels are not assigned by distillation).
+    pub assigned_labels: Vec<String>,
+    /// Relations created.
+    pub created_relationships: u64,
+    /// Units merged into a stored near-duplicate.
+    pub merged_duplicates: u64,
+    /// What happened to the first memory: `created`, `updated`, `unchanged` or `none`.
+    pub action: &'static str,
+    /// Notes (nothing to distil).
+    pub warnings: Vec<String>,
 }
 
 /// Body of `POST /memories/distill/triage`.
@@ -897,7 +942,7 @@ pub struct DistillRequest {
 pub(super) fn triage(_: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let req: TriageRequest = ctx.json()?;
     let (should, reason) = crate::extract::triage(&req.thread_content);
-    ok(&serde_json::json!({"should_distill": should, "reason": reason}))
+    ok(&TriageResponse { should_distill: should, reason })
 }
 
 pub(super) fn distill(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
@@ -967,17 +1012,17 @@ pub(super) fn distill(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     }
     let memories: Vec<super::dto::MemoryOut> =
         ex.memories.into_iter().map(|c| super::dto::MemoryOut::from(c.view)).collect();
-    ok(&serde_json::json!({
-        "success": true,
-        "memory": memories.first(),
-        "memories": memories,
-                "extracted_entities": entities,
-        "assigned_labels": [],
-        "created_relationships": created_relationships,
-        "merged_duplicates": ex.merged,
-        "action": action,
-        "warnings": warnings,
-    }))
+    ok(&DistillResponse {
+        success: true,
+        memory: memories.first().cloned(),
+        memories,
+        extracted_entities: entities,
+        assigned_labels: vec![],
+        created_relationships,
+        merged_duplicates: ex.merged as u64,
+        action,
+        warnings,
+    })
 }
 
 #[cfg(test)]

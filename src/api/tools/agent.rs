@@ -242,7 +242,7 @@ pub(super) fn trigger_memory_catchup(c: &Call<'_>) -> Out {
         Some(Value::Number(n)) => n.to_string(),
         _ => "today".into(),
     };
-    Ok(crate::api::catchup::run(c.api, &c.space, &label, start)?)
+    Ok(serde_json::to_value(crate::api::catchup::run(c.api, &c.space, &label, start)?).unwrap_or_default())
 }
 
 pub(super) fn search_source_chunks(c: &Call<'_>) -> Out {
