@@ -591,7 +591,7 @@ impl SpaceVectors {
     }
 }
 
-/// What [`SpaceVectors::attach`] found.
+/// What [`SpaceVectors::finish_attach`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AttachStats {
     /// Points in the saved graph.

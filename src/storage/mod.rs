@@ -7,7 +7,7 @@
 //! a space, so a space is one key range in every kind. Records are encoded by [`codec`], above the backend.
 //! Ranking, lifecycle rules, label judgement, extraction and graph planning stay above the port.
 //!
-//! Backends: [`redb`](self::redb) (one file per store) today; the PostgreSQL backend of the scale-out design
+//! Backends: redb (`src/storage/redb/`, one file per store) today; the PostgreSQL backend of the scale-out design
 //! implements the same types. Nothing outside `src/storage/redb/` names the redb crate.
 
 pub mod codec;
@@ -69,7 +69,8 @@ impl<K, V> std::fmt::Display for Kind<K, V> {
 }
 
 /// A byte-addressed device a file-backed store may live on in place of its file ([`crate::StorageFactory`]):
-/// fault-injection tests wrap [`FileDevice`] to fail chosen operations. Offsets and lengths are bytes.
+/// fault-injection tests wrap [`FileDevice`] to fail chosen operations. Offsets and lengths are bytes. The file's
+/// byte-range locks are not taken through a device: a store on one must be opened by one process only.
 pub trait Device: std::fmt::Debug + Send + Sync + 'static {
     /// The device's length in bytes.
     ///

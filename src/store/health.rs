@@ -12,7 +12,7 @@ impl KnowledgeStore {
     /// Forces a durable commit of everything written so far (useful after [`Durability::Eventual`] writes).
     ///
     /// # Errors
-    /// [`ErrorKind::Io`] when the commit fails.
+    /// [`crate::ErrorKind::Io`] when the commit fails.
     pub fn checkpoint(&self) -> Result<u64> {
         Ok(self.checkpoint_report()?.generation)
     }
@@ -22,7 +22,7 @@ impl KnowledgeStore {
     /// updates (reads by id are always committed without fsync).
     ///
     /// # Errors
-    /// [`ErrorKind::Io`] when the commit fails; nothing is lost then, the next checkpoint retries.
+    /// [`crate::ErrorKind::Io`] when the commit fails; nothing is lost then, the next checkpoint retries.
     pub fn checkpoint_report(&self) -> Result<CheckpointReport> {
         let started = Instant::now();
         let _w = self.writer.lock();

@@ -91,7 +91,7 @@ pub(crate) struct StoredMemory {
 ///
 /// May be used from several threads at once (`Send + Sync`): reads run in parallel, writes are serialised.
 /// redb locks the file for one process: a second open, by the daemon or another program, fails with
-/// [`ErrorKind::Locked`].
+/// [`crate::ErrorKind::Locked`].
 pub struct KnowledgeStore {
     pub(crate) db: Arc<Db>,
     pub(crate) config: StoreConfig,

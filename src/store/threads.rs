@@ -360,7 +360,7 @@ impl KnowledgeStore {
     ///
     /// # Errors
     /// * [`ErrorKind::InvalidInput`]: bad id, title, role, timestamp, sizes (limits in this module's constants).
-    /// * [`ErrorKind::Conflict`] (`thread_exists`, detail "thread '<id>' already exists in space '<space>'").
+    /// * [`ErrorKind::Conflict`] (`thread_exists`, detail "thread '`<id>`' already exists in space '`<space>`'").
     /// * [`ErrorKind::NotFound`] (`space_not_found`).
     pub fn create_thread(&self, new: NewThread) -> Result<CreatedThread> {
         let mut errs = Vec::new();

@@ -115,7 +115,7 @@ impl KnowledgeStore {
     /// One label.
     ///
     /// # Errors
-    /// [`ErrorKind::NotFound`]: `space_not_found`, `label_not_found`.
+    /// [`crate::ErrorKind::NotFound`]: `space_not_found`, `label_not_found`.
     pub fn get_label(&self, space: &str, id: &str) -> Result<Label> {
         self.require_space(space)?;
         let rtx = self.db.read()?;

@@ -372,8 +372,8 @@ impl KnowledgeStore {
     /// [`KnowledgeStore::health`]) and communities are recomputed.
     ///
     /// # Errors
-    /// * [`ErrorKind::Forbidden`] (`path_not_allowed`): the path is outside the allowed directories.
-    /// * [`ErrorKind::InvalidInput`] (`archive_invalid`): not a readable archive, an entry escaping or a
+    /// * [`crate::ErrorKind::Forbidden`] (`path_not_allowed`): the path is outside the allowed directories.
+    /// * [`crate::ErrorKind::InvalidInput`] (`archive_invalid`): not a readable archive, an entry escaping or a
     ///   symbolic link, over a cap, a checksum mismatch, a newer format, a malformed record. Nothing is written.
     /// * Storage errors; nothing is written.
     pub fn import_data(&self, path: &Path, mode: ImportMode, progress: &ImportProgress) -> Result<ImportReport> {

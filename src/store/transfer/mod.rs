@@ -138,7 +138,7 @@ pub struct Manifest {
     pub files: BTreeMap<String, ManifestEntry>,
 }
 
-/// Options of [`KnowledgeStore::export_data`].
+/// Options of [`crate::KnowledgeStore::export_data`].
 #[derive(Debug, Clone, Default)]
 pub struct ExportOptions {
     /// Target file (confined); default `<data_dir>/exports/engram-export-<UTC time>.zip`.
