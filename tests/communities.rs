@@ -125,6 +125,19 @@ fn http_routes_enforce_bounds() {
     }
     assert_eq!(call(&srv, "GET", "/communities/999999", None).status, 404);
     assert_eq!(call(&srv, "GET", "/stats", None).json()["community_count"], 2);
+    // The agent tools page communities by space in the store.
+    let (page, total) = store.communities_of_space("default", 1).unwrap();
+    assert_eq!((page.len(), total), (1, 2));
+    assert_eq!(store.communities_of_space("elsewhere", 5).unwrap(), (vec![], 0));
+    let tool = |name: &str, args: serde_json::Value| {
+        let body = serde_json::json!({"name": name, "arguments": args}).to_string();
+        let r = call(&srv, "POST", "/agent/tools/call", Some(&body));
+        assert_eq!(r.status, 200, "{name}: {}", r.body);
+        r.json()
+    };
+    let l = tool("list_communities", serde_json::json!({"limit": 1}));
+    assert_eq!(l["communities"].as_array().unwrap().len(), 1, "{l}");
+    assert_eq!(tool("graph_stats", serde_json::json!({}))["community_count"], 2);
     assert_eq!(call(&srv, "GET", "/capabilities", None).json()["features"]["communities"], true);
 }
 

@@ -648,6 +648,27 @@ impl KnowledgeStore {
         Ok((all, total))
     }
 
+    /// The communities with entities in `space`, heaviest first, at most `limit`, and how many there are. The
+    /// filter runs in the scan, so only the page is kept.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn communities_of_space(&self, space: &str, limit: usize) -> Result<(Vec<Community>, u64)> {
+        let rtx = self.db.read()?;
+        let t = rtx.table(COMMUNITIES)?;
+        let mut all: Vec<Community> = Vec::new();
+        for row in t.iter()? {
+            let c: Community = schema::decode(row?.1.value())?;
+            if c.spaces.iter().any(|s| s == space) {
+                all.push(c);
+            }
+        }
+        let total = all.len() as u64;
+        all.sort_by(|a, b| b.weight.total_cmp(&a.weight).then(a.id.cmp(&b.id)));
+        all.truncate(limit);
+        Ok((all, total))
+    }
+
     /// One community with up to `entity_limit` of its entities, most central first.
     ///
     /// # Errors

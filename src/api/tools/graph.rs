@@ -184,8 +184,8 @@ pub(super) fn list_crystals(c: &Call<'_>) -> Out {
 
 pub(super) fn graph_stats(c: &Call<'_>) -> Out {
     let mut v = c.api.invoke("GET", "/stats", &[("space_id", c.space.clone())], None)?;
-    let (communities, _) = c.api.store().list_communities(usize::MAX)?;
-    v["community_count"] = communities.iter().filter(|k| k.spaces.contains(&c.space)).count().into();
+    let (_, in_space) = c.api.store().communities_of_space(&c.space, 0)?;
+    v["community_count"] = in_space.into();
     v["space_id"] = c.space.clone().into();
     v["status"] = "success".into();
     Ok(v)
@@ -233,9 +233,8 @@ fn in_space(k: &Community, space: &str, limit: usize) -> Value {
 
 pub(super) fn list_communities(c: &Call<'_>) -> Out {
     let limit = c.args.int("limit", 1, 50, 20)? as usize;
-    let (all, _) = c.api.store().list_communities(usize::MAX)?;
-    let rows: Vec<Value> =
-        all.iter().filter(|k| k.spaces.contains(&c.space)).take(limit).map(|k| in_space(k, &c.space, 5)).collect();
+    let (page, _) = c.api.store().communities_of_space(&c.space, limit)?;
+    let rows: Vec<Value> = page.iter().map(|k| in_space(k, &c.space, 5)).collect();
     Ok(json!({"status": "success", "communities": rows, "total": rows.len()}))
 }
 
