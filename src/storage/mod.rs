@@ -11,6 +11,8 @@
 //! implements the same types. Nothing outside `src/storage/redb/` names the redb crate.
 
 pub mod codec;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 mod primitives;
 mod redb;
 pub mod tables;
@@ -52,6 +54,55 @@ impl<K, V> Kind<K, V> {
     pub const fn name(&self) -> &'static str {
         self.name
     }
+}
+
+impl<K: Columns, V: Columns> Kind<K, V> {
+    /// The kind's name and the SQL types of its key parts and value parts.
+    pub const fn info(&self) -> KindInfo {
+        KindInfo { name: self.name, key: K::SQL, value: V::SQL }
+    }
+}
+
+/// A record kind as a table: its name, the SQL type of each key part (the primary key, in order) and of each
+/// value part (none for an edge kind, whose key is the whole record).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KindInfo {
+    /// The kind's name.
+    pub name: &'static str,
+    /// SQL types of the key parts, left to right.
+    pub key: &'static [&'static str],
+    /// SQL types of the value parts.
+    pub value: &'static [&'static str],
+}
+
+/// The SQL columns a key or value type maps to: `&str` is `text`, `u64` is `bigint` (values above `i64::MAX`
+/// do not occur: ids, counts, docnos), `f64` is `double precision`, `&[u8]` is `bytea`, `()` is no column, a
+/// tuple is its parts' columns in order.
+pub trait Columns {
+    /// The SQL types, in order.
+    const SQL: &'static [&'static str];
+}
+
+macro_rules! columns {
+    ($($t:ty => [$($c:literal),*]),* $(,)?) => {$(
+        impl Columns for $t {
+            const SQL: &'static [&'static str] = &[$($c),*];
+        }
+    )*};
+}
+
+columns! {
+    &'static str => ["text"],
+    u64 => ["bigint"],
+    f64 => ["double precision"],
+    &'static [u8] => ["bytea"],
+    () => [],
+    (u64, u64) => ["bigint", "bigint"],
+    (&'static str, &'static str) => ["text", "text"],
+    (&'static str, u64) => ["text", "bigint"],
+    (&'static str, &'static str, u64) => ["text", "text", "bigint"],
+    (&'static str, &'static str, &'static str) => ["text", "text", "text"],
+    (u64, &'static str, &'static str) => ["bigint", "text", "text"],
 }
 
 impl<K, V> Clone for Kind<K, V> {

@@ -2,7 +2,7 @@
 //! record belongs to a space, so that isolation holds in storage and not only in filters. Values marked
 //! "record" are a format-version byte followed by postcard (see [`super::codec`]).
 
-use super::Kind;
+use super::{Kind, KindInfo};
 
 /// Store-wide settings and counters: `format_version`, `embedder`, `embedder_dim`, `generation`, `next_docno`.
 pub const META: Kind<&str, &[u8]> = Kind::new("meta");
@@ -112,3 +112,43 @@ pub const SOURCE_CHUNKS: Kind<(&str, u64), &[u8]> = Kind::new("source_chunks");
 
 /// Timeline review events: (space, `rev_<uuidv7>`) -> postcard `ReviewEvent` (`store/reviews.rs`).
 pub const REVIEWS: Kind<(&str, &str), &[u8]> = Kind::new("reviews");
+
+/// Every record kind with its columns, in declaration order: what a database backend creates one table for.
+pub const ALL: &[KindInfo] = &[
+    META.info(),
+    SPACES.info(),
+    MEMORIES.info(),
+    MEMORY_SPACE.info(),
+    VECTORS.info(),
+    POSTINGS.info(),
+    LEX_STATS.info(),
+    LABELS.info(),
+    MEMORY_LABELS.info(),
+    LABEL_MEMORIES.info(),
+    THREADS.info(),
+    THREAD_SPACES.info(),
+    MESSAGES.info(),
+    MESSAGE_KEYS.info(),
+    ENTITIES.info(),
+    ENTITY_KEYS.info(),
+    MENTIONS.info(),
+    ENTITY_MEMORIES.info(),
+    RELATES_TO.info(),
+    WORKING_MEMORY.info(),
+    RELATIONS.info(),
+    MEMORY_RELATIONS.info(),
+    RELATION_SPACE.info(),
+    LABEL_MERGES.info(),
+    COMMUNITIES.info(),
+    COMMUNITY_MEMBERS.info(),
+    ENTITY_COMMUNITY.info(),
+    MEMORY_PAGERANK.info(),
+    CRYSTAL_SOURCES.info(),
+    SOURCES.info(),
+    SOURCE_SPACE.info(),
+    SOURCE_SHA.info(),
+    SOURCE_TEXT.info(),
+    SOURCE_FILES.info(),
+    SOURCE_CHUNKS.info(),
+    REVIEWS.info(),
+];
