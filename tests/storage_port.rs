@@ -97,4 +97,14 @@ fn candidates_and_edges_agree_with_the_store() {
     let bobs = store.entity_memory_ids("default", &bob.id).unwrap();
     let shared = both.iter().filter(|m| bobs.contains(m)).count() as u64;
     assert_eq!(edge.weight, shared, "weight = memories mentioning both");
+
+    // Bytes per kind: every kind of the registry, the written ones non-empty.
+    drop(rtx);
+    let st = store.storage_stats().unwrap();
+    assert_eq!(st.tables.len(), engram::storage::tables::ALL.len());
+    let bytes = |name: &str| st.tables.iter().find(|t| t.table == name).map(|t| t.stored_bytes);
+    assert!(bytes("memories").unwrap() > 60 * 40, "{:?}", bytes("memories"));
+    assert!(bytes("postings").unwrap() > 0);
+    assert_eq!(bytes("source_files"), Some(0));
+    assert!(st.file_bytes > 0);
 }

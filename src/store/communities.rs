@@ -636,11 +636,19 @@ impl KnowledgeStore {
     /// # Errors
     /// Storage errors.
     pub fn list_communities(&self, limit: usize) -> Result<(Vec<Community>, u64)> {
+        self.communities_where(|_| true, limit)
+    }
+
+    /// The communities `keep` accepts, heaviest first (ties by id), at most `limit`, and how many it accepts.
+    fn communities_where(&self, keep: impl Fn(&Community) -> bool, limit: usize) -> Result<(Vec<Community>, u64)> {
         let rtx = self.db.read()?;
         let t = rtx.table(COMMUNITIES)?;
         let mut all: Vec<Community> = Vec::new();
         for row in t.iter()? {
-            all.push(schema::decode(row?.1.value())?);
+            let c: Community = schema::decode(row?.1.value())?;
+            if keep(&c) {
+                all.push(c);
+            }
         }
         let total = all.len() as u64;
         all.sort_by(|a, b| b.weight.total_cmp(&a.weight).then(a.id.cmp(&b.id)));
@@ -654,19 +662,7 @@ impl KnowledgeStore {
     /// # Errors
     /// Storage errors.
     pub fn communities_of_space(&self, space: &str, limit: usize) -> Result<(Vec<Community>, u64)> {
-        let rtx = self.db.read()?;
-        let t = rtx.table(COMMUNITIES)?;
-        let mut all: Vec<Community> = Vec::new();
-        for row in t.iter()? {
-            let c: Community = schema::decode(row?.1.value())?;
-            if c.spaces.iter().any(|s| s == space) {
-                all.push(c);
-            }
-        }
-        let total = all.len() as u64;
-        all.sort_by(|a, b| b.weight.total_cmp(&a.weight).then(a.id.cmp(&b.id)));
-        all.truncate(limit);
-        Ok((all, total))
+        self.communities_where(|c| c.spaces.iter().any(|s| s == space), limit)
     }
 
     /// One community with up to `entity_limit` of its entities, most central first.

@@ -85,22 +85,15 @@ impl KnowledgeStore {
     pub fn storage_stats(&self) -> Result<StorageStats> {
         let rtx = self.db.read()?;
         let mut tables = Vec::new();
-        macro_rules! table {
-            ($($t:ident),*) => {$({
-                let st = rtx.kind_stats($t)?;
-                tables.push(TableSize {
-                    table: $t.to_string(),
-                    stored_bytes: st.stored_bytes,
-                    metadata_bytes: st.metadata_bytes,
-                    fragmented_bytes: st.fragmented_bytes,
-                });
-            })*};
+        for kind in crate::storage::tables::ALL {
+            let st = rtx.kind_stats(kind.name)?;
+            tables.push(TableSize {
+                table: kind.name.to_string(),
+                stored_bytes: st.stored_bytes,
+                metadata_bytes: st.metadata_bytes,
+                fragmented_bytes: st.fragmented_bytes,
+            });
         }
-        table!(META, SPACES, MEMORIES, MEMORY_SPACE, VECTORS, POSTINGS, LEX_STATS, LABELS, MEMORY_LABELS);
-        table!(LABEL_MEMORIES, THREADS, THREAD_SPACES, MESSAGES, MESSAGE_KEYS, ENTITIES, ENTITY_KEYS, MENTIONS);
-        table!(ENTITY_MEMORIES, RELATES_TO, WORKING_MEMORY, RELATIONS, MEMORY_RELATIONS, RELATION_SPACE);
-        table!(LABEL_MERGES, COMMUNITIES, COMMUNITY_MEMBERS, ENTITY_COMMUNITY, MEMORY_PAGERANK, CRYSTAL_SOURCES);
-        table!(SOURCES, SOURCE_SPACE, SOURCE_SHA, SOURCE_TEXT, SOURCE_FILES, SOURCE_CHUNKS, REVIEWS);
         tables.sort_by_key(|t| std::cmp::Reverse(t.stored_bytes));
         let file_bytes = std::fs::metadata(self.config.db_path()).map_or(0, |m| m.len());
         Ok(StorageStats { file_bytes, tables })

@@ -32,15 +32,7 @@ impl KnowledgeStore {
     /// Storage errors.
     pub fn label_count(&self, space: &str) -> Result<usize> {
         let rtx = self.db.read()?;
-        let t = rtx.table(LABELS)?;
-        let mut n = 0;
-        for row in t.range((space, "")..)? {
-            if row?.0.value().0 != space {
-                break;
-            }
-            n += 1;
-        }
-        Ok(n)
+        Ok(super::range_prefix2(&rtx.table(LABELS)?, space)?.len())
     }
 
     /// Labels of a space with their usage counts, ordered, one page.

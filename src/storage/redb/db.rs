@@ -6,7 +6,7 @@ use std::borrow::Borrow;
 use std::ops::RangeBounds;
 use std::path::Path;
 
-use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata};
+use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, TableHandle};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::storage::{Device, Durability, Kind};
@@ -26,7 +26,7 @@ fn def<K: KeyType, V: ValueType>(kind: Kind<K, V>) -> redb::TableDefinition<'sta
     redb::TableDefinition::new(kind.name())
 }
 
-/// Bytes used by one record kind (`Db::kind_stats`).
+/// Bytes used by one record kind ([`ReadTx::kind_stats`]).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct KindStats {
     /// Bytes of keys and values.
@@ -182,17 +182,22 @@ impl ReadTx {
         Ok(ReadTable(self.0.open_table(def(kind))?))
     }
 
-    /// Bytes used by one record kind.
+    /// Bytes used by the record kind named `name` (zeros for a kind not created yet).
     ///
     /// # Errors
     /// Storage errors.
-    pub fn kind_stats<K: KeyType, V: ValueType>(&self, kind: Kind<K, V>) -> Result<KindStats> {
-        let st = self.0.open_table(def(kind))?.stats()?;
-        Ok(KindStats {
-            stored_bytes: st.stored_bytes(),
-            metadata_bytes: st.metadata_bytes(),
-            fragmented_bytes: st.fragmented_bytes(),
-        })
+    pub fn kind_stats(&self, name: &str) -> Result<KindStats> {
+        for handle in self.0.list_tables()? {
+            if handle.name() == name {
+                let st = self.0.open_untyped_table(handle)?.stats()?;
+                return Ok(KindStats {
+                    stored_bytes: st.stored_bytes(),
+                    metadata_bytes: st.metadata_bytes(),
+                    fragmented_bytes: st.fragmented_bytes(),
+                });
+            }
+        }
+        Ok(KindStats::default())
     }
 }
 
