@@ -1,9 +1,10 @@
-//! KnowledgeStore on a real redb file: round trips, upserts, labels, reopen, filtered search.
+//! KnowledgeStore on each storage backend (a real redb file; PostgreSQL with ENGRAM_TEST_BACKEND=postgres): round
+//! trips, upserts, labels, reopen, filtered search.
 
 mod backend;
 use engram::{
     ErrorKind, KnowledgeStore, ListQuery, MemoryFilter, MemoryPatch, NewMemory, NewSpace, SearchMode, SearchQuery,
-    StoreConfig, UnitType, WriteAction,
+    UnitType, WriteAction,
 };
 
 fn open(dir: &std::path::Path) -> KnowledgeStore {
@@ -245,7 +246,7 @@ fn spaces_isolate_records_in_storage() {
 fn a_second_open_of_the_same_file_is_locked() {
     let dir = tempfile::tempdir().unwrap();
     let _first = open(dir.path());
-    let err = KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap_err();
+    let err = KnowledgeStore::open(backend::config(dir.path())).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Locked);
 }
 

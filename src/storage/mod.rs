@@ -7,10 +7,12 @@
 //! a space, so a space is one key range in every kind. Records are encoded by [`codec`], above the backend.
 //! Ranking, lifecycle rules, label judgement, extraction and graph planning stay above the port.
 //!
-//! Backends: redb (`src/storage/redb/`, one file per store) today; the PostgreSQL backend of the scale-out design
-//! implements the same types. Nothing outside `src/storage/redb/` names the redb crate.
+//! Backends: redb (`src/storage/redb/`, one file per store) and PostgreSQL (`src/storage/postgres/`, feature
+//! `postgres`, the scale-out design); the port's types (`port.rs`) dispatch to either. Nothing outside
+//! `src/storage/redb/` names the redb crate.
 
 pub mod codec;
+mod port;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 mod primitives;
@@ -22,9 +24,8 @@ use std::marker::PhantomData;
 
 pub use primitives::{Edge, TermPostings};
 
-pub use self::redb::{
-    Borrowed, Db, FileDevice, Got, KeyType, KindStats, ReadTable, ReadTx, Readable, Rows, Table, ValueType, WriteTx,
-};
+pub use self::redb::{Borrowed, FileDevice, KeyType, ValueType};
+pub use port::{Db, Got, KindStats, ReadTable, ReadTx, Readable, Rows, Table, WriteTx};
 
 /// When a write is on disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -38,7 +38,7 @@ impl KnowledgeStore {
             flushed_write_transactions: writes,
             flushed_access_updates: reads,
             elapsed_ms: started.elapsed().as_secs_f64() * 1000.0,
-            file_bytes: std::fs::metadata(self.config.db_path()).map(|m| m.len()).unwrap_or(0),
+            file_bytes: self.stored_bytes()?,
         })
     }
 
@@ -78,7 +78,8 @@ impl KnowledgeStore {
     }
 
     /// Bytes on disk by table: what keys and values hold, B-tree metadata and fragmentation (redb's table
-    /// statistics), sorted by stored bytes, largest first, plus the file size.
+    /// statistics; PostgreSQL's relation sizes), sorted by stored bytes, largest first, plus the file size (on
+    /// PostgreSQL: the bytes of the store's tables and indexes).
     ///
     /// # Errors
     /// Storage errors.
@@ -95,8 +96,17 @@ impl KnowledgeStore {
             });
         }
         tables.sort_by_key(|t| std::cmp::Reverse(t.stored_bytes));
-        let file_bytes = std::fs::metadata(self.config.db_path()).map_or(0, |m| m.len());
+        let file_bytes = self.stored_bytes()?;
         Ok(StorageStats { file_bytes, tables })
+    }
+
+    /// Bytes of the store on disk: the redb file as the file system sees it (free pages included), or the
+    /// store's tables and indexes in its PostgreSQL database.
+    fn stored_bytes(&self) -> Result<u64> {
+        match self.db.size_bytes()? {
+            Some(n) => Ok(n),
+            None => Ok(std::fs::metadata(self.config.db_path()).map_or(0, |m| m.len())),
+        }
     }
 
     /// Counters for `/health`.

@@ -57,8 +57,7 @@ pub(crate) fn compact_if_sparse(db: &mut Db, path: &std::path::Path) {
     if before < COMPACT_MIN_BYTES {
         return;
     }
-    let used = db.used_bytes();
-    let Ok(used) = used else { return };
+    let Ok(Some(used)) = db.used_bytes() else { return };
     if used.saturating_mul(4) >= before.saturating_mul(3) {
         return;
     }
@@ -102,6 +101,29 @@ impl Drop for KnowledgeStore {
     }
 }
 
+/// The store's database: the PostgreSQL database of `config.database_url`, or the redb file in the data
+/// directory.
+fn open_db(config: &StoreConfig) -> Result<Db> {
+    if let Some(url) = &config.database_url {
+        #[cfg(feature = "postgres")]
+        return Db::connect(url, config.database_pool_size);
+        #[cfg(not(feature = "postgres"))]
+        {
+            let _ = url;
+            return Err(Error::new(
+                ErrorKind::Unavailable,
+                "a database URL was given, but this build has no PostgreSQL backend (cargo feature `postgres`)",
+            ));
+        }
+    }
+    discard_unborn_file(&config.db_path())?;
+    let device = match &config.storage {
+        Some(open) => Some(open(&config.db_path())?),
+        None => None,
+    };
+    Db::open(&config.db_path(), config.cache_size_bytes, device)
+}
+
 impl KnowledgeStore {
     /// Opens (or creates) the store in `config.data_dir`, checks the format version, builds the in-memory
     /// indexes from the file, and starts re-embedding in the background when memories lack a vector from
@@ -114,14 +136,13 @@ impl KnowledgeStore {
     /// * [`ErrorKind::Locked`]: another process has the store open.
     /// * [`ErrorKind::Corrupt`]: the file is from a newer format or damaged.
     /// * [`ErrorKind::Io`]: the directory or file cannot be created or read.
+    /// * [`ErrorKind::Unreachable`]: the PostgreSQL database of [`StoreConfig::database_url`] cannot be
+    ///   reached or refuses the login (the message names what failed).
+    /// * [`ErrorKind::InvalidInput`]: the database URL does not parse.
+    /// * [`ErrorKind::Unavailable`]: a database URL in a build without the `postgres` feature.
     pub fn open(config: StoreConfig) -> Result<Self> {
         std::fs::create_dir_all(&config.data_dir)?;
-        discard_unborn_file(&config.db_path())?;
-        let device = match &config.storage {
-            Some(open) => Some(open(&config.db_path())?),
-            None => None,
-        };
-        let db = Arc::new(Db::open(&config.db_path(), config.cache_size_bytes, device)?);
+        let db = Arc::new(open_db(&config)?);
         let index = Arc::new(RwLock::new(IndexState { spaces: HashMap::new() }));
         let graph_files = graph_files::GraphFiles::new(&config.data_dir, config.embedder.name());
         let builder = start_graph_builder(index.clone(), config.vector, db.clone(), graph_files.clone());

@@ -531,7 +531,8 @@ pub struct VectorIndexStats {
 /// Disk use of the store file ([`crate::KnowledgeStore::storage_stats`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct StorageStats {
-    /// Size of `engram.redb` in bytes (includes free pages redb keeps for reuse).
+    /// Size of `engram.redb` in bytes (includes free pages redb keeps for reuse); on PostgreSQL the bytes of
+    /// the store's tables and indexes.
     pub file_bytes: u64,
     /// Per table, largest first.
     pub tables: Vec<TableSize>,
@@ -564,6 +565,6 @@ pub struct CheckpointReport {
     pub flushed_access_updates: u64,
     /// Milliseconds the durable commit took.
     pub elapsed_ms: f64,
-    /// Size of the store file in bytes.
+    /// Size of the store file in bytes (on PostgreSQL: of the store's tables and indexes).
     pub file_bytes: u64,
 }

@@ -4,8 +4,10 @@
 //! through [`open`] or [`config`], so that one suite runs against each backend, as basic-memory's `conftest.py`
 //! does with its database switch.
 //!
-//! `ENGRAM_TEST_BACKEND` picks the backend: `redb` (the default: a real redb file in the test's temp dir).
-//! The PostgreSQL backend (issue 19) adds `postgres`, with the database from `ENGRAM_TEST_DATABASE_URL`.
+//! `ENGRAM_TEST_BACKEND` picks the backend: `redb` (the default: a real redb file in the test's temp dir) or
+//! `postgres` (feature `postgres`): the server of `ENGRAM_TEST_PG` (a connection string, as `.ci/run` and
+//! `tools/postgres/cluster.sh` give it), one schema per test directory, so tests run in parallel on one
+//! database and a reopened directory finds its store again.
 //! Run the suite on one backend with
 //! `ENGRAM_TEST_BACKEND=redb cargo test --test store_model --test store_memories --test lifecycle --test labels
 //! --test threads --test spaces --test working_memory --test reviews --test storage_port`.
@@ -20,6 +22,9 @@ use engram::{KnowledgeStore, StoreConfig};
 pub enum Backend {
     /// One redb file in the data directory.
     Redb,
+    /// A PostgreSQL schema of its own on the `ENGRAM_TEST_PG` server.
+    #[cfg(feature = "postgres")]
+    Postgres,
 }
 
 impl Backend {
@@ -28,7 +33,9 @@ impl Backend {
     pub fn current() -> Backend {
         match std::env::var("ENGRAM_TEST_BACKEND").as_deref() {
             Err(_) | Ok("") | Ok("redb") => Backend::Redb,
-            Ok(other) => panic!("ENGRAM_TEST_BACKEND={other}: this build has the redb backend only"),
+            #[cfg(feature = "postgres")]
+            Ok("postgres") => Backend::Postgres,
+            Ok(other) => panic!("ENGRAM_TEST_BACKEND={other}: this build has no such backend (feature `postgres`?)"),
         }
     }
 
@@ -37,7 +44,43 @@ impl Backend {
     pub fn config(self, dir: &Path) -> StoreConfig {
         match self {
             Backend::Redb => StoreConfig::new(dir),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres => StoreConfig::new(dir).database(pg_url_for(dir)),
         }
+    }
+}
+
+/// The `ENGRAM_TEST_PG` server, or `None` (and a note) when none is named: a test on PostgreSQL then passes
+/// without running, except under `CI`, where it fails: CI must not skip the backend.
+#[cfg(feature = "postgres")]
+pub fn pg_server() -> Option<String> {
+    match std::env::var("ENGRAM_TEST_PG") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ if std::env::var_os("CI").is_some() => {
+            panic!("CI: ENGRAM_TEST_PG must name a PostgreSQL server (tools/postgres/cluster.sh start DIR)")
+        }
+        _ => {
+            eprintln!("skipped: set ENGRAM_TEST_PG to a PostgreSQL connection string to run the backend tests");
+            None
+        }
+    }
+}
+
+/// The connection string of `dir`'s own schema on the `ENGRAM_TEST_PG` server, created if missing.
+#[cfg(feature = "postgres")]
+pub fn pg_url_for(dir: &Path) -> String {
+    use std::hash::{Hash, Hasher};
+    let base = std::env::var("ENGRAM_TEST_PG").expect("ENGRAM_TEST_BACKEND=postgres needs ENGRAM_TEST_PG");
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf()).hash(&mut h);
+    let schema = format!("t_{:016x}", h.finish());
+    let mut client = engram::storage::postgres::connect(&base).expect("connect to ENGRAM_TEST_PG");
+    client.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {schema}")).expect("create the test schema");
+    if base.contains("://") {
+        let sep = if base.contains('?') { '&' } else { '?' };
+        format!("{base}{sep}options=-csearch_path%3D{schema}")
+    } else {
+        format!("{base} options='-csearch_path={schema}'")
     }
 }
 

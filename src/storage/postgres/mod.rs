@@ -1,35 +1,175 @@
-//! The PostgreSQL backend of the storage port (feature `postgres`; issue 19, in progress). So far: the schema,
-//! one table per record kind ([`crate::storage::tables::ALL`]), created and versioned by [`migrate`]. The
-//! transactions, the candidate primitives in SQL (BM25 over the postings table, pgvector) and the multi-daemon
-//! rules of the scale-out design follow.
+//! The PostgreSQL backend of the storage port (feature `postgres`; the scale-out design). The schema is one
+//! table per record kind ([`crate::storage::tables::ALL`]), created and versioned by [`migrate`]; the port's
+//! transactions and tables are in `tx.rs` ([`PgDb`]: a pool of connections, one per open transaction).
 //!
 //! Each kind's table has one column per key part (`k0`, `k1`, ...: the primary key, `space_id` first wherever
-//! the kind belongs to a space) and one per value part (`v0`, ...), typed by [`crate::storage::Columns`].
+//! the kind belongs to a space) and one per value part (`v0`, ...), typed by [`crate::storage::Columns`]. Text
+//! key columns use the `"C"` collation, so keys order by bytes as in redb and a prefix scan is one index range.
+//! The tables live in the connection's current schema: several stores share a database by connecting with
+//! another `search_path` (`options=-csearch_path=team_a` in the URL).
+
+mod tx;
+
+use std::time::Duration;
 
 pub use postgres::{Client, Config, NoTls};
+pub use tx::{PgRows, PgTable, PgTx};
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::storage::KindInfo;
 use crate::storage::tables::ALL;
+use crate::storage::{Durability, KindInfo};
 
 /// Version of the PostgreSQL schema this build creates and reads.
 pub const SCHEMA_VERSION: i32 = 1;
 
+/// A database error as Engram's: a lost or unreachable server is [`ErrorKind::Unreachable`] (503, retryable);
+/// anything else [`ErrorKind::Io`] with the server's message.
+pub(crate) fn pg_error(what: &str, e: postgres::Error) -> Error {
+    let lost = e.is_closed()
+        || e.code().is_none() && e.as_db_error().is_none()
+        || e.code().is_some_and(|c| {
+            // Class 08 (connection exception), 57P01..57P03 (admin shutdown, crash shutdown, cannot connect now).
+            c.code().starts_with("08") || matches!(c.code(), "57P01" | "57P02" | "57P03")
+        });
+    let kind = if lost { ErrorKind::Unreachable } else { ErrorKind::Io };
+    let detail = match e.as_db_error() {
+        Some(db) => format!("{}: {}", db.code().code(), db.message()),
+        None => e.to_string(),
+    };
+    Error::new(kind, format!("{what}: {detail}")).with_source(e)
+}
+
 fn db_error(what: &str, e: postgres::Error) -> Error {
-    Error::new(ErrorKind::Io, format!("{what}: {e}")).with_source(e)
+    pg_error(what, e)
 }
 
 /// Connects to `url` (`postgres://user@host/db`, or key-value form `host=/run/postgresql user=engram dbname=x`).
 ///
 /// # Errors
-/// [`ErrorKind::Io`] naming what failed: an unreachable server, a refused login, an unknown database.
+/// [`ErrorKind::InvalidInput`] for a URL that does not parse; [`ErrorKind::Unreachable`] naming what failed:
+/// an unreachable server, a refused login, an unknown database.
 pub fn connect(url: &str) -> Result<Client> {
-    Client::connect(url, postgres::NoTls).map_err(|e| db_error("connecting to PostgreSQL failed", e))
+    let config: Config = url.parse().map_err(|e: postgres::Error| {
+        Error::new(ErrorKind::InvalidInput, format!("the database URL does not parse: {e}"))
+    })?;
+    config.connect(NoTls).map_err(|e| {
+        let detail = match e.as_db_error() {
+            Some(db) => format!("{}: {}", db.code().code(), db.message()),
+            None => e.to_string(),
+        };
+        Error::new(ErrorKind::Unreachable, format!("connecting to PostgreSQL failed: {detail}")).with_source(e)
+    })
+}
+
+/// The pool's connection manager (r2d2): connects with the store's URL, checks a connection with an empty
+/// query when it is taken from the pool, and drops closed ones.
+pub struct PgManager {
+    config: Config,
+}
+
+impl r2d2::ManageConnection for PgManager {
+    type Connection = tx::Conn;
+    type Error = postgres::Error;
+
+    fn connect(&self) -> std::result::Result<tx::Conn, postgres::Error> {
+        self.config.connect(NoTls).map(tx::Conn::new)
+    }
+
+    fn is_valid(&self, conn: &mut tx::Conn) -> std::result::Result<(), postgres::Error> {
+        conn.client.simple_query("").map(|_| ())
+    }
+
+    fn has_broken(&self, conn: &mut tx::Conn) -> bool {
+        conn.client.is_closed()
+    }
+}
+
+/// A store's PostgreSQL database: a pool of connections (r2d2), one per open transaction, and the session that
+/// holds the store's owner lock.
+pub struct PgDb {
+    pool: r2d2::Pool<PgManager>,
+    /// Holds `pg_try_advisory_lock('engram:owner:<schema>')` while the store is open: the daemon keeps
+    /// in-memory indexes of the database (BM25 mirror, HNSW graph), which a second writer would leave stale,
+    /// so one process opens a store at a time, as with the redb file. The lock goes with the session when the
+    /// process dies.
+    _owner: parking_lot::Mutex<Client>,
+}
+
+impl PgDb {
+    /// Connects to `url`, creates or migrates the schema ([`migrate`]) and opens a pool of at most `pool_size`
+    /// connections (made as needed; a transaction waits at most 5 s for a connection, then fails with [`ErrorKind::Unreachable`]).
+    ///
+    /// # Errors
+    /// See [`connect`] and [`migrate`].
+    pub fn connect(url: &str, pool_size: u32) -> Result<PgDb> {
+        let mut client = connect(url)?;
+        migrate(&mut client)?;
+        let owned: bool = client
+            .query_one("SELECT pg_try_advisory_lock(hashtextextended('engram:owner:' || current_schema(), 0))", &[])
+            .and_then(|r| r.try_get(0))
+            .map_err(|e| pg_error("taking the store's owner lock failed", e))?;
+        if !owned {
+            return Err(Error::new(
+                ErrorKind::Locked,
+                "the store's database is open in another Engram process (the daemon or another program); close it \
+                 first",
+            ));
+        }
+        let config: Config = url.parse().map_err(|e: postgres::Error| {
+            Error::new(ErrorKind::InvalidInput, format!("the database URL does not parse: {e}"))
+        })?;
+        let pool = r2d2::Pool::builder()
+            .max_size(pool_size.max(1))
+            .min_idle(Some(0))
+            .connection_timeout(Duration::from_secs(5))
+            .build_unchecked(PgManager { config });
+        Ok(PgDb { pool, _owner: parking_lot::Mutex::new(client) })
+    }
+
+    fn conn(&self) -> Result<r2d2::PooledConnection<PgManager>> {
+        self.pool.get().map_err(|e| Error::new(ErrorKind::Unreachable, format!("no database connection: {e}")))
+    }
+
+    /// Bytes of every relation (tables, TOAST, indexes) in the connection's current schema.
+    ///
+    /// # Errors
+    /// Database errors.
+    pub fn size_bytes(&self) -> Result<u64> {
+        let mut conn = self.conn()?;
+        let row = conn
+            .client
+            .query_one(
+                "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint FROM pg_class c
+                 JOIN pg_namespace n ON n.oid = c.relnamespace
+                 WHERE n.nspname = current_schema() AND c.relkind = 'r'",
+                &[],
+            )
+            .map_err(|e| pg_error("measuring the database failed", e))?;
+        Ok(row.try_get::<_, i64>(0).unwrap_or(0).max(0) as u64)
+    }
+
+    /// A read transaction (`REPEATABLE READ READ ONLY`).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Unreachable`] when no connection can be had.
+    pub fn read(&self) -> Result<PgTx> {
+        PgTx::begin(self.conn()?, None)
+    }
+
+    /// A write transaction, after every other writer of the store (advisory lock).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Unreachable`] when no connection can be had.
+    pub fn write(&self, durability: Durability) -> Result<PgTx> {
+        PgTx::begin(self.conn()?, Some(durability))
+    }
 }
 
 /// The `CREATE TABLE IF NOT EXISTS` statement of one kind's table.
 pub fn create_table_sql(k: &KindInfo) -> String {
-    let mut cols: Vec<String> = k.key.iter().enumerate().map(|(i, t)| format!("k{i} {t} NOT NULL")).collect();
+    let collate = |t: &str| if t == "text" { " COLLATE \"C\"" } else { "" };
+    let mut cols: Vec<String> =
+        k.key.iter().enumerate().map(|(i, t)| format!("k{i} {t}{} NOT NULL", collate(t))).collect();
     cols.extend(k.value.iter().enumerate().map(|(i, t)| format!("v{i} {t} NOT NULL")));
     let key: Vec<String> = (0..k.key.len()).map(|i| format!("k{i}")).collect();
     format!("CREATE TABLE IF NOT EXISTS \"{}\" ({}, PRIMARY KEY ({}))", k.name, cols.join(", "), key.join(", "))

@@ -1,6 +1,6 @@
 //! The storage port's types as the redb backend implements them: the database handle, read and write
 //! transactions, and typed handles on one record kind. Every type is a thin newtype over redb's own (no copy,
-//! no boxing on the hot path); the domain sees only these names, re-exported by `crate::storage`.
+//! no boxing on the hot path); `crate::storage`'s port types dispatch to them.
 
 use std::borrow::Borrow;
 use std::ops::RangeBounds;
@@ -8,16 +8,17 @@ use std::path::Path;
 
 use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, TableHandle};
 
+use super::record::Record;
 use crate::error::{Error, ErrorKind, Result};
-use crate::storage::{Device, Durability, Kind};
+use crate::storage::{Device, Durability, Kind, KindStats};
 
 /// A key type a record kind may use: `&str`, `u64` and tuples of them (redb's `Key`).
-pub trait KeyType: redb::Key + 'static {}
-impl<T: redb::Key + 'static> KeyType for T {}
+pub trait KeyType: redb::Key + Record + 'static {}
+impl<T: redb::Key + Record + 'static> KeyType for T {}
 
 /// A value type a record kind may hold: `&[u8]` (a record), `&str`, `u64`, `f64`, `(u64, u64)`, `()`.
-pub trait ValueType: redb::Value + 'static {}
-impl<T: redb::Value + 'static> ValueType for T {}
+pub trait ValueType: redb::Value + Record + 'static {}
+impl<T: redb::Value + Record + 'static> ValueType for T {}
 
 /// The borrowed form of a key or value type (`&str` for `&str`, a tuple of borrows for a tuple).
 pub type Borrowed<'a, T> = <T as redb::Value>::SelfType<'a>;
@@ -26,25 +27,14 @@ fn def<K: KeyType, V: ValueType>(kind: Kind<K, V>) -> redb::TableDefinition<'sta
     redb::TableDefinition::new(kind.name())
 }
 
-/// Bytes used by one record kind ([`ReadTx::kind_stats`]).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct KindStats {
-    /// Bytes of keys and values.
-    pub stored_bytes: u64,
-    /// Bytes of index structure (B-tree branches).
-    pub metadata_bytes: u64,
-    /// Bytes allocated but unused inside the kind's pages.
-    pub fragmented_bytes: u64,
-}
-
 /// An open store database: one file, locked for this process.
-pub struct Db {
+pub struct RedbDb {
     inner: redb::Database,
 }
 
-impl std::fmt::Debug for Db {
+impl std::fmt::Debug for RedbDb {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Db").finish_non_exhaustive()
+        f.debug_struct("RedbDb").finish_non_exhaustive()
     }
 }
 
@@ -109,29 +99,29 @@ impl Device for FileDevice {
     }
 }
 
-impl Db {
+impl RedbDb {
     /// Opens or creates the database at `path` with a page cache of `cache_bytes`, on `device` in place of the
     /// file when given (fault injection).
     ///
     /// # Errors
     /// [`ErrorKind::Locked`] when another process holds the file, [`ErrorKind::Corrupt`] for a damaged file or
     /// another file format, [`ErrorKind::Io`] for I/O errors.
-    pub fn open(path: &Path, cache_bytes: usize, device: Option<Box<dyn Device>>) -> Result<Db> {
+    pub fn open(path: &Path, cache_bytes: usize, device: Option<Box<dyn Device>>) -> Result<RedbDb> {
         let mut builder = redb::Builder::new();
         builder.set_cache_size(cache_bytes);
         let inner = match device {
             Some(d) => builder.create_with_backend(DeviceBackend(d))?,
             None => builder.create(path)?,
         };
-        Ok(Db { inner })
+        Ok(RedbDb { inner })
     }
 
     /// A read transaction: a consistent snapshot of the last commit. Never blocks writers.
     ///
     /// # Errors
     /// Storage errors.
-    pub fn read(&self) -> Result<ReadTx> {
-        Ok(ReadTx(self.inner.begin_read()?))
+    pub fn read(&self) -> Result<RedbRead> {
+        Ok(RedbRead(self.inner.begin_read()?))
     }
 
     /// A write transaction. One at a time per database; a second waits. Committed with `durability`:
@@ -140,13 +130,13 @@ impl Db {
     ///
     /// # Errors
     /// Storage errors.
-    pub fn write(&self, durability: Durability) -> Result<WriteTx> {
+    pub fn write(&self, durability: Durability) -> Result<RedbWrite> {
         let mut txn = self.inner.begin_write()?;
         if durability == Durability::Eventual {
             txn.set_durability(redb::Durability::None)
                 .map_err(|e| Error::new(ErrorKind::Internal, "setting durability failed").with_source(e))?;
         }
-        Ok(WriteTx(txn))
+        Ok(RedbWrite(txn))
     }
 
     /// Bytes of the file's pages in use (allocated pages × page size): what a compaction could shrink it to.
@@ -171,15 +161,15 @@ impl Db {
 }
 
 /// A read transaction ([`Db::read`]).
-pub struct ReadTx(redb::ReadTransaction);
+pub struct RedbRead(redb::ReadTransaction);
 
-impl ReadTx {
+impl RedbRead {
     /// The records of one kind, as of this transaction's snapshot.
     ///
     /// # Errors
     /// Storage errors; [`ErrorKind::Corrupt`] when the kind exists with other key or value types.
-    pub fn table<K: KeyType, V: ValueType>(&self, kind: Kind<K, V>) -> Result<ReadTable<K, V>> {
-        Ok(ReadTable(self.0.open_table(def(kind))?))
+    pub fn table<K: KeyType, V: ValueType>(&self, kind: Kind<K, V>) -> Result<RedbReadTable<K, V>> {
+        Ok(RedbReadTable(self.0.open_table(def(kind))?))
     }
 
     /// Bytes used by the record kind named `name` (zeros for a kind not created yet).
@@ -202,15 +192,15 @@ impl ReadTx {
 }
 
 /// A write transaction ([`Db::write`]). Dropped without [`WriteTx::commit`], it writes nothing.
-pub struct WriteTx(redb::WriteTransaction);
+pub struct RedbWrite(redb::WriteTransaction);
 
-impl WriteTx {
+impl RedbWrite {
     /// The records of one kind, for reading and writing; the kind is created empty on first use.
     ///
     /// # Errors
     /// Storage errors; [`ErrorKind::Corrupt`] when the kind exists with other key or value types.
-    pub fn table<K: KeyType, V: ValueType>(&self, kind: Kind<K, V>) -> Result<Table<'_, K, V>> {
-        Ok(Table(self.0.open_table(def(kind))?))
+    pub fn table<K: KeyType, V: ValueType>(&self, kind: Kind<K, V>) -> Result<RedbTable<'_, K, V>> {
+        Ok(RedbTable(self.0.open_table(def(kind))?))
     }
 
     /// Makes every write of the transaction visible (and durable, as [`Db::write`] asked) at once.
@@ -223,154 +213,87 @@ impl WriteTx {
 }
 
 /// One stored key or value, borrowed from the transaction's pages.
-pub struct Got<'a, V: ValueType>(redb::AccessGuard<'a, V>);
+pub struct RedbGot<'a, V: ValueType>(redb::AccessGuard<'a, V>);
 
-impl<V: ValueType> Got<'_, V> {
+impl<V: ValueType> RedbGot<'_, V> {
     /// The stored value.
     pub fn value(&self) -> Borrowed<'_, V> {
         self.0.value()
     }
 }
 
-/// Records of one kind in key order (both ends: `.rev()`, `.next_back()`), from [`Readable::range`] or
-/// [`Readable::iter`]. Each item is a storage result.
-pub struct Rows<'a, K: KeyType, V: ValueType>(redb::Range<'a, K, V>);
+type Pair<'a, K, V> = (RedbGot<'a, K>, RedbGot<'a, V>);
 
-impl<'a, K: KeyType, V: ValueType> Iterator for Rows<'a, K, V> {
-    type Item = Result<(Got<'a, K>, Got<'a, V>)>;
+/// Records of one kind in key order, both ends.
+pub struct RedbRows<'a, K: KeyType, V: ValueType>(redb::Range<'a, K, V>);
+
+impl<'a, K: KeyType, V: ValueType> Iterator for RedbRows<'a, K, V> {
+    type Item = Result<Pair<'a, K, V>>;
     fn next(&mut self) -> Option<Self::Item> {
-        self.0.next().map(|r| r.map(|(k, v)| (Got(k), Got(v))).map_err(Error::from))
+        self.0.next().map(|r| r.map(|(k, v)| (RedbGot(k), RedbGot(v))).map_err(Error::from))
     }
 }
 
-impl<K: KeyType, V: ValueType> DoubleEndedIterator for Rows<'_, K, V> {
+impl<K: KeyType, V: ValueType> DoubleEndedIterator for RedbRows<'_, K, V> {
     fn next_back(&mut self) -> Option<Self::Item> {
-        self.0.next_back().map(|r| r.map(|(k, v)| (Got(k), Got(v))).map_err(Error::from))
+        self.0.next_back().map(|r| r.map(|(k, v)| (RedbGot(k), RedbGot(v))).map_err(Error::from))
     }
-}
-
-/// Reading one record kind: what both [`ReadTable`] and [`Table`] offer.
-pub trait Readable<K: KeyType, V: ValueType> {
-    /// The value stored under `key`.
-    ///
-    /// # Errors
-    /// Storage errors.
-    fn get<'a>(&self, key: impl Borrow<Borrowed<'a, K>>) -> Result<Option<Got<'_, V>>>;
-
-    /// The records whose keys fall in `range`, in key order. A tuple key orders by its parts, left first, so a
-    /// prefix scan is `(a, "")..` stopped at the first key whose first part differs.
-    ///
-    /// # Errors
-    /// Storage errors.
-    fn range<'a, KR>(&self, range: impl RangeBounds<KR> + 'a) -> Result<Rows<'_, K, V>>
-    where
-        KR: Borrow<Borrowed<'a, K>> + 'a;
-
-    /// Every record of the kind, in key order.
-    ///
-    /// # Errors
-    /// Storage errors.
-    fn iter(&self) -> Result<Rows<'_, K, V>>;
-
-    /// The number of records.
-    ///
-    /// # Errors
-    /// Storage errors.
-    fn len(&self) -> Result<u64>;
-
-    /// Whether there is no record.
-    ///
-    /// # Errors
-    /// Storage errors.
-    fn is_empty(&self) -> Result<bool> {
-        Ok(self.len()? == 0)
-    }
-
-    /// The record with the smallest key.
-    ///
-    /// # Errors
-    /// Storage errors.
-    #[allow(clippy::type_complexity)]
-    fn first(&self) -> Result<Option<(Got<'_, K>, Got<'_, V>)>>;
-
-    /// The record with the largest key.
-    ///
-    /// # Errors
-    /// Storage errors.
-    #[allow(clippy::type_complexity)]
-    fn last(&self) -> Result<Option<(Got<'_, K>, Got<'_, V>)>>;
 }
 
 macro_rules! readable {
     ($t:ident $(<$l:lifetime>)?) => {
-        impl<$($l,)? K: KeyType, V: ValueType> Readable<K, V> for $t<$($l,)? K, V> {
-            fn get<'a>(&self, key: impl Borrow<Borrowed<'a, K>>) -> Result<Option<Got<'_, V>>> {
-                Ok(self.0.get(key)?.map(Got))
+        impl<$($l,)? K: KeyType, V: ValueType> $t<$($l,)? K, V> {
+            pub fn get<'a>(&self, key: impl Borrow<Borrowed<'a, K>>) -> Result<Option<RedbGot<'_, V>>> {
+                Ok(self.0.get(key)?.map(RedbGot))
             }
-            fn range<'a, KR>(&self, range: impl RangeBounds<KR> + 'a) -> Result<Rows<'_, K, V>>
+            pub fn range<'a, KR>(&self, range: impl RangeBounds<KR> + 'a) -> Result<RedbRows<'_, K, V>>
             where
                 KR: Borrow<Borrowed<'a, K>> + 'a,
             {
-                Ok(Rows(self.0.range(range)?))
+                Ok(RedbRows(self.0.range(range)?))
             }
-            fn iter(&self) -> Result<Rows<'_, K, V>> {
-                Ok(Rows(self.0.iter()?))
+            pub fn iter(&self) -> Result<RedbRows<'_, K, V>> {
+                Ok(RedbRows(self.0.iter()?))
             }
-            fn len(&self) -> Result<u64> {
+            pub fn len(&self) -> Result<u64> {
                 Ok(self.0.len()?)
             }
-            fn first(&self) -> Result<Option<(Got<'_, K>, Got<'_, V>)>> {
-                Ok(self.0.first()?.map(|(k, v)| (Got(k), Got(v))))
+            pub fn first(&self) -> Result<Option<Pair<'_, K, V>>> {
+                Ok(self.0.first()?.map(|(k, v)| (RedbGot(k), RedbGot(v))))
             }
-            fn last(&self) -> Result<Option<(Got<'_, K>, Got<'_, V>)>> {
-                Ok(self.0.last()?.map(|(k, v)| (Got(k), Got(v))))
+            pub fn last(&self) -> Result<Option<Pair<'_, K, V>>> {
+                Ok(self.0.last()?.map(|(k, v)| (RedbGot(k), RedbGot(v))))
             }
         }
     };
 }
 
-/// One record kind in a read transaction ([`ReadTx::table`]).
-pub struct ReadTable<K: KeyType, V: ValueType>(redb::ReadOnlyTable<K, V>);
+/// One record kind in a read transaction.
+pub struct RedbReadTable<K: KeyType, V: ValueType>(redb::ReadOnlyTable<K, V>);
 
-/// One record kind in a write transaction ([`WriteTx::table`]): reads see the transaction's own writes.
-pub struct Table<'t, K: KeyType, V: ValueType>(redb::Table<'t, K, V>);
+/// One record kind in a write transaction: reads see the transaction's own writes.
+pub struct RedbTable<'t, K: KeyType, V: ValueType>(redb::Table<'t, K, V>);
 
-readable!(ReadTable);
-readable!(Table<'t>);
+readable!(RedbReadTable);
+readable!(RedbTable<'t>);
 
-impl<K: KeyType, V: ValueType> Table<'_, K, V> {
-    /// Stores `value` under `key`, replacing and returning any value there.
-    ///
-    /// # Errors
-    /// Storage errors; [`ErrorKind::Internal`] for a value over 3 GiB.
+impl<K: KeyType, V: ValueType> RedbTable<'_, K, V> {
     pub fn insert<'k, 'v>(
         &mut self,
         key: impl Borrow<Borrowed<'k, K>>,
         value: impl Borrow<Borrowed<'v, V>>,
-    ) -> Result<Option<Got<'_, V>>> {
-        Ok(self.0.insert(key, value)?.map(Got))
+    ) -> Result<Option<RedbGot<'_, V>>> {
+        Ok(self.0.insert(key, value)?.map(RedbGot))
     }
 
-    /// Deletes the record under `key`, returning its value.
-    ///
-    /// # Errors
-    /// Storage errors.
-    pub fn remove<'a>(&mut self, key: impl Borrow<Borrowed<'a, K>>) -> Result<Option<Got<'_, V>>> {
-        Ok(self.0.remove(key)?.map(Got))
+    pub fn remove<'a>(&mut self, key: impl Borrow<Borrowed<'a, K>>) -> Result<Option<RedbGot<'_, V>>> {
+        Ok(self.0.remove(key)?.map(RedbGot))
     }
 
-    /// Keeps only the records for which `keep` returns true.
-    ///
-    /// # Errors
-    /// Storage errors.
     pub fn retain<F: for<'f> FnMut(Borrowed<'f, K>, Borrowed<'f, V>) -> bool>(&mut self, keep: F) -> Result<()> {
         Ok(self.0.retain(keep)?)
     }
 
-    /// Keeps only the records in `range` for which `keep` returns true; records outside `range` stay.
-    ///
-    /// # Errors
-    /// Storage errors.
     pub fn retain_in<'a, KR, F: for<'f> FnMut(Borrowed<'f, K>, Borrowed<'f, V>) -> bool>(
         &mut self,
         range: impl RangeBounds<KR> + 'a,

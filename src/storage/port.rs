@@ -1,0 +1,496 @@
+//! The port's types: the database handle, read and write transactions, typed handles on one record kind, and
+//! the rows they return. Each dispatches to its backend: redb (`super::redb`, rows borrowed from its pages) or
+//! PostgreSQL (`super::postgres`, feature `postgres`; rows arrive as typed columns and are carried in redb's key
+//! encoding, so both backends hand the domain the same borrowed values).
+
+use std::borrow::Borrow;
+use std::marker::PhantomData;
+use std::ops::RangeBounds;
+use std::path::Path;
+
+#[cfg(feature = "postgres")]
+use super::postgres::{PgDb, PgRows, PgTable, PgTx};
+use super::redb::record::decode;
+use super::redb::{
+    Borrowed, KeyType, RedbDb, RedbGot, RedbRead, RedbReadTable, RedbRows, RedbTable, RedbWrite, ValueType,
+};
+use super::{Device, Durability, Kind};
+use crate::error::Result;
+
+/// Bytes used by one record kind ([`ReadTx::kind_stats`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct KindStats {
+    /// Bytes of keys and values.
+    pub stored_bytes: u64,
+    /// Bytes of index structure (B-tree branches).
+    pub metadata_bytes: u64,
+    /// Bytes allocated but unused inside the kind's pages.
+    pub fragmented_bytes: u64,
+}
+
+enum DbInner {
+    Redb(RedbDb),
+    #[cfg(feature = "postgres")]
+    Pg(Box<PgDb>),
+}
+
+/// An open store database: one redb file locked for this process, or a PostgreSQL database shared by any
+/// number of processes.
+pub struct Db(DbInner);
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Db").field("backend", &self.backend()).finish_non_exhaustive()
+    }
+}
+
+impl Db {
+    /// Opens or creates the redb file at `path` with a page cache of `cache_bytes`, on `device` in place of the
+    /// file when given (fault injection).
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::Locked`] when another process holds the file, [`crate::ErrorKind::Corrupt`] for a
+    /// damaged file or another file format, [`crate::ErrorKind::Io`] for I/O errors.
+    pub fn open(path: &Path, cache_bytes: usize, device: Option<Box<dyn Device>>) -> Result<Db> {
+        Ok(Db(DbInner::Redb(RedbDb::open(path, cache_bytes, device)?)))
+    }
+
+    /// Connects to the PostgreSQL database at `url` with a pool of at most `pool_size` connections, and
+    /// creates or migrates its schema (see [`super::postgres::migrate`]).
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::Unreachable`] when the server cannot be reached or refuses the login, naming what
+    /// failed; [`crate::ErrorKind::Corrupt`] for a database of a newer Engram schema.
+    #[cfg(feature = "postgres")]
+    pub fn connect(url: &str, pool_size: u32) -> Result<Db> {
+        Ok(Db(DbInner::Pg(Box::new(PgDb::connect(url, pool_size)?))))
+    }
+
+    /// `"redb"` or `"postgres"`.
+    pub fn backend(&self) -> &'static str {
+        match &self.0 {
+            DbInner::Redb(_) => "redb",
+            #[cfg(feature = "postgres")]
+            DbInner::Pg(_) => "postgres",
+        }
+    }
+
+    /// A read transaction: a consistent snapshot of the last commit. Never blocks writers.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn read(&self) -> Result<ReadTx> {
+        Ok(ReadTx(match &self.0 {
+            DbInner::Redb(d) => ReadInner::Redb(d.read()?),
+            #[cfg(feature = "postgres")]
+            DbInner::Pg(d) => ReadInner::Pg(d.read()?),
+        }))
+    }
+
+    /// A write transaction. One at a time per database (on PostgreSQL across every process: a transaction-level
+    /// advisory lock); a second waits. Committed with `durability`: [`Durability::Immediate`] is on disk when
+    /// [`WriteTx::commit`] returns, [`Durability::Eventual`] at the next immediate commit (redb) or within the
+    /// server's WAL writer delay (PostgreSQL's `synchronous_commit = off`).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn write(&self, durability: Durability) -> Result<WriteTx> {
+        Ok(WriteTx(match &self.0 {
+            DbInner::Redb(d) => WriteInner::Redb(d.write(durability)?),
+            #[cfg(feature = "postgres")]
+            DbInner::Pg(d) => WriteInner::Pg(d.write(durability)?),
+        }))
+    }
+
+    /// Bytes of the file's pages in use (allocated pages × page size): what a compaction could shrink it to.
+    /// `None` on a database server, which manages its own space.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn used_bytes(&self) -> Result<Option<u64>> {
+        match &self.0 {
+            DbInner::Redb(d) => d.used_bytes().map(Some),
+            #[cfg(feature = "postgres")]
+            DbInner::Pg(_) => Ok(None),
+        }
+    }
+
+    /// Bytes of the store's tables and indexes on a database server (the current schema's relations); `None`
+    /// for a redb file, whose size the file system reports.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn size_bytes(&self) -> Result<Option<u64>> {
+        match &self.0 {
+            DbInner::Redb(_) => Ok(None),
+            #[cfg(feature = "postgres")]
+            DbInner::Pg(d) => d.size_bytes().map(Some),
+        }
+    }
+
+    /// One compaction step: moves pages towards the front and truncates the file. `Ok(true)` when another step
+    /// may shrink it further. Needs the only handle on the database (no open transaction). Nothing to do on a
+    /// database server.
+    ///
+    /// # Errors
+    /// Storage errors; the file stays valid.
+    pub fn compact_step(&mut self) -> Result<bool> {
+        match &mut self.0 {
+            DbInner::Redb(d) => d.compact_step(),
+            #[cfg(feature = "postgres")]
+            DbInner::Pg(_) => Ok(false),
+        }
+    }
+}
+
+enum ReadInner {
+    Redb(RedbRead),
+    #[cfg(feature = "postgres")]
+    Pg(PgTx),
+}
+
+/// A read transaction ([`Db::read`]).
+pub struct ReadTx(ReadInner);
+
+impl ReadTx {
+    /// The records of one kind, as of this transaction's snapshot.
+    ///
+    /// # Errors
+    /// Storage errors; [`crate::ErrorKind::Corrupt`] when the kind exists with other key or value types.
+    pub fn table<K: KeyType, V: ValueType>(&self, kind: Kind<K, V>) -> Result<ReadTable<K, V>> {
+        Ok(ReadTable(match &self.0 {
+            ReadInner::Redb(t) => TableInner::RedbRead(t.table(kind)?),
+            #[cfg(feature = "postgres")]
+            ReadInner::Pg(t) => TableInner::Pg(t.table(kind)),
+        }))
+    }
+
+    /// Bytes used by the record kind named `name` (zeros for a kind not created yet).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn kind_stats(&self, name: &str) -> Result<KindStats> {
+        match &self.0 {
+            ReadInner::Redb(t) => t.kind_stats(name),
+            #[cfg(feature = "postgres")]
+            ReadInner::Pg(t) => t.kind_stats(name),
+        }
+    }
+}
+
+// One value per open write transaction, never in a collection: boxing redb's would only add an allocation.
+#[allow(clippy::large_enum_variant)]
+enum WriteInner {
+    Redb(RedbWrite),
+    #[cfg(feature = "postgres")]
+    Pg(PgTx),
+}
+
+/// A write transaction ([`Db::write`]). Dropped without [`WriteTx::commit`], it writes nothing.
+pub struct WriteTx(WriteInner);
+
+impl WriteTx {
+    /// The records of one kind, for reading and writing; the kind is created empty on first use.
+    ///
+    /// # Errors
+    /// Storage errors; [`crate::ErrorKind::Corrupt`] when the kind exists with other key or value types.
+    pub fn table<K: KeyType, V: ValueType>(&self, kind: Kind<K, V>) -> Result<Table<'_, K, V>> {
+        Ok(Table(match &self.0 {
+            WriteInner::Redb(t) => TableInner::Redb(t.table(kind)?),
+            #[cfg(feature = "postgres")]
+            WriteInner::Pg(t) => TableInner::Pg(t.table(kind)),
+        }))
+    }
+
+    /// Makes every write of the transaction visible (and durable, as [`Db::write`] asked) at once.
+    ///
+    /// # Errors
+    /// Storage errors; nothing is written then.
+    pub fn commit(self) -> Result<()> {
+        match self.0 {
+            WriteInner::Redb(t) => t.commit(),
+            #[cfg(feature = "postgres")]
+            WriteInner::Pg(t) => t.commit(),
+        }
+    }
+}
+
+enum GotInner<'a, V: ValueType> {
+    Redb(RedbGot<'a, V>),
+    /// redb's encoding of a value read from another backend.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    Owned(Vec<u8>, PhantomData<&'a ()>),
+}
+
+/// One stored key or value: borrowed from the transaction's pages (redb) or held (a database row).
+pub struct Got<'a, V: ValueType>(GotInner<'a, V>);
+
+impl<V: ValueType> Got<'_, V> {
+    /// The stored value.
+    pub fn value(&self) -> Borrowed<'_, V> {
+        match &self.0 {
+            GotInner::Redb(g) => g.value(),
+            GotInner::Owned(b, _) => decode::<V>(b),
+        }
+    }
+
+    #[cfg(feature = "postgres")]
+    pub(crate) fn owned(bytes: Vec<u8>) -> Self {
+        Got(GotInner::Owned(bytes, PhantomData))
+    }
+}
+
+type Pair<'a, K, V> = (Got<'a, K>, Got<'a, V>);
+
+/// A write on a read transaction's table: the port's types do not allow it, so this is a bug.
+fn read_only() -> crate::error::Error {
+    crate::error::Error::new(crate::error::ErrorKind::Internal, "a write on a read-only table")
+}
+
+fn redb_pair<'a, K: KeyType, V: ValueType>((k, v): (RedbGot<'a, K>, RedbGot<'a, V>)) -> Pair<'a, K, V> {
+    (Got(GotInner::Redb(k)), Got(GotInner::Redb(v)))
+}
+
+enum RowsInner<'a, K: KeyType, V: ValueType> {
+    Redb(RedbRows<'a, K, V>),
+    #[cfg(feature = "postgres")]
+    Pg(PgRows<'a, K, V>),
+}
+
+/// Records of one kind in key order (both ends: `.rev()`, `.next_back()`), from [`Readable::range`] or
+/// [`Readable::iter`]. Each item is a storage result.
+pub struct Rows<'a, K: KeyType, V: ValueType>(RowsInner<'a, K, V>);
+
+impl<'a, K: KeyType, V: ValueType> Iterator for Rows<'a, K, V> {
+    type Item = Result<Pair<'a, K, V>>;
+    fn next(&mut self) -> Option<Self::Item> {
+        match &mut self.0 {
+            RowsInner::Redb(r) => r.next().map(|r| r.map(redb_pair)),
+            #[cfg(feature = "postgres")]
+            RowsInner::Pg(r) => r.next(),
+        }
+    }
+}
+
+impl<K: KeyType, V: ValueType> DoubleEndedIterator for Rows<'_, K, V> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        match &mut self.0 {
+            RowsInner::Redb(r) => r.next_back().map(|r| r.map(redb_pair)),
+            #[cfg(feature = "postgres")]
+            RowsInner::Pg(r) => r.next_back(),
+        }
+    }
+}
+
+#[cfg(feature = "postgres")]
+impl<'a, K: KeyType, V: ValueType> From<PgRows<'a, K, V>> for Rows<'a, K, V> {
+    fn from(r: PgRows<'a, K, V>) -> Self {
+        Rows(RowsInner::Pg(r))
+    }
+}
+
+/// Reading one record kind: what both [`ReadTable`] and [`Table`] offer.
+pub trait Readable<K: KeyType, V: ValueType> {
+    /// The value stored under `key`.
+    ///
+    /// # Errors
+    /// Storage errors.
+    fn get<'a>(&self, key: impl Borrow<Borrowed<'a, K>>) -> Result<Option<Got<'_, V>>>;
+
+    /// The records whose keys fall in `range`, in key order. A tuple key orders by its parts, left first, so a
+    /// prefix scan is `(a, "")..` stopped at the first key whose first part differs. Text orders by bytes (UTF-8
+    /// code points) on every backend.
+    ///
+    /// # Errors
+    /// Storage errors.
+    fn range<'a, KR>(&self, range: impl RangeBounds<KR> + 'a) -> Result<Rows<'_, K, V>>
+    where
+        KR: Borrow<Borrowed<'a, K>> + 'a;
+
+    /// Every record of the kind, in key order.
+    ///
+    /// # Errors
+    /// Storage errors.
+    fn iter(&self) -> Result<Rows<'_, K, V>>;
+
+    /// The number of records.
+    ///
+    /// # Errors
+    /// Storage errors.
+    fn len(&self) -> Result<u64>;
+
+    /// Whether there is no record.
+    ///
+    /// # Errors
+    /// Storage errors.
+    fn is_empty(&self) -> Result<bool> {
+        Ok(self.len()? == 0)
+    }
+
+    /// The record with the smallest key.
+    ///
+    /// # Errors
+    /// Storage errors.
+    fn first(&self) -> Result<Option<Pair<'_, K, V>>>;
+
+    /// The record with the largest key.
+    ///
+    /// # Errors
+    /// Storage errors.
+    fn last(&self) -> Result<Option<Pair<'_, K, V>>>;
+}
+
+enum TableInner<'t, K: KeyType, V: ValueType> {
+    RedbRead(RedbReadTable<K, V>),
+    Redb(RedbTable<'t, K, V>),
+    #[cfg(feature = "postgres")]
+    Pg(PgTable<'t, K, V>),
+}
+
+/// One record kind in a read transaction ([`ReadTx::table`]).
+pub struct ReadTable<K: KeyType, V: ValueType>(TableInner<'static, K, V>);
+
+/// One record kind in a write transaction ([`WriteTx::table`]): reads see the transaction's own writes.
+pub struct Table<'t, K: KeyType, V: ValueType>(TableInner<'t, K, V>);
+
+impl<K: KeyType, V: ValueType> TableInner<'_, K, V> {
+    fn get<'a>(&self, key: impl Borrow<Borrowed<'a, K>>) -> Result<Option<Got<'_, V>>> {
+        Ok(match self {
+            TableInner::RedbRead(t) => t.get(key)?.map(|g| Got(GotInner::Redb(g))),
+            TableInner::Redb(t) => t.get(key)?.map(|g| Got(GotInner::Redb(g))),
+            #[cfg(feature = "postgres")]
+            TableInner::Pg(t) => t.get(key.borrow())?.map(Got::owned),
+        })
+    }
+    fn range<'a, KR>(&self, range: impl RangeBounds<KR> + 'a) -> Result<Rows<'_, K, V>>
+    where
+        KR: Borrow<Borrowed<'a, K>> + 'a,
+    {
+        Ok(match self {
+            TableInner::RedbRead(t) => Rows(RowsInner::Redb(t.range(range)?)),
+            TableInner::Redb(t) => Rows(RowsInner::Redb(t.range(range)?)),
+            #[cfg(feature = "postgres")]
+            TableInner::Pg(t) => t.range(range)?.into(),
+        })
+    }
+    fn iter(&self) -> Result<Rows<'_, K, V>> {
+        Ok(match self {
+            TableInner::RedbRead(t) => Rows(RowsInner::Redb(t.iter()?)),
+            TableInner::Redb(t) => Rows(RowsInner::Redb(t.iter()?)),
+            #[cfg(feature = "postgres")]
+            TableInner::Pg(t) => t.range::<Borrowed<'static, K>>(..)?.into(),
+        })
+    }
+    fn len(&self) -> Result<u64> {
+        match self {
+            TableInner::RedbRead(t) => t.len(),
+            TableInner::Redb(t) => t.len(),
+            #[cfg(feature = "postgres")]
+            TableInner::Pg(t) => t.len(),
+        }
+    }
+    fn end(&self, last: bool) -> Result<Option<Pair<'_, K, V>>> {
+        Ok(match self {
+            TableInner::RedbRead(t) => if last { t.last()? } else { t.first()? }.map(redb_pair),
+            TableInner::Redb(t) => if last { t.last()? } else { t.first()? }.map(redb_pair),
+            #[cfg(feature = "postgres")]
+            TableInner::Pg(t) => t.end(last)?.map(|(k, v)| (Got::owned(k), Got::owned(v))),
+        })
+    }
+}
+
+macro_rules! readable {
+    ($t:ident $(<$l:lifetime>)?) => {
+        impl<$($l,)? K: KeyType, V: ValueType> Readable<K, V> for $t<$($l,)? K, V> {
+            fn get<'a>(&self, key: impl Borrow<Borrowed<'a, K>>) -> Result<Option<Got<'_, V>>> {
+                self.0.get(key)
+            }
+            fn range<'a, KR>(&self, range: impl RangeBounds<KR> + 'a) -> Result<Rows<'_, K, V>>
+            where
+                KR: Borrow<Borrowed<'a, K>> + 'a,
+            {
+                self.0.range(range)
+            }
+            fn iter(&self) -> Result<Rows<'_, K, V>> {
+                self.0.iter()
+            }
+            fn len(&self) -> Result<u64> {
+                self.0.len()
+            }
+            fn first(&self) -> Result<Option<Pair<'_, K, V>>> {
+                self.0.end(false)
+            }
+            fn last(&self) -> Result<Option<Pair<'_, K, V>>> {
+                self.0.end(true)
+            }
+        }
+    };
+}
+
+readable!(ReadTable);
+readable!(Table<'t>);
+
+impl<K: KeyType, V: ValueType> Table<'_, K, V> {
+    /// Stores `value` under `key`, replacing and returning any value there.
+    ///
+    /// # Errors
+    /// Storage errors; [`crate::ErrorKind::Internal`] for a value over 3 GiB (redb) or 1 GiB (PostgreSQL).
+    pub fn insert<'k, 'v>(
+        &mut self,
+        key: impl Borrow<Borrowed<'k, K>>,
+        value: impl Borrow<Borrowed<'v, V>>,
+    ) -> Result<Option<Got<'_, V>>> {
+        Ok(match &mut self.0 {
+            TableInner::Redb(t) => t.insert(key, value)?.map(|g| Got(GotInner::Redb(g))),
+            TableInner::RedbRead(_) => return Err(read_only()),
+            #[cfg(feature = "postgres")]
+            TableInner::Pg(t) => t.insert(key.borrow(), value.borrow())?.map(Got::owned),
+        })
+    }
+
+    /// Deletes the record under `key`, returning its value.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn remove<'a>(&mut self, key: impl Borrow<Borrowed<'a, K>>) -> Result<Option<Got<'_, V>>> {
+        Ok(match &mut self.0 {
+            TableInner::Redb(t) => t.remove(key)?.map(|g| Got(GotInner::Redb(g))),
+            TableInner::RedbRead(_) => return Err(read_only()),
+            #[cfg(feature = "postgres")]
+            TableInner::Pg(t) => t.remove(key.borrow())?.map(Got::owned),
+        })
+    }
+
+    /// Keeps only the records for which `keep` returns true.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn retain<F: for<'f> FnMut(Borrowed<'f, K>, Borrowed<'f, V>) -> bool>(&mut self, keep: F) -> Result<()> {
+        match &mut self.0 {
+            TableInner::Redb(t) => t.retain(keep),
+            TableInner::RedbRead(_) => Err(read_only()),
+            #[cfg(feature = "postgres")]
+            TableInner::Pg(t) => t.retain_in::<Borrowed<'static, K>, F>(.., keep),
+        }
+    }
+
+    /// Keeps only the records in `range` for which `keep` returns true; records outside `range` stay.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn retain_in<'a, KR, F: for<'f> FnMut(Borrowed<'f, K>, Borrowed<'f, V>) -> bool>(
+        &mut self,
+        range: impl RangeBounds<KR> + 'a,
+        keep: F,
+    ) -> Result<()>
+    where
+        KR: Borrow<Borrowed<'a, K>> + 'a,
+    {
+        match &mut self.0 {
+            TableInner::Redb(t) => t.retain_in(range, keep),
+            TableInner::RedbRead(_) => Err(read_only()),
+            #[cfg(feature = "postgres")]
+            TableInner::Pg(t) => t.retain_in(range, keep),
+        }
+    }
+}

@@ -1,0 +1,433 @@
+//! The port's transactions and tables on PostgreSQL: one pooled connection per transaction, one SQL statement
+//! per port call (prepared once per connection), keyset pages for scans.
+//!
+//! Isolation: a read transaction is `REPEATABLE READ READ ONLY` (one snapshot, as redb's read transactions). A
+//! write transaction is `READ COMMITTED` under a transaction-level advisory lock on the store's schema, so
+//! writers take turns across every daemon, as redb's single writer within one process: the domain's
+//! read-modify-write steps (counters, docnos, label usage) stay correct with no serialisation retries.
+
+use std::borrow::Borrow;
+use std::collections::{HashMap, VecDeque};
+use std::marker::PhantomData;
+use std::ops::{Bound, RangeBounds};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use postgres::types::{ToSql, Type};
+use postgres::{Row, Statement};
+
+use super::{PgManager, pg_error};
+use crate::error::Result;
+use crate::storage::redb::record::{SqlValue, decode};
+use crate::storage::{Borrowed, Durability, KeyType, Kind, KindStats, ValueType};
+
+/// Rows per keyset page of a scan.
+const PAGE: usize = 256;
+
+/// One pooled connection and its prepared statements (by SQL text).
+pub struct Conn {
+    pub(super) client: postgres::Client,
+    stmts: HashMap<String, Statement>,
+}
+
+impl Conn {
+    pub(super) fn new(client: postgres::Client) -> Conn {
+        Conn { client, stmts: HashMap::new() }
+    }
+
+    fn query(&mut self, sql: &str, params: &[SqlValue]) -> Result<Vec<Row>> {
+        let stmt = match self.stmts.get(sql) {
+            Some(s) => s.clone(),
+            None => {
+                let s = self.client.prepare(sql).map_err(|e| pg_error("preparing a statement failed", e))?;
+                self.stmts.insert(sql.to_string(), s.clone());
+                s
+            }
+        };
+        let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
+        self.client.query(&stmt, &refs).map_err(|e| pg_error("a storage query failed", e))
+    }
+}
+
+impl ToSql for SqlValue {
+    fn to_sql(
+        &self,
+        ty: &Type,
+        out: &mut bytes::BytesMut,
+    ) -> std::result::Result<postgres::types::IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        match self {
+            SqlValue::Text(s) => s.to_sql(ty, out),
+            // Two's complement: the bits of a u64 above i64::MAX survive (see SqlValue::U64).
+            SqlValue::U64(x) => (*x as i64).to_sql(ty, out),
+            SqlValue::Float(f) => f.to_sql(ty, out),
+            SqlValue::Bytes(b) => b.to_sql(ty, out),
+        }
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        matches!(*ty, Type::TEXT | Type::INT8 | Type::FLOAT8 | Type::BYTEA)
+    }
+
+    postgres::types::to_sql_checked!();
+}
+
+fn column(row: &Row, i: usize) -> Result<SqlValue> {
+    let get = |e: postgres::Error| pg_error("reading a column failed", e);
+    Ok(match *row.columns()[i].type_() {
+        Type::TEXT => SqlValue::Text(row.try_get(i).map_err(get)?),
+        Type::INT8 => SqlValue::U64(row.try_get::<_, i64>(i).map_err(get)? as u64),
+        Type::FLOAT8 => SqlValue::Float(row.try_get(i).map_err(get)?),
+        _ => SqlValue::Bytes(row.try_get(i).map_err(get)?),
+    })
+}
+
+fn columns(row: &Row, from: usize, n: usize) -> Result<Vec<SqlValue>> {
+    (from..from + n).map(|i| column(row, i)).collect()
+}
+
+/// A transaction's connection: `open` until committed or rolled back (on drop).
+pub struct TxConn {
+    conn: r2d2::PooledConnection<PgManager>,
+    open: bool,
+}
+
+impl Drop for TxConn {
+    fn drop(&mut self) {
+        if self.open {
+            // A failure leaves a broken connection, which the pool discards.
+            let _ = self.conn.client.batch_execute("ROLLBACK");
+        }
+    }
+}
+
+/// A read or write transaction.
+pub struct PgTx(Arc<Mutex<TxConn>>);
+
+impl PgTx {
+    pub(super) fn begin(conn: r2d2::PooledConnection<PgManager>, write: Option<Durability>) -> Result<PgTx> {
+        let mut tx = TxConn { conn, open: false };
+        let sql = match write {
+            None => "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+            // An acknowledged write is in the server's WAL, whatever the server's default.
+            Some(Durability::Immediate) => {
+                "BEGIN ISOLATION LEVEL READ COMMITTED;
+                 SET LOCAL synchronous_commit = on;
+                 SELECT pg_advisory_xact_lock(hashtextextended('engram:write:' || current_schema(), 0))"
+            }
+            Some(Durability::Eventual) => {
+                "BEGIN ISOLATION LEVEL READ COMMITTED;
+                 SET LOCAL synchronous_commit = off;
+                 SELECT pg_advisory_xact_lock(hashtextextended('engram:write:' || current_schema(), 0))"
+            }
+        };
+        tx.conn.client.batch_execute(sql).map_err(|e| pg_error("starting a transaction failed", e))?;
+        tx.open = true;
+        Ok(PgTx(Arc::new(Mutex::new(tx))))
+    }
+
+    /// The table of `kind` in this transaction.
+    pub fn table<'t, K: KeyType, V: ValueType>(&self, kind: Kind<K, V>) -> PgTable<'t, K, V> {
+        PgTable { tx: self.0.clone(), name: kind.name(), types: PhantomData }
+    }
+
+    /// Commits.
+    ///
+    /// # Errors
+    /// Database errors; nothing is written then.
+    pub fn commit(self) -> Result<()> {
+        let mut tx = self.0.lock();
+        tx.open = false;
+        tx.conn.client.batch_execute("COMMIT").map_err(|e| pg_error("commit failed", e))
+    }
+
+    /// The bytes of `name`'s table (the main forks of its heap and TOAST table as stored bytes, its indexes as
+    /// metadata).
+    ///
+    /// # Errors
+    /// Database errors.
+    pub fn kind_stats(&self, name: &str) -> Result<KindStats> {
+        let rows = self.0.lock().conn.query(
+            "SELECT coalesce(pg_relation_size(c.oid) + coalesce(pg_relation_size(nullif(c.reltoastrelid, 0)), 0), 0),
+                    coalesce(pg_indexes_size(c.oid), 0)
+             FROM (SELECT to_regclass($1) AS oid) r LEFT JOIN pg_class c ON c.oid = r.oid",
+            &[SqlValue::Text(format!("\"{name}\""))],
+        )?;
+        let get = |i: usize| rows.first().and_then(|r| r.try_get::<_, i64>(i).ok()).unwrap_or(0).max(0) as u64;
+        Ok(KindStats { stored_bytes: get(0), metadata_bytes: get(1), fragmented_bytes: 0 })
+    }
+}
+
+/// The types a [`PgTable`] carries without holding: its kind's key and value, and the transaction's lifetime.
+type Types<'t, K, V> = PhantomData<fn() -> (&'t (), K, V)>;
+
+/// One record kind in a transaction.
+pub struct PgTable<'t, K, V> {
+    tx: Arc<Mutex<TxConn>>,
+    name: &'static str,
+    types: Types<'t, K, V>,
+}
+
+fn list(prefix: &str, n: usize) -> String {
+    (0..n).map(|i| format!("{prefix}{i}")).collect::<Vec<_>>().join(", ")
+}
+
+fn placeholders(from: usize, n: usize) -> String {
+    (from..from + n).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ")
+}
+
+/// `k0 = $1 AND k1 = $2 ...`.
+fn key_eq(n: usize) -> String {
+    (0..n).map(|i| format!("k{i} = ${}", i + 1)).collect::<Vec<_>>().join(" AND ")
+}
+
+/// A bound as SQL over the key columns: `(k0, k1) >= ($3, $4)`, its values appended to `params`. A `u64` part
+/// above `i64::MAX` (a bound such as `u64::MAX`; stored parts never reach it) is clamped to `i64::MAX`, the
+/// comparison cut after it and made inclusive for an upper bound, exclusive for a lower one: the same rows.
+fn bound_sql(b: Bound<Vec<SqlValue>>, lower: bool, params: &mut Vec<SqlValue>) -> Option<String> {
+    let (mut vals, mut inclusive) = match b {
+        Bound::Unbounded => return None,
+        Bound::Included(v) => (v, true),
+        Bound::Excluded(v) => (v, false),
+    };
+    if let Some(i) = vals.iter().position(|v| matches!(v, SqlValue::U64(x) if *x > i64::MAX as u64)) {
+        vals.truncate(i + 1);
+        vals[i] = SqlValue::U64(i64::MAX as u64);
+        inclusive = !lower;
+    }
+    let op = match (lower, inclusive) {
+        (true, true) => ">=",
+        (true, false) => ">",
+        (false, true) => "<=",
+        (false, false) => "<",
+    };
+    let cols = list("k", vals.len());
+    let ph = placeholders(params.len() + 1, vals.len());
+    params.extend(vals);
+    Some(format!("({cols}) {op} ({ph})"))
+}
+
+fn key_of<K: KeyType>(k: &Borrowed<'_, K>) -> Vec<SqlValue> {
+    let mut out = Vec::with_capacity(K::PARTS);
+    K::to_sql(k, &mut out);
+    out
+}
+
+fn bound_of<'a, K: KeyType, KR: Borrow<Borrowed<'a, K>>>(b: Bound<&KR>) -> Bound<Vec<SqlValue>> {
+    match b {
+        Bound::Included(k) => Bound::Included(key_of::<K>(k.borrow())),
+        Bound::Excluded(k) => Bound::Excluded(key_of::<K>(k.borrow())),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+type Encoded = (Vec<SqlValue>, Vec<u8>, Vec<u8>);
+
+impl<'t, K: KeyType, V: ValueType> PgTable<'t, K, V> {
+    /// The value columns to select: `v0, v1` (`1` for a kind without value).
+    fn value_cols() -> String {
+        if V::PARTS == 0 { "1".to_string() } else { list("v", V::PARTS) }
+    }
+
+    fn query(&self, sql: &str, params: &[SqlValue]) -> Result<Vec<Row>> {
+        self.tx.lock().conn.query(sql, params)
+    }
+
+    fn value(row: &Row, from: usize) -> Result<Vec<u8>> {
+        V::encode(&columns(row, from, V::PARTS)?)
+    }
+
+    /// The rows of one page between `lo` and `hi`, ascending or descending, as (key columns, key, value).
+    fn page(&self, lo: &Bound<Vec<SqlValue>>, hi: &Bound<Vec<SqlValue>>, desc: bool, n: usize) -> Result<Vec<Encoded>> {
+        let mut params = Vec::new();
+        let conds: Vec<String> = [bound_sql(lo.clone(), true, &mut params), bound_sql(hi.clone(), false, &mut params)]
+            .into_iter()
+            .flatten()
+            .collect();
+        let dir = if desc { " DESC" } else { "" };
+        let order = (0..K::PARTS).map(|i| format!("k{i}{dir}")).collect::<Vec<_>>().join(", ");
+        let sql = format!(
+            "SELECT {}, {} FROM \"{}\"{}{} ORDER BY {order} LIMIT {n}",
+            list("k", K::PARTS),
+            Self::value_cols(),
+            self.name,
+            if conds.is_empty() { "" } else { " WHERE " },
+            conds.join(" AND "),
+        );
+        let rows = self.query(&sql, &params)?;
+        rows.iter()
+            .map(|r| {
+                let key = columns(r, 0, K::PARTS)?;
+                let enc = K::encode(&key)?;
+                Ok((key, enc, Self::value(r, K::PARTS)?))
+            })
+            .collect()
+    }
+
+    /// The value under `key`, in redb's encoding.
+    pub fn get(&self, key: &Borrowed<'_, K>) -> Result<Option<Vec<u8>>> {
+        let sql = format!("SELECT {} FROM \"{}\" WHERE {}", Self::value_cols(), self.name, key_eq(K::PARTS));
+        match self.query(&sql, &key_of::<K>(key))?.first() {
+            Some(r) => Ok(Some(Self::value(r, 0)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The records in `range`, in key order, fetched in keyset pages.
+    pub fn range<'a, KR>(&self, range: impl RangeBounds<KR> + 'a) -> Result<PgRows<'t, K, V>>
+    where
+        KR: Borrow<Borrowed<'a, K>> + 'a,
+    {
+        let lo = bound_of::<K, KR>(range.start_bound());
+        let hi = bound_of::<K, KR>(range.end_bound());
+        Ok(PgRows {
+            table: PgTable { tx: self.tx.clone(), name: self.name, types: PhantomData },
+            lo,
+            hi,
+            front: VecDeque::new(),
+            back: VecDeque::new(),
+            exhausted: false,
+        })
+    }
+
+    /// The number of records.
+    pub fn len(&self) -> Result<u64> {
+        let rows = self.query(&format!("SELECT count(*) FROM \"{}\"", self.name), &[])?;
+        Ok(rows.first().and_then(|r| r.try_get::<_, i64>(0).ok()).unwrap_or(0).max(0) as u64)
+    }
+
+    /// Whether the kind holds no record.
+    pub fn is_empty(&self) -> Result<bool> {
+        Ok(self.len()? == 0)
+    }
+
+    /// The first or last record.
+    pub fn end(&self, last: bool) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        Ok(self.page(&Bound::Unbounded, &Bound::Unbounded, last, 1)?.pop().map(|(_, k, v)| (k, v)))
+    }
+
+    /// Stores `value` under `key`, returning the value replaced.
+    pub fn insert(&mut self, key: &Borrowed<'_, K>, value: &Borrowed<'_, V>) -> Result<Option<Vec<u8>>> {
+        let mut params = key_of::<K>(key);
+        V::to_sql(value, &mut params);
+        let keys = list("k", K::PARTS);
+        let on_conflict = if V::PARTS == 0 {
+            "DO NOTHING".to_string()
+        } else {
+            let set: Vec<String> = (0..V::PARTS).map(|i| format!("v{i} = EXCLUDED.v{i}")).collect();
+            format!("DO UPDATE SET {}", set.join(", "))
+        };
+        let cols = if V::PARTS == 0 { keys.clone() } else { format!("{keys}, {}", list("v", V::PARTS)) };
+        let sql = format!(
+            "WITH old AS (SELECT {} FROM \"{n}\" WHERE {}), \
+             ins AS (INSERT INTO \"{n}\" ({cols}) VALUES ({}) ON CONFLICT ({keys}) {on_conflict}) \
+             SELECT * FROM old",
+            Self::value_cols(),
+            key_eq(K::PARTS),
+            placeholders(1, K::PARTS + V::PARTS),
+            n = self.name,
+        );
+        match self.query(&sql, &params)?.first() {
+            Some(r) => Ok(Some(Self::value(r, 0)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Deletes the record under `key`, returning its value.
+    pub fn remove(&mut self, key: &Borrowed<'_, K>) -> Result<Option<Vec<u8>>> {
+        let sql = format!("DELETE FROM \"{}\" WHERE {} RETURNING {}", self.name, key_eq(K::PARTS), Self::value_cols());
+        match self.query(&sql, &key_of::<K>(key))?.first() {
+            Some(r) => Ok(Some(Self::value(r, 0)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Deletes the records in `range` for which `keep` is false.
+    pub fn retain_in<'a, KR, F: for<'f> FnMut(Borrowed<'f, K>, Borrowed<'f, V>) -> bool>(
+        &mut self,
+        range: impl RangeBounds<KR> + 'a,
+        mut keep: F,
+    ) -> Result<()>
+    where
+        KR: Borrow<Borrowed<'a, K>> + 'a,
+    {
+        let mut lo = bound_of::<K, KR>(range.start_bound());
+        let hi = bound_of::<K, KR>(range.end_bound());
+        let sql = format!("DELETE FROM \"{}\" WHERE {}", self.name, key_eq(K::PARTS));
+        loop {
+            let page = self.page(&lo, &hi, false, PAGE)?;
+            let full = page.len() == PAGE;
+            for (cols, k, v) in &page {
+                if !keep(decode::<K>(k), decode::<V>(v)) {
+                    self.query(&sql, cols)?;
+                }
+            }
+            match page.into_iter().last() {
+                Some((cols, _, _)) if full => lo = Bound::Excluded(cols),
+                _ => return Ok(()),
+            }
+        }
+    }
+}
+
+/// Records in key order from a [`PgTable`], fetched a page at a time from either end: the next page from the
+/// front starts after the last key fetched at the front, the next from the back before the last fetched at the
+/// back, so the two ends never hand out one record twice.
+pub struct PgRows<'a, K, V> {
+    table: PgTable<'a, K, V>,
+    lo: Bound<Vec<SqlValue>>,
+    hi: Bound<Vec<SqlValue>>,
+    front: VecDeque<(Vec<u8>, Vec<u8>)>,
+    back: VecDeque<(Vec<u8>, Vec<u8>)>,
+    exhausted: bool,
+}
+
+type Item<'a, K, V> = Result<(crate::storage::Got<'a, K>, crate::storage::Got<'a, V>)>;
+
+impl<'a, K: KeyType, V: ValueType> PgRows<'a, K, V> {
+    fn fill(&mut self, desc: bool) -> Result<()> {
+        let page = self.table.page(&self.lo, &self.hi, desc, PAGE)?;
+        if page.len() < PAGE {
+            self.exhausted = true;
+        }
+        if let Some((cols, _, _)) = page.last() {
+            if desc {
+                self.hi = Bound::Excluded(cols.clone());
+            } else {
+                self.lo = Bound::Excluded(cols.clone());
+            }
+        }
+        let buf = if desc { &mut self.back } else { &mut self.front };
+        buf.extend(page.into_iter().map(|(_, k, v)| (k, v)));
+        Ok(())
+    }
+
+    fn take(&mut self, desc: bool) -> Option<Item<'a, K, V>> {
+        let own = if desc { &self.back } else { &self.front };
+        if own.is_empty()
+            && !self.exhausted
+            && let Err(e) = self.fill(desc)
+        {
+            self.exhausted = true;
+            return Some(Err(e));
+        }
+        let got = if desc {
+            self.back.pop_front().or_else(|| self.front.pop_back())
+        } else {
+            self.front.pop_front().or_else(|| self.back.pop_back())
+        };
+        got.map(|(k, v)| Ok((crate::storage::Got::owned(k), crate::storage::Got::owned(v))))
+    }
+}
+
+impl<'a, K: KeyType, V: ValueType> Iterator for PgRows<'a, K, V> {
+    type Item = Item<'a, K, V>;
+    fn next(&mut self) -> Option<Self::Item> {
+        self.take(false)
+    }
+}
+
+impl<K: KeyType, V: ValueType> DoubleEndedIterator for PgRows<'_, K, V> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        self.take(true)
+    }
+}
