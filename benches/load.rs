@@ -4,6 +4,8 @@
 //! growth between the second and the last minute is the leak check).
 //!
 //! `cargo bench --features server --bench load -- [--memories 100000] [--clients 8] [--seconds 180]`
+//!
+//! On PostgreSQL (feature `postgres`): `--database-url URL` (an empty schema; the store's tables are made there).
 
 mod common;
 use common::{Conn, SplitMix, arg, pct, rss_mib};
@@ -29,7 +31,10 @@ fn main() {
     let clients = arg(&args, "--clients", 8);
     let seconds = arg(&args, "--seconds", 180);
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = Arc::new(KnowledgeStore::open(StoreConfig::new(dir.path())).expect("open"));
+    let mut config = StoreConfig::new(dir.path());
+    config.database_url = args.iter().position(|a| a == "--database-url").and_then(|i| args.get(i + 1)).cloned();
+    println!("backend: {}", if config.database_url.is_some() { "postgres" } else { "redb" });
+    let store = Arc::new(KnowledgeStore::open(config).expect("open"));
     let mut rng = SplitMix(11);
     let t = Instant::now();
     let mut i = 0;

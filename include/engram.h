@@ -103,6 +103,11 @@ typedef int32_t engram_result;
  */
 #define ENGRAM_TIMEOUT 21
 
+/*
+ The database server (PostgreSQL backend) cannot be reached or was lost; nothing was changed; retry.
+ */
+#define ENGRAM_UNREACHABLE 22
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -132,6 +137,23 @@ engram_result engram_store_open_with_model(const char *data_dir,
                                            const char *model_dir,
                                            size_t model_dir_len,
                                            struct engram_store **out);
+
+/*
+ Like `engram_store_open`, with the store's records in the PostgreSQL database at `database_url` (UTF-8,
+ `database_url_len` bytes: `postgres://user:password@host/db` or `host=/run/postgresql user=engram
+ dbname=engram`) instead of `<data_dir>/engram.redb`; `data_dir` still holds local files (saved graphs,
+ exports). The built-in embedder. The library must be built with the `postgres` feature.
+
+ Returns the codes of `engram_store_open`; `ENGRAM_INVALID_INPUT` for a URL that does not parse;
+ `ENGRAM_UNREACHABLE` when the server cannot be reached or refuses the login (`engram_last_error` names
+ what failed); `ENGRAM_UNAVAILABLE` in a build without the `postgres` feature; `ENGRAM_LOCKED` when another
+ process has the store open.
+ */
+engram_result engram_store_open_database(const char *data_dir,
+                                         size_t data_dir_len,
+                                         const char *database_url,
+                                         size_t database_url_len,
+                                         struct engram_store **out);
 
 /*
  Like `engram_store_open`, for a store whose vectors come from the caller: `dim` floats per vector

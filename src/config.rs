@@ -54,6 +54,12 @@ pub struct StoreConfig {
     /// Opens the device the store file lives on, given the path of `engram.redb`, in place of the file itself:
     /// fault-injection tests wrap [`crate::storage::FileDevice`] to fail chosen I/O operations. None: the file.
     pub storage: Option<StorageFactory>,
+    /// A PostgreSQL database in place of the redb file (feature `postgres`): `postgres://user@host/db` or the
+    /// key-value form `host=/run/postgresql user=engram dbname=engram`. The data directory still holds local
+    /// files (saved HNSW graphs, exports). None: `<data_dir>/engram.redb`.
+    pub database_url: Option<String>,
+    /// Most connections the store opens to its PostgreSQL database (default 16); each open transaction holds one.
+    pub database_pool_size: u32,
 }
 
 /// See [`StoreConfig::storage`].
@@ -68,6 +74,7 @@ impl std::fmt::Debug for StoreConfig {
             .field("bm25", &self.bm25)
             .field("fusion", &self.fusion)
             .field("durability", &self.durability)
+            .field("database", &self.database_url.as_ref().map(|_| "<url>"))
             .finish()
     }
 }
@@ -91,7 +98,16 @@ impl StoreConfig {
             temporal_boost: 0.2,
             allowed_paths: Vec::new(),
             storage: None,
+            database_url: None,
+            database_pool_size: 16,
         }
+    }
+
+    /// Puts the store in the PostgreSQL database at `url` (feature `postgres`; see
+    /// [`StoreConfig::database_url`]).
+    pub fn database(mut self, url: impl Into<String>) -> Self {
+        self.database_url = Some(url.into());
+        self
     }
 
     /// Adds a directory that server-side paths may name (besides the data directory).

@@ -118,6 +118,9 @@ pub enum ErrorKind {
     TooManyRequests,
     /// The request body did not arrive within the server's read timeout (HTTP 408); the connection is closed.
     Timeout,
+    /// The database server (PostgreSQL backend) cannot be reached, refused the login, or was lost mid-call;
+    /// nothing was changed; retrying after it is back succeeds (HTTP 503).
+    Unreachable,
 }
 
 /// One row of the error table.
@@ -154,6 +157,7 @@ impl ErrorKind {
         ErrorKind::NotImplemented,
         ErrorKind::TooManyRequests,
         ErrorKind::Timeout,
+        ErrorKind::Unreachable,
     ];
 
     /// When the kind's own code is returned (the error table's documentation).
@@ -178,6 +182,7 @@ impl ErrorKind {
             NotImplemented => "A feature that is designed but not built in this release.",
             TooManyRequests => "The address is locked out after repeated wrong keys (`Retry-After` in seconds).",
             Timeout => "The body did not arrive within the read timeout; the connection is closed.",
+            Unreachable => "The database server cannot be reached or was lost; nothing was changed; retry.",
         }
     }
 
@@ -203,6 +208,7 @@ impl ErrorKind {
             NotImplemented => (501, "not_implemented", 19, false),
             TooManyRequests => (429, "too_many_requests", 20, true),
             Timeout => (408, "request_timeout", 21, true),
+            Unreachable => (503, "database_unavailable", 22, true),
         };
         ErrorRow { http_status, code, c_code, retryable }
     }

@@ -83,6 +83,41 @@ fn c_vectors_example_stores_searches_and_refuses_bad_vectors() {
     assert!(stdout.contains("POST /memories -> 422"), "{stdout}");
 }
 
+/// A store in a PostgreSQL database through the C API (`examples/c/database.c`): an unreachable server is
+/// `ENGRAM_UNREACHABLE` naming what failed (`ENGRAM_UNAVAILABLE` in a build without the `postgres` feature);
+/// with `ENGRAM_TEST_PG` (a `postgres`-feature build), a memory is stored, read and found.
+#[test]
+fn c_database_example_opens_a_postgres_store_or_names_the_failure() {
+    let lib = lib_dir();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let exe = compile_example("database", tmp.path());
+    let nowhere =
+        format!("host={} user=engram dbname=engram connect_timeout=2", tmp.path().join("no-server").display());
+    let run = Command::new(&exe).arg(tmp.path().join("a")).arg(&nowhere).env("LD_LIBRARY_PATH", &lib).output();
+    let run = run.expect("run");
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert_eq!(run.status.code(), Some(3), "{stdout}");
+    if cfg!(feature = "postgres") {
+        assert!(stdout.contains("open: 22 connecting to PostgreSQL failed"), "{stdout}");
+    } else {
+        assert!(stdout.contains("open: 18 ") && stdout.contains("feature `postgres`"), "{stdout}");
+    }
+    #[cfg(feature = "postgres")]
+    if let Ok(base) = std::env::var("ENGRAM_TEST_PG") {
+        let mut client = engram::storage::postgres::connect(&base).expect("connect to ENGRAM_TEST_PG");
+        let schema = format!("c_{}", std::process::id());
+        client.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}")).unwrap();
+        let url = format!("{base} options='-csearch_path={schema}'");
+        let run = Command::new(&exe).arg(tmp.path().join("b")).arg(&url).env("LD_LIBRARY_PATH", &lib).output();
+        let run = run.expect("run");
+        let stdout = String::from_utf8_lossy(&run.stdout);
+        assert!(run.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&run.stderr));
+        assert!(stdout.contains("database: ok"), "{stdout}");
+        let n: i64 = client.query_one(&format!("SELECT count(*) FROM {schema}.memories"), &[]).unwrap().get(0);
+        assert_eq!(n, 1, "the memory is a row of the database");
+    }
+}
+
 /// Compiles a C example against the test run's libengram.
 fn compile_example(name: &str, out_dir: &Path) -> PathBuf {
     let lib = lib_dir();

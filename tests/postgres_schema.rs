@@ -119,7 +119,7 @@ fn an_unreachable_server_is_a_clear_error_not_a_panic() {
     let e = connect("host=/nonexistent/engram-socket-dir user=engram dbname=postgres connect_timeout=2")
         .err()
         .expect("no server there");
-    assert_eq!(e.kind(), engram::ErrorKind::Io);
+    assert_eq!(e.kind(), engram::ErrorKind::Unreachable);
     assert!(e.message().starts_with("connecting to PostgreSQL failed"), "{}", e.message());
 }
 

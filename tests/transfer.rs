@@ -3,6 +3,7 @@
 //! conflicting records; hostile archives (zip-slip, symbolic link, ZIP bomb, truncated, tampered) refused with the
 //! store unchanged; the HTTP job with polling and 409.
 
+mod backend;
 #[cfg(feature = "server")]
 mod common;
 
@@ -201,6 +202,44 @@ fn round_trip_is_record_identical() {
     let again = dump(&b, b_dir.path(), "dump-b2");
     for (kind, rows) in &before {
         assert!(rows == &again[kind], "{kind} differs after a reopen");
+    }
+}
+
+/// Migration between the backends (issue 19): a redb store exported and imported into a PostgreSQL store holds
+/// the same records; exported from there and imported into a new redb store, the same again.
+#[cfg(feature = "postgres")]
+#[test]
+fn redb_to_postgres_and_back_is_record_identical() {
+    if backend::pg_server().is_none() {
+        return;
+    }
+    let a_dir = tempfile::tempdir().unwrap();
+    let a = open(a_dir.path());
+    seed(&a);
+    assert!(a.wait_for_indexes(Duration::from_secs(30)));
+    let before = dump(&a, a_dir.path(), "dump-a");
+    let archive = a_dir.path().join("all.zip");
+    export_zip(&a, &archive);
+
+    let pg_dir = tempfile::tempdir().unwrap();
+    std::fs::copy(&archive, pg_dir.path().join("all.zip")).unwrap();
+    let pg = KnowledgeStore::open(backend::Backend::Postgres.config(pg_dir.path())).unwrap();
+    import(&pg, &pg_dir.path().join("all.zip"), ImportMode::Merge).unwrap();
+    assert!(pg.wait_for_indexes(Duration::from_secs(30)));
+    let on_pg = dump(&pg, pg_dir.path(), "dump-pg");
+    for (kind, rows) in &before {
+        assert_eq!(rows, &on_pg[kind], "{kind} differs on PostgreSQL");
+    }
+    assert_eq!(pg.get_memory("m3", None).unwrap().label_ids, ["label_europe", "label_travel"]);
+    export_zip(&pg, &pg_dir.path().join("back.zip"));
+
+    let c_dir = tempfile::tempdir().unwrap();
+    std::fs::copy(pg_dir.path().join("back.zip"), c_dir.path().join("back.zip")).unwrap();
+    let c = open(c_dir.path());
+    import(&c, &c_dir.path().join("back.zip"), ImportMode::Merge).unwrap();
+    let back = dump(&c, c_dir.path(), "dump-c");
+    for (kind, rows) in &before {
+        assert_eq!(rows, &back[kind], "{kind} differs after the way back");
     }
 }
 

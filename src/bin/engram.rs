@@ -13,6 +13,16 @@ struct Cli {
     command: Command,
 }
 
+/// Where the store's records live: the redb file in the data directory, or a PostgreSQL database.
+#[derive(clap::Args, Clone, Debug, Default)]
+struct DatabaseArgs {
+    /// A PostgreSQL database in place of `<data_dir>/engram.redb` (build feature `postgres`):
+    /// `postgres://user:password@host/db` or `host=/run/postgresql user=engram dbname=engram`. The data
+    /// directory still holds the API key, saved graphs and exports.
+    #[arg(long, env = "ENGRAM_DATABASE_URL", hide_env_values = true)]
+    database_url: Option<String>,
+}
+
 /// Which embedder builds the vectors. Neither flag: the built-in embedder (reported as degraded in a build
 /// with model support).
 #[derive(clap::Args, Clone, Debug)]
@@ -90,6 +100,8 @@ enum Command {
         #[arg(long, default_value_t = 8)]
         lockout_failures: usize,
         #[command(flatten)]
+        database: DatabaseArgs,
+        #[command(flatten)]
         embedder: EmbedderArgs,
     },
     /// Serve MCP over stdio for hosts that spawn a process (needs the `server` feature). Opens the store
@@ -139,6 +151,8 @@ enum Command {
         /// Replace an existing file.
         #[arg(long)]
         overwrite: bool,
+        #[command(flatten)]
+        database: DatabaseArgs,
     },
     /// Import an archive written by `export` (the daemon must not be running on the store), with a progress bar.
     Import {
@@ -150,6 +164,8 @@ enum Command {
         /// Conflicts: `merge` fills empty fields of stored records, `skip` keeps them, `overwrite` replaces them.
         #[arg(long, default_value = "merge", value_parser = ["merge", "skip", "overwrite"])]
         mode: String,
+        #[command(flatten)]
+        database: DatabaseArgs,
     },
     /// Evaluate retrieval on a dataset.
     Eval {
@@ -208,6 +224,9 @@ enum EvalCommand {
         /// Store directory (default: a fresh temporary directory, removed afterwards).
         #[arg(long)]
         data_dir: Option<PathBuf>,
+        /// Run on this PostgreSQL database (an empty schema: the evaluation writes its conversations there).
+        #[command(flatten)]
+        database: DatabaseArgs,
         #[command(flatten)]
         embedder: EmbedderArgs,
     },
@@ -263,6 +282,7 @@ fn run(cli: Cli) -> engram::Result<()> {
             cors_origins,
             max_body_bytes,
             lockout_failures,
+            database,
             embedder,
         } => {
             let serve_args = ServeArgs {
@@ -274,12 +294,15 @@ fn run(cli: Cli) -> engram::Result<()> {
                 cors_origins,
                 max_body_bytes,
                 lockout_failures,
+                database_url: database.database_url,
             };
             serve(serve_args, embedder.select()?)
         }
         mcp @ Command::Mcp { .. } => mcp_command(mcp),
-        Command::Export { path, data_dir, no_zip, overwrite } => export_command(path, data_dir, no_zip, overwrite),
-        Command::Import { path, data_dir, mode } => import_command(path, data_dir, mode),
+        Command::Export { path, data_dir, no_zip, overwrite, database } => {
+            export_command(path, data_dir, no_zip, overwrite, database)
+        }
+        Command::Import { path, data_dir, mode, database } => import_command(path, data_dir, mode, database),
         Command::Eval { which } => eval_command(which),
     }
 }
@@ -324,10 +347,12 @@ fn export_command(
     data_dir: Option<std::path::PathBuf>,
     no_zip: bool,
     overwrite: bool,
+    database: DatabaseArgs,
 ) -> engram::Result<()> {
     let data_dir = data_dir.unwrap_or_else(default_data_dir);
     // A path named on the command line is the operator's own: allow its directory.
     let mut config = StoreConfig::new(&data_dir);
+    config.database_url = database.database_url;
     if let Some(dir) =
         path.as_ref().and_then(|p| std::path::absolute(p).ok()).and_then(|p| p.parent().map(|d| d.to_path_buf()))
     {
@@ -350,10 +375,16 @@ fn export_command(
 }
 
 /// `engram import`: an archive into the store, with a progress bar.
-fn import_command(path: std::path::PathBuf, data_dir: Option<std::path::PathBuf>, mode: String) -> engram::Result<()> {
+fn import_command(
+    path: std::path::PathBuf,
+    data_dir: Option<std::path::PathBuf>,
+    mode: String,
+    database: DatabaseArgs,
+) -> engram::Result<()> {
     let data_dir = data_dir.unwrap_or_else(default_data_dir);
     let path = std::path::absolute(&path).unwrap_or(path);
     let mut config = StoreConfig::new(&data_dir);
+    config.database_url = database.database_url;
     if let Some(dir) = path.parent() {
         config = config.allow_path(dir);
     }
@@ -414,6 +445,7 @@ fn eval_command(which: EvalCommand) -> engram::Result<()> {
         context_window,
         expansion_weight,
         data_dir,
+        database,
         embedder,
     } = which;
     let selected = embedder.select()?;
@@ -435,6 +467,7 @@ fn eval_command(which: EvalCommand) -> engram::Result<()> {
         None => (std::env::temp_dir().join(format!("engram-eval-{}", std::process::id())), true),
     };
     let mut config = StoreConfig::new(&dir);
+    config.database_url = database.database_url;
     config.fusion = fusion;
     if let Some(b) = entity_boost {
         config.entity_boost = b.clamp(0.0, 1.0);
@@ -601,13 +634,23 @@ struct ServeArgs {
     cors_origins: Vec<String>,
     max_body_bytes: usize,
     lockout_failures: usize,
+    database_url: Option<String>,
 }
 
 #[cfg(feature = "server")]
 fn serve(args: ServeArgs, embedder: engram::embed::SelectedEmbedder) -> engram::Result<()> {
     use engram::server::{ServerConfig, load_or_create_key, serve_until_signal};
-    let ServeArgs { addr, data_dir, api_key, allow_hosts, allow_paths, cors_origins, max_body_bytes, lockout_failures } =
-        args;
+    let ServeArgs {
+        addr,
+        data_dir,
+        api_key,
+        allow_hosts,
+        allow_paths,
+        cors_origins,
+        max_body_bytes,
+        lockout_failures,
+        database_url,
+    } = args;
     let addr = addr
         .parse()
         .map_err(|_| engram::Error::new(engram::ErrorKind::InvalidInput, format!("--addr {addr} is not host:port")))?;
@@ -622,6 +665,7 @@ fn serve(args: ServeArgs, embedder: engram::embed::SelectedEmbedder) -> engram::
     let mut store_config = StoreConfig::new(&data_dir);
     store_config.embedder = embedder.embedder;
     store_config.allowed_paths = allow_paths;
+    store_config.database_url = database_url;
     let store = std::sync::Arc::new(KnowledgeStore::open(store_config)?);
     println!("data directory: {}", data_dir.display());
     let mut config = ServerConfig::new(&data_dir);

@@ -58,6 +58,8 @@ pub const ENGRAM_NOT_IMPLEMENTED: engram_result = 19;
 pub const ENGRAM_TOO_MANY_REQUESTS: engram_result = 20;
 /// The request did not arrive in time (HTTP only; listed for completeness).
 pub const ENGRAM_TIMEOUT: engram_result = 21;
+/// The database server (PostgreSQL backend) cannot be reached or was lost; nothing was changed; retry.
+pub const ENGRAM_UNREACHABLE: engram_result = 22;
 
 /// An open store (opaque). Close with `engram_store_close`.
 pub struct engram_store {
@@ -145,7 +147,32 @@ pub unsafe extern "C" fn engram_store_open_with_model(
             .map(|m| crate::embed::EmbedderChoice::ModelDir(m.into()))
     };
     // SAFETY: forwarded under this function's contract.
-    unsafe { open_with(data_dir, data_dir_len, out, choice) }
+    unsafe { open_with(data_dir, data_dir_len, out, choice, || Ok(None)) }
+}
+
+/// Like `engram_store_open`, with the store's records in the PostgreSQL database at `database_url` (UTF-8,
+/// `database_url_len` bytes: `postgres://user:password@host/db` or `host=/run/postgresql user=engram
+/// dbname=engram`) instead of `<data_dir>/engram.redb`; `data_dir` still holds local files (saved graphs,
+/// exports). The built-in embedder. The library must be built with the `postgres` feature.
+///
+/// Returns the codes of `engram_store_open`; `ENGRAM_INVALID_INPUT` for a URL that does not parse;
+/// `ENGRAM_UNREACHABLE` when the server cannot be reached or refuses the login (`engram_last_error` names
+/// what failed); `ENGRAM_UNAVAILABLE` in a build without the `postgres` feature; `ENGRAM_LOCKED` when another
+/// process has the store open.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn engram_store_open_database(
+    data_dir: *const c_char,
+    data_dir_len: usize,
+    database_url: *const c_char,
+    database_url_len: usize,
+    out: *mut *mut engram_store,
+) -> engram_result {
+    let url = || {
+        // SAFETY: pointer and length come from the caller, per this function's contract.
+        unsafe { str_arg(database_url, database_url_len, "database_url") }.map(|u| Some(u.to_string()))
+    };
+    // SAFETY: forwarded under this function's contract.
+    unsafe { open_with(data_dir, data_dir_len, out, || Ok(crate::embed::EmbedderChoice::Builtin), url) }
 }
 
 /// Opens the store in `data_dir` with the embedder `choice` gives, and writes the handle to `*out`.
@@ -157,6 +184,7 @@ unsafe fn open_with(
     data_dir_len: usize,
     out: *mut *mut engram_store,
     choice: impl FnOnce() -> std::result::Result<crate::embed::EmbedderChoice, engram_result>,
+    database_url: impl FnOnce() -> std::result::Result<Option<String>, engram_result>,
 ) -> engram_result {
     guard(|| {
         if out.is_null() {
@@ -172,11 +200,16 @@ unsafe fn open_with(
             Ok(c) => c,
             Err(code) => return code,
         };
+        let database_url = match database_url() {
+            Ok(u) => u,
+            Err(code) => return code,
+        };
         let selected = match crate::embed::select(&choice) {
             Ok(s) => s,
             Err(e) => return fail(&e),
         };
-        let config = StoreConfig::new(dir).embedder(selected.embedder);
+        let mut config = StoreConfig::new(dir).embedder(selected.embedder);
+        config.database_url = database_url;
         match KnowledgeStore::open(config) {
             Ok(store) => {
                 let info = ServiceInfo { embedding_fallback: selected.fallback, ..ServiceInfo::default() };
@@ -204,7 +237,7 @@ pub unsafe extern "C" fn engram_store_open_external(
     out: *mut *mut engram_store,
 ) -> engram_result {
     // SAFETY: forwarded under this function's contract.
-    unsafe { open_with(data_dir, data_dir_len, out, || Ok(crate::embed::EmbedderChoice::External(dim))) }
+    unsafe { open_with(data_dir, data_dir_len, out, || Ok(crate::embed::EmbedderChoice::External(dim)), || Ok(None)) }
 }
 
 /// Closes a store and frees the handle. NULL is accepted and ignored.
@@ -347,6 +380,7 @@ mod tests {
             (ENGRAM_NOT_IMPLEMENTED, ErrorKind::NotImplemented),
             (ENGRAM_TOO_MANY_REQUESTS, ErrorKind::TooManyRequests),
             (ENGRAM_TIMEOUT, ErrorKind::Timeout),
+            (ENGRAM_UNREACHABLE, ErrorKind::Unreachable),
         ] {
             assert_eq!(code, kind.row().c_code, "{kind:?}");
         }

@@ -592,6 +592,9 @@ pub fn start(config: ServerConfig, store: Arc<KnowledgeStore>, info: ServiceInfo
     let std_listener = std::net::TcpListener::bind(config.addr)?;
     std_listener.set_nonblocking(true)?;
     let addr = std_listener.local_addr()?;
+    // The store closes after the runtime, on this plain thread: closing writes to the database, which the
+    // PostgreSQL client cannot do from inside an async runtime.
+    let keep = store.clone();
     let (router, key) = build(&config, store, info, addr)?;
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
@@ -604,6 +607,8 @@ pub fn start(config: ServerConfig, store: Arc<KnowledgeStore>, info: ServiceInfo
             })
             .await;
         });
+        drop(rt);
+        drop(keep);
     })?;
     Ok(RunningServer { addr, api_key: key, shutdown: Some(tx), thread: Some(thread) })
 }
@@ -613,8 +618,10 @@ pub fn start(config: ServerConfig, store: Arc<KnowledgeStore>, info: ServiceInfo
 /// # Errors
 /// As [`start`].
 pub fn serve_until_signal(config: ServerConfig, store: Arc<KnowledgeStore>, info: ServiceInfo) -> Result<()> {
+    // As in `start`: the store closes after the runtime, outside it.
+    let _keep = store.clone();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    rt.block_on(async move {
+    let out = rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(config.addr).await?;
         let addr = listener.local_addr()?;
         let (router, _key) = build(&config, store, info, addr)?;
@@ -623,7 +630,9 @@ pub fn serve_until_signal(config: ServerConfig, store: Arc<KnowledgeStore>, info
         accept_loop(listener, router, Limits::of(&config), shutdown_signal()).await;
         tracing::info!("engram stopped");
         Ok(())
-    })
+    });
+    drop(rt);
+    out
 }
 
 /// Connection limits of the accept loop.
