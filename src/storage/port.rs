@@ -165,6 +165,15 @@ impl ReadTx {
         }))
     }
 
+    /// The PostgreSQL transaction, for the primitives it answers in SQL.
+    #[cfg(feature = "postgres")]
+    pub(super) fn pg(&self) -> Option<&PgTx> {
+        match &self.0 {
+            ReadInner::Pg(t) => Some(t),
+            ReadInner::Redb(_) => None,
+        }
+    }
+
     /// Bytes used by the record kind named `name` (zeros for a kind not created yet).
     ///
     /// # Errors

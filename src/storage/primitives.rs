@@ -5,7 +5,8 @@
 //!
 //! The redb backend answers them by scanning its kinds. The embedded store serves searches from in-memory
 //! mirrors of the same kinds (`index::lexicon`, the HNSW graph), which these primitives must agree with
-//! (`tests/storage_port.rs`); a database backend answers them in SQL (BM25 over its postings table, pgvector).
+//! (`tests/storage_port.rs`); the PostgreSQL backend answers BM25 candidates in SQL over its postings table
+//! (vector candidates by pgvector follow; they scan the vectors kind meanwhile).
 
 use super::codec::vector_from_bytes;
 use super::tables::{LEX_STATS, POSTINGS, RELATES_TO, VECTORS};
@@ -70,7 +71,8 @@ impl ReadTx {
 
     /// BM25 candidates: the `k` best `(docno, score)` of `space` for the query `terms`, best first (ties by
     /// docno). Every document with a posting is a candidate, whatever its state: filters apply above the port.
-    /// Robertson and Zaragoza (2009), with [`bm25::score`]'s formula and `params`.
+    /// Robertson and Zaragoza (2009), with [`bm25::score`]'s formula and `params`. On PostgreSQL one SQL
+    /// statement over the postings table answers it (double precision: scores agree to about 1e-6 relative).
     ///
     /// # Errors
     /// Storage errors.
@@ -81,6 +83,10 @@ impl ReadTx {
         params: Bm25Params,
         k: usize,
     ) -> Result<Vec<(u64, f32)>> {
+        #[cfg(feature = "postgres")]
+        if let Some(pg) = self.pg() {
+            return pg.lexical_candidates(space, terms, params, k);
+        }
         let tp = self.term_postings(space, terms)?;
         let mut scored = bm25::score(params, tp.n_docs, tp.avg_len, &tp.borrowed(), &|_| true);
         scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));

@@ -25,8 +25,9 @@ pub const SCHEMA_VERSION: i32 = 1;
 /// A database error as Engram's: a lost or unreachable server is [`ErrorKind::Unreachable`] (503, retryable);
 /// anything else [`ErrorKind::Io`] with the server's message.
 pub(crate) fn pg_error(what: &str, e: postgres::Error) -> Error {
+    let io = std::error::Error::source(&e).is_some_and(|s| s.is::<std::io::Error>());
     let lost = e.is_closed()
-        || e.code().is_none() && e.as_db_error().is_none()
+        || io
         || e.code().is_some_and(|c| {
             // Class 08 (connection exception), 57P01..57P03 (admin shutdown, crash shutdown, cannot connect now).
             c.code().starts_with("08") || matches!(c.code(), "57P01" | "57P02" | "57P03")

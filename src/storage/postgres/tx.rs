@@ -160,6 +160,57 @@ impl PgTx {
 /// The types a [`PgTable`] carries without holding: its kind's key and value, and the transaction's lifetime.
 type Types<'t, K, V> = PhantomData<fn() -> (&'t (), K, V)>;
 
+impl PgTx {
+    /// BM25 candidates in one statement over the `postings` and `lex_stats` tables: the same formula, statistics
+    /// and order as the redb backend's scan (`crate::index::bm25::score`; Robertson and Zaragoza 2009), in
+    /// double precision (scores agree to about 1e-6 relative). Terms and their query counts come from Engram's
+    /// tokeniser (scale-out design §5.1, rule 2).
+    ///
+    /// # Errors
+    /// Database errors.
+    pub fn lexical_candidates(
+        &self,
+        space: &str,
+        terms: &[(String, u32)],
+        params: crate::index::bm25::Bm25Params,
+        k: usize,
+    ) -> Result<Vec<(u64, f32)>> {
+        if terms.is_empty() || k == 0 {
+            return Ok(Vec::new());
+        }
+        let words: Vec<&str> = terms.iter().map(|(t, _)| t.as_str()).collect();
+        let counts: Vec<i32> = terms.iter().map(|(_, q)| i32::try_from(*q).unwrap_or(i32::MAX)).collect();
+        let (k1, b) = (f64::from(params.k1), f64::from(params.b));
+        let limit = i64::try_from(k).unwrap_or(i64::MAX);
+        let sql = "WITH q AS (SELECT t.term, t.qtf FROM unnest($2::text[], $3::int[]) AS t(term, qtf)),
+             st AS (SELECT greatest(coalesce(max(v0), 0), 1)::float8 AS n,
+                           CASE WHEN coalesce(max(v0), 0) = 0 OR max(v1) = 0 THEN 1.0
+                                ELSE max(v1)::float8 / max(v0) END AS avgdl
+                    FROM lex_stats WHERE k0 = $1),
+             p AS (SELECT q.term, q.qtf, po.k2 AS docno, (po.v0 >> 32)::float8 AS tf,
+                          (po.v0 & 4294967295)::float8 AS dl
+                   FROM q JOIN postings po ON po.k0 = $1 AND po.k1 = q.term),
+             df AS (SELECT term, count(*)::float8 AS df FROM p GROUP BY term)
+             SELECT p.docno,
+                    sum(ln(1 + (st.n - df.df + 0.5) / (df.df + 0.5)) * p.tf * ($4::float8 + 1)
+                        / (p.tf + $4::float8 * (1 - $5::float8 + $5::float8 * p.dl / st.avgdl)) * p.qtf) AS score
+             FROM p JOIN df USING (term) CROSS JOIN st
+             GROUP BY p.docno ORDER BY score DESC, p.docno LIMIT $6";
+        let mut tx = self.0.lock();
+        let client = &mut tx.conn.client;
+        let rows = client
+            .query(sql, &[&space, &words, &counts, &k1, &b, &limit])
+            .map_err(|e| pg_error("BM25 candidates failed", e))?;
+        rows.iter()
+            .map(|r| {
+                let docno: i64 = r.try_get(0).map_err(|e| pg_error("reading a candidate failed", e))?;
+                let score: f64 = r.try_get(1).map_err(|e| pg_error("reading a candidate failed", e))?;
+                Ok((docno as u64, score as f32))
+            })
+            .collect()
+    }
+}
+
 /// One record kind in a transaction.
 pub struct PgTable<'t, K, V> {
     tx: Arc<Mutex<TxConn>>,
