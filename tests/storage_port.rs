@@ -108,3 +108,97 @@ fn candidates_and_edges_agree_with_the_store() {
     assert_eq!(bytes("source_files"), Some(0));
     assert!(st.file_bytes > 0);
 }
+
+/// The port's per-kind calls on the conformance backend, beyond what a store's workload reaches: scans longer
+/// than a page (the PostgreSQL backend fetches 256 rows at a time) from the front, from the back and from both
+/// ends at once; bounded ranges with inclusive and exclusive ends; `u64::MAX` as a bound; `insert` returning the
+/// value it replaced; `remove`; `retain_in`; `len`, `first` and `last`. Rows go to a space of their own in the
+/// reviews kind (keys `(space, id)`, values bytes), which nothing of the store reads here.
+#[test]
+fn per_kind_calls_keep_key_order_across_pages_and_both_ends() {
+    use engram::storage::tables::{POSTINGS, REVIEWS};
+    use engram::storage::{Durability, Got, Readable};
+    let dir = tempfile::tempdir().unwrap();
+    let store = backend::open(dir.path());
+    let db = store.storage();
+    let keys: Vec<String> = (0..600).map(|i| format!("k{i:04}")).collect();
+    let w = db.write(Durability::Immediate).unwrap();
+    {
+        let mut t = w.table(REVIEWS).unwrap();
+        for (i, k) in keys.iter().enumerate() {
+            assert!(t.insert(("zz", k.as_str()), [i as u8, 7].as_slice()).unwrap().is_none());
+        }
+        // Neighbouring spaces bound the scans.
+        t.insert(("zy", "k9999"), [1u8].as_slice()).unwrap();
+        t.insert(("zzz", "k0000"), [2u8].as_slice()).unwrap();
+        let old = t.insert(("zz", "k0005"), [5u8, 5].as_slice()).unwrap().map(|v| v.value().to_vec());
+        assert_eq!(old, Some(vec![5, 7]), "insert returns the value it replaced");
+        let mut p = w.table(POSTINGS).unwrap();
+        for d in [0u64, 1, 2, 1 << 40, (1 << 62) + 3] {
+            p.insert(("zz", "term", d), d).unwrap();
+        }
+    }
+    w.commit().unwrap();
+
+    let r = db.read().unwrap();
+    let t = r.table(REVIEWS).unwrap();
+    type Row<'a> = (Got<'a, (&'static str, &'static str)>, Got<'a, &'static [u8]>);
+    fn scan<'a>(rows: impl Iterator<Item = engram::Result<Row<'a>>>) -> Vec<String> {
+        rows.map(|row| {
+            let (k, _) = row.unwrap();
+            let (s, id) = k.value();
+            format!("{s}/{id}")
+        })
+        .collect()
+    }
+    let want: Vec<String> = keys.iter().map(|k| format!("zz/{k}")).collect();
+    assert_eq!(scan(t.range(("zz", "")..("zz", "\u{10FFFF}")).unwrap()), want);
+    let mut rev = want.clone();
+    rev.reverse();
+    assert_eq!(scan(t.range(("zz", "")..("zz", "\u{10FFFF}")).unwrap().rev()), rev);
+    // Both ends at once: every row exactly once, in order from each end.
+    let mut rows = t.range(("zz", "")..("zz", "\u{10FFFF}")).unwrap();
+    let (mut front, mut back) = (Vec::new(), Vec::new());
+    loop {
+        let a = rows.next().map(|r| r.unwrap().0.value().1.to_string());
+        let b = rows.next_back().map(|r| r.unwrap().0.value().1.to_string());
+        if a.is_none() && b.is_none() {
+            break;
+        }
+        front.extend(a);
+        back.extend(b);
+    }
+    back.reverse();
+    front.extend(back);
+    assert_eq!(front, keys);
+    // Inclusive and exclusive ends.
+    let mid = scan(t.range(("zz", "k0100")..=("zz", "k0399")).unwrap());
+    assert_eq!((mid.len(), mid[0].as_str(), mid[299].as_str()), (300, "zz/k0100", "zz/k0399"));
+    assert_eq!(scan(t.range(("zz", "k0100")..("zz", "k0399")).unwrap()).len(), 299);
+    assert_eq!(t.get(("zz", "k0005")).unwrap().map(|v| v.value().to_vec()), Some(vec![5, 5]));
+    assert_eq!(t.len().unwrap(), 602);
+    assert_eq!(t.first().unwrap().map(|(k, _)| k.value().0.to_string()), Some("zy".into()));
+    assert_eq!(t.last().unwrap().map(|(k, _)| k.value().0.to_string()), Some("zzz".into()));
+    // u64::MAX as an upper bound takes every docno; a lower bound above every stored one takes none.
+    let p = r.table(POSTINGS).unwrap();
+    let docnos: Vec<u64> =
+        p.range(("zz", "term", 0u64)..=("zz", "term", u64::MAX)).unwrap().map(|row| row.unwrap().0.value().2).collect();
+    assert_eq!(docnos, [0, 1, 2, 1 << 40, (1 << 62) + 3]);
+    assert_eq!(p.range(("zz", "term", u64::MAX)..).unwrap().filter(|r| r.is_ok()).count(), 0);
+    drop((t, p, r));
+
+    let w = db.write(Durability::Immediate).unwrap();
+    {
+        let mut t = w.table(REVIEWS).unwrap();
+        t.retain_in(("zz", "")..("zz", "\u{10FFFF}"), |k, _| !k.1.ends_with(['0', '2', '4', '6', '8'])).unwrap();
+        assert_eq!(t.remove(("zz", "k0001")).unwrap().map(|v| v.value().to_vec()), Some(vec![1, 7]));
+        assert!(t.remove(("zz", "k0001")).unwrap().is_none());
+    }
+    w.commit().unwrap();
+    let r = db.read().unwrap();
+    let t = r.table(REVIEWS).unwrap();
+    let left = scan(t.range(("zz", "")..("zz", "\u{10FFFF}")).unwrap());
+    assert_eq!(left.len(), 299);
+    assert!(left.iter().all(|k| k.ends_with(['1', '3', '5', '7', '9'])));
+    assert_eq!(t.len().unwrap(), 301, "the neighbouring spaces stay");
+}

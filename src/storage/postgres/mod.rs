@@ -123,6 +123,9 @@ impl PgDb {
             .max_size(pool_size.max(1))
             .min_idle(Some(0))
             .connection_timeout(Duration::from_secs(5))
+            // No ping per checkout (a round trip per transaction): a transaction whose BEGIN finds the
+            // connection closed takes another (`PgDb::begin`).
+            .test_on_check_out(false)
             .build_unchecked(PgManager { config });
         Ok(PgDb { pool, _owner: parking_lot::Mutex::new(client) })
     }
@@ -154,7 +157,7 @@ impl PgDb {
     /// # Errors
     /// [`ErrorKind::Unreachable`] when no connection can be had.
     pub fn read(&self) -> Result<PgTx> {
-        PgTx::begin(self.conn()?, None)
+        self.begin(None)
     }
 
     /// A write transaction, after every other writer of the store (advisory lock).
@@ -162,7 +165,20 @@ impl PgDb {
     /// # Errors
     /// [`ErrorKind::Unreachable`] when no connection can be had.
     pub fn write(&self, durability: Durability) -> Result<PgTx> {
-        PgTx::begin(self.conn()?, Some(durability))
+        self.begin(Some(durability))
+    }
+
+    /// Begins a transaction on a pooled connection. A connection the server closed since it was last used (a
+    /// restart, an idle timeout) fails at `BEGIN`, before anything is done: it is dropped and another taken,
+    /// up to the pool's size, so a database that came back serves the next request.
+    fn begin(&self, write: Option<Durability>) -> Result<PgTx> {
+        let mut attempts = self.pool.max_size().max(1) + 1;
+        loop {
+            match PgTx::begin(self.conn()?, write) {
+                Err(e) if e.kind() == ErrorKind::Unreachable && attempts > 1 => attempts -= 1,
+                other => return other,
+            }
+        }
     }
 }
 
