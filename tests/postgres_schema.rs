@@ -28,6 +28,7 @@ struct TempDb {
     admin: Client,
     name: String,
     config: Config,
+    base: String,
 }
 
 impl TempDb {
@@ -38,11 +39,17 @@ impl TempDb {
         admin.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
         let mut config = Config::from_str(base).unwrap();
         config.dbname(&name);
-        TempDb { admin, name, config }
+        TempDb { admin, name, config, base: base.to_string() }
     }
 
     fn client(&self) -> Client {
         self.config.connect(NoTls).unwrap()
+    }
+
+    /// The connection string of this database (`ENGRAM_TEST_PG` in key-value form, as `cluster.sh` prints it).
+    fn url(&self) -> String {
+        assert!(!self.base.contains("://"), "ENGRAM_TEST_PG in key-value form, please");
+        format!("{} dbname={}", self.base, self.name)
     }
 }
 
@@ -172,4 +179,60 @@ fn pgvector_hnsw_answers_filtered_nearest_neighbour_queries() {
     let small = nearest(&mut c, "small", true);
     assert_eq!(small.len(), 10, "an iterative scan keeps k hits under the filter: {small:?}");
     assert!(small.iter().all(|d| d % 64 == 0));
+}
+
+/// The store's vectors in pgvector (where the server has 0.8.0+): every vector of the `vectors` kind is a row
+/// of `engram_vectors` with its dimension, written and deleted in the same transactions; the dimension gets a
+/// partial HNSW index; vector candidates come from it and find a memory by its own text; a store that predates
+/// the table is filled at open.
+#[test]
+fn vectors_live_in_pgvector_with_a_partial_hnsw_index_per_dimension() {
+    let Some(base) = server() else { return };
+    let db = TempDb::new(&base);
+    let mut c = db.client();
+    let available: i64 =
+        c.query_one("SELECT count(*) FROM pg_available_extensions WHERE name = 'vector'", &[]).unwrap().get(0);
+    if available == 0 {
+        assert!(std::env::var_os("CI").is_none(), "CI: pgvector is not installed (tools/postgres/pgvector.sh)");
+        eprintln!("skipped: pgvector is not installed in the test server");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let open = || engram::KnowledgeStore::open(engram::StoreConfig::new(dir.path()).database(db.url())).unwrap();
+    let store = open();
+    let texts: Vec<String> = (0..40).map(|i| format!("Note {i}: the {} by the {}", i * 7 % 13, i % 5)).collect();
+    for (i, t) in texts.iter().enumerate() {
+        store
+            .create_memory(engram::NewMemory { id: Some(format!("v{i}")), content: t.clone(), ..Default::default() })
+            .unwrap();
+    }
+    let count = |c: &mut Client| -> (i64, i32) {
+        let r = c.query_one("SELECT count(*), coalesce(min(dim), 0) FROM engram_vectors", &[]).unwrap();
+        (r.get(0), r.get(1))
+    };
+    assert_eq!(count(&mut c), (40, 256));
+    let index: String =
+        c.query_one("SELECT indexdef FROM pg_indexes WHERE indexname = 'engram_vectors_hnsw_256'", &[]).unwrap().get(0);
+    assert!(index.contains("hnsw") && index.contains("vector_cosine_ops") && index.contains("(dim = 256)"), "{index}");
+    let qv = store.config().embedder.embed(&[texts[17].as_str()], engram::embed::InputType::Query).unwrap().remove(0);
+    let docno_of_17 = {
+        let rtx = store.storage().read().unwrap();
+        let got = rtx.vector_candidates("default", &qv, 5).unwrap();
+        assert_eq!(got.len(), 5);
+        assert!(got[0].1 > 0.99, "the memory's own text is the nearest: {got:?}");
+        assert!(got.windows(2).all(|w| w[0].1 >= w[1].1));
+        got[0].0
+    };
+    store.delete_memory("v17", None).unwrap();
+    assert_eq!(count(&mut c).0, 39, "a deleted memory's vector goes in the same transaction");
+    let rtx = store.storage().read().unwrap();
+    let got = rtx.vector_candidates("default", &qv, 5).unwrap();
+    assert!(got.iter().all(|(d, _)| *d != docno_of_17), "{got:?}");
+    drop(rtx);
+    drop(store);
+    // A store from before the table: filled at open.
+    c.batch_execute("DROP TABLE engram_vectors").unwrap();
+    let store = open();
+    assert_eq!(count(&mut c), (39, 256));
+    drop(store);
 }

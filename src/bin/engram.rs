@@ -136,6 +136,8 @@ enum Command {
         #[arg(long)]
         print_config: bool,
         #[command(flatten)]
+        database: DatabaseArgs,
+        #[command(flatten)]
         embedder: EmbedderArgs,
     },
     /// Write a versioned, checksummed archive of a store (the daemon must not be running on it).
@@ -319,6 +321,7 @@ fn mcp_command(command: Command) -> engram::Result<()> {
         host_agent_id,
         tool_set,
         print_config,
+        database,
         embedder,
     } = command
     else {
@@ -338,7 +341,7 @@ fn mcp_command(command: Command) -> engram::Result<()> {
         print_mcp_config(&data_dir);
         return Ok(());
     }
-    mcp_stdio(McpArgs { data_dir, addr, api_key, scope }, &embedder)
+    mcp_stdio(McpArgs { data_dir, addr, api_key, scope, database_url: database.database_url }, &embedder)
 }
 
 /// `engram export`: the whole store into an archive.
@@ -565,6 +568,7 @@ struct McpArgs {
     addr: String,
     api_key: Option<String>,
     scope: engram::api::tools::Scope,
+    database_url: Option<String>,
 }
 
 /// The `mcpServers` entry that starts `engram mcp` (Claude Desktop, Claude Code, Cursor and most hosts read
@@ -592,6 +596,7 @@ fn print_mcp_config(data_dir: &std::path::Path) {
 fn mcp_stdio(args: McpArgs, embedder: &EmbedderArgs) -> engram::Result<()> {
     use engram::server::mcp::{Backend, McpFront, serve_stdio};
     let mut config = StoreConfig::new(&args.data_dir);
+    config.database_url = args.database_url.clone();
     let selected = embedder.select()?;
     config.embedder = selected.embedder;
     let backend = match KnowledgeStore::open(config) {

@@ -151,12 +151,16 @@ pub fn is_mcp_path(path: &str) -> bool {
 /// [`crate::ErrorKind::Io`] when the runtime cannot start or the handshake fails.
 pub fn serve_stdio(front: McpFront) -> crate::error::Result<()> {
     use rmcp::ServiceExt;
+    // The store closes after the runtime, outside it (the PostgreSQL client cannot run inside one).
+    let _keep = front.clone();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    rt.block_on(async move {
+    let out = rt.block_on(async move {
         let running = front.serve(rmcp::transport::stdio()).await.map_err(|e| {
             crate::error::Error::new(crate::error::ErrorKind::Io, format!("MCP stdio handshake failed: {e}"))
         })?;
         let _ = running.waiting().await;
         Ok(())
-    })
+    });
+    drop(rt);
+    out
 }

@@ -5,8 +5,8 @@
 //!
 //! The redb backend answers them by scanning its kinds. The embedded store serves searches from in-memory
 //! mirrors of the same kinds (`index::lexicon`, the HNSW graph), which these primitives must agree with
-//! (`tests/storage_port.rs`); the PostgreSQL backend answers BM25 candidates in SQL over its postings table
-//! (vector candidates by pgvector follow; they scan the vectors kind meanwhile).
+//! (`tests/storage_port.rs`); the PostgreSQL backend answers them in SQL: BM25 over its postings table, vector
+//! candidates from pgvector's HNSW index.
 
 use super::codec::vector_from_bytes;
 use super::tables::{LEX_STATS, POSTINGS, RELATES_TO, VECTORS};
@@ -94,13 +94,20 @@ impl ReadTx {
         Ok(scored)
     }
 
-    /// Vector candidates by exact search: the `k` stored vectors of `space` nearest to `query` by cosine
-    /// similarity (-1..=1), best first (ties by docno). O(vectors × dimension); the embedded store answers the
-    /// same question from its HNSW graph.
+    /// Vector candidates: the `k` stored vectors of `space` nearest to `query` by cosine similarity (-1..=1),
+    /// best first (ties by docno). On redb an exact scan, O(vectors × dimension) (the embedded store answers the
+    /// same question from its HNSW graph); on PostgreSQL with pgvector 0.8.0+ its HNSW index with an iterative
+    /// scan (approximate; `hnsw.ef_search` 96), without it the same exact scan.
     ///
     /// # Errors
     /// Storage errors.
     pub fn vector_candidates(&self, space: &str, query: &[f32], k: usize) -> Result<Vec<(u64, f32)>> {
+        #[cfg(feature = "postgres")]
+        if let Some(pg) = self.pg()
+            && let Some(found) = pg.vector_candidates(space, query, k)?
+        {
+            return Ok(found);
+        }
         let mut scored = Vec::new();
         for row in self.table(VECTORS)?.range((space, 0u64)..=(space, u64::MAX))? {
             let (key, v) = row?;

@@ -9,6 +9,7 @@
 //! another `search_path` (`options=-csearch_path=team_a` in the URL).
 
 mod tx;
+mod vectors;
 
 use std::time::Duration;
 
@@ -40,8 +41,10 @@ pub(crate) fn pg_error(what: &str, e: postgres::Error) -> Error {
     Error::new(kind, format!("{what}: {detail}")).with_source(e)
 }
 
-fn db_error(what: &str, e: postgres::Error) -> Error {
-    pg_error(what, e)
+fn parse_url(url: &str) -> Result<Config> {
+    url.parse().map_err(|e: postgres::Error| {
+        Error::new(ErrorKind::InvalidInput, format!("the database URL does not parse: {e}"))
+    })
 }
 
 /// Connects to `url` (`postgres://user@host/db`, or key-value form `host=/run/postgresql user=engram dbname=x`).
@@ -50,10 +53,7 @@ fn db_error(what: &str, e: postgres::Error) -> Error {
 /// [`ErrorKind::InvalidInput`] for a URL that does not parse; [`ErrorKind::Unreachable`] naming what failed:
 /// an unreachable server, a refused login, an unknown database.
 pub fn connect(url: &str) -> Result<Client> {
-    let config: Config = url.parse().map_err(|e: postgres::Error| {
-        Error::new(ErrorKind::InvalidInput, format!("the database URL does not parse: {e}"))
-    })?;
-    config.connect(NoTls).map_err(|e| {
+    parse_url(url)?.connect(NoTls).map_err(|e| {
         let detail = match e.as_db_error() {
             Some(db) => format!("{}: {}", db.code().code(), db.message()),
             None => e.to_string(),
@@ -62,8 +62,8 @@ pub fn connect(url: &str) -> Result<Client> {
     })
 }
 
-/// The pool's connection manager (r2d2): connects with the store's URL, checks a connection with an empty
-/// query when it is taken from the pool, and drops closed ones.
+/// The pool's connection manager (r2d2): connects with the store's URL and drops connections the server
+/// closed. Connections are not pinged when taken from the pool (see `PgDb::begin`).
 pub struct PgManager {
     config: Config,
 }
@@ -89,19 +89,22 @@ impl r2d2::ManageConnection for PgManager {
 /// holds the store's owner lock.
 pub struct PgDb {
     pool: r2d2::Pool<PgManager>,
+    /// pgvector beside the vectors kind, where the server has 0.8.0+ (`vectors.rs`).
+    vectors: Option<std::sync::Arc<vectors::VectorIndex>>,
     /// Holds `pg_try_advisory_lock('engram:owner:<schema>')` while the store is open: the daemon keeps
     /// in-memory indexes of the database (BM25 mirror, HNSW graph), which a second writer would leave stale,
     /// so one process opens a store at a time, as with the redb file. The lock goes with the session when the
-    /// process dies.
+    /// process dies (and when the server restarts: a known gap until several daemons are supported).
     _owner: parking_lot::Mutex<Client>,
 }
 
 impl PgDb {
-    /// Connects to `url`, creates or migrates the schema ([`migrate`]) and opens a pool of at most `pool_size`
-    /// connections (made as needed; a transaction waits at most 5 s for a connection, then fails with [`ErrorKind::Unreachable`]).
+    /// Connects to `url`, creates or migrates the schema ([`migrate`]), takes the store's owner lock and opens a
+    /// pool of at most `pool_size` connections, made as needed; a transaction waits at most 5 s for one, then
+    /// fails with [`ErrorKind::Unreachable`].
     ///
     /// # Errors
-    /// See [`connect`] and [`migrate`].
+    /// See [`connect`] and [`migrate`]; [`ErrorKind::Locked`] when another process has the store open.
     pub fn connect(url: &str, pool_size: u32) -> Result<PgDb> {
         let mut client = connect(url)?;
         migrate(&mut client)?;
@@ -116,9 +119,8 @@ impl PgDb {
                  first",
             ));
         }
-        let config: Config = url.parse().map_err(|e: postgres::Error| {
-            Error::new(ErrorKind::InvalidInput, format!("the database URL does not parse: {e}"))
-        })?;
+        let vectors = vectors::setup(&mut client)?.map(std::sync::Arc::new);
+        let config = parse_url(url)?;
         let pool = r2d2::Pool::builder()
             .max_size(pool_size.max(1))
             .min_idle(Some(0))
@@ -127,7 +129,7 @@ impl PgDb {
             // connection closed takes another (`PgDb::begin`).
             .test_on_check_out(false)
             .build_unchecked(PgManager { config });
-        Ok(PgDb { pool, _owner: parking_lot::Mutex::new(client) })
+        Ok(PgDb { pool, vectors, _owner: parking_lot::Mutex::new(client) })
     }
 
     fn conn(&self) -> Result<r2d2::PooledConnection<PgManager>> {
@@ -174,7 +176,7 @@ impl PgDb {
     fn begin(&self, write: Option<Durability>) -> Result<PgTx> {
         let mut attempts = self.pool.max_size().max(1) + 1;
         loop {
-            match PgTx::begin(self.conn()?, write) {
+            match PgTx::begin(self.conn()?, write, self.vectors.clone()) {
                 Err(e) if e.kind() == ErrorKind::Unreachable && attempts > 1 => attempts -= 1,
                 other => return other,
             }
@@ -199,16 +201,18 @@ pub fn create_table_sql(k: &KindInfo) -> String {
 /// [`ErrorKind::Corrupt`] when the database holds a newer schema than this build;
 /// [`ErrorKind::Io`] for database errors (nothing is changed then).
 pub fn migrate(client: &mut Client) -> Result<i32> {
-    let mut tx = client.transaction().map_err(|e| db_error("starting the schema transaction failed", e))?;
+    let mut tx = client.transaction().map_err(|e| pg_error("starting the schema transaction failed", e))?;
     // One migration at a time, whichever daemon gets there first.
+    // `IF NOT EXISTS` notices on every open are noise.
     tx.batch_execute(
-        "SELECT pg_advisory_xact_lock(hashtextextended('engram:schema', 0));
+        "SET LOCAL client_min_messages = warning;
+         SELECT pg_advisory_xact_lock(hashtextextended('engram:schema', 0));
          CREATE TABLE IF NOT EXISTS engram_schema (version integer NOT NULL)",
     )
-    .map_err(|e| db_error("locking the schema failed", e))?;
+    .map_err(|e| pg_error("locking the schema failed", e))?;
     let found: i32 = tx
         .query_opt("SELECT max(version) FROM engram_schema", &[])
-        .map_err(|e| db_error("reading the schema version failed", e))?
+        .map_err(|e| pg_error("reading the schema version failed", e))?
         .and_then(|r| r.get::<_, Option<i32>>(0))
         .unwrap_or(0);
     if found > SCHEMA_VERSION {
@@ -218,13 +222,13 @@ pub fn migrate(client: &mut Client) -> Result<i32> {
         ));
     }
     for k in ALL {
-        tx.batch_execute(&create_table_sql(k)).map_err(|e| db_error(&format!("creating table {}", k.name), e))?;
+        tx.batch_execute(&create_table_sql(k)).map_err(|e| pg_error(&format!("creating table {}", k.name), e))?;
     }
     if found < SCHEMA_VERSION {
-        tx.execute("DELETE FROM engram_schema", &[]).map_err(|e| db_error("recording the schema version", e))?;
+        tx.execute("DELETE FROM engram_schema", &[]).map_err(|e| pg_error("recording the schema version", e))?;
         tx.execute("INSERT INTO engram_schema (version) VALUES ($1)", &[&SCHEMA_VERSION])
-            .map_err(|e| db_error("recording the schema version", e))?;
+            .map_err(|e| pg_error("recording the schema version", e))?;
     }
-    tx.commit().map_err(|e| db_error("committing the schema failed", e))?;
+    tx.commit().map_err(|e| pg_error("committing the schema failed", e))?;
     Ok(found)
 }

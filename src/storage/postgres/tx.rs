@@ -16,9 +16,11 @@ use parking_lot::Mutex;
 use postgres::types::{ToSql, Type};
 use postgres::{Row, Statement};
 
+use super::vectors::{self, VectorIndex};
 use super::{PgManager, pg_error};
 use crate::error::Result;
 use crate::storage::redb::record::{SqlValue, decode};
+use crate::storage::tables::VECTORS;
 use crate::storage::{Borrowed, Durability, KeyType, Kind, KindStats, ValueType};
 
 /// Rows per keyset page of a scan.
@@ -35,17 +37,25 @@ impl Conn {
         Conn { client, stmts: HashMap::new() }
     }
 
+    fn statement(&mut self, sql: &str) -> std::result::Result<Statement, postgres::Error> {
+        if let Some(s) = self.stmts.get(sql) {
+            return Ok(s.clone());
+        }
+        let s = self.client.prepare(sql)?;
+        self.stmts.insert(sql.to_string(), s.clone());
+        Ok(s)
+    }
+
     fn query(&mut self, sql: &str, params: &[SqlValue]) -> Result<Vec<Row>> {
-        let stmt = match self.stmts.get(sql) {
-            Some(s) => s.clone(),
-            None => {
-                let s = self.client.prepare(sql).map_err(|e| pg_error("preparing a statement failed", e))?;
-                self.stmts.insert(sql.to_string(), s.clone());
-                s
-            }
-        };
+        let stmt = self.statement(sql).map_err(|e| pg_error("preparing a statement failed", e))?;
         let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
         self.client.query(&stmt, &refs).map_err(|e| pg_error("a storage query failed", e))
+    }
+
+    /// Runs a statement with typed parameters (prepared once per connection).
+    fn exec(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> std::result::Result<(), postgres::Error> {
+        let stmt = self.statement(sql)?;
+        self.client.execute(&stmt, params).map(|_| ())
     }
 }
 
@@ -101,10 +111,14 @@ impl Drop for TxConn {
 }
 
 /// A read or write transaction.
-pub struct PgTx(Arc<Mutex<TxConn>>);
+pub struct PgTx(Arc<Mutex<TxConn>>, Option<Arc<VectorIndex>>);
 
 impl PgTx {
-    pub(super) fn begin(conn: r2d2::PooledConnection<PgManager>, write: Option<Durability>) -> Result<PgTx> {
+    pub(super) fn begin(
+        conn: r2d2::PooledConnection<PgManager>,
+        write: Option<Durability>,
+        vectors: Option<Arc<VectorIndex>>,
+    ) -> Result<PgTx> {
         let mut tx = TxConn { conn, open: false };
         let sql = match write {
             None => "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
@@ -122,12 +136,23 @@ impl PgTx {
         };
         tx.conn.client.batch_execute(sql).map_err(|e| pg_error("starting a transaction failed", e))?;
         tx.open = true;
-        Ok(PgTx(Arc::new(Mutex::new(tx))))
+        Ok(PgTx(Arc::new(Mutex::new(tx)), vectors))
     }
 
     /// The table of `kind` in this transaction.
     pub fn table<'t, K: KeyType, V: ValueType>(&self, kind: Kind<K, V>) -> PgTable<'t, K, V> {
-        PgTable { tx: self.0.clone(), name: kind.name(), types: PhantomData }
+        let side = if kind.name() == VECTORS.name() { self.1.clone() } else { None };
+        PgTable { tx: self.0.clone(), name: kind.name(), side, types: PhantomData }
+    }
+
+    /// Vector candidates from pgvector's HNSW index (`vectors.rs`), or `None` where the server has no pgvector
+    /// 0.8.0+ (the caller scans the vectors kind then).
+    ///
+    /// # Errors
+    /// Database errors.
+    pub fn vector_candidates(&self, space: &str, query: &[f32], k: usize) -> Result<Option<Vec<(u64, f32)>>> {
+        let Some(index) = &self.1 else { return Ok(None) };
+        vectors::candidates(&mut self.0.lock().conn.client, index, space, query, k).map(Some)
     }
 
     /// Commits.
@@ -215,6 +240,8 @@ impl PgTx {
 pub struct PgTable<'t, K, V> {
     tx: Arc<Mutex<TxConn>>,
     name: &'static str,
+    /// For the `vectors` kind where pgvector is enabled: every write also goes to `engram_vectors`.
+    side: Option<Arc<VectorIndex>>,
     types: Types<'t, K, V>,
 }
 
@@ -331,7 +358,7 @@ impl<'t, K: KeyType, V: ValueType> PgTable<'t, K, V> {
         let lo = bound_of::<K, KR>(range.start_bound());
         let hi = bound_of::<K, KR>(range.end_bound());
         Ok(PgRows {
-            table: PgTable { tx: self.tx.clone(), name: self.name, types: PhantomData },
+            table: PgTable { tx: self.tx.clone(), name: self.name, side: None, types: PhantomData },
             lo,
             hi,
             front: VecDeque::new(),
@@ -377,16 +404,35 @@ impl<'t, K: KeyType, V: ValueType> PgTable<'t, K, V> {
             placeholders(1, K::PARTS + V::PARTS),
             n = self.name,
         );
-        match self.query(&sql, &params)?.first() {
-            Some(r) => Ok(Some(Self::value(r, 0)?)),
-            None => Ok(None),
+        let old = match self.query(&sql, &params)?.first() {
+            Some(r) => Some(Self::value(r, 0)?),
+            None => None,
+        };
+        if let (Some(index), [SqlValue::Text(space), SqlValue::U64(docno), SqlValue::Bytes(b)]) =
+            (&self.side, params.as_slice())
+        {
+            let v = crate::storage::codec::vector_from_bytes(b);
+            let mut tx = self.tx.lock();
+            vectors::put(&mut |sql, p| tx.conn.exec(sql, p), index, space, *docno as i64, &v)?;
         }
+        Ok(old)
+    }
+
+    /// Deletes the side row (pgvector) of a `vectors` key.
+    fn delete_side(&self, key: &[SqlValue]) -> Result<()> {
+        if let (Some(_), [SqlValue::Text(space), SqlValue::U64(docno)]) = (&self.side, key) {
+            let mut tx = self.tx.lock();
+            vectors::delete(&mut |sql, p| tx.conn.exec(sql, p), space, *docno as i64)?;
+        }
+        Ok(())
     }
 
     /// Deletes the record under `key`, returning its value.
     pub fn remove(&mut self, key: &Borrowed<'_, K>) -> Result<Option<Vec<u8>>> {
         let sql = format!("DELETE FROM \"{}\" WHERE {} RETURNING {}", self.name, key_eq(K::PARTS), Self::value_cols());
-        match self.query(&sql, &key_of::<K>(key))?.first() {
+        let key = key_of::<K>(key);
+        self.delete_side(&key)?;
+        match self.query(&sql, &key)?.first() {
             Some(r) => Ok(Some(Self::value(r, 0)?)),
             None => Ok(None),
         }
@@ -410,6 +456,7 @@ impl<'t, K: KeyType, V: ValueType> PgTable<'t, K, V> {
             for (cols, k, v) in &page {
                 if !keep(decode::<K>(k), decode::<V>(v)) {
                     self.query(&sql, cols)?;
+                    self.delete_side(cols)?;
                 }
             }
             match page.into_iter().last() {
