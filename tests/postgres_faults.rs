@@ -6,6 +6,7 @@
 //! except under `CI`).
 #![cfg(all(feature = "postgres", feature = "server"))]
 
+mod backend;
 mod common;
 
 use std::path::Path;
@@ -88,4 +89,23 @@ fn a_bad_or_unreachable_database_is_a_clear_error_at_open() {
     assert_eq!(e.kind(), ErrorKind::Unreachable, "{e}");
     assert!(e.to_string().starts_with("connecting to PostgreSQL failed"), "{e}");
     assert!(!data.path().join("engram.redb").exists(), "no redb file is made in its place");
+}
+
+/// Text PostgreSQL cannot hold (U+0000 in a message's `external_id`, which becomes a key) is 422 naming the body,
+/// and the thread is unchanged; redb stores it.
+#[test]
+fn a_nul_character_in_a_key_is_422_and_changes_nothing() {
+    if backend::pg_server().is_none() {
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    let store = Arc::new(KnowledgeStore::open(backend::Backend::Postgres.config(data.path())).unwrap());
+    let srv = common::server_on(data.path(), store, 1 << 20);
+    let r = call(&srv, "POST", "/threads", Some(r#"{"thread_id":"t","messages":[{"role":"user","content":"hi"}]}"#));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let body = r#"{"messages":[{"role":"user","content":"x","metadata":{"external_id":"a\u0000b"}}]}"#;
+    let r = call(&srv, "POST", "/threads/t/append", Some(body));
+    assert_eq!(r.status, 422, "{}", r.body);
+    assert_eq!(r.json()["detail"][0]["loc"], serde_json::json!(["body"]), "{}", r.body);
+    assert_eq!(call(&srv, "GET", "/threads/t", None).json()["total_messages"], 1);
 }

@@ -24,8 +24,18 @@ use crate::storage::{Durability, KindInfo};
 pub const SCHEMA_VERSION: i32 = 1;
 
 /// A database error as Engram's: a lost or unreachable server is [`ErrorKind::Unreachable`] (503, retryable);
-/// anything else [`ErrorKind::Io`] with the server's message.
+/// text the database cannot hold (U+0000 in a key such as a message's `external_id`) is
+/// [`ErrorKind::InvalidInput`] at the input's root (`["body"]` over HTTP); anything else [`ErrorKind::Io`] with the server's message.
 pub(crate) fn pg_error(what: &str, e: postgres::Error) -> Error {
+    // PostgreSQL's text cannot hold U+0000, which redb's keys can: the caller's text, refused, nothing stored.
+    if e.code().is_some_and(|c| matches!(c.code(), "22021" | "22P05")) {
+        return Error::invalid_value(
+            &[],
+            "value_error",
+            "text with a NUL character (U+0000) cannot be stored in this store's database",
+            serde_json::Value::Null,
+        );
+    }
     let io = std::error::Error::source(&e).is_some_and(|s| s.is::<std::io::Error>());
     let lost = e.is_closed()
         || io
