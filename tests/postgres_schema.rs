@@ -130,6 +130,17 @@ fn an_unreachable_server_is_a_clear_error_not_a_panic() {
     assert!(e.message().starts_with("connecting to PostgreSQL failed"), "{}", e.message());
 }
 
+/// Whether the server has pgvector; says so when not, and fails under `CI` (which installs it).
+fn has_pgvector(c: &mut Client) -> bool {
+    let available: i64 =
+        c.query_one("SELECT count(*) FROM pg_available_extensions WHERE name = 'vector'", &[]).unwrap().get(0);
+    if available == 0 {
+        assert!(std::env::var_os("CI").is_none(), "CI: pgvector is not installed (tools/postgres/pgvector.sh)");
+        eprintln!("skipped: pgvector is not installed in the test server");
+    }
+    available > 0
+}
+
 /// pgvector in the test server (CI installs 0.8.0 with `tools/postgres/pgvector.sh`): an HNSW index with cosine
 /// distance answers a nearest-neighbour query, and an iterative scan keeps k hits under a selective filter
 /// where a plain scan starves (scale-out §3.4: without it a 1/16 filter returned 2.75 of 10). Skips where the extension is not installed,
@@ -139,11 +150,7 @@ fn pgvector_hnsw_answers_filtered_nearest_neighbour_queries() {
     let Some(base) = server() else { return };
     let db = TempDb::new(&base);
     let mut c = db.client();
-    let available: i64 =
-        c.query_one("SELECT count(*) FROM pg_available_extensions WHERE name = 'vector'", &[]).unwrap().get(0);
-    if available == 0 {
-        assert!(std::env::var_os("CI").is_none(), "CI: pgvector is not installed (tools/postgres/pgvector.sh)");
-        eprintln!("skipped: pgvector is not installed in the test server");
+    if !has_pgvector(&mut c) {
         return;
     }
     // No B-tree on space_id here, so the filtered query must walk the HNSW graph (as in a shared index).
@@ -190,11 +197,7 @@ fn vectors_live_in_pgvector_with_a_partial_hnsw_index_per_dimension() {
     let Some(base) = server() else { return };
     let db = TempDb::new(&base);
     let mut c = db.client();
-    let available: i64 =
-        c.query_one("SELECT count(*) FROM pg_available_extensions WHERE name = 'vector'", &[]).unwrap().get(0);
-    if available == 0 {
-        assert!(std::env::var_os("CI").is_none(), "CI: pgvector is not installed (tools/postgres/pgvector.sh)");
-        eprintln!("skipped: pgvector is not installed in the test server");
+    if !has_pgvector(&mut c) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
