@@ -242,12 +242,56 @@ fn spaces_isolate_records_in_storage() {
     );
 }
 
+/// A redb file is one process's: a second open is locked. A PostgreSQL store is shared: a second open (another
+/// daemon, here another store handle with its own data directory) succeeds, and each sees the other's writes in
+/// its searches through the change feed, deletes included.
 #[test]
-fn a_second_open_of_the_same_file_is_locked() {
+fn a_second_open_is_locked_on_a_file_and_shares_the_store_on_a_database() {
     let dir = tempfile::tempdir().unwrap();
-    let _first = open(dir.path());
-    let err = KnowledgeStore::open(backend::config(dir.path())).unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::Locked);
+    let first = open(dir.path());
+    match backend::Backend::current() {
+        backend::Backend::Redb => {
+            let err = KnowledgeStore::open(backend::config(dir.path())).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::Locked);
+        }
+        #[cfg(feature = "postgres")]
+        backend::Backend::Postgres => {
+            let dir2 = tempfile::tempdir().unwrap();
+            let second =
+                KnowledgeStore::open(engram::StoreConfig::new(dir2.path()).database(backend::pg_url_for(dir.path())))
+                    .expect("a second process opens the same database");
+            first.create_memory(mem("a1", "The lighthouse keeper logs the tide at dawn")).unwrap();
+            // Read by id at once: the database answers.
+            assert_eq!(
+                second.get_memory("a1", None).unwrap().memory.content,
+                "The lighthouse keeper logs the tide at dawn"
+            );
+            // Searched: the second handle's indexes catch up from the feed.
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            let found = loop {
+                let hits = search(&second, "lighthouse tide", "default", 5, MemoryFilter::default());
+                if hits == vec!["a1".to_string()] || std::time::Instant::now() > until {
+                    break hits;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            };
+            assert_eq!(found, vec!["a1".to_string()]);
+            // A write on the second is in the first's search right after the second's write returns and the
+            // first catches up; a delete on the second leaves the first's search.
+            second.create_memory(mem("b1", "Harbour lighthouse lamps are trimmed weekly")).unwrap();
+            second.delete_memory("a1", None).unwrap();
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            let found = loop {
+                let hits = search(&first, "lighthouse", "default", 5, MemoryFilter::default());
+                if hits == vec!["b1".to_string()] || std::time::Instant::now() > until {
+                    break hits;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            };
+            assert_eq!(found, vec!["b1".to_string()]);
+            assert_eq!(search(&second, "lighthouse", "default", 5, MemoryFilter::default()), vec!["b1".to_string()]);
+        }
+    }
 }
 
 /// A sentence whose entity mentions overlap ("CPU 0" inside a longer match) once panicked the parenthetical

@@ -9,7 +9,7 @@ use rustc_hash::FxHashMap;
 use crate::model::{Memory, MemoryState, Timestamp, UnitType};
 
 /// The filterable fields of one memory.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct DocMeta {
     /// Memory id.
     pub id: String,
@@ -41,7 +41,7 @@ pub struct DocMeta {
 
 /// Where a memory sits in a sequence: the group (a thread or a source) and its ordinal in it (first message
 /// index, chunk index). Neighbours are the memories of the same group nearest in ordinal.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Position {
     /// `thread:<thread id>` or `source:<source id>`.
     pub group: Arc<str>,

@@ -9,7 +9,7 @@ use std::ops::RangeBounds;
 use std::path::Path;
 
 #[cfg(feature = "postgres")]
-use super::postgres::{PgDb, PgRows, PgTable, PgTx};
+use super::postgres::{PgClaim, PgDb, PgRows, PgTable, PgTx};
 use super::redb::record::decode;
 use super::redb::{
     Borrowed, KeyType, RedbDb, RedbGot, RedbRead, RedbReadTable, RedbRows, RedbTable, RedbWrite, ValueType,
@@ -128,6 +128,56 @@ impl Db {
         }
     }
 
+    /// Whether other processes may write this database at the same time (PostgreSQL): the store then keeps
+    /// its in-memory indexes current from the change feed ([`WriteTx::publish`], [`Db::changes_since`]).
+    pub fn shared(&self) -> bool {
+        !matches!(self.0, DbInner::Redb(_))
+    }
+
+    /// Claims the background work named `name` (`"graph"`, `"reembed"`) for this process: `None` when another
+    /// process holds it. A redb file has one process: always claimed. Released when the [`Claim`] is dropped.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn claim(&self, name: &str) -> Result<Option<Claim>> {
+        match &self.0 {
+            DbInner::Redb(_) => {
+                let _ = name;
+                Ok(Some(Claim(ClaimInner::Local)))
+            }
+            #[cfg(feature = "postgres")]
+            DbInner::Pg(d) => Ok(d.claim(name)?.map(|c| Claim(ClaimInner::Pg(c)))),
+        }
+    }
+
+    /// The change feed after `after`, oldest first, at most `limit` entries, and the highest `seq` pruned from
+    /// it: `(pruned, [(seq, body)])`. Empty on a redb file (no other writer).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn changes_since(&self, after: u64, limit: usize) -> Result<(u64, Vec<(u64, Vec<u8>)>)> {
+        match &self.0 {
+            DbInner::Redb(_) => {
+                let _ = (after, limit);
+                Ok((0, Vec::new()))
+            }
+            #[cfg(feature = "postgres")]
+            DbInner::Pg(d) => d.changes_since(after, limit),
+        }
+    }
+
+    /// Deletes change-feed entries older than ten minutes; returns how many (0 on a redb file).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn prune_changes(&self) -> Result<u64> {
+        match &self.0 {
+            DbInner::Redb(_) => Ok(0),
+            #[cfg(feature = "postgres")]
+            DbInner::Pg(d) => d.prune_changes(),
+        }
+    }
+
     /// One compaction step: moves pages towards the front and truncates the file. `Ok(true)` when another step
     /// may shrink it further. Needs the only handle on the database (no open transaction). Nothing to do on a
     /// database server.
@@ -142,6 +192,16 @@ impl Db {
         }
     }
 }
+
+enum ClaimInner {
+    Local,
+    #[cfg(feature = "postgres")]
+    #[allow(dead_code)] // Held for its Drop.
+    Pg(PgClaim),
+}
+
+/// Background work claimed by this process ([`Db::claim`]); released on drop.
+pub struct Claim(#[allow(dead_code)] ClaimInner);
 
 enum ReadInner {
     Redb(RedbRead),
@@ -171,6 +231,18 @@ impl ReadTx {
         match &self.0 {
             ReadInner::Pg(t) => Some(t),
             ReadInner::Redb(_) => None,
+        }
+    }
+
+    /// The last change-feed `seq` committed as of this snapshot (0 on a redb file, which has no feed).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn change_head(&self) -> Result<u64> {
+        match &self.0 {
+            ReadInner::Redb(_) => Ok(0),
+            #[cfg(feature = "postgres")]
+            ReadInner::Pg(t) => t.change_head(),
         }
     }
 
@@ -209,6 +281,22 @@ impl WriteTx {
             #[cfg(feature = "postgres")]
             WriteInner::Pg(t) => TableInner::Pg(t.table(kind)),
         }))
+    }
+
+    /// Appends `body` to the change feed, visible with the transaction's other writes (a no-op on a redb file,
+    /// whose one process applies its changes itself).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn publish(&self, body: &[u8]) -> Result<()> {
+        match &self.0 {
+            WriteInner::Redb(_) => {
+                let _ = body;
+                Ok(())
+            }
+            #[cfg(feature = "postgres")]
+            WriteInner::Pg(t) => t.publish(body),
+        }
     }
 
     /// Makes every write of the transaction visible (and durable, as [`Db::write`] asked) at once.

@@ -170,10 +170,9 @@ pub(crate) struct Ctx {
     pub graph: Arc<RwLock<GraphState>>,
     /// For writing crystals.
     pub embedder: Arc<dyn crate::embed::Embedder>,
-    pub index: Arc<RwLock<super::IndexState>>,
-    pub vector: crate::index::vector::VectorParams,
     pub durability: crate::config::Durability,
-    pub wake_hnsw: Arc<dyn Fn() + Send + Sync>,
+    /// The change feed (publishes the recompute's crystal and PageRank changes; claims the recompute).
+    pub feed: Arc<super::feed::Feed>,
 }
 
 /// Starts the background recomputation: woken after writes, it runs once writes pause.
@@ -198,7 +197,22 @@ pub(crate) fn start_worker(ctx: Ctx) -> super::worker::Worker {
             if done == Some(g1) {
                 continue;
             }
-            if let Err(e) = recompute(&ctx, &|| c.stopped()) {
+            // One process recomputes each generation: the others skip while it holds the claim, and find the
+            // generation done once it committed.
+            let claim = match ctx.db.claim("graph") {
+                Ok(Some(claim)) => claim,
+                Ok(None) => continue,
+                Err(e) => {
+                    tracing::debug!(error = %e.chain(), "claiming the graph recompute failed");
+                    continue;
+                }
+            };
+            if graph_generation(&ctx.db).unwrap_or(None) == Some(g1) {
+                continue;
+            }
+            let result = recompute(&ctx, &|| c.stopped());
+            drop(claim);
+            if let Err(e) = result {
                 tracing::warn!(error = %e.chain(), "community detection failed; will retry after the next write");
             }
         }
@@ -567,13 +581,11 @@ pub(crate) fn recompute(ctx: &Ctx, stopped: &dyn Fn() -> bool) -> Result<GraphRe
             meta.insert("graph_generation", done.to_le_bytes().as_slice())?;
         }
         report.crystals_changed = changed;
+        ctx.feed.publish(&txn, super::feed::ChangeOut::Index(&ops))?;
+        ctx.feed.publish(&txn, super::feed::ChangeOut::Ranks)?;
         txn.commit()?;
     }
-    if !ops.is_empty() {
-        let (dim, vector) = (ctx.embedder.dim(), ctx.vector);
-        super::apply_ops(&ctx.index, ops, &|| super::SpaceIndex::empty(dim, vector));
-        (ctx.wake_hnsw)();
-    }
+    ctx.feed.apply(ops);
     let mut memory_rank: HashMap<String, HashMap<String, f32>> = HashMap::new();
     for (mi, (s, m)) in memory_nodes.iter().enumerate() {
         memory_rank.entry(s.clone()).or_default().insert(m.clone(), (rank[e_count + mi] / top_memory) as f32);
@@ -586,6 +598,7 @@ pub(crate) fn recompute(ctx: &Ctx, stopped: &dyn Fn() -> bool) -> Result<GraphRe
         edges = report.edges,
         communities = report.communities,
         ms = report.elapsed_ms,
+        generation = report.generation,
         "communities and PageRank recomputed"
     );
     Ok(report)
@@ -605,24 +618,27 @@ pub(crate) fn load_ranks(db: &crate::storage::Db) -> Result<HashMap<String, Hash
 
 impl KnowledgeStore {
     pub(crate) fn graph_ctx(&self) -> Ctx {
-        let hnsw = self.builder.control();
         Ctx {
             db: self.db.clone(),
             writer: self.writer.clone(),
             graph: self.graph.clone(),
             embedder: self.config.embedder.clone(),
-            index: self.index.clone(),
-            vector: self.config.vector,
             durability: self.config.durability,
-            wake_hnsw: Arc::new(move || hnsw.wake()),
+            feed: self.feed.clone(),
         }
     }
 
     /// Recomputes communities and PageRank now (the background worker does it once writes pause).
     ///
     /// # Errors
-    /// Storage errors.
+    /// Storage errors; [`crate::ErrorKind::Locked`] while another process sharing the database recomputes it.
     pub fn recompute_graph(&self) -> Result<GraphReport> {
+        let Some(_claim) = self.db.claim("graph")? else {
+            return Err(Error::new(
+                crate::ErrorKind::Locked,
+                "another process is recomputing the graph of this store now; its result is shared when it finishes",
+            ));
+        };
         recompute(&self.graph_ctx(), &|| false)
     }
 

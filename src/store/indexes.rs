@@ -49,6 +49,7 @@ impl SpaceIndex {
 }
 
 /// The analysed text of a document: distinct terms with frequencies, and its length in terms.
+#[derive(serde::Serialize, serde::Deserialize)]
 pub(crate) struct LexEntry {
     pub terms: Vec<(String, u32)>,
     pub len: u32,
@@ -60,7 +61,9 @@ pub(crate) struct IndexState {
 }
 
 /// A change to apply to the in-memory indexes once its transaction has committed. `lex` is Some when the
-/// document's postings changed; `vector` is Some when its vector did.
+/// document's postings changed; `vector` is Some when its vector did. Also the change feed's unit
+/// ([`super::feed`]).
+#[derive(serde::Serialize, serde::Deserialize)]
 pub(crate) enum IndexOp {
     Remove { space: String, docno: u64, lex: Option<LexEntry> },
     Put { space: String, docno: u64, meta: DocMeta, vector: Option<Vec<f32>>, lex: Option<LexEntry> },
@@ -183,11 +186,29 @@ impl KnowledgeStore {
         SpaceIndex::empty(self.config.embedder.dim(), self.config.vector)
     }
 
-    /// Applies committed changes to the in-memory indexes.
+    /// Applies a commit's changes to the in-memory indexes (on a shared database: catches up with the change
+    /// feed, which holds them; see [`super::feed`]).
     pub(crate) fn apply(&self, ops: Vec<IndexOp>) {
-        apply_ops(&self.index, ops, &|| self.new_space_index());
+        self.feed.apply(ops);
         self.builder.wake();
         self.graph_worker.wake();
+    }
+
+    /// Runs `f` in one write transaction ([`Self::write_txn`]) with a list for its index operations, publishes
+    /// them to the change feed in the same transaction, and applies them once it committed. Nothing is written
+    /// or applied if `f` fails.
+    pub(crate) fn write_indexed<T>(
+        &self,
+        f: impl FnOnce(&crate::storage::WriteTx, &mut Vec<IndexOp>) -> crate::error::Result<T>,
+    ) -> crate::error::Result<T> {
+        let mut ops = Vec::new();
+        let out = self.write_txn(|txn| {
+            let out = f(txn, &mut ops)?;
+            self.feed.publish(txn, super::feed::ChangeOut::Index(&ops))?;
+            Ok(out)
+        })?;
+        self.apply(ops);
+        Ok(out)
     }
 
     /// Blocks until every space's vector index is complete (background re-embedding finished, graphs built

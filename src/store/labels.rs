@@ -148,8 +148,7 @@ impl KnowledgeStore {
     ) -> Result<bool> {
         let now = Timestamp::now();
         let _w = self.writer.lock();
-        let mut ops = Vec::new();
-        let changed = self.write_txn(|txn| {
+        let changed = self.write_indexed(|txn, ops| {
             let mut t = WTables::open(txn)?;
             let (space, sm) = t.locate(memory_id, space_guard)?;
             let label: Label = get_record(&t.labels, (space.as_str(), label_id))?
@@ -165,7 +164,6 @@ impl KnowledgeStore {
             ops.push(IndexOp::meta(&space, &sm, ids));
             Ok(true)
         })?;
-        self.apply(ops);
         Ok(changed)
     }
 }

@@ -93,8 +93,7 @@ impl KnowledgeStore {
         }
         let now = Timestamp::now();
         let _w = self.writer.lock();
-        let mut ops = Vec::new();
-        let out = self.write_txn(|txn| {
+        let out = self.write_indexed(|txn, ops| {
             let mut w = WTables::open(txn)?;
             let (space, mut sm) = w.locate(id, space_guard)?;
             let from = sm.memory.state;
@@ -182,7 +181,6 @@ impl KnowledgeStore {
                 changed: true,
             })
         })?;
-        self.apply(ops);
         Ok(out)
     }
 
@@ -300,6 +298,7 @@ impl KnowledgeStore {
                     ops.push(IndexOp::meta(&space, &sm, labels));
                 }
             }
+            self.feed.publish(&txn, super::feed::ChangeOut::Index(&ops))?;
             // Not counted as a write generation (it changes no knowledge, so derived results stay current).
             txn.commit()?;
             Ok(())

@@ -571,8 +571,7 @@ impl KnowledgeStore {
         let vectors = if embedder.external() { Vec::new() } else { embedder.embed(&refs, InputType::Document)? };
 
         let _w = self.writer.lock();
-        let mut ops = Vec::new();
-        let results = self.write_txn(|txn| {
+        let results = self.write_indexed(|txn, ops| {
             let base = Self::alloc_docnos(txn, batch.len() as u64)?;
             let mut t = WTables::open(txn)?;
             let mut results = Vec::with_capacity(batch.len());
@@ -602,11 +601,10 @@ impl KnowledgeStore {
                 };
                 let given = n.embedding.is_some();
                 let plan = PutPlan { space, existing, merged, labels, new_docno: base + i as u64, vector, given };
-                results.push(self.put_memory(&mut t, plan, now, &mut ops)?);
+                results.push(self.put_memory(&mut t, plan, now, ops)?);
             }
             Ok(results)
         })?;
-        self.apply(ops);
         drop(_w);
         if reviews {
             self.raise_reviews(&results);
@@ -693,8 +691,7 @@ impl KnowledgeStore {
         }
         let now = Timestamp::now();
         let _w = self.writer.lock();
-        let mut ops = Vec::new();
-        let created = self.write_txn(|txn| {
+        let created = self.write_indexed(|txn, ops| {
             let base = Self::alloc_docnos(txn, 1)?;
             let mut t = WTables::open(txn)?;
             let (space, sm) = t.locate(id, space_guard)?;
@@ -711,9 +708,8 @@ impl KnowledgeStore {
                 given: given.is_some(),
                 vector: given,
             };
-            self.put_memory(&mut t, plan, now, &mut ops)
+            self.put_memory(&mut t, plan, now, ops)
         })?;
-        self.apply(ops);
         Ok(created.view)
     }
 
@@ -724,8 +720,7 @@ impl KnowledgeStore {
     pub fn delete_memory(&self, id: &str, space_guard: Option<&str>) -> Result<DeleteReport> {
         let now = Timestamp::now();
         let _w = self.writer.lock();
-        let mut ops = Vec::new();
-        let report = self.write_txn(|txn| {
+        let report = self.write_indexed(|txn, ops| {
             let mut t = WTables::open(txn)?;
             let not_found = || Error::not_found(ErrorCode::MemoryNotFound, format!("memory '{id}' not found"));
             let space = t.memory_space.get(id)?.map(|v| v.value().to_string()).ok_or_else(not_found)?;
@@ -738,7 +733,6 @@ impl KnowledgeStore {
             ops.push(IndexOp::Remove { space, docno: sm.docno, lex: Some(lex) });
             Ok(DeleteReport { deleted_relationships: edges })
         })?;
-        self.apply(ops);
         Ok(report)
     }
 

@@ -7,6 +7,7 @@
 
 mod communities;
 mod entities;
+mod feed;
 mod graph_files;
 mod health;
 mod indexes;
@@ -109,12 +110,16 @@ pub struct KnowledgeStore {
     /// Label name -> embedding, for merge candidates (cleared past 20,000 names).
     label_vector_cache: Mutex<HashMap<String, Vec<f32>>>,
     /// BM25 over source chunks, per space, built on the first search and dropped when the space's sources change.
-    pub(crate) chunk_index: RwLock<HashMap<String, Arc<sources::ChunkIndex>>>,
+    pub(crate) chunk_index: Arc<RwLock<HashMap<String, Arc<sources::ChunkIndex>>>>,
     /// Data import jobs.
     pub(crate) jobs: transfer::Jobs,
     /// Communities and PageRank results.
     pub(crate) graph: Arc<RwLock<communities::GraphState>>,
-    /// Recomputes them once writes pause. Declared first among the workers: dropped (stopped) first.
+    /// The change feed: keeps the in-memory state current when other processes write the database.
+    pub(crate) feed: Arc<feed::Feed>,
+    /// Reads the feed on a shared database. Declared first among the workers: dropped (stopped) first.
+    feed_worker: Mutex<Option<worker::Worker>>,
+    /// Recomputes them once writes pause.
     graph_worker: worker::Worker,
     // Declared before `builder`: dropped (stopped and joined) first, as it wakes the builder.
     reembed: Mutex<Option<worker::Worker>>,

@@ -78,6 +78,7 @@ pub(crate) fn compact_if_sparse(db: &mut Db, path: &std::path::Path) {
 
 impl Drop for KnowledgeStore {
     fn drop(&mut self) {
+        drop(self.feed_worker.lock().take());
         // Reads still queued are counted before the store closes.
         {
             let _w = self.writer.lock();
@@ -148,16 +149,25 @@ impl KnowledgeStore {
         let builder = start_graph_builder(index.clone(), config.vector, db.clone(), graph_files.clone());
         let writer = Arc::new(Mutex::new(()));
         let graph = Arc::new(RwLock::new(communities::GraphState::default()));
+        let chunk_index = Arc::new(RwLock::new(HashMap::new()));
         let hnsw = builder.control();
+        let feed = Arc::new(feed::Feed::new(
+            db.clone(),
+            index.clone(),
+            graph.clone(),
+            chunk_index.clone(),
+            graph_files.clone(),
+            config.embedder.dim(),
+            config.vector,
+            Arc::new(move || hnsw.wake()),
+        ));
         let graph_worker = communities::start_worker(communities::Ctx {
             db: db.clone(),
             writer: writer.clone(),
             graph: graph.clone(),
             embedder: config.embedder.clone(),
-            index: index.clone(),
-            vector: config.vector,
             durability: config.durability,
-            wake_hnsw: Arc::new(move || hnsw.wake()),
+            feed: feed.clone(),
         });
         let store = KnowledgeStore {
             db,
@@ -167,12 +177,14 @@ impl KnowledgeStore {
             started: Instant::now(),
             reembed_progress: Arc::default(),
             label_vector_cache: Mutex::default(),
-            chunk_index: RwLock::default(),
+            chunk_index,
             jobs: transfer::Jobs::default(),
             durable_generation: Default::default(),
             pending_access: Default::default(),
             access_queue: Default::default(),
             graph,
+            feed_worker: Mutex::new(None),
+            feed,
             graph_worker,
             reembed: Mutex::new(None),
             builder,
@@ -187,6 +199,9 @@ impl KnowledgeStore {
         store.check_embedder()?;
         store.load_indexes()?;
         store.graph.write().memory_rank = communities::load_ranks(&store.db)?;
+        if store.db.shared() {
+            *store.feed_worker.lock() = Some(feed::start_worker(store.feed.clone()));
+        }
         store.builder.wake();
         store.graph_worker.wake();
         store.start_reembedding();
@@ -211,6 +226,7 @@ impl KnowledgeStore {
             embedder: self.config.embedder.clone(),
             durability: self.config.durability,
             wake_graphs: Arc::new(move || hnsw.wake()),
+            feed: self.feed.clone(),
         };
         *self.reembed.lock() = Some(reembed::start(ctx, work, self.reembed_progress.clone()));
     }
@@ -354,73 +370,89 @@ impl KnowledgeStore {
         Ok(())
     }
 
-    /// Builds the catalog and vector indexes of every space from the file.
+    /// Builds the catalog and vector indexes of every space from the database, and sets the change-feed
+    /// position to the snapshot they were read from.
     pub(crate) fn load_indexes(&self) -> Result<()> {
-        let rtx = self.db.read()?;
-        let mut state = IndexState { spaces: HashMap::new() };
-        let dim = self.config.embedder.dim();
-        for row in rtx.table(SPACES)?.iter()? {
-            let (k, _) = row?;
-            state.spaces.insert(k.value().to_string(), self.new_space_index());
-        }
-        let mut labels: HashMap<(String, String), BTreeSet<String>> = HashMap::new();
-        for row in rtx.table(MEMORY_LABELS)?.iter()? {
-            let (k, _) = row?;
-            let (s, m, l) = k.value();
-            labels.entry((s.to_string(), m.to_string())).or_default().insert(l.to_string());
-        }
-        for row in rtx.table(MEMORIES)?.iter()? {
-            let (k, v) = row?;
-            let (space, id) = k.value();
-            let sm: StoredMemory = schema::decode(v.value())?;
-            let l = labels.remove(&(space.to_string(), id.to_string())).unwrap_or_default();
-            let si = state.spaces.entry(space.to_string()).or_insert_with(|| self.new_space_index());
-            si.catalog.insert(sm.docno, DocMeta::of(&sm.memory, l));
-        }
-        for row in rtx.table(POSTINGS)?.iter()? {
-            let (k, v) = row?;
-            let (space, term, docno) = k.value();
-            if let Some(si) = state.spaces.get_mut(space) {
-                si.lexicon.load(term, crate::index::bm25::Posting::unpack(docno, v.value()));
-            }
-        }
-        for row in rtx.table(LEX_STATS)?.iter()? {
-            let (k, v) = row?;
-            if let Some(si) = state.spaces.get_mut(k.value()) {
-                (si.lexicon.docs, si.lexicon.total_len) = v.value();
-            }
-        }
-        for si in state.spaces.values_mut() {
-            si.lexicon.finish_load();
-        }
-        // Saved graphs first, so that each vector is read straight into its graph or the arena: one copy.
-        self.graph_files.stage_all(&self.db, &mut state.spaces);
-        let mut current: Option<(String, &mut SpaceIndex)> = None;
-        let mut others = state.spaces.iter_mut().map(|(k, v)| (k.clone(), v)).collect::<HashMap<_, _>>();
-        for row in rtx.table(VECTORS)?.iter()? {
-            let (k, v) = row?;
-            let (space, docno) = k.value();
-            if current.as_ref().is_none_or(|(s, _)| s != space) {
-                if let Some((s, si)) = current.take() {
-                    others.insert(s, si);
-                }
-                current = others.remove(space).map(|si| (space.to_string(), si));
-            }
-            let Some((_, si)) = current.as_mut() else { continue };
-            if si.catalog.get(docno).is_some() {
-                let vec = schema::vector_from_bytes(v.value());
-                if vec.len() == dim {
-                    si.vectors.insert_loaded(docno, &vec);
-                }
-            }
-        }
-        drop(current);
-        drop(others);
-        drop(rtx);
-        self.graph_files.finish_all(&mut state.spaces);
+        let (state, head) =
+            load_index_state(&self.db, self.config.embedder.dim(), self.config.vector, &self.graph_files)?;
         *self.index.write() = state;
+        self.feed.loaded_at(head);
         Ok(())
     }
+}
+
+/// The catalog, BM25 and vector indexes of every space, read in one snapshot, and the change-feed `seq` of that
+/// snapshot (0 on a redb file).
+pub(crate) fn load_index_state(
+    db: &Db,
+    dim: usize,
+    vector: crate::index::vector::VectorParams,
+    graph_files: &graph_files::GraphFiles,
+) -> Result<(IndexState, u64)> {
+    let new_space_index = || SpaceIndex::empty(dim, vector);
+    let rtx = db.read()?;
+    let head = rtx.change_head()?;
+    let mut state = IndexState { spaces: HashMap::new() };
+    for row in rtx.table(SPACES)?.iter()? {
+        let (k, _) = row?;
+        state.spaces.insert(k.value().to_string(), new_space_index());
+    }
+    let mut labels: HashMap<(String, String), BTreeSet<String>> = HashMap::new();
+    for row in rtx.table(MEMORY_LABELS)?.iter()? {
+        let (k, _) = row?;
+        let (s, m, l) = k.value();
+        labels.entry((s.to_string(), m.to_string())).or_default().insert(l.to_string());
+    }
+    for row in rtx.table(MEMORIES)?.iter()? {
+        let (k, v) = row?;
+        let (space, id) = k.value();
+        let sm: StoredMemory = schema::decode(v.value())?;
+        let l = labels.remove(&(space.to_string(), id.to_string())).unwrap_or_default();
+        let si = state.spaces.entry(space.to_string()).or_insert_with(|| new_space_index());
+        si.catalog.insert(sm.docno, DocMeta::of(&sm.memory, l));
+    }
+    for row in rtx.table(POSTINGS)?.iter()? {
+        let (k, v) = row?;
+        let (space, term, docno) = k.value();
+        if let Some(si) = state.spaces.get_mut(space) {
+            si.lexicon.load(term, crate::index::bm25::Posting::unpack(docno, v.value()));
+        }
+    }
+    for row in rtx.table(LEX_STATS)?.iter()? {
+        let (k, v) = row?;
+        if let Some(si) = state.spaces.get_mut(k.value()) {
+            (si.lexicon.docs, si.lexicon.total_len) = v.value();
+        }
+    }
+    for si in state.spaces.values_mut() {
+        si.lexicon.finish_load();
+    }
+    // Saved graphs first, so that each vector is read straight into its graph or the arena: one copy.
+    graph_files.stage_all(db, &mut state.spaces);
+    let mut current: Option<(String, &mut SpaceIndex)> = None;
+    let mut others = state.spaces.iter_mut().map(|(k, v)| (k.clone(), v)).collect::<HashMap<_, _>>();
+    for row in rtx.table(VECTORS)?.iter()? {
+        let (k, v) = row?;
+        let (space, docno) = k.value();
+        if current.as_ref().is_none_or(|(s, _)| s != space) {
+            if let Some((s, si)) = current.take() {
+                others.insert(s, si);
+            }
+            current = others.remove(space).map(|si| (space.to_string(), si));
+        }
+        let Some((_, si)) = current.as_mut() else { continue };
+        if si.catalog.get(docno).is_some() {
+            let vec = schema::vector_from_bytes(v.value());
+            if vec.len() == dim {
+                si.vectors.insert_loaded(docno, &vec);
+            }
+        }
+    }
+    drop(current);
+    drop(others);
+    drop(rtx);
+    graph_files.finish_all(&mut state.spaces);
+    Ok((state, head))
 }
 
 impl KnowledgeStore {

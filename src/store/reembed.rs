@@ -74,6 +74,8 @@ pub(crate) struct Ctx {
     pub embedder: Arc<dyn Embedder>,
     pub durability: Durability,
     pub wake_graphs: Arc<dyn Fn() + Send + Sync>,
+    /// The change feed (publishes the new vectors; claims the work).
+    pub feed: Arc<super::feed::Feed>,
 }
 
 /// `(space, docno, memory id)` of every memory without a vector, in file order.
@@ -100,7 +102,25 @@ pub(crate) fn start(ctx: Ctx, work: Vec<(String, u64, String)>, progress: Arc<Pr
     progress.running.store(true, Ordering::Release);
     let prog = progress.clone();
     let worker = Worker::spawn("engram-reembed", move |c| {
-        if let Err(e) = run(&ctx, &work, &prog, &|| c.stopped()) {
+        // One process re-embeds a shared database; the others receive the vectors through the change feed.
+        let claim = match ctx.db.claim("reembed") {
+            Ok(Some(claim)) => claim,
+            Ok(None) => {
+                tracing::info!(
+                    "another process is re-embedding this store; its vectors arrive through the change feed"
+                );
+                prog.running.store(false, Ordering::Release);
+                return;
+            }
+            Err(e) => {
+                *prog.error.lock() = Some(e.to_string());
+                prog.running.store(false, Ordering::Release);
+                return;
+            }
+        };
+        let result = run(&ctx, &work, &prog, &|| c.stopped());
+        drop(claim);
+        if let Err(e) = result {
             tracing::error!(error = %e.chain(), "re-embedding stopped; it resumes at the next open");
             *prog.error.lock() = Some(e.to_string());
         }
@@ -174,6 +194,7 @@ fn run(ctx: &Ctx, work: &[(String, u64, String)], prog: &Progress, stopped: &dyn
                     mems.insert((*space, *id), schema::encode(&sm)?.as_slice())?;
                     stored.push((space.to_string(), *docno, schema::vector_from_bytes(&bytes)));
                 }
+                ctx.feed.publish(txn, super::feed::ChangeOut::Vectors(&stored))?;
                 Ok(stored)
             })?
         };

@@ -282,6 +282,7 @@ impl KnowledgeStore {
                     chunks.insert((id.as_str(), i as u64), schema::encode(c)?.as_slice())?;
                 }
             }
+            self.feed.publish(txn, super::feed::ChangeOut::Sources(&space))?;
             Ok(None)
         })?;
         drop(_w);
@@ -672,8 +673,7 @@ impl KnowledgeStore {
         let space = source.space_id.clone();
         let now = Timestamp::now();
         let _w = self.writer.lock();
-        let mut ops: Vec<IndexOp> = Vec::new();
-        let removed = self.write_txn(|txn| {
+        let removed = self.write_indexed(|txn, ops| {
             let mut t = WTables::open(txn)?;
             let prefix = format!("{id}#c");
             let mut ids = Vec::new();
@@ -699,10 +699,10 @@ impl KnowledgeStore {
             txn.table(SOURCE_FILES)?.remove(id)?;
             let mut chunks = txn.table(SOURCE_CHUNKS)?;
             chunks.retain_in((id, 0u64)..=(id, u64::MAX), |_, _| false)?;
+            self.feed.publish(txn, super::feed::ChangeOut::Sources(&space))?;
             Ok(ids.len() as u64)
         })?;
         drop(_w);
-        self.apply(ops);
         self.chunk_index.write().remove(&space);
         Ok((source, removed))
     }

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use super::memories::WTables;
 use super::tables::*;
 use super::types::{MoveFailure, MoveReport, MoveSelection, NewSpace, SpacePatch};
-use super::{DEFAULT_SPACE, IndexOp, KnowledgeStore, StoredMemory, get_record, schema};
+use super::{DEFAULT_SPACE, KnowledgeStore, StoredMemory, get_record, schema};
 use crate::error::ErrorCode;
 use crate::error::{Error, ErrorKind, FieldError, Result};
 use crate::model::{Space, SpaceUsage, Timestamp};
@@ -368,8 +368,7 @@ impl KnowledgeStore {
         }
         let now = Timestamp::now();
         let _w = self.writer.lock();
-        let mut ops: Vec<IndexOp> = Vec::new();
-        let (moved, failures) = self.write_txn(|txn| {
+        let (moved, failures) = self.write_indexed(|txn, ops| {
             let base = Self::alloc_docnos(txn, ids.len() as u64)?;
             let mut t = WTables::open(txn)?;
             let mut moved = 0u64;
@@ -386,12 +385,11 @@ impl KnowledgeStore {
                     continue;
                 }
                 let vector = t.vectors.get((space.as_str(), sm.docno))?.map(|v| schema::vector_from_bytes(v.value()));
-                self.move_one(&mut t, space, sm, target, base + i as u64, vector, now, &mut ops)?;
+                self.move_one(&mut t, space, sm, target, base + i as u64, vector, now, ops)?;
                 moved += 1;
             }
             Ok((moved, failures))
         })?;
-        self.apply(ops);
         report.moved_count = moved;
         report.failed_count = failures.len() as u64;
         report.failures = failures.into_iter().take(100).collect();

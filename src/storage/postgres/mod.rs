@@ -8,6 +8,7 @@
 //! The tables live in the connection's current schema: several stores share a database by connecting with
 //! another `search_path` (`options=-csearch_path=team_a` in the URL).
 
+mod feed;
 mod tx;
 mod vectors;
 
@@ -95,41 +96,44 @@ impl r2d2::ManageConnection for PgManager {
     }
 }
 
-/// A store's PostgreSQL database: a pool of connections (r2d2), one per open transaction, and the session that
-/// holds the store's owner lock.
+/// A store's PostgreSQL database: a pool of connections (r2d2), one per open transaction. Any number of
+/// processes may open the same store: writers take turns under an advisory lock, and each process keeps its
+/// in-memory indexes current from the change feed (`feed.rs`).
 pub struct PgDb {
     pool: r2d2::Pool<PgManager>,
     /// pgvector beside the vectors kind, where the server has 0.8.0+ (`vectors.rs`).
     vectors: Option<std::sync::Arc<vectors::VectorIndex>>,
-    /// Holds `pg_try_advisory_lock('engram:owner:<schema>')` while the store is open: the daemon keeps
-    /// in-memory indexes of the database (BM25 mirror, HNSW graph), which a second writer would leave stale,
-    /// so one process opens a store at a time, as with the redb file. The lock goes with the session when the
-    /// process dies (and when the server restarts: a known gap until several daemons are supported).
-    _owner: parking_lot::Mutex<Client>,
+}
+
+/// A claim on one piece of background work ([`PgDb::claim`]): a session-level advisory lock held on a pooled
+/// connection, released when dropped (or by the server when the process dies).
+pub struct PgClaim {
+    conn: r2d2::PooledConnection<PgManager>,
+    key: String,
+}
+
+impl Drop for PgClaim {
+    fn drop(&mut self) {
+        // A connection that fails here lost its session, and the lock with it.
+        let _ = self
+            .conn
+            .client
+            .execute("SELECT pg_advisory_unlock(hashtextextended($1 || current_schema(), 0))", &[&self.key]);
+    }
 }
 
 impl PgDb {
-    /// Connects to `url`, creates or migrates the schema ([`migrate`]), takes the store's owner lock and opens a
-    /// pool of at most `pool_size` connections, made as needed; a transaction waits at most 5 s for one, then
-    /// fails with [`ErrorKind::Unreachable`].
+    /// Connects to `url`, creates or migrates the schema ([`migrate`]) and opens a pool of at most `pool_size`
+    /// connections, made as needed; a transaction waits at most 5 s for one, then fails with
+    /// [`ErrorKind::Unreachable`].
     ///
     /// # Errors
-    /// See [`connect`] and [`migrate`]; [`ErrorKind::Locked`] when another process has the store open.
+    /// See [`connect`] and [`migrate`].
     pub fn connect(url: &str, pool_size: u32) -> Result<PgDb> {
         let mut client = connect(url)?;
         migrate(&mut client)?;
-        let owned: bool = client
-            .query_one("SELECT pg_try_advisory_lock(hashtextextended('engram:owner:' || current_schema(), 0))", &[])
-            .and_then(|r| r.try_get(0))
-            .map_err(|e| pg_error("taking the store's owner lock failed", e))?;
-        if !owned {
-            return Err(Error::new(
-                ErrorKind::Locked,
-                "the store's database is open in another Engram process (the daemon or another program); close it \
-                 first",
-            ));
-        }
         let vectors = vectors::setup(&mut client)?.map(std::sync::Arc::new);
+        drop(client);
         let config = parse_url(url)?;
         let pool = r2d2::Pool::builder()
             .max_size(pool_size.max(1))
@@ -139,7 +143,40 @@ impl PgDb {
             // connection closed takes another (`PgDb::begin`).
             .test_on_check_out(false)
             .build_unchecked(PgManager { config });
-        Ok(PgDb { pool, vectors, _owner: parking_lot::Mutex::new(client) })
+        Ok(PgDb { pool, vectors })
+    }
+
+    /// Claims the background work named `name` for this process, unless another process holds it:
+    /// `pg_try_advisory_lock` on `engram:<name>:<schema>`, held until the claim is dropped.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Unreachable`] when no connection can be had.
+    pub fn claim(&self, name: &str) -> Result<Option<PgClaim>> {
+        let mut conn = self.conn()?;
+        let key = format!("engram:{name}:");
+        let got: bool = conn
+            .client
+            .query_one("SELECT pg_try_advisory_lock(hashtextextended($1 || current_schema(), 0))", &[&key])
+            .and_then(|r| r.try_get(0))
+            .map_err(|e| pg_error("claiming background work failed", e))?;
+        Ok(got.then_some(PgClaim { conn, key }))
+    }
+
+    /// The change feed's rows after `after`, oldest first, at most `limit`, with the highest pruned `seq`
+    /// (see `feed.rs`).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Unreachable`] and other database errors.
+    pub fn changes_since(&self, after: u64, limit: usize) -> Result<(u64, Vec<(u64, Vec<u8>)>)> {
+        feed::since(&mut self.conn()?.client, after, limit)
+    }
+
+    /// Deletes change-feed rows older than ten minutes. Returns how many.
+    ///
+    /// # Errors
+    /// Database errors.
+    pub fn prune_changes(&self) -> Result<u64> {
+        feed::prune(&mut self.conn()?.client)
     }
 
     fn conn(&self) -> Result<r2d2::PooledConnection<PgManager>> {
@@ -231,6 +268,7 @@ pub fn migrate(client: &mut Client) -> Result<i32> {
             format!("the database holds Engram schema {found}; this build reads {SCHEMA_VERSION} and older"),
         ));
     }
+    tx.batch_execute(feed::CREATE).map_err(|e| pg_error("creating the change feed", e))?;
     for k in ALL {
         tx.batch_execute(&create_table_sql(k)).map_err(|e| pg_error(&format!("creating table {}", k.name), e))?;
     }

@@ -155,6 +155,27 @@ impl PgTx {
         vectors::candidates(&mut self.0.lock().conn.client, index, space, query, k).map(Some)
     }
 
+    /// Appends `body` to the change feed in this (write) transaction (`feed.rs`).
+    ///
+    /// # Errors
+    /// Database errors.
+    pub fn publish(&self, body: &[u8]) -> Result<()> {
+        self.0
+            .lock()
+            .conn
+            .exec(super::feed::PUBLISH, &[&body])
+            .map_err(|e| pg_error("writing the change feed failed", e))
+    }
+
+    /// The last change-feed `seq` committed as of this transaction's snapshot.
+    ///
+    /// # Errors
+    /// Database errors.
+    pub fn change_head(&self) -> Result<u64> {
+        let rows = self.0.lock().conn.query(super::feed::HEAD, &[])?;
+        Ok(rows.first().and_then(|r| r.try_get::<_, i64>(0).ok()).unwrap_or(0).max(0) as u64)
+    }
+
     /// Commits.
     ///
     /// # Errors

@@ -94,8 +94,7 @@ impl KnowledgeStore {
         f: impl FnOnce(&WriteTx, &mut WTables<'_>, &mut BTreeSet<(String, String)>) -> Result<T>,
     ) -> Result<T> {
         let _w = self.writer.lock();
-        let mut ops = Vec::new();
-        let out = self.write_txn(|txn| {
+        let out = self.write_indexed(|txn, ops| {
             let mut t = WTables::open(txn)?;
             let mut touched: BTreeSet<(String, String)> = BTreeSet::new();
             let out = f(txn, &mut t, &mut touched)?;
@@ -104,11 +103,10 @@ impl KnowledgeStore {
                 by_space.entry(s).or_default().insert(m);
             }
             for (s, ids) in by_space {
-                t.catalog_ops(&s, &ids, &mut ops)?;
+                t.catalog_ops(&s, &ids, ops)?;
             }
             Ok(out)
         })?;
-        self.apply(ops);
         Ok(out)
     }
 

@@ -1,0 +1,81 @@
+//! The change feed that keeps several daemons' in-memory indexes in step with one database.
+//!
+//! Every write transaction that changes what the in-memory indexes hold (a memory's catalog entry, postings or
+//! vector; the PageRank table; a space's sources) appends one row to `engram_changes` in the same transaction:
+//! `seq` from the sequence `engram_change_seq`, taken while the transaction holds the store's write lock, so
+//! sequence order is commit order and a reader never sees a later row before an earlier one. Each daemon applies
+//! the rows after the last `seq` it applied, in order, after each of its own writes and on a poll
+//! (`KnowledgeStore`'s feed worker). Rows older than [`RETAIN_SECS`] are pruned; `engram_changes_pruned.upto`
+//! records the highest pruned `seq`, and a daemon that finds it above its own position rebuilds its indexes from
+//! the tables.
+
+use postgres::Client;
+
+use super::pg_error;
+use crate::error::Result;
+
+/// Rows stay this long (seconds) before pruning: a daemon that has not polled for longer rebuilds.
+pub const RETAIN_SECS: i64 = 600;
+
+/// The feed's tables, created by `migrate` in its transaction.
+pub(super) const CREATE: &str = "
+    CREATE SEQUENCE IF NOT EXISTS engram_change_seq;
+    CREATE TABLE IF NOT EXISTS engram_changes (
+        seq bigint PRIMARY KEY,
+        at timestamptz NOT NULL DEFAULT now(),
+        body bytea NOT NULL
+    );
+    CREATE TABLE IF NOT EXISTS engram_changes_pruned (
+        one boolean PRIMARY KEY DEFAULT true CHECK (one),
+        upto bigint NOT NULL
+    );
+    INSERT INTO engram_changes_pruned (upto) VALUES (0) ON CONFLICT DO NOTHING;";
+
+/// Appends a change in the caller's write transaction.
+pub(super) const PUBLISH: &str = "INSERT INTO engram_changes (seq, body) VALUES (nextval('engram_change_seq'), $1)";
+
+/// The last `seq` committed as of the caller's snapshot (0 for none).
+pub(super) const HEAD: &str =
+    "SELECT greatest(coalesce((SELECT max(seq) FROM engram_changes), 0), (SELECT upto FROM engram_changes_pruned))";
+
+/// Rows after `after`, oldest first, at most `limit`, and the pruned mark: `(pruned upto, rows)`.
+///
+/// # Errors
+/// Database errors.
+pub(super) fn since(client: &mut Client, after: u64, limit: usize) -> Result<(u64, Vec<(u64, Vec<u8>)>)> {
+    let after = i64::try_from(after).unwrap_or(i64::MAX);
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let rows = client
+        .query(
+            "SELECT seq, body, (SELECT upto FROM engram_changes_pruned) FROM engram_changes
+             WHERE seq > $1 ORDER BY seq LIMIT $2",
+            &[&after, &limit],
+        )
+        .map_err(|e| pg_error("reading the change feed failed", e))?;
+    let pruned = match rows.first() {
+        Some(r) => r.get::<_, i64>(2),
+        None => client
+            .query_one("SELECT upto FROM engram_changes_pruned", &[])
+            .map_err(|e| pg_error("reading the change feed failed", e))?
+            .get::<_, i64>(0),
+    };
+    let out = rows.iter().map(|r| (r.get::<_, i64>(0).max(0) as u64, r.get::<_, Vec<u8>>(1))).collect();
+    Ok((pruned.max(0) as u64, out))
+}
+
+/// Deletes rows older than [`RETAIN_SECS`] and raises the pruned mark past them. Returns the rows deleted.
+///
+/// # Errors
+/// Database errors.
+pub(super) fn prune(client: &mut Client) -> Result<u64> {
+    let row = client
+        .query_one(
+            "WITH d AS (DELETE FROM engram_changes WHERE at < now() - make_interval(secs => $1) RETURNING seq),
+                  u AS (UPDATE engram_changes_pruned SET upto = greatest(upto, (SELECT max(seq) FROM d))
+                        WHERE EXISTS (SELECT 1 FROM d))
+             SELECT count(*) FROM d",
+            &[&(RETAIN_SECS as f64)],
+        )
+        .map_err(|e| pg_error("pruning the change feed failed", e))?;
+    Ok(row.get::<_, i64>(0).max(0) as u64)
+}

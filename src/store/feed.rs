@@ -1,0 +1,248 @@
+//! Several processes on one database: each keeps its in-memory indexes (catalog, BM25 mirror, vectors and
+//! HNSW graphs), the memory PageRank table and the source-chunk indexes current from the change feed.
+//!
+//! A write transaction that changes what those hold appends one [`ChangeOut`] to the feed in the same
+//! transaction ([`crate::storage::WriteTx::publish`]). After its commit the writing process applies the feed
+//! from its last position, its own change included, in feed order, so that index changes from several
+//! processes are applied in commit order everywhere; a worker does the same every [`POLL`]. On a redb file
+//! (one process) nothing is published and a commit's changes are applied directly.
+//!
+//! The database stays the only authoritative state: a process that falls behind the feed's retention
+//! rebuilds its indexes from the tables, as at open.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Mutex, RwLock};
+use serde::{Deserialize, Serialize};
+
+use super::communities::GraphState;
+use super::sources::ChunkIndex;
+use super::{IndexOp, IndexState, SpaceIndex, apply_ops, graph_files};
+use crate::error::{Error, ErrorKind, Result};
+use crate::storage::{Db, WriteTx};
+
+/// How often a process reads the feed when it writes nothing itself: the most a search on one daemon can lag a
+/// write acknowledged by another.
+pub(crate) const POLL: Duration = Duration::from_millis(200);
+
+/// How often the feed's old entries are pruned.
+const PRUNE_EVERY: Duration = Duration::from_secs(60);
+
+/// Feed entries read per round trip.
+const BATCH: usize = 512;
+
+/// One feed entry as written (borrowing the writer's values). Same encoding as [`ChangeIn`].
+#[derive(Serialize)]
+pub(crate) enum ChangeOut<'a> {
+    /// Index operations of one commit, in order.
+    Index(&'a [IndexOp]),
+    /// New vectors of existing memories (re-embedding): `(space, docno, vector)`.
+    Vectors(&'a [(String, u64, Vec<f32>)]),
+    /// The memory PageRank table was recomputed.
+    Ranks,
+    /// A space's sources changed (its chunk index is stale).
+    Sources(&'a str),
+}
+
+#[derive(Deserialize)]
+enum ChangeIn {
+    Index(Vec<IndexOp>),
+    Vectors(Vec<(String, u64, Vec<f32>)>),
+    Ranks,
+    Sources(String),
+}
+
+/// The derived state one process keeps, and its position in the feed.
+pub(crate) struct Feed {
+    pub db: Arc<Db>,
+    pub index: Arc<RwLock<IndexState>>,
+    pub graph: Arc<RwLock<GraphState>>,
+    pub chunks: Arc<RwLock<HashMap<String, Arc<ChunkIndex>>>>,
+    pub graph_files: graph_files::GraphFiles,
+    pub dim: usize,
+    pub vector: crate::index::vector::VectorParams,
+    /// Wakes the HNSW builder after vectors arrived.
+    pub wake_hnsw: Arc<dyn Fn() + Send + Sync>,
+    /// This process's mark on its entries (its own PageRank and chunk changes are applied before publishing).
+    origin: u64,
+    /// The last feed `seq` applied. Held while applying, so entries are applied once and in order.
+    position: Mutex<u64>,
+}
+
+impl Feed {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        db: Arc<Db>,
+        index: Arc<RwLock<IndexState>>,
+        graph: Arc<RwLock<GraphState>>,
+        chunks: Arc<RwLock<HashMap<String, Arc<ChunkIndex>>>>,
+        graph_files: graph_files::GraphFiles,
+        dim: usize,
+        vector: crate::index::vector::VectorParams,
+        wake_hnsw: Arc<dyn Fn() + Send + Sync>,
+    ) -> Feed {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        let origin = (nanos as u64) ^ (u64::from(std::process::id()) << 32) ^ (&nanos as *const u128 as u64);
+        Feed { db, index, graph, chunks, graph_files, dim, vector, wake_hnsw, origin, position: Mutex::new(0) }
+    }
+
+    /// Whether other processes share the database (the feed is in use).
+    pub(crate) fn shared(&self) -> bool {
+        self.db.shared()
+    }
+
+    /// Sets the position to `head`, the feed's last `seq` in the snapshot the indexes were loaded from.
+    pub(crate) fn loaded_at(&self, head: u64) {
+        *self.position.lock() = head;
+    }
+
+    /// Appends `change` to the feed in `txn` (nothing on an unshared database).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub(crate) fn publish(&self, txn: &WriteTx, change: ChangeOut<'_>) -> Result<()> {
+        if !self.shared() {
+            return Ok(());
+        }
+        if let ChangeOut::Index([]) | ChangeOut::Vectors([]) = change {
+            return Ok(());
+        }
+        let body = postcard::to_allocvec(&(self.origin, change))
+            .map_err(|e| Error::new(ErrorKind::Internal, format!("encoding a change failed: {e}")))?;
+        txn.publish(&body)
+    }
+
+    /// Applies a commit's index operations: directly on an unshared database, else by catching up with the
+    /// feed (which holds them, after every earlier commit's). A failure to read the feed is logged; the worker
+    /// retries within [`POLL`].
+    pub(crate) fn apply(&self, ops: Vec<IndexOp>) {
+        if self.shared() {
+            if let Err(e) = self.catch_up() {
+                tracing::warn!(error = %e.chain(), "reading the change feed failed; retrying shortly");
+            }
+        } else if !ops.is_empty() {
+            let (dim, vector) = (self.dim, self.vector);
+            apply_ops(&self.index, ops, &|| SpaceIndex::empty(dim, vector));
+        }
+        (self.wake_hnsw)();
+    }
+
+    /// Applies every feed entry after this process's position, in order. A position older than the feed's
+    /// retention, or an entry that does not decode (written by a newer build), rebuilds the indexes from the
+    /// tables instead.
+    ///
+    /// # Errors
+    /// Storage errors; the position stays at the last entry applied.
+    pub(crate) fn catch_up(&self) -> Result<()> {
+        let mut position = self.position.lock();
+        loop {
+            let (pruned, rows) = self.db.changes_since(*position, BATCH)?;
+            if pruned > *position {
+                tracing::warn!(position = *position, pruned, "fell behind the change feed; rebuilding the indexes");
+                return self.reload(&mut position);
+            }
+            let n = rows.len();
+            let mut ops = Vec::new();
+            let mut vectors: Vec<(String, u64, Vec<f32>)> = Vec::new();
+            let mut ranks = false;
+            for (seq, body) in rows {
+                let Ok((origin, change)) = postcard::from_bytes::<(u64, ChangeIn)>(&body) else {
+                    tracing::warn!(seq, "a change feed entry does not decode; rebuilding the indexes");
+                    return self.reload(&mut position);
+                };
+                match change {
+                    ChangeIn::Index(o) => {
+                        if !vectors.is_empty() {
+                            self.apply_vectors(std::mem::take(&mut vectors));
+                        }
+                        ops.extend(o);
+                    }
+                    ChangeIn::Vectors(v) => {
+                        if !ops.is_empty() {
+                            let (dim, vector) = (self.dim, self.vector);
+                            apply_ops(&self.index, std::mem::take(&mut ops), &|| SpaceIndex::empty(dim, vector));
+                        }
+                        vectors.extend(v);
+                    }
+                    ChangeIn::Ranks => ranks |= origin != self.origin,
+                    ChangeIn::Sources(space) => {
+                        if origin != self.origin {
+                            self.chunks.write().remove(&space);
+                        }
+                    }
+                }
+                *position = seq;
+            }
+            if !ops.is_empty() {
+                let (dim, vector) = (self.dim, self.vector);
+                apply_ops(&self.index, ops, &|| SpaceIndex::empty(dim, vector));
+                (self.wake_hnsw)();
+            }
+            if !vectors.is_empty() {
+                self.apply_vectors(vectors);
+                (self.wake_hnsw)();
+            }
+            if ranks {
+                self.graph.write().memory_rank = super::communities::load_ranks(&self.db)?;
+            }
+            if n < BATCH {
+                return Ok(());
+            }
+        }
+    }
+
+    /// New vectors of memories still in the catalog and without one (a later delete wins).
+    fn apply_vectors(&self, batch: Vec<(String, u64, Vec<f32>)>) {
+        let mut by_space: HashMap<String, Vec<(u64, Vec<f32>)>> = HashMap::new();
+        for (space, docno, v) in batch {
+            by_space.entry(space).or_default().push((docno, v));
+        }
+        let mut state = self.index.write();
+        for (space, mut batch) in by_space {
+            if let Some(si) = state.spaces.get_mut(&space) {
+                batch.retain(|(d, v)| si.catalog.get(*d).is_some() && !si.vectors.contains(*d) && v.len() == self.dim);
+                si.vectors.insert_batch(&batch);
+            }
+        }
+    }
+
+    /// Rebuilds the indexes, the PageRank table and the chunk indexes from the tables.
+    fn reload(&self, position: &mut u64) -> Result<()> {
+        let started = Instant::now();
+        let (state, head) = super::open::load_index_state(&self.db, self.dim, self.vector, &self.graph_files)?;
+        *self.index.write() = state;
+        *position = head;
+        self.graph.write().memory_rank = super::communities::load_ranks(&self.db)?;
+        self.chunks.write().clear();
+        (self.wake_hnsw)();
+        tracing::info!(secs = started.elapsed().as_secs_f64(), "indexes rebuilt from the database");
+        Ok(())
+    }
+}
+
+/// Starts the worker that reads the feed every [`POLL`] and prunes it every minute. Only for a shared
+/// database.
+pub(crate) fn start_worker(feed: Arc<Feed>) -> super::worker::Worker {
+    super::worker::Worker::spawn("engram-feed", move |c| {
+        let mut pruned = Instant::now();
+        while !c.stopped() {
+            c.wait(POLL);
+            if c.stopped() {
+                break;
+            }
+            if let Err(e) = feed.catch_up() {
+                tracing::debug!(error = %e.chain(), "reading the change feed failed; retrying");
+            }
+            if pruned.elapsed() >= PRUNE_EVERY {
+                pruned = Instant::now();
+                match feed.db.prune_changes() {
+                    Ok(n) if n > 0 => tracing::debug!(entries = n, "change feed pruned"),
+                    Ok(_) => {}
+                    Err(e) => tracing::debug!(error = %e.chain(), "pruning the change feed failed"),
+                }
+            }
+        }
+    })
+}
