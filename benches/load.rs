@@ -5,7 +5,9 @@
 //!
 //! `cargo bench --features server --bench load -- [--memories 100000] [--clients 8] [--seconds 180]`
 //!
-//! On PostgreSQL (feature `postgres`): `--database-url URL` (an empty schema; the store's tables are made there).
+//! On PostgreSQL (feature `postgres`): `--database-url URL` (an empty schema; the store's tables are made there),
+//! and `--daemons N` to serve it from N daemons sharing the database (N stores opened in this process, each
+//! with its own data directory, pool, indexes and server on its own port; client `c` talks to daemon `c % N`).
 
 mod common;
 use common::{Conn, SplitMix, arg, pct, rss_mib};
@@ -33,6 +35,7 @@ fn main() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut config = StoreConfig::new(dir.path());
     config.database_url = args.iter().position(|a| a == "--database-url").and_then(|i| args.get(i + 1)).cloned();
+    let config_url = config.database_url.clone();
     println!("backend: {}", if config.database_url.is_some() { "postgres" } else { "redb" });
     let store = Arc::new(KnowledgeStore::open(config).expect("open"));
     let mut rng = SplitMix(11);
@@ -57,11 +60,29 @@ fn main() {
     let t = Instant::now();
     let complete = store.wait_for_indexes(Duration::from_secs(900));
     println!("indexes complete: {complete} after {:.0} s; RSS {:.0} MiB", t.elapsed().as_secs_f64(), rss_mib());
-    let mut cfg = ServerConfig::new(dir.path());
-    cfg.addr = "127.0.0.1:0".parse().expect("addr");
-    cfg.api_key = Some(KEY.into());
-    let srv = start(cfg, store.clone(), ServiceInfo::default()).expect("server");
-    let addr = srv.addr;
+    let daemons = arg(&args, "--daemons", 1).max(1);
+    let mut stores = vec![store.clone()];
+    let mut dirs = Vec::new();
+    for _ in 1..daemons {
+        let d = tempfile::tempdir().expect("tempdir");
+        let mut c = StoreConfig::new(d.path());
+        c.database_url = config_url.clone();
+        assert!(c.database_url.is_some(), "--daemons needs --database-url");
+        let t = Instant::now();
+        let s = Arc::new(KnowledgeStore::open(c).expect("open another daemon's store"));
+        s.wait_for_indexes(Duration::from_secs(900));
+        println!("daemon {} opened the store in {:.1} s", stores.len() + 1, t.elapsed().as_secs_f64());
+        stores.push(s);
+        dirs.push(d);
+    }
+    let mut servers = Vec::new();
+    for (i, s) in stores.iter().enumerate() {
+        let mut cfg = ServerConfig::new(if i == 0 { dir.path() } else { dirs[i - 1].path() });
+        cfg.addr = "127.0.0.1:0".parse().expect("addr");
+        cfg.api_key = Some(KEY.into());
+        servers.push(start(cfg, s.clone(), ServiceInfo::default()).expect("server"));
+    }
+    let addrs: Vec<_> = servers.iter().map(|s| s.addr).collect();
 
     let stop = Arc::new(AtomicBool::new(false));
     let errors = Arc::new(AtomicU64::new(0));
@@ -69,6 +90,7 @@ fn main() {
     let mut handles = Vec::new();
     for c in 0..clients {
         let (stop, errors, lat) = (stop.clone(), errors.clone(), lat.clone());
+        let addr = addrs[c % addrs.len()];
         handles.push(std::thread::spawn(move || {
             let mut conn = Conn::new(addr, KEY);
             let mut rng = SplitMix(1000 + c as u64);
@@ -116,7 +138,7 @@ fn main() {
     let mut lat = lat.lock().expect("latencies").clone();
     let total: usize = lat.iter().map(Vec::len).sum();
     println!(
-        "load: {clients} clients, {elapsed:.0} s, {total} requests ({:.0}/s), {} errors",
+        "load: {daemons} daemon(s), {clients} clients, {elapsed:.0} s, {total} requests ({:.0}/s), {} errors",
         total as f64 / elapsed,
         errors.load(Ordering::Relaxed)
     );
@@ -139,5 +161,7 @@ fn main() {
         rss.last().copied().unwrap_or(0.0),
         if second > 0.0 { (last - second) / second * 100.0 } else { 0.0 }
     );
-    srv.stop();
+    for srv in servers {
+        srv.stop();
+    }
 }

@@ -71,7 +71,11 @@ fn every_kind_gets_a_keyed_typed_table_and_the_schema_is_versioned() {
         .query_one("SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'", &[])
         .unwrap()
         .get(0);
-    assert_eq!(tables as usize, ALL.len() + 1, "one table per kind, plus engram_schema");
+    assert_eq!(
+        tables as usize,
+        ALL.len() + 3,
+        "one table per kind, plus engram_schema and the change feed's engram_changes and engram_changes_pruned"
+    );
 
     for k in ALL {
         let cols = c

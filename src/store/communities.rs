@@ -134,7 +134,7 @@ fn crystal_memory(p: &CrystalPlan, now: Timestamp) -> crate::model::Memory {
 }
 
 /// Outcome of one graph computation.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, ToSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize, ToSchema)]
 pub struct GraphReport {
     /// Entity nodes.
     pub entities: u64,
@@ -581,6 +581,9 @@ pub(crate) fn recompute(ctx: &Ctx, stopped: &dyn Fn() -> bool) -> Result<GraphRe
             meta.insert("graph_generation", done.to_le_bytes().as_slice())?;
         }
         report.crystals_changed = changed;
+        // The report is shared: every process sharing the database serves it (`load_graph_state`).
+        let json = serde_json::to_vec(&report).map_err(|e| Error::new(crate::ErrorKind::Internal, e.to_string()))?;
+        txn.table(META)?.insert("graph_report", json.as_slice())?;
         ctx.feed.publish(&txn, super::feed::ChangeOut::Index(&ops))?;
         ctx.feed.publish(&txn, super::feed::ChangeOut::Ranks)?;
         txn.commit()?;
@@ -604,7 +607,19 @@ pub(crate) fn recompute(ctx: &Ctx, stopped: &dyn Fn() -> bool) -> Result<GraphRe
     Ok(report)
 }
 
-/// Loads stored memory PageRank into memory (on open).
+/// The stored memory PageRank and the last graph report (at open, after an import, and when another process
+/// sharing the database recomputed the graph).
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn load_graph_state(db: &crate::storage::Db) -> Result<GraphState> {
+    let memory_rank = load_ranks(db)?;
+    let rtx = db.read()?;
+    let last = rtx.table(META)?.get("graph_report")?.and_then(|v| serde_json::from_slice(v.value()).ok());
+    Ok(GraphState { memory_rank, last })
+}
+
+/// Loads stored memory PageRank into memory.
 pub(crate) fn load_ranks(db: &crate::storage::Db) -> Result<HashMap<String, HashMap<String, f32>>> {
     let rtx = db.read()?;
     let mut out: HashMap<String, HashMap<String, f32>> = HashMap::new();

@@ -185,7 +185,7 @@ impl Feed {
                 (self.wake_hnsw)();
             }
             if ranks {
-                self.graph.write().memory_rank = super::communities::load_ranks(&self.db)?;
+                *self.graph.write() = super::communities::load_graph_state(&self.db)?;
             }
             if n < BATCH {
                 return Ok(());
@@ -214,7 +214,7 @@ impl Feed {
         let (state, head) = super::open::load_index_state(&self.db, self.dim, self.vector, &self.graph_files)?;
         *self.index.write() = state;
         *position = head;
-        self.graph.write().memory_rank = super::communities::load_ranks(&self.db)?;
+        *self.graph.write() = super::communities::load_graph_state(&self.db)?;
         self.chunks.write().clear();
         (self.wake_hnsw)();
         tracing::info!(secs = started.elapsed().as_secs_f64(), "indexes rebuilt from the database");

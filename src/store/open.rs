@@ -198,7 +198,7 @@ impl KnowledgeStore {
         }
         store.check_embedder()?;
         store.load_indexes()?;
-        store.graph.write().memory_rank = communities::load_ranks(&store.db)?;
+        *store.graph.write() = communities::load_graph_state(&store.db)?;
         if store.db.shared() {
             *store.feed_worker.lock() = Some(feed::start_worker(store.feed.clone()));
         }

@@ -105,20 +105,17 @@ pub struct PgDb {
     vectors: Option<std::sync::Arc<vectors::VectorIndex>>,
 }
 
-/// A claim on one piece of background work ([`PgDb::claim`]): a session-level advisory lock held on a pooled
-/// connection, released when dropped (or by the server when the process dies).
+/// A claim on one piece of background work ([`PgDb::claim`]): a transaction-level advisory lock in a transaction
+/// kept open on a pooled connection (so PgBouncer in transaction mode keeps it on one server session), released
+/// when dropped (`ROLLBACK`) or by the server when the process dies.
 pub struct PgClaim {
     conn: r2d2::PooledConnection<PgManager>,
-    key: String,
 }
 
 impl Drop for PgClaim {
     fn drop(&mut self) {
         // A connection that fails here lost its session, and the lock with it.
-        let _ = self
-            .conn
-            .client
-            .execute("SELECT pg_advisory_unlock(hashtextextended($1 || current_schema(), 0))", &[&self.key]);
+        let _ = self.conn.client.batch_execute("ROLLBACK");
     }
 }
 
@@ -147,19 +144,24 @@ impl PgDb {
     }
 
     /// Claims the background work named `name` for this process, unless another process holds it:
-    /// `pg_try_advisory_lock` on `engram:<name>:<schema>`, held until the claim is dropped.
+    /// `pg_try_advisory_xact_lock` on `engram:<name>:<schema>` in a transaction held open until the claim is
+    /// dropped.
     ///
     /// # Errors
     /// [`ErrorKind::Unreachable`] when no connection can be had.
     pub fn claim(&self, name: &str) -> Result<Option<PgClaim>> {
         let mut conn = self.conn()?;
+        conn.client.batch_execute("BEGIN").map_err(|e| pg_error("claiming background work failed", e))?;
+        // From here on, dropping the claim ends the transaction, whatever happens.
+        let mut claim = PgClaim { conn };
         let key = format!("engram:{name}:");
-        let got: bool = conn
+        let got: bool = claim
+            .conn
             .client
-            .query_one("SELECT pg_try_advisory_lock(hashtextextended($1 || current_schema(), 0))", &[&key])
+            .query_one("SELECT pg_try_advisory_xact_lock(hashtextextended($1 || current_schema(), 0))", &[&key])
             .and_then(|r| r.try_get(0))
             .map_err(|e| pg_error("claiming background work failed", e))?;
-        Ok(got.then_some(PgClaim { conn, key }))
+        Ok(got.then_some(claim))
     }
 
     /// The change feed's rows after `after`, oldest first, at most `limit`, with the highest pruned `seq`
