@@ -91,6 +91,8 @@ impl Daemon {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
+        let _ = child.kill();
+        let _ = child.wait();
         panic!("daemon {name} did not come up in 60 s: {}", std::fs::read_to_string(&log).unwrap_or_default());
     }
 
@@ -349,7 +351,7 @@ fn a_daemon_killed_mid_write_100_times_loses_no_acknowledged_write_and_the_other
                 };
                 match request(b_port, method, &path, &body) {
                     Some((200, _)) => {
-                        if i % 3 == 0 {
+                        if i.is_multiple_of(3) {
                             acked.lock().unwrap().push(format!("b{i}"));
                         }
                     }

@@ -146,20 +146,20 @@ impl Db {
                 Ok(Some(Claim(ClaimInner::Local)))
             }
             #[cfg(feature = "postgres")]
-            DbInner::Pg(d) => Ok(d.claim(name)?.map(|c| Claim(ClaimInner::Pg(c)))),
+            DbInner::Pg(d) => Ok(d.claim(name)?.map(|c| Claim(ClaimInner::Pg(Box::new(c))))),
         }
     }
 
     /// The change feed after `after`, oldest first, at most `limit` entries, and the highest `seq` pruned from
-    /// it: `(pruned, [(seq, body)])`. Empty on a redb file (no other writer).
+    /// it. Empty on a redb file (no other writer).
     ///
     /// # Errors
     /// Storage errors.
-    pub fn changes_since(&self, after: u64, limit: usize) -> Result<(u64, Vec<(u64, Vec<u8>)>)> {
+    pub fn changes_since(&self, after: u64, limit: usize) -> Result<Changes> {
         match &self.0 {
             DbInner::Redb(_) => {
                 let _ = (after, limit);
-                Ok((0, Vec::new()))
+                Ok(Changes::default())
             }
             #[cfg(feature = "postgres")]
             DbInner::Pg(d) => d.changes_since(after, limit),
@@ -197,7 +197,16 @@ enum ClaimInner {
     Local,
     #[cfg(feature = "postgres")]
     #[allow(dead_code)] // Held for its Drop.
-    Pg(PgClaim),
+    Pg(Box<PgClaim>),
+}
+
+/// Change-feed entries ([`Db::changes_since`]).
+#[derive(Debug, Default)]
+pub struct Changes {
+    /// The highest `seq` pruned from the feed: a reader whose position is below it missed entries.
+    pub pruned: u64,
+    /// `(seq, body)`, oldest first.
+    pub entries: Vec<(u64, Vec<u8>)>,
 }
 
 /// Background work claimed by this process ([`Db::claim`]); released on drop.

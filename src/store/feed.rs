@@ -138,7 +138,7 @@ impl Feed {
     pub(crate) fn catch_up(&self) -> Result<()> {
         let mut position = self.position.lock();
         loop {
-            let (pruned, rows) = self.db.changes_since(*position, BATCH)?;
+            let crate::storage::Changes { pruned, entries: rows } = self.db.changes_since(*position, BATCH)?;
             if pruned > *position {
                 tracing::warn!(position = *position, pruned, "fell behind the change feed; rebuilding the indexes");
                 return self.reload(&mut position);

@@ -408,7 +408,7 @@ pub(crate) fn load_index_state(
         let (space, id) = k.value();
         let sm: StoredMemory = schema::decode(v.value())?;
         let l = labels.remove(&(space.to_string(), id.to_string())).unwrap_or_default();
-        let si = state.spaces.entry(space.to_string()).or_insert_with(|| new_space_index());
+        let si = state.spaces.entry(space.to_string()).or_insert_with(new_space_index);
         si.catalog.insert(sm.docno, DocMeta::of(&sm.memory, l));
     }
     for row in rtx.table(POSTINGS)?.iter()? {

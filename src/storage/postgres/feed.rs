@@ -38,11 +38,11 @@ pub(super) const PUBLISH: &str = "INSERT INTO engram_changes (seq, body) VALUES 
 pub(super) const HEAD: &str =
     "SELECT greatest(coalesce((SELECT max(seq) FROM engram_changes), 0), (SELECT upto FROM engram_changes_pruned))";
 
-/// Rows after `after`, oldest first, at most `limit`, and the pruned mark: `(pruned upto, rows)`.
+/// Rows after `after`, oldest first, at most `limit`, and the pruned mark.
 ///
 /// # Errors
 /// Database errors.
-pub(super) fn since(client: &mut Client, after: u64, limit: usize) -> Result<(u64, Vec<(u64, Vec<u8>)>)> {
+pub(super) fn since(client: &mut Client, after: u64, limit: usize) -> Result<crate::storage::Changes> {
     let after = i64::try_from(after).unwrap_or(i64::MAX);
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let rows = client
@@ -59,8 +59,8 @@ pub(super) fn since(client: &mut Client, after: u64, limit: usize) -> Result<(u6
             .map_err(|e| pg_error("reading the change feed failed", e))?
             .get::<_, i64>(0),
     };
-    let out = rows.iter().map(|r| (r.get::<_, i64>(0).max(0) as u64, r.get::<_, Vec<u8>>(1))).collect();
-    Ok((pruned.max(0) as u64, out))
+    let entries = rows.iter().map(|r| (r.get::<_, i64>(0).max(0) as u64, r.get::<_, Vec<u8>>(1))).collect();
+    Ok(crate::storage::Changes { pruned: pruned.max(0) as u64, entries })
 }
 
 /// Deletes rows older than [`RETAIN_SECS`] and raises the pruned mark past them. Returns the rows deleted.

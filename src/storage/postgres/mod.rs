@@ -169,7 +169,7 @@ impl PgDb {
     ///
     /// # Errors
     /// [`ErrorKind::Unreachable`] and other database errors.
-    pub fn changes_since(&self, after: u64, limit: usize) -> Result<(u64, Vec<(u64, Vec<u8>)>)> {
+    pub fn changes_since(&self, after: u64, limit: usize) -> Result<crate::storage::Changes> {
         feed::since(&mut self.conn()?.client, after, limit)
     }
 
