@@ -210,8 +210,11 @@ pub(crate) fn start_worker(ctx: Ctx) -> super::worker::Worker {
             if graph_generation(&ctx.db).unwrap_or(None) == Some(g1) {
                 continue;
             }
-            let result = recompute(&ctx, &|| c.stopped());
-            drop(claim);
+            // The claim is released as soon as the recompute committed.
+            let result = {
+                let _claim = claim;
+                recompute(&ctx, &|| c.stopped())
+            };
             if let Err(e) = result {
                 tracing::warn!(error = %e.chain(), "community detection failed; will retry after the next write");
             }

@@ -118,8 +118,10 @@ pub(crate) fn start(ctx: Ctx, work: Vec<(String, u64, String)>, progress: Arc<Pr
                 return;
             }
         };
-        let result = run(&ctx, &work, &prog, &|| c.stopped());
-        drop(claim);
+        let result = {
+            let _claim = claim;
+            run(&ctx, &work, &prog, &|| c.stopped())
+        };
         if let Err(e) = result {
             tracing::error!(error = %e.chain(), "re-embedding stopped; it resumes at the next open");
             *prog.error.lock() = Some(e.to_string());
