@@ -202,3 +202,57 @@ fn per_kind_calls_keep_key_order_across_pages_and_both_ends() {
     assert!(left.iter().all(|k| k.ends_with(['1', '3', '5', '7', '9'])));
     assert_eq!(t.len().unwrap(), 301, "the neighbouring spaces stay");
 }
+
+/// `Table::put` (on PostgreSQL held back and sent in one statement per run of puts): the transaction reads its
+/// own puts at once, from the same kind and after writes of another; a later put of a key wins; a run longer
+/// than one statement's worth is whole; a dropped transaction stores none of them; a put PostgreSQL cannot store
+/// fails inside the transaction and leaves nothing.
+#[test]
+fn puts_are_read_back_in_their_transaction_and_stored_whole_or_not_at_all() {
+    use engram::storage::tables::{POSTINGS, REVIEWS};
+    use engram::storage::{Durability, Readable};
+    let dir = tempfile::tempdir().unwrap();
+    let store = backend::open(dir.path());
+    let db = store.storage();
+    let w = db.write(Durability::Immediate).unwrap();
+    {
+        let mut t = w.table(REVIEWS).unwrap();
+        for i in 0..2500u32 {
+            t.put(("pp", format!("k{i:05}").as_str()), i.to_le_bytes().as_slice()).unwrap();
+        }
+        t.put(("pp", "k00007"), [9u8].as_slice()).unwrap();
+        assert_eq!(t.get(("pp", "k00007")).unwrap().unwrap().value(), [9u8].as_slice(), "the later put wins");
+        let mut p = w.table(POSTINGS).unwrap();
+        p.put(("pp", "term", 5u64), 77u64).unwrap();
+        t.put(("pp", "k99999"), [1u8].as_slice()).unwrap();
+        assert_eq!(p.get(("pp", "term", 5u64)).unwrap().unwrap().value(), 77);
+        assert_eq!(t.get(("pp", "k99999")).unwrap().unwrap().value(), [1u8].as_slice());
+        assert_eq!(t.range(("pp", "")..("pp", "\u{10FFFF}")).unwrap().count(), 2501);
+    }
+    w.commit().unwrap();
+    let r = db.read().unwrap();
+    let t = r.table(REVIEWS).unwrap();
+    assert_eq!(t.range(("pp", "")..("pp", "\u{10FFFF}")).unwrap().count(), 2501);
+    assert_eq!(t.get(("pp", "k02499")).unwrap().unwrap().value(), 2499u32.to_le_bytes().as_slice());
+    drop((t, r));
+
+    // Dropped without a commit: nothing.
+    let w = db.write(Durability::Immediate).unwrap();
+    w.table(REVIEWS).unwrap().put(("dropped", "a"), [1u8].as_slice()).unwrap();
+    drop(w);
+    assert!(db.read().unwrap().table(REVIEWS).unwrap().get(("dropped", "a")).unwrap().is_none());
+
+    // A key PostgreSQL cannot hold (U+0000) fails at the latest at commit; redb stores it.
+    let w = db.write(Durability::Immediate).unwrap();
+    let put = w.table(REVIEWS).unwrap().put(("nul", "a\u{0}b"), [1u8].as_slice());
+    let outcome = put.and_then(|()| w.commit());
+    // (A key with U+0000 cannot even be looked up on PostgreSQL: count the space's rows.)
+    let stored =
+        db.read().unwrap().table(REVIEWS).unwrap().range(("nul", "")..("nul", "\u{10FFFF}")).unwrap().count() == 1;
+    if db.backend() == "postgres" {
+        assert_eq!(outcome.unwrap_err().kind(), engram::ErrorKind::InvalidInput);
+        assert!(!stored);
+    } else {
+        assert!(outcome.is_ok() && stored);
+    }
+}

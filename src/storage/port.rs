@@ -554,6 +554,26 @@ impl<K: KeyType, V: ValueType> Table<'_, K, V> {
         })
     }
 
+    /// Stores `value` under `key`, like [`Table::insert`] without reading the value it replaces. On PostgreSQL
+    /// consecutive puts to one kind travel in one statement, sent before the transaction's next read, write of
+    /// another kind or commit (so reads see them); an error of theirs (text PostgreSQL cannot hold) surfaces
+    /// there, still inside the transaction.
+    ///
+    /// # Errors
+    /// Storage errors; as [`Table::insert`].
+    pub fn put<'k, 'v>(
+        &mut self,
+        key: impl Borrow<Borrowed<'k, K>>,
+        value: impl Borrow<Borrowed<'v, V>>,
+    ) -> Result<()> {
+        match &mut self.0 {
+            TableInner::Redb(t) => t.insert(key, value).map(|_| ()),
+            TableInner::RedbRead(_) => Err(read_only()),
+            #[cfg(feature = "postgres")]
+            TableInner::Pg(t) => t.put(key.borrow(), value.borrow()),
+        }
+    }
+
     /// Deletes the record under `key`, returning its value.
     ///
     /// # Errors

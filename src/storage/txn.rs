@@ -19,7 +19,7 @@ pub(crate) fn write_txn_on<T>(db: &Db, durability: Durability, f: impl FnOnce(&W
     {
         let mut meta = txn.table(META)?;
         let g = meta_u64(&meta, "generation")?.unwrap_or(0) + 1;
-        meta.insert("generation", g.to_le_bytes().as_slice())?;
+        meta.put("generation", g.to_le_bytes().as_slice())?;
     }
     txn.commit()?;
     Ok(out)

@@ -556,37 +556,37 @@ pub(crate) fn recompute(ctx: &Ctx, stopped: &dyn Fn() -> bool) -> Result<GraphRe
             let mut ec = txn.table(ENTITY_COMMUNITY)?;
             ec.retain(|_, _| false)?;
             for ((c, g), k) in communities.iter().zip(&groups).zip(&keys) {
-                ct.insert(c.id, schema::encode(c)?.as_slice())?;
+                ct.put(c.id, schema::encode(c)?.as_slice())?;
                 for (i, (s, e)) in g.iter().zip(k) {
-                    ec.insert((s.as_str(), e.as_str()), c.id)?;
-                    members_t.insert((c.id, s.as_str(), e.as_str()), r.entity(*i))?;
+                    ec.put((s.as_str(), e.as_str()), c.id)?;
+                    members_t.put((c.id, s.as_str(), e.as_str()), r.entity(*i))?;
                 }
             }
             let mut pr = txn.table(MEMORY_PAGERANK)?;
             pr.retain(|_, _| false)?;
             for (mi, (s, m)) in memory_nodes.iter().enumerate() {
-                pr.insert((s.as_str(), m.as_str()), rank[e_count + mi] / top_memory)?;
+                pr.put((s.as_str(), m.as_str()), rank[e_count + mi] / top_memory)?;
             }
         }
         let changed = write_crystals(ctx, &txn, &plans, now, &mut ops)?;
         {
             let mut meta = txn.table(META)?;
-            meta.insert("next_community_id", next_id.to_le_bytes().as_slice())?;
+            meta.put("next_community_id", next_id.to_le_bytes().as_slice())?;
             // Crystal changes are writes: they bump the generation. The graph is current when nobody else
             // wrote since the snapshot; otherwise the old generation is kept so that the worker runs again.
             let current = meta_u64(&meta, "generation")?.unwrap_or(0);
             let done = if changed > 0 {
-                meta.insert("generation", (current + 1).to_le_bytes().as_slice())?;
+                meta.put("generation", (current + 1).to_le_bytes().as_slice())?;
                 if current == gen_seen { current + 1 } else { gen_seen }
             } else {
                 gen_seen
             };
-            meta.insert("graph_generation", done.to_le_bytes().as_slice())?;
+            meta.put("graph_generation", done.to_le_bytes().as_slice())?;
         }
         report.crystals_changed = changed;
         // The report is shared: every process sharing the database serves it (`load_graph_state`).
         let json = serde_json::to_vec(&report).map_err(|e| Error::new(crate::ErrorKind::Internal, e.to_string()))?;
-        txn.table(META)?.insert("graph_report", json.as_slice())?;
+        txn.table(META)?.put("graph_report", json.as_slice())?;
         ctx.feed.publish(&txn, super::feed::ChangeOut::Index(&ops))?;
         ctx.feed.publish(&txn, super::feed::ChangeOut::Ranks)?;
         txn.commit()?;
@@ -814,7 +814,7 @@ fn write_crystals(
             cs.remove((key.0.as_str(), key.1.as_str(), m.as_str()))?;
         }
         for (m, w) in &sources {
-            cs.insert((key.0.as_str(), key.1.as_str(), m.as_str()), *w)?;
+            cs.put((key.0.as_str(), key.1.as_str(), m.as_str()), *w)?;
         }
         if !same_content {
             super::memories::write_derived(

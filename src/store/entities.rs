@@ -84,7 +84,7 @@ impl WTables<'_> {
                     if nw == 0 {
                         self.relates_to.remove((space, x, y))?;
                     } else {
-                        self.relates_to.insert((space, x, y), nw)?;
+                        self.relates_to.put((space, x, y), nw)?;
                     }
                     if w == 0 && nw > 0 && x < y {
                         created += 1;
@@ -179,17 +179,17 @@ impl WTables<'_> {
                 {
                     e.aliases.push(s.clone());
                 }
-                self.entity_keys.insert((space, key(kind.as_str(), s).as_str()), id.as_str())?;
+                self.entity_keys.put((space, key(kind.as_str(), s).as_str()), id.as_str())?;
             }
-            self.entity_keys.insert((space, k.as_str()), id.as_str())?;
+            self.entity_keys.put((space, k.as_str()), id.as_str())?;
             if !old.contains(&id) {
                 e.mention_count += 1;
                 e.updated_at = now;
-                self.mentions.insert((space, memory_id, id.as_str()), ())?;
-                self.entity_memories.insert((space, id.as_str(), memory_id), ())?;
+                self.mentions.put((space, memory_id, id.as_str()), ())?;
+                self.entity_memories.put((space, id.as_str(), memory_id), ())?;
                 created += 1;
             }
-            self.entities.insert((space, id.as_str()), schema::encode(&e)?.as_slice())?;
+            self.entities.put((space, id.as_str()), schema::encode(&e)?.as_slice())?;
             new_ids.push(id);
             entities.push(e);
         }
@@ -213,7 +213,7 @@ impl WTables<'_> {
                     self.entity_keys.remove((space, key(&e.entity_type, name).as_str()))?;
                 }
             } else {
-                self.entities.insert((space, id), schema::encode(&e)?.as_slice())?;
+                self.entities.put((space, id), schema::encode(&e)?.as_slice())?;
             }
         }
         Ok(())

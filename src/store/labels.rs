@@ -111,7 +111,7 @@ impl KnowledgeStore {
                     .with_code(ErrorCode::LabelExists));
             }
             let l = new_label(space, &name, color, description, Timestamp::now());
-            labels.insert((space, id.as_str()), schema::encode(&l)?.as_slice())?;
+            labels.put((space, id.as_str()), schema::encode(&l)?.as_slice())?;
             Ok(l)
         })
     }

@@ -162,7 +162,7 @@ impl KnowledgeStore {
                     m.metadata.0.insert("lifecycle".into(), serde_json::Value::Array(vec![entry]));
                 }
             }
-            w.memories.insert((space.as_str(), id), schema::encode(&sm)?.as_slice())?;
+            w.memories.put((space.as_str(), id), schema::encode(&sm)?.as_slice())?;
             ops.push(IndexOp::meta(&space, &sm, labels.clone()));
             if let (Transition::Supersede { newer }, Some(osm)) = (&t, other_sm.as_mut()) {
                 let list =
@@ -173,7 +173,7 @@ impl KnowledgeStore {
                     a.push(id.into());
                 }
                 osm.memory.updated_at = now;
-                w.memories.insert((space.as_str(), newer.as_str()), schema::encode(osm)?.as_slice())?;
+                w.memories.put((space.as_str(), newer.as_str()), schema::encode(osm)?.as_slice())?;
             }
             Ok(StateChange {
                 view: MemoryView { memory: sm.memory, label_ids: labels.into_iter().collect() },
@@ -196,7 +196,7 @@ impl KnowledgeStore {
             if sm.memory.is_favorite != favorite {
                 sm.memory.is_favorite = favorite;
                 sm.memory.updated_at = Timestamp::now();
-                w.memories.insert((space.as_str(), id), schema::encode(&sm)?.as_slice())?;
+                w.memories.put((space.as_str(), id), schema::encode(&sm)?.as_slice())?;
             }
             let labels = w.label_ids(&space, id)?;
             Ok(MemoryView { memory: sm.memory, label_ids: labels.into_iter().collect() })
@@ -293,7 +293,7 @@ impl KnowledgeStore {
                     m.access_count = m.access_count.saturating_add(*reads);
                     m.last_accessed_at = Some(m.last_accessed_at.map_or(*last, |t| t.max(*last)));
                     m.decay_score_cached = decay::decay_score(m.importance, m.access_count, *last, *last);
-                    w.memories.insert((space.as_str(), id.as_str()), schema::encode(&sm)?.as_slice())?;
+                    w.memories.put((space.as_str(), id.as_str()), schema::encode(&sm)?.as_slice())?;
                     let labels = w.label_ids(&space, id)?;
                     ops.push(IndexOp::meta(&space, &sm, labels));
                 }

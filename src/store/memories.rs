@@ -85,10 +85,10 @@ impl<'t> WTables<'t> {
     fn index_text(&mut self, space: &str, docno: u64, text: &str) -> Result<LexEntry> {
         let (tf, len) = lexicon::analyse(text);
         for (term, n) in &tf {
-            self.postings.insert((space, term.as_str(), docno), Posting::pack(*n, len))?;
+            self.postings.put((space, term.as_str(), docno), Posting::pack(*n, len))?;
         }
         let (docs, total) = self.lex_stats.get(space)?.map(|v| v.value()).unwrap_or((0, 0));
-        self.lex_stats.insert(space, (docs + 1, total + u64::from(len)))?;
+        self.lex_stats.put(space, (docs + 1, total + u64::from(len)))?;
         Ok(LexEntry { terms: tf, len })
     }
 
@@ -99,7 +99,7 @@ impl<'t> WTables<'t> {
             self.postings.remove((space, term.as_str(), docno))?;
         }
         let (docs, total) = self.lex_stats.get(space)?.map(|v| v.value()).unwrap_or((0, 0));
-        self.lex_stats.insert(space, (docs.saturating_sub(1), total.saturating_sub(u64::from(len))))?;
+        self.lex_stats.put(space, (docs.saturating_sub(1), total.saturating_sub(u64::from(len))))?;
         Ok(LexEntry { terms: tf, len })
     }
 
@@ -130,7 +130,7 @@ impl<'t> WTables<'t> {
         if let Some(mut l) = get_record::<_, Label>(&self.labels, (space, label_id))? {
             l.usage_count = (l.usage_count as i64 + delta).max(0) as u64;
             let _ = now;
-            self.labels.insert((space, label_id), schema::encode(&l)?.as_slice())?;
+            self.labels.put((space, label_id), schema::encode(&l)?.as_slice())?;
         }
         Ok(())
     }
@@ -157,10 +157,10 @@ impl<'t> WTables<'t> {
             }
             if self.labels.get((space, lid.as_str()))?.is_none() {
                 let l = new_label(space, name, None, None, now);
-                self.labels.insert((space, lid.as_str()), schema::encode(&l)?.as_slice())?;
+                self.labels.put((space, lid.as_str()), schema::encode(&l)?.as_slice())?;
             }
-            self.memory_labels.insert((space, id, lid.as_str()), ())?;
-            self.label_memories.insert((space, lid.as_str(), id), ())?;
+            self.memory_labels.put((space, id, lid.as_str()), ())?;
+            self.label_memories.put((space, lid.as_str(), id), ())?;
             self.bump_label(space, &lid, 1, now)?;
         }
         Ok(wanted)
@@ -211,8 +211,8 @@ impl<'t> WTables<'t> {
             }
         }
         let stored = StoredMemory { docno, memory };
-        self.memories.insert((space.as_str(), id.as_str()), schema::encode(&stored)?.as_slice())?;
-        self.memory_space.insert(id.as_str(), space.as_str())?;
+        self.memories.put((space.as_str(), id.as_str()), schema::encode(&stored)?.as_slice())?;
+        self.memory_space.put(id.as_str(), space.as_str())?;
         self.set_labels(&space, &id, label_names, now)?;
         let current: BTreeSet<String> = range_prefix3(&self.mentions, &space, &id)?.into_iter().collect();
         for gone in current.difference(mentions) {
@@ -220,8 +220,8 @@ impl<'t> WTables<'t> {
             self.entity_memories.remove((space.as_str(), gone.as_str(), id.as_str()))?;
         }
         for new in mentions.difference(&current) {
-            self.mentions.insert((space.as_str(), id.as_str(), new.as_str()), ())?;
-            self.entity_memories.insert((space.as_str(), new.as_str(), id.as_str()), ())?;
+            self.mentions.put((space.as_str(), id.as_str(), new.as_str()), ())?;
+            self.entity_memories.put((space.as_str(), new.as_str(), id.as_str()), ())?;
         }
         Ok(docno)
     }
@@ -927,7 +927,7 @@ fn put_with(
         let v = match v {
             Some(v) => {
                 let bytes = schema::vector_to_bytes(&v);
-                t.vectors.insert((space, docno), bytes.as_slice())?;
+                t.vectors.put((space, docno), bytes.as_slice())?;
                 Some(schema::vector_from_bytes(&bytes))
             }
             None => None,
@@ -939,8 +939,8 @@ fn put_with(
         None
     };
     let stored = StoredMemory { docno, memory: merged };
-    t.memories.insert((space, stored.memory.id.as_str()), schema::encode(&stored)?.as_slice())?;
-    t.memory_space.insert(stored.memory.id.as_str(), space)?;
+    t.memories.put((space, stored.memory.id.as_str()), schema::encode(&stored)?.as_slice())?;
+    t.memory_space.put(stored.memory.id.as_str(), space)?;
     let label_ids = t.set_labels(space, &stored.memory.id, &wanted_names, now)?;
     let assigned: Vec<String> = wanted_names.iter().cloned().collect();
     let graph = if stored.memory.is_crystal {

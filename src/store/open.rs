@@ -250,7 +250,7 @@ impl KnowledgeStore {
                     }
                 }
                 None => {
-                    meta.insert("format_version", schema::FORMAT_VERSION.to_le_bytes().as_slice())?;
+                    meta.put("format_version", schema::FORMAT_VERSION.to_le_bytes().as_slice())?;
                 }
             }
             // Creating every table up front lets readers open them without a write.
@@ -306,7 +306,7 @@ impl KnowledgeStore {
                     has_profile: false,
                     created_at: Timestamp::now(),
                 };
-                spaces.insert(DEFAULT_SPACE, schema::encode(&s)?.as_slice())?;
+                spaces.put(DEFAULT_SPACE, schema::encode(&s)?.as_slice())?;
             }
         }
         txn.commit()?;
@@ -355,12 +355,12 @@ impl KnowledgeStore {
                 }
                 let Some(last) = chunk.last().map(|c| c.0.clone()) else { break };
                 for ((space, id), bytes) in &chunk {
-                    mems.insert((space.as_str(), id.as_str()), bytes.as_slice())?;
+                    mems.put((space.as_str(), id.as_str()), bytes.as_slice())?;
                 }
                 marked += chunk.len() as u64;
                 after = Some(last);
             }
-            txn.table(META)?.insert("embedder", want.as_bytes())?;
+            txn.table(META)?.put("embedder", want.as_bytes())?;
             Ok(marked)
         })?;
         if marked > 0 {
@@ -466,7 +466,7 @@ impl KnowledgeStore {
     pub(crate) fn alloc_docnos(txn: &crate::storage::WriteTx, n: u64) -> Result<u64> {
         let mut meta = txn.table(META)?;
         let next = meta_u64(&meta, "next_docno")?.unwrap_or(1);
-        meta.insert("next_docno", (next + n).to_le_bytes().as_slice())?;
+        meta.put("next_docno", (next + n).to_le_bytes().as_slice())?;
         Ok(next)
     }
 }

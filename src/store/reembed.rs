@@ -190,10 +190,10 @@ fn run(ctx: &Ctx, work: &[(String, u64, String)], prog: &Progress, stopped: &dyn
                     };
                     let Some(mut sm) = current.filter(|sm| sm.docno == *docno) else { continue };
                     let bytes = schema::vector_to_bytes(&v);
-                    vecs.insert((*space, *docno), bytes.as_slice())?;
+                    vecs.put((*space, *docno), bytes.as_slice())?;
                     sm.memory.reindex_needed = false;
                     sm.memory.last_reindexed_at = Some(now);
-                    mems.insert((*space, *id), schema::encode(&sm)?.as_slice())?;
+                    mems.put((*space, *id), schema::encode(&sm)?.as_slice())?;
                     stored.push((space.to_string(), *docno, schema::vector_from_bytes(&bytes)));
                 }
                 ctx.feed.publish(txn, super::feed::ChangeOut::Vectors(&stored))?;

@@ -227,10 +227,10 @@ impl KnowledgeStore {
             if let Some(b) = input.bidirectional {
                 r.bidirectional = b;
             }
-            rels.insert((space.as_str(), r.id.as_str()), schema::encode(&r)?.as_slice())?;
-            by_mem.insert((space.as_str(), source_id, r.id.as_str()), ())?;
-            by_mem.insert((space.as_str(), r.target_memory_id.as_str(), r.id.as_str()), ())?;
-            rel_space.insert(r.id.as_str(), space.as_str())?;
+            rels.put((space.as_str(), r.id.as_str()), schema::encode(&r)?.as_slice())?;
+            by_mem.put((space.as_str(), source_id, r.id.as_str()), ())?;
+            by_mem.put((space.as_str(), r.target_memory_id.as_str(), r.id.as_str()), ())?;
+            rel_space.put(r.id.as_str(), space.as_str())?;
             Ok(r)
         })?;
         self.relation_view(rel, "out")
@@ -291,7 +291,7 @@ impl KnowledgeStore {
             if let Some(t) = &input.relation_type {
                 r.relation_type = t.trim().to_string();
             }
-            rels.insert((space.as_str(), rel_id), schema::encode(&r)?.as_slice())?;
+            rels.put((space.as_str(), rel_id), schema::encode(&r)?.as_slice())?;
             Ok(r)
         })?;
         self.relation_view(rel, "both")

@@ -354,7 +354,7 @@ impl KnowledgeStore {
         let r = self.write_txn(|txn| {
             let mut t = txn.table(REVIEWS)?;
             for e in &events {
-                t.insert((e.space_id.as_str(), e.id.as_str()), schema::encode(e)?.as_slice())?;
+                t.put((e.space_id.as_str(), e.id.as_str()), schema::encode(e)?.as_slice())?;
             }
             Ok(())
         });
@@ -519,7 +519,7 @@ impl KnowledgeStore {
                     .with_code(ErrorCode::ReviewResolved));
             }
             e.resolution = Some(resolution.clone());
-            t.insert((space, id), schema::encode(&e)?.as_slice())?;
+            t.put((space, id), schema::encode(&e)?.as_slice())?;
             Ok(e)
         })
     }

@@ -267,19 +267,19 @@ impl KnowledgeStore {
                 let lid = Label::id_for(n);
                 if t.labels.get((space.as_str(), lid.as_str()))?.is_none() {
                     let l = super::memories::new_label(&space, n, None, None, now);
-                    t.labels.insert((space.as_str(), lid.as_str()), schema::encode(&l)?.as_slice())?;
+                    t.labels.put((space.as_str(), lid.as_str()), schema::encode(&l)?.as_slice())?;
                 }
             }
             drop(t);
-            txn.table(SOURCES)?.insert((space.as_str(), id.as_str()), schema::encode(&source)?.as_slice())?;
-            txn.table(SOURCE_SPACE)?.insert(id.as_str(), space.as_str())?;
-            txn.table(SOURCE_SHA)?.insert((space.as_str(), sha.as_str()), id.as_str())?;
-            txn.table(SOURCE_FILES)?.insert(id.as_str(), new.bytes.as_slice())?;
+            txn.table(SOURCES)?.put((space.as_str(), id.as_str()), schema::encode(&source)?.as_slice())?;
+            txn.table(SOURCE_SPACE)?.put(id.as_str(), space.as_str())?;
+            txn.table(SOURCE_SHA)?.put((space.as_str(), sha.as_str()), id.as_str())?;
+            txn.table(SOURCE_FILES)?.put(id.as_str(), new.bytes.as_slice())?;
             if let Some(p) = &parsed {
-                txn.table(SOURCE_TEXT)?.insert(id.as_str(), p.text.as_bytes())?;
+                txn.table(SOURCE_TEXT)?.put(id.as_str(), p.text.as_bytes())?;
                 let mut chunks = txn.table(SOURCE_CHUNKS)?;
                 for (i, c) in p.chunks.iter().enumerate() {
-                    chunks.insert((id.as_str(), i as u64), schema::encode(c)?.as_slice())?;
+                    chunks.put((id.as_str(), i as u64), schema::encode(c)?.as_slice())?;
                 }
             }
             self.feed.publish(txn, super::feed::ChangeOut::Sources(&space))?;
@@ -310,7 +310,7 @@ impl KnowledgeStore {
             source.updated_at = Timestamp::now();
             let _w = self.writer.lock();
             self.write_txn(|txn| {
-                txn.table(SOURCES)?.insert((space.as_str(), id.as_str()), schema::encode(&source)?.as_slice())?;
+                txn.table(SOURCES)?.put((space.as_str(), id.as_str()), schema::encode(&source)?.as_slice())?;
                 Ok(())
             })?;
         }

@@ -145,7 +145,7 @@ impl KnowledgeStore {
                     .with_code(ErrorCode::SpaceExists));
             }
             check_space(&space, &stored_spaces(&t)?)?;
-            t.insert(id.as_str(), schema::encode(&space)?.as_slice())?;
+            t.put(id.as_str(), schema::encode(&space)?.as_slice())?;
             Ok(())
         })?;
         self.apply(vec![]);
@@ -251,7 +251,7 @@ impl KnowledgeStore {
                 s.default_retrieval_mode = x;
             }
             check_space(&s, &stored_spaces(&t)?)?;
-            t.insert(id, schema::encode(&s)?.as_slice())?;
+            t.put(id, schema::encode(&s)?.as_slice())?;
             Ok(())
         })?;
         self.get_space(id)
@@ -311,7 +311,7 @@ impl KnowledgeStore {
             for mut other in stored_spaces(&t)? {
                 if other.shared_space_ids.iter().any(|s| s == id) {
                     other.shared_space_ids.retain(|s| s != id);
-                    t.insert(other.id.as_str(), schema::encode(&other)?.as_slice())?;
+                    t.put(other.id.as_str(), schema::encode(&other)?.as_slice())?;
                 }
             }
             Ok(())

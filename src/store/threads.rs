@@ -293,9 +293,9 @@ impl<'t> TTables<'t> {
                 timestamp: m.timestamp.as_deref().and_then(Timestamp::parse).unwrap_or(now),
                 token_count: text::words(&m.content).len() as u64,
             };
-            self.messages.insert((space.as_str(), tid.as_str(), order_index), schema::encode(&msg)?.as_slice())?;
+            self.messages.put((space.as_str(), tid.as_str(), order_index), schema::encode(&msg)?.as_slice())?;
             if let Some(k) = &key {
-                self.keys.insert((space.as_str(), tid.as_str(), k.as_str()), order_index)?;
+                self.keys.put((space.as_str(), tid.as_str(), k.as_str()), order_index)?;
             }
             thread.message_count += 1;
             added.push(msg);
@@ -310,8 +310,8 @@ impl<'t> TTables<'t> {
     }
 
     fn put_thread(&mut self, t: &Thread) -> Result<()> {
-        self.threads.insert((t.space_id.as_str(), t.thread_id.as_str()), schema::encode(t)?.as_slice())?;
-        self.spaces_of.insert((t.thread_id.as_str(), t.space_id.as_str()), ())?;
+        self.threads.put((t.space_id.as_str(), t.thread_id.as_str()), schema::encode(t)?.as_slice())?;
+        self.spaces_of.put((t.thread_id.as_str(), t.space_id.as_str()), ())?;
         Ok(())
     }
 }

@@ -97,7 +97,7 @@ impl KnowledgeStore {
         };
         let _w = self.writer.lock();
         self.write_txn(|txn| {
-            txn.table(WORKING_MEMORY)?.insert((space, wm.date.as_str()), schema::encode(&wm)?.as_slice())?;
+            txn.table(WORKING_MEMORY)?.put((space, wm.date.as_str()), schema::encode(&wm)?.as_slice())?;
             Ok(())
         })?;
         Ok(wm)

@@ -99,6 +99,66 @@ fn columns(row: &Row, from: usize, n: usize) -> Result<Vec<SqlValue>> {
 pub struct TxConn {
     conn: r2d2::PooledConnection<PgManager>,
     open: bool,
+    /// Records stored with [`PgTable::put`] and not yet sent.
+    pending: Option<Pending>,
+}
+
+/// Rows most held back before a flush.
+const PENDING_MAX: usize = 1000;
+
+/// Writes of one table held back by [`PgTable::put`] until the transaction next talks to the server: then one
+/// `INSERT .. SELECT * FROM unnest($1::t[], ..) ON CONFLICT .. DO UPDATE` sends them all (one round trip
+/// instead of one per record). A later put of the same key replaces the earlier (one statement may not update
+/// a row twice).
+struct Pending {
+    table: &'static str,
+    /// The statement, made from the first row's column types.
+    sql: String,
+    rows: Vec<Vec<SqlValue>>,
+    /// Row index by key (the key columns' debug form).
+    by_key: HashMap<String, usize>,
+}
+
+impl TxConn {
+    /// Sends the held-back writes, if any.
+    fn flush(&mut self) -> Result<()> {
+        let Some(p) = self.pending.take() else { return Ok(()) };
+        let n = p.rows.first().map_or(0, Vec::len);
+        let mut columns: Vec<Box<dyn ToSql + Sync>> = Vec::with_capacity(n);
+        for c in 0..n {
+            let column: Box<dyn ToSql + Sync> = match &p.rows[0][c] {
+                SqlValue::Text(_) => Box::new(
+                    p.rows
+                        .iter()
+                        .map(|r| if let SqlValue::Text(t) = &r[c] { t.clone() } else { String::new() })
+                        .collect::<Vec<_>>(),
+                ),
+                // Two's complement, as `SqlValue::U64` is written one at a time.
+                SqlValue::U64(_) => Box::new(
+                    p.rows.iter().map(|r| if let SqlValue::U64(x) = &r[c] { *x as i64 } else { 0 }).collect::<Vec<_>>(),
+                ),
+                SqlValue::Float(_) => Box::new(
+                    p.rows.iter().map(|r| if let SqlValue::Float(x) = &r[c] { *x } else { 0.0 }).collect::<Vec<_>>(),
+                ),
+                SqlValue::Bytes(_) => Box::new(
+                    p.rows
+                        .iter()
+                        .map(|r| if let SqlValue::Bytes(b) = &r[c] { b.clone() } else { Vec::new() })
+                        .collect::<Vec<_>>(),
+                ),
+            };
+            columns.push(column);
+        }
+        let refs: Vec<&(dyn ToSql + Sync)> = columns.iter().map(|c| c.as_ref() as &(dyn ToSql + Sync)).collect();
+        self.conn.exec(&p.sql, &refs).map_err(|e| pg_error(&format!("writing to {} failed", p.table), e))
+    }
+
+    /// The connection, after sending the held-back writes: every statement goes through here, so a read sees
+    /// the transaction's own puts.
+    fn conn(&mut self) -> Result<&mut Conn> {
+        self.flush()?;
+        Ok(&mut self.conn)
+    }
 }
 
 impl Drop for TxConn {
@@ -119,7 +179,7 @@ impl PgTx {
         write: Option<Durability>,
         vectors: Option<Arc<VectorIndex>>,
     ) -> Result<PgTx> {
-        let mut tx = TxConn { conn, open: false };
+        let mut tx = TxConn { conn, open: false, pending: None };
         let sql = match write {
             None => "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
             // An acknowledged write is in the server's WAL, whatever the server's default.
@@ -152,7 +212,7 @@ impl PgTx {
     /// Database errors.
     pub fn vector_candidates(&self, space: &str, query: &[f32], k: usize) -> Result<Option<Vec<(u64, f32)>>> {
         let Some(index) = &self.1 else { return Ok(None) };
-        vectors::candidates(&mut self.0.lock().conn.client, index, space, query, k).map(Some)
+        vectors::candidates(&mut self.0.lock().conn()?.client, index, space, query, k).map(Some)
     }
 
     /// Appends `body` to the change feed in this (write) transaction (`feed.rs`).
@@ -162,7 +222,7 @@ impl PgTx {
     pub fn publish(&self, body: &[u8]) -> Result<()> {
         self.0
             .lock()
-            .conn
+            .conn()?
             .exec(super::feed::PUBLISH, &[&body])
             .map_err(|e| pg_error("writing the change feed failed", e))
     }
@@ -172,7 +232,7 @@ impl PgTx {
     /// # Errors
     /// Database errors.
     pub fn change_head(&self) -> Result<u64> {
-        let rows = self.0.lock().conn.query(super::feed::HEAD, &[])?;
+        let rows = self.0.lock().conn()?.query(super::feed::HEAD, &[])?;
         Ok(rows.first().and_then(|r| r.try_get::<_, i64>(0).ok()).unwrap_or(0).max(0) as u64)
     }
 
@@ -182,6 +242,7 @@ impl PgTx {
     /// Database errors; nothing is written then.
     pub fn commit(self) -> Result<()> {
         let mut tx = self.0.lock();
+        tx.flush()?;
         tx.open = false;
         tx.conn.client.batch_execute("COMMIT").map_err(|e| pg_error("commit failed", e))
     }
@@ -192,7 +253,7 @@ impl PgTx {
     /// # Errors
     /// Database errors.
     pub fn kind_stats(&self, name: &str) -> Result<KindStats> {
-        let rows = self.0.lock().conn.query(
+        let rows = self.0.lock().conn()?.query(
             "SELECT coalesce(pg_relation_size(c.oid) + coalesce(pg_relation_size(nullif(c.reltoastrelid, 0)), 0), 0),
                     coalesce(pg_indexes_size(c.oid), 0)
              FROM (SELECT to_regclass($1) AS oid) r LEFT JOIN pg_class c ON c.oid = r.oid",
@@ -243,7 +304,7 @@ impl PgTx {
              FROM p JOIN df USING (term) CROSS JOIN st
              GROUP BY p.docno ORDER BY score DESC, p.docno LIMIT $6";
         let mut tx = self.0.lock();
-        let client = &mut tx.conn.client;
+        let client = &mut tx.conn()?.client;
         let rows = client
             .query(sql, &[&space, &words, &counts, &k1, &b, &limit])
             .map_err(|e| pg_error("BM25 candidates failed", e))?;
@@ -328,7 +389,7 @@ impl<'t, K: KeyType, V: ValueType> PgTable<'t, K, V> {
     }
 
     fn query(&self, sql: &str, params: &[SqlValue]) -> Result<Vec<Row>> {
-        self.tx.lock().conn.query(sql, params)
+        self.tx.lock().conn()?.query(sql, params)
     }
 
     fn value(row: &Row, from: usize) -> Result<Vec<u8>> {
@@ -434,16 +495,75 @@ impl<'t, K: KeyType, V: ValueType> PgTable<'t, K, V> {
         {
             let v = crate::storage::codec::vector_from_bytes(b);
             let mut tx = self.tx.lock();
-            vectors::put(&mut |sql, p| tx.conn.exec(sql, p), index, space, *docno as i64, &v)?;
+            let conn = tx.conn()?;
+            vectors::put(&mut |sql, p| conn.exec(sql, p), index, space, *docno as i64, &v)?;
         }
         Ok(old)
+    }
+
+    /// Stores `value` under `key` without reading the value replaced: held back and sent with the next puts of
+    /// this table in one statement, before anything else runs on the transaction ([`Pending`]). The `vectors`
+    /// kind (which also writes pgvector's table) is written at once.
+    pub fn put(&mut self, key: &Borrowed<'_, K>, value: &Borrowed<'_, V>) -> Result<()> {
+        if self.side.is_some() {
+            return self.insert(key, value).map(|_| ());
+        }
+        let mut row = key_of::<K>(key);
+        V::to_sql(value, &mut row);
+        let fingerprint = format!("{:?}", &row[..K::PARTS]);
+        let mut tx = self.tx.lock();
+        if tx.pending.as_ref().is_some_and(|p| p.table != self.name || p.rows.len() >= PENDING_MAX) {
+            tx.flush()?;
+        }
+        let p = tx.pending.get_or_insert_with(|| {
+            let keys = list("k", K::PARTS);
+            let cols = if V::PARTS == 0 { keys.clone() } else { format!("{keys}, {}", list("v", V::PARTS)) };
+            let types: Vec<String> = row
+                .iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    let t = match v {
+                        SqlValue::Text(_) => "text",
+                        SqlValue::U64(_) => "int8",
+                        SqlValue::Float(_) => "float8",
+                        SqlValue::Bytes(_) => "bytea",
+                    };
+                    format!("${}::{t}[]", i + 1)
+                })
+                .collect();
+            let on_conflict = if V::PARTS == 0 {
+                "DO NOTHING".to_string()
+            } else {
+                let set: Vec<String> = (0..V::PARTS).map(|i| format!("v{i} = EXCLUDED.v{i}")).collect();
+                format!("DO UPDATE SET {}", set.join(", "))
+            };
+            Pending {
+                table: self.name,
+                sql: format!(
+                    "INSERT INTO \"{}\" ({cols}) SELECT * FROM unnest({}) ON CONFLICT ({keys}) {on_conflict}",
+                    self.name,
+                    types.join(", ")
+                ),
+                rows: Vec::new(),
+                by_key: HashMap::new(),
+            }
+        });
+        match p.by_key.get(&fingerprint) {
+            Some(&i) => p.rows[i] = row,
+            None => {
+                p.by_key.insert(fingerprint, p.rows.len());
+                p.rows.push(row);
+            }
+        }
+        Ok(())
     }
 
     /// Deletes the side row (pgvector) of a `vectors` key.
     fn delete_side(&self, key: &[SqlValue]) -> Result<()> {
         if let (Some(_), [SqlValue::Text(space), SqlValue::U64(docno)]) = (&self.side, key) {
             let mut tx = self.tx.lock();
-            vectors::delete(&mut |sql, p| tx.conn.exec(sql, p), space, *docno as i64)?;
+            let conn = tx.conn()?;
+            vectors::delete(&mut |sql, p| conn.exec(sql, p), space, *docno as i64)?;
         }
         Ok(())
     }

@@ -18,8 +18,8 @@ impl WTables<'_> {
     }
 
     pub(super) fn add_edge(&mut self, space: &str, memory: &str, label: &str) -> Result<()> {
-        self.memory_labels.insert((space, memory, label), ())?;
-        self.label_memories.insert((space, label, memory), ())?;
+        self.memory_labels.put((space, memory, label), ())?;
+        self.label_memories.put((space, label, memory), ())?;
         Ok(())
     }
 
@@ -36,7 +36,7 @@ impl WTables<'_> {
             let n = self.memories_with(space, label_id)?.len() as u64;
             if l.usage_count != n {
                 l.usage_count = n;
-                self.labels.insert((space, label_id), schema::encode(&l)?.as_slice())?;
+                self.labels.put((space, label_id), schema::encode(&l)?.as_slice())?;
             }
         }
         Ok(())
@@ -115,7 +115,7 @@ impl KnowledgeStore {
                 l.id = new_id;
                 l.name = n;
             }
-            t.labels.insert((space, l.id.as_str()), schema::encode(&l)?.as_slice())?;
+            t.labels.put((space, l.id.as_str()), schema::encode(&l)?.as_slice())?;
             Ok(l)
         })
     }

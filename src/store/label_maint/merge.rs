@@ -119,7 +119,7 @@ impl WTables<'_> {
             merged_at: now,
             reversed_at: None,
         };
-        txn.table(LABEL_MERGES)?.insert((space, rec.merge_id.as_str()), schema::encode(&rec)?.as_slice())?;
+        txn.table(LABEL_MERGES)?.put((space, rec.merge_id.as_str()), schema::encode(&rec)?.as_slice())?;
         Ok(rec)
     }
 }
@@ -187,7 +187,7 @@ impl KnowledgeStore {
                 )
                 .with_code(ErrorCode::LabelExists));
             }
-            t.labels.insert((space, sid.as_str()), schema::encode(&rec.source)?.as_slice())?;
+            t.labels.put((space, sid.as_str()), schema::encode(&rec.source)?.as_slice())?;
             for m in &rec.moved_memory_ids {
                 if t.memories.get((space, m.as_str()))?.is_none() {
                     continue; // deleted since the merge
@@ -210,7 +210,7 @@ impl KnowledgeStore {
             }
             t.recount(space, &rec.target_id)?;
             rec.reversed_at = Some(now);
-            merges.insert((space, merge_id), schema::encode(&rec)?.as_slice())?;
+            merges.put((space, merge_id), schema::encode(&rec)?.as_slice())?;
             Ok(rec)
         })
     }

@@ -85,7 +85,7 @@ impl Import<'_> {
             let d = decide(mode, existing, s.clone())?;
             k.note(&d);
             if let Decision::Insert(v) | Decision::Replace(v) = &d {
-                t.insert(s.id.as_str(), schema::encode(v)?.as_slice())?;
+                t.put(s.id.as_str(), schema::encode(v)?.as_slice())?;
             }
             tick(progress);
             Ok(())
@@ -141,7 +141,7 @@ impl Import<'_> {
             need_space(spaces, &r.space_id)?;
             let cur = keys.get((r.space_id.as_str(), r.key.as_str()))?.map(|v| v.value().to_string());
             if pair_write(cur, &r.value, *mode, k) {
-                keys.insert((r.space_id.as_str(), r.key.as_str()), r.value.as_str())?;
+                keys.put((r.space_id.as_str(), r.key.as_str()), r.value.as_str())?;
             }
             tick(progress);
             Ok(())
@@ -160,9 +160,9 @@ impl Import<'_> {
             false,
             |r, d, _| {
                 if let Decision::Insert(v) | Decision::Replace(v) = d {
-                    relation_space.insert(r.id.as_str(), r.space_id.as_str())?;
-                    memory_relations.insert((r.space_id.as_str(), v.source_memory_id.as_str(), r.id.as_str()), ())?;
-                    memory_relations.insert((r.space_id.as_str(), v.target_memory_id.as_str(), r.id.as_str()), ())?;
+                    relation_space.put(r.id.as_str(), r.space_id.as_str())?;
+                    memory_relations.put((r.space_id.as_str(), v.source_memory_id.as_str(), r.id.as_str()), ())?;
+                    memory_relations.put((r.space_id.as_str(), v.target_memory_id.as_str(), r.id.as_str()), ())?;
                 }
                 Ok(())
             },
@@ -179,7 +179,7 @@ impl Import<'_> {
             let key = (r.space_id.as_str(), r.crystal_id.as_str(), r.memory_id.as_str());
             let cur = cs.get(key)?.map(|v| v.value());
             if pair_write(cur, &r.weight, *mode, k) {
-                cs.insert(key, r.weight)?;
+                cs.put(key, r.weight)?;
             }
             tick(progress);
             Ok(())
@@ -202,7 +202,7 @@ impl Import<'_> {
                 |t: &Thread| (&t.space_id, &t.thread_id),
                 false,
                 |th, _, had| {
-                    ts.insert((th.thread_id.as_str(), th.space_id.as_str()), ())?;
+                    ts.put((th.thread_id.as_str(), th.space_id.as_str()), ())?;
                     let key = (th.space_id.clone(), th.thread_id.clone());
                     match mode {
                         ImportMode::Skip if had => {}
@@ -236,7 +236,7 @@ impl Import<'_> {
                 let d = decide(mode, existing, m.message.clone())?;
                 k.note(&d);
                 if let Decision::Insert(v) | Decision::Replace(v) = &d {
-                    msgs.insert(at, schema::encode(v)?.as_slice())?;
+                    msgs.put(at, schema::encode(v)?.as_slice())?;
                 }
             }
             tick(progress);
@@ -247,7 +247,7 @@ impl Import<'_> {
             let key = (m.space_id.clone(), m.thread_id.clone());
             let at = (m.space_id.as_str(), m.thread_id.as_str(), m.key.as_str());
             if take_messages.contains(&key) && mkeys.get(at)?.is_none() {
-                mkeys.insert(at, m.index)?;
+                mkeys.put(at, m.index)?;
                 k.inserted += 1;
             } else {
                 k.skipped += 1;
@@ -266,7 +266,7 @@ impl Import<'_> {
                 && n > 0
             {
                 rec.message_count = n;
-                t.insert((s.as_str(), th.as_str()), schema::encode(&rec)?.as_slice())?;
+                t.put((s.as_str(), th.as_str()), schema::encode(&rec)?.as_slice())?;
             }
         }
         Ok(())
@@ -306,15 +306,15 @@ impl Import<'_> {
             put_record(&mut st, &s.space_id, id, &d)?;
             let replace_body = !had || (self.mode == ImportMode::Overwrite && matches!(d, Decision::Replace(_)));
             if replace_body || (self.mode == ImportMode::Merge && text.get(id)?.is_none()) {
-                ss.insert(id, s.space_id.as_str())?;
-                sha.insert((s.space_id.as_str(), s.sha256.as_str()), id)?;
-                text.insert(id, line.text.as_bytes())?;
+                ss.put(id, s.space_id.as_str())?;
+                sha.put((s.space_id.as_str(), s.sha256.as_str()), id)?;
+                text.put(id, line.text.as_bytes())?;
                 chunks.retain_in((id, 0u64)..=(id, u64::MAX), |_, _| false)?;
                 for (i, ch) in line.chunks.iter().enumerate() {
-                    chunks.insert((id, i as u64), schema::encode(ch)?.as_slice())?;
+                    chunks.put((id, i as u64), schema::encode(ch)?.as_slice())?;
                 }
                 if let Some(bytes) = self.ar.blob(&format!("source_files/{id}"))? {
-                    files.insert(id, bytes.as_slice())?;
+                    files.put(id, bytes.as_slice())?;
                 }
             }
             tick(self.progress);
@@ -335,10 +335,10 @@ impl Import<'_> {
         let mut max_id = 0u64;
         self.ar.lines("communities.jsonl", |l: CommunityLine| {
             if empty {
-                ct.insert(l.community.id, schema::encode(&l.community)?.as_slice())?;
+                ct.put(l.community.id, schema::encode(&l.community)?.as_slice())?;
                 for (s, e, r) in &l.members {
-                    members.insert((l.community.id, s.as_str(), e.as_str()), *r)?;
-                    ec.insert((s.as_str(), e.as_str()), l.community.id)?;
+                    members.put((l.community.id, s.as_str(), e.as_str()), *r)?;
+                    ec.put((s.as_str(), e.as_str()), l.community.id)?;
                 }
                 max_id = max_id.max(l.community.id);
                 k.inserted += 1;
@@ -351,7 +351,7 @@ impl Import<'_> {
         let mut pr = txn.table(MEMORY_PAGERANK)?;
         self.ar.lines("memory_pagerank.jsonl", |l: PagerankLine| {
             if empty {
-                pr.insert((l.space_id.as_str(), l.memory_id.as_str()), l.score)?;
+                pr.put((l.space_id.as_str(), l.memory_id.as_str()), l.score)?;
             }
             tick(self.progress);
             Ok(())
@@ -359,7 +359,7 @@ impl Import<'_> {
         if empty && max_id > 0 {
             let mut meta = txn.table(META)?;
             let next = meta_u64(&meta, "next_community_id")?.unwrap_or(1).max(max_id + 1);
-            meta.insert("next_community_id", next.to_le_bytes().as_slice())?;
+            meta.put("next_community_id", next.to_le_bytes().as_slice())?;
         }
         Ok(())
     }
@@ -515,7 +515,7 @@ impl KnowledgeStore {
                 if let Some(v) = line.embedding.as_ref().filter(|v| embedder.external() && v.len() == embedder.dim())
                     && v.iter().all(|x| x.is_finite())
                 {
-                    t.vectors.insert((space.as_str(), docno), schema::vector_to_bytes(v).as_slice())?;
+                    t.vectors.put((space.as_str(), docno), schema::vector_to_bytes(v).as_slice())?;
                 }
             }
             tick(im.progress);
@@ -563,7 +563,7 @@ pub(super) fn recount(txn: &crate::storage::WriteTx, space: &str) -> Result<()> 
         }
     }
     for (id, l) in fixes {
-        labels.insert((space, id.as_str()), schema::encode(&l)?.as_slice())?;
+        labels.put((space, id.as_str()), schema::encode(&l)?.as_slice())?;
     }
     let em = txn.table(ENTITY_MEMORIES)?;
     let mut ents = txn.table(ENTITIES)?;
@@ -582,7 +582,7 @@ pub(super) fn recount(txn: &crate::storage::WriteTx, space: &str) -> Result<()> 
         }
     }
     for (id, e) in fixes {
-        ents.insert((space, id.as_str()), schema::encode(&e)?.as_slice())?;
+        ents.put((space, id.as_str()), schema::encode(&e)?.as_slice())?;
     }
     // RELATES_TO from MENTIONS: every pair of entities a memory mentions, both directions.
     let mentions = txn.table(MENTIONS)?;
@@ -615,7 +615,7 @@ pub(super) fn recount(txn: &crate::storage::WriteTx, space: &str) -> Result<()> 
     let mut rt = txn.table(RELATES_TO)?;
     rt.retain_in((space, "", "")..(space, "\u{10ffff}", ""), |_, _| false)?;
     for ((a, b), w) in weights {
-        rt.insert((space, a.as_str(), b.as_str()), w)?;
+        rt.put((space, a.as_str(), b.as_str()), w)?;
     }
     Ok(())
 }

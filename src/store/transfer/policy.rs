@@ -88,7 +88,7 @@ pub(super) fn put_record<T: Serialize>(
 ) -> Result<bool> {
     match d {
         Decision::Insert(v) | Decision::Replace(v) => {
-            t.insert((space, id), schema::encode(v)?.as_slice())?;
+            t.put((space, id), schema::encode(v)?.as_slice())?;
             Ok(true)
         }
         Decision::Keep => Ok(false),
