@@ -462,3 +462,51 @@ fn each_graph_recompute_runs_on_exactly_one_daemon() {
     }
     eprintln!("graph recomputes per daemon (generations): {per_daemon:?}");
 }
+
+/// A process whose feed position fell below the pruned mark (it missed entries: suspended longer than the
+/// retention) rebuilds its indexes from the tables and finds what it missed. The entries are deleted and the
+/// mark raised by hand right after a write on the other process, as pruning would after ten minutes.
+#[test]
+fn a_process_that_missed_pruned_feed_entries_rebuilds_its_indexes() {
+    use engram::{KnowledgeStore, NewMemory, SearchQuery, StoreConfig};
+    let dir = tempfile::tempdir().unwrap();
+    let Some(url) = shared_store(dir.path()) else { return };
+    let a = KnowledgeStore::open(StoreConfig::new(dir.path().join("a")).database(&url)).unwrap();
+    let b = KnowledgeStore::open(StoreConfig::new(dir.path().join("b")).database(&url)).unwrap();
+    let mut admin = engram::storage::postgres::connect(&url).unwrap();
+    let found = |store: &KnowledgeStore, q: &str| -> Vec<String> {
+        let query = SearchQuery { query: q.into(), space_id: "default".into(), limit: 5, ..Default::default() };
+        store.search(&query).unwrap().hits.into_iter().map(|h| h.view.memory.id).collect()
+    };
+    for round in 0..5 {
+        let id = format!("missed{round}");
+        let token = format!("quokka{round}z");
+        b.create_memory(NewMemory {
+            id: Some(id.clone()),
+            content: format!("The {token} crossed the dunes"),
+            ..Default::default()
+        })
+        .unwrap();
+        admin
+            .batch_execute(
+                "DELETE FROM engram_changes;
+                 UPDATE engram_changes_pruned SET upto = (SELECT last_value FROM engram_change_seq)",
+            )
+            .unwrap();
+        poll(Duration::from_secs(10), || (found(&a, &token).first() == Some(&id)).then_some(()))
+            .unwrap_or_else(|| panic!("round {round}: the other process never found {id}"));
+        // And it goes on applying the feed after the rebuild.
+        a.create_memory(NewMemory {
+            id: Some(format!("after{round}")),
+            content: format!("Wombat {round}y burrows"),
+            ..Default::default()
+        })
+        .unwrap();
+        let token = format!("{round}y");
+        poll(Duration::from_secs(10), || {
+            (found(&b, &format!("wombat {token}")).first().map(String::as_str) == Some(&format!("after{round}")))
+                .then_some(())
+        })
+        .unwrap_or_else(|| panic!("round {round}: the writer's next write was not found on the other"));
+    }
+}

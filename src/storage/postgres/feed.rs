@@ -45,21 +45,20 @@ pub(super) const HEAD: &str =
 pub(super) fn since(client: &mut Client, after: u64, limit: usize) -> Result<crate::storage::Changes> {
     let after = i64::try_from(after).unwrap_or(i64::MAX);
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    // One round trip: the pruned mark's one row, joined to the entries after `after` (none: one row of NULLs).
     let rows = client
         .query(
-            "SELECT seq, body, (SELECT upto FROM engram_changes_pruned) FROM engram_changes
-             WHERE seq > $1 ORDER BY seq LIMIT $2",
+            "SELECT p.upto, c.seq, c.body FROM engram_changes_pruned p
+             LEFT JOIN LATERAL (SELECT seq, body FROM engram_changes WHERE seq > $1 ORDER BY seq LIMIT $2) c ON true
+             ORDER BY c.seq",
             &[&after, &limit],
         )
         .map_err(|e| pg_error("reading the change feed failed", e))?;
-    let pruned = match rows.first() {
-        Some(r) => r.get::<_, i64>(2),
-        None => client
-            .query_one("SELECT upto FROM engram_changes_pruned", &[])
-            .map_err(|e| pg_error("reading the change feed failed", e))?
-            .get::<_, i64>(0),
-    };
-    let entries = rows.iter().map(|r| (r.get::<_, i64>(0).max(0) as u64, r.get::<_, Vec<u8>>(1))).collect();
+    let pruned = rows.first().map_or(0, |r| r.get::<_, i64>(0));
+    let entries = rows
+        .iter()
+        .filter_map(|r| Some((r.get::<_, Option<i64>>(1)?.max(0) as u64, r.get::<_, Option<Vec<u8>>>(2)?)))
+        .collect();
     Ok(crate::storage::Changes { pruned: pruned.max(0) as u64, entries })
 }
 
