@@ -54,8 +54,15 @@ fn main() {
             .collect();
         i += batch.len();
         store.create_memories(batch).expect("ingest");
+        if i % 100_000 == 0 && i < n {
+            let secs = t.elapsed().as_secs_f64();
+            println!("  {i} memories after {secs:.0} s ({:.0}/s so far); RSS {:.0} MiB", i as f64 / secs, rss_mib());
+        }
     }
     println!("store: {n} memories in {:.1} s; RSS {:.0} MiB", t.elapsed().as_secs_f64(), rss_mib());
+    if let Ok(Some(bytes)) = store.storage().size_bytes() {
+        println!("database size: {:.0} MiB (tables, TOAST and indexes of the store's schema)", bytes as f64 / 1048576.0);
+    }
     // Steady state: the background HNSW build (minutes for 100,000 vectors on 2 cores) is done first.
     let t = Instant::now();
     let complete = store.wait_for_indexes(Duration::from_secs(900));
