@@ -61,7 +61,10 @@ fn main() {
     }
     println!("store: {n} memories in {:.1} s; RSS {:.0} MiB", t.elapsed().as_secs_f64(), rss_mib());
     if let Ok(Some(bytes)) = store.storage().size_bytes() {
-        println!("database size: {:.0} MiB (tables, TOAST and indexes of the store's schema)", bytes as f64 / 1048576.0);
+        println!(
+            "database size: {:.0} MiB (tables, TOAST and indexes of the store's schema)",
+            bytes as f64 / 1048576.0
+        );
     }
     // Steady state: the background HNSW build (minutes for 100,000 vectors on 2 cores) is done first.
     let t = Instant::now();

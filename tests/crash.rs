@@ -7,8 +7,7 @@
 #![cfg(all(feature = "server", unix))]
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -16,24 +15,11 @@ use std::time::{Duration, Instant};
 
 const KEY: &str = "crash-test-key";
 
+#[path = "common/daemon_http.rs"]
+mod daemon_http;
+
 fn request(addr: SocketAddr, method: &str, path: &str, body: &str) -> Option<(u16, String)> {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-    let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {KEY}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).ok()?;
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf).ok()?;
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let status = text.split_whitespace().nth(1)?.parse().ok()?;
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
-    // A kill mid-response leaves a truncated body: not an acknowledgement.
-    if status == 200 && serde_json::from_str::<serde_json::Value>(&body).is_err() {
-        return None;
-    }
-    Some((status, body))
+    daemon_http::request(addr, KEY, method, path, body, Duration::from_secs(10))
 }
 
 fn free_port() -> u16 {

@@ -10,8 +10,7 @@
 mod backend;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -22,23 +21,14 @@ use serde_json::{Value, json};
 
 const KEY: &str = "daemons-test-key";
 
+#[path = "common/daemon_http.rs"]
+mod daemon_http;
+
 /// One request; `None` when the connection failed or the reply was cut off (not an acknowledgement).
 fn request(port: u16, method: &str, path: &str, body: &str) -> Option<(u16, Value)> {
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().ok()?;
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
-    let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {KEY}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).ok()?;
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf).ok()?;
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let status = text.split_whitespace().nth(1)?.parse().ok()?;
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
-    let v = serde_json::from_str(&body).ok()?;
-    Some((status, v))
+    let (status, body) = daemon_http::request(addr, KEY, method, path, body, Duration::from_secs(30))?;
+    Some((status, serde_json::from_str(&body).ok()?))
 }
 
 /// A request that must succeed with 200.

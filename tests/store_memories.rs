@@ -268,29 +268,24 @@ fn a_second_open_is_locked_on_a_file_and_shares_the_store_on_a_database() {
                 second.get_memory("a1", None).unwrap().memory.content,
                 "The lighthouse keeper logs the tide at dawn"
             );
-            // Searched: the second handle's indexes catch up from the feed.
-            let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
-            let found = loop {
-                let hits = search(&second, "lighthouse tide", "default", 5, MemoryFilter::default());
-                if hits == vec!["a1".to_string()] || std::time::Instant::now() > until {
-                    break hits;
+            // Searches until they return `want` (at most 5 s): what they return last.
+            let settled = |store: &KnowledgeStore, q: &str, want: &[&str]| {
+                let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+                loop {
+                    let hits = search(store, q, "default", 5, MemoryFilter::default());
+                    if hits == want || std::time::Instant::now() > until {
+                        break hits;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(20));
                 }
-                std::thread::sleep(std::time::Duration::from_millis(20));
             };
-            assert_eq!(found, vec!["a1".to_string()]);
+            // Searched: the second handle's indexes catch up from the feed.
+            assert_eq!(settled(&second, "lighthouse tide", &["a1"]), vec!["a1".to_string()]);
             // A write on the second is in the first's search right after the second's write returns and the
             // first catches up; a delete on the second leaves the first's search.
             second.create_memory(mem("b1", "Harbour lighthouse lamps are trimmed weekly")).unwrap();
             second.delete_memory("a1", None).unwrap();
-            let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
-            let found = loop {
-                let hits = search(&first, "lighthouse", "default", 5, MemoryFilter::default());
-                if hits == vec!["b1".to_string()] || std::time::Instant::now() > until {
-                    break hits;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            };
-            assert_eq!(found, vec!["b1".to_string()]);
+            assert_eq!(settled(&first, "lighthouse", &["b1"]), vec!["b1".to_string()]);
             assert_eq!(search(&second, "lighthouse", "default", 5, MemoryFilter::default()), vec!["b1".to_string()]);
         }
     }
