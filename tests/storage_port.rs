@@ -236,6 +236,14 @@ fn puts_are_read_back_in_their_transaction_and_stored_whole_or_not_at_all() {
     assert_eq!(t.get(("pp", "k02499")).unwrap().unwrap().value(), 2499u32.to_le_bytes().as_slice());
     drop((t, r));
 
+    // `clear` empties the kind and nothing else.
+    let w = db.write(Durability::Immediate).unwrap();
+    w.table(REVIEWS).unwrap().clear().unwrap();
+    assert_eq!(w.table(REVIEWS).unwrap().len().unwrap(), 0);
+    assert_eq!(w.table(POSTINGS).unwrap().get(("pp", "term", 5u64)).unwrap().unwrap().value(), 77);
+    w.commit().unwrap();
+    assert_eq!(db.read().unwrap().table(REVIEWS).unwrap().len().unwrap(), 0);
+
     // Dropped without a commit: nothing.
     let w = db.write(Durability::Immediate).unwrap();
     w.table(REVIEWS).unwrap().put(("dropped", "a"), [1u8].as_slice()).unwrap();

@@ -600,6 +600,19 @@ impl<K: KeyType, V: ValueType> Table<'_, K, V> {
         }
     }
 
+    /// Deletes every record of the kind (on PostgreSQL one statement, where `retain` deletes row by row).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn clear(&mut self) -> Result<()> {
+        match &mut self.0 {
+            TableInner::Redb(t) => t.retain(|_, _| false),
+            TableInner::RedbRead(_) => Err(read_only()),
+            #[cfg(feature = "postgres")]
+            TableInner::Pg(t) => t.clear(),
+        }
+    }
+
     /// Keeps only the records in `range` for which `keep` returns true; records outside `range` stay.
     ///
     /// # Errors

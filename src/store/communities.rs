@@ -550,11 +550,11 @@ pub(crate) fn recompute(ctx: &Ctx, stopped: &dyn Fn() -> bool) -> Result<GraphRe
         let txn = ctx.db.write(ctx.durability)?;
         {
             let mut ct = txn.table(COMMUNITIES)?;
-            ct.retain(|_, _| false)?;
+            ct.clear()?;
             let mut members_t = txn.table(COMMUNITY_MEMBERS)?;
-            members_t.retain(|_, _| false)?;
+            members_t.clear()?;
             let mut ec = txn.table(ENTITY_COMMUNITY)?;
-            ec.retain(|_, _| false)?;
+            ec.clear()?;
             for ((c, g), k) in communities.iter().zip(&groups).zip(&keys) {
                 ct.put(c.id, schema::encode(c)?.as_slice())?;
                 for (i, (s, e)) in g.iter().zip(k) {
@@ -563,7 +563,7 @@ pub(crate) fn recompute(ctx: &Ctx, stopped: &dyn Fn() -> bool) -> Result<GraphRe
                 }
             }
             let mut pr = txn.table(MEMORY_PAGERANK)?;
-            pr.retain(|_, _| false)?;
+            pr.clear()?;
             for (mi, (s, m)) in memory_nodes.iter().enumerate() {
                 pr.put((s.as_str(), m.as_str()), rank[e_count + mi] / top_memory)?;
             }

@@ -327,7 +327,7 @@ impl KnowledgeStore {
         }
         let _w = self.writer.lock();
         let marked = self.write_txn(|txn| {
-            txn.table(VECTORS)?.retain(|_, _| false)?;
+            txn.table(VECTORS)?.clear()?;
             let mut mems = txn.table(MEMORIES)?;
             let mut marked = 0u64;
             // In chunks, so that a large store is not held in memory at once.

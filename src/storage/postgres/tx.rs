@@ -558,6 +558,17 @@ impl<'t, K: KeyType, V: ValueType> PgTable<'t, K, V> {
         Ok(())
     }
 
+    /// Deletes every record of the kind in one statement (and, for `vectors`, every pgvector row).
+    pub fn clear(&mut self) -> Result<()> {
+        let mut tx = self.tx.lock();
+        let conn = tx.conn()?;
+        conn.query(&format!("DELETE FROM \"{}\"", self.name), &[])?;
+        if self.side.is_some() {
+            conn.query("DELETE FROM engram_vectors", &[])?;
+        }
+        Ok(())
+    }
+
     /// Deletes the side row (pgvector) of a `vectors` key.
     fn delete_side(&self, key: &[SqlValue]) -> Result<()> {
         if let (Some(_), [SqlValue::Text(space), SqlValue::U64(docno)]) = (&self.side, key) {
