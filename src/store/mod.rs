@@ -88,11 +88,14 @@ pub(crate) struct StoredMemory {
     pub memory: Memory,
 }
 
-/// A knowledge store over `<data_dir>/engram.redb`.
+/// A knowledge store over `<data_dir>/engram.redb`, or over a PostgreSQL database (`StoreConfig::database_url`,
+/// feature `postgres`).
 ///
 /// May be used from several threads at once (`Send + Sync`): reads run in parallel, writes are serialised.
 /// redb locks the file for one process: a second open, by the daemon or another program, fails with
-/// [`crate::ErrorKind::Locked`].
+/// [`crate::ErrorKind::Locked`]. A PostgreSQL store may be open in any number of processes at once: writes take
+/// turns across them, and each keeps its search indexes current from the database's change feed (docs/deploy.md,
+/// "Several daemons on one database").
 pub struct KnowledgeStore {
     pub(crate) db: Arc<Db>,
     pub(crate) config: StoreConfig,
