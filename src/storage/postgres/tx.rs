@@ -502,8 +502,8 @@ impl<'t, K: KeyType, V: ValueType> PgTable<'t, K, V> {
     }
 
     /// Stores `value` under `key` without reading the value replaced: held back and sent with the next puts of
-    /// this table in one statement, before anything else runs on the transaction ([`Pending`]). The `vectors`
-    /// kind (which also writes pgvector's table) is written at once.
+    /// this table in one statement, before anything else runs on the transaction. The `vectors` kind (which also
+    /// writes pgvector's table) is written at once.
     pub fn put(&mut self, key: &Borrowed<'_, K>, value: &Borrowed<'_, V>) -> Result<()> {
         if self.side.is_some() {
             return self.insert(key, value).map(|_| ());
