@@ -243,3 +243,61 @@ fn vectors_live_in_pgvector_with_a_partial_hnsw_index_per_dimension() {
     assert_eq!(count(&mut c), (39, 256));
     drop(store);
 }
+
+/// A bulk load (`KnowledgeStore::bulk_load`): the dimension's HNSW index is gone while the load runs (vectors
+/// are still written, and vector candidates answer by scanning), and built once at the end, over every vector,
+/// including those of a second process that wrote meanwhile; the build is reported. A failing load still gets
+/// its index back.
+#[test]
+fn a_bulk_load_builds_the_vector_index_once_at_the_end() {
+    let Some(base) = server() else { return };
+    let db = TempDb::new(&base);
+    let mut c = db.client();
+    if !has_pgvector(&mut c) {
+        return;
+    }
+    let (dir, other_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let open =
+        |d: &std::path::Path| engram::KnowledgeStore::open(engram::StoreConfig::new(d).database(db.url())).unwrap();
+    let (store, other) = (open(dir.path()), open(other_dir.path()));
+    let memory = |id: String, content: String| engram::NewMemory { id: Some(id), content, ..Default::default() };
+    store.create_memory(memory("first".into(), "before the load: the harbour lighthouse".into())).unwrap();
+    let indexes = |c: &mut Client| -> i64 {
+        c.query_one("SELECT count(*) FROM pg_indexes WHERE indexname LIKE 'engram_vectors_hnsw_%'", &[]).unwrap().get(0)
+    };
+    assert_eq!(indexes(&mut c), 1);
+    let texts: Vec<String> =
+        (0..300).map(|i| format!("Bulk note {i}: the {} near the {}", i * 7 % 31, i % 11)).collect();
+    let ((), built) = store
+        .bulk_load(|s| {
+            assert_eq!(indexes(&mut db.client()), 0, "dropped while the load runs");
+            for (b, chunk) in texts.chunks(100).enumerate() {
+                let batch = chunk.iter().enumerate().map(|(i, t)| memory(format!("b{}", b * 100 + i), t.clone()));
+                s.create_memories(batch.collect()).unwrap();
+            }
+            other.create_memory(memory("from-other".into(), "written by another process meanwhile".into())).unwrap();
+            let qv = s.config().embedder.embed(&[texts[42].as_str()], engram::embed::InputType::Query).unwrap();
+            let got = s.storage().read().unwrap().vector_candidates("default", &qv[0], 3).unwrap();
+            assert!(got[0].1 > 0.99, "candidates by scanning while the index is gone: {got:?}");
+            assert_eq!(indexes(&mut db.client()), 0, "no process made it again meanwhile");
+            Ok(())
+        })
+        .unwrap();
+    let built = built.expect("pgvector: a build is reported");
+    assert_eq!((built.vectors, built.indexes), (302, 1));
+    assert!(built.elapsed_ms > 0.0);
+    assert_eq!(indexes(&mut c), 1, "built at the end");
+    let n: i64 = c.query_one("SELECT count(*) FROM engram_vectors", &[]).unwrap().get(0);
+    assert_eq!(n, 302);
+    // Writes after the load are indexed again; the index answers.
+    store.create_memory(memory("after".into(), "after the load: a quiet orchard".into())).unwrap();
+    let qv = store.config().embedder.embed(&["after the load: a quiet orchard"], engram::embed::InputType::Query);
+    let got = store.storage().read().unwrap().vector_candidates("default", &qv.unwrap()[0], 3).unwrap();
+    assert!(got[0].1 > 0.99, "{got:?}");
+    // A failing load: its error, and the index back.
+    let err = store
+        .bulk_load(|_| -> engram::Result<()> { Err(engram::Error::new(engram::ErrorKind::InvalidInput, "stop")) })
+        .unwrap_err();
+    assert_eq!(err.kind(), engram::ErrorKind::InvalidInput);
+    assert_eq!(indexes(&mut c), 1, "built again after a failed load");
+}

@@ -304,3 +304,44 @@ fn overlapping_entity_mentions_are_stored_without_a_panic() {
     assert_eq!(c.view.memory.content, text);
     assert!(c.entities.iter().any(|e| e.name == "FreeBSD"), "{:?}", c.entities);
 }
+
+/// A bulk load on either backend: every memory is stored and found, the graph recompute waits for the load
+/// and runs after it, and the vector index build is reported where the backend has one (pgvector), not on redb.
+#[test]
+fn a_bulk_load_stores_everything_and_recomputes_the_graph_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let ((), built) = store
+        .bulk_load(|s| {
+            for b in 0..4 {
+                let batch = (0..50).map(|i| {
+                    let k = b * 50 + i;
+                    mem(&format!("bulk-{k}"), &format!("Alice met Bob in Paris about the harbour plan {k}"))
+                });
+                s.create_memories(batch.collect())?;
+            }
+            // Writes pause for longer than the recompute's quiet time (2 s): still no recompute.
+            std::thread::sleep(std::time::Duration::from_millis(3500));
+            assert!(s.graph_report().is_none(), "the graph waits for the bulk load");
+            Ok(())
+        })
+        .unwrap();
+    match backend::Backend::current() {
+        backend::Backend::Redb => assert!(built.is_none()),
+        #[cfg(feature = "postgres")]
+        backend::Backend::Postgres => {
+            if let Some(b) = built {
+                assert_eq!((b.vectors, b.indexes), (200, 1));
+            }
+        }
+    }
+    let all = ListQuery { space_id: "default".into(), filter: MemoryFilter::default(), limit: 1, offset: 0 };
+    assert_eq!(store.list_memories(&all).unwrap().total, 200);
+    assert_eq!(search(&store, "harbour plan 137", "default", 1, MemoryFilter::default()), vec!["bulk-137"]);
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while store.graph_report().is_none() && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let report = store.graph_report().expect("recomputed after the load");
+    assert!(report.communities >= 1, "{report:?}");
+}

@@ -25,7 +25,9 @@ use std::marker::PhantomData;
 pub use primitives::{Edge, TermPostings};
 
 pub use self::redb::{Borrowed, FileDevice, KeyType, ValueType};
-pub use port::{Changes, Claim, Db, Got, KindStats, ReadTable, ReadTx, Readable, Rows, Table, WriteTx};
+pub use port::{
+    Changes, Claim, Db, Got, KindStats, ReadTable, ReadTx, Readable, Rows, Table, VectorIndexBuild, WriteTx,
+};
 
 /// When a write is on disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -44,6 +44,17 @@ impl std::fmt::Debug for Db {
     }
 }
 
+/// A database's vector index built after a bulk load ([`Db::end_bulk_load`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct VectorIndexBuild {
+    /// Vectors stored when the build started (every space and dimension of the store).
+    pub vectors: u64,
+    /// Indexes built: one per embedding dimension present.
+    pub indexes: usize,
+    /// Wall time of the build, milliseconds.
+    pub elapsed_ms: f64,
+}
+
 impl Db {
     /// Opens or creates the redb file at `path` with a page cache of `cache_bytes`, on `device` in place of the
     /// file when given (fault injection).
@@ -125,6 +136,38 @@ impl Db {
             DbInner::Redb(_) => Ok(None),
             #[cfg(feature = "postgres")]
             DbInner::Pg(d) => d.size_bytes().map(Some),
+        }
+    }
+
+    /// Starts a bulk load: on PostgreSQL drops the pgvector HNSW indexes of the store's schema, so vectors are
+    /// written without maintaining them until [`Db::end_bulk_load`] builds them again (pgvector's advice:
+    /// building after loading is much faster than inserting into the index). Vector candidates scan meanwhile.
+    /// Nothing to do on a redb file (the in-memory HNSW graph is built in the background either way).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn begin_bulk_load(&self) -> Result<()> {
+        match &self.0 {
+            DbInner::Redb(_) => Ok(()),
+            #[cfg(feature = "postgres")]
+            DbInner::Pg(d) => d.defer_vector_index().map(|_| ()),
+        }
+    }
+
+    /// Ends a bulk load: on PostgreSQL builds the pgvector HNSW index of every dimension present and returns how
+    /// long that took; `None` on a redb file or without pgvector.
+    ///
+    /// # Errors
+    /// Storage errors; a later call retries the indexes not built.
+    pub fn end_bulk_load(&self) -> Result<Option<VectorIndexBuild>> {
+        match &self.0 {
+            DbInner::Redb(_) => Ok(None),
+            #[cfg(feature = "postgres")]
+            DbInner::Pg(d) => Ok(d.build_vector_index()?.map(|b| VectorIndexBuild {
+                vectors: b.vectors,
+                indexes: b.indexes,
+                elapsed_ms: b.elapsed.as_secs_f64() * 1000.0,
+            })),
         }
     }
 

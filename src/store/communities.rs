@@ -173,6 +173,8 @@ pub(crate) struct Ctx {
     pub durability: crate::config::Durability,
     /// The change feed (publishes the recompute's crystal and PageRank changes; claims the recompute).
     pub feed: Arc<super::feed::Feed>,
+    /// Bulk loads running in this process ([`KnowledgeStore::bulk_load`]): the worker waits for them to end.
+    pub bulk_loads: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// Starts the background recomputation: woken after writes, it runs once writes pause.
@@ -189,6 +191,9 @@ pub(crate) fn start_worker(ctx: Ctx) -> super::worker::Worker {
                 break;
             }
             let Ok(g1) = generation(&ctx.db) else { continue };
+            if ctx.bulk_loads.load(std::sync::atomic::Ordering::Acquire) > 0 {
+                continue;
+            }
             if g1 != g0 {
                 c.wake();
                 continue;
@@ -643,6 +648,7 @@ impl KnowledgeStore {
             embedder: self.config.embedder.clone(),
             durability: self.config.durability,
             feed: self.feed.clone(),
+            bulk_loads: self.bulk_loads.clone(),
         }
     }
 

@@ -228,4 +228,39 @@ impl KnowledgeStore {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
     }
+
+    /// Runs `load` (typically many [`KnowledgeStore::create_memories`] batches) as a bulk load: the background
+    /// graph recompute (communities, PageRank) waits until it ends instead of running between batches, and on
+    /// PostgreSQL the pgvector HNSW indexes are dropped first and built once at the end (pgvector's advice:
+    /// building after loading is much faster than inserting into the index; measured in docs/deploy.md,
+    /// "Scale"). Searches stay correct meanwhile: the store's own in-memory indexes are kept as usual and only
+    /// the database's vector candidates ([`crate::storage::ReadTx::vector_candidates`]) scan. The indexes are
+    /// built again whether `load` succeeds or fails. Returns `load`'s value and the index build (`None` on redb
+    /// or without pgvector). Other processes sharing the database keep writing as usual; their vectors are
+    /// indexed by the build.
+    ///
+    /// # Errors
+    /// `load`'s error (after the indexes are built again), else storage errors of dropping or building them.
+    pub fn bulk_load<T>(
+        &self,
+        load: impl FnOnce(&Self) -> crate::error::Result<T>,
+    ) -> crate::error::Result<(T, Option<crate::storage::VectorIndexBuild>)> {
+        use std::sync::atomic::Ordering;
+        struct Running<'a>(&'a std::sync::atomic::AtomicUsize);
+        impl Drop for Running<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+        let out = {
+            self.bulk_loads.fetch_add(1, Ordering::AcqRel);
+            let _running = Running(&self.bulk_loads);
+            self.db.begin_bulk_load()?;
+            load(self)
+        };
+        let built = self.db.end_bulk_load();
+        self.graph_worker.wake();
+        let out = out?;
+        Ok((out, built?))
+    }
 }

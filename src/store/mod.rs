@@ -118,6 +118,8 @@ pub struct KnowledgeStore {
     pub(crate) jobs: transfer::Jobs,
     /// Communities and PageRank results.
     pub(crate) graph: Arc<RwLock<communities::GraphState>>,
+    /// Bulk loads running ([`KnowledgeStore::bulk_load`]); the graph worker waits for them to end.
+    pub(crate) bulk_loads: Arc<std::sync::atomic::AtomicUsize>,
     /// The change feed: keeps the in-memory state current when other processes write the database.
     pub(crate) feed: Arc<feed::Feed>,
     /// Reads the feed on a shared database. Declared first among the workers: dropped (stopped) first.

@@ -161,6 +161,7 @@ impl KnowledgeStore {
             config.vector,
             Arc::new(move || hnsw.wake()),
         ));
+        let bulk_loads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let graph_worker = communities::start_worker(communities::Ctx {
             db: db.clone(),
             writer: writer.clone(),
@@ -168,8 +169,10 @@ impl KnowledgeStore {
             embedder: config.embedder.clone(),
             durability: config.durability,
             feed: feed.clone(),
+            bulk_loads: bulk_loads.clone(),
         });
         let store = KnowledgeStore {
+            bulk_loads,
             db,
             config,
             writer,

@@ -185,6 +185,28 @@ impl PgDb {
         self.pool.get().map_err(|e| Error::new(ErrorKind::Unreachable, format!("no database connection: {e}")))
     }
 
+    /// Drops the pgvector HNSW indexes for a bulk load (`vectors::defer`); 0 without pgvector.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Unreachable`] and other database errors.
+    pub fn defer_vector_index(&self) -> Result<usize> {
+        match &self.vectors {
+            Some(index) => vectors::defer(&mut self.conn()?.client, index),
+            None => Ok(0),
+        }
+    }
+
+    /// Builds the pgvector HNSW indexes after a bulk load (`vectors::build`); `None` without pgvector.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Unreachable`] and other database errors.
+    pub fn build_vector_index(&self) -> Result<Option<vectors::IndexBuild>> {
+        match &self.vectors {
+            Some(index) => vectors::build(&mut self.conn()?.client, index).map(Some),
+            None => Ok(None),
+        }
+    }
+
     /// Bytes of every relation (tables, TOAST, indexes) in the connection's current schema.
     ///
     /// # Errors

@@ -53,9 +53,9 @@ impl Conn {
     }
 
     /// Runs a statement with typed parameters (prepared once per connection).
-    fn exec(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> std::result::Result<(), postgres::Error> {
+    fn exec(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> std::result::Result<u64, postgres::Error> {
         let stmt = self.statement(sql)?;
-        self.client.execute(&stmt, params).map(|_| ())
+        self.client.execute(&stmt, params)
     }
 }
 
@@ -150,7 +150,7 @@ impl TxConn {
             columns.push(column);
         }
         let refs: Vec<&(dyn ToSql + Sync)> = columns.iter().map(|c| c.as_ref() as &(dyn ToSql + Sync)).collect();
-        self.conn.exec(&p.sql, &refs).map_err(|e| pg_error(&format!("writing to {} failed", p.table), e))
+        self.conn.exec(&p.sql, &refs).map(|_| ()).map_err(|e| pg_error(&format!("writing to {} failed", p.table), e))
     }
 
     /// The connection, after sending the held-back writes: every statement goes through here, so a read sees
@@ -224,6 +224,7 @@ impl PgTx {
             .lock()
             .conn()?
             .exec(super::feed::PUBLISH, &[&body])
+            .map(|_| ())
             .map_err(|e| pg_error("writing the change feed failed", e))
     }
 

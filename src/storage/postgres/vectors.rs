@@ -9,6 +9,8 @@
 //! vector candidates scan it.
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use postgres::Client;
@@ -28,6 +30,10 @@ pub struct VectorIndex {
     /// The extension's schema, quoted as an identifier.
     ext: String,
     indexed: Mutex<HashSet<usize>>,
+    /// While a bulk load runs ([`defer`]): vectors are written without making sure of their dimension's index.
+    deferred: AtomicBool,
+    /// This process's row in `engram_bulk_loads` while its bulk load runs.
+    bulk_load: Mutex<Option<uuid::Uuid>>,
 }
 
 fn version_at_least_0_8(v: &str) -> bool {
@@ -91,13 +97,16 @@ pub(super) fn setup(client: &mut Client) -> Result<Option<VectorIndex>> {
             "SET client_min_messages = warning;
              CREATE TABLE IF NOT EXISTS engram_vectors (k0 text COLLATE \"C\" NOT NULL, k1 bigint NOT NULL,
                  dim integer NOT NULL, emb {ext}.vector NOT NULL, PRIMARY KEY (k0, k1));
+             CREATE TABLE IF NOT EXISTS engram_bulk_loads (id uuid PRIMARY KEY,
+                 since timestamptz NOT NULL DEFAULT now());
              RESET client_min_messages"
         ))
         .map_err(|e| pg_error("creating engram_vectors failed", e))?;
     let empty = client
         .query_one("SELECT NOT EXISTS (SELECT 1 FROM engram_vectors), EXISTS (SELECT 1 FROM vectors)", &[])
         .map_err(|e| pg_error("reading engram_vectors failed", e))?;
-    let index = VectorIndex { ext, indexed: Mutex::default() };
+    let index =
+        VectorIndex { ext, indexed: Mutex::default(), deferred: AtomicBool::new(false), bulk_load: Mutex::default() };
     if empty.get::<_, bool>(0) && empty.get::<_, bool>(1) {
         backfill(client, &index)?;
     }
@@ -120,7 +129,7 @@ fn backfill(client: &mut Client, index: &VectorIndex) -> Result<()> {
         for r in &rows {
             let (space, docno, bytes): (String, i64, Vec<u8>) = (r.get(0), r.get(1), r.get(2));
             let v = crate::storage::codec::vector_from_bytes(&bytes);
-            put(&mut |sql, p| tx.execute(sql, p).map(|_| ()), index, &space, docno, &v)?;
+            put(&mut |sql, p| tx.execute(sql, p), index, &space, docno, &v)?;
             n += 1;
         }
         match rows.last() {
@@ -133,7 +142,8 @@ fn backfill(client: &mut Client, index: &VectorIndex) -> Result<()> {
     Ok(())
 }
 
-type Exec<'a> = dyn FnMut(&str, &[&(dyn ToSql + Sync)]) -> std::result::Result<(), postgres::Error> + 'a;
+/// Runs one statement; the rows it affected or returned.
+type Exec<'a> = dyn FnMut(&str, &[&(dyn ToSql + Sync)]) -> std::result::Result<u64, postgres::Error> + 'a;
 
 /// Writes one vector (replacing the docno's), first making sure of its dimension's partial HNSW index.
 pub(super) fn put(exec: &mut Exec<'_>, index: &VectorIndex, space: &str, docno: i64, v: &[f32]) -> Result<()> {
@@ -142,7 +152,7 @@ pub(super) fn put(exec: &mut Exec<'_>, index: &VectorIndex, space: &str, docno: 
         return delete(exec, space, docno);
     }
     let ext = &index.ext;
-    if !index.indexed.lock().contains(&dim) {
+    if !index.deferred.load(Ordering::Acquire) && !index.indexed.lock().contains(&dim) && !bulk_loading(exec)? {
         exec(
             &format!(
                 "CREATE INDEX IF NOT EXISTS engram_vectors_hnsw_{dim} ON engram_vectors
@@ -161,13 +171,114 @@ pub(super) fn put(exec: &mut Exec<'_>, index: &VectorIndex, space: &str, docno: 
         ),
         &[&space, &docno, &d, &v],
     )
+    .map(|_| ())
     .map_err(|e| pg_error("writing a vector failed", e))
+}
+
+/// Whether a bulk load of another process runs ([`defer`]): a row of `engram_bulk_loads` younger than a day (a
+/// loader that died leaves its row; after a day the next write makes the index again).
+fn bulk_loading(exec: &mut Exec<'_>) -> Result<bool> {
+    exec("SELECT 1 FROM engram_bulk_loads WHERE since > now() - interval '1 day' LIMIT 1", &[])
+        .map(|rows| rows > 0)
+        .map_err(|e| pg_error("looking for bulk loads failed", e))
 }
 
 /// Deletes one docno's vector.
 pub(super) fn delete(exec: &mut Exec<'_>, space: &str, docno: i64) -> Result<()> {
     exec("DELETE FROM engram_vectors WHERE k0 = $1 AND k1 = $2", &[&space, &docno])
+        .map(|_| ())
         .map_err(|e| pg_error("deleting a vector failed", e))
+}
+
+/// Drops the current schema's partial HNSW indexes on `engram_vectors` for a bulk load (pgvector's advice:
+/// building an index after loading is much faster than inserting into it), and writes vectors without them
+/// until [`build`]. Returns how many indexes were dropped. Vector candidates scan the table meanwhile (exact).
+///
+/// # Errors
+/// Database errors.
+pub(super) fn defer(client: &mut Client, index: &VectorIndex) -> Result<usize> {
+    index.deferred.store(true, Ordering::Release);
+    // Seen by the other processes' writes, so that none makes the index again meanwhile.
+    let id = uuid::Uuid::new_v4();
+    client
+        .execute("INSERT INTO engram_bulk_loads (id) VALUES ($1::text::uuid)", &[&id.to_string()])
+        .map_err(|e| pg_error("registering a bulk load failed", e))?;
+    *index.bulk_load.lock() = Some(id);
+    let names: Vec<String> = client
+        .query(
+            "SELECT quote_ident(indexname) FROM pg_indexes WHERE schemaname = current_schema()
+             AND tablename = 'engram_vectors' AND indexname LIKE 'engram\\_vectors\\_hnsw\\_%'",
+            &[],
+        )
+        .map_err(|e| pg_error("listing the vector indexes failed", e))?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    for name in &names {
+        client
+            .batch_execute(&format!("DROP INDEX IF EXISTS {name}"))
+            .map_err(|e| pg_error("dropping a vector index for a bulk load failed", e))?;
+    }
+    index.indexed.lock().clear();
+    Ok(names.len())
+}
+
+/// How long building the HNSW indexes after a bulk load took, and over how many vectors.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct IndexBuild {
+    /// Vectors in `engram_vectors` when the build started (all spaces and dimensions of the schema).
+    pub vectors: u64,
+    /// Indexes built (one per dimension present).
+    pub indexes: usize,
+    /// Wall time of the builds.
+    pub elapsed: Duration,
+}
+
+/// Builds the partial HNSW index of every dimension present in `engram_vectors` (after [`defer`]), with
+/// `maintenance_work_mem` raised to 1 GiB for the session where it is lower (pgvector builds fastest when the
+/// graph fits in it; a 256-dimension vector and its level-0 neighbours take about 1.2 KiB) and pgvector's
+/// parallel build where the server allows it; a parallel build that fails (a small `/dev/shm` in a container)
+/// is retried serially. Vectors are indexed on write again from then on.
+///
+/// # Errors
+/// Database errors; the indexes not built stay missing (vector candidates scan) and a later [`build`] retries.
+pub(super) fn build(client: &mut Client, index: &VectorIndex) -> Result<IndexBuild> {
+    let started = Instant::now();
+    let row = client
+        .query_one("SELECT count(*), coalesce(array_agg(DISTINCT dim), '{}') FROM engram_vectors", &[])
+        .map_err(|e| pg_error("reading the vector dimensions failed", e))?;
+    let vectors = row.get::<_, i64>(0).max(0) as u64;
+    let dims: Vec<i32> = row.get(1);
+    client
+        .batch_execute(
+            "DO $$ BEGIN IF pg_size_bytes(current_setting('maintenance_work_mem')) < 1073741824 THEN
+                 PERFORM set_config('maintenance_work_mem', '1GB', false); END IF; END $$",
+        )
+        .map_err(|e| pg_error("configuring the vector index build failed", e))?;
+    let ext = index.ext.clone();
+    for dim in &dims {
+        let sql = format!(
+            "CREATE INDEX IF NOT EXISTS engram_vectors_hnsw_{dim} ON engram_vectors
+             USING hnsw ((emb::{ext}.vector({dim})) {ext}.vector_cosine_ops) WHERE dim = {dim}"
+        );
+        if let Err(e) = client.batch_execute(&sql) {
+            tracing::warn!(error = %e, dim, "a parallel vector index build failed: building it serially");
+            client
+                .batch_execute(&format!("SET max_parallel_maintenance_workers = 0; {sql}"))
+                .map_err(|e| pg_error("building a vector index failed", e))?;
+        }
+        index.indexed.lock().insert(*dim as usize);
+    }
+    client
+        .batch_execute("RESET maintenance_work_mem; RESET max_parallel_maintenance_workers")
+        .map_err(|e| pg_error("configuring the vector index build failed", e))?;
+    index.deferred.store(false, Ordering::Release);
+    if let Some(id) = index.bulk_load.lock().take() {
+        client
+            .execute("DELETE FROM engram_bulk_loads WHERE id = $1::text::uuid", &[&id.to_string()])
+            .map_err(|e| pg_error("ending a bulk load failed", e))?;
+    }
+    Ok(IndexBuild { vectors, indexes: dims.len(), elapsed: started.elapsed() })
 }
 
 /// The `k` nearest vectors of `space` to `query` by cosine similarity, best first (ties by docno), from the
