@@ -274,6 +274,17 @@ fn real_responses_match_the_document() {
     assert_eq!(f["results"][0]["source_id"].as_str(), Some(sid.as_str()), "{f}");
     let w = c.check("GET", "/sources/{source_id}/content", &format!("/sources/{sid}/content?limit=8"), None);
     assert_eq!((w["returned_length"].as_u64(), w["has_more"].as_bool()), (Some(8), Some(true)), "{w}");
+    let table = c.check(
+        "POST",
+        "/sources/ingest/file",
+        "/sources/ingest/file",
+        Some(json!({"file_name": "t.csv", "content": "name,n,when,ok\nAda,3,2024-01-02,yes\nBo,,2024-02-03,no\n"})),
+    );
+    let tid = table["id"].as_str().unwrap().to_string();
+    let a = c.check("GET", "/sources/{source_id}/analysis", &format!("/sources/{tid}/analysis"), None);
+    let types: Vec<&str> =
+        a["sheets"][0]["columns"].as_array().unwrap().iter().map(|c| c["dtype"].as_str().unwrap()).collect();
+    assert_eq!(types, ["string", "integer", "date", "boolean"], "{a}");
     let rels = c.check("GET", "/memories/{memory_id}/relations", "/memories/m1/relations", None);
     let rel_id = rels["relations"][0]["id"].as_str().unwrap_or_else(|| panic!("{rels}")).to_string();
     c.check("DELETE", "/memories/relations/{rel_id}", &format!("/memories/relations/{rel_id}"), None);

@@ -227,3 +227,116 @@ fn http_multipart_upload_and_routes() {
     assert_eq!(d["memories_deleted"], 3);
     assert_eq!(call(&srv, "GET", &format!("/sources/{id}"), None).status, 404);
 }
+
+/// A generated CSV of `n` orders: order id, customer, amount (float), quantity (integer), date, paid (boolean),
+/// a note with commas and quotes, and nulls in amount every 10th row.
+fn orders_csv(n: usize) -> String {
+    let customers = ["Acme Corp", "Globex", "Initech", "Umbrella"];
+    let mut s = String::from("order_id,customer,amount,quantity,ordered_on,paid,note\n");
+    for i in 0..n {
+        let amount = if i % 10 == 9 { String::new() } else { format!("{}.{:02}", 10 + i % 90, i % 100) };
+        let note = if i % 7 == 0 { format!("\"rush, \"\"fragile\"\" {i}\"") } else { "standard".into() };
+        s.push_str(&format!(
+            "ORD-{i:05},{},{amount},{},2024-{:02}-{:02},{},{note}\n",
+            customers[i % 4],
+            1 + i % 5,
+            1 + i % 12,
+            1 + i % 28,
+            if i % 3 == 0 { "yes" } else { "no" }
+        ));
+    }
+    s
+}
+
+/// CSV and TSV sources round trip: ingested as data tables (one memory describing the table, rows rendered
+/// as `column: value` lines and chunked by whole rows), a value found by search, the column statistics
+/// computed against the generator's own figures (HTTP and the MCP tool), refusals as 422.
+#[cfg(feature = "server")]
+#[test]
+fn csv_and_tsv_sources_are_analysed_by_column_and_searchable_by_value() {
+    use common::{call, server};
+    let dir = tempfile::tempdir().unwrap();
+    let srv = server(dir.path(), 8 << 20);
+    let csv = orders_csv(500);
+    let body = serde_json::json!({"file_name": "orders.csv", "content": csv}).to_string();
+    let r = call(&srv, "POST", "/sources/ingest/file", Some(&body));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v = r.json();
+    let id = v["id"].as_str().unwrap().to_string();
+    assert_eq!((v["mime_type"].as_str(), v["memory_count"].as_u64()), (Some("text/csv"), Some(1)));
+    assert!(v["chunk_count"].as_u64().unwrap() > 10, "{v}");
+    assert!(v["summary"].as_str().unwrap().starts_with("Data table orders.csv: 500 rows, 7 columns"), "{v}");
+    // A row's value is found, in its chunk.
+    let s = call(&srv, "GET", "/sources/search?q=ORD-00321&limit=3", None).json();
+    assert_eq!(s["results"][0]["source_id"], id.as_str(), "{s}");
+    let content = call(&srv, "GET", &format!("/sources/{id}/content?limit=1000000"), None).json();
+    assert!(content["content"].as_str().unwrap().contains(
+        "row 322: order_id: ORD-00321 | customer: Globex | amount: 61.21 | quantity: 2 | ordered_on: 2024-10-14 | paid: yes | note: standard\n"
+    ));
+    // Statistics, against the generator's figures.
+    let a = call(&srv, "GET", &format!("/sources/{id}/analysis"), None);
+    assert_eq!(a.status, 200, "{}", a.body);
+    let a = a.json();
+    assert_eq!((a["status"].as_str(), a["source_name"].as_str()), (Some("success"), Some("orders.csv")));
+    let sheet = &a["sheets"][0];
+    assert_eq!((sheet["row_count"].as_u64(), sheet["column_count"].as_u64()), (Some(500), Some(7)));
+    let col = |name: &str| sheet["columns"].as_array().unwrap().iter().find(|c| c["name"] == name).unwrap().clone();
+    let amounts: Vec<f64> =
+        (0..500).filter(|i| i % 10 != 9).map(|i| format!("{}.{:02}", 10 + i % 90, i % 100).parse().unwrap()).collect();
+    let amount = col("amount");
+    assert_eq!(amount["dtype"], "float");
+    assert_eq!((amount["non_null_count"].as_u64(), amount["null_count"].as_u64()), (Some(450), Some(50)));
+    let mean = amounts.iter().sum::<f64>() / amounts.len() as f64;
+    assert!((amount["mean"].as_f64().unwrap() - mean).abs() < 1e-9);
+    assert_eq!(amount["min"].as_f64().unwrap(), amounts.iter().copied().fold(f64::INFINITY, f64::min));
+    assert_eq!(amount["max"].as_f64().unwrap(), amounts.iter().copied().fold(f64::NEG_INFINITY, f64::max));
+    let qty = col("quantity");
+    assert_eq!((qty["dtype"].as_str(), qty["min"].as_i64(), qty["max"].as_i64()), (Some("integer"), Some(1), Some(5)));
+    assert_eq!(qty["mean"].as_f64(), Some(3.0));
+    assert_eq!(col("ordered_on")["dtype"], "date");
+    assert_eq!(
+        (col("ordered_on")["min"].as_str(), col("ordered_on")["max"].as_str()),
+        (Some("2024-01-01"), Some("2024-12-28"))
+    );
+    assert_eq!(col("paid")["dtype"], "boolean");
+    assert_eq!(col("paid")["top"][0], serde_json::json!({"value": "no", "count": 333}));
+    let customer = col("customer");
+    assert_eq!((customer["dtype"].as_str(), customer["unique_count"].as_u64()), (Some("string"), Some(4)));
+    assert_eq!(customer["top"][0], serde_json::json!({"value": "Acme Corp", "count": 125}));
+    assert!(col("note")["top"].as_array().unwrap().iter().any(|t| t["value"] == "rush, \"fragile\" 0"));
+    assert_eq!(col("order_id")["unique_count"], 500);
+    // Only some columns (repeated or comma-separated), in file order.
+    let some = call(&srv, "GET", &format!("/sources/{id}/analysis?columns=paid,amount&columns=customer"), None).json();
+    let names: Vec<&str> =
+        some["sheets"][0]["columns"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["customer", "amount", "paid"]);
+    let unknown = call(&srv, "GET", &format!("/sources/{id}/analysis?columns=amount,amout"), None);
+    assert_eq!(unknown.status, 422);
+    assert_eq!(unknown.json()["detail"][0]["loc"], serde_json::json!(["query", "columns"]));
+    assert!(unknown.json()["detail"][0]["msg"].as_str().unwrap().contains("amout"));
+    // The MCP tool (through the REST twin of tools/call).
+    let call_body =
+        serde_json::json!({"name": "analyze_source_data", "arguments": {"source_id": id, "columns": ["quantity"]}});
+    let t = call(&srv, "POST", "/agent/tools/call", Some(&call_body.to_string())).json();
+    assert_eq!((t["status"].as_str(), t["source_name"].as_str()), (Some("success"), Some("orders.csv")), "{t}");
+    assert_eq!(t["sheets"][0]["columns"][0]["mean"].as_f64(), Some(3.0), "{t}");
+    // A TSV file, by its MIME type.
+    let tsv = "city\tpopulation\nOslo\t709000\nBergen\t291000\n";
+    let body = serde_json::json!({"file_name": "cities", "content": tsv, "mime_type": "text/tab-separated-values"});
+    let r = call(&srv, "POST", "/sources/ingest/file", Some(&body.to_string()));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let tid = r.json()["id"].as_str().unwrap().to_string();
+    let pop = call(&srv, "GET", &format!("/sources/{tid}/analysis?columns=population"), None).json();
+    assert_eq!(pop["sheets"][0]["columns"][0]["mean"].as_f64(), Some(500000.0), "{pop}");
+    // Not a table: 422 naming why; a missing source: 404.
+    let md =
+        serde_json::json!({"file_name": "n.md", "content": "# Notes\n\nSome words about the harbour and the boats."});
+    let mid =
+        call(&srv, "POST", "/sources/ingest/file", Some(&md.to_string())).json()["id"].as_str().unwrap().to_string();
+    let e = call(&srv, "GET", &format!("/sources/{mid}/analysis"), None);
+    assert_eq!(e.status, 422);
+    assert_eq!(e.json()["detail"][0]["type"], "not_tabular");
+    assert_eq!(call(&srv, "GET", "/sources/src_nope/analysis", None).status, 404);
+    // Deleting the table deletes its memory.
+    assert_eq!(call(&srv, "DELETE", &format!("/sources/{id}"), None).json()["memories_deleted"], 1);
+}

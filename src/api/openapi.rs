@@ -58,6 +58,7 @@ fn schemas() -> Map<String, Value> {
     add::<super::sources::SourceSearchResponse>(&mut v);
     add::<super::sources::SourceDeleteResponse>(&mut v);
     add::<crate::store::SourceContent>(&mut v);
+    add::<super::sources::SourceAnalysisResponse>(&mut v);
     add::<super::relations::MemoryRelationsResponse>(&mut v);
     add::<super::relations::RelationDeleteResponse>(&mut v);
     add::<super::spaces::SpaceDeleteResponse>(&mut v);

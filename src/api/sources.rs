@@ -18,7 +18,7 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "POST",
         "/sources/ingest/file",
         "ingest_source_file",
-        "Ingest a document (multipart `file` part, or JSON with content): markdown, text, HTML",
+        "Ingest a document (multipart `file` part, or JSON with content): markdown, text, HTML, CSV, TSV",
         INGEST_PARAMS,
         Some("IngestRequest"),
         Shape::Ref("Source"),
@@ -92,6 +92,17 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         source_content
     ),
     route!(
+        "GET",
+        "/sources/{source_id}/analysis",
+        "analyze_source",
+        "Column statistics of a CSV or TSV source: per column the inferred type, counts, min, max, mean, top values",
+        ANALYSIS_PARAMS,
+        None,
+        Shape::Ref("SourceAnalysisResponse"),
+        false,
+        analyze_source
+    ),
+    route!(
         "DELETE",
         "/sources/{source_id}",
         "delete_source",
@@ -126,6 +137,11 @@ pub(super) const GUARD_PARAMS: &[ParamSpec] = &[string("space_id", None, "guard:
 pub(super) const CONTENT_PARAMS: &[ParamSpec] = &[
     int("offset", 0, None, Some(0), "start, in bytes of the parsed text"),
     int("limit", 1, Some(1_000_000), Some(8000), "window length in bytes"),
+    string("space_id", None, "guard: the source's space"),
+];
+
+pub(super) const ANALYSIS_PARAMS: &[ParamSpec] = &[
+    list("columns", "only these columns (repeat the parameter or separate names with commas); all by default"),
     string("space_id", None, "guard: the source's space"),
 ];
 
@@ -402,6 +418,38 @@ pub(super) fn source_content(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         q.int("limit").map(|v| v.max(0) as usize).unwrap_or(8000),
     )?;
     Ok(ApiResponse::json(200, &c))
+}
+
+/// `GET /sources/{id}/analysis`: [`crate::store::SourceAnalysis`] with `status: "success"`.
+#[derive(Debug, serde::Serialize, ToSchema)]
+pub struct SourceAnalysisResponse {
+    /// `success`.
+    pub status: String,
+    /// The source id.
+    pub source_id: String,
+    /// Its file name.
+    pub source_name: String,
+    /// One sheet per table (a CSV or TSV file has one).
+    pub sheets: Vec<crate::extract::table::SheetAnalysis>,
+}
+
+/// Column names from repeated and comma-separated values, trimmed, empty ones dropped.
+pub(super) fn column_names<'a>(values: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    values.into_iter().flat_map(|v| v.split(',')).map(str::trim).filter(|c| !c.is_empty()).map(String::from).collect()
+}
+
+pub(super) fn analyze_source(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let columns = column_names(ctx.query.list("columns").iter().map(String::as_str));
+    let a = api.store().analyze_source(ctx.param("source_id"), ctx.query.str("space_id"), &columns)?;
+    Ok(ApiResponse::json(
+        200,
+        &SourceAnalysisResponse {
+            status: "success".into(),
+            source_id: a.source_id,
+            source_name: a.source_name,
+            sheets: a.sheets,
+        },
+    ))
 }
 
 pub(super) fn delete_source(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {

@@ -18,6 +18,11 @@ pub enum Format {
     Text,
     /// HTML, converted to text.
     Html,
+    /// Comma-separated values (or semicolons, sniffed), RFC 4180 quoting: rendered row by row
+    /// ([`super::table`]).
+    Csv,
+    /// Tab-separated values.
+    Tsv,
 }
 
 impl Format {
@@ -27,18 +32,28 @@ impl Format {
             Format::Markdown => "text/markdown",
             Format::Text => "text/plain",
             Format::Html => "text/html",
+            Format::Csv => "text/csv",
+            Format::Tsv => "text/tab-separated-values",
         }
     }
 
+    /// Whether the format is a data table (CSV, TSV): analysed by column ([`super::table::analyze`]).
+    pub fn is_table(self) -> bool {
+        matches!(self, Format::Csv | Format::Tsv)
+    }
+
     /// The format of a file named `name` with declared MIME type `mime` (may be empty): the extension decides
-    /// (`.md`, `.markdown`, `.txt`, `.text`, `.html`, `.htm`, and common plain-text extensions such as `.csv`,
-    /// `.json`, `.log`), then the MIME type; None for anything else (PDF, images, office files).
+    /// (`.md`, `.markdown`, `.txt`, `.text`, `.html`, `.htm`, `.csv`, `.tsv`, `.tab`, and common plain-text
+    /// extensions such as `.json`, `.log`), then the MIME type; None for anything else (PDF, images, office
+    /// files).
     pub fn detect(name: &str, mime: &str) -> Option<Format> {
         let ext = name.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase()).unwrap_or_default();
         match ext.as_str() {
             "md" | "markdown" | "mdown" | "mkd" => return Some(Format::Markdown),
             "html" | "htm" | "xhtml" => return Some(Format::Html),
-            "txt" | "text" | "csv" | "tsv" | "log" | "json" | "yaml" | "yml" | "toml" | "rst" | "org" => {
+            "csv" => return Some(Format::Csv),
+            "tsv" | "tab" => return Some(Format::Tsv),
+            "txt" | "text" | "log" | "json" | "yaml" | "yml" | "toml" | "rst" | "org" => {
                 return Some(Format::Text);
             }
             _ => {}
@@ -47,6 +62,8 @@ impl Format {
         match m.as_str() {
             "text/markdown" | "text/x-markdown" => Some(Format::Markdown),
             "text/html" | "application/xhtml+xml" => Some(Format::Html),
+            "text/csv" | "application/csv" => Some(Format::Csv),
+            "text/tab-separated-values" => Some(Format::Tsv),
             m if m.starts_with("text/") => Some(Format::Text),
             _ if ext.is_empty() && m.is_empty() => Some(Format::Text),
             _ => None,
@@ -93,15 +110,20 @@ pub struct Parsed {
     pub title: Option<String>,
 }
 
-/// Parses `bytes` as `format`. Invalid UTF-8 is replaced (U+FFFD); a byte-order mark and `\r` are dropped.
+/// Parses `bytes` as `format`; `name` (the file name) names a data table in its rendering. Invalid UTF-8 is
+/// replaced (U+FFFD); a byte-order mark and `\r` are dropped.
 ///
 /// # Errors
-/// A message when HTML cannot be converted.
-pub fn parse(format: Format, bytes: &[u8]) -> Result<Parsed, String> {
+/// A message when HTML cannot be converted or a data table cannot be read.
+pub fn parse(format: Format, bytes: &[u8], name: &str) -> Result<Parsed, String> {
+    if format.is_table() {
+        let table = super::table::parse(bytes, format == Format::Tsv)?;
+        return Ok(super::table::render(&table, name));
+    }
     let raw = String::from_utf8_lossy(bytes);
     let raw = raw.strip_prefix('\u{feff}').unwrap_or(&raw).replace("\r\n", "\n").replace('\r', "\n");
     let text = match format {
-        Format::Markdown | Format::Text => raw,
+        Format::Markdown | Format::Text | Format::Csv | Format::Tsv => raw,
         // A converter panic on odd markup must not take the request down: it becomes a parse error.
         Format::Html => {
             std::panic::catch_unwind(|| html2text::config::plain().string_from_read(raw.as_bytes(), 100_000))
@@ -279,7 +301,7 @@ mod tests {
     #[test]
     fn markdown_sections_and_chunks() {
         let md = "# Guide\n\nIntro text.\n\n## Install\n\nRun it.\n\n```\n# not a heading\n```\n\n## Use\n\nCall it.\n";
-        let p = parse(Format::Markdown, md.as_bytes()).unwrap();
+        let p = parse(Format::Markdown, md.as_bytes(), "t").unwrap();
         assert_eq!(p.title.as_deref(), Some("Guide"));
         assert_eq!(p.sections.len(), 1);
         let g = &p.sections[0];
@@ -296,7 +318,7 @@ mod tests {
     #[test]
     fn long_paragraphs_are_cut_within_the_limit() {
         let para = "This sentence has some words in it. ".repeat(200);
-        let p = parse(Format::Text, para.as_bytes()).unwrap();
+        let p = parse(Format::Text, para.as_bytes(), "t").unwrap();
         assert!(p.chunks.len() >= 6);
         let covered: u64 = p.chunks.iter().map(|c| c.length).sum();
         assert_eq!(covered as usize, para.len());
@@ -308,7 +330,7 @@ mod tests {
     #[test]
     fn html_headings_become_sections() {
         let html = "<html><body><h1>Title</h1><p>First para.</p><h2>Part</h2><p>More <b>text</b>.</p></body></html>";
-        let p = parse(Format::Html, html.as_bytes()).unwrap();
+        let p = parse(Format::Html, html.as_bytes(), "t").unwrap();
         assert_eq!(p.sections[0].title, "Title");
         assert_eq!(p.sections[0].children[0].title, "Part");
         assert!(p.text.contains("More"), "{}", p.text);
@@ -319,7 +341,7 @@ mod tests {
     fn long_runs_without_ascii_spaces_are_cut_on_character_boundaries() {
         // Ideographic spaces (3 bytes) and no ". ": the cut lands after a whole character.
         let text = "語\u{3000}".repeat(900);
-        let p = parse(Format::Text, text.as_bytes()).unwrap();
+        let p = parse(Format::Text, text.as_bytes(), "t").unwrap();
         assert!(p.chunks.len() >= 2);
         let covered: u64 = p.chunks.iter().map(|c| c.length).sum();
         assert_eq!(covered as usize, text.len());
@@ -335,5 +357,8 @@ mod tests {
         assert_eq!(Format::detect("notes", "text/plain; charset=utf-8"), Some(Format::Text));
         assert_eq!(Format::detect("page", "text/html"), Some(Format::Html));
         assert_eq!(Format::detect("x.bin", "application/octet-stream"), None);
+        assert_eq!(Format::detect("a.CSV", ""), Some(Format::Csv));
+        assert_eq!(Format::detect("a.tsv", ""), Some(Format::Tsv));
+        assert_eq!(Format::detect("export", "text/csv; charset=utf-8"), Some(Format::Csv));
     }
 }

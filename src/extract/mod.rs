@@ -10,6 +10,7 @@
 pub mod document;
 pub mod entities;
 mod gazetteer;
+pub mod table;
 pub mod temporal;
 
 use crate::model::{Message, TemporalContext, Timestamp, UnitType};

@@ -40,7 +40,8 @@ pub use reembed::ReembedStatus;
 pub use relations::{MemoryRelation, RELATION_STATUSES, RelationInput, RelationQuery, RelationView};
 pub use reviews::{ACTIONS as REVIEW_ACTIONS, Resolution, ReviewEvent};
 pub use sources::{
-    ChunkHit, IngestReport, MAX_SOURCE_BYTES, NewSource, SourceChunks, SourceContent, SourceHit, SourceQuery,
+    ChunkHit, IngestReport, MAX_SOURCE_BYTES, NewSource, SourceAnalysis, SourceChunks, SourceContent, SourceHit,
+    SourceQuery,
 };
 pub use spaces::{MAX_BULK_MOVE, space_slug};
 pub use threads::{

@@ -267,6 +267,13 @@ pub(super) fn search_source_chunks(c: &Call<'_>) -> Out {
         "chunks": chunks, "total_chunks": total}))
 }
 
+pub(super) fn analyze_source_data(c: &Call<'_>) -> Out {
+    let id = c.args.req_str("source_id")?;
+    let columns = c.args.list("columns")?.unwrap_or_default();
+    let a = c.api.store().analyze_source(&id, Some(&c.space), &columns).map_err(super::relocate_to_arguments)?;
+    Ok(json!({"status": "success", "source_id": a.source_id, "source_name": a.source_name, "sheets": a.sheets}))
+}
+
 /// The signals a claim is compared on: content terms (stemmed, stop words out), numbers, negation, and the
 /// terms of capitalised words that do not start the text (names, places, products: values).
 struct Signals {

@@ -630,6 +630,19 @@ pub static TOOLS: &[Tool] = &[
         agent::search_source_chunks
     ),
     tool!(
+        "analyze_source_data",
+        false,
+        true,
+        false,
+        "Column statistics of a CSV or TSV Library source: per column the inferred type, counts, min, max, mean and top values.",
+        concat!(
+            r#"{"type":"object","required":["source_id"],"properties":{"source_id":{"type":"string","minLength":1},"columns":{"type":["array","null"],"items":{"type":"string"},"description":"only these columns; all by default"},"#,
+            ids!(),
+            "}}"
+        ),
+        agent::analyze_source_data
+    ),
+    tool!(
         "memory_neighbors",
         false,
         true,
