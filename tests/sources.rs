@@ -230,6 +230,7 @@ fn http_multipart_upload_and_routes() {
 
 /// A generated CSV of `n` orders: order id, customer, amount (float), quantity (integer), date, paid (boolean),
 /// a note with commas and quotes, and nulls in amount every 10th row.
+#[cfg(feature = "server")]
 fn orders_csv(n: usize) -> String {
     let customers = ["Acme Corp", "Globex", "Initech", "Umbrella"];
     let mut s = String::from("order_id,customer,amount,quantity,ordered_on,paid,note\n");

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The official nmem CLI (nmem-cli 0.10.109) against two real daemons: library (sources), export, import with
+# The official nmem CLI (nmem-cli 0.10.109) against two real daemons: library (sources: markdown, CSV), export, import with
 # each mode (polling the job to `completed`), and the /fs commands. Every command must exit 0 and print the
 # expected data.
 #
@@ -42,6 +42,15 @@ id=$("$nmem" --json library list | python3 -c 'import json,sys; print(json.load(
 out=$("$nmem" library show "$id"); expect "library show" "Chunks" "$out"
 out=$("$nmem" library search descale); expect "library search" "$id" "$out"
 out=$("$nmem" library read "$id" --limit 40); expect "library read" "Espresso guide" "$out"
+printf 'city,country,population,founded\nOslo,Norway,709000,1040-01-01\nBergen,Norway,291000,1070-01-01\nLund,Sweden,94000,0990-01-01\n' \
+  > "$work/cities.csv"
+out=$("$nmem" library add "$work/cities.csv" -l data); expect "library add (CSV)" "cities.csv" "$out"
+cid=$("$nmem" --json library list | python3 -c 'import json,sys; print(json.load(sys.stdin)["sources"][0]["id"])')
+out=$("$nmem" library show "$cid"); expect "library show (CSV)" "text/csv" "$out"
+out=$("$nmem" library search Bergen); expect "library search (CSV value)" "$cid" "$out"
+out=$("$nmem" library read "$cid"); expect "library read (CSV row)" "city: Bergen | country: Norway | population: 291000" "$out"
+out=$(curl -sf -H "Authorization: Bearer check-key" "$NMEM_API_URL/sources/$cid/analysis?columns=population")
+expect "CSV analysis" '"mean":364666.6666666667' "$out"
 "$nmem" m add "Remember to water the tomatoes on Sunday" --id tomato -l garden > /dev/null
 
 out=$("$nmem" fs ls /); expect "fs ls /" "memories/" "$out"

@@ -5,8 +5,9 @@
 //!
 //! Types are inferred per column over its non-null cells: the narrowest of `boolean` (`true`/`false`/`yes`/`no`,
 //! any case), `integer` (i64), `float` (finite f64), `date` (ISO 8601 `YYYY-MM-DD`, optionally with a time),
-//! then `string`; a column of nulls only is `empty`. Null cells are empty or `NA`, `N/A`, `null`, `none`,
-//! `nan`, `-` (any case, trimmed).
+//! then `string`; a column of nulls only is `empty`. Null cells are empty or `N/A`, `null`, `none`, `nan`, `-`
+//! (any case, trimmed); not `NA`, which is also Namibia's country code (pandas reads it as null and loses
+//! those rows of the world-cities data set).
 
 use std::collections::HashMap;
 
@@ -87,7 +88,7 @@ pub fn parse(bytes: &[u8], tab: bool) -> Result<Table, String> {
 /// Whether a cell counts as missing.
 pub fn is_null(cell: &str) -> bool {
     let c = cell.trim();
-    c.is_empty() || ["na", "n/a", "null", "none", "nan", "-"].iter().any(|n| c.eq_ignore_ascii_case(n))
+    c.is_empty() || ["n/a", "null", "none", "nan", "-"].iter().any(|n| c.eq_ignore_ascii_case(n))
 }
 
 fn parse_bool(c: &str) -> Option<bool> {
@@ -322,7 +323,7 @@ mod tests {
     fn types_nulls_and_statistics() {
         let csv = "name,age,score,joined,active,note\n\
                    Alice,31,4.5,2024-01-05,yes,\n\
-                   Bob,NA,3,2023-12-31T08:00,no,likes \"tea\"\n\
+                   Bob,null,3,2023-12-31T08:00,no,likes \"tea\"\n\
                    Carol,45,,2024-02-10,true,n/a\n\
                    Alice,28,5.25,2024-03-01,false,\"comma, inside\"\n";
         let t = parse(csv.as_bytes(), false).unwrap();
@@ -399,5 +400,26 @@ mod tests {
             next_row = b.parse::<usize>().unwrap() + 1;
         }
         assert_eq!(next_row, 201);
+    }
+
+    proptest::proptest! {
+        /// Any bytes: a table or an error, never a panic; every row as wide as the header, the rendering's
+        /// chunks tile its rows in order, and the statistics count every row.
+        #[test]
+        fn any_bytes_parse_render_and_analyse(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..600), tab: bool) {
+            if let Ok(t) = parse(&bytes, tab) {
+                proptest::prop_assert!(t.rows.iter().all(|r| r.len() == t.headers.len()));
+                let p = render(&t, "x.csv");
+                let mut at = p.chunks.first().map(|c| c.offset).unwrap_or(0);
+                for c in &p.chunks {
+                    proptest::prop_assert_eq!(c.offset, at);
+                    at += c.length;
+                }
+                proptest::prop_assert!(at as usize <= p.text.len());
+                let a = analyze(&t, "x.csv", &[]).unwrap();
+                proptest::prop_assert!(a.columns.iter().all(|c| c.count == t.rows.len() as u64
+                    && c.non_null_count + c.null_count == c.count));
+            }
+        }
     }
 }
