@@ -341,3 +341,62 @@ fn csv_and_tsv_sources_are_analysed_by_column_and_searchable_by_value() {
     // Deleting the table deletes its memory.
     assert_eq!(call(&srv, "DELETE", &format!("/sources/{id}"), None).json()["memories_deleted"], 1);
 }
+
+/// DOCX round trip: a generated Word document's headings become the section tree (Title and Heading1..6),
+/// its paragraphs the chunks and memories, a phrase is found by search; over HTTP as base64 JSON; a broken or
+/// encrypted file is 422 `unparsable_document` with the reason and stores nothing.
+#[cfg(feature = "server")]
+#[test]
+fn docx_sources_keep_headings_and_paragraphs_and_broken_ones_are_refused() {
+    use base64::Engine;
+    use common::{call, server};
+    let docx = engram::extract::docx::build(&[
+        ("Title", "Harbour renovation"),
+        ("Heading1", "Decisions"),
+        ("", "We decided to replace the wooden pier with concrete before the autumn storms arrive."),
+        ("Heading2", "Budget & timing"),
+        ("", "The council approved forty thousand euros for the work, to be spent by the end of October."),
+        ("Heading1", "Risks"),
+        ("", "Storm surges in November could delay pouring the concrete foundations by several weeks."),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let srv = server(dir.path(), 8 << 20);
+    let b64 = base64::engine::general_purpose::STANDARD.encode(&docx);
+    let body = serde_json::json!({"file_name": "plan.docx", "content_base64": b64});
+    let r = call(&srv, "POST", "/sources/ingest/file", Some(&body.to_string()));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v = r.json();
+    let id = v["id"].as_str().unwrap().to_string();
+    assert_eq!(v["mime_type"], engram::extract::document::DOCX_MIME);
+    assert_eq!((v["lifecycle_state"].as_str(), v["memory_count"].as_u64()), (Some("indexed"), Some(3)), "{v}");
+    let tree: serde_json::Value = serde_json::from_str(v["section_tree"].as_str().unwrap()).unwrap();
+    let titles: Vec<&str> = tree.as_array().unwrap().iter().map(|n| n["title"].as_str().unwrap()).collect();
+    assert_eq!(titles, ["Harbour renovation", "Decisions", "Risks"], "{tree}");
+    assert_eq!(tree[1]["children"][0]["title"], "Budget & timing");
+    let text = call(&srv, "GET", &format!("/sources/{id}/content?limit=100000"), None).json();
+    assert!(text["content"].as_str().unwrap().contains("## Budget & timing\n\nThe council approved"), "{text}");
+    let s = call(&srv, "GET", "/sources/search?q=storm%20surges%20November", None).json();
+    assert_eq!(s["results"][0]["source_id"], id.as_str(), "{s}");
+    assert_eq!(s["results"][0]["matches"][0]["section"], "Risks", "{s}");
+    // Broken: a truncated archive; encrypted: an OLE container. 422 with the reason, nothing stored.
+    for (name, bytes, why) in [
+        ("cut.docx", docx[..docx.len() / 2].to_vec(), "not a readable DOCX"),
+        (
+            "locked.docx",
+            [&[0xD0u8, 0xCF, 0x11, 0xE0, 0xA1, 0xB1, 0x1A, 0xE1][..], &[0u8; 1024][..]].concat(),
+            "encrypted",
+        ),
+    ] {
+        let b64 = base64::engine::general_purpose::STANDARD.encode(&bytes);
+        let body = serde_json::json!({"file_name": name, "content_base64": b64});
+        let r = call(&srv, "POST", "/sources/ingest/file", Some(&body.to_string()));
+        assert_eq!(r.status, 422, "{}", r.body);
+        let d = &r.json()["detail"][0];
+        assert_eq!(
+            (d["type"].as_str(), d["loc"].clone()),
+            (Some("unparsable_document"), serde_json::json!(["body", "file"]))
+        );
+        assert!(d["msg"].as_str().unwrap().contains(why), "{d}");
+    }
+    assert_eq!(call(&srv, "GET", "/sources", None).json()["total"], 1);
+}

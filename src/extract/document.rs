@@ -9,6 +9,9 @@ use serde::Serialize;
 /// Target chunk size in characters.
 pub const CHUNK_CHARS: usize = 1_200;
 
+/// The MIME type of DOCX files.
+pub const DOCX_MIME: &str = "application/vnd.openxmlformats-officedocument.wordprocessingml.document";
+
 /// A format Engram can parse.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -23,6 +26,8 @@ pub enum Format {
     Csv,
     /// Tab-separated values.
     Tsv,
+    /// A Word document (DOCX), turned into markdown ([`super::docx`]).
+    Docx,
 }
 
 impl Format {
@@ -34,7 +39,14 @@ impl Format {
             Format::Html => "text/html",
             Format::Csv => "text/csv",
             Format::Tsv => "text/tab-separated-values",
+            Format::Docx => DOCX_MIME,
         }
+    }
+
+    /// Whether a file of this format that cannot be parsed is refused (422, nothing stored) rather than kept in
+    /// state `error`: binary formats, whose bytes say nothing to a reader.
+    pub fn refuses_unparsable(self) -> bool {
+        matches!(self, Format::Docx)
     }
 
     /// Whether the format is a data table (CSV, TSV): analysed by column ([`super::table::analyze`]).
@@ -43,15 +55,16 @@ impl Format {
     }
 
     /// The format of a file named `name` with declared MIME type `mime` (may be empty): the extension decides
-    /// (`.md`, `.markdown`, `.txt`, `.text`, `.html`, `.htm`, `.csv`, `.tsv`, `.tab`, and common plain-text
-    /// extensions such as `.json`, `.log`), then the MIME type; None for anything else (PDF, images, office
-    /// files).
+    /// (`.md`, `.markdown`, `.txt`, `.text`, `.html`, `.htm`, `.csv`, `.tsv`, `.tab`, `.docx`, and common plain-text
+    /// extensions such as `.json`, `.log`), then the MIME type; None for anything else (PDF, images, other
+    /// office files).
     pub fn detect(name: &str, mime: &str) -> Option<Format> {
         let ext = name.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase()).unwrap_or_default();
         match ext.as_str() {
             "md" | "markdown" | "mdown" | "mkd" => return Some(Format::Markdown),
             "html" | "htm" | "xhtml" => return Some(Format::Html),
             "csv" => return Some(Format::Csv),
+            "docx" => return Some(Format::Docx),
             "tsv" | "tab" => return Some(Format::Tsv),
             "txt" | "text" | "log" | "json" | "yaml" | "yml" | "toml" | "rst" | "org" => {
                 return Some(Format::Text);
@@ -64,6 +77,7 @@ impl Format {
             "text/html" | "application/xhtml+xml" => Some(Format::Html),
             "text/csv" | "application/csv" => Some(Format::Csv),
             "text/tab-separated-values" => Some(Format::Tsv),
+            DOCX_MIME => Some(Format::Docx),
             m if m.starts_with("text/") => Some(Format::Text),
             _ if ext.is_empty() && m.is_empty() => Some(Format::Text),
             _ => None,
@@ -120,10 +134,13 @@ pub fn parse(format: Format, bytes: &[u8], name: &str) -> Result<Parsed, String>
         let table = super::table::parse(bytes, format == Format::Tsv)?;
         return Ok(super::table::render(&table, name));
     }
+    if format == Format::Docx {
+        return parse(Format::Markdown, super::docx::to_markdown(bytes)?.as_bytes(), name);
+    }
     let raw = String::from_utf8_lossy(bytes);
     let raw = raw.strip_prefix('\u{feff}').unwrap_or(&raw).replace("\r\n", "\n").replace('\r', "\n");
     let text = match format {
-        Format::Markdown | Format::Text | Format::Csv | Format::Tsv => raw,
+        Format::Markdown | Format::Text | Format::Csv | Format::Tsv | Format::Docx => raw,
         // A converter panic on odd markup must not take the request down: it becomes a parse error.
         Format::Html => {
             std::panic::catch_unwind(|| html2text::config::plain().string_from_read(raw.as_bytes(), 100_000))

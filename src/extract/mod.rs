@@ -8,6 +8,7 @@
 //! explicit the cue was. The rules, cue lists and weights are this module's own.
 
 pub mod document;
+pub mod docx;
 pub mod entities;
 mod gazetteer;
 pub mod table;

@@ -180,7 +180,9 @@ impl KnowledgeStore {
     ///
     /// # Errors
     /// * [`ErrorKind::InvalidInput`]: empty or too long a name, more than 64 MiB, an unsupported format (PDF,
-    ///   images, office files: `loc ["file"]`), a bad label name.
+    ///   images, office files other than DOCX: `loc ["file"]`, type `unsupported_format`), a DOCX that cannot be
+    ///   read (encrypted, broken, a ZIP bomb: type `unparsable_document`, with the reason; nothing stored), a
+    ///   bad label name.
     /// * [`ErrorKind::NotFound`] (`space_not_found`).
     pub fn ingest_source(&self, new: NewSource) -> Result<IngestReport> {
         let space = new.space_id.clone().unwrap_or_else(|| super::DEFAULT_SPACE.to_string());
@@ -207,7 +209,7 @@ impl KnowledgeStore {
             errs.push(FieldError::field(
                 &["file"],
                 "unsupported_format",
-                "only markdown, plain text, HTML, CSV and TSV documents can be parsed in this release",
+                "only markdown, plain text, HTML, CSV, TSV and DOCX documents can be parsed in this release",
                 serde_json::json!({"file_name": name, "mime_type": new.mime_type}),
             ));
         }
@@ -253,6 +255,14 @@ impl KnowledgeStore {
             label_ids: labels.iter().map(|n| Label::id_for(n)).collect(),
         };
         let parsed = document::parse(format, &new.bytes, &name);
+        if let (Err(why), true) = (&parsed, format.refuses_unparsable()) {
+            return Err(Error::invalid(vec![FieldError::field(
+                &["file"],
+                "unparsable_document",
+                format!("{name} cannot be read: {why}"),
+                serde_json::json!({"file_name": name, "mime_type": format.mime()}),
+            )]));
+        }
         let parsed = match parsed {
             Ok(p) => {
                 source.lifecycle_state = "chunked".into();
