@@ -32,6 +32,7 @@ pub mod graph;
 pub mod index;
 pub mod library;
 pub mod model;
+pub mod net;
 pub mod storage;
 pub mod store;
 pub mod text;
