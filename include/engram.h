@@ -108,6 +108,16 @@ typedef int32_t engram_result;
  */
 #define ENGRAM_UNREACHABLE 22
 
+/*
+ A URL to fetch cannot be reached or answered an error status; nothing was stored.
+ */
+#define ENGRAM_UPSTREAM_UNREACHABLE 23
+
+/*
+ Fetching a URL timed out; nothing was stored.
+ */
+#define ENGRAM_UPSTREAM_TIMEOUT 24
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus

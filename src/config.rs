@@ -60,6 +60,9 @@ pub struct StoreConfig {
     pub database_url: Option<String>,
     /// Most connections the store opens to its PostgreSQL database (default 16); each open transaction holds one.
     pub database_pool_size: u32,
+    /// What URL ingestion may fetch (feature `url`, in `server`): hosts allowed to resolve to non-public
+    /// addresses (the daemon's repeatable `--allow-url-host`), timeouts, the size and redirect caps.
+    pub url_policy: crate::net::UrlPolicy,
 }
 
 /// See [`StoreConfig::storage`].
@@ -100,6 +103,7 @@ impl StoreConfig {
             storage: None,
             database_url: None,
             database_pool_size: 16,
+            url_policy: crate::net::UrlPolicy::default(),
         }
     }
 

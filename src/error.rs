@@ -121,6 +121,11 @@ pub enum ErrorKind {
     /// The database server (PostgreSQL backend) cannot be reached, refused the login, or was lost mid-call;
     /// nothing was changed; retrying after it is back succeeds (HTTP 503).
     Unreachable,
+    /// A URL to fetch could not be reached: no such host, a refused connection, TLS failure, or an error status
+    /// from its server (HTTP 502). Nothing was stored.
+    UpstreamUnreachable,
+    /// Fetching a URL took longer than its timeout (HTTP 504). Nothing was stored.
+    UpstreamTimeout,
 }
 
 /// One row of the error table.
@@ -158,6 +163,8 @@ impl ErrorKind {
         ErrorKind::TooManyRequests,
         ErrorKind::Timeout,
         ErrorKind::Unreachable,
+        ErrorKind::UpstreamUnreachable,
+        ErrorKind::UpstreamTimeout,
     ];
 
     /// When the kind's own code is returned (the error table's documentation).
@@ -183,6 +190,8 @@ impl ErrorKind {
             TooManyRequests => "The address is locked out after repeated wrong keys (`Retry-After` in seconds).",
             Timeout => "The body did not arrive within the read timeout; the connection is closed.",
             Unreachable => "The database server cannot be reached or was lost; nothing was changed; retry.",
+            UpstreamUnreachable => "A URL to fetch cannot be reached or answered an error status; nothing was stored.",
+            UpstreamTimeout => "Fetching a URL timed out; nothing was stored.",
         }
     }
 
@@ -209,6 +218,8 @@ impl ErrorKind {
             TooManyRequests => (429, "too_many_requests", 20, true),
             Timeout => (408, "request_timeout", 21, true),
             Unreachable => (503, "database_unavailable", 22, true),
+            UpstreamUnreachable => (502, "upstream_unreachable", 23, true),
+            UpstreamTimeout => (504, "upstream_timeout", 24, true),
         };
         ErrorRow { http_status, code, c_code, retryable }
     }
@@ -291,7 +302,9 @@ error_codes! {
     VersionConflict => "version_conflict", Conflict, "Tree API: the record changed since the version the write names.";
     Exdev => "EXDEV", Conflict, "Tree API: a write to an alias path (the message names the canonical one).";
     EmbeddingModelUnavailable => "embedding_model_unavailable", Unavailable, "The embedding model or the ONNX Runtime library is missing, or the store takes caller-supplied vectors only.";
-    UrlIngestionUnavailable => "url_ingestion_unavailable", Unavailable, "`POST /sources/ingest/url`: Engram does not fetch from the network.";
+    UrlRefused => "url_refused", InvalidInput, "`POST /sources/ingest/url`: the host resolves to a loopback, private, link-local, unique-local, multicast, reserved or unspecified address and is not allowed (`--allow-url-host`); no connection was made.";
+    UrlUnreachable => "url_unreachable", UpstreamUnreachable, "`POST /sources/ingest/url`: the host cannot be resolved or reached, TLS failed, or it answered an error status.";
+    UrlTimeout => "url_timeout", UpstreamTimeout, "`POST /sources/ingest/url`: the connect or total timeout passed.";
     Enotsup => "ENOTSUP", NotImplemented, "Tree API: a planned feature (`/context`, `/feed`, `fragment`, `raw`, ...).";
 }
 

@@ -27,6 +27,8 @@ pub mod error;
 #[doc(hidden)]
 pub mod eval;
 pub mod extract;
+#[cfg(feature = "url")]
+pub mod fetch;
 pub mod fs;
 pub mod graph;
 pub mod index;

@@ -9,6 +9,7 @@
 //! IPv4-mapped), RFC 6052 (NAT64), RFC 3056 (6to4), RFC 4380 (Teredo).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::time::Duration;
 
 /// What kind of address an IP is, for the fetch policy. Only [`AddressClass::Global`] may be fetched without
 /// an explicit allowance.
@@ -110,6 +111,34 @@ pub fn classify(ip: IpAddr) -> AddressClass {
     match ip {
         IpAddr::V4(v4) => classify_v4(v4),
         IpAddr::V6(v6) => classify_v6(v6),
+    }
+}
+
+/// What a fetch may do (`StoreConfig::url_policy`).
+#[derive(Debug, Clone)]
+pub struct UrlPolicy {
+    /// Hosts (names or IP literals, compared without case and without IPv6 brackets) that may resolve to
+    /// non-public addresses (`--allow-url-host`). Empty by default: only public addresses are fetched.
+    pub allow_hosts: Vec<String>,
+    /// Time to establish each connection (default 10 s).
+    pub connect_timeout: Duration,
+    /// Time for the whole fetch, redirects and body included (default 30 s).
+    pub total_timeout: Duration,
+    /// Largest body accepted, bytes (default 64 MiB, the document cap).
+    pub max_bytes: u64,
+    /// Redirects followed (default 5); one more is refused.
+    pub max_redirects: u32,
+}
+
+impl Default for UrlPolicy {
+    fn default() -> Self {
+        UrlPolicy {
+            allow_hosts: Vec::new(),
+            connect_timeout: Duration::from_secs(10),
+            total_timeout: Duration::from_secs(30),
+            max_bytes: crate::store::MAX_SOURCE_BYTES as u64,
+            max_redirects: 5,
+        }
     }
 }
 

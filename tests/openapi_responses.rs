@@ -499,7 +499,7 @@ fn real_responses_match_the_document() {
     // Every route with a JSON response schema was called and its body validated, but these.
     let not_called: BTreeSet<&str> = [
         "POST /agent/tools/call",                 // untyped: the tool's own result (tests/mcp.rs)
-        "POST /sources/ingest/url",               // 503 until URL ingestion exists (issue 20)
+        "POST /sources/ingest/url",               // fetches a local origin server: tests/url_ingest.rs
         "POST /sources/ingest/path",              // needs an allowed path outside the data directory (tests/sources.rs)
         "POST /memories/bulk/move/preview",       // tests/spaces.rs
         "POST /memories/bulk/move",               // tests/spaces.rs

@@ -7,8 +7,7 @@ use utoipa::ToSchema;
 use super::query::{ParamSpec, boolean, choice, int, list, required, string};
 use super::routes::{Shape, route};
 use super::{Api, ApiResponse, Ctx};
-use crate::error::ErrorCode;
-use crate::error::{Error, ErrorKind, FieldError, Result};
+use crate::error::{Error, FieldError, Result};
 use crate::model::{Metadata, SOURCE_STATES, Source};
 use crate::store::{DEFAULT_SPACE, IngestReport, NewSource, SourceQuery};
 
@@ -40,9 +39,10 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
         "POST",
         "/sources/ingest/url",
         "ingest_source_url",
-        "Not available: Engram does not fetch from the network (503)",
-        &[],
-        None,
+        "Fetch an http(s) URL and ingest it (HTML, markdown, text, CSV, TSV, DOCX); public addresses only unless \
+         --allow-url-host",
+        INGEST_PARAMS,
+        Some("IngestRequest"),
         Shape::Ref("Source"),
         false,
         ingest_url
@@ -151,7 +151,7 @@ pub(super) const INGEST_PARAMS: &[ParamSpec] = &[
 ];
 
 /// JSON body of `POST /sources/ingest/file` (the C API and scripts; browsers and `nmem` send multipart with a
-/// `file` part) and of `POST /sources/ingest/path`.
+/// `file` part), of `POST /sources/ingest/path` and of `POST /sources/ingest/url`.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 pub struct IngestRequest {
     /// File name (JSON upload: required).
@@ -166,6 +166,9 @@ pub struct IngestRequest {
     /// A file on the server's machine, inside the data directory or a `--allow-path` directory (`/path` route).
     #[serde(default)]
     pub path: Option<String>,
+    /// The http or https URL to fetch (`/url` route).
+    #[serde(default)]
+    pub url: Option<String>,
     /// Declared MIME type.
     #[serde(default)]
     pub mime_type: Option<String>,
@@ -338,13 +341,22 @@ pub(super) fn ingest_path(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     Ok(report(api.store().ingest_path(std::path::Path::new(&path), new)?))
 }
 
-pub(super) fn ingest_url(_api: &Api, _ctx: &Ctx<'_>) -> Result<ApiResponse> {
-    Err(Error::new(
-        ErrorKind::Unavailable,
-        "ingestion by URL is not available: Engram does not fetch from the network; download the page and upload \
-         it (POST /sources/ingest/file) or ingest it by path (POST /sources/ingest/path)",
-    )
-    .with_code(ErrorCode::UrlIngestionUnavailable))
+pub(super) fn ingest_url(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let r: IngestRequest = ctx.json()?;
+    let Some(url) = r.url.clone().filter(|u| !u.trim().is_empty()) else {
+        return Err(Error::invalid_field(&["body", "url"], "missing", "Field required", serde_json::Value::Null));
+    };
+    let new = new_source(api, ctx, &r);
+    #[cfg(feature = "url")]
+    return Ok(report(api.store().ingest_url(&url, new)?));
+    #[cfg(not(feature = "url"))]
+    {
+        let _ = (url, new);
+        Err(Error::new(
+            crate::error::ErrorKind::Unavailable,
+            "ingestion by URL needs Engram built with the `url` feature (part of `server` and `ffi`)",
+        ))
+    }
 }
 
 pub(super) fn list_sources(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {

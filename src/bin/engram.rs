@@ -88,6 +88,13 @@ enum Command {
         /// source ingestion by path (repeatable).
         #[arg(long = "allow-path")]
         allow_paths: Vec<PathBuf>,
+        /// A host (name or IP literal) that URL ingestion may fetch even though it resolves to a loopback,
+        /// private, link-local or other non-public address (repeatable; none by default).
+        #[arg(long = "allow-url-host")]
+        allow_url_hosts: Vec<String>,
+        /// Longest a URL fetch may take, seconds, redirects and body included (connecting at most 10 s).
+        #[arg(long = "url-timeout", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+        url_timeout: u64,
         /// A browser origin (`http://host:port`) allowed to call the API with CORS headers (repeatable; none
         /// by default).
         #[arg(long = "cors-origin")]
@@ -283,6 +290,8 @@ fn run(cli: Cli) -> engram::Result<()> {
             api_key,
             allow_hosts,
             allow_paths,
+            allow_url_hosts,
+            url_timeout,
             cors_origins,
             max_body_bytes,
             lockout_failures,
@@ -295,6 +304,8 @@ fn run(cli: Cli) -> engram::Result<()> {
                 api_key,
                 allow_hosts,
                 allow_paths,
+                allow_url_hosts,
+                url_timeout,
                 cors_origins,
                 max_body_bytes,
                 lockout_failures,
@@ -638,6 +649,8 @@ struct ServeArgs {
     api_key: Option<String>,
     allow_hosts: Vec<String>,
     allow_paths: Vec<PathBuf>,
+    allow_url_hosts: Vec<String>,
+    url_timeout: u64,
     cors_origins: Vec<String>,
     max_body_bytes: usize,
     lockout_failures: usize,
@@ -653,6 +666,8 @@ fn serve(args: ServeArgs, embedder: engram::embed::SelectedEmbedder) -> engram::
         api_key,
         allow_hosts,
         allow_paths,
+        allow_url_hosts,
+        url_timeout,
         cors_origins,
         max_body_bytes,
         lockout_failures,
@@ -672,6 +687,9 @@ fn serve(args: ServeArgs, embedder: engram::embed::SelectedEmbedder) -> engram::
     let mut store_config = StoreConfig::new(&data_dir);
     store_config.embedder = embedder.embedder;
     store_config.allowed_paths = allow_paths;
+    store_config.url_policy.allow_hosts = allow_url_hosts;
+    store_config.url_policy.total_timeout = std::time::Duration::from_secs(url_timeout);
+    store_config.url_policy.connect_timeout = std::time::Duration::from_secs(url_timeout.min(10));
     store_config.database_url = database_url;
     let store = std::sync::Arc::new(KnowledgeStore::open(store_config)?);
     println!("data directory: {}", data_dir.display());

@@ -60,6 +60,10 @@ pub const ENGRAM_TOO_MANY_REQUESTS: engram_result = 20;
 pub const ENGRAM_TIMEOUT: engram_result = 21;
 /// The database server (PostgreSQL backend) cannot be reached or was lost; nothing was changed; retry.
 pub const ENGRAM_UNREACHABLE: engram_result = 22;
+/// A URL to fetch cannot be reached or answered an error status; nothing was stored.
+pub const ENGRAM_UPSTREAM_UNREACHABLE: engram_result = 23;
+/// Fetching a URL timed out; nothing was stored.
+pub const ENGRAM_UPSTREAM_TIMEOUT: engram_result = 24;
 
 /// An open store (opaque). Close with `engram_store_close`.
 pub struct engram_store {
@@ -381,6 +385,8 @@ mod tests {
             (ENGRAM_TOO_MANY_REQUESTS, ErrorKind::TooManyRequests),
             (ENGRAM_TIMEOUT, ErrorKind::Timeout),
             (ENGRAM_UNREACHABLE, ErrorKind::Unreachable),
+            (ENGRAM_UPSTREAM_UNREACHABLE, ErrorKind::UpstreamUnreachable),
+            (ENGRAM_UPSTREAM_TIMEOUT, ErrorKind::UpstreamTimeout),
         ] {
             assert_eq!(code, kind.row().c_code, "{kind:?}");
         }

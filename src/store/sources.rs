@@ -338,6 +338,87 @@ impl KnowledgeStore {
         Ok(IngestReport { source, deduplicated: false, memory_ids })
     }
 
+    /// Fetches `url` ([`crate::fetch::fetch`] under the store's [`crate::net::UrlPolicy`]) and ingests the
+    /// document like an upload ([`KnowledgeStore::ingest_source`]), with `source_type: "url"`, `source_url` the
+    /// URL asked for, and `metadata.title` (an HTML page's `<title>`, else the first heading, else the URL),
+    /// `metadata.fetched_at` (RFC 3339), `metadata.final_url` (after redirects) and `metadata.content_type`
+    /// added to `template`'s metadata. The `Content-Type` header decides the parser (HTML, markdown, text,
+    /// CSV, TSV, DOCX), then the URL's extension. Nothing is stored on any error.
+    ///
+    /// # Errors
+    /// Those of [`crate::fetch::fetch`]; [`ErrorKind::InvalidInput`] at `["url"]` (`unsupported_format`) for a
+    /// content type Engram cannot parse (PDF in this release, images); those of
+    /// [`KnowledgeStore::ingest_source`].
+    #[cfg(feature = "url")]
+    pub fn ingest_url(&self, url: &str, mut template: NewSource) -> Result<IngestReport> {
+        if let Some(space) = &template.space_id {
+            self.require_space(space)?;
+        }
+        let got = crate::fetch::fetch(url, &self.config.url_policy)?;
+        let path_name = got
+            .final_url
+            .split(['?', '#'])
+            .next()
+            .and_then(|u| u.split_once("://").map(|(_, rest)| rest))
+            .map(|rest| {
+                let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
+                let last = path.rsplit('/').find(|s| !s.is_empty()).unwrap_or("");
+                if last.is_empty() { host.to_string() } else { last.to_string() }
+            })
+            .unwrap_or_else(|| "page".into());
+        let by_type = Format::detect("", &got.content_type).filter(|_| !got.content_type.is_empty());
+        let by_name = Format::detect(&path_name, "").filter(|_| path_name.contains('.'));
+        let Some(format) = by_type.or(by_name) else {
+            return Err(Error::invalid(vec![FieldError::field(
+                &["url"],
+                "unsupported_format",
+                format!(
+                    "the URL serves '{}', which Engram cannot parse in this release (markdown, text, HTML, CSV, TSV, DOCX)",
+                    got.content_type
+                ),
+                serde_json::json!({"url": url, "content_type": got.content_type}),
+            )]));
+        };
+        let mut name: String = path_name.chars().filter(|c| !c.is_control() && *c != '\\').take(200).collect();
+        if by_name != Some(format) {
+            let ext = match format {
+                Format::Markdown => "md",
+                Format::Text => "txt",
+                Format::Html => "html",
+                Format::Csv => "csv",
+                Format::Tsv => "tsv",
+                Format::Docx => "docx",
+            };
+            name = format!("{name}.{ext}");
+        }
+        let title = if format == Format::Html { html_title(&got.bytes) } else { None }.unwrap_or_default();
+        let mut md = template.metadata.0.clone();
+        md.entry("title".to_string()).or_insert_with(|| title.clone().into());
+        md.insert("fetched_at".into(), Timestamp::now().to_rfc3339().into());
+        md.insert("final_url".into(), got.final_url.clone().into());
+        md.insert("content_type".into(), got.content_type.clone().into());
+        template.metadata = Metadata(md);
+        template.bytes = got.bytes;
+        template.original_name = name;
+        template.mime_type = format.mime().into();
+        template.source_type = "url".into();
+        template.source_url = got.url.clone();
+        let mut report = self.ingest_source(template)?;
+        // A page without a <title>: the first heading, else the URL.
+        if title.is_empty() && !report.deduplicated {
+            let tree: serde_json::Value = serde_json::from_str(&report.source.section_tree).unwrap_or_default();
+            let fallback = tree[0]["title"].as_str().map(str::to_string).unwrap_or_else(|| got.url.clone());
+            report.source.metadata.0.insert("title".into(), fallback.into());
+            let s = report.source.clone();
+            let _w = self.writer.lock();
+            self.write_txn(|txn| {
+                txn.table(SOURCES)?.put((s.space_id.as_str(), s.id.as_str()), schema::encode(&s)?.as_slice())?;
+                Ok(())
+            })?;
+        }
+        Ok(report)
+    }
+
     /// Reads the file at `path` (confined to the data directory and the allowed directories, see
     /// [`crate::config::StoreConfig::confine`]) and ingests it with `file_path` set.
     ///
@@ -855,4 +936,21 @@ fn table_memory(source: &Source, p: &document::Parsed, labels: &BTreeSet<String>
         extraction_method: Some("rules".into()),
         ..Default::default()
     })
+}
+
+/// An HTML page's `<title>`, entities decoded and whitespace collapsed; None when absent or empty.
+#[cfg(feature = "url")]
+fn html_title(bytes: &[u8]) -> Option<String> {
+    let head = String::from_utf8_lossy(&bytes[..bytes.len().min(1 << 20)]);
+    let re = regex::Regex::new(r"(?is)<title[^>]*>(.*?)</title>").ok()?;
+    let raw = re.captures(&head)?.get(1)?.as_str();
+    let decoded = raw
+        .replace("&amp;", "&")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&#39;", "'")
+        .replace("&nbsp;", " ");
+    let t = decoded.split_whitespace().collect::<Vec<_>>().join(" ");
+    (!t.is_empty()).then(|| t.chars().take(300).collect())
 }
