@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The official nmem CLI (nmem-cli 0.10.109) against two real daemons: library (sources: markdown, CSV), export, import with
+# The official nmem CLI (nmem-cli 0.10.109) against two real daemons: library (sources: markdown, CSV, a URL), export, import with
 # each mode (polling the job to `completed`), and the /fs commands. Every command must exit 0 and print the
 # expected data.
 #
@@ -12,7 +12,7 @@ trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 
 start() { # dir port
   "$engram" serve --addr "127.0.0.1:$2" --data-dir "$1" --api-key check-key --embedding-model builtin \
-    > "$1.log" 2>&1 &
+    --allow-url-host 127.0.0.1 > "$1.log" 2>&1 &
   for _ in $(seq 1 100); do curl -sf "127.0.0.1:$2/livez" > /dev/null && return 0; sleep 0.2; done
   echo "daemon on $2 did not start"; cat "$1.log"; exit 1
 }
@@ -51,6 +51,17 @@ out=$("$nmem" library search Bergen); expect "library search (CSV value)" "$cid"
 out=$("$nmem" library read "$cid"); expect "library read (CSV row)" "city: Bergen | country: Norway | population: 291000" "$out"
 out=$(curl -sf -H "Authorization: Bearer check-key" "$NMEM_API_URL/sources/$cid/analysis?columns=population")
 expect "CSV analysis" '"mean":364666.6666666667' "$out"
+# A web page by URL, from a local origin server (allowed with --allow-url-host 127.0.0.1).
+mkdir -p "$work/www"
+printf '<html><head><title>Pier notes</title></head><body><h1>Pier</h1><p>The concrete pier replaces the wooden one before the autumn storms.</p></body></html>' \
+  > "$work/www/pier.html"
+(cd "$work/www" && exec python3 -m http.server 14393 --bind 127.0.0.1 > /dev/null 2>&1) &
+for _ in $(seq 1 50); do curl -sf 127.0.0.1:14393/pier.html > /dev/null && break; sleep 0.2; done
+out=$("$nmem" library add http://127.0.0.1:14393/pier.html); expect "library add (URL)" "pier.html" "$out"
+uid=$("$nmem" --json library list | python3 -c 'import json,sys; print(json.load(sys.stdin)["sources"][0]["id"])')
+out=$("$nmem" library show "$uid"); expect "library show (URL)" "url" "$out"
+out=$("$nmem" library search "autumn storms"); expect "library search (URL)" "$uid" "$out"
+out=$("$nmem" library read "$uid"); expect "library read (URL)" "concrete pier replaces" "$out"
 "$nmem" m add "Remember to water the tomatoes on Sunday" --id tomato -l garden > /dev/null
 
 out=$("$nmem" fs ls /); expect "fs ls /" "memories/" "$out"
