@@ -8,6 +8,9 @@
 //! On PostgreSQL (feature `postgres`): `--database-url URL` (an empty schema; the store's tables are made there),
 //! and `--daemons N` to serve it from N daemons sharing the database (N stores opened in this process, each
 //! with its own data directory, pool, indexes and server on its own port; client `c` talks to daemon `c % N`).
+//! `--existing` serves a database that already holds `--memories` memories of an earlier run (ids
+//! `mem-000000`..): nothing is generated, the vector index is built as at the end of a bulk load (timed), and
+//! `--index-wait SECS` (default 900) bounds the wait for the daemons' in-memory indexes.
 
 mod common;
 use common::{Conn, SplitMix, arg, pct, rss_mib};
@@ -37,12 +40,16 @@ fn main() {
     config.database_url = args.iter().position(|a| a == "--database-url").and_then(|i| args.get(i + 1)).cloned();
     let config_url = config.database_url.clone();
     println!("backend: {}", if config.database_url.is_some() { "postgres" } else { "redb" });
+    let t = Instant::now();
     let store = Arc::new(KnowledgeStore::open(config).expect("open"));
+    println!("opened in {:.1} s; RSS {:.0} MiB", t.elapsed().as_secs_f64(), rss_mib());
     let mut rng = SplitMix(11);
+    let existing = args.iter().any(|a| a == "--existing");
+    let index_wait = Duration::from_secs(arg(&args, "--index-wait", 900) as u64);
     let t = Instant::now();
     let (_, built) = store
         .bulk_load(|store| {
-            let mut i = 0;
+            let mut i = if existing { n } else { 0 };
             while i < n {
                 let batch: Vec<NewMemory> = (i..(i + 5000).min(n))
                     .map(|k| {
@@ -68,7 +75,8 @@ fn main() {
             Ok(())
         })
         .expect("bulk load");
-    println!("store: {n} memories in {:.1} s; RSS {:.0} MiB", t.elapsed().as_secs_f64(), rss_mib());
+    let verb = if existing { "opened with" } else { "loaded" };
+    println!("store: {verb} {n} memories in {:.1} s; RSS {:.0} MiB", t.elapsed().as_secs_f64(), rss_mib());
     if let Some(b) = built {
         println!(
             "pgvector HNSW index: {} index(es) over {} vectors built in {:.1} s (part of the time above)",
@@ -85,7 +93,7 @@ fn main() {
     }
     // Steady state: the background HNSW build (minutes for 100,000 vectors on 2 cores) is done first.
     let t = Instant::now();
-    let complete = store.wait_for_indexes(Duration::from_secs(900));
+    let complete = store.wait_for_indexes(index_wait);
     println!("indexes complete: {complete} after {:.0} s; RSS {:.0} MiB", t.elapsed().as_secs_f64(), rss_mib());
     let daemons = arg(&args, "--daemons", 1).max(1);
     let mut stores = vec![store.clone()];
@@ -97,7 +105,7 @@ fn main() {
         assert!(c.database_url.is_some(), "--daemons needs --database-url");
         let t = Instant::now();
         let s = Arc::new(KnowledgeStore::open(c).expect("open another daemon's store"));
-        s.wait_for_indexes(Duration::from_secs(900));
+        s.wait_for_indexes(index_wait);
         println!("daemon {} opened the store in {:.1} s", stores.len() + 1, t.elapsed().as_secs_f64());
         stores.push(s);
         dirs.push(d);

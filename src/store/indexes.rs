@@ -240,7 +240,8 @@ impl KnowledgeStore {
     /// indexed by the build.
     ///
     /// # Errors
-    /// `load`'s error (after the indexes are built again), else storage errors of dropping or building them.
+    /// A storage error of dropping the indexes (then `load` does not run) or `load`'s error, after the indexes
+    /// are built again; else a storage error of building them.
     pub fn bulk_load<T>(
         &self,
         load: impl FnOnce(&Self) -> crate::error::Result<T>,
@@ -255,8 +256,8 @@ impl KnowledgeStore {
         let out = {
             self.bulk_loads.fetch_add(1, Ordering::AcqRel);
             let _running = Running(&self.bulk_loads);
-            self.db.begin_bulk_load()?;
-            load(self)
+            // A failed start still ends below: the build resets the deferral and makes any dropped index.
+            self.db.begin_bulk_load().and_then(|()| load(self))
         };
         let built = self.db.end_bulk_load();
         self.graph_worker.wake();
