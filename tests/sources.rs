@@ -145,12 +145,16 @@ fn filters_formats_and_refusals() {
     assert_eq!((page.total, page.items.len()), (3, 1));
     assert_eq!(page.items[0].original_name, "a.md", "newest first");
 
-    // PDF is not parsed in this release: refused, nothing stored.
+    // An image, and a PDF that is only a header: refused, nothing stored.
     let e = store
-        .ingest_source(NewSource { bytes: b"%PDF-1.7".to_vec(), original_name: "x.pdf".into(), ..Default::default() })
+        .ingest_source(NewSource { bytes: b"\x89PNG".to_vec(), original_name: "x.png".into(), ..Default::default() })
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidInput);
     assert_eq!(e.fields()[0].kind, "unsupported_format");
+    let e = store
+        .ingest_source(NewSource { bytes: b"%PDF-1.7".to_vec(), original_name: "x.pdf".into(), ..Default::default() })
+        .unwrap_err();
+    assert_eq!((e.kind(), e.fields()[0].kind.as_str()), (ErrorKind::InvalidInput, "unparsable_document"));
     assert_eq!(store.list_sources(&query()).unwrap().total, 3);
 
     // Ingestion by path: inside the data directory yes, outside (or escaping with ..) no.
@@ -209,7 +213,7 @@ fn http_multipart_upload_and_routes() {
     assert_eq!((c["content"].as_str(), c["returned_length"].as_u64()), (Some("Coffee guide"), Some(12)));
     assert_eq!(c["total_length"], GUIDE.len());
     // JSON upload (the C API's way) of an unsupported type: 422 with the spec's detail shape.
-    let bad = call(&srv, "POST", "/sources/ingest/file", Some(r#"{"file_name":"x.pdf","content":"%PDF"}"#));
+    let bad = call(&srv, "POST", "/sources/ingest/file", Some(r#"{"file_name":"x.png","content":"PNG"}"#));
     assert_eq!(bad.status, 422);
     assert_eq!(bad.json()["detail"][0]["loc"], serde_json::json!(["body", "file"]));
     // A multipart body without a file part.
@@ -397,6 +401,64 @@ fn docx_sources_keep_headings_and_paragraphs_and_broken_ones_are_refused() {
             (Some("unparsable_document"), serde_json::json!(["body", "file"]))
         );
         assert!(d["msg"].as_str().unwrap().contains(why), "{d}");
+    }
+    assert_eq!(call(&srv, "GET", "/sources", None).json()["total"], 1);
+}
+
+#[test]
+fn pdf_sources_keep_their_pages_and_unreadable_ones_are_refused() {
+    use base64::Engine;
+    use common::{call, server};
+    let pdf = engram::extract::pdf::build(
+        &[
+            Some("Harbour renovation plan\nWe decided to replace the wooden pier with concrete before autumn."),
+            Some("Budget\nThe council approved forty thousand euros for the work, to be spent by October."),
+            None,
+            Some("Risks\nStorm surges in November could delay pouring the concrete foundations by weeks."),
+        ],
+        None,
+        None,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let srv = server(dir.path(), 8 << 20);
+    let b64 = base64::engine::general_purpose::STANDARD.encode(&pdf);
+    let body = serde_json::json!({"file_name": "plan.pdf", "content_base64": b64, "labels": ["harbour"]});
+    let r = call(&srv, "POST", "/sources/ingest/file", Some(&body.to_string()));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v = r.json();
+    let id = v["id"].as_str().unwrap().to_string();
+    assert_eq!(v["mime_type"], "application/pdf");
+    // No title in the file: its first line.
+    assert_eq!(v["metadata"]["title"], "Harbour renovation plan", "{v}");
+    assert_eq!((v["lifecycle_state"].as_str(), v["memory_count"].as_u64()), (Some("indexed"), Some(3)), "{v}");
+    let tree: serde_json::Value = serde_json::from_str(v["section_tree"].as_str().unwrap()).unwrap();
+    let titles: Vec<&str> = tree.as_array().unwrap().iter().map(|n| n["title"].as_str().unwrap()).collect();
+    assert_eq!(titles, ["Page 1", "Page 2", "Page 3", "Page 4"], "{tree}");
+    // Search lands on the page, and the memory made from it cites the page.
+    let s = call(&srv, "GET", "/sources/search?q=storm%20surges%20November", None).json();
+    assert_eq!(s["results"][0]["source_id"], id.as_str(), "{s}");
+    assert_eq!(s["results"][0]["matches"][0]["section"], "Page 4", "{s}");
+    let m = call(&srv, "GET", "/memories/search?q=council%20approved%20forty%20thousand%20euros", None).json();
+    let hit = &m["memories"][0];
+    assert_eq!(hit["metadata"]["source_id"], id.as_str(), "{m}");
+    assert_eq!(hit["metadata"]["page"], 2, "{hit}");
+    // Broken, encrypted with a password, image-only: 422 with the reason, nothing stored.
+    for (name, bytes, why) in [
+        ("cut.pdf", pdf[..pdf.len() / 3].to_vec(), "cannot be read"),
+        ("locked.pdf", engram::extract::pdf::build(&[Some("Secret plans")], None, Some("hunter2")), "encrypted"),
+        ("scan.pdf", engram::extract::pdf::build(&[None, None], None, None), "no text layer"),
+        ("fake.pdf", b"just some words, no PDF here".to_vec(), "not a PDF"),
+    ] {
+        let b64 = base64::engine::general_purpose::STANDARD.encode(&bytes);
+        let body = serde_json::json!({"file_name": name, "content_base64": b64});
+        let r = call(&srv, "POST", "/sources/ingest/file", Some(&body.to_string()));
+        assert_eq!(r.status, 422, "{name}: {}", r.body);
+        let d = &r.json()["detail"][0];
+        assert_eq!(
+            (d["type"].as_str(), d["loc"].clone()),
+            (Some("unparsable_document"), serde_json::json!(["body", "file"]))
+        );
+        assert!(d["msg"].as_str().unwrap().contains(why), "{name}: {d}");
     }
     assert_eq!(call(&srv, "GET", "/sources", None).json()["total"], 1);
 }

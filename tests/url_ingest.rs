@@ -19,6 +19,18 @@ const PAGE: &str = "<html><head><title>Harbour &amp; Pier Notes</title></head><b
 <h1>Harbour renovation</h1><p>We decided to replace the wooden pier with concrete before the autumn storms.</p>\
 <h2>Budget</h2><p>The council approved forty thousand euros for the pier work this year.</p></body></html>";
 
+/// A two-page PDF report with a title in its information dictionary.
+fn report_pdf() -> Vec<u8> {
+    engram::extract::pdf::build(
+        &[
+            Some("Quarterly harbour report\nThe pier repairs finished in March after six weeks of work."),
+            Some("Costs\nThe dredging of the north basin cost twelve thousand euros in total this spring."),
+        ],
+        Some("Harbour Report Q1"),
+        None,
+    )
+}
+
 /// A tiny HTTP/1.1 server: `/page.html`, `/data.csv`, `/r/N` (redirects to `/r/N-1`, `/r/0` to the page),
 /// `/slow` (answers after 3 s), `/big` (2 MiB), `/missing` (404). Returns its port and the request counter.
 fn origin() -> (u16, Arc<AtomicUsize>) {
@@ -48,7 +60,11 @@ fn origin() -> (u16, Arc<AtomicUsize>) {
                     "/data.csv" => {
                         ("200 OK", "text/csv", b"city,population\nOslo,709000\nBergen,291000\n".to_vec(), None)
                     }
-                    "/report.pdf" => ("200 OK", "application/pdf", b"%PDF-1.7 fake".to_vec(), None),
+                    "/report.pdf" => ("200 OK", "application/pdf", report_pdf(), None),
+                    "/scan.pdf" => {
+                        ("200 OK", "application/pdf", engram::extract::pdf::build(&[None], None, None), None)
+                    }
+                    "/photo.png" => ("200 OK", "image/png", b"\x89PNG\r\n\x1a\n".to_vec(), None),
                     "/big" => ("200 OK", "text/plain", vec![b'a'; 2 << 20], None),
                     "/missing" => ("404 Not Found", "text/plain", b"no".to_vec(), None),
                     "/slow" => {
@@ -127,12 +143,25 @@ fn pages_redirects_timeouts_and_caps_on_an_allowed_loopback_host() {
     // Over the size cap (1 MiB here; the body is 2 MiB): cut off, nothing stored.
     let e = s.ingest_url(&format!("{base}/big"), template()).unwrap_err();
     assert_eq!((e.kind(), e.fields()[0].kind.as_str()), (ErrorKind::InvalidInput, "document_too_large"), "{e}");
-    // An error status and an unsupported type.
+    // A PDF by URL: one section per page, the document's title, memories citing their page.
+    let pdf = s.ingest_url(&format!("{base}/report.pdf"), template()).unwrap();
+    assert_eq!(pdf.source.mime_type, "application/pdf");
+    assert_eq!(pdf.source.metadata.0["title"], "Harbour Report Q1");
+    let tree: serde_json::Value = serde_json::from_str(&pdf.source.section_tree).unwrap();
+    assert_eq!((tree[0]["title"].as_str(), tree[1]["title"].as_str()), (Some("Page 1"), Some("Page 2")));
+    let pages: Vec<f64> =
+        pdf.memory_ids.iter().map(|id| s.get_memory(id, None).unwrap().memory.source_range["page"]).collect();
+    assert_eq!(pages, [1.0, 2.0]);
+    assert!(s.source_text(&pdf.source.id).unwrap().contains("twelve thousand euros"));
+    // An image-only PDF, an error status and an unsupported type: refused, nothing stored.
+    let e = s.ingest_url(&format!("{base}/scan.pdf"), template()).unwrap_err();
+    assert_eq!(e.fields()[0].kind, "unparsable_document");
+    assert!(e.fields()[0].msg.contains("no text layer"), "{e}");
     assert_eq!(
         s.ingest_url(&format!("{base}/missing"), template()).unwrap_err().kind(),
         ErrorKind::UpstreamUnreachable
     );
-    let e = s.ingest_url(&format!("{base}/report.pdf"), template()).unwrap_err();
+    let e = s.ingest_url(&format!("{base}/photo.png"), template()).unwrap_err();
     assert_eq!(e.fields()[0].kind, "unsupported_format");
     let all = s
         .list_sources(&engram::SourceQuery {
@@ -145,7 +174,7 @@ fn pages_redirects_timeouts_and_caps_on_an_allowed_loopback_host() {
             offset: 0,
         })
         .unwrap();
-    assert_eq!(all.total, 2, "only the page and the CSV were stored");
+    assert_eq!(all.total, 3, "only the page, the CSV and the PDF were stored");
 }
 
 #[test]

@@ -28,6 +28,8 @@ pub enum Format {
     Tsv,
     /// A Word document (DOCX), turned into markdown ([`super::docx`]).
     Docx,
+    /// A PDF: the text of each page under a `# Page N` heading ([`super::pdf`]).
+    Pdf,
 }
 
 impl Format {
@@ -40,13 +42,14 @@ impl Format {
             Format::Csv => "text/csv",
             Format::Tsv => "text/tab-separated-values",
             Format::Docx => DOCX_MIME,
+            Format::Pdf => "application/pdf",
         }
     }
 
     /// Whether a file of this format that cannot be parsed is refused (422, nothing stored) rather than kept in
     /// state `error`: binary formats, whose bytes say nothing to a reader.
     pub fn refuses_unparsable(self) -> bool {
-        matches!(self, Format::Docx)
+        matches!(self, Format::Docx | Format::Pdf)
     }
 
     /// Whether the format is a data table (CSV, TSV): analysed by column ([`super::table::analyze`]).
@@ -55,8 +58,8 @@ impl Format {
     }
 
     /// The format of a file named `name` with declared MIME type `mime` (may be empty): the extension decides
-    /// (`.md`, `.markdown`, `.txt`, `.text`, `.html`, `.htm`, `.csv`, `.tsv`, `.tab`, `.docx`, and common plain-text
-    /// extensions such as `.json`, `.log`), then the MIME type; None for anything else (PDF, images, other
+    /// (`.md`, `.markdown`, `.txt`, `.text`, `.html`, `.htm`, `.csv`, `.tsv`, `.tab`, `.docx`, `.pdf`, and common
+    /// plain-text extensions such as `.json`, `.log`), then the MIME type; None for anything else (images, other
     /// office files).
     pub fn detect(name: &str, mime: &str) -> Option<Format> {
         let ext = name.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase()).unwrap_or_default();
@@ -65,6 +68,7 @@ impl Format {
             "html" | "htm" | "xhtml" => return Some(Format::Html),
             "csv" => return Some(Format::Csv),
             "docx" => return Some(Format::Docx),
+            "pdf" => return Some(Format::Pdf),
             "tsv" | "tab" => return Some(Format::Tsv),
             "txt" | "text" | "log" | "json" | "yaml" | "yml" | "toml" | "rst" | "org" => {
                 return Some(Format::Text);
@@ -78,6 +82,7 @@ impl Format {
             "text/csv" | "application/csv" => Some(Format::Csv),
             "text/tab-separated-values" => Some(Format::Tsv),
             DOCX_MIME => Some(Format::Docx),
+            "application/pdf" | "application/x-pdf" => Some(Format::Pdf),
             m if m.starts_with("text/") => Some(Format::Text),
             _ if ext.is_empty() && m.is_empty() => Some(Format::Text),
             _ => None,
@@ -137,10 +142,24 @@ pub fn parse(format: Format, bytes: &[u8], name: &str) -> Result<Parsed, String>
     if format == Format::Docx {
         return parse(Format::Markdown, super::docx::to_markdown(bytes)?.as_bytes(), name);
     }
+    if format == Format::Pdf {
+        let pdf = super::pdf::extract(bytes, &super::pdf::PdfLimits::default())?;
+        let mut parsed = parse(Format::Markdown, super::pdf::to_markdown(&pdf).as_bytes(), name)?;
+        // The title: the document's own, else its first line of text (not the synthetic `Page 1`).
+        parsed.title = pdf.title.clone().or_else(|| {
+            pdf.pages
+                .iter()
+                .flat_map(|p| p.lines())
+                .map(str::trim)
+                .find(|l| !l.is_empty())
+                .map(|l| l.chars().take(120).collect())
+        });
+        return Ok(parsed);
+    }
     let raw = String::from_utf8_lossy(bytes);
     let raw = raw.strip_prefix('\u{feff}').unwrap_or(&raw).replace("\r\n", "\n").replace('\r', "\n");
     let text = match format {
-        Format::Markdown | Format::Text | Format::Csv | Format::Tsv | Format::Docx => raw,
+        Format::Markdown | Format::Text | Format::Csv | Format::Tsv | Format::Docx | Format::Pdf => raw,
         // A converter panic on odd markup must not take the request down: it becomes a parse error.
         Format::Html => {
             std::panic::catch_unwind(|| html2text::config::plain().string_from_read(raw.as_bytes(), 100_000))
@@ -370,7 +389,9 @@ mod tests {
     #[test]
     fn detection() {
         assert_eq!(Format::detect("a.MD", ""), Some(Format::Markdown));
-        assert_eq!(Format::detect("a.pdf", "application/pdf"), None);
+        assert_eq!(Format::detect("a.pdf", "application/pdf"), Some(Format::Pdf));
+        assert_eq!(Format::detect("report", "application/x-pdf"), Some(Format::Pdf));
+        assert_eq!(Format::detect("a.png", "image/png"), None);
         assert_eq!(Format::detect("notes", "text/plain; charset=utf-8"), Some(Format::Text));
         assert_eq!(Format::detect("page", "text/html"), Some(Format::Html));
         assert_eq!(Format::detect("x.bin", "application/octet-stream"), None);

@@ -11,6 +11,7 @@ pub mod document;
 pub mod docx;
 pub mod entities;
 mod gazetteer;
+pub mod pdf;
 pub mod table;
 pub mod temporal;
 

@@ -13,6 +13,7 @@ use super::{IndexOp, KnowledgeStore, Page, get_record, schema};
 use crate::error::ErrorCode;
 use crate::error::{Error, ErrorKind, FieldError, Result};
 use crate::extract::document::{self, Chunk, Format};
+use crate::extract::pdf;
 use crate::index::bm25;
 use crate::index::lexicon::{self, Lexicon};
 use crate::model::{Label, Metadata, SOURCE_STATES, Source, Timestamp};
@@ -178,11 +179,15 @@ impl KnowledgeStore {
     /// memory per chunk of at least 8 words that is not chatter, with the source's labels and
     /// `metadata.source_id`. The same bytes in the same space return the existing source (`deduplicated`).
     ///
+    /// A PDF's pages become sections `Page N`; its memories carry `page` in `source_range` and metadata, and
+    /// its information dictionary's title (else its first line) becomes `metadata.title` unless one is given.
+    ///
     /// # Errors
-    /// * [`ErrorKind::InvalidInput`]: empty or too long a name, more than 64 MiB, an unsupported format (PDF,
-    ///   images, office files other than DOCX: `loc ["file"]`, type `unsupported_format`), a DOCX that cannot be
-    ///   read (encrypted, broken, a ZIP bomb: type `unparsable_document`, with the reason; nothing stored), a
-    ///   bad label name.
+    /// * [`ErrorKind::InvalidInput`]: empty or too long a name, more than 64 MiB, an unsupported format
+    ///   (images, office files other than DOCX: `loc ["file"]`, type `unsupported_format`), a DOCX or PDF that
+    ///   cannot be read (encrypted, broken, a ZIP or stream bomb, a PDF without a text layer, over the PDF
+    ///   bounds of [`crate::extract::pdf::PdfLimits`]: type `unparsable_document`, with the reason; nothing
+    ///   stored), a bad label name.
     /// * [`ErrorKind::NotFound`] (`space_not_found`).
     pub fn ingest_source(&self, new: NewSource) -> Result<IngestReport> {
         let space = new.space_id.clone().unwrap_or_else(|| super::DEFAULT_SPACE.to_string());
@@ -209,7 +214,7 @@ impl KnowledgeStore {
             errs.push(FieldError::field(
                 &["file"],
                 "unsupported_format",
-                "only markdown, plain text, HTML, CSV, TSV and DOCX documents can be parsed in this release",
+                "only markdown, plain text, HTML, CSV, TSV, DOCX and PDF documents can be parsed in this release",
                 serde_json::json!({"file_name": name, "mime_type": new.mime_type}),
             ));
         }
@@ -265,6 +270,10 @@ impl KnowledgeStore {
         }
         let parsed = match parsed {
             Ok(p) => {
+                let untitled = source.metadata.0.get("title").and_then(|t| t.as_str()).is_none_or(str::is_empty);
+                if let (Format::Pdf, true, Some(t)) = (format, untitled, &p.title) {
+                    source.metadata.0.insert("title".into(), t.clone().into());
+                }
                 source.lifecycle_state = "chunked".into();
                 source.section_tree = serde_json::to_string(&p.sections).unwrap_or_else(|_| "[]".into());
                 source.summary = document::summary(&p.text, 300);
@@ -343,11 +352,11 @@ impl KnowledgeStore {
     /// URL asked for, and `metadata.title` (an HTML page's `<title>`, else the first heading, else the URL),
     /// `metadata.fetched_at` (RFC 3339), `metadata.final_url` (after redirects) and `metadata.content_type`
     /// added to `template`'s metadata. The `Content-Type` header decides the parser (HTML, markdown, text,
-    /// CSV, TSV, DOCX), then the URL's extension. Nothing is stored on any error.
+    /// CSV, TSV, DOCX, PDF), then the URL's extension. Nothing is stored on any error.
     ///
     /// # Errors
     /// Those of [`crate::fetch::fetch`]; [`ErrorKind::InvalidInput`] at `["url"]` (`unsupported_format`) for a
-    /// content type Engram cannot parse (PDF in this release, images); those of
+    /// content type Engram cannot parse (images, other office files); those of
     /// [`KnowledgeStore::ingest_source`].
     #[cfg(feature = "url")]
     pub fn ingest_url(&self, url: &str, mut template: NewSource) -> Result<IngestReport> {
@@ -373,7 +382,7 @@ impl KnowledgeStore {
                 &["url"],
                 "unsupported_format",
                 format!(
-                    "the URL serves '{}', which Engram cannot parse in this release (markdown, text, HTML, CSV, TSV, DOCX)",
+                    "the URL serves '{}', which Engram cannot parse in this release (markdown, text, HTML, CSV, TSV, DOCX, PDF)",
                     got.content_type
                 ),
                 serde_json::json!({"url": url, "content_type": got.content_type}),
@@ -388,6 +397,7 @@ impl KnowledgeStore {
                 Format::Csv => "csv",
                 Format::Tsv => "tsv",
                 Format::Docx => "docx",
+                Format::Pdf => "pdf",
             };
             name = format!("{name}.{ext}");
         }
@@ -404,8 +414,9 @@ impl KnowledgeStore {
         template.source_type = "url".into();
         template.source_url = got.url.clone();
         let mut report = self.ingest_source(template)?;
-        // A page without a <title>: the first heading, else the URL.
-        if title.is_empty() && !report.deduplicated {
+        // A page without a <title> (and a document without a title of its own): the first heading, else the URL.
+        let titled = report.source.metadata.0.get("title").and_then(|t| t.as_str()).is_some_and(|t| !t.is_empty());
+        if title.is_empty() && !titled && !report.deduplicated {
             let tree: serde_json::Value = serde_json::from_str(&report.source.section_tree).unwrap_or_default();
             let fallback = tree[0]["title"].as_str().map(str::to_string).unwrap_or_else(|| got.url.clone());
             report.source.metadata.0.insert("title".into(), fallback.into());
@@ -885,6 +896,11 @@ fn memories_of(source: &Source, p: &document::Parsed, labels: &BTreeSet<String>)
         let mut range = std::collections::BTreeMap::new();
         range.insert("start_offset".to_string(), c.offset as f64);
         range.insert("end_offset".to_string(), (c.offset + c.length) as f64);
+        if let Some(page) = (source.mime_type == Format::Pdf.mime()).then(|| pdf::page_of_section(&c.section)).flatten()
+        {
+            range.insert("page".to_string(), f64::from(page));
+            md.insert("page".into(), page.into());
+        }
         out.push(super::NewMemory {
             id: Some(memory_id(&source.id, i)),
             content: body.to_string(),
