@@ -203,3 +203,17 @@ pub fn zip_import(store: &KnowledgeStore, dir: &Path, data: &[u8]) {
         }
     }
 }
+
+/// Target `pdf_text`: the input as a PDF ([`engram::extract::pdf::extract`] under a 10 s budget, then the
+/// markdown and the document parse a source goes through). A refusal is fine; a panic escaping, a hang past
+/// the budget, more pages than the bound, or a page heading count that differs from the pages is a finding.
+pub fn pdf_text(data: &[u8]) {
+    use engram::extract::document::{Format, parse};
+    use engram::extract::pdf::{PdfLimits, extract, to_markdown};
+    let limits = PdfLimits { time: std::time::Duration::from_secs(10), max_pages: 2_000, ..PdfLimits::default() };
+    let Ok(pdf) = extract(data, &limits) else { return };
+    assert!(pdf.pages.len() <= limits.max_pages);
+    let md = to_markdown(&pdf);
+    let parsed = parse(Format::Markdown, md.as_bytes(), "fuzz.pdf").expect("markdown always parses");
+    assert_eq!(parsed.sections.len(), pdf.pages.len(), "one section per page");
+}

@@ -61,3 +61,37 @@ fn zip_import_inputs() {
         bodies::zip_import(api.store(), dir.path(), &data);
     }
 }
+
+#[test]
+fn pdf_text_inputs() {
+    let all = inputs("pdf_text");
+    assert!(all.len() >= 4, "the seeds are in fuzz/seeds/pdf_text");
+    for (name, data) in all {
+        eprintln!("{name}");
+        bodies::pdf_text(&data);
+    }
+}
+
+/// Writes the generated seeds of `pdf_text` (`ENGRAM_WRITE_SEEDS=1 cargo test --test fuzz_regressions`).
+#[test]
+fn pdf_text_generated_seeds_are_current() {
+    use engram::extract::pdf::build;
+    let seeds = [
+        ("text.pdf", build(&[Some("A page of text\nwith two lines"), Some("Second page")], Some("Seed"), None)),
+        ("scan.pdf", build(&[None], None, None)),
+        ("locked.pdf", build(&[Some("secret")], None, Some("pw"))),
+        ("open-encrypted.pdf", build(&[Some("readable")], None, Some(""))),
+    ];
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/pdf_text");
+    for (name, bytes) in seeds {
+        bodies::pdf_text(&bytes);
+        if std::env::var_os("ENGRAM_WRITE_SEEDS").is_some() {
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join(name), &bytes).unwrap();
+        } else if !name.contains("encrypt") && name != "locked.pdf" {
+            // (lopdf's encryption draws random bytes: the encrypted seeds differ at every build.)
+            let kept = std::fs::read(dir.join(name)).unwrap();
+            assert!(kept == bytes, "fuzz/seeds/pdf_text/{name} is stale: ENGRAM_WRITE_SEEDS=1 rewrites it");
+        }
+    }
+}
