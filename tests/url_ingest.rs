@@ -19,6 +19,22 @@ const PAGE: &str = "<html><head><title>Harbour &amp; Pier Notes</title></head><b
 <h1>Harbour renovation</h1><p>We decided to replace the wooden pier with concrete before the autumn storms.</p>\
 <h2>Budget</h2><p>The council approved forty thousand euros for the pier work this year.</p></body></html>";
 
+/// A news article inside a site's header, navigation and footer.
+fn article() -> String {
+    let para = "The harbour pilots of Rotterdam guide about thirty thousand ships a year through the Maas estuary, \
+                boarding them far out at sea by launch or by helicopter in rough weather. ";
+    let links: String = (0..30).map(|i| format!("<li><a href=\"/topic/{i}\">Topic number {i}</a></li>")).collect();
+    format!(
+        "<html><head><title>Harbour pilots - Portside News</title></head><body>\
+         <header class=\"site-header\"><a href=\"/\">Portside News</a> <a href=\"/login\">Sign in</a></header>\
+         <nav class=\"menu\"><ul>{links}</ul></nav>\
+         <article><h1>Harbour pilots</h1><p>{p}</p><h2>Helicopters</h2><p>{p}</p></article>\
+         <footer class=\"footer\">Copyright Portside Media. <a href=\"/privacy\">Privacy policy</a></footer>\
+         </body></html>",
+        p = para.repeat(3)
+    )
+}
+
 /// A two-page PDF report with a title in its information dictionary.
 fn report_pdf() -> Vec<u8> {
     engram::extract::pdf::build(
@@ -57,6 +73,7 @@ fn origin() -> (u16, Arc<AtomicUsize>) {
                 let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
                 let (status, ctype, body, location): (&str, &str, Vec<u8>, Option<String>) = match path.as_str() {
                     "/page.html" => ("200 OK", "text/html; charset=utf-8", PAGE.as_bytes().to_vec(), None),
+                    "/article.html" => ("200 OK", "text/html", article().into_bytes(), None),
                     "/data.csv" => {
                         ("200 OK", "text/csv", b"city,population\nOslo,709000\nBergen,291000\n".to_vec(), None)
                     }
@@ -124,6 +141,14 @@ fn pages_redirects_timeouts_and_caps_on_an_allowed_loopback_host() {
     assert!(s.source_text(&src.id).unwrap().contains("forty thousand euros"));
     let tree: serde_json::Value = serde_json::from_str(&src.section_tree).unwrap();
     assert_eq!(tree[0]["title"], "Harbour renovation");
+    // An article in a site's chrome: its main content only (navigation, header and footer dropped).
+    let a = s.ingest_url(&format!("{base}/article.html"), template()).unwrap().source;
+    let text = s.source_text(&a.id).unwrap();
+    assert!(text.contains("boarding them far out at sea"), "{text}");
+    for chrome in ["Topic number 7", "Sign in", "Privacy policy"] {
+        assert!(!text.contains(chrome), "{chrome} kept: {text}");
+    }
+    assert_eq!(a.metadata.0["title"], "Harbour pilots - Portside News");
     // A CSV by URL: a data table.
     let csv = s.ingest_url(&format!("{base}/data.csv"), template()).unwrap().source;
     assert_eq!(csv.mime_type, "text/csv");
@@ -174,7 +199,7 @@ fn pages_redirects_timeouts_and_caps_on_an_allowed_loopback_host() {
             offset: 0,
         })
         .unwrap();
-    assert_eq!(all.total, 3, "only the page, the CSV and the PDF were stored");
+    assert_eq!(all.total, 4, "only the page, the article, the CSV and the PDF were stored");
 }
 
 #[test]

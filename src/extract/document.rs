@@ -1,5 +1,6 @@
 //! Documents for the library: format detection, text extraction (markdown and plain text as they are; HTML
-//! through `html2text`, headings kept as `#` lines), the section tree from headings, and chunking.
+//! reduced to its main content ([`main_content`]) and converted through `html2text`, headings kept as `#`
+//! lines), the section tree from headings, and chunking.
 //!
 //! Chunks follow the sections: a chunk never spans two sections, holds whole paragraphs (blocks separated by a
 //! blank line) up to [`CHUNK_CHARS`] characters, and a longer paragraph is cut at a sentence end or a space.
@@ -162,7 +163,9 @@ pub fn parse(format: Format, bytes: &[u8], name: &str) -> Result<Parsed, String>
         Format::Markdown | Format::Text | Format::Csv | Format::Tsv | Format::Docx | Format::Pdf => raw,
         // A converter panic on odd markup must not take the request down: it becomes a parse error.
         Format::Html => {
-            std::panic::catch_unwind(|| html2text::config::plain().string_from_read(raw.as_bytes(), 100_000))
+            let main = main_content(&raw);
+            let html = main.as_deref().unwrap_or(&raw);
+            std::panic::catch_unwind(|| html2text::config::plain().string_from_read(html.as_bytes(), 100_000))
                 .map_err(|_| "the HTML could not be converted".to_string())?
                 .map_err(|e| format!("the HTML could not be converted: {e}"))?
         }
@@ -172,6 +175,46 @@ pub fn parse(format: Format, bytes: &[u8], name: &str) -> Result<Parsed, String>
     let chunks = chunk(&text, &headings);
     let title = headings.first().map(|h| h.2.clone());
     Ok(Parsed { text, sections, chunks, title })
+}
+
+/// Most elements of a page that main-content extraction reads; a larger page is converted whole.
+pub const MAIN_CONTENT_MAX_ELEMENTS: usize = 100_000;
+
+/// The main content of an HTML page, as HTML: Mozilla's Readability algorithm (the one behind Firefox's Reader
+/// View, <https://github.com/mozilla/readability>), ported by `dom_smoothie`. Navigation, headers, footers,
+/// sidebars, comment and share blocks are dropped by their link density, class and id names, and the text
+/// score of the candidate blocks. The page's title (Readability's, from `<title>` without the site name, or
+/// the page's metadata) leads as a `<h1>` when the content does not start with it.
+///
+/// `None`, and the page is then converted whole, when the page is not "probably readerable" (Readability's
+/// `isProbablyReaderable`: less than about 140 characters in paragraph-like blocks with a score of 20, such as
+/// a short note, a form or a list of links), when it has more than [`MAIN_CONTENT_MAX_ELEMENTS`] elements,
+/// when the extraction fails or finds no text, or when the extractor panics. Figures on real pages:
+/// `docs/formats.md`.
+pub fn main_content(html: &str) -> Option<String> {
+    let html = html.to_string();
+    std::panic::catch_unwind(move || {
+        let cfg = dom_smoothie::Config { max_elements_to_parse: MAIN_CONTENT_MAX_ELEMENTS, ..Default::default() };
+        let mut readability = dom_smoothie::Readability::new(html, None, Some(cfg)).ok()?;
+        if !readability.is_probably_readable() {
+            return None;
+        }
+        let article = readability.parse().ok()?;
+        if article.text_content.trim().is_empty() {
+            return None;
+        }
+        // Readability drops the heading that repeats the page's title; it comes back as the top heading, so the
+        // section tree keeps the document's name.
+        let title = article.title.trim();
+        let head: String = article.text_content.trim_start().chars().take(title.chars().count() + 40).collect();
+        if title.is_empty() || head.contains(title) {
+            return Some(article.content.to_string());
+        }
+        let escaped = title.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+        Some(format!("<h1>{escaped}</h1>{}", article.content))
+    })
+    .ok()
+    .flatten()
 }
 
 /// ATX headings outside fenced code blocks: (byte offset, level, title).
@@ -371,6 +414,33 @@ mod tests {
         assert_eq!(p.sections[0].children[0].title, "Part");
         assert!(p.text.contains("More"), "{}", p.text);
         assert!(!p.text.contains("<b>"));
+    }
+
+    #[test]
+    fn pages_lose_their_navigation_and_boilerplate() {
+        let para = "The harbour pilots of Rotterdam guide about thirty thousand ships a year through the \
+                    Maas estuary, boarding them far out at sea by launch or by helicopter in rough weather. ";
+        let links: String = (0..30).map(|i| format!("<li><a href=\"/topic/{i}\">Topic number {i}</a></li>")).collect();
+        let html = format!(
+            "<html><head><title>Pilots</title></head><body>\
+             <header class=\"site-header\"><a href=\"/\">Portside News</a> <a href=\"/login\">Sign in</a></header>\
+             <nav class=\"sidebar\"><ul>{links}</ul></nav>\
+             <article><h1>Harbour pilots</h1><p>{p}</p><h2>Helicopters</h2><p>{p}</p><p>{p}</p></article>\
+             <footer class=\"footer\">Copyright Portside Media. <a href=\"/privacy\">Privacy policy</a></footer>\
+             </body></html>",
+            p = para.repeat(2)
+        );
+        assert!(main_content(&html).is_some());
+        let p = parse(Format::Html, html.as_bytes(), "t").unwrap();
+        assert!(p.text.contains("harbour pilots of Rotterdam"), "{}", p.text);
+        assert!(p.text.contains("Helicopters"), "{}", p.text);
+        assert_eq!(p.sections[0].title, "Pilots", "the page title leads: {}", p.text);
+        assert_eq!(p.sections[0].children[0].title, "Harbour pilots", "{}", p.text);
+        for boilerplate in ["Topic number 7", "Sign in", "Privacy policy", "Copyright Portside"] {
+            assert!(!p.text.contains(boilerplate), "{boilerplate} kept: {}", p.text);
+        }
+        // A short page is not "readerable": converted whole.
+        assert_eq!(main_content("<html><body><h1>Title</h1><p>First para.</p></body></html>"), None);
     }
 
     #[test]
