@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The official nmem CLI (nmem-cli 0.10.109) against two real daemons: library (sources: markdown, CSV, a URL), export, import with
+# The official nmem CLI (nmem-cli 0.10.109) against two real daemons: library (sources: markdown, CSV, a URL, PDF, DOCX), export, import with
 # each mode (polling the job to `completed`), and the /fs commands. Every command must exit 0 and print the
 # expected data.
 #
@@ -62,6 +62,48 @@ uid=$("$nmem" --json library list | python3 -c 'import json,sys; print(json.load
 out=$("$nmem" library show "$uid"); expect "library show (URL)" "url" "$out"
 out=$("$nmem" library search "autumn storms"); expect "library search (URL)" "$uid" "$out"
 out=$("$nmem" library read "$uid"); expect "library read (URL)" "concrete pier replaces" "$out"
+# A PDF (two pages, written here by hand: objects, a cross-reference table with byte offsets) and a DOCX.
+python3 - "$work/tides.pdf" "$work/harbour.docx" <<'PY'
+import sys, zipfile
+pages = ["Tide tables for the outer harbour", "The lighthouse keeper logs the spring tides every morning at six."]
+objs = ["<< /Type /Catalog /Pages 2 0 R >>",
+        "<< /Type /Pages /Kids [%s] /Count %d >>" % (" ".join("%d 0 R" % (4 + 2 * i) for i in range(len(pages))), len(pages)),
+        "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
+for i, text in enumerate(pages):
+    stream = "BT /F1 12 Tf 72 720 Td (%s) Tj ET" % text
+    objs.append("<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Resources << /Font << /F1 3 0 R >> >> /Contents %d 0 R >>" % (5 + 2 * i))
+    objs.append("<< /Length %d >>\nstream\n%s\nendstream" % (len(stream), stream))
+objs.append("<< /Title (Tide tables) >>")
+out, offsets = b"%PDF-1.4\n", []
+for n, o in enumerate(objs, 1):
+    offsets.append(len(out))
+    out += b"%d 0 obj\n%s\nendobj\n" % (n, o.encode())
+xref = len(out)
+out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objs) + 1) + b"".join(b"%010d 00000 n \n" % o for o in offsets)
+out += b"trailer\n<< /Size %d /Root 1 0 R /Info %d 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objs) + 1, len(objs), xref)
+open(sys.argv[1], "wb").write(out)
+w = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+def para(text, style=None):
+    ppr = '<w:pPr><w:pStyle w:val="%s"/></w:pPr>' % style if style else ""
+    return "<w:p>%s<w:r><w:t>%s</w:t></w:r></w:p>" % (ppr, text)
+body = para("Harbour works", "Heading1") + para("The breakwater is raised by two metres before the winter gales.")
+with zipfile.ZipFile(sys.argv[2], "w", zipfile.ZIP_DEFLATED) as z:
+    z.writestr("[Content_Types].xml", '<?xml version="1.0"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types"><Default Extension="xml" ContentType="application/xml"/><Override PartName="/word/document.xml" ContentType="application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"/></Types>')
+    z.writestr("word/document.xml", '<?xml version="1.0"?><w:document xmlns:w="%s"><w:body>%s</w:body></w:document>' % (w, body))
+PY
+out=$("$nmem" library add "$work/tides.pdf"); expect "library add (PDF)" "tides.pdf" "$out"
+pid=$("$nmem" --json library list | python3 -c 'import json,sys; print(json.load(sys.stdin)["sources"][0]["id"])')
+out=$("$nmem" library show "$pid"); expect "library show (PDF)" "application/pdf" "$out"
+expect "library show (PDF text)" "Tide tables for the outer harbour" "$out"
+out=$("$nmem" library search "lighthouse keeper"); expect "library search (PDF)" "$pid" "$out"
+out=$("$nmem" library read "$pid"); expect "library read (PDF)" "lighthouse keeper logs the spring tides" "$out"
+expect "library read (PDF pages)" "# Page 2" "$out"
+out=$("$nmem" library add "$work/harbour.docx"); expect "library add (DOCX)" "harbour.docx" "$out"
+did=$("$nmem" --json library list | python3 -c 'import json,sys; print(json.load(sys.stdin)["sources"][0]["id"])')
+out=$("$nmem" library show "$did"); expect "library show (DOCX)" "wordprocessingml" "$out"
+out=$("$nmem" library search breakwater); expect "library search (DOCX)" "$did" "$out"
+out=$("$nmem" library read "$did"); expect "library read (DOCX)" "raised by two metres" "$out"
+expect "library read (DOCX heading)" "# Harbour works" "$out"
 "$nmem" m add "Remember to water the tomatoes on Sunday" --id tomato -l garden > /dev/null
 
 out=$("$nmem" fs ls /); expect "fs ls /" "memories/" "$out"
