@@ -15,6 +15,9 @@
 //! - 60 s of extraction: the interpreter checks the clock at every character, and the caller stops waiting a
 //!   second after the deadline (a thread stuck inside the parser is then left to finish on its own).
 //!
+//! References to objects the file does not hold are read as the null object (ISO 32000-1, 7.3.10) before the
+//! extraction, which would otherwise panic on them.
+//!
 //! Refused with a reason (the caller answers 422 `unparsable_document`): not a PDF, a PDF that cannot be read,
 //! encrypted with a password (an empty user password, common for "no printing" files, is opened), no text
 //! layer (scanned or image-only: OCR is not built in), a bound exceeded.
@@ -117,6 +120,7 @@ fn extract_inner(bytes: &[u8], limits: &PdfLimits, deadline: Instant) -> Result<
         return Err(encrypted());
     }
     check_streams(&doc, limits)?;
+    null_dangling_references(&mut doc);
     let pages = doc.get_pages();
     if pages.len() > limits.max_pages {
         return Err(format!("the PDF has {} pages; at most {} are read", pages.len(), limits.max_pages));
@@ -157,6 +161,29 @@ fn extract_inner(bytes: &[u8], limits: &PdfLimits, deadline: Instant) -> Result<
         });
     }
     Ok(out)
+}
+
+/// Replaces every reference to an object the file does not hold with the null object, which is what such a
+/// reference means (ISO 32000-1:2008, 7.3.10: "An indirect reference to an undefined object shall not be
+/// considered an error by a conforming reader; it shall be treated as a reference to the null object").
+/// pdf-extract panics on one instead. Iterative, so deeply nested arrays cannot overflow the stack.
+fn null_dangling_references(doc: &mut Document) {
+    let ids: std::collections::HashSet<pdf_extract::ObjectId> = doc.objects.keys().copied().collect();
+    let mut stack: Vec<&mut Object> = doc.objects.values_mut().collect();
+    stack.extend(doc.trailer.iter_mut().map(|(_, v)| v));
+    while let Some(o) = stack.pop() {
+        match o {
+            Object::Reference(r) => {
+                if !ids.contains(r) {
+                    *o = Object::Null;
+                }
+            }
+            Object::Array(a) => stack.extend(a.iter_mut()),
+            Object::Dictionary(d) => stack.extend(d.iter_mut().map(|(_, v)| v)),
+            Object::Stream(s) => stack.extend(s.dict.iter_mut().map(|(_, v)| v)),
+            _ => {}
+        }
+    }
 }
 
 fn encrypted() -> String {
@@ -437,6 +464,21 @@ mod tests {
         // "No printing" files: encrypted with an empty user password, opened without asking.
         let open = build(&[Some("Readable anyway")], None, Some(""));
         assert!(extract(&open, &l).unwrap().pages[0].contains("Readable anyway"));
+    }
+
+    #[test]
+    fn a_reference_to_a_missing_object_is_null() {
+        // pdf-extract panicked on this (found by the fuzz target): a page whose MediaBox and Resources point at
+        // objects the file does not hold. Read as nulls (ISO 32000-1, 7.3.10), the page inherits both.
+        let mut doc = Document::load_mem(&build(&[Some("Dangling but readable")], None, None)).unwrap();
+        let page = *doc.get_pages().values().next().unwrap();
+        let dict = doc.get_object_mut(page).unwrap().as_dict_mut().unwrap();
+        dict.set("MediaBox", Object::Reference((999, 0)));
+        dict.set("Resources", Object::Reference((998, 0)));
+        let mut bytes = Vec::new();
+        doc.save_to(&mut bytes).unwrap();
+        let pdf = extract(&bytes, &PdfLimits::default()).unwrap();
+        assert!(pdf.pages[0].contains("Dangling but readable"), "{:?}", pdf.pages);
     }
 
     #[test]
