@@ -405,6 +405,7 @@ fn docx_sources_keep_headings_and_paragraphs_and_broken_ones_are_refused() {
     assert_eq!(call(&srv, "GET", "/sources", None).json()["total"], 1);
 }
 
+#[cfg(feature = "server")]
 #[test]
 fn pdf_sources_keep_their_pages_and_unreadable_ones_are_refused() {
     use base64::Engine;

@@ -173,11 +173,7 @@ fn null_dangling_references(doc: &mut Document) {
     stack.extend(doc.trailer.iter_mut().map(|(_, v)| v));
     while let Some(o) = stack.pop() {
         match o {
-            Object::Reference(r) => {
-                if !ids.contains(r) {
-                    *o = Object::Null;
-                }
-            }
+            Object::Reference(r) if !ids.contains(r) => *o = Object::Null,
             Object::Array(a) => stack.extend(a.iter_mut()),
             Object::Dictionary(d) => stack.extend(d.iter_mut().map(|(_, v)| v)),
             Object::Stream(s) => stack.extend(s.dict.iter_mut().map(|(_, v)| v)),
@@ -215,7 +211,11 @@ fn check_streams(doc: &Document, limits: &PdfLimits) -> Result<(), String> {
 }
 
 fn size(bytes: u64) -> String {
-    if bytes >= 1 << 20 && bytes % (1 << 20) == 0 { format!("{} MiB", bytes >> 20) } else { format!("{bytes} bytes") }
+    if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
+        format!("{} MiB", bytes >> 20)
+    } else {
+        format!("{bytes} bytes")
+    }
 }
 
 /// The information dictionary's `Title` (PDFDocEncoding or UTF-16 with a byte-order mark).
