@@ -349,6 +349,23 @@ fn csv_and_tsv_sources_are_analysed_by_column_and_searchable_by_value() {
 /// DOCX round trip: a generated Word document's headings become the section tree (Title and Heading1..6),
 /// its paragraphs the chunks and memories, a phrase is found by search; over HTTP as base64 JSON; a broken or
 /// encrypted file is 422 `unparsable_document` with the reason and stores nothing.
+/// Uploads `bytes` as `name` (JSON, base64) and expects 422 `unparsable_document` at `["body","file"]` whose
+/// message contains `why`.
+#[cfg(feature = "server")]
+fn assert_unparsable(srv: &engram::server::RunningServer, name: &str, bytes: &[u8], why: &str) {
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(bytes);
+    let body = serde_json::json!({"file_name": name, "content_base64": b64});
+    let r = common::call(srv, "POST", "/sources/ingest/file", Some(&body.to_string()));
+    assert_eq!(r.status, 422, "{name}: {}", r.body);
+    let d = &r.json()["detail"][0];
+    assert_eq!(
+        (d["type"].as_str(), d["loc"].clone()),
+        (Some("unparsable_document"), serde_json::json!(["body", "file"]))
+    );
+    assert!(d["msg"].as_str().unwrap().contains(why), "{name}: {d}");
+}
+
 #[cfg(feature = "server")]
 #[test]
 fn docx_sources_keep_headings_and_paragraphs_and_broken_ones_are_refused() {
@@ -391,16 +408,7 @@ fn docx_sources_keep_headings_and_paragraphs_and_broken_ones_are_refused() {
             "encrypted",
         ),
     ] {
-        let b64 = base64::engine::general_purpose::STANDARD.encode(&bytes);
-        let body = serde_json::json!({"file_name": name, "content_base64": b64});
-        let r = call(&srv, "POST", "/sources/ingest/file", Some(&body.to_string()));
-        assert_eq!(r.status, 422, "{}", r.body);
-        let d = &r.json()["detail"][0];
-        assert_eq!(
-            (d["type"].as_str(), d["loc"].clone()),
-            (Some("unparsable_document"), serde_json::json!(["body", "file"]))
-        );
-        assert!(d["msg"].as_str().unwrap().contains(why), "{d}");
+        assert_unparsable(&srv, name, &bytes, why);
     }
     assert_eq!(call(&srv, "GET", "/sources", None).json()["total"], 1);
 }
@@ -450,16 +458,7 @@ fn pdf_sources_keep_their_pages_and_unreadable_ones_are_refused() {
         ("scan.pdf", engram::extract::pdf::build(&[None, None], None, None), "no text layer"),
         ("fake.pdf", b"just some words, no PDF here".to_vec(), "not a PDF"),
     ] {
-        let b64 = base64::engine::general_purpose::STANDARD.encode(&bytes);
-        let body = serde_json::json!({"file_name": name, "content_base64": b64});
-        let r = call(&srv, "POST", "/sources/ingest/file", Some(&body.to_string()));
-        assert_eq!(r.status, 422, "{name}: {}", r.body);
-        let d = &r.json()["detail"][0];
-        assert_eq!(
-            (d["type"].as_str(), d["loc"].clone()),
-            (Some("unparsable_document"), serde_json::json!(["body", "file"]))
-        );
-        assert!(d["msg"].as_str().unwrap().contains(why), "{name}: {d}");
+        assert_unparsable(&srv, name, &bytes, why);
     }
     assert_eq!(call(&srv, "GET", "/sources", None).json()["total"], 1);
 }
