@@ -210,8 +210,7 @@ pub fn main_content(html: &str) -> Option<String> {
         if title.is_empty() || head.contains(title) {
             return Some(article.content.to_string());
         }
-        let escaped = title.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
-        Some(format!("<h1>{escaped}</h1>{}", article.content))
+        Some(format!("<h1>{}</h1>{}", html_escape::encode_text(title), article.content))
     })
     .ok()
     .flatten()

@@ -133,7 +133,7 @@ pub fn build(paragraphs: &[(&str, &str)]) -> Vec<u8> {
         if !style.is_empty() {
             body.push_str(&format!("<w:pPr><w:pStyle w:val=\"{style}\"/></w:pPr>"));
         }
-        let esc = text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+        let esc = html_escape::encode_text(text);
         body.push_str(&format!("<w:r><w:t xml:space=\"preserve\">{esc}</w:t></w:r></w:p>"));
     }
     let doc = format!(

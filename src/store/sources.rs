@@ -270,8 +270,7 @@ impl KnowledgeStore {
         }
         let parsed = match parsed {
             Ok(p) => {
-                let untitled = source.metadata.0.get("title").and_then(|t| t.as_str()).is_none_or(str::is_empty);
-                if let (Format::Pdf, true, Some(t)) = (format, untitled, &p.title) {
+                if let (Format::Pdf, false, Some(t)) = (format, has_title(&source.metadata), &p.title) {
                     source.metadata.0.insert("title".into(), t.clone().into());
                 }
                 source.lifecycle_state = "chunked".into();
@@ -415,8 +414,7 @@ impl KnowledgeStore {
         template.source_url = got.url.clone();
         let mut report = self.ingest_source(template)?;
         // A page without a <title> (and a document without a title of its own): the first heading, else the URL.
-        let titled = report.source.metadata.0.get("title").and_then(|t| t.as_str()).is_some_and(|t| !t.is_empty());
-        if title.is_empty() && !titled && !report.deduplicated {
+        if title.is_empty() && !has_title(&report.source.metadata) && !report.deduplicated {
             let tree: serde_json::Value = serde_json::from_str(&report.source.section_tree).unwrap_or_default();
             let fallback = tree[0]["title"].as_str().map(str::to_string).unwrap_or_else(|| got.url.clone());
             report.source.metadata.0.insert("title".into(), fallback.into());
@@ -866,6 +864,11 @@ impl KnowledgeStore {
 }
 
 /// One memory per chunk with at least [`MIN_MEMORY_WORDS`] words that is not chatter.
+/// Whether `metadata` holds a non-empty `title` string.
+fn has_title(metadata: &Metadata) -> bool {
+    metadata.0.get("title").and_then(|t| t.as_str()).is_some_and(|t| !t.is_empty())
+}
+
 fn memories_of(source: &Source, p: &document::Parsed, labels: &BTreeSet<String>) -> Vec<super::NewMemory> {
     if document::Format::detect("", &source.mime_type).is_some_and(document::Format::is_table) {
         return table_memory(source, p, labels).into_iter().collect();
