@@ -963,13 +963,21 @@ fn html_title(bytes: &[u8]) -> Option<String> {
     let head = String::from_utf8_lossy(&bytes[..bytes.len().min(1 << 20)]);
     let re = regex::Regex::new(r"(?is)<title[^>]*>(.*?)</title>").ok()?;
     let raw = re.captures(&head)?.get(1)?.as_str();
-    let decoded = raw
-        .replace("&amp;", "&")
-        .replace("&lt;", "<")
-        .replace("&gt;", ">")
-        .replace("&quot;", "\"")
-        .replace("&#39;", "'")
-        .replace("&nbsp;", " ");
+    // Every HTML5 named and numeric character reference, each decoded once (`&amp;lt;` stays `&lt;`).
+    let decoded = html_escape::decode_html_entities(raw);
     let t = decoded.split_whitespace().collect::<Vec<_>>().join(" ");
     (!t.is_empty()).then(|| t.chars().take(300).collect())
+}
+
+#[cfg(all(test, feature = "url"))]
+mod tests {
+    use super::html_title;
+
+    #[test]
+    fn a_page_title_has_its_character_references_decoded_once() {
+        let page = b"<html><head><title>\n  Tom &amp; Jerry&nbsp;&ndash; &#8220;Pilot&#x201D; &amp;lt;1940&gt;\n</title></head></html>";
+        assert_eq!(html_title(page).as_deref(), Some("Tom & Jerry \u{2013} \u{201C}Pilot\u{201D} &lt;1940>"));
+        assert_eq!(html_title(b"<title> \t </title>"), None);
+        assert_eq!(html_title(b"<p>no title</p>"), None);
+    }
 }
