@@ -122,6 +122,8 @@ fn main() {
     let stop = Arc::new(AtomicBool::new(false));
     let errors = Arc::new(AtomicU64::new(0));
     let lat: Arc<Mutex<[Vec<f64>; 3]>> = Arc::default();
+    // Write ids differ from run to run, so that `--existing` runs on one database do not collide.
+    let run = std::process::id();
     let mut handles = Vec::new();
     for c in 0..clients {
         let (stop, errors, lat) = (stop.clone(), errors.clone(), lat.clone());
@@ -136,7 +138,7 @@ fn main() {
                 let t = Instant::now();
                 let (kind, status) = if roll < 20 {
                     let body = format!(
-                        "{{\"id\":\"load-{c}-{k}\",\"content\":\"Load note {k} from client {c} about the {} and the {}\"}}",
+                        "{{\"id\":\"load-{run}-{c}-{k}\",\"content\":\"Load note {k} from client {c} about the {} and the {}\"}}",
                         WORDS[rng.below(WORDS.len())],
                         WORDS[rng.below(WORDS.len())]
                     );
