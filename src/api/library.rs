@@ -3,7 +3,7 @@
 //! routes read the global graph across spaces.
 
 use super::communities::community_id;
-use super::query::{ParamSpec, int};
+use super::query::{ParamSpec, int, string};
 use super::routes::{Shape, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::error::Result;
@@ -11,6 +11,17 @@ use crate::library::{ExportKind, ExportParams, RouteLinker};
 
 /// The routes of this module, in table order ([`super::routes::ROUTES`] gathers every module's list).
 pub(super) const ROUTES: &[super::routes::Route] = &[
+    route!(
+        "GET",
+        "/library/graph",
+        "entity_graph",
+        "Engram extension: the entity graph for drawing: the most central entities with community and PageRank, and the RELATES_TO edges between them",
+        GRAPH_PARAMS,
+        None,
+        Shape::Ref("EntityGraph"),
+        false,
+        graph
+    ),
     route!(
         "GET",
         "/library/community/{community_id}/subgraph",
@@ -139,6 +150,22 @@ pub(super) const TOPIC_PAGE_PARAMS: &[ParamSpec] = &[int("top_per_community", 1,
 
 fn markdown(body: String) -> ApiResponse {
     ApiResponse::text(200, "text/markdown; charset=utf-8", body)
+}
+
+const GRAPH_PARAMS: &[ParamSpec] = &[
+    string("space_id", None, "only this space's entities (default: every space)"),
+    int("max_entities", 1, Some(20_000), Some(5_000), "most entities drawn (by PageRank, then mentions)"),
+    int("max_edges", 0, Some(100_000), Some(20_000), "most RELATES_TO edges (heaviest first)"),
+];
+
+pub(super) fn graph(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    let q = &ctx.query;
+    let g = api.store().entity_graph(
+        q.str("space_id"),
+        q.int("max_entities").unwrap_or(5_000) as usize,
+        q.int("max_edges").unwrap_or(20_000) as usize,
+    )?;
+    Ok(ApiResponse::json(200, &g))
 }
 
 pub(super) fn subgraph(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {

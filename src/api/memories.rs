@@ -3,11 +3,12 @@
 use super::dto::*;
 use super::query::{ParamSpec, boolean, choice, int, list, num, string};
 use super::routes::{Route, Shape, UNIT_TYPES, label_ids, ok, parse_temporal, parse_unit, route};
+use super::search::parse_date_bound;
 use super::{Api, ApiResponse, Ctx};
 use crate::error::{Error, FieldError, Result};
 use crate::index::catalog::MemoryFilter;
 use crate::model::{MemoryState, Metadata, UnitType};
-use crate::store::{DEFAULT_SPACE, ListQuery, MemoryPatch, NewMemory, WriteAction};
+use crate::store::{DEFAULT_SPACE, ListOrder, ListQuery, MemoryPatch, NewMemory, WriteAction};
 
 const STATES: &[&str] = &["active", "archived", "deprecated", "superseded", "forgotten", "all"];
 
@@ -20,6 +21,16 @@ const LIST_PARAMS: &[ParamSpec] = &[
     boolean("is_crystal", None, "true: only crystals, false: only non-crystals"),
     choice("unit_type", None, UNIT_TYPES, "only this unit type"),
     list("labels", "label names every memory must carry (repeat for AND)"),
+    choice(
+        "order_by",
+        Some("recent"),
+        &["recent", "importance", "pagerank"],
+        "Engram extension: sort order (newest, most important or highest PageRank first)",
+    ),
+    string("recorded_date_from", None, "Engram extension: created on or after (YYYY, YYYY-MM, YYYY-MM-DD or RFC 3339)"),
+    string("recorded_date_to", None, "Engram extension: created on or before (inclusive; same forms)"),
+    string("source_thread_id", None, "Engram extension: only the memories extracted from this thread"),
+    string("source_id", None, "Engram extension: only the memories made from this source's chunks"),
 ];
 
 const DELETE_PARAMS: &[ParamSpec] = &[
@@ -252,6 +263,18 @@ pub(super) fn list_memories(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         "all" => vec![MemoryState::Active, MemoryState::Archived, MemoryState::Deprecated, MemoryState::Superseded],
         s => MemoryState::parse(s).into_iter().collect(),
     };
+    let mut errs = Vec::new();
+    let recorded_from =
+        parse_date_bound(q.str("recorded_date_from"), &["query", "recorded_date_from"], false, &mut errs);
+    let recorded_to = parse_date_bound(q.str("recorded_date_to"), &["query", "recorded_date_to"], true, &mut errs);
+    if !errs.is_empty() {
+        return Err(Error::invalid(errs));
+    }
+    let group = match (q.str("source_thread_id"), q.str("source_id")) {
+        (Some(t), _) => Some(format!("thread:{t}")),
+        (None, Some(s)) => Some(format!("source:{s}")),
+        (None, None) => None,
+    };
     let filter = MemoryFilter {
         states,
         unit_type: q.str("unit_type").and_then(UnitType::parse),
@@ -259,14 +282,23 @@ pub(super) fn list_memories(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         label_ids: label_ids(q.list("labels")),
         is_crystal: q.bool("is_crystal"),
         include_history: true,
+        recorded_from,
+        recorded_to,
+        group,
         ..Default::default()
     };
-    let page = api.store().list_memories(&ListQuery {
+    let order = match q.str("order_by") {
+        Some("importance") => ListOrder::Importance,
+        Some("pagerank") => ListOrder::PageRank,
+        _ => ListOrder::Recent,
+    };
+    let list = ListQuery {
         space_id: q.str("space_id").unwrap_or(DEFAULT_SPACE).to_string(),
         filter,
         limit: q.int("limit").unwrap_or(20) as usize,
         offset: q.int("offset").unwrap_or(0) as usize,
-    })?;
+    };
+    let page = api.store().list_memories_ordered(&list, order)?;
     let has_more = page.has_more();
     ok(&ListMemoriesResponse {
         pagination: Pagination { limit: page.limit, offset: page.offset, total: page.total, has_more },

@@ -63,6 +63,7 @@ fn schemas() -> Map<String, Value> {
     add::<super::relations::RelationDeleteResponse>(&mut v);
     add::<super::spaces::SpaceDeleteResponse>(&mut v);
     add::<crate::store::Subgraph>(&mut v);
+    add::<crate::store::EntityGraph>(&mut v);
     add::<super::communities::CommunityListResponse>(&mut v);
     add::<super::communities::CommunityResponse>(&mut v);
     add::<super::communities::CrystalSourcesResponse>(&mut v);

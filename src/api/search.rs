@@ -58,7 +58,12 @@ const SEARCH_GET_PARAMS: &[ParamSpec] = &[
     int("context_window", 1, Some(10), Some(1), "Engram extension: neighbours on each side for `include_context`"),
     boolean("expand_neighbours", None, "Engram extension: neighbour expansion in ranking (default true)"),
 ];
-fn parse_date_bound(s: Option<&str>, loc: &[&str], end_of: bool, errs: &mut Vec<FieldError>) -> Option<Timestamp> {
+pub(super) fn parse_date_bound(
+    s: Option<&str>,
+    loc: &[&str],
+    end_of: bool,
+    errs: &mut Vec<FieldError>,
+) -> Option<Timestamp> {
     let s = s?.trim();
     if s.is_empty() {
         return None;

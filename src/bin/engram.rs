@@ -106,10 +106,29 @@ enum Command {
         /// off (for API fuzzers that send wrong keys on purpose; keep it on otherwise).
         #[arg(long, default_value_t = 8)]
         lockout_failures: usize,
+        /// Serve no web console at /ui/ (for a shared server that wants the API only).
+        #[arg(long)]
+        no_console: bool,
         #[command(flatten)]
         database: DatabaseArgs,
         #[command(flatten)]
         embedder: EmbedderArgs,
+    },
+    /// Print a fresh one-time sign-in URL for the web console of a running daemon (needs the `server`
+    /// feature); `--open` opens it in the default browser.
+    Ui {
+        /// The daemon's address.
+        #[arg(long, default_value = "127.0.0.1:14242", env = "ENGRAM_ADDR")]
+        addr: String,
+        /// Data directory (default: the platform data dir), for the key file.
+        #[arg(long, env = "ENGRAM_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+        /// The daemon's API key (default: <data_dir>/api-key).
+        #[arg(long, env = "ENGRAM_API_KEY", hide_env_values = true)]
+        api_key: Option<String>,
+        /// Open the URL in the default browser as well.
+        #[arg(long)]
+        open: bool,
     },
     /// Serve MCP over stdio for hosts that spawn a process (needs the `server` feature). Opens the store
     /// itself, or forwards every call to the daemon when the daemon holds the store. `--print-config` prints
@@ -295,6 +314,7 @@ fn run(cli: Cli) -> engram::Result<()> {
             cors_origins,
             max_body_bytes,
             lockout_failures,
+            no_console,
             database,
             embedder,
         } => {
@@ -309,11 +329,13 @@ fn run(cli: Cli) -> engram::Result<()> {
                 cors_origins,
                 max_body_bytes,
                 lockout_failures,
+                console: !no_console,
                 database_url: database.database_url,
             };
             serve(serve_args, embedder.select()?)
         }
         mcp @ Command::Mcp { .. } => mcp_command(mcp),
+        Command::Ui { addr, data_dir, api_key, open } => ui_command(addr, data_dir, api_key, open),
         Command::Export { path, data_dir, no_zip, overwrite, database } => {
             export_command(path, data_dir, no_zip, overwrite, database)
         }
@@ -642,6 +664,34 @@ fn mcp_stdio(_: McpArgs, _: &EmbedderArgs) -> engram::Result<()> {
     ))
 }
 
+/// `engram ui`: a fresh sign-in URL from the running daemon.
+#[cfg(feature = "server")]
+fn ui_command(addr: String, data_dir: Option<PathBuf>, api_key: Option<String>, open: bool) -> engram::Result<()> {
+    use engram::server::client::Daemon;
+    let addr = addr
+        .parse()
+        .map_err(|_| engram::Error::new(engram::ErrorKind::InvalidInput, format!("--addr {addr} is not host:port")))?;
+    let daemon = match api_key.filter(|k| !k.trim().is_empty()) {
+        Some(k) => Daemon::new(addr, k.trim().to_string()),
+        None => Daemon::with_key_file(addr, &data_dir.unwrap_or_else(default_data_dir))?,
+    };
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let url = rt.block_on(daemon.sign_in_url())?;
+    println!("{url}");
+    if open && let Err(e) = ::open::that(&url) {
+        eprintln!("could not open a browser ({e}); open the URL above by hand");
+    }
+    Ok(())
+}
+
+#[cfg(not(feature = "server"))]
+fn ui_command(_: String, _: Option<PathBuf>, _: Option<String>, _: bool) -> engram::Result<()> {
+    Err(engram::Error::new(
+        engram::ErrorKind::InvalidInput,
+        "this build has no HTTP server: rebuild with `cargo build --release --features server`",
+    ))
+}
+
 #[cfg_attr(not(feature = "server"), allow(dead_code))]
 struct ServeArgs {
     addr: String,
@@ -654,6 +704,7 @@ struct ServeArgs {
     cors_origins: Vec<String>,
     max_body_bytes: usize,
     lockout_failures: usize,
+    console: bool,
     database_url: Option<String>,
 }
 
@@ -671,6 +722,7 @@ fn serve(args: ServeArgs, embedder: engram::embed::SelectedEmbedder) -> engram::
         cors_origins,
         max_body_bytes,
         lockout_failures,
+        console,
         database_url,
     } = args;
     let addr = addr
@@ -700,6 +752,7 @@ fn serve(args: ServeArgs, embedder: engram::embed::SelectedEmbedder) -> engram::
     config.max_body_bytes = max_body_bytes;
     config.cors_origins = cors_origins;
     config.lockout_failures = lockout_failures;
+    config.console = console;
     let info = engram::api::ServiceInfo { embedding_fallback: embedder.fallback, ..Default::default() };
     serve_until_signal(config, store, info)
 }

@@ -104,6 +104,8 @@ pub struct MemoryFilter {
     pub event_to: Option<Timestamp>,
     /// Only these memory ids (for example those mentioning an entity); None: any.
     pub memory_ids: Option<BTreeSet<String>>,
+    /// Only the memories placed in this sequence ([`Position::group`]: `thread:<id>` or `source:<id>`).
+    pub group: Option<String>,
 }
 
 impl MemoryFilter {
@@ -119,6 +121,7 @@ impl MemoryFilter {
             && self.event_from.is_none()
             && self.event_to.is_none()
             && self.memory_ids.is_none()
+            && self.group.is_none()
     }
 
     /// Whether `d` passes.
@@ -140,6 +143,7 @@ impl MemoryFilter {
             && self.event_from.is_none_or(|t| d.event_start.is_some_and(|e| e >= t))
             && self.event_to.is_none_or(|t| d.event_start.is_some_and(|e| e <= t))
             && self.memory_ids.as_ref().is_none_or(|ids| ids.contains(&d.id))
+            && self.group.as_deref().is_none_or(|g| d.position.as_ref().is_some_and(|p| &*p.group == g))
     }
 }
 

@@ -70,6 +70,23 @@ impl Daemon {
         Ok((status, bytes.to_vec()))
     }
 
+    /// A fresh one-time sign-in URL for the daemon's web console (`POST /ui/tokens`):
+    /// `http://<addr>/ui/#token=<64 hex digits>`, valid for one sign-in within an hour.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Unavailable`] when the daemon does not answer; [`ErrorKind::Unauthorized`] for a wrong key;
+    /// [`ErrorKind::RouteNotFound`] when the daemon runs with `--no-console`.
+    pub async fn sign_in_url(&self) -> Result<String> {
+        let (status, bytes) = self.send("POST", "/ui/tokens", &[], Vec::new()).await?;
+        let v: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        match (status, v["path"].as_str()) {
+            (201, Some(path)) => Ok(format!("http://{}{path}", self.addr)),
+            (401, _) => Err(Error::new(ErrorKind::Unauthorized, "the daemon refused the API key")),
+            (404, _) => Err(Error::new(ErrorKind::RouteNotFound, "the daemon runs without its console (--no-console)")),
+            _ => Err(Error::new(kind_of(status), format!("the daemon answered {status} to POST /ui/tokens"))),
+        }
+    }
+
     /// Calls tool `name` on the daemon (`POST /agent/tools/call`) with `scope` as headers.
     ///
     /// # Errors

@@ -24,6 +24,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::store::KnowledgeStore;
 
 pub mod client;
+pub mod console;
 pub mod mcp;
 
 /// Default listen address.
@@ -66,6 +67,9 @@ pub struct ServerConfig {
     /// Wrong keys from one address within [`LOCKOUT_WINDOW`] that block it for [`LOCKOUT_BLOCK`] (default
     /// [`LOCKOUT_FAILURES`]); 0 turns the lockout off, for test harnesses that send wrong keys on purpose.
     pub lockout_failures: usize,
+    /// Serve the web console at `/ui/` and its cookie sessions (default true; `engram serve --no-console`
+    /// turns it off for a server that wants the API only).
+    pub console: bool,
 }
 
 impl ServerConfig {
@@ -82,6 +86,7 @@ impl ServerConfig {
             body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             lockout_failures: LOCKOUT_FAILURES,
+            console: true,
         }
     }
 }
@@ -142,6 +147,8 @@ struct AppState {
     body_timeout: Duration,
     cors: Vec<String>,
     lockout: Lockout,
+    /// The console's sessions and sign-in tokens; None with the console off.
+    console: Option<console::Sessions>,
 }
 
 /// Recent failure times of one address, and the end of its block.
@@ -349,6 +356,11 @@ fn presented_keys(headers: &HeaderMap) -> Vec<Option<&[u8]>> {
     out
 }
 
+/// True when keys were presented and every one is `key` (constant-time comparisons).
+fn keys_match(keys: &[Option<&[u8]>], key: &str) -> bool {
+    !keys.is_empty() && keys.iter().all(|k| k.is_some_and(|k| !k.is_empty() && bool::from(k.ct_eq(key.as_bytes()))))
+}
+
 async fn handle(
     State(st): State<Arc<AppState>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
@@ -377,6 +389,19 @@ async fn handle(
     if method == "OPTIONS" && cors_ok {
         return preflight(origin.as_deref().unwrap_or(""));
     }
+    // The console's cookie is honoured for this daemon's own origin only (scheme, host and port): a page on
+    // another port of this host is another program.
+    let own_origin = origin.as_deref().is_none_or(|o| {
+        parts.headers.get(header::HOST).and_then(|h| h.to_str().ok()).is_some_and(|h| o == format!("http://{h}"))
+    });
+    if let Some(sessions) = &st.console
+        && console::is_console_path(&path)
+    {
+        if let Some(resp) = console_call(&st, sessions, peer, &method, &path, &parts.headers, body, own_origin).await {
+            return resp;
+        }
+        return console::static_answer(&method, &path);
+    }
     let content_type = parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
     if !Api::is_public(&method, &path) {
         if let Some(secs) = st.lockout.blocked(peer.ip()) {
@@ -385,8 +410,23 @@ async fn handle(
         // Every key header must carry the key (the official CLI sends both headers); one wrong or malformed
         // header among right ones is refused.
         let keys = presented_keys(&parts.headers);
-        let ok = !keys.is_empty()
-            && keys.iter().all(|k| k.is_some_and(|k| !k.is_empty() && bool::from(k.ct_eq(st.key.as_bytes()))));
+        let mut ok = keys_match(&keys, &st.key);
+        // No key: the console's session cookie, for same-origin requests only (a page on another site, or on
+        // another port of this host, cannot ride on it).
+        if keys.is_empty()
+            && let Some(sessions) = &st.console
+            && let Some(id) = console::session_cookie(&parts.headers)
+        {
+            if console::cross_site(&parts.headers, !own_origin) {
+                tracing::warn!(%peer, "rejected a cross-site request carrying the console's session cookie");
+                return reject(ErrorKind::Forbidden, "cross-site request with the console's session refused");
+            }
+            if sessions.touch(&id) {
+                ok = true;
+            } else {
+                return reject(ErrorKind::Unauthorized, "console session expired; sign in again");
+            }
+        }
         if !ok {
             if !keys.is_empty() && st.lockout.fail(peer.ip()) {
                 tracing::warn!(%peer, "too many wrong api keys: address blocked for 10 minutes");
@@ -453,6 +493,63 @@ async fn handle(
             reject(ErrorKind::Internal, "internal error")
         }
     }
+}
+
+/// The console's dynamic paths: `/ui/session` and `/ui/tokens`; None for the static shell and assets.
+#[allow(clippy::too_many_arguments)]
+async fn console_call(
+    st: &AppState,
+    sessions: &console::Sessions,
+    peer: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &HeaderMap,
+    body: Body,
+    own_origin: bool,
+) -> Option<Response<Body>> {
+    let path = path.trim_end_matches('/');
+    if path != "/ui/session" && path != "/ui/tokens" {
+        return None;
+    }
+    if console::cross_site(headers, !own_origin) {
+        return Some(console::hardened(reject(ErrorKind::Forbidden, "cross-site request refused")));
+    }
+    if let Some(secs) = st.lockout.blocked(peer.ip()) {
+        return Some(console::hardened(too_many(secs)));
+    }
+    let bytes = match read_body(body, 64 << 10, None, st.body_timeout).await {
+        BodyRead::Complete(b) => b,
+        BodyRead::TooLarge => return Some(closing(ErrorKind::PayloadTooLarge, "request body too large")),
+        BodyRead::Broken => return Some(closing(ErrorKind::BadRequest, "request body could not be read")),
+        BodyRead::TimedOut => return Some(closing(ErrorKind::Timeout, "request body not received in time")),
+    };
+    let resp = if path == "/ui/tokens" {
+        let keys = presented_keys(headers);
+        let by_key = keys_match(&keys, &st.key);
+        let by_session = keys.is_empty() && console::session_cookie(headers).is_some_and(|id| sessions.touch(&id));
+        if method != "POST" {
+            reject(ErrorKind::MethodNotAllowed, "method not allowed")
+        } else if by_key || by_session {
+            console::token_answer(sessions)
+        } else {
+            if !keys.is_empty() && st.lockout.fail(peer.ip()) {
+                return Some(console::hardened(too_many(LOCKOUT_BLOCK.as_secs())));
+            }
+            reject(ErrorKind::Unauthorized, if keys.is_empty() { "missing api key" } else { "invalid api key" })
+        }
+    } else {
+        match console::session_call(sessions, method, headers, &bytes, &st.key) {
+            console::SessionCall::Answer(r) => r,
+            console::SessionCall::WrongSecret(r) => {
+                if st.lockout.fail(peer.ip()) {
+                    tracing::warn!(%peer, "too many wrong sign-ins: address blocked for 10 minutes");
+                    return Some(console::hardened(too_many(LOCKOUT_BLOCK.as_secs())));
+                }
+                r
+            }
+        }
+    };
+    Some(console::hardened(resp))
 }
 
 /// Bytes of an over-limit body read and discarded before the 413 goes out: 64 MiB.
@@ -531,6 +628,8 @@ pub struct RunningServer {
     pub addr: SocketAddr,
     /// The key clients must present.
     pub api_key: String,
+    /// A one-time path that signs a browser in to the console (`/ui/#token=...`); None with the console off.
+    pub sign_in_path: Option<String>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -557,12 +656,11 @@ impl Drop for RunningServer {
     }
 }
 
-fn build(
-    config: &ServerConfig,
-    store: Arc<KnowledgeStore>,
-    info: ServiceInfo,
-    bound: SocketAddr,
-) -> Result<(axum::Router, String)> {
+/// What [`build`] makes: the router, the key, and a first one-time sign-in path for the console (None with
+/// the console off).
+type Built = (axum::Router, String, Option<String>);
+
+fn build(config: &ServerConfig, store: Arc<KnowledgeStore>, info: ServiceInfo, bound: SocketAddr) -> Result<Built> {
     let key = match &config.api_key {
         Some(k) if !k.trim().is_empty() => k.trim().to_string(),
         _ => load_or_create_key(&config.data_dir)?.0,
@@ -580,8 +678,10 @@ fn build(
         body_timeout: config.body_read_timeout,
         cors: config.cors_origins.clone(),
         lockout: Lockout::new(config.lockout_failures),
+        console: config.console.then(console::Sessions::default),
     });
-    Ok((axum::Router::new().fallback(handle).with_state(st), key))
+    let sign_in = st.console.as_ref().map(|c| console::sign_in_path(&c.new_token()));
+    Ok((axum::Router::new().fallback(handle).with_state(st), key, sign_in))
 }
 
 /// Binds and serves on a background thread. Returns once the socket is bound.
@@ -595,7 +695,7 @@ pub fn start(config: ServerConfig, store: Arc<KnowledgeStore>, info: ServiceInfo
     // The store closes after the runtime, on this plain thread: closing writes to the database, which the
     // PostgreSQL client cannot do from inside an async runtime.
     let keep = store.clone();
-    let (router, key) = build(&config, store, info, addr)?;
+    let (router, key, sign_in_path) = build(&config, store, info, addr)?;
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let limits = Limits::of(&config);
@@ -610,7 +710,7 @@ pub fn start(config: ServerConfig, store: Arc<KnowledgeStore>, info: ServiceInfo
         drop(rt);
         drop(keep);
     })?;
-    Ok(RunningServer { addr, api_key: key, shutdown: Some(tx), thread: Some(thread) })
+    Ok(RunningServer { addr, api_key: key, sign_in_path, shutdown: Some(tx), thread: Some(thread) })
 }
 
 /// Serves until SIGINT or SIGTERM, then shuts down cleanly (in-flight requests finish, the store closes).
@@ -624,9 +724,13 @@ pub fn serve_until_signal(config: ServerConfig, store: Arc<KnowledgeStore>, info
     let out = rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(config.addr).await?;
         let addr = listener.local_addr()?;
-        let (router, _key) = build(&config, store, info, addr)?;
+        let (router, _key, sign_in) = build(&config, store, info, addr)?;
         tracing::info!(%addr, "engram listening");
         println!("engram listening on http://{addr}");
+        if let Some(p) = sign_in {
+            // The token rides in the URL fragment, which no browser sends to a server or puts in a Referer.
+            println!("console: http://{addr}{p}  (one-time sign-in, valid 1 hour; `engram ui` prints a fresh one)");
+        }
         accept_loop(listener, router, Limits::of(&config), shutdown_signal()).await;
         tracing::info!("engram stopped");
         Ok(())

@@ -53,13 +53,13 @@ pub use transfer::{
     Include, KindCounts, Manifest, ManifestEntry,
 };
 pub use types::{
-    CheckpointReport, ContextItem, CreatedMemory, DeleteReport, LabelOrder, Labels, LexicalIndexStats, ListQuery,
-    MAX_CONTEXT_WINDOW, MemoryPatch, MemoryView, MoveFailure, MoveReport, MoveSelection, NewMemory, NewSpace, Page,
-    SearchHit, SearchMode, SearchOptions, SearchQuery, SearchResults, SpacePatch, StorageStats, StoreHealth, TableSize,
-    VectorIndexStats, WriteAction,
+    CheckpointReport, ContextItem, CreatedMemory, DeleteReport, LabelOrder, Labels, LexicalIndexStats, ListOrder,
+    ListQuery, MAX_CONTEXT_WINDOW, MemoryPatch, MemoryView, MoveFailure, MoveReport, MoveSelection, NewMemory,
+    NewSpace, Page, SearchHit, SearchMode, SearchOptions, SearchQuery, SearchResults, SpacePatch, StorageStats,
+    StoreHealth, TableSize, VectorIndexStats, WriteAction,
 };
 pub(crate) use wiki::date_of;
-pub use wiki::{GraphEdge, GraphNode, LibrarySelection, Subgraph, memory_line};
+pub use wiki::{EntityGraph, GraphEdge, GraphNode, LibrarySelection, Subgraph, memory_line};
 pub use working::{StoreStats, WorkingMemory, today as working_today};
 
 use std::collections::HashMap;

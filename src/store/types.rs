@@ -139,6 +139,18 @@ pub struct ListQuery {
     pub offset: usize,
 }
 
+/// The order of a memory listing ([`crate::KnowledgeStore::list_memories_ordered`]); ties by id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ListOrder {
+    /// Newest first (creation time).
+    #[default]
+    Recent,
+    /// Highest importance first (0..=1), then newest.
+    Importance,
+    /// Highest PageRank in the memory graph first, then newest.
+    PageRank,
+}
+
 /// One page of results.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Page<T> {
