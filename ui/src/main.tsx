@@ -53,6 +53,7 @@ function SpaceSwitcher() {
     <label className="space-switcher">
       <span>Space</span>
       <select
+        aria-label="Space"
         value={current}
         onChange={(e) => {
           const next = new URLSearchParams(params);

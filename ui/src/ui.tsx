@@ -1,6 +1,6 @@
 // Small pieces every view shares: loading, empty and error states, confirmation, highlighting, markdown.
 import { useEffect, useRef, useState, type ReactNode } from "react";
-import Markdown from "react-markdown";
+import Markdown, { defaultUrlTransform } from "react-markdown";
 import { Link, useSearchParams } from "react-router";
 import { ApiError, OfflineError, fieldText } from "./api";
 
@@ -107,12 +107,36 @@ export function Highlight({ text, terms }: { text: string; terms: string[] }) {
   );
 }
 
-/** Markdown rendered to React elements: raw HTML is dropped, not rendered, and link and image URLs pass
+interface MdNode {
+  type: string;
+  value?: string;
+  children?: MdNode[];
+}
+
+/** A remark plugin: raw HTML in markdown becomes plain text, so it shows literally and never runs. */
+function htmlAsText() {
+  const walk = (n: MdNode) => {
+    if (n.type === "html") n.type = "text";
+    n.children?.forEach(walk);
+  };
+  return (tree: MdNode) => walk(tree);
+}
+
+/** Links between wiki pages name the API's routes; inside the console they open the console's wiki view. */
+function consoleUrl(url: string): string {
+  const m = /^\/library\/wiki-page\/(entity|topic|crystal)\/(.+)$/.exec(url);
+  if (m) return `/ui/library/wiki/${m[1]}/${m[2]}`;
+  return defaultUrlTransform(url);
+}
+
+/** Markdown rendered to React elements (no innerHTML): raw HTML shows as text, and link and image URLs pass
  * react-markdown's safe-protocol filter (no `javascript:`); stored text never becomes markup. */
 export function MarkdownText({ text }: { text: string }) {
   return (
     <div className="markdown">
-      <Markdown skipHtml>{text}</Markdown>
+      <Markdown remarkPlugins={[htmlAsText]} urlTransform={consoleUrl}>
+        {text}
+      </Markdown>
     </div>
   );
 }

@@ -45,8 +45,11 @@ export async function startDaemon(extraArgs: string[] = []): Promise<Daemon> {
 }
 
 export async function stopDaemon(d: Daemon) {
-  d.proc.kill("SIGTERM");
-  await new Promise((r) => d.proc.once("exit", r));
+  if (d.proc.exitCode === null && d.proc.signalCode === null) {
+    const exited = new Promise((r) => d.proc.once("exit", r));
+    d.proc.kill("SIGTERM");
+    await exited;
+  }
   rmSync(d.dataDir, { recursive: true, force: true });
 }
 
@@ -106,8 +109,8 @@ export async function seedConversations(d: Daemon, space = "default"): Promise<s
   for (const [a, b] of PEOPLE) {
     for (let s = 0; s < 3; s++) {
       const messages = TOPICS.slice(s, s + 4).flatMap((t, i) => [
-        { role: "user", content: `${a}: ${t}`, metadata: { speaker: a, timestamp: `2023-0${s + 5}-1${i}T10:00:00Z` } },
-        { role: "assistant", content: `${b}: That sounds great, tell me more about it!`, metadata: { speaker: b } },
+        { role: "user", content: t, metadata: { speaker: a, timestamp: `2023-0${s + 5}-1${i}T10:00:00Z` } },
+        { role: "assistant", content: `That sounds great, ${a}! How did it go?`, metadata: { speaker: b } },
       ]);
       const r = await rest<{ thread: { id: string } }>(d, "POST", "/threads", {
         title: `${a} and ${b}, session ${s + 1}`,
@@ -134,7 +137,7 @@ export async function seedReview(d: Daemon): Promise<string> {
 /** Uploads a file through the multipart route. */
 export async function upload(d: Daemon, name: string, bytes: Buffer, type: string): Promise<{ id: string }> {
   const form = new FormData();
-  form.append("file", new Blob([bytes], { type }), name);
+  form.append("file", new Blob([new Uint8Array(bytes)], { type }), name);
   const resp = await fetch(`${d.url}/sources/ingest/file`, { method: "POST", headers: { Authorization: `Bearer ${d.key}` }, body: form });
   if (!resp.ok) throw new Error(`upload ${name}: ${resp.status} ${await resp.text()}`);
   return (await resp.json()) as { id: string };

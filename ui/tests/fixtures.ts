@@ -20,6 +20,12 @@ export const test = base.extend<{ signedIn: Page }, { seeded: Seeded }>({
       const pdf = await upload(daemon, "tides.pdf", tinyPdf(["Tide tables for the outer harbour", "The lighthouse keeper logs the spring tides."], "Tide tables"), "application/pdf");
       const csv = await upload(daemon, "cities.csv", Buffer.from(CSV), "text/csv");
       const hostileId = await seedHostile(daemon);
+      // The graph worker recomputes communities and PageRank 2 s after the last write.
+      for (let i = 0; i < 150; i++) {
+        const c = (await (await fetch(`${daemon.url}/communities`, { headers: { Authorization: `Bearer ${daemon.key}` } })).json()) as { total: number };
+        if (c.total > 0) break;
+        await new Promise((r) => setTimeout(r, 200));
+      }
       await use({ daemon, threads, reviewId, pdfId: pdf.id, csvId: csv.id, hostileId });
       await stopDaemon(daemon);
     },

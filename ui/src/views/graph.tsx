@@ -65,7 +65,7 @@ export function GraphView() {
   });
   const communities = useQuery({
     queryKey: ["communities"],
-    queryFn: () => get<{ communities: Community[] }>("/communities", { limit: 100 }),
+    queryFn: () => get<{ communities: Community[] }>("/communities", { limit: 50 }),
   });
   const container = useRef<HTMLDivElement>(null);
   const sigma = useRef<Sigma | null>(null);
@@ -76,13 +76,16 @@ export function GraphView() {
   const graph = useMemo(() => {
     if (!data.data) return null;
     const g = new Graph({ type: "undirected", multi: false });
-    const top = Math.max(1e-9, ...data.data.nodes.map((n) => n.metadata.pagerank));
+    // PageRank sets the size; before the first graph recompute (all zero) the mention count stands in.
+    const ranked = data.data.nodes.some((n) => n.metadata.pagerank > 0);
+    const weight = (n: GraphNode) => (ranked ? n.metadata.pagerank : n.metadata.mention_count);
+    const top = Math.max(1e-9, ...data.data.nodes.map(weight));
     for (const n of data.data.nodes) {
       const c = n.metadata.community_id;
       g.addNode(n.id, {
         label: n.label,
-        size: 2 + 14 * Math.sqrt(n.metadata.pagerank / top),
-        color: c === null ? "#9aa0a6" : PALETTE[c % PALETTE.length],
+        size: 4 + 14 * Math.sqrt(weight(n) / top),
+        color: c === null ? "#8a9199" : PALETTE[c % PALETTE.length],
         community: c === null ? "none" : String(c),
         entity: n.metadata.entity_id,
         x: 0,
@@ -104,7 +107,7 @@ export function GraphView() {
     const s = new Sigma(graph, container.current, {
       renderEdgeLabels: false,
       hideEdgesOnMove: false,
-      labelRenderedSizeThreshold: 9,
+      labelRenderedSizeThreshold: 7,
       defaultEdgeColor: "#c2c7cc",
       labelColor: { color: getComputedStyle(document.body).color || "#222" },
     });
@@ -214,7 +217,7 @@ export function GraphView() {
           ))}
         </ul>
       )}
-      <ErrorView error={data.error} />
+      <ErrorView error={data.error ?? communities.error} />
       {data.isPending && <Loading what="Loading the graph" />}
       {data.data && (
         <p className="muted">

@@ -137,7 +137,7 @@ export function LabelsView() {
           </button>
           <ErrorView error={dryRun.error} />
           {dryRun.data && (
-            <ul role="status" aria-label="Consolidation plan">
+            <ul aria-label="Consolidation plan" aria-live="polite">
               {dryRun.data.groups.length === 0 && <li>Nothing to consolidate.</li>}
               {dryRun.data.groups.map((g) => (
                 <li key={g.survivor_id}>
@@ -173,7 +173,7 @@ export function LabelsView() {
       <div className="row">
         <label>
           Merge{" "}
-          <select value={source} onChange={(e) => { setSource(e.target.value); preview.reset(); }}>
+          <select aria-label="Label to merge" value={source} onChange={(e) => { setSource(e.target.value); preview.reset(); }}>
             <option value="">choose a label</option>
             {(labels.data ?? []).map((l) => (
               <option key={l.id} value={l.id}>
@@ -184,7 +184,7 @@ export function LabelsView() {
         </label>
         <label>
           into{" "}
-          <select value={target} onChange={(e) => { setTarget(e.target.value); preview.reset(); }}>
+          <select aria-label="Label to merge into" value={target} onChange={(e) => { setTarget(e.target.value); preview.reset(); }}>
             <option value="">choose a label</option>
             {(labels.data ?? []).filter((l) => l.id !== source).map((l) => (
               <option key={l.id} value={l.id}>

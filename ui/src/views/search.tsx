@@ -134,7 +134,7 @@ export function SearchView() {
           >
             <div className="hit-head">
               <span className="title">
-                <Highlight text={h.memory.title || h.memory.content.slice(0, 80)} terms={terms} />
+                <Highlight text={titleOf(h.memory.title, h.memory.content)} terms={terms} />
               </span>
               <span className="score" title="fused relevance score">
                 {h.similarity_score.toFixed(3)}
@@ -168,6 +168,14 @@ export function SearchView() {
       </ol>
     </section>
   );
+}
+
+/** A hit's heading: its title, or the first words of its content when the title only repeats them. */
+function titleOf(title: string, content: string): string {
+  const words = content.split(/\s+/).slice(0, 12).join(" ");
+  if (!title) return words;
+  const bare = title.replace(/[.…]+$/, "");
+  return content.includes(bare) && content.length > bare.length + 20 ? words + "…" : title;
 }
 
 function filterParams(params: URLSearchParams, f: FilterState): URLSearchParams {

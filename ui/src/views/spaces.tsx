@@ -110,7 +110,7 @@ function SpaceCard({ space, all, onChanged }: { space: Space; all: Space[]; onCh
         <div className="row">
           <label>
             Move every memory to{" "}
-            <select value={target} onChange={(e) => { setTarget(e.target.value); preview.reset(); }}>
+            <select aria-label={`Move every memory of ${space.name} to`} value={target} onChange={(e) => { setTarget(e.target.value); preview.reset(); }}>
               <option value="">choose a space</option>
               {others.map((o) => (
                 <option key={o.id} value={o.id}>

@@ -1,0 +1,235 @@
+import { expect, open, test } from "./fixtures";
+import { rest, startDaemon, stopDaemon, CSV } from "./daemon";
+
+// One test per view: its main action through the page, checked through REST afterwards.
+
+test("search: `/` focuses the box, results match the API, arrows and Enter open a hit", async ({ signedIn: page, seeded }) => {
+  const d = seeded.daemon;
+  await open(page, d, "/search");
+  await page.locator("body").click();
+  await page.keyboard.press("/");
+  await expect(page.getByRole("searchbox", { name: "Search memories" })).toBeFocused();
+  await page.keyboard.type("marathon Chicago");
+  await page.keyboard.press("Enter");
+  await expect(page).toHaveURL(/\/ui\/search\?q=marathon\+Chicago/);
+  const hits = page.locator("li.hit");
+  await expect(hits.first()).toBeVisible();
+  const api = await rest<{ memory: { id: string; content: string } }[]>(d, "POST", "/memories/search", { query: "marathon Chicago", limit: 20 });
+  await expect(hits).toHaveCount(api.length);
+  await expect(hits.first().locator(".content")).toHaveText(api[0].memory.content);
+  await expect(hits.first().locator("mark").first()).toBeVisible();
+  await expect(hits.first().locator(".reason")).toContainText("keyword match");
+  await page.getByRole("searchbox", { name: "Search memories" }).press("ArrowDown");
+  await page.keyboard.press("ArrowDown");
+  await expect(hits.nth(1)).toBeFocused();
+  await page.keyboard.press("Enter");
+  await expect(page).toHaveURL(new RegExp(`/ui/memories/${encodeURIComponent(api[1].memory.id).replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}`));
+  await page.goBack();
+  await expect(page).toHaveURL(/q=marathon/);
+  await page.getByLabel("Show the exchange around each hit").check();
+  await expect(page.locator("ol.context").first()).toBeVisible();
+});
+
+test("memories: add a memory, edit its title, label it, archive it", async ({ signedIn: page, seeded }) => {
+  const d = seeded.daemon;
+  await open(page, d, "/memories");
+  await page.getByRole("button", { name: "Add a memory" }).click();
+  const form = page.getByRole("form", { name: "Add a memory" });
+  await form.getByLabel("Content (markdown)").fill("Prefers **oolong** tea in the afternoon.");
+  await form.getByLabel("Labels (comma-separated)").fill("tea, habits");
+  await form.getByRole("button", { name: "Save memory" }).click();
+  await expect(page).toHaveURL(/\/ui\/memories\/[^/]+$/);
+  const id = decodeURIComponent(page.url().split("/memories/")[1]);
+  await expect(page.locator(".markdown strong")).toHaveText("oolong");
+  await page.getByRole("button", { name: "Edit" }).click();
+  await page.getByRole("form", { name: "Edit memory" }).getByLabel("Title").fill("Afternoon tea");
+  await page.getByRole("button", { name: "Save" }).click();
+  await expect(page.getByRole("heading", { level: 1 })).toHaveText("Afternoon tea");
+  let m = await rest<{ title: string; labels: string[]; state: string }>(d, "GET", `/memories/${encodeURIComponent(id)}`);
+  expect(m.title).toBe("Afternoon tea");
+  expect(m.labels.sort()).toEqual(["habits", "tea"]);
+  await page.getByLabel("Add a label").fill("drinks");
+  await page.getByRole("button", { name: "Add", exact: true }).click();
+  await expect(page.locator("ul.chips")).toContainText("drinks");
+  await page.getByRole("button", { name: "Remove label habits" }).click();
+  await expect(page.locator("ul.chips")).not.toContainText("habits");
+  await page.getByRole("button", { name: "Archive" }).click();
+  await page.getByRole("button", { name: "Archive this memory?" }).click();
+  await expect(page.locator("dl.facts")).toContainText("archived");
+  m = await rest(d, "GET", `/memories/${encodeURIComponent(id)}`);
+  expect(m.state).toBe("archived");
+  expect(m.labels.sort()).toEqual(["drinks", "tea"]);
+});
+
+test("memories: the list pages, sorts and follows writes made elsewhere", async ({ signedIn: page, seeded }) => {
+  const d = seeded.daemon;
+  await open(page, d, "/memories?order=importance");
+  const api = await rest<{ memories: { title: string; content: string }[]; pagination: { total: number } }>(d, "GET", "/memories?order_by=importance&limit=50");
+  await expect(page.locator("table.list tbody tr")).toHaveCount(Math.min(50, api.pagination.total));
+  await expect(page.locator(".pager")).toContainText(`of ${api.pagination.total}`);
+  // An agent writes while the page is open: the list shows it without a reload (polling, 5 s).
+  await page.goto(`${d.url}/ui/memories`);
+  await expect(page.locator("table.list")).toBeVisible();
+  await rest(d, "POST", "/memories", { content: "Written by an agent while the console was open", title: "Agent note" });
+  await expect(page.locator("table.list")).toContainText("Agent note", { timeout: 12_000 });
+});
+
+test("memories: a 422 shows the field's message, not a blank page", async ({ signedIn: page, seeded }) => {
+  await open(page, seeded.daemon, "/memories");
+  await page.getByRole("button", { name: "Add a memory" }).click();
+  const form = page.getByRole("form", { name: "Add a memory" });
+  await form.getByLabel("Content (markdown)").fill("Importance out of range");
+  await form.getByLabel("Importance (0 to 1)").evaluate((el: HTMLInputElement) => {
+    el.removeAttribute("max");
+  });
+  await form.getByLabel("Importance (0 to 1)").fill("7");
+  await form.getByRole("button", { name: "Save memory" }).click();
+  await expect(page.getByRole("alert")).toContainText("importance");
+});
+
+test("threads: import a chat file, see its messages and memories, delete it", async ({ signedIn: page, seeded }) => {
+  const d = seeded.daemon;
+  await open(page, d, "/threads");
+  await page.getByLabel(/Import a chat file/).setInputFiles({
+    name: "Kyoto trip.md",
+    mimeType: "text/markdown",
+    buffer: Buffer.from("User: We booked a ryokan in Kyoto for April.\nAssistant: Lovely, April is cherry blossom season.\n"),
+  });
+  await expect(page.getByRole("status")).toContainText("Imported 1 thread");
+  await page.getByRole("link", { name: "Kyoto trip" }).click();
+  await expect(page.locator("li.message")).toHaveCount(2);
+  const id = decodeURIComponent(page.url().split("/threads/")[1]);
+  const t = await rest<{ messages: { content: string }[] }>(d, "GET", `/threads/${encodeURIComponent(id)}`);
+  expect(t.messages[0].content).toContain("ryokan");
+  await expect(page.locator(".extracted a").first()).toBeVisible();
+  await page.getByRole("button", { name: "Delete thread" }).click();
+  await page.getByRole("button", { name: "Delete it and its messages?" }).click();
+  await expect(page).toHaveURL(/\/ui\/threads$/);
+  const gone = await fetch(`${d.url}/threads/${encodeURIComponent(id)}`, { headers: { Authorization: `Bearer ${d.key}` } });
+  expect(gone.status).toBe(404);
+});
+
+test("graph: draws every entity the API returns, finds one, filters a community", async ({ signedIn: page, seeded }) => {
+  const d = seeded.daemon;
+  const g = await rest<{ nodes: { label: string; metadata: { community_id: number | null } }[]; edges: unknown[] }>(d, "GET", "/library/graph");
+  expect(g.nodes.length).toBeGreaterThan(5);
+  await open(page, d, "/graph");
+  const canvas = page.locator(".sigma");
+  await expect(canvas).toHaveAttribute("data-drawn-ms", /\d/);
+  await expect(canvas).toHaveAttribute("data-nodes", String(g.nodes.length));
+  await expect(canvas).toHaveAttribute("data-edges", String(g.edges.length));
+  await page.getByLabel("Find an entity").fill("Boston");
+  await page.getByRole("button", { name: "Find" }).click();
+  await expect(page.getByRole("button", { name: "Clear focus" })).toBeVisible();
+  const c = g.nodes.find((n) => n.metadata.community_id !== null)?.metadata.community_id;
+  expect(c).toBeDefined();
+  await page.getByLabel("Community").selectOption(String(c));
+  await expect(page).toHaveURL(new RegExp(`community=${c}`));
+});
+
+test("library: upload a CSV and read its column table; the PDF's text is there", async ({ signedIn: page, seeded }) => {
+  const d = seeded.daemon;
+  await open(page, d, "/library");
+  await page.getByLabel(/Upload a file/).setInputFiles({ name: "prices.csv", mimeType: "text/csv", buffer: Buffer.from("item,price\ntea,3.5\ncoffee,4.5\n") });
+  await expect(page).toHaveURL(/\/ui\/library\/sources\//);
+  const table = page.getByRole("table", { name: /Column statistics/ });
+  await expect(table).toContainText("price");
+  await expect(table.getByRole("row", { name: /price/ })).toContainText("4");
+  const id = decodeURIComponent(page.url().split("/sources/")[1]);
+  const a = await rest<{ sheets: { columns: { name: string; mean: number }[] }[] }>(d, "GET", `/sources/${encodeURIComponent(id)}/analysis`);
+  expect(a.sheets[0].columns.find((c) => c.name === "price")?.mean).toBe(4);
+  await expect(table.getByRole("row", { name: /price/ })).toContainText("4");
+  await open(page, d, `/library/sources/${encodeURIComponent(seeded.pdfId)}`);
+  await expect(page.locator("pre.source-text")).toContainText("lighthouse keeper");
+  expect(CSV).toContain("Lisbon");
+});
+
+test("reviews: preview then apply keeps the newer memory", async ({ signedIn: page, seeded }) => {
+  const d = seeded.daemon;
+  await open(page, d, "/reviews");
+  const card = page.locator("article.review").first();
+  await card.getByLabel("Resolution").selectOption("keep_newer_as_latest");
+  await card.getByRole("button", { name: "Preview" }).click();
+  await expect(card.getByRole("status")).toContainText("superseded");
+  await card.getByRole("button", { name: "Apply" }).click();
+  await expect(page.getByText("Nothing to review.")).toBeVisible();
+  const ev = await rest<{ events: { id: string; resolved: boolean; older_memory: { id: string } }[] }>(d, "GET", "/agent/feed/events?review_only=true&unresolved_only=false");
+  const done = ev.events.find((e) => e.id === seeded.reviewId);
+  expect(done?.resolved).toBe(true);
+  const older = await rest<{ state: string }>(d, "GET", `/memories/${encodeURIComponent(done!.older_memory.id)}`);
+  expect(older.state).toBe("superseded");
+});
+
+test("labels: merge with a preview, then reverse it", async ({ signedIn: page, seeded }) => {
+  const d = seeded.daemon;
+  await rest(d, "POST", "/memories", { content: "Bought hiking boots", labels: ["outdoors"] });
+  await rest(d, "POST", "/memories", { content: "Mapped a trail", labels: ["hiking"] });
+  await open(page, d, "/labels");
+  await page.getByRole("combobox", { name: "Label to merge", exact: true }).selectOption({ label: "hiking" });
+  await page.getByRole("combobox", { name: "Label to merge into" }).selectOption({ label: "outdoors" });
+  await page.getByRole("button", { name: "Preview" }).click();
+  await expect(page.getByRole("status")).toContainText("merge 'hiking' into 'outdoors'");
+  await page.getByRole("button", { name: "Merge", exact: true }).click();
+  const history = page.getByRole("list", { name: "Merge history" });
+  await expect(history).toContainText("hiking → outdoors");
+  let merges = await rest<{ merges: { merge_id: string; reversed_at: string | null }[] }>(d, "GET", "/labels/merges");
+  expect(merges.merges[0].reversed_at).toBeNull();
+  await history.getByRole("button", { name: "Reverse" }).click();
+  await history.getByRole("button", { name: "Reverse this merge?" }).click();
+  await expect(history).toContainText("reversed");
+  merges = await rest(d, "GET", "/labels/merges");
+  expect(merges.merges[0].reversed_at).not.toBeNull();
+  await page.getByRole("button", { name: "Dry run" }).click();
+  await expect(page.getByRole("list", { name: "Consolidation plan" })).toBeVisible();
+});
+
+test("spaces: create one, and the switcher scopes the views", async ({ signedIn: page, seeded }) => {
+  const d = seeded.daemon;
+  await open(page, d, "/spaces");
+  await page.getByLabel("New space").fill("Work Notes");
+  await page.getByRole("button", { name: "Create" }).click();
+  await expect(page.getByRole("heading", { name: /Work Notes/ })).toBeVisible();
+  const s = await rest<{ spaces: { id: string }[] }>(d, "GET", "/spaces");
+  expect(s.spaces.map((x) => x.id)).toContain("work-notes");
+  await rest(d, "POST", "/memories", { content: "Quarterly planning is on Tuesday", space_id: "work-notes" });
+  await page.getByRole("link", { name: "Memories" }).click();
+  await page.getByRole("combobox", { name: "Space", exact: true }).selectOption("work-notes");
+  await expect(page).toHaveURL(/space=work-notes/);
+  await expect(page.locator("table.list tbody tr")).toHaveCount(1);
+  await expect(page.locator("table.list")).toContainText("Quarterly planning");
+});
+
+test("working memory: edit today's note", async ({ signedIn: page, seeded }) => {
+  const d = seeded.daemon;
+  await open(page, d, "/working-memory");
+  await page.getByRole("button", { name: "Edit" }).click();
+  await page.getByLabel("Today's note (markdown)").fill("# Focus\n- finish the console tests");
+  await page.getByRole("button", { name: "Save" }).click();
+  await expect(page.locator(".markdown h1")).toHaveText("Focus");
+  const wm = await rest<{ content: string }>(d, "GET", "/agent/working-memory");
+  expect(wm.content).toBe("# Focus\n- finish the console tests");
+});
+
+test("system: health and stats as the API reports them; export and checkpoint", async ({ signedIn: page, seeded }) => {
+  const d = seeded.daemon;
+  await open(page, d, "/system");
+  const stats = await rest<{ memory_count: number }>(d, "GET", "/stats");
+  await expect(page.locator("dl.facts").nth(1)).toContainText(stats.memory_count.toLocaleString("en-US"));
+  await page.getByRole("button", { name: "Export everything" }).click();
+  await expect(page.getByRole("status").first()).toContainText("exported to");
+  await page.getByRole("button", { name: "Checkpoint" }).click();
+  await expect(page.getByText(/checkpoint at generation/)).toBeVisible();
+});
+
+test("a daemon that went away shows a reconnect banner", async ({ page }) => {
+  const d = await startDaemon();
+  try {
+    await page.request.post(`${d.url}/ui/session`, { data: { key: d.key } });
+    await page.goto(`${d.url}/ui/memories`);
+    await expect(page.getByRole("heading", { name: "Memories" })).toBeVisible();
+    d.proc.kill("SIGKILL");
+    await expect(page.getByRole("alert")).toContainText("Reconnecting", { timeout: 15_000 });
+  } finally {
+    await stopDaemon(d).catch(() => undefined);
+  }
+});
