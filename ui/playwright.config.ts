@@ -31,6 +31,6 @@ export default defineConfig({
   },
   projects: [
     { name: "light", use: { colorScheme: "light" } },
-    { name: "dark", use: { colorScheme: "dark" }, testMatch: /screenshots\.spec\.ts/ },
+    { name: "dark", use: { colorScheme: "dark" }, testMatch: /(screenshots|a11y)\.spec\.ts/ },
   ],
 });
