@@ -28,10 +28,20 @@ pub fn server_on(dir: &std::path::Path, store: Arc<KnowledgeStore>, max_body: us
 
 pub struct Reply {
     pub status: u16,
+    /// The status line and headers.
+    pub head: String,
     pub body: String,
 }
 
 impl Reply {
+    /// The value of header `name` (case-insensitive), if present.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.head.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.trim().eq_ignore_ascii_case(name).then(|| v.trim())
+        })
+    }
+
     pub fn json(&self) -> serde_json::Value {
         serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
     }
@@ -49,8 +59,8 @@ pub fn raw(addr: std::net::SocketAddr, head: &str, body: &[u8]) -> Reply {
     let _ = s.read_to_end(&mut buf);
     let text = String::from_utf8_lossy(&buf).into_owned();
     let status = text.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
-    Reply { status, body }
+    let (head, body) = text.split_once("\r\n\r\n").map(|(h, b)| (h.to_string(), b.to_string())).unwrap_or_default();
+    Reply { status, head, body }
 }
 
 /// One request with the key; `body` is sent as JSON.
