@@ -356,6 +356,8 @@ fn real_responses_match_the_document() {
     );
     assert!(g["nodes"].as_array().unwrap().iter().any(|n| n["node_type"] == "entity"), "{g}");
     assert!(g["edges"].as_array().unwrap().iter().any(|e| e["edge_type"] == "RELATES_TO"), "{g}");
+    let whole = c.check("GET", "/library/graph", "/library/graph", None);
+    assert!(whole["nodes"].as_array().unwrap().iter().any(|n| n["metadata"]["community_id"] == cid), "{whole}");
     let r = c.check(
         "GET",
         "/library/community/{community_id}/recent-memories",
