@@ -4,6 +4,8 @@ import { useNavigate, useSearchParams } from "react-router";
 import Graph from "graphology";
 import circlepack from "graphology-layout/circlepack";
 import Sigma from "sigma";
+import { EdgeLineProgram, NodePointProgram } from "sigma/rendering";
+import type { MouseCoords } from "sigma/types";
 import { get } from "../api";
 import { Empty, ErrorView, Loading, useSpace, useTitle } from "../ui";
 
@@ -75,6 +77,7 @@ export function GraphView() {
 
   const graph = useMemo(() => {
     if (!data.data) return null;
+    performance.mark("engram-graph-data");
     const g = new Graph({ type: "undirected", multi: false });
     // PageRank sets the size; before the first graph recompute (all zero) the mention count stands in.
     const ranked = data.data.nodes.some((n) => n.metadata.pagerank > 0);
@@ -98,20 +101,40 @@ export function GraphView() {
       }
     }
     circlepack.assign(g, { hierarchyAttributes: ["community"], rng: seeded(42) });
+    performance.mark("engram-graph-laid-out");
     return g;
   }, [data.data]);
 
   useEffect(() => {
     if (!graph || !container.current || graph.order === 0) return;
     const started = performance.now();
+    // One-pixel GL lines for edges, and no edges or labels while the camera moves: what keeps 20,000 edges
+    // fluid on software WebGL.
     const s = new Sigma(graph, container.current, {
       renderEdgeLabels: false,
-      hideEdgesOnMove: false,
+      hideEdgesOnMove: true,
+      hideLabelsOnMove: true,
+      defaultEdgeType: "line",
+      edgeProgramClasses: { line: EdgeLineProgram },
+      nodeProgramClasses: { circle: NodePointProgram },
       labelRenderedSizeThreshold: 7,
       defaultEdgeColor: "#c2c7cc",
       labelColor: { color: getComputedStyle(document.body).color || "#222" },
     });
     sigma.current = s;
+    // Hovering picks the node under the pointer with a synchronous GPU readback (about 80 ms a move on software
+    // WebGL). Skip it while a button is down (a drag pans, it hovers nothing) and do it at most every 100 ms.
+    const captor = s.getMouseCaptor();
+    const hover = captor.listeners("mousemove") as ((e: MouseCoords) => void)[];
+    captor.removeAllListeners("mousemove");
+    let lastPick = 0;
+    captor.on("mousemove", (e: MouseCoords) => {
+      const now = performance.now();
+      const pressed = "buttons" in e.original && e.original.buttons !== 0;
+      if (pressed || now - lastPick < 100) return;
+      lastPick = now;
+      hover.forEach((h) => h(e));
+    });
     s.on("clickNode", ({ node }) => {
       const entity = graph.getNodeAttribute(node, "entity") as string;
       navigate(`/library/wiki/entity/${encodeURIComponent(entity)}${space === "default" ? "" : `?space=${space}`}`);
@@ -156,6 +179,34 @@ export function GraphView() {
       return out;
     });
   }, [graph, community, focus]);
+
+  // The keyboard reaches everything the mouse does: arrows pan by a tenth of the view, + and - zoom, 0 resets,
+  // Enter opens the focused entity's page.
+  function onGraphKey(e: React.KeyboardEvent) {
+    const s = sigma.current;
+    if (!s) return;
+    const camera = s.getCamera();
+    const { x, y, ratio } = camera.getState();
+    const step = 0.1 * ratio;
+    const pan: Record<string, [number, number]> = { ArrowLeft: [-step, 0], ArrowRight: [step, 0], ArrowUp: [0, step], ArrowDown: [0, -step] };
+    if (pan[e.key]) {
+      e.preventDefault();
+      void camera.animate({ x: x + pan[e.key][0], y: y + pan[e.key][1] }, { duration: 100 });
+    } else if (e.key === "+" || e.key === "=") {
+      e.preventDefault();
+      void camera.animatedZoom({ duration: 200 });
+    } else if (e.key === "-") {
+      e.preventDefault();
+      void camera.animatedUnzoom({ duration: 200 });
+    } else if (e.key === "0") {
+      e.preventDefault();
+      void camera.animatedReset({ duration: 200 });
+    } else if (e.key === "Enter" && focus && graph?.hasNode(focus)) {
+      e.preventDefault();
+      const entity = graph.getNodeAttribute(focus, "entity") as string;
+      navigate(`/library/wiki/entity/${encodeURIComponent(entity)}${space === "default" ? "" : `?space=${space}`}`);
+    }
+  }
 
   function onFind(e: FormEvent) {
     e.preventDefault();
@@ -226,7 +277,14 @@ export function GraphView() {
         </p>
       )}
       {data.data && data.data.nodes.length === 0 && <Empty>No entities yet: they are extracted from memories.</Empty>}
-      <div ref={container} className="sigma" role="img" aria-label="Entity graph" tabIndex={0} />
+      <div
+        ref={container}
+        className="sigma"
+        role="application"
+        aria-label="Entity graph: arrow keys pan, + and - zoom, 0 resets, Enter opens the found entity"
+        tabIndex={0}
+        onKeyDown={onGraphKey}
+      />
     </section>
   );
 }
