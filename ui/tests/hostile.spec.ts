@@ -34,6 +34,8 @@ test("hostile content runs nowhere and shows as text", async ({ signedIn: page, 
   await expect(md).toContainText(`<img src=x onerror="window.__pwned='img'">`);
   await expect(page.getByRole("heading", { level: 1 })).toHaveText(`<img src=x onerror="window.__pwned='title'">Hostile`);
   await expect(page.locator("ul.chips")).toContainText(`<script>window.__pwned='label'</script>`);
+  await page.getByText("Metadata").click();
+  await expect(page.locator("pre.metadata")).toContainText(`<img src=x onerror=\\"window.__pwned='meta'\\">`);
   // The javascript: link is rendered without its URL.
   const link = md.getByRole("link", { name: "click me" });
   expect(await link.getAttribute("href")).not.toContain("javascript");

@@ -121,6 +121,15 @@ test("graph: draws every entity the API returns, finds one, filters a community"
   await page.getByLabel("Find an entity").fill("Boston");
   await page.getByRole("button", { name: "Find" }).click();
   await expect(page.getByRole("button", { name: "Clear focus" })).toBeVisible();
+  // The keyboard: the found entity's page opens with Enter on the graph.
+  await page.locator(".sigma").focus();
+  await page.keyboard.press("ArrowRight");
+  await page.keyboard.press("+");
+  await page.keyboard.press("Enter");
+  await expect(page).toHaveURL(/\/ui\/library\/wiki\/entity\/ent_/);
+  await expect(page.locator(".markdown h1")).toContainText("Boston");
+  await page.goBack();
+  await expect(canvas).toHaveAttribute("data-drawn-ms", /\d/);
   const c = g.nodes.find((n) => n.metadata.community_id !== null)?.metadata.community_id;
   expect(c).toBeDefined();
   await page.getByLabel("Community").selectOption(String(c));
@@ -197,6 +206,17 @@ test("spaces: create one, and the switcher scopes the views", async ({ signedIn:
   await expect(page).toHaveURL(/space=work-notes/);
   await expect(page.locator("table.list tbody tr")).toHaveCount(1);
   await expect(page.locator("table.list")).toContainText("Quarterly planning");
+  // Bulk move: every memory of work-notes into a new space, previewed first.
+  await rest(d, "POST", "/spaces", { name: "Archive Box" });
+  await page.getByRole("link", { name: "Spaces" }).click();
+  const card = page.getByRole("article", { name: /Work Notes/ });
+  await card.getByRole("combobox", { name: "Move every memory of Work Notes to" }).selectOption("archive-box");
+  await card.getByRole("button", { name: "Preview" }).click();
+  await expect(card.getByRole("status")).toContainText("1");
+  await card.getByRole("button", { name: "Move" }).click();
+  await expect(card.getByRole("status").last()).toContainText("moved");
+  const moved = await rest<{ memories: { content: string }[] }>(d, "GET", "/memories?space_id=archive-box");
+  expect(moved.memories.map((m) => m.content)).toEqual(["Quarterly planning is on Tuesday"]);
 });
 
 test("working memory: edit today's note", async ({ signedIn: page, seeded }) => {
@@ -213,7 +233,7 @@ test("working memory: edit today's note", async ({ signedIn: page, seeded }) => 
 test("system: health and stats as the API reports them; export and checkpoint", async ({ signedIn: page, seeded }) => {
   const d = seeded.daemon;
   await open(page, d, "/system");
-  const stats = await rest<{ memory_count: number }>(d, "GET", "/stats");
+  const stats = await rest<{ memory_count: number }>(d, "GET", "/stats?space_id=default");
   await expect(page.locator("dl.facts").nth(1)).toContainText(stats.memory_count.toLocaleString("en-US"));
   await page.getByRole("button", { name: "Export everything" }).click();
   await expect(page.getByRole("status").first()).toContainText("exported to");

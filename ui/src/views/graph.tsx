@@ -77,6 +77,8 @@ export function GraphView() {
 
   const graph = useMemo(() => {
     if (!data.data) return null;
+    // Edges in the theme's quiet colour (the CSS variable `--edge`), so they stay behind labels in both themes.
+    const edgeColor = getComputedStyle(document.documentElement).getPropertyValue("--edge").trim() || "#c9ced3";
     performance.mark("engram-graph-data");
     const g = new Graph({ type: "undirected", multi: false });
     // PageRank sets the size; before the first graph recompute (all zero) the mention count stands in.
@@ -97,7 +99,7 @@ export function GraphView() {
     }
     for (const e of data.data.edges) {
       if (g.hasNode(e.source) && g.hasNode(e.target) && !g.hasEdge(e.source, e.target)) {
-        g.addEdge(e.source, e.target, { size: Math.min(4, 0.5 + Math.log2(1 + e.weight) / 2), color: "#c2c7cc" });
+        g.addEdge(e.source, e.target, { size: Math.min(4, 0.5 + Math.log2(1 + e.weight) / 2), color: edgeColor });
       }
     }
     circlepack.assign(g, { hierarchyAttributes: ["community"], rng: seeded(42) });
@@ -118,7 +120,6 @@ export function GraphView() {
       edgeProgramClasses: { line: EdgeLineProgram },
       nodeProgramClasses: { circle: NodePointProgram },
       labelRenderedSizeThreshold: 7,
-      defaultEdgeColor: "#c2c7cc",
       labelColor: { color: getComputedStyle(document.body).color || "#222" },
     });
     sigma.current = s;

@@ -319,6 +319,12 @@ export function MemoryDetail() {
           )}
         </dd>
       </dl>
+      {Object.keys(m.metadata).length > 0 && (
+        <details>
+          <summary>Metadata</summary>
+          <pre className="metadata">{JSON.stringify(m.metadata, null, 2)}</pre>
+        </details>
+      )}
       <LabelsEditor labels={m.labels} onChange={(labels) => patch({ labels })} />
       <section aria-labelledby="rel-title">
         <h2 id="rel-title">Relations</h2>
