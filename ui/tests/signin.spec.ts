@@ -1,6 +1,8 @@
+import { execFileSync } from "node:child_process";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { expect, test } from "./fixtures";
+import { ENGRAM_BIN } from "./daemon";
 
 test.describe("sign-in and the session cookie", () => {
   test("without a cookie the sign-in page shows and no data is served", async ({ page, seeded }) => {
@@ -64,6 +66,23 @@ test.describe("sign-in and the session cookie", () => {
     await expect(again.getByRole("alert")).toContainText("invalid or used sign-in token");
     await first.close();
     await second.close();
+  });
+
+  test("`engram ui` prints a fresh sign-in URL for the running daemon", async ({ page, seeded }) => {
+    const d = seeded.daemon;
+    const addr = d.url.replace("http://", "");
+    const url = execFileSync(ENGRAM_BIN, ["ui", "--addr", addr, "--data-dir", d.dataDir], { encoding: "utf8" }).trim();
+    expect(url).toMatch(new RegExp(`^${d.url}/ui/#token=[0-9a-f]{64}$`));
+    await page.goto(url);
+    await expect(page.getByRole("heading", { name: "Search" })).toBeVisible();
+    // A wrong key is refused by the daemon, and the command says so.
+    let failed = "";
+    try {
+      execFileSync(ENGRAM_BIN, ["ui", "--addr", addr, "--api-key", "wrong"], { encoding: "utf8", stdio: "pipe" });
+    } catch (e) {
+      failed = String((e as { stderr?: string }).stderr);
+    }
+    expect(failed).toContain("refused the API key");
   });
 
   test("a cross-site form POST carrying the cookie is 403 and writes nothing", async ({ signedIn: page, seeded }) => {
