@@ -26,7 +26,10 @@ test("search: `/` focuses the box, results match the API, arrows and Enter open 
   await expect(page).toHaveURL(new RegExp(`/ui/memories/${encodeURIComponent(api[1].memory.id).replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}`));
   await page.goBack();
   await expect(page).toHaveURL(/q=marathon/);
-  await page.getByLabel("Show the exchange around each hit").check();
+  // The box is bound to the URL (`context=1`); the router applies the change in a transition, so wait for it.
+  await page.getByLabel("Show the exchange around each hit").click();
+  await expect(page.getByLabel("Show the exchange around each hit")).toBeChecked();
+  await expect(page).toHaveURL(/context=1/);
   await expect(page.locator("ol.context").first()).toBeVisible();
 });
 

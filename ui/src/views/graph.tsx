@@ -114,6 +114,9 @@ export function GraphView() {
     // fluid on software WebGL.
     const s = new Sigma(graph, container.current, {
       renderEdgeLabels: false,
+      // A camera animation may still ask for a frame while the view unmounts (its container already detached):
+      // that frame is skipped instead of throwing.
+      allowInvalidContainer: true,
       hideEdgesOnMove: true,
       hideLabelsOnMove: true,
       defaultEdgeType: "line",
