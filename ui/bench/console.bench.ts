@@ -1,7 +1,7 @@
 // Speed of the console with a large store: the memories list at 100,000 memories (first page after
 // navigation, DOM size while paging and scrolling), search results after their response, and the graph view
 // with 5,000 entities and 20,000 edges (draw time, frames per second while panning).
-import { test } from "@playwright/test";
+import { test, type Page } from "@playwright/test";
 import { rest, startDaemon, stopDaemon } from "../tests/daemon";
 
 const N = Number(process.env.BENCH_MEMORIES ?? 100_000);
@@ -11,6 +11,30 @@ const PLACES = ["Lisbon", "Porto", "Boston", "Denver", "Kyoto", "Oslo", "Quito",
 function text(i: number): string {
   const w = (k: number) => WORDS[(i * 7 + k * 13) % WORDS.length];
   return `Note ${i}: the ${w(1)} near the ${w(2)} in ${PLACES[i % PLACES.length]} needs a ${w(3)} by ${1 + (i % 28)} May.`;
+}
+
+/** Starts counting animation frames in the page (requestAnimationFrame callbacks). */
+async function startCounting(page: Page) {
+  await page.evaluate(() => {
+    const w = window as unknown as { __frames: number; __counting: boolean };
+    w.__frames = 0;
+    w.__counting = true;
+    const tick = () => {
+      if (!w.__counting) return;
+      w.__frames++;
+      requestAnimationFrame(tick);
+    };
+    requestAnimationFrame(tick);
+  });
+}
+
+/** Stops counting; the frames counted since `startCounting`. */
+async function stopCounting(page: Page): Promise<number> {
+  return page.evaluate(() => {
+    const w = window as unknown as { __frames: number; __counting: boolean };
+    w.__counting = false;
+    return w.__frames;
+  });
 }
 
 function pct(xs: number[], p: number) {
@@ -126,17 +150,7 @@ test("console speed", async ({ page }) => {
       );
       const box = await page.locator(".sigma").boundingBox();
       if (!box) throw new Error("no graph canvas");
-      await page.evaluate(() => {
-        const w = window as unknown as { __frames: number; __counting: boolean };
-        w.__frames = 0;
-        w.__counting = true;
-        const tick = () => {
-          if (!w.__counting) return;
-          w.__frames++;
-          requestAnimationFrame(tick);
-        };
-        requestAnimationFrame(tick);
-      });
+      await startCounting(page);
       const cx = box.x + box.width / 2;
       const cy = box.y + box.height / 2;
       const start = Date.now();
@@ -151,11 +165,7 @@ test("console speed", async ({ page }) => {
       }
       await page.mouse.up();
       const seconds = (Date.now() - start) / 1000;
-      const frames = await page.evaluate(() => {
-        const w = window as unknown as { __frames: number; __counting: boolean };
-        w.__counting = false;
-        return w.__frames;
-      });
+      const frames = await stopCounting(page);
       fpsRuns.push(frames / seconds);
       // A drag made of in-page pointer events, one per animation frame, so that the driver's round trips do not
       // bound the rate: what sigma renders while a person drags.
@@ -185,51 +195,23 @@ test("console speed", async ({ page }) => {
       );
       // Panning from the keyboard (an arrow key every 16 ms): sigma animates the camera, no picking readback.
       await page.locator(".sigma").focus();
-      await page.evaluate(() => {
-        const w = window as unknown as { __frames: number; __counting: boolean };
-        w.__frames = 0;
-        w.__counting = true;
-        const tick = () => {
-          if (!w.__counting) return;
-          w.__frames++;
-          requestAnimationFrame(tick);
-        };
-        requestAnimationFrame(tick);
-      });
+      await startCounting(page);
       const ks = Date.now();
       let kk = 0;
       while (Date.now() - ks < 3000) {
         await page.keyboard.press(["ArrowRight", "ArrowDown", "ArrowLeft", "ArrowUp"][Math.floor(kk++ / 20) % 4]);
         await page.waitForTimeout(16);
       }
-      const kf = await page.evaluate(() => {
-        const w = window as unknown as { __frames: number; __counting: boolean };
-        w.__counting = false;
-        return w.__frames;
-      });
+      const kf = await stopCounting(page);
       keyRuns.push(kf / ((Date.now() - ks) / 1000));
       // Zooming in and out with the wheel: sigma animates the camera itself (250 ms per step), no picking.
-      await page.evaluate(() => {
-        const w = window as unknown as { __frames: number; __counting: boolean };
-        w.__frames = 0;
-        w.__counting = true;
-        const tick = () => {
-          if (!w.__counting) return;
-          w.__frames++;
-          requestAnimationFrame(tick);
-        };
-        requestAnimationFrame(tick);
-      });
+      await startCounting(page);
       const zs = Date.now();
       for (let z = 0; z < 12; z++) {
         await page.mouse.wheel(0, z % 4 < 2 ? -240 : 240);
         await page.waitForTimeout(250);
       }
-      const zf = await page.evaluate(() => {
-        const w = window as unknown as { __frames: number; __counting: boolean };
-        w.__counting = false;
-        return w.__frames;
-      });
+      const zf = await stopCounting(page);
       zoomRuns.push(zf / ((Date.now() - zs) / 1000));
     }
     const drawMs = await page.locator(".sigma").getAttribute("data-drawn-ms");
