@@ -205,6 +205,7 @@ test("spaces: create one, and the switcher scopes the views", async ({ signedIn:
   expect(s.spaces.map((x) => x.id)).toContain("work-notes");
   await rest(d, "POST", "/memories", { content: "Quarterly planning is on Tuesday", space_id: "work-notes" });
   await page.getByRole("link", { name: "Memories" }).click();
+  await expect(page.getByRole("heading", { name: "Memories" })).toBeVisible();
   await page.getByRole("combobox", { name: "Space", exact: true }).selectOption("work-notes");
   await expect(page).toHaveURL(/space=work-notes/);
   await expect(page.locator("table.list tbody tr")).toHaveCount(1);
@@ -212,6 +213,7 @@ test("spaces: create one, and the switcher scopes the views", async ({ signedIn:
   // Bulk move: every memory of work-notes into a new space, previewed first.
   await rest(d, "POST", "/spaces", { name: "Archive Box" });
   await page.getByRole("link", { name: "Spaces" }).click();
+  await expect(page.getByRole("heading", { name: "Spaces", level: 1 })).toBeVisible();
   const card = page.getByRole("article", { name: /Work Notes/ });
   await card.getByRole("combobox", { name: "Move every memory of Work Notes to" }).selectOption("archive-box");
   await card.getByRole("button", { name: "Preview" }).click();
