@@ -1,7 +1,9 @@
 // Speed of the console with a large store: the memories list at 100,000 memories (first page after
 // navigation, DOM size while paging and scrolling), search results after their response, and the graph view
 // with 5,000 entities and 20,000 edges (draw time, frames per second while panning).
-import { test, type Page } from "@playwright/test";
+import fs from "node:fs";
+import path from "node:path";
+import { test, type CDPSession, type Page } from "@playwright/test";
 import { rest, startDaemon, stopDaemon } from "../tests/daemon";
 
 const N = Number(process.env.BENCH_MEMORIES ?? 100_000);
@@ -35,6 +37,31 @@ async function stopCounting(page: Page): Promise<number> {
     w.__counting = false;
     return w.__frames;
   });
+}
+
+/** Starts the main thread's sampling profiler (Chrome DevTools Protocol). */
+async function startProfiler(page: Page): Promise<CDPSession> {
+  const cdp = await page.context().newCDPSession(page);
+  await cdp.send("Profiler.enable");
+  await cdp.send("Profiler.start");
+  return cdp;
+}
+
+/** Stops the profiler; the 25 functions with the most self time, in milliseconds. */
+async function stopProfiler(cdp: CDPSession): Promise<string> {
+  const { profile } = await cdp.send("Profiler.stop");
+  const self = new Map<string, number>();
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  (profile.samples ?? []).forEach((id, i) => {
+    const frame = byId.get(id)?.callFrame;
+    const key = frame ? `${frame.functionName || "(anonymous)"} ${frame.url.split("/").pop()}:${frame.lineNumber}` : "?";
+    self.set(key, (self.get(key) ?? 0) + (profile.timeDeltas?.[i] ?? 0) / 1000);
+  });
+  return [...self.entries()]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, 25)
+    .map(([k, ms]) => `  ${ms.toFixed(0)} ms ${k}`)
+    .join("\n");
 }
 
 function pct(xs: number[], p: number) {
@@ -128,6 +155,15 @@ test("console speed", async ({ page }) => {
       if (i % 3 !== 0) b = (a - (a % 30) + ((i * 31) % 30) + 30 * ((i * 17) % Math.floor(NODES / 30))) % NODES;
       return { source: `default/ent_${a}`, target: `default/ent_${b === a ? (a + 30) % NODES : b}`, edge_type: "RELATES_TO", weight: 1 + (i % 9) };
     });
+    const dist = process.env.BENCH_UI_DIST;
+    if (dist) {
+      await page.route(/\/ui\/(?!session|tokens).*/, (route) => {
+        const rel = new URL(route.request().url()).pathname.replace(/^\/ui\//, "");
+        const file = rel.startsWith("assets/") ? path.join(dist, rel) : path.join(dist, "index.html");
+        const type = file.endsWith(".js") ? "text/javascript" : file.endsWith(".css") ? "text/css" : "text/html";
+        return route.fulfill({ body: fs.readFileSync(file), contentType: type });
+      });
+    }
     await page.route("**/library/graph*", (route) => route.fulfill({ json: { nodes, edges, total_entities: NODES, total_edges: edges.length } }));
     const drawn: number[] = [];
     const fpsRuns: number[] = [];
@@ -150,6 +186,7 @@ test("console speed", async ({ page }) => {
       );
       const box = await page.locator(".sigma").boundingBox();
       if (!box) throw new Error("no graph canvas");
+      const before = await page.locator(".sigma").screenshot();
       await startCounting(page);
       const cx = box.x + box.width / 2;
       const cy = box.y + box.height / 2;
@@ -167,8 +204,11 @@ test("console speed", async ({ page }) => {
       const seconds = (Date.now() - start) / 1000;
       const frames = await stopCounting(page);
       fpsRuns.push(frames / seconds);
+      await page.waitForTimeout(300);
+      if ((await page.locator(".sigma").screenshot()).equals(before)) throw new Error("the drag did not move the graph");
       // A drag made of in-page pointer events, one per animation frame, so that the driver's round trips do not
       // bound the rate: what sigma renders while a person drags.
+      const profiler = process.env.BENCH_PROFILE ? await startProfiler(page) : null;
       inPageRuns.push(
         await page.evaluate(
           () =>
@@ -193,6 +233,7 @@ test("console speed", async ({ page }) => {
             }),
         ),
       );
+      if (profiler) console.log(await stopProfiler(profiler));
       // Panning from the keyboard (an arrow key every 16 ms): sigma animates the camera, no picking readback.
       await page.locator(".sigma").focus();
       await startCounting(page);
@@ -215,7 +256,7 @@ test("console speed", async ({ page }) => {
       zoomRuns.push(zf / ((Date.now() - zs) / 1000));
     }
     const drawMs = await page.locator(".sigma").getAttribute("data-drawn-ms");
-    console.log(`graph, ${NODES} entities and ${edges.length} edges: navigation to first frame p50 ${pct(drawn, 50)} ms (runs ${drawn.join(", ")}); sigma's first render ${drawMs} ms; panning (drag, in-page events) ${inPageRuns.map((f) => f.toFixed(1)).join(", ")} frames/s; panning (drag, driver's mouse) ${fpsRuns.map((f) => f.toFixed(1)).join(", ")} frames/s; panning (keyboard) ${keyRuns.map((f) => f.toFixed(1)).join(", ")} frames/s; zooming (wheel) ${zoomRuns.map((f) => f.toFixed(1)).join(", ")} frames/s`);
+    console.log(`graph (${process.env.BENCH_COMPOSITING === "swiftshader" ? "SwiftShader compositing" : "software compositing"}), ${NODES} entities and ${edges.length} edges: navigation to first frame p50 ${pct(drawn, 50)} ms (runs ${drawn.join(", ")}); sigma's first render ${drawMs} ms; panning (drag, in-page events) ${inPageRuns.map((f) => f.toFixed(1)).join(", ")} frames/s; panning (drag, driver's mouse) ${fpsRuns.map((f) => f.toFixed(1)).join(", ")} frames/s; panning (keyboard) ${keyRuns.map((f) => f.toFixed(1)).join(", ")} frames/s; zooming (wheel) ${zoomRuns.map((f) => f.toFixed(1)).join(", ")} frames/s`);
   } finally {
     await stopDaemon(d);
   }
