@@ -6,7 +6,7 @@ use super::query::{ParamSpec, boolean, choice, int, list, num, required, string}
 use super::routes::{Route, Shape, UNIT_TYPES, label_ids, ok, parse_temporal, parse_unit, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::error::{Error, FieldError, Result};
-use crate::index::catalog::{MemoryFilter, parse_loose_date};
+use crate::index::catalog::{MemoryFilter, end_of_period, parse_loose_date};
 use crate::model::{Timestamp, UnitType};
 use crate::store::{DEFAULT_SPACE, SearchMode, SearchOptions, SearchQuery, SearchResults};
 
@@ -80,21 +80,6 @@ pub(super) fn parse_date_bound(
             ));
             None
         }
-    }
-}
-
-/// The last millisecond of the year, month or day that `s` names (upper bounds are inclusive).
-fn end_of_period(s: &str, start_ms: i64) -> i64 {
-    const DAY: i64 = 86_400_000;
-    match s.len() {
-        4 => parse_loose_date(&format!("{}", s.parse::<i32>().unwrap_or(0) + 1)).map_or(start_ms, |t| t.0 - 1),
-        7 => {
-            let (y, m) = (s[..4].parse::<i32>().unwrap_or(0), s[5..].parse::<u32>().unwrap_or(1));
-            let next = if m >= 12 { format!("{}-01", y + 1) } else { format!("{y}-{:02}", m + 1) };
-            parse_loose_date(&next).map_or(start_ms, |t| t.0 - 1)
-        }
-        10 => start_ms + DAY - 1,
-        _ => start_ms,
     }
 }
 

@@ -159,7 +159,7 @@ fn checked(
             loc,
             "embedding_not_accepted",
             format!(
-                "this store's embedder ({}) computes vectors itself; caller-supplied vectors need a store opened                  with an external embedder (--embedding-model external:DIM)",
+                "this store's embedder ({}) computes vectors itself; caller-supplied vectors need a store opened with an external embedder (--embedding-model external:DIM)",
                 embedder.name()
             ),
             input(),

@@ -79,6 +79,23 @@ pub fn parse_loose_date(s: &str) -> Option<Timestamp> {
     }
 }
 
+/// The last millisecond of the period a date names, for inclusive upper bounds: `YYYY` ends on 31 December
+/// 23:59:59.999, `YYYY-MM` on the month's last millisecond, `YYYY-MM-DD` on the day's; any other form is an
+/// instant and ends where it starts. `start_ms` is `parse_loose_date(s)` in milliseconds since the epoch.
+pub fn end_of_period(s: &str, start_ms: i64) -> i64 {
+    const DAY: i64 = 86_400_000;
+    match s.len() {
+        4 => parse_loose_date(&format!("{}", s.parse::<i32>().unwrap_or(0) + 1)).map_or(start_ms, |t| t.0 - 1),
+        7 => {
+            let (y, m) = (s[..4].parse::<i32>().unwrap_or(0), s[5..].parse::<u32>().unwrap_or(1));
+            let next = if m >= 12 { format!("{}-01", y + 1) } else { format!("{y}-{:02}", m + 1) };
+            parse_loose_date(&next).map_or(start_ms, |t| t.0 - 1)
+        }
+        10 => start_ms + DAY - 1,
+        _ => start_ms,
+    }
+}
+
 /// Filters over memories. Every set field must match (AND); label ids must all be present.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct MemoryFilter {

@@ -673,6 +673,30 @@ impl KnowledgeStore {
         Ok(MemoryView { memory, label_ids })
     }
 
+    /// The stored vector of a memory: `dim` floats (the active embedder's dimension), L2-normalised, read back
+    /// from the half-precision form it is stored in (relative error at most 2^-11 per component). None when the
+    /// memory has no vector (an external-embedder store given none, or one still waiting to be re-embedded).
+    ///
+    /// # Errors
+    /// [`ErrorKind::NotFound`] (`memory_not_found`): as [`KnowledgeStore::get_memory`].
+    pub fn memory_embedding(&self, id: &str, space_guard: Option<&str>) -> Result<Option<Vec<f32>>> {
+        let rtx = self.db.read()?;
+        let not_found = || Error::not_found(ErrorCode::MemoryNotFound, format!("memory '{id}' not found"));
+        let space = rtx.table(MEMORY_SPACE)?.get(id)?.map(|v| v.value().to_string()).ok_or_else(not_found)?;
+        if space_guard.is_some_and(|g| g != space) {
+            return Err(not_found());
+        }
+        let sm: StoredMemory = get_record(&rtx.table(MEMORIES)?, (space.as_str(), id))?.ok_or_else(not_found)?;
+        if sm.memory.state == MemoryState::Forgotten {
+            return Err(not_found());
+        }
+        let dim = self.config.embedder.dim();
+        let vectors = rtx.table(VECTORS)?;
+        let stored =
+            vectors.get((space.as_str(), sm.docno))?.map(|v| crate::storage::codec::vector_from_bytes(v.value()));
+        Ok(stored.filter(|v| v.len() == dim))
+    }
+
     /// Updates fields of a memory (one write transaction); `space_id` moves it, `labels` replaces its set.
     ///
     /// # Errors
