@@ -7,6 +7,16 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#if defined(__clang__)
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wnullability-extension"
+#define ENGRAM_H_DIAGNOSTICS_PUSHED
+#define ENGRAM_NULLABLE _Nullable
+#define ENGRAM_NONNULL _Nonnull
+#else
+#define ENGRAM_NULLABLE
+#define ENGRAM_NONNULL
+#endif
 
 /*
  A response (opaque): HTTP-style status and a NUL-terminated JSON body. Free with `engram_response_free`.
@@ -129,9 +139,9 @@ extern "C" {
  Returns `ENGRAM_OK`, `ENGRAM_NULL_PARAMETER`, `ENGRAM_INVALID_UTF8`, `ENGRAM_LOCKED` (open elsewhere),
  `ENGRAM_IO` or `ENGRAM_CORRUPT`.
  */
-engram_result engram_store_open(const char *data_dir,
+engram_result engram_store_open(const char *ENGRAM_NULLABLE data_dir,
                                 size_t data_dir_len,
-                                struct engram_store **out);
+                                struct engram_store *ENGRAM_NULLABLE *ENGRAM_NULLABLE out);
 
 /*
  Like `engram_store_open`, with the sentence-embedding model in directory `model_dir` (UTF-8,
@@ -142,11 +152,11 @@ engram_result engram_store_open(const char *data_dir,
  Returns the codes of `engram_store_open`, and `ENGRAM_UNAVAILABLE` when the model or ONNX Runtime cannot be
  loaded (or the build has no model support); `engram_last_error` says what is missing.
  */
-engram_result engram_store_open_with_model(const char *data_dir,
+engram_result engram_store_open_with_model(const char *ENGRAM_NULLABLE data_dir,
                                            size_t data_dir_len,
-                                           const char *model_dir,
+                                           const char *ENGRAM_NULLABLE model_dir,
                                            size_t model_dir_len,
-                                           struct engram_store **out);
+                                           struct engram_store *ENGRAM_NULLABLE *ENGRAM_NULLABLE out);
 
 /*
  Like `engram_store_open`, with the store's records in the PostgreSQL database at `database_url` (UTF-8,
@@ -159,11 +169,11 @@ engram_result engram_store_open_with_model(const char *data_dir,
  what failed); `ENGRAM_UNAVAILABLE` in a build without the `postgres` feature; `ENGRAM_LOCKED` when another
  process has the store open.
  */
-engram_result engram_store_open_database(const char *data_dir,
+engram_result engram_store_open_database(const char *ENGRAM_NULLABLE data_dir,
                                          size_t data_dir_len,
-                                         const char *database_url,
+                                         const char *ENGRAM_NULLABLE database_url,
                                          size_t database_url_len,
-                                         struct engram_store **out);
+                                         struct engram_store *ENGRAM_NULLABLE *ENGRAM_NULLABLE out);
 
 /*
  Like `engram_store_open`, for a store whose vectors come from the caller: `dim` floats per vector
@@ -173,15 +183,15 @@ engram_result engram_store_open_database(const char *data_dir,
 
  Returns the codes of `engram_store_open`, and `ENGRAM_INVALID_INPUT` when `dim` is out of range.
  */
-engram_result engram_store_open_external(const char *data_dir,
+engram_result engram_store_open_external(const char *ENGRAM_NULLABLE data_dir,
                                          size_t data_dir_len,
                                          size_t dim,
-                                         struct engram_store **out);
+                                         struct engram_store *ENGRAM_NULLABLE *ENGRAM_NULLABLE out);
 
 /*
  Closes a store and frees the handle. NULL is accepted and ignored.
  */
-void engram_store_close(struct engram_store *store);
+void engram_store_close(struct engram_store *ENGRAM_NULLABLE store);
 
 /*
  Runs one API request in-process, exactly as the HTTP server would (without its key and host checks):
@@ -191,47 +201,52 @@ void engram_store_close(struct engram_store *store);
 
  Returns `ENGRAM_OK`, `ENGRAM_NULL_PARAMETER`, `ENGRAM_INVALID_UTF8` (method or target) or `ENGRAM_PANIC`.
  */
-engram_result engram_request(const struct engram_store *store,
-                             const char *method,
+engram_result engram_request(const struct engram_store *ENGRAM_NULLABLE store,
+                             const char *ENGRAM_NULLABLE method,
                              size_t method_len,
-                             const char *target,
+                             const char *ENGRAM_NULLABLE target,
                              size_t target_len,
-                             const uint8_t *body,
+                             const uint8_t *ENGRAM_NULLABLE body,
                              size_t body_len,
-                             struct engram_response **out);
+                             struct engram_response *ENGRAM_NULLABLE *ENGRAM_NULLABLE out);
 
 /*
  The HTTP-style status of a response (200, 404, 422...); 0 for NULL.
  */
-uint16_t engram_response_status(const struct engram_response *resp);
+uint16_t engram_response_status(const struct engram_response *ENGRAM_NULLABLE resp);
 
 /*
  The JSON body of a response, NUL-terminated, valid until `engram_response_free`. Writes its length without
  the NUL to `*len` when `len` is not NULL. Returns NULL for a NULL response.
  */
-const char *engram_response_body(const struct engram_response *resp,
-                                 size_t *len);
+const char *ENGRAM_NULLABLE engram_response_body(const struct engram_response *ENGRAM_NULLABLE resp,
+                                                 size_t *ENGRAM_NULLABLE len);
 
 /*
  Frees a response. NULL is accepted and ignored.
  */
-void engram_response_free(struct engram_response *resp);
+void engram_response_free(struct engram_response *ENGRAM_NULLABLE resp);
 
 /*
  Copies the message of the calling thread's last failed call into `buf` (`buf_len` bytes, NUL-terminated,
  truncated if needed). Returns the full message length in bytes without the NUL, so a caller can size a
  buffer; 0 when there was no error. `buf` may be NULL to ask only for the length.
  */
-size_t engram_last_error(char *buf,
+size_t engram_last_error(char *ENGRAM_NULLABLE buf,
                          size_t buf_len);
 
 /*
- The library version, a static NUL-terminated string.
+ The library version, a static NUL-terminated string (never NULL).
  */
-const char *engram_version(void);
+const char *ENGRAM_NONNULL engram_version(void);
 
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus
 
 #endif  /* ENGRAM_H */
+
+#if defined(ENGRAM_H_DIAGNOSTICS_PUSHED)
+#undef ENGRAM_H_DIAGNOSTICS_PUSHED
+#pragma clang diagnostic pop
+#endif

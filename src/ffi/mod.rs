@@ -359,10 +359,19 @@ pub unsafe extern "C" fn engram_last_error(buf: *mut c_char, buf_len: usize) -> 
     })
 }
 
-/// The library version, a static NUL-terminated string.
+/// The version string `engram_version` returns.
+const VERSION: &std::ffi::CStr =
+    match std::ffi::CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
+        Ok(v) => v,
+        Err(_) => c"unknown",
+    };
+
+/// The library version, a static NUL-terminated string (never NULL).
 #[unsafe(no_mangle)]
-pub extern "C" fn engram_version() -> *const c_char {
-    concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
+pub extern "C" fn engram_version() -> &'static c_char {
+    // A reference has the ABI of a pointer that is never NULL: cbindgen writes `const char *_Nonnull` for Swift.
+    // SAFETY: `VERSION` is a 'static C string of at least its NUL byte; its first character lives as long.
+    unsafe { &*VERSION.as_ptr() }
 }
 
 #[cfg(test)]
