@@ -1,5 +1,6 @@
-"""Side-by-side vector benchmark: Engram (daemon with caller-supplied vectors, and library) against chromadb,
-LanceDB and sqlite-vec, on the same corpus and the same all-MiniLM-L6-v2 vectors, k = 10.
+"""Side-by-side vector benchmark: Engram (daemon with caller-supplied vectors, the Rust library, and the Python
+package in-process) against chromadb, LanceDB and sqlite-vec, on the same corpus and the same all-MiniLM-L6-v2
+vectors, k = 10.
 
 Run through run.sh (it makes the venv, the corpus and the vectors). Each store runs in its own process, so that
 peak RSS is its own; all run in one invocation and print one table with ratios to the best peer.
@@ -273,9 +274,35 @@ def run_engram_library(work, texts, docs, qs, qtexts, bench, data):
                 reopen_s=r["reopen_s"], index="HNSW (own, M 16), saved graph")
 
 
+def run_engram_python(work, texts, docs, qs, qtexts):
+    """Engram through its Python package (the wheel in this venv), in this process, as chromadb runs."""
+    import engram
+
+    store = engram.Store.open(os.path.join(work, "data"), "external:384")
+    t0 = time.perf_counter()
+    for at in range(0, len(docs), 5000):
+        end = min(at + 5000, len(docs))
+        store.add_many([{"id": f"s{i}", "content": texts[i]} for i in range(at, end)], embeddings=docs[at:end])
+    insert_s = time.perf_counter() - t0
+    while True:
+        v = store.request("GET", "/health").json()["vector_index"]
+        if v["vectors"] >= len(docs) and v["pending"] == 0 and v["graph_points"] > 0:
+            break
+        time.sleep(0.02)
+    ready_s = time.perf_counter() - t0
+
+    def search(q, t):
+        return [int(h.memory.id[1:]) for h in store.search(t, query_embedding=q, mode="vector", limit=10)]
+
+    p50, p99, found = timed_queries(search, qs, qtexts)
+    store.close()
+    return dict(insert_s=insert_s, ready_s=ready_s, p50=p50, p99=p99, found=found, index="HNSW (own, M 16), saved graph")
+
+
 STORES = {
     "engram-daemon": "Engram daemon (HTTP)",
     "engram-library": "Engram library",
+    "engram-python": "Engram Python (in-process)",
     "chromadb": "chromadb",
     "lancedb": "LanceDB",
     "sqlite-vec": "sqlite-vec",
@@ -299,6 +326,8 @@ def one(args):
         r = run_engram_daemon(work, texts, docs, qs, qtexts, args.engram)
     elif args.one == "engram-library":
         r = run_engram_library(work, texts, docs, qs, qtexts, args.library_bench, args.data)
+    elif args.one == "engram-python":
+        r = run_engram_python(work, texts, docs, qs, qtexts)
     else:
         raise SystemExit(f"unknown store {args.one}")
     if "rss" not in r:
@@ -348,6 +377,10 @@ def table(results, n):
                       f"restart; search after the restart p50 {r['reopen_p50']:.3f} ms, p99 {r['reopen_p99']:.3f} ms",
                       end="")
             print()
+    if "engram-python" in results and "engram-library" in results:
+        py, rs = results["engram-python"], results["engram-library"]
+        print(f"binding cost (Python search p50 minus the Rust library's): {py['p50'] - rs['p50']:.3f} ms "
+              f"(p99 {py['p99'] - rs['p99']:.3f} ms)")
     _ = width
 
 
