@@ -1,0 +1,273 @@
+//! Stores written by earlier releases open in this one with the same API view.
+//!
+//! `tests/fixtures/stores/<format>/` holds a store written by the release that introduced that format, with
+//! every record kind (memories with metadata, labels, a label merge, spaces, relations, every lifecycle state, a
+//! version chain, favourites, threads with extracted memories, a per-message thread, sources with chunks, working
+//! memory, communities and crystals, review events), and `api-view.json`: what the API showed for it (the
+//! answers of [`VIEW`] and of the per-record routes). The test opens a copy with this release and compares the
+//! answers field by field: a field may be added (a new field with its default), none may change or go.
+//!
+//! Every release that changes the format adds its fixture: run
+//! `ENGRAM_WRITE_FIXTURE=v<N> cargo test --test store_fixtures -- --ignored write_fixture` with that release,
+//! and commit the new directory.
+
+use std::path::{Path, PathBuf};
+
+use engram::api::{Api, ApiRequest, ServiceInfo};
+use engram::{KnowledgeStore, StoreConfig};
+use serde_json::{Value, json};
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/stores")
+}
+
+fn api(dir: &Path) -> Api {
+    let store = KnowledgeStore::open(StoreConfig::new(dir)).expect("open the store");
+    Api::new(std::sync::Arc::new(store), ServiceInfo::default())
+}
+
+fn call(api: &Api, method: &str, target: &str, body: Value) -> Value {
+    let bytes = if body.is_null() { Vec::new() } else { serde_json::to_vec(&body).expect("json") };
+    let r = api.handle(ApiRequest::from_target(method, target, &bytes));
+    let text = String::from_utf8_lossy(&r.body).into_owned();
+    assert!((200..300).contains(&r.status), "{method} {target}: {} {text}", r.status);
+    if text.is_empty() { Value::Null } else { serde_json::from_str(&text).expect("a JSON answer") }
+}
+
+/// Writes every record kind of the format through the API (the same requests a client would send).
+fn populate(api: &Api) {
+    let post = |target: &str, body: Value| call(api, "POST", target, body);
+    post("/spaces", json!({"name": "Work", "description": "job things"}));
+    post("/labels?name=preferences&color=%23aa3300&description=likes%20and%20dislikes", Value::Null);
+    post(
+        "/memories",
+        json!({"id": "m-coffee", "content": "Prefers dark roast coffee, no sugar", "title": "Coffee",
+               "labels": ["preferences", "food"], "importance": 0.8, "confidence": 0.9, "unit_type": "preference",
+               "metadata": {"origin": "chat", "n": [1, 2.5, null, true], "nested": {"k": "v"}},
+               "event_start": "2025-05", "source": "fixture"}),
+    );
+    post(
+        "/memories/batch",
+        json!({"memories": [
+            {"id": "m-lisbon", "content": "Alice plans to visit Lisbon with Bob in May 2025", "labels": ["travel"],
+             "unit_type": "plan", "event_start": "2025-05-10", "event_end": "2025-05-20", "temporal_context": "future"},
+            {"id": "m-berlin", "content": "Jon moved to Berlin in 2021 for work at Siemens", "labels": ["people"]},
+            {"id": "m-team", "content": "Our team has 12 engineers in the Berlin office"},
+            {"id": "m-archive", "content": "The old wifi password was written on the fridge"},
+            {"id": "m-deprecated", "content": "The build uses Python 3.8"},
+            {"id": "m-fav", "content": "Mom's birthday is on 14 March", "labels": ["family"]},
+            {"id": "m-forget", "content": "A note that is forgotten later"},
+            {"id": "m-old-release", "content": "The release is planned for March"}
+        ]}),
+    );
+    // A version chain: a content change (version 2), then a newer memory superseding an older one.
+    call(api, "PATCH", "/memories/m-coffee", json!({"content": "Prefers dark roast coffee with oat milk"}));
+    post("/memories", json!({"id": "m-new-release", "content": "The release is planned for April"}));
+    post("/memories/m-old-release/supersede", json!({"newer_memory_id": "m-new-release", "reason": "moved"}));
+    // A review event: a newer memory that updates an older one.
+    post("/memories", json!({"id": "m-team-2", "content": "Our team has 15 engineers in the Berlin office"}));
+    post("/memories/m-archive/archive", json!({"reason": "stale"}));
+    post("/memories/m-deprecated/deprecate", json!({"reason": "upgraded", "replacement_memory_id": "m-coffee"}));
+    post("/memories/m-forget/forget", json!({"reason": "asked to"}));
+    post("/memories/m-fav/favorite?is_favorite=true", Value::Null);
+    post(
+        "/memories/m-lisbon/relations",
+        json!({"target_memory_id": "m-berlin", "relation_type": "related", "reason": "same people",
+               "strength": 0.7, "confidence": 0.8, "bidirectional": true}),
+    );
+    post("/memories", json!({"id": "m-work", "content": "The quarterly report is due Friday", "space_id": "work",
+                             "labels": ["deadlines"]}));
+    // A label merge (recorded, reversible): food into a new label.
+    post("/labels?name=food-and-drink", Value::Null);
+    post("/labels/merge?source_id=label_food&target_id=label_food-and-drink", Value::Null);
+    // Threads: one with extracted memories, one whose every message is a memory.
+    post(
+        "/threads",
+        json!({"thread_id": "t-dog", "title": "the dog", "source": "fixture", "participants": ["user", "assistant"],
+               "messages": [
+                   {"role": "user", "content": "We adopted a border collie named Pixel last week"},
+                   {"role": "assistant", "content": "Congratulations! How is Pixel settling in?"},
+                   {"role": "user", "content": "My sister Carol lives in Lyon and wants to meet Pixel"}]}),
+    );
+    post("/threads/t-dog/favorite?is_favorite=true", Value::Null);
+    post(
+        "/threads",
+        json!({"thread_id": "t-log", "title": "a log", "metadata": {"analysis": "per-message"},
+               "messages": [
+                   {"role": "user", "content": "Deployed version 4.2 to production on Monday"},
+                   {"role": "user", "content": "Rolled back version 4.2 on Tuesday after errors"}]}),
+    );
+    post("/threads/t-dog/append", json!({"messages": [{"role": "user", "content": "Pixel loves the beach at Nazaré"}]}));
+    // Sources with chunks (and memories extracted from one).
+    post(
+        "/sources/ingest/file?extract_memories=true",
+        json!({"file_name": "lighthouses.md", "labels": ["reading"],
+               "content": "# Lighthouses\n\nThe harbour lighthouse in Porto was built in 1890.\n\n## Visits\n\nTours run on Sundays from April to October."}),
+    );
+    post("/sources/ingest/file", json!({"file_name": "cities.csv", "content": "city,country\nLisbon,Portugal\nLyon,France\n"}));
+    call(api, "PUT", "/agent/working-memory", json!({"content": "Focus: ship the store fixtures"}));
+    // Communities and crystals.
+    api.store().recompute_graph().expect("graph recompute");
+}
+
+/// Routes whose answers make the view (besides one `GET` per memory, thread and source, and their relations).
+const VIEW: &[&str] = &[
+    "/spaces",
+    "/memories?limit=100",
+    "/memories?limit=100&state=archived",
+    "/memories?limit=100&state=deprecated",
+    "/memories?limit=100&state=superseded",
+    "/memories?limit=100&space_id=work",
+    "/labels?limit=100",
+    "/labels?limit=100&space_id=work",
+    "/labels/merges",
+    "/threads?limit=100",
+    "/favorites/threads",
+    "/sources?limit=100",
+    "/agent/working-memory",
+    "/communities",
+    "/agent/feed/events?limit=100",
+];
+
+/// The API's view of a store: route -> answer.
+fn view(api: &Api) -> serde_json::Map<String, Value> {
+    let mut out = serde_json::Map::new();
+    let get = |t: &str| call(api, "GET", t, Value::Null);
+    for t in VIEW {
+        out.insert((*t).to_string(), get(t));
+    }
+    let mut ids: Vec<String> = Vec::new();
+    for t in VIEW.iter().filter(|t| t.starts_with("/memories?")) {
+        for m in out[*t]["memories"].as_array().into_iter().flatten() {
+            ids.extend(m["id"].as_str().map(str::to_string));
+        }
+    }
+    ids.sort();
+    ids.dedup();
+    for id in &ids {
+        out.insert(format!("/memories/{id}/relations"), get(&format!("/memories/{id}/relations")));
+    }
+    for t in out["/threads?limit=100"]["threads"].as_array().cloned().unwrap_or_default() {
+        let id = t["thread_id"].as_str().unwrap_or_default().to_string();
+        out.insert(format!("/threads/{id}"), get(&format!("/threads/{id}")));
+    }
+    for s in out["/sources?limit=100"]["sources"].as_array().cloned().unwrap_or_default() {
+        let id = s["id"].as_str().unwrap_or_default().to_string();
+        out.insert(format!("/sources/{id}"), get(&format!("/sources/{id}")));
+        out.insert(format!("/sources/{id}/content"), get(&format!("/sources/{id}/content")));
+    }
+    // Reads by id last: they count accesses, which the listings above show. Each read stamps
+    // `last_accessed_at` with its own time, so that one field of these answers is left out of the view.
+    for id in &ids {
+        let mut m = get(&format!("/memories/{id}"));
+        if let Some(o) = m.as_object_mut() {
+            o.remove("last_accessed_at");
+        }
+        out.insert(format!("/memories/{id}"), m);
+    }
+    out
+}
+
+/// `new` shows everything `old` showed: every field of every object equal (new fields allowed), every list the
+/// same length. Differences are collected with their paths.
+fn compare(old: &Value, new: &Value, path: &str, diffs: &mut Vec<String>) {
+    match (old, new) {
+        (Value::Object(o), Value::Object(n)) => {
+            for (k, v) in o {
+                match n.get(k) {
+                    Some(w) => compare(v, w, &format!("{path}.{k}"), diffs),
+                    None => diffs.push(format!("{path}.{k}: gone (was {v})")),
+                }
+            }
+        }
+        (Value::Array(o), Value::Array(n)) if o.len() == n.len() => {
+            for (i, (v, w)) in o.iter().zip(n).enumerate() {
+                compare(v, w, &format!("{path}[{i}]"), diffs);
+            }
+        }
+        (Value::Number(a), Value::Number(b)) if a.as_f64() == b.as_f64() => {}
+        _ if old == new => {}
+        _ => diffs.push(format!("{path}: {old} -> {new}")),
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for e in std::fs::read_dir(from).expect("read fixture dir") {
+        let e = e.expect("entry");
+        let target = to.join(e.file_name());
+        if e.file_type().expect("type").is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), &target).expect("copy");
+        }
+    }
+}
+
+/// The view of a copy of the fixture `data` (the fixture itself is never opened: opening may migrate it).
+fn view_of_copy(data: &Path) -> serde_json::Map<String, Value> {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    copy_dir(data, tmp.path());
+    let api = api(tmp.path());
+    api.store().wait_for_indexes(std::time::Duration::from_secs(60));
+    view(&api)
+}
+
+#[test]
+fn every_fixture_opens_with_the_api_view_it_was_written_with() {
+    let mut found = 0;
+    let mut dirs: Vec<_> = std::fs::read_dir(fixtures()).expect("tests/fixtures/stores").flatten().collect();
+    dirs.sort_by_key(|d| d.file_name());
+    for d in dirs {
+        let data = d.path().join("redb");
+        if !data.join("engram.redb").exists() {
+            continue;
+        }
+        found += 1;
+        let expected: Value =
+            serde_json::from_slice(&std::fs::read(d.path().join("api-view.json")).expect("api-view.json"))
+                .expect("api-view.json parses");
+        let now = Value::Object(view_of_copy(&data));
+        let mut diffs = Vec::new();
+        compare(&expected, &now, "", &mut diffs);
+        assert!(diffs.is_empty(), "{}: the API view changed:\n{}", d.path().display(), diffs.join("\n"));
+        // The fixture really holds every kind it promises.
+        let v = now.as_object().expect("object");
+        for (route, what) in [
+            ("/memories?limit=100&state=archived", "memories"),
+            ("/memories?limit=100&state=deprecated", "memories"),
+            ("/memories?limit=100&state=superseded", "memories"),
+            ("/labels/merges", "merges"),
+            ("/communities", "communities"),
+            ("/agent/feed/events?limit=100", "events"),
+        ] {
+            let n = v[route][what].as_array().map_or(0, Vec::len);
+            assert!(n > 0, "{}: {route} shows no {what}", d.path().display());
+        }
+    }
+    assert!(found > 0, "no store fixture under {}", fixtures().display());
+}
+
+/// Writes the fixture of this release's format (see the module documentation). Not run by default.
+#[test]
+#[ignore]
+fn write_fixture() {
+    let Ok(name) = std::env::var("ENGRAM_WRITE_FIXTURE") else {
+        eprintln!("set ENGRAM_WRITE_FIXTURE=v<format> to write tests/fixtures/stores/v<format>");
+        return;
+    };
+    let out = fixtures().join(&name);
+    assert!(!out.exists(), "{} exists: fixtures are never rewritten", out.display());
+    let tmp = tempfile::tempdir().expect("tempdir");
+    {
+        let api = api(tmp.path());
+        populate(&api);
+        api.store().wait_for_indexes(std::time::Duration::from_secs(60));
+    }
+    let data = out.join("redb");
+    copy_dir(tmp.path(), &data);
+    let _ = std::fs::remove_file(data.join("api-key"));
+    let v = view_of_copy(&data);
+    std::fs::write(out.join("api-view.json"), serde_json::to_string_pretty(&Value::Object(v)).expect("json"))
+        .expect("write api-view.json");
+}
