@@ -7,9 +7,14 @@
 //! answers of [`VIEW`] and of the per-record routes). The test opens a copy with this release and compares the
 //! answers field by field: a field may be added (a new field with its default), none may change or go.
 //!
-//! Every release that changes the format adds its fixture: run
-//! `ENGRAM_WRITE_FIXTURE=v<N> cargo test --test store_fixtures -- --ignored write_fixture` with that release,
-//! and commit the new directory.
+//! The PostgreSQL backend has its own fixture beside it: `postgres.sql` (a `pg_dump --inserts` of the store's
+//! schema, the schema's name replaced by `__SCHEMA__`), `postgres-data/` (the data directory's local files) and
+//! `api-view-postgres.json`. With `ENGRAM_TEST_PG` set (feature `postgres`), the test restores the dump into a
+//! schema of its own and compares the same way; under `CI` the server is required.
+//!
+//! Every release that changes the format adds its fixture: run `tools/postgres/write-store-fixture.sh v<N>`
+//! with that release (it starts a throwaway PostgreSQL cluster, runs the ignored test `write_fixture` for both
+//! backends and dumps the schema), and commit the new directory.
 
 use std::path::{Path, PathBuf};
 
@@ -22,7 +27,11 @@ fn fixtures() -> PathBuf {
 }
 
 fn api(dir: &Path) -> Api {
-    let store = KnowledgeStore::open(StoreConfig::new(dir)).expect("open the store");
+    api_with(StoreConfig::new(dir))
+}
+
+fn api_with(config: StoreConfig) -> Api {
+    let store = KnowledgeStore::open(config).expect("open the store");
     Api::new(std::sync::Arc::new(store), ServiceInfo::default())
 }
 
@@ -75,8 +84,11 @@ fn populate(api: &Api) {
         json!({"target_memory_id": "m-berlin", "relation_type": "related", "reason": "same people",
                "strength": 0.7, "confidence": 0.8, "bidirectional": true}),
     );
-    post("/memories", json!({"id": "m-work", "content": "The quarterly report is due Friday", "space_id": "work",
-                             "labels": ["deadlines"]}));
+    post(
+        "/memories",
+        json!({"id": "m-work", "content": "The quarterly report is due Friday", "space_id": "work",
+                             "labels": ["deadlines"]}),
+    );
     // A label merge (recorded, reversible): food into a new label.
     post("/labels?name=food-and-drink", Value::Null);
     post("/labels/merge?source_id=label_food&target_id=label_food-and-drink", Value::Null);
@@ -97,14 +109,20 @@ fn populate(api: &Api) {
                    {"role": "user", "content": "Deployed version 4.2 to production on Monday"},
                    {"role": "user", "content": "Rolled back version 4.2 on Tuesday after errors"}]}),
     );
-    post("/threads/t-dog/append", json!({"messages": [{"role": "user", "content": "Pixel loves the beach at Nazaré"}]}));
+    post(
+        "/threads/t-dog/append",
+        json!({"messages": [{"role": "user", "content": "Pixel loves the beach at Nazaré"}]}),
+    );
     // Sources with chunks (and memories extracted from one).
     post(
         "/sources/ingest/file?extract_memories=true",
         json!({"file_name": "lighthouses.md", "labels": ["reading"],
                "content": "# Lighthouses\n\nThe harbour lighthouse in Porto was built in 1890.\n\n## Visits\n\nTours run on Sundays from April to October."}),
     );
-    post("/sources/ingest/file", json!({"file_name": "cities.csv", "content": "city,country\nLisbon,Portugal\nLyon,France\n"}));
+    post(
+        "/sources/ingest/file",
+        json!({"file_name": "cities.csv", "content": "city,country\nLisbon,Portugal\nLyon,France\n"}),
+    );
     call(api, "PUT", "/agent/working-memory", json!({"content": "Focus: ship the store fixtures"}));
     // Communities and crystals.
     api.store().recompute_graph().expect("graph recompute");
@@ -204,51 +222,116 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-/// The view of a copy of the fixture `data` (the fixture itself is never opened: opening may migrate it).
-fn view_of_copy(data: &Path) -> serde_json::Map<String, Value> {
+/// The view of a copy of the fixture `data` (the fixture itself is never opened: opening may migrate it), on
+/// redb, or on PostgreSQL with the records of `database` (a connection string whose schema holds the restored
+/// dump).
+fn view_of_copy(data: &Path, database: Option<&str>) -> serde_json::Map<String, Value> {
     let tmp = tempfile::tempdir().expect("tempdir");
-    copy_dir(data, tmp.path());
-    let api = api(tmp.path());
+    if data.exists() {
+        copy_dir(data, tmp.path()); // a PostgreSQL store's data directory may hold nothing (git keeps no empty dir)
+    }
+    let mut config = StoreConfig::new(tmp.path());
+    config.database_url = database.map(str::to_string);
+    let api = api_with(config);
     api.store().wait_for_indexes(std::time::Duration::from_secs(60));
     view(&api)
+}
+
+fn expect_same_view(fixture: &Path, expected: &Path, now: serde_json::Map<String, Value>) {
+    let expected: Value = serde_json::from_slice(&std::fs::read(expected).expect("the fixture's API view"))
+        .expect("the fixture's API view parses");
+    let now = Value::Object(now);
+    let mut diffs = Vec::new();
+    compare(&expected, &now, "", &mut diffs);
+    assert!(diffs.is_empty(), "{}: the API view changed:\n{}", fixture.display(), diffs.join("\n"));
+    // The fixture really holds every kind it promises.
+    let v = now.as_object().expect("object");
+    for (route, what) in [
+        ("/memories?limit=100&state=archived", "memories"),
+        ("/memories?limit=100&state=deprecated", "memories"),
+        ("/memories?limit=100&state=superseded", "memories"),
+        ("/labels/merges", "merges"),
+        ("/communities", "communities"),
+        ("/agent/feed/events?limit=100", "events"),
+        ("/sources?limit=100", "sources"),
+        ("/favorites/threads", ""),
+    ] {
+        let n = if what.is_empty() { v[route].as_array() } else { v[route][what].as_array() }.map_or(0, Vec::len);
+        assert!(n > 0, "{}: {route} shows no {what}", fixture.display());
+    }
+}
+
+fn fixture_dirs() -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> =
+        std::fs::read_dir(fixtures()).expect("tests/fixtures/stores").flatten().map(|d| d.path()).collect();
+    dirs.sort();
+    dirs
 }
 
 #[test]
 fn every_fixture_opens_with_the_api_view_it_was_written_with() {
     let mut found = 0;
-    let mut dirs: Vec<_> = std::fs::read_dir(fixtures()).expect("tests/fixtures/stores").flatten().collect();
-    dirs.sort_by_key(|d| d.file_name());
-    for d in dirs {
-        let data = d.path().join("redb");
-        if !data.join("engram.redb").exists() {
-            continue;
-        }
-        found += 1;
-        let expected: Value =
-            serde_json::from_slice(&std::fs::read(d.path().join("api-view.json")).expect("api-view.json"))
-                .expect("api-view.json parses");
-        let now = Value::Object(view_of_copy(&data));
-        let mut diffs = Vec::new();
-        compare(&expected, &now, "", &mut diffs);
-        assert!(diffs.is_empty(), "{}: the API view changed:\n{}", d.path().display(), diffs.join("\n"));
-        // The fixture really holds every kind it promises.
-        let v = now.as_object().expect("object");
-        for (route, what) in [
-            ("/memories?limit=100&state=archived", "memories"),
-            ("/memories?limit=100&state=deprecated", "memories"),
-            ("/memories?limit=100&state=superseded", "memories"),
-            ("/labels/merges", "merges"),
-            ("/communities", "communities"),
-            ("/agent/feed/events?limit=100", "events"),
-        ] {
-            let n = v[route][what].as_array().map_or(0, Vec::len);
-            assert!(n > 0, "{}: {route} shows no {what}", d.path().display());
+    for d in fixture_dirs() {
+        let data = d.join("redb");
+        if data.join("engram.redb").exists() {
+            found += 1;
+            expect_same_view(&d, &d.join("api-view.json"), view_of_copy(&data, None));
         }
     }
     assert!(found > 0, "no store fixture under {}", fixtures().display());
 }
 
-/// Writes the fixture of this release's format (see the module documentation). Not run by default.
+/// `base` (a server's connection string) with `schema` as the search path.
+#[cfg(feature = "postgres")]
+fn in_schema(base: &str, schema: &str) -> String {
+    if base.contains("://") {
+        let sep = if base.contains('?') { '&' } else { '?' };
+        format!("{base}{sep}options=-csearch_path%3D{schema}")
+    } else {
+        format!("{base} options='-csearch_path={schema}'")
+    }
+}
+
+/// Restores a fixture's dump into a schema of its own on `base`, opens it with the local files of `data`, and
+/// returns its view; the schema is dropped after.
+#[cfg(feature = "postgres")]
+fn view_of_restored_dump(base: &str, sql: &str, data: &Path, tag: &str) -> serde_json::Map<String, Value> {
+    let schema = format!("fx_{tag}_{}", std::process::id());
+    let mut client = engram::storage::postgres::connect(base).expect("connect");
+    // The dump names pgvector's type in `public`, where the backend installs the extension.
+    client
+        .batch_execute(&format!("CREATE EXTENSION IF NOT EXISTS vector; DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .expect("drop");
+    client.batch_execute(&sql.replace("__SCHEMA__", &schema)).expect("restore the dump");
+    let view = view_of_copy(data, Some(&in_schema(base, &schema)));
+    client.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE")).expect("drop");
+    view
+}
+
+/// The PostgreSQL fixtures: each dump restored into a schema of its own, opened, and its view compared.
+#[cfg(feature = "postgres")]
+#[test]
+fn every_postgres_fixture_opens_with_the_api_view_it_was_written_with() {
+    let base = match std::env::var("ENGRAM_TEST_PG") {
+        Ok(url) if !url.is_empty() => url,
+        _ if std::env::var_os("CI").is_some() => panic!("CI: ENGRAM_TEST_PG must name a PostgreSQL server"),
+        _ => return eprintln!("skipped: set ENGRAM_TEST_PG to open the PostgreSQL fixtures"),
+    };
+    let mut found = 0;
+    for d in fixture_dirs() {
+        let Ok(sql) = std::fs::read_to_string(d.join("postgres.sql")) else { continue };
+        found += 1;
+        let tag = d.file_name().and_then(|n| n.to_str()).unwrap_or("x").to_string();
+        let now = view_of_restored_dump(&base, &sql, &d.join("postgres-data"), &tag);
+        expect_same_view(&d, &d.join("api-view-postgres.json"), now);
+    }
+    assert!(found > 0, "no PostgreSQL store fixture under {}", fixtures().display());
+}
+
+/// Writes the fixture of this release's format (see the module documentation). Not run by default. With
+/// `ENGRAM_WRITE_FIXTURE_PG` (a server's connection string; feature `postgres`) it writes the PostgreSQL fixture
+/// instead: the store in a schema of its own, dumped with `pg_dump --inserts` (`PG_BIN`, default
+/// `/usr/lib/postgresql/15/bin`) before anything reads it, and the view of that dump restored elsewhere.
 #[test]
 #[ignore]
 fn write_fixture() {
@@ -257,8 +340,48 @@ fn write_fixture() {
         return;
     };
     let out = fixtures().join(&name);
-    assert!(!out.exists(), "{} exists: fixtures are never rewritten", out.display());
     let tmp = tempfile::tempdir().expect("tempdir");
+    #[cfg(feature = "postgres")]
+    if let Ok(base) = std::env::var("ENGRAM_WRITE_FIXTURE_PG") {
+        assert!(!out.join("postgres.sql").exists(), "{name}: fixtures are never rewritten");
+        let schema = format!("fixture_{name}");
+        let mut client = engram::storage::postgres::connect(&base).expect("connect");
+        client
+            .batch_execute(&format!("CREATE EXTENSION IF NOT EXISTS vector; CREATE SCHEMA {schema}"))
+            .expect("schema");
+        {
+            let mut config = StoreConfig::new(tmp.path());
+            config.database_url = Some(in_schema(&base, &schema));
+            let api = api_with(config);
+            populate(&api);
+            api.store().wait_for_indexes(std::time::Duration::from_secs(60));
+        }
+        let bin = std::env::var("PG_BIN").unwrap_or_else(|_| "/usr/lib/postgresql/15/bin".into());
+        let dump = std::process::Command::new(format!("{bin}/pg_dump"))
+            .arg(format!("--dbname={base}"))
+            .args([&format!("--schema={schema}"), "--inserts", "--no-owner", "--no-privileges"])
+            .output()
+            .expect("run pg_dump");
+        assert!(dump.status.success(), "pg_dump: {}", String::from_utf8_lossy(&dump.stderr));
+        // psql's `\restrict` guard lines are not SQL; the schema's name becomes a placeholder.
+        let sql: String = String::from_utf8(dump.stdout)
+            .expect("UTF-8 dump")
+            .lines()
+            .filter(|l| !l.starts_with("\\restrict ") && !l.starts_with("\\unrestrict "))
+            .map(|l| l.replace(&schema, "__SCHEMA__") + "\n")
+            .collect();
+        std::fs::create_dir_all(&out).expect("mkdir");
+        std::fs::write(out.join("postgres.sql"), &sql).expect("write postgres.sql");
+        let data = out.join("postgres-data");
+        copy_dir(tmp.path(), &data);
+        let _ = std::fs::remove_file(data.join("api-key"));
+        let v = view_of_restored_dump(&base, &sql, &data, "write");
+        let text = serde_json::to_string_pretty(&Value::Object(v)).expect("json");
+        std::fs::write(out.join("api-view-postgres.json"), text).expect("write");
+        client.batch_execute(&format!("DROP SCHEMA {schema} CASCADE")).expect("drop");
+        return;
+    }
+    assert!(!out.join("api-view.json").exists(), "{name}: fixtures are never rewritten");
     {
         let api = api(tmp.path());
         populate(&api);
@@ -267,7 +390,7 @@ fn write_fixture() {
     let data = out.join("redb");
     copy_dir(tmp.path(), &data);
     let _ = std::fs::remove_file(data.join("api-key"));
-    let v = view_of_copy(&data);
+    let v = view_of_copy(&data, None);
     std::fs::write(out.join("api-view.json"), serde_json::to_string_pretty(&Value::Object(v)).expect("json"))
-        .expect("write api-view.json");
+        .expect("write");
 }
