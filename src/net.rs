@@ -136,7 +136,7 @@ impl Default for UrlPolicy {
             allow_hosts: Vec::new(),
             connect_timeout: Duration::from_secs(10),
             total_timeout: Duration::from_secs(30),
-            max_bytes: crate::store::MAX_SOURCE_BYTES as u64,
+            max_bytes: crate::model::MAX_SOURCE_BYTES as u64,
             max_redirects: 5,
         }
     }

@@ -292,7 +292,9 @@ def run_engram_python(work, texts, docs, qs, qtexts):
     ready_s = time.perf_counter() - t0
 
     def search(q, t):
-        return [int(h.memory.id[1:]) for h in store.search(t, query_embedding=q, mode="vector", limit=10)]
+        # Similarity alone, as the library bench and the peers rank (no entity, PageRank or decay priors).
+        hits = store.search(t, query_embedding=q, mode="vector", limit=10, priors=False)
+        return [int(h.memory.id[1:]) for h in hits]
 
     p50, p99, found = timed_queries(search, qs, qtexts)
     store.close()

@@ -80,9 +80,9 @@ pub struct FindPage {
 fn parse_time(loc: &str, v: Option<&str>, end: bool) -> Result<Option<Timestamp>> {
     let Some(v) = v.filter(|v| !v.is_empty()) else { return Ok(None) };
     let t = crate::index::catalog::parse_loose_date(v)
-        .ok_or_else(|| einval(loc, "a date (YYYY-MM-DD) or an RFC 3339 date-time", v))?;
-    // `until` with a whole day includes that day.
-    Ok(Some(if end && v.len() == 10 { Timestamp(t.0 + 86_400_000 - 1) } else { t }))
+        .ok_or_else(|| einval(loc, "a date (YYYY, YYYY-MM, YYYY-MM-DD) or an RFC 3339 date-time", v))?;
+    // `until` names the end of the period it gives, as search's date bounds do: `until=2023` includes 2023.
+    Ok(Some(if end { Timestamp(crate::index::catalog::end_of_period(v, t.0)) } else { t }))
 }
 
 /// Runs a `find`.
@@ -225,4 +225,22 @@ pub fn recall(
         }
         _ => return Err(einval("path", "recall searches /memories, /memories/by-label/<label> or /sources", path)),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `until` ends where the period it names ends, the rule of search's date bounds: a year, a month or a day
+    /// is included whole; a date-time is an instant.
+    #[test]
+    fn until_includes_the_whole_period_it_names() {
+        let at = |s: &str, end: bool| parse_time("until", Some(s), end).expect("parses").expect("given").0;
+        assert_eq!(at("2023", true), 1_704_067_199_999); // 2023-12-31T23:59:59.999Z
+        assert_eq!(at("2023-02", true), 1_677_628_799_999); // 2023-02-28T23:59:59.999Z
+        assert_eq!(at("2023-02-03", true), 1_675_468_799_999); // 2023-02-03T23:59:59.999Z
+        assert_eq!(at("2023-02-03T10:00:00Z", true), 1_675_418_400_000);
+        assert_eq!(at("2023", false), 1_672_531_200_000); // `since`: the period's start
+        assert!(parse_time("until", Some("20x3"), true).is_err());
+    }
 }

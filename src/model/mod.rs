@@ -12,6 +12,6 @@ pub use common::{Metadata, Timestamp};
 pub use entity::Entity;
 pub use label::Label;
 pub use memory::{MONTH_NAMES, Memory, MemoryState, TemporalContext, UnitType, date_precision, spell_date};
-pub use source::{SOURCE_STATES, Source};
+pub use source::{MAX_SOURCE_BYTES, SOURCE_STATES, Source};
 pub use space::{Space, SpaceUsage};
 pub use thread::{Message, Thread};

@@ -6,6 +6,11 @@ use utoipa::ToSchema;
 
 use super::{Metadata, Timestamp};
 
+/// Largest document accepted, in bytes (64 MiB): an upload, a file on the server's machine, or a fetched URL.
+/// Defined with the record (a leaf module), so that the fetcher (`net`) and the store read the same bound without
+/// depending on each other.
+pub const MAX_SOURCE_BYTES: usize = 64 << 20;
+
 /// Where a source is in its lifecycle (the values `nmem library list --state` offers).
 ///
 /// `ingested` (bytes stored) -> `parsed` (text and section tree) -> `chunked` (chunks searchable) ->

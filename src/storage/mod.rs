@@ -16,6 +16,8 @@ mod port;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 mod primitives;
+/// The column codec shared by the backends (keys and values as typed columns).
+pub(crate) mod record;
 mod redb;
 pub mod tables;
 pub(crate) mod txn;

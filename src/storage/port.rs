@@ -10,7 +10,7 @@ use std::path::Path;
 
 #[cfg(feature = "postgres")]
 use super::postgres::{PgClaim, PgDb, PgRows, PgTable, PgTx};
-use super::redb::record::decode;
+use super::record::decode;
 use super::redb::{
     Borrowed, KeyType, RedbDb, RedbGot, RedbRead, RedbReadTable, RedbRows, RedbTable, RedbWrite, ValueType,
 };

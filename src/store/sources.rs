@@ -18,8 +18,7 @@ use crate::index::bm25;
 use crate::index::lexicon::{self, Lexicon};
 use crate::model::{Label, Metadata, SOURCE_STATES, Source, Timestamp};
 
-/// Largest document accepted, in bytes (64 MiB).
-pub const MAX_SOURCE_BYTES: usize = 64 << 20;
+pub use crate::model::MAX_SOURCE_BYTES;
 /// Longest file name, in characters.
 const MAX_NAME_CHARS: usize = 255;
 /// Chunks with fewer words give no memory.

@@ -244,6 +244,14 @@ struct Memory {
     view: MemoryView,
 }
 
+impl Memory {
+    /// An empty record (two short strings), to leave in a hit whose memory moved out.
+    fn placeholder() -> MemoryView {
+        let memory = engram::Memory::with_defaults(String::new(), String::new(), String::new(), engram::Timestamp(0));
+        MemoryView { memory, label_ids: Vec::new() }
+    }
+}
+
 #[pymethods]
 impl Memory {
     /// Identifier, unique across spaces.
@@ -977,9 +985,11 @@ impl Store {
     /// `query_embedding`: a 1-D `float32` vector (`dim` floats) used in place of embedding `query` (required in
     /// external-embedder stores for vector ranking; `query` may then be ""). `include_context`: also return the
     /// messages or chunks around each hit (`Hit.context`; an int asks for that many on each side, 1..=10).
+    /// `priors`: the entity, PageRank, importance and decay adjustments of the ranking (`docs/retrieval.md`);
+    /// False ranks by the retrieval scores alone (cosine similarity in `vector` mode), as a vector database does.
     ///
     /// Raises `InvalidInput` (empty query, limit out of range, bad vector), `NotFound` (unknown space).
-    #[pyo3(signature = (query, *, limit=10, mode="hybrid", filters=None, query_embedding=None, include_context=None, space=DEFAULT_SPACE))]
+    #[pyo3(signature = (query, *, limit=10, mode="hybrid", filters=None, query_embedding=None, include_context=None, space=DEFAULT_SPACE, priors=true))]
     #[allow(clippy::too_many_arguments)]
     fn search(
         &self,
@@ -991,6 +1001,7 @@ impl Store {
         query_embedding: Option<&Bound<'_, PyAny>>,
         include_context: Option<&Bound<'_, PyAny>>,
         space: &str,
+        priors: bool,
     ) -> PyResult<Vec<Hit>> {
         let mode = match mode {
             "hybrid" => SearchMode::Hybrid,
@@ -1016,15 +1027,22 @@ impl Store {
                 .filter(|e| !e.is_none())
                 .map(|e| vector_arg(py, e, "query_embedding"))
                 .transpose()?,
-            options: SearchOptions { include_context: context, ..Default::default() },
+            options: SearchOptions {
+                include_context: context,
+                priors: (!priors).then_some(false),
+                ..Default::default()
+            },
         };
         let api = self.api(py)?;
         let found = py.detach(|| api.store().search(&q)).map_err(to_py)?;
         found
             .hits
             .into_iter()
-            .map(|h| {
-                let memory = Py::new(py, Memory { view: h.view.clone() })?;
+            .map(|mut h| {
+                // The memory moves into its Python object (no copy); the hit keeps an empty record beside
+                // the scores, terms and context it reads.
+                let empty = Memory::placeholder();
+                let memory = Py::new(py, Memory { view: std::mem::replace(&mut h.view, empty) })?;
                 Ok(Hit { hit: h, memory })
             })
             .collect()

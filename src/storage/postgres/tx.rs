@@ -19,7 +19,7 @@ use postgres::{Row, Statement};
 use super::vectors::{self, VectorIndex};
 use super::{PgManager, pg_error};
 use crate::error::Result;
-use crate::storage::redb::record::{SqlValue, decode};
+use crate::storage::record::{SqlValue, decode};
 use crate::storage::tables::VECTORS;
 use crate::storage::{Borrowed, Durability, KeyType, Kind, KindStats, ValueType};
 

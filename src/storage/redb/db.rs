@@ -8,8 +8,8 @@ use std::path::Path;
 
 use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, TableHandle};
 
-use super::record::Record;
 use crate::error::{Error, ErrorKind, Result};
+use crate::storage::record::Record;
 use crate::storage::{Device, Durability, Kind, KindStats};
 
 /// A key type a record kind may use: `&str`, `u64` and tuples of them (redb's `Key`).

@@ -4,7 +4,6 @@
 
 mod db;
 mod error;
-pub(crate) mod record;
 
 pub use db::{Borrowed, FileDevice, KeyType, ValueType};
 pub(crate) use db::{RedbDb, RedbGot, RedbRead, RedbReadTable, RedbRows, RedbTable, RedbWrite};

@@ -186,6 +186,7 @@ class Store:
         query_embedding: Optional[VectorLike] = None,
         include_context: Union[bool, int, None] = None,
         space: str = "default",
+        priors: bool = True,
     ) -> List[Hit]: ...
     def request(self, method: str, target: str, body: Union[bytes, str, None] = None) -> Response: ...
     def export(

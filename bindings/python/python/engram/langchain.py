@@ -105,8 +105,15 @@ class EngramVectorStore(VectorStore):
     def _hits(self, query: str, k: int, vector: Optional[Sequence[float]], filter: Optional[dict[str, Any]]) -> List[Hit]:
         k = max(1, min(int(k), MAX_K))
         if vector is not None:
+            # Cosine similarity alone, as LangChain's vector stores rank: no entity, PageRank or decay priors.
             return self.store.search(
-                query, limit=k, mode="vector", query_embedding=np.asarray(vector, dtype=np.float32), filters=filter, space=self.space
+                query,
+                limit=k,
+                mode="vector",
+                query_embedding=np.asarray(vector, dtype=np.float32),
+                filters=filter,
+                space=self.space,
+                priors=False,
             )
         return self.store.search(query, limit=k, filters=filter, space=self.space)
 

@@ -1,7 +1,7 @@
 //! Key and value types as columns: how a backend that stores parts in typed columns (PostgreSQL) converts a
 //! record kind's keys and values to column values and back. Keys and values travel through the port in redb's
 //! own byte encoding (`redb::Value::as_bytes`), so a row read from another backend is served by the same
-//! [`super::Got`] accessor as a redb page.
+//! [`super::Got`] accessor as a redb page. Shared by both backends, so it lives beside them, not in either.
 
 use crate::error::{Error, ErrorKind, Result};
 
