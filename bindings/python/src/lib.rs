@@ -567,6 +567,13 @@ struct ExportReport {
     elapsed_ms: f64,
 }
 
+#[pymethods]
+impl ExportReport {
+    fn __repr__(&self) -> String {
+        format!("ExportReport(path={:?}, bytes={}, sha256={:?})", self.path, self.bytes, self.sha256)
+    }
+}
+
 /// What `Store.import_archive` read and wrote.
 #[pyclass(module = "engram._engram", frozen, get_all)]
 struct ImportReport {
@@ -576,6 +583,18 @@ struct ImportReport {
     counts: BTreeMap<String, BTreeMap<String, u64>>,
     /// Milliseconds taken.
     elapsed_ms: f64,
+}
+
+#[pymethods]
+impl ImportReport {
+    fn __repr__(&self) -> String {
+        format!(
+            "ImportReport(records={}, kinds={}, elapsed_ms={:.1})",
+            self.records,
+            self.counts.len(),
+            self.elapsed_ms
+        )
+    }
 }
 
 // ---------------------------------------------------------------------------------------------------------
