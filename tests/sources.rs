@@ -341,6 +341,11 @@ fn csv_and_tsv_sources_are_analysed_by_column_and_searchable_by_value() {
     let e = call(&srv, "GET", &format!("/sources/{mid}/analysis"), None);
     assert_eq!(e.status, 422);
     assert_eq!(e.json()["detail"][0]["type"], "not_tabular");
+    // The library names the field; the HTTP layer puts the path parameter and the query parameter first.
+    assert_eq!(e.json()["detail"][0]["loc"], serde_json::json!(["path", "source_id"]));
+    let unknown = call(&srv, "GET", &format!("/sources/{tid}/analysis?columns=altitude"), None);
+    assert_eq!(unknown.status, 422, "{}", unknown.body);
+    assert_eq!(unknown.json()["detail"][0]["loc"], serde_json::json!(["query", "columns"]));
     assert_eq!(call(&srv, "GET", "/sources/src_nope/analysis", None).status, 404);
     // Deleting the table deletes its memory.
     assert_eq!(call(&srv, "DELETE", &format!("/sources/{id}"), None).json()["memories_deleted"], 1);

@@ -278,8 +278,17 @@ fn place_fields(e: Error, route: &Route) -> Error {
     }
     e.map_fields(|mut f| {
         let first = f.loc.first().and_then(|v| v.as_str());
+        // A field named like a parameter of the route's path (`{source_id}`) came from the path.
+        let in_path = first.is_some_and(|n| route.path.contains(&format!("{{{n}}}")));
         let in_query = route.body.is_none() || first.is_some_and(|n| route.query.iter().any(|p| p.name == n));
-        f.place(&[if in_query { "query" } else { "body" }.into()]);
+        f.place(&[if in_path {
+            "path"
+        } else if in_query {
+            "query"
+        } else {
+            "body"
+        }
+        .into()]);
         f
     })
 }

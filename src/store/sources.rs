@@ -11,7 +11,7 @@ use super::memories::{WTables, check_label_name};
 use super::tables::*;
 use super::{IndexOp, KnowledgeStore, Page, get_record, schema};
 use crate::error::ErrorCode;
-use crate::error::{Error, ErrorKind, FieldError, Result};
+use crate::error::{Error, FieldError, Result};
 use crate::extract::document::{self, Chunk, Format};
 use crate::extract::pdf;
 use crate::index::bm25;
@@ -165,6 +165,113 @@ fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 /// `name` without directories (either separator).
+/// Checks a new source before anything is read or stored: its name, size, format and label names. Returns the
+/// base name, the format and the canonical label names.
+///
+/// # Errors
+/// [`crate::ErrorKind::InvalidInput`] with every problem found (`loc ["file"]` or `["labels", i]`).
+fn check_new_source(new: &NewSource) -> Result<(String, Format, BTreeSet<String>)> {
+    let name = base_name(&new.original_name).to_string();
+    let mut errs = Vec::new();
+    if name.is_empty() || name.chars().count() > MAX_NAME_CHARS || name.chars().any(char::is_control) {
+        errs.push(FieldError::field(
+            &["file"],
+            "value_error",
+            "the file name must have 1 to 255 characters and no control characters",
+            serde_json::Value::String(new.original_name.clone()),
+        ));
+    }
+    if new.bytes.len() > MAX_SOURCE_BYTES {
+        errs.push(FieldError::field(
+            &["file"],
+            "value_error",
+            format!("the document has {} bytes; at most {MAX_SOURCE_BYTES} are accepted", new.bytes.len()),
+            serde_json::Value::Null,
+        ));
+    }
+    let format = Format::detect(&name, &new.mime_type);
+    if format.is_none() {
+        errs.push(FieldError::field(
+            &["file"],
+            "unsupported_format",
+            "only markdown, plain text, HTML, CSV, TSV, DOCX and PDF documents can be parsed in this release",
+            serde_json::json!({"file_name": name, "mime_type": new.mime_type}),
+        ));
+    }
+    let mut labels = BTreeSet::new();
+    for (i, l) in new.labels.iter().enumerate() {
+        let idx = i.to_string();
+        if let Some(n) = check_label_name(l, &["labels", &idx], &mut errs) {
+            labels.insert(n);
+        }
+    }
+    match format {
+        Some(format) if errs.is_empty() => Ok((name, format, labels)),
+        _ => Err(Error::invalid(errs)),
+    }
+}
+
+/// The record of a new source, `ingested`, before its document is parsed.
+fn source_record(
+    new: &NewSource,
+    space: &str,
+    name: &str,
+    format: Format,
+    sha: &str,
+    labels: &BTreeSet<String>,
+    now: Timestamp,
+) -> Source {
+    Source {
+        id: format!("src_{}", uuid::Uuid::now_v7().simple()),
+        source_type: if new.source_type.is_empty() { "file".into() } else { new.source_type.clone() },
+        original_name: name.to_string(),
+        mime_type: format.mime().into(),
+        file_path: new.file_path.clone(),
+        parsed_path: format!("/sources/{}", crate::text::encode_segment(name)),
+        source_url: new.source_url.clone(),
+        sha256: sha.to_string(),
+        size_bytes: new.bytes.len() as u64,
+        version: 1,
+        space_id: space.to_string(),
+        lifecycle_state: "ingested".into(),
+        chunk_count: 0,
+        memory_count: 0,
+        section_tree: "[]".into(),
+        summary: String::new(),
+        error_message: String::new(),
+        created_at: now,
+        updated_at: now,
+        metadata: new.metadata.clone(),
+        label_ids: labels.iter().map(|n| Label::id_for(n)).collect(),
+    }
+}
+
+/// Records a parse's outcome on the source: `chunked` with its sections, summary and chunk count (and a PDF's
+/// title when none was given), or `error` with the reason. Returns the parsed document, if any.
+fn apply_parse(
+    source: &mut Source,
+    format: Format,
+    parsed: std::result::Result<document::Parsed, String>,
+) -> Option<document::Parsed> {
+    match parsed {
+        Ok(p) => {
+            if let (Format::Pdf, false, Some(t)) = (format, has_title(&source.metadata), &p.title) {
+                source.metadata.0.insert("title".into(), t.clone().into());
+            }
+            source.lifecycle_state = "chunked".into();
+            source.section_tree = serde_json::to_string(&p.sections).unwrap_or_else(|_| "[]".into());
+            source.summary = document::summary(&p.text, 300);
+            source.chunk_count = p.chunks.len() as u64;
+            Some(p)
+        }
+        Err(msg) => {
+            source.lifecycle_state = "error".into();
+            source.error_message = msg;
+            None
+        }
+    }
+}
+
 fn base_name(name: &str) -> &str {
     name.rsplit(['/', '\\']).next().unwrap_or(name).trim()
 }
@@ -182,82 +289,22 @@ impl KnowledgeStore {
     /// its information dictionary's title (else its first line) becomes `metadata.title` unless one is given.
     ///
     /// # Errors
-    /// * [`ErrorKind::InvalidInput`]: empty or too long a name, more than 64 MiB, an unsupported format
+    /// * [`crate::ErrorKind::InvalidInput`]: empty or too long a name, more than 64 MiB, an unsupported format
     ///   (images, office files other than DOCX: `loc ["file"]`, type `unsupported_format`), a DOCX or PDF that
     ///   cannot be read (encrypted, broken, a ZIP or stream bomb, a PDF without a text layer, over the PDF
     ///   bounds of [`crate::extract::pdf::PdfLimits`]: type `unparsable_document`, with the reason; nothing
     ///   stored), a bad label name.
-    /// * [`ErrorKind::NotFound`] (`space_not_found`).
+    /// * [`crate::ErrorKind::NotFound`] (`space_not_found`).
     pub fn ingest_source(&self, new: NewSource) -> Result<IngestReport> {
         let space = new.space_id.clone().unwrap_or_else(|| super::DEFAULT_SPACE.to_string());
-        let name = base_name(&new.original_name).to_string();
-        let mut errs = Vec::new();
-        if name.is_empty() || name.chars().count() > MAX_NAME_CHARS || name.chars().any(char::is_control) {
-            errs.push(FieldError::field(
-                &["file"],
-                "value_error",
-                "the file name must have 1 to 255 characters and no control characters",
-                serde_json::Value::String(new.original_name.clone()),
-            ));
-        }
-        if new.bytes.len() > MAX_SOURCE_BYTES {
-            errs.push(FieldError::field(
-                &["file"],
-                "value_error",
-                format!("the document has {} bytes; at most {MAX_SOURCE_BYTES} are accepted", new.bytes.len()),
-                serde_json::Value::Null,
-            ));
-        }
-        let format = Format::detect(&name, &new.mime_type);
-        if format.is_none() {
-            errs.push(FieldError::field(
-                &["file"],
-                "unsupported_format",
-                "only markdown, plain text, HTML, CSV, TSV, DOCX and PDF documents can be parsed in this release",
-                serde_json::json!({"file_name": name, "mime_type": new.mime_type}),
-            ));
-        }
-        let mut labels = BTreeSet::new();
-        for (i, l) in new.labels.iter().enumerate() {
-            let idx = i.to_string();
-            if let Some(n) = check_label_name(l, &["labels", &idx], &mut errs) {
-                labels.insert(n);
-            }
-        }
-        if !errs.is_empty() {
-            return Err(Error::invalid(errs));
-        }
-        let Some(format) = format else { return Err(Error::new(ErrorKind::Internal, "format checked above")) };
+        let (name, format, labels) = check_new_source(&new)?;
         self.require_space(&space)?;
         let sha = sha256_hex(&new.bytes);
         if let Some(existing) = self.source_by_sha(&space, &sha)? {
             return Ok(IngestReport { source: existing, deduplicated: true, memory_ids: vec![] });
         }
         let now = Timestamp::now();
-        let id = format!("src_{}", uuid::Uuid::now_v7().simple());
-        let mut source = Source {
-            id: id.clone(),
-            source_type: if new.source_type.is_empty() { "file".into() } else { new.source_type.clone() },
-            original_name: name.clone(),
-            mime_type: format.mime().into(),
-            file_path: new.file_path.clone(),
-            parsed_path: format!("/sources/{}", crate::text::encode_segment(&name)),
-            source_url: new.source_url.clone(),
-            sha256: sha.clone(),
-            size_bytes: new.bytes.len() as u64,
-            version: 1,
-            space_id: space.clone(),
-            lifecycle_state: "ingested".into(),
-            chunk_count: 0,
-            memory_count: 0,
-            section_tree: "[]".into(),
-            summary: String::new(),
-            error_message: String::new(),
-            created_at: now,
-            updated_at: now,
-            metadata: new.metadata.clone(),
-            label_ids: labels.iter().map(|n| Label::id_for(n)).collect(),
-        };
+        let mut source = source_record(&new, &space, &name, format, &sha, &labels, now);
         let parsed = document::parse(format, &new.bytes, &name);
         if let (Err(why), true) = (&parsed, format.refuses_unparsable()) {
             return Err(Error::invalid(vec![FieldError::field(
@@ -267,82 +314,91 @@ impl KnowledgeStore {
                 serde_json::json!({"file_name": name, "mime_type": format.mime()}),
             )]));
         }
-        let parsed = match parsed {
-            Ok(p) => {
-                if let (Format::Pdf, false, Some(t)) = (format, has_title(&source.metadata), &p.title) {
-                    source.metadata.0.insert("title".into(), t.clone().into());
-                }
-                source.lifecycle_state = "chunked".into();
-                source.section_tree = serde_json::to_string(&p.sections).unwrap_or_else(|_| "[]".into());
-                source.summary = document::summary(&p.text, 300);
-                source.chunk_count = p.chunks.len() as u64;
-                Some(p)
-            }
-            Err(msg) => {
-                source.lifecycle_state = "error".into();
-                source.error_message = msg;
-                None
-            }
-        };
-        let _w = self.writer.lock();
-        let raced = self.write_txn(|txn| {
-            // Checked again under the writer lock: a concurrent ingestion of the same bytes may have won.
-            if let Some(id) = txn.table(SOURCE_SHA)?.get((space.as_str(), sha.as_str()))? {
-                return Ok(Some(id.value().to_string()));
-            }
-            let mut t = WTables::open(txn)?;
-            for n in &labels {
-                let lid = Label::id_for(n);
-                if t.labels.get((space.as_str(), lid.as_str()))?.is_none() {
-                    let l = super::memories::new_label(&space, n, None, None, now);
-                    t.labels.put((space.as_str(), lid.as_str()), schema::encode(&l)?.as_slice())?;
-                }
-            }
-            drop(t);
-            txn.table(SOURCES)?.put((space.as_str(), id.as_str()), schema::encode(&source)?.as_slice())?;
-            txn.table(SOURCE_SPACE)?.put(id.as_str(), space.as_str())?;
-            txn.table(SOURCE_SHA)?.put((space.as_str(), sha.as_str()), id.as_str())?;
-            txn.table(SOURCE_FILES)?.put(id.as_str(), new.bytes.as_slice())?;
-            if let Some(p) = &parsed {
-                txn.table(SOURCE_TEXT)?.put(id.as_str(), p.text.as_bytes())?;
-                let mut chunks = txn.table(SOURCE_CHUNKS)?;
-                for (i, c) in p.chunks.iter().enumerate() {
-                    chunks.put((id.as_str(), i as u64), schema::encode(c)?.as_slice())?;
-                }
-            }
-            self.feed.publish(txn, super::feed::ChangeOut::Sources(&space))?;
-            Ok(None)
-        })?;
-        drop(_w);
-        if let Some(existing) = raced {
+        let parsed = apply_parse(&mut source, format, parsed);
+        if let Some(existing) = self.put_source(&source, &new.bytes, parsed.as_ref(), &labels, now)? {
             let source = self.get_source(&existing, Some(&space))?;
             return Ok(IngestReport { source, deduplicated: true, memory_ids: vec![] });
         }
         self.chunk_index.write().remove(&space);
-        let mut memory_ids = Vec::new();
-        if let (Some(p), true) = (&parsed, new.extract_memories) {
-            let batch = memories_of(&source, p, &labels);
-            memory_ids = batch.iter().filter_map(|m| m.id.clone()).collect();
-            let outcome = if batch.is_empty() { Ok(()) } else { self.create_memories(batch).map(|_| ()) };
-            match outcome {
-                Ok(()) => {
-                    source.lifecycle_state = "indexed".into();
-                    source.memory_count = memory_ids.len() as u64;
-                }
-                Err(e) => {
-                    memory_ids.clear();
-                    source.lifecycle_state = "error".into();
-                    source.error_message = format!("memory extraction failed: {}", e.message());
+        let memory_ids = match (&parsed, new.extract_memories) {
+            (Some(p), true) => self.extract_source_memories(&mut source, p, &labels)?,
+            _ => Vec::new(),
+        };
+        Ok(IngestReport { source, deduplicated: false, memory_ids })
+    }
+
+    /// Writes a new source, its bytes, text and chunks, and the labels it names, in one write transaction.
+    /// Returns the id of the source that won instead when a concurrent ingestion stored the same bytes first
+    /// (checked again under the writer lock).
+    fn put_source(
+        &self,
+        source: &Source,
+        bytes: &[u8],
+        parsed: Option<&document::Parsed>,
+        labels: &BTreeSet<String>,
+        now: Timestamp,
+    ) -> Result<Option<String>> {
+        let (space, id) = (source.space_id.as_str(), source.id.as_str());
+        let _w = self.writer.lock();
+        self.write_txn(|txn| {
+            if let Some(id) = txn.table(SOURCE_SHA)?.get((space, source.sha256.as_str()))? {
+                return Ok(Some(id.value().to_string()));
+            }
+            let mut t = WTables::open(txn)?;
+            for n in labels {
+                let lid = Label::id_for(n);
+                if t.labels.get((space, lid.as_str()))?.is_none() {
+                    let l = super::memories::new_label(space, n, None, None, now);
+                    t.labels.put((space, lid.as_str()), schema::encode(&l)?.as_slice())?;
                 }
             }
-            source.updated_at = Timestamp::now();
-            let _w = self.writer.lock();
-            self.write_txn(|txn| {
-                txn.table(SOURCES)?.put((space.as_str(), id.as_str()), schema::encode(&source)?.as_slice())?;
-                Ok(())
-            })?;
+            drop(t);
+            txn.table(SOURCES)?.put((space, id), schema::encode(source)?.as_slice())?;
+            txn.table(SOURCE_SPACE)?.put(id, space)?;
+            txn.table(SOURCE_SHA)?.put((space, source.sha256.as_str()), id)?;
+            txn.table(SOURCE_FILES)?.put(id, bytes)?;
+            if let Some(p) = parsed {
+                txn.table(SOURCE_TEXT)?.put(id, p.text.as_bytes())?;
+                let mut chunks = txn.table(SOURCE_CHUNKS)?;
+                for (i, c) in p.chunks.iter().enumerate() {
+                    chunks.put((id, i as u64), schema::encode(c)?.as_slice())?;
+                }
+            }
+            self.feed.publish(txn, super::feed::ChangeOut::Sources(space))?;
+            Ok(None)
+        })
+    }
+
+    /// Extracts memories from a parsed source, and records the outcome on the source (`indexed` with its
+    /// memory count, or `error` with the reason). Returns the memories' ids (none when extraction failed).
+    fn extract_source_memories(
+        &self,
+        source: &mut Source,
+        parsed: &document::Parsed,
+        labels: &BTreeSet<String>,
+    ) -> Result<Vec<String>> {
+        let batch = memories_of(source, parsed, labels);
+        let mut memory_ids: Vec<String> = batch.iter().filter_map(|m| m.id.clone()).collect();
+        let outcome = if batch.is_empty() { Ok(()) } else { self.create_memories(batch).map(|_| ()) };
+        match outcome {
+            Ok(()) => {
+                source.lifecycle_state = "indexed".into();
+                source.memory_count = memory_ids.len() as u64;
+            }
+            Err(e) => {
+                memory_ids.clear();
+                source.lifecycle_state = "error".into();
+                source.error_message = format!("memory extraction failed: {}", e.message());
+            }
         }
-        Ok(IngestReport { source, deduplicated: false, memory_ids })
+        source.updated_at = Timestamp::now();
+        let _w = self.writer.lock();
+        self.write_txn(|txn| {
+            txn.table(SOURCES)?
+                .put((source.space_id.as_str(), source.id.as_str()), schema::encode(&*source)?.as_slice())?;
+            Ok(())
+        })?;
+        Ok(memory_ids)
     }
 
     /// Fetches `url` ([`crate::fetch::fetch`] under the store's [`crate::net::UrlPolicy`]) and ingests the
@@ -353,7 +409,7 @@ impl KnowledgeStore {
     /// CSV, TSV, DOCX, PDF), then the URL's extension. Nothing is stored on any error.
     ///
     /// # Errors
-    /// Those of [`crate::fetch::fetch`]; [`ErrorKind::InvalidInput`] at `["url"]` (`unsupported_format`) for a
+    /// Those of [`crate::fetch::fetch`]; [`crate::ErrorKind::InvalidInput`] at `["url"]` (`unsupported_format`) for a
     /// content type Engram cannot parse (images, other office files); those of
     /// [`KnowledgeStore::ingest_source`].
     #[cfg(feature = "url")]
@@ -431,7 +487,7 @@ impl KnowledgeStore {
     /// [`crate::config::StoreConfig::confine`]) and ingests it with `file_path` set.
     ///
     /// # Errors
-    /// [`ErrorKind::Forbidden`] (`path_not_allowed`) outside the allowed directories; [`ErrorKind::NotFound`]
+    /// [`crate::ErrorKind::Forbidden`] (`path_not_allowed`) outside the allowed directories; [`crate::ErrorKind::NotFound`]
     /// (`file_not_found`) when there is no regular file there; those of [`KnowledgeStore::ingest_source`].
     pub fn ingest_path(&self, path: &std::path::Path, mut new: NewSource) -> Result<IngestReport> {
         let real = self.config.confine(path)?;
@@ -466,7 +522,7 @@ impl KnowledgeStore {
     /// Source `id`; with `space_guard`, only when it lives there.
     ///
     /// # Errors
-    /// [`ErrorKind::NotFound`] (`source_not_found`).
+    /// [`crate::ErrorKind::NotFound`] (`source_not_found`).
     pub fn get_source(&self, id: &str, space_guard: Option<&str>) -> Result<Source> {
         let not_found = || Error::not_found(ErrorCode::SourceNotFound, format!("source '{id}' not found"));
         let rtx = self.db.read()?;
@@ -499,7 +555,7 @@ impl KnowledgeStore {
     /// Sources of a space passing the filters, newest first, one page.
     ///
     /// # Errors
-    /// [`ErrorKind::InvalidInput`] for an unknown `lifecycle_state`; [`ErrorKind::NotFound`] (`space_not_found`).
+    /// [`crate::ErrorKind::InvalidInput`] for an unknown `lifecycle_state`; [`crate::ErrorKind::NotFound`] (`space_not_found`).
     pub fn list_sources(&self, q: &SourceQuery) -> Result<Page<Source>> {
         if let Some(s) = &q.lifecycle_state
             && !SOURCE_STATES.contains(&s.as_str())
@@ -554,7 +610,7 @@ impl KnowledgeStore {
     /// boundaries).
     ///
     /// # Errors
-    /// [`ErrorKind::NotFound`] (`source_not_found`).
+    /// [`crate::ErrorKind::NotFound`] (`source_not_found`).
     pub fn source_content(
         &self,
         id: &str,
@@ -583,15 +639,15 @@ impl KnowledgeStore {
     /// named (all when empty). Parsed again on each call: 8 to 35 MiB/s measured on real CSVs (docs/api.md).
     ///
     /// # Errors
-    /// * [`ErrorKind::NotFound`] (`source_not_found`).
-    /// * [`ErrorKind::InvalidInput`]: `loc ["path", "source_id"]` type `not_tabular` when the source is not a
-    ///   CSV or TSV file (or its table could not be read); `loc ["query", "columns"]` naming the unknown
-    ///   columns and listing the table's.
+    /// * [`crate::ErrorKind::NotFound`] (`source_not_found`).
+    /// * [`crate::ErrorKind::InvalidInput`]: `loc ["source_id"]` type `not_tabular` when the source is not a CSV or TSV
+    ///   file (or its table could not be read); `loc ["columns"]` naming the unknown columns and listing the
+    ///   table's. (Over HTTP: `["path", "source_id"]` and `["query", "columns"]`.)
     pub fn analyze_source(&self, id: &str, space_guard: Option<&str>, columns: &[String]) -> Result<SourceAnalysis> {
         let s = self.get_source(id, space_guard)?;
         let not_tabular = |why: String| {
-            Error::invalid(vec![FieldError::new(
-                &["path", "source_id"],
+            Error::invalid(vec![FieldError::field(
+                &["source_id"],
                 "not_tabular",
                 why,
                 serde_json::json!({"source_id": s.id, "mime_type": s.mime_type}),
@@ -612,8 +668,8 @@ impl KnowledgeStore {
         let table = crate::extract::table::parse(&bytes, format == Format::Tsv)
             .map_err(|e| not_tabular(format!("source '{}' could not be read as a table: {e}", s.original_name)))?;
         let sheet = crate::extract::table::analyze(&table, &s.original_name, columns).map_err(|unknown| {
-            Error::invalid(vec![FieldError::new(
-                &["query", "columns"],
+            Error::invalid(vec![FieldError::field(
+                &["columns"],
                 "value_error",
                 format!("unknown column(s) {}; the table has: {}", unknown.join(", "), table.headers.join(", ")),
                 serde_json::json!(unknown),
@@ -672,7 +728,7 @@ impl KnowledgeStore {
     /// The chunk index of a space is built on its first search and rebuilt after its sources change.
     ///
     /// # Errors
-    /// [`ErrorKind::InvalidInput`] for a blank query; [`ErrorKind::NotFound`] (`space_not_found`). A query of
+    /// [`crate::ErrorKind::InvalidInput`] for a blank query; [`crate::ErrorKind::NotFound`] (`space_not_found`). A query of
     /// stop words and punctuation only finds nothing.
     pub fn search_sources(&self, space: &str, query: &str, limit: usize) -> Result<Vec<SourceHit>> {
         self.rank_sources(space, query, limit, 3, None)
@@ -682,7 +738,7 @@ impl KnowledgeStore {
     /// with their full text (UTF-8, cut at character boundaries), and its number of chunks.
     ///
     /// # Errors
-    /// [`ErrorKind::NotFound`] (`source_not_found`): no such source, or not in `space_guard`; as
+    /// [`crate::ErrorKind::NotFound`] (`source_not_found`): no such source, or not in `space_guard`; as
     /// [`KnowledgeStore::search_sources`] for the query.
     pub fn search_source_chunks(
         &self,
@@ -821,7 +877,7 @@ impl KnowledgeStore {
     /// and the number of memories deleted.
     ///
     /// # Errors
-    /// [`ErrorKind::NotFound`] (`source_not_found`).
+    /// [`crate::ErrorKind::NotFound`] (`source_not_found`).
     pub fn delete_source(&self, id: &str, space_guard: Option<&str>) -> Result<(Source, u64)> {
         let source = self.get_source(id, space_guard)?;
         let space = source.space_id.clone();
