@@ -18,6 +18,10 @@
 
 use std::path::{Path, PathBuf};
 
+mod backend;
+
+#[cfg(feature = "postgres")]
+use backend::in_schema;
 use engram::api::{Api, ApiRequest, ServiceInfo};
 use engram::{KnowledgeStore, StoreConfig};
 use serde_json::{Value, json};
@@ -279,17 +283,6 @@ fn every_fixture_opens_with_the_api_view_it_was_written_with() {
         }
     }
     assert!(found > 0, "no store fixture under {}", fixtures().display());
-}
-
-/// `base` (a server's connection string) with `schema` as the search path.
-#[cfg(feature = "postgres")]
-fn in_schema(base: &str, schema: &str) -> String {
-    if base.contains("://") {
-        let sep = if base.contains('?') { '&' } else { '?' };
-        format!("{base}{sep}options=-csearch_path%3D{schema}")
-    } else {
-        format!("{base} options='-csearch_path={schema}'")
-    }
 }
 
 /// Restores a fixture's dump into a schema of its own on `base`, opens it with the local files of `data`, and

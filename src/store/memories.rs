@@ -1,7 +1,7 @@
 //! Memory writes and reads: create (upsert by id), update, delete, get, list. Also the lexical postings that
 //! follow every text change.
 
-use crate::storage::{Readable, Table, WriteTx};
+use crate::storage::{ReadTx, Readable, Table, WriteTx};
 use std::collections::BTreeSet;
 
 use super::tables::*;
@@ -655,17 +655,7 @@ impl KnowledgeStore {
     /// [`ErrorKind::NotFound`] (`memory_not_found`): no such id, another space than the guard, or forgotten.
     pub fn get_memory(&self, id: &str, space_guard: Option<&str>) -> Result<MemoryView> {
         let rtx = self.db.read()?;
-        let ms = rtx.table(MEMORY_SPACE)?;
-        let not_found = || Error::not_found(ErrorCode::MemoryNotFound, format!("memory '{id}' not found"));
-        let space = ms.get(id)?.map(|v| v.value().to_string()).ok_or_else(not_found)?;
-        if space_guard.is_some_and(|g| g != space) {
-            return Err(not_found());
-        }
-        let mems = rtx.table(MEMORIES)?;
-        let sm: StoredMemory = get_record(&mems, (space.as_str(), id))?.ok_or_else(not_found)?;
-        if sm.memory.state == MemoryState::Forgotten {
-            return Err(not_found());
-        }
+        let (space, sm) = readable_memory(&rtx, id, space_guard)?;
         let ml = rtx.table(MEMORY_LABELS)?;
         let label_ids = range_prefix3(&ml, &space, id)?;
         let mut memory = sm.memory;
@@ -681,15 +671,7 @@ impl KnowledgeStore {
     /// [`ErrorKind::NotFound`] (`memory_not_found`): as [`KnowledgeStore::get_memory`].
     pub fn memory_embedding(&self, id: &str, space_guard: Option<&str>) -> Result<Option<Vec<f32>>> {
         let rtx = self.db.read()?;
-        let not_found = || Error::not_found(ErrorCode::MemoryNotFound, format!("memory '{id}' not found"));
-        let space = rtx.table(MEMORY_SPACE)?.get(id)?.map(|v| v.value().to_string()).ok_or_else(not_found)?;
-        if space_guard.is_some_and(|g| g != space) {
-            return Err(not_found());
-        }
-        let sm: StoredMemory = get_record(&rtx.table(MEMORIES)?, (space.as_str(), id))?.ok_or_else(not_found)?;
-        if sm.memory.state == MemoryState::Forgotten {
-            return Err(not_found());
-        }
+        let (space, sm) = readable_memory(&rtx, id, space_guard)?;
         let dim = self.config.embedder.dim();
         let vectors = rtx.table(VECTORS)?;
         let stored =
@@ -1065,4 +1047,19 @@ pub(crate) fn remove_derived(
         ops.push(IndexOp::Remove { space: space.to_string(), docno: sm.docno, lex: Some(lex) });
     }
     Ok(())
+}
+
+/// The memory `id` as a read by id sees it: its space and record. Not found when there is no such id, when
+/// `space_guard` names another space, or when it was forgotten.
+fn readable_memory(rtx: &ReadTx, id: &str, space_guard: Option<&str>) -> Result<(String, StoredMemory)> {
+    let not_found = || Error::not_found(ErrorCode::MemoryNotFound, format!("memory '{id}' not found"));
+    let space = rtx.table(MEMORY_SPACE)?.get(id)?.map(|v| v.value().to_string()).ok_or_else(not_found)?;
+    if space_guard.is_some_and(|g| g != space) {
+        return Err(not_found());
+    }
+    let sm: StoredMemory = get_record(&rtx.table(MEMORIES)?, (space.as_str(), id))?.ok_or_else(not_found)?;
+    if sm.memory.state == MemoryState::Forgotten {
+        return Err(not_found());
+    }
+    Ok((space, sm))
 }

@@ -76,6 +76,12 @@ pub fn pg_url_for(dir: &Path) -> String {
     let schema = format!("t_{:016x}", h.finish());
     let mut client = engram::storage::postgres::connect(&base).expect("connect to ENGRAM_TEST_PG");
     client.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {schema}")).expect("create the test schema");
+    in_schema(&base, &schema)
+}
+
+/// The connection string `base` (URL or key=value form) with `schema` as the search path.
+#[cfg(feature = "postgres")]
+pub fn in_schema(base: &str, schema: &str) -> String {
     if base.contains("://") {
         let sep = if base.contains('?') { '&' } else { '?' };
         format!("{base}{sep}options=-csearch_path%3D{schema}")

@@ -170,10 +170,16 @@ fn py_to_json(py: Python<'_>, obj: &Bound<'_, PyAny>, field: &str) -> PyResult<s
 // ---------------------------------------------------------------------------------------------------------
 // Vectors
 
+/// The `numpy` module, imported once per interpreter (searches pass a query vector on every call).
+fn numpy_module(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
+    static NUMPY: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+    Ok(NUMPY.get_or_try_init(py, || py.import("numpy").map(Bound::unbind))?.bind(py))
+}
+
 /// One vector from a 1-D numpy array (any float dtype, cast to `float32`) or a sequence of numbers. Checks
 /// the shape and that every component is finite; the dimension is checked by the store.
 fn vector_arg(py: Python<'_>, obj: &Bound<'_, PyAny>, field: &str) -> PyResult<Vec<f32>> {
-    let np = py.import("numpy")?;
+    let np = numpy_module(py)?;
     let arr = if obj.hasattr("__array__")? || obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
         np.call_method1("asarray", (obj, np.getattr("float32")?))
             .map_err(|e| invalid(py, field, format!("not a vector of numbers ({e})")))?
@@ -193,7 +199,7 @@ fn vector_arg(py: Python<'_>, obj: &Bound<'_, PyAny>, field: &str) -> PyResult<V
 
 /// `n` vectors from a 2-D numpy array (`n x dim`) or a sequence of 1-D vectors.
 fn vectors_arg(py: Python<'_>, obj: &Bound<'_, PyAny>, field: &str, n: usize) -> PyResult<Vec<Vec<f32>>> {
-    let np = py.import("numpy")?;
+    let np = numpy_module(py)?;
     let out: Vec<Vec<f32>> = if obj.hasattr("ndim")? {
         let arr = np.call_method1("ascontiguousarray", (obj, np.getattr("float32")?))?;
         let arr = arr.cast_into::<numpy::PyArray2<f32>>().map_err(|_| {
