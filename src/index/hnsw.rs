@@ -307,11 +307,12 @@ impl Hnsw {
         out
     }
 
-    /// The paper's heuristic (algorithm 4, without extending or keeping pruned candidates, as hnswlib): walk
-    /// candidates nearest first and keep one when it is closer to the base than to every point kept so far, up
-    /// to `m`. `cands` ascending by distance. (Filling free slots with the passed-over candidates, the paper's
-    /// `keepPrunedConnections`, was measured: recall@10 0.9917 instead of 0.9894 at 100k MiniLM vectors, but a
-    /// third slower to build; [`Hnsw::repair`] keeps every point reachable instead.)
+    /// The paper's heuristic (Malkov and Yashunin 2018, algorithm 4, without extending the candidates, with
+    /// `keepPrunedConnections`): walk candidates nearest first and keep one when it is closer to the base than
+    /// to every point kept so far, up to `m`; then fill the free slots with the passed-over candidates, nearest
+    /// first. `cands` ascending by distance. Measured at 100k MiniLM vectors, M 16, ef_construction 100,
+    /// ef_search 96: filling raised recall@10 from 0.9894 to 0.9914 at the same search time, for a build about a
+    /// fifth slower (4,417 against 5,214 vectors/s on 2 cores).
     fn select(&self, cands: &[(f32, u32)], m: usize) -> Vec<u32> {
         let mut kept: Vec<u32> = Vec::with_capacity(m);
         for &(d, c) in cands {
@@ -320,6 +321,15 @@ impl Hnsw {
             }
             let vc = self.vector(c);
             if kept.iter().all(|&s| self.dist(vc, s) >= d) {
+                kept.push(c);
+            }
+        }
+        // keepPrunedConnections: fill the free slots with the passed-over candidates, nearest first.
+        for &(_, c) in cands {
+            if kept.len() >= m {
+                break;
+            }
+            if !kept.contains(&c) {
                 kept.push(c);
             }
         }

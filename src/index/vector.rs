@@ -612,13 +612,28 @@ pub fn top_k(hits: &mut Vec<VectorHit>, k: usize) {
     hits.sort_by(cmp);
 }
 
-/// Cosine similarity of two L2-normalised vectors (their dot product), clamped to -1..=1.
+/// Cosine similarity of two L2-normalised vectors (their dot product), clamped to -1..=1. Slices of different
+/// lengths are compared over the shorter one's length.
 ///
-/// Eight independent partial sums let the compiler vectorise the loop (a single running f32 sum cannot be
-/// reordered, so it stays scalar); this is the hot loop of HNSW construction, graph search and exact scans.
+/// This is the hot loop of HNSW construction, graph search and exact scans. On x86-64 CPUs with AVX2 and FMA
+/// (checked once per process at run time, so one binary serves every x86-64 machine) it runs 32 lanes per step
+/// with fused multiply-adds: at 384 dimensions about twice the portable loop's speed. Elsewhere eight
+/// independent partial sums let the compiler vectorise the portable loop (a single running f32 sum cannot be
+/// reordered, so it stays scalar). The two paths round differently, in the last bits of the sum only.
 pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
     let n = a.len().min(b.len());
     let (a, b) = (&a[..n], &b[..n]);
+    #[cfg(target_arch = "x86_64")]
+    {
+        if simd::avx2_fma() {
+            // SAFETY: the CPU has AVX2 and FMA (checked just above), the only requirement of `dot_avx2_fma`.
+            return unsafe { simd::dot_avx2_fma(a, b) }.clamp(-1.0, 1.0);
+        }
+    }
+    dot_portable(a, b).clamp(-1.0, 1.0)
+}
+
+fn dot_portable(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [0.0f32; 8];
     let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
     let (ra, rb) = (ca.remainder(), cb.remainder());
@@ -631,7 +646,59 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
     for (x, y) in ra.iter().zip(rb) {
         s += x * y;
     }
-    s.clamp(-1.0, 1.0)
+    s
+}
+
+#[cfg(target_arch = "x86_64")]
+mod simd {
+    use std::arch::x86_64::{
+        __m256, _mm_add_ps, _mm_add_ss, _mm_cvtss_f32, _mm_movehl_ps, _mm_shuffle_ps, _mm256_add_ps,
+        _mm256_castps256_ps128, _mm256_extractf128_ps, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_setzero_ps,
+    };
+    use std::sync::OnceLock;
+
+    /// True when this CPU has AVX2 and FMA (detected once; later calls read a cached flag).
+    #[inline]
+    pub(super) fn avx2_fma() -> bool {
+        static HAS: OnceLock<bool> = OnceLock::new();
+        *HAS.get_or_init(|| is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"))
+    }
+
+    /// Dot product of `a` and `b` (equal lengths): four 8-lane FMA accumulators over 32-float steps, then
+    /// 8-lane and scalar tails.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn dot_avx2_fma(a: &[f32], b: &[f32]) -> f32 {
+        let n = a.len().min(b.len());
+        let (pa, pb) = (a.as_ptr(), b.as_ptr());
+        let mut acc: [__m256; 4] = [_mm256_setzero_ps(); 4];
+        let mut i = 0;
+        // SAFETY (every load below): `i + 8 <= n` or `i + 32 <= n` holds before each load of 8 floats at
+        // `i`, and both slices hold at least `n` floats; unaligned loads are used.
+        while i + 32 <= n {
+            for (j, s) in acc.iter_mut().enumerate() {
+                let (x, y) = unsafe { (_mm256_loadu_ps(pa.add(i + 8 * j)), _mm256_loadu_ps(pb.add(i + 8 * j))) };
+                *s = _mm256_fmadd_ps(x, y, *s);
+            }
+            i += 32;
+        }
+        while i + 8 <= n {
+            let (x, y) = unsafe { (_mm256_loadu_ps(pa.add(i)), _mm256_loadu_ps(pb.add(i))) };
+            acc[0] = _mm256_fmadd_ps(x, y, acc[0]);
+            i += 8;
+        }
+        let v = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+        let q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+        let q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+        let q = _mm_add_ss(q, _mm_shuffle_ps::<0b01>(q, q));
+        let mut s = _mm_cvtss_f32(q);
+        for k in i..n {
+            s += a[k] * b[k];
+        }
+        s
+    }
 }
 
 #[cfg(test)]
@@ -639,6 +706,30 @@ mod tests {
     use super::*;
 
     use crate::index::hnsw::tests::unit;
+
+    proptest::proptest! {
+        /// The dispatched kernel (AVX2 and FMA where the CPU has them) and the portable loop agree to float
+        /// rounding on every length, tails of 1..=31 floats included, and clamp to -1..=1.
+        #[test]
+        fn dot_kernels_agree(v in proptest::collection::vec((-1.0f32..1.0, -1.0f32..1.0), 0..400)) {
+            let (a, b): (Vec<f32>, Vec<f32>) = v.into_iter().unzip();
+            let exact: f64 = a.iter().zip(&b).map(|(x, y)| f64::from(*x) * f64::from(*y)).sum();
+            let want = exact.clamp(-1.0, 1.0);
+            proptest::prop_assert!((f64::from(cosine(&a, &b)) - want).abs() < 1e-4);
+            proptest::prop_assert!((f64::from(dot_portable(&a, &b).clamp(-1.0, 1.0)) - want).abs() < 1e-4);
+        }
+    }
+
+    #[test]
+    fn cosine_of_unit_vectors_and_different_lengths() {
+        let v = unit(7, 384);
+        assert!((cosine(&v, &v) - 1.0).abs() < 1e-6);
+        let w: Vec<f32> = v.iter().map(|x| -x).collect();
+        assert!((cosine(&v, &w) + 1.0).abs() < 1e-6);
+        // Compared over the shorter length: the first 8 floats of v against themselves.
+        assert!((cosine(&v[..8], &v) - v[..8].iter().map(|x| x * x).sum::<f32>()).abs() < 1e-6);
+        assert_eq!(cosine(&[], &v), 0.0);
+    }
 
     #[test]
     fn graph_pending_and_exact_agree_and_removed_points_never_return() {

@@ -179,6 +179,11 @@ fn numpy_module(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
 /// One vector from a 1-D numpy array (any float dtype, cast to `float32`) or a sequence of numbers. Checks
 /// the shape and that every component is finite; the dimension is checked by the store.
 fn vector_arg(py: Python<'_>, obj: &Bound<'_, PyAny>, field: &str) -> PyResult<Vec<f32>> {
+    // Fast path: a 1-D float32 array (a search's usual query) is read in place, with no numpy call.
+    if let Ok(arr) = obj.cast::<PyArray1<f32>>() {
+        let v: Vec<f32> = arr.readonly().as_array().iter().copied().collect();
+        return finite(py, v, field);
+    }
     let np = numpy_module(py)?;
     let arr = if obj.hasattr("__array__")? || obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
         np.call_method1("asarray", (obj, np.getattr("float32")?))
@@ -191,10 +196,15 @@ fn vector_arg(py: Python<'_>, obj: &Bound<'_, PyAny>, field: &str) -> PyResult<V
         invalid(py, field, format!("expected a 1-D vector, got {ndim} dimensions"))
     })?;
     let v = arr.to_vec().map_err(|e| invalid(py, field, e.to_string()))?;
-    if let Some(i) = v.iter().position(|x| !x.is_finite()) {
-        return Err(invalid(py, field, format!("component {i} is not a finite number")));
+    finite(py, v, field)
+}
+
+/// `v` when every component is finite, else `InvalidInput` naming `field` and the first bad component.
+fn finite(py: Python<'_>, v: Vec<f32>, field: &str) -> PyResult<Vec<f32>> {
+    match v.iter().position(|x| !x.is_finite()) {
+        Some(i) => Err(invalid(py, field, format!("component {i} is not a finite number"))),
+        None => Ok(v),
     }
-    Ok(v)
 }
 
 /// `n` vectors from a 2-D numpy array (`n x dim`) or a sequence of 1-D vectors.
@@ -423,6 +433,15 @@ struct Hit {
     memory: Py<Memory>,
 }
 
+impl Hit {
+    /// A hit whose memory moves into its Python object (no copy); the hit keeps an empty record beside the
+    /// scores, terms and context it reads.
+    fn new(py: Python<'_>, mut h: SearchHit) -> PyResult<Hit> {
+        let memory = Py::new(py, Memory { view: std::mem::replace(&mut h.view, Memory::placeholder()) })?;
+        Ok(Hit { hit: h, memory })
+    }
+}
+
 #[pymethods]
 impl Hit {
     /// The memory.
@@ -558,6 +577,33 @@ impl Response {
     }
 }
 
+/// A search's hits with how it ran (`Store.search_results`).
+#[pyclass(module = "engram._engram", frozen, get_all)]
+struct SearchResults {
+    /// The hits, best first.
+    hits: Vec<Py<Hit>>,
+    /// The mode that ran (`hybrid`, `lexical` or `vector`); a vector or hybrid search falls back to `lexical`
+    /// when the space has no vectors for the query.
+    mode: String,
+    /// Candidates ranked before the cut to `limit`.
+    candidates: usize,
+    /// Milliseconds the engine spent, measured inside it (validation to the last hit; not the binding's
+    /// conversions).
+    elapsed_ms: f64,
+    /// Why the requested mode could not run, when it fell back.
+    fallback: Option<String>,
+}
+
+#[pymethods]
+impl SearchResults {
+    fn __len__(&self) -> usize {
+        self.hits.len()
+    }
+    fn __repr__(&self) -> String {
+        format!("SearchResults({} hits, mode={:?}, elapsed_ms={:.3})", self.hits.len(), self.mode, self.elapsed_ms)
+    }
+}
+
 /// What `Store.export` wrote.
 #[pyclass(module = "engram._engram", frozen, get_all)]
 struct ExportReport {
@@ -601,6 +647,45 @@ impl ImportReport {
             self.elapsed_ms
         )
     }
+}
+
+/// The engine's query from `Store.search`'s arguments (see there); `InvalidInput` names the bad argument.
+#[allow(clippy::too_many_arguments)]
+fn search_query(
+    py: Python<'_>,
+    query: String,
+    limit: usize,
+    mode: &str,
+    filters: Option<&Bound<'_, PyAny>>,
+    query_embedding: Option<&Bound<'_, PyAny>>,
+    include_context: Option<&Bound<'_, PyAny>>,
+    space: &str,
+    priors: bool,
+) -> PyResult<SearchQuery> {
+    let mode = match mode {
+        "hybrid" => SearchMode::Hybrid,
+        "lexical" => SearchMode::Lexical,
+        "vector" => SearchMode::Vector,
+        _ => return Err(invalid(py, "mode", format!("expected hybrid, lexical or vector, got '{mode}'"))),
+    };
+    let context = match include_context.filter(|c| !c.is_none()) {
+        None => None,
+        Some(c) if c.is_instance_of::<PyBool>() => c.extract::<bool>()?.then_some(1),
+        Some(c) => Some(c.extract::<usize>().map_err(|_| invalid(py, "include_context", "expected a bool or 1..=10"))?),
+    };
+    Ok(SearchQuery {
+        query,
+        space_id: space.to_owned(),
+        limit,
+        filter: filter_arg(py, filters)?,
+        mode,
+        fusion: None,
+        query_embedding: query_embedding
+            .filter(|e| !e.is_none())
+            .map(|e| vector_arg(py, e, "query_embedding"))
+            .transpose()?,
+        options: SearchOptions { include_context: context, priors: (!priors).then_some(false), ..Default::default() },
+    })
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -1028,49 +1113,38 @@ impl Store {
         space: &str,
         priors: bool,
     ) -> PyResult<Vec<Hit>> {
-        let mode = match mode {
-            "hybrid" => SearchMode::Hybrid,
-            "lexical" => SearchMode::Lexical,
-            "vector" => SearchMode::Vector,
-            _ => return Err(invalid(py, "mode", format!("expected hybrid, lexical or vector, got '{mode}'"))),
-        };
-        let context = match include_context.filter(|c| !c.is_none()) {
-            None => None,
-            Some(c) if c.is_instance_of::<PyBool>() => c.extract::<bool>()?.then_some(1),
-            Some(c) => {
-                Some(c.extract::<usize>().map_err(|_| invalid(py, "include_context", "expected a bool or 1..=10"))?)
-            }
-        };
-        let q = SearchQuery {
-            query,
-            space_id: space.to_owned(),
-            limit,
-            filter: filter_arg(py, filters)?,
-            mode,
-            fusion: None,
-            query_embedding: query_embedding
-                .filter(|e| !e.is_none())
-                .map(|e| vector_arg(py, e, "query_embedding"))
-                .transpose()?,
-            options: SearchOptions {
-                include_context: context,
-                priors: (!priors).then_some(false),
-                ..Default::default()
-            },
-        };
+        let q = search_query(py, query, limit, mode, filters, query_embedding, include_context, space, priors)?;
         let api = self.api(py)?;
         let found = py.detach(|| api.store().search(&q)).map_err(to_py)?;
-        found
-            .hits
-            .into_iter()
-            .map(|mut h| {
-                // The memory moves into its Python object (no copy); the hit keeps an empty record beside
-                // the scores, terms and context it reads.
-                let empty = Memory::placeholder();
-                let memory = Py::new(py, Memory { view: std::mem::replace(&mut h.view, empty) })?;
-                Ok(Hit { hit: h, memory })
-            })
-            .collect()
+        found.hits.into_iter().map(|h| Hit::new(py, h)).collect()
+    }
+
+    /// `search`, with how it ran: the mode, the candidate count, the engine's own milliseconds and any
+    /// fallback (`SearchResults`). Takes the same arguments and raises the same errors as `search`.
+    #[pyo3(signature = (query, *, limit=10, mode="hybrid", filters=None, query_embedding=None, include_context=None, space=DEFAULT_SPACE, priors=true))]
+    #[allow(clippy::too_many_arguments)]
+    fn search_results(
+        &self,
+        py: Python<'_>,
+        query: String,
+        limit: usize,
+        mode: &str,
+        filters: Option<&Bound<'_, PyAny>>,
+        query_embedding: Option<&Bound<'_, PyAny>>,
+        include_context: Option<&Bound<'_, PyAny>>,
+        space: &str,
+        priors: bool,
+    ) -> PyResult<SearchResults> {
+        let q = search_query(py, query, limit, mode, filters, query_embedding, include_context, space, priors)?;
+        let api = self.api(py)?;
+        let found = py.detach(|| api.store().search(&q)).map_err(to_py)?;
+        Ok(SearchResults {
+            hits: found.hits.into_iter().map(|h| Py::new(py, Hit::new(py, h)?)).collect::<PyResult<_>>()?,
+            mode: found.mode.as_str().to_owned(),
+            candidates: found.candidates,
+            elapsed_ms: found.elapsed_ms,
+            fallback: found.fallback,
+        })
     }
 
     /// Runs any route of the API in-process, as the daemon would (without its key and host checks): `method`
@@ -1168,6 +1242,7 @@ fn _engram(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Store>()?;
     m.add_class::<Memory>()?;
     m.add_class::<Hit>()?;
+    m.add_class::<SearchResults>()?;
     m.add_class::<ContextItem>()?;
     m.add_class::<Response>()?;
     m.add_class::<ExportReport>()?;

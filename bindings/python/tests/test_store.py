@@ -82,6 +82,12 @@ def test_search_hits_and_filters(store: engram.Store) -> None:
     assert [h.memory.content for h in lexical] == ["Plans to visit Lisbon in May"]
     assert store.search("coffee", limit=1)[0].memory.content == contents[0]
 
+    # search_results: the same hits, with the mode that ran, the candidates and the engine's own time.
+    r = store.search_results("coffee", limit=5)
+    assert isinstance(r, engram.SearchResults) and len(r) == len(hits)
+    assert [h.memory.id for h in r.hits] == [h.memory.id for h in hits]
+    assert r.mode == "hybrid" and r.candidates >= 2 and r.fallback is None and 0 < r.elapsed_ms < 60_000
+
 
 def test_search_context_around_a_thread_hit(store: engram.Store) -> None:
     t = store.create_thread(

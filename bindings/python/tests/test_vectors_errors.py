@@ -39,10 +39,19 @@ def test_vectors_in_and_out(ext_store: engram.Store) -> None:
 
     hits = ext_store.search("", query_embedding=vecs[17], mode="vector", limit=3)
     assert hits[0].memory.id == ms[17].id and hits[0].vector_score == pytest.approx(1.0, abs=2e-3)
+    # A strided float32 view (a row of a Fortran-ordered matrix) is read by its strides, not its memory order.
+    row = np.asfortranarray(vecs)[21]
+    assert row.strides == (4 * 50,)
+    hits = ext_store.search("", query_embedding=row, mode="vector", limit=1)
+    assert hits[0].memory.id == ms[21].id
 
     changed = ext_store.update(ms[5].id, embedding=vecs[6])
     assert changed.id == ms[5].id
     assert np.allclose(stored(ext_store, ms[5].id), unit(vecs[6]), atol=2e-3)
+
+    # Without a query vector, an external store cannot embed the query: vector mode falls back to lexical.
+    r = ext_store.search_results("item 4", mode="vector", limit=3)
+    assert r.mode == "lexical" and r.fallback is not None and r.hits[0].memory.content == "item 4"
 
     # Memories without a vector in an external store are found lexically and have no embedding.
     plain = ext_store.add("no vector given")

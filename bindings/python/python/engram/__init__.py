@@ -21,7 +21,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 from urllib.parse import quote, urlencode
 
 from . import errors
-from ._engram import ContextItem, ExportReport, Hit, ImportReport, Memory, Response, version
+from ._engram import ContextItem, ExportReport, Hit, ImportReport, Memory, Response, SearchResults, version
 from ._engram import Store as _NativeStore
 from .errors import (
     Conflict,
@@ -46,6 +46,7 @@ __all__ = [
     "Store",
     "Memory",
     "Hit",
+    "SearchResults",
     "ContextItem",
     "Response",
     "ExportReport",

@@ -84,6 +84,14 @@ class Hit:
     @property
     def context(self) -> List[ContextItem]: ...
 
+class SearchResults:
+    hits: List[Hit]
+    mode: str
+    candidates: int
+    elapsed_ms: float
+    fallback: Optional[str]
+    def __len__(self) -> int: ...
+
 class Response:
     status: int
     content_type: str
@@ -188,6 +196,18 @@ class Store:
         space: str = "default",
         priors: bool = True,
     ) -> List[Hit]: ...
+    def search_results(
+        self,
+        query: str,
+        *,
+        limit: int = 10,
+        mode: str = "hybrid",
+        filters: Optional[Mapping[str, Any]] = None,
+        query_embedding: Optional[VectorLike] = None,
+        include_context: Union[bool, int, None] = None,
+        space: str = "default",
+        priors: bool = True,
+    ) -> SearchResults: ...
     def request(self, method: str, target: str, body: Union[bytes, str, None] = None) -> Response: ...
     def export(
         self, path: Union[str, "os.PathLike[str]", None] = None, *, compress: bool = True, overwrite: bool = False
