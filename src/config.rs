@@ -63,7 +63,14 @@ pub struct StoreConfig {
     /// What URL ingestion may fetch (feature `url`, in `server`): hosts allowed to resolve to non-public
     /// addresses (the daemon's repeatable `--allow-url-host`), timeouts, the size and redirect caps.
     pub url_policy: crate::net::UrlPolicy,
+    /// How long an expired memory ([`crate::model::Memory::expires_at`] passed) stays readable by id before
+    /// the expiry sweep forgets it ([`crate::KnowledgeStore::forget_expired`]; default 30 days). The sweep
+    /// runs at open, and hourly in the daemon.
+    pub expiry_grace: std::time::Duration,
 }
+
+/// Default [`StoreConfig::expiry_grace`]: 30 days.
+pub const DEFAULT_EXPIRY_GRACE: std::time::Duration = std::time::Duration::from_secs(30 * 86_400);
 
 /// See [`StoreConfig::storage`].
 pub type StorageFactory = Arc<dyn Fn(&Path) -> std::io::Result<Box<dyn crate::storage::Device>> + Send + Sync>;
@@ -104,6 +111,7 @@ impl StoreConfig {
             database_url: None,
             database_pool_size: 16,
             url_policy: crate::net::UrlPolicy::default(),
+            expiry_grace: DEFAULT_EXPIRY_GRACE,
         }
     }
 

@@ -51,6 +51,10 @@ pub struct CreateMemoryRequest {
     /// Engram extension: the memory's vector, for a store opened with `--embedding-model external:DIM` (DIM
     /// finite numbers, not all zero; stored L2-normalised). 422 in a store whose model embeds by itself.
     pub embedding: Option<Vec<f32>>,
+    /// Engram extension: when the memory expires (RFC 3339, or `YYYY-MM-DD` for midnight UTC). From then on it
+    /// leaves search, listings and the context bundle, stays readable by id with `expired: true`, and is
+    /// forgotten after the store's grace period (30 days by default).
+    pub expires_at: Option<String>,
 }
 
 /// Body of `PATCH /memories/{memory_id}`: every field optional.
@@ -84,6 +88,15 @@ pub struct UpdateMemoryRequest {
     /// Engram extension: a new vector (external-embedder stores; rules of `POST /memories`). Without it a
     /// content change keeps the old vector in such a store.
     pub embedding: Option<Vec<f32>>,
+    /// Engram extension: a new expiry time (forms of `POST /memories`), or null to clear it.
+    #[serde(default, deserialize_with = "nullable")]
+    #[schema(value_type = Option<String>)]
+    pub expires_at: Option<Option<String>>,
+}
+
+/// A field that tells "absent" (None) from "null" (Some(None)).
+fn nullable<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(d).map(Some)
 }
 
 /// Provenance thread of a memory.
@@ -116,6 +129,8 @@ pub struct MemoryOut {
     /// Not echoed: vectors stay in the store. Always null.
     #[schema(value_type = Option<Vec<f64>>)]
     pub embedding: Option<Vec<f32>>,
+    /// Engram extension: `expires_at` has passed (the memory is out of search and listings, readable by id).
+    pub expired: bool,
 }
 
 impl From<MemoryView> for MemoryOut {
@@ -123,6 +138,7 @@ impl From<MemoryView> for MemoryOut {
         let labels = v.label_names();
         let m = v.memory;
         MemoryOut {
+            expired: m.expired_at(crate::model::Timestamp::now()),
             time: m.created_at.to_rfc3339(),
             rating: m.importance,
             source_thread: m.source_thread_id.clone().map(|id| SourceThread {
@@ -411,6 +427,20 @@ pub struct HealthResponse {
     pub uptime_s: f64,
     /// Engram extension: the vector indexes, summed over spaces.
     pub vector_index: VectorIndexHealth,
+    /// Engram extension: the store's format and its last upgrade.
+    pub store_format: StoreFormatHealth,
+    /// Engram extension: expired memories and the expiry sweep.
+    pub expiry: crate::store::ExpiryStatus,
+}
+
+/// The store's format in `GET /health` (Engram extension).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct StoreFormatHealth {
+    /// Format version of the store (this release's once it is open).
+    pub version: u32,
+    /// The last upgrade: from and to which format, when, records rewritten, and the backup copy written first
+    /// (redb; kept until you remove it).
+    pub last_upgrade: Option<crate::store::upgrade::UpgradeRecord>,
 }
 
 /// The vector indexes in `GET /health` (Engram extension), summed over spaces.

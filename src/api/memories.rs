@@ -2,7 +2,7 @@
 
 use super::dto::*;
 use super::query::{ParamSpec, boolean, choice, int, list, num, string};
-use super::routes::{Route, Shape, UNIT_TYPES, label_ids, ok, parse_temporal, parse_unit, route};
+use super::routes::{Route, Shape, UNIT_TYPES, label_ids, ok, parse_expiry, parse_temporal, parse_unit, route};
 use super::search::parse_date_bound;
 use super::{Api, ApiResponse, Ctx};
 use crate::error::{Error, FieldError, Result};
@@ -31,6 +31,11 @@ const LIST_PARAMS: &[ParamSpec] = &[
     string("recorded_date_to", None, "Engram extension: created on or before (inclusive; same forms)"),
     string("source_thread_id", None, "Engram extension: only the memories extracted from this thread"),
     string("source_id", None, "Engram extension: only the memories made from this source's chunks"),
+    boolean(
+        "include_expired",
+        Some(false),
+        "Engram extension: also memories whose expires_at has passed (each with expired: true)",
+    ),
 ];
 
 const DELETE_PARAMS: &[ParamSpec] = &[
@@ -158,6 +163,7 @@ fn new_memory(r: CreateMemoryRequest, loc: &[serde_json::Value], errs: &mut Vec<
     let mut item = Vec::new();
     let unit_type = parse_unit(r.unit_type.as_deref(), &["body", "unit_type"], &mut item);
     let temporal_context = parse_temporal(r.temporal_context.as_deref(), &["body", "temporal_context"], &mut item);
+    let expires_at = parse_expiry(r.expires_at.as_deref(), &["body", "expires_at"], &mut item);
     for mut e in item {
         e.loc.splice(0..1, loc.iter().cloned());
         errs.push(e);
@@ -187,6 +193,7 @@ fn new_memory(r: CreateMemoryRequest, loc: &[serde_json::Value], errs: &mut Vec<
         source_range: source_range_of(r.source_message_indices.as_ref()),
         extraction_method: None,
         embedding: r.embedding,
+        expires_at,
     }
 }
 
@@ -285,6 +292,7 @@ pub(super) fn list_memories(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         recorded_from,
         recorded_to,
         group,
+        include_expired: q.bool("include_expired").unwrap_or(false),
         ..Default::default()
     };
     let order = match q.str("order_by") {
@@ -315,6 +323,7 @@ pub(super) fn update_memory(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let mut errs = Vec::new();
     let unit_type = parse_unit(r.unit_type.as_deref(), &["body", "unit_type"], &mut errs);
     let temporal_context = parse_temporal(r.temporal_context.as_deref(), &["body", "temporal_context"], &mut errs);
+    let expires_at = r.expires_at.map(|e| parse_expiry(e.as_deref(), &["body", "expires_at"], &mut errs));
     if !errs.is_empty() {
         return Err(Error::invalid(errs));
     }
@@ -332,6 +341,7 @@ pub(super) fn update_memory(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         temporal_context,
         metadata: r.metadata.map(Metadata),
         embedding: r.embedding,
+        expires_at,
     };
     ok(&MemoryOut::from(api.store().update_memory(ctx.param("memory_id"), patch, guard(ctx))?))
 }

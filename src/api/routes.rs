@@ -119,6 +119,26 @@ pub(super) fn parse_temporal(s: Option<&str>, loc: &[&str], errs: &mut Vec<Field
     t
 }
 
+/// An expiry time: RFC 3339, or `YYYY-MM-DD` for midnight UTC that day. Anything else is a field error at
+/// `loc` (`datetime_parsing`, as pydantic names it).
+pub(super) fn parse_expiry(
+    s: Option<&str>,
+    loc: &[&str],
+    errs: &mut Vec<FieldError>,
+) -> Option<crate::model::Timestamp> {
+    let s = s?;
+    let t = crate::model::Timestamp::parse(s.trim());
+    if t.is_none() {
+        errs.push(FieldError::new(
+            loc,
+            "datetime_parsing",
+            "Input should be a valid datetime: RFC 3339 (2026-12-31T23:59:59Z) or a date (2026-12-31)",
+            s.into(),
+        ));
+    }
+    t
+}
+
 pub(super) fn label_ids(names: &[String]) -> Vec<String> {
     names.iter().map(|n| crate::model::Label::id_for(n.trim())).collect()
 }

@@ -118,6 +118,8 @@ pub(super) fn health(api: &Api, _: &Ctx<'_>) -> Result<ApiResponse> {
             a.pending += s.pending;
             a
         }),
+        store_format: StoreFormatHealth { version: h.format_version, last_upgrade: h.last_upgrade.clone() },
+        expiry: h.expiry,
     })
 }
 

@@ -109,6 +109,10 @@ enum Command {
         /// Serve no web console at /ui/ (for a shared server that wants the API only).
         #[arg(long)]
         no_console: bool,
+        /// Days an expired memory (its `expires_at` passed) stays readable by id before the hourly expiry
+        /// sweep forgets it.
+        #[arg(long, env = "ENGRAM_EXPIRY_GRACE_DAYS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(0..=36500))]
+        expiry_grace_days: u64,
         #[command(flatten)]
         database: DatabaseArgs,
         #[command(flatten)]
@@ -192,6 +196,18 @@ enum Command {
         /// Conflicts: `merge` fills empty fields of stored records, `skip` keeps them, `overwrite` replaces them.
         #[arg(long, default_value = "merge", value_parser = ["merge", "skip", "overwrite"])]
         mode: String,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+    /// Bring a store to this release's format (opening it does the same), or with `--check` print what that
+    /// would do without changing anything. A redb store is copied to `engram.redb.format-<old>.bak` first.
+    Upgrade {
+        /// Report the migrations (format before and after, records each rewrites) and change nothing.
+        #[arg(long)]
+        check: bool,
+        /// Data directory (default: the platform data dir).
+        #[arg(long, env = "ENGRAM_DATA_DIR")]
+        data_dir: Option<PathBuf>,
         #[command(flatten)]
         database: DatabaseArgs,
     },
@@ -315,6 +331,7 @@ fn run(cli: Cli) -> engram::Result<()> {
             max_body_bytes,
             lockout_failures,
             no_console,
+            expiry_grace_days,
             database,
             embedder,
         } => {
@@ -331,6 +348,7 @@ fn run(cli: Cli) -> engram::Result<()> {
                 lockout_failures,
                 console: !no_console,
                 database_url: database.database_url,
+                expiry_grace_days,
             };
             serve(serve_args, embedder.select()?)
         }
@@ -340,6 +358,7 @@ fn run(cli: Cli) -> engram::Result<()> {
             export_command(path, data_dir, no_zip, overwrite, database)
         }
         Command::Import { path, data_dir, mode, database } => import_command(path, data_dir, mode, database),
+        Command::Upgrade { check, data_dir, database } => upgrade_command(check, data_dir, database),
         Command::Eval { which } => eval_command(which),
     }
 }
@@ -463,6 +482,54 @@ fn import_command(
             Err(e)
         }
     }
+}
+
+/// `engram upgrade [--check]`.
+fn upgrade_command(check: bool, data_dir: Option<PathBuf>, database: DatabaseArgs) -> engram::Result<()> {
+    let mut config = StoreConfig::new(data_dir.unwrap_or_else(default_data_dir));
+    config.database_url = database.database_url;
+    let plan = engram::store::upgrade::plan_for(&config)?;
+    let found = match plan.found {
+        None => {
+            println!("no store yet: opening creates one at format {}", plan.current);
+            return Ok(());
+        }
+        Some(f) => f,
+    };
+    if plan.refused {
+        println!(
+            "the store is at format {found}, newer than this release (format {}): it would be refused",
+            plan.current
+        );
+        return Err(engram::Error::new(engram::ErrorKind::Corrupt, "the store is newer than this release"));
+    }
+    if plan.steps.is_empty() {
+        println!("the store is at format {found}, this release's: nothing to do");
+        return Ok(());
+    }
+    println!("the store is at format {found}; this release writes format {}:", plan.current);
+    for s in &plan.steps {
+        println!("  {} -> {}: {} ({} records)", s.from, s.to, s.what, s.records);
+    }
+    if let Some(b) = &plan.backup {
+        println!("  a copy of the file is written first: {}", b.display());
+    }
+    if check {
+        println!("(--check: nothing was changed)");
+        return Ok(());
+    }
+    match engram::store::upgrade::upgrade_store(&config)? {
+        Some(r) => println!(
+            "upgraded from format {} to {}: {} records rewritten in {:.0} ms{}",
+            r.from,
+            r.to,
+            r.records,
+            r.elapsed_ms,
+            r.backup.map(|b| format!("; backup {b}")).unwrap_or_default()
+        ),
+        None => println!("the store was already current (another process upgraded it)"),
+    }
+    Ok(())
 }
 
 /// `engram eval locomo`.
@@ -706,6 +773,7 @@ struct ServeArgs {
     lockout_failures: usize,
     console: bool,
     database_url: Option<String>,
+    expiry_grace_days: u64,
 }
 
 #[cfg(feature = "server")]
@@ -724,6 +792,7 @@ fn serve(args: ServeArgs, embedder: engram::embed::SelectedEmbedder) -> engram::
         lockout_failures,
         console,
         database_url,
+        expiry_grace_days,
     } = args;
     let addr = addr
         .parse()
@@ -743,6 +812,7 @@ fn serve(args: ServeArgs, embedder: engram::embed::SelectedEmbedder) -> engram::
     store_config.url_policy.total_timeout = std::time::Duration::from_secs(url_timeout);
     store_config.url_policy.connect_timeout = std::time::Duration::from_secs(url_timeout.min(10));
     store_config.database_url = database_url;
+    store_config.expiry_grace = std::time::Duration::from_secs(expiry_grace_days * 86_400);
     let store = std::sync::Arc::new(KnowledgeStore::open(store_config)?);
     println!("data directory: {}", data_dir.display());
     let mut config = ServerConfig::new(&data_dir);

@@ -37,6 +37,8 @@ pub struct DocMeta {
     pub position: Option<Position>,
     /// The text states a time that extraction resolved (`metadata.temporal_expression`).
     pub dated: bool,
+    /// When the memory expires, if ever ([`Memory::expires_at`]).
+    pub expires_at: Option<Timestamp>,
 }
 
 /// Where a memory sits in a sequence: the group (a thread or a source) and its ordinal in it (first message
@@ -66,6 +68,7 @@ impl DocMeta {
             last_used: m.last_accessed_at.map_or(m.created_at, |a| a.max(m.created_at)),
             position: super::context::position_of(m),
             dated: m.metadata.0.get("temporal_expression").and_then(|v| v.as_str()).is_some_and(|s| !s.is_empty()),
+            expires_at: m.expires_at,
         }
     }
 }
@@ -123,6 +126,10 @@ pub struct MemoryFilter {
     pub memory_ids: Option<BTreeSet<String>>,
     /// Only the memories placed in this sequence ([`Position::group`]: `thread:<id>` or `source:<id>`).
     pub group: Option<String>,
+    /// Also memories whose `expires_at` has passed; default false: an expired memory leaves searches and
+    /// listings (it stays readable by id). Expiry is judged against the clock when a memory with an expiry
+    /// time is tested.
+    pub include_expired: bool,
 }
 
 impl MemoryFilter {
@@ -161,6 +168,7 @@ impl MemoryFilter {
             && self.event_to.is_none_or(|t| d.event_start.is_some_and(|e| e <= t))
             && self.memory_ids.as_ref().is_none_or(|ids| ids.contains(&d.id))
             && self.group.as_deref().is_none_or(|g| d.position.as_ref().is_some_and(|p| &*p.group == g))
+            && (self.include_expired || d.expires_at.is_none_or(|e| e > Timestamp::now()))
     }
 }
 
@@ -176,6 +184,8 @@ pub struct SpaceCatalog {
     /// Member -> its previous and next member (`NONE` at either end): the window-1 neighbourhood, kept so that
     /// the search hot path needs one lookup per document instead of two B-tree walks.
     links: FxHashMap<u64, [u64; 2]>,
+    /// Memories with an expiry time, as `(expires_at, docno)` in time order: the expired ones are a prefix.
+    expiring: BTreeSet<(Timestamp, u64)>,
 }
 
 /// No neighbour on that side.
@@ -221,10 +231,16 @@ impl SpaceCatalog {
                 l[0] = docno;
             }
         }
+        if let Some(e) = meta.expires_at {
+            self.expiring.insert((e, docno));
+        }
         self.docs.insert(docno, meta);
     }
 
     fn leave_group(&mut self, docno: u64, m: &DocMeta) {
+        if let Some(e) = m.expires_at {
+            self.expiring.remove(&(e, docno));
+        }
         if let Some(p) = &m.position
             && let Some(set) = self.groups.get_mut(&p.group)
         {
@@ -320,6 +336,11 @@ impl SpaceCatalog {
     /// All entries.
     pub fn iter(&self) -> impl Iterator<Item = (u64, &DocMeta)> {
         self.docs.iter().map(|(d, m)| (*d, m))
+    }
+
+    /// Memories whose expiry time is at or before `at`, as `(expires_at, docno)`, earliest first.
+    pub fn expired(&self, at: Timestamp) -> impl Iterator<Item = (Timestamp, u64)> + '_ {
+        self.expiring.range(..=(at, u64::MAX)).copied()
     }
 
     /// Number of entries `f` accepts.

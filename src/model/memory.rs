@@ -232,6 +232,12 @@ pub struct Memory {
     pub source_thread_id: Option<String>,
     /// Id of the message the memory came from, when the caller supplied one.
     pub source_message_id: Option<String>,
+    /// When the memory expires (RFC 3339 in JSON), if ever. From then on it leaves search, listings and the
+    /// context bundle but stays readable by id (with `expired: true`); the expiry worker forgets it after the
+    /// grace period (`StoreConfig::expiry_grace`). Engram extension, after mem0's `expiration_date`; added in
+    /// store format 2.
+    #[serde(default)]
+    pub expires_at: Option<Timestamp>,
 }
 
 impl Memory {
@@ -280,7 +286,13 @@ impl Memory {
             is_favorite: false,
             source_thread_id: None,
             source_message_id: None,
+            expires_at: None,
         }
+    }
+
+    /// True when the memory has an expiry time at or before `now`.
+    pub fn expired_at(&self, now: Timestamp) -> bool {
+        self.expires_at.is_some_and(|e| e <= now)
     }
 
     /// The text the indexes see: title, content, and the event date spelled out (`8 May 2023`) so that

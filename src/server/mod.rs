@@ -724,6 +724,7 @@ pub fn serve_until_signal(config: ServerConfig, store: Arc<KnowledgeStore>, info
     let out = rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(config.addr).await?;
         let addr = listener.local_addr()?;
+        tokio::spawn(expiry_sweeps(store.clone()));
         let (router, _key, sign_in) = build(&config, store, info, addr)?;
         tracing::info!(%addr, "engram listening");
         println!("engram listening on http://{addr}");
@@ -737,6 +738,27 @@ pub fn serve_until_signal(config: ServerConfig, store: Arc<KnowledgeStore>, info
     });
     drop(rt);
     out
+}
+
+/// How often the daemon forgets memories whose expiry passed more than the grace period ago (the store also
+/// does at open).
+const EXPIRY_SWEEP_EVERY: Duration = Duration::from_secs(3600);
+
+/// The daemon's expiry worker: [`KnowledgeStore::forget_expired`] every [`EXPIRY_SWEEP_EVERY`], off the
+/// async threads. Ends with the runtime.
+async fn expiry_sweeps(store: Arc<KnowledgeStore>) {
+    let mut tick = tokio::time::interval(EXPIRY_SWEEP_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await; // the first tick is immediate, and the store swept at open
+    loop {
+        tick.tick().await;
+        let s = store.clone();
+        match tokio::task::spawn_blocking(move || s.forget_expired()).await {
+            Ok(Err(e)) => tracing::warn!(error = %e, "the expiry sweep failed; it runs again in an hour"),
+            Err(e) => tracing::warn!(error = %e, "the expiry sweep stopped"),
+            Ok(Ok(_)) => {}
+        }
+    }
 }
 
 /// Connection limits of the accept loop.

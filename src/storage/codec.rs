@@ -1,40 +1,92 @@
 //! Format version and record codec.
 //!
-//! Every stored record is `[RECORD_VERSION] ++ postcard(record)`. postcard is not self-describing, so the
-//! leading byte is what lets a later release migrate old records. The store-wide `FORMAT_VERSION` in `META`
-//! names the table layout; opening a store written by a newer layout is refused.
+//! Every stored record is `[version] ++ postcard(record)`. postcard is not self-describing, so the leading byte
+//! is what lets a later release read old records: each record kind ([`Versioned`]) names the version it writes
+//! and upgrades every older one to its current form on read. The store-wide [`FORMAT_VERSION`] in `META` names
+//! the layout as a whole; opening an older store runs the ordered migrations of [`crate::store::upgrade`], and
+//! opening a store written by a newer release is refused with both versions named. The rules for changing a
+//! record are in `docs/design.md` ("Changing the format").
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::error::{Error, ErrorKind, Result};
 
-/// Table layout version of this release.
-pub const FORMAT_VERSION: u32 = 1;
+/// Layout version of this release. History: 1, the first release; 2, memories gain `expires_at` (memory
+/// records at version 2).
+pub const FORMAT_VERSION: u32 = 2;
 
-/// Version byte in front of every record.
-pub const RECORD_VERSION: u8 = 1;
+/// A record kind's stored value: the version this release writes, and how every older version is read.
+///
+/// A kind whose layout changes raises `VERSION` by one, keeps a frozen copy of each older layout, and reads
+/// them in [`Versioned::upgrade`] (old fields kept, new fields at their defaults). Records are never read
+/// at a version newer than `VERSION`.
+pub trait Versioned: Serialize + DeserializeOwned {
+    /// Version byte written in front of every record of the kind (1..=255).
+    const VERSION: u8;
 
-/// Encodes a record.
-pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>> {
-    let mut out = vec![RECORD_VERSION];
+    /// The record stored at an older `version` (1..`VERSION`), as its current form; `body` is the postcard
+    /// bytes after the version byte.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Corrupt`] when `version` is unknown or `body` does not decode as that version.
+    fn upgrade(version: u8, body: &[u8]) -> Result<Self> {
+        let _ = body;
+        Err(Error::new(ErrorKind::Corrupt, format!("unknown record version {version}")))
+    }
+}
+
+/// Record kinds whose layout has not changed since format 1: version 1, nothing to upgrade.
+macro_rules! version_one {
+    ($($t:ty),* $(,)?) => {
+        $(impl Versioned for $t {
+            const VERSION: u8 = 1;
+        })*
+    };
+}
+pub(crate) use version_one;
+
+/// The postcard body of a record, as `T`.
+///
+/// # Errors
+/// [`ErrorKind::Corrupt`] when the bytes do not decode.
+pub fn postcard_body<T: DeserializeOwned>(body: &[u8]) -> Result<T> {
+    postcard::from_bytes(body)
+        .map_err(|e| Error::new(ErrorKind::Corrupt, "a stored record does not decode").with_source(e))
+}
+
+/// Encodes a record at its kind's current version.
+pub fn encode<T: Versioned>(value: &T) -> Result<Vec<u8>> {
+    let mut out = vec![T::VERSION];
     let body = postcard::to_allocvec(value)
         .map_err(|e| Error::new(ErrorKind::Internal, "encoding a record failed").with_source(e))?;
     out.extend_from_slice(&body);
     Ok(out)
 }
 
-/// Decodes a record.
+/// Decodes a record of any version up to its kind's current one (older versions through
+/// [`Versioned::upgrade`]).
 ///
 /// # Errors
-/// [`ErrorKind::Corrupt`] for an unknown version byte or bytes that do not decode.
-pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T> {
+/// [`ErrorKind::Corrupt`] for a version newer than this release reads, an unknown version, or bytes that do
+/// not decode.
+pub fn decode<T: Versioned>(bytes: &[u8]) -> Result<T> {
     match bytes.split_first() {
-        Some((&RECORD_VERSION, body)) => postcard::from_bytes(body)
-            .map_err(|e| Error::new(ErrorKind::Corrupt, "a stored record does not decode").with_source(e)),
+        Some((&v, body)) if v == T::VERSION => postcard_body(body),
+        Some((&v, body)) if v >= 1 && v < T::VERSION => T::upgrade(v, body),
+        Some((&v, _)) if v > T::VERSION => Err(Error::new(
+            ErrorKind::Corrupt,
+            format!("a record at version {v} is newer than this release reads ({})", T::VERSION),
+        )),
         Some((v, _)) => Err(Error::new(ErrorKind::Corrupt, format!("unknown record version {v}"))),
         None => Err(Error::new(ErrorKind::Corrupt, "empty record")),
     }
+}
+
+/// The version byte of a stored record, when it is older than its kind's current version (the record needs
+/// rewriting by a migration).
+pub fn older_version<T: Versioned>(bytes: &[u8]) -> Option<u8> {
+    bytes.first().copied().filter(|v| *v < T::VERSION)
 }
 
 /// First byte of a vector stored at half precision.
@@ -66,11 +118,12 @@ pub fn vector_from_bytes(b: &[u8]) -> Vec<f32> {
 /// Property tests of the stored codecs (proptest): every record survives encode/decode exactly, any bytes
 /// decode to a record or a `Corrupt` error (never a panic), vectors keep every bit.
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use proptest::prelude::*;
 
     use super::*;
     use crate::model::{Memory, MemoryState, Metadata, TemporalContext, Timestamp, UnitType};
+    use crate::store::StoredMemory;
 
     /// JSON values up to 3 levels deep: what clients put in `metadata`.
     fn json() -> impl Strategy<Value = serde_json::Value> {
@@ -91,7 +144,7 @@ mod tests {
     }
 
     prop_compose! {
-        fn memory()(
+        pub(crate) fn memory()(
             id in ".{1,40}",
             content in ".{0,200}",
             title in ".{0,40}",
@@ -105,6 +158,7 @@ mod tests {
             temporal in proptest::sample::select(vec![TemporalContext::Past, TemporalContext::Timeless]),
             event_start in proptest::option::of("[0-9]{4}(-[0-9]{2}){0,2}"),
             range in proptest::collection::btree_map(".{0,5}", -1e9f64..1e9, 0..3),
+            expires in proptest::option::of(0i64..253_402_300_799_999),
         ) -> Memory {
             let mut m = Memory::with_defaults(id, "default".into(), content, Timestamp(created));
             m.title = title;
@@ -117,6 +171,7 @@ mod tests {
             m.temporal_context = temporal;
             m.event_start = event_start;
             m.source_range = range;
+            m.expires_at = expires.map(Timestamp);
             m
         }
     }
@@ -125,25 +180,26 @@ mod tests {
         #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
         #[test]
-        fn memories_round_trip(m in memory()) {
+        fn memories_round_trip(m in memory(), docno in any::<u64>()) {
+            let m = StoredMemory { docno, memory: m };
             let bytes = encode(&m).map_err(|e| TestCaseError::fail(e.to_string()))?;
-            prop_assert_eq!(bytes[0], RECORD_VERSION);
-            let back: Memory = decode(&bytes).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert_eq!(bytes[0], 2);
+            let back: StoredMemory = decode(&bytes).map_err(|e| TestCaseError::fail(e.to_string()))?;
             prop_assert_eq!(back, m);
         }
 
         #[test]
         fn any_bytes_decode_or_are_corrupt(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
-            if let Err(e) = decode::<Memory>(&bytes) {
+            if let Err(e) = decode::<StoredMemory>(&bytes) {
                 prop_assert_eq!(e.kind(), ErrorKind::Corrupt);
             }
         }
 
         #[test]
         fn truncated_records_are_corrupt_not_panics(m in memory(), cut in 0usize..1000) {
-            let bytes = encode(&m).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let bytes = encode(&StoredMemory { docno: 1, memory: m }).map_err(|e| TestCaseError::fail(e.to_string()))?;
             let cut = cut % bytes.len();
-            if let Err(e) = decode::<Memory>(&bytes[..cut]) {
+            if let Err(e) = decode::<StoredMemory>(&bytes[..cut]) {
                 prop_assert_eq!(e.kind(), ErrorKind::Corrupt);
             }
         }

@@ -66,6 +66,15 @@ impl Db {
         Ok(Db(DbInner::Redb(RedbDb::open(path, cache_bytes, device)?)))
     }
 
+    /// Opens the existing redb file at `path` for reading only: nothing is written to it, not even its header;
+    /// writes fail. `None` when the file was not closed cleanly and needs the repair only [`Db::open`] makes.
+    ///
+    /// # Errors
+    /// As [`Db::open`].
+    pub fn open_read_only(path: &Path, cache_bytes: usize) -> Result<Option<Db>> {
+        Ok(RedbDb::open_read_only(path, cache_bytes)?.map(|d| Db(DbInner::Redb(d))))
+    }
+
     /// Connects to the PostgreSQL database at `url` with a pool of at most `pool_size` connections, and
     /// creates or migrates its schema (see [`super::postgres::migrate`]).
     ///

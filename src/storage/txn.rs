@@ -79,7 +79,7 @@ pub(crate) fn range_prefix2_count(
 }
 
 /// Decodes the record stored under `key`, if any.
-pub(crate) fn get_record<K: KeyType, T: serde::de::DeserializeOwned>(
+pub(crate) fn get_record<K: KeyType, T: crate::storage::codec::Versioned>(
     t: &impl Readable<K, &'static [u8]>,
     key: super::Borrowed<'_, K>,
 ) -> Result<Option<T>> {

@@ -114,6 +114,8 @@ impl KnowledgeStore {
         let rtx = self.db.read()?;
         let meta = rtx.table(META)?;
         let generation = meta_u64(&meta, "generation")?.unwrap_or(0);
+        let format_version = super::upgrade::stored_format(&meta)?.unwrap_or(crate::storage::codec::FORMAT_VERSION);
+        let last_upgrade = super::upgrade::last_upgrade(&meta)?;
         let labels = rtx.table(LABELS)?.len()? as usize;
         let state = self.index.read();
         let memories = state.spaces.values().map(|s| s.catalog.len()).sum();
@@ -131,6 +133,9 @@ impl KnowledgeStore {
             reindex_pending,
             labels,
             reembed: self.reembed_progress.status(),
+            format_version,
+            last_upgrade,
+            expiry: self.expiry_status(),
         })
     }
 }

@@ -436,6 +436,8 @@ fn apply_new(m: &mut Memory, n: &NewMemory) {
         temporal_context: n.temporal_context,
         metadata: n.metadata.clone(),
         embedding: None,
+        // An upsert without an expiry keeps the stored one, as for every other field.
+        expires_at: n.expires_at.map(Some),
     };
     apply_patch(m, &patch);
     if let Some(x) = &n.source_thread_id {
@@ -453,6 +455,9 @@ fn apply_new(m: &mut Memory, n: &NewMemory) {
 }
 
 fn apply_patch(m: &mut Memory, p: &MemoryPatch) {
+    if let Some(e) = p.expires_at {
+        m.expires_at = e;
+    }
     if let Some(c) = &p.content {
         m.content = c.trim().to_string();
     }

@@ -7,6 +7,7 @@
 
 mod communities;
 mod entities;
+mod expiry;
 mod feed;
 mod graph_files;
 mod health;
@@ -16,6 +17,7 @@ mod labels;
 mod lifecycle;
 mod memories;
 mod open;
+mod records;
 mod reembed;
 mod relations;
 mod reviews;
@@ -25,17 +27,20 @@ mod spaces;
 mod threads;
 mod transfer;
 mod types;
+pub mod upgrade;
 mod wiki;
 mod worker;
 mod working;
 
 pub use communities::{Community, CommunityEntity, CommunityMemory, GraphReport, crystal_id};
 pub use entities::{MentionReport, entity_id};
+pub use expiry::ExpiryStatus;
 pub use label_maint::{
     AffectedCounts, ConsolidationGroup, ConsolidationPreview, ConsolidationReport, JudgedPair, LabelDeleteReport,
     LabelHealth, LabelMerge, LabelPatch, LabelPlan, MergeCandidate, canonical_label,
 };
 pub use lifecycle::{StateChange, Transition};
+pub(crate) use records::StoredMemory;
 pub use reembed::ReembedStatus;
 pub use relations::{MemoryRelation, RELATION_STATUSES, RelationInput, RelationQuery, RelationView};
 pub use reviews::{ACTIONS as REVIEW_ACTIONS, Resolution, ReviewEvent};
@@ -69,7 +74,7 @@ use std::time::Instant;
 use parking_lot::{Mutex, RwLock};
 
 use crate::config::StoreConfig;
-use crate::model::{Memory, Timestamp};
+use crate::model::Timestamp;
 use crate::storage::Db;
 
 pub(crate) use crate::storage::codec as schema;
@@ -81,13 +86,6 @@ pub(crate) use indexes::{IndexOp, IndexState, LexEntry, SpaceIndex, apply_ops, s
 
 /// The id of the space that always exists.
 pub const DEFAULT_SPACE: &str = "default";
-
-/// A stored memory: its document number (the id of its current text in the indexes) and the record.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub(crate) struct StoredMemory {
-    pub docno: u64,
-    pub memory: Memory,
-}
 
 /// A knowledge store over `<data_dir>/engram.redb`, or over a PostgreSQL database (`StoreConfig::database_url`,
 /// feature `postgres`).
@@ -106,6 +104,8 @@ pub struct KnowledgeStore {
     reembed_progress: Arc<reembed::Progress>,
     /// Write generation at the last checkpoint.
     durable_generation: std::sync::atomic::AtomicU64,
+    /// Memories the expiry sweep forgot since open.
+    expired_forgotten: std::sync::atomic::AtomicU64,
     /// Access-count commits (without fsync) since the last checkpoint.
     pub(crate) pending_access: std::sync::atomic::AtomicU64,
     /// Reads by id not yet counted in the file: memory id -> (reads, latest read). Counted by the next read that

@@ -11,7 +11,7 @@ use parking_lot::{Mutex, RwLock};
 use super::tables::*;
 use super::*;
 use crate::config::StoreConfig;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::Result;
 use crate::index::catalog::DocMeta;
 use crate::model::{Space, SpaceUsage, Timestamp};
 use crate::storage::{Db, Readable};
@@ -104,15 +104,15 @@ impl Drop for KnowledgeStore {
 
 /// The store's database: the PostgreSQL database of `config.database_url`, or the redb file in the data
 /// directory.
-fn open_db(config: &StoreConfig) -> Result<Db> {
+pub(crate) fn open_db(config: &StoreConfig) -> Result<Db> {
     if let Some(url) = &config.database_url {
         #[cfg(feature = "postgres")]
         return Db::connect(url, config.database_pool_size);
         #[cfg(not(feature = "postgres"))]
         {
             let _ = url;
-            return Err(Error::new(
-                ErrorKind::Unavailable,
+            return Err(crate::error::Error::new(
+                crate::error::ErrorKind::Unavailable,
                 "a database URL was given, but this build has no PostgreSQL backend (cargo feature `postgres`)",
             ));
         }
@@ -143,6 +143,7 @@ impl KnowledgeStore {
     /// * [`ErrorKind::Unavailable`]: a database URL in a build without the `postgres` feature.
     pub fn open(config: StoreConfig) -> Result<Self> {
         std::fs::create_dir_all(&config.data_dir)?;
+        let backup = upgrade::backup_before_open(&config)?;
         let db = Arc::new(open_db(&config)?);
         let index = Arc::new(RwLock::new(IndexState { spaces: HashMap::new() }));
         let graph_files = graph_files::GraphFiles::new(&config.data_dir, config.embedder.name());
@@ -183,6 +184,7 @@ impl KnowledgeStore {
             chunk_index,
             jobs: transfer::Jobs::default(),
             durable_generation: Default::default(),
+            expired_forgotten: Default::default(),
             pending_access: Default::default(),
             access_queue: Default::default(),
             graph,
@@ -193,7 +195,7 @@ impl KnowledgeStore {
             builder,
             graph_files,
         };
-        store.init_schema()?;
+        store.init_schema(backup)?;
         {
             let rtx = store.db.read()?;
             let g = meta_u64(&rtx.table(META)?, "generation")?.unwrap_or(0);
@@ -208,6 +210,9 @@ impl KnowledgeStore {
         store.builder.wake();
         store.graph_worker.wake();
         store.start_reembedding();
+        if let Err(e) = store.forget_expired() {
+            tracing::warn!(error = %e, "the expiry sweep at open failed; it runs again at the next open or sweep");
+        }
         Ok(store)
     }
 
@@ -234,24 +239,24 @@ impl KnowledgeStore {
         *self.reembed.lock() = Some(reembed::start(ctx, work, self.reembed_progress.clone()));
     }
 
-    pub(crate) fn init_schema(&self) -> Result<()> {
+    /// Creates every table of a new store and its default space, or brings an older store to this release's
+    /// format ([`super::upgrade`]); refuses a newer one.
+    pub(crate) fn init_schema(&self, backup: Option<std::path::PathBuf>) -> Result<()> {
+        {
+            // A new store has no META table yet: creating it is the write below.
+            let rtx = self.db.read()?;
+            let has_meta = rtx.table(META).is_ok_and(|t| t.get("format_version").is_ok_and(|v| v.is_some()));
+            drop(rtx);
+            if has_meta {
+                upgrade::upgrade_at_open(&self.db, backup)?;
+            }
+        }
         let txn = self.db.write(crate::config::Durability::Immediate)?;
         {
             let mut meta = txn.table(META)?;
-            let found = meta.get("format_version")?.map(|v| v.value().to_vec());
-            match found {
-                Some(v) => {
-                    let found = v.try_into().map(u32::from_le_bytes).unwrap_or(u32::MAX);
-                    if found > schema::FORMAT_VERSION {
-                        return Err(Error::new(
-                            ErrorKind::Corrupt,
-                            format!(
-                                "store format {found} is newer than this release supports ({})",
-                                schema::FORMAT_VERSION
-                            ),
-                        ));
-                    }
-                }
+            match upgrade::stored_format(&meta)? {
+                Some(found) if found > schema::FORMAT_VERSION => return Err(upgrade::newer(found)),
+                Some(_) => {}
                 None => {
                     meta.put("format_version", schema::FORMAT_VERSION.to_le_bytes().as_slice())?;
                 }

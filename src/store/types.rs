@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use crate::index::catalog::MemoryFilter;
-use crate::model::{Label, Memory, Metadata, TemporalContext, UnitType};
+use crate::model::{Label, Memory, Metadata, TemporalContext, Timestamp, UnitType};
 
 /// A memory to create, or to upsert when `id` names an existing one.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -47,6 +47,9 @@ pub struct NewMemory {
     /// finite floats, not all zero; stored L2-normalised. None in such a store: the memory has no vector and is
     /// found lexically.
     pub embedding: Option<Vec<f32>>,
+    /// When the memory expires ([`Memory::expires_at`]); None: never. A time already past is accepted (the
+    /// memory is stored expired).
+    pub expires_at: Option<Timestamp>,
 }
 
 /// What an upsert did.
@@ -124,6 +127,8 @@ pub struct MemoryPatch {
     /// A new caller-supplied vector (external-embedder stores only; rules of [`NewMemory::embedding`]). In such a
     /// store a content change without one keeps the old vector: it cannot be recomputed.
     pub embedding: Option<Vec<f32>>,
+    /// Sets (`Some(Some(t))`) or clears (`Some(None)`) the expiry time; None leaves it.
+    pub expires_at: Option<Option<Timestamp>>,
 }
 
 /// Listing query (`GET /memories`).
@@ -506,6 +511,12 @@ pub struct StoreHealth {
     pub labels: usize,
     /// Background re-embedding.
     pub reembed: super::ReembedStatus,
+    /// The store's format ([`crate::storage::codec::FORMAT_VERSION`] once open).
+    pub format_version: u32,
+    /// The last format upgrade the store went through, if any (with its backup copy).
+    pub last_upgrade: Option<super::upgrade::UpgradeRecord>,
+    /// Expired memories and the expiry sweep.
+    pub expiry: super::ExpiryStatus,
 }
 
 /// Size of the lexical index over all spaces ([`crate::KnowledgeStore::lexical_index_stats`]).

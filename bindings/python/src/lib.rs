@@ -350,6 +350,17 @@ impl Memory {
     fn updated_at<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         datetime(py, self.view.memory.updated_at.0)
     }
+    /// When the memory expires (UTC), or None: never. An expired memory is out of search and listings and
+    /// is forgotten after the store's grace period (30 days by default).
+    #[getter]
+    fn expires_at<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.view.memory.expires_at.map(|t| datetime(py, t.0)).transpose()
+    }
+    /// True when `expires_at` has passed.
+    #[getter]
+    fn expired(&self) -> bool {
+        self.view.memory.expired_at(engram::Timestamp::now())
+    }
     /// 1 for a new memory, +1 on each content change.
     #[getter]
     fn version(&self) -> i64 {
@@ -734,6 +745,24 @@ fn metadata_arg(py: Python<'_>, obj: Option<&Bound<'_, PyAny>>, field: &str) -> 
     }
 }
 
+/// An expiry time from an aware `datetime.datetime` or a str (RFC 3339, or `YYYY-MM-DD` for midnight UTC).
+/// A naive datetime is refused: its zone is unknown.
+fn expiry_arg(py: Python<'_>, obj: Option<&Bound<'_, PyAny>>, field: &str) -> PyResult<Option<engram::Timestamp>> {
+    let Some(obj) = obj.filter(|o| !o.is_none()) else { return Ok(None) };
+    if let Ok(s) = obj.cast::<PyString>() {
+        let s = s.to_cow()?;
+        return engram::Timestamp::parse(&s)
+            .map(Some)
+            .ok_or_else(|| invalid(py, field, format!("'{s}' is not RFC 3339 (2026-12-31T23:59:59Z) or a date")));
+    }
+    let aware = obj.hasattr("timestamp")? && obj.getattr("tzinfo").is_ok_and(|z| !z.is_none());
+    if !aware {
+        return Err(invalid(py, field, "expected an aware datetime (with tzinfo) or an RFC 3339 str"));
+    }
+    let secs: f64 = obj.call_method0("timestamp")?.extract()?;
+    Ok(Some(engram::Timestamp((secs * 1000.0).round() as i64)))
+}
+
 /// Keyword fields of a memory, from `add`'s arguments or one item of `add_many`.
 fn new_memory(py: Python<'_>, item: &Bound<'_, PyAny>, space: Option<&str>) -> PyResult<NewMemory> {
     if let Ok(s) = item.cast::<PyString>() {
@@ -769,6 +798,7 @@ fn new_memory(py: Python<'_>, item: &Bound<'_, PyAny>, space: Option<&str>) -> P
         "embedding",
         "source_thread_id",
         "source_message_id",
+        "expires_at",
     ];
     for k in d.keys() {
         let k: String = k.extract().map_err(|_| invalid(py, "items", "dict keys must be strings"))?;
@@ -796,6 +826,7 @@ fn new_memory(py: Python<'_>, item: &Bound<'_, PyAny>, space: Option<&str>) -> P
         metadata: metadata_arg(py, get("metadata")?.as_ref(), "metadata")?,
         space_id: s("space_id")?.or(s("space")?).or_else(|| space.map(str::to_owned)),
         embedding: get("embedding")?.map(|v| vector_arg(py, &v, "embedding")).transpose()?,
+        expires_at: expiry_arg(py, get("expires_at")?.as_ref(), "expires_at")?,
         ..Default::default()
     })
 }
@@ -939,9 +970,10 @@ impl Store {
 
     /// Stores one memory and returns it. `id` makes it an upsert. `embedding` (external-embedder stores): a
     /// 1-D `float32` array or list of `dim` finite floats. `space`: default `"default"` (must exist).
+    /// `expires_at`: an aware `datetime` or RFC 3339 str; from then on the memory leaves search and listings.
     ///
     /// Raises `InvalidInput` (a `ValueError`; `.field` names the bad argument) and stores nothing.
-    #[pyo3(signature = (content, *, id=None, title=None, labels=None, importance=None, confidence=None, unit_type=None, space=None, metadata=None, source=None, event_start=None, event_end=None, temporal_context=None, source_thread_id=None, source_message_id=None, embedding=None))]
+    #[pyo3(signature = (content, *, id=None, title=None, labels=None, importance=None, confidence=None, unit_type=None, space=None, metadata=None, source=None, event_start=None, event_end=None, temporal_context=None, source_thread_id=None, source_message_id=None, embedding=None, expires_at=None))]
     #[allow(clippy::too_many_arguments)]
     fn add(
         &self,
@@ -962,6 +994,7 @@ impl Store {
         source_thread_id: Option<String>,
         source_message_id: Option<String>,
         embedding: Option<&Bound<'_, PyAny>>,
+        expires_at: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<Memory>> {
         let new = NewMemory {
             id,
@@ -980,6 +1013,7 @@ impl Store {
             metadata: metadata_arg(py, metadata, "metadata")?,
             space_id: space,
             embedding: embedding.filter(|e| !e.is_none()).map(|e| vector_arg(py, e, "embedding")).transpose()?,
+            expires_at: expiry_arg(py, expires_at, "expires_at")?,
             ..Default::default()
         };
         let api = self.api(py)?;
@@ -1038,9 +1072,10 @@ impl Store {
     }
 
     /// Changes the given fields and returns the memory. `labels` replaces the set; `move_to` moves it to
-    /// another space; `embedding` replaces the vector (external-embedder stores). Raises `NotFound`,
+    /// another space; `embedding` replaces the vector (external-embedder stores); `expires_at` sets the expiry
+    /// (an aware `datetime` or RFC 3339 str) and `clear_expiry=True` removes it. Raises `NotFound`,
     /// `InvalidInput`.
-    #[pyo3(signature = (id, *, content=None, title=None, labels=None, importance=None, confidence=None, unit_type=None, metadata=None, source=None, event_start=None, event_end=None, temporal_context=None, move_to=None, embedding=None, space=None))]
+    #[pyo3(signature = (id, *, content=None, title=None, labels=None, importance=None, confidence=None, unit_type=None, metadata=None, source=None, event_start=None, event_end=None, temporal_context=None, move_to=None, embedding=None, space=None, expires_at=None, clear_expiry=false))]
     #[allow(clippy::too_many_arguments)]
     fn update(
         &self,
@@ -1060,7 +1095,15 @@ impl Store {
         move_to: Option<String>,
         embedding: Option<&Bound<'_, PyAny>>,
         space: Option<&str>,
+        expires_at: Option<&Bound<'_, PyAny>>,
+        clear_expiry: bool,
     ) -> PyResult<Py<Memory>> {
+        let expires_at = match (expiry_arg(py, expires_at, "expires_at")?, clear_expiry) {
+            (Some(_), true) => return Err(invalid(py, "clear_expiry", "give expires_at or clear_expiry, not both")),
+            (Some(t), false) => Some(Some(t)),
+            (None, true) => Some(None),
+            (None, false) => None,
+        };
         let patch = MemoryPatch {
             title,
             content,
@@ -1075,6 +1118,7 @@ impl Store {
             temporal_context: parse_temporal(py, temporal_context)?,
             metadata: metadata_arg(py, metadata, "metadata")?,
             embedding: embedding.filter(|e| !e.is_none()).map(|e| vector_arg(py, e, "embedding")).transpose()?,
+            expires_at,
         };
         let api = self.api(py)?;
         let v = py.detach(|| api.store().update_memory(id, patch, space)).map_err(to_py)?;

@@ -213,7 +213,7 @@ pub(super) fn memory_add(c: &Call<'_>) -> Out {
     if let Some(l) = a.list("labels")? {
         body["labels"] = json!(l);
     }
-    for key in ["unit_type", "event_start", "event_end", "temporal_context"] {
+    for key in ["unit_type", "event_start", "event_end", "temporal_context", "expires_at"] {
         if let Some(v) = a.text(key, 40)? {
             body[key] = v.into();
         }
@@ -271,11 +271,16 @@ pub(super) fn memory_update(c: &Call<'_>) -> Out {
         body["labels"] = json!(l);
         fields.push("labels");
     }
+    if let Some(e) = a.opt_str("expires_at")? {
+        // An empty string clears the expiry (null means "not given" to MCP clients).
+        body["expires_at"] = if e.trim().is_empty() { Value::Null } else { e.into() };
+        fields.push("expires_at");
+    }
     if fields.is_empty() {
         return Err(Error::invalid_field(
             &["arguments", "memory_id"],
             "missing",
-            "give at least one of title, content, importance, labels",
+            "give at least one of title, content, importance, labels, expires_at",
             Value::Null,
         )
         .into());

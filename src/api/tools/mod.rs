@@ -432,7 +432,7 @@ pub static TOOLS: &[Tool] = &[
         false,
         "Store a memory (a fact, preference, decision, plan, procedure, learning, context or event). Returns memory_id.",
         concat!(
-            r#"{"type":"object","required":["content"],"properties":{"content":{"type":"string","minLength":1,"maxLength":32768},"title":{"type":["string","null"],"maxLength":200},"importance":{"type":"number","minimum":0,"maximum":1,"default":0.5},"labels":{"type":["string","array","null"],"items":{"type":"string"},"description":"label names: an array or a comma-separated string"},"unit_type":{"type":["string","null"],"enum":["fact","preference","decision","plan","procedure","learning","context","event",null]},"event_start":{"type":["string","null"],"description":"YYYY, YYYY-MM or YYYY-MM-DD"},"event_end":{"type":["string","null"]},"temporal_context":{"type":["string","null"],"enum":["past","present","future","timeless",null]},"#,
+            r#"{"type":"object","required":["content"],"properties":{"content":{"type":"string","minLength":1,"maxLength":32768},"title":{"type":["string","null"],"maxLength":200},"importance":{"type":"number","minimum":0,"maximum":1,"default":0.5},"labels":{"type":["string","array","null"],"items":{"type":"string"},"description":"label names: an array or a comma-separated string"},"unit_type":{"type":["string","null"],"enum":["fact","preference","decision","plan","procedure","learning","context","event",null]},"event_start":{"type":["string","null"],"description":"YYYY, YYYY-MM or YYYY-MM-DD"},"event_end":{"type":["string","null"]},"temporal_context":{"type":["string","null"],"enum":["past","present","future","timeless",null]},"expires_at":{"type":["string","null"],"description":"when the memory expires: RFC 3339 or YYYY-MM-DD; it then leaves search and listings"},"#,
             ids!(),
             "}}"
         ),
@@ -443,9 +443,9 @@ pub static TOOLS: &[Tool] = &[
         true,
         false,
         false,
-        "Change a memory's title, content, importance or labels (labels replace the set). At least one field is needed.",
+        "Change a memory's title, content, importance, labels (labels replace the set) or expiry. At least one field is needed.",
         concat!(
-            r#"{"type":"object","required":["memory_id"],"properties":{"memory_id":{"type":"string","minLength":1},"title":{"type":["string","null"],"maxLength":200},"content":{"type":["string","null"],"maxLength":32768},"importance":{"type":["number","null"],"minimum":0,"maximum":1},"labels":{"type":["string","array","null"],"items":{"type":"string"}},"#,
+            r#"{"type":"object","required":["memory_id"],"properties":{"memory_id":{"type":"string","minLength":1},"title":{"type":["string","null"],"maxLength":200},"content":{"type":["string","null"],"maxLength":32768},"importance":{"type":["number","null"],"minimum":0,"maximum":1},"labels":{"type":["string","array","null"],"items":{"type":"string"}},"expires_at":{"type":["string","null"],"description":"a new expiry time (RFC 3339 or YYYY-MM-DD); an empty string clears it"},"#,
             ids!(),
             "}}"
         ),

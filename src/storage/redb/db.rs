@@ -29,7 +29,22 @@ fn def<K: KeyType, V: ValueType>(kind: Kind<K, V>) -> redb::TableDefinition<'sta
 
 /// An open store database: one file, locked for this process.
 pub struct RedbDb {
-    inner: redb::Database,
+    inner: Handle,
+}
+
+/// The file opened for reading and writing, or for reading only ([`RedbDb::open_read_only`]).
+enum Handle {
+    ReadWrite(redb::Database),
+    ReadOnly(redb::ReadOnlyDatabase),
+}
+
+impl Handle {
+    fn rw(&self) -> Result<&redb::Database> {
+        match self {
+            Handle::ReadWrite(d) => Ok(d),
+            Handle::ReadOnly(_) => Err(Error::new(ErrorKind::Internal, "a write on a store opened read-only")),
+        }
+    }
 }
 
 impl std::fmt::Debug for RedbDb {
@@ -113,7 +128,23 @@ impl RedbDb {
             Some(d) => builder.create_with_backend(DeviceBackend(d))?,
             None => builder.create(path)?,
         };
-        Ok(RedbDb { inner })
+        Ok(RedbDb { inner: Handle::ReadWrite(inner) })
+    }
+
+    /// Opens the existing file at `path` for reading only: nothing is written to it, not even its header
+    /// (`engram upgrade --check`). Writes on it are an [`ErrorKind::Internal`] error. `None` when the file was
+    /// not closed cleanly and needs the repair that only a read-write open makes.
+    ///
+    /// # Errors
+    /// As [`RedbDb::open`].
+    pub fn open_read_only(path: &Path, cache_bytes: usize) -> Result<Option<RedbDb>> {
+        let mut builder = redb::Builder::new();
+        builder.set_cache_size(cache_bytes);
+        match builder.open_read_only(path) {
+            Ok(d) => Ok(Some(RedbDb { inner: Handle::ReadOnly(d) })),
+            Err(redb::DatabaseError::RepairAborted) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// A read transaction: a consistent snapshot of the last commit. Never blocks writers.
@@ -121,7 +152,10 @@ impl RedbDb {
     /// # Errors
     /// Storage errors.
     pub fn read(&self) -> Result<RedbRead> {
-        Ok(RedbRead(self.inner.begin_read()?))
+        Ok(RedbRead(match &self.inner {
+            Handle::ReadWrite(d) => d.begin_read()?,
+            Handle::ReadOnly(d) => d.begin_read()?,
+        }))
     }
 
     /// A write transaction. One at a time per database; a second waits. Committed with `durability`:
@@ -131,7 +165,7 @@ impl RedbDb {
     /// # Errors
     /// Storage errors.
     pub fn write(&self, durability: Durability) -> Result<RedbWrite> {
-        let mut txn = self.inner.begin_write()?;
+        let mut txn = self.inner.rw()?.begin_write()?;
         if durability == Durability::Eventual {
             txn.set_durability(redb::Durability::None)
                 .map_err(|e| Error::new(ErrorKind::Internal, "setting durability failed").with_source(e))?;
@@ -144,7 +178,7 @@ impl RedbDb {
     /// # Errors
     /// Storage errors.
     pub fn used_bytes(&self) -> Result<u64> {
-        let w = self.inner.begin_write()?;
+        let w = self.inner.rw()?.begin_write()?;
         let st = w.stats()?;
         w.abort()?;
         Ok(st.allocated_pages() * st.page_size() as u64)
@@ -156,7 +190,12 @@ impl RedbDb {
     /// # Errors
     /// Storage errors; the file stays valid.
     pub fn compact_step(&mut self) -> Result<bool> {
-        self.inner.compact().map_err(|e| Error::new(ErrorKind::Io, "compaction failed").with_source(e))
+        match &mut self.inner {
+            Handle::ReadWrite(d) => {
+                d.compact().map_err(|e| Error::new(ErrorKind::Io, "compaction failed").with_source(e))
+            }
+            Handle::ReadOnly(_) => Ok(false),
+        }
     }
 }
 

@@ -1,7 +1,6 @@
 //! Export: every record kind of the store into the archive, in one read transaction.
 
 use crate::storage::Readable;
-use serde::de::DeserializeOwned;
 use sha2::Digest;
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -19,7 +18,7 @@ use crate::store::{KnowledgeStore, StoredMemory, schema};
 use super::*;
 
 /// Rows of a table with a (space, id) key and a record value.
-pub(super) fn records<T: DeserializeOwned>(
+pub(super) fn records<T: crate::storage::codec::Versioned>(
     t: &impl Readable<(&'static str, &'static str), &'static [u8]>,
 ) -> Result<Vec<T>> {
     let mut out = Vec::new();

@@ -2,8 +2,6 @@
 //! what follows from the edges.
 
 use crate::storage::{Readable, WriteTx};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -110,7 +108,7 @@ impl Import<'_> {
         mut then: impl FnMut(&T, &Decision<T>, bool) -> Result<()>,
     ) -> Result<()>
     where
-        T: Serialize + DeserializeOwned + PartialEq + Clone,
+        T: crate::storage::codec::Versioned + PartialEq + Clone,
     {
         let mut t = txn.table(table)?;
         let Import { ar, mode, counts, touched, spaces, progress } = self;

@@ -80,7 +80,7 @@ impl KindCounts {
 }
 
 /// Writes a (space, id) keyed record per the decision; returns whether it wrote.
-pub(super) fn put_record<T: Serialize>(
+pub(super) fn put_record<T: crate::storage::codec::Versioned>(
     t: &mut crate::storage::Table<'_, (&'static str, &'static str), &'static [u8]>,
     space: &str,
     id: &str,

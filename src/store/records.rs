@@ -1,0 +1,207 @@
+//! The stored record kinds and their versions, in one place: what each kind writes today and how each older
+//! version is read (see [`crate::storage::codec`] for the byte layout and `docs/design.md`, "Changing the
+//! format", for the rules).
+//!
+//! | kind (table) | record | version | history |
+//! |---|---|---|---|
+//! | `memories` | [`StoredMemory`] | 2 | 1: format 1; 2: `Memory::expires_at` (format 2) |
+//! | every other record table | its model type | 1 | unchanged since format 1 |
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Result;
+use crate::model::{Memory, MemoryState, Metadata, TemporalContext, Timestamp, UnitType};
+use crate::storage::codec::{Versioned, postcard_body, version_one};
+
+version_one!(
+    crate::model::Space,
+    crate::model::Label,
+    crate::model::Thread,
+    crate::model::Message,
+    crate::model::Entity,
+    crate::model::Source,
+    crate::extract::document::Chunk,
+    super::Community,
+    super::MemoryRelation,
+    super::ReviewEvent,
+    super::WorkingMemory,
+    super::LabelMerge,
+);
+
+/// A stored memory (`memories` table, version 2): its document number (the id of its current text in the
+/// indexes) and the record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct StoredMemory {
+    pub docno: u64,
+    pub memory: Memory,
+}
+
+impl Versioned for StoredMemory {
+    const VERSION: u8 = 2;
+
+    fn upgrade(version: u8, body: &[u8]) -> Result<Self> {
+        match version {
+            1 => Ok(postcard_body::<StoredMemoryV1>(body)?.into()),
+            v => Err(crate::error::Error::new(
+                crate::error::ErrorKind::Corrupt,
+                format!("unknown memory record version {v}"),
+            )),
+        }
+    }
+}
+
+/// Version 1 of [`StoredMemory`] (format 1), frozen: the layout stores written before format 2 hold.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct StoredMemoryV1 {
+    pub docno: u64,
+    pub memory: MemoryV1,
+}
+
+/// [`Memory`] as format 1 stored it: every field but `expires_at`, in the same order. Never changes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub(crate) struct MemoryV1 {
+    pub id: String,
+    pub node_type: String,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    pub metadata: Metadata,
+    pub content: String,
+    pub title: String,
+    pub importance: f64,
+    pub confidence: f64,
+    pub pagerank_score: f64,
+    pub source_range: std::collections::BTreeMap<String, f64>,
+    pub source: String,
+    pub space_id: String,
+    pub semantic_field: String,
+    pub reindex_needed: bool,
+    pub last_reindexed_at: Option<Timestamp>,
+    pub last_accessed_at: Option<Timestamp>,
+    pub last_clicked_at: Option<Timestamp>,
+    pub last_evaluated_at: Option<Timestamp>,
+    pub access_count: i64,
+    pub appearances: i64,
+    pub clicks: i64,
+    pub total_dwell_time_ms: i64,
+    pub decay_score_cached: f64,
+    pub temporal_context: TemporalContext,
+    pub temporal_type: Option<String>,
+    pub event_start: Option<String>,
+    pub event_end: Option<String>,
+    pub temporal_precision: Option<String>,
+    pub temporal_confidence: Option<f64>,
+    pub unit_type: UnitType,
+    pub is_latest: bool,
+    pub version: i64,
+    pub is_crystal: bool,
+    pub crystal_title: Option<String>,
+    pub source_unit_count: Option<i64>,
+    pub extraction_method: String,
+    pub review_status: String,
+    pub state: MemoryState,
+    pub is_favorite: bool,
+    pub source_thread_id: Option<String>,
+    pub source_message_id: Option<String>,
+}
+
+impl From<StoredMemoryV1> for StoredMemory {
+    /// Every field kept; `expires_at` none (format 1 had no expiry).
+    fn from(old: StoredMemoryV1) -> Self {
+        let m = old.memory;
+        StoredMemory {
+            docno: old.docno,
+            memory: Memory {
+                id: m.id,
+                node_type: m.node_type,
+                created_at: m.created_at,
+                updated_at: m.updated_at,
+                metadata: m.metadata,
+                content: m.content,
+                title: m.title,
+                importance: m.importance,
+                confidence: m.confidence,
+                pagerank_score: m.pagerank_score,
+                source_range: m.source_range,
+                source: m.source,
+                space_id: m.space_id,
+                semantic_field: m.semantic_field,
+                reindex_needed: m.reindex_needed,
+                last_reindexed_at: m.last_reindexed_at,
+                last_accessed_at: m.last_accessed_at,
+                last_clicked_at: m.last_clicked_at,
+                last_evaluated_at: m.last_evaluated_at,
+                access_count: m.access_count,
+                appearances: m.appearances,
+                clicks: m.clicks,
+                total_dwell_time_ms: m.total_dwell_time_ms,
+                decay_score_cached: m.decay_score_cached,
+                temporal_context: m.temporal_context,
+                temporal_type: m.temporal_type,
+                event_start: m.event_start,
+                event_end: m.event_end,
+                temporal_precision: m.temporal_precision,
+                temporal_confidence: m.temporal_confidence,
+                unit_type: m.unit_type,
+                is_latest: m.is_latest,
+                version: m.version,
+                is_crystal: m.is_crystal,
+                crystal_title: m.crystal_title,
+                source_unit_count: m.source_unit_count,
+                extraction_method: m.extraction_method,
+                review_status: m.review_status,
+                state: m.state,
+                is_favorite: m.is_favorite,
+                source_thread_id: m.source_thread_id,
+                source_message_id: m.source_message_id,
+                expires_at: None,
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::storage::codec::{decode, encode, older_version};
+
+    /// A format-1 record of `m` (whose `expires_at` is none), built field by field through JSON so that the
+    /// test does not share the upgrade's own mapping.
+    fn v1_of(m: &Memory) -> MemoryV1 {
+        let mut json = serde_json::to_value(m).expect("a memory serialises");
+        json.as_object_mut().expect("an object").remove("expires_at");
+        serde_json::from_value(json).expect("every format-1 field is in the current record")
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        /// Random version-1 memory records upgrade without loss: every old field equal, `expires_at` none,
+        /// and the upgraded record writes at version 2 and reads back equal.
+        #[test]
+        fn version_1_memories_upgrade_without_loss(
+            m in crate::storage::codec::tests::memory(),
+            docno in any::<u64>(),
+        ) {
+            let m = Memory { expires_at: None, ..m };
+            let mut old = vec![1u8];
+            old.extend(postcard::to_allocvec(&StoredMemoryV1 { docno, memory: v1_of(&m) }).expect("encodes"));
+            prop_assert_eq!(older_version::<StoredMemory>(&old), Some(1));
+            let up: StoredMemory = decode(&old).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert_eq!(&up, &StoredMemory { docno, memory: m });
+            let new = encode(&up).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert_eq!(new[0], 2);
+            prop_assert_eq!(older_version::<StoredMemory>(&new), None);
+            prop_assert_eq!(decode::<StoredMemory>(&new).map_err(|e| TestCaseError::fail(e.to_string()))?, up);
+        }
+    }
+
+    #[test]
+    fn newer_records_are_refused_with_both_versions() {
+        let e = decode::<StoredMemory>(&[3, 0]).unwrap_err();
+        assert_eq!(e.kind(), crate::error::ErrorKind::Corrupt);
+        assert!(e.to_string().contains("version 3") && e.to_string().contains("(2)"), "{e}");
+    }
+}
