@@ -727,11 +727,19 @@ pub fn serve_until_signal(config: ServerConfig, store: Arc<KnowledgeStore>, info
         tokio::spawn(expiry_sweeps(store.clone()));
         let (router, _key, sign_in) = build(&config, store, info, addr)?;
         tracing::info!(%addr, "engram listening");
-        println!("engram listening on http://{addr}");
+        // Written without `println!`, which panics when stdout is closed (a supervisor that stopped reading
+        // after the first line): a daemon must not stop because nobody reads its banner.
+        use std::io::Write;
+        let mut out = std::io::stdout();
+        let _ = writeln!(out, "engram listening on http://{addr}");
         if let Some(p) = sign_in {
             // The token rides in the URL fragment, which no browser sends to a server or puts in a Referer.
-            println!("console: http://{addr}{p}  (one-time sign-in, valid 1 hour; `engram ui` prints a fresh one)");
+            let _ = writeln!(
+                out,
+                "console: http://{addr}{p}  (one-time sign-in, valid 1 hour; `engram ui` prints a fresh one)"
+            );
         }
+        let _ = out.flush();
         accept_loop(listener, router, Limits::of(&config), shutdown_signal()).await;
         tracing::info!("engram stopped");
         Ok(())

@@ -2,27 +2,12 @@
 //! scans of tuple keys.
 
 use super::codec as schema;
-use super::tables::*;
-use super::{Db, Durability, KeyType, Readable, ValueType, WriteTx};
+use super::{KeyType, Readable, ValueType};
 use crate::error::Result;
 
 /// `META[key]` as a little-endian u64.
 pub(crate) fn meta_u64(t: &impl Readable<&'static str, &'static [u8]>, key: &str) -> Result<Option<u64>> {
     Ok(t.get(key)?.and_then(|v| v.value().try_into().ok().map(u64::from_le_bytes)))
-}
-
-/// One write transaction on `db`: runs `f`, bumps the store generation (`META.generation`) and commits with
-/// `durability`. Nothing is written if `f` fails. (`KnowledgeStore::write_txn` on the store's database.)
-pub(crate) fn write_txn_on<T>(db: &Db, durability: Durability, f: impl FnOnce(&WriteTx) -> Result<T>) -> Result<T> {
-    let txn = db.write(durability)?;
-    let out = f(&txn)?;
-    {
-        let mut meta = txn.table(META)?;
-        let g = meta_u64(&meta, "generation")?.unwrap_or(0) + 1;
-        meta.put("generation", g.to_le_bytes().as_slice())?;
-    }
-    txn.commit()?;
-    Ok(out)
 }
 
 /// The second key parts and values of a table with a 2-tuple key whose first part equals `first`.

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::storage::Readable;
-use parking_lot::{Mutex, RwLock};
+use parking_lot::RwLock;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -166,11 +166,11 @@ pub(crate) struct GraphState {
 /// What the worker needs.
 pub(crate) struct Ctx {
     pub db: Arc<crate::storage::Db>,
-    pub writer: Arc<Mutex<()>>,
+    /// The store's write path.
+    pub writes: Arc<super::write::Writes>,
     pub graph: Arc<RwLock<GraphState>>,
     /// For writing crystals.
     pub embedder: Arc<dyn crate::embed::Embedder>,
-    pub durability: crate::config::Durability,
     /// The change feed (publishes the recompute's crystal and PageRank changes; claims the recompute).
     pub feed: Arc<super::feed::Feed>,
     /// Bulk loads running in this process ([`KnowledgeStore::bulk_load`]): the worker waits for them to end.
@@ -549,10 +549,8 @@ pub(crate) fn recompute(ctx: &Ctx, stopped: &dyn Fn() -> bool) -> Result<GraphRe
     };
     // Store: replace every derived row. Not a user write: the generation counter is left alone (unless
     // crystals changed).
-    let mut ops = Vec::new();
-    {
-        let _w = ctx.writer.lock();
-        let txn = ctx.db.write(ctx.durability)?;
+    // Not a change of knowledge: the generation is bumped here only when crystals changed.
+    let changed = ctx.writes.write(super::write::Commit::BOOKKEEPING, |txn, ops| {
         {
             let mut ct = txn.table(COMMUNITIES)?;
             ct.clear()?;
@@ -573,7 +571,7 @@ pub(crate) fn recompute(ctx: &Ctx, stopped: &dyn Fn() -> bool) -> Result<GraphRe
                 pr.put((s.as_str(), m.as_str()), rank[e_count + mi] / top_memory)?;
             }
         }
-        let changed = write_crystals(ctx, &txn, &plans, now, &mut ops)?;
+        let changed = write_crystals(ctx, txn, &plans, now, ops)?;
         {
             let mut meta = txn.table(META)?;
             meta.put("next_community_id", next_id.to_le_bytes().as_slice())?;
@@ -588,15 +586,15 @@ pub(crate) fn recompute(ctx: &Ctx, stopped: &dyn Fn() -> bool) -> Result<GraphRe
             };
             meta.put("graph_generation", done.to_le_bytes().as_slice())?;
         }
+        let mut report = report.clone();
         report.crystals_changed = changed;
         // The report is shared: every process sharing the database serves it (`load_graph_state`).
         let json = serde_json::to_vec(&report).map_err(|e| Error::new(crate::ErrorKind::Internal, e.to_string()))?;
         txn.table(META)?.put("graph_report", json.as_slice())?;
-        ctx.feed.publish(&txn, super::feed::ChangeOut::Index(&ops))?;
-        ctx.feed.publish(&txn, super::feed::ChangeOut::Ranks)?;
-        txn.commit()?;
-    }
-    ctx.feed.apply(ops);
+        ctx.feed.publish(txn, super::feed::ChangeOut::Ranks)?;
+        Ok(changed)
+    })?;
+    report.crystals_changed = changed;
     let mut memory_rank: HashMap<String, HashMap<String, f32>> = HashMap::new();
     for (mi, (s, m)) in memory_nodes.iter().enumerate() {
         memory_rank.entry(s.clone()).or_default().insert(m.clone(), (rank[e_count + mi] / top_memory) as f32);
@@ -643,10 +641,9 @@ impl KnowledgeStore {
     pub(crate) fn graph_ctx(&self) -> Ctx {
         Ctx {
             db: self.db.clone(),
-            writer: self.writer.clone(),
+            writes: self.writes.clone(),
             graph: self.graph.clone(),
             embedder: self.config.embedder.clone(),
-            durability: self.config.durability,
             feed: self.feed.clone(),
             bulk_loads: self.bulk_loads.clone(),
         }

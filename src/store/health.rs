@@ -25,11 +25,11 @@ impl KnowledgeStore {
     /// [`crate::ErrorKind::Io`] when the commit fails; nothing is lost then, the next checkpoint retries.
     pub fn checkpoint_report(&self) -> Result<CheckpointReport> {
         let started = Instant::now();
-        let _w = self.writer.lock();
         self.flush_access()?;
-        let txn = self.db.write(Durability::Immediate)?;
-        let g = meta_u64(&txn.table(META)?, "generation")?.unwrap_or(0);
-        txn.commit()?;
+        // An empty immediate commit: it makes every earlier commit without fsync durable.
+        let commit = super::write::Commit { durability: Some(Durability::Immediate), bump: false };
+        let g =
+            self.writes.write(commit, |txn, _| meta_u64(&txn.table(META)?, "generation").map(|g| g.unwrap_or(0)))?;
         let before = self.durable_generation.swap(g, std::sync::atomic::Ordering::AcqRel);
         let writes = if self.config.durability == Durability::Eventual { g.saturating_sub(before) } else { 0 };
         let reads = self.pending_access.swap(0, std::sync::atomic::Ordering::AcqRel);

@@ -194,20 +194,17 @@ impl KnowledgeStore {
         self.graph_worker.wake();
     }
 
-    /// Runs `f` in one write transaction ([`Self::write_txn`]) with a list for its index operations, publishes
-    /// them to the change feed in the same transaction, and applies them once it committed. Nothing is written
-    /// or applied if `f` fails.
-    pub(crate) fn write_indexed<T>(
+    /// A change of knowledge through the one write path ([`super::write::Writes::write`]): one write
+    /// transaction under the writer lock, the generation bumped, `f`'s index operations published to the
+    /// change feed and applied after the commit; then the background workers are woken. Nothing is written or
+    /// applied if `f` fails.
+    pub(crate) fn write<T>(
         &self,
         f: impl FnOnce(&crate::storage::WriteTx, &mut Vec<IndexOp>) -> crate::error::Result<T>,
     ) -> crate::error::Result<T> {
-        let mut ops = Vec::new();
-        let out = self.write_txn(|txn| {
-            let out = f(txn, &mut ops)?;
-            self.feed.publish(txn, super::feed::ChangeOut::Index(&ops))?;
-            Ok(out)
-        })?;
-        self.apply(ops);
+        let out = self.writes.write(super::write::Commit::KNOWLEDGE, f)?;
+        self.builder.wake();
+        self.graph_worker.wake();
         Ok(out)
     }
 

@@ -97,8 +97,7 @@ impl KnowledgeStore {
             ));
         }
         let Some(name) = name.filter(|_| errs.is_empty()) else { return Err(Error::invalid(errs)) };
-        let _w = self.writer.lock();
-        self.write_txn(|txn| {
+        self.write(|txn, _| {
             let t = WTables::open(txn)?;
             if t.spaces.get(space)?.is_none() {
                 return Err(Error::not_found(ErrorCode::SpaceNotFound, format!("space '{space}' does not exist")));
@@ -147,8 +146,7 @@ impl KnowledgeStore {
         space_guard: Option<&str>,
     ) -> Result<bool> {
         let now = Timestamp::now();
-        let _w = self.writer.lock();
-        let changed = self.write_indexed(|txn, ops| {
+        let changed = self.write(|txn, ops| {
             let mut t = WTables::open(txn)?;
             let (space, sm) = t.locate(memory_id, space_guard)?;
             let label: Label = get_record(&t.labels, (space.as_str(), label_id))?

@@ -15,6 +15,7 @@
 //! `metadata.lifecycle`. A refused move is 409 `invalid_state_transition` and changes nothing.
 
 use super::memories::WTables;
+use super::write::Commit;
 use super::{IndexOp, KnowledgeStore, MemoryView, StoredMemory, schema};
 use crate::error::ErrorCode;
 use crate::error::{Error, ErrorKind, Result};
@@ -92,8 +93,7 @@ impl KnowledgeStore {
             ));
         }
         let now = Timestamp::now();
-        let _w = self.writer.lock();
-        let out = self.write_indexed(|txn, ops| {
+        let out = self.write(|txn, ops| {
             let mut w = WTables::open(txn)?;
             let (space, mut sm) = w.locate(id, space_guard)?;
             let from = sm.memory.state;
@@ -189,8 +189,7 @@ impl KnowledgeStore {
     /// # Errors
     /// [`ErrorKind::NotFound`] (`memory_not_found`).
     pub fn set_memory_favorite(&self, id: &str, space_guard: Option<&str>, favorite: bool) -> Result<MemoryView> {
-        let _w = self.writer.lock();
-        self.write_txn(|txn| {
+        self.write(|txn, _| {
             let mut w = WTables::open(txn)?;
             let (space, mut sm) = w.locate(id, space_guard)?;
             if sm.memory.is_favorite != favorite {
@@ -259,64 +258,64 @@ impl KnowledgeStore {
         m.access_count = m.access_count.saturating_add(queued);
         m.last_accessed_at = Some(now);
         m.decay_score_cached = decay::decay_score(m.importance, m.access_count, now, now);
-        let writer = if backlog > ACCESS_QUEUE_LIMIT { Some(self.writer.lock()) } else { self.writer.try_lock() };
-        if let Some(_w) = writer
-            && let Err(e) = self.flush_access()
-        {
+        // Counted at once when no write holds the lock; past the queue limit, waiting for it.
+        if let Some(Err(e)) = self.flush_access_when(backlog > ACCESS_QUEUE_LIMIT) {
             tracing::warn!(error = %e, "counting reads failed; they stay queued");
         }
         Ok(view)
     }
 
-    /// Commits the queued read counts in one transaction without fsync. The caller holds the writer lock.
-    /// Memories deleted or forgotten meanwhile are skipped; on failure the counts go back to the queue.
+    /// Commits the queued read counts in one transaction without fsync, through the write path (waiting for
+    /// the writer lock). Memories deleted or forgotten meanwhile are skipped; on failure the counts go back to
+    /// the queue.
     pub(crate) fn flush_access(&self) -> Result<()> {
+        self.flush_access_when(true).unwrap_or(Ok(()))
+    }
+
+    /// [`KnowledgeStore::flush_access`]; with `wait` false, only when no write holds the writer lock now
+    /// (None then, and the counts stay queued).
+    fn flush_access_when(&self, wait: bool) -> Option<Result<()>> {
         let batch = std::mem::take(&mut *self.access_queue.lock());
         if batch.is_empty() {
-            return Ok(());
+            return Some(Ok(()));
         }
-        let mut ops = Vec::new();
-        let result = (|| -> Result<()> {
-            let txn = self.db.write(crate::config::Durability::Eventual)?;
-            {
-                let mut w = WTables::open(&txn)?;
-                for (id, (reads, last)) in &batch {
-                    let (space, mut sm) = match w.locate(id, None) {
-                        Ok(found) => found,
-                        Err(e) if e.kind() == ErrorKind::NotFound => continue,
-                        Err(e) => return Err(e),
-                    };
-                    if sm.memory.state == MemoryState::Forgotten {
-                        continue;
-                    }
-                    let m = &mut sm.memory;
-                    m.access_count = m.access_count.saturating_add(*reads);
-                    m.last_accessed_at = Some(m.last_accessed_at.map_or(*last, |t| t.max(*last)));
-                    m.decay_score_cached = decay::decay_score(m.importance, m.access_count, *last, *last);
-                    w.memories.put((space.as_str(), id.as_str()), schema::encode(&sm)?.as_slice())?;
-                    let labels = w.label_ids(&space, id)?;
-                    ops.push(IndexOp::meta(&space, &sm, labels));
+        // Not a change of knowledge: no generation bump, so derived results stay current.
+        let commit = Commit { durability: Some(crate::config::Durability::Eventual), bump: false };
+        let count = |txn: &crate::storage::WriteTx, ops: &mut Vec<IndexOp>| -> Result<()> {
+            let mut w = WTables::open(txn)?;
+            for (id, (reads, last)) in &batch {
+                let (space, mut sm) = match w.locate(id, None) {
+                    Ok(found) => found,
+                    Err(e) if e.kind() == ErrorKind::NotFound => continue,
+                    Err(e) => return Err(e),
+                };
+                if sm.memory.state == MemoryState::Forgotten {
+                    continue;
                 }
+                let m = &mut sm.memory;
+                m.access_count = m.access_count.saturating_add(*reads);
+                m.last_accessed_at = Some(m.last_accessed_at.map_or(*last, |t| t.max(*last)));
+                m.decay_score_cached = decay::decay_score(m.importance, m.access_count, *last, *last);
+                w.memories.put((space.as_str(), id.as_str()), schema::encode(&sm)?.as_slice())?;
+                let labels = w.label_ids(&space, id)?;
+                ops.push(IndexOp::meta(&space, &sm, labels));
             }
-            self.feed.publish(&txn, super::feed::ChangeOut::Index(&ops))?;
-            // Not counted as a write generation (it changes no knowledge, so derived results stay current).
-            txn.commit()?;
             Ok(())
-        })();
+        };
+        let result = if wait { Some(self.writes.write(commit, count)) } else { self.writes.try_write(commit, count) };
         match result {
-            Ok(()) => {
+            Some(Ok(())) => {
                 self.pending_access.fetch_add(batch.len() as u64, std::sync::atomic::Ordering::AcqRel);
-                self.apply(ops);
-                Ok(())
+                Some(Ok(()))
             }
-            Err(e) => {
+            other => {
                 let mut q = self.access_queue.lock();
                 for (id, (reads, last)) in batch {
                     let e = q.entry(id).or_insert((0, last));
                     e.0 = e.0.saturating_add(reads);
                     e.1 = e.1.max(last);
                 }
-                Err(e)
+                other
             }
         }
     }

@@ -575,8 +575,7 @@ impl KnowledgeStore {
         // An external store computes nothing: each memory has the vector it was given, or none.
         let vectors = if embedder.external() { Vec::new() } else { embedder.embed(&refs, InputType::Document)? };
 
-        let _w = self.writer.lock();
-        let results = self.write_indexed(|txn, ops| {
+        let results = self.write(|txn, ops| {
             let base = Self::alloc_docnos(txn, batch.len() as u64)?;
             let mut t = WTables::open(txn)?;
             let mut results = Vec::with_capacity(batch.len());
@@ -610,7 +609,6 @@ impl KnowledgeStore {
             }
             Ok(results)
         })?;
-        drop(_w);
         if reviews {
             self.raise_reviews(&results);
         }
@@ -701,8 +699,7 @@ impl KnowledgeStore {
             return Err(Error::invalid(errs));
         }
         let now = Timestamp::now();
-        let _w = self.writer.lock();
-        let created = self.write_indexed(|txn, ops| {
+        let created = self.write(|txn, ops| {
             let base = Self::alloc_docnos(txn, 1)?;
             let mut t = WTables::open(txn)?;
             let (space, sm) = t.locate(id, space_guard)?;
@@ -730,8 +727,7 @@ impl KnowledgeStore {
     /// [`ErrorKind::NotFound`] (`memory_not_found`) when there is no such memory (in `space_guard`, if given).
     pub fn delete_memory(&self, id: &str, space_guard: Option<&str>) -> Result<DeleteReport> {
         let now = Timestamp::now();
-        let _w = self.writer.lock();
-        let report = self.write_indexed(|txn, ops| {
+        let report = self.write(|txn, ops| {
             let mut t = WTables::open(txn)?;
             let not_found = || Error::not_found(ErrorCode::MemoryNotFound, format!("memory '{id}' not found"));
             let space = t.memory_space.get(id)?.map(|v| v.value().to_string()).ok_or_else(not_found)?;

@@ -31,6 +31,7 @@ pub mod upgrade;
 mod wiki;
 mod worker;
 mod working;
+mod write;
 
 pub use communities::{Community, CommunityEntity, CommunityMemory, GraphReport, crystal_id};
 pub use entities::{MentionReport, entity_id};
@@ -79,9 +80,7 @@ use crate::storage::Db;
 
 pub(crate) use crate::storage::codec as schema;
 pub(crate) use crate::storage::tables;
-pub(crate) use crate::storage::txn::{
-    get_record, meta_u64, range_prefix2, range_prefix2_count, range_prefix3, write_txn_on,
-};
+pub(crate) use crate::storage::txn::{get_record, meta_u64, range_prefix2, range_prefix2_count, range_prefix3};
 pub(crate) use indexes::{IndexOp, IndexState, LexEntry, SpaceIndex, apply_ops, start_graph_builder};
 
 /// The id of the space that always exists.
@@ -98,7 +97,8 @@ pub const DEFAULT_SPACE: &str = "default";
 pub struct KnowledgeStore {
     pub(crate) db: Arc<Db>,
     pub(crate) config: StoreConfig,
-    pub(crate) writer: Arc<Mutex<()>>,
+    /// The one write path: the writer lock, the generation, the change feed, the commit.
+    pub(crate) writes: Arc<write::Writes>,
     pub(crate) index: Arc<RwLock<IndexState>>,
     pub(crate) started: Instant,
     reembed_progress: Arc<reembed::Progress>,

@@ -80,11 +80,8 @@ impl Drop for KnowledgeStore {
     fn drop(&mut self) {
         drop(self.feed_worker.lock().take());
         // Reads still queued are counted before the store closes.
-        {
-            let _w = self.writer.lock();
-            if let Err(e) = self.flush_access() {
-                tracing::warn!(error = %e, "counting the last reads failed");
-            }
+        if let Err(e) = self.flush_access() {
+            tracing::warn!(error = %e, "counting the last reads failed");
         }
         drop(self.reembed.lock().take());
         self.builder.stop();
@@ -148,7 +145,6 @@ impl KnowledgeStore {
         let index = Arc::new(RwLock::new(IndexState { spaces: HashMap::new() }));
         let graph_files = graph_files::GraphFiles::new(&config.data_dir, config.embedder.name());
         let builder = start_graph_builder(index.clone(), config.vector, db.clone(), graph_files.clone());
-        let writer = Arc::new(Mutex::new(()));
         let graph = Arc::new(RwLock::new(communities::GraphState::default()));
         let chunk_index = Arc::new(RwLock::new(HashMap::new()));
         let hnsw = builder.control();
@@ -163,12 +159,12 @@ impl KnowledgeStore {
             Arc::new(move || hnsw.wake()),
         ));
         let bulk_loads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let writes = write::Writes::new(db.clone(), config.durability, feed.clone());
         let graph_worker = communities::start_worker(communities::Ctx {
             db: db.clone(),
-            writer: writer.clone(),
+            writes: writes.clone(),
             graph: graph.clone(),
             embedder: config.embedder.clone(),
-            durability: config.durability,
             feed: feed.clone(),
             bulk_loads: bulk_loads.clone(),
         });
@@ -176,7 +172,7 @@ impl KnowledgeStore {
             bulk_loads,
             db,
             config,
-            writer,
+            writes,
             index,
             started: Instant::now(),
             reembed_progress: Arc::default(),
@@ -229,10 +225,9 @@ impl KnowledgeStore {
         let hnsw = self.builder.control();
         let ctx = reembed::Ctx {
             db: self.db.clone(),
-            writer: self.writer.clone(),
+            writes: self.writes.clone(),
             index: self.index.clone(),
             embedder: self.config.embedder.clone(),
-            durability: self.config.durability,
             wake_graphs: Arc::new(move || hnsw.wake()),
             feed: self.feed.clone(),
         };
@@ -333,8 +328,7 @@ impl KnowledgeStore {
         if have.as_deref() == Some(want.as_str()) {
             return Ok(());
         }
-        let _w = self.writer.lock();
-        let marked = self.write_txn(|txn| {
+        let marked = self.write(|txn, _| {
             txn.table(VECTORS)?.clear()?;
             let mut mems = txn.table(MEMORIES)?;
             let mut marked = 0u64;
@@ -464,12 +458,6 @@ pub(crate) fn load_index_state(
 }
 
 impl KnowledgeStore {
-    /// Runs `f` in one write transaction and commits it with the configured durability, bumping the write
-    /// generation. The caller holds the writer lock. Nothing is written if `f` fails.
-    pub(crate) fn write_txn<T>(&self, f: impl FnOnce(&crate::storage::WriteTx) -> Result<T>) -> Result<T> {
-        write_txn_on(&self.db, self.config.durability, f)
-    }
-
     /// Allocates `n` consecutive document numbers inside `txn`.
     pub(crate) fn alloc_docnos(txn: &crate::storage::WriteTx, n: u64) -> Result<u64> {
         let mut meta = txn.table(META)?;

@@ -20,8 +20,7 @@ use parking_lot::{Mutex, RwLock};
 
 use super::tables::{MEMORIES, VECTORS};
 use super::worker::Worker;
-use super::{IndexState, StoredMemory, schema, write_txn_on};
-use crate::config::Durability;
+use super::{IndexState, StoredMemory, schema};
 use crate::embed::{Embedder, InputType};
 use crate::error::Result;
 use crate::model::Timestamp;
@@ -69,10 +68,10 @@ impl Progress {
 /// What the worker needs from the store.
 pub(crate) struct Ctx {
     pub db: Arc<crate::storage::Db>,
-    pub writer: Arc<Mutex<()>>,
+    /// The store's write path.
+    pub writes: Arc<super::write::Writes>,
     pub index: Arc<RwLock<IndexState>>,
     pub embedder: Arc<dyn Embedder>,
-    pub durability: Durability,
     pub wake_graphs: Arc<dyn Fn() + Send + Sync>,
     /// The change feed (publishes the new vectors; claims the work).
     pub feed: Arc<super::feed::Feed>,
@@ -178,8 +177,7 @@ fn run(ctx: &Ctx, work: &[(String, u64, String)], prog: &Progress, stopped: &dyn
         let vectors = ctx.embedder.embed(&texts, InputType::Document)?;
         let now = Timestamp::now();
         let stored = {
-            let _w = ctx.writer.lock();
-            write_txn_on(&ctx.db, ctx.durability, |txn| {
+            ctx.writes.write(super::write::Commit::KNOWLEDGE, |txn, _| {
                 let mut mems = txn.table(MEMORIES)?;
                 let mut vecs = txn.table(VECTORS)?;
                 let mut stored = Vec::with_capacity(items.len());

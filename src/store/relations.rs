@@ -184,8 +184,7 @@ impl KnowledgeStore {
             ));
         }
         let now = Timestamp::now();
-        let _w = self.writer.lock();
-        let rel = self.write_txn(|txn| {
+        let rel = self.write(|txn, _| {
             let w = WTables::open(txn)?;
             let (space, _) = w.locate(source_id, space_guard)?;
             let (tspace, _) = w.locate(&input.target_memory_id, None)?;
@@ -283,8 +282,7 @@ impl KnowledgeStore {
     pub fn update_relation(&self, rel_id: &str, input: RelationInput) -> Result<RelationView> {
         validate(&input, false)?;
         let now = Timestamp::now();
-        let _w = self.writer.lock();
-        let rel = self.write_txn(|txn| {
+        let rel = self.write(|txn, _| {
             let (space, mut r) = find_relation(txn, rel_id)?;
             let mut rels = txn.table(RELATIONS)?;
             apply(&mut r, &input, now);

@@ -350,8 +350,7 @@ impl KnowledgeStore {
         if events.is_empty() {
             return;
         }
-        let _w = self.writer.lock();
-        let r = self.write_txn(|txn| {
+        let r = self.write(|txn, _| {
             let mut t = txn.table(REVIEWS)?;
             for e in &events {
                 t.put((e.space_id.as_str(), e.id.as_str()), schema::encode(e)?.as_slice())?;
@@ -502,8 +501,7 @@ impl KnowledgeStore {
                 resolution.action.clone().into(),
             ));
         }
-        let _w = self.writer.lock();
-        self.write_txn(|txn| {
+        self.write(|txn, _| {
             let mut t = txn.table(REVIEWS)?;
             let mut e: ReviewEvent = match t.get((space, id))? {
                 Some(v) => schema::decode(v.value())?,

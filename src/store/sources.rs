@@ -339,8 +339,7 @@ impl KnowledgeStore {
         now: Timestamp,
     ) -> Result<Option<String>> {
         let (space, id) = (source.space_id.as_str(), source.id.as_str());
-        let _w = self.writer.lock();
-        self.write_txn(|txn| {
+        self.write(|txn, _| {
             if let Some(id) = txn.table(SOURCE_SHA)?.get((space, source.sha256.as_str()))? {
                 return Ok(Some(id.value().to_string()));
             }
@@ -392,8 +391,7 @@ impl KnowledgeStore {
             }
         }
         source.updated_at = Timestamp::now();
-        let _w = self.writer.lock();
-        self.write_txn(|txn| {
+        self.write(|txn, _| {
             txn.table(SOURCES)?
                 .put((source.space_id.as_str(), source.id.as_str()), schema::encode(&*source)?.as_slice())?;
             Ok(())
@@ -474,8 +472,7 @@ impl KnowledgeStore {
             let fallback = tree[0]["title"].as_str().map(str::to_string).unwrap_or_else(|| got.url.clone());
             report.source.metadata.0.insert("title".into(), fallback.into());
             let s = report.source.clone();
-            let _w = self.writer.lock();
-            self.write_txn(|txn| {
+            self.write(|txn, _| {
                 txn.table(SOURCES)?.put((s.space_id.as_str(), s.id.as_str()), schema::encode(&s)?.as_slice())?;
                 Ok(())
             })?;
@@ -882,8 +879,7 @@ impl KnowledgeStore {
         let source = self.get_source(id, space_guard)?;
         let space = source.space_id.clone();
         let now = Timestamp::now();
-        let _w = self.writer.lock();
-        let removed = self.write_indexed(|txn, ops| {
+        let removed = self.write(|txn, ops| {
             let mut t = WTables::open(txn)?;
             let prefix = format!("{id}#c");
             let mut ids = Vec::new();
@@ -912,7 +908,6 @@ impl KnowledgeStore {
             self.feed.publish(txn, super::feed::ChangeOut::Sources(&space))?;
             Ok(ids.len() as u64)
         })?;
-        drop(_w);
         self.chunk_index.write().remove(&space);
         Ok((source, removed))
     }

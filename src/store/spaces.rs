@@ -137,8 +137,7 @@ impl KnowledgeStore {
             has_profile: false,
             created_at: Timestamp::now(),
         };
-        let _w = self.writer.lock();
-        self.write_txn(|txn| {
+        self.write(|txn, _| {
             let mut t = txn.table(SPACES)?;
             if t.get(id.as_str())?.is_some() {
                 return Err(Error::new(ErrorKind::Conflict, format!("space '{id}' already exists"))
@@ -225,8 +224,7 @@ impl KnowledgeStore {
                 n.clone().into(),
             ));
         }
-        let _w = self.writer.lock();
-        self.write_txn(|txn| {
+        self.write(|txn, _| {
             let mut t = txn.table(SPACES)?;
             let mut s: Space = get_record(&t, id)?.ok_or_else(|| space_not_found(id))?;
             if let Some(n) = patch.name {
@@ -270,8 +268,7 @@ impl KnowledgeStore {
                 .with_code(ErrorCode::DefaultSpace));
         }
         let space = self.get_space(id)?;
-        let _w = self.writer.lock();
-        self.write_txn(|txn| {
+        self.write(|txn, _| {
             // Checked inside the deleting transaction, so nothing written meanwhile can be lost.
             let memories = super::range_prefix2(&txn.table(MEMORIES)?, id)?.len();
             let threads = super::range_prefix2(&txn.table(THREADS)?, id)?.len();
@@ -367,8 +364,7 @@ impl KnowledgeStore {
             return Ok(report);
         }
         let now = Timestamp::now();
-        let _w = self.writer.lock();
-        let (moved, failures) = self.write_indexed(|txn, ops| {
+        let (moved, failures) = self.write(|txn, ops| {
             let base = Self::alloc_docnos(txn, ids.len() as u64)?;
             let mut t = WTables::open(txn)?;
             let mut moved = 0u64;

@@ -400,8 +400,7 @@ impl KnowledgeStore {
         let space = new.space_id.clone().unwrap_or_else(|| DEFAULT_SPACE.to_string());
         let id = new.thread_id.clone().unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
         let now = Timestamp::now();
-        let _w = self.writer.lock();
-        self.write_txn(|txn| {
+        self.write(|txn, _| {
             if txn.table(SPACES)?.get(space.as_str())?.is_none() {
                 return Err(Error::not_found(ErrorCode::SpaceNotFound, format!("space '{space}' does not exist")));
             }
@@ -441,7 +440,6 @@ impl KnowledgeStore {
             Ok(CreatedThread { thread, messages, extraction: Extraction::default() })
         })
         .map(|mut c| {
-            drop(_w);
             c.extraction = self.extract_or_warn(&c.thread, &c.messages);
             c
         })
@@ -850,9 +848,8 @@ impl KnowledgeStore {
         space: Option<&str>,
         f: impl FnOnce(&mut TTables<'_>, &mut Thread) -> Result<T>,
     ) -> Result<(Thread, T)> {
-        let _w = self.writer.lock();
         let space = self.locate_thread(&self.db.read()?, id, space)?;
-        self.write_txn(|txn| {
+        self.write(|txn, _| {
             let mut t = TTables::open(txn)?;
             let mut thread: Thread =
                 get_record(&t.threads, (space.as_str(), id))?.ok_or_else(|| thread_not_found(id))?;
@@ -907,8 +904,7 @@ impl KnowledgeStore {
             Vec::new()
         };
         let deleted_messages = {
-            let _w = self.writer.lock();
-            self.write_txn(|txn| {
+            self.write(|txn, _| {
                 let mut t = TTables::open(txn)?;
                 if t.threads.remove((space.as_str(), id))?.is_none() {
                     return Err(thread_not_found(id));

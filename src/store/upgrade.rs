@@ -197,13 +197,15 @@ pub(crate) fn backup_before_open(config: &StoreConfig) -> Result<Option<PathBuf>
         return Ok(None);
     }
     super::open::discard_unborn_file(&path)?;
-    if !path.exists() {
-        return Ok(None);
+    if std::fs::metadata(&path).map_or(true, |m| m.len() == 0) {
+        return Ok(None); // nothing stored yet: the open creates the store
     }
     let found = {
-        let db = match Db::open_read_only(&path, 1 << 20)? {
-            Some(db) => db,
-            None => Db::open(&path, 1 << 20, None)?,
+        // A file the read-only open cannot take (it needs redb's crash repair, or it is not what a clean
+        // close leaves) is opened read-write once, which repairs it or reports what is wrong.
+        let db = match Db::open_read_only(&path, 1 << 20) {
+            Ok(Some(db)) => db,
+            Ok(None) | Err(_) => Db::open(&path, 1 << 20, None)?,
         };
         let rtx = db.read()?;
         match rtx.table(META) {

@@ -95,8 +95,7 @@ impl KnowledgeStore {
             content: content.to_string(),
             updated_at: Timestamp::now(),
         };
-        let _w = self.writer.lock();
-        self.write_txn(|txn| {
+        self.write(|txn, _| {
             txn.table(WORKING_MEMORY)?.put((space, wm.date.as_str()), schema::encode(&wm)?.as_slice())?;
             Ok(())
         })?;

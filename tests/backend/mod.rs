@@ -10,7 +10,7 @@
 //! database and a reopened directory finds its store again.
 //! Run the suite on one backend with
 //! `ENGRAM_TEST_BACKEND=redb cargo test --test store_model --test store_memories --test lifecycle --test labels
-//! --test threads --test spaces --test working_memory --test reviews --test storage_port`.
+//! --test threads --test spaces --test working_memory --test reviews --test storage_port --test expiry`.
 #![allow(dead_code)]
 
 use std::path::Path;

@@ -1191,6 +1191,22 @@ impl Store {
         })
     }
 
+    /// Blocks until the background work of the writes so far is done, or `timeout` seconds pass: vector
+    /// graphs complete (searches run at HNSW speed), re-embedding finished, community and PageRank results
+    /// current. Returns True when idle. For benchmarks and tests; searches are correct meanwhile.
+    #[pyo3(signature = (timeout=60.0))]
+    fn wait_until_idle(&self, py: Python<'_>, timeout: f64) -> PyResult<bool> {
+        if !timeout.is_finite() || timeout < 0.0 {
+            return Err(invalid(py, "timeout", "expected a number of seconds, 0 or more"));
+        }
+        let api = self.api(py)?;
+        Ok(py.detach(|| {
+            let until = std::time::Instant::now() + std::time::Duration::from_secs_f64(timeout.min(1e9));
+            let left = || until.saturating_duration_since(std::time::Instant::now());
+            api.store().wait_for_indexes(left()) && api.store().wait_for_graph(left())
+        }))
+    }
+
     /// Runs any route of the API in-process, as the daemon would (without its key and host checks): `method`
     /// (`GET`, `POST`, `PATCH`, `PUT`, `DELETE`), `target` (path with an optional `?query`, percent-encoded),
     /// `body` (JSON bytes or str). API errors are responses with that status (see `Response.raise_for_status`).

@@ -58,6 +58,31 @@ def test_upsert_by_id_and_add_many(store: engram.Store) -> None:
     assert many[1].id == "fam-1" and store.get("fam-1").labels == ["family"]
 
 
+def test_expiry(store: engram.Store) -> None:
+    past = datetime.datetime(2020, 1, 1, tzinfo=datetime.timezone.utc)
+    old = store.add("The spare key is under the blue flowerpot", expires_at=past)
+    soon = store.add_many([{"content": "The spare key moves to the shed in spring", "expires_at": "2999-01-01"}])[0]
+    assert old.expires_at == past and old.expired
+    assert soon.expires_at is not None and soon.expires_at.year == 2999 and not soon.expired
+    # Out of search and listings, readable by id.
+    assert [h.memory.id for h in store.search("spare key flowerpot shed")] == [soon.id]
+    assert store.get(old.id).expired
+    listed = store.request("GET", "/memories?include_expired=true").json()
+    assert {m["id"]: m["expired"] for m in listed["memories"]} == {old.id: True, soon.id: False}
+    # Cleared, then set again; a naive datetime and a bad string are refused with the field named.
+    assert store.update(old.id, clear_expiry=True).expires_at is None
+    assert {h.memory.id for h in store.search("spare key flowerpot shed")} == {old.id, soon.id}
+    assert store.update(old.id, expires_at="2021-03-04T05:06:07Z").expired
+    with pytest.raises(engram.InvalidInput) as e:
+        store.add("never stored", expires_at=datetime.datetime(2030, 1, 1))
+    assert e.value.field == "expires_at"
+    with pytest.raises(engram.InvalidInput) as e:
+        store.update(soon.id, expires_at="next week")
+    assert e.value.field == "expires_at"
+    health = store.request("GET", "/health").json()
+    assert health["expiry"]["expired"] == 1 and health["store_format"]["version"] == 2
+
+
 def test_search_hits_and_filters(store: engram.Store) -> None:
     store.add_many(
         [

@@ -93,8 +93,7 @@ impl KnowledgeStore {
         &self,
         f: impl FnOnce(&WriteTx, &mut WTables<'_>, &mut BTreeSet<(String, String)>) -> Result<T>,
     ) -> Result<T> {
-        let _w = self.writer.lock();
-        let out = self.write_indexed(|txn, ops| {
+        let out = self.write(|txn, ops| {
             let mut t = WTables::open(txn)?;
             let mut touched: BTreeSet<(String, String)> = BTreeSet::new();
             let out = f(txn, &mut t, &mut touched)?;

@@ -383,8 +383,7 @@ impl KnowledgeStore {
         progress.processed.store(0, Ordering::Release);
         let now = Timestamp::now();
         let mut report = ImportReport { records: total, ..Default::default() };
-        let _w = self.writer.lock();
-        let touched = self.write_txn(|txn| {
+        let touched = self.write(|txn, _| {
             let mut im = Import {
                 ar: &mut ar,
                 mode,
@@ -425,7 +424,6 @@ impl KnowledgeStore {
             }
             Ok(im.touched)
         })?;
-        drop(_w);
         self.after_bulk_change(&touched)?;
         report.elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
         Ok(report)

@@ -1,0 +1,103 @@
+//! The one write path. Every change to the store (public calls and background workers alike) goes through
+//! [`Writes::write`], which owns the whole write transaction:
+//!
+//! 1. the writer lock (one writer at a time in this process; on PostgreSQL the transaction also takes the
+//!    writers' advisory lock, so one at a time across processes);
+//! 2. one write transaction, in which the caller's closure writes its records and lists its index operations;
+//! 3. the generation bump (`META.generation`), unless the write is not a change of knowledge ([`Commit`]);
+//! 4. on PostgreSQL, the index operations published to the change feed in the same transaction;
+//! 5. the commit, with the store's durability or the one [`Commit`] asks for;
+//! 6. after the commit, the index operations applied to the in-memory indexes (directly, or through the feed
+//!    on a shared database). Nothing is written or applied when the closure fails.
+//!
+//! No other code takes the writer lock.
+
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::feed::{ChangeOut, Feed};
+use super::indexes::IndexOp;
+use super::tables::META;
+use crate::config::Durability;
+use crate::error::Result;
+use crate::storage::txn::meta_u64;
+use crate::storage::{Db, WriteTx};
+
+/// How a write commits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Commit {
+    /// Durability of the commit; None: the store's ([`crate::StoreConfig::durability`]).
+    pub durability: Option<Durability>,
+    /// Bump `META.generation`: true for a change of knowledge (derived results must be recomputed); false
+    /// for bookkeeping (read counts, derived tables, checkpoints).
+    pub bump: bool,
+}
+
+impl Commit {
+    /// A change of knowledge with the store's durability.
+    pub const KNOWLEDGE: Commit = Commit { durability: None, bump: true };
+    /// Bookkeeping with the store's durability: no generation bump.
+    pub const BOOKKEEPING: Commit = Commit { durability: None, bump: false };
+}
+
+/// The store's writer: the database, the writer lock, the durability and the change feed.
+pub(crate) struct Writes {
+    db: Arc<Db>,
+    lock: Mutex<()>,
+    durability: Durability,
+    feed: Arc<Feed>,
+}
+
+impl Writes {
+    pub(crate) fn new(db: Arc<Db>, durability: Durability, feed: Arc<Feed>) -> Arc<Writes> {
+        Arc::new(Writes { db, lock: Mutex::new(()), durability, feed })
+    }
+
+    /// Runs `f` in one write transaction under the writer lock (the steps in the module documentation) and
+    /// returns its value. `f` gets the transaction and a list for its index operations.
+    ///
+    /// # Errors
+    /// `f`'s error (nothing is written), storage errors of the transaction or the commit (nothing is
+    /// applied).
+    pub(crate) fn write<T>(&self, c: Commit, f: impl FnOnce(&WriteTx, &mut Vec<IndexOp>) -> Result<T>) -> Result<T> {
+        self.run(true, c, f).unwrap_or_else(|| Err(crate::error::Error::new(crate::ErrorKind::Internal, "no lock")))
+    }
+
+    /// [`Writes::write`] when no other write holds the lock now; None (and nothing done) when one does.
+    pub(crate) fn try_write<T>(
+        &self,
+        c: Commit,
+        f: impl FnOnce(&WriteTx, &mut Vec<IndexOp>) -> Result<T>,
+    ) -> Option<Result<T>> {
+        self.run(false, c, f)
+    }
+
+    /// The only place the writer lock is taken: waiting for it (`wait`) or only when free (None otherwise).
+    fn run<T>(
+        &self,
+        wait: bool,
+        c: Commit,
+        f: impl FnOnce(&WriteTx, &mut Vec<IndexOp>) -> Result<T>,
+    ) -> Option<Result<T>> {
+        let _w = if wait { Some(self.lock.lock()) } else { self.lock.try_lock() }?;
+        Some(self.locked(c, f))
+    }
+
+    fn locked<T>(&self, c: Commit, f: impl FnOnce(&WriteTx, &mut Vec<IndexOp>) -> Result<T>) -> Result<T> {
+        let mut ops = Vec::new();
+        let txn = self.db.write(c.durability.unwrap_or(self.durability))?;
+        let out = f(&txn, &mut ops)?;
+        if c.bump {
+            let mut meta = txn.table(META)?;
+            let g = meta_u64(&meta, "generation")?.unwrap_or(0) + 1;
+            meta.put("generation", g.to_le_bytes().as_slice())?;
+        }
+        self.feed.publish(&txn, ChangeOut::Index(&ops))?;
+        txn.commit()?;
+        if !ops.is_empty() {
+            self.feed.apply(ops);
+        }
+        Ok(out)
+    }
+}
