@@ -131,13 +131,13 @@ impl KnowledgeStore {
     /// searches of a space answer from BM25 until its vectors are complete.
     ///
     /// # Errors
-    /// * [`ErrorKind::Locked`]: another process has the store open.
-    /// * [`ErrorKind::Corrupt`]: the file is from a newer format or damaged.
-    /// * [`ErrorKind::Io`]: the directory or file cannot be created or read.
-    /// * [`ErrorKind::Unreachable`]: the PostgreSQL database of [`StoreConfig::database_url`] cannot be
+    /// * [`crate::ErrorKind::Locked`]: another process has the store open.
+    /// * [`crate::ErrorKind::Corrupt`]: the file is from a newer format or damaged.
+    /// * [`crate::ErrorKind::Io`]: the directory or file cannot be created or read.
+    /// * [`crate::ErrorKind::Unreachable`]: the PostgreSQL database of [`StoreConfig::database_url`] cannot be
     ///   reached or refuses the login (the message names what failed).
-    /// * [`ErrorKind::InvalidInput`]: the database URL does not parse.
-    /// * [`ErrorKind::Unavailable`]: a database URL in a build without the `postgres` feature.
+    /// * [`crate::ErrorKind::InvalidInput`]: the database URL does not parse.
+    /// * [`crate::ErrorKind::Unavailable`]: a database URL in a build without the `postgres` feature.
     pub fn open(config: StoreConfig) -> Result<Self> {
         std::fs::create_dir_all(&config.data_dir)?;
         let backup = upgrade::backup_before_open(&config)?;

@@ -55,7 +55,7 @@ pub struct UpgradeStep {
     pub records: u64,
 }
 
-/// What opening a store would do to its format ([`crate::KnowledgeStore::upgrade_plan`],
+/// What opening a store would do to its format ([`plan_for`],
 /// `engram upgrade --check`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct UpgradePlan {

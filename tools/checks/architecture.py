@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Architecture rules of docs/design.md, checked on the source tree (run from the repository root; CI runs it).
+
+* No import cycle between top-level modules of src/ (doc comments and test modules not counted).
+* No function over 150 lines.
+* The writer lock is taken in one place: src/store/write.rs.
+* Only src/storage/ names the redb crate (its backend, src/storage/redb/, and the dispatch beside it).
+
+Prints each violation and exits 1 when there is any. Standard library only.
+"""
+import glob
+import os
+import re
+import sys
+
+SRC = "src"
+
+
+def code_of(path):
+    text = open(path, encoding="utf-8").read()
+    for marker in ("#[cfg(test)]\nmod tests", "#[cfg(test)]\npub(crate) mod tests"):
+        text = text.split(marker)[0]
+    return "\n".join(l for l in text.split("\n") if not l.strip().startswith("//"))
+
+
+def files():
+    return sorted(glob.glob(f"{SRC}/**/*.rs", recursive=True))
+
+
+def cycles():
+    mods = {p[:-3] if p.endswith(".rs") else p for p in os.listdir(SRC)} - {"lib", "bin"}
+    deps = {m: set() for m in mods}
+    for p in files():
+        top = p[len(SRC) + 1 :].split("/")[0].removesuffix(".rs")
+        if top not in mods:
+            continue
+        src = code_of(p)
+        found = set(re.findall(r"crate::(\w+)", src))
+        for grp in re.findall(r"use crate::\{([^;]*)\};", src, re.S):
+            found |= set(re.findall(r"(?:^|[,{\s])(\w+)(?=::)", grp))
+        deps[top] |= {m for m in found if m in mods and m != top}
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in deps[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(f"import cycle between top-level modules: {' -> '.join(sorted(comp))}")
+
+    for v in sorted(deps):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def long_functions(limit=150):
+    out = []
+    fn = re.compile(r'\s*(pub(\([^)]*\))?\s+)?(const\s+)?(async\s+)?(unsafe\s+)?(extern "C"\s+)?fn\s+(\w+)')
+    for p in files():
+        lines = open(p, encoding="utf-8").read().split("\n")
+        for i, line in enumerate(lines):
+            m = fn.match(line)
+            if not m:
+                continue
+            depth, started, j = 0, False, i
+            while j < len(lines):
+                t = re.sub(r'"(\\.|[^"\\])*"', '""', lines[j])
+                t = re.sub(r"'(\\.|[^'\\])'", "''", t).split("//")[0]
+                for ch in t:
+                    if ch == "{":
+                        depth, started = depth + 1, True
+                    elif ch == "}":
+                        depth -= 1
+                if (started and depth <= 0) or (not started and t.rstrip().endswith(";")):
+                    break
+                j += 1
+            if started and j - i + 1 > limit:
+                out.append(f"{p}:{i + 1}: fn {m.group(7)} is {j - i + 1} lines (at most {limit})")
+    return out
+
+
+def writer_lock():
+    sites = [
+        f"{p}:{n}" for p in files() for n, l in enumerate(open(p, encoding="utf-8"), 1)
+        if re.search(r"\.lock\.(lock|try_lock)\(\)|writer\.(lock|try_lock)\(\)", l)
+    ]
+    bad = [s for s in sites if not s.startswith(f"{SRC}/store/write.rs:")]
+    return [f"the writer lock is taken outside src/store/write.rs: {s}" for s in bad] + (
+        [] if sites else ["the writer lock is not taken in src/store/write.rs"]
+    )
+
+
+def redb_outside_storage():
+    return [
+        f"{p}:{n}: names redb outside src/storage/"
+        for p in files() if not p.startswith(f"{SRC}/storage/")
+        for n, l in enumerate(code_of(p).split("\n"), 1) if re.search(r"\bredb::", l)
+    ]
+
+
+def main():
+    problems = cycles() + long_functions() + writer_lock() + redb_outside_storage()
+    for p in problems:
+        print(p)
+    print(f"architecture: {len(problems)} problem(s)")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
