@@ -45,7 +45,7 @@ pub struct StoreConfig {
     /// Neighbour expansion after fusion ([`crate::index::context::expand`]; default `a` 0.5, window 1, max;
     /// weight 0 switches it off). A search can switch it off with [`crate::store::SearchOptions`].
     pub expansion: Expansion,
-    /// Hybrid search: a question that asks for a time ([`crate::text::asks_time`]) multiplies the score
+    /// Hybrid search: a question that asks for a time (`text::asks_time`) multiplies the score
     /// of memories whose text states a resolved time by `1 + temporal_boost` (default 0.2; 0 switches it off).
     pub temporal_boost: f32,
     /// Directories besides `data_dir` that server-side paths (export, import, source ingestion by path) may

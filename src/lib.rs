@@ -28,16 +28,16 @@ pub mod error;
 pub mod eval;
 pub mod extract;
 #[cfg(feature = "url")]
-pub mod fetch;
-pub mod fs;
+pub(crate) mod fetch;
+pub(crate) mod fs;
 pub mod graph;
 pub mod index;
-pub mod library;
+pub(crate) mod library;
 pub mod model;
 pub mod net;
 pub mod storage;
 pub mod store;
-pub mod text;
+pub(crate) mod text;
 
 #[cfg(feature = "ffi")]
 pub mod ffi;

@@ -17,7 +17,9 @@ use std::time::{Duration, Instant};
 use engram::storage::codec::FORMAT_VERSION;
 use engram::storage::tables::META;
 use engram::storage::{Db, Durability, Readable};
-use engram::store::upgrade::{downgrade_to_format_1, plan_for, upgrade_store};
+#[cfg(feature = "postgres")]
+use engram::store::upgrade::upgrade_store;
+use engram::store::upgrade::{downgrade_to_format_1, plan_for};
 use engram::{KnowledgeStore, NewMemory, StoreConfig};
 
 #[path = "common/splitmix.rs"]

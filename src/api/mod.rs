@@ -368,7 +368,7 @@ impl Api {
     }
 
     /// Runs a route in-process for another part of the API (the agent tools): `path` is percent-encoded
-    /// (see [`crate::library::encode_segment`]), `query` pairs are form-encoded here, `body` is sent as JSON. Returns the JSON
+    /// (see `library::encode_segment`), `query` pairs are form-encoded here, `body` is sent as JSON. Returns the JSON
     /// body of a 2xx answer (a text body becomes a JSON string).
     ///
     /// # Errors

@@ -10,9 +10,8 @@ pub(crate) mod project;
 pub mod read;
 pub mod write;
 
-pub use find::{FindArgs, FindPage, Hit, RecallHit, find, recall};
-pub use grep::{GrepArgs, GrepMatch, GrepPage, MAX_PATTERN, grep};
-pub use ls::{Entry, Listing, ls};
-pub use path::segment;
+pub use find::{FindArgs, Hit, RecallHit, find, recall};
+pub use grep::{GrepArgs, GrepMatch, MAX_PATTERN, grep};
+pub use ls::{Entry, ls};
 pub use read::{FileContent, Stat, cat, stat};
 pub use write::{WriteArgs, WriteReport, delete, write};

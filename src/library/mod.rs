@@ -9,5 +9,5 @@ pub mod markdown;
 mod wiki;
 
 pub use bundle::{ExportCounts, ExportKind, ExportParams};
-pub use links::{Linker, RouteLinker, encode_segment, link};
-pub use markdown::{md_label, sentence_with, yaml_str};
+pub use links::{Linker, RouteLinker, encode_segment};
+pub use markdown::{md_label, yaml_str};

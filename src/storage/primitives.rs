@@ -48,7 +48,7 @@ impl TermPostings {
 }
 
 impl ReadTx {
-    /// The postings of `terms` (terms as [`crate::text::terms`] makes them, each with its count in the query)
+    /// The postings of `terms` (terms as `text::terms` makes them, each with its count in the query)
     /// in `space`, with the space's N and average document length. Reads one key range per term.
     ///
     /// # Errors

@@ -399,7 +399,7 @@ impl KnowledgeStore {
         Ok(memory_ids)
     }
 
-    /// Fetches `url` ([`crate::fetch::fetch`] under the store's [`crate::net::UrlPolicy`]) and ingests the
+    /// Fetches `url` (`fetch::fetch` under the store's [`crate::net::UrlPolicy`]) and ingests the
     /// document like an upload ([`KnowledgeStore::ingest_source`]), with `source_type: "url"`, `source_url` the
     /// URL asked for, and `metadata.title` (an HTML page's `<title>`, else the first heading, else the URL),
     /// `metadata.fetched_at` (RFC 3339), `metadata.final_url` (after redirects) and `metadata.content_type`
@@ -407,7 +407,7 @@ impl KnowledgeStore {
     /// CSV, TSV, DOCX, PDF), then the URL's extension. Nothing is stored on any error.
     ///
     /// # Errors
-    /// Those of [`crate::fetch::fetch`]; [`crate::ErrorKind::InvalidInput`] at `["url"]` (`unsupported_format`) for a
+    /// Those of `fetch::fetch`; [`crate::ErrorKind::InvalidInput`] at `["url"]` (`unsupported_format`) for a
     /// content type Engram cannot parse (images, other office files); those of
     /// [`KnowledgeStore::ingest_source`].
     #[cfg(feature = "url")]
@@ -416,6 +416,12 @@ impl KnowledgeStore {
             self.require_space(space)?;
         }
         let got = crate::fetch::fetch(url, &self.config.url_policy)?;
+        tracing::info!(
+            url = %got.final_url,
+            bytes = got.bytes.len(),
+            ms = got.elapsed.as_millis() as u64,
+            "fetched a URL for ingestion"
+        );
         let path_name = got
             .final_url
             .split(['?', '#'])
