@@ -105,6 +105,26 @@ pub(crate) struct MemoryV1 {
     pub source_message_id: Option<String>,
 }
 
+impl StoredMemoryV1 {
+    /// The version-1 bytes (version byte and postcard) of `sm` as format 1 would have stored it, without
+    /// `expires_at`. Built through JSON, field by field by name, so it shares nothing with the upgrade's
+    /// mapping below: for tests and `upgrade::downgrade_to_format_1` only.
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::Internal`] when the record does not convert (it always does).
+    pub(crate) fn bytes_of(sm: &StoredMemory) -> Result<Vec<u8>> {
+        let internal = |e: &dyn std::fmt::Display| crate::error::Error::new(crate::ErrorKind::Internal, e.to_string());
+        let mut json = serde_json::to_value(&sm.memory).map_err(|e| internal(&e))?;
+        if let Some(o) = json.as_object_mut() {
+            o.remove("expires_at");
+        }
+        let memory: MemoryV1 = serde_json::from_value(json).map_err(|e| internal(&e))?;
+        let mut out = vec![1u8];
+        out.extend(postcard::to_allocvec(&StoredMemoryV1 { docno: sm.docno, memory }).map_err(|e| internal(&e))?);
+        Ok(out)
+    }
+}
+
 impl From<StoredMemoryV1> for StoredMemory {
     /// Every field kept; `expires_at` none (format 1 had no expiry).
     fn from(old: StoredMemoryV1) -> Self {
@@ -167,14 +187,6 @@ mod tests {
     use super::*;
     use crate::storage::codec::{decode, encode, older_version};
 
-    /// A format-1 record of `m` (whose `expires_at` is none), built field by field through JSON so that the
-    /// test does not share the upgrade's own mapping.
-    fn v1_of(m: &Memory) -> MemoryV1 {
-        let mut json = serde_json::to_value(m).expect("a memory serialises");
-        json.as_object_mut().expect("an object").remove("expires_at");
-        serde_json::from_value(json).expect("every format-1 field is in the current record")
-    }
-
     proptest! {
         #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
@@ -186,8 +198,8 @@ mod tests {
             docno in any::<u64>(),
         ) {
             let m = Memory { expires_at: None, ..m };
-            let mut old = vec![1u8];
-            old.extend(postcard::to_allocvec(&StoredMemoryV1 { docno, memory: v1_of(&m) }).expect("encodes"));
+            let old = StoredMemoryV1::bytes_of(&StoredMemory { docno, memory: m.clone() })
+                .map_err(|e| TestCaseError::fail(e.to_string()))?;
             prop_assert_eq!(older_version::<StoredMemory>(&old), Some(1));
             let up: StoredMemory = decode(&old).map_err(|e| TestCaseError::fail(e.to_string()))?;
             prop_assert_eq!(&up, &StoredMemory { docno, memory: m });

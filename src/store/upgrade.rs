@@ -108,6 +108,27 @@ pub(crate) fn last_upgrade(t: &impl Readable<&'static str, &'static [u8]>) -> Re
     }
 }
 
+/// The store of `config` opened to read its format: a redb file read-only, so nothing is written to it, not
+/// even its header. A file the read-only open cannot take (it needs redb's crash repair, or it is not what a
+/// clean close leaves) is opened read-write once, which repairs it or reports what is wrong. PostgreSQL: the
+/// usual connection.
+fn open_for_reading(config: &StoreConfig) -> Result<Db> {
+    if config.database_url.is_none()
+        && let Ok(Some(db)) = Db::open_read_only(&config.db_path(), 1 << 20)
+    {
+        return Ok(db);
+    }
+    super::open::open_db(config)
+}
+
+/// The format recorded in the store (None for a database no Engram has opened yet: it has no META table).
+fn format_of(rtx: &ReadTx) -> Result<Option<u32>> {
+    match rtx.table(META) {
+        Ok(t) => stored_format(&t),
+        Err(_) => Ok(None),
+    }
+}
+
 /// The refusal of a store written by a newer release.
 pub(crate) fn newer(found: u32) -> Error {
     Error::new(
@@ -145,21 +166,9 @@ pub fn plan_for(config: &StoreConfig) -> Result<UpgradePlan> {
     if config.database_url.is_none() && !config.db_path().exists() {
         return Ok(UpgradePlan { found: None, current: FORMAT_VERSION, steps: vec![], backup: None, refused: false });
     }
-    // Read-only: the check writes nothing, not even the file's header (unless the file needs a crash repair,
-    // which only a read-write open makes).
-    let db = match &config.database_url {
-        None => match Db::open_read_only(&config.db_path(), 1 << 20)? {
-            Some(db) => db,
-            None => super::open::open_db(config)?,
-        },
-        Some(_) => super::open::open_db(config)?,
-    };
+    let db = open_for_reading(config)?;
     let rtx = db.read()?;
-    // A database no Engram has opened yet has no META table.
-    let found = match rtx.table(META) {
-        Ok(t) => stored_format(&t)?,
-        Err(_) => None,
-    };
+    let found = format_of(&rtx)?;
     let backup = (!db.shared()).then(|| backup_path(&config.db_path(), found.unwrap_or(FORMAT_VERSION)));
     plan(&rtx, found, backup)
 }
@@ -200,19 +209,8 @@ pub(crate) fn backup_before_open(config: &StoreConfig) -> Result<Option<PathBuf>
     if std::fs::metadata(&path).map_or(true, |m| m.len() == 0) {
         return Ok(None); // nothing stored yet: the open creates the store
     }
-    let found = {
-        // A file the read-only open cannot take (it needs redb's crash repair, or it is not what a clean
-        // close leaves) is opened read-write once, which repairs it or reports what is wrong.
-        let db = match Db::open_read_only(&path, 1 << 20) {
-            Ok(Some(db)) => db,
-            Ok(None) | Err(_) => Db::open(&path, 1 << 20, None)?,
-        };
-        let rtx = db.read()?;
-        match rtx.table(META) {
-            Ok(t) => stored_format(&t)?,
-            Err(_) => None,
-        }
-    };
+    // Closed again at the end of the statement, before the copy.
+    let found = format_of(&open_for_reading(config)?.read()?)?;
     match found {
         Some(f) if f < FORMAT_VERSION => write_backup(&path, f).map(Some),
         _ => Ok(None),
@@ -332,7 +330,7 @@ fn rewrite_older<T: Versioned>(txn: &WriteTx, kind: SpaceKind) -> Result<u64> {
 /// Storage errors; [`ErrorKind::Locked`] while another process has the file open.
 #[doc(hidden)]
 pub fn downgrade_to_format_1(config: &StoreConfig) -> Result<u64> {
-    use super::records::{MemoryV1, StoredMemoryV1};
+    use super::records::StoredMemoryV1;
     let db = super::open::open_db(config)?;
     let txn = db.write(Durability::Immediate)?;
     let mut n = 0;
@@ -346,18 +344,7 @@ pub fn downgrade_to_format_1(config: &StoreConfig) -> Result<u64> {
         }
         for (space, id, bytes) in rows {
             let sm: StoredMemory = decode(&bytes)?;
-            let mut json =
-                serde_json::to_value(&sm.memory).map_err(|e| Error::new(ErrorKind::Internal, e.to_string()))?;
-            if let Some(o) = json.as_object_mut() {
-                o.remove("expires_at");
-            }
-            let memory: MemoryV1 =
-                serde_json::from_value(json).map_err(|e| Error::new(ErrorKind::Internal, e.to_string()))?;
-            let mut old = vec![1u8];
-            old.extend(
-                postcard::to_allocvec(&StoredMemoryV1 { docno: sm.docno, memory })
-                    .map_err(|e| Error::new(ErrorKind::Internal, e.to_string()))?,
-            );
+            let old = StoredMemoryV1::bytes_of(&sm)?;
             t.put((space.as_str(), id.as_str()), old.as_slice())?;
             n += 1;
         }
