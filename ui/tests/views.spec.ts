@@ -98,7 +98,8 @@ test("threads: import a chat file, see its messages and memories, delete it", as
     mimeType: "text/markdown",
     buffer: Buffer.from("User: We booked a ryokan in Kyoto for April.\nAssistant: Lovely, April is cherry blossom season.\n"),
   });
-  await expect(page.getByRole("status")).toContainText("Imported 1 thread");
+  // The thread list may show its own "Loading…" status while the import reports: read the import's.
+  await expect(page.getByRole("status").filter({ hasText: "Imported" })).toContainText("Imported 1 thread");
   await page.getByRole("link", { name: "Kyoto trip" }).click();
   await expect(page.locator("li.message")).toHaveCount(2);
   const id = decodeURIComponent(page.url().split("/threads/")[1]);
