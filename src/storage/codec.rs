@@ -89,6 +89,21 @@ pub fn older_version<T: Versioned>(bytes: &[u8]) -> Option<u8> {
     bytes.first().copied().filter(|v| *v < T::VERSION)
 }
 
+/// A change-feed entry's body (PostgreSQL's shared feed): postcard, without a version byte. Entries live for
+/// minutes, and a reader that cannot decode one (written by a newer build) rebuilds its indexes from the
+/// tables instead, so the layout may change between releases without a migration.
+///
+/// # Errors
+/// [`ErrorKind::Internal`] when the value does not encode.
+pub fn feed_entry<T: Serialize>(value: &T) -> Result<Vec<u8>> {
+    postcard::to_allocvec(value).map_err(|e| Error::new(ErrorKind::Internal, format!("encoding a change failed: {e}")))
+}
+
+/// A change-feed entry read back; None when the body does not decode as `T`.
+pub fn from_feed_entry<T: DeserializeOwned>(body: &[u8]) -> Option<T> {
+    postcard::from_bytes(body).ok()
+}
+
 /// First byte of a vector stored at half precision.
 const F16_TAG: u8 = 0xF1;
 

@@ -13,12 +13,12 @@ use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::tables::*;
-use super::{KnowledgeStore, StoredMemory, get_record, meta_u64, schema};
+use super::{KnowledgeStore, StoredMemory};
 use crate::error::ErrorCode;
 use crate::error::{Error, Result};
 use crate::graph::{louvain, pagerank, stable_ids};
 use crate::model::{Entity, MemoryState, Timestamp};
+use crate::store::{entity, graph, memory, meta};
 
 /// Most entities kept on a community record (the members table has all of them).
 pub const TOP_ENTITIES: usize = 50;
@@ -229,12 +229,12 @@ pub(crate) fn start_worker(ctx: Ctx) -> super::worker::Worker {
 
 fn generation(db: &crate::storage::Db) -> Result<u64> {
     let rtx = db.read()?;
-    Ok(meta_u64(&rtx.table(META)?, "generation")?.unwrap_or(0))
+    Ok(meta::meta(&rtx)?.u64("generation")?.unwrap_or(0))
 }
 
 fn graph_generation(db: &crate::storage::Db) -> Result<Option<u64>> {
     let rtx = db.read()?;
-    meta_u64(&rtx.table(META)?, "graph_generation")
+    meta::meta(&rtx)?.u64("graph_generation")
 }
 
 fn first_words(s: &str, max: usize) -> String {
@@ -266,11 +266,11 @@ fn read_graph(rtx: &crate::storage::ReadTx) -> Result<GraphInput> {
     // Nodes: entities first (0..E), then memories.
     let mut entities: Vec<Entity> = Vec::new();
     let mut entity_index: FxHashMap<(String, String), u32> = FxHashMap::default();
-    for row in rtx.table(ENTITIES)?.iter()? {
+    for row in entity::entities(&rtx)?.iter()? {
         let (k, v) = row?;
         let (s, id) = k.value();
         entity_index.insert((s.to_string(), id.to_string()), entities.len() as u32);
-        entities.push(schema::decode(v.value())?);
+        entities.push(v);
     }
     let e_count = entities.len();
     let mut edges: Vec<(u32, u32, f64)> = Vec::new();
@@ -280,14 +280,14 @@ fn read_graph(rtx: &crate::storage::ReadTx) -> Result<GraphInput> {
         }
     })?;
     // Memories that are not forgotten, and their mentions.
-    let mems = rtx.table(MEMORIES)?;
+    let mems = memory::memories(&rtx)?;
     let mut live: FxHashMap<(String, String), bool> = FxHashMap::default();
     let mut memory_nodes: Vec<(String, String)> = Vec::new();
     let mut memory_index: FxHashMap<(String, String), u32> = FxHashMap::default();
     let mut mention_edges: Vec<(u32, u32, f64)> = Vec::new();
     let mut mentions_of: Vec<Vec<u32>> = vec![Vec::new(); e_count];
     let mut entities_of: Vec<Vec<u32>> = Vec::new();
-    for row in rtx.table(MENTIONS)?.iter()? {
+    for row in entity::mentions(&rtx)?.iter()? {
         let (k, _) = row?;
         let (s, m, e) = k.value();
         let key = (s.to_string(), m.to_string());
@@ -295,7 +295,7 @@ fn read_graph(rtx: &crate::storage::ReadTx) -> Result<GraphInput> {
             Some(a) => *a,
             None => {
                 // Sources of the graph: active, latest, not derived.
-                let a = get_record::<_, StoredMemory>(&mems, (s, m))?.is_some_and(|sm| {
+                let a = mems.get((s, m))?.is_some_and(|sm| {
                     sm.memory.state == MemoryState::Active && sm.memory.is_latest && !sm.memory.is_crystal
                 });
                 live.insert(key.clone(), a);
@@ -342,7 +342,11 @@ fn community_record(
     group: &[u32],
     g: &GraphInput,
     r: &Ranks,
-    mems: &impl Readable<(&'static str, &'static str), &'static [u8]>,
+    mems: &crate::store::records::Records<
+        impl Readable<crate::store::records::K2, crate::store::records::Bytes>,
+        crate::store::records::K2,
+        StoredMemory,
+    >,
     now: Timestamp,
 ) -> Result<Community> {
     let (entities, mentions_of, memory_nodes) = (&g.entities, &g.mentions_of, &g.memory_nodes);
@@ -370,7 +374,7 @@ fn community_record(
     let mut top_memories = Vec::new();
     for (mi, n) in reps.iter().take(TOP_MEMORIES) {
         let (s, m) = &memory_nodes[*mi as usize];
-        let Some(sm) = get_record::<_, StoredMemory>(mems, (s.as_str(), m.as_str()))? else { continue };
+        let Some(sm) = mems.get((s.as_str(), m.as_str()))? else { continue };
         let t = if sm.memory.title.is_empty() { &sm.memory.content } else { &sm.memory.title };
         top_memories.push(CommunityMemory {
             memory_id: m.clone(),
@@ -433,7 +437,11 @@ fn crystal_plans(
     ids: &[u64],
     g: &GraphInput,
     r: &Ranks,
-    mems: &impl Readable<(&'static str, &'static str), &'static [u8]>,
+    mems: &crate::store::records::Records<
+        impl Readable<crate::store::records::K2, crate::store::records::Bytes>,
+        crate::store::records::K2,
+        StoredMemory,
+    >,
 ) -> Result<Vec<CrystalPlan>> {
     let (entities, mentions_of, entities_of, memory_nodes) =
         (&g.entities, &g.mentions_of, &g.entities_of, &g.memory_nodes);
@@ -469,7 +477,7 @@ fn crystal_plans(
             let mut sources = Vec::with_capacity(scored.len());
             for ((mi, _), w) in scored.iter().zip(&raw) {
                 let (sp, id) = &memory_nodes[*mi as usize];
-                let Some(sm) = get_record::<_, StoredMemory>(mems, (sp.as_str(), id.as_str()))? else { continue };
+                let Some(sm) = mems.get((sp.as_str(), id.as_str()))? else { continue };
                 sources.push((id.clone(), w / sum, sm.memory));
             }
             plans.push(CrystalPlan { community: *cid, entity: e.clone(), sources });
@@ -483,7 +491,7 @@ fn crystal_plans(
 pub(crate) fn recompute(ctx: &Ctx, stopped: &dyn Fn() -> bool) -> Result<GraphReport> {
     let started = Instant::now();
     let rtx = ctx.db.read()?;
-    let gen_seen = meta_u64(&rtx.table(META)?, "generation")?.unwrap_or(0);
+    let gen_seen = meta::meta(&rtx)?.u64("generation")?.unwrap_or(0);
     let g = read_graph(&rtx)?;
     if stopped() {
         return Err(Error::new(crate::ErrorKind::Internal, "stopped"));
@@ -514,17 +522,17 @@ pub(crate) fn recompute(ctx: &Ctx, stopped: &dyn Fn() -> bool) -> Result<GraphRe
     let (old, old_sizes, next_id) = {
         let mut old: FxHashMap<(String, String), u64> = FxHashMap::default();
         let mut sizes: FxHashMap<u64, usize> = FxHashMap::default();
-        for row in rtx.table(ENTITY_COMMUNITY)?.iter()? {
+        for row in graph::entity_community(&rtx)?.iter()? {
             let (k, v) = row?;
             let (s, e) = k.value();
             old.insert((s.to_string(), e.to_string()), v.value());
             *sizes.entry(v.value()).or_default() += 1;
         }
-        (old, sizes, meta_u64(&rtx.table(META)?, "next_community_id")?.unwrap_or(1))
+        (old, sizes, meta::meta(&rtx)?.u64("next_community_id")?.unwrap_or(1))
     };
     let (ids, next_id) = stable_ids(&keys, &old, &old_sizes, next_id);
     let now = Timestamp::now();
-    let mems = rtx.table(MEMORIES)?;
+    let mems = memory::memories(&rtx)?;
     let communities = groups
         .iter()
         .zip(&ids)
@@ -552,20 +560,20 @@ pub(crate) fn recompute(ctx: &Ctx, stopped: &dyn Fn() -> bool) -> Result<GraphRe
     // Not a change of knowledge: the generation is bumped here only when crystals changed.
     let changed = ctx.writes.write(super::write::Commit::BOOKKEEPING, |txn, ops| {
         {
-            let mut ct = txn.table(COMMUNITIES)?;
+            let mut ct = graph::communities(txn)?;
             ct.clear()?;
-            let mut members_t = txn.table(COMMUNITY_MEMBERS)?;
+            let mut members_t = graph::community_members(txn)?;
             members_t.clear()?;
-            let mut ec = txn.table(ENTITY_COMMUNITY)?;
+            let mut ec = graph::entity_community(txn)?;
             ec.clear()?;
             for ((c, g), k) in communities.iter().zip(&groups).zip(&keys) {
-                ct.put(c.id, schema::encode(c)?.as_slice())?;
+                ct.put(c.id, c)?;
                 for (i, (s, e)) in g.iter().zip(k) {
                     ec.put((s.as_str(), e.as_str()), c.id)?;
                     members_t.put((c.id, s.as_str(), e.as_str()), r.entity(*i))?;
                 }
             }
-            let mut pr = txn.table(MEMORY_PAGERANK)?;
+            let mut pr = graph::memory_pagerank(txn)?;
             pr.clear()?;
             for (mi, (s, m)) in memory_nodes.iter().enumerate() {
                 pr.put((s.as_str(), m.as_str()), rank[e_count + mi] / top_memory)?;
@@ -573,24 +581,23 @@ pub(crate) fn recompute(ctx: &Ctx, stopped: &dyn Fn() -> bool) -> Result<GraphRe
         }
         let changed = write_crystals(ctx, txn, &plans, now, ops)?;
         {
-            let mut meta = txn.table(META)?;
-            meta.put("next_community_id", next_id.to_le_bytes().as_slice())?;
+            let mut meta = meta::meta(txn)?;
+            meta.put_u64("next_community_id", next_id)?;
             // Crystal changes are writes: they bump the generation. The graph is current when nobody else
             // wrote since the snapshot; otherwise the old generation is kept so that the worker runs again.
-            let current = meta_u64(&meta, "generation")?.unwrap_or(0);
+            let current = meta.u64("generation")?.unwrap_or(0);
             let done = if changed > 0 {
-                meta.put("generation", (current + 1).to_le_bytes().as_slice())?;
+                meta.put_u64("generation", current + 1)?;
                 if current == gen_seen { current + 1 } else { gen_seen }
             } else {
                 gen_seen
             };
-            meta.put("graph_generation", done.to_le_bytes().as_slice())?;
+            meta.put_u64("graph_generation", done)?;
         }
         let mut report = report.clone();
         report.crystals_changed = changed;
         // The report is shared: every process sharing the database serves it (`load_graph_state`).
-        let json = serde_json::to_vec(&report).map_err(|e| Error::new(crate::ErrorKind::Internal, e.to_string()))?;
-        txn.table(META)?.put("graph_report", json.as_slice())?;
+        meta::meta(txn)?.put_json("graph_report", &report)?;
         ctx.feed.publish(txn, super::feed::ChangeOut::Ranks)?;
         Ok(changed)
     })?;
@@ -621,7 +628,7 @@ pub(crate) fn recompute(ctx: &Ctx, stopped: &dyn Fn() -> bool) -> Result<GraphRe
 pub(crate) fn load_graph_state(db: &crate::storage::Db) -> Result<GraphState> {
     let memory_rank = load_ranks(db)?;
     let rtx = db.read()?;
-    let last = rtx.table(META)?.get("graph_report")?.and_then(|v| serde_json::from_slice(v.value()).ok());
+    let last = meta::meta(&rtx)?.json("graph_report")?;
     Ok(GraphState { memory_rank, last })
 }
 
@@ -629,7 +636,7 @@ pub(crate) fn load_graph_state(db: &crate::storage::Db) -> Result<GraphState> {
 pub(crate) fn load_ranks(db: &crate::storage::Db) -> Result<HashMap<String, HashMap<String, f32>>> {
     let rtx = db.read()?;
     let mut out: HashMap<String, HashMap<String, f32>> = HashMap::new();
-    for row in rtx.table(MEMORY_PAGERANK)?.iter()? {
+    for row in graph::memory_pagerank(&rtx)?.iter()? {
         let (k, v) = row?;
         let (s, m) = k.value();
         out.entry(s.to_string()).or_default().insert(m.to_string(), v.value() as f32);
@@ -679,10 +686,10 @@ impl KnowledgeStore {
     /// The communities `keep` accepts, heaviest first (ties by id), at most `limit`, and how many it accepts.
     fn communities_where(&self, keep: impl Fn(&Community) -> bool, limit: usize) -> Result<(Vec<Community>, u64)> {
         let rtx = self.db.read()?;
-        let t = rtx.table(COMMUNITIES)?;
+        let t = graph::communities(&rtx)?;
         let mut all: Vec<Community> = Vec::new();
         for row in t.iter()? {
-            let c: Community = schema::decode(row?.1.value())?;
+            let c: Community = row?.1;
             if keep(&c) {
                 all.push(c);
             }
@@ -708,7 +715,8 @@ impl KnowledgeStore {
     /// [`crate::ErrorKind::NotFound`] (`community_not_found`).
     pub fn get_community(&self, id: u64, entity_limit: usize) -> Result<(Community, Vec<CommunityEntity>)> {
         let rtx = self.db.read()?;
-        let c: Community = get_record(&rtx.table(COMMUNITIES)?, id)?
+        let c: Community = graph::communities(&rtx)?
+            .get(id)?
             .ok_or_else(|| Error::not_found(ErrorCode::CommunityNotFound, format!("community {id} does not exist")))?;
         let entities = c.top_entities.iter().take(entity_limit).cloned().collect();
         Ok((c, entities))
@@ -720,7 +728,7 @@ impl KnowledgeStore {
     /// Storage errors.
     pub fn entity_community(&self, space: &str, entity_id: &str) -> Result<Option<u64>> {
         let rtx = self.db.read()?;
-        Ok(rtx.table(ENTITY_COMMUNITY)?.get((space, entity_id))?.map(|v| v.value()))
+        Ok(graph::entity_community(&rtx)?.get((space, entity_id))?.map(|v| v.value()))
     }
 
     /// The last computation's report, if any ran since the store was opened.
@@ -753,7 +761,7 @@ impl KnowledgeStore {
     /// Storage errors (an unknown id gives an empty list).
     pub fn community_members(&self, id: u64) -> Result<Vec<(String, String, f64)>> {
         let rtx = self.db.read()?;
-        let t = rtx.table(COMMUNITY_MEMBERS)?;
+        let t = graph::community_members(&rtx)?;
         let mut out = Vec::new();
         for row in t.range((id, "", "")..)? {
             let (k, v) = row?;
@@ -773,7 +781,7 @@ impl KnowledgeStore {
     /// Storage errors.
     pub fn entity_memory_ids(&self, space: &str, entity_id: &str) -> Result<Vec<String>> {
         let rtx = self.db.read()?;
-        super::range_prefix3(&rtx.table(ENTITY_MEMORIES)?, space, entity_id)
+        super::range_prefix3(&entity::entity_memories(&rtx)?, space, entity_id)
     }
 }
 
@@ -787,14 +795,14 @@ fn write_crystals(
     ops: &mut Vec<super::IndexOp>,
 ) -> Result<u64> {
     let mut existing: BTreeMap<(String, String), Vec<(String, f64)>> = BTreeMap::new();
-    for row in txn.table(CRYSTAL_SOURCES)?.iter()? {
+    for row in graph::crystal_sources(txn)?.iter()? {
         let (k, v) = row?;
         let (s, c, m) = k.value();
         existing.entry((s.to_string(), c.to_string())).or_default().push((m.to_string(), v.value()));
     }
     let base = KnowledgeStore::alloc_docnos(txn, plans.len() as u64)?;
     let mut t = super::memories::WTables::open(txn)?;
-    let mut cs = txn.table(CRYSTAL_SOURCES)?;
+    let mut cs = graph::crystal_sources(txn)?;
     let mut changed = 0u64;
     let mut wanted: rustc_hash::FxHashSet<(String, String)> = Default::default();
     for (i, p) in plans.iter().enumerate() {
@@ -804,7 +812,7 @@ fn write_crystals(
         let mut sources: Vec<(String, f64)> = p.sources.iter().map(|(id, w, _)| (id.clone(), *w)).collect();
         sources.sort_by(|a, b| a.0.cmp(&b.0));
         let same_content = match t.memories.get((key.0.as_str(), key.1.as_str()))? {
-            Some(v) => schema::decode::<StoredMemory>(v.value())?.memory.content == memory.content,
+            Some(v) => v.memory.content == memory.content,
             None => false,
         };
         let same_sources = existing.get(&key).is_some_and(|old| {
@@ -860,7 +868,7 @@ impl KnowledgeStore {
         let space = view.memory.space_id.clone();
         let rows: Vec<(String, f64)> = {
             let rtx = self.db.read()?;
-            let t = rtx.table(CRYSTAL_SOURCES)?;
+            let t = graph::crystal_sources(&rtx)?;
             let mut out = Vec::new();
             for row in t.range((space.as_str(), crystal_id, "")..)? {
                 let (k, v) = row?;

@@ -5,14 +5,14 @@
 use crate::storage::Readable;
 use std::collections::BTreeMap;
 
+use super::KnowledgeStore;
 use super::memories::WTables;
-use super::tables::*;
 use super::types::Page;
-use super::{KnowledgeStore, get_record, schema};
 use crate::error::ErrorCode;
 use crate::error::Result;
 use crate::extract::entities::{EntityType, Mention, extract};
 use crate::model::{Entity, Metadata, Timestamp};
+use crate::store::entity;
 
 /// An entity's identity within a memory: kind and lowercased canonical name.
 type Key = (EntityType, String);
@@ -117,7 +117,7 @@ impl WTables<'_> {
     pub(crate) fn current_entities(&self, space: &str, memory_id: &str) -> Result<Vec<Entity>> {
         let mut out = Vec::new();
         for id in self.mentioned(space, memory_id)? {
-            if let Some(e) = get_record::<_, Entity>(&self.entities, (space, id.as_str()))? {
+            if let Some(e) = self.entities.get((space, id.as_str()))? {
                 out.push(e);
             }
         }
@@ -153,7 +153,7 @@ impl WTables<'_> {
             let (kind, found_id) = self.resolve(space, kind, &name)?;
             let k = key(kind.as_str(), &name);
             let id = found_id.unwrap_or_else(|| entity_id(kind, &name));
-            let mut e: Entity = get_record(&self.entities, (space, id.as_str()))?.unwrap_or_else(|| Entity {
+            let mut e: Entity = self.entities.get((space, id.as_str()))?.unwrap_or_else(|| Entity {
                 id: id.clone(),
                 node_type: "entity".into(),
                 created_at: now,
@@ -189,7 +189,7 @@ impl WTables<'_> {
                 self.entity_memories.put((space, id.as_str(), memory_id), ())?;
                 created += 1;
             }
-            self.entities.put((space, id.as_str()), schema::encode(&e)?.as_slice())?;
+            self.entities.put((space, id.as_str()), &e)?;
             new_ids.push(id);
             entities.push(e);
         }
@@ -204,7 +204,7 @@ impl WTables<'_> {
     fn drop_mention(&mut self, space: &str, memory_id: &str, id: &str, now: Timestamp) -> Result<()> {
         self.mentions.remove((space, memory_id, id))?;
         self.entity_memories.remove((space, id, memory_id))?;
-        if let Some(mut e) = get_record::<_, Entity>(&self.entities, (space, id))? {
+        if let Some(mut e) = self.entities.get((space, id))? {
             e.mention_count = e.mention_count.saturating_sub(1);
             e.updated_at = now;
             if e.mention_count == 0 {
@@ -213,7 +213,7 @@ impl WTables<'_> {
                     self.entity_keys.remove((space, key(&e.entity_type, name).as_str()))?;
                 }
             } else {
-                self.entities.put((space, id), schema::encode(&e)?.as_slice())?;
+                self.entities.put((space, id), &e)?;
             }
         }
         Ok(())
@@ -237,8 +237,8 @@ impl KnowledgeStore {
     /// Storage errors.
     pub fn memory_entities(&self, space: &str, memory_id: &str) -> Result<Vec<Entity>> {
         let rtx = self.db.read()?;
-        let mentions = rtx.table(MENTIONS)?;
-        let entities = rtx.table(ENTITIES)?;
+        let mentions = entity::mentions(&rtx)?;
+        let entities = entity::entities(&rtx)?;
         let mut out = Vec::new();
         for row in mentions.range((space, memory_id, "")..)? {
             let (k, _) = row?;
@@ -246,7 +246,7 @@ impl KnowledgeStore {
             if s != space || m != memory_id {
                 break;
             }
-            if let Some(ent) = get_record::<_, Entity>(&entities, (space, e))? {
+            if let Some(ent) = entities.get((space, e))? {
                 out.push(ent);
             }
         }
@@ -259,8 +259,8 @@ impl KnowledgeStore {
     /// Storage errors.
     pub fn related_entities(&self, space: &str, id: &str, limit: usize) -> Result<Vec<(Entity, u64)>> {
         let rtx = self.db.read()?;
-        let rel = rtx.table(RELATES_TO)?;
-        let entities = rtx.table(ENTITIES)?;
+        let rel = entity::relates_to(&rtx)?;
+        let entities = entity::entities(&rtx)?;
         let mut pairs = Vec::new();
         for row in rel.range((space, id, "")..)? {
             let (k, v) = row?;
@@ -273,7 +273,7 @@ impl KnowledgeStore {
         pairs.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         let mut out = Vec::new();
         for (b, w) in pairs.into_iter().take(limit) {
-            if let Some(e) = get_record::<_, Entity>(&entities, (space, b.as_str()))? {
+            if let Some(e) = entities.get((space, b.as_str()))? {
                 out.push((e, w));
             }
         }
@@ -286,7 +286,8 @@ impl KnowledgeStore {
     /// [`crate::ErrorKind::NotFound`] (`entity_not_found`).
     pub fn get_entity(&self, space: &str, id: &str) -> Result<Entity> {
         let rtx = self.db.read()?;
-        get_record(&rtx.table(ENTITIES)?, (space, id))?
+        entity::entities(&rtx)?
+            .get((space, id))?
             .ok_or_else(|| crate::Error::not_found(ErrorCode::EntityNotFound, format!("entity '{id}' does not exist")))
     }
 
@@ -313,14 +314,14 @@ impl KnowledgeStore {
     ) -> Result<Page<Entity>> {
         let needle = name_contains.map(str::to_lowercase);
         let rtx = self.db.read()?;
-        let t = rtx.table(ENTITIES)?;
+        let t = entity::entities(&rtx)?;
         let mut out = Vec::new();
         for row in t.range((space, "")..)? {
             let (k, v) = row?;
             if k.value().0 != space {
                 break;
             }
-            let e = schema::decode::<Entity>(v.value())?;
+            let e = v;
             if needle.as_ref().is_none_or(|n| e.name.to_lowercase().contains(n)) {
                 out.push(e);
             }
@@ -335,15 +336,15 @@ impl KnowledgeStore {
     /// read in one transaction.
     pub(crate) fn entities_in(&self, space: &str, text: &str) -> Result<Vec<(String, u64)>> {
         let rtx = self.db.read()?;
-        let keys = rtx.table(ENTITY_KEYS)?;
-        let entities = rtx.table(ENTITIES)?;
+        let keys = entity::entity_keys(&rtx)?;
+        let entities = entity::entities(&rtx)?;
         let mut out: Vec<(String, u64)> = Vec::new();
         for m in extract(text) {
             for name in [&m.canonical, &m.text] {
                 if let Some(v) = keys.get((space, key(m.entity_type.as_str(), name).as_str()))? {
                     let id = v.value().to_string();
                     if !out.iter().any(|(x, _)| *x == id)
-                        && let Some(e) = get_record::<_, Entity>(&entities, (space, id.as_str()))?
+                        && let Some(e) = entities.get((space, id.as_str()))?
                     {
                         out.push((id, e.mention_count));
                     }

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use super::communities::GraphState;
 use super::sources::ChunkIndex;
 use super::{IndexOp, IndexState, SpaceIndex, apply_ops, graph_files};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::Result;
 use crate::storage::{Db, WriteTx};
 
 /// How often a process reads the feed when it writes nothing itself: the most a search on one daemon can lag a
@@ -109,9 +109,7 @@ impl Feed {
         if let ChangeOut::Index([]) | ChangeOut::Vectors([]) = change {
             return Ok(());
         }
-        let body = postcard::to_allocvec(&(self.origin, change))
-            .map_err(|e| Error::new(ErrorKind::Internal, format!("encoding a change failed: {e}")))?;
-        txn.publish(&body)
+        txn.publish(&crate::storage::codec::feed_entry(&(self.origin, change))?)
     }
 
     /// Applies a commit's index operations: directly on an unshared database, else by catching up with the
@@ -148,7 +146,7 @@ impl Feed {
             let mut vectors: Vec<(String, u64, Vec<f32>)> = Vec::new();
             let mut ranks = false;
             for (seq, body) in rows {
-                let Ok((origin, change)) = postcard::from_bytes::<(u64, ChangeIn)>(&body) else {
+                let Some((origin, change)) = crate::storage::codec::from_feed_entry::<(u64, ChangeIn)>(&body) else {
                     tracing::warn!(seq, "a change feed entry does not decode; rebuilding the indexes");
                     return self.reload(&mut position);
                 };

@@ -16,8 +16,8 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::tables::META;
-use super::{SpaceIndex, meta_u64};
+use super::SpaceIndex;
+use crate::store::meta;
 
 /// Where the graphs of a store live, and what they must match.
 #[derive(Clone)]
@@ -122,5 +122,5 @@ impl GraphFiles {
 /// The store generation a graph reflects: the next document number to be allocated.
 pub(crate) fn generation(db: &crate::storage::Db) -> crate::error::Result<u64> {
     let rtx = db.read()?;
-    Ok(meta_u64(&rtx.table(META)?, "next_docno")?.unwrap_or(1))
+    Ok(meta::meta(&rtx)?.u64("next_docno")?.unwrap_or(1))
 }

@@ -2,11 +2,10 @@
 
 use std::time::Instant;
 
-use super::tables::*;
 use super::*;
 use crate::config::Durability;
 use crate::error::Result;
-use crate::storage::Readable;
+use crate::store::{label, meta};
 
 impl KnowledgeStore {
     /// Forces a durable commit of everything written so far (useful after [`Durability::Eventual`] writes).
@@ -28,8 +27,7 @@ impl KnowledgeStore {
         self.flush_access()?;
         // An empty immediate commit: it makes every earlier commit without fsync durable.
         let commit = super::write::Commit { durability: Some(Durability::Immediate), bump: false };
-        let g =
-            self.writes.write(commit, |txn, _| meta_u64(&txn.table(META)?, "generation").map(|g| g.unwrap_or(0)))?;
+        let g = self.writes.write(commit, |txn, _| meta::meta(txn)?.u64("generation").map(|g| g.unwrap_or(0)))?;
         let before = self.durable_generation.swap(g, std::sync::atomic::Ordering::AcqRel);
         let writes = if self.config.durability == Durability::Eventual { g.saturating_sub(before) } else { 0 };
         let reads = self.pending_access.swap(0, std::sync::atomic::Ordering::AcqRel);
@@ -86,10 +84,10 @@ impl KnowledgeStore {
     pub fn storage_stats(&self) -> Result<StorageStats> {
         let rtx = self.db.read()?;
         let mut tables = Vec::new();
-        for kind in crate::storage::tables::ALL {
-            let st = rtx.kind_stats(kind.name)?;
+        for name in super::records::kind_names() {
+            let st = rtx.kind_stats(name)?;
             tables.push(TableSize {
-                table: kind.name.to_string(),
+                table: name.to_string(),
                 stored_bytes: st.stored_bytes,
                 metadata_bytes: st.metadata_bytes,
                 fragmented_bytes: st.fragmented_bytes,
@@ -112,11 +110,11 @@ impl KnowledgeStore {
     /// Counters for `/health`.
     pub fn health(&self) -> Result<StoreHealth> {
         let rtx = self.db.read()?;
-        let meta = rtx.table(META)?;
-        let generation = meta_u64(&meta, "generation")?.unwrap_or(0);
+        let meta = meta::meta(&rtx)?;
+        let generation = meta.u64("generation")?.unwrap_or(0);
         let format_version = super::upgrade::stored_format(&meta)?.unwrap_or(crate::storage::codec::FORMAT_VERSION);
         let last_upgrade = super::upgrade::last_upgrade(&meta)?;
-        let labels = rtx.table(LABELS)?.len()? as usize;
+        let labels = label::labels(&rtx)?.len()? as usize;
         let state = self.index.read();
         let memories = state.spaces.values().map(|s| s.catalog.len()).sum();
         let reindex_pending = if self.config.embedder.external() {

@@ -1,15 +1,14 @@
 //! Labels: list, create, read, and attaching them to memories (HAS_LABEL edges).
 
-use crate::storage::Readable;
 use std::collections::BTreeSet;
 
 use super::memories::{WTables, check_label_name, new_label};
-use super::tables::*;
 use super::types::LabelOrder;
-use super::{IndexOp, KnowledgeStore, get_record, range_prefix3, schema};
+use super::{IndexOp, KnowledgeStore, range_prefix3};
 use crate::error::ErrorCode;
 use crate::error::{Error, ErrorKind, FieldError, Result};
 use crate::model::{Label, Timestamp};
+use crate::store::label;
 
 pub(crate) fn check_color(c: &str) -> bool {
     let hex = c.strip_prefix('#').unwrap_or("");
@@ -23,7 +22,7 @@ impl KnowledgeStore {
     /// Storage errors.
     pub fn labelled_memory_ids(&self, space: &str, label_id: &str) -> Result<Vec<String>> {
         let rtx = self.db.read()?;
-        range_prefix3(&rtx.table(LABEL_MEMORIES)?, space, label_id)
+        range_prefix3(&label::label_memories(&rtx)?, space, label_id)
     }
 
     /// How many labels `space` has.
@@ -32,7 +31,7 @@ impl KnowledgeStore {
     /// Storage errors.
     pub fn label_count(&self, space: &str) -> Result<usize> {
         let rtx = self.db.read()?;
-        Ok(super::range_prefix2(&rtx.table(LABELS)?, space)?.len())
+        label::labels(&rtx)?.count_in_space(space)
     }
 
     /// Labels of a space with their usage counts, ordered, one page.
@@ -103,14 +102,14 @@ impl KnowledgeStore {
                 return Err(Error::not_found(ErrorCode::SpaceNotFound, format!("space '{space}' does not exist")));
             }
             drop(t);
-            let mut labels = txn.table(LABELS)?;
+            let mut labels = label::labels(txn)?;
             let id = Label::id_for(&name);
             if labels.get((space, id.as_str()))?.is_some() {
                 return Err(Error::new(ErrorKind::Conflict, format!("label '{name}' already exists"))
                     .with_code(ErrorCode::LabelExists));
             }
             let l = new_label(space, &name, color, description, Timestamp::now());
-            labels.put((space, id.as_str()), schema::encode(&l)?.as_slice())?;
+            labels.put((space, id.as_str()), &l)?;
             Ok(l)
         })
     }
@@ -123,10 +122,10 @@ impl KnowledgeStore {
         let view = self.get_memory(memory_id, space_guard)?;
         let space = view.memory.space_id.clone();
         let rtx = self.db.read()?;
-        let t = rtx.table(LABELS)?;
+        let t = label::labels(&rtx)?;
         let mut out = Vec::new();
         for id in &view.label_ids {
-            if let Some(l) = get_record::<_, Label>(&t, (space.as_str(), id.as_str()))? {
+            if let Some(l) = t.get((space.as_str(), id.as_str()))? {
                 out.push(l);
             }
         }
@@ -149,7 +148,9 @@ impl KnowledgeStore {
         let changed = self.write(|txn, ops| {
             let mut t = WTables::open(txn)?;
             let (space, sm) = t.locate(memory_id, space_guard)?;
-            let label: Label = get_record(&t.labels, (space.as_str(), label_id))?
+            let label: Label = t
+                .labels
+                .get((space.as_str(), label_id))?
                 .ok_or_else(|| Error::not_found(ErrorCode::LabelNotFound, format!("label '{label_id}' not found")))?;
             let current: BTreeSet<String> = range_prefix3(&t.memory_labels, &space, memory_id)?.into_iter().collect();
             let mut names: BTreeSet<String> =

@@ -16,7 +16,7 @@
 
 use super::memories::WTables;
 use super::write::Commit;
-use super::{IndexOp, KnowledgeStore, MemoryView, StoredMemory, schema};
+use super::{IndexOp, KnowledgeStore, MemoryView, StoredMemory, memory};
 use crate::error::ErrorCode;
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::decay;
@@ -162,7 +162,7 @@ impl KnowledgeStore {
                     m.metadata.0.insert("lifecycle".into(), serde_json::Value::Array(vec![entry]));
                 }
             }
-            w.memories.put((space.as_str(), id), schema::encode(&sm)?.as_slice())?;
+            w.memories.put((space.as_str(), id), &sm)?;
             ops.push(IndexOp::meta(&space, &sm, labels.clone()));
             if let (Transition::Supersede { newer }, Some(osm)) = (&t, other_sm.as_mut()) {
                 let list =
@@ -173,7 +173,7 @@ impl KnowledgeStore {
                     a.push(id.into());
                 }
                 osm.memory.updated_at = now;
-                w.memories.put((space.as_str(), newer.as_str()), schema::encode(osm)?.as_slice())?;
+                w.memories.put((space.as_str(), newer.as_str()), osm)?;
             }
             Ok(StateChange {
                 view: MemoryView { memory: sm.memory, label_ids: labels.into_iter().collect() },
@@ -195,7 +195,7 @@ impl KnowledgeStore {
             if sm.memory.is_favorite != favorite {
                 sm.memory.is_favorite = favorite;
                 sm.memory.updated_at = Timestamp::now();
-                w.memories.put((space.as_str(), id), schema::encode(&sm)?.as_slice())?;
+                w.memories.put((space.as_str(), id), &sm)?;
             }
             let labels = w.label_ids(&space, id)?;
             Ok(MemoryView { memory: sm.memory, label_ids: labels.into_iter().collect() })
@@ -210,9 +210,9 @@ impl KnowledgeStore {
         let mut found = Vec::new();
         {
             let rtx = self.db.read()?;
-            for row in crate::storage::Readable::iter(&rtx.table(super::tables::MEMORIES)?)? {
+            for row in memory::memories(&rtx)?.iter()? {
                 let (k, v) = row?;
-                let sm: StoredMemory = schema::decode(v.value())?;
+                let sm: StoredMemory = v;
                 if sm.memory.is_favorite && sm.memory.state != MemoryState::Forgotten {
                     found.push((k.value().0.to_string(), sm.memory));
                 }
@@ -296,7 +296,7 @@ impl KnowledgeStore {
                 m.access_count = m.access_count.saturating_add(*reads);
                 m.last_accessed_at = Some(m.last_accessed_at.map_or(*last, |t| t.max(*last)));
                 m.decay_score_cached = decay::decay_score(m.importance, m.access_count, *last, *last);
-                w.memories.put((space.as_str(), id.as_str()), schema::encode(&sm)?.as_slice())?;
+                w.memories.put((space.as_str(), id.as_str()), &sm)?;
                 let labels = w.label_ids(&space, id)?;
                 ops.push(IndexOp::meta(&space, &sm, labels));
             }

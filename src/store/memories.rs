@@ -4,18 +4,19 @@
 use crate::storage::{ReadTx, Readable, Table, WriteTx};
 use std::collections::BTreeSet;
 
-use super::tables::*;
+use super::records::Vector;
 use super::{
-    DEFAULT_SPACE, IndexOp, KnowledgeStore, LexEntry, StoredMemory, get_record, range_prefix3, schema,
+    DEFAULT_SPACE, IndexOp, KnowledgeStore, LexEntry, StoredMemory, range_prefix3,
     types::{CreatedMemory, DeleteReport, ListOrder, ListQuery, MemoryPatch, MemoryView, NewMemory, Page, WriteAction},
 };
+use super::{entity, label, memory, relation, space, thread};
 use crate::embed::InputType;
 use crate::error::ErrorCode;
 use crate::error::{Error, ErrorKind, FieldError, Result};
 use crate::index::bm25::Posting;
 use crate::index::catalog::DocMeta;
 use crate::index::lexicon;
-use crate::model::{Label, Memory, MemoryState, Metadata, Timestamp, date_precision};
+use crate::model::{Label, Memory, MemoryState, Metadata, Space, Timestamp, date_precision};
 
 /// Longest content in bytes.
 pub const MAX_CONTENT_BYTES: usize = 32_768;
@@ -30,52 +31,57 @@ pub const MAX_LABELS: usize = 64;
 /// Largest metadata object, as JSON bytes.
 pub const MAX_METADATA_BYTES: usize = 65_536;
 
-/// The tables a memory write touches, opened once per transaction.
+/// A typed record handle of a write transaction (see [`super::records`]).
+type W<'t, K, R> = super::records::Records<Table<'t, K, super::records::Bytes>, K, R>;
+type K2 = super::records::K2;
+type K3 = super::records::K3;
+
+/// The record kinds a memory write touches, each opened once per transaction through its record module.
 pub(crate) struct WTables<'t> {
-    pub spaces: Table<'t, &'static str, &'static [u8]>,
-    pub memories: Table<'t, (&'static str, &'static str), &'static [u8]>,
+    pub spaces: W<'t, &'static str, Space>,
+    pub memories: W<'t, K2, StoredMemory>,
     pub memory_space: Table<'t, &'static str, &'static str>,
-    pub vectors: Table<'t, (&'static str, u64), &'static [u8]>,
+    pub vectors: W<'t, (&'static str, u64), Vector>,
     pub postings: Table<'t, (&'static str, &'static str, u64), u64>,
     pub lex_stats: Table<'t, &'static str, (u64, u64)>,
-    pub labels: Table<'t, (&'static str, &'static str), &'static [u8]>,
-    pub memory_labels: Table<'t, (&'static str, &'static str, &'static str), ()>,
-    pub label_memories: Table<'t, (&'static str, &'static str, &'static str), ()>,
-    pub entities: Table<'t, (&'static str, &'static str), &'static [u8]>,
-    pub entity_keys: Table<'t, (&'static str, &'static str), &'static str>,
-    pub mentions: Table<'t, (&'static str, &'static str, &'static str), ()>,
-    pub entity_memories: Table<'t, (&'static str, &'static str, &'static str), ()>,
-    pub relates_to: Table<'t, (&'static str, &'static str, &'static str), u64>,
-    pub relations: Table<'t, (&'static str, &'static str), &'static [u8]>,
-    pub memory_relations: Table<'t, (&'static str, &'static str, &'static str), ()>,
+    pub labels: W<'t, K2, Label>,
+    pub memory_labels: Table<'t, K3, ()>,
+    pub label_memories: Table<'t, K3, ()>,
+    pub entities: W<'t, K2, crate::model::Entity>,
+    pub entity_keys: Table<'t, K2, &'static str>,
+    pub mentions: Table<'t, K3, ()>,
+    pub entity_memories: Table<'t, K3, ()>,
+    pub relates_to: Table<'t, K3, u64>,
+    pub relations: W<'t, K2, super::MemoryRelation>,
+    pub memory_relations: Table<'t, K3, ()>,
     pub relation_space: Table<'t, &'static str, &'static str>,
 }
 
 impl<'t> WTables<'t> {
     pub fn open(txn: &'t WriteTx) -> Result<Self> {
         Ok(WTables {
-            spaces: txn.table(SPACES)?,
-            memories: txn.table(MEMORIES)?,
-            memory_space: txn.table(MEMORY_SPACE)?,
-            vectors: txn.table(VECTORS)?,
-            postings: txn.table(POSTINGS)?,
-            lex_stats: txn.table(LEX_STATS)?,
-            labels: txn.table(LABELS)?,
-            memory_labels: txn.table(MEMORY_LABELS)?,
-            label_memories: txn.table(LABEL_MEMORIES)?,
-            entities: txn.table(ENTITIES)?,
-            entity_keys: txn.table(ENTITY_KEYS)?,
-            mentions: txn.table(MENTIONS)?,
-            entity_memories: txn.table(ENTITY_MEMORIES)?,
-            relates_to: txn.table(RELATES_TO)?,
-            relations: txn.table(RELATIONS)?,
-            memory_relations: txn.table(MEMORY_RELATIONS)?,
-            relation_space: txn.table(RELATION_SPACE)?,
+            spaces: space::spaces(txn)?,
+            memories: memory::memories(txn)?,
+            memory_space: memory::memory_space(txn)?,
+            vectors: memory::vectors(txn)?,
+            postings: memory::postings(txn)?,
+            lex_stats: memory::lex_stats(txn)?,
+            labels: label::labels(txn)?,
+            memory_labels: label::memory_labels(txn)?,
+            label_memories: label::label_memories(txn)?,
+            entities: entity::entities(txn)?,
+            entity_keys: entity::entity_keys(txn)?,
+            mentions: entity::mentions(txn)?,
+            entity_memories: entity::entity_memories(txn)?,
+            relates_to: entity::relates_to(txn)?,
+            relations: relation::relations(txn)?,
+            memory_relations: relation::memory_relations(txn)?,
+            relation_space: relation::relation_space(txn)?,
         })
     }
 
     fn require_space(&self, space: &str) -> Result<()> {
-        if self.spaces.get(space)?.is_none() {
+        if !self.spaces.contains(space)? {
             return Err(Error::not_found(ErrorCode::SpaceNotFound, format!("space '{space}' does not exist")));
         }
         Ok(())
@@ -104,7 +110,7 @@ impl<'t> WTables<'t> {
     }
 
     fn load(&self, space: &str, id: &str) -> Result<Option<StoredMemory>> {
-        get_record(&self.memories, (space, id))
+        self.memories.get((space, id))
     }
 
     /// The space and record of memory `id`, as a by-id read sees it: `memory_not_found` when there is none, when
@@ -127,10 +133,10 @@ impl<'t> WTables<'t> {
     }
 
     fn bump_label(&mut self, space: &str, label_id: &str, delta: i64, now: Timestamp) -> Result<()> {
-        if let Some(mut l) = get_record::<_, Label>(&self.labels, (space, label_id))? {
+        if let Some(mut l) = self.labels.get((space, label_id))? {
             l.usage_count = (l.usage_count as i64 + delta).max(0) as u64;
             let _ = now;
-            self.labels.put((space, label_id), schema::encode(&l)?.as_slice())?;
+            self.labels.put((space, label_id), &l)?;
         }
         Ok(())
     }
@@ -157,7 +163,7 @@ impl<'t> WTables<'t> {
             }
             if self.labels.get((space, lid.as_str()))?.is_none() {
                 let l = new_label(space, name, None, None, now);
-                self.labels.put((space, lid.as_str()), schema::encode(&l)?.as_slice())?;
+                self.labels.put((space, lid.as_str()), &l)?;
             }
             self.memory_labels.put((space, id, lid.as_str()), ())?;
             self.label_memories.put((space, lid.as_str(), id), ())?;
@@ -211,7 +217,7 @@ impl<'t> WTables<'t> {
             }
         }
         let stored = StoredMemory { docno, memory };
-        self.memories.put((space.as_str(), id.as_str()), schema::encode(&stored)?.as_slice())?;
+        self.memories.put((space.as_str(), id.as_str()), &stored)?;
         self.memory_space.put(id.as_str(), space.as_str())?;
         self.set_labels(&space, &id, label_names, now)?;
         let current: BTreeSet<String> = range_prefix3(&self.mentions, &space, &id)?.into_iter().collect();
@@ -659,7 +665,7 @@ impl KnowledgeStore {
     pub fn get_memory(&self, id: &str, space_guard: Option<&str>) -> Result<MemoryView> {
         let rtx = self.db.read()?;
         let (space, sm) = readable_memory(&rtx, id, space_guard)?;
-        let ml = rtx.table(MEMORY_LABELS)?;
+        let ml = label::memory_labels(&rtx)?;
         let label_ids = range_prefix3(&ml, &space, id)?;
         let mut memory = sm.memory;
         memory.pagerank_score = self.memory_pagerank(&space, id);
@@ -676,9 +682,8 @@ impl KnowledgeStore {
         let rtx = self.db.read()?;
         let (space, sm) = readable_memory(&rtx, id, space_guard)?;
         let dim = self.config.embedder.dim();
-        let vectors = rtx.table(VECTORS)?;
-        let stored =
-            vectors.get((space.as_str(), sm.docno))?.map(|v| crate::storage::codec::vector_from_bytes(v.value()));
+        let vectors = memory::vectors(&rtx)?;
+        let stored = vectors.get((space.as_str(), sm.docno))?.map(|v| v.0);
         Ok(stored.filter(|v| v.len() == dim))
     }
 
@@ -793,11 +798,11 @@ impl KnowledgeStore {
     /// Reads several memories of one space with their labels (missing ones are skipped).
     pub(crate) fn load_views<'a>(&self, space: &str, ids: impl Iterator<Item = &'a str>) -> Result<Vec<MemoryView>> {
         let rtx = self.db.read()?;
-        let mems = rtx.table(MEMORIES)?;
-        let ml = rtx.table(MEMORY_LABELS)?;
+        let mems = memory::memories(&rtx)?;
+        let ml = label::memory_labels(&rtx)?;
         let mut out = Vec::new();
         for id in ids {
-            if let Some(sm) = get_record::<_, StoredMemory>(&mems, (space, id))? {
+            if let Some(sm) = mems.get((space, id))? {
                 let label_ids = range_prefix3(&ml, space, id)?;
                 let mut memory = sm.memory;
                 memory.pagerank_score = self.memory_pagerank(space, id);
@@ -814,13 +819,13 @@ impl KnowledgeStore {
     /// Storage errors.
     pub fn scan_memories(&self, space: &str, mut f: impl FnMut(&Memory) -> bool) -> Result<()> {
         let rtx = self.db.read()?;
-        let mems = rtx.table(MEMORIES)?;
+        let mems = memory::memories(&rtx)?;
         for row in mems.range((space, "")..)? {
             let (k, v) = row?;
             if k.value().0 != space {
                 break;
             }
-            let sm: StoredMemory = schema::decode(v.value())?;
+            let sm: StoredMemory = v;
             if sm.memory.state == MemoryState::Forgotten {
                 continue;
             }
@@ -838,14 +843,14 @@ impl KnowledgeStore {
     /// Storage errors.
     pub fn scan_messages(&self, space: &str, mut f: impl FnMut(&str, &crate::model::Message) -> bool) -> Result<()> {
         let rtx = self.db.read()?;
-        let t = rtx.table(MESSAGES)?;
+        let t = thread::messages(&rtx)?;
         for row in t.range((space, "", 0u64)..)? {
             let (k, v) = row?;
             let (s, th, _) = k.value();
             if s != space {
                 break;
             }
-            let m: crate::model::Message = schema::decode(v.value())?;
+            let m: crate::model::Message = v;
             if !f(th, &m) {
                 break;
             }
@@ -863,7 +868,7 @@ impl KnowledgeStore {
 
     pub(crate) fn require_space(&self, space: &str) -> Result<()> {
         let rtx = self.db.read()?;
-        if rtx.table(SPACES)?.get(space)?.is_none() {
+        if space::spaces(&rtx)?.get(space)?.is_none() {
             return Err(Error::not_found(ErrorCode::SpaceNotFound, format!("space '{space}' does not exist")));
         }
         Ok(())
@@ -910,7 +915,7 @@ fn put_with(
     // An external store cannot recompute a vector: a memory re-indexed without a new one keeps its old one.
     let kept: Option<Vec<f32>> = match (&existing, &vector) {
         (Some((s, sm)), None) if embedder.external() && text_changed => {
-            t.vectors.get((s.as_str(), sm.docno))?.map(|v| schema::vector_from_bytes(v.value()))
+            t.vectors.get((s.as_str(), sm.docno))?.map(|v| v.0)
         }
         _ => None,
     };
@@ -957,9 +962,8 @@ fn put_with(
         // The index holds exactly what the file holds (half precision), so a reopen changes no score.
         let v = match v {
             Some(v) => {
-                let bytes = schema::vector_to_bytes(&v);
-                t.vectors.put((space, docno), bytes.as_slice())?;
-                Some(schema::vector_from_bytes(&bytes))
+                t.vectors.put((space, docno), &Vector(v.clone()))?;
+                Some(Vector::as_stored(&v))
             }
             None => None,
         };
@@ -970,7 +974,7 @@ fn put_with(
         None
     };
     let stored = StoredMemory { docno, memory: merged };
-    t.memories.put((space, stored.memory.id.as_str()), schema::encode(&stored)?.as_slice())?;
+    t.memories.put((space, stored.memory.id.as_str()), &stored)?;
     t.memory_space.put(stored.memory.id.as_str(), space)?;
     let label_ids = t.set_labels(space, &stored.memory.id, &wanted_names, now)?;
     let assigned: Vec<String> = wanted_names.iter().cloned().collect();
@@ -1054,11 +1058,11 @@ pub(crate) fn remove_derived(
 /// `space_guard` names another space, or when it was forgotten.
 fn readable_memory(rtx: &ReadTx, id: &str, space_guard: Option<&str>) -> Result<(String, StoredMemory)> {
     let not_found = || Error::not_found(ErrorCode::MemoryNotFound, format!("memory '{id}' not found"));
-    let space = rtx.table(MEMORY_SPACE)?.get(id)?.map(|v| v.value().to_string()).ok_or_else(not_found)?;
+    let space = memory::memory_space(&rtx)?.get(id)?.map(|v| v.value().to_string()).ok_or_else(not_found)?;
     if space_guard.is_some_and(|g| g != space) {
         return Err(not_found());
     }
-    let sm: StoredMemory = get_record(&rtx.table(MEMORIES)?, (space.as_str(), id))?.ok_or_else(not_found)?;
+    let sm: StoredMemory = memory::memories(&rtx)?.get((space.as_str(), id))?.ok_or_else(not_found)?;
     if sm.memory.state == MemoryState::Forgotten {
         return Err(not_found());
     }

@@ -78,10 +78,9 @@ use crate::config::StoreConfig;
 use crate::model::Timestamp;
 use crate::storage::Db;
 
-pub(crate) use crate::storage::codec as schema;
-pub(crate) use crate::storage::tables;
-pub(crate) use crate::storage::txn::{get_record, meta_u64, range_prefix2, range_prefix2_count, range_prefix3};
+pub(crate) use crate::storage::txn::{range_prefix2_count, range_prefix3};
 pub(crate) use indexes::{IndexOp, IndexState, LexEntry, SpaceIndex, apply_ops, start_graph_builder};
+pub(crate) use records::{entity, graph, label, memory, meta, relation, review, source, space, thread, working_memory};
 
 /// The id of the space that always exists.
 pub const DEFAULT_SPACE: &str = "default";

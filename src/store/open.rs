@@ -8,13 +8,13 @@ use std::time::Instant;
 
 use parking_lot::{Mutex, RwLock};
 
-use super::tables::*;
 use super::*;
 use crate::config::StoreConfig;
 use crate::error::Result;
 use crate::index::catalog::DocMeta;
 use crate::model::{Space, SpaceUsage, Timestamp};
 use crate::storage::{Db, Readable};
+use crate::store::{label, memory, meta, space};
 
 /// Moves aside a store file whose creation was cut short. redb writes its magic number (the first 9 bytes) last
 /// when it creates a file, after the empty structure is on disk; a crash or I/O error before that leaves a file
@@ -194,7 +194,7 @@ impl KnowledgeStore {
         store.init_schema(backup)?;
         {
             let rtx = store.db.read()?;
-            let g = meta_u64(&rtx.table(META)?, "generation")?.unwrap_or(0);
+            let g = meta::meta(&rtx)?.u64("generation")?.unwrap_or(0);
             store.durable_generation.store(g, std::sync::atomic::Ordering::Release);
         }
         store.check_embedder()?;
@@ -240,59 +240,26 @@ impl KnowledgeStore {
         {
             // A new store has no META table yet: creating it is the write below.
             let rtx = self.db.read()?;
-            let has_meta = rtx.table(META).is_ok_and(|t| t.get("format_version").is_ok_and(|v| v.is_some()));
+            let has_meta = meta::meta(&rtx).is_ok_and(|t| t.contains("format_version").unwrap_or(false));
             drop(rtx);
             if has_meta {
                 upgrade::upgrade_at_open(&self.db, backup)?;
             }
         }
         let txn = self.db.write(crate::config::Durability::Immediate)?;
+        // Creating every kind up front lets readers open them without a write.
+        super::records::create_all(&txn)?;
         {
-            let mut meta = txn.table(META)?;
+            let mut meta = meta::meta(&txn)?;
             match upgrade::stored_format(&meta)? {
-                Some(found) if found > schema::FORMAT_VERSION => return Err(upgrade::newer(found)),
+                Some(found) if found > crate::storage::codec::FORMAT_VERSION => return Err(upgrade::newer(found)),
                 Some(_) => {}
                 None => {
-                    meta.put("format_version", schema::FORMAT_VERSION.to_le_bytes().as_slice())?;
+                    meta.put_u32("format_version", crate::storage::codec::FORMAT_VERSION)?;
                 }
             }
-            // Creating every table up front lets readers open them without a write.
-            txn.table(MEMORIES)?;
-            txn.table(MEMORY_SPACE)?;
-            txn.table(VECTORS)?;
-            txn.table(POSTINGS)?;
-            txn.table(LEX_STATS)?;
-            txn.table(LABELS)?;
-            txn.table(MEMORY_LABELS)?;
-            txn.table(LABEL_MEMORIES)?;
-            txn.table(THREADS)?;
-            txn.table(THREAD_SPACES)?;
-            txn.table(MESSAGES)?;
-            txn.table(MESSAGE_KEYS)?;
-            txn.table(ENTITIES)?;
-            txn.table(ENTITY_KEYS)?;
-            txn.table(MENTIONS)?;
-            txn.table(ENTITY_MEMORIES)?;
-            txn.table(RELATES_TO)?;
-            txn.table(WORKING_MEMORY)?;
-            txn.table(REVIEWS)?;
-            txn.table(RELATIONS)?;
-            txn.table(MEMORY_RELATIONS)?;
-            txn.table(RELATION_SPACE)?;
-            txn.table(LABEL_MERGES)?;
-            txn.table(COMMUNITIES)?;
-            txn.table(COMMUNITY_MEMBERS)?;
-            txn.table(ENTITY_COMMUNITY)?;
-            txn.table(MEMORY_PAGERANK)?;
-            txn.table(CRYSTAL_SOURCES)?;
-            txn.table(SOURCES)?;
-            txn.table(SOURCE_SPACE)?;
-            txn.table(SOURCE_SHA)?;
-            txn.table(SOURCE_TEXT)?;
-            txn.table(SOURCE_FILES)?;
-            txn.table(SOURCE_CHUNKS)?;
-            let mut spaces = txn.table(SPACES)?;
-            if spaces.get(DEFAULT_SPACE)?.is_none() {
+            let mut spaces = space::spaces(&txn)?;
+            if !spaces.contains(DEFAULT_SPACE)? {
                 let s = Space {
                     id: DEFAULT_SPACE.into(),
                     key: DEFAULT_SPACE.into(),
@@ -309,7 +276,7 @@ impl KnowledgeStore {
                     has_profile: false,
                     created_at: Timestamp::now(),
                 };
-                spaces.put(DEFAULT_SPACE, schema::encode(&s)?.as_slice())?;
+                spaces.put(DEFAULT_SPACE, &s)?;
             }
         }
         txn.commit()?;
@@ -323,46 +290,44 @@ impl KnowledgeStore {
         let emb = &self.config.embedder;
         let want = format!("{}:{}", emb.name(), emb.dim());
         let rtx = self.db.read()?;
-        let have = rtx.table(META)?.get("embedder")?.map(|v| String::from_utf8_lossy(v.value()).into_owned());
+        let have = meta::meta(&rtx)?.text("embedder")?;
         drop(rtx);
         if have.as_deref() == Some(want.as_str()) {
             return Ok(());
         }
         let marked = self.write(|txn, _| {
-            txn.table(VECTORS)?.clear()?;
-            let mut mems = txn.table(MEMORIES)?;
+            memory::vectors(txn)?.clear()?;
+            let mut mems = memory::memories(txn)?;
             let mut marked = 0u64;
             // In chunks, so that a large store is not held in memory at once.
             let mut after: Option<(String, String)> = None;
             loop {
-                let mut chunk: Vec<((String, String), Vec<u8>)> = Vec::with_capacity(1024);
+                let mut chunk: Vec<((String, String), StoredMemory)> = Vec::with_capacity(1024);
                 {
-                    let range = match &after {
-                        Some((s, i)) => mems.range((s.as_str(), i.as_str())..)?,
-                        None => mems.iter()?,
-                    };
+                    let from = after.as_ref().map_or(("", ""), |(s, i)| (s.as_str(), i.as_str()));
+                    let range = mems.range(from..)?;
                     for row in range {
                         let (k, v) = row?;
                         let (space, id) = k.value();
                         if after.as_ref().is_some_and(|(s, i)| s == space && i == id) {
                             continue;
                         }
-                        let mut sm: StoredMemory = schema::decode(v.value())?;
+                        let mut sm: StoredMemory = v;
                         sm.memory.reindex_needed = true;
-                        chunk.push(((space.to_string(), id.to_string()), schema::encode(&sm)?));
+                        chunk.push(((space.to_string(), id.to_string()), sm));
                         if chunk.len() == 1024 {
                             break;
                         }
                     }
                 }
                 let Some(last) = chunk.last().map(|c| c.0.clone()) else { break };
-                for ((space, id), bytes) in &chunk {
-                    mems.put((space.as_str(), id.as_str()), bytes.as_slice())?;
+                for ((space, id), sm) in &chunk {
+                    mems.put((space.as_str(), id.as_str()), sm)?;
                 }
                 marked += chunk.len() as u64;
                 after = Some(last);
             }
-            txn.table(META)?.put("embedder", want.as_bytes())?;
+            meta::meta(txn)?.put_text("embedder", &want)?;
             Ok(marked)
         })?;
         if marked > 0 {
@@ -395,32 +360,32 @@ pub(crate) fn load_index_state(
     let rtx = db.read()?;
     let head = rtx.change_head()?;
     let mut state = IndexState { spaces: HashMap::new() };
-    for row in rtx.table(SPACES)?.iter()? {
+    for row in space::spaces(&rtx)?.iter()? {
         let (k, _) = row?;
         state.spaces.insert(k.value().to_string(), new_space_index());
     }
     let mut labels: HashMap<(String, String), BTreeSet<String>> = HashMap::new();
-    for row in rtx.table(MEMORY_LABELS)?.iter()? {
+    for row in label::memory_labels(&rtx)?.iter()? {
         let (k, _) = row?;
         let (s, m, l) = k.value();
         labels.entry((s.to_string(), m.to_string())).or_default().insert(l.to_string());
     }
-    for row in rtx.table(MEMORIES)?.iter()? {
+    for row in memory::memories(&rtx)?.iter()? {
         let (k, v) = row?;
         let (space, id) = k.value();
-        let sm: StoredMemory = schema::decode(v.value())?;
+        let sm: StoredMemory = v;
         let l = labels.remove(&(space.to_string(), id.to_string())).unwrap_or_default();
         let si = state.spaces.entry(space.to_string()).or_insert_with(new_space_index);
         si.catalog.insert(sm.docno, DocMeta::of(&sm.memory, l));
     }
-    for row in rtx.table(POSTINGS)?.iter()? {
+    for row in memory::postings(&rtx)?.iter()? {
         let (k, v) = row?;
         let (space, term, docno) = k.value();
         if let Some(si) = state.spaces.get_mut(space) {
             si.lexicon.load(term, crate::index::bm25::Posting::unpack(docno, v.value()));
         }
     }
-    for row in rtx.table(LEX_STATS)?.iter()? {
+    for row in memory::lex_stats(&rtx)?.iter()? {
         let (k, v) = row?;
         if let Some(si) = state.spaces.get_mut(k.value()) {
             (si.lexicon.docs, si.lexicon.total_len) = v.value();
@@ -433,7 +398,7 @@ pub(crate) fn load_index_state(
     graph_files.stage_all(db, &mut state.spaces);
     let mut current: Option<(String, &mut SpaceIndex)> = None;
     let mut others = state.spaces.iter_mut().map(|(k, v)| (k.clone(), v)).collect::<HashMap<_, _>>();
-    for row in rtx.table(VECTORS)?.iter()? {
+    for row in memory::vectors(&rtx)?.iter()? {
         let (k, v) = row?;
         let (space, docno) = k.value();
         if current.as_ref().is_none_or(|(s, _)| s != space) {
@@ -444,7 +409,7 @@ pub(crate) fn load_index_state(
         }
         let Some((_, si)) = current.as_mut() else { continue };
         if si.catalog.get(docno).is_some() {
-            let vec = schema::vector_from_bytes(v.value());
+            let vec = v.0;
             if vec.len() == dim {
                 si.vectors.insert_loaded(docno, &vec);
             }
@@ -460,9 +425,9 @@ pub(crate) fn load_index_state(
 impl KnowledgeStore {
     /// Allocates `n` consecutive document numbers inside `txn`.
     pub(crate) fn alloc_docnos(txn: &crate::storage::WriteTx, n: u64) -> Result<u64> {
-        let mut meta = txn.table(META)?;
-        let next = meta_u64(&meta, "next_docno")?.unwrap_or(1);
-        meta.put("next_docno", (next + n).to_le_bytes().as_slice())?;
+        let mut meta = meta::meta(txn)?;
+        let next = meta.u64("next_docno")?.unwrap_or(1);
+        meta.put_u64("next_docno", next + n)?;
         Ok(next)
     }
 }

@@ -15,15 +15,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::storage::Readable;
 use parking_lot::{Mutex, RwLock};
 
-use super::tables::{MEMORIES, VECTORS};
+use super::records::Vector;
 use super::worker::Worker;
-use super::{IndexState, StoredMemory, schema};
+use super::{IndexState, StoredMemory};
 use crate::embed::{Embedder, InputType};
 use crate::error::Result;
 use crate::model::Timestamp;
+use crate::store::memory;
 
 /// Memories per batch (one embedding call and one write transaction).
 pub const BATCH: usize = 64;
@@ -163,10 +163,10 @@ fn run(ctx: &Ctx, work: &[(String, u64, String)], prog: &Progress, stopped: &dyn
         let mut items: Vec<(&str, u64, &str, String)> = Vec::with_capacity(chunk.len());
         {
             let rtx = ctx.db.read()?;
-            let mems = rtx.table(MEMORIES)?;
+            let mems = memory::memories(&rtx)?;
             for (space, docno, id) in chunk {
                 if let Some(v) = mems.get((space.as_str(), id.as_str()))? {
-                    let sm: StoredMemory = schema::decode(v.value())?;
+                    let sm: StoredMemory = v;
                     if sm.docno == *docno {
                         items.push((space, *docno, id, sm.memory.index_text()));
                     }
@@ -178,21 +178,18 @@ fn run(ctx: &Ctx, work: &[(String, u64, String)], prog: &Progress, stopped: &dyn
         let now = Timestamp::now();
         let stored = {
             ctx.writes.write(super::write::Commit::KNOWLEDGE, |txn, _| {
-                let mut mems = txn.table(MEMORIES)?;
-                let mut vecs = txn.table(VECTORS)?;
+                let mut mems = memory::memories(txn)?;
+                let mut vecs = memory::vectors(txn)?;
                 let mut stored = Vec::with_capacity(items.len());
                 for ((space, docno, id, _), v) in items.iter().zip(vectors) {
-                    let current: Option<StoredMemory> = match mems.get((*space, *id))? {
-                        Some(g) => Some(schema::decode(g.value())?),
-                        None => None,
-                    };
+                    let current: Option<StoredMemory> = mems.get((*space, *id))?;
                     let Some(mut sm) = current.filter(|sm| sm.docno == *docno) else { continue };
-                    let bytes = schema::vector_to_bytes(&v);
-                    vecs.put((*space, *docno), bytes.as_slice())?;
+                    let stored_v = Vector::as_stored(&v);
+                    vecs.put((*space, *docno), &Vector(v))?;
                     sm.memory.reindex_needed = false;
                     sm.memory.last_reindexed_at = Some(now);
-                    mems.put((*space, *id), schema::encode(&sm)?.as_slice())?;
-                    stored.push((space.to_string(), *docno, schema::vector_from_bytes(&bytes)));
+                    mems.put((*space, *id), &sm)?;
+                    stored.push((space.to_string(), *docno, stored_v));
                 }
                 ctx.feed.publish(txn, super::feed::ChangeOut::Vectors(&stored))?;
                 Ok(stored)

@@ -11,11 +11,11 @@ use crate::storage::Readable;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::tables::{MEMORIES, MEMORY_RELATIONS, RELATION_SPACE, RELATIONS};
-use super::{KnowledgeStore, StoredMemory, get_record, memories::WTables, range_prefix3, schema};
+use super::{KnowledgeStore, StoredMemory, memories::WTables, range_prefix3};
 use crate::error::ErrorCode;
 use crate::error::{Error, FieldError, Result};
 use crate::model::Timestamp;
+use crate::store::{memory, relation};
 
 /// Longest `relation_type`, in characters.
 pub const MAX_RELATION_TYPE_CHARS: usize = 64;
@@ -198,7 +198,7 @@ impl KnowledgeStore {
             let rtype = input.relation_type.clone().unwrap_or_default().trim().to_string();
             let mut existing = None;
             for rid in range_prefix3(&by_mem, &space, source_id)? {
-                if let Some(r) = get_record::<_, MemoryRelation>(&rels, (space.as_str(), rid.as_str()))?
+                if let Some(r) = rels.get((space.as_str(), rid.as_str()))?
                     && r.source_memory_id == source_id
                     && r.target_memory_id == input.target_memory_id
                     && r.relation_type == rtype
@@ -226,7 +226,7 @@ impl KnowledgeStore {
             if let Some(b) = input.bidirectional {
                 r.bidirectional = b;
             }
-            rels.put((space.as_str(), r.id.as_str()), schema::encode(&r)?.as_slice())?;
+            rels.put((space.as_str(), r.id.as_str()), &r)?;
             by_mem.put((space.as_str(), source_id, r.id.as_str()), ())?;
             by_mem.put((space.as_str(), r.target_memory_id.as_str(), r.id.as_str()), ())?;
             rel_space.put(r.id.as_str(), space.as_str())?;
@@ -249,11 +249,11 @@ impl KnowledgeStore {
         let view = self.get_memory(id, space_guard)?;
         let space = view.memory.space_id;
         let rtx = self.db.read()?;
-        let rels = rtx.table(RELATIONS)?;
-        let by_mem = rtx.table(MEMORY_RELATIONS)?;
+        let rels = relation::relations(&rtx)?;
+        let by_mem = relation::memory_relations(&rtx)?;
         let mut out: Vec<(MemoryRelation, &str)> = Vec::new();
         for rid in range_prefix3(&by_mem, &space, id)? {
-            let Some(r) = get_record::<_, MemoryRelation>(&rels, (space.as_str(), rid.as_str()))? else { continue };
+            let Some(r) = rels.get((space.as_str(), rid.as_str()))? else { continue };
             let dir = if r.source_memory_id == id { "out" } else { "in" };
             let dir_ok = match q.direction.as_str() {
                 "both" => true,
@@ -265,11 +265,11 @@ impl KnowledgeStore {
         }
         out.sort_by(|a, b| b.0.created_at.cmp(&a.0.created_at).then_with(|| a.0.id.cmp(&b.0.id)));
         out.truncate(q.limit.clamp(1, MAX_RELATIONS_LIMIT));
-        let mems = rtx.table(MEMORIES)?;
+        let mems = memory::memories(&rtx)?;
         out.into_iter()
             .map(|(r, dir)| {
-                let s = title_of(get_record(&mems, (space.as_str(), r.source_memory_id.as_str()))?);
-                let t = title_of(get_record(&mems, (space.as_str(), r.target_memory_id.as_str()))?);
+                let s = title_of(mems.get((space.as_str(), r.source_memory_id.as_str()))?);
+                let t = title_of(mems.get((space.as_str(), r.target_memory_id.as_str()))?);
                 Ok(RelationView { relation: r, direction: dir.into(), source_title: s, target_title: t })
             })
             .collect()
@@ -284,12 +284,12 @@ impl KnowledgeStore {
         let now = Timestamp::now();
         let rel = self.write(|txn, _| {
             let (space, mut r) = find_relation(txn, rel_id)?;
-            let mut rels = txn.table(RELATIONS)?;
+            let mut rels = relation::relations(txn)?;
             apply(&mut r, &input, now);
             if let Some(t) = &input.relation_type {
                 r.relation_type = t.trim().to_string();
             }
-            rels.put((space.as_str(), rel_id), schema::encode(&r)?.as_slice())?;
+            rels.put((space.as_str(), rel_id), &r)?;
             Ok(r)
         })?;
         self.relation_view(rel, "both")
@@ -305,9 +305,9 @@ impl KnowledgeStore {
 
     fn relation_view(&self, r: MemoryRelation, dir: &str) -> Result<RelationView> {
         let rtx = self.db.read()?;
-        let mems = rtx.table(MEMORIES)?;
-        let s = title_of(get_record(&mems, (r.space_id.as_str(), r.source_memory_id.as_str()))?);
-        let t = title_of(get_record(&mems, (r.space_id.as_str(), r.target_memory_id.as_str()))?);
+        let mems = memory::memories(&rtx)?;
+        let s = title_of(mems.get((r.space_id.as_str(), r.source_memory_id.as_str()))?);
+        let t = title_of(mems.get((r.space_id.as_str(), r.target_memory_id.as_str()))?);
         Ok(RelationView { relation: r, direction: dir.into(), source_title: s, target_title: t })
     }
 }
@@ -332,9 +332,9 @@ fn apply(r: &mut MemoryRelation, input: &RelationInput, now: Timestamp) {
 }
 
 fn find_relation(txn: &crate::storage::WriteTx, rel_id: &str) -> Result<(String, MemoryRelation)> {
-    let space = txn.table(RELATION_SPACE)?.get(rel_id)?.map(|v| v.value().to_string());
+    let space = relation::relation_space(txn)?.get(rel_id)?.map(|v| v.value().to_string());
     let Some(space) = space else { return Err(not_found(rel_id)) };
-    let r = get_record(&txn.table(RELATIONS)?, (space.as_str(), rel_id))?.ok_or_else(|| not_found(rel_id))?;
+    let r = relation::relations(txn)?.get((space.as_str(), rel_id))?.ok_or_else(|| not_found(rel_id))?;
     Ok((space, r))
 }
 
@@ -344,7 +344,7 @@ impl WTables<'_> {
     pub(crate) fn remove_memory_relations(&mut self, space: &str, id: &str) -> Result<u64> {
         let mut n = 0;
         for rid in range_prefix3(&self.memory_relations, space, id)? {
-            if let Some(r) = get_record::<_, MemoryRelation>(&self.relations, (space, rid.as_str()))? {
+            if let Some(r) = self.relations.get((space, rid.as_str()))? {
                 self.memory_relations.remove((space, r.source_memory_id.as_str(), rid.as_str()))?;
                 self.memory_relations.remove((space, r.target_memory_id.as_str(), rid.as_str()))?;
                 self.relations.remove((space, rid.as_str()))?;

@@ -19,17 +19,16 @@
 //!
 //! Resolving (`resolve_review`) previews and then applies one of [`ACTIONS`].
 
-use crate::storage::Readable;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 
-use super::tables::REVIEWS;
+use super::KnowledgeStore;
 use super::types::{CreatedMemory, SearchMode, SearchQuery, WriteAction};
-use super::{KnowledgeStore, schema};
 use crate::error::ErrorCode;
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::catalog::MemoryFilter;
 use crate::model::{MemoryState, Timestamp};
+use crate::store::review;
 use crate::text;
 
 /// Least Dice similarity of content terms for a review.
@@ -351,9 +350,9 @@ impl KnowledgeStore {
             return;
         }
         let r = self.write(|txn, _| {
-            let mut t = txn.table(REVIEWS)?;
+            let mut t = review::reviews(txn)?;
             for e in &events {
-                t.put((e.space_id.as_str(), e.id.as_str()), schema::encode(e)?.as_slice())?;
+                t.put((e.space_id.as_str(), e.id.as_str()), e)?;
             }
             Ok(())
         });
@@ -448,14 +447,14 @@ impl KnowledgeStore {
     ) -> Result<(Vec<ReviewEvent>, usize)> {
         self.require_space(space)?;
         let rtx = self.db.read()?;
-        let t = rtx.table(REVIEWS)?;
+        let t = review::reviews(&rtx)?;
         let mut all = Vec::new();
         for row in t.range((space, "")..)? {
             let (k, v) = row?;
             if k.value().0 != space {
                 break;
             }
-            let e: ReviewEvent = schema::decode(v.value())?;
+            let e: ReviewEvent = v;
             if unresolved_only && e.resolution.is_some() {
                 continue;
             }
@@ -476,9 +475,9 @@ impl KnowledgeStore {
     /// [`ErrorKind::NotFound`] (`review_not_found`).
     pub fn get_review(&self, space: &str, id: &str) -> Result<ReviewEvent> {
         let rtx = self.db.read()?;
-        let t = rtx.table(REVIEWS)?;
+        let t = review::reviews(&rtx)?;
         match t.get((space, id))? {
-            Some(v) => schema::decode(v.value()),
+            Some(v) => Ok(v),
             None => Err(Error::not_found(
                 ErrorCode::ReviewNotFound,
                 format!("review event '{id}' not found in space '{space}'"),
@@ -502,9 +501,9 @@ impl KnowledgeStore {
             ));
         }
         self.write(|txn, _| {
-            let mut t = txn.table(REVIEWS)?;
+            let mut t = review::reviews(txn)?;
             let mut e: ReviewEvent = match t.get((space, id))? {
-                Some(v) => schema::decode(v.value())?,
+                Some(v) => v,
                 None => {
                     return Err(Error::not_found(
                         ErrorCode::ReviewNotFound,
@@ -517,7 +516,7 @@ impl KnowledgeStore {
                     .with_code(ErrorCode::ReviewResolved));
             }
             e.resolution = Some(resolution.clone());
-            t.put((space, id), schema::encode(&e)?.as_slice())?;
+            t.put((space, id), &e)?;
             Ok(e)
         })
     }

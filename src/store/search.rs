@@ -3,9 +3,8 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use super::tables::*;
 use super::types::{ContextItem, SearchHit, SearchMode, SearchQuery, SearchResults};
-use super::{KnowledgeStore, StoredMemory, get_record, range_prefix3};
+use super::{KnowledgeStore, range_prefix3};
 use crate::embed::InputType;
 use crate::error::ErrorCode;
 use crate::error::{Error, FieldError, Result};
@@ -15,6 +14,7 @@ use crate::index::decay;
 use crate::index::fusion::{Fused, fuse};
 use crate::storage::Readable;
 use crate::store::types::MemoryView;
+use crate::store::{entity, label, memory, source, space, thread};
 use crate::text;
 
 /// Longest query, in bytes.
@@ -73,7 +73,7 @@ impl KnowledgeStore {
         };
         let space: crate::model::Space = {
             let rtx = self.db.read()?;
-            get_record(&rtx.table(SPACES)?, q.space_id.as_str())?.ok_or_else(|| {
+            space::spaces(&rtx)?.get(q.space_id.as_str())?.ok_or_else(|| {
                 Error::not_found(ErrorCode::SpaceNotFound, format!("space '{}' does not exist", q.space_id))
             })?
         };
@@ -181,15 +181,15 @@ impl KnowledgeStore {
             let exp = q.options.expansion_params.unwrap_or(self.config.expansion);
             context::expand(&mut fused, &si.catalog, exp, depth, &accept);
         }
-        let mems = rtx.table(MEMORIES)?;
-        let ml = rtx.table(MEMORY_LABELS)?;
+        let mems = memory::memories(&rtx)?;
+        let ml = label::memory_labels(&rtx)?;
         let mut hits = Vec::with_capacity(q.limit);
         for f in fused {
             if hits.len() >= q.limit {
                 break;
             }
             let Some(meta) = si.catalog.get(f.docno) else { continue };
-            let Some(sm) = get_record::<_, StoredMemory>(&mems, (q.space_id.as_str(), meta.id.as_str()))? else {
+            let Some(sm) = mems.get((q.space_id.as_str(), meta.id.as_str()))? else {
                 continue;
             };
             if sm.docno != f.docno {
@@ -274,7 +274,7 @@ impl KnowledgeStore {
         if priors && (!query_entities.is_empty() || decay_w > 0.0 || (pr_w > 0.0 && ranks.is_some())) {
             // A memory mentioning the query's entities gains up to `entity_boost`, weighted by each entity's
             // IDF; then the decay factor `1 - w + w x decay` scales the score (see `crate::index::decay`).
-            let mentions = if query_entities.is_empty() { None } else { Some(rtx.table(MENTIONS)?) };
+            let mentions = if query_entities.is_empty() { None } else { Some(entity::mentions(&rtx)?) };
             let total: f32 = query_entities.iter().map(|(_, w)| w).sum();
             let now = crate::model::Timestamp::now();
             for f in fused.iter_mut().take(depth) {
@@ -344,9 +344,9 @@ impl KnowledgeStore {
             }
             let lo = own.iter().min().copied().unwrap_or(pos.ordinal).saturating_sub(w);
             let hi = own.iter().max().copied().unwrap_or(pos.ordinal).saturating_add(w);
-            let table = rtx.table(MESSAGES)?;
+            let table = thread::messages(&rtx)?;
             for row in table.range((space, tid, lo)..=(space, tid, hi))? {
-                let msg: crate::model::Message = super::schema::decode(row?.1.value())?;
+                let msg: crate::model::Message = row?.1;
                 items.push(ContextItem {
                     kind: "message".into(),
                     index: msg.order_index,
@@ -357,16 +357,15 @@ impl KnowledgeStore {
                 });
             }
         } else if let Some(sid) = pos.group.strip_prefix("source:")
-            && rtx.table(SOURCES)?.get((space, sid))?.is_some()
+            && source::sources(&rtx)?.get((space, sid))?.is_some()
         {
-            let text = rtx.table(SOURCE_TEXT)?.get(sid)?.map(|v| v.value().to_vec()).unwrap_or_default();
+            let text = source::source_text(&rtx)?.get(sid)?.map(|v| v.value().to_vec()).unwrap_or_default();
             let text = String::from_utf8_lossy(&text);
-            for row in rtx
-                .table(SOURCE_CHUNKS)?
+            for row in source::source_chunks(&rtx)?
                 .range((sid, pos.ordinal.saturating_sub(w))..=(sid, pos.ordinal.saturating_add(w)))?
             {
                 let (k, v) = row?;
-                let c: crate::extract::document::Chunk = super::schema::decode(v.value())?;
+                let c: crate::extract::document::Chunk = v;
                 let a = crate::extract::document::floor_boundary(&text, c.offset as usize);
                 let b = crate::extract::document::floor_boundary(&text, (c.offset + c.length) as usize);
                 let index = k.value().1;
@@ -391,10 +390,10 @@ impl KnowledgeStore {
             .collect();
         seq.push((pos.ordinal, docno));
         seq.sort_unstable();
-        let mems = rtx.table(MEMORIES)?;
+        let mems = memory::memories(&rtx)?;
         for (ordinal, d) in seq {
             let Some(meta) = catalog.get(d) else { continue };
-            let Some(sm) = get_record::<_, StoredMemory>(&mems, (space, meta.id.as_str()))? else { continue };
+            let Some(sm) = mems.get((space, meta.id.as_str()))? else { continue };
             items.push(ContextItem {
                 kind: "memory".into(),
                 index: ordinal,

@@ -8,8 +8,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use super::memories::{WTables, check_label_name};
-use super::tables::*;
-use super::{IndexOp, KnowledgeStore, Page, get_record, schema};
+use super::{IndexOp, KnowledgeStore, Page};
 use crate::error::ErrorCode;
 use crate::error::{Error, FieldError, Result};
 use crate::extract::document::{self, Chunk, Format};
@@ -17,6 +16,7 @@ use crate::extract::pdf;
 use crate::index::bm25;
 use crate::index::lexicon::{self, Lexicon};
 use crate::model::{Label, Metadata, SOURCE_STATES, Source, Timestamp};
+use crate::store::source;
 
 pub use crate::model::MAX_SOURCE_BYTES;
 /// Longest file name, in characters.
@@ -340,7 +340,7 @@ impl KnowledgeStore {
     ) -> Result<Option<String>> {
         let (space, id) = (source.space_id.as_str(), source.id.as_str());
         self.write(|txn, _| {
-            if let Some(id) = txn.table(SOURCE_SHA)?.get((space, source.sha256.as_str()))? {
+            if let Some(id) = source::source_sha(txn)?.get((space, source.sha256.as_str()))? {
                 return Ok(Some(id.value().to_string()));
             }
             let mut t = WTables::open(txn)?;
@@ -348,19 +348,19 @@ impl KnowledgeStore {
                 let lid = Label::id_for(n);
                 if t.labels.get((space, lid.as_str()))?.is_none() {
                     let l = super::memories::new_label(space, n, None, None, now);
-                    t.labels.put((space, lid.as_str()), schema::encode(&l)?.as_slice())?;
+                    t.labels.put((space, lid.as_str()), &l)?;
                 }
             }
             drop(t);
-            txn.table(SOURCES)?.put((space, id), schema::encode(source)?.as_slice())?;
-            txn.table(SOURCE_SPACE)?.put(id, space)?;
-            txn.table(SOURCE_SHA)?.put((space, source.sha256.as_str()), id)?;
-            txn.table(SOURCE_FILES)?.put(id, bytes)?;
+            source::sources(txn)?.put((space, id), source)?;
+            source::source_space(txn)?.put(id, space)?;
+            source::source_sha(txn)?.put((space, source.sha256.as_str()), id)?;
+            source::source_files(txn)?.put(id, bytes)?;
             if let Some(p) = parsed {
-                txn.table(SOURCE_TEXT)?.put(id, p.text.as_bytes())?;
-                let mut chunks = txn.table(SOURCE_CHUNKS)?;
+                source::source_text(txn)?.put(id, p.text.as_bytes())?;
+                let mut chunks = source::source_chunks(txn)?;
                 for (i, c) in p.chunks.iter().enumerate() {
-                    chunks.put((id, i as u64), schema::encode(c)?.as_slice())?;
+                    chunks.put((id, i as u64), c)?;
                 }
             }
             self.feed.publish(txn, super::feed::ChangeOut::Sources(space))?;
@@ -392,8 +392,7 @@ impl KnowledgeStore {
         }
         source.updated_at = Timestamp::now();
         self.write(|txn, _| {
-            txn.table(SOURCES)?
-                .put((source.space_id.as_str(), source.id.as_str()), schema::encode(&*source)?.as_slice())?;
+            source::sources(txn)?.put((source.space_id.as_str(), source.id.as_str()), &*source)?;
             Ok(())
         })?;
         Ok(memory_ids)
@@ -479,7 +478,7 @@ impl KnowledgeStore {
             report.source.metadata.0.insert("title".into(), fallback.into());
             let s = report.source.clone();
             self.write(|txn, _| {
-                txn.table(SOURCES)?.put((s.space_id.as_str(), s.id.as_str()), schema::encode(&s)?.as_slice())?;
+                source::sources(txn)?.put((s.space_id.as_str(), s.id.as_str()), &s)?;
                 Ok(())
             })?;
         }
@@ -516,10 +515,10 @@ impl KnowledgeStore {
 
     fn source_by_sha(&self, space: &str, sha: &str) -> Result<Option<Source>> {
         let rtx = self.db.read()?;
-        let Some(id) = rtx.table(SOURCE_SHA)?.get((space, sha))?.map(|v| v.value().to_string()) else {
+        let Some(id) = source::source_sha(&rtx)?.get((space, sha))?.map(|v| v.value().to_string()) else {
             return Ok(None);
         };
-        get_record(&rtx.table(SOURCES)?, (space, id.as_str()))
+        source::sources(&rtx)?.get((space, id.as_str()))
     }
 
     /// Source `id`; with `space_guard`, only when it lives there.
@@ -529,11 +528,11 @@ impl KnowledgeStore {
     pub fn get_source(&self, id: &str, space_guard: Option<&str>) -> Result<Source> {
         let not_found = || Error::not_found(ErrorCode::SourceNotFound, format!("source '{id}' not found"));
         let rtx = self.db.read()?;
-        let space = rtx.table(SOURCE_SPACE)?.get(id)?.map(|v| v.value().to_string()).ok_or_else(not_found)?;
+        let space = source::source_space(&rtx)?.get(id)?.map(|v| v.value().to_string()).ok_or_else(not_found)?;
         if space_guard.is_some_and(|g| g != space) {
             return Err(not_found());
         }
-        get_record::<_, Source>(&rtx.table(SOURCES)?, (space.as_str(), id))?.ok_or_else(not_found)
+        source::sources(&rtx)?.get((space.as_str(), id))?.ok_or_else(not_found)
     }
 
     /// Every source of `space`, oldest first.
@@ -542,14 +541,14 @@ impl KnowledgeStore {
     /// Storage errors.
     pub fn all_sources(&self, space: &str) -> Result<Vec<Source>> {
         let rtx = self.db.read()?;
-        let t = rtx.table(SOURCES)?;
+        let t = source::sources(&rtx)?;
         let mut out = Vec::new();
         for row in t.range((space, "")..)? {
             let (k, v) = row?;
             if k.value().0 != space {
                 break;
             }
-            out.push(schema::decode::<Source>(v.value())?);
+            out.push(v);
         }
         out.sort_by(|a, b| a.created_at.cmp(&b.created_at).then_with(|| a.id.cmp(&b.id)));
         Ok(out)
@@ -665,7 +664,7 @@ impl KnowledgeStore {
         };
         let bytes = {
             let rtx = self.db.read()?;
-            let t = rtx.table(SOURCE_FILES)?;
+            let t = source::source_files(&rtx)?;
             t.get(s.id.as_str())?.map(|v| v.value().to_vec()).unwrap_or_default()
         };
         let table = crate::extract::table::parse(&bytes, format == Format::Tsv)
@@ -687,17 +686,17 @@ impl KnowledgeStore {
     /// Storage errors.
     pub fn source_text(&self, id: &str) -> Result<String> {
         let rtx = self.db.read()?;
-        let t = rtx.table(SOURCE_TEXT)?;
+        let t = source::source_text(&rtx)?;
         Ok(t.get(id)?.map(|v| String::from_utf8_lossy(v.value()).into_owned()).unwrap_or_default())
     }
 
     /// The chunks of source `id`, in order.
     pub(crate) fn source_chunks(&self, id: &str) -> Result<Vec<Chunk>> {
         let rtx = self.db.read()?;
-        let t = rtx.table(SOURCE_CHUNKS)?;
+        let t = source::source_chunks(&rtx)?;
         let mut out = Vec::new();
         for row in t.range((id, 0u64)..=(id, u64::MAX))? {
-            out.push(schema::decode::<Chunk>(row?.1.value())?);
+            out.push(row?.1);
         }
         Ok(out)
     }
@@ -898,19 +897,19 @@ impl KnowledgeStore {
                 ids.push(m.to_string());
             }
             for mid in &ids {
-                if let Some(sm) = get_record::<_, super::StoredMemory>(&t.memories, (space.as_str(), mid.as_str()))? {
+                if let Some(sm) = t.memories.get((space.as_str(), mid.as_str()))? {
                     let (_, lex) = t.remove_memory(&space, &sm, now)?;
                     ops.push(IndexOp::Remove { space: space.clone(), docno: sm.docno, lex: Some(lex) });
                 }
             }
             drop(t);
-            txn.table(SOURCES)?.remove((space.as_str(), id))?;
-            txn.table(SOURCE_SPACE)?.remove(id)?;
-            txn.table(SOURCE_SHA)?.remove((space.as_str(), source.sha256.as_str()))?;
-            txn.table(SOURCE_TEXT)?.remove(id)?;
-            txn.table(SOURCE_FILES)?.remove(id)?;
-            let mut chunks = txn.table(SOURCE_CHUNKS)?;
-            chunks.retain_in((id, 0u64)..=(id, u64::MAX), |_, _| false)?;
+            source::sources(txn)?.remove((space.as_str(), id))?;
+            source::source_space(txn)?.remove(id)?;
+            source::source_sha(txn)?.remove((space.as_str(), source.sha256.as_str()))?;
+            source::source_text(txn)?.remove(id)?;
+            source::source_files(txn)?.remove(id)?;
+            let mut chunks = source::source_chunks(txn)?;
+            chunks.remove_range((id, 0u64)..=(id, u64::MAX))?;
             self.feed.publish(txn, super::feed::ChangeOut::Sources(&space))?;
             Ok(ids.len() as u64)
         })?;

@@ -7,12 +7,12 @@ use crate::storage::Readable;
 use std::collections::BTreeSet;
 
 use super::memories::WTables;
-use super::tables::*;
 use super::types::{MoveFailure, MoveReport, MoveSelection, NewSpace, SpacePatch};
-use super::{DEFAULT_SPACE, KnowledgeStore, StoredMemory, get_record, schema};
+use super::{DEFAULT_SPACE, KnowledgeStore, StoredMemory};
 use crate::error::ErrorCode;
 use crate::error::{Error, ErrorKind, FieldError, Result};
 use crate::model::{Space, SpaceUsage, Timestamp};
+use crate::store::{memory, space, thread, working_memory};
 
 /// The id of a space named `name`: lowercase alphanumerics with single `-` between words.
 pub fn space_slug(name: &str) -> String {
@@ -138,13 +138,13 @@ impl KnowledgeStore {
             created_at: Timestamp::now(),
         };
         self.write(|txn, _| {
-            let mut t = txn.table(SPACES)?;
+            let mut t = space::spaces(txn)?;
             if t.get(id.as_str())?.is_some() {
                 return Err(Error::new(ErrorKind::Conflict, format!("space '{id}' already exists"))
                     .with_code(ErrorCode::SpaceExists));
             }
             check_space(&space, &stored_spaces(&t)?)?;
-            t.put(id.as_str(), schema::encode(&space)?.as_slice())?;
+            t.put(id.as_str(), &space)?;
             Ok(())
         })?;
         self.apply(vec![]);
@@ -158,7 +158,7 @@ impl KnowledgeStore {
     /// Storage errors.
     pub fn list_spaces(&self) -> Result<Vec<Space>> {
         let rtx = self.db.read()?;
-        let mut out = stored_spaces(&rtx.table(SPACES)?)?;
+        let mut out = stored_spaces(&space::spaces(&rtx)?)?;
         for s in &mut out {
             self.fill_usage(&rtx, s)?;
         }
@@ -170,10 +170,10 @@ impl KnowledgeStore {
         s.usage.memories = self.index.read().spaces.get(&s.id).map_or(0, |si| {
             si.catalog.iter().filter(|(_, m)| m.state != crate::model::MemoryState::Forgotten).count() as u64
         });
-        let threads = rtx.table(THREADS)?;
-        s.usage.threads = super::range_prefix2(&threads, &s.id)?.len() as u64;
-        let wm = rtx.table(WORKING_MEMORY)?;
-        s.usage.has_working_memory = !super::range_prefix2(&wm, &s.id)?.is_empty();
+        let threads = thread::threads(&rtx)?;
+        s.usage.threads = threads.count_in_space(&s.id)? as u64;
+        let wm = working_memory::days(&rtx)?;
+        s.usage.has_working_memory = wm.count_in_space(&s.id)? > 0;
         Ok(())
     }
 
@@ -183,7 +183,7 @@ impl KnowledgeStore {
     /// [`ErrorKind::NotFound`] (`space_not_found`).
     pub fn get_space(&self, id: &str) -> Result<Space> {
         let rtx = self.db.read()?;
-        let mut s: Space = get_record(&rtx.table(SPACES)?, id)?.ok_or_else(|| space_not_found(id))?;
+        let mut s: Space = space::spaces(&rtx)?.get(id)?.ok_or_else(|| space_not_found(id))?;
         self.fill_usage(&rtx, &mut s)?;
         Ok(s)
     }
@@ -225,8 +225,8 @@ impl KnowledgeStore {
             ));
         }
         self.write(|txn, _| {
-            let mut t = txn.table(SPACES)?;
-            let mut s: Space = get_record(&t, id)?.ok_or_else(|| space_not_found(id))?;
+            let mut t = space::spaces(txn)?;
+            let mut s: Space = t.get(id)?.ok_or_else(|| space_not_found(id))?;
             if let Some(n) = patch.name {
                 s.name = n.trim().to_string();
             }
@@ -249,7 +249,7 @@ impl KnowledgeStore {
                 s.default_retrieval_mode = x;
             }
             check_space(&s, &stored_spaces(&t)?)?;
-            t.put(id, schema::encode(&s)?.as_slice())?;
+            t.put(id, &s)?;
             Ok(())
         })?;
         self.get_space(id)
@@ -270,9 +270,9 @@ impl KnowledgeStore {
         let space = self.get_space(id)?;
         self.write(|txn, _| {
             // Checked inside the deleting transaction, so nothing written meanwhile can be lost.
-            let memories = super::range_prefix2(&txn.table(MEMORIES)?, id)?.len();
-            let threads = super::range_prefix2(&txn.table(THREADS)?, id)?.len();
-            let wm = !super::range_prefix2(&txn.table(WORKING_MEMORY)?, id)?.is_empty();
+            let memories = memory::memories(txn)?.count_in_space(id)?;
+            let threads = thread::threads(txn)?.count_in_space(id)?;
+            let wm = working_memory::days(txn)?.count_in_space(id)? > 0;
             if !cascade && (memories > 0 || threads > 0 || wm) {
                 return Err(Error::new(
                     ErrorKind::Conflict,
@@ -283,32 +283,13 @@ impl KnowledgeStore {
                 )
                 .with_code(ErrorCode::SpaceNotEmpty));
             }
-            macro_rules! drop_space2 {
-                ($($t:ident),*) => {$( txn.table($t)?.retain(|k, _| k.0 != id)?; )*};
-            }
-            drop_space2!(
-                MEMORIES,
-                VECTORS,
-                LABELS,
-                THREADS,
-                ENTITIES,
-                ENTITY_KEYS,
-                WORKING_MEMORY,
-                RELATIONS,
-                LABEL_MERGES
-            );
-            drop_space2!(POSTINGS, MEMORY_LABELS, LABEL_MEMORIES, MESSAGES, MESSAGE_KEYS, MENTIONS, ENTITY_MEMORIES);
-            drop_space2!(RELATES_TO, MEMORY_RELATIONS);
-            txn.table(LEX_STATS)?.remove(id)?;
-            txn.table(MEMORY_SPACE)?.retain(|_, v| v != id)?;
-            txn.table(RELATION_SPACE)?.retain(|_, v| v != id)?;
-            txn.table(THREAD_SPACES)?.retain(|k, _| k.1 != id)?;
-            let mut t = txn.table(SPACES)?;
+            space::drop_space_records(txn, id)?;
+            let mut t = space::spaces(txn)?;
             t.remove(id)?;
             for mut other in stored_spaces(&t)? {
                 if other.shared_space_ids.iter().any(|s| s == id) {
                     other.shared_space_ids.retain(|s| s != id);
-                    t.put(other.id.as_str(), schema::encode(&other)?.as_slice())?;
+                    t.put(other.id.as_str(), &other)?;
                 }
             }
             Ok(())
@@ -337,10 +318,10 @@ impl KnowledgeStore {
             MoveSelection::Space { source_space_id, exclude_memory_ids } => {
                 self.require_space(source_space_id)?;
                 let rtx = self.db.read()?;
-                let mems = rtx.table(MEMORIES)?;
+                let mems = memory::memories(&rtx)?;
                 let mut ids = Vec::new();
-                for (id, v) in super::range_prefix2(&mems, source_space_id)? {
-                    let sm: StoredMemory = schema::decode(v.value())?;
+                for (id, v) in mems.in_space(source_space_id)? {
+                    let sm: StoredMemory = v;
                     if sm.memory.state != crate::model::MemoryState::Forgotten && !exclude_memory_ids.contains(&id) {
                         ids.push(id);
                     }
@@ -380,7 +361,7 @@ impl KnowledgeStore {
                 if space == target {
                     continue;
                 }
-                let vector = t.vectors.get((space.as_str(), sm.docno))?.map(|v| schema::vector_from_bytes(v.value()));
+                let vector = t.vectors.get((space.as_str(), sm.docno))?.map(|v| v.0);
                 self.move_one(&mut t, space, sm, target, base + i as u64, vector, now, ops)?;
                 moved += 1;
             }
@@ -394,11 +375,8 @@ impl KnowledgeStore {
     }
 }
 
-fn stored_spaces(t: &impl Readable<&'static str, &'static [u8]>) -> Result<Vec<Space>> {
-    let mut out = Vec::new();
-    for row in t.iter()? {
-        let (_, v) = row?;
-        out.push(schema::decode(v.value())?);
-    }
-    Ok(out)
+fn stored_spaces<T: Readable<&'static str, super::records::Bytes>>(
+    t: &super::records::Records<T, &'static str, Space>,
+) -> Result<Vec<Space>> {
+    t.all()
 }

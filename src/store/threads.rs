@@ -7,11 +7,11 @@
 //! (client contract 5.3).
 use crate::storage::Readable;
 
-use super::tables::*;
-use super::{DEFAULT_SPACE, KnowledgeStore, Page, get_record, schema};
+use super::{DEFAULT_SPACE, KnowledgeStore, Page};
 use crate::error::ErrorCode;
 use crate::error::{Error, ErrorKind, FieldError, Result};
 use crate::model::{Message, Metadata, Thread, Timestamp};
+use crate::store::{memory, space, thread};
 use crate::text;
 
 /// Longest message content in bytes.
@@ -241,20 +241,24 @@ fn summarize(messages: &[Message]) -> String {
     crate::extract::first_sentence(m.content.trim()).chars().take(300).collect()
 }
 
+/// A typed record handle of a write transaction (see [`super::records`]).
+type W<'t, K, R> = super::records::Records<crate::storage::Table<'t, K, super::records::Bytes>, K, R>;
+
+/// The thread kinds a thread write touches, each opened once per transaction through [`thread`].
 struct TTables<'t> {
-    threads: crate::storage::Table<'t, (&'static str, &'static str), &'static [u8]>,
+    threads: W<'t, crate::store::records::K2, Thread>,
     spaces_of: crate::storage::Table<'t, (&'static str, &'static str), ()>,
-    messages: crate::storage::Table<'t, (&'static str, &'static str, u64), &'static [u8]>,
+    messages: W<'t, (&'static str, &'static str, u64), Message>,
     keys: crate::storage::Table<'t, (&'static str, &'static str, &'static str), u64>,
 }
 
 impl<'t> TTables<'t> {
     fn open(txn: &'t crate::storage::WriteTx) -> Result<Self> {
         Ok(TTables {
-            threads: txn.table(THREADS)?,
-            spaces_of: txn.table(THREAD_SPACES)?,
-            messages: txn.table(MESSAGES)?,
-            keys: txn.table(MESSAGE_KEYS)?,
+            threads: thread::threads(txn)?,
+            spaces_of: thread::thread_spaces(txn)?,
+            messages: thread::messages(txn)?,
+            keys: thread::message_keys(txn)?,
         })
     }
 
@@ -293,7 +297,7 @@ impl<'t> TTables<'t> {
                 timestamp: m.timestamp.as_deref().and_then(Timestamp::parse).unwrap_or(now),
                 token_count: text::words(&m.content).len() as u64,
             };
-            self.messages.put((space.as_str(), tid.as_str(), order_index), schema::encode(&msg)?.as_slice())?;
+            self.messages.put((space.as_str(), tid.as_str(), order_index), &msg)?;
             if let Some(k) = &key {
                 self.keys.put((space.as_str(), tid.as_str(), k.as_str()), order_index)?;
             }
@@ -310,7 +314,7 @@ impl<'t> TTables<'t> {
     }
 
     fn put_thread(&mut self, t: &Thread) -> Result<()> {
-        self.threads.put((t.space_id.as_str(), t.thread_id.as_str()), schema::encode(t)?.as_slice())?;
+        self.threads.put((t.space_id.as_str(), t.thread_id.as_str()), t)?;
         self.spaces_of.put((t.thread_id.as_str(), t.space_id.as_str()), ())?;
         Ok(())
     }
@@ -339,7 +343,7 @@ impl KnowledgeStore {
     /// The space holding thread `id`: `space` when given, else `default` when it holds the id, else the first
     /// space that does.
     fn locate_thread(&self, rtx: &crate::storage::ReadTx, id: &str, space: Option<&str>) -> Result<String> {
-        let t = rtx.table(THREAD_SPACES)?;
+        let t = thread::thread_spaces(&rtx)?;
         if let Some(s) = space {
             return if t.get((id, s))?.is_some() { Ok(s.to_string()) } else { Err(thread_not_found(id)) };
         }
@@ -401,7 +405,7 @@ impl KnowledgeStore {
         let id = new.thread_id.clone().unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
         let now = Timestamp::now();
         self.write(|txn, _| {
-            if txn.table(SPACES)?.get(space.as_str())?.is_none() {
+            if space::spaces(txn)?.get(space.as_str())?.is_none() {
                 return Err(Error::not_found(ErrorCode::SpaceNotFound, format!("space '{space}' does not exist")));
             }
             let mut t = TTables::open(txn)?;
@@ -626,7 +630,7 @@ impl KnowledgeStore {
     pub fn get_thread(&self, id: &str, space: Option<&str>) -> Result<Thread> {
         let rtx = self.db.read()?;
         let space = self.locate_thread(&rtx, id, space)?;
-        get_record(&rtx.table(THREADS)?, (space.as_str(), id))?.ok_or_else(|| thread_not_found(id))
+        thread::threads(&rtx)?.get((space.as_str(), id))?.ok_or_else(|| thread_not_found(id))
     }
 
     /// Thread `id` and its messages `offset..offset+limit` in order.
@@ -642,13 +646,12 @@ impl KnowledgeStore {
     ) -> Result<(Thread, Vec<Message>)> {
         let rtx = self.db.read()?;
         let space = self.locate_thread(&rtx, id, space)?;
-        let thread: Thread =
-            get_record(&rtx.table(THREADS)?, (space.as_str(), id))?.ok_or_else(|| thread_not_found(id))?;
-        let table = rtx.table(MESSAGES)?;
+        let thread: Thread = thread::threads(&rtx)?.get((space.as_str(), id))?.ok_or_else(|| thread_not_found(id))?;
+        let table = thread::messages(&rtx)?;
         let mut out = Vec::new();
         for row in table.range((space.as_str(), id, offset)..=(space.as_str(), id, u64::MAX))?.take(limit) {
             let (_, v) = row?;
-            out.push(schema::decode::<Message>(v.value())?);
+            out.push(v);
         }
         Ok((thread, out))
     }
@@ -689,14 +692,14 @@ impl KnowledgeStore {
 
     fn threads_of(&self, space: &str) -> Result<Vec<Thread>> {
         let rtx = self.db.read()?;
-        let t = rtx.table(THREADS)?;
+        let t = thread::threads(&rtx)?;
         let mut out = Vec::new();
         for row in t.range((space, "")..)? {
             let (k, v) = row?;
             if k.value().0 != space {
                 break;
             }
-            out.push(schema::decode::<Thread>(v.value())?);
+            out.push(v);
         }
         Ok(out)
     }
@@ -726,7 +729,7 @@ impl KnowledgeStore {
             return Ok(Vec::new());
         }
         let rtx = self.db.read()?;
-        let table = rtx.table(MESSAGES)?;
+        let table = thread::messages(&rtx)?;
         let window = self.config.context.window;
         // Thread -> (direct matches, context-only matches).
         let mut counts: std::collections::HashMap<String, (u64, u64)> = Default::default();
@@ -761,16 +764,16 @@ impl KnowledgeStore {
                 have.clear();
                 current = Some(tid.to_string());
             }
-            let m: Message = schema::decode(v.value())?;
+            let m: Message = v;
             have.push(text::terms(&m.content).into_iter().filter(|t| terms.contains(t)).collect());
         }
         if let Some(c) = current.take() {
             tally(&c, &have);
         }
-        let threads = rtx.table(THREADS)?;
+        let threads = thread::threads(&rtx)?;
         let mut out = Vec::new();
         for (tid, (direct, near)) in counts {
-            if let Some(thread) = get_record::<_, Thread>(&threads, (space, tid.as_str()))?
+            if let Some(thread) = threads.get((space, tid.as_str()))?
                 && source.is_none_or(|s| thread.source == s)
             {
                 out.push(ThreadMatch { thread, matched_messages: direct, context_matches: near });
@@ -851,8 +854,7 @@ impl KnowledgeStore {
         let space = self.locate_thread(&self.db.read()?, id, space)?;
         self.write(|txn, _| {
             let mut t = TTables::open(txn)?;
-            let mut thread: Thread =
-                get_record(&t.threads, (space.as_str(), id))?.ok_or_else(|| thread_not_found(id))?;
+            let mut thread: Thread = t.threads.get((space.as_str(), id))?.ok_or_else(|| thread_not_found(id))?;
             let out = f(&mut t, &mut thread)?;
             t.put_thread(&thread)?;
             Ok((thread, out))
@@ -866,9 +868,9 @@ impl KnowledgeStore {
     pub fn favorite_threads(&self, limit: usize) -> Result<Vec<Thread>> {
         let rtx = self.db.read()?;
         let mut out = Vec::new();
-        for row in rtx.table(THREADS)?.iter()? {
+        for row in thread::threads(&rtx)?.iter()? {
             let (_, v) = row?;
-            let t: Thread = schema::decode(v.value())?;
+            let t: Thread = v;
             if t.is_favorite {
                 out.push(t);
             }
@@ -887,14 +889,14 @@ impl KnowledgeStore {
         let space = self.locate_thread(&self.db.read()?, id, space)?;
         let doomed: Vec<String> = if cascade_memories {
             let rtx = self.db.read()?;
-            let mems = rtx.table(MEMORIES)?;
+            let mems = memory::memories(&rtx)?;
             let mut ids = Vec::new();
             for row in mems.range((space.as_str(), "")..)? {
                 let (k, v) = row?;
                 if k.value().0 != space {
                     break;
                 }
-                let sm: super::StoredMemory = schema::decode(v.value())?;
+                let sm: super::StoredMemory = v;
                 if sm.memory.source_thread_id.as_deref() == Some(id) {
                     ids.push(sm.memory.id);
                 }
@@ -906,7 +908,7 @@ impl KnowledgeStore {
         let deleted_messages = {
             self.write(|txn, _| {
                 let mut t = TTables::open(txn)?;
-                if t.threads.remove((space.as_str(), id))?.is_none() {
+                if !t.threads.remove((space.as_str(), id))? {
                     return Err(thread_not_found(id));
                 }
                 t.spaces_of.remove((id, space.as_str()))?;

@@ -16,13 +16,14 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::records::StoredMemory;
-use super::tables::{MEMORIES, META};
+use super::records::meta::Meta;
+use super::records::{Bytes, StoredMemoryV1};
+use super::{memory, meta};
 use crate::config::{Durability, StoreConfig};
 use crate::error::{Error, ErrorKind, Result};
 use crate::model::Timestamp;
-use crate::storage::codec::{FORMAT_VERSION, Versioned, decode, encode, older_version};
-use crate::storage::{Db, Kind, ReadTx, Readable, WriteTx};
+use crate::storage::codec::FORMAT_VERSION;
+use crate::storage::{Db, ReadTx, Readable, WriteTx};
 
 /// One step of the layout, from `from` to `from + 1`.
 struct Migration {
@@ -38,8 +39,8 @@ struct Migration {
 const MIGRATIONS: &[Migration] = &[Migration {
     from: 1,
     what: "memories gain expires_at: every memory record is rewritten at record version 2",
-    count: |rtx| count_older::<StoredMemory>(rtx, MEMORIES),
-    run: |txn| rewrite_older::<StoredMemory>(txn, MEMORIES),
+    count: |rtx| memory::memories(rtx)?.count_older(),
+    run: |txn| memory::memories(&txn)?.rewrite_older(),
 }];
 
 /// One step of an [`UpgradePlan`].
@@ -89,23 +90,13 @@ pub struct UpgradeRecord {
 }
 
 /// The store's recorded format, if any.
-pub(crate) fn stored_format(t: &impl Readable<&'static str, &'static [u8]>) -> Result<Option<u32>> {
-    match t.get("format_version")? {
-        None => Ok(None),
-        Some(v) => v
-            .value()
-            .try_into()
-            .map(|b| Some(u32::from_le_bytes(b)))
-            .map_err(|_| Error::new(ErrorKind::Corrupt, "the stored format version is not 4 bytes")),
-    }
+pub(crate) fn stored_format<T: Readable<&'static str, Bytes>>(t: &Meta<T>) -> Result<Option<u32>> {
+    t.u32("format_version")
 }
 
 /// The last upgrade recorded in `META`, if any.
-pub(crate) fn last_upgrade(t: &impl Readable<&'static str, &'static [u8]>) -> Result<Option<UpgradeRecord>> {
-    match t.get("last_upgrade")? {
-        None => Ok(None),
-        Some(v) => Ok(serde_json::from_slice(v.value()).ok()),
-    }
+pub(crate) fn last_upgrade<T: Readable<&'static str, Bytes>>(t: &Meta<T>) -> Result<Option<UpgradeRecord>> {
+    t.json("last_upgrade")
 }
 
 /// The store of `config` opened to read its format: a redb file read-only, so nothing is written to it, not
@@ -123,7 +114,7 @@ fn open_for_reading(config: &StoreConfig) -> Result<Db> {
 
 /// The format recorded in the store (None for a database no Engram has opened yet: it has no META table).
 fn format_of(rtx: &ReadTx) -> Result<Option<u32>> {
-    match rtx.table(META) {
+    match meta::meta(&rtx) {
         Ok(t) => stored_format(&t),
         Err(_) => Ok(None),
     }
@@ -186,7 +177,7 @@ pub fn upgrade_store(config: &StoreConfig) -> Result<Option<UpgradeRecord>> {
     }
     let backup = backup_before_open(config)?;
     let db = super::open::open_db(config)?;
-    match db.read()?.table(META) {
+    match meta::meta(&db.read()?) {
         Ok(t) if stored_format(&t)?.is_some() => {}
         _ => return Ok(None),
     }
@@ -225,7 +216,7 @@ pub(crate) fn backup_before_open(config: &StoreConfig) -> Result<Option<PathBuf>
 /// transaction is dropped: nothing changed); [`ErrorKind::Io`] when the backup cannot be written (nothing
 /// changed).
 pub(crate) fn upgrade_at_open(db: &Db, backup: Option<PathBuf>) -> Result<Option<UpgradeRecord>> {
-    let found = stored_format(&db.read()?.table(META)?)?;
+    let found = stored_format(&meta::meta(&db.read()?)?)?;
     match found {
         Some(f) if f > FORMAT_VERSION => return Err(newer(f)),
         Some(f) if f < FORMAT_VERSION => {}
@@ -234,7 +225,7 @@ pub(crate) fn upgrade_at_open(db: &Db, backup: Option<PathBuf>) -> Result<Option
     let started = Instant::now();
     let txn = db.write(Durability::Immediate)?;
     // Another daemon on the same database may have migrated while this one waited for the writers' lock.
-    let from = match stored_format(&txn.table(META)?)? {
+    let from = match stored_format(&meta::meta(&txn)?)? {
         Some(f) if f > FORMAT_VERSION => return Err(newer(f)),
         Some(f) if f < FORMAT_VERSION => f,
         _ => return Ok(None),
@@ -254,10 +245,9 @@ pub(crate) fn upgrade_at_open(db: &Db, backup: Option<PathBuf>) -> Result<Option
         elapsed_ms: started.elapsed().as_secs_f64() * 1000.0,
     };
     {
-        let mut meta = txn.table(META)?;
-        meta.put("format_version", FORMAT_VERSION.to_le_bytes().as_slice())?;
-        let json = serde_json::to_vec(&record).map_err(|e| Error::new(ErrorKind::Internal, e.to_string()))?;
-        meta.put("last_upgrade", json.as_slice())?;
+        let mut meta = meta::meta(&txn)?;
+        meta.put_u32("format_version", FORMAT_VERSION)?;
+        meta.put_json("last_upgrade", &record)?;
     }
     txn.commit()?;
     tracing::warn!(
@@ -286,41 +276,6 @@ fn write_backup(db_path: &Path, format: u32) -> Result<PathBuf> {
     Ok(to)
 }
 
-/// A record kind keyed by (space, id).
-type SpaceKind = Kind<(&'static str, &'static str), &'static [u8]>;
-
-/// Records of `kind` (holding `T`) stored at an older version than `T`'s current one.
-fn count_older<T: Versioned>(rtx: &ReadTx, kind: SpaceKind) -> Result<u64> {
-    let t = rtx.table(kind)?;
-    let mut n = 0;
-    for row in t.iter()? {
-        if older_version::<T>(row?.1.value()).is_some() {
-            n += 1;
-        }
-    }
-    Ok(n)
-}
-
-/// Rewrites every record of `kind` stored at an older version at `T`'s current one (read old, write new).
-/// The keys are gathered first (about 50 bytes each), then each record is read, upgraded and written back.
-fn rewrite_older<T: Versioned>(txn: &WriteTx, kind: SpaceKind) -> Result<u64> {
-    let mut t = txn.table(kind)?;
-    let mut keys: Vec<(String, String)> = Vec::new();
-    for row in t.iter()? {
-        let (k, v) = row?;
-        if older_version::<T>(v.value()).is_some() {
-            let (space, id) = k.value();
-            keys.push((space.to_owned(), id.to_owned()));
-        }
-    }
-    for (space, id) in &keys {
-        let Some(bytes) = t.get((space.as_str(), id.as_str()))?.map(|v| v.value().to_vec()) else { continue };
-        let record: T = decode(&bytes)?;
-        t.put((space.as_str(), id.as_str()), encode(&record)?.as_slice())?;
-    }
-    Ok(keys.len() as u64)
-}
-
 /// For tests and benchmarks of the upgrade path only: turns a current store into the format-1 store an
 /// earlier release would have written (every memory record rewritten at version 1, without `expires_at`;
 /// `META.format_version` 1; `META.last_upgrade` removed), in one write transaction. Not for users: it drops
@@ -330,26 +285,23 @@ fn rewrite_older<T: Versioned>(txn: &WriteTx, kind: SpaceKind) -> Result<u64> {
 /// Storage errors; [`ErrorKind::Locked`] while another process has the file open.
 #[doc(hidden)]
 pub fn downgrade_to_format_1(config: &StoreConfig) -> Result<u64> {
-    use super::records::StoredMemoryV1;
     let db = super::open::open_db(config)?;
     let txn = db.write(Durability::Immediate)?;
     let mut n = 0;
     {
-        let mut t = txn.table(MEMORIES)?;
-        let mut rows: Vec<(String, String, Vec<u8>)> = Vec::new();
+        let mut t = memory::memories(&txn)?;
+        let mut rows = Vec::new();
         for row in t.iter()? {
-            let (k, v) = row?;
+            let (k, sm) = row?;
             let (space, id) = k.value();
-            rows.push((space.to_owned(), id.to_owned(), v.value().to_vec()));
+            rows.push((space.to_owned(), id.to_owned(), sm));
         }
-        for (space, id, bytes) in rows {
-            let sm: StoredMemory = decode(&bytes)?;
-            let old = StoredMemoryV1::bytes_of(&sm)?;
-            t.put((space.as_str(), id.as_str()), old.as_slice())?;
+        for (space, id, sm) in rows {
+            t.put_raw((space.as_str(), id.as_str()), &StoredMemoryV1::bytes_of(&sm)?)?;
             n += 1;
         }
-        let mut meta = txn.table(META)?;
-        meta.put("format_version", 1u32.to_le_bytes().as_slice())?;
+        let mut meta = meta::meta(&txn)?;
+        meta.put_u32("format_version", 1)?;
         meta.remove("last_upgrade")?;
     }
     txn.commit()?;

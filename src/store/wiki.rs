@@ -6,11 +6,11 @@ use std::collections::BTreeSet;
 
 use crate::storage::Readable;
 
-use super::tables::*;
-use super::{KnowledgeStore, MemoryView, StoredMemory, get_record, schema};
+use super::{KnowledgeStore, MemoryView, StoredMemory};
 use crate::error::ErrorCode;
 use crate::error::{Error, Result};
-use crate::model::{Entity, Label, MemoryState};
+use crate::model::{Entity, MemoryState};
+use crate::store::{entity, graph, label, memory};
 
 /// The first line of a memory, at most `max` characters.
 pub fn memory_line(v: &MemoryView, max: usize) -> String {
@@ -58,8 +58,8 @@ impl KnowledgeStore {
         let (topics, _) = self.list_communities(usize::MAX)?;
         let rtx = self.db.read()?;
         let mut entities: Vec<Entity> = Vec::new();
-        for row in rtx.table(ENTITIES)?.iter()? {
-            entities.push(schema::decode(row?.1.value())?);
+        for row in entity::entities(&rtx)?.iter()? {
+            entities.push(row?.1);
         }
         entities.sort_by(|a, b| {
             b.mention_count
@@ -69,7 +69,7 @@ impl KnowledgeStore {
         });
         entities.truncate(entity_limit);
         let mut crystal_ids: BTreeSet<(String, String)> = BTreeSet::new();
-        for row in rtx.table(CRYSTAL_SOURCES)?.iter()? {
+        for row in graph::crystal_sources(&rtx)?.iter()? {
             let (k, _) = row?;
             let (s, c, _) = k.value();
             crystal_ids.insert((s.to_string(), c.to_string()));
@@ -77,19 +77,19 @@ impl KnowledgeStore {
         let mut memories = Vec::new();
         let mut labels = Vec::new();
         if with_memories {
-            let ml = rtx.table(MEMORY_LABELS)?;
-            for row in rtx.table(MEMORIES)?.iter()? {
+            let ml = label::memory_labels(&rtx)?;
+            for row in memory::memories(&rtx)?.iter()? {
                 let (k, v) = row?;
                 let (space, id) = k.value();
-                let sm: StoredMemory = schema::decode(v.value())?;
+                let sm: StoredMemory = v;
                 if sm.memory.state == MemoryState::Forgotten || sm.memory.is_crystal {
                     continue;
                 }
                 let label_ids = super::range_prefix3(&ml, space, id)?;
                 memories.push(MemoryView { memory: sm.memory, label_ids });
             }
-            for row in rtx.table(LABELS)?.iter()? {
-                labels.push(schema::decode::<Label>(row?.1.value())?);
+            for row in label::labels(&rtx)?.iter()? {
+                labels.push(row?.1);
             }
         }
         drop(rtx);
@@ -109,14 +109,14 @@ impl KnowledgeStore {
     /// [`crate::ErrorKind::NotFound`] (`entity_not_found`).
     pub fn resolve_entity(&self, id_or_name: &str) -> Result<Entity> {
         let rtx = self.db.read()?;
-        let t = rtx.table(ENTITIES)?;
+        let t = entity::entities(&rtx)?;
         let lower = id_or_name.trim().to_lowercase();
         let mut by_id: Option<Entity> = None;
         let mut by_name: Option<Entity> = None;
         for row in t.iter()? {
             let (k, v) = row?;
             let (_, id) = k.value();
-            let e: Entity = schema::decode(v.value())?;
+            let e: Entity = v;
             if id == id_or_name {
                 if by_id.as_ref().is_none_or(|b| e.mention_count > b.mention_count) {
                     by_id = Some(e);
@@ -161,14 +161,14 @@ impl KnowledgeStore {
         self.get_community(id, 1)?;
         let members = self.community_members(id)?;
         let rtx = self.db.read()?;
-        let em = rtx.table(ENTITY_MEMORIES)?;
-        let mems = rtx.table(MEMORIES)?;
+        let em = entity::entity_memories(&rtx)?;
+        let mems = memory::memories(&rtx)?;
         let mut seen = rustc_hash::FxHashSet::default();
         let mut found: Vec<(String, crate::model::Memory)> = Vec::new();
         for (space, e, _) in &members {
             for m in super::range_prefix3(&em, space, e)? {
                 if seen.insert((space.clone(), m.clone()))
-                    && let Some(sm) = get_record::<_, StoredMemory>(&mems, (space.as_str(), m.as_str()))?
+                    && let Some(sm) = mems.get((space.as_str(), m.as_str()))?
                     && sm.memory.state != MemoryState::Forgotten
                 {
                     found.push((space.clone(), sm.memory));
@@ -196,8 +196,8 @@ impl KnowledgeStore {
         self.get_community(id, 1)?;
         let members = self.community_members(id)?;
         let rtx = self.db.read()?;
-        let rel = rtx.table(RELATES_TO)?;
-        let ec = rtx.table(ENTITY_COMMUNITY)?;
+        let rel = entity::relates_to(&rtx)?;
+        let ec = graph::entity_community(&rtx)?;
         let mut counts: std::collections::BTreeMap<u64, u64> = Default::default();
         for (space, e, _) in &members {
             for row in rel.range((space.as_str(), e.as_str(), "")..)? {
@@ -237,13 +237,13 @@ impl KnowledgeStore {
         let keep: rustc_hash::FxHashSet<(String, String)> =
             members.iter().map(|(s, e, _)| (s.clone(), e.clone())).collect();
         let rtx = self.db.read()?;
-        let ents = rtx.table(ENTITIES)?;
-        let rel = rtx.table(RELATES_TO)?;
+        let ents = entity::entities(&rtx)?;
+        let rel = entity::relates_to(&rtx)?;
         let mut nodes = Vec::new();
         let mut edges = Vec::new();
         let node_id = |s: &str, e: &str| format!("{s}/{e}");
         for (s, e, rank) in &members {
-            if let Some(ent) = get_record::<_, Entity>(&ents, (s.as_str(), e.as_str()))? {
+            if let Some(ent) = ents.get((s.as_str(), e.as_str()))? {
                 nodes.push(GraphNode {
                     id: node_id(s, e),
                     node_type: "entity",
@@ -304,17 +304,17 @@ impl KnowledgeStore {
     pub fn entity_graph(&self, space: Option<&str>, max_entities: usize, max_edges: usize) -> Result<EntityGraph> {
         let rtx = self.db.read()?;
         let mut member: rustc_hash::FxHashMap<(String, String), (u64, f64)> = Default::default();
-        for row in rtx.table(COMMUNITY_MEMBERS)?.iter()? {
+        for row in graph::community_members(&rtx)?.iter()? {
             let (k, v) = row?;
             let (c, s, e) = k.value();
             if space.is_none_or(|sp| sp == s) {
                 member.insert((s.to_string(), e.to_string()), (c, v.value()));
             }
         }
-        let ents = rtx.table(ENTITIES)?;
+        let ents = entity::entities(&rtx)?;
         let rows = match space {
             Some(sp) => ents.range((sp, "")..)?,
-            None => ents.iter()?,
+            None => ents.range(("", "")..)?,
         };
         let mut all: Vec<(String, Entity, Option<u64>, f64)> = Vec::new();
         for row in rows {
@@ -323,7 +323,7 @@ impl KnowledgeStore {
             if space.is_some_and(|sp| sp != s) {
                 break;
             }
-            let ent: Entity = schema::decode(v.value())?;
+            let ent: Entity = v;
             let (community, rank) =
                 member.get(&(s.to_string(), ent.id.clone())).map_or((None, 0.0), |m| (Some(m.0), m.1));
             all.push((s.to_string(), ent, community, rank));
@@ -337,7 +337,7 @@ impl KnowledgeStore {
         all.truncate(max_entities);
         let keep: rustc_hash::FxHashSet<(&str, &str)> =
             all.iter().map(|(s, e, ..)| (s.as_str(), e.id.as_str())).collect();
-        let rel = rtx.table(RELATES_TO)?;
+        let rel = entity::relates_to(&rtx)?;
         let mut edges = Vec::new();
         let mut total_edges = 0u64;
         for (s, e, ..) in &all {

@@ -2,10 +2,10 @@
 //! are its history), the context bundle, and store statistics.
 use crate::storage::Readable;
 
-use super::tables::*;
-use super::{KnowledgeStore, StoredMemory, get_record, schema};
+use super::{KnowledgeStore, StoredMemory};
 use crate::error::{Error, Result};
 use crate::model::{MemoryState, Timestamp};
+use crate::store::{entity, graph, label, memory, relation, thread, working_memory};
 
 /// Largest working-memory document in bytes.
 pub const MAX_WORKING_MEMORY_BYTES: usize = 262_144;
@@ -60,16 +60,16 @@ impl KnowledgeStore {
     pub fn working_memory(&self, space: &str, date: Option<&str>) -> Result<Option<WorkingMemory>> {
         self.require_space(space)?;
         let rtx = self.db.read()?;
-        let t = rtx.table(WORKING_MEMORY)?;
+        let t = working_memory::days(&rtx)?;
         match date {
             Some(d) => {
                 if Timestamp::parse(d).is_none() || d.len() != 10 {
                     return Err(Error::invalid_value(&["date"], "date_parsing", "date is YYYY-MM-DD", d.into()));
                 }
-                get_record(&t, (space, d))
+                t.get((space, d))
             }
             None => match t.range((space, "")..=(space, "9999-99-99"))?.next_back() {
-                Some(row) => Ok(Some(schema::decode(row?.1.value())?)),
+                Some(row) => Ok(Some(row?.1)),
                 None => Ok(None),
             },
         }
@@ -96,7 +96,7 @@ impl KnowledgeStore {
             updated_at: Timestamp::now(),
         };
         self.write(|txn, _| {
-            txn.table(WORKING_MEMORY)?.put((space, wm.date.as_str()), schema::encode(&wm)?.as_slice())?;
+            working_memory::days(txn)?.put((space, wm.date.as_str()), &wm)?;
             Ok(())
         })?;
         Ok(wm)
@@ -109,10 +109,10 @@ impl KnowledgeStore {
     pub fn working_memory_history(&self, space: &str, limit: usize) -> Result<Vec<WorkingMemory>> {
         self.require_space(space)?;
         let rtx = self.db.read()?;
-        let t = rtx.table(WORKING_MEMORY)?;
+        let t = working_memory::days(&rtx)?;
         let mut out = Vec::new();
         for row in t.range((space, "")..=(space, "9999-99-99"))?.rev().take(limit) {
-            out.push(schema::decode(row?.1.value())?);
+            out.push(row?.1);
         }
         Ok(out)
     }
@@ -127,10 +127,18 @@ impl KnowledgeStore {
         }
         let rtx = self.db.read()?;
         let mut s = StoreStats::default();
-        // Counts the rows of a table whose key starts with the space (all rows without a space).
+        // Counts the rows of a kind whose key starts with the space (all rows without a space): a record kind
+        // (`rec`, keys only, nothing decoded) or an edge kind (`edge`).
         macro_rules! count {
-            ($t:expr) => {{
-                let t = rtx.table($t)?;
+            (rec $t:expr) => {{
+                let t = $t(&rtx)?;
+                match space {
+                    None => t.len()?,
+                    Some(sp) => t.count_keys(|k| k.0 == sp)?,
+                }
+            }};
+            (edge $t:expr) => {{
+                let t = $t(&rtx)?;
                 match space {
                     None => t.len()?,
                     Some(sp) => {
@@ -145,26 +153,26 @@ impl KnowledgeStore {
                 }
             }};
         }
-        for row in rtx.table(MEMORIES)?.iter()? {
+        for row in memory::memories(&rtx)?.iter()? {
             let (k, v) = row?;
             if space.is_some_and(|sp| k.value().0 != sp) {
                 continue;
             }
-            let sm: StoredMemory = schema::decode(v.value())?;
+            let sm: StoredMemory = v;
             if sm.memory.state != MemoryState::Forgotten {
                 s.memory_count += 1;
                 s.crystal_count += u64::from(sm.memory.is_crystal);
             }
         }
-        s.thread_count = count!(THREADS);
-        s.message_count = count!(MESSAGES);
-        s.entity_count = count!(ENTITIES);
-        s.label_count = count!(LABELS);
+        s.thread_count = count!(rec thread::threads);
+        s.message_count = count!(rec thread::messages);
+        s.entity_count = count!(rec entity::entities);
+        s.label_count = count!(rec label::labels);
         s.community_count = match space {
-            None => rtx.table(COMMUNITIES)?.len()?,
+            None => graph::communities(&rtx)?.len()?,
             Some(sp) => {
                 let mut ids = std::collections::BTreeSet::new();
-                for row in rtx.table(ENTITY_COMMUNITY)?.iter()? {
+                for row in graph::entity_community(&rtx)?.iter()? {
                     let (k, v) = row?;
                     if k.value().0 == sp {
                         ids.insert(v.value());
@@ -174,7 +182,10 @@ impl KnowledgeStore {
             }
         };
         s.total_nodes = s.memory_count + s.thread_count + s.message_count + s.entity_count + s.label_count;
-        s.total_relationships = count!(MEMORY_LABELS) + count!(MENTIONS) + count!(RELATES_TO) / 2 + count!(RELATIONS);
+        s.total_relationships = count!(edge label::memory_labels)
+            + count!(edge entity::mentions)
+            + count!(edge entity::relates_to) / 2
+            + count!(rec relation::relations);
         Ok(s)
     }
 }

@@ -18,11 +18,10 @@ use parking_lot::Mutex;
 
 use super::feed::{ChangeOut, Feed};
 use super::indexes::IndexOp;
-use super::tables::META;
 use crate::config::Durability;
 use crate::error::Result;
-use crate::storage::txn::meta_u64;
 use crate::storage::{Db, WriteTx};
+use crate::store::meta;
 
 /// How a write commits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,9 +88,9 @@ impl Writes {
         let txn = self.db.write(c.durability.unwrap_or(self.durability))?;
         let out = f(&txn, &mut ops)?;
         if c.bump {
-            let mut meta = txn.table(META)?;
-            let g = meta_u64(&meta, "generation")?.unwrap_or(0) + 1;
-            meta.put("generation", g.to_le_bytes().as_slice())?;
+            let mut meta = meta::meta(&txn)?;
+            let g = meta.u64("generation")?.unwrap_or(0) + 1;
+            meta.put_u64("generation", g)?;
         }
         self.feed.publish(&txn, ChangeOut::Index(&ops))?;
         txn.commit()?;

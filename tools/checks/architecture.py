@@ -5,6 +5,9 @@
 * No function over 150 lines.
 * The writer lock is taken in one place: src/store/write.rs.
 * Only src/storage/ names the redb crate (its backend, src/storage/redb/, and the dispatch beside it).
+* Records, not tables: outside the port (src/storage/), only the record modules (src/store/records/) open a
+  kind (`.table(`, `.open(KIND)`), name the kinds (`storage::tables`) or call a record codec (`encode`,
+  `decode`, `vector_to_bytes`, `vector_from_bytes`, `postcard::`).
 
 Prints each violation and exits 1 when there is any. Standard library only.
 """
@@ -113,8 +116,25 @@ def redb_outside_storage():
     ]
 
 
+def records_not_tables():
+    rules = [
+        (r"\.table\(", "opens a kind"),
+        (r"storage::tables\b|\btables::[A-Z_]+", "names a kind"),
+        (r"\b(?:codec|schema)::(?:encode|decode)\b|\bvector_(?:to|from)_bytes\b|\bpostcard::", "calls a record codec"),
+    ]
+    out = []
+    for p in files():
+        if p.startswith(f"{SRC}/storage/") or p.startswith(f"{SRC}/store/records/"):
+            continue
+        for n, l in enumerate(code_of(p).split("\n"), 1):
+            for pat, what in rules:
+                if re.search(pat, l):
+                    out.append(f"{p}:{n}: {what} outside the record modules (src/store/records/)")
+    return out
+
+
 def main():
-    problems = cycles() + long_functions() + writer_lock() + redb_outside_storage()
+    problems = cycles() + long_functions() + writer_lock() + redb_outside_storage() + records_not_tables()
     for p in problems:
         print(p)
     print(f"architecture: {len(problems)} problem(s)")

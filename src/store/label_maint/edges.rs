@@ -1,14 +1,13 @@
 //! HAS_LABEL edges: add, remove and recount them, and the label changes that move them (rename onto another
 //! label, delete).
 
-use crate::storage::Readable;
 use std::collections::BTreeSet;
 
 use crate::error::ErrorCode;
 use crate::error::{Error, ErrorKind, FieldError, Result};
 use crate::model::{Label, Timestamp};
 use crate::store::memories::{WTables, check_label_name};
-use crate::store::{IndexOp, KnowledgeStore, StoredMemory, get_record, range_prefix3, schema};
+use crate::store::{IndexOp, KnowledgeStore, range_prefix3};
 
 use super::{LabelDeleteReport, LabelPatch, load_label};
 
@@ -32,11 +31,11 @@ impl WTables<'_> {
     /// Sets the usage count of a label to its number of edges. A derived count, so `updated_at` stays (as
     /// when memory writes change it).
     pub(super) fn recount(&mut self, space: &str, label_id: &str) -> Result<()> {
-        if let Some(mut l) = get_record::<_, Label>(&self.labels, (space, label_id))? {
+        if let Some(mut l) = self.labels.get((space, label_id))? {
             let n = self.memories_with(space, label_id)?.len() as u64;
             if l.usage_count != n {
                 l.usage_count = n;
-                self.labels.put((space, label_id), schema::encode(&l)?.as_slice())?;
+                self.labels.put((space, label_id), &l)?;
             }
         }
         Ok(())
@@ -45,7 +44,7 @@ impl WTables<'_> {
     /// Catalog updates for memories whose label edges changed.
     pub(super) fn catalog_ops(&self, space: &str, ids: &BTreeSet<String>, ops: &mut Vec<IndexOp>) -> Result<()> {
         for id in ids {
-            if let Some(sm) = get_record::<_, StoredMemory>(&self.memories, (space, id.as_str()))? {
+            if let Some(sm) = self.memories.get((space, id.as_str()))? {
                 let labels = self.label_ids(space, id)?;
                 ops.push(IndexOp::meta(space, &sm, labels));
             }
@@ -115,7 +114,7 @@ impl KnowledgeStore {
                 l.id = new_id;
                 l.name = n;
             }
-            t.labels.put((space, l.id.as_str()), schema::encode(&l)?.as_slice())?;
+            t.labels.put((space, l.id.as_str()), &l)?;
             Ok(l)
         })
     }

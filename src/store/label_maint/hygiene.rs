@@ -8,7 +8,7 @@ use utoipa::ToSchema;
 use crate::embed::{InputType, cosine};
 use crate::error::{Error, ErrorKind, FieldError, Result};
 use crate::model::{Label, Timestamp};
-use crate::store::tables::*;
+use crate::store::label;
 use crate::store::{KnowledgeStore, range_prefix3};
 
 use super::canonical_label;
@@ -405,7 +405,7 @@ impl KnowledgeStore {
         let exact = self.consolidate_labels(space, true, 5000)?;
         let pairs = self.label_merge_candidates(space, sim_floor, max_labels, max_pairs)?;
         let rtx = self.db.read()?;
-        let lm = rtx.table(LABEL_MEMORIES)?;
+        let lm = label::label_memories(&rtx)?;
         let mut semantic = Vec::with_capacity(pairs.len());
         for p in pairs {
             let a: BTreeSet<String> = range_prefix3(&lm, space, &p.source_id)?.into_iter().collect();

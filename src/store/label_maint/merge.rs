@@ -10,9 +10,9 @@ use crate::embed::fnv1a;
 use crate::error::ErrorCode;
 use crate::error::{Error, ErrorKind, Result};
 use crate::model::{Label, Timestamp};
+use crate::store::label;
 use crate::store::memories::WTables;
-use crate::store::tables::*;
-use crate::store::{KnowledgeStore, get_record, range_prefix2, range_prefix3, schema};
+use crate::store::{KnowledgeStore, range_prefix3};
 
 use super::load_label;
 
@@ -119,7 +119,7 @@ impl WTables<'_> {
             merged_at: now,
             reversed_at: None,
         };
-        txn.table(LABEL_MERGES)?.put((space, rec.merge_id.as_str()), schema::encode(&rec)?.as_slice())?;
+        label::label_merges(txn)?.put((space, rec.merge_id.as_str()), &rec)?;
         Ok(rec)
     }
 }
@@ -151,10 +151,10 @@ impl KnowledgeStore {
     pub fn label_merges(&self, space: &str) -> Result<Vec<LabelMerge>> {
         self.require_space(space)?;
         let rtx = self.db.read()?;
-        let t = rtx.table(LABEL_MERGES)?;
+        let t = label::label_merges(&rtx)?;
         let mut out: Vec<LabelMerge> = Vec::new();
-        for (_, v) in range_prefix2(&t, space)? {
-            out.push(schema::decode(v.value())?);
+        for (_, v) in t.in_space(space)? {
+            out.push(v);
         }
         out.sort_by(|a, b| b.merge_id.cmp(&a.merge_id));
         Ok(out)
@@ -172,8 +172,9 @@ impl KnowledgeStore {
         self.require_space(space)?;
         let now = Timestamp::now();
         self.label_write(|txn, t, touched| {
-            let mut merges = txn.table(LABEL_MERGES)?;
-            let mut rec: LabelMerge = get_record(&merges, (space, merge_id))?
+            let mut merges = label::label_merges(txn)?;
+            let mut rec: LabelMerge = merges
+                .get((space, merge_id))?
                 .ok_or_else(|| Error::not_found(ErrorCode::MergeNotFound, format!("merge '{merge_id}' not found")))?;
             if rec.reversed_at.is_some() {
                 return Err(Error::new(ErrorKind::Conflict, format!("merge '{merge_id}' was already reversed"))
@@ -187,7 +188,7 @@ impl KnowledgeStore {
                 )
                 .with_code(ErrorCode::LabelExists));
             }
-            t.labels.put((space, sid.as_str()), schema::encode(&rec.source)?.as_slice())?;
+            t.labels.put((space, sid.as_str()), &rec.source)?;
             for m in &rec.moved_memory_ids {
                 if t.memories.get((space, m.as_str()))?.is_none() {
                     continue; // deleted since the merge
@@ -210,7 +211,7 @@ impl KnowledgeStore {
             }
             t.recount(space, &rec.target_id)?;
             rec.reversed_at = Some(now);
-            merges.put((space, merge_id), schema::encode(&rec)?.as_slice())?;
+            merges.put((space, merge_id), &rec)?;
             Ok(rec)
         })
     }
@@ -225,7 +226,7 @@ impl KnowledgeStore {
     pub fn label_plan(&self, space: &str, source: &str, target: Option<&str>) -> Result<LabelPlan> {
         self.require_space(space)?;
         let rtx = self.db.read()?;
-        build_plan(&rtx.table(LABELS)?, &rtx.table(LABEL_MEMORIES)?, space, source, target)
+        build_plan(&label::labels(&rtx)?, &label::label_memories(&rtx)?, space, source, target)
     }
 
     /// Applies a merge (target Some) or delete after checking `plan_id` against the current state (None:
@@ -285,7 +286,11 @@ impl KnowledgeStore {
 /// The plan of merging `source` into `target` (Some) or deleting it, from the label and edge tables of a read
 /// or write transaction.
 pub(super) fn build_plan(
-    labels: &impl Readable<(&'static str, &'static str), &'static [u8]>,
+    labels: &crate::store::records::Records<
+        impl Readable<crate::store::records::K2, crate::store::records::Bytes>,
+        crate::store::records::K2,
+        Label,
+    >,
     lm: &impl Readable<(&'static str, &'static str, &'static str), ()>,
     space: &str,
     source: &str,

@@ -31,9 +31,9 @@ use utoipa::ToSchema;
 use crate::error::ErrorCode;
 use crate::error::{Error, Result};
 use crate::model::Label;
+use crate::store::KnowledgeStore;
+use crate::store::label;
 use crate::store::memories::WTables;
-use crate::store::tables::*;
-use crate::store::{KnowledgeStore, get_record, range_prefix2, schema};
 
 /// The canonical form of a label name (module docs).
 pub fn canonical_label(name: &str) -> String {
@@ -84,8 +84,16 @@ fn label_not_found(id: &str) -> Error {
     Error::not_found(ErrorCode::LabelNotFound, format!("label '{id}' not found"))
 }
 
-fn load_label(t: &impl Readable<(&'static str, &'static str), &'static [u8]>, space: &str, id: &str) -> Result<Label> {
-    get_record(t, (space, id))?.ok_or_else(|| label_not_found(id))
+fn load_label(
+    t: &crate::store::records::Records<
+        impl Readable<crate::store::records::K2, crate::store::records::Bytes>,
+        crate::store::records::K2,
+        Label,
+    >,
+    space: &str,
+    id: &str,
+) -> Result<Label> {
+    t.get((space, id))?.ok_or_else(|| label_not_found(id))
 }
 
 impl KnowledgeStore {
@@ -116,16 +124,16 @@ impl KnowledgeStore {
     pub fn get_label(&self, space: &str, id: &str) -> Result<Label> {
         self.require_space(space)?;
         let rtx = self.db.read()?;
-        load_label(&rtx.table(LABELS)?, space, id)
+        load_label(&label::labels(&rtx)?, space, id)
     }
 
     /// Every label record of `space`, in id order.
     pub(crate) fn all_labels(&self, space: &str) -> Result<Vec<Label>> {
         let rtx = self.db.read()?;
-        let t = rtx.table(LABELS)?;
+        let t = label::labels(&rtx)?;
         let mut out: Vec<Label> = Vec::new();
-        for (_, v) in range_prefix2(&t, space)? {
-            out.push(schema::decode(v.value())?);
+        for (_, v) in t.in_space(space)? {
+            out.push(v);
         }
         Ok(out)
     }

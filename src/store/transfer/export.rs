@@ -11,22 +11,11 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::model::{Entity, Label, Source, Space, Thread, Timestamp};
 use crate::store::label_maint::LabelMerge;
 use crate::store::relations::MemoryRelation;
-use crate::store::tables::*;
 use crate::store::working::WorkingMemory;
-use crate::store::{KnowledgeStore, StoredMemory, schema};
+use crate::store::{KnowledgeStore, StoredMemory};
+use crate::store::{entity, graph, label, memory, relation, source, space, thread, working_memory};
 
 use super::*;
-
-/// Rows of a table with a (space, id) key and a record value.
-pub(super) fn records<T: crate::storage::codec::Versioned>(
-    t: &impl Readable<(&'static str, &'static str), &'static [u8]>,
-) -> Result<Vec<T>> {
-    let mut out = Vec::new();
-    for row in t.iter()? {
-        out.push(schema::decode(row?.1.value())?);
-    }
-    Ok(out)
-}
 
 impl KnowledgeStore {
     /// Writes a consistent snapshot (one read transaction) of the store to a ZIP archive (see the module
@@ -129,25 +118,25 @@ impl KnowledgeStore {
         let rtx = self.db.read()?;
         let mut counts = BTreeMap::new();
         let spaces: Vec<Space> = {
-            let t = rtx.table(SPACES)?;
+            let t = space::spaces(&rtx)?;
             let mut v = Vec::new();
             for row in t.iter()? {
-                v.push(schema::decode(row?.1.value())?);
+                v.push(row?.1);
             }
             v
         };
         counts.insert("spaces".into(), w.file("spaces.jsonl", spaces.into_iter().map(Ok))?);
         if inc.labels {
-            let labels: Vec<Label> = records(&rtx.table(LABELS)?)?;
+            let labels: Vec<Label> = label::labels(&rtx)?.all()?;
             counts.insert("labels".into(), w.file("labels.jsonl", labels.into_iter().map(Ok))?);
-            let merges: Vec<LabelMerge> = records(&rtx.table(LABEL_MERGES)?)?;
+            let merges: Vec<LabelMerge> = label::label_merges(&rtx)?.all()?;
             counts.insert("label_merges".into(), w.file("label_merges.jsonl", merges.into_iter().map(Ok))?);
         }
         self.export_memories(&rtx, &mut w, inc, &mut counts)?;
         self.export_entities_and_edges(&rtx, &mut w, inc, &mut counts)?;
         self.export_threads(&rtx, &mut w, inc, &mut counts)?;
         if inc.working_memory {
-            let wm: Vec<WorkingMemory> = records(&rtx.table(WORKING_MEMORY)?)?;
+            let wm: Vec<WorkingMemory> = working_memory::days(&rtx)?.all()?;
             counts.insert("working_memory".into(), w.file("working_memory.jsonl", wm.into_iter().map(Ok))?);
         }
         self.export_sources(&rtx, &mut w, inc, &mut counts)?;
@@ -165,22 +154,18 @@ impl KnowledgeStore {
         counts: &mut BTreeMap<String, u64>,
     ) -> Result<()> {
         if inc.memories {
-            let mems = rtx.table(MEMORIES)?;
-            let ml = rtx.table(MEMORY_LABELS)?;
-            let mentions = rtx.table(MENTIONS)?;
-            let vectors = rtx.table(VECTORS)?;
+            let mems = memory::memories(&rtx)?;
+            let ml = label::memory_labels(&rtx)?;
+            let mentions = entity::mentions(&rtx)?;
+            let vectors = memory::vectors(&rtx)?;
             let external = self.config.embedder.external();
             let rows = mems.iter()?.map(|row| -> Result<MemoryLine> {
                 let (k, v) = row?;
                 let (space, id) = k.value();
-                let sm: StoredMemory = schema::decode(v.value())?;
+                let sm: StoredMemory = v;
                 let label_ids = if inc.labels { crate::store::range_prefix3(&ml, space, id)? } else { vec![] };
                 let mentions = if inc.entities { crate::store::range_prefix3(&mentions, space, id)? } else { vec![] };
-                let embedding = if external {
-                    vectors.get((space, sm.docno))?.map(|v| schema::vector_from_bytes(v.value()))
-                } else {
-                    None
-                };
+                let embedding = if external { vectors.get((space, sm.docno))?.map(|v| v.0) } else { None };
                 Ok(MemoryLine { memory: sm.memory, label_ids, mentions, embedding })
             });
             counts.insert("memories".into(), w.file("memories.jsonl", rows)?);
@@ -197,9 +182,9 @@ impl KnowledgeStore {
         counts: &mut BTreeMap<String, u64>,
     ) -> Result<()> {
         if inc.entities {
-            let ents: Vec<Entity> = records(&rtx.table(ENTITIES)?)?;
+            let ents: Vec<Entity> = entity::entities(&rtx)?.all()?;
             counts.insert("entities".into(), w.file("entities.jsonl", ents.into_iter().map(Ok))?);
-            let keys = rtx.table(ENTITY_KEYS)?;
+            let keys = entity::entity_keys(&rtx)?;
             let rows = keys.iter()?.map(|row| -> Result<KeyLine> {
                 let (k, v) = row?;
                 let (s, key) = k.value();
@@ -208,9 +193,9 @@ impl KnowledgeStore {
             counts.insert("entity_keys".into(), w.file("entity_keys.jsonl", rows)?);
         }
         if inc.edges {
-            let rels: Vec<MemoryRelation> = records(&rtx.table(RELATIONS)?)?;
+            let rels: Vec<MemoryRelation> = relation::relations(&rtx)?.all()?;
             counts.insert("relations".into(), w.file("relations.jsonl", rels.into_iter().map(Ok))?);
-            let cs = rtx.table(CRYSTAL_SOURCES)?;
+            let cs = graph::crystal_sources(&rtx)?;
             let rows = cs.iter()?.map(|row| -> Result<CrystalSourceLine> {
                 let (k, v) = row?;
                 let (s, c, m) = k.value();
@@ -235,22 +220,17 @@ impl KnowledgeStore {
         counts: &mut BTreeMap<String, u64>,
     ) -> Result<()> {
         if inc.threads {
-            let threads: Vec<Thread> = records(&rtx.table(THREADS)?)?;
+            let threads: Vec<Thread> = thread::threads(&rtx)?.all()?;
             counts.insert("threads".into(), w.file("threads.jsonl", threads.into_iter().map(Ok))?);
             if inc.messages {
-                let msgs = rtx.table(MESSAGES)?;
+                let msgs = thread::messages(&rtx)?;
                 let rows = msgs.iter()?.map(|row| -> Result<MessageLine> {
                     let (k, v) = row?;
                     let (s, t, i) = k.value();
-                    Ok(MessageLine {
-                        space_id: s.into(),
-                        thread_id: t.into(),
-                        index: i,
-                        message: schema::decode(v.value())?,
-                    })
+                    Ok(MessageLine { space_id: s.into(), thread_id: t.into(), index: i, message: v })
                 });
                 counts.insert("messages".into(), w.file("messages.jsonl", rows)?);
-                let keys = rtx.table(MESSAGE_KEYS)?;
+                let keys = thread::message_keys(&rtx)?;
                 let rows = keys.iter()?.map(|row| -> Result<MessageKeyLine> {
                     let (k, v) = row?;
                     let (s, t, key) = k.value();
@@ -271,9 +251,9 @@ impl KnowledgeStore {
         counts: &mut BTreeMap<String, u64>,
     ) -> Result<()> {
         if inc.sources {
-            let sources: Vec<Source> = records(&rtx.table(SOURCES)?)?;
-            let text_t = rtx.table(SOURCE_TEXT)?;
-            let chunk_t = rtx.table(SOURCE_CHUNKS)?;
+            let sources: Vec<Source> = source::sources(&rtx)?.all()?;
+            let text_t = source::source_text(&rtx)?;
+            let chunk_t = source::source_chunks(&rtx)?;
             let rows = sources.iter().map(|s| -> Result<SourceLine> {
                 let text = text_t
                     .get(s.id.as_str())?
@@ -281,13 +261,13 @@ impl KnowledgeStore {
                     .unwrap_or_default();
                 let mut chunks = Vec::new();
                 for row in chunk_t.range((s.id.as_str(), 0u64)..=(s.id.as_str(), u64::MAX))? {
-                    chunks.push(schema::decode(row?.1.value())?);
+                    chunks.push(row?.1);
                 }
                 Ok(SourceLine { source: s.clone(), text, chunks })
             });
             counts.insert("sources".into(), w.file("sources.jsonl", rows)?);
             if inc.source_files {
-                let files = rtx.table(SOURCE_FILES)?;
+                let files = source::source_files(&rtx)?;
                 let mut n = 0;
                 for s in &sources {
                     if let Some(b) = files.get(s.id.as_str())? {
@@ -310,8 +290,8 @@ impl KnowledgeStore {
         counts: &mut BTreeMap<String, u64>,
     ) -> Result<()> {
         if inc.communities {
-            let ct = rtx.table(COMMUNITIES)?;
-            let members = rtx.table(COMMUNITY_MEMBERS)?;
+            let ct = graph::communities(&rtx)?;
+            let members = graph::community_members(&rtx)?;
             let rows = ct.iter()?.map(|row| -> Result<CommunityLine> {
                 let (k, v) = row?;
                 let id = k.value();
@@ -321,10 +301,10 @@ impl KnowledgeStore {
                     let (_, s, e) = mk.value();
                     m.push((s.to_string(), e.to_string(), mv.value()));
                 }
-                Ok(CommunityLine { community: schema::decode(v.value())?, members: m })
+                Ok(CommunityLine { community: v, members: m })
             });
             counts.insert("communities".into(), w.file("communities.jsonl", rows)?);
-            let pr = rtx.table(MEMORY_PAGERANK)?;
+            let pr = graph::memory_pagerank(&rtx)?;
             let rows = pr.iter()?.map(|row| -> Result<PagerankLine> {
                 let (k, v) = row?;
                 let (s, m) = k.value();
@@ -341,7 +321,7 @@ impl KnowledgeStore {
             format: EXPORT_FORMAT.into(),
             format_version: EXPORT_VERSION,
             engram_version: env!("CARGO_PKG_VERSION").into(),
-            store_format_version: schema::FORMAT_VERSION,
+            store_format_version: crate::storage::codec::FORMAT_VERSION,
             embedder: format!("{}:{}", self.config.embedder.name(), self.config.embedder.dim()),
             created_at: Timestamp::now(),
             include: inc,

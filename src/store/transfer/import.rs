@@ -10,19 +10,20 @@ use crate::error::Result;
 use crate::model::{Entity, Label, Message, Source, Space, Thread, Timestamp};
 use crate::store::label_maint::LabelMerge;
 use crate::store::memories::WTables;
+use crate::store::records::{Bytes, K2};
 use crate::store::relations::MemoryRelation;
-use crate::store::tables::*;
 use crate::store::working::WorkingMemory;
-use crate::store::{KnowledgeStore, StoredMemory, get_record, meta_u64, schema};
+use crate::store::{KnowledgeStore, StoredMemory};
+use crate::store::{entity, graph, label, memory, meta, relation, source, space, thread, working_memory};
 
 use super::*;
 
 /// True when a (space, id) keyed table has a row of `space`.
-pub(super) fn any_in(t: &impl Readable<(&'static str, &'static str), &'static [u8]>, space: &str) -> Result<bool> {
-    match t.range((space, "")..)?.next() {
-        Some(row) => Ok(row?.0.value().0 == space),
-        None => Ok(false),
-    }
+pub(super) fn any_in<R: crate::store::records::Codec>(
+    t: &crate::store::records::Records<impl Readable<K2, Bytes>, K2, R>,
+    space: &str,
+) -> Result<bool> {
+    Ok(t.count_keys_in(space, 1)? > 0)
 }
 
 /// The state one import shares across its stages: the archive, the mode, the counts by record kind, the
@@ -72,18 +73,18 @@ impl Import<'_> {
     /// Spaces first: every other record needs its space. A stored space holding nothing yet (the default
     /// space of a new store) takes the archive's record as it is.
     fn spaces(&mut self, txn: &WriteTx) -> Result<()> {
-        let mut t = txn.table(SPACES)?;
+        let mut t = space::spaces(txn)?;
         let (mode, progress) = (self.mode, self.progress);
         let k = self.counts.entry("spaces".into()).or_default();
-        let (mems, threads, sources) = (txn.table(MEMORIES)?, txn.table(THREADS)?, txn.table(SOURCES)?);
+        let (mems, threads, sources) = (memory::memories(txn)?, thread::threads(txn)?, source::sources(txn)?);
         self.ar.lines("spaces.jsonl", |s: Space| {
             let id = s.id.as_str();
             let holds = any_in(&mems, id)? || any_in(&threads, id)? || any_in(&sources, id)?;
-            let existing: Option<Space> = if holds { get_record(&t, id)? } else { None };
+            let existing: Option<Space> = if holds { t.get(id)? } else { None };
             let d = decide(mode, existing, s.clone())?;
             k.note(&d);
             if let Decision::Insert(v) | Decision::Replace(v) = &d {
-                t.put(s.id.as_str(), schema::encode(v)?.as_slice())?;
+                t.put(s.id.as_str(), v)?;
             }
             tick(progress);
             Ok(())
@@ -100,8 +101,7 @@ impl Import<'_> {
     /// for the recount.
     fn keyed<T>(
         &mut self,
-        txn: &WriteTx,
-        table: crate::storage::Kind<(&'static str, &'static str), &'static [u8]>,
+        mut t: RecordsMut<'_, T>,
         kind: &str,
         key: fn(&T) -> (&str, &str),
         touch: bool,
@@ -110,13 +110,12 @@ impl Import<'_> {
     where
         T: crate::storage::codec::Versioned + PartialEq + Clone,
     {
-        let mut t = txn.table(table)?;
         let Import { ar, mode, counts, touched, spaces, progress } = self;
         let k = counts.entry(kind.into()).or_default();
         ar.lines(&format!("{kind}.jsonl"), |r: T| {
             let (space, id) = key(&r);
             need_space(spaces, space)?;
-            let existing: Option<T> = get_record(&t, (space, id))?;
+            let existing: Option<T> = t.get((space, id))?;
             let had = existing.is_some();
             let d = decide(*mode, existing, r.clone())?;
             k.note(&d);
@@ -132,7 +131,7 @@ impl Import<'_> {
 
     /// Entity keys (`(space, key) -> entity id`): a plain row per key.
     fn entity_keys(&mut self, txn: &WriteTx) -> Result<()> {
-        let mut keys = txn.table(ENTITY_KEYS)?;
+        let mut keys = entity::entity_keys(txn)?;
         let Import { ar, mode, counts, spaces, progress, .. } = self;
         let k = counts.entry("entity_keys".into()).or_default();
         ar.lines("entity_keys.jsonl", |r: KeyLine| {
@@ -148,11 +147,10 @@ impl Import<'_> {
 
     /// Relations, with the rows that find them by id and by memory.
     fn relations(&mut self, txn: &WriteTx) -> Result<()> {
-        let mut relation_space = txn.table(RELATION_SPACE)?;
-        let mut memory_relations = txn.table(MEMORY_RELATIONS)?;
+        let mut relation_space = relation::relation_space(txn)?;
+        let mut memory_relations = relation::memory_relations(txn)?;
         self.keyed(
-            txn,
-            RELATIONS,
+            relation::relations(txn)?,
             "relations",
             |r: &MemoryRelation| (&r.space_id, &r.id),
             false,
@@ -169,7 +167,7 @@ impl Import<'_> {
 
     /// CRYSTALLIZED_FROM weights (`(space, crystal, memory) -> weight`): a plain row per edge.
     fn crystal_sources(&mut self, txn: &WriteTx) -> Result<()> {
-        let mut cs = txn.table(CRYSTAL_SOURCES)?;
+        let mut cs = graph::crystal_sources(txn)?;
         let Import { ar, mode, counts, spaces, progress, .. } = self;
         let k = counts.entry("crystal_sources".into()).or_default();
         ar.lines("crystal_sources.jsonl", |r: CrystalSourceLine| {
@@ -192,10 +190,9 @@ impl Import<'_> {
         let mut take_messages: HashSet<(String, String)> = HashSet::new();
         let mut replaced: Vec<(String, String)> = Vec::new();
         {
-            let mut ts = txn.table(THREAD_SPACES)?;
+            let mut ts = thread::thread_spaces(txn)?;
             self.keyed(
-                txn,
-                THREADS,
+                thread::threads(txn)?,
                 "threads",
                 |t: &Thread| (&t.space_id, &t.thread_id),
                 false,
@@ -216,10 +213,10 @@ impl Import<'_> {
                 },
             )?;
         }
-        let mut msgs = txn.table(MESSAGES)?;
-        let mut mkeys = txn.table(MESSAGE_KEYS)?;
+        let mut msgs = thread::messages(txn)?;
+        let mut mkeys = thread::message_keys(txn)?;
         for (s, th) in &replaced {
-            msgs.retain_in((s.as_str(), th.as_str(), 0u64)..=(s.as_str(), th.as_str(), u64::MAX), |_, _| false)?;
+            msgs.remove_range((s.as_str(), th.as_str(), 0u64)..=(s.as_str(), th.as_str(), u64::MAX))?;
             mkeys.retain_in((s.as_str(), th.as_str(), "")..(s.as_str(), th.as_str(), "\u{10ffff}"), |_, _| false)?;
         }
         let Import { ar, counts, progress, .. } = self;
@@ -230,11 +227,11 @@ impl Import<'_> {
                 k.skipped += 1;
             } else {
                 let at = (m.space_id.as_str(), m.thread_id.as_str(), m.index);
-                let existing: Option<Message> = get_record(&msgs, at)?;
+                let existing: Option<Message> = msgs.get(at)?;
                 let d = decide(mode, existing, m.message.clone())?;
                 k.note(&d);
                 if let Decision::Insert(v) | Decision::Replace(v) = &d {
-                    msgs.put(at, schema::encode(v)?.as_slice())?;
+                    msgs.put(at, v)?;
                 }
             }
             tick(progress);
@@ -255,16 +252,16 @@ impl Import<'_> {
         })?;
         // A merged thread may have gained messages: its count follows its rows.
         drop(msgs);
-        let msgs = txn.table(MESSAGES)?;
-        let mut t = txn.table(THREADS)?;
+        let msgs = thread::messages(txn)?;
+        let mut t = thread::threads(txn)?;
         for (s, th) in &take_messages {
             let n = msgs.range((s.as_str(), th.as_str(), 0u64)..=(s.as_str(), th.as_str(), u64::MAX))?.count() as u64;
-            if let Some(mut rec) = get_record::<_, Thread>(&t, (s.as_str(), th.as_str()))?
+            if let Some(mut rec) = t.get((s.as_str(), th.as_str()))?
                 && rec.message_count != n
                 && n > 0
             {
                 rec.message_count = n;
-                t.put((s.as_str(), th.as_str()), schema::encode(&rec)?.as_slice())?;
+                t.put((s.as_str(), th.as_str()), &rec)?;
             }
         }
         Ok(())
@@ -278,12 +275,12 @@ impl Import<'_> {
             lines.push(s);
             Ok(())
         })?;
-        let mut st = txn.table(SOURCES)?;
-        let mut ss = txn.table(SOURCE_SPACE)?;
-        let mut sha = txn.table(SOURCE_SHA)?;
-        let mut text = txn.table(SOURCE_TEXT)?;
-        let mut files = txn.table(SOURCE_FILES)?;
-        let mut chunks = txn.table(SOURCE_CHUNKS)?;
+        let mut st = source::sources(txn)?;
+        let mut ss = source::source_space(txn)?;
+        let mut sha = source::source_sha(txn)?;
+        let mut text = source::source_text(txn)?;
+        let mut files = source::source_files(txn)?;
+        let mut chunks = source::source_chunks(txn)?;
         let k = self.counts.entry("sources".into()).or_default();
         for line in lines {
             let s = &line.source;
@@ -297,7 +294,7 @@ impl Import<'_> {
                 tick(self.progress);
                 continue;
             }
-            let existing: Option<Source> = get_record(&st, (s.space_id.as_str(), id))?;
+            let existing: Option<Source> = st.get((s.space_id.as_str(), id))?;
             let had = existing.is_some();
             let d = decide(self.mode, existing, s.clone())?;
             k.note(&d);
@@ -307,9 +304,9 @@ impl Import<'_> {
                 ss.put(id, s.space_id.as_str())?;
                 sha.put((s.space_id.as_str(), s.sha256.as_str()), id)?;
                 text.put(id, line.text.as_bytes())?;
-                chunks.retain_in((id, 0u64)..=(id, u64::MAX), |_, _| false)?;
+                chunks.remove_range((id, 0u64)..=(id, u64::MAX))?;
                 for (i, ch) in line.chunks.iter().enumerate() {
-                    chunks.put((id, i as u64), schema::encode(ch)?.as_slice())?;
+                    chunks.put((id, i as u64), ch)?;
                 }
                 if let Some(bytes) = self.ar.blob(&format!("source_files/{id}"))? {
                     files.put(id, bytes.as_slice())?;
@@ -325,15 +322,15 @@ impl Import<'_> {
     fn communities(&mut self, txn: &WriteTx) -> Result<()> {
         // Communities are derived; they are taken only into a store that has none (the graph worker
         // recomputes them after the import either way).
-        let mut ct = txn.table(COMMUNITIES)?;
+        let mut ct = graph::communities(txn)?;
         let k = self.counts.entry("communities".into()).or_default();
         let empty = ct.is_empty()?;
-        let mut members = txn.table(COMMUNITY_MEMBERS)?;
-        let mut ec = txn.table(ENTITY_COMMUNITY)?;
+        let mut members = graph::community_members(txn)?;
+        let mut ec = graph::entity_community(txn)?;
         let mut max_id = 0u64;
         self.ar.lines("communities.jsonl", |l: CommunityLine| {
             if empty {
-                ct.put(l.community.id, schema::encode(&l.community)?.as_slice())?;
+                ct.put(l.community.id, &l.community)?;
                 for (s, e, r) in &l.members {
                     members.put((l.community.id, s.as_str(), e.as_str()), *r)?;
                     ec.put((s.as_str(), e.as_str()), l.community.id)?;
@@ -346,7 +343,7 @@ impl Import<'_> {
             tick(self.progress);
             Ok(())
         })?;
-        let mut pr = txn.table(MEMORY_PAGERANK)?;
+        let mut pr = graph::memory_pagerank(txn)?;
         self.ar.lines("memory_pagerank.jsonl", |l: PagerankLine| {
             if empty {
                 pr.put((l.space_id.as_str(), l.memory_id.as_str()), l.score)?;
@@ -355,9 +352,9 @@ impl Import<'_> {
             Ok(())
         })?;
         if empty && max_id > 0 {
-            let mut meta = txn.table(META)?;
-            let next = meta_u64(&meta, "next_community_id")?.unwrap_or(1).max(max_id + 1);
-            meta.put("next_community_id", next.to_le_bytes().as_slice())?;
+            let mut meta = meta::meta(txn)?;
+            let next = meta.u64("next_community_id")?.unwrap_or(1).max(max_id + 1);
+            meta.put_u64("next_community_id", next)?;
         }
         Ok(())
     }
@@ -393,25 +390,23 @@ impl KnowledgeStore {
                 progress,
             };
             im.spaces(txn)?;
-            im.keyed(txn, LABELS, "labels", |l: &Label| (&l.space_id, &l.id), true, |_, _, _| Ok(()))?;
+            im.keyed(label::labels(txn)?, "labels", |l: &Label| (&l.space_id, &l.id), true, |_, _, _| Ok(()))?;
             im.keyed(
-                txn,
-                LABEL_MERGES,
+                label::label_merges(txn)?,
                 "label_merges",
                 |m: &LabelMerge| (&m.space_id, &m.merge_id),
                 false,
                 |_, _, _| Ok(()),
             )?;
             // Entities before memories; mention edges come with the memories.
-            im.keyed(txn, ENTITIES, "entities", |e: &Entity| (&e.space_id, &e.id), false, |_, _, _| Ok(()))?;
+            im.keyed(entity::entities(txn)?, "entities", |e: &Entity| (&e.space_id, &e.id), false, |_, _, _| Ok(()))?;
             im.entity_keys(txn)?;
             self.import_memories(txn, &mut im, now)?;
             im.relations(txn)?;
             im.crystal_sources(txn)?;
             im.threads(txn)?;
             im.keyed(
-                txn,
-                WORKING_MEMORY,
+                working_memory::days(txn)?,
                 "working_memory",
                 |w: &WorkingMemory| (&w.space_id, &w.date),
                 false,
@@ -433,12 +428,12 @@ impl KnowledgeStore {
     /// recompute them). Ids are unique across spaces: a memory of another space with the same id is a conflict.
     fn import_memories(&self, txn: &WriteTx, im: &mut Import<'_>, now: Timestamp) -> Result<()> {
         let label_names: HashMap<(String, String), String> = {
-            let t = txn.table(LABELS)?;
+            let t = label::labels(txn)?;
             let mut m = HashMap::new();
             for row in t.iter()? {
                 let (k, v) = row?;
                 let (s, id) = k.value();
-                let l: Label = schema::decode(v.value())?;
+                let l: Label = v;
                 m.insert((s.to_string(), id.to_string()), l.name);
             }
             m
@@ -455,7 +450,7 @@ impl KnowledgeStore {
             // Ids are unique across spaces: a memory of another space with this id is a conflict too.
             let at = t.memory_space.get(id.as_str())?.map(|v| v.value().to_string());
             let existing: Option<StoredMemory> = match &at {
-                Some(s) => get_record(&t.memories, (s.as_str(), id.as_str()))?,
+                Some(s) => t.memories.get((s.as_str(), id.as_str()))?,
                 None => None,
             };
             let names = |ids: &[String]| -> BTreeSet<String> {
@@ -511,7 +506,7 @@ impl KnowledgeStore {
                 if let Some(v) = line.embedding.as_ref().filter(|v| embedder.external() && v.len() == embedder.dim())
                     && v.iter().all(|x| x.is_finite())
                 {
-                    t.vectors.put((space.as_str(), docno), schema::vector_to_bytes(v).as_slice())?;
+                    t.vectors.put((space.as_str(), docno), &crate::store::records::Vector(v.clone()))?;
                 }
             }
             tick(im.progress);
@@ -542,8 +537,8 @@ impl KnowledgeStore {
 /// Recomputes what follows from the edges of `space`: label usage counts, entity mention counts and
 /// RELATES_TO weights (memories mentioning both entities).
 pub(super) fn recount(txn: &crate::storage::WriteTx, space: &str) -> Result<()> {
-    let lm = txn.table(LABEL_MEMORIES)?;
-    let mut labels = txn.table(LABELS)?;
+    let lm = label::label_memories(txn)?;
+    let mut labels = label::labels(txn)?;
     let mut fixes: Vec<(String, Label)> = Vec::new();
     for row in labels.range((space, "")..)? {
         let (k, v) = row?;
@@ -551,7 +546,7 @@ pub(super) fn recount(txn: &crate::storage::WriteTx, space: &str) -> Result<()> 
         if s != space {
             break;
         }
-        let mut l: Label = schema::decode(v.value())?;
+        let mut l: Label = v;
         let n = crate::store::range_prefix2_count(&lm, space, id)?;
         if l.usage_count != n {
             l.usage_count = n;
@@ -559,10 +554,10 @@ pub(super) fn recount(txn: &crate::storage::WriteTx, space: &str) -> Result<()> 
         }
     }
     for (id, l) in fixes {
-        labels.put((space, id.as_str()), schema::encode(&l)?.as_slice())?;
+        labels.put((space, id.as_str()), &l)?;
     }
-    let em = txn.table(ENTITY_MEMORIES)?;
-    let mut ents = txn.table(ENTITIES)?;
+    let em = entity::entity_memories(txn)?;
+    let mut ents = entity::entities(txn)?;
     let mut fixes: Vec<(String, Entity)> = Vec::new();
     for row in ents.range((space, "")..)? {
         let (k, v) = row?;
@@ -570,7 +565,7 @@ pub(super) fn recount(txn: &crate::storage::WriteTx, space: &str) -> Result<()> 
         if s != space {
             break;
         }
-        let mut e: Entity = schema::decode(v.value())?;
+        let mut e: Entity = v;
         let n = crate::store::range_prefix2_count(&em, space, id)?;
         if e.mention_count != n {
             e.mention_count = n;
@@ -578,10 +573,10 @@ pub(super) fn recount(txn: &crate::storage::WriteTx, space: &str) -> Result<()> 
         }
     }
     for (id, e) in fixes {
-        ents.put((space, id.as_str()), schema::encode(&e)?.as_slice())?;
+        ents.put((space, id.as_str()), &e)?;
     }
     // RELATES_TO from MENTIONS: every pair of entities a memory mentions, both directions.
-    let mentions = txn.table(MENTIONS)?;
+    let mentions = entity::mentions(txn)?;
     let mut weights: HashMap<(String, String), u64> = HashMap::new();
     let mut cur_mem: Option<String> = None;
     let mut group: Vec<String> = Vec::new();
@@ -608,7 +603,7 @@ pub(super) fn recount(txn: &crate::storage::WriteTx, space: &str) -> Result<()> 
         group.push(e.to_string());
     }
     flush(&mut group, &mut weights);
-    let mut rt = txn.table(RELATES_TO)?;
+    let mut rt = entity::relates_to(txn)?;
     rt.retain_in((space, "", "")..(space, "\u{10ffff}", ""), |_, _| false)?;
     for ((a, b), w) in weights {
         rt.put((space, a.as_str(), b.as_str()), w)?;

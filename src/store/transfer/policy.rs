@@ -4,7 +4,6 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::store::schema;
 
 use super::*;
 
@@ -79,16 +78,23 @@ impl KindCounts {
     }
 }
 
+/// A `(space, id)`-keyed record kind of a write transaction.
+pub(super) type RecordsMut<'t, T> = crate::store::records::Records<
+    crate::storage::Table<'t, crate::store::records::K2, crate::store::records::Bytes>,
+    crate::store::records::K2,
+    T,
+>;
+
 /// Writes a (space, id) keyed record per the decision; returns whether it wrote.
 pub(super) fn put_record<T: crate::storage::codec::Versioned>(
-    t: &mut crate::storage::Table<'_, (&'static str, &'static str), &'static [u8]>,
+    t: &mut RecordsMut<'_, T>,
     space: &str,
     id: &str,
     d: &Decision<T>,
 ) -> Result<bool> {
     match d {
         Decision::Insert(v) | Decision::Replace(v) => {
-            t.put((space, id), schema::encode(v)?.as_slice())?;
+            t.put((space, id), v)?;
             Ok(true)
         }
         Decision::Keep => Ok(false),

@@ -1,32 +1,13 @@
-//! The stored record kinds and their versions, in one place: what each kind writes today and how each older
-//! version is read (see [`crate::storage::codec`] for the byte layout and `docs/design.md`, "Changing the
-//! format", for the rules).
-//!
-//! | kind (table) | record | version | history |
-//! |---|---|---|---|
-//! | `memories` | [`StoredMemory`] | 2 | 1: format 1; 2: `Memory::expires_at` (format 2) |
-//! | every other record table | its model type | 1 | unchanged since format 1 |
+//! Memories (`memories`, `memory_space`) and their index records (`vectors`, `postings`, `lex_stats`): the
+//! record types with their versions, and the only place these kinds are opened.
 
 use serde::{Deserialize, Serialize};
 
+use super::{Bytes, K1, K2, KN, Opened, Records, Tx};
 use crate::error::Result;
 use crate::model::{Memory, MemoryState, Metadata, TemporalContext, Timestamp, UnitType};
-use crate::storage::codec::{Versioned, postcard_body, version_one};
-
-version_one!(
-    crate::model::Space,
-    crate::model::Label,
-    crate::model::Thread,
-    crate::model::Message,
-    crate::model::Entity,
-    crate::model::Source,
-    crate::extract::document::Chunk,
-    super::Community,
-    super::MemoryRelation,
-    super::ReviewEvent,
-    super::WorkingMemory,
-    super::LabelMerge,
-);
+use crate::storage::codec::{Versioned, postcard_body, vector_from_bytes, vector_to_bytes};
+use crate::storage::tables::{LEX_STATS, MEMORIES, MEMORY_SPACE, POSTINGS, VECTORS};
 
 /// A stored memory (`memories` table, version 2): its document number (the id of its current text in the
 /// indexes) and the record.
@@ -178,6 +159,68 @@ impl From<StoredMemoryV1> for StoredMemory {
             },
         }
     }
+}
+
+/// An embedding as stored in `vectors`: `f32`s in memory; half precision on disk
+/// ([`crate::storage::codec::vector_to_bytes`], `1 + 2 x dim` bytes; format-1 stores hold untagged `f32`s).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Vector(pub Vec<f32>);
+
+impl super::Codec for Vector {
+    fn to_bytes(&self) -> Result<Vec<u8>> {
+        Ok(vector_to_bytes(&self.0))
+    }
+
+    fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        Ok(Vector(vector_from_bytes(bytes)))
+    }
+}
+
+impl Vector {
+    /// The vector as it reads back after storing: each component rounded to half precision.
+    pub(crate) fn as_stored(v: &[f32]) -> Vec<f32> {
+        vector_from_bytes(&vector_to_bytes(v))
+    }
+}
+
+/// `(space id, memory id)` -> [`StoredMemory`].
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn memories<X: Tx>(tx: &X) -> Result<Records<X::Table<'_, K2, Bytes>, K2, StoredMemory>> {
+    super::records(tx, MEMORIES)
+}
+
+/// memory id -> space id (ids are unique across spaces; a read by id needs no space).
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn memory_space<X: Tx>(tx: &X) -> Result<X::Table<'_, K1, &'static str>> {
+    tx.open(MEMORY_SPACE)
+}
+
+/// `(space id, docno)` -> the memory's embedding.
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn vectors<X: Tx>(tx: &X) -> Result<Opened<'_, X, KN, Vector>> {
+    super::records(tx, VECTORS)
+}
+
+/// `(space id, term, docno)` -> posting (term frequency << 32 | document length in terms).
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn postings<X: Tx>(tx: &X) -> Result<X::Table<'_, (&'static str, &'static str, u64), u64>> {
+    tx.open(POSTINGS)
+}
+
+/// space id -> (documents, total document length in terms), for BM25's N and avgdl.
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn lex_stats<X: Tx>(tx: &X) -> Result<X::Table<'_, K1, (u64, u64)>> {
+    tx.open(LEX_STATS)
 }
 
 #[cfg(test)]

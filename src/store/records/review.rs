@@ -1,0 +1,14 @@
+//! Timeline review events: the only place the `reviews` kind is opened.
+
+use super::{Bytes, K2, Records, Tx};
+use crate::error::Result;
+use crate::storage::tables::REVIEWS;
+use crate::store::ReviewEvent;
+
+/// `(space id, rev_<uuidv7>)` -> [`ReviewEvent`].
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn reviews<X: Tx>(tx: &X) -> Result<Records<X::Table<'_, K2, Bytes>, K2, ReviewEvent>> {
+    super::records(tx, REVIEWS)
+}

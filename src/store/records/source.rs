@@ -1,0 +1,55 @@
+//! Sources: the records, where each lives, the content hashes, the parsed text, the original bytes and the chunks: the only place these kinds are opened.
+
+use super::{Bytes, K1, K2, KN, Opened, Records, Tx};
+use crate::error::Result;
+use crate::extract::document::Chunk;
+use crate::model::Source;
+use crate::storage::tables::{SOURCE_CHUNKS, SOURCE_FILES, SOURCE_SHA, SOURCE_SPACE, SOURCE_TEXT, SOURCES};
+
+/// `(space id, source id)` -> [`Source`].
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn sources<X: Tx>(tx: &X) -> Result<Records<X::Table<'_, K2, Bytes>, K2, Source>> {
+    super::records(tx, SOURCES)
+}
+
+/// source id -> space id.
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn source_space<X: Tx>(tx: &X) -> Result<X::Table<'_, K1, &'static str>> {
+    tx.open(SOURCE_SPACE)
+}
+
+/// `(space id, sha256 hex)` -> source id: the same bytes in a space are one source.
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn source_sha<X: Tx>(tx: &X) -> Result<X::Table<'_, K2, &'static str>> {
+    tx.open(SOURCE_SHA)
+}
+
+/// source id -> parsed text (UTF-8 bytes).
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn source_text<X: Tx>(tx: &X) -> Result<X::Table<'_, K1, Bytes>> {
+    tx.open(SOURCE_TEXT)
+}
+
+/// source id -> the original bytes.
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn source_files<X: Tx>(tx: &X) -> Result<X::Table<'_, K1, Bytes>> {
+    tx.open(SOURCE_FILES)
+}
+
+/// `(source id, chunk index)` -> [`Chunk`].
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn source_chunks<X: Tx>(tx: &X) -> Result<Opened<'_, X, KN, Chunk>> {
+    super::records(tx, SOURCE_CHUNKS)
+}
