@@ -143,6 +143,10 @@ export interface Memory {
   updated_at: string;
   event_start: string | null;
   event_end: string | null;
+  /** When the memory expires (RFC 3339), or null: it then leaves search and listings, readable by id. */
+  expires_at: string | null;
+  /** `expires_at` has passed. */
+  expired: boolean;
   pagerank_score: number;
   source: string;
   source_thread_id: string | null;

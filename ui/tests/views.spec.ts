@@ -64,6 +64,45 @@ test("memories: add a memory, edit its title, label it, archive it", async ({ si
   expect(m.labels.sort()).toEqual(["drinks", "tea"]);
 });
 
+test("memories: an expiry date takes a memory out of the list; it stays readable and the date can be cleared", async ({ signedIn: page, seeded }) => {
+  const d = seeded.daemon;
+  const made = await rest<{ id?: string; memory?: { id: string } }>(d, "POST", "/memories", {
+    content: "Parking permit for the old office on Elm Street",
+    title: "Old parking permit",
+  });
+  const id = made.id ?? made.memory?.id ?? "";
+  const path = `/memories/${encodeURIComponent(id)}`;
+  await open(page, d, path);
+  await expect(page.locator("dl.facts")).toContainText("never");
+  await page.getByRole("button", { name: "Edit" }).click();
+  await page.getByRole("form", { name: "Edit memory" }).getByLabel("Expires on (UTC date; empty: never)").fill("2020-01-31");
+  await page.getByRole("button", { name: "Save" }).click();
+  await expect(page.locator("dl.facts")).toContainText("(expired: out of search and listings)");
+  let m = await rest<{ expires_at: string | null; expired: boolean }>(d, "GET", path);
+  expect(m.expires_at).toMatch(/^2020-01-31T00:00:00(\.000)?Z$/);
+  expect(m.expired).toBe(true);
+  // Out of the list, and back in it with "Include expired", marked.
+  await open(page, d, "/memories");
+  await expect(page.locator("table.list")).toBeVisible();
+  await expect(page.locator("table.list")).not.toContainText("Old parking permit");
+  // The box is bound to the URL (`expired=1`); the router applies the change in a transition, so wait for it.
+  await page.getByLabel("Include expired").click();
+  await expect(page.getByLabel("Include expired")).toBeChecked();
+  await expect(page).toHaveURL(/expired=1/);
+  const row = page.locator("table.list tbody tr", { hasText: "Old parking permit" });
+  await expect(row.locator(".chip")).toHaveText("expired");
+  // Clearing the date brings it back.
+  await open(page, d, path);
+  await page.getByRole("button", { name: "Edit" }).click();
+  await expect(page.getByLabel("Expires on (UTC date; empty: never)")).toHaveValue("2020-01-31");
+  await page.getByLabel("Expires on (UTC date; empty: never)").fill("");
+  await page.getByRole("button", { name: "Save" }).click();
+  await expect(page.locator("dl.facts")).toContainText("never");
+  m = await rest(d, "GET", path);
+  expect(m.expires_at).toBeNull();
+  expect(m.expired).toBe(false);
+});
+
 test("memories: the list pages, sorts and follows writes made elsewhere", async ({ signedIn: page, seeded }) => {
   const d = seeded.daemon;
   await open(page, d, "/memories?order=importance");

@@ -30,9 +30,10 @@ export function MemoriesView() {
   const space = useSpace();
   const offset = Number(params.get("offset") ?? 0) || 0;
   const order = params.get("order") ?? "recent";
+  const withExpired = params.get("expired") === "1";
   const f = readFilters(params);
   const list = useQuery({
-    queryKey: ["memories", space, offset, order, f],
+    queryKey: ["memories", space, offset, order, f, withExpired],
     queryFn: () =>
       get<{ memories: Memory[]; pagination: Pagination }>("/memories", {
         space_id: space,
@@ -44,6 +45,7 @@ export function MemoriesView() {
         state: f.state || undefined,
         recorded_date_from: f.from || undefined,
         recorded_date_to: f.to || undefined,
+        include_expired: withExpired || undefined,
       }),
     placeholderData: (prev) => prev,
   });
@@ -78,6 +80,14 @@ export function MemoriesView() {
             ))}
           </select>
         </label>
+        <label>
+          <input
+            type="checkbox"
+            checked={withExpired}
+            onChange={(e) => update({ expired: e.target.checked ? "1" : null, offset: null })}
+          />{" "}
+          Include expired
+        </label>
       </div>
       <Filters
         value={f}
@@ -107,6 +117,7 @@ export function MemoriesView() {
                       {m.title || m.content.slice(0, 100)}
                     </SpaceLink>
                     {m.state !== "active" && <span className="chip state">{m.state}</span>}
+                    {m.expired && <span className="chip state">expired</span>}
                   </td>
                   <td>{m.unit_type}</td>
                   <td>{m.labels.join(", ")}</td>
@@ -137,6 +148,7 @@ function AddMemory({ onDone }: { onDone: () => void }) {
   const [labels, setLabels] = useState("");
   const [unit, setUnit] = useState("");
   const [importance, setImportance] = useState("0.5");
+  const [expires, setExpires] = useState("");
   const add = useMutation({
     mutationFn: () =>
       post<{ id?: string; memory?: Memory }>("/memories", {
@@ -148,6 +160,7 @@ function AddMemory({ onDone }: { onDone: () => void }) {
           .filter(Boolean),
         unit_type: unit || undefined,
         importance: Number(importance),
+        expires_at: expires || undefined,
         space_id: space,
         source: "console",
       }),
@@ -188,6 +201,10 @@ function AddMemory({ onDone }: { onDone: () => void }) {
       <label>
         Importance (0 to 1)
         <input type="number" min="0" max="1" step="0.05" value={importance} onChange={(e) => setImportance(e.target.value)} />
+      </label>
+      <label>
+        Expires on (UTC date, optional)
+        <input type="date" value={expires} onChange={(e) => setExpires(e.target.value)} />
       </label>
       <ErrorView error={add.error} />
       <div className="row">
@@ -249,7 +266,9 @@ export function MemoryDetail() {
         <SpaceLink to="/memories">← Memories</SpaceLink>
       </p>
       <div className="row">
-        <h1 id="memory-title">{m.title || "(untitled)"}</h1>
+        <h1 id="memory-title">
+          {m.title || "(untitled)"} {m.expired && <span className="chip state">expired</span>}
+        </h1>
         <button
           type="button"
           aria-pressed={m.is_favorite}
@@ -281,6 +300,11 @@ export function MemoryDetail() {
         <dd>{m.importance.toFixed(2)}</dd>
         <dt>Event time</dt>
         <dd>{m.event_start ? `${m.event_start}${m.event_end ? ` – ${m.event_end}` : ""}` : "none"}</dd>
+        <dt>Expires</dt>
+        <dd>
+          {m.expires_at ? fmtTime(m.expires_at) : "never"}
+          {m.expired && " (expired: out of search and listings)"}
+        </dd>
         <dt>Created</dt>
         <dd>{fmtTime(m.created_at)}</dd>
         <dt>Space</dt>
@@ -380,13 +404,24 @@ function EditMemory({
   const [importance, setImportance] = useState(String(memory.importance));
   const [unit, setUnit] = useState(memory.unit_type);
   const [event, setEvent] = useState(memory.event_start ?? "");
+  const storedExpiry = memory.expires_at ? memory.expires_at.slice(0, 10) : "";
+  const [expires, setExpires] = useState(storedExpiry);
   return (
     <form
       className="card form"
       aria-label="Edit memory"
       onSubmit={(e) => {
         e.preventDefault();
-        onSave({ title, content, importance: Number(importance), unit_type: unit, event_start: event || undefined });
+        const body: Record<string, unknown> = {
+          title,
+          content,
+          importance: Number(importance),
+          unit_type: unit,
+          event_start: event || undefined,
+        };
+        // Only a changed expiry is sent: an emptied field clears it (null), an untouched one keeps the time.
+        if (expires !== storedExpiry) body.expires_at = expires || null;
+        onSave(body);
       }}
     >
       <label>
@@ -412,6 +447,10 @@ function EditMemory({
       <label>
         Event time (YYYY, YYYY-MM or YYYY-MM-DD)
         <input value={event} onChange={(e) => setEvent(e.target.value)} />
+      </label>
+      <label>
+        Expires on (UTC date; empty: never)
+        <input type="date" value={expires} onChange={(e) => setExpires(e.target.value)} />
       </label>
       <div className="row">
         <button type="submit">Save</button>
