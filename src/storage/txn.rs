@@ -3,9 +3,9 @@
 use super::Readable;
 use crate::error::Result;
 
-/// The third parts of the 3-tuple keys whose first two parts are `(a, b)`.
-pub(crate) fn range_prefix3(
-    t: &impl Readable<(&'static str, &'static str, &'static str), ()>,
+/// The third parts of the 3-tuple keys whose first two parts are `(a, b)`, in order (the values unread).
+pub(crate) fn range_prefix3<V: super::ValueType>(
+    t: &impl Readable<(&'static str, &'static str, &'static str), V>,
     a: &str,
     b: &str,
 ) -> Result<Vec<String>> {

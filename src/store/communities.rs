@@ -801,7 +801,7 @@ fn write_crystals(
         existing.entry((s.to_string(), c.to_string())).or_default().push((m.to_string(), v.value()));
     }
     let base = KnowledgeStore::alloc_docnos(txn, plans.len() as u64)?;
-    let mut t = super::memories::WTables::open(txn)?;
+    let mut t = super::memories::MemoryWrite::open(txn)?;
     let mut cs = graph::crystal_sources(txn)?;
     let mut changed = 0u64;
     let mut wanted: rustc_hash::FxHashSet<(String, String)> = Default::default();
@@ -811,7 +811,7 @@ fn write_crystals(
         wanted.insert(key.clone());
         let mut sources: Vec<(String, f64)> = p.sources.iter().map(|(id, w, _)| (id.clone(), *w)).collect();
         sources.sort_by(|a, b| a.0.cmp(&b.0));
-        let same_content = match t.memories.get((key.0.as_str(), key.1.as_str()))? {
+        let same_content = match t.memories.get(&key.0, &key.1)? {
             Some(v) => v.memory.content == memory.content,
             None => false,
         };

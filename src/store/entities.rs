@@ -6,7 +6,7 @@ use crate::storage::Readable;
 use std::collections::BTreeMap;
 
 use super::KnowledgeStore;
-use super::memories::WTables;
+use super::memories::MemoryWrite;
 use super::types::Page;
 use crate::error::ErrorCode;
 use crate::error::Result;
@@ -59,18 +59,9 @@ fn with_parenthetical_aliases(text: &str, mut ms: Vec<Mention>) -> Vec<Mention> 
     ms
 }
 
-impl WTables<'_> {
+impl MemoryWrite<'_> {
     fn mentioned(&self, space: &str, memory_id: &str) -> Result<Vec<String>> {
-        let mut out = Vec::new();
-        for row in self.mentions.range((space, memory_id, "")..)? {
-            let (k, _) = row?;
-            let (s, m, e) = k.value();
-            if s != space || m != memory_id {
-                break;
-            }
-            out.push(e.to_string());
-        }
-        Ok(out)
+        self.entities.mentioned_by(space, memory_id)
     }
 
     fn bump_relates(&mut self, space: &str, ids: &[String], delta: i64) -> Result<u64> {
@@ -79,13 +70,9 @@ impl WTables<'_> {
         for (i, a) in ids.iter().enumerate() {
             for b in &ids[i + 1..] {
                 for (x, y) in [(a.as_str(), b.as_str()), (b.as_str(), a.as_str())] {
-                    let w = self.relates_to.get((space, x, y))?.map(|v| v.value()).unwrap_or(0);
+                    let w = self.entities.relates(space, x, y)?;
                     let nw = (w as i64 + delta).max(0) as u64;
-                    if nw == 0 {
-                        self.relates_to.remove((space, x, y))?;
-                    } else {
-                        self.relates_to.put((space, x, y), nw)?;
-                    }
+                    self.entities.set_relates(space, x, y, nw)?;
                     if w == 0 && nw > 0 && x < y {
                         created += 1;
                     }
@@ -106,8 +93,8 @@ impl WTables<'_> {
             vec![kind]
         };
         for k in order {
-            if let Some(v) = self.entity_keys.get((space, key(k.as_str(), name).as_str()))? {
-                return Ok((k, Some(v.value().to_string())));
+            if let Some(id) = self.entities.by_key(space, &key(k.as_str(), name))? {
+                return Ok((k, Some(id)));
             }
         }
         Ok((kind, None))
@@ -117,7 +104,7 @@ impl WTables<'_> {
     pub(crate) fn current_entities(&self, space: &str, memory_id: &str) -> Result<Vec<Entity>> {
         let mut out = Vec::new();
         for id in self.mentioned(space, memory_id)? {
-            if let Some(e) = self.entities.get((space, id.as_str()))? {
+            if let Some(e) = self.entities.get(space, id.as_str())? {
                 out.push(e);
             }
         }
@@ -153,7 +140,7 @@ impl WTables<'_> {
             let (kind, found_id) = self.resolve(space, kind, &name)?;
             let k = key(kind.as_str(), &name);
             let id = found_id.unwrap_or_else(|| entity_id(kind, &name));
-            let mut e: Entity = self.entities.get((space, id.as_str()))?.unwrap_or_else(|| Entity {
+            let mut e: Entity = self.entities.get(space, id.as_str())?.unwrap_or_else(|| Entity {
                 id: id.clone(),
                 node_type: "entity".into(),
                 created_at: now,
@@ -179,17 +166,16 @@ impl WTables<'_> {
                 {
                     e.aliases.push(s.clone());
                 }
-                self.entity_keys.put((space, key(kind.as_str(), s).as_str()), id.as_str())?;
+                self.entities.put_key(space, &key(kind.as_str(), s), &id)?;
             }
-            self.entity_keys.put((space, k.as_str()), id.as_str())?;
+            self.entities.put_key(space, &k, &id)?;
             if !old.contains(&id) {
                 e.mention_count += 1;
                 e.updated_at = now;
-                self.mentions.put((space, memory_id, id.as_str()), ())?;
-                self.entity_memories.put((space, id.as_str(), memory_id), ())?;
+                self.entities.mention(space, memory_id, &id)?;
                 created += 1;
             }
-            self.entities.put((space, id.as_str()), &e)?;
+            self.entities.put(space, id.as_str(), &e)?;
             new_ids.push(id);
             entities.push(e);
         }
@@ -202,18 +188,17 @@ impl WTables<'_> {
     }
 
     fn drop_mention(&mut self, space: &str, memory_id: &str, id: &str, now: Timestamp) -> Result<()> {
-        self.mentions.remove((space, memory_id, id))?;
-        self.entity_memories.remove((space, id, memory_id))?;
-        if let Some(mut e) = self.entities.get((space, id))? {
+        self.entities.unmention(space, memory_id, id)?;
+        if let Some(mut e) = self.entities.get(space, id)? {
             e.mention_count = e.mention_count.saturating_sub(1);
             e.updated_at = now;
             if e.mention_count == 0 {
-                self.entities.remove((space, id))?;
+                self.entities.remove(space, id)?;
                 for name in std::iter::once(&e.name).chain(&e.aliases) {
-                    self.entity_keys.remove((space, key(&e.entity_type, name).as_str()))?;
+                    self.entities.remove_key(space, &key(&e.entity_type, name))?;
                 }
             } else {
-                self.entities.put((space, id), &e)?;
+                self.entities.put(space, id, &e)?;
             }
         }
         Ok(())

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use super::memories::{WTables, check_label_name, new_label};
+use super::memories::{MemoryWrite, check_label_name, new_label};
 use super::types::LabelOrder;
 use super::{IndexOp, KnowledgeStore, range_prefix3};
 use crate::error::ErrorCode;
@@ -97,8 +97,8 @@ impl KnowledgeStore {
         }
         let Some(name) = name.filter(|_| errs.is_empty()) else { return Err(Error::invalid(errs)) };
         self.write(|txn, _| {
-            let t = WTables::open(txn)?;
-            if t.spaces.get(space)?.is_none() {
+            let t = MemoryWrite::open(txn)?;
+            if !t.spaces.contains(space)? {
                 return Err(Error::not_found(ErrorCode::SpaceNotFound, format!("space '{space}' does not exist")));
             }
             drop(t);
@@ -146,13 +146,13 @@ impl KnowledgeStore {
     ) -> Result<bool> {
         let now = Timestamp::now();
         let changed = self.write(|txn, ops| {
-            let mut t = WTables::open(txn)?;
+            let mut t = MemoryWrite::open(txn)?;
             let (space, sm) = t.locate(memory_id, space_guard)?;
             let label: Label = t
                 .labels
-                .get((space.as_str(), label_id))?
+                .get(&space, label_id)?
                 .ok_or_else(|| Error::not_found(ErrorCode::LabelNotFound, format!("label '{label_id}' not found")))?;
-            let current: BTreeSet<String> = range_prefix3(&t.memory_labels, &space, memory_id)?.into_iter().collect();
+            let current: BTreeSet<String> = t.labels.of_memory(&space, memory_id)?.into_iter().collect();
             let mut names: BTreeSet<String> =
                 current.iter().map(|id| id.strip_prefix("label_").unwrap_or(id).to_string()).collect();
             let changed = if attach { names.insert(label.name.clone()) } else { names.remove(&label.name) };

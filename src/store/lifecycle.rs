@@ -14,7 +14,7 @@
 //! newer one) and needs the newer memory in the same space. Every move appends `{from, to, reason, at}` to
 //! `metadata.lifecycle`. A refused move is 409 `invalid_state_transition` and changes nothing.
 
-use super::memories::WTables;
+use super::memories::MemoryWrite;
 use super::write::Commit;
 use super::{IndexOp, KnowledgeStore, MemoryView, StoredMemory, memory};
 use crate::error::ErrorCode;
@@ -94,7 +94,7 @@ impl KnowledgeStore {
         }
         let now = Timestamp::now();
         let out = self.write(|txn, ops| {
-            let mut w = WTables::open(txn)?;
+            let mut w = MemoryWrite::open(txn)?;
             let (space, mut sm) = w.locate(id, space_guard)?;
             let from = sm.memory.state;
             let to = t.target();
@@ -162,9 +162,9 @@ impl KnowledgeStore {
                     m.metadata.0.insert("lifecycle".into(), serde_json::Value::Array(vec![entry]));
                 }
             }
-            w.memories.put((space.as_str(), id), &sm)?;
+            w.memories.put(&space, &sm)?;
             ops.push(IndexOp::meta(&space, &sm, labels.clone()));
-            if let (Transition::Supersede { newer }, Some(osm)) = (&t, other_sm.as_mut()) {
+            if let (Transition::Supersede { .. }, Some(osm)) = (&t, other_sm.as_mut()) {
                 let list =
                     osm.memory.metadata.0.entry("supersedes").or_insert_with(|| serde_json::Value::Array(vec![]));
                 if let Some(a) = list.as_array_mut()
@@ -173,7 +173,7 @@ impl KnowledgeStore {
                     a.push(id.into());
                 }
                 osm.memory.updated_at = now;
-                w.memories.put((space.as_str(), newer.as_str()), osm)?;
+                w.memories.put(&space, osm)?;
             }
             Ok(StateChange {
                 view: MemoryView { memory: sm.memory, label_ids: labels.into_iter().collect() },
@@ -190,12 +190,12 @@ impl KnowledgeStore {
     /// [`ErrorKind::NotFound`] (`memory_not_found`).
     pub fn set_memory_favorite(&self, id: &str, space_guard: Option<&str>, favorite: bool) -> Result<MemoryView> {
         self.write(|txn, _| {
-            let mut w = WTables::open(txn)?;
+            let mut w = MemoryWrite::open(txn)?;
             let (space, mut sm) = w.locate(id, space_guard)?;
             if sm.memory.is_favorite != favorite {
                 sm.memory.is_favorite = favorite;
                 sm.memory.updated_at = Timestamp::now();
-                w.memories.put((space.as_str(), id), &sm)?;
+                w.memories.put(&space, &sm)?;
             }
             let labels = w.label_ids(&space, id)?;
             Ok(MemoryView { memory: sm.memory, label_ids: labels.into_iter().collect() })
@@ -282,7 +282,7 @@ impl KnowledgeStore {
         // Not a change of knowledge: no generation bump, so derived results stay current.
         let commit = Commit { durability: Some(crate::config::Durability::Eventual), bump: false };
         let count = |txn: &crate::storage::WriteTx, ops: &mut Vec<IndexOp>| -> Result<()> {
-            let mut w = WTables::open(txn)?;
+            let mut w = MemoryWrite::open(txn)?;
             for (id, (reads, last)) in &batch {
                 let (space, mut sm) = match w.locate(id, None) {
                     Ok(found) => found,
@@ -296,7 +296,7 @@ impl KnowledgeStore {
                 m.access_count = m.access_count.saturating_add(*reads);
                 m.last_accessed_at = Some(m.last_accessed_at.map_or(*last, |t| t.max(*last)));
                 m.decay_score_cached = decay::decay_score(m.importance, m.access_count, *last, *last);
-                w.memories.put((space.as_str(), id.as_str()), &sm)?;
+                w.memories.put(&space, &sm)?;
                 let labels = w.label_ids(&space, id)?;
                 ops.push(IndexOp::meta(&space, &sm, labels));
             }

@@ -4,7 +4,6 @@
 use crate::storage::{ReadTx, Readable, Table, WriteTx};
 use std::collections::BTreeSet;
 
-use super::records::Vector;
 use super::{
     DEFAULT_SPACE, IndexOp, KnowledgeStore, LexEntry, StoredMemory, range_prefix3,
     types::{CreatedMemory, DeleteReport, ListOrder, ListQuery, MemoryPatch, MemoryView, NewMemory, Page, WriteAction},
@@ -13,7 +12,6 @@ use super::{entity, label, memory, relation, space, thread};
 use crate::embed::InputType;
 use crate::error::ErrorCode;
 use crate::error::{Error, ErrorKind, FieldError, Result};
-use crate::index::bm25::Posting;
 use crate::index::catalog::DocMeta;
 use crate::index::lexicon;
 use crate::model::{Label, Memory, MemoryState, Metadata, Space, Timestamp, date_precision};
@@ -33,50 +31,25 @@ pub const MAX_METADATA_BYTES: usize = 65_536;
 
 /// A typed record handle of a write transaction (see [`super::records`]).
 type W<'t, K, R> = super::records::Records<Table<'t, K, super::records::Bytes>, K, R>;
-type K2 = super::records::K2;
-type K3 = super::records::K3;
 
-/// The record kinds a memory write touches, each opened once per transaction through its record module.
-pub(crate) struct WTables<'t> {
+/// A memory write's record writers, one per record module it touches, each opened once per transaction:
+/// memories with their index records, labels, entities and relations (and spaces, read).
+pub(crate) struct MemoryWrite<'t> {
     pub spaces: W<'t, &'static str, Space>,
-    pub memories: W<'t, K2, StoredMemory>,
-    pub memory_space: Table<'t, &'static str, &'static str>,
-    pub vectors: W<'t, (&'static str, u64), Vector>,
-    pub postings: Table<'t, (&'static str, &'static str, u64), u64>,
-    pub lex_stats: Table<'t, &'static str, (u64, u64)>,
-    pub labels: W<'t, K2, Label>,
-    pub memory_labels: Table<'t, K3, ()>,
-    pub label_memories: Table<'t, K3, ()>,
-    pub entities: W<'t, K2, crate::model::Entity>,
-    pub entity_keys: Table<'t, K2, &'static str>,
-    pub mentions: Table<'t, K3, ()>,
-    pub entity_memories: Table<'t, K3, ()>,
-    pub relates_to: Table<'t, K3, u64>,
-    pub relations: W<'t, K2, super::MemoryRelation>,
-    pub memory_relations: Table<'t, K3, ()>,
-    pub relation_space: Table<'t, &'static str, &'static str>,
+    pub memories: memory::Writer<'t>,
+    pub labels: label::Writer<'t>,
+    pub entities: entity::Writer<'t>,
+    pub relations: relation::Writer<'t>,
 }
 
-impl<'t> WTables<'t> {
+impl<'t> MemoryWrite<'t> {
     pub fn open(txn: &'t WriteTx) -> Result<Self> {
-        Ok(WTables {
+        Ok(MemoryWrite {
             spaces: space::spaces(txn)?,
-            memories: memory::memories(txn)?,
-            memory_space: memory::memory_space(txn)?,
-            vectors: memory::vectors(txn)?,
-            postings: memory::postings(txn)?,
-            lex_stats: memory::lex_stats(txn)?,
-            labels: label::labels(txn)?,
-            memory_labels: label::memory_labels(txn)?,
-            label_memories: label::label_memories(txn)?,
-            entities: entity::entities(txn)?,
-            entity_keys: entity::entity_keys(txn)?,
-            mentions: entity::mentions(txn)?,
-            entity_memories: entity::entity_memories(txn)?,
-            relates_to: entity::relates_to(txn)?,
-            relations: relation::relations(txn)?,
-            memory_relations: relation::memory_relations(txn)?,
-            relation_space: relation::relation_space(txn)?,
+            memories: memory::Writer::open(txn)?,
+            labels: label::Writer::open(txn)?,
+            entities: entity::Writer::open(txn)?,
+            relations: relation::Writer::open(txn)?,
         })
     }
 
@@ -90,34 +63,26 @@ impl<'t> WTables<'t> {
     /// Adds the postings of `text` for `docno`; returns what the in-memory lexicon needs.
     fn index_text(&mut self, space: &str, docno: u64, text: &str) -> Result<LexEntry> {
         let (tf, len) = lexicon::analyse(text);
-        for (term, n) in &tf {
-            self.postings.put((space, term.as_str(), docno), Posting::pack(*n, len))?;
-        }
-        let (docs, total) = self.lex_stats.get(space)?.map(|v| v.value()).unwrap_or((0, 0));
-        self.lex_stats.put(space, (docs + 1, total + u64::from(len)))?;
+        self.memories.index_terms(space, docno, &tf, len)?;
         Ok(LexEntry { terms: tf, len })
     }
 
     /// Removes the postings of `text` for `docno`; returns what the in-memory lexicon needs.
     fn unindex_text(&mut self, space: &str, docno: u64, text: &str) -> Result<LexEntry> {
         let (tf, len) = lexicon::analyse(text);
-        for (term, _) in &tf {
-            self.postings.remove((space, term.as_str(), docno))?;
-        }
-        let (docs, total) = self.lex_stats.get(space)?.map(|v| v.value()).unwrap_or((0, 0));
-        self.lex_stats.put(space, (docs.saturating_sub(1), total.saturating_sub(u64::from(len))))?;
+        self.memories.unindex_terms(space, docno, &tf, len)?;
         Ok(LexEntry { terms: tf, len })
     }
 
     fn load(&self, space: &str, id: &str) -> Result<Option<StoredMemory>> {
-        self.memories.get((space, id))
+        self.memories.get(space, id)
     }
 
     /// The space and record of memory `id`, as a by-id read sees it: `memory_not_found` when there is none, when
     /// it lives in another space than `space_guard`, or when it is forgotten.
     pub fn locate(&self, id: &str, space_guard: Option<&str>) -> Result<(String, StoredMemory)> {
         let not_found = || Error::not_found(ErrorCode::MemoryNotFound, format!("memory '{id}' not found"));
-        let space = self.memory_space.get(id)?.map(|v| v.value().to_string()).ok_or_else(not_found)?;
+        let space = self.memories.space_of(id)?.ok_or_else(not_found)?;
         if space_guard.is_some_and(|g| g != space) {
             return Err(not_found());
         }
@@ -129,14 +94,14 @@ impl<'t> WTables<'t> {
     }
 
     pub(crate) fn label_ids(&self, space: &str, id: &str) -> Result<BTreeSet<String>> {
-        Ok(range_prefix3(&self.memory_labels, space, id)?.into_iter().collect())
+        Ok(self.labels.of_memory(space, id)?.into_iter().collect())
     }
 
     fn bump_label(&mut self, space: &str, label_id: &str, delta: i64, now: Timestamp) -> Result<()> {
-        if let Some(mut l) = self.labels.get((space, label_id))? {
+        if let Some(mut l) = self.labels.get(space, label_id)? {
             l.usage_count = (l.usage_count as i64 + delta).max(0) as u64;
             let _ = now;
-            self.labels.put((space, label_id), &l)?;
+            self.labels.put(space, label_id, &l)?;
         }
         Ok(())
     }
@@ -152,8 +117,7 @@ impl<'t> WTables<'t> {
         let current = self.label_ids(space, id)?;
         let wanted: BTreeSet<String> = names.iter().map(|n| Label::id_for(n)).collect();
         for gone in current.difference(&wanted) {
-            self.memory_labels.remove((space, id, gone.as_str()))?;
-            self.label_memories.remove((space, gone.as_str(), id))?;
+            self.labels.unlink(space, id, gone)?;
             self.bump_label(space, gone, -1, now)?;
         }
         for name in names {
@@ -161,12 +125,11 @@ impl<'t> WTables<'t> {
             if current.contains(&lid) {
                 continue;
             }
-            if self.labels.get((space, lid.as_str()))?.is_none() {
+            if !self.labels.contains(space, &lid)? {
                 let l = new_label(space, name, None, None, now);
-                self.labels.put((space, lid.as_str()), &l)?;
+                self.labels.put(space, &lid, &l)?;
             }
-            self.memory_labels.put((space, id, lid.as_str()), ())?;
-            self.label_memories.put((space, lid.as_str(), id), ())?;
+            self.labels.link(space, id, &lid)?;
             self.bump_label(space, &lid, 1, now)?;
         }
         Ok(wanted)
@@ -198,15 +161,14 @@ impl<'t> WTables<'t> {
                     docno = sm.docno;
                 } else {
                     self.unindex_text(old_space, sm.docno, &sm.memory.index_text())?;
-                    self.vectors.remove((old_space, sm.docno))?;
+                    self.memories.remove_vector(old_space, sm.docno)?;
                 }
                 if old_space != space {
                     self.set_labels(old_space, &id, &BTreeSet::new(), now)?;
-                    for e in range_prefix3(&self.mentions, old_space, &id)? {
-                        self.mentions.remove((old_space, id.as_str(), e.as_str()))?;
-                        self.entity_memories.remove((old_space, e.as_str(), id.as_str()))?;
+                    for e in self.entities.mentioned_by(old_space, &id)? {
+                        self.entities.unmention(old_space, &id, &e)?;
                     }
-                    self.memories.remove((old_space, id.as_str()))?;
+                    self.memories.remove_record(old_space, &id)?;
                 }
                 if !same {
                     self.index_text(&space, docno, &text)?;
@@ -217,17 +179,14 @@ impl<'t> WTables<'t> {
             }
         }
         let stored = StoredMemory { docno, memory };
-        self.memories.put((space.as_str(), id.as_str()), &stored)?;
-        self.memory_space.put(id.as_str(), space.as_str())?;
+        self.memories.place(&space, &stored)?;
         self.set_labels(&space, &id, label_names, now)?;
-        let current: BTreeSet<String> = range_prefix3(&self.mentions, &space, &id)?.into_iter().collect();
+        let current: BTreeSet<String> = self.entities.mentioned_by(&space, &id)?.into_iter().collect();
         for gone in current.difference(mentions) {
-            self.mentions.remove((space.as_str(), id.as_str(), gone.as_str()))?;
-            self.entity_memories.remove((space.as_str(), gone.as_str(), id.as_str()))?;
+            self.entities.unmention(&space, &id, gone)?;
         }
         for new in mentions.difference(&current) {
-            self.mentions.put((space.as_str(), id.as_str(), new.as_str()), ())?;
-            self.entity_memories.put((space.as_str(), new.as_str(), id.as_str()), ())?;
+            self.entities.mention(&space, &id, new)?;
         }
         Ok(docno)
     }
@@ -237,13 +196,12 @@ impl<'t> WTables<'t> {
     pub(crate) fn remove_memory(&mut self, space: &str, sm: &StoredMemory, now: Timestamp) -> Result<(u64, LexEntry)> {
         let id = sm.memory.id.as_str();
         let lex = self.unindex_text(space, sm.docno, &sm.memory.index_text())?;
-        self.vectors.remove((space, sm.docno))?;
+        self.memories.remove_vector(space, sm.docno)?;
         let removed = self.label_ids(space, id)?.len() as u64
             + self.clear_mentions(space, id, now)?
             + self.remove_memory_relations(space, id)?;
         self.set_labels(space, id, &BTreeSet::new(), now)?;
-        self.memories.remove((space, id))?;
-        self.memory_space.remove(id)?;
+        self.memories.remove(space, id)?;
         Ok((removed, lex))
     }
 }
@@ -583,13 +541,13 @@ impl KnowledgeStore {
 
         let results = self.write(|txn, ops| {
             let base = Self::alloc_docnos(txn, batch.len() as u64)?;
-            let mut t = WTables::open(txn)?;
+            let mut t = MemoryWrite::open(txn)?;
             let mut results = Vec::with_capacity(batch.len());
             for (i, (n, labels)) in batch.iter().zip(label_sets).enumerate() {
                 let space = n.space_id.as_deref().unwrap_or(DEFAULT_SPACE);
                 t.require_space(space)?;
                 let id = n.id.clone().unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
-                let existing = match t.memory_space.get(id.as_str())?.map(|v| v.value().to_string()) {
+                let existing = match t.memories.space_of(&id)? {
                     Some(s) if s != space => {
                         return Err(Error::new(
                             ErrorKind::Conflict,
@@ -624,7 +582,7 @@ impl KnowledgeStore {
     /// Writes one memory according to `plan`, appending the index changes to `ops`.
     fn put_memory(
         &self,
-        t: &mut WTables<'_>,
+        t: &mut MemoryWrite<'_>,
         plan: PutPlan<'_>,
         now: Timestamp,
         ops: &mut Vec<IndexOp>,
@@ -636,7 +594,7 @@ impl KnowledgeStore {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn move_one(
         &self,
-        t: &mut WTables<'_>,
+        t: &mut MemoryWrite<'_>,
         space: String,
         sm: StoredMemory,
         target: &str,
@@ -706,7 +664,7 @@ impl KnowledgeStore {
         let now = Timestamp::now();
         let created = self.write(|txn, ops| {
             let base = Self::alloc_docnos(txn, 1)?;
-            let mut t = WTables::open(txn)?;
+            let mut t = MemoryWrite::open(txn)?;
             let (space, sm) = t.locate(id, space_guard)?;
             let target = patch.space_id.clone().unwrap_or_else(|| space.clone());
             t.require_space(&target)?;
@@ -733,9 +691,9 @@ impl KnowledgeStore {
     pub fn delete_memory(&self, id: &str, space_guard: Option<&str>) -> Result<DeleteReport> {
         let now = Timestamp::now();
         let report = self.write(|txn, ops| {
-            let mut t = WTables::open(txn)?;
+            let mut t = MemoryWrite::open(txn)?;
             let not_found = || Error::not_found(ErrorCode::MemoryNotFound, format!("memory '{id}' not found"));
-            let space = t.memory_space.get(id)?.map(|v| v.value().to_string()).ok_or_else(not_found)?;
+            let space = t.memories.space_of(id)?.ok_or_else(not_found)?;
             if space_guard.is_some_and(|g| g != space) {
                 return Err(not_found());
             }
@@ -878,7 +836,7 @@ impl KnowledgeStore {
 /// Writes one memory according to `plan` with `embedder`, appending the index changes to `ops`.
 fn put_with(
     embedder: &dyn crate::embed::Embedder,
-    t: &mut WTables<'_>,
+    t: &mut MemoryWrite<'_>,
     plan: PutPlan<'_>,
     now: Timestamp,
     ops: &mut Vec<IndexOp>,
@@ -914,9 +872,7 @@ fn put_with(
     let text_changed = moved || given || existing.as_ref().is_none_or(|(_, sm)| sm.memory.index_text() != text);
     // An external store cannot recompute a vector: a memory re-indexed without a new one keeps its old one.
     let kept: Option<Vec<f32>> = match (&existing, &vector) {
-        (Some((s, sm)), None) if embedder.external() && text_changed => {
-            t.vectors.get((s.as_str(), sm.docno))?.map(|v| v.0)
-        }
+        (Some((s, sm)), None) if embedder.external() && text_changed => t.memories.vector(s, sm.docno)?,
         _ => None,
     };
     if let Some((_, sm)) = &existing
@@ -937,7 +893,7 @@ fn put_with(
         let lex = if moved {
             Some(t.remove_memory(old_space, sm, now)?.1)
         } else if text_changed {
-            t.vectors.remove((old_space.as_str(), sm.docno))?;
+            t.memories.remove_vector(old_space, sm.docno)?;
             Some(t.unindex_text(old_space, sm.docno, &sm.memory.index_text())?)
         } else {
             None
@@ -961,10 +917,7 @@ fn put_with(
         lex = Some(t.index_text(space, docno, &text)?);
         // The index holds exactly what the file holds (half precision), so a reopen changes no score.
         let v = match v {
-            Some(v) => {
-                t.vectors.put((space, docno), &Vector(v.clone()))?;
-                Some(Vector::as_stored(&v))
-            }
+            Some(v) => Some(t.memories.put_vector(space, docno, v)?),
             None => None,
         };
         merged.last_reindexed_at = Some(now);
@@ -974,8 +927,7 @@ fn put_with(
         None
     };
     let stored = StoredMemory { docno, memory: merged };
-    t.memories.put((space, stored.memory.id.as_str()), &stored)?;
-    t.memory_space.put(stored.memory.id.as_str(), space)?;
+    t.memories.place(space, &stored)?;
     let label_ids = t.set_labels(space, &stored.memory.id, &wanted_names, now)?;
     let assigned: Vec<String> = wanted_names.iter().cloned().collect();
     let graph = if stored.memory.is_crystal {
@@ -1010,7 +962,7 @@ fn put_with(
 /// it (favourite, state). Crystals get no entity mentions: they are derived from the graph, not part of it.
 pub(crate) fn write_derived(
     embedder: &dyn crate::embed::Embedder,
-    t: &mut WTables<'_>,
+    t: &mut MemoryWrite<'_>,
     mut memory: Memory,
     labels: BTreeSet<String>,
     new_docno: u64,
@@ -1041,7 +993,7 @@ pub(crate) fn write_derived(
 
 /// Deletes a derived memory (a crystal whose sources no longer qualify).
 pub(crate) fn remove_derived(
-    t: &mut WTables<'_>,
+    t: &mut MemoryWrite<'_>,
     space: &str,
     id: &str,
     now: Timestamp,

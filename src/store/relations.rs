@@ -11,7 +11,7 @@ use crate::storage::Readable;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::{KnowledgeStore, StoredMemory, memories::WTables, range_prefix3};
+use super::{KnowledgeStore, StoredMemory, memories::MemoryWrite, range_prefix3};
 use crate::error::ErrorCode;
 use crate::error::{Error, FieldError, Result};
 use crate::model::Timestamp;
@@ -185,7 +185,7 @@ impl KnowledgeStore {
         }
         let now = Timestamp::now();
         let rel = self.write(|txn, _| {
-            let w = WTables::open(txn)?;
+            let mut w = MemoryWrite::open(txn)?;
             let (space, _) = w.locate(source_id, space_guard)?;
             let (tspace, _) = w.locate(&input.target_memory_id, None)?;
             if tspace != space {
@@ -194,11 +194,10 @@ impl KnowledgeStore {
                     format!("memory '{}' not found in space '{space}'", input.target_memory_id),
                 ));
             }
-            let WTables { relations: mut rels, memory_relations: mut by_mem, relation_space: mut rel_space, .. } = w;
             let rtype = input.relation_type.clone().unwrap_or_default().trim().to_string();
             let mut existing = None;
-            for rid in range_prefix3(&by_mem, &space, source_id)? {
-                if let Some(r) = rels.get((space.as_str(), rid.as_str()))?
+            for rid in w.relations.of_memory(&space, source_id)? {
+                if let Some(r) = w.relations.get(&space, &rid)?
                     && r.source_memory_id == source_id
                     && r.target_memory_id == input.target_memory_id
                     && r.relation_type == rtype
@@ -226,10 +225,7 @@ impl KnowledgeStore {
             if let Some(b) = input.bidirectional {
                 r.bidirectional = b;
             }
-            rels.put((space.as_str(), r.id.as_str()), &r)?;
-            by_mem.put((space.as_str(), source_id, r.id.as_str()), ())?;
-            by_mem.put((space.as_str(), r.target_memory_id.as_str(), r.id.as_str()), ())?;
-            rel_space.put(r.id.as_str(), space.as_str())?;
+            w.relations.put(&space, &r)?;
             Ok(r)
         })?;
         self.relation_view(rel, "out")
@@ -338,17 +334,14 @@ fn find_relation(txn: &crate::storage::WriteTx, rel_id: &str) -> Result<(String,
     Ok((space, r))
 }
 
-impl WTables<'_> {
+impl MemoryWrite<'_> {
     /// Removes every relation touching memory `id` of `space` (the memory is deleted or leaves the space).
     /// Returns how many.
     pub(crate) fn remove_memory_relations(&mut self, space: &str, id: &str) -> Result<u64> {
         let mut n = 0;
-        for rid in range_prefix3(&self.memory_relations, space, id)? {
-            if let Some(r) = self.relations.get((space, rid.as_str()))? {
-                self.memory_relations.remove((space, r.source_memory_id.as_str(), rid.as_str()))?;
-                self.memory_relations.remove((space, r.target_memory_id.as_str(), rid.as_str()))?;
-                self.relations.remove((space, rid.as_str()))?;
-                self.relation_space.remove(rid.as_str())?;
+        for rid in self.relations.of_memory(space, id)? {
+            if let Some(r) = self.relations.get(space, &rid)? {
+                self.relations.remove(space, &r)?;
                 n += 1;
             }
         }

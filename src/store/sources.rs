@@ -7,7 +7,7 @@ use sha2::Digest;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use super::memories::{WTables, check_label_name};
+use super::memories::{MemoryWrite, check_label_name};
 use super::{IndexOp, KnowledgeStore, Page};
 use crate::error::ErrorCode;
 use crate::error::{Error, FieldError, Result};
@@ -343,12 +343,12 @@ impl KnowledgeStore {
             if let Some(id) = source::source_sha(txn)?.get((space, source.sha256.as_str()))? {
                 return Ok(Some(id.value().to_string()));
             }
-            let mut t = WTables::open(txn)?;
+            let mut t = MemoryWrite::open(txn)?;
             for n in labels {
                 let lid = Label::id_for(n);
-                if t.labels.get((space, lid.as_str()))?.is_none() {
+                if t.labels.get(space, lid.as_str())?.is_none() {
                     let l = super::memories::new_label(space, n, None, None, now);
-                    t.labels.put((space, lid.as_str()), &l)?;
+                    t.labels.put(space, lid.as_str(), &l)?;
                 }
             }
             drop(t);
@@ -885,22 +885,12 @@ impl KnowledgeStore {
         let space = source.space_id.clone();
         let now = Timestamp::now();
         let removed = self.write(|txn, ops| {
-            let mut t = WTables::open(txn)?;
+            let mut t = MemoryWrite::open(txn)?;
             let prefix = format!("{id}#c");
-            let mut ids = Vec::new();
-            for row in t.memories.range((space.as_str(), prefix.as_str())..)? {
-                let (k, _) = row?;
-                let (s, m) = k.value();
-                if s != space || !m.starts_with(&prefix) {
-                    break;
-                }
-                ids.push(m.to_string());
-            }
-            for mid in &ids {
-                if let Some(sm) = t.memories.get((space.as_str(), mid.as_str()))? {
-                    let (_, lex) = t.remove_memory(&space, &sm, now)?;
-                    ops.push(IndexOp::Remove { space: space.clone(), docno: sm.docno, lex: Some(lex) });
-                }
+            let chunk_memories = t.memories.with_prefix(&space, &prefix)?;
+            for sm in &chunk_memories {
+                let (_, lex) = t.remove_memory(&space, sm, now)?;
+                ops.push(IndexOp::Remove { space: space.clone(), docno: sm.docno, lex: Some(lex) });
             }
             drop(t);
             source::sources(txn)?.remove((space.as_str(), id))?;
@@ -911,7 +901,7 @@ impl KnowledgeStore {
             let mut chunks = source::source_chunks(txn)?;
             chunks.remove_range((id, 0u64)..=(id, u64::MAX))?;
             self.feed.publish(txn, super::feed::ChangeOut::Sources(&space))?;
-            Ok(ids.len() as u64)
+            Ok(chunk_memories.len() as u64)
         })?;
         self.chunk_index.write().remove(&space);
         Ok((source, removed))

@@ -6,7 +6,7 @@
 use crate::storage::Readable;
 use std::collections::BTreeSet;
 
-use super::memories::WTables;
+use super::memories::MemoryWrite;
 use super::types::{MoveFailure, MoveReport, MoveSelection, NewSpace, SpacePatch};
 use super::{DEFAULT_SPACE, KnowledgeStore, StoredMemory};
 use crate::error::ErrorCode;
@@ -347,7 +347,7 @@ impl KnowledgeStore {
         let now = Timestamp::now();
         let (moved, failures) = self.write(|txn, ops| {
             let base = Self::alloc_docnos(txn, ids.len() as u64)?;
-            let mut t = WTables::open(txn)?;
+            let mut t = MemoryWrite::open(txn)?;
             let mut moved = 0u64;
             let mut failures = Vec::new();
             for (i, id) in ids.iter().enumerate() {
@@ -361,7 +361,7 @@ impl KnowledgeStore {
                 if space == target {
                     continue;
                 }
-                let vector = t.vectors.get((space.as_str(), sm.docno))?.map(|v| v.0);
+                let vector = t.memories.vector(&space, sm.docno)?;
                 self.move_one(&mut t, space, sm, target, base + i as u64, vector, now, ops)?;
                 moved += 1;
             }

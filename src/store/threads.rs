@@ -241,83 +241,51 @@ fn summarize(messages: &[Message]) -> String {
     crate::extract::first_sentence(m.content.trim()).chars().take(300).collect()
 }
 
-/// A typed record handle of a write transaction (see [`super::records`]).
-type W<'t, K, R> = super::records::Records<crate::storage::Table<'t, K, super::records::Bytes>, K, R>;
-
-/// The thread kinds a thread write touches, each opened once per transaction through [`thread`].
-struct TTables<'t> {
-    threads: W<'t, crate::store::records::K2, Thread>,
-    spaces_of: crate::storage::Table<'t, (&'static str, &'static str), ()>,
-    messages: W<'t, (&'static str, &'static str, u64), Message>,
-    keys: crate::storage::Table<'t, (&'static str, &'static str, &'static str), u64>,
-}
-
-impl<'t> TTables<'t> {
-    fn open(txn: &'t crate::storage::WriteTx) -> Result<Self> {
-        Ok(TTables {
-            threads: thread::threads(txn)?,
-            spaces_of: thread::thread_spaces(txn)?,
-            messages: thread::messages(txn)?,
-            keys: thread::message_keys(txn)?,
-        })
-    }
-
-    /// Stores `msgs` after the thread's current messages, skipping duplicates; updates `thread`.
-    fn append(
-        &mut self,
-        thread: &mut Thread,
-        msgs: &[NewMessage],
-        deduplicate: bool,
-        idempotency_key: Option<&str>,
-        now: Timestamp,
-    ) -> Result<(Vec<Message>, u64)> {
-        let (space, tid) = (thread.space_id.clone(), thread.thread_id.clone());
-        let mut added = Vec::new();
-        let mut skipped = 0;
-        let mut seen_here = std::collections::HashSet::new();
-        for (i, m) in msgs.iter().enumerate() {
-            let key = if deduplicate { dedup_key(m, i, idempotency_key) } else { None };
-            if let Some(k) = &key
-                && (self.keys.get((space.as_str(), tid.as_str(), k.as_str()))?.is_some()
-                    || !seen_here.insert(k.clone()))
-            {
-                skipped += 1;
-                continue;
-            }
-            let order_index = thread.message_count;
-            let msg = Message {
-                id: format!("{tid}#{order_index}"),
-                node_type: "message".into(),
-                created_at: now,
-                updated_at: now,
-                metadata: m.metadata.clone().unwrap_or_default(),
-                content: m.content.clone(),
-                role: m.role.trim().to_string(),
-                order_index,
-                timestamp: m.timestamp.as_deref().and_then(Timestamp::parse).unwrap_or(now),
-                token_count: text::words(&m.content).len() as u64,
-            };
-            self.messages.put((space.as_str(), tid.as_str(), order_index), &msg)?;
-            if let Some(k) = &key {
-                self.keys.put((space.as_str(), tid.as_str(), k.as_str()), order_index)?;
-            }
-            thread.message_count += 1;
-            added.push(msg);
+/// Stores `msgs` after the thread's current messages, skipping duplicates; updates `thread`.
+fn append_messages(
+    w: &mut thread::Writer<'_>,
+    thread: &mut Thread,
+    msgs: &[NewMessage],
+    deduplicate: bool,
+    idempotency_key: Option<&str>,
+    now: Timestamp,
+) -> Result<(Vec<Message>, u64)> {
+    let (space, tid) = (thread.space_id.clone(), thread.thread_id.clone());
+    let mut added = Vec::new();
+    let mut skipped = 0;
+    let mut seen_here = std::collections::HashSet::new();
+    for (i, m) in msgs.iter().enumerate() {
+        let key = if deduplicate { dedup_key(m, i, idempotency_key) } else { None };
+        if let Some(k) = &key
+            && (w.has_key(&space, &tid, k)? || !seen_here.insert(k.clone()))
+        {
+            skipped += 1;
+            continue;
         }
-        if !added.is_empty() {
-            thread.updated_at = now;
-        }
-        if thread.summary.is_empty() {
-            thread.summary = summarize(&added);
-        }
-        Ok((added, skipped))
+        let order_index = thread.message_count;
+        let msg = Message {
+            id: format!("{tid}#{order_index}"),
+            node_type: "message".into(),
+            created_at: now,
+            updated_at: now,
+            metadata: m.metadata.clone().unwrap_or_default(),
+            content: m.content.clone(),
+            role: m.role.trim().to_string(),
+            order_index,
+            timestamp: m.timestamp.as_deref().and_then(Timestamp::parse).unwrap_or(now),
+            token_count: text::words(&m.content).len() as u64,
+        };
+        w.put_message(&space, &tid, &msg, key.as_deref())?;
+        thread.message_count += 1;
+        added.push(msg);
     }
-
-    fn put_thread(&mut self, t: &Thread) -> Result<()> {
-        self.threads.put((t.space_id.as_str(), t.thread_id.as_str()), t)?;
-        self.spaces_of.put((t.thread_id.as_str(), t.space_id.as_str()), ())?;
-        Ok(())
+    if !added.is_empty() {
+        thread.updated_at = now;
     }
+    if thread.summary.is_empty() {
+        thread.summary = summarize(&added);
+    }
+    Ok((added, skipped))
 }
 
 /// `metadata.analysis` of a thread whose every message becomes one memory ([`crate::extract::units_per_message`]).
@@ -408,8 +376,8 @@ impl KnowledgeStore {
             if space::spaces(txn)?.get(space.as_str())?.is_none() {
                 return Err(Error::not_found(ErrorCode::SpaceNotFound, format!("space '{space}' does not exist")));
             }
-            let mut t = TTables::open(txn)?;
-            if t.threads.get((space.as_str(), id.as_str()))?.is_some() {
+            let mut t = thread::Writer::open(txn)?;
+            if t.contains(&space, &id)? {
                 return Err(Error::new(
                     ErrorKind::Conflict,
                     format!("thread '{id}' already exists in space '{space}'"),
@@ -435,12 +403,18 @@ impl KnowledgeStore {
                 import_date: new.import_date.as_deref().and_then(Timestamp::parse),
                 is_favorite: false,
             };
-            let (messages, _) =
-                t.append(&mut thread, &new.messages, new.deduplicate, new.idempotency_key.as_deref(), now)?;
+            let (messages, _) = append_messages(
+                &mut t,
+                &mut thread,
+                &new.messages,
+                new.deduplicate,
+                new.idempotency_key.as_deref(),
+                now,
+            )?;
             if thread.title.is_empty() {
                 thread.title = thread.summary.chars().take(80).collect();
             }
-            t.put_thread(&thread)?;
+            t.put(&thread)?;
             Ok(CreatedThread { thread, messages, extraction: Extraction::default() })
         })
         .map(|mut c| {
@@ -476,7 +450,7 @@ impl KnowledgeStore {
                 )
                 .with_code(ErrorCode::CheckpointConflict));
             }
-            t.append(thread, &req.messages, req.deduplicate, req.idempotency_key.as_deref(), now)
+            append_messages(t, thread, &req.messages, req.deduplicate, req.idempotency_key.as_deref(), now)
         })?;
         let extraction = self.extract_or_warn(&thread, &added);
         let checkpointed = req.expected_message_count.is_some();
@@ -849,14 +823,14 @@ impl KnowledgeStore {
         &self,
         id: &str,
         space: Option<&str>,
-        f: impl FnOnce(&mut TTables<'_>, &mut Thread) -> Result<T>,
+        f: impl FnOnce(&mut thread::Writer<'_>, &mut Thread) -> Result<T>,
     ) -> Result<(Thread, T)> {
         let space = self.locate_thread(&self.db.read()?, id, space)?;
         self.write(|txn, _| {
-            let mut t = TTables::open(txn)?;
-            let mut thread: Thread = t.threads.get((space.as_str(), id))?.ok_or_else(|| thread_not_found(id))?;
+            let mut t = thread::Writer::open(txn)?;
+            let mut thread: Thread = t.get(&space, id)?.ok_or_else(|| thread_not_found(id))?;
             let out = f(&mut t, &mut thread)?;
-            t.put_thread(&thread)?;
+            t.put(&thread)?;
             Ok((thread, out))
         })
     }
@@ -907,34 +881,8 @@ impl KnowledgeStore {
         };
         let deleted_messages = {
             self.write(|txn, _| {
-                let mut t = TTables::open(txn)?;
-                if !t.threads.remove((space.as_str(), id))? {
-                    return Err(thread_not_found(id));
-                }
-                t.spaces_of.remove((id, space.as_str()))?;
-                let mut n = 0u64;
-                let keys: Vec<u64> = t
-                    .messages
-                    .range((space.as_str(), id, 0u64)..=(space.as_str(), id, u64::MAX))?
-                    .map(|r| r.map(|(k, _)| k.value().2))
-                    .collect::<std::result::Result<_, _>>()?;
-                for k in keys {
-                    t.messages.remove((space.as_str(), id, k))?;
-                    n += 1;
-                }
-                let mut dkeys = Vec::new();
-                for r in t.keys.range((space.as_str(), id, "")..)? {
-                    let (k, _) = r?;
-                    let (s, tid, key) = k.value();
-                    if s != space || tid != id {
-                        break;
-                    }
-                    dkeys.push(key.to_string());
-                }
-                for k in dkeys {
-                    t.keys.remove((space.as_str(), id, k.as_str()))?;
-                }
-                Ok(n)
+                let mut t = thread::Writer::open(txn)?;
+                t.remove(&space, id)?.ok_or_else(|| thread_not_found(id))
             })?
         };
         let mut deleted_memories = 0;

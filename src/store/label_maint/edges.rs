@@ -6,36 +6,32 @@ use std::collections::BTreeSet;
 use crate::error::ErrorCode;
 use crate::error::{Error, ErrorKind, FieldError, Result};
 use crate::model::{Label, Timestamp};
-use crate::store::memories::{WTables, check_label_name};
-use crate::store::{IndexOp, KnowledgeStore, range_prefix3};
+use crate::store::memories::{MemoryWrite, check_label_name};
+use crate::store::{IndexOp, KnowledgeStore};
 
 use super::{LabelDeleteReport, LabelPatch, load_label};
 
-impl WTables<'_> {
+impl MemoryWrite<'_> {
     pub(super) fn memories_with(&self, space: &str, label_id: &str) -> Result<Vec<String>> {
-        range_prefix3(&self.label_memories, space, label_id)
+        self.labels.memories_of(space, label_id)
     }
 
     pub(super) fn add_edge(&mut self, space: &str, memory: &str, label: &str) -> Result<()> {
-        self.memory_labels.put((space, memory, label), ())?;
-        self.label_memories.put((space, label, memory), ())?;
-        Ok(())
+        self.labels.link(space, memory, label)
     }
 
     pub(super) fn remove_edge(&mut self, space: &str, memory: &str, label: &str) -> Result<()> {
-        self.memory_labels.remove((space, memory, label))?;
-        self.label_memories.remove((space, label, memory))?;
-        Ok(())
+        self.labels.unlink(space, memory, label)
     }
 
     /// Sets the usage count of a label to its number of edges. A derived count, so `updated_at` stays (as
     /// when memory writes change it).
     pub(super) fn recount(&mut self, space: &str, label_id: &str) -> Result<()> {
-        if let Some(mut l) = self.labels.get((space, label_id))? {
+        if let Some(mut l) = self.labels.get(space, label_id)? {
             let n = self.memories_with(space, label_id)?.len() as u64;
             if l.usage_count != n {
                 l.usage_count = n;
-                self.labels.put((space, label_id), &l)?;
+                self.labels.put(space, label_id, &l)?;
             }
         }
         Ok(())
@@ -44,7 +40,7 @@ impl WTables<'_> {
     /// Catalog updates for memories whose label edges changed.
     pub(super) fn catalog_ops(&self, space: &str, ids: &BTreeSet<String>, ops: &mut Vec<IndexOp>) -> Result<()> {
         for id in ids {
-            if let Some(sm) = self.memories.get((space, id.as_str()))? {
+            if let Some(sm) = self.memories.get(space, id)? {
                 let labels = self.label_ids(space, id)?;
                 ops.push(IndexOp::meta(space, &sm, labels));
             }
@@ -88,7 +84,7 @@ impl KnowledgeStore {
         self.require_space(space)?;
         let now = Timestamp::now();
         self.label_write(|_, t, touched| {
-            let mut l = load_label(&t.labels, space, id)?;
+            let mut l = load_label(t.labels.records(), space, id)?;
             if let Some(c) = &patch.color {
                 l.color = c.clone();
             }
@@ -98,7 +94,7 @@ impl KnowledgeStore {
             l.updated_at = now;
             if let Some(n) = name.filter(|n| *n != l.name) {
                 let new_id = Label::id_for(&n);
-                if new_id != l.id && t.labels.get((space, new_id.as_str()))?.is_some() {
+                if new_id != l.id && t.labels.get(space, new_id.as_str())?.is_some() {
                     return Err(Error::new(
                         ErrorKind::Conflict,
                         format!("label '{n}' already exists; merge the two labels instead"),
@@ -110,11 +106,11 @@ impl KnowledgeStore {
                     t.add_edge(space, &m, &new_id)?;
                     touched.insert((space.to_string(), m));
                 }
-                t.labels.remove((space, id))?;
+                t.labels.remove(space, id)?;
                 l.id = new_id;
                 l.name = n;
             }
-            t.labels.put((space, l.id.as_str()), &l)?;
+            t.labels.put(space, l.id.as_str(), &l)?;
             Ok(l)
         })
     }
@@ -126,14 +122,14 @@ impl KnowledgeStore {
     pub fn delete_label(&self, space: &str, id: &str) -> Result<LabelDeleteReport> {
         self.require_space(space)?;
         self.label_write(|_, t, touched| {
-            let label = load_label(&t.labels, space, id)?;
+            let label = load_label(t.labels.records(), space, id)?;
             let mut removed = 0;
             for m in t.memories_with(space, id)? {
                 t.remove_edge(space, &m, id)?;
                 touched.insert((space.to_string(), m));
                 removed += 1;
             }
-            t.labels.remove((space, id))?;
+            t.labels.remove(space, id)?;
             Ok(LabelDeleteReport { label, removed_edges: removed })
         })
     }

@@ -11,7 +11,7 @@ use crate::error::ErrorCode;
 use crate::error::{Error, ErrorKind, Result};
 use crate::model::{Label, Timestamp};
 use crate::store::label;
-use crate::store::memories::WTables;
+use crate::store::memories::MemoryWrite;
 use crate::store::{KnowledgeStore, range_prefix3};
 
 use super::load_label;
@@ -74,7 +74,7 @@ pub struct AffectedCounts {
     pub threads: u64,
 }
 
-impl WTables<'_> {
+impl MemoryWrite<'_> {
     /// Merges `source` into `target` of `space` and records it. Returns the record and the touched memories.
     pub(super) fn merge(
         &mut self,
@@ -85,8 +85,8 @@ impl WTables<'_> {
         now: Timestamp,
     ) -> Result<LabelMerge> {
         // Unknown labels are 404 before anything else.
-        let src = load_label(&self.labels, space, source)?;
-        load_label(&self.labels, space, target)?;
+        let src = load_label(self.labels.records(), space, source)?;
+        load_label(self.labels.records(), space, target)?;
         if source == target {
             return Err(Error::invalid_value(
                 &["target_id"],
@@ -107,7 +107,7 @@ impl WTables<'_> {
                 moved.push(m);
             }
         }
-        self.labels.remove((space, source))?;
+        self.labels.remove(space, source)?;
         self.recount(space, target)?;
         let rec = LabelMerge {
             merge_id: format!("merge_{}", uuid::Uuid::now_v7()),
@@ -181,16 +181,16 @@ impl KnowledgeStore {
                     .with_code(ErrorCode::MergeReversed));
             }
             let sid = rec.source.id.clone();
-            if t.labels.get((space, sid.as_str()))?.is_some() {
+            if t.labels.get(space, sid.as_str())?.is_some() {
                 return Err(Error::new(
                     ErrorKind::Conflict,
                     format!("label '{sid}' exists again; delete or rename it first"),
                 )
                 .with_code(ErrorCode::LabelExists));
             }
-            t.labels.put((space, sid.as_str()), &rec.source)?;
+            t.labels.put(space, sid.as_str(), &rec.source)?;
             for m in &rec.moved_memory_ids {
-                if t.memories.get((space, m.as_str()))?.is_none() {
+                if t.memories.get(space, m)?.is_none() {
                     continue; // deleted since the merge
                 }
                 t.remove_edge(space, m, &rec.target_id)?;
@@ -198,7 +198,7 @@ impl KnowledgeStore {
                 touched.insert((space.to_string(), m.clone()));
             }
             for m in &rec.shared_memory_ids {
-                if t.memories.get((space, m.as_str()))?.is_none() {
+                if t.memories.get(space, m)?.is_none() {
                     continue;
                 }
                 t.add_edge(space, m, &sid)?;
@@ -245,7 +245,7 @@ impl KnowledgeStore {
         self.require_space(space)?;
         let now = Timestamp::now();
         self.label_write(|txn, t, touched| {
-            let plan = build_plan(&t.labels, &t.label_memories, space, source, target)?;
+            let plan = build_plan(t.labels.records(), t.labels.by_label(), space, source, target)?;
             if let Some(p) = plan_id
                 && p != plan.plan_id
             {
@@ -274,7 +274,7 @@ impl KnowledgeStore {
                         t.remove_edge(space, &m, source)?;
                         touched.insert((space.to_string(), m));
                     }
-                    t.labels.remove((space, source))?;
+                    t.labels.remove(space, source)?;
                     None
                 }
             };

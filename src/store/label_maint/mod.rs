@@ -33,7 +33,7 @@ use crate::error::{Error, Result};
 use crate::model::Label;
 use crate::store::KnowledgeStore;
 use crate::store::label;
-use crate::store::memories::WTables;
+use crate::store::memories::MemoryWrite;
 
 /// The canonical form of a label name (module docs).
 pub fn canonical_label(name: &str) -> String {
@@ -99,10 +99,10 @@ fn load_label(
 impl KnowledgeStore {
     fn label_write<T>(
         &self,
-        f: impl FnOnce(&WriteTx, &mut WTables<'_>, &mut BTreeSet<(String, String)>) -> Result<T>,
+        f: impl FnOnce(&WriteTx, &mut MemoryWrite<'_>, &mut BTreeSet<(String, String)>) -> Result<T>,
     ) -> Result<T> {
         let out = self.write(|txn, ops| {
-            let mut t = WTables::open(txn)?;
+            let mut t = MemoryWrite::open(txn)?;
             let mut touched: BTreeSet<(String, String)> = BTreeSet::new();
             let out = f(txn, &mut t, &mut touched)?;
             let mut by_space: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();

@@ -1,9 +1,10 @@
 //! Entities, their lookup keys, the MENTIONS edges both ways and the RELATES_TO edges: the only place these kinds are opened.
 
-use super::{Bytes, K2, K3, Records, Tx};
+use super::{Bytes, K2, K3, Opened, Records, Tx};
 use crate::error::Result;
 use crate::model::Entity;
 use crate::storage::tables::{ENTITIES, ENTITY_KEYS, ENTITY_MEMORIES, MENTIONS, RELATES_TO};
+use crate::storage::{Readable, Table, WriteTx};
 
 /// `(space id, entity id)` -> [`Entity`].
 ///
@@ -43,4 +44,124 @@ pub(crate) fn entity_memories<X: Tx>(tx: &X) -> Result<X::Table<'_, K3, ()>> {
 /// Storage errors.
 pub(crate) fn relates_to<X: Tx>(tx: &X) -> Result<X::Table<'_, K3, u64>> {
     tx.open(RELATES_TO)
+}
+
+/// The entity kinds of one write transaction (entities, their keys, MENTIONS both ways, RELATES_TO), each
+/// opened once.
+pub(crate) struct Writer<'t> {
+    records: Opened<'t, WriteTx, K2, Entity>,
+    keys: Table<'t, K2, &'static str>,
+    mentions: Table<'t, K3, ()>,
+    by_entity: Table<'t, K3, ()>,
+    relates: Table<'t, K3, u64>,
+}
+
+impl<'t> Writer<'t> {
+    /// Opens the entity kinds in `txn`.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub(crate) fn open(txn: &'t WriteTx) -> Result<Self> {
+        Ok(Writer {
+            records: entities(txn)?,
+            keys: entity_keys(txn)?,
+            mentions: mentions(txn)?,
+            by_entity: entity_memories(txn)?,
+            relates: relates_to(txn)?,
+        })
+    }
+
+    /// Entity `id` of `space`.
+    ///
+    /// # Errors
+    /// Storage errors; [`crate::ErrorKind::Corrupt`].
+    pub(crate) fn get(&self, space: &str, id: &str) -> Result<Option<Entity>> {
+        self.records.get((space, id))
+    }
+
+    /// Stores entity `e` under id `id` of `space`.
+    ///
+    /// # Errors
+    /// Storage errors; [`crate::ErrorKind::Internal`] when the record does not encode.
+    pub(crate) fn put(&mut self, space: &str, id: &str, e: &Entity) -> Result<()> {
+        self.records.put((space, id), e)
+    }
+
+    /// Deletes entity `id` of `space` (its keys and edges are the caller's).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub(crate) fn remove(&mut self, space: &str, id: &str) -> Result<()> {
+        self.records.remove((space, id)).map(|_| ())
+    }
+
+    /// The entity id under lookup key `key` (`<kind>:<lowercased name or alias>`) of `space`.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub(crate) fn by_key(&self, space: &str, key: &str) -> Result<Option<String>> {
+        Ok(self.keys.get((space, key))?.map(|v| v.value().to_string()))
+    }
+
+    /// Points lookup key `key` of `space` at entity `id`.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub(crate) fn put_key(&mut self, space: &str, key: &str, id: &str) -> Result<()> {
+        self.keys.put((space, key), id)
+    }
+
+    /// Deletes lookup key `key` of `space`.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub(crate) fn remove_key(&mut self, space: &str, key: &str) -> Result<()> {
+        self.keys.remove((space, key)).map(|_| ())
+    }
+
+    /// The entity ids memory `memory` of `space` mentions, in order.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub(crate) fn mentioned_by(&self, space: &str, memory: &str) -> Result<Vec<String>> {
+        crate::storage::txn::range_prefix3(&self.mentions, space, memory)
+    }
+
+    /// Records that memory `memory` mentions entity `entity` (the edge both ways).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub(crate) fn mention(&mut self, space: &str, memory: &str, entity: &str) -> Result<()> {
+        self.mentions.put((space, memory, entity), ())?;
+        self.by_entity.put((space, entity, memory), ())
+    }
+
+    /// Removes the mention of entity `entity` by memory `memory` (the edge both ways).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub(crate) fn unmention(&mut self, space: &str, memory: &str, entity: &str) -> Result<()> {
+        self.mentions.remove((space, memory, entity))?;
+        self.by_entity.remove((space, entity, memory)).map(|_| ())
+    }
+
+    /// The RELATES_TO weight from entity `a` to `b` of `space` (0 when there is no edge).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub(crate) fn relates(&self, space: &str, a: &str, b: &str) -> Result<u64> {
+        Ok(self.relates.get((space, a, b))?.map(|v| v.value()).unwrap_or(0))
+    }
+
+    /// Sets the RELATES_TO weight from entity `a` to `b` of `space`; 0 deletes the edge.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub(crate) fn set_relates(&mut self, space: &str, a: &str, b: &str, weight: u64) -> Result<()> {
+        if weight == 0 {
+            self.relates.remove((space, a, b)).map(|_| ())
+        } else {
+            self.relates.put((space, a, b), weight)
+        }
+    }
 }

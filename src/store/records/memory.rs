@@ -8,6 +8,7 @@ use crate::error::Result;
 use crate::model::{Memory, MemoryState, Metadata, TemporalContext, Timestamp, UnitType};
 use crate::storage::codec::{Versioned, postcard_body, vector_from_bytes, vector_to_bytes};
 use crate::storage::tables::{LEX_STATS, MEMORIES, MEMORY_SPACE, POSTINGS, VECTORS};
+use crate::storage::{Readable, Table, WriteTx};
 
 /// A stored memory (`memories` table, version 2): its document number (the id of its current text in the
 /// indexes) and the record.
@@ -221,6 +222,151 @@ pub(crate) fn postings<X: Tx>(tx: &X) -> Result<X::Table<'_, (&'static str, &'st
 /// Storage errors.
 pub(crate) fn lex_stats<X: Tx>(tx: &X) -> Result<X::Table<'_, K1, (u64, u64)>> {
     tx.open(LEX_STATS)
+}
+
+/// The memory kinds of one write transaction (`memories`, `memory_space`, `vectors`, `postings`,
+/// `lex_stats`), each opened once, with the storage operations the memory write path needs.
+pub(crate) struct Writer<'t> {
+    records: Opened<'t, WriteTx, K2, StoredMemory>,
+    by_id: Table<'t, K1, &'static str>,
+    vectors: Opened<'t, WriteTx, KN, Vector>,
+    postings: Table<'t, (&'static str, &'static str, u64), u64>,
+    lex_stats: Table<'t, K1, (u64, u64)>,
+}
+
+impl<'t> Writer<'t> {
+    /// Opens the memory kinds in `txn`.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub(crate) fn open(txn: &'t WriteTx) -> Result<Self> {
+        Ok(Writer {
+            records: memories(txn)?,
+            by_id: memory_space(txn)?,
+            vectors: vectors(txn)?,
+            postings: postings(txn)?,
+            lex_stats: lex_stats(txn)?,
+        })
+    }
+
+    /// The memory `id` of `space`.
+    ///
+    /// # Errors
+    /// Storage errors; [`crate::ErrorKind::Corrupt`] when the record does not decode.
+    pub(crate) fn get(&self, space: &str, id: &str) -> Result<Option<StoredMemory>> {
+        self.records.get((space, id))
+    }
+
+    /// The space memory `id` lives in (ids are unique across spaces).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub(crate) fn space_of(&self, id: &str) -> Result<Option<String>> {
+        Ok(self.by_id.get(id)?.map(|v| v.value().to_string()))
+    }
+
+    /// The memories of `space` whose ids start with `prefix`, in id order.
+    ///
+    /// # Errors
+    /// Storage errors; [`crate::ErrorKind::Corrupt`].
+    pub(crate) fn with_prefix(&self, space: &str, prefix: &str) -> Result<Vec<StoredMemory>> {
+        let mut out = Vec::new();
+        for row in self.records.range((space, prefix)..)? {
+            let (k, sm) = row?;
+            let (s, id) = k.value();
+            if s != space || !id.starts_with(prefix) {
+                break;
+            }
+            out.push(sm);
+        }
+        Ok(out)
+    }
+
+    /// Stores the record of a memory that stays in `space` (its by-id entry is already there).
+    ///
+    /// # Errors
+    /// Storage errors; [`crate::ErrorKind::Internal`] when the record does not encode.
+    pub(crate) fn put(&mut self, space: &str, sm: &StoredMemory) -> Result<()> {
+        self.records.put((space, sm.memory.id.as_str()), sm)
+    }
+
+    /// Stores the record of a memory new to `space` (created, imported or moved) and points its id there.
+    ///
+    /// # Errors
+    /// As [`Writer::put`].
+    pub(crate) fn place(&mut self, space: &str, sm: &StoredMemory) -> Result<()> {
+        self.put(space, sm)?;
+        self.by_id.put(sm.memory.id.as_str(), space)
+    }
+
+    /// Deletes the record of memory `id` from `space`, keeping its by-id entry (the memory moves on).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub(crate) fn remove_record(&mut self, space: &str, id: &str) -> Result<()> {
+        self.records.remove((space, id)).map(|_| ())
+    }
+
+    /// Deletes memory `id` of `space`: its record and its by-id entry.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub(crate) fn remove(&mut self, space: &str, id: &str) -> Result<()> {
+        self.remove_record(space, id)?;
+        self.by_id.remove(id).map(|_| ())
+    }
+
+    /// The stored vector of document `docno` of `space` (`f32`s as read back from half precision).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub(crate) fn vector(&self, space: &str, docno: u64) -> Result<Option<Vec<f32>>> {
+        Ok(self.vectors.get((space, docno))?.map(|v| v.0))
+    }
+
+    /// Stores the vector of document `docno` of `space`; returns it as it reads back (half precision), which
+    /// is what the in-memory index must hold so that a reopen changes no score.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub(crate) fn put_vector(&mut self, space: &str, docno: u64, v: Vec<f32>) -> Result<Vec<f32>> {
+        let stored = Vector::as_stored(&v);
+        self.vectors.put((space, docno), &Vector(v))?;
+        Ok(stored)
+    }
+
+    /// Deletes the vector of document `docno` of `space`.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub(crate) fn remove_vector(&mut self, space: &str, docno: u64) -> Result<()> {
+        self.vectors.remove((space, docno)).map(|_| ())
+    }
+
+    /// Adds the postings of document `docno` of `space`: `terms` with their frequencies, `len` the document's
+    /// length in terms (as `index::lexicon::analyse` gives them); counts the document in BM25's N and avgdl.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub(crate) fn index_terms(&mut self, space: &str, docno: u64, terms: &[(String, u32)], len: u32) -> Result<()> {
+        for (term, n) in terms {
+            self.postings.put((space, term.as_str(), docno), crate::index::bm25::Posting::pack(*n, len))?;
+        }
+        let (docs, total) = self.lex_stats.get(space)?.map(|v| v.value()).unwrap_or((0, 0));
+        self.lex_stats.put(space, (docs + 1, total + u64::from(len)))
+    }
+
+    /// Removes the postings [`Writer::index_terms`] added for the same `terms` and `len`.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub(crate) fn unindex_terms(&mut self, space: &str, docno: u64, terms: &[(String, u32)], len: u32) -> Result<()> {
+        for (term, _) in terms {
+            self.postings.remove((space, term.as_str(), docno))?;
+        }
+        let (docs, total) = self.lex_stats.get(space)?.map(|v| v.value()).unwrap_or((0, 0));
+        self.lex_stats.put(space, (docs.saturating_sub(1), total.saturating_sub(u64::from(len))))
+    }
 }
 
 #[cfg(test)]

@@ -239,6 +239,22 @@ impl<T: Readable<K, Bytes>, K: KeyType, R: Codec> Records<T, K, R> {
         Ok(n)
     }
 
+    /// How many records have keys in `range` (without decoding them).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub(crate) fn count_keys_range<'a, KR>(&self, range: impl std::ops::RangeBounds<KR> + 'a) -> Result<u64>
+    where
+        KR: std::borrow::Borrow<Borrowed<'a, K>> + 'a,
+    {
+        let mut n = 0;
+        for row in self.table.range(range)? {
+            row?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
     /// Whether the kind holds no record.
     ///
     /// # Errors

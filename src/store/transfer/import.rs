@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use crate::error::Result;
 use crate::model::{Entity, Label, Message, Source, Space, Thread, Timestamp};
 use crate::store::label_maint::LabelMerge;
-use crate::store::memories::WTables;
+use crate::store::memories::MemoryWrite;
 use crate::store::records::{Bytes, K2};
 use crate::store::relations::MemoryRelation;
 use crate::store::working::WorkingMemory;
@@ -440,7 +440,7 @@ impl KnowledgeStore {
         };
         let n_mem = im.ar.manifest.files.get("memories.jsonl").map_or(0, |f| f.records);
         let mut next_docno = KnowledgeStore::alloc_docnos(txn, n_mem)?;
-        let mut t = WTables::open(txn)?;
+        let mut t = MemoryWrite::open(txn)?;
         let k = im.counts.entry("memories".into()).or_default();
         im.ar.lines("memories.jsonl", |line: MemoryLine| {
             let space = line.memory.space_id.clone();
@@ -448,9 +448,9 @@ impl KnowledgeStore {
             im.touched.insert(space.clone());
             let id = line.memory.id.clone();
             // Ids are unique across spaces: a memory of another space with this id is a conflict too.
-            let at = t.memory_space.get(id.as_str())?.map(|v| v.value().to_string());
+            let at = t.memories.space_of(&id)?;
             let existing: Option<StoredMemory> = match &at {
-                Some(s) => t.memories.get((s.as_str(), id.as_str()))?,
+                Some(s) => t.memories.get(s, &id)?,
                 None => None,
             };
             let names = |ids: &[String]| -> BTreeSet<String> {
@@ -469,7 +469,7 @@ impl KnowledgeStore {
                 None => BTreeSet::new(),
             };
             let mentions_now: BTreeSet<String> = match &at {
-                Some(s) => crate::store::range_prefix3(&t.mentions, s, &id)?.into_iter().collect(),
+                Some(s) => t.entities.mentioned_by(s, &id)?.into_iter().collect(),
                 None => BTreeSet::new(),
             };
             let (labels, mentions): (BTreeSet<String>, BTreeSet<String>) = match (&d, im.mode) {
@@ -506,7 +506,7 @@ impl KnowledgeStore {
                 if let Some(v) = line.embedding.as_ref().filter(|v| embedder.external() && v.len() == embedder.dim())
                     && v.iter().all(|x| x.is_finite())
                 {
-                    t.vectors.put((space.as_str(), docno), &crate::store::records::Vector(v.clone()))?;
+                    t.memories.put_vector(&space, docno, v.clone())?;
                 }
             }
             tick(im.progress);
