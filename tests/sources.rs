@@ -216,6 +216,25 @@ fn http_multipart_upload_and_routes() {
     let bad = call(&srv, "POST", "/sources/ingest/file", Some(r#"{"file_name":"x.png","content":"PNG"}"#));
     assert_eq!(bad.status, 422);
     assert_eq!(bad.json()["detail"][0]["loc"], serde_json::json!(["body", "file"]));
+    // A JSON upload may name its file `filename` (what several clients send); one with no name at all is a 422
+    // at `file_name`, and nothing is stored.
+    let aliased = call(
+        &srv,
+        "POST",
+        "/sources/ingest/file",
+        Some(r##"{"filename":"notes.md","content":"# Notes\n\nTea at four."}"##),
+    );
+    assert_eq!(aliased.status, 200, "{}", aliased.body);
+    assert_eq!(aliased.json()["original_name"], "notes.md");
+    let before = call(&srv, "GET", "/sources", None).json()["total"].clone();
+    for body in [r##"{"content":"# Notes"}"##, r##"{"file_name":"  ","content":"# Notes"}"##] {
+        let unnamed = call(&srv, "POST", "/sources/ingest/file", Some(body));
+        assert_eq!(unnamed.status, 422, "{}", unnamed.body);
+        let detail = &unnamed.json()["detail"][0];
+        assert_eq!(detail["loc"], serde_json::json!(["body", "file_name"]));
+        assert_eq!(detail["type"], "missing");
+    }
+    assert_eq!(call(&srv, "GET", "/sources", None).json()["total"], before);
     // A multipart body without a file part.
     let nofile =
         format!("--{boundary}\r\nContent-Disposition: form-data; name=\"labels\"\r\n\r\nx\r\n--{boundary}--\r\n");

@@ -154,8 +154,8 @@ pub(super) const INGEST_PARAMS: &[ParamSpec] = &[
 /// `file` part), of `POST /sources/ingest/path` and of `POST /sources/ingest/url`.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 pub struct IngestRequest {
-    /// File name (JSON upload: required).
-    #[serde(default)]
+    /// File name (JSON upload: required; `filename` is accepted for it).
+    #[serde(default, alias = "filename")]
     pub file_name: Option<String>,
     /// The document as text (JSON upload: this or `content_base64`).
     #[serde(default)]
@@ -303,6 +303,14 @@ pub(super) fn ingest_file(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         parse_multipart(ctx)?
     } else {
         let r: IngestRequest = ctx.json()?;
+        if r.file_name.as_deref().is_none_or(|n| n.trim().is_empty()) {
+            return Err(Error::invalid_field(
+                &["body", "file_name"],
+                "missing",
+                "Field required: the document's file name (`file_name`, or `filename`), which names its format",
+                r.file_name.clone().map_or(serde_json::Value::Null, serde_json::Value::String),
+            ));
+        }
         let bytes = match (&r.content, &r.content_base64) {
             (Some(t), None) => t.clone().into_bytes(),
             (None, Some(b)) => {
