@@ -463,6 +463,31 @@ fn timeline_reviews_are_raised_listed_and_resolved() {
     assert_eq!(feed["events"][0]["event_id"], event.as_str());
     let preview = tool(&srv, "resolve_timeline_review", json!({"event_id": event, "action": "keep_newer_as_latest"}));
     assert_eq!(preview["status"], "preview");
+    // The guarded-review envelope nmem 0.10 checks: both memories as full records, the plan's edge.
+    assert_eq!((preview["protocol_version"].as_u64(), &preview["success"]), (Some(1), &json!(true)));
+    assert_eq!(preview["result"]["event_id"], event.as_str());
+    let p = &preview["result"]["preview"];
+    assert_eq!(p["action"], "keep_newer_as_latest");
+    assert_eq!(p["can_apply"], true);
+    assert_eq!((p["from_memory_id"].as_str(), p["to_memory_id"].as_str()), (Some(new.as_str()), Some(old.as_str())));
+    assert_eq!(p["relation"], "supersedes");
+    assert_eq!(p["current_edges"], json!([]));
+    let ids: Vec<&str> = p["memories"].as_array().expect("memories").iter().filter_map(|m| m["id"].as_str()).collect();
+    assert_eq!(ids, [old.as_str(), new.as_str()]);
+    for m in p["memories"].as_array().expect("memories") {
+        assert_eq!((m["lifecycle_state"].as_str(), m["is_latest"].as_bool()), (Some("active"), Some(true)), "{m}");
+        assert!(m["evidence_fields"].is_object() && m["labels"].is_array() && m["title"].is_string(), "{m}");
+    }
+    assert!(preview["result"].get("resolution").is_none(), "{preview}");
+    // REST answers the same plan.
+    let rest = call(
+        &srv,
+        "POST",
+        &format!("/agent/feed/events/{event}/review"),
+        Some(r#"{"phase":"preview","action":"keep_newer_as_latest","memory_ids":[],"resolution_note":null,"plan_id":null}"#),
+    )
+    .json();
+    assert_eq!(rest["result"]["preview"], preview["result"]["preview"]);
     assert_eq!(call(&srv, "GET", &format!("/memories/{old}"), None).json()["state"], "active");
     let plan = preview["plan_id"].as_str().expect("plan").to_string();
     let stale = tool_error(
@@ -479,6 +504,18 @@ fn timeline_reviews_are_raised_listed_and_resolved() {
         "phase": "apply", "plan_id": plan}),
     );
     assert_eq!(applied["status"], "success");
+    assert!(applied["result"].get("preview").is_none(), "{applied}");
+    assert_eq!(
+        applied["result"]["resolution"],
+        format!("keep_newer_as_latest: memory {old} becomes superseded by {new}").as_str()
+    );
+    assert_eq!(applied["result"]["action_result"]["error"], json!(null));
+    assert_eq!(applied["result"]["resolution_detail"]["action"], "keep_newer_as_latest");
+    // A preview of the resolved event says so and shows no plan.
+    let done = tool(&srv, "resolve_timeline_review", json!({"event_id": event, "action": "keep_newer_as_latest"}));
+    assert_eq!((done["status"].as_str(), &done["result"]["already_resolved"]), (Some("already_resolved"), &json!(true)));
+    assert!(done["result"].get("preview").is_none(), "{done}");
+    assert_eq!(done["result"]["resolution"], applied["result"]["resolution"]);
     let stored = call(&srv, "GET", &format!("/memories/{old}"), None).json();
     assert_eq!(stored["state"], "superseded");
     assert_eq!(stored["metadata"]["superseded_by"], new.as_str());
@@ -506,9 +543,27 @@ fn timeline_reviews_are_raised_listed_and_resolved() {
         Some(r#"{"phase":"apply","action":"keep_both_linked","resolution_note":"both were true at different times"}"#),
     );
     assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.json()["result"]["action_result"]["relation_id"].is_string(), "{}", r.body);
     let newer = list["events"][0]["newer_memory"]["id"].as_str().expect("id");
     let rels = call(&srv, "GET", &format!("/memories/{newer}/relations"), None).json();
     assert!(rels.to_string().contains("contradicts"), "{rels}");
+
+    // A memory of the event is gone: no preview can be given (404), but the event can still be dismissed.
+    tool(&srv, "memory_add", json!({"content": "The office moved to Oslo in 2019"}));
+    tool(&srv, "memory_add", json!({"content": "The office moved to Oslo in 2024"}));
+    let list = tool(&srv, "list_timeline_reviews", json!({}));
+    let ev = list["events"][0]["event_id"].as_str().expect("id").to_string();
+    let older = list["events"][0]["older_memory"]["id"].as_str().expect("id").to_string();
+    assert_eq!(call(&srv, "DELETE", &format!("/memories/{older}"), None).status, 200);
+    let url = format!("/agent/feed/events/{ev}/review");
+    let gone = call(&srv, "POST", &url, Some(r#"{"action":"keep_newer_as_latest"}"#));
+    assert_eq!(gone.status, 404, "{}", gone.body);
+    assert!(gone.body.contains("memory_not_found") && gone.body.contains(&older), "{}", gone.body);
+    let gone = call(&srv, "POST", &url, Some(r#"{"phase":"apply","action":"keep_newer_as_latest"}"#));
+    assert_eq!(gone.status, 404, "{}", gone.body);
+    let dismissed = call(&srv, "POST", &url, Some(r#"{"phase":"apply","action":"dismiss"}"#));
+    assert_eq!(dismissed.status, 200, "{}", dismissed.body);
+    assert_eq!(dismissed.json()["event"]["resolved"], true);
 }
 
 #[test]

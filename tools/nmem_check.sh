@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The official nmem CLI (nmem-cli 0.10.109) against two real daemons: library (sources: markdown, CSV, a URL, PDF, DOCX), export, import with
-# each mode (polling the job to `completed`), and the /fs commands. Every command must exit 0 and print the
+# each mode (polling the job to `completed`), the /fs commands, and `feed resolve` on real timeline review events. Every command must exit 0 and print the
 # expected data.
 #
 # Usage: tools/nmem_check.sh ENGRAM_BINARY NMEM_BINARY
@@ -130,4 +130,42 @@ if grep -q '"other"' <<< "$out"; then echo "FAIL overwrite kept the stored label
 echo "ok   overwrite replaced the labels"
 out=$("$nmem" library list); expect "imported source" "guide.md" "$out"
 out=$("$nmem" fs grep descale); expect "imported source searchable" "descale" "$out"
+
+# Timeline reviews: `nmem feed resolve` checks the guarded-review answer strictly (protocol_version, result.preview
+# with both memories as full records, result.resolution). Each step is checked in the store over REST.
+api() { curl -sf -H "Authorization: Bearer check-key" "$NMEM_API_URL$1"; }
+field() { python3 -c 'import json,sys; d=json.load(sys.stdin); print(eval(sys.argv[1]))' "$1"; }
+"$nmem" m add "Caroline has 2 kids and lives in Boston" --id kids-old -l family > /dev/null
+"$nmem" m add "Caroline has 3 kids and lives in Boston" --id kids-new > /dev/null
+"$nmem" m add "Jon moved to Berlin in 2021 for work" --id jon-old > /dev/null
+"$nmem" m add "Jon moved to Berlin in 2023 for work" --id jon-new > /dev/null
+event_of() { "$nmem" --json feed reviews | field "[e['id'] for e in d['events'] if e['memory_ids'] == ['$1', '$2']][0]"; }
+kev=$(event_of kids-old kids-new)
+jev=$(event_of jon-old jon-new)
+out=$("$nmem" --json feed resolve "$kev" --action keep-newer-as-latest)
+expect "feed resolve preview" "kids-old kids-new True kids-new kids-old supersedes label_family:family" \
+  "$(field "' '.join(str(x) for x in [m['id'] for m in d['result']['preview']['memories']] + [d['result']['preview']['can_apply'], d['result']['preview']['from_memory_id'], d['result']['preview']['to_memory_id'], d['result']['preview']['relation']] + [l['id'] + ':' + l['name'] for l in d['result']['preview']['memories'][0]['labels']])" <<< "$out")"
+plan=$(field "d['result']['preview']['plan_id']" <<< "$out")
+expect "preview changed nothing" "active True" "$(api /memories/kids-old | field "d['state'], d['is_latest']" | tr -d "(),'")"
+out=$("$nmem" feed resolve "$kev" --action keep-newer-as-latest --plan-id "$plan"); expect "feed resolve apply" "Recorded review decision" "$out"
+expect "apply superseded the older memory" "superseded False kids-new" \
+  "$(api /memories/kids-old | field "d['state'], d['is_latest'], d['metadata']['superseded_by']" | tr -d "(),'")"
+expect "apply kept the newer one" "active True" "$(api /memories/kids-new | field "d['state'], d['is_latest']" | tr -d "(),'")"
+out=$("$nmem" feed resolve "$jev" --action dismiss --note "both are true at their time"); expect "feed resolve dismiss" "Recorded review decision" "$out"
+expect "dismiss changed no memory" "active active" \
+  "$(echo "$(api /memories/jon-old | field "d['state']") $(api /memories/jon-new | field "d['state']")")"
+expect "dismiss resolved the event" "dismiss both are true at their time" \
+  "$(api "/agent/feed/events?unresolved_only=false" | field "[(e['resolution']['action'], e['resolution']['note']) for e in d['events'] if e['id'] == '$jev'][0]" | tr -d "(),'")"
+out=$("$nmem" --json feed resolve "$kev" --action keep-newer-as-latest)
+expect "preview of a resolved event" "True False keep_newer_as_latest: memory kids-old becomes superseded by kids-new" \
+  "$(field "d['result']['already_resolved'], 'preview' in d['result'], d['result']['resolution']" <<< "$out" | tr -d "(),'")"
+expect "still superseded" "superseded" "$(api /memories/kids-old | field "d['state']")"
+"$nmem" m add "The office moved to Oslo in 2019" --id office-old > /dev/null
+"$nmem" m add "The office moved to Oslo in 2024" --id office-new > /dev/null
+oev=$(event_of office-old office-new)
+"$nmem" m delete office-old -f > /dev/null
+if out=$("$nmem" feed resolve "$oev" --action keep-newer-as-latest 2>&1); then
+  echo "FAIL a preview with a deleted memory succeeded:"; echo "$out"; exit 1
+fi
+expect "preview with a deleted memory is refused" "memory_not_found" "$out"
 echo "nmem check passed"

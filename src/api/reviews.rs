@@ -101,7 +101,7 @@ pub struct MemoryBrief {
 }
 
 fn memory_brief(api: &Api, space: &str, id: &str) -> MemoryBrief {
-    match api.store().read_memory(id, Some(space)) {
+    match api.store().get_memory(id, Some(space)) {
         Ok(v) => MemoryBrief {
             id: v.memory.id,
             title: Some(v.memory.title),
@@ -183,23 +183,159 @@ pub struct ReviewFeed {
     pub space_id: String,
 }
 
-/// What resolving a review event shows (`POST /agent/feed/events/{event_id}/review`).
+/// What resolving a review event answers (`POST /agent/feed/events/{event_id}/review`,
+/// `resolve_timeline_review`): the guarded-review envelope nmem 0.10 checks (`protocol_version`, `success`,
+/// `event_id`, `message`, `action`, `result`), plus Engram's own fields (`status`, `phase`, `plan_id`,
+/// `effects`, `event`).
 #[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct ReviewOutcome {
-    /// `preview` or `success`.
+    /// Version of this envelope: 1.
+    pub protocol_version: u32,
+    /// Always true (a refusal is an error status).
+    pub success: bool,
+    /// `preview`, `success` (applied) or `already_resolved` (a preview of a resolved event).
     pub status: &'static str,
     /// `preview` or `apply`.
     pub phase: &'static str,
     /// The event.
     pub event_id: String,
-    /// The action.
+    /// The requested action.
     pub action: String,
+    /// One line for a person.
+    pub message: String,
     /// The plan to apply (from a preview) or applied.
     pub plan_id: String,
-    /// What the action changes.
+    /// What the action changes, in words.
     pub effects: Vec<String>,
-    /// The event (resolved, after an apply).
+    /// The event as the feed shows it (resolved, after an apply).
     pub event: FeedEvent,
+    /// The outcome in the form nmem reads.
+    pub result: ReviewResult,
+}
+
+/// `result` of a [`ReviewOutcome`].
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct ReviewResult {
+    /// Always true.
+    pub success: bool,
+    /// The event.
+    pub event_id: String,
+    /// The requested action.
+    pub action: String,
+    /// True when the event was resolved before this call.
+    pub already_resolved: bool,
+    /// The plan (a preview of an unresolved event only; absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preview: Option<ReviewPreview>,
+    /// The resolution in words (`<action>: <effects>`; absent from a preview of an unresolved event).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resolution: Option<String>,
+    /// The resolution as stored (absent from a preview of an unresolved event).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resolution_detail: Option<Resolution>,
+    /// What an apply changed (absent from previews).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub action_result: Option<ActionResult>,
+}
+
+/// What an applied resolution changed.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct ActionResult {
+    /// Always null: a failed change is an error status and changes nothing.
+    pub error: Option<String>,
+    /// The changes, in words.
+    pub effects: Vec<String>,
+    /// Memories whose record changed (superseded ones, or the newer end of a new relation).
+    pub changed_memory_ids: Vec<String>,
+    /// The relation created by `keep_both_linked`.
+    pub relation_id: Option<String>,
+}
+
+/// The plan of a resolution, as a preview shows it.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct ReviewPreview {
+    /// Pass it back with `phase: "apply"`: a hash-free name of the event and action, stable across calls.
+    pub plan_id: String,
+    /// The requested action.
+    pub action: String,
+    /// False when applying would be refused (`blocked_reason` says why).
+    pub can_apply: bool,
+    /// Why applying would be refused, when it would.
+    pub blocked_reason: Option<String>,
+    /// The two memories, older first, as full records.
+    pub memories: Vec<ReviewMemory>,
+    /// The memory the plan's edge starts from (the one kept, or the newer one for a link or a note).
+    pub from_memory_id: String,
+    /// The memory it points to.
+    pub to_memory_id: String,
+    /// The edge the plan makes: `supersedes`, `updates`, `contradicts`, or `none` for note-only actions.
+    pub relation: String,
+    /// The edges between the two memories now, both directions.
+    pub current_edges: Vec<ReviewEdge>,
+    /// What the action changes, in words.
+    pub effects: Vec<String>,
+}
+
+/// A memory of a review preview: the full record, `lifecycle_state`, labels as `{id, name}`, and the fields a
+/// decision rests on.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct ReviewMemory {
+    /// The full record.
+    #[serde(flatten)]
+    pub memory: crate::model::Memory,
+    /// The lifecycle state (same as `state`).
+    pub lifecycle_state: String,
+    /// Its labels.
+    pub labels: Vec<LabelRef>,
+    /// The evidence a person weighs: when it was recorded and when it happened, where it came from, how sure.
+    pub evidence_fields: EvidenceFields,
+    /// `expires_at` has passed.
+    pub expired: bool,
+}
+
+/// A label as `{id, name}`.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct LabelRef {
+    /// `label_<name>`.
+    pub id: String,
+    /// The name.
+    pub name: String,
+}
+
+/// `evidence_fields` of a [`ReviewMemory`].
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct EvidenceFields {
+    /// When it was recorded.
+    pub created_at: Timestamp,
+    /// Start of the event it describes, when known.
+    pub event_start: Option<String>,
+    /// End of that event, when known.
+    pub event_end: Option<String>,
+    /// `past`, `present`, `future` or `timeless`.
+    pub temporal_context: crate::model::TemporalContext,
+    /// Where it came from.
+    pub source: String,
+    /// Provenance thread, when known.
+    pub source_thread_id: Option<String>,
+    /// 0..=1.
+    pub confidence: f64,
+    /// 0..=1.
+    pub importance: f64,
+}
+
+/// An edge between the two memories of a review event.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct ReviewEdge {
+    /// Where it starts.
+    pub from_memory_id: String,
+    /// Where it points.
+    pub to_memory_id: String,
+    /// Relation type, or `supersedes` for a lifecycle link.
+    pub relation: String,
+    /// `relation` (a stored relation) or `lifecycle` (a supersession).
+    pub kind: &'static str,
+    /// The relation's id (relations only).
+    pub relation_id: Option<String>,
 }
 
 /// The feed form of an event.
@@ -283,11 +419,127 @@ fn effects(e: &ReviewEvent, action: &str) -> Vec<String> {
     }
 }
 
+/// The edge action `action` makes on event `e`: `(from, to, relation)`.
+fn plan_edge(e: &ReviewEvent, action: &str) -> (String, String, String) {
+    let (o, n) = (e.older_memory_id.clone(), e.newer_memory_id.clone());
+    match action {
+        "keep_newer_as_latest" => (n, o, "supersedes".into()),
+        "keep_older_as_latest" => (o, n, "supersedes".into()),
+        "keep_both_linked" => (n, o, link_type(e).into()),
+        _ => (n, o, "none".into()),
+    }
+}
+
+/// The relation type `keep_both_linked` creates, newer to older.
+fn link_type(e: &ReviewEvent) -> &'static str {
+    if e.kind == "contradiction" { "contradicts" } else { "updates" }
+}
+
+/// The resolution in words, as `result.resolution` shows it.
+fn resolution_text(r: &Resolution) -> String {
+    let mut s = format!("{}: {}", r.action, r.effects.join("; "));
+    if !r.note.is_empty() {
+        s.push_str(&format!(" (note: {})", r.note));
+    }
+    s
+}
+
+/// Memory `id` of event `e` as a full record; 404 `memory_not_found` when it is gone.
+fn review_memory(api: &Api, e: &ReviewEvent, id: &str) -> Result<ReviewMemory> {
+    let v = api.store().get_memory(id, Some(&e.space_id)).map_err(|err| {
+        if err.kind() == crate::error::ErrorKind::NotFound {
+            Error::not_found(
+                ErrorCode::MemoryNotFound,
+                format!("memory '{id}' of review event '{}' no longer exists; dismiss the event instead", e.id),
+            )
+        } else {
+            err
+        }
+    })?;
+    let labels = v.label_ids.iter().zip(v.label_names()).map(|(id, name)| LabelRef { id: id.clone(), name }).collect();
+    let m = v.memory;
+    Ok(ReviewMemory {
+        lifecycle_state: m.state.as_str().to_string(),
+        labels,
+        evidence_fields: EvidenceFields {
+            created_at: m.created_at,
+            event_start: m.event_start.clone(),
+            event_end: m.event_end.clone(),
+            temporal_context: m.temporal_context,
+            source: m.source.clone(),
+            source_thread_id: m.source_thread_id.clone(),
+            confidence: m.confidence,
+            importance: m.importance,
+        },
+        expired: m.expired_at(Timestamp::now()),
+        memory: m,
+    })
+}
+
+/// The edges between the two memories of `e` now: relations either way and supersession links.
+fn current_edges(api: &Api, e: &ReviewEvent, older: &ReviewMemory, newer: &ReviewMemory) -> Result<Vec<ReviewEdge>> {
+    let (o, n) = (&e.older_memory_id, &e.newer_memory_id);
+    let q = crate::store::RelationQuery {
+        direction: "both".into(),
+        status: "active".into(),
+        limit: crate::store::MAX_RELATIONS_LIMIT,
+        types: Vec::new(),
+    };
+    let mut edges: Vec<ReviewEdge> = api
+        .store()
+        .memory_relations(n, &q, Some(&e.space_id))?
+        .into_iter()
+        .map(|v| v.relation)
+        .filter(|r| (&r.source_memory_id == o) || (&r.target_memory_id == o))
+        .map(|r| ReviewEdge {
+            from_memory_id: r.source_memory_id,
+            to_memory_id: r.target_memory_id,
+            relation: r.relation_type,
+            kind: "relation",
+            relation_id: Some(r.id),
+        })
+        .collect();
+    for (m, other) in [(older, n), (newer, o)] {
+        if m.memory.metadata.0.get("superseded_by").and_then(Value::as_str) == Some(other.as_str()) {
+            edges.push(ReviewEdge {
+                from_memory_id: other.clone(),
+                to_memory_id: m.memory.id.clone(),
+                relation: "supersedes".into(),
+                kind: "lifecycle",
+                relation_id: None,
+            });
+        }
+    }
+    Ok(edges)
+}
+
+/// Why applying `action` would be refused, when it would: a memory to supersede that another memory superseded.
+fn blocked_reason(action: &str, older: &ReviewMemory, newer: &ReviewMemory) -> Option<String> {
+    let (gone, keeper) = match action {
+        "keep_newer_as_latest" => (older, newer),
+        "keep_older_as_latest" => (newer, older),
+        _ => return None,
+    };
+    let by = gone.memory.metadata.0.get("superseded_by").and_then(Value::as_str);
+    match by {
+        Some(other) if other != keeper.memory.id => {
+            Some(format!("memory '{}' is superseded by another memory ('{other}')", gone.memory.id))
+        }
+        _ => None,
+    }
+}
+
 /// Previews or applies the resolution of event `id` in `space`.
+///
+/// A preview of an unresolved event answers the plan (`result.preview`, with both memories as full records); a
+/// preview of a resolved one answers `result.already_resolved: true` and the resolution; an apply makes the
+/// change and records the resolution (`result.resolution`, `result.action_result`).
 ///
 /// # Errors
 /// 422 for an unknown action or phase, a `memory_ids` guard that names other memories, a stale `plan_id`;
-/// 404 `review_not_found`; 409 `review_resolved`; the lifecycle and relation errors of the changes.
+/// 404 `review_not_found`; 404 `memory_not_found` when one of the event's memories is gone (a preview, or an
+/// apply of an action that changes memories: `dismiss`, `no_change_needed` and `custom_note_only` still apply);
+/// 409 `review_resolved` for an apply of a resolved event; the lifecycle and relation errors of the changes.
 pub(crate) fn resolve(api: &Api, space: &str, id: &str, r: &ReviewRequest) -> Result<ReviewOutcome> {
     let phase = r.phase.as_deref().unwrap_or("preview");
     if phase != "preview" && phase != "apply" {
@@ -322,16 +574,57 @@ pub(crate) fn resolve(api: &Api, space: &str, id: &str, r: &ReviewRequest) -> Re
     }
     let plan = plan_id(&e, &r.action);
     let fx = effects(&e, &r.action);
-    if phase == "preview" {
-        return Ok(ReviewOutcome {
-            status: "preview",
-            phase: "preview",
+    let outcome = |status, phase, message: String, fx: Vec<String>, result: ReviewResult, event: FeedEvent| {
+        ReviewOutcome {
+            protocol_version: 1,
+            success: true,
+            status,
+            phase,
             event_id: id.to_string(),
             action: r.action.clone(),
-            plan_id: plan,
+            message,
+            plan_id: plan.clone(),
             effects: fx,
-            event: event_json(api, &e),
-        });
+            event,
+            result,
+        }
+    };
+    let result = |preview, resolution: Option<&Resolution>, action_result| ReviewResult {
+        success: true,
+        event_id: id.to_string(),
+        action: r.action.clone(),
+        already_resolved: phase == "preview" && resolution.is_some(),
+        preview,
+        resolution: resolution.map(resolution_text),
+        resolution_detail: resolution.cloned(),
+        action_result,
+    };
+    if phase == "preview" {
+        if let Some(done) = &e.resolution {
+            let msg = format!("review event '{id}' was resolved already ({})", resolution_text(done));
+            return Ok(outcome("already_resolved", "preview", msg, fx, result(None, Some(done), None), event_json(api, &e)));
+        }
+        let older = review_memory(api, &e, &e.older_memory_id)?;
+        let newer = review_memory(api, &e, &e.newer_memory_id)?;
+        let (from, to, relation) = plan_edge(&e, &r.action);
+        let blocked = blocked_reason(&r.action, &older, &newer);
+        let msg = match &blocked {
+            None => format!("{}: {}; apply with plan_id {plan}", r.action, fx.join("; ")),
+            Some(why) => format!("{} cannot be applied: {why}", r.action),
+        };
+        let preview = ReviewPreview {
+            plan_id: plan.clone(),
+            action: r.action.clone(),
+            can_apply: blocked.is_none(),
+            blocked_reason: blocked,
+            current_edges: current_edges(api, &e, &older, &newer)?,
+            memories: vec![older, newer],
+            from_memory_id: from,
+            to_memory_id: to,
+            relation,
+            effects: fx.clone(),
+        };
+        return Ok(outcome("preview", "preview", msg, fx, result(Some(preview), None, None), event_json(api, &e)));
     }
     if r.plan_id.as_ref().is_some_and(|p| p != &plan) {
         return Err(Error::invalid_field(
@@ -351,6 +644,13 @@ pub(crate) fn resolve(api: &Api, space: &str, id: &str, r: &ReviewRequest) -> Re
     let store = api.store();
     let note = r.resolution_note.clone().unwrap_or_default();
     let reason = Some(format!("timeline review {id}: {}", r.action));
+    let changes_memories = matches!(r.action.as_str(), "keep_newer_as_latest" | "keep_older_as_latest" | "keep_both_linked");
+    if changes_memories {
+        review_memory(api, &e, &e.older_memory_id)?;
+        review_memory(api, &e, &e.newer_memory_id)?;
+    }
+    let mut changed = Vec::new();
+    let mut relation_id = None;
     match r.action.as_str() {
         "keep_newer_as_latest" => {
             store.change_state(
@@ -359,6 +659,7 @@ pub(crate) fn resolve(api: &Api, space: &str, id: &str, r: &ReviewRequest) -> Re
                 Transition::Supersede { newer: e.newer_memory_id.clone() },
                 reason,
             )?;
+            changed = vec![e.older_memory_id.clone(), e.newer_memory_id.clone()];
         }
         "keep_older_as_latest" => {
             store.change_state(
@@ -367,20 +668,22 @@ pub(crate) fn resolve(api: &Api, space: &str, id: &str, r: &ReviewRequest) -> Re
                 Transition::Supersede { newer: e.older_memory_id.clone() },
                 reason,
             )?;
+            changed = vec![e.newer_memory_id.clone(), e.older_memory_id.clone()];
         }
         "keep_both_linked" => {
-            let ty = if e.kind == "contradiction" { "contradicts" } else { "updates" };
-            store.create_relation(
+            let rel = store.create_relation(
                 &e.newer_memory_id,
                 RelationInput {
                     target_memory_id: e.older_memory_id.clone(),
-                    relation_type: Some(ty.into()),
+                    relation_type: Some(link_type(&e).into()),
                     reason: Some(if note.is_empty() { e.signals.join("; ") } else { note.clone() }),
                     source: Some("timeline_review".into()),
                     ..Default::default()
                 },
                 Some(space),
             )?;
+            changed = vec![e.newer_memory_id.clone()];
+            relation_id = Some(rel.relation.id);
         }
         _ => {}
     }
@@ -389,15 +692,11 @@ pub(crate) fn resolve(api: &Api, space: &str, id: &str, r: &ReviewRequest) -> Re
         id,
         Resolution { action: r.action.clone(), note, resolved_at: Timestamp::now(), effects: fx.clone() },
     )?;
-    Ok(ReviewOutcome {
-        status: "success",
-        phase: "apply",
-        event_id: id.to_string(),
-        action: r.action.clone(),
-        plan_id: plan,
-        effects: fx,
-        event: event_json(api, &done),
-    })
+    let stored = done.resolution.clone();
+    let msg = format!("resolved review event '{id}' with {}: {}", r.action, fx.join("; "));
+    let action_result = ActionResult { error: None, effects: fx.clone(), changed_memory_ids: changed, relation_id };
+    let res = result(None, stored.as_ref(), Some(action_result));
+    Ok(outcome("success", "apply", msg, fx, res, event_json(api, &done)))
 }
 
 pub(super) fn review(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
