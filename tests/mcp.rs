@@ -513,7 +513,10 @@ fn timeline_reviews_are_raised_listed_and_resolved() {
     assert_eq!(applied["result"]["resolution_detail"]["action"], "keep_newer_as_latest");
     // A preview of the resolved event says so and shows no plan.
     let done = tool(&srv, "resolve_timeline_review", json!({"event_id": event, "action": "keep_newer_as_latest"}));
-    assert_eq!((done["status"].as_str(), &done["result"]["already_resolved"]), (Some("already_resolved"), &json!(true)));
+    assert_eq!(
+        (done["status"].as_str(), &done["result"]["already_resolved"]),
+        (Some("already_resolved"), &json!(true))
+    );
     assert!(done["result"].get("preview").is_none(), "{done}");
     assert_eq!(done["result"]["resolution"], applied["result"]["resolution"]);
     let stored = call(&srv, "GET", &format!("/memories/{old}"), None).json();

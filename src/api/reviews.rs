@@ -574,8 +574,8 @@ pub(crate) fn resolve(api: &Api, space: &str, id: &str, r: &ReviewRequest) -> Re
     }
     let plan = plan_id(&e, &r.action);
     let fx = effects(&e, &r.action);
-    let outcome = |status, phase, message: String, fx: Vec<String>, result: ReviewResult, event: FeedEvent| {
-        ReviewOutcome {
+    let outcome =
+        |status, phase, message: String, fx: Vec<String>, result: ReviewResult, event: FeedEvent| ReviewOutcome {
             protocol_version: 1,
             success: true,
             status,
@@ -587,8 +587,7 @@ pub(crate) fn resolve(api: &Api, space: &str, id: &str, r: &ReviewRequest) -> Re
             effects: fx,
             event,
             result,
-        }
-    };
+        };
     let result = |preview, resolution: Option<&Resolution>, action_result| ReviewResult {
         success: true,
         event_id: id.to_string(),
@@ -602,7 +601,14 @@ pub(crate) fn resolve(api: &Api, space: &str, id: &str, r: &ReviewRequest) -> Re
     if phase == "preview" {
         if let Some(done) = &e.resolution {
             let msg = format!("review event '{id}' was resolved already ({})", resolution_text(done));
-            return Ok(outcome("already_resolved", "preview", msg, fx, result(None, Some(done), None), event_json(api, &e)));
+            return Ok(outcome(
+                "already_resolved",
+                "preview",
+                msg,
+                fx,
+                result(None, Some(done), None),
+                event_json(api, &e),
+            ));
         }
         let older = review_memory(api, &e, &e.older_memory_id)?;
         let newer = review_memory(api, &e, &e.newer_memory_id)?;
@@ -644,7 +650,8 @@ pub(crate) fn resolve(api: &Api, space: &str, id: &str, r: &ReviewRequest) -> Re
     let store = api.store();
     let note = r.resolution_note.clone().unwrap_or_default();
     let reason = Some(format!("timeline review {id}: {}", r.action));
-    let changes_memories = matches!(r.action.as_str(), "keep_newer_as_latest" | "keep_older_as_latest" | "keep_both_linked");
+    let changes_memories =
+        matches!(r.action.as_str(), "keep_newer_as_latest" | "keep_older_as_latest" | "keep_both_linked");
     if changes_memories {
         review_memory(api, &e, &e.older_memory_id)?;
         review_memory(api, &e, &e.newer_memory_id)?;

@@ -41,6 +41,23 @@ impl Posting {
     }
 }
 
+/// Inverse document frequency `ln(1 + (N - df + 0.5) / (df + 0.5))` of a term in `df` of `n` documents.
+#[inline]
+pub fn idf(n: f32, df: usize) -> f32 {
+    let df = df as f32;
+    (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+}
+
+/// One term's share of a document's BM25: `idf · tf·(k1+1) / (tf + k1·(1 - b + b·len/avg)) · qtf`. Every
+/// scorer of this module computes it with this one expression, so that pruned and exhaustive scores are equal
+/// to the bit.
+#[inline]
+pub fn term_score(params: Bm25Params, idf: f32, qtf: u32, tf: u32, doc_len: u32, avg: f32) -> f32 {
+    let tf = tf as f32;
+    let norm = params.k1 * (1.0 - params.b + params.b * doc_len as f32 / avg);
+    idf * tf * (params.k1 + 1.0) / (tf + norm) * (qtf as f32)
+}
+
 /// BM25 of one document given the query's posting lists (each sorted by docno), for documents found by another
 /// ranking. Same formula and collection statistics as [`score`].
 pub fn score_one(params: Bm25Params, n_docs: u64, avg_len: f32, postings: &[(u32, &[Posting])], docno: u64) -> f32 {
@@ -49,12 +66,8 @@ pub fn score_one(params: Bm25Params, n_docs: u64, avg_len: f32, postings: &[(u32
     let mut s = 0.0;
     for (qtf, list) in postings {
         if let Ok(i) = list.binary_search_by_key(&docno, |p| p.docno) {
-            let df = list.len() as f32;
-            let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
             let p = list[i];
-            let tf = p.tf as f32;
-            let norm = params.k1 * (1.0 - params.b + params.b * p.doc_len as f32 / avg);
-            s += idf * tf * (params.k1 + 1.0) / (tf + norm) * (*qtf as f32);
+            s += term_score(params, idf(n, list.len()), *qtf, p.tf, p.doc_len, avg);
         }
     }
     s
@@ -75,13 +88,7 @@ pub fn score(
 ) -> Vec<(u64, f32)> {
     let n = n_docs.max(1) as f32;
     let avg = if avg_len > 0.0 { avg_len } else { 1.0 };
-    let idf: Vec<f32> = postings
-        .iter()
-        .map(|(_, list)| {
-            let df = list.len() as f32;
-            (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
-        })
-        .collect();
+    let idfs: Vec<f32> = postings.iter().map(|(_, list)| idf(n, list.len())).collect();
     let mut cursor = vec![0usize; postings.len()];
     let mut out = Vec::new();
     loop {
@@ -97,9 +104,7 @@ pub fn score(
         let mut s = 0.0;
         for (i, (qtf, list)) in postings.iter().enumerate() {
             if let Some(p) = list.get(cursor[i]).filter(|p| p.docno == next) {
-                let tf = p.tf as f32;
-                let norm = params.k1 * (1.0 - params.b + params.b * p.doc_len as f32 / avg);
-                s += idf[i] * tf * (params.k1 + 1.0) / (tf + norm) * (*qtf as f32);
+                s += term_score(params, idfs[i], *qtf, p.tf, p.doc_len, avg);
                 cursor[i] += 1;
             }
         }
@@ -108,6 +113,368 @@ pub fn score(
         }
     }
     out
+}
+
+/// What a posting list's best share of a score can be: for each tf from 1 to 7 the smallest document length
+/// among its postings with that tf, and the smallest among those with a tf of 8 or more with the largest tf.
+/// BM25 rises with tf and falls with length, so the best share is at one of these eight points; a bound kept
+/// this way is far tighter than (largest tf, smallest length) taken apart. Insertions keep it exact; a removal
+/// leaves it as it was, still a bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TfBounds {
+    /// `min_len[i]`: smallest length with tf `i + 1` (`i` < 7) or tf 8 and more (`i` = 7); `u32::MAX`: none.
+    min_len: [u32; 8],
+    /// Largest tf.
+    max_tf: u32,
+}
+
+impl Default for TfBounds {
+    fn default() -> Self {
+        TfBounds { min_len: [u32::MAX; 8], max_tf: 0 }
+    }
+}
+
+impl TfBounds {
+    /// Takes a posting with `tf` in a document of `len` terms into account.
+    pub fn add(&mut self, tf: u32, len: u32) {
+        let i = (tf.max(1) as usize - 1).min(7);
+        self.min_len[i] = self.min_len[i].min(len);
+        self.max_tf = self.max_tf.max(tf);
+    }
+
+    /// The bounds of `postings`, exact.
+    pub fn of(postings: &[Posting]) -> Self {
+        let mut b = TfBounds::default();
+        for p in postings {
+            b.add(p.tf, p.doc_len);
+        }
+        b
+    }
+
+    /// The largest [`term_score`] any posting covered can have: 0 for no posting.
+    pub fn max_score(&self, params: Bm25Params, idf: f32, qtf: u32, avg: f32) -> f32 {
+        let mut best = 0.0f32;
+        for (i, len) in self.min_len.iter().enumerate() {
+            if *len != u32::MAX {
+                let tf = if i < 7 { i as u32 + 1 } else { self.max_tf };
+                best = best.max(term_score(params, idf, qtf, tf, *len, avg));
+            }
+        }
+        best
+    }
+}
+
+/// One posting list of a pruned top-k query ([`top_k`]).
+#[derive(Debug, Clone, Copy)]
+pub struct ScoredList<'a> {
+    /// Postings sorted by docno.
+    pub list: &'a [Posting],
+    /// The term's idf in this collection.
+    pub idf: f32,
+    /// The term's count in the query.
+    pub qtf: u32,
+    /// Average document length of this collection, in terms.
+    pub avg: f32,
+    /// Bounds of the list's postings.
+    pub bounds: TfBounds,
+    /// Bounds per docno block ([`blocks_of`]; at least as large as the block's postings need), or empty: the
+    /// whole list's bounds serve in every block.
+    pub blocks: &'a [(u64, TfBounds)],
+    /// The sum it adds to: [`Part::Own`] or [`Part::Expanded`].
+    pub part: Part,
+}
+
+/// Which of the two sums of a blended score a list adds to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// The document's own text.
+    Own,
+    /// The context-expanded text (`crate::index::context`).
+    Expanded,
+}
+
+/// How the two sums make a document's score.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Combine {
+    /// The own sum (plain BM25).
+    Own,
+    /// The expanded sum.
+    Expanded,
+    /// `(1 - β) · own + β · expanded`, β in (0, 1).
+    Blend(f32),
+}
+
+impl Combine {
+    fn weight(self, part: Part) -> f32 {
+        match (self, part) {
+            (Combine::Own, Part::Own) | (Combine::Expanded, Part::Expanded) => 1.0,
+            (Combine::Blend(b), Part::Own) => 1.0 - b,
+            (Combine::Blend(b), Part::Expanded) => b,
+            _ => 0.0,
+        }
+    }
+
+    /// The score of a document from its two sums.
+    #[inline]
+    pub fn score(self, own: f32, expanded: f32) -> f32 {
+        match self {
+            Combine::Own => own,
+            Combine::Expanded => expanded,
+            Combine::Blend(b) => (1.0 - b) * own + b * expanded,
+        }
+    }
+}
+
+/// Relative slack added to every upper bound, so that float rounding (sums in another order, the bound's
+/// own arithmetic) never lets a bound fall below a score it should cover.
+const BOUND_SLACK: f32 = 1e-4;
+
+/// Documents of a block, as a power of two: block `b` holds docnos `b << BLOCK_SHIFT ..= ((b + 1) << BLOCK_SHIFT) - 1`.
+pub const BLOCK_SHIFT: u32 = 10;
+
+/// Lists shorter than this keep no block bounds: walking them costs less than skipping.
+pub const BLOCKED_FROM: usize = 512;
+
+/// The bounds of `postings` (sorted by docno) per docno block: `(block, bounds)` for every block that holds a
+/// posting, in block order.
+pub fn blocks_of(postings: &[Posting]) -> Vec<(u64, TfBounds)> {
+    let mut out: Vec<(u64, TfBounds)> = Vec::new();
+    for p in postings {
+        let b = p.docno >> BLOCK_SHIFT;
+        match out.last_mut() {
+            Some((last, bounds)) if *last == b => bounds.add(p.tf, p.doc_len),
+            _ => {
+                let mut bounds = TfBounds::default();
+                bounds.add(p.tf, p.doc_len);
+                out.push((b, bounds));
+            }
+        }
+    }
+    out
+}
+
+/// The `k` best documents that `accept` passes, best first (score descending, then docno ascending), each with
+/// its score: exactly what exhaustive scoring followed by a sort and a cut at `k` gives, scores equal to the bit,
+/// without scoring every posting.
+///
+/// Dynamic pruning by MaxScore (Turtle and Flood, "Query evaluation: strategies and optimizations", Information
+/// Processing & Management 31(6), 1995), document at a time over docno windows with block-max bounds, as
+/// Lucene's `MaxScoreBulkScorer` does (block-max indexes: Ding and Suel, SIGIR 2011). The docnos are cut in
+/// windows of `2^BLOCK_SHIFT`; in each window every list has an upper bound of its share of a score (the term's
+/// BM25 at the best (tf, length) points of its postings in that window, [`TfBounds`], times its blend weight; 0
+/// when it has none there). Lists are ordered by bound; while the `k`-th best score θ is at least the sum of
+/// the smallest bounds, those lists are *non-essential*: a document found only in them cannot enter the top `k`.
+/// Only the essential lists are walked, a candidate's non-essential lists are looked up (galloping search) only
+/// while its partial score plus their bounds can still pass θ, and a window whose bounds add up to at most θ is
+/// skipped whole.
+///
+/// A document's score is `combine` of its own and expanded sums, each summed in list order. `accept` is asked
+/// only of documents that would enter the top `k`. Cost: at worst (θ never passes a bound) every posting.
+pub fn top_k(
+    params: Bm25Params,
+    lists: &[ScoredList<'_>],
+    combine: Combine,
+    k: usize,
+    accept: &dyn Fn(u64) -> bool,
+) -> Vec<(u64, f32)> {
+    let m = lists.len();
+    if k == 0 || m == 0 {
+        return Vec::new();
+    }
+    let active: Vec<usize> =
+        (0..m).filter(|&j| combine.weight(lists[j].part) > 0.0 && !lists[j].list.is_empty()).collect();
+    let weight: Vec<f32> = lists.iter().map(|l| combine.weight(l.part)).collect();
+    let whole: Vec<f32> = lists
+        .iter()
+        .zip(&weight)
+        .map(|(l, w)| (w * l.bounds.max_score(params, l.idf, l.qtf, l.avg)).max(0.0) * (1.0 + BOUND_SLACK))
+        .collect();
+    let mut cur = vec![0usize; m];
+    let mut block = vec![0usize; m];
+    let mut bound = vec![0.0f32; m];
+    let mut share = vec![0.0f32; m];
+    let mut hit = vec![false; m];
+    let mut order: Vec<usize> = Vec::with_capacity(active.len());
+    let mut prefix: Vec<f32> = Vec::with_capacity(active.len());
+    // Min-heap on (score, Reverse(docno)): the top is the worst of the best k.
+    let mut heap: std::collections::BinaryHeap<std::cmp::Reverse<Entry>> = std::collections::BinaryHeap::new();
+    let mut theta = f32::NEG_INFINITY;
+    loop {
+        let next = active.iter().filter_map(|&j| lists[j].list.get(cur[j]).map(|p| p.docno)).min();
+        let Some(next) = next else { break };
+        let window = next >> BLOCK_SHIFT;
+        let end = (window + 1).checked_shl(BLOCK_SHIFT).unwrap_or(u64::MAX);
+        // Bounds in this window.
+        order.clear();
+        for &j in &active {
+            let l = &lists[j];
+            if l.list.get(cur[j]).is_none_or(|p| p.docno >= end) {
+                continue; // no posting in the window
+            }
+            bound[j] = if l.blocks.is_empty() {
+                whole[j]
+            } else {
+                while block[j] < l.blocks.len() && l.blocks[block[j]].0 < window {
+                    block[j] += 1;
+                }
+                match l.blocks.get(block[j]) {
+                    Some((b, bounds)) if *b == window => {
+                        (weight[j] * bounds.max_score(params, l.idf, l.qtf, l.avg)).max(0.0) * (1.0 + BOUND_SLACK)
+                    }
+                    // Stale blocks (a posting removed and another put) cannot hide a posting: fall back.
+                    _ => whole[j],
+                }
+            };
+            order.push(j);
+        }
+        order.sort_by(|a, b| bound[*a].total_cmp(&bound[*b]).then(a.cmp(b)));
+        prefix.clear();
+        let mut acc = 0.0f32;
+        for &j in &order {
+            acc += bound[j];
+            prefix.push(acc * (1.0 + BOUND_SLACK));
+        }
+        let mut essential = 0usize; // order[essential..] are the essential lists
+        while essential < order.len() && prefix[essential] <= theta {
+            essential += 1;
+        }
+        while essential < order.len() {
+            let mut d = u64::MAX;
+            for &j in &order[essential..] {
+                if let Some(p) = lists[j].list.get(cur[j]) {
+                    d = d.min(p.docno);
+                }
+            }
+            if d >= end {
+                break;
+            }
+            for h in &mut hit {
+                *h = false;
+            }
+            let mut partial = 0.0f32;
+            for &j in &order[essential..] {
+                let l = &lists[j];
+                if let Some(p) = l.list.get(cur[j])
+                    && p.docno == d
+                {
+                    share[j] = term_score(params, l.idf, l.qtf, p.tf, p.doc_len, l.avg);
+                    hit[j] = true;
+                    partial += weight[j] * share[j];
+                    cur[j] += 1;
+                }
+            }
+            let mut pruned = false;
+            for i in (0..essential).rev() {
+                if (partial + prefix[i]) * (1.0 + BOUND_SLACK) <= theta {
+                    pruned = true;
+                    break;
+                }
+                let j = order[i];
+                let l = &lists[j];
+                cur[j] = gallop(l.list, cur[j], d);
+                if let Some(p) = l.list.get(cur[j])
+                    && p.docno == d
+                {
+                    share[j] = term_score(params, l.idf, l.qtf, p.tf, p.doc_len, l.avg);
+                    hit[j] = true;
+                    partial += weight[j] * share[j];
+                }
+            }
+            if pruned {
+                continue;
+            }
+            let (mut own, mut expanded) = (0.0f32, 0.0f32);
+            for j in 0..m {
+                if hit[j] {
+                    match lists[j].part {
+                        Part::Own => own += share[j],
+                        Part::Expanded => expanded += share[j],
+                    }
+                }
+            }
+            let s = combine.score(own, expanded);
+            // Documents come in docno order, so a tie with the worst kept document loses.
+            if (heap.len() < k || s > theta) && accept(d) {
+                heap.push(std::cmp::Reverse(Entry(s, d)));
+                if heap.len() > k {
+                    heap.pop();
+                }
+                if heap.len() == k
+                    && let Some(std::cmp::Reverse(Entry(w, _))) = heap.peek()
+                {
+                    theta = *w;
+                    while essential < order.len() && prefix[essential] <= theta {
+                        essential += 1;
+                    }
+                }
+            }
+        }
+        // The rest of the window cannot enter: every cursor moves past it.
+        if end == u64::MAX {
+            break;
+        }
+        for &j in &active {
+            cur[j] = gallop(lists[j].list, cur[j], end);
+        }
+    }
+    let mut out: Vec<(u64, f32)> = heap.into_iter().map(|std::cmp::Reverse(Entry(s, d))| (d, s)).collect();
+    out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    out
+}
+
+/// The score [`top_k`] gives document `docno` (0 when no list holds it), equal to the bit: each list is
+/// searched (binary search) in list order.
+pub fn score_doc(params: Bm25Params, lists: &[ScoredList<'_>], combine: Combine, docno: u64) -> f32 {
+    let (mut own, mut expanded) = (0.0f32, 0.0f32);
+    for l in lists {
+        if combine.weight(l.part) <= 0.0 {
+            continue;
+        }
+        if let Ok(i) = l.list.binary_search_by_key(&docno, |p| p.docno) {
+            let p = l.list[i];
+            let s = term_score(params, l.idf, l.qtf, p.tf, p.doc_len, l.avg);
+            match l.part {
+                Part::Own => own += s,
+                Part::Expanded => expanded += s,
+            }
+        }
+    }
+    combine.score(own, expanded)
+}
+
+/// A kept document: ordered by score, then by docno descending (a larger docno is worse at equal score).
+#[derive(Debug, Clone, Copy)]
+struct Entry(f32, u64);
+
+impl PartialEq for Entry {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == std::cmp::Ordering::Equal
+    }
+}
+impl Eq for Entry {}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Entry {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&o.0).then(o.1.cmp(&self.1))
+    }
+}
+
+/// The first index at or after `from` whose docno is at least `d` (exponential then binary search).
+fn gallop(list: &[Posting], from: usize, d: u64) -> usize {
+    let mut step = 1;
+    let mut hi = from;
+    while hi < list.len() && list[hi].docno < d {
+        hi = from + step;
+        step *= 2;
+    }
+    let lo = from + step / 4;
+    let hi = hi.min(list.len());
+    let lo = lo.min(hi);
+    lo + list[lo..hi].partition_point(|p| p.docno < d)
 }
 
 #[cfg(test)]
@@ -131,5 +498,93 @@ mod tests {
         assert_eq!(Posting::unpack(7, Posting::pack(3, 99)), p(7, 3, 99));
         assert!((score_one(Bm25Params::default(), 10, 10.0, &lists, 2) - get(&s, 2)).abs() < 1e-6);
         assert_eq!(score_one(Bm25Params::default(), 10, 10.0, &lists, 9), 0.0);
+    }
+
+    /// Exhaustive scoring, sorted best first and cut at `k`: what [`top_k`] must equal.
+    fn exhaustive(
+        lists: &[(u32, &[Posting])],
+        n: u64,
+        avg: f32,
+        k: usize,
+        accept: &dyn Fn(u64) -> bool,
+    ) -> Vec<(u64, f32)> {
+        let mut all = score(Bm25Params::default(), n, avg, lists, accept);
+        all.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        all.truncate(k);
+        all
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+        /// MaxScore gives exactly the exhaustive top k (documents, order and scores to the bit), with and
+        /// without a filter, over random corpora with Zipf-like term frequencies and repeated query terms.
+        #[test]
+        fn maxscore_top_k_equals_exhaustive_scoring(
+            docs in proptest::collection::vec(proptest::collection::vec((0u8..12, 1u32..4), 0..8), 1..160),
+            query in proptest::collection::vec(0u8..14, 1..6),
+            k in 1usize..30,
+            modulus in 1u64..5,
+            spread in proptest::prop_oneof![proptest::strategy::Just(3u64), proptest::strategy::Just(37u64)],
+            blocked in proptest::bool::ANY,
+        ) {
+            // Term t is kept in a document with probability falling with t, so low terms have long lists.
+            let mut lists: Vec<Vec<Posting>> = vec![Vec::new(); 14];
+            let mut total = 0u64;
+            for (d, terms) in docs.iter().enumerate() {
+                let len = terms.iter().map(|x| x.1).sum::<u32>().max(1);
+                total += u64::from(len);
+                let mut seen = std::collections::BTreeMap::new();
+                for (t, tf) in terms {
+                    if (d as u64 * 7 + u64::from(*t)) % (u64::from(*t) / 3 + 1) == 0 {
+                        *seen.entry(*t).or_insert(0) += tf;
+                    }
+                }
+                for (t, tf) in seen {
+                    lists[t as usize].push(Posting { docno: d as u64 * spread, tf, doc_len: len });
+                }
+            }
+            let n = docs.len() as u64;
+            let avg = total as f32 / n as f32;
+            let mut qtf = std::collections::BTreeMap::new();
+            for t in &query {
+                *qtf.entry(*t).or_insert(0u32) += 1;
+            }
+            let q: Vec<(u32, &[Posting])> = qtf.iter().map(|(t, c)| (*c, lists[*t as usize].as_slice())).collect();
+            let blocks: Vec<Vec<(u64, TfBounds)>> = lists.iter().map(|l| blocks_of(l)).collect();
+            let scored: Vec<ScoredList<'_>> = qtf
+                .iter()
+                .zip(&q)
+                .map(|((t, _), (c, l))| ScoredList {
+                    list: l,
+                    idf: idf(n as f32, l.len()),
+                    qtf: *c,
+                    avg,
+                    bounds: TfBounds::of(l),
+                    blocks: if blocked { &blocks[*t as usize] } else { &[] },
+                    part: Part::Own,
+                })
+                .collect();
+            let all = |_: u64| true;
+            let some = |d: u64| (d / spread) % modulus == 0;
+            for accept in [&all as &dyn Fn(u64) -> bool, &some] {
+                let want = exhaustive(&q, n, avg, k, accept);
+                let got = top_k(Bm25Params::default(), &scored, Combine::Own, k, accept);
+                proptest::prop_assert_eq!(&got, &want);
+                for (d, s) in &want {
+                    proptest::prop_assert_eq!(score_doc(Bm25Params::default(), &scored, Combine::Own, *d), *s);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn gallop_finds_the_first_posting_at_or_after_a_docno() {
+        let list: Vec<Posting> = (0..100u64).map(|d| Posting { docno: d * 2, tf: 1, doc_len: 1 }).collect();
+        for from in [0usize, 1, 5, 50, 99, 100] {
+            for d in 0..210u64 {
+                let want = from + list[from..].partition_point(|p| p.docno < d);
+                assert_eq!(gallop(&list, from, d), want, "from {from} docno {d}");
+            }
+        }
     }
 }

@@ -313,6 +313,36 @@ impl SpaceCatalog {
         }
     }
 
+    /// The neighbours `docno` would have, at most `window` on each side, once inserted with entry `meta`
+    /// (asked before [`SpaceCatalog::insert`]); the memory's present entry and an older document of the same
+    /// memory id do not count. Docnos only, nearest first on each side.
+    pub fn neighbours_as(&self, docno: u64, meta: &DocMeta, window: usize, out: &mut Vec<u64>) {
+        out.clear();
+        if window == 0 || !in_sequence(meta) {
+            return;
+        }
+        let Some(p) = &meta.position else { return };
+        let Some(set) = self.groups.get(&p.group) else { return };
+        let replaced = self.by_id.get(&meta.id).copied();
+        let other = |x: &&(u64, u64)| x.1 != docno && Some(x.1) != replaced;
+        let key = (p.ordinal, docno);
+        out.extend(set.range(..key).rev().filter(other).take(window).map(|x| x.1));
+        out.extend(
+            set.range((std::ops::Bound::Excluded(key), std::ops::Bound::Unbounded))
+                .filter(other)
+                .take(window)
+                .map(|x| x.1),
+        );
+    }
+
+    /// True when replacing the entry of `docno` by `meta` leaves every sequence as it is (same memory, same
+    /// position, same membership).
+    pub fn same_place(&self, docno: u64, meta: &DocMeta) -> bool {
+        self.docs.get(&docno).is_some_and(|old| {
+            old.id == meta.id && old.position == meta.position && in_sequence(old) == in_sequence(meta)
+        }) && self.by_id.get(&meta.id) == Some(&docno)
+    }
+
     /// The entry of `docno`.
     pub fn get(&self, docno: u64) -> Option<&DocMeta> {
         self.docs.get(&docno)

@@ -7,12 +7,78 @@ use std::collections::HashMap;
 
 use rustc_hash::FxHashMap;
 
-use super::bm25::Posting;
+use super::bm25::{BLOCK_SHIFT, BLOCKED_FROM, Posting, TfBounds, blocks_of};
+
+/// One term's postings sorted by docno, with bounds for pruning ([`crate::index::bm25::top_k`]).
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct TermList {
+    /// Postings sorted by docno.
+    pub postings: Vec<Posting>,
+    /// Bounds for pruning: raised by every insert, never lowered by a removal (a bound stays valid when
+    /// postings leave).
+    pub bounds: TfBounds,
+    /// The same per docno block ([`crate::index::bm25::blocks_of`]), once the list has
+    /// [`crate::index::bm25::BLOCKED_FROM`] postings; empty before.
+    pub blocks: Vec<(u64, TfBounds)>,
+}
+
+impl TermList {
+    /// Inserts or replaces the posting of `p.docno`.
+    pub fn put(&mut self, p: Posting) {
+        if self.postings.is_empty() {
+            self.bounds = TfBounds::default();
+            self.blocks.clear();
+        }
+        self.bounds.add(p.tf, p.doc_len);
+        match self.postings.last() {
+            Some(last) if last.docno < p.docno => self.postings.push(p),
+            None => self.postings.push(p),
+            _ => match self.postings.binary_search_by_key(&p.docno, |x| x.docno) {
+                Ok(i) => self.postings[i] = p,
+                Err(i) => self.postings.insert(i, p),
+            },
+        }
+        if !self.blocks.is_empty() {
+            let b = p.docno >> BLOCK_SHIFT;
+            match self.blocks.last_mut() {
+                Some((last, bounds)) if *last == b => bounds.add(p.tf, p.doc_len),
+                Some((last, _)) if *last < b => {
+                    let mut bounds = TfBounds::default();
+                    bounds.add(p.tf, p.doc_len);
+                    self.blocks.push((b, bounds));
+                }
+                _ => match self.blocks.binary_search_by_key(&b, |x| x.0) {
+                    Ok(i) => self.blocks[i].1.add(p.tf, p.doc_len),
+                    Err(i) => {
+                        let mut bounds = TfBounds::default();
+                        bounds.add(p.tf, p.doc_len);
+                        self.blocks.insert(i, (b, bounds));
+                    }
+                },
+            }
+        } else if self.postings.len() >= BLOCKED_FROM {
+            self.blocks = blocks_of(&self.postings);
+        }
+    }
+
+    /// Removes the posting of `docno`, if any.
+    pub fn remove(&mut self, docno: u64) {
+        if let Ok(i) = self.postings.binary_search_by_key(&docno, |p| p.docno) {
+            self.postings.remove(i);
+        }
+    }
+
+    /// Recomputes the bounds exactly (after loading).
+    pub fn tighten(&mut self) {
+        self.bounds = TfBounds::of(&self.postings);
+        self.blocks = if self.postings.len() >= BLOCKED_FROM { blocks_of(&self.postings) } else { Vec::new() };
+    }
+}
 
 /// Postings of one space: term -> postings sorted by docno, plus BM25 collection statistics.
 #[derive(Debug, Default, Clone)]
 pub struct Lexicon {
-    postings: HashMap<String, Vec<Posting>>,
+    postings: HashMap<String, TermList>,
     /// Documents indexed.
     pub docs: u64,
     /// Sum of document lengths in terms.
@@ -25,25 +91,21 @@ impl Lexicon {
     /// Adds one posting while loading (any order); call [`Lexicon::finish_load`] afterwards.
     pub fn load(&mut self, term: &str, p: Posting) {
         self.lens.insert(p.docno, p.doc_len);
-        self.postings.entry(term.to_string()).or_default().push(p);
+        self.postings.entry(term.to_string()).or_default().postings.push(p);
     }
 
-    /// Sorts the lists after [`Lexicon::load`].
+    /// Sorts the lists and sets their bounds after [`Lexicon::load`].
     pub fn finish_load(&mut self) {
         for l in self.postings.values_mut() {
-            l.sort_unstable_by_key(|p| p.docno);
+            l.postings.sort_unstable_by_key(|p| p.docno);
+            l.tighten();
         }
     }
 
     /// Indexes document `docno` with its term frequencies and length.
     pub fn add(&mut self, docno: u64, terms: &[(String, u32)], doc_len: u32) {
         for (t, tf) in terms {
-            let list = self.postings.entry(t.clone()).or_default();
-            let p = Posting { docno, tf: *tf, doc_len };
-            match list.binary_search_by_key(&docno, |p| p.docno) {
-                Ok(i) => list[i] = p,
-                Err(i) => list.insert(i, p),
-            }
+            self.postings.entry(t.clone()).or_default().put(Posting { docno, tf: *tf, doc_len });
         }
         if doc_len > 0 {
             self.lens.insert(docno, doc_len);
@@ -56,10 +118,8 @@ impl Lexicon {
     pub fn remove(&mut self, docno: u64, terms: &[String], doc_len: u32) {
         for t in terms {
             if let Some(list) = self.postings.get_mut(t) {
-                if let Ok(i) = list.binary_search_by_key(&docno, |p| p.docno) {
-                    list.remove(i);
-                }
-                if list.is_empty() {
+                list.remove(docno);
+                if list.postings.is_empty() {
                     self.postings.remove(t);
                 }
             }
@@ -71,12 +131,22 @@ impl Lexicon {
 
     /// The postings of `term` (sorted by docno), or an empty slice.
     pub fn postings(&self, term: &str) -> &[Posting] {
-        self.postings.get(term).map_or(&[], Vec::as_slice)
+        self.postings.get(term).map_or(&[], |l| l.postings.as_slice())
+    }
+
+    /// The list of `term` with its bounds.
+    pub fn term(&self, term: &str) -> Option<&TermList> {
+        self.postings.get(term)
+    }
+
+    /// Every term with its list, in no order.
+    pub fn terms(&self) -> impl Iterator<Item = (&str, &TermList)> {
+        self.postings.iter().map(|(t, l)| (t.as_str(), l))
     }
 
     /// Distinct terms and postings.
     pub fn size(&self) -> (u64, u64) {
-        (self.postings.len() as u64, self.postings.values().map(|l| l.len() as u64).sum())
+        (self.postings.len() as u64, self.postings.values().map(|l| l.postings.len() as u64).sum())
     }
 
     /// Length in terms of document `docno` (0 when it has no terms or is not indexed).
@@ -120,5 +190,35 @@ mod tests {
         l.remove(5, &a.iter().map(|x| x.0.clone()).collect::<Vec<_>>(), la);
         assert!(l.postings("red").is_empty());
         assert_eq!((l.docs, l.total_len), (1, 2));
+    }
+
+    proptest::proptest! {
+        /// Block bounds kept by `put` cover every posting of their block, through inserts in any order,
+        /// replacements and removals, before and after the list grows past the blocking threshold.
+        #[test]
+        fn block_bounds_cover_every_posting(
+            ops in proptest::collection::vec((0u64..6000, 1u32..12, 1u32..40, proptest::bool::weighted(0.1)), 1..1500),
+        ) {
+            use crate::index::bm25::{BLOCK_SHIFT, Bm25Params};
+            let mut l = TermList::default();
+            for (docno, tf, len, remove) in ops {
+                if remove {
+                    l.remove(docno);
+                } else {
+                    l.put(Posting { docno, tf, doc_len: len });
+                }
+            }
+            let params = Bm25Params::default();
+            let score = |b: &TfBounds| b.max_score(params, 1.0, 1, 10.0);
+            for p in &l.postings {
+                let one = TfBounds::of(std::slice::from_ref(p));
+                proptest::prop_assert!(score(&one) <= score(&l.bounds));
+                if !l.blocks.is_empty() {
+                    let b = l.blocks.iter().find(|b| b.0 == p.docno >> BLOCK_SHIFT);
+                    proptest::prop_assert!(b.is_some_and(|b| score(&one) <= score(&b.1)), "docno {}", p.docno);
+                }
+            }
+            proptest::prop_assert!(l.postings.windows(2).all(|w| w[0].docno < w[1].docno));
+        }
     }
 }

@@ -39,6 +39,12 @@ fn key(kind: &str, name: &str) -> String {
     format!("{kind}:{}", name.to_lowercase())
 }
 
+/// The entity mentions of `text` as [`MemoryWrite::set_mentions`] takes them (extraction, then parenthetical
+/// aliases). Pure: a batch computes it for its memories in parallel before its transaction.
+pub(crate) fn mentions_in(text: &str) -> Vec<Mention> {
+    with_parenthetical_aliases(text, extract(text))
+}
+
 /// Names written together as `X (Y)` are one entity: Y takes X's kind and canonical name, and its spelling
 /// becomes an alias ("Postgres (PostgreSQL)", "Kubernetes (k8s)"); later mentions of Y alone resolve to X.
 fn with_parenthetical_aliases(text: &str, mut ms: Vec<Mention>) -> Vec<Mention> {
@@ -111,18 +117,18 @@ impl MemoryWrite<'_> {
         Ok(out)
     }
 
-    /// Replaces the entities mentioned by memory `memory_id` with those found in `text`.
+    /// Replaces the entities mentioned by memory `memory_id` with `mentions` ([`mentions_in`] of its text).
     pub(crate) fn set_mentions(
         &mut self,
         space: &str,
         memory_id: &str,
-        text: &str,
+        mentions: Vec<Mention>,
         now: Timestamp,
     ) -> Result<MentionReport> {
         let old = self.mentioned(space, memory_id)?;
         // Distinct (kind, canonical) in text order, with the spellings seen.
         let mut found: BTreeMap<Key, (usize, Vec<String>)> = BTreeMap::new();
-        for (i, m) in with_parenthetical_aliases(text, extract(text)).into_iter().enumerate() {
+        for (i, m) in mentions.into_iter().enumerate() {
             let e = found.entry((m.entity_type, m.canonical.to_lowercase())).or_insert((i, vec![m.canonical.clone()]));
             if !e.1.iter().any(|s| s.eq_ignore_ascii_case(&m.text)) {
                 e.1.push(m.text);

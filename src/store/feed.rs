@@ -63,6 +63,8 @@ pub(crate) struct Feed {
     pub graph_files: graph_files::GraphFiles,
     pub dim: usize,
     pub vector: crate::index::vector::VectorParams,
+    /// Neighbours on each side of the materialised context-expanded postings ([`crate::index::context::ExpandedIndex`]).
+    pub context_window: usize,
     /// Wakes the HNSW builder after vectors arrived.
     pub wake_hnsw: Arc<dyn Fn() + Send + Sync>,
     /// This process's mark on its entries (its own PageRank and chunk changes are applied before publishing).
@@ -81,11 +83,24 @@ impl Feed {
         graph_files: graph_files::GraphFiles,
         dim: usize,
         vector: crate::index::vector::VectorParams,
+        context_window: usize,
         wake_hnsw: Arc<dyn Fn() + Send + Sync>,
     ) -> Feed {
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
         let origin = (nanos as u64) ^ (u64::from(std::process::id()) << 32) ^ (&nanos as *const u128 as u64);
-        Feed { db, index, graph, chunks, graph_files, dim, vector, wake_hnsw, origin, position: Mutex::new(0) }
+        Feed {
+            db,
+            index,
+            graph,
+            chunks,
+            graph_files,
+            dim,
+            vector,
+            context_window,
+            wake_hnsw,
+            origin,
+            position: Mutex::new(0),
+        }
     }
 
     /// Whether other processes share the database (the feed is in use).
@@ -121,8 +136,8 @@ impl Feed {
                 tracing::warn!(error = %e.chain(), "reading the change feed failed; retrying shortly");
             }
         } else if !ops.is_empty() {
-            let (dim, vector) = (self.dim, self.vector);
-            apply_ops(&self.index, ops, &|| SpaceIndex::empty(dim, vector));
+            let (dim, vector, window) = (self.dim, self.vector, self.context_window);
+            apply_ops(&self.index, ops, &|| SpaceIndex::empty(dim, vector, window));
         }
         (self.wake_hnsw)();
     }
@@ -159,8 +174,10 @@ impl Feed {
                     }
                     ChangeIn::Vectors(v) => {
                         if !ops.is_empty() {
-                            let (dim, vector) = (self.dim, self.vector);
-                            apply_ops(&self.index, std::mem::take(&mut ops), &|| SpaceIndex::empty(dim, vector));
+                            let (dim, vector, window) = (self.dim, self.vector, self.context_window);
+                            apply_ops(&self.index, std::mem::take(&mut ops), &|| {
+                                SpaceIndex::empty(dim, vector, window)
+                            });
                         }
                         vectors.extend(v);
                     }
@@ -174,8 +191,8 @@ impl Feed {
                 *position = seq;
             }
             if !ops.is_empty() {
-                let (dim, vector) = (self.dim, self.vector);
-                apply_ops(&self.index, ops, &|| SpaceIndex::empty(dim, vector));
+                let (dim, vector, window) = (self.dim, self.vector, self.context_window);
+                apply_ops(&self.index, ops, &|| SpaceIndex::empty(dim, vector, window));
                 (self.wake_hnsw)();
             }
             if !vectors.is_empty() {
@@ -209,7 +226,8 @@ impl Feed {
     /// Rebuilds the indexes, the PageRank table and the chunk indexes from the tables.
     fn reload(&self, position: &mut u64) -> Result<()> {
         let started = Instant::now();
-        let (state, head) = super::open::load_index_state(&self.db, self.dim, self.vector, &self.graph_files)?;
+        let (state, head) =
+            super::open::load_index_state(&self.db, self.dim, self.vector, self.context_window, &self.graph_files)?;
         *self.index.write() = state;
         *position = head;
         *self.graph.write() = super::communities::load_graph_state(&self.db)?;

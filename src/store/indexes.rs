@@ -9,6 +9,7 @@ use parking_lot::{Mutex, RwLock};
 
 use super::*;
 use crate::index::catalog::{DocMeta, SpaceCatalog};
+use crate::index::context::{ExpandedIndex, put_doc, remove_doc};
 use crate::index::lexicon::Lexicon;
 use crate::index::vector::{Graph, GraphWork, SpaceVectors};
 
@@ -18,19 +19,43 @@ pub(crate) struct SpaceIndex {
     pub lexicon: Lexicon,
     pub vectors: SpaceVectors,
     /// Total length of the context-expanded collection for a window ([`crate::index::context`]), computed on
-    /// the first search after a change.
+    /// the first search after a change (for a window other than the materialised one).
     pub expanded_len: Mutex<Option<(usize, u64)>>,
+    /// The materialised context-expanded postings for the store's window, while the space has sequences.
+    pub expanded: Option<ExpandedIndex>,
+    /// That window.
+    pub context_window: usize,
 }
 
 impl SpaceIndex {
     /// An empty index with vectors of `dim` dimensions.
-    pub(crate) fn empty(dim: usize, vector: crate::index::vector::VectorParams) -> Self {
+    pub(crate) fn empty(dim: usize, vector: crate::index::vector::VectorParams, context_window: usize) -> Self {
         SpaceIndex {
             catalog: SpaceCatalog::default(),
             lexicon: Lexicon::default(),
             vectors: SpaceVectors::new(dim, vector),
             expanded_len: Mutex::new(None),
+            expanded: None,
+            context_window,
         }
+    }
+
+    /// Builds the expanded postings when the space has sequences and none are held; drops them when it has
+    /// none any more.
+    pub(crate) fn refresh_expanded(&mut self) {
+        let wanted = self.context_window > 0 && self.catalog.has_sequences();
+        if wanted && self.expanded.is_none() {
+            self.expanded = Some(ExpandedIndex::build(&self.catalog, &self.lexicon, self.context_window));
+        } else if !wanted {
+            self.expanded = None;
+        }
+    }
+
+    /// The average length of the expanded collection and its postings, when `window` is the materialised one.
+    pub(crate) fn expanded_for(&self, window: usize) -> Option<(&ExpandedIndex, f32)> {
+        let x = self.expanded.as_ref().filter(|x| x.window() == window)?;
+        let avg = if self.lexicon.docs == 0 { 1.0 } else { x.total_len as f32 / self.lexicon.docs as f32 };
+        Some((x, avg))
     }
 
     /// Average length of the context-expanded collection with `window` neighbours on each side.
@@ -145,6 +170,7 @@ pub(crate) fn start_graph_builder(
 pub(crate) fn apply_ops(index: &RwLock<IndexState>, ops: Vec<IndexOp>, new_index: &dyn Fn() -> SpaceIndex) {
     let mut state = index.write();
     let mut vec_batches: HashMap<String, Vec<(u64, Vec<f32>)>> = HashMap::new();
+    let mut touched: BTreeSet<String> = BTreeSet::new();
     for op in ops {
         match op {
             IndexOp::Remove { space, docno, lex } => {
@@ -153,25 +179,29 @@ pub(crate) fn apply_ops(index: &RwLock<IndexState>, ops: Vec<IndexOp>, new_index
                 }
                 if let Some(si) = state.spaces.get_mut(&space) {
                     *si.expanded_len.get_mut() = None;
-                    si.catalog.remove(docno);
                     si.vectors.remove(docno);
-                    if let Some(l) = lex {
-                        let terms: Vec<String> = l.terms.into_iter().map(|t| t.0).collect();
-                        si.lexicon.remove(docno, &terms, l.len);
-                    }
+                    let terms: Option<(Vec<String>, u32)> =
+                        lex.map(|l| (l.terms.into_iter().map(|t| t.0).collect(), l.len));
+                    let text = terms.as_ref().map(|(t, len)| (t.as_slice(), *len));
+                    remove_doc(&mut si.catalog, &mut si.lexicon, si.expanded.as_mut(), docno, text);
+                    touched.insert(space);
                 }
             }
             IndexOp::Put { space, docno, meta, vector, lex } => {
                 let si = state.spaces.entry(space.clone()).or_insert_with(new_index);
                 *si.expanded_len.get_mut() = None;
-                si.catalog.insert(docno, meta);
-                if let Some(l) = lex {
-                    si.lexicon.add(docno, &l.terms, l.len);
-                }
+                let text = lex.as_ref().map(|l| (l.terms.as_slice(), l.len));
+                put_doc(&mut si.catalog, &mut si.lexicon, si.expanded.as_mut(), docno, meta, text);
+                touched.insert(space.clone());
                 if let Some(v) = vector {
                     vec_batches.entry(space).or_default().push((docno, v));
                 }
             }
+        }
+    }
+    for space in touched {
+        if let Some(si) = state.spaces.get_mut(&space) {
+            si.refresh_expanded();
         }
     }
     for (space, batch) in vec_batches {
@@ -183,7 +213,7 @@ pub(crate) fn apply_ops(index: &RwLock<IndexState>, ops: Vec<IndexOp>, new_index
 
 impl KnowledgeStore {
     pub(crate) fn new_space_index(&self) -> SpaceIndex {
-        SpaceIndex::empty(self.config.embedder.dim(), self.config.vector)
+        SpaceIndex::empty(self.config.embedder.dim(), self.config.vector, self.config.context.window)
     }
 
     /// Applies a commit's changes to the in-memory indexes (on a shared database: catches up with the change

@@ -61,8 +61,11 @@ impl<'t> MemoryWrite<'t> {
     }
 
     /// Adds the postings of `text` for `docno`; returns what the in-memory lexicon needs.
-    fn index_text(&mut self, space: &str, docno: u64, text: &str) -> Result<LexEntry> {
-        let (tf, len) = lexicon::analyse(text);
+    fn index_text(&mut self, space: &str, docno: u64, text: &str, prepared: Option<&mut Prepared>) -> Result<LexEntry> {
+        let (tf, len) = match prepared {
+            Some(p) if p.index_text == text => std::mem::take(&mut p.analysed),
+            _ => lexicon::analyse(text),
+        };
         self.memories.index_terms(space, docno, &tf, len)?;
         Ok(LexEntry { terms: tf, len })
     }
@@ -171,11 +174,11 @@ impl<'t> MemoryWrite<'t> {
                     self.memories.remove_record(old_space, &id)?;
                 }
                 if !same {
-                    self.index_text(&space, docno, &text)?;
+                    self.index_text(&space, docno, &text, None)?;
                 }
             }
             _ => {
-                self.index_text(&space, docno, &text)?;
+                self.index_text(&space, docno, &text, None)?;
             }
         }
         let stored = StoredMemory { docno, memory };
@@ -467,6 +470,32 @@ struct PutPlan<'a> {
     /// `vector` was given by the caller: the memory is re-indexed (new document number) even if its text is
     /// unchanged.
     given: bool,
+    /// What the batch computed for this memory before the transaction, if anything.
+    prepared: Option<Prepared>,
+}
+
+/// The work on a memory's text that needs no transaction, done for a whole batch in parallel before its one
+/// commit (rayon): the analysed index text (terms, length) and the entity mentions, each with the text it was
+/// computed from. The write path uses them only when its text is the same (an upsert may merge other fields in).
+pub(crate) struct Prepared {
+    index_text: String,
+    analysed: (Vec<(String, u32)>, u32),
+    entity_text: String,
+    mentions: Vec<crate::extract::entities::Mention>,
+}
+
+impl Prepared {
+    /// Prepares `m` as it would be written.
+    fn of(m: &Memory) -> Prepared {
+        let index_text = m.index_text();
+        let entity_text = entity_text(m);
+        Prepared {
+            analysed: lexicon::analyse(&index_text),
+            mentions: if m.is_crystal { Vec::new() } else { super::entities::mentions_in(&entity_text) },
+            index_text,
+            entity_text,
+        }
+    }
 }
 
 impl KnowledgeStore {
@@ -534,10 +563,18 @@ impl KnowledgeStore {
                 m
             })
             .collect();
-        let texts: Vec<String> = presumed.iter().map(Memory::index_text).collect();
-        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        // Text analysis and entity extraction of the batch, on every core (the commit stays single-writer).
+        let mut prepared: Vec<Option<Prepared>> = {
+            use rayon::prelude::*;
+            if presumed.len() >= 16 {
+                presumed.par_iter().map(|m| Some(Prepared::of(m))).collect()
+            } else {
+                presumed.iter().map(|m| Some(Prepared::of(m))).collect()
+            }
+        };
+        let texts: Vec<&str> = prepared.iter().flatten().map(|p| p.index_text.as_str()).collect();
         // An external store computes nothing: each memory has the vector it was given, or none.
-        let vectors = if embedder.external() { Vec::new() } else { embedder.embed(&refs, InputType::Document)? };
+        let vectors = if embedder.external() { Vec::new() } else { embedder.embed(&texts, InputType::Document)? };
 
         let results = self.write(|txn, ops| {
             let base = Self::alloc_docnos(txn, batch.len() as u64)?;
@@ -565,10 +602,16 @@ impl KnowledgeStore {
                 apply_new(&mut merged, n);
                 let vector = match given[i].take() {
                     Some(v) => Some(v),
-                    None => (merged.index_text() == texts[i]).then(|| vectors.get(i).cloned()).flatten(),
+                    None => prepared[i]
+                        .as_ref()
+                        .is_some_and(|p| merged.index_text() == p.index_text)
+                        .then(|| vectors.get(i).cloned())
+                        .flatten(),
                 };
                 let given = n.embedding.is_some();
-                let plan = PutPlan { space, existing, merged, labels, new_docno: base + i as u64, vector, given };
+                let new_docno = base + i as u64;
+                let prepared = prepared[i].take();
+                let plan = PutPlan { space, existing, merged, labels, new_docno, vector, given, prepared };
                 results.push(self.put_memory(&mut t, plan, now, ops)?);
             }
             Ok(results)
@@ -612,6 +655,7 @@ impl KnowledgeStore {
             new_docno: docno,
             vector,
             given: false,
+            prepared: None,
         };
         self.put_memory(t, plan, now, ops).map(|_| ())
     }
@@ -678,6 +722,7 @@ impl KnowledgeStore {
                 new_docno: base,
                 given: given.is_some(),
                 vector: given,
+                prepared: None,
             };
             self.put_memory(&mut t, plan, now, ops)
         })?;
@@ -841,7 +886,7 @@ fn put_with(
     now: Timestamp,
     ops: &mut Vec<IndexOp>,
 ) -> Result<CreatedMemory> {
-    let PutPlan { space, existing, mut merged, labels, new_docno, vector, given } = plan;
+    let PutPlan { space, existing, mut merged, labels, new_docno, vector, given, mut prepared } = plan;
     let old_labels = match &existing {
         Some((s, sm)) => t.label_ids(s, &sm.memory.id)?,
         None => BTreeSet::new(),
@@ -914,7 +959,7 @@ fn put_with(
                     .ok_or_else(|| Error::new(ErrorKind::Internal, "embedder returned no vector"))?,
             ),
         };
-        lex = Some(t.index_text(space, docno, &text)?);
+        lex = Some(t.index_text(space, docno, &text, prepared.as_mut())?);
         // The index holds exactly what the file holds (half precision), so a reopen changes no score.
         let v = match v {
             Some(v) => Some(t.memories.put_vector(space, docno, v)?),
@@ -933,7 +978,12 @@ fn put_with(
     let graph = if stored.memory.is_crystal {
         super::entities::MentionReport { entities: vec![], created_relationships: 0 }
     } else if text_changed || existing.is_none() {
-        t.set_mentions(space, &stored.memory.id, &entity_text(&stored.memory), now)?
+        let et = entity_text(&stored.memory);
+        let mentions = match prepared.take() {
+            Some(p) if p.entity_text == et => p.mentions,
+            _ => super::entities::mentions_in(&et),
+        };
+        t.set_mentions(space, &stored.memory.id, mentions, now)?
     } else {
         super::entities::MentionReport {
             entities: t.current_entities(space, &stored.memory.id)?,
@@ -987,6 +1037,7 @@ pub(crate) fn write_derived(
         new_docno,
         vector: None,
         given: false,
+        prepared: None,
     };
     put_with(embedder, t, plan, now, ops).map(|_| ())
 }

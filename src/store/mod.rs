@@ -43,7 +43,9 @@ pub use label_maint::{
 pub use lifecycle::{StateChange, Transition};
 pub(crate) use records::StoredMemory;
 pub use reembed::ReembedStatus;
-pub use relations::{MAX_RELATIONS_LIMIT, MemoryRelation, RELATION_STATUSES, RelationInput, RelationQuery, RelationView};
+pub use relations::{
+    MAX_RELATIONS_LIMIT, MemoryRelation, RELATION_STATUSES, RelationInput, RelationQuery, RelationView,
+};
 pub use reviews::{ACTIONS as REVIEW_ACTIONS, Resolution, ReviewEvent};
 pub use sources::{
     ChunkHit, IngestReport, MAX_SOURCE_BYTES, NewSource, SourceAnalysis, SourceChunks, SourceContent, SourceHit,

@@ -156,6 +156,7 @@ impl KnowledgeStore {
             graph_files.clone(),
             config.embedder.dim(),
             config.vector,
+            config.context.window,
             Arc::new(move || hnsw.wake()),
         ));
         let bulk_loads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -340,8 +341,13 @@ impl KnowledgeStore {
     /// Builds the catalog and vector indexes of every space from the database, and sets the change-feed
     /// position to the snapshot they were read from.
     pub(crate) fn load_indexes(&self) -> Result<()> {
-        let (state, head) =
-            load_index_state(&self.db, self.config.embedder.dim(), self.config.vector, &self.graph_files)?;
+        let (state, head) = load_index_state(
+            &self.db,
+            self.config.embedder.dim(),
+            self.config.vector,
+            self.config.context.window,
+            &self.graph_files,
+        )?;
         *self.index.write() = state;
         self.feed.loaded_at(head);
         Ok(())
@@ -354,9 +360,10 @@ pub(crate) fn load_index_state(
     db: &Db,
     dim: usize,
     vector: crate::index::vector::VectorParams,
+    context_window: usize,
     graph_files: &graph_files::GraphFiles,
 ) -> Result<(IndexState, u64)> {
-    let new_space_index = || SpaceIndex::empty(dim, vector);
+    let new_space_index = || SpaceIndex::empty(dim, vector, context_window);
     let rtx = db.read()?;
     let head = rtx.change_head()?;
     let mut state = IndexState { spaces: HashMap::new() };
@@ -393,6 +400,7 @@ pub(crate) fn load_index_state(
     }
     for si in state.spaces.values_mut() {
         si.lexicon.finish_load();
+        si.refresh_expanded();
     }
     // Saved graphs first, so that each vector is read straight into its graph or the arena: one copy.
     graph_files.stage_all(db, &mut state.spaces);

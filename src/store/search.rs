@@ -132,22 +132,18 @@ impl KnowledgeStore {
         let accept = |d: u64| si.catalog.get(d).is_some_and(|m| q.filter.accepts(m));
         // Counting matches walks the whole catalog: only a real filter needs it.
         let candidates = if q.filter.is_trivial() { si.catalog.len() } else { si.catalog.count(&q.filter) };
-        let mut lists: Vec<(u32, &[Posting])> = Vec::with_capacity(qtf.len());
-        if mode != SearchMode::Vector {
-            for (term, n) in &qtf {
-                lists.push((*n, si.lexicon.postings(term)));
-            }
-        }
+        let terms: Vec<(&str, u32)> =
+            if mode == SearchMode::Vector { Vec::new() } else { qtf.iter().map(|(t, n)| (t.as_str(), *n)).collect() };
         let lex = Lexical {
             bm25: q.options.bm25.unwrap_or(self.config.bm25),
             cx: q.options.context_params.unwrap_or(self.config.context),
             docs: si.lexicon.docs,
             avg: si.lexicon.avg_len(),
         };
-        let (lexical, lex_all) = if lists.is_empty() {
-            (Vec::new(), None)
+        let (lexical, scorer) = if terms.is_empty() {
+            (Vec::new(), LexScorer::All(Vec::new()))
         } else {
-            lexical_candidates(si, q, mode, &lists, &lex, depth, &accept)
+            lexical_candidates(si, q, mode, &terms, &lex, depth, &accept)
         };
 
         let mut vector: Vec<(u64, f32)> = Vec::new();
@@ -161,7 +157,7 @@ impl KnowledgeStore {
         let mut fused: Vec<Fused> = match mode {
             SearchMode::Hybrid => {
                 let fusion = q.fusion.unwrap_or_else(|| self.config.effective_fusion());
-                fuse_union(si, &lexical, &vector, lex_all.as_deref(), &lists, &lex, qvec.as_deref(), fusion)
+                fuse_union(si, &lexical, &vector, &scorer, lex.bm25, qvec.as_deref(), fusion)
             }
             SearchMode::Lexical => lexical
                 .iter()
@@ -203,11 +199,10 @@ impl KnowledgeStore {
                 score: f.score,
                 lexical_score: f.lexical,
                 vector_score: f.vector,
-                matched_terms: qtf
-                    .keys()
-                    .zip(&lists)
-                    .filter(|(_, (_, l))| l.binary_search_by_key(&f.docno, |p| p.docno).is_ok())
-                    .map(|(t, _)| t.clone())
+                matched_terms: terms
+                    .iter()
+                    .filter(|(t, _)| si.lexicon.postings(t).binary_search_by_key(&f.docno, |p| p.docno).is_ok())
+                    .map(|(t, _)| t.to_string())
                     .collect(),
                 expansion_score: f.expansion,
                 context: Vec::new(),
@@ -419,94 +414,125 @@ struct Lexical {
     avg: f32,
 }
 
-/// BM25 candidates (best first, at most `depth`), context-expanded when the space holds sequences and the
-/// query does not turn it off (`docs/retrieval.md`). In hybrid mode with expansion, also every matching
-/// document's lexical score sorted by docno, for the fusion of the union.
-fn lexical_candidates(
-    si: &super::SpaceIndex,
+/// How a document's lexical score is found after the candidates were chosen (for the union that hybrid fusion
+/// scores): from the query's lists (pruned search), or from every matching document's score (the exhaustive
+/// expanded scoring of a window with no materialised postings), sorted by docno.
+enum LexScorer<'a> {
+    Lists(Vec<bm25::ScoredList<'a>>, bm25::Combine),
+    All(Scored),
+}
+
+impl LexScorer<'_> {
+    fn score(&self, params: bm25::Bm25Params, docno: u64) -> f32 {
+        match self {
+            LexScorer::Lists(lists, combine) => bm25::score_doc(params, lists, *combine, docno),
+            LexScorer::All(all) => all.binary_search_by_key(&docno, |x| x.0).map_or(0.0, |i| all[i].1),
+        }
+    }
+}
+
+/// The query's own lists, one per distinct term in `lists` order.
+fn own_lists<'a>(si: &'a super::SpaceIndex, terms: &[(&str, u32)], lex: &Lexical) -> Vec<bm25::ScoredList<'a>> {
+    let n = lex.docs.max(1) as f32;
+    let avg = if lex.avg > 0.0 { lex.avg } else { 1.0 };
+    terms
+        .iter()
+        .map(|(t, qtf)| {
+            let l = si.lexicon.term(t);
+            let list = l.map_or(&[][..], |l| l.postings.as_slice());
+            bm25::ScoredList {
+                list,
+                idf: bm25::idf(n, list.len()),
+                qtf: *qtf,
+                avg,
+                bounds: l.map_or_else(Default::default, |l| l.bounds),
+                blocks: l.map_or(&[][..], |l| l.blocks.as_slice()),
+                part: bm25::Part::Own,
+            }
+        })
+        .collect()
+}
+
+/// BM25 candidates (best first, at most `depth`, all passing `accept`), context-expanded when the space holds
+/// sequences and the query does not turn it off (`docs/retrieval.md`), and the scorer of any other document.
+/// With the store's window the expanded postings are materialised and both forms are pruned
+/// ([`bm25::top_k`], MaxScore); another window scores every posting and its neighbours
+/// ([`context::score_context`]).
+fn lexical_candidates<'a>(
+    si: &'a super::SpaceIndex,
     q: &SearchQuery,
     mode: SearchMode,
-    lists: &[(u32, &[Posting])],
+    terms: &[(&str, u32)],
     lex: &Lexical,
     depth: usize,
     accept: &dyn Fn(u64) -> bool,
-) -> (Scored, Option<Scored>) {
-    let (bm25p, cx, lex_docs, lex_avg) = (lex.bm25, lex.cx, lex.docs, lex.avg);
+) -> (Scored, LexScorer<'a>) {
+    let (bm25p, cx) = (lex.bm25, lex.cx);
     let best_first = |a: &(u64, f32), b: &(u64, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
     let expanded_on = q.options.context_bm25.unwrap_or(true)
         && cx.is_on()
         && si.catalog.has_sequences()
         && mode != SearchMode::Vector;
-    let mut lex_all: Option<Vec<(u64, f32)>> = None;
-    let mut lexical: Vec<(u64, f32)>;
-    // Without a filter, the catalog check (a random memory access per document) runs on the top
-    // candidates only; the filter then can only drop non-active memories, which are rare.
-    let trivial = q.filter.is_trivial();
-    let everything = |_: u64| true;
-    let first: &dyn Fn(u64) -> bool = if trivial { &everything } else { &accept };
-    if expanded_on {
-        let avg = si.expanded_avg_len(cx.window);
-        let expanded = context::score_context(bm25p, avg, lists, &si.catalog, &si.lexicon, cx.window, first);
-        let beta = cx.blend.clamp(0.0, 1.0);
-        lexical = if beta >= 1.0 {
-            expanded
-        } else {
-            let own = bm25::score(bm25p, lex_docs, lex_avg, lists, first);
-            // Both lists are sorted by docno, and every document with an own match also has an expanded
-            // one (its own terms are in it): one merge.
-            let mut own = own.into_iter().peekable();
-            expanded
-                .into_iter()
-                .map(|(d, e)| {
-                    let o = match own.peek() {
-                        Some((od, os)) if *od == d => {
-                            let v = *os;
-                            own.next();
-                            v
-                        }
-                        _ => 0.0,
-                    };
-                    (d, (1.0 - beta) * o + beta * e)
-                })
-                .collect()
-        };
-        // `lexical` is sorted by docno here; hybrid search looks the union's scores up in a copy.
-        let all = if mode == SearchMode::Hybrid || trivial { Some(lexical.clone()) } else { None };
-        if trivial {
-            let keep = depth * 2;
-            if lexical.len() > keep {
-                lexical.select_nth_unstable_by(keep, best_first);
-                lexical.truncate(keep);
-            }
-            lexical.retain(|(d, _)| accept(*d));
-            if lexical.len() < depth
-                && let Some(all) = all.as_ref().filter(|a| a.len() > keep)
-            {
-                lexical = all.iter().filter(|(d, _)| accept(*d)).copied().collect();
-            }
+    let beta = cx.blend.clamp(0.0, 1.0);
+    if !expanded_on {
+        let lists = own_lists(si, terms, lex);
+        let top = bm25::top_k(bm25p, &lists, bm25::Combine::Own, depth, accept);
+        return (top, LexScorer::Lists(lists, bm25::Combine::Own));
+    }
+    if let Some((x, avg)) = si.expanded_for(cx.window) {
+        let combine = if beta >= 1.0 { bm25::Combine::Expanded } else { bm25::Combine::Blend(beta) };
+        let mut lists = if beta >= 1.0 { Vec::new() } else { own_lists(si, terms, lex) };
+        let n = lex.docs.max(1) as f32;
+        let avg = if avg > 0.0 { avg } else { 1.0 };
+        for (t, qtf) in terms {
+            let l = x.term(t);
+            let list = l.map_or(&[][..], |l| l.postings.as_slice());
+            lists.push(bm25::ScoredList {
+                list,
+                idf: bm25::idf(n, list.len()),
+                qtf: *qtf,
+                avg,
+                bounds: l.map_or_else(Default::default, |l| l.bounds),
+                blocks: l.map_or(&[][..], |l| l.blocks.as_slice()),
+                part: bm25::Part::Expanded,
+            });
         }
-        lex_all = all.filter(|_| mode == SearchMode::Hybrid);
+        let top = bm25::top_k(bm25p, &lists, combine, depth, accept);
+        return (top, LexScorer::Lists(lists, combine));
+    }
+    // Another window than the materialised one (an ablation): every posting and its neighbours.
+    let postings: Vec<(u32, &[Posting])> = terms.iter().map(|(t, n)| (*n, si.lexicon.postings(t))).collect();
+    let avg = si.expanded_avg_len(cx.window);
+    let expanded = context::score_context(bm25p, avg, &postings, &si.catalog, &si.lexicon, cx.window, accept);
+    let all: Scored = if beta >= 1.0 {
+        expanded
     } else {
-        lexical = bm25::score(bm25p, lex_docs, lex_avg, lists, first);
-        let keep = if trivial { depth * 2 } else { depth };
-        let scored = lexical.len();
-        if scored > keep {
-            lexical.select_nth_unstable_by(keep, best_first);
-            lexical.truncate(keep);
-        }
-        if trivial {
-            lexical.retain(|(d, _)| accept(*d));
-            if lexical.len() < depth && scored > keep {
-                lexical = bm25::score(bm25p, lex_docs, lex_avg, lists, &accept);
-            }
-        }
+        let own = bm25::score(bm25p, lex.docs, lex.avg, &postings, accept);
+        // Both lists are sorted by docno, and every document with an own match also has an expanded one (its
+        // own terms are in it): one merge.
+        let mut own = own.into_iter().peekable();
+        expanded
+            .into_iter()
+            .map(|(d, e)| {
+                let o = match own.peek() {
+                    Some((od, os)) if *od == d => {
+                        let v = *os;
+                        own.next();
+                        v
+                    }
+                    _ => 0.0,
+                };
+                (d, (1.0 - beta) * o + beta * e)
+            })
+            .collect()
+    };
+    let mut top = all.clone();
+    if top.len() > depth {
+        top.select_nth_unstable_by(depth, best_first);
+        top.truncate(depth);
     }
-    if lexical.len() > depth {
-        lexical.select_nth_unstable_by(depth, best_first);
-        lexical.truncate(depth);
-    }
-    lexical.sort_by(best_first);
-    (lexical, lex_all)
+    top.sort_by(best_first);
+    (top, LexScorer::All(all))
 }
 
 /// Hybrid fusion: the union of both candidate lists is scored on both sides, so that a document is not
@@ -516,25 +542,17 @@ fn fuse_union(
     si: &super::SpaceIndex,
     lexical: &[(u64, f32)],
     vector: &[(u64, f32)],
-    lex_all: Option<&[(u64, f32)]>,
-    lists: &[(u32, &[Posting])],
-    lex: &Lexical,
+    scorer: &LexScorer<'_>,
+    bm25p: bm25::Bm25Params,
     qvec: Option<&[f32]>,
     fusion: crate::index::fusion::Fusion,
 ) -> Vec<Fused> {
-    let (bm25p, lex_docs, lex_avg) = (lex.bm25, lex.docs, lex.avg);
     // Score the union of both candidate lists on both sides, so that a document is not penalised
     // for falling just outside one list's depth.
     let mut union: Vec<u64> = lexical.iter().chain(vector).map(|(d, _)| *d).collect();
     union.sort_unstable();
     union.dedup();
-    let lex_full: Vec<(u64, f32)> = union
-        .iter()
-        .map(|d| match &lex_all {
-            Some(all) => (*d, all.binary_search_by_key(d, |x| x.0).map_or(0.0, |i| all[i].1)),
-            None => (*d, bm25::score_one(bm25p, lex_docs, lex_avg, lists, *d)),
-        })
-        .collect();
+    let lex_full: Vec<(u64, f32)> = union.iter().map(|d| (*d, scorer.score(bm25p, *d))).collect();
     let sims = match &qvec {
         Some(qv) => si.vectors.similarities(qv, &union),
         None => vec![0.0; union.len()],
