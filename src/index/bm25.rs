@@ -182,6 +182,47 @@ pub struct ScoredList<'a> {
     pub blocks: &'a [(u64, TfBounds)],
     /// The sum it adds to: [`Part::Own`] or [`Part::Expanded`].
     pub part: Part,
+    /// For a list of expanded postings with the documents' own tf and length ([`Paired`]): the own share is
+    /// read from the same posting, so a blended score needs no second list per term.
+    pub paired: Option<Paired<'a>>,
+}
+
+/// The own side of a list of expanded postings: for each posting the document's own `(tf, length)` (tf 0: not
+/// in its own text), and the own collection's statistics and bounds for the term.
+#[derive(Debug, Clone, Copy)]
+pub struct Paired<'a> {
+    /// Own `(tf, length)` per posting of the list, same order.
+    pub own: &'a [(u32, u32)],
+    /// The term's idf in the own collection.
+    pub idf: f32,
+    /// Average own document length.
+    pub avg: f32,
+    /// Bounds of the term's own postings.
+    pub bounds: TfBounds,
+    /// The same per docno block, or empty.
+    pub blocks: &'a [(u64, TfBounds)],
+}
+
+impl ScoredList<'_> {
+    /// The list's weighted shares of the posting at `i`: `(own, expanded)` sums' parts, and the weighted total.
+    #[inline]
+    fn shares(&self, params: Bm25Params, combine: Combine, i: usize) -> (f32, f32) {
+        let p = self.list[i];
+        let s = term_score(params, self.idf, self.qtf, p.tf, p.doc_len, self.avg);
+        match (self.part, &self.paired) {
+            (Part::Own, _) => (s, 0.0),
+            (Part::Expanded, None) => (0.0, s),
+            (Part::Expanded, Some(o)) => {
+                let (tf, len) = o.own.get(i).copied().unwrap_or((0, 0));
+                let own = if tf > 0 && combine.weight(Part::Own) > 0.0 {
+                    term_score(params, o.idf, self.qtf, tf, len, o.avg)
+                } else {
+                    0.0
+                };
+                (own, s)
+            }
+        }
+    }
 }
 
 /// Which of the two sums of a blended score a list adds to.
@@ -281,18 +322,25 @@ pub fn top_k(
     if k == 0 || m == 0 {
         return Vec::new();
     }
-    let active: Vec<usize> =
-        (0..m).filter(|&j| combine.weight(lists[j].part) > 0.0 && !lists[j].list.is_empty()).collect();
-    let weight: Vec<f32> = lists.iter().map(|l| combine.weight(l.part)).collect();
-    let whole: Vec<f32> = lists
-        .iter()
-        .zip(&weight)
-        .map(|(l, w)| (w * l.bounds.max_score(params, l.idf, l.qtf, l.avg)).max(0.0) * (1.0 + BOUND_SLACK))
-        .collect();
+    let (w_own, w_exp) = (combine.weight(Part::Own), combine.weight(Part::Expanded));
+    let contributes = |l: &ScoredList<'_>| combine.weight(l.part) > 0.0 || (l.paired.is_some() && w_own > 0.0);
+    let active: Vec<usize> = (0..m).filter(|&j| contributes(&lists[j]) && !lists[j].list.is_empty()).collect();
+    // A list's bound, weighted, with slack: in a block when its block bounds are given, else over the list.
+    let bound_of = |l: &ScoredList<'_>, own_block: Option<&TfBounds>, block: Option<&TfBounds>| {
+        let main = block.unwrap_or(&l.bounds).max_score(params, l.idf, l.qtf, l.avg) * combine.weight(l.part);
+        let own = match &l.paired {
+            Some(o) if w_own > 0.0 => w_own * own_block.unwrap_or(&o.bounds).max_score(params, o.idf, l.qtf, o.avg),
+            _ => 0.0,
+        };
+        (main + own).max(0.0) * (1.0 + BOUND_SLACK)
+    };
+    let whole: Vec<f32> = lists.iter().map(|l| bound_of(l, None, None)).collect();
+    let mut own_block = vec![0usize; m];
     let mut cur = vec![0usize; m];
     let mut block = vec![0usize; m];
     let mut bound = vec![0.0f32; m];
     let mut share = vec![0.0f32; m];
+    let mut own_share = vec![0.0f32; m];
     let mut hit = vec![false; m];
     let mut order: Vec<usize> = Vec::with_capacity(active.len());
     let mut prefix: Vec<f32> = Vec::with_capacity(active.len());
@@ -311,19 +359,25 @@ pub fn top_k(
             if l.list.get(cur[j]).is_none_or(|p| p.docno >= end) {
                 continue; // no posting in the window
             }
-            bound[j] = if l.blocks.is_empty() {
-                whole[j]
+            let in_window = |blocks: &[(u64, TfBounds)], at: &mut usize| -> Option<TfBounds> {
+                if blocks.is_empty() {
+                    return None;
+                }
+                while *at < blocks.len() && blocks[*at].0 < window {
+                    *at += 1;
+                }
+                // A block missing where a posting is cannot happen (every put raises its block); fall back to
+                // the whole list's bounds all the same.
+                blocks.get(*at).filter(|(b, _)| *b == window).map(|(_, bounds)| *bounds)
+            };
+            let main = in_window(l.blocks, &mut block[j]);
+            let own = l.paired.as_ref().and_then(|o| in_window(o.blocks, &mut own_block[j]));
+            let main_ok = main.is_some() || l.blocks.is_empty();
+            let own_ok = own.is_some() || l.paired.as_ref().is_none_or(|o| o.blocks.is_empty());
+            bound[j] = if main_ok && own_ok && (main.is_some() || own.is_some()) {
+                bound_of(l, own.as_ref(), main.as_ref())
             } else {
-                while block[j] < l.blocks.len() && l.blocks[block[j]].0 < window {
-                    block[j] += 1;
-                }
-                match l.blocks.get(block[j]) {
-                    Some((b, bounds)) if *b == window => {
-                        (weight[j] * bounds.max_score(params, l.idf, l.qtf, l.avg)).max(0.0) * (1.0 + BOUND_SLACK)
-                    }
-                    // Stale blocks (a posting removed and another put) cannot hide a posting: fall back.
-                    _ => whole[j],
-                }
+                whole[j]
             };
             order.push(j);
         }
@@ -354,12 +408,11 @@ pub fn top_k(
             let mut partial = 0.0f32;
             for &j in &order[essential..] {
                 let l = &lists[j];
-                if let Some(p) = l.list.get(cur[j])
-                    && p.docno == d
-                {
-                    share[j] = term_score(params, l.idf, l.qtf, p.tf, p.doc_len, l.avg);
+                if l.list.get(cur[j]).is_some_and(|p| p.docno == d) {
+                    let (o, e) = l.shares(params, combine, cur[j]);
+                    (own_share[j], share[j]) = (o, e);
                     hit[j] = true;
-                    partial += weight[j] * share[j];
+                    partial += w_own * o + w_exp * e;
                     cur[j] += 1;
                 }
             }
@@ -372,12 +425,11 @@ pub fn top_k(
                 let j = order[i];
                 let l = &lists[j];
                 cur[j] = gallop(l.list, cur[j], d);
-                if let Some(p) = l.list.get(cur[j])
-                    && p.docno == d
-                {
-                    share[j] = term_score(params, l.idf, l.qtf, p.tf, p.doc_len, l.avg);
+                if l.list.get(cur[j]).is_some_and(|p| p.docno == d) {
+                    let (o, e) = l.shares(params, combine, cur[j]);
+                    (own_share[j], share[j]) = (o, e);
                     hit[j] = true;
-                    partial += weight[j] * share[j];
+                    partial += w_own * o + w_exp * e;
                 }
             }
             if pruned {
@@ -386,10 +438,9 @@ pub fn top_k(
             let (mut own, mut expanded) = (0.0f32, 0.0f32);
             for j in 0..m {
                 if hit[j] {
-                    match lists[j].part {
-                        Part::Own => own += share[j],
-                        Part::Expanded => expanded += share[j],
-                    }
+                    // Shares a list does not have are +0.0, which leaves a sum as it is (to the bit).
+                    own += own_share[j];
+                    expanded += share[j];
                 }
             }
             let s = combine.score(own, expanded);
@@ -427,16 +478,13 @@ pub fn top_k(
 pub fn score_doc(params: Bm25Params, lists: &[ScoredList<'_>], combine: Combine, docno: u64) -> f32 {
     let (mut own, mut expanded) = (0.0f32, 0.0f32);
     for l in lists {
-        if combine.weight(l.part) <= 0.0 {
+        if combine.weight(l.part) <= 0.0 && l.paired.is_none() {
             continue;
         }
         if let Ok(i) = l.list.binary_search_by_key(&docno, |p| p.docno) {
-            let p = l.list[i];
-            let s = term_score(params, l.idf, l.qtf, p.tf, p.doc_len, l.avg);
-            match l.part {
-                Part::Own => own += s,
-                Part::Expanded => expanded += s,
-            }
+            let (o, e) = l.shares(params, combine, i);
+            own += o;
+            expanded += e;
         }
     }
     combine.score(own, expanded)
@@ -562,6 +610,7 @@ mod tests {
                     bounds: TfBounds::of(l),
                     blocks: if blocked { &blocks[*t as usize] } else { &[] },
                     part: Part::Own,
+                    paired: None,
                 })
                 .collect();
             let all = |_: u64| true;

@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-use super::bm25::{Bm25Params, Posting};
+use super::bm25::{Bm25Params, Paired, Part, Posting, ScoredList, idf};
 use super::catalog::DocMeta;
 use super::catalog::{Position, SpaceCatalog};
 use super::fusion::Fused;
@@ -126,8 +126,9 @@ pub struct ExpandedIndex {
     pub total_len: u64,
 }
 
-/// An expanded text: distinct term ids with frequencies (sorted by id) and the length.
-type ExpandedDoc = (Vec<(u32, u32)>, u32);
+/// An expanded text: distinct term ids with their expanded and own frequencies (sorted by id), the expanded
+/// length and the own length.
+type ExpandedDoc = (Vec<(u32, u32, u32)>, u32, u32);
 
 /// The documents an index change may touch, with their expanded texts before it.
 #[derive(Debug, Default)]
@@ -153,10 +154,12 @@ impl ExpandedIndex {
         docs.sort_unstable();
         docs.dedup();
         for d in docs {
-            if let Some((terms, len)) = x.expanded(catalog, d) {
+            if let Some((terms, len, own_len)) = x.expanded(catalog, d) {
                 x.total_len += u64::from(len);
-                for (id, tf) in terms {
-                    x.lists[id as usize].postings.push(Posting { docno: d, tf, doc_len: len });
+                for (id, tf, own_tf) in terms {
+                    let list = &mut x.lists[id as usize];
+                    list.postings.push(Posting { docno: d, tf, doc_len: len });
+                    list.paired.push((own_tf, own_len));
                 }
             }
         }
@@ -174,6 +177,44 @@ impl ExpandedIndex {
     /// The expanded list of `term`.
     pub fn term(&self, term: &str) -> Option<&TermList> {
         self.ids.get(term).map(|id| &self.lists[*id as usize])
+    }
+
+    /// The expanded lists of a query's distinct `terms` (with their counts in the query) for
+    /// [`crate::index::bm25::top_k`], in the order given; with `paired`, each also carries the own side from
+    /// `lexicon` (for a blend of both scores).
+    pub fn scored<'a>(&'a self, lexicon: &'a Lexicon, terms: &[(&str, u32)], paired: bool) -> Vec<ScoredList<'a>> {
+        let n = lexicon.docs.max(1) as f32;
+        let avg = if lexicon.docs == 0 { 1.0 } else { self.total_len as f32 / lexicon.docs as f32 };
+        let avg = if avg > 0.0 { avg } else { 1.0 };
+        let own_avg = lexicon.avg_len();
+        let own_avg = if own_avg > 0.0 { own_avg } else { 1.0 };
+        terms
+            .iter()
+            .map(|(t, qtf)| {
+                let l = self.term(t);
+                let list = l.map_or(&[][..], |l| l.postings.as_slice());
+                let paired = paired.then(|| {
+                    let o = lexicon.term(t);
+                    Paired {
+                        own: l.map_or(&[][..], |l| l.paired.as_slice()),
+                        idf: idf(n, o.map_or(0, |o| o.postings.len())),
+                        avg: own_avg,
+                        bounds: o.map_or_else(Default::default, |o| o.bounds),
+                        blocks: o.map_or(&[][..], |o| o.blocks.as_slice()),
+                    }
+                });
+                ScoredList {
+                    list,
+                    idf: idf(n, list.len()),
+                    qtf: *qtf,
+                    avg,
+                    bounds: l.map_or_else(Default::default, |l| l.bounds),
+                    blocks: l.map_or(&[][..], |l| l.blocks.as_slice()),
+                    part: Part::Expanded,
+                    paired,
+                }
+            })
+            .collect()
     }
 
     /// Expanded postings held.
@@ -199,11 +240,13 @@ impl ExpandedIndex {
         }
         let mut nb = Vec::new();
         catalog.neighbours(d, self.window, &mut nb);
-        let mut terms: Vec<(u32, u32)> = own.map(|o| o.0.to_vec()).unwrap_or_default();
-        let mut len = own.map_or(0, |o| o.1);
+        let mut terms: Vec<(u32, u32, u32)> =
+            own.map(|o| o.0.iter().map(|(id, tf)| (*id, *tf, *tf)).collect()).unwrap_or_default();
+        let own_len = own.map_or(0, |o| o.1);
+        let mut len = own_len;
         for (x, _) in &nb {
             if let Some((t, l)) = self.own.get(x) {
-                terms.extend_from_slice(t);
+                terms.extend(t.iter().map(|(id, tf)| (*id, *tf, 0)));
                 len += l;
             }
         }
@@ -212,13 +255,14 @@ impl ExpandedIndex {
             terms.dedup_by(|next, kept| {
                 if next.0 == kept.0 {
                     kept.1 += next.1;
+                    kept.2 += next.2;
                     true
                 } else {
                     false
                 }
             });
         }
-        Some((terms, len))
+        Some((terms, len, own_len))
     }
 
     /// Call before a change of document `docno` (`meta`: its entry after the change, None when it leaves the
@@ -270,14 +314,15 @@ impl ExpandedIndex {
             if before == after {
                 continue;
             }
-            let (old, old_len) = before.unwrap_or_default();
-            let (new, new_len) = after.unwrap_or_default();
+            let (old, old_len, _) = before.unwrap_or_default();
+            let (new, new_len, own_len) = after.unwrap_or_default();
             self.total_len = self.total_len - u64::from(old_len) + u64::from(new_len);
             let (mut i, mut j) = (0, 0);
             while i < old.len() || j < new.len() {
                 match (old.get(i), new.get(j)) {
                     (Some(o), Some(n)) if o.0 == n.0 => {
-                        self.lists[n.0 as usize].put(Posting { docno: d, tf: n.1, doc_len: new_len });
+                        let p = Posting { docno: d, tf: n.1, doc_len: new_len };
+                        self.lists[n.0 as usize].put_paired(p, Some((n.2, own_len)));
                         i += 1;
                         j += 1;
                     }
@@ -286,7 +331,8 @@ impl ExpandedIndex {
                         i += 1;
                     }
                     (_, Some(n)) => {
-                        self.lists[n.0 as usize].put(Posting { docno: d, tf: n.1, doc_len: new_len });
+                        let p = Posting { docno: d, tf: n.1, doc_len: new_len };
+                        self.lists[n.0 as usize].put_paired(p, Some((n.2, own_len)));
                         j += 1;
                     }
                     _ => break,
@@ -593,12 +639,16 @@ mod tests {
     }
 
     /// Non-empty expanded lists by term, and the expanded total length.
-    fn snapshot(x: &ExpandedIndex) -> (std::collections::BTreeMap<String, Vec<Posting>>, u64) {
+    #[allow(clippy::type_complexity)]
+    fn snapshot(x: &ExpandedIndex) -> (std::collections::BTreeMap<String, (Vec<Posting>, Vec<(u32, u32)>)>, u64) {
         let lists = x
             .ids
             .iter()
-            .map(|(t, id)| (t.clone(), x.lists[*id as usize].postings.clone()))
-            .filter(|(_, l)| !l.is_empty())
+            .map(|(t, id)| {
+                let l = &x.lists[*id as usize];
+                (t.clone(), (l.postings.clone(), l.paired.clone()))
+            })
+            .filter(|(_, l)| !l.0.is_empty())
             .collect();
         (lists, x.total_len)
     }
@@ -696,28 +746,10 @@ mod tests {
                 .collect();
             want.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
             want.truncate(k);
-            use super::super::bm25::{Combine, Part, ScoredList, idf, score_doc, top_k};
-            let n = l.docs.max(1) as f32;
-            let mut scored = Vec::new();
+            use super::super::bm25::{Combine, score_doc, top_k};
             let combine = if beta >= 1.0 { Combine::Expanded } else { Combine::Blend(beta) };
-            for (part, lex_avg) in [(Part::Own, l.avg_len()), (Part::Expanded, avg)] {
-                for (t, q) in &qtf {
-                    let tl = match part {
-                        Part::Own => l.term(t),
-                        Part::Expanded => x.term(t),
-                    };
-                    let list = tl.map_or(&[][..], |tl| tl.postings.as_slice());
-                    scored.push(ScoredList {
-                        list,
-                        idf: idf(n, list.len()),
-                        qtf: *q,
-                        avg: if lex_avg > 0.0 { lex_avg } else { 1.0 },
-                        bounds: tl.map_or_else(Default::default, |tl| tl.bounds),
-                        blocks: tl.map_or(&[][..], |tl| tl.blocks.as_slice()),
-                        part,
-                    });
-                }
-            }
+            let terms: Vec<(&str, u32)> = qtf.iter().map(|(t, n)| (t.as_str(), *n)).collect();
+            let scored = x.scored(&l, &terms, beta < 1.0);
             let got = top_k(params, &scored, combine, k, &accept);
             proptest::prop_assert_eq!(&got, &want);
             for (d, s) in &want {

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use rustc_hash::FxHashMap;
 
-use super::bm25::{BLOCK_SHIFT, BLOCKED_FROM, Posting, TfBounds, blocks_of};
+use super::bm25::{BLOCK_SHIFT, BLOCKED_FROM, Part, Posting, ScoredList, TfBounds, blocks_of, idf};
 
 /// One term's postings sorted by docno, with bounds for pruning ([`crate::index::bm25::top_k`]).
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -20,23 +20,45 @@ pub struct TermList {
     /// The same per docno block ([`crate::index::bm25::blocks_of`]), once the list has
     /// [`crate::index::bm25::BLOCKED_FROM`] postings; empty before.
     pub blocks: Vec<(u64, TfBounds)>,
+    /// In a list of context-expanded postings, for each posting the document's own `(tf, length)` (tf 0: the
+    /// term is only in its neighbours), so that a blended score reads both from one list; empty in the
+    /// lexicon's own lists.
+    pub paired: Vec<(u32, u32)>,
 }
 
 impl TermList {
     /// Inserts or replaces the posting of `p.docno`.
     pub fn put(&mut self, p: Posting) {
+        self.put_paired(p, None);
+    }
+
+    /// Inserts or replaces the posting of `p.docno` with, in a list of expanded postings, the document's own tf
+    /// and length ([`TermList::paired`]).
+    pub fn put_paired(&mut self, p: Posting, own: Option<(u32, u32)>) {
         if self.postings.is_empty() {
             self.bounds = TfBounds::default();
             self.blocks.clear();
+            self.paired.clear();
         }
         self.bounds.add(p.tf, p.doc_len);
-        match self.postings.last() {
-            Some(last) if last.docno < p.docno => self.postings.push(p),
-            None => self.postings.push(p),
-            _ => match self.postings.binary_search_by_key(&p.docno, |x| x.docno) {
-                Ok(i) => self.postings[i] = p,
-                Err(i) => self.postings.insert(i, p),
-            },
+        let at = match self.postings.last() {
+            Some(last) if last.docno < p.docno => Err(self.postings.len()),
+            None => Err(0),
+            _ => self.postings.binary_search_by_key(&p.docno, |x| x.docno),
+        };
+        match at {
+            Ok(i) => {
+                self.postings[i] = p;
+                if let Some(o) = own {
+                    self.paired[i] = o;
+                }
+            }
+            Err(i) => {
+                self.postings.insert(i, p);
+                if let Some(o) = own {
+                    self.paired.insert(i, o);
+                }
+            }
         }
         if !self.blocks.is_empty() {
             let b = p.docno >> BLOCK_SHIFT;
@@ -65,6 +87,9 @@ impl TermList {
     pub fn remove(&mut self, docno: u64) {
         if let Ok(i) = self.postings.binary_search_by_key(&docno, |p| p.docno) {
             self.postings.remove(i);
+            if i < self.paired.len() {
+                self.paired.remove(i);
+            }
         }
     }
 
@@ -142,6 +167,31 @@ impl Lexicon {
     /// Every term with its list, in no order.
     pub fn terms(&self) -> impl Iterator<Item = (&str, &TermList)> {
         self.postings.iter().map(|(t, l)| (t.as_str(), l))
+    }
+
+    /// The lists of a query's distinct `terms` (with their counts in the query) for [`crate::index::bm25::top_k`],
+    /// in the order given.
+    pub fn scored<'a>(&'a self, terms: &[(&str, u32)]) -> Vec<ScoredList<'a>> {
+        let n = self.docs.max(1) as f32;
+        let avg = self.avg_len();
+        let avg = if avg > 0.0 { avg } else { 1.0 };
+        terms
+            .iter()
+            .map(|(t, qtf)| {
+                let l = self.postings.get(*t);
+                let list = l.map_or(&[][..], |l| l.postings.as_slice());
+                ScoredList {
+                    list,
+                    idf: idf(n, list.len()),
+                    qtf: *qtf,
+                    avg,
+                    bounds: l.map_or_else(Default::default, |l| l.bounds),
+                    blocks: l.map_or(&[][..], |l| l.blocks.as_slice()),
+                    part: Part::Own,
+                    paired: None,
+                }
+            })
+            .collect()
     }
 
     /// Distinct terms and postings.

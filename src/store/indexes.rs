@@ -51,11 +51,9 @@ impl SpaceIndex {
         }
     }
 
-    /// The average length of the expanded collection and its postings, when `window` is the materialised one.
-    pub(crate) fn expanded_for(&self, window: usize) -> Option<(&ExpandedIndex, f32)> {
-        let x = self.expanded.as_ref().filter(|x| x.window() == window)?;
-        let avg = if self.lexicon.docs == 0 { 1.0 } else { x.total_len as f32 / self.lexicon.docs as f32 };
-        Some((x, avg))
+    /// The expanded postings, when `window` is the materialised one.
+    pub(crate) fn expanded_for(&self, window: usize) -> Option<&ExpandedIndex> {
+        self.expanded.as_ref().filter(|x| x.window() == window)
     }
 
     /// Average length of the context-expanded collection with `window` neighbours on each side.

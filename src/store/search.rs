@@ -431,28 +431,6 @@ impl LexScorer<'_> {
     }
 }
 
-/// The query's own lists, one per distinct term in `lists` order.
-fn own_lists<'a>(si: &'a super::SpaceIndex, terms: &[(&str, u32)], lex: &Lexical) -> Vec<bm25::ScoredList<'a>> {
-    let n = lex.docs.max(1) as f32;
-    let avg = if lex.avg > 0.0 { lex.avg } else { 1.0 };
-    terms
-        .iter()
-        .map(|(t, qtf)| {
-            let l = si.lexicon.term(t);
-            let list = l.map_or(&[][..], |l| l.postings.as_slice());
-            bm25::ScoredList {
-                list,
-                idf: bm25::idf(n, list.len()),
-                qtf: *qtf,
-                avg,
-                bounds: l.map_or_else(Default::default, |l| l.bounds),
-                blocks: l.map_or(&[][..], |l| l.blocks.as_slice()),
-                part: bm25::Part::Own,
-            }
-        })
-        .collect()
-}
-
 /// BM25 candidates (best first, at most `depth`, all passing `accept`), context-expanded when the space holds
 /// sequences and the query does not turn it off (`docs/retrieval.md`), and the scorer of any other document.
 /// With the store's window the expanded postings are materialised and both forms are pruned
@@ -475,28 +453,13 @@ fn lexical_candidates<'a>(
         && mode != SearchMode::Vector;
     let beta = cx.blend.clamp(0.0, 1.0);
     if !expanded_on {
-        let lists = own_lists(si, terms, lex);
+        let lists = si.lexicon.scored(terms);
         let top = bm25::top_k(bm25p, &lists, bm25::Combine::Own, depth, accept);
         return (top, LexScorer::Lists(lists, bm25::Combine::Own));
     }
-    if let Some((x, avg)) = si.expanded_for(cx.window) {
+    if let Some(x) = si.expanded_for(cx.window) {
         let combine = if beta >= 1.0 { bm25::Combine::Expanded } else { bm25::Combine::Blend(beta) };
-        let mut lists = if beta >= 1.0 { Vec::new() } else { own_lists(si, terms, lex) };
-        let n = lex.docs.max(1) as f32;
-        let avg = if avg > 0.0 { avg } else { 1.0 };
-        for (t, qtf) in terms {
-            let l = x.term(t);
-            let list = l.map_or(&[][..], |l| l.postings.as_slice());
-            lists.push(bm25::ScoredList {
-                list,
-                idf: bm25::idf(n, list.len()),
-                qtf: *qtf,
-                avg,
-                bounds: l.map_or_else(Default::default, |l| l.bounds),
-                blocks: l.map_or(&[][..], |l| l.blocks.as_slice()),
-                part: bm25::Part::Expanded,
-            });
-        }
+        let lists = x.scored(&si.lexicon, terms, beta < 1.0);
         let top = bm25::top_k(bm25p, &lists, combine, depth, accept);
         return (top, LexScorer::Lists(lists, combine));
     }
