@@ -139,7 +139,8 @@ impl ExpandedIndex {
     /// O(postings · log) plus O(documents · window).
     pub fn build(catalog: &SpaceCatalog, lexicon: &Lexicon, window: usize) -> Self {
         let mut x = ExpandedIndex { window, ..Default::default() };
-        let mut own: FxHashMap<u64, (Vec<(u32, u32)>, u32)> = FxHashMap::default();
+        let mut own: FxHashMap<u64, (Vec<(u32, u32)>, u32)> =
+            FxHashMap::with_capacity_and_hasher(lexicon.docs as usize, Default::default());
         let mut terms: Vec<(&str, &TermList)> = lexicon.terms().collect();
         terms.sort_unstable_by(|a, b| a.0.cmp(b.0));
         for (term, list) in terms {
@@ -153,8 +154,13 @@ impl ExpandedIndex {
         let mut docs: Vec<u64> = x.own.keys().copied().chain(catalog.iter().map(|(d, _)| d)).collect();
         docs.sort_unstable();
         docs.dedup();
-        for d in docs {
-            if let Some((terms, len, own_len)) = x.expanded(catalog, d) {
+        // The expanded texts on every core, a chunk at a time (bounded memory); the lists are filled in docno
+        // order, so they come out sorted.
+        use rayon::prelude::*;
+        for chunk in docs.chunks(1 << 15) {
+            let texts: Vec<(u64, ExpandedDoc)> =
+                chunk.par_iter().filter_map(|d| x.expanded(catalog, *d).map(|e| (*d, e))).collect();
+            for (d, (terms, len, own_len)) in texts {
                 x.total_len += u64::from(len);
                 for (id, tf, own_tf) in terms {
                     let list = &mut x.lists[id as usize];

@@ -45,7 +45,14 @@ impl SpaceIndex {
     pub(crate) fn refresh_expanded(&mut self) {
         let wanted = self.context_window > 0 && self.catalog.has_sequences();
         if wanted && self.expanded.is_none() {
-            self.expanded = Some(ExpandedIndex::build(&self.catalog, &self.lexicon, self.context_window));
+            let started = Instant::now();
+            let x = ExpandedIndex::build(&self.catalog, &self.lexicon, self.context_window);
+            tracing::info!(
+                postings = x.postings(),
+                ms = started.elapsed().as_secs_f64() * 1000.0,
+                "context-expanded postings built"
+            );
+            self.expanded = Some(x);
         } else if !wanted {
             self.expanded = None;
         }
