@@ -529,6 +529,58 @@ fn blocked_reason(action: &str, older: &ReviewMemory, newer: &ReviewMemory) -> O
     }
 }
 
+/// Makes the memory changes `action` implies for event `e` (none for the note actions): the memories whose record
+/// changed, and the relation `keep_both_linked` created.
+fn change_memories(
+    api: &Api,
+    space: &str,
+    e: &ReviewEvent,
+    action: &str,
+    note: &str,
+    reason: Option<String>,
+) -> Result<(Vec<String>, Option<String>)> {
+    let store = api.store();
+    let mut changed = Vec::new();
+    let mut relation_id = None;
+    match action {
+        "keep_newer_as_latest" => {
+            store.change_state(
+                &e.older_memory_id,
+                Some(space),
+                Transition::Supersede { newer: e.newer_memory_id.clone() },
+                reason,
+            )?;
+            changed = vec![e.older_memory_id.clone(), e.newer_memory_id.clone()];
+        }
+        "keep_older_as_latest" => {
+            store.change_state(
+                &e.newer_memory_id,
+                Some(space),
+                Transition::Supersede { newer: e.older_memory_id.clone() },
+                reason,
+            )?;
+            changed = vec![e.newer_memory_id.clone(), e.older_memory_id.clone()];
+        }
+        "keep_both_linked" => {
+            let rel = store.create_relation(
+                &e.newer_memory_id,
+                RelationInput {
+                    target_memory_id: e.older_memory_id.clone(),
+                    relation_type: Some(link_type(e).into()),
+                    reason: Some(if note.is_empty() { e.signals.join("; ") } else { note.to_string() }),
+                    source: Some("timeline_review".into()),
+                    ..Default::default()
+                },
+                Some(space),
+            )?;
+            changed = vec![e.newer_memory_id.clone()];
+            relation_id = Some(rel.relation.id);
+        }
+        _ => {}
+    }
+    Ok((changed, relation_id))
+}
+
 /// Previews or applies the resolution of event `id` in `space`.
 ///
 /// A preview of an unresolved event answers the plan (`result.preview`, with both memories as full records); a
@@ -656,44 +708,7 @@ pub(crate) fn resolve(api: &Api, space: &str, id: &str, r: &ReviewRequest) -> Re
         review_memory(api, &e, &e.older_memory_id)?;
         review_memory(api, &e, &e.newer_memory_id)?;
     }
-    let mut changed = Vec::new();
-    let mut relation_id = None;
-    match r.action.as_str() {
-        "keep_newer_as_latest" => {
-            store.change_state(
-                &e.older_memory_id,
-                Some(space),
-                Transition::Supersede { newer: e.newer_memory_id.clone() },
-                reason,
-            )?;
-            changed = vec![e.older_memory_id.clone(), e.newer_memory_id.clone()];
-        }
-        "keep_older_as_latest" => {
-            store.change_state(
-                &e.newer_memory_id,
-                Some(space),
-                Transition::Supersede { newer: e.older_memory_id.clone() },
-                reason,
-            )?;
-            changed = vec![e.newer_memory_id.clone(), e.older_memory_id.clone()];
-        }
-        "keep_both_linked" => {
-            let rel = store.create_relation(
-                &e.newer_memory_id,
-                RelationInput {
-                    target_memory_id: e.older_memory_id.clone(),
-                    relation_type: Some(link_type(&e).into()),
-                    reason: Some(if note.is_empty() { e.signals.join("; ") } else { note.clone() }),
-                    source: Some("timeline_review".into()),
-                    ..Default::default()
-                },
-                Some(space),
-            )?;
-            changed = vec![e.newer_memory_id.clone()];
-            relation_id = Some(rel.relation.id);
-        }
-        _ => {}
-    }
+    let (changed, relation_id) = change_memories(api, space, &e, &r.action, &note, reason)?;
     let done = store.record_review_resolution(
         space,
         id,

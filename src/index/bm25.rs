@@ -326,15 +326,7 @@ pub fn top_k(
     let contributes = |l: &ScoredList<'_>| combine.weight(l.part) > 0.0 || (l.paired.is_some() && w_own > 0.0);
     let active: Vec<usize> = (0..m).filter(|&j| contributes(&lists[j]) && !lists[j].list.is_empty()).collect();
     // A list's bound, weighted, with slack: in a block when its block bounds are given, else over the list.
-    let bound_of = |l: &ScoredList<'_>, own_block: Option<&TfBounds>, block: Option<&TfBounds>| {
-        let main = block.unwrap_or(&l.bounds).max_score(params, l.idf, l.qtf, l.avg) * combine.weight(l.part);
-        let own = match &l.paired {
-            Some(o) if w_own > 0.0 => w_own * own_block.unwrap_or(&o.bounds).max_score(params, o.idf, l.qtf, o.avg),
-            _ => 0.0,
-        };
-        (main + own).max(0.0) * (1.0 + BOUND_SLACK)
-    };
-    let whole: Vec<f32> = lists.iter().map(|l| bound_of(l, None, None)).collect();
+    let whole: Vec<f32> = lists.iter().map(|l| list_bound(params, combine, l, None, None)).collect();
     let mut own_block = vec![0usize; m];
     let mut cur = vec![0usize; m];
     let mut block = vec![0usize; m];
@@ -359,23 +351,14 @@ pub fn top_k(
             if l.list.get(cur[j]).is_none_or(|p| p.docno >= end) {
                 continue; // no posting in the window
             }
-            let in_window = |blocks: &[(u64, TfBounds)], at: &mut usize| -> Option<TfBounds> {
-                if blocks.is_empty() {
-                    return None;
-                }
-                while *at < blocks.len() && blocks[*at].0 < window {
-                    *at += 1;
-                }
-                // A block missing where a posting is cannot happen (every put raises its block); fall back to
-                // the whole list's bounds all the same.
-                blocks.get(*at).filter(|(b, _)| *b == window).map(|(_, bounds)| *bounds)
-            };
-            let main = in_window(l.blocks, &mut block[j]);
-            let own = l.paired.as_ref().and_then(|o| in_window(o.blocks, &mut own_block[j]));
+            let main = block_in_window(l.blocks, &mut block[j], window);
+            let own = l.paired.as_ref().and_then(|o| block_in_window(o.blocks, &mut own_block[j], window));
+            // A block missing where a posting is cannot happen (every put raises its block); the whole list's
+            // bounds serve then all the same, as they do for lists without blocks.
             let main_ok = main.is_some() || l.blocks.is_empty();
             let own_ok = own.is_some() || l.paired.as_ref().is_none_or(|o| o.blocks.is_empty());
             bound[j] = if main_ok && own_ok && (main.is_some() || own.is_some()) {
-                bound_of(l, own.as_ref(), main.as_ref())
+                list_bound(params, combine, l, own.as_ref(), main.as_ref())
             } else {
                 whole[j]
             };
@@ -402,9 +385,7 @@ pub fn top_k(
             if d >= end {
                 break;
             }
-            for h in &mut hit {
-                *h = false;
-            }
+            hit.fill(false);
             let mut partial = 0.0f32;
             for &j in &order[essential..] {
                 let l = &lists[j];
@@ -488,6 +469,33 @@ pub fn score_doc(params: Bm25Params, lists: &[ScoredList<'_>], combine: Combine,
         }
     }
     combine.score(own, expanded)
+}
+
+/// The bound of list `l`'s share of a score, weighted by `combine`, with slack: in one block when its block
+/// bounds (`block`, and `own_block` for the own side of a paired list) are given, else over the whole list.
+fn list_bound(
+    params: Bm25Params,
+    combine: Combine,
+    l: &ScoredList<'_>,
+    own_block: Option<&TfBounds>,
+    block: Option<&TfBounds>,
+) -> f32 {
+    let main = block.unwrap_or(&l.bounds).max_score(params, l.idf, l.qtf, l.avg) * combine.weight(l.part);
+    let w_own = combine.weight(Part::Own);
+    let own = match &l.paired {
+        Some(o) if w_own > 0.0 => w_own * own_block.unwrap_or(&o.bounds).max_score(params, o.idf, l.qtf, o.avg),
+        _ => 0.0,
+    };
+    (main + own).max(0.0) * (1.0 + BOUND_SLACK)
+}
+
+/// The bounds of block `window` in `blocks` (sorted by block), moving the cursor `at` forward; None when the list
+/// keeps no blocks or has none there.
+fn block_in_window(blocks: &[(u64, TfBounds)], at: &mut usize, window: u64) -> Option<TfBounds> {
+    while *at < blocks.len() && blocks[*at].0 < window {
+        *at += 1;
+    }
+    blocks.get(*at).filter(|(b, _)| *b == window).map(|(_, bounds)| *bounds)
 }
 
 /// A kept document: ordered by score, then by docno descending (a larger docno is worse at equal score).
@@ -583,7 +591,7 @@ mod tests {
                 total += u64::from(len);
                 let mut seen = std::collections::BTreeMap::new();
                 for (t, tf) in terms {
-                    if (d as u64 * 7 + u64::from(*t)) % (u64::from(*t) / 3 + 1) == 0 {
+                    if (d as u64 * 7 + u64::from(*t)).is_multiple_of(u64::from(*t) / 3 + 1) {
                         *seen.entry(*t).or_insert(0) += tf;
                     }
                 }
@@ -614,7 +622,7 @@ mod tests {
                 })
                 .collect();
             let all = |_: u64| true;
-            let some = |d: u64| (d / spread) % modulus == 0;
+            let some = |d: u64| (d / spread).is_multiple_of(modulus);
             for accept in [&all as &dyn Fn(u64) -> bool, &some] {
                 let want = exhaustive(&q, n, avg, k, accept);
                 let got = top_k(Bm25Params::default(), &scored, Combine::Own, k, accept);

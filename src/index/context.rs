@@ -121,10 +121,13 @@ pub struct ExpandedIndex {
     ids: std::collections::HashMap<String, u32>,
     lists: Vec<TermList>,
     /// Own terms (ids, sorted) and length of every indexed document with at least one term.
-    own: FxHashMap<u64, (Box<[(u32, u32)]>, u32)>,
+    own: FxHashMap<u64, OwnText>,
     /// Sum of the expanded lengths: divided by the document count, the expanded collection's average length.
     pub total_len: u64,
 }
+
+/// A document's own text: distinct term ids with frequencies (sorted by id) and its length.
+type OwnText = (Box<[(u32, u32)]>, u32);
 
 /// An expanded text: distinct term ids with their expanded and own frequencies (sorted by id), the expanded
 /// length and the own length.
@@ -198,8 +201,8 @@ impl ExpandedIndex {
             .iter()
             .map(|(t, qtf)| {
                 let l = self.term(t);
-                let list = l.map_or(&[][..], |l| l.postings.as_slice());
-                let paired = paired.then(|| {
+                let mut scored = TermList::scored(l, n, *qtf, avg, Part::Expanded);
+                scored.paired = paired.then(|| {
                     let o = lexicon.term(t);
                     Paired {
                         own: l.map_or(&[][..], |l| l.paired.as_slice()),
@@ -209,16 +212,7 @@ impl ExpandedIndex {
                         blocks: o.map_or(&[][..], |o| o.blocks.as_slice()),
                     }
                 });
-                ScoredList {
-                    list,
-                    idf: idf(n, list.len()),
-                    qtf: *qtf,
-                    avg,
-                    bounds: l.map_or_else(Default::default, |l| l.bounds),
-                    blocks: l.map_or(&[][..], |l| l.blocks.as_slice()),
-                    part: Part::Expanded,
-                    paired,
-                }
+                scored
             })
             .collect()
     }

@@ -93,6 +93,22 @@ impl TermList {
         }
     }
 
+    /// The list of `l` (none: an empty list) for [`crate::index::bm25::top_k`]: its idf among `n` documents of
+    /// average length `avg`, the term's count `qtf` in the query, the sum it adds to; no own side.
+    pub fn scored(l: Option<&TermList>, n: f32, qtf: u32, avg: f32, part: Part) -> ScoredList<'_> {
+        let list = l.map_or(&[][..], |l| l.postings.as_slice());
+        ScoredList {
+            list,
+            idf: idf(n, list.len()),
+            qtf,
+            avg,
+            bounds: l.map_or_else(Default::default, |l| l.bounds),
+            blocks: l.map_or(&[][..], |l| l.blocks.as_slice()),
+            part,
+            paired: None,
+        }
+    }
+
     /// Recomputes the bounds exactly (after loading).
     pub fn tighten(&mut self) {
         self.bounds = TfBounds::of(&self.postings);
@@ -175,23 +191,7 @@ impl Lexicon {
         let n = self.docs.max(1) as f32;
         let avg = self.avg_len();
         let avg = if avg > 0.0 { avg } else { 1.0 };
-        terms
-            .iter()
-            .map(|(t, qtf)| {
-                let l = self.postings.get(*t);
-                let list = l.map_or(&[][..], |l| l.postings.as_slice());
-                ScoredList {
-                    list,
-                    idf: idf(n, list.len()),
-                    qtf: *qtf,
-                    avg,
-                    bounds: l.map_or_else(Default::default, |l| l.bounds),
-                    blocks: l.map_or(&[][..], |l| l.blocks.as_slice()),
-                    part: Part::Own,
-                    paired: None,
-                }
-            })
-            .collect()
+        terms.iter().map(|(t, qtf)| TermList::scored(self.postings.get(*t), n, *qtf, avg, Part::Own)).collect()
     }
 
     /// Distinct terms and postings.
