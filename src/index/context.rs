@@ -113,8 +113,10 @@ pub fn position_of(m: &Memory) -> Option<Position> {
 /// BM25 of [`score_context`] is plain BM25 over another set of lists, so that it can be pruned
 /// ([`crate::index::bm25::top_k`]) instead of walking every posting and its neighbours per query.
 ///
-/// Memory: about 16 bytes per expanded posting (3x the own postings of positioned memories at window 1) plus
-/// 8 bytes per own posting for the forward index. Built only for spaces that have sequences.
+/// Memory: 24 bytes per expanded posting (the posting, and the document's own tf and length), about 3 expanded
+/// postings per own posting of a positioned memory at window 1, plus 8 bytes per own posting for the forward
+/// index (at 1,000,000 positioned memories, peak RSS 740 MiB higher than plain). Built only for spaces that
+/// have sequences.
 #[derive(Debug, Default, Clone)]
 pub struct ExpandedIndex {
     window: usize,
