@@ -8,6 +8,10 @@
 //! takes the context-expanded BM25 and neighbour-expansion path (`docs/retrieval.md`); 0 (default) stores plain
 //! memories.
 //!
+//! `--store DIR` keeps the store in DIR instead of a temporary directory. When DIR already holds a store (from an
+//! earlier run with the same `--n` and `--sequence`), ingest is skipped and the run measures search and reopen on
+//! it; the directory is kept.
+//!
 //! Texts are generated sentences over a Zipf-distributed vocabulary (names, places, activities and ~20,000
 //! generated content words), not uniform random vectors, so vectors have the structure of real text.
 
@@ -96,12 +100,21 @@ fn arg(name: &str, default: usize) -> usize {
 }
 
 fn main() -> engram::Result<()> {
+    // `ENGRAM_LOG=engram::store::open=debug` shows where an open spends its time.
+    if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_env("ENGRAM_LOG") {
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    }
     let n = arg("--n", 100_000);
     let queries = arg("--queries", 1000);
     let batch = arg("--batch", 5000);
     let sequence = arg("--sequence", 0);
-    let dir = std::env::temp_dir().join(format!("engram-bench-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let args: Vec<String> = std::env::args().collect();
+    let kept = args.iter().position(|a| a == "--store").and_then(|i| args.get(i + 1)).map(std::path::PathBuf::from);
+    let dir = kept.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("engram-bench-{}", std::process::id())));
+    let reuse = kept.is_some() && dir.join("engram.redb").exists();
+    if kept.is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let vocab = vocabulary(&mut rng, 20_000);
     let texts: Vec<String> = (0..n).map(|_| sentence(&mut rng, &vocab)).collect();
@@ -122,7 +135,7 @@ fn main() -> engram::Result<()> {
 
     let store = KnowledgeStore::open(StoreConfig { vector: params, ..StoreConfig::new(&dir) })?;
     let t0 = Instant::now();
-    for (b, chunk) in texts.chunks(batch).enumerate() {
+    for (b, chunk) in texts.chunks(batch).enumerate().filter(|_| !reuse) {
         let items = chunk
             .iter()
             .enumerate()
@@ -149,24 +162,29 @@ fn main() -> engram::Result<()> {
         store.create_memories(items)?;
     }
     let ingest_s = t0.elapsed().as_secs_f64();
-    println!(
-        "ingest (batches of {batch}, one durable commit each): {:.0} memories/s ({ingest_s:.1} s)",
-        n as f64 / ingest_s
-    );
+    if reuse {
+        println!("ingest skipped: reusing the store in {}", dir.display());
+    } else {
+        println!(
+            "ingest (batches of {batch}, one durable commit each): {:.0} memories/s ({ingest_s:.1} s)",
+            n as f64 / ingest_s
+        );
+    }
 
     let singles = 200;
     let t0 = Instant::now();
     for i in 0..singles {
-        store.create_memory(NewMemory {
-            content: sentence(&mut rng, &vocab),
-            id: Some(format!("single{i}")),
-            ..Default::default()
-        })?;
+        let content = sentence(&mut rng, &vocab);
+        if !reuse {
+            store.create_memory(NewMemory { content, id: Some(format!("single{i}")), ..Default::default() })?;
+        }
     }
-    println!(
-        "single create_memory calls (one fsync each): {:.0} memories/s",
-        singles as f64 / t0.elapsed().as_secs_f64()
-    );
+    if !reuse {
+        println!(
+            "single create_memory calls (one fsync each): {:.0} memories/s",
+            singles as f64 / t0.elapsed().as_secs_f64()
+        );
+    }
     let t0 = Instant::now();
     let ready = store.wait_for_indexes(std::time::Duration::from_secs(1800));
     println!(
@@ -280,6 +298,8 @@ fn main() -> engram::Result<()> {
     drop(store);
     let size = std::fs::metadata(dir.join("engram.redb")).map_or(0, |m| m.len());
     println!("store file: {:.0} MiB; peak RSS: {:.0} MiB", size as f64 / 1048576.0, peak_rss_mib());
-    let _ = std::fs::remove_dir_all(&dir);
+    if kept.is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
     Ok(())
 }

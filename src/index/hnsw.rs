@@ -25,6 +25,7 @@ use parking_lot::Mutex;
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 
+use crate::index::bytes::Reader;
 use crate::index::vector::cosine;
 
 /// Highest layer a point may reach (a point count above `M^16` would be needed to reach it by chance).
@@ -665,7 +666,7 @@ impl Hnsw {
         if Sha256::digest(body).as_slice() != sum {
             return Err("checksum mismatch".into());
         }
-        let mut r = Reader { b: body, at: 0 };
+        let mut r = Reader::new(body);
         if r.take(8)? != MAGIC {
             return Err("not an Engram HNSW file".into());
         }
@@ -746,8 +747,8 @@ impl Hnsw {
                 }
             }
         }
-        if r.at != body.len() {
-            return Err(format!("{} trailing bytes", body.len() - r.at));
+        if !r.done() {
+            return Err(format!("{} trailing bytes", r.left()));
         }
         for p in stale {
             live[p] = false;
@@ -764,26 +765,6 @@ impl Hnsw {
         g.levels = levels;
         g.locks = (0..n).map(|_| Mutex::new(())).collect();
         Ok((g, Saved { generation, embedder, live }))
-    }
-}
-
-struct Reader<'a> {
-    b: &'a [u8],
-    at: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
-        let end = self.at.checked_add(n).filter(|&e| e <= self.b.len()).ok_or("truncated graph file")?;
-        let s = &self.b[self.at..end];
-        self.at = end;
-        Ok(s)
-    }
-    fn u32(&mut self) -> Result<u32, String> {
-        Ok(u32::from_le_bytes(self.take(4)?.try_into().map_err(|_| "truncated")?))
-    }
-    fn u64(&mut self) -> Result<u64, String> {
-        Ok(u64::from_le_bytes(self.take(8)?.try_into().map_err(|_| "truncated")?))
     }
 }
 

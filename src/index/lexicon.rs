@@ -208,6 +208,77 @@ impl Lexicon {
     pub fn avg_len(&self) -> f32 {
         if self.docs == 0 { 1.0 } else { self.total_len as f32 / self.docs as f32 }
     }
+
+    /// Appends the lexicon to `out`, as [`Lexicon::read_from`] reads it (an index snapshot,
+    /// [`crate::store`]'s `snapshot` module). Little-endian: u64 documents, u64 total length; u64 count and that
+    /// many `(u64 docno, u64 length)`; u64 term count, then per term a u32 byte length and its UTF-8, a u64
+    /// posting count and that many `(u64 docno, u64 packed tf and length)` ([`Posting::pack`]), by docno.
+    /// About 16 bytes per posting.
+    pub(crate) fn write_to(&self, out: &mut Vec<u8>) {
+        out.reserve(
+            32 + self.lens.len() * 16 + self.postings.values().map(|l| 16 + l.postings.len() * 16).sum::<usize>(),
+        );
+        out.extend_from_slice(&self.docs.to_le_bytes());
+        out.extend_from_slice(&self.total_len.to_le_bytes());
+        out.extend_from_slice(&(self.lens.len() as u64).to_le_bytes());
+        for (d, l) in &self.lens {
+            out.extend_from_slice(&d.to_le_bytes());
+            out.extend_from_slice(&u64::from(*l).to_le_bytes());
+        }
+        out.extend_from_slice(&(self.postings.len() as u64).to_le_bytes());
+        for (t, l) in &self.postings {
+            out.extend_from_slice(&(t.len() as u32).to_le_bytes());
+            out.extend_from_slice(t.as_bytes());
+            out.extend_from_slice(&(l.postings.len() as u64).to_le_bytes());
+            for p in &l.postings {
+                out.extend_from_slice(&p.docno.to_le_bytes());
+                out.extend_from_slice(&Posting::pack(p.tf, p.doc_len).to_le_bytes());
+            }
+        }
+    }
+
+    /// Reads a lexicon written by [`Lexicon::write_to`] and recomputes its pruning bounds.
+    ///
+    /// # Errors
+    /// A message when the bytes are truncated, a term is not UTF-8 or appears twice, or a list is empty or not
+    /// in strictly increasing docno order.
+    pub(crate) fn read_from(r: &mut crate::index::bytes::Reader<'_>) -> Result<Lexicon, String> {
+        use crate::index::bytes::pair;
+        let (docs, total_len) = (r.u64()?, r.u64()?);
+        let n = usize::try_from(r.u64()?).map_err(|_| "size overflow")?;
+        let lens: FxHashMap<u64, u32> = r
+            .items(n, 16)?
+            .chunks_exact(16)
+            .map(|c| {
+                let (d, l) = pair(c);
+                (d, l as u32)
+            })
+            .collect();
+        let terms = usize::try_from(r.u64()?).map_err(|_| "size overflow")?;
+        let mut postings = HashMap::with_capacity(terms.min(1 << 24));
+        for _ in 0..terms {
+            let len = r.u32()? as usize;
+            let term = std::str::from_utf8(r.take(len)?).map_err(|_| "term not UTF-8")?.to_string();
+            let n = usize::try_from(r.u64()?).map_err(|_| "size overflow")?;
+            let list: Vec<Posting> = r
+                .items(n, 16)?
+                .chunks_exact(16)
+                .map(|c| {
+                    let (d, v) = pair(c);
+                    Posting::unpack(d, v)
+                })
+                .collect();
+            if list.is_empty() || list.windows(2).any(|w| w[0].docno >= w[1].docno) {
+                return Err(format!("postings of {term:?} empty or out of order"));
+            }
+            let mut l = TermList { postings: list, ..Default::default() };
+            l.tighten();
+            if postings.insert(term, l).is_some() {
+                return Err("a term appears twice".into());
+            }
+        }
+        Ok(Lexicon { postings, docs, total_len, lens })
+    }
 }
 
 /// Term frequencies and length of a text, as the lexical index stores them.

@@ -3,6 +3,7 @@
 //! redb stays the source of truth: every structure here is rebuilt from it on open.
 
 pub mod bm25;
+pub(crate) mod bytes;
 pub mod catalog;
 pub mod context;
 pub mod decay;

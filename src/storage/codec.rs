@@ -104,6 +104,24 @@ pub fn from_feed_entry<T: DeserializeOwned>(body: &[u8]) -> Option<T> {
     postcard::from_bytes(body).ok()
 }
 
+/// A section of an index snapshot file (the store's `snapshot` module): postcard, like a feed entry. A snapshot
+/// is read only by the build that wrote it (its header names the crate version), so no version byte.
+///
+/// # Errors
+/// [`ErrorKind::Internal`] when the value does not encode.
+pub fn snapshot_section<T: Serialize>(value: &T) -> Result<Vec<u8>> {
+    postcard::to_allocvec(value)
+        .map_err(|e| Error::new(ErrorKind::Internal, format!("encoding an index snapshot failed: {e}")))
+}
+
+/// A snapshot section read back.
+///
+/// # Errors
+/// A message when the bytes do not decode as `T`.
+pub fn from_snapshot_section<T: DeserializeOwned>(body: &[u8]) -> std::result::Result<T, String> {
+    postcard::from_bytes(body).map_err(|e| e.to_string())
+}
+
 /// First byte of a vector stored at half precision.
 const F16_TAG: u8 = 0xF1;
 

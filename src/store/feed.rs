@@ -226,8 +226,14 @@ impl Feed {
     /// Rebuilds the indexes, the PageRank table and the chunk indexes from the tables.
     fn reload(&self, position: &mut u64) -> Result<()> {
         let started = Instant::now();
-        let (state, head) =
-            super::open::load_index_state(&self.db, self.dim, self.vector, self.context_window, &self.graph_files)?;
+        let (state, head) = super::open::load_index_state(
+            &self.db,
+            self.dim,
+            self.vector,
+            self.context_window,
+            &self.graph_files,
+            None,
+        )?;
         *self.index.write() = state;
         *position = head;
         *self.graph.write() = super::communities::load_graph_state(&self.db)?;

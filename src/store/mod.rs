@@ -22,6 +22,7 @@ mod reembed;
 mod relations;
 mod reviews;
 mod search;
+mod snapshot;
 mod sources;
 mod spaces;
 mod threads;

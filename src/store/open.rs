@@ -93,6 +93,11 @@ impl Drop for KnowledgeStore {
             }
         }
         self.graph_worker.stop();
+        // No writer is left: the index snapshot reflects the committed state.
+        let file = super::snapshot::path(&self.config.data_dir);
+        if let Err(e) = super::snapshot::save(&self.db, &self.writes, &file, &self.index.read()) {
+            tracing::warn!(error = %e, "index snapshot not saved; the next open loads the indexes from the store");
+        }
         if let Some(db) = Arc::get_mut(&mut self.db) {
             compact_if_sparse(db, &self.config.db_path());
         }
@@ -139,9 +144,12 @@ impl KnowledgeStore {
     /// * [`crate::ErrorKind::InvalidInput`]: the database URL does not parse.
     /// * [`crate::ErrorKind::Unavailable`]: a database URL in a build without the `postgres` feature.
     pub fn open(config: StoreConfig) -> Result<Self> {
+        let started = Instant::now();
+        let lap = |step: &str| tracing::debug!(step, ms = started.elapsed().as_secs_f64() * 1000.0, "open");
         std::fs::create_dir_all(&config.data_dir)?;
         let backup = upgrade::backup_before_open(&config)?;
         let db = Arc::new(open_db(&config)?);
+        lap("database");
         let index = Arc::new(RwLock::new(IndexState { spaces: HashMap::new() }));
         let graph_files = graph_files::GraphFiles::new(&config.data_dir, config.embedder.name());
         let builder = start_graph_builder(index.clone(), config.vector, db.clone(), graph_files.clone());
@@ -199,17 +207,23 @@ impl KnowledgeStore {
             store.durable_generation.store(g, std::sync::atomic::Ordering::Release);
         }
         store.check_embedder()?;
-        store.load_indexes()?;
-        *store.graph.write() = communities::load_graph_state(&store.db)?;
+        lap("schema");
+        // The memory PageRank table (0.8 s of a 1M-memory open) is read beside the indexes.
+        let (indexes, graph_state) = rayon::join(|| store.load_indexes(), || communities::load_graph_state(&store.db));
+        indexes?;
+        *store.graph.write() = graph_state?;
+        lap("indexes and graph state");
         if store.db.shared() {
             *store.feed_worker.lock() = Some(feed::start_worker(store.feed.clone()));
         }
         store.builder.wake();
         store.graph_worker.wake();
         store.start_reembedding();
+        lap("re-embedding checked");
         if let Err(e) = store.forget_expired() {
             tracing::warn!(error = %e, "the expiry sweep at open failed; it runs again at the next open or sweep");
         }
+        lap("expiry sweep");
         Ok(store)
     }
 
@@ -347,6 +361,7 @@ impl KnowledgeStore {
             self.config.vector,
             self.config.context.window,
             &self.graph_files,
+            Some(&super::snapshot::path(&self.config.data_dir)),
         )?;
         *self.index.write() = state;
         self.feed.loaded_at(head);
@@ -356,28 +371,21 @@ impl KnowledgeStore {
 
 /// The catalog, BM25 and vector indexes of every space, read in one snapshot, and the change-feed `seq` of that
 /// snapshot (0 on a redb file).
-pub(crate) fn load_index_state(
-    db: &Db,
-    dim: usize,
-    vector: crate::index::vector::VectorParams,
-    context_window: usize,
-    graph_files: &graph_files::GraphFiles,
-) -> Result<(IndexState, u64)> {
-    let new_space_index = || SpaceIndex::empty(dim, vector, context_window);
-    let rtx = db.read()?;
-    let head = rtx.change_head()?;
-    let mut state = IndexState { spaces: HashMap::new() };
-    for row in space::spaces(&rtx)?.iter()? {
-        let (k, _) = row?;
-        state.spaces.insert(k.value().to_string(), new_space_index());
-    }
+/// Builds the catalog and BM25 lexicon of every space from the memory records, labels and postings.
+fn load_lexical(
+    rtx: &crate::storage::ReadTx,
+    state: &mut IndexState,
+    new_space_index: &dyn Fn() -> SpaceIndex,
+) -> Result<()> {
+    let started = Instant::now();
+    let lap = |phase: &str| tracing::debug!(phase, ms = started.elapsed().as_secs_f64() * 1000.0, "index load");
     let mut labels: HashMap<(String, String), BTreeSet<String>> = HashMap::new();
-    for row in label::memory_labels(&rtx)?.iter()? {
+    for row in label::memory_labels(rtx)?.iter()? {
         let (k, _) = row?;
         let (s, m, l) = k.value();
         labels.entry((s.to_string(), m.to_string())).or_default().insert(l.to_string());
     }
-    for row in memory::memories(&rtx)?.iter()? {
+    for row in memory::memories(rtx)?.iter()? {
         let (k, v) = row?;
         let (space, id) = k.value();
         let sm: StoredMemory = v;
@@ -385,49 +393,137 @@ pub(crate) fn load_index_state(
         let si = state.spaces.entry(space.to_string()).or_insert_with(new_space_index);
         si.catalog.insert(sm.docno, DocMeta::of(&sm.memory, l));
     }
-    for row in memory::postings(&rtx)?.iter()? {
+    lap("catalog");
+    for row in memory::postings(rtx)?.iter()? {
         let (k, v) = row?;
         let (space, term, docno) = k.value();
         if let Some(si) = state.spaces.get_mut(space) {
             si.lexicon.load(term, crate::index::bm25::Posting::unpack(docno, v.value()));
         }
     }
-    for row in memory::lex_stats(&rtx)?.iter()? {
+    for row in memory::lex_stats(rtx)?.iter()? {
         let (k, v) = row?;
         if let Some(si) = state.spaces.get_mut(k.value()) {
             (si.lexicon.docs, si.lexicon.total_len) = v.value();
         }
     }
+    lap("postings");
     for si in state.spaces.values_mut() {
         si.lexicon.finish_load();
-        si.refresh_expanded();
     }
+    lap("lexicon sorted");
+    Ok(())
+}
+
+pub(crate) fn load_index_state(
+    db: &Db,
+    dim: usize,
+    vector: crate::index::vector::VectorParams,
+    context_window: usize,
+    graph_files: &graph_files::GraphFiles,
+    snapshot: Option<&std::path::Path>,
+) -> Result<(IndexState, u64)> {
+    let new_space_index = || SpaceIndex::empty(dim, vector, context_window);
+    let started = Instant::now();
+    let lap = |phase: &str| tracing::debug!(phase, ms = started.elapsed().as_secs_f64() * 1000.0, "index load");
+    let rtx = db.read()?;
+    let head = rtx.change_head()?;
+    let mut names = Vec::new();
+    for row in space::spaces(&rtx)?.iter()? {
+        names.push(row?.0.value().to_string());
+    }
+    let fresh = || -> HashMap<String, SpaceIndex> { names.iter().map(|n| (n.clone(), new_space_index())).collect() };
+    // The catalog and lexicon on one side, the graphs and vectors on the other: independent until the
+    // vectors are checked against the catalog below (on PostgreSQL both sides read one snapshot, in turn).
+    // The vectors first: this thread runs them, another steals the catalog and lexicon (in `open`, the
+    // PageRank table is queued before them, so on two cores each thread gets about half the work).
+    let (vectors, lexical) = rayon::join(
+        || load_vectors(db, &rtx, fresh(), dim, graph_files, &new_space_index, &lap),
+        || -> Result<HashMap<String, SpaceIndex>> {
+            let mut state = IndexState { spaces: fresh() };
+            let saved = match snapshot {
+                Some(file) if !db.shared() => {
+                    super::snapshot::load(file, meta::meta(&rtx)?.u64(super::snapshot::TOKEN_KEY)?)
+                }
+                _ => None,
+            };
+            if let Some(spaces) = saved {
+                for s in spaces {
+                    let si = state.spaces.entry(s.name).or_insert_with(new_space_index);
+                    (si.catalog, si.lexicon) = (s.catalog, s.lexicon);
+                }
+                lap("snapshot");
+            } else {
+                load_lexical(&rtx, &mut state, &new_space_index)?;
+            }
+            for si in state.spaces.values_mut() {
+                si.refresh_expanded();
+            }
+            lap("expanded postings");
+            Ok(state.spaces)
+        },
+    );
+    let mut state = IndexState { spaces: lexical? };
+    for (name, (vsi, loaded)) in vectors? {
+        let Some(si) = state.spaces.get_mut(&name) else { continue };
+        si.vectors = vsi.vectors;
+        for docno in loaded.into_iter().filter(|d| si.catalog.get(*d).is_none()) {
+            si.vectors.remove(docno);
+        }
+    }
+    lap("joined");
+    Ok((state, head))
+}
+
+/// The vectors of every space (`spaces`, more if the table holds others), with their saved graphs attached, and
+/// the document numbers loaded per space.
+fn load_vectors(
+    db: &Db,
+    rtx: &crate::storage::ReadTx,
+    mut spaces: HashMap<String, SpaceIndex>,
+    dim: usize,
+    graph_files: &graph_files::GraphFiles,
+    new_space_index: &dyn Fn() -> SpaceIndex,
+    lap: &dyn Fn(&str),
+) -> Result<HashMap<String, (SpaceIndex, Vec<u64>)>> {
     // Saved graphs first, so that each vector is read straight into its graph or the arena: one copy.
-    graph_files.stage_all(db, &mut state.spaces);
-    let mut current: Option<(String, &mut SpaceIndex)> = None;
-    let mut others = state.spaces.iter_mut().map(|(k, v)| (k.clone(), v)).collect::<HashMap<_, _>>();
-    for row in memory::vectors(&rtx)?.iter()? {
+    graph_files.stage_all(db, &mut spaces);
+    lap("graphs staged");
+    let mut loaded: HashMap<String, Vec<u64>> = HashMap::new();
+    let mut current: Option<(String, SpaceIndex, Vec<u64>)> = None;
+    for row in memory::vectors(rtx)?.iter()? {
         let (k, v) = row?;
         let (space, docno) = k.value();
-        if current.as_ref().is_none_or(|(s, _)| s != space) {
-            if let Some((s, si)) = current.take() {
-                others.insert(s, si);
+        if current.as_ref().is_none_or(|(s, _, _)| s != space) {
+            if let Some((s, si, l)) = current.take() {
+                spaces.insert(s.clone(), si);
+                loaded.insert(s, l);
             }
-            current = others.remove(space).map(|si| (space.to_string(), si));
+            let si = spaces.remove(space).unwrap_or_else(new_space_index);
+            let l = loaded.remove(space).unwrap_or_default();
+            current = Some((space.to_string(), si, l));
         }
-        let Some((_, si)) = current.as_mut() else { continue };
-        if si.catalog.get(docno).is_some() {
-            let vec = v.0;
-            if vec.len() == dim {
-                si.vectors.insert_loaded(docno, &vec);
-            }
+        let Some((_, si, l)) = current.as_mut() else { continue };
+        let vec = v.0;
+        if vec.len() == dim {
+            si.vectors.insert_loaded(docno, &vec);
+            l.push(docno);
         }
     }
-    drop(current);
-    drop(others);
-    drop(rtx);
-    graph_files.finish_all(&mut state.spaces);
-    Ok((state, head))
+    if let Some((s, si, l)) = current.take() {
+        spaces.insert(s.clone(), si);
+        loaded.insert(s, l);
+    }
+    lap("vectors");
+    graph_files.finish_all(&mut spaces);
+    lap("graphs attached");
+    Ok(spaces
+        .into_iter()
+        .map(|(n, si)| {
+            let l = loaded.remove(&n).unwrap_or_default();
+            (n, (si, l))
+        })
+        .collect())
 }
 
 impl KnowledgeStore {

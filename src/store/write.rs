@@ -4,7 +4,8 @@
 //! 1. the writer lock (one writer at a time in this process; on PostgreSQL the transaction also takes the
 //!    writers' advisory lock, so one at a time across processes);
 //! 2. one write transaction, in which the caller's closure writes its records and lists its index operations;
-//! 3. the generation bump (`META.generation`), unless the write is not a change of knowledge ([`Commit`]);
+//! 3. on a redb file, `META.index_snapshot` unset (the index snapshot no longer matches,
+//!    [`super::snapshot`]); the generation bump (`META.generation`), unless the write is not a change of knowledge ([`Commit`]);
 //! 4. on PostgreSQL, the index operations published to the change feed in the same transaction;
 //! 5. the commit, with the store's durability or the one [`Commit`] asks for;
 //! 6. after the commit, the index operations applied to the in-memory indexes (directly, or through the feed
@@ -86,6 +87,10 @@ impl Writes {
     fn locked<T>(&self, c: Commit, f: impl FnOnce(&WriteTx, &mut Vec<IndexOp>) -> Result<T>) -> Result<T> {
         let mut ops = Vec::new();
         let txn = self.db.write(c.durability.unwrap_or(self.durability))?;
+        if !self.db.shared() {
+            // Any commit makes the index snapshot stale ([`super::snapshot`]).
+            meta::meta(&txn)?.remove(super::snapshot::TOKEN_KEY)?;
+        }
         let out = f(&txn, &mut ops)?;
         if c.bump {
             let mut meta = meta::meta(&txn)?;

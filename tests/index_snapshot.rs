@@ -1,0 +1,171 @@
+//! The index snapshot of a redb store (`<data_dir>/indexes.snapshot`, `src/store/snapshot.rs`): written at
+//! close, used at the next open only when it matches the committed state, and never trusted when damaged or
+//! stale. Each test compares searches (ids and scores, bit for bit) with and without the snapshot.
+
+use engram::{KnowledgeStore, MemoryFilter, NewMemory, SearchMode, SearchQuery, StoreConfig};
+
+fn open(dir: &std::path::Path) -> KnowledgeStore {
+    KnowledgeStore::open(StoreConfig::new(dir)).expect("open")
+}
+
+fn snapshot(dir: &std::path::Path) -> std::path::PathBuf {
+    dir.join("indexes.snapshot")
+}
+
+/// Memories `from..to`: every third one a message of a thread (positions 0.. in thread `t<i / 4>`), every
+/// fifth labelled.
+fn fill(store: &KnowledgeStore, from: usize, to: usize) {
+    let words = ["harbour", "lantern", "violin", "glacier", "orchard", "comet", "saffron", "ledger", "quartz"];
+    let items = (from..to)
+        .map(|i| {
+            let content = format!(
+                "{} {} {} note {i} about {}",
+                words[i % 9],
+                words[(i * 7 + 3) % 9],
+                words[(i * 5 + 1) % 9],
+                if i % 2 == 0 { "Alice in Lisbon" } else { "Bob in Oslo" }
+            );
+            let (thread, range) = if i % 3 == 0 {
+                let at = ((i / 3) % 4) as f64;
+                (
+                    Some(format!("t{}", i / 12)),
+                    Some([("start_index".to_string(), at), ("end_index".to_string(), at)].into()),
+                )
+            } else {
+                (None, None)
+            };
+            NewMemory {
+                id: Some(format!("m{i}")),
+                content,
+                source_thread_id: thread,
+                source_range: range,
+                labels: (i % 5 == 0).then(|| vec!["fifth".to_string()]),
+                ..Default::default()
+            }
+        })
+        .collect();
+    store.create_memories(items).expect("create");
+}
+
+/// Ids and score bits of the hits (priors off) of a fixed set of queries, lexical and hybrid, with and without a label filter.
+fn answers(store: &KnowledgeStore) -> Vec<Vec<(String, u32)>> {
+    let mut out = Vec::new();
+    for q in ["harbour lantern", "violin glacier orchard", "comet", "saffron ledger quartz Alice", "Oslo note 7"] {
+        for mode in [SearchMode::Lexical, SearchMode::Hybrid] {
+            for labelled in [false, true] {
+                let filter = MemoryFilter {
+                    label_ids: if labelled { vec!["label_fifth".into()] } else { vec![] },
+                    ..Default::default()
+                };
+                let r = store
+                    .search(&SearchQuery {
+                        query: q.into(),
+                        space_id: "default".into(),
+                        limit: 10,
+                        filter,
+                        mode,
+                        fusion: None,
+                        query_embedding: None,
+                        // Without decay (which moves with the clock) and PageRank (recomputed in the background).
+                        options: engram::SearchOptions { priors: Some(false), ..Default::default() },
+                    })
+                    .expect("search");
+                out.push(r.hits.into_iter().map(|h| (h.view.memory.id, h.score.to_bits())).collect());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_reopen_from_the_snapshot_answers_as_the_store_did() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    fill(&store, 0, 300);
+    store.delete_memory("m7", None).expect("delete");
+    let before = answers(&store);
+    assert!(before.iter().filter(|h| !h.is_empty()).count() >= 15, "the queries find something");
+    drop(store);
+    let file = snapshot(dir.path());
+    let written = std::fs::read(&file).expect("a snapshot is written at close");
+
+    let store = open(dir.path());
+    assert_eq!(answers(&store), before);
+    assert_eq!(store.health().unwrap().memories, 299);
+    drop(store);
+    // Nothing changed: the same file stays (not rewritten).
+    assert_eq!(std::fs::read(&file).unwrap(), written);
+
+    // A change after the reopen is in the next snapshot, and the one after it answers with it.
+    let store = open(dir.path());
+    fill(&store, 300, 310);
+    let after = answers(&store);
+    assert_ne!(after, before);
+    drop(store);
+    assert_ne!(std::fs::read(&file).unwrap(), written);
+    let store = open(dir.path());
+    assert_eq!(answers(&store), after);
+}
+
+#[test]
+fn a_damaged_snapshot_is_deleted_and_the_indexes_load_from_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    fill(&store, 0, 200);
+    let before = answers(&store);
+    drop(store);
+    let file = snapshot(dir.path());
+    let mut bytes = std::fs::read(&file).unwrap();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0x5A;
+    std::fs::write(&file, &bytes).unwrap();
+
+    let store = open(dir.path());
+    assert!(!file.exists(), "the damaged file is deleted at open");
+    assert_eq!(answers(&store), before);
+    drop(store);
+    // Closing writes a good one again.
+    let store = open(dir.path());
+    assert!(file.exists());
+    assert_eq!(answers(&store), before);
+
+    // A truncated file is refused the same way.
+    drop(store);
+    let bytes = std::fs::read(&file).unwrap();
+    std::fs::write(&file, &bytes[..bytes.len() / 3]).unwrap();
+    let store = open(dir.path());
+    assert_eq!(answers(&store), before);
+}
+
+#[test]
+fn a_snapshot_of_another_state_is_never_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    fill(&store, 0, 200);
+    let old = answers(&store);
+    drop(store);
+    let backup = dir.path().join("backup.redb");
+    std::fs::copy(dir.path().join("engram.redb"), &backup).unwrap();
+    let old_snapshot = std::fs::read(snapshot(dir.path())).unwrap();
+
+    let store = open(dir.path());
+    fill(&store, 200, 260);
+    store.delete_memory("m3", None).expect("delete");
+    let new = answers(&store);
+    assert_ne!(new, old);
+    drop(store);
+
+    // The store file restored from the backup, beside the newer snapshot: loaded from the file.
+    std::fs::copy(dir.path().join("engram.redb"), dir.path().join("newer.redb")).unwrap();
+    std::fs::copy(&backup, dir.path().join("engram.redb")).unwrap();
+    let store = open(dir.path());
+    assert_eq!(answers(&store), old);
+    assert_eq!(store.health().unwrap().memories, 200);
+    drop(store);
+
+    // The newer store file beside an older snapshot: the same.
+    std::fs::copy(dir.path().join("newer.redb"), dir.path().join("engram.redb")).unwrap();
+    std::fs::write(snapshot(dir.path()), &old_snapshot).unwrap();
+    let store = open(dir.path());
+    assert_eq!(answers(&store), new);
+}
