@@ -12,7 +12,7 @@ fn snapshot(dir: &std::path::Path) -> std::path::PathBuf {
     dir.join("indexes.snapshot")
 }
 
-/// Memories `from..to`: every third one a message of a thread (positions 0.. in thread `t<i / 4>`), every
+/// Memories `from..to` (no names: no entities, so no crystal memories appear in the background): every third one a message of a thread (positions 0.. in thread `t<i / 4>`), every
 /// fifth labelled.
 fn fill(store: &KnowledgeStore, from: usize, to: usize) {
     let words = ["harbour", "lantern", "violin", "glacier", "orchard", "comet", "saffron", "ledger", "quartz"];
@@ -23,7 +23,7 @@ fn fill(store: &KnowledgeStore, from: usize, to: usize) {
                 words[i % 9],
                 words[(i * 7 + 3) % 9],
                 words[(i * 5 + 1) % 9],
-                if i % 2 == 0 { "Alice in Lisbon" } else { "Bob in Oslo" }
+                if i % 2 == 0 { "the east wing" } else { "the west wing" }
             );
             let (thread, range) = if i % 3 == 0 {
                 let at = ((i / 3) % 4) as f64;
@@ -50,7 +50,7 @@ fn fill(store: &KnowledgeStore, from: usize, to: usize) {
 /// Ids and score bits of the hits (priors off) of a fixed set of queries, lexical and hybrid, with and without a label filter.
 fn answers(store: &KnowledgeStore) -> Vec<Vec<(String, u32)>> {
     let mut out = Vec::new();
-    for q in ["harbour lantern", "violin glacier orchard", "comet", "saffron ledger quartz Alice", "Oslo note 7"] {
+    for q in ["harbour lantern", "violin glacier orchard", "comet", "saffron ledger quartz east", "west note 7"] {
         for mode in [SearchMode::Lexical, SearchMode::Hybrid] {
             for labelled in [false, true] {
                 let filter = MemoryFilter {
@@ -168,4 +168,35 @@ fn a_snapshot_of_another_state_is_never_used() {
     std::fs::write(snapshot(dir.path()), &old_snapshot).unwrap();
     let store = open(dir.path());
     assert_eq!(answers(&store), new);
+}
+
+#[test]
+fn a_sparse_file_is_compacted_at_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    store.create_space(engram::NewSpace { name: "bulk".into(), ..Default::default() }).expect("space");
+    let big = "lorem ipsum dolor sit amet ".repeat(200);
+    for b in 0..5 {
+        let items = (0..1000)
+            .map(|i| NewMemory {
+                id: Some(format!("b{b}-{i}")),
+                content: format!("{big} {b} {i}"),
+                space_id: Some("bulk".into()),
+                ..Default::default()
+            })
+            .collect();
+        store.create_memories(items).expect("create");
+    }
+    fill(&store, 0, 50);
+    let before = answers(&store);
+    store.delete_space("bulk", true).expect("delete the space");
+    let file = dir.path().join("engram.redb");
+    let full = std::fs::metadata(&file).unwrap().len();
+    assert!(full > 24 << 20, "{full} bytes");
+    drop(store);
+    let closed = std::fs::metadata(&file).unwrap().len();
+    assert!(closed * 2 < full, "the file shrank at close: {full} -> {closed} bytes");
+    let store = open(dir.path());
+    assert_eq!(answers(&store), before);
+    assert_eq!(store.health().unwrap().memories, 50);
 }

@@ -251,3 +251,71 @@ fn the_daemon_binary_serves_and_stops_cleanly_on_sigterm() {
     let store = KnowledgeStore::open(StoreConfig::new(dir.path())).expect("reopen after shutdown");
     assert_eq!(store.health().expect("health").memories, 1);
 }
+
+#[test]
+fn search_takes_the_query_vector_as_base64_and_answers_the_compact_form() {
+    use base64::Engine;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = StoreConfig::new(dir.path());
+    cfg.embedder = std::sync::Arc::new(engram::embed::ExternalEmbedder::new(4).unwrap());
+    let srv = common::server_on(dir.path(), std::sync::Arc::new(KnowledgeStore::open(cfg).unwrap()), 1 << 20);
+    for (id, text, v) in [
+        ("v1", "the violin in the harbour", [1.0f32, 0.1, 0.0, 0.0]),
+        ("v2", "a glacier over the orchard", [0.0, 0.0, 1.0, 0.2]),
+        ("v3", "violin lessons", [0.7, 0.7, 0.0, 0.0]),
+    ] {
+        let body = serde_json::json!({"id": id, "content": text, "embedding": v}).to_string();
+        assert_eq!(call(&srv, "POST", "/memories", Some(&body)).status, 200);
+    }
+    let q = [0.9f32, 0.2, 0.05, 0.0];
+    let bytes: Vec<u8> = q.iter().flat_map(|f| f.to_le_bytes()).collect();
+    let b64 = base64::engine::general_purpose::STANDARD.encode(&bytes);
+    let floats = serde_json::json!({"query": "", "query_embedding": q, "retrieval": "vector", "limit": 3});
+    let packed = serde_json::json!({"query": "", "query_embedding_base64": b64, "retrieval": "vector", "limit": 3});
+    let a = call(&srv, "POST", "/memories/search", Some(&floats.to_string())).json();
+    let b = call(&srv, "POST", "/memories/search", Some(&packed.to_string())).json();
+    let ids = |v: &serde_json::Value| -> Vec<(String, f64)> {
+        v.as_array()
+            .unwrap_or_else(|| panic!("not a list of hits: {v}"))
+            .iter()
+            .map(|h| {
+                let id = h["memory"]["id"].as_str().or(h["id"].as_str()).unwrap_or_default().to_string();
+                (id, h["similarity_score"].as_f64().unwrap_or(-1.0))
+            })
+            .collect()
+    };
+    assert_eq!(ids(&a).len(), 3);
+    assert_eq!(ids(&a)[0].0, "v1", "{a}");
+    assert_eq!(ids(&a), ids(&b));
+
+    // The compact form: the same hits, id and score only.
+    let mut compact = packed.clone();
+    compact["result_format"] = "compact".into();
+    let c = call(&srv, "POST", "/memories/search", Some(&compact.to_string())).json();
+    assert_eq!(ids(&c), ids(&a));
+    assert_eq!(c[0].as_object().map(|o| o.len()), Some(2), "{c}");
+
+    // Bad forms: 422 naming the field; nothing stored changes.
+    let mut both = floats.clone();
+    both["query_embedding_base64"] = b64.clone().into();
+    for (body, field) in [
+        (both, "query_embedding_base64"),
+        (serde_json::json!({"query": "", "query_embedding_base64": "not base64!"}), "query_embedding_base64"),
+        (serde_json::json!({"query": "", "query_embedding_base64": "AAAAAAA="}), "query_embedding_base64"),
+        (serde_json::json!({"query": "violin", "result_format": "tiny"}), "result_format"),
+    ] {
+        let r = call(&srv, "POST", "/memories/search", Some(&body.to_string()));
+        assert_eq!(r.status, 422, "{body}");
+        assert_eq!(r.json()["detail"][0]["loc"], serde_json::json!(["body", field]), "{body}");
+    }
+    // A vector of the wrong dimension is refused by the store's check, as with the float array.
+    let short = base64::engine::general_purpose::STANDARD.encode(1.0f32.to_le_bytes().repeat(2));
+    let r = call(
+        &srv,
+        "POST",
+        "/memories/search",
+        Some(&serde_json::json!({"query": "", "query_embedding_base64": short}).to_string()),
+    );
+    assert_eq!(r.status, 422);
+    assert_eq!(call(&srv, "GET", "/memories", None).json()["pagination"]["total"], 3);
+}

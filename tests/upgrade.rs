@@ -128,8 +128,11 @@ fn a_store_from_a_newer_release_is_refused_and_left_alone() {
         txn.table(META).expect("meta").put("format_version", 9u32.to_le_bytes().as_slice()).expect("put");
         txn.commit().expect("commit");
     }
+    let snapshot = dir.path().join("indexes.snapshot");
+    std::fs::remove_file(&snapshot).expect("the first close wrote an index snapshot");
     let Err(e) = KnowledgeStore::open(StoreConfig::new(dir.path())) else { panic!("a newer store opened") };
     assert_eq!(e.kind(), engram::ErrorKind::Corrupt);
+    assert!(!snapshot.exists(), "the refused open saved no (empty) index snapshot");
     let msg = e.to_string();
     assert!(msg.contains("format 9") && msg.contains(&format!("1 to {FORMAT_VERSION}")), "{msg}");
     let plan = plan_for(&StoreConfig::new(dir.path())).expect("plan");

@@ -10,6 +10,7 @@ Per store: insert docs/s, seconds from the first write until searches run at ful
 RSS), search p50/p99 (ms, one query at a time), recall@10 against exact search over the same vectors.
 """
 import argparse
+import base64
 import http.client
 import json
 import os
@@ -242,10 +243,13 @@ def run_engram_daemon(work, texts, docs, qs, qtexts, binary):
     d.wait_ready(len(docs))
     ready_s = time.perf_counter() - t0
 
+    # The query vector as base64 float32 and the compact result form (ids and scores): what a client that
+    # holds numpy vectors sends, as chromadb's query gets the array and returns ids (`include=[]`).
     def search(q, t):
-        body = json.dumps({"query": t, "query_embedding": [round(float(x), 7) for x in q], "limit": 10,
-                           "retrieval": "vector"})
-        return [int(h["memory"]["id"][1:]) for h in d.request("POST", "/memories/search", body)]
+        packed = base64.b64encode(np.asarray(q, dtype="<f4").tobytes()).decode()
+        body = json.dumps({"query": t, "query_embedding_base64": packed, "limit": 10, "retrieval": "vector",
+                           "result_format": "compact"})
+        return [int(h["id"][1:]) for h in d.request("POST", "/memories/search", body)]
 
     p50, p99, found = timed_queries(search, qs, qtexts)
     rss_first = status_mib("VmHWM:", d.proc.pid)

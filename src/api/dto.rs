@@ -261,6 +261,22 @@ pub struct SearchRequest {
     /// finite numbers). Without it such a store ranks by BM25 alone and says so in `search_metadata`. With it,
     /// `query` may be empty.
     pub query_embedding: Option<Vec<f32>>,
+    /// Engram extension: the same vector as base64 of its little-endian IEEE 754 float32 values (4 x DIM
+    /// bytes; `numpy.float32` array `.tobytes()`), the form of OpenAI's `encoding_format: "base64"`: no float
+    /// printing or parsing on either side. At most one of `query_embedding` and `query_embedding_base64`.
+    pub query_embedding_base64: Option<String>,
+    /// Engram extension: `full` (default, the seed's `MemorySearchResult` items) or `compact` (items of
+    /// `CompactSearchHit`: the memory id and its score, for callers that fetch records themselves).
+    pub result_format: Option<String>,
+}
+
+/// One item of the `POST /memories/search` array with `result_format: "compact"`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct CompactSearchHit {
+    /// Memory id.
+    pub id: String,
+    /// Fused score 0..=1, as `similarity_score` of the full form.
+    pub similarity_score: f64,
 }
 
 /// One item of the `POST /memories/search` array.

@@ -29,6 +29,7 @@ fn schemas() -> Map<String, Value> {
     add::<DeleteMemoryResponse>(&mut v);
     add::<SearchRequest>(&mut v);
     add::<MemorySearchResult>(&mut v);
+    add::<CompactSearchHit>(&mut v);
     add::<SearchGetResponse>(&mut v);
     add::<LabelsResponse>(&mut v);
     add::<Label>(&mut v);
@@ -236,6 +237,13 @@ fn field_rules() -> Vec<(&'static str, &'static str, Value)> {
     out.push(("SearchRequest", "query", non_blank.clone()));
     out.push(("SearchRequest", "limit", json!({"minimum": 1, "maximum": 100})));
     out.push(("SearchRequest", "retrieval", one_of(&["hybrid", "lexical", "vector"])));
+    out.push(("SearchRequest", "result_format", one_of(&["full", "compact"])));
+    // Whole float32 values: 4 bytes each, 16 base64 characters per 3 floats.
+    out.push((
+        "SearchRequest",
+        "query_embedding_base64",
+        json!({"pattern": "^([A-Za-z0-9+/]{4})*([A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"}),
+    ));
     out.push(("SearchRequest", "importance_min", json!({"minimum": 0, "maximum": 1})));
     out.push(("SearchRequest", "context_window", json!({"minimum": 1, "maximum": 10})));
     out.push(("BatchCreateRequest", "memories", json!({"minItems": 1, "maxItems": 1000})));
@@ -297,6 +305,7 @@ fn body_refinement(op: &str) -> Option<Value> {
         "data_import" => required(&["import_path"]),
         "preview_label_merge" | "apply_label_merge" => required(&["target_label_id"]),
         "ingest_source_path" => required(&["path"]),
+        "search_memories" => json!({"not": {"required": ["query_embedding", "query_embedding_base64"]}}),
         "ingest_source_file" => json!({"required": ["file_name"], "oneOf": [
             {"required": ["content"], "not": {"required": ["content_base64"]}},
             {"required": ["content_base64"], "not": {"required": ["content"]}},
@@ -389,6 +398,9 @@ pub fn document() -> Value {
         let ok = match r.response {
             Shape::Ref(n) => json!({"application/json": {"schema": reference(n)}}),
             Shape::ArrayOf(n) => json!({"application/json": {"schema": {"type": "array", "items": reference(n)}}}),
+            Shape::ArrayOfAny(names) => json!({"application/json": {"schema": {"type": "array", "items": {
+                "anyOf": names.iter().map(|n| reference(n)).collect::<Vec<_>>()
+            }}}}),
             Shape::Object => json!({"application/json": {"schema": {"type": "object"}}}),
             Shape::Zip => json!({"application/zip": {"schema": {"type": "string", "format": "binary"}}}),
             Shape::Markdown => json!({"text/markdown": {"schema": {"type": "string"}}}),

@@ -17,6 +17,8 @@ pub enum Shape {
     Ref(&'static str),
     /// An array of a named schema.
     ArrayOf(&'static str),
+    /// An array whose items are any of the named schemas (a request field chooses which).
+    ArrayOfAny(&'static [&'static str]),
     /// Any JSON object.
     Object,
     /// A ZIP archive (`application/zip`).

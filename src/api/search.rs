@@ -30,7 +30,7 @@ pub(super) const ROUTES: &[Route] = &[
         "Hybrid search (MemorySearchRequest)",
         &[],
         Some("SearchRequest"),
-        Shape::ArrayOf("MemorySearchResult"),
+        Shape::ArrayOfAny(&["MemorySearchResult", "CompactSearchHit"]),
         false,
         search_post
     ),
@@ -251,6 +251,43 @@ fn retrieval_mode(s: Option<&str>) -> SearchMode {
     }
 }
 
+/// The query vector of `query_embedding` or `query_embedding_base64` (little-endian float32); a field error
+/// when both are given or the base64 does not decode to whole floats.
+fn query_embedding(floats: Option<Vec<f32>>, b64: Option<&str>, errs: &mut Vec<FieldError>) -> Option<Vec<f32>> {
+    use base64::Engine;
+    let loc = ["body", "query_embedding_base64"];
+    match (floats, b64) {
+        (v, None) => v,
+        (Some(_), Some(_)) => {
+            errs.push(FieldError::new(
+                &loc,
+                "value_error",
+                "give at most one of `query_embedding` and `query_embedding_base64`",
+                serde_json::Value::Null,
+            ));
+            None
+        }
+        (None, Some(b)) => match base64::engine::general_purpose::STANDARD.decode(b.trim()) {
+            Ok(bytes) if bytes.len() % 4 == 0 => {
+                Some(bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+            }
+            Ok(bytes) => {
+                errs.push(FieldError::new(
+                    &loc,
+                    "value_error",
+                    format!("{} bytes is not a whole number of float32 values (4 bytes each)", bytes.len()),
+                    serde_json::Value::Null,
+                ));
+                None
+            }
+            Err(e) => {
+                errs.push(FieldError::new(&loc, "value_error", format!("not base64: {e}"), serde_json::Value::Null));
+                None
+            }
+        },
+    }
+}
+
 pub(super) fn search_post(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let r: SearchRequest = ctx.json()?;
     let mut errs = Vec::new();
@@ -300,13 +337,35 @@ pub(super) fn search_post(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         ..Default::default()
     };
     let options = search_options(r.include_context, r.context_window, r.expand_neighbours, "body", &mut errs);
+    let compact = match r.result_format.as_deref() {
+        None | Some("full") => false,
+        Some("compact") => true,
+        Some(other) => {
+            errs.push(FieldError::new(
+                &["body", "result_format"],
+                "enum",
+                "Input should be one of: full, compact",
+                other.into(),
+            ));
+            false
+        }
+    };
+    let embedding = query_embedding(r.query_embedding, r.query_embedding_base64.as_deref(), &mut errs);
     if !errs.is_empty() {
         return Err(Error::invalid(errs));
     }
     let space = r.space_id.unwrap_or_else(|| DEFAULT_SPACE.to_string());
     let with_entities = r.include_entities.unwrap_or(false);
     let mode = retrieval_mode(r.retrieval.as_deref());
-    let res = run_search(api, r.query, r.query_embedding, space.clone(), limit, mode, filter, options)?;
+    let res = run_search(api, r.query, embedding, space.clone(), limit, mode, filter, options)?;
+    if compact {
+        let out: Vec<CompactSearchHit> = res
+            .hits
+            .into_iter()
+            .map(|h| CompactSearchHit { id: h.view.memory.id, similarity_score: f64::from(h.score) })
+            .collect();
+        return ok(&out);
+    }
     let mut out: Vec<MemorySearchResult> = Vec::with_capacity(res.hits.len());
     for h in res.hits {
         let related_entities =

@@ -209,32 +209,33 @@ impl Lexicon {
         if self.docs == 0 { 1.0 } else { self.total_len as f32 / self.docs as f32 }
     }
 
-    /// Appends the lexicon to `out`, as [`Lexicon::read_from`] reads it (an index snapshot,
-    /// [`crate::store`]'s `snapshot` module). Little-endian: u64 documents, u64 total length; u64 count and that
-    /// many `(u64 docno, u64 length)`; u64 term count, then per term a u32 byte length and its UTF-8, a u64
-    /// posting count and that many `(u64 docno, u64 packed tf and length)` ([`Posting::pack`]), by docno.
-    /// About 16 bytes per posting.
-    pub(crate) fn write_to(&self, out: &mut Vec<u8>) {
-        out.reserve(
-            32 + self.lens.len() * 16 + self.postings.values().map(|l| 16 + l.postings.len() * 16).sum::<usize>(),
-        );
-        out.extend_from_slice(&self.docs.to_le_bytes());
-        out.extend_from_slice(&self.total_len.to_le_bytes());
-        out.extend_from_slice(&(self.lens.len() as u64).to_le_bytes());
+    /// Writes the lexicon to `out`, as [`Lexicon::read_from`] reads it (an index snapshot, [`crate::store`]'s
+    /// `snapshot` module). Little-endian: u64 documents, u64 total length; u64 count and that many
+    /// `(u64 docno, u64 length)`; u64 term count, then per term a u32 byte length and its UTF-8, a u64 posting
+    /// count and that many `(u64 docno, u64 packed tf and length)` ([`Posting::pack`]), by docno. About 16
+    /// bytes per posting.
+    ///
+    /// # Errors
+    /// `out`'s I/O errors.
+    pub(crate) fn write_to(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        out.write_all(&self.docs.to_le_bytes())?;
+        out.write_all(&self.total_len.to_le_bytes())?;
+        out.write_all(&(self.lens.len() as u64).to_le_bytes())?;
         for (d, l) in &self.lens {
-            out.extend_from_slice(&d.to_le_bytes());
-            out.extend_from_slice(&u64::from(*l).to_le_bytes());
+            out.write_all(&d.to_le_bytes())?;
+            out.write_all(&u64::from(*l).to_le_bytes())?;
         }
-        out.extend_from_slice(&(self.postings.len() as u64).to_le_bytes());
+        out.write_all(&(self.postings.len() as u64).to_le_bytes())?;
         for (t, l) in &self.postings {
-            out.extend_from_slice(&(t.len() as u32).to_le_bytes());
-            out.extend_from_slice(t.as_bytes());
-            out.extend_from_slice(&(l.postings.len() as u64).to_le_bytes());
+            out.write_all(&(t.len() as u32).to_le_bytes())?;
+            out.write_all(t.as_bytes())?;
+            out.write_all(&(l.postings.len() as u64).to_le_bytes())?;
             for p in &l.postings {
-                out.extend_from_slice(&p.docno.to_le_bytes());
-                out.extend_from_slice(&Posting::pack(p.tf, p.doc_len).to_le_bytes());
+                out.write_all(&p.docno.to_le_bytes())?;
+                out.write_all(&Posting::pack(p.tf, p.doc_len).to_le_bytes())?;
             }
         }
+        Ok(())
     }
 
     /// Reads a lexicon written by [`Lexicon::write_to`] and recomputes its pruning bounds.

@@ -236,8 +236,8 @@ impl Db {
     ///
     /// # Errors
     /// Storage errors; the file stays valid.
-    pub fn compact_step(&mut self) -> Result<bool> {
-        match &mut self.0 {
+    pub fn compact_step(&self) -> Result<bool> {
+        match &self.0 {
             DbInner::Redb(d) => d.compact_step(),
             #[cfg(feature = "postgres")]
             DbInner::Pg(_) => Ok(false),

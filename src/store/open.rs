@@ -52,7 +52,7 @@ pub(crate) const COMPACT_MIN_BYTES: u64 = 16 << 20;
 
 /// Compacts the file at close when more than a quarter of it is free pages (bulk loads and big deletes leave
 /// them; redb reuses them, but the file only shrinks by compaction). Errors are logged: the store stays valid.
-pub(crate) fn compact_if_sparse(db: &mut Db, path: &std::path::Path) {
+pub(crate) fn compact_if_sparse(db: &Db, path: &std::path::Path) {
     let before = std::fs::metadata(path).map_or(0, |m| m.len());
     if before < COMPACT_MIN_BYTES {
         return;
@@ -95,12 +95,13 @@ impl Drop for KnowledgeStore {
         self.graph_worker.stop();
         // No writer is left: the index snapshot reflects the committed state.
         let file = super::snapshot::path(&self.config.data_dir);
-        if let Err(e) = super::snapshot::save(&self.db, &self.writes, &file, &self.index.read()) {
+        if self.indexes_loaded.load(std::sync::atomic::Ordering::Acquire)
+            && let Err(e) = super::snapshot::save(&self.db, &self.writes, &file, &self.index.read())
+        {
             tracing::warn!(error = %e, "index snapshot not saved; the next open loads the indexes from the store");
         }
-        if let Some(db) = Arc::get_mut(&mut self.db) {
-            compact_if_sparse(db, &self.config.db_path());
-        }
+        // Every worker is stopped: no transaction is open (a compaction step would refuse otherwise).
+        compact_if_sparse(&self.db, &self.config.db_path());
     }
 }
 
@@ -199,6 +200,7 @@ impl KnowledgeStore {
             reembed: Mutex::new(None),
             builder,
             graph_files,
+            indexes_loaded: Default::default(),
         };
         store.init_schema(backup)?;
         {
@@ -211,6 +213,7 @@ impl KnowledgeStore {
         // The memory PageRank table (0.8 s of a 1M-memory open) is read beside the indexes.
         let (indexes, graph_state) = rayon::join(|| store.load_indexes(), || communities::load_graph_state(&store.db));
         indexes?;
+        store.indexes_loaded.store(true, std::sync::atomic::Ordering::Release);
         *store.graph.write() = graph_state?;
         lap("indexes and graph state");
         if store.db.shared() {
@@ -369,8 +372,6 @@ impl KnowledgeStore {
     }
 }
 
-/// The catalog, BM25 and vector indexes of every space, read in one snapshot, and the change-feed `seq` of that
-/// snapshot (0 on a redb file).
 /// Builds the catalog and BM25 lexicon of every space from the memory records, labels and postings.
 fn load_lexical(
     rtx: &crate::storage::ReadTx,
@@ -415,6 +416,9 @@ fn load_lexical(
     Ok(())
 }
 
+/// The catalog, BM25 and vector indexes of every space, read in one database snapshot (the catalog and lexicon
+/// from the index snapshot file `snapshot` when it matches, [`super::snapshot`]), and the change-feed `seq` of
+/// that database snapshot (0 on a redb file).
 pub(crate) fn load_index_state(
     db: &Db,
     dim: usize,

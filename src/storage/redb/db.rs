@@ -29,7 +29,9 @@ fn def<K: KeyType, V: ValueType>(kind: Kind<K, V>) -> redb::TableDefinition<'sta
 
 /// An open store database: one file, locked for this process.
 pub struct RedbDb {
-    inner: Handle,
+    /// Read-locked only while a transaction begins (transactions own their state), write-locked by a compaction
+    /// step, which redb refuses while any transaction is open.
+    inner: parking_lot::RwLock<Handle>,
 }
 
 /// The file opened for reading and writing, or for reading only ([`RedbDb::open_read_only`]).
@@ -128,7 +130,7 @@ impl RedbDb {
             Some(d) => builder.create_with_backend(DeviceBackend(d))?,
             None => builder.create(path)?,
         };
-        Ok(RedbDb { inner: Handle::ReadWrite(inner) })
+        Ok(RedbDb { inner: parking_lot::RwLock::new(Handle::ReadWrite(inner)) })
     }
 
     /// Opens the existing file at `path` for reading only: nothing is written to it, not even its header
@@ -141,7 +143,7 @@ impl RedbDb {
         let mut builder = redb::Builder::new();
         builder.set_cache_size(cache_bytes);
         match builder.open_read_only(path) {
-            Ok(d) => Ok(Some(RedbDb { inner: Handle::ReadOnly(d) })),
+            Ok(d) => Ok(Some(RedbDb { inner: parking_lot::RwLock::new(Handle::ReadOnly(d)) })),
             Err(redb::DatabaseError::RepairAborted) => Ok(None),
             Err(e) => Err(e.into()),
         }
@@ -152,7 +154,7 @@ impl RedbDb {
     /// # Errors
     /// Storage errors.
     pub fn read(&self) -> Result<RedbRead> {
-        Ok(RedbRead(match &self.inner {
+        Ok(RedbRead(match &*self.inner.read() {
             Handle::ReadWrite(d) => d.begin_read()?,
             Handle::ReadOnly(d) => d.begin_read()?,
         }))
@@ -165,7 +167,7 @@ impl RedbDb {
     /// # Errors
     /// Storage errors.
     pub fn write(&self, durability: Durability) -> Result<RedbWrite> {
-        let mut txn = self.inner.rw()?.begin_write()?;
+        let mut txn = self.inner.read().rw()?.begin_write()?;
         if durability == Durability::Eventual {
             txn.set_durability(redb::Durability::None)
                 .map_err(|e| Error::new(ErrorKind::Internal, "setting durability failed").with_source(e))?;
@@ -178,19 +180,19 @@ impl RedbDb {
     /// # Errors
     /// Storage errors.
     pub fn used_bytes(&self) -> Result<u64> {
-        let w = self.inner.rw()?.begin_write()?;
+        let w = self.inner.read().rw()?.begin_write()?;
         let st = w.stats()?;
         w.abort()?;
         Ok(st.allocated_pages() * st.page_size() as u64)
     }
 
     /// One compaction step: moves pages towards the front and truncates the file. `Ok(true)` when another step
-    /// may shrink it further. Needs the only handle on the database (no open transaction).
+    /// may shrink it further. No transaction may be open (redb refuses then: an error, nothing changed).
     ///
     /// # Errors
     /// Storage errors; the file stays valid.
-    pub fn compact_step(&mut self) -> Result<bool> {
-        match &mut self.inner {
+    pub fn compact_step(&self) -> Result<bool> {
+        match &mut *self.inner.write() {
             Handle::ReadWrite(d) => {
                 d.compact().map_err(|e| Error::new(ErrorKind::Io, "compaction failed").with_source(e))
             }

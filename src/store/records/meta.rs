@@ -4,6 +4,7 @@
 //! |---|---|
 //! | `format_version` | u32, little-endian (the layout; see [`crate::store::upgrade`]) |
 //! | `generation`, `graph_generation`, `next_docno`, `next_community_id` | u64, little-endian |
+//! | `index_snapshot` | u64, little-endian: token of the index snapshot that matches the committed state (unset by every write; `crate::store`'s `snapshot` module) |
 //! | `embedder` | UTF-8 text (the embedder's identity) |
 //! | `graph_report`, `last_upgrade` | JSON |
 
