@@ -199,8 +199,12 @@ fn main() -> engram::Result<()> {
             words[start..(start + 4).min(words.len())].join(" ")
         })
         .collect();
+    // `--modes lexical,hybrid` runs only those (for profiling one path).
+    let modes = args.iter().position(|a| a == "--modes").and_then(|i| args.get(i + 1)).cloned();
     for (name, mode) in
         [("hybrid", SearchMode::Hybrid), ("vector", SearchMode::Vector), ("lexical", SearchMode::Lexical)]
+            .into_iter()
+            .filter(|(name, _)| modes.as_ref().is_none_or(|m| m.split(',').any(|x| x == *name)))
     {
         let mut lat = Vec::with_capacity(queries);
         for q in &qtexts {

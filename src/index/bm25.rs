@@ -179,7 +179,7 @@ pub struct ScoredList<'a> {
     pub bounds: TfBounds,
     /// Bounds per docno block ([`blocks_of`]; at least as large as the block's postings need), or empty: the
     /// whole list's bounds serve in every block.
-    pub blocks: &'a [(u64, TfBounds)],
+    pub blocks: &'a [Block],
     /// The sum it adds to: [`Part::Own`] or [`Part::Expanded`].
     pub part: Part,
     /// For a list of expanded postings with the documents' own tf and length ([`Paired`]): the own share is
@@ -200,7 +200,7 @@ pub struct Paired<'a> {
     /// Bounds of the term's own postings.
     pub bounds: TfBounds,
     /// The same per docno block, or empty.
-    pub blocks: &'a [(u64, TfBounds)],
+    pub blocks: &'a [Block],
 }
 
 impl ScoredList<'_> {
@@ -276,18 +276,29 @@ pub const BLOCK_SHIFT: u32 = 10;
 /// Lists shorter than this keep no block bounds: walking them costs less than skipping.
 pub const BLOCKED_FROM: usize = 512;
 
-/// The bounds of `postings` (sorted by docno) per docno block: `(block, bounds)` for every block that holds a
-/// posting, in block order.
-pub fn blocks_of(postings: &[Posting]) -> Vec<(u64, TfBounds)> {
-    let mut out: Vec<(u64, TfBounds)> = Vec::new();
-    for p in postings {
+/// One docno block of a posting list (a skip entry, as in Lucene's block-max skip data).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Block {
+    /// Block number: docnos `id << BLOCK_SHIFT ..= ((id + 1) << BLOCK_SHIFT) - 1`.
+    pub id: u64,
+    /// Bounds of the block's postings (at least as large as they need: a removal leaves them).
+    pub bounds: TfBounds,
+    /// Index in the list of the first posting whose docno is at least the block's first docno, so that a cursor
+    /// jumps over whole blocks without a search.
+    pub first: u32,
+}
+
+/// The blocks of `postings` (sorted by docno): one for every block that holds a posting, in block order.
+pub fn blocks_of(postings: &[Posting]) -> Vec<Block> {
+    let mut out: Vec<Block> = Vec::new();
+    for (i, p) in postings.iter().enumerate() {
         let b = p.docno >> BLOCK_SHIFT;
         match out.last_mut() {
-            Some((last, bounds)) if *last == b => bounds.add(p.tf, p.doc_len),
+            Some(last) if last.id == b => last.bounds.add(p.tf, p.doc_len),
             _ => {
                 let mut bounds = TfBounds::default();
                 bounds.add(p.tf, p.doc_len);
-                out.push((b, bounds));
+                out.push(Block { id: b, bounds, first: i as u32 });
             }
         }
     }
@@ -307,7 +318,9 @@ pub fn blocks_of(postings: &[Posting]) -> Vec<(u64, TfBounds)> {
 /// the smallest bounds, those lists are *non-essential*: a document found only in them cannot enter the top `k`.
 /// Only the essential lists are walked, a candidate's non-essential lists are looked up (galloping search) only
 /// while its partial score plus their bounds can still pass θ, and a window whose bounds add up to at most θ is
-/// skipped whole.
+/// skipped whole. When the bounds of all lists but one add up to at most θ, that list is *required* (every
+/// document that can still enter holds it, as in Lucene's required clauses): the shortest required list then
+/// leads the rest of the window and every other list is looked up.
 ///
 /// A document's score is `combine` of its own and expanded sums, each summed in list order. `accept` is asked
 /// only of documents that would enter the top `k`. Cost: at worst (θ never passes a bound) every posting.
@@ -322,33 +335,24 @@ pub fn top_k(
     if k == 0 || m == 0 {
         return Vec::new();
     }
-    let (w_own, w_exp) = (combine.weight(Part::Own), combine.weight(Part::Expanded));
+    let w_own = combine.weight(Part::Own);
     let contributes = |l: &ScoredList<'_>| combine.weight(l.part) > 0.0 || (l.paired.is_some() && w_own > 0.0);
     let active: Vec<usize> = (0..m).filter(|&j| contributes(&lists[j]) && !lists[j].list.is_empty()).collect();
     // A list's bound, weighted, with slack: in a block when its block bounds are given, else over the list.
     let whole: Vec<f32> = lists.iter().map(|l| list_bound(params, combine, l, None, None)).collect();
+    let mut scan = Scan::new(params, combine, lists, k, accept);
     let mut own_block = vec![0usize; m];
-    let mut cur = vec![0usize; m];
     let mut block = vec![0usize; m];
-    let mut bound = vec![0.0f32; m];
-    let mut share = vec![0.0f32; m];
-    let mut own_share = vec![0.0f32; m];
-    let mut hit = vec![false; m];
-    let mut order: Vec<usize> = Vec::with_capacity(active.len());
-    let mut prefix: Vec<f32> = Vec::with_capacity(active.len());
-    // Min-heap on (score, Reverse(docno)): the top is the worst of the best k.
-    let mut heap: std::collections::BinaryHeap<std::cmp::Reverse<Entry>> = std::collections::BinaryHeap::new();
-    let mut theta = f32::NEG_INFINITY;
     loop {
-        let next = active.iter().filter_map(|&j| lists[j].list.get(cur[j]).map(|p| p.docno)).min();
+        let next = active.iter().filter_map(|&j| lists[j].list.get(scan.cur[j]).map(|p| p.docno)).min();
         let Some(next) = next else { break };
         let window = next >> BLOCK_SHIFT;
         let end = (window + 1).checked_shl(BLOCK_SHIFT).unwrap_or(u64::MAX);
         // Bounds in this window.
-        order.clear();
+        scan.order.clear();
         for &j in &active {
             let l = &lists[j];
-            if l.list.get(cur[j]).is_none_or(|p| p.docno >= end) {
+            if l.list.get(scan.cur[j]).is_none_or(|p| p.docno >= end) {
                 continue; // no posting in the window
             }
             let main = block_in_window(l.blocks, &mut block[j], window);
@@ -357,101 +361,257 @@ pub fn top_k(
             // bounds serve then all the same, as they do for lists without blocks.
             let main_ok = main.is_some() || l.blocks.is_empty();
             let own_ok = own.is_some() || l.paired.as_ref().is_none_or(|o| o.blocks.is_empty());
-            bound[j] = if main_ok && own_ok && (main.is_some() || own.is_some()) {
+            scan.bound[j] = if main_ok && own_ok && (main.is_some() || own.is_some()) {
                 list_bound(params, combine, l, own.as_ref(), main.as_ref())
             } else {
                 whole[j]
             };
-            order.push(j);
+            scan.order.push(j);
         }
-        order.sort_by(|a, b| bound[*a].total_cmp(&bound[*b]).then(a.cmp(b)));
-        prefix.clear();
-        let mut acc = 0.0f32;
-        for &j in &order {
-            acc += bound[j];
-            prefix.push(acc * (1.0 + BOUND_SLACK));
-        }
-        let mut essential = 0usize; // order[essential..] are the essential lists
-        while essential < order.len() && prefix[essential] <= theta {
-            essential += 1;
-        }
-        while essential < order.len() {
-            let mut d = u64::MAX;
-            for &j in &order[essential..] {
-                if let Some(p) = lists[j].list.get(cur[j]) {
-                    d = d.min(p.docno);
-                }
-            }
-            if d >= end {
-                break;
-            }
-            hit.fill(false);
-            let mut partial = 0.0f32;
-            for &j in &order[essential..] {
-                let l = &lists[j];
-                if l.list.get(cur[j]).is_some_and(|p| p.docno == d) {
-                    let (o, e) = l.shares(params, combine, cur[j]);
-                    (own_share[j], share[j]) = (o, e);
-                    hit[j] = true;
-                    partial += w_own * o + w_exp * e;
-                    cur[j] += 1;
-                }
-            }
-            let mut pruned = false;
-            for i in (0..essential).rev() {
-                if (partial + prefix[i]) * (1.0 + BOUND_SLACK) <= theta {
-                    pruned = true;
-                    break;
-                }
-                let j = order[i];
-                let l = &lists[j];
-                cur[j] = gallop(l.list, cur[j], d);
-                if l.list.get(cur[j]).is_some_and(|p| p.docno == d) {
-                    let (o, e) = l.shares(params, combine, cur[j]);
-                    (own_share[j], share[j]) = (o, e);
-                    hit[j] = true;
-                    partial += w_own * o + w_exp * e;
-                }
-            }
-            if pruned {
-                continue;
-            }
-            let (mut own, mut expanded) = (0.0f32, 0.0f32);
-            for j in 0..m {
-                if hit[j] {
-                    // Shares a list does not have are +0.0, which leaves a sum as it is (to the bit).
-                    own += own_share[j];
-                    expanded += share[j];
-                }
-            }
-            let s = combine.score(own, expanded);
-            // Documents come in docno order, so a tie with the worst kept document loses.
-            if (heap.len() < k || s > theta) && accept(d) {
-                heap.push(std::cmp::Reverse(Entry(s, d)));
-                if heap.len() > k {
-                    heap.pop();
-                }
-                if heap.len() == k
-                    && let Some(std::cmp::Reverse(Entry(w, _))) = heap.peek()
-                {
-                    theta = *w;
-                    while essential < order.len() && prefix[essential] <= theta {
-                        essential += 1;
-                    }
-                }
-            }
-        }
+        scan.window(window << BLOCK_SHIFT, end);
         // The rest of the window cannot enter: every cursor moves past it.
         if end == u64::MAX {
             break;
         }
         for &j in &active {
-            cur[j] = gallop(lists[j].list, cur[j], end);
+            scan.cur[j] = past_window(lists[j].list, lists[j].blocks, &mut block[j], window, scan.cur[j], end);
         }
     }
-    let mut out: Vec<(u64, f32)> = heap.into_iter().map(|std::cmp::Reverse(Entry(s, d))| (d, s)).collect();
+    let mut out: Vec<(u64, f32)> = scan.heap.into_iter().map(|std::cmp::Reverse(Entry(s, d))| (d, s)).collect();
     out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     out
+}
+
+/// The state of one [`top_k`] scan: a cursor and the current document's shares per list, the lists of the
+/// current window in bound order with their bounds, and the `k` best documents so far.
+struct Scan<'s, 'a> {
+    params: Bm25Params,
+    combine: Combine,
+    lists: &'s [ScoredList<'a>],
+    k: usize,
+    accept: &'s dyn Fn(u64) -> bool,
+    /// Per list: the next posting to read.
+    cur: Vec<usize>,
+    /// Per list: the cursor when the window began (postings skipped as hopeless lie between it and the cursor).
+    start: Vec<usize>,
+    /// Per list: its bound in the window, weighted, with slack.
+    bound: Vec<f32>,
+    /// Per list: the current document's own and expanded shares, and whether the list holds it.
+    own_share: Vec<f32>,
+    share: Vec<f32>,
+    hit: Vec<bool>,
+    /// The lists with postings in the window, by bound ascending.
+    order: Vec<usize>,
+    /// `prefix[i]`: the bounds of `order[..=i]` added up, with slack.
+    prefix: Vec<f32>,
+    /// Min-heap on (score, Reverse(docno)): the top is the worst of the best k.
+    heap: std::collections::BinaryHeap<std::cmp::Reverse<Entry>>,
+    /// The k-th best score (minus infinity until k documents are kept).
+    theta: f32,
+}
+
+impl<'s, 'a> Scan<'s, 'a> {
+    fn new(
+        params: Bm25Params,
+        combine: Combine,
+        lists: &'s [ScoredList<'a>],
+        k: usize,
+        accept: &'s dyn Fn(u64) -> bool,
+    ) -> Self {
+        let m = lists.len();
+        Scan {
+            params,
+            combine,
+            lists,
+            k,
+            accept,
+            cur: vec![0; m],
+            start: vec![0; m],
+            bound: vec![0.0; m],
+            own_share: vec![0.0; m],
+            share: vec![0.0; m],
+            hit: vec![false; m],
+            order: Vec::with_capacity(m),
+            prefix: Vec::with_capacity(m),
+            heap: std::collections::BinaryHeap::new(),
+            theta: f32::NEG_INFINITY,
+        }
+    }
+
+    /// Scores the window of docnos `from..end` whose lists and bounds are in `order` and `bound`.
+    fn window(&mut self, from: u64, end: u64) {
+        let bound = &self.bound;
+        self.order.sort_by(|a, b| bound[*a].total_cmp(&bound[*b]).then(a.cmp(b)));
+        for &j in &self.order {
+            self.start[j] = self.cur[j];
+        }
+        self.prefix.clear();
+        let mut acc = 0.0f32;
+        for &j in &self.order {
+            acc += self.bound[j];
+            self.prefix.push(acc * (1.0 + BOUND_SLACK));
+        }
+        let mut essential = 0usize; // order[essential..] are the essential lists
+        let mut floor = from; // documents below it are done
+        let mut checked = None; // the θ a required list was last looked for at
+        loop {
+            while essential < self.order.len() && self.prefix[essential] <= self.theta {
+                essential += 1;
+            }
+            if essential >= self.order.len() {
+                return;
+            }
+            if checked != Some(self.theta) {
+                checked = Some(self.theta);
+                if let Some(lead) = self.required() {
+                    return self.lead(lead, floor, end);
+                }
+            }
+            let Some(d) = self.essential_step(essential, end) else { return };
+            floor = d + 1;
+        }
+    }
+
+    /// The shortest list of the window that every document able to enter holds: the other lists' bounds add up
+    /// to at most θ. None before k documents are kept.
+    fn required(&self) -> Option<usize> {
+        if self.theta == f32::NEG_INFINITY {
+            return None;
+        }
+        let mut best: Option<usize> = None;
+        for &j in &self.order {
+            let others: f32 = self.order.iter().filter(|&&o| o != j).map(|&o| self.bound[o]).sum();
+            if others * (1.0 + BOUND_SLACK) <= self.theta
+                && best.is_none_or(|b| self.lists[j].list.len() < self.lists[b].list.len())
+            {
+                best = Some(j);
+            }
+        }
+        best
+    }
+
+    /// Looks list `j` up for document `d` ([`locate`]) and records its shares; returns its weighted share (0
+    /// when it does not hold `d`). `step`: move the cursor past `d` when it stands on it.
+    #[inline]
+    fn take(&mut self, j: usize, d: u64, step: bool) -> f32 {
+        let l = &self.lists[j];
+        let Some(i) = locate(l.list, self.start[j], &mut self.cur[j], d) else { return 0.0 };
+        let (o, e) = l.shares(self.params, self.combine, i);
+        (self.own_share[j], self.share[j]) = (o, e);
+        self.hit[j] = true;
+        if step && i == self.cur[j] {
+            self.cur[j] += 1;
+        }
+        self.combine.weight(Part::Own) * o + self.combine.weight(Part::Expanded) * e
+    }
+
+    /// One document of the essential lists `order[essential..]` (the smallest docno under their cursors, below
+    /// `end`): scored when its bounds let it, offered to the heap. None when the window has no more.
+    fn essential_step(&mut self, essential: usize, end: u64) -> Option<u64> {
+        if essential > 0 && essential + 1 == self.order.len() {
+            // One essential list: its postings that cannot pass θ even with every non-essential bound are
+            // stepped over in a tight loop (the test below would prune each of them all the same).
+            let j = self.order[essential];
+            let rest = self.prefix[essential - 1];
+            skip_hopeless(self.params, self.combine, &self.lists[j], &mut self.cur[j], end, rest, self.theta);
+        }
+        let d =
+            self.order[essential..].iter().filter_map(|&j| self.lists[j].list.get(self.cur[j])).map(|p| p.docno).min();
+        let d = d.filter(|d| *d < end)?;
+        self.hit.fill(false);
+        let mut partial = 0.0f32;
+        for x in essential..self.order.len() {
+            partial += self.take(self.order[x], d, true);
+        }
+        for i in (0..essential).rev() {
+            if (partial + self.prefix[i]) * (1.0 + BOUND_SLACK) <= self.theta {
+                return Some(d);
+            }
+            partial += self.take(self.order[i], d, false);
+        }
+        self.offer(d);
+        Some(d)
+    }
+
+    /// The rest of the window from docno `floor` led by the required list `lead`: each of its documents is
+    /// looked up in the other lists, largest bound first, while its bounds can still pass θ.
+    fn lead(&mut self, lead: usize, floor: u64, end: u64) {
+        let others: Vec<usize> = self.order.iter().rev().copied().filter(|&j| j != lead).collect();
+        let mut rest = vec![0.0f32; others.len() + 1];
+        for i in (0..others.len()).rev() {
+            rest[i] = rest[i + 1] + self.bound[others[i]];
+        }
+        let list = self.lists[lead].list;
+        if list.get(self.cur[lead]).is_some_and(|p| p.docno < floor) {
+            self.cur[lead] = gallop(list, self.cur[lead], floor);
+        }
+        while let Some(p) = list.get(self.cur[lead]).filter(|p| p.docno < end) {
+            let d = p.docno;
+            self.hit.fill(false);
+            let mut partial = self.take(lead, d, true);
+            let mut pruned = false;
+            for (i, &j) in others.iter().enumerate() {
+                if (partial + rest[i]) * (1.0 + BOUND_SLACK) <= self.theta {
+                    pruned = true;
+                    break;
+                }
+                partial += self.take(j, d, false);
+            }
+            if !pruned {
+                self.offer(d);
+            }
+        }
+    }
+
+    /// Offers document `d`, whose shares are recorded, to the heap; raises θ when the heap is full.
+    fn offer(&mut self, d: u64) {
+        let (mut own, mut expanded) = (0.0f32, 0.0f32);
+        for j in 0..self.lists.len() {
+            if self.hit[j] {
+                // Shares a list does not have are +0.0, which leaves a sum as it is (to the bit).
+                own += self.own_share[j];
+                expanded += self.share[j];
+            }
+        }
+        let s = self.combine.score(own, expanded);
+        // Documents come in docno order, so a tie with the worst kept document loses.
+        if (self.heap.len() < self.k || s > self.theta) && (self.accept)(d) {
+            self.heap.push(std::cmp::Reverse(Entry(s, d)));
+            if self.heap.len() > self.k {
+                self.heap.pop();
+            }
+            if self.heap.len() == self.k
+                && let Some(std::cmp::Reverse(Entry(w, _))) = self.heap.peek()
+            {
+                self.theta = *w;
+            }
+        }
+    }
+}
+
+/// Moves `cur` past the postings of list `l` before docno `end` whose weighted share plus `rest` (the bounds of
+/// every other list in the window, with slack) is at most `theta`: documents that cannot enter the top k through
+/// this list, stepped over without the per-document bookkeeping of [`top_k`].
+#[inline]
+fn skip_hopeless(
+    params: Bm25Params,
+    combine: Combine,
+    l: &ScoredList<'_>,
+    cur: &mut usize,
+    end: u64,
+    rest: f32,
+    theta: f32,
+) {
+    let (w_own, w_exp) = (combine.weight(Part::Own), combine.weight(Part::Expanded));
+    let mut c = *cur;
+    while l.list.get(c).is_some_and(|p| p.docno < end) {
+        let (o, e) = l.shares(params, combine, c);
+        if (w_own * o + w_exp * e + rest) * (1.0 + BOUND_SLACK) > theta {
+            break;
+        }
+        c += 1;
+    }
+    *cur = c;
 }
 
 /// The score [`top_k`] gives document `docno` (0 when no list holds it), equal to the bit: each list is
@@ -491,11 +651,30 @@ fn list_bound(
 
 /// The bounds of block `window` in `blocks` (sorted by block), moving the cursor `at` forward; None when the list
 /// keeps no blocks or has none there.
-fn block_in_window(blocks: &[(u64, TfBounds)], at: &mut usize, window: u64) -> Option<TfBounds> {
-    while *at < blocks.len() && blocks[*at].0 < window {
+fn block_in_window(blocks: &[Block], at: &mut usize, window: u64) -> Option<TfBounds> {
+    while *at < blocks.len() && blocks[*at].id < window {
         *at += 1;
     }
-    blocks.get(*at).filter(|(b, _)| *b == window).map(|(_, bounds)| *bounds)
+    blocks.get(*at).filter(|b| b.id == window).map(|b| b.bounds)
+}
+
+/// The first posting of `list` at or after docno `end` (the first docno after block `window`), from the cursor
+/// `from`: read from the skip entries `blocks` (cursor `at`, moved forward) when they agree with the list, else
+/// searched ([`gallop`]). Jumping over a block costs no search and touches no posting of it.
+fn past_window(list: &[Posting], blocks: &[Block], at: &mut usize, window: u64, from: usize, end: u64) -> usize {
+    if !blocks.is_empty() {
+        while *at < blocks.len() && blocks[*at].id <= window {
+            *at += 1;
+        }
+        let to = blocks.get(*at).map_or(list.len(), |b| b.first as usize).min(list.len());
+        // Checked, so that a wrong skip entry costs a search, never a posting.
+        let after = list.get(to).is_none_or(|p| p.docno >= end);
+        let before = to == 0 || list.get(to - 1).is_some_and(|p| p.docno < end);
+        if to >= from && after && before {
+            return to;
+        }
+    }
+    gallop(list, from, end)
 }
 
 /// A kept document: ordered by score, then by docno descending (a larger docno is worse at equal score).
@@ -519,8 +698,40 @@ impl Ord for Entry {
     }
 }
 
+/// The index of docno `d` in `list`, if it holds it, with the cursor `cur` moved forward to the first posting at
+/// or after `d` when it was before. Postings between `start` and the cursor may have been skipped
+/// ([`skip_hopeless`]), so a cursor already past `d` is searched behind (binary search), but only when the
+/// posting just before it is not below `d` already.
+#[inline]
+fn locate(list: &[Posting], start: usize, cur: &mut usize, d: u64) -> Option<usize> {
+    match list.get(*cur) {
+        Some(p) if p.docno == d => Some(*cur),
+        Some(p) if p.docno < d => {
+            *cur = gallop(list, *cur, d);
+            list.get(*cur).filter(|p| p.docno == d).map(|_| *cur)
+        }
+        _ => {
+            let behind = list.get(start..*cur)?;
+            if behind.last().is_none_or(|p| p.docno < d) {
+                return None;
+            }
+            behind.binary_search_by_key(&d, |p| p.docno).ok().map(|i| start + i)
+        }
+    }
+}
+
+/// Postings [`gallop`] scans one by one before it searches.
+const LINEAR_PROBES: usize = 16;
+
 /// The first index at or after `from` whose docno is at least `d` (exponential then binary search).
 fn gallop(list: &[Posting], from: usize, d: u64) -> usize {
+    // Most targets are a few postings ahead (candidates come in docno order): a short linear scan reads
+    // sequential memory and predicts well, where a binary search stalls on every probe.
+    let near = from.saturating_add(LINEAR_PROBES).min(list.len());
+    if let Some(i) = list.get(from..near).and_then(|s| s.iter().position(|p| p.docno >= d)) {
+        return from + i;
+    }
+    let from = near;
     let mut step = 1;
     let mut hi = from;
     while hi < list.len() && list[hi].docno < d {
@@ -606,7 +817,7 @@ mod tests {
                 *qtf.entry(*t).or_insert(0u32) += 1;
             }
             let q: Vec<(u32, &[Posting])> = qtf.iter().map(|(t, c)| (*c, lists[*t as usize].as_slice())).collect();
-            let blocks: Vec<Vec<(u64, TfBounds)>> = lists.iter().map(|l| blocks_of(l)).collect();
+            let blocks: Vec<Vec<Block>> = lists.iter().map(|l| blocks_of(l)).collect();
             let scored: Vec<ScoredList<'_>> = qtf
                 .iter()
                 .zip(&q)

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use rustc_hash::FxHashMap;
 
-use super::bm25::{BLOCK_SHIFT, BLOCKED_FROM, Part, Posting, ScoredList, TfBounds, blocks_of, idf};
+use super::bm25::{BLOCK_SHIFT, BLOCKED_FROM, Block, Part, Posting, ScoredList, TfBounds, blocks_of, idf};
 
 /// One term's postings sorted by docno, with bounds for pruning ([`crate::index::bm25::top_k`]).
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -17,9 +17,9 @@ pub struct TermList {
     /// Bounds for pruning: raised by every insert, never lowered by a removal (a bound stays valid when
     /// postings leave).
     pub bounds: TfBounds,
-    /// The same per docno block ([`crate::index::bm25::blocks_of`]), once the list has
-    /// [`crate::index::bm25::BLOCKED_FROM`] postings; empty before.
-    pub blocks: Vec<(u64, TfBounds)>,
+    /// The same per docno block, with where each block's postings start ([`crate::index::bm25::blocks_of`]),
+    /// once the list has [`crate::index::bm25::BLOCKED_FROM`] postings; empty before.
+    pub blocks: Vec<Block>,
     /// In a list of context-expanded postings, for each posting the document's own `(tf, length)` (tf 0: the
     /// term is only in its neighbours), so that a blended score reads both from one list; empty in the
     /// lexicon's own lists.
@@ -46,37 +46,48 @@ impl TermList {
             None => Err(0),
             _ => self.postings.binary_search_by_key(&p.docno, |x| x.docno),
         };
-        match at {
-            Ok(i) => {
-                self.postings[i] = p;
-                if let Some(o) = own {
-                    self.paired[i] = o;
-                }
+        let (i, inserted) = match at {
+            Ok(i) => (i, false),
+            Err(i) => (i, true),
+        };
+        if inserted {
+            self.postings.insert(i, p);
+            if let Some(o) = own {
+                self.paired.insert(i, o);
             }
-            Err(i) => {
-                self.postings.insert(i, p);
-                if let Some(o) = own {
-                    self.paired.insert(i, o);
-                }
+        } else {
+            self.postings[i] = p;
+            if let Some(o) = own {
+                self.paired[i] = o;
             }
         }
         if !self.blocks.is_empty() {
             let b = p.docno >> BLOCK_SHIFT;
-            match self.blocks.last_mut() {
-                Some((last, bounds)) if *last == b => bounds.add(p.tf, p.doc_len),
-                Some((last, _)) if *last < b => {
-                    let mut bounds = TfBounds::default();
-                    bounds.add(p.tf, p.doc_len);
-                    self.blocks.push((b, bounds));
-                }
-                _ => match self.blocks.binary_search_by_key(&b, |x| x.0) {
-                    Ok(i) => self.blocks[i].1.add(p.tf, p.doc_len),
-                    Err(i) => {
-                        let mut bounds = TfBounds::default();
-                        bounds.add(p.tf, p.doc_len);
-                        self.blocks.insert(i, (b, bounds));
+            let k = match self.blocks.last() {
+                Some(last) if last.id < b => Err(self.blocks.len()),
+                Some(last) if last.id == b => Ok(self.blocks.len() - 1),
+                _ => self.blocks.binary_search_by_key(&b, |x| x.id),
+            };
+            let k = match k {
+                Ok(k) => k,
+                Err(k) => {
+                    // A new block: its first posting is this one (the list holds no other posting in it).
+                    self.blocks.insert(k, Block { id: b, bounds: TfBounds::default(), first: i as u32 });
+                    if inserted {
+                        // The postings after this one moved by one; the new block's own entry is exact already.
+                        for x in &mut self.blocks[k + 1..] {
+                            x.first += 1;
+                        }
                     }
-                },
+                    self.blocks[k].bounds.add(p.tf, p.doc_len);
+                    return;
+                }
+            };
+            self.blocks[k].bounds.add(p.tf, p.doc_len);
+            if inserted {
+                for x in &mut self.blocks[k + 1..] {
+                    x.first += 1;
+                }
             }
         } else if self.postings.len() >= BLOCKED_FROM {
             self.blocks = blocks_of(&self.postings);
@@ -89,6 +100,12 @@ impl TermList {
             self.postings.remove(i);
             if i < self.paired.len() {
                 self.paired.remove(i);
+            }
+            // Blocks after this one start a posting earlier; this block's own start is unchanged (the next
+            // posting takes the removed one's place), and its bounds stay valid.
+            let after = self.blocks.partition_point(|b| b.id <= docno >> BLOCK_SHIFT);
+            for x in &mut self.blocks[after..] {
+                x.first = x.first.saturating_sub(1);
             }
         }
     }
@@ -318,7 +335,7 @@ mod tests {
         /// Block bounds kept by `put` cover every posting of their block, through inserts in any order,
         /// replacements and removals, before and after the list grows past the blocking threshold.
         #[test]
-        fn block_bounds_cover_every_posting(
+        fn block_bounds_cover_every_posting_and_skip_entries_are_exact(
             ops in proptest::collection::vec((0u64..6000, 1u32..12, 1u32..40, proptest::bool::weighted(0.1)), 1..1500),
         ) {
             use crate::index::bm25::{BLOCK_SHIFT, Bm25Params};
@@ -336,11 +353,16 @@ mod tests {
                 let one = TfBounds::of(std::slice::from_ref(p));
                 proptest::prop_assert!(score(&one) <= score(&l.bounds));
                 if !l.blocks.is_empty() {
-                    let b = l.blocks.iter().find(|b| b.0 == p.docno >> BLOCK_SHIFT);
-                    proptest::prop_assert!(b.is_some_and(|b| score(&one) <= score(&b.1)), "docno {}", p.docno);
+                    let b = l.blocks.iter().find(|b| b.id == p.docno >> BLOCK_SHIFT);
+                    proptest::prop_assert!(b.is_some_and(|b| score(&one) <= score(&b.bounds)), "docno {}", p.docno);
                 }
             }
             proptest::prop_assert!(l.postings.windows(2).all(|w| w[0].docno < w[1].docno));
+            for b in &l.blocks {
+                // Each skip entry points at the first posting of its block or later.
+                let want = l.postings.partition_point(|p| p.docno < b.id << BLOCK_SHIFT);
+                proptest::prop_assert_eq!(b.first as usize, want, "block {}", b.id);
+            }
         }
     }
 }
