@@ -162,6 +162,26 @@ fn main() -> engram::Result<()> {
         store.create_memories(items)?;
     }
     let ingest_s = t0.elapsed().as_secs_f64();
+    // `--more N` with a reused store: N more memories in the same batches, the ingest rate at that size.
+    let more = if reuse { arg("--more", 0) } else { 0 };
+    if more > 0 {
+        let t0 = Instant::now();
+        let extra: Vec<String> = (0..more).map(|_| sentence(&mut rng, &vocab)).collect();
+        for (b, chunk) in extra.chunks(batch).enumerate() {
+            let items = chunk
+                .iter()
+                .enumerate()
+                .map(|(i, t)| NewMemory {
+                    id: Some(format!("more{}-{}", std::process::id(), b * batch + i)),
+                    content: t.clone(),
+                    ..Default::default()
+                })
+                .collect();
+            store.create_memories(items)?;
+        }
+        let s = t0.elapsed().as_secs_f64();
+        println!("ingest of {more} more into {n}: {:.0} memories/s ({s:.1} s)", more as f64 / s);
+    }
     if reuse {
         println!("ingest skipped: reusing the store in {}", dir.display());
     } else {

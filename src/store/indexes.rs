@@ -113,13 +113,30 @@ impl IndexOp {
 }
 
 /// Starts the background thread that builds and catches up HNSW graphs, off the write and search paths.
+///
+/// Between chunks of 1,024 points the builder waits while a batch of memories is being written (`batches`, see
+/// [`BatchWriting`]), at most [`BUILD_YIELD`] per chunk: a bulk ingest then has every core, and the graph catches
+/// up in the pauses between batches and after the last one (searches meanwhile scan the vectors not yet in the
+/// graph exactly). Under constant writes the build still goes on, a chunk per [`BUILD_YIELD`] at least.
 pub(crate) fn start_graph_builder(
     index: Arc<RwLock<IndexState>>,
     vector: crate::index::vector::VectorParams,
     db: Arc<crate::storage::Db>,
     files: graph_files::GraphFiles,
+    batches: Arc<std::sync::atomic::AtomicUsize>,
 ) -> worker::Worker {
     worker::Worker::spawn("engram-graph", move |c| {
+        // Checked between chunks: waits while a batch is written, and says whether to stop.
+        let between_chunks = || {
+            let since = Instant::now();
+            while batches.load(std::sync::atomic::Ordering::Acquire) > 0
+                && since.elapsed() < BUILD_YIELD
+                && !c.stopped()
+            {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            c.stopped()
+        };
         while !c.stopped() {
             let work: Vec<(String, GraphWork)> = {
                 let state = index.read();
@@ -134,7 +151,7 @@ pub(crate) fn start_graph_builder(
                     GraphWork::Build(snapshot) => {
                         let started = Instant::now();
                         let ids = snapshot.docnos.clone();
-                        let built = Graph::build(vector, snapshot, &|| c.stopped());
+                        let built = Graph::build(vector, snapshot, &between_chunks);
                         let mut state = index.write();
                         let Some(si) = state.spaces.get_mut(&space) else { continue };
                         match built {
@@ -159,6 +176,10 @@ pub(crate) fn start_graph_builder(
                         }
                     }
                     GraphWork::Insert(g, items) => {
+                        // Never inside the insert: it holds the graph's write lock, which searches wait for.
+                        if between_chunks() {
+                            break;
+                        }
                         let points = g.insert(&items);
                         let ids: Vec<(u64, u32)> = items.iter().map(|x| x.0).zip(points).collect();
                         if let Some(si) = index.write().spaces.get_mut(&space) {
@@ -169,6 +190,26 @@ pub(crate) fn start_graph_builder(
             }
         }
     })
+}
+
+/// Longest wait of the HNSW builder for batch writes, per chunk of points ([`start_graph_builder`]).
+pub(crate) const BUILD_YIELD: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Marks a batch of memories as being written while it lives: the HNSW builder waits meanwhile
+/// ([`start_graph_builder`]).
+pub(crate) struct BatchWriting<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> BatchWriting<'a> {
+    pub(crate) fn start(count: &'a std::sync::atomic::AtomicUsize) -> Self {
+        count.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        BatchWriting(count)
+    }
+}
+
+impl Drop for BatchWriting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
 }
 
 /// Applies committed changes to the in-memory indexes; `new_index` makes the index of a space seen first.

@@ -126,6 +126,8 @@ pub struct KnowledgeStore {
     pub(crate) graph: Arc<RwLock<communities::GraphState>>,
     /// Bulk loads running ([`KnowledgeStore::bulk_load`]); the graph worker waits for them to end.
     pub(crate) bulk_loads: Arc<std::sync::atomic::AtomicUsize>,
+    /// Batches of memories being written; the HNSW builder waits for them between chunks.
+    pub(crate) batch_writes: Arc<std::sync::atomic::AtomicUsize>,
     /// The change feed: keeps the in-memory state current when other processes write the database.
     pub(crate) feed: Arc<feed::Feed>,
     /// Reads the feed on a shared database. Declared first among the workers: dropped (stopped) first.

@@ -153,7 +153,9 @@ impl KnowledgeStore {
         lap("database");
         let index = Arc::new(RwLock::new(IndexState { spaces: HashMap::new() }));
         let graph_files = graph_files::GraphFiles::new(&config.data_dir, config.embedder.name());
-        let builder = start_graph_builder(index.clone(), config.vector, db.clone(), graph_files.clone());
+        let batch_writes = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let builder =
+            start_graph_builder(index.clone(), config.vector, db.clone(), graph_files.clone(), batch_writes.clone());
         let graph = Arc::new(RwLock::new(communities::GraphState::default()));
         let chunk_index = Arc::new(RwLock::new(HashMap::new()));
         let hnsw = builder.control();
@@ -180,6 +182,7 @@ impl KnowledgeStore {
         });
         let store = KnowledgeStore {
             bulk_loads,
+            batch_writes,
             db,
             config,
             writes,
