@@ -10,7 +10,9 @@
 //!
 //! `--store DIR` keeps the store in DIR instead of a temporary directory. When DIR already holds a store (from an
 //! earlier run with the same `--n` and `--sequence`), ingest is skipped and the run measures search and reopen on
-//! it; the directory is kept.
+//! it; the directory is kept. `--more N` with such a store first writes N more memories into it, in the same
+//! batches, and reports that ingest rate (the rate at the store's size). `--modes hybrid,vector,lexical` runs
+//! only the named searches (for a profile of one path).
 //!
 //! Texts are generated sentences over a Zipf-distributed vocabulary (names, places, activities and ~20,000
 //! generated content words), not uniform random vectors, so vectors have the structure of real text.
