@@ -115,7 +115,7 @@ impl IndexOp {
 /// Starts the background thread that builds and catches up HNSW graphs, off the write and search paths.
 ///
 /// Between chunks of 1,024 points the builder waits while a batch of memories is being written (`batches`, see
-/// [`BatchWriting`]), at most [`BUILD_YIELD`] per chunk: a bulk ingest then has every core, and the graph catches
+/// [`Running`]), at most [`BUILD_YIELD`] per chunk: a bulk ingest then has every core, and the graph catches
 /// up in the pauses between batches and after the last one (searches meanwhile scan the vectors not yet in the
 /// graph exactly). Under constant writes the build still goes on, a chunk per [`BUILD_YIELD`] at least.
 pub(crate) fn start_graph_builder(
@@ -195,18 +195,19 @@ pub(crate) fn start_graph_builder(
 /// Longest wait of the HNSW builder for batch writes, per chunk of points ([`start_graph_builder`]).
 pub(crate) const BUILD_YIELD: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// Marks a batch of memories as being written while it lives: the HNSW builder waits meanwhile
-/// ([`start_graph_builder`]).
-pub(crate) struct BatchWriting<'a>(&'a std::sync::atomic::AtomicUsize);
+/// Counts itself in a counter of running operations while it lives (even when the operation fails): a batch
+/// of memories being written, which the HNSW builder waits for ([`start_graph_builder`]), or a bulk load, which
+/// the communities worker waits for.
+pub(crate) struct Running<'a>(&'a std::sync::atomic::AtomicUsize);
 
-impl<'a> BatchWriting<'a> {
+impl<'a> Running<'a> {
     pub(crate) fn start(count: &'a std::sync::atomic::AtomicUsize) -> Self {
         count.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-        BatchWriting(count)
+        Running(count)
     }
 }
 
-impl Drop for BatchWriting<'_> {
+impl Drop for Running<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
     }
@@ -319,16 +320,8 @@ impl KnowledgeStore {
         &self,
         load: impl FnOnce(&Self) -> crate::error::Result<T>,
     ) -> crate::error::Result<(T, Option<crate::storage::VectorIndexBuild>)> {
-        use std::sync::atomic::Ordering;
-        struct Running<'a>(&'a std::sync::atomic::AtomicUsize);
-        impl Drop for Running<'_> {
-            fn drop(&mut self) {
-                self.0.fetch_sub(1, Ordering::AcqRel);
-            }
-        }
         let out = {
-            self.bulk_loads.fetch_add(1, Ordering::AcqRel);
-            let _running = Running(&self.bulk_loads);
+            let _running = Running::start(&self.bulk_loads);
             // A failed start still ends below: the build resets the deferral and makes any dropped index.
             self.db.begin_bulk_load().and_then(|()| load(self))
         };

@@ -524,7 +524,7 @@ impl KnowledgeStore {
     /// `reviews` is true.
     pub(crate) fn create_memories_with(&self, batch: Vec<NewMemory>, reviews: bool) -> Result<Vec<CreatedMemory>> {
         // A batch has the cores: the HNSW builder waits between chunks until it is written.
-        let _writing = (batch.len() > 1).then(|| super::indexes::BatchWriting::start(&self.batch_writes));
+        let _writing = (batch.len() > 1).then(|| super::indexes::Running::start(&self.batch_writes));
         let mut errs = Vec::new();
         let mut label_sets = Vec::with_capacity(batch.len());
         for (i, n) in batch.iter().enumerate() {
