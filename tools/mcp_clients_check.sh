@@ -17,8 +17,12 @@ venv() { # name, pip arguments...
   local name=$1
   shift
   if [ ! -x "$root/$name/bin/python" ]; then
-    python3 -m venv "$root/$name"
-    "$root/$name/bin/pip" install -q "$@"
+    # A venv left half-made (say, by a full disk) would be taken as installed by the next run.
+    python3 -m venv "$root/$name" && "$root/$name/bin/pip" install -q "$@" || {
+      rm -rf "${root:?}/$name"
+      df -h .
+      return 1
+    }
   fi
 }
 echo "-- installing clients"
