@@ -408,6 +408,9 @@ struct Scan<'s, 'a> {
     heap: std::collections::BinaryHeap<std::cmp::Reverse<Entry>>,
     /// The k-th best score (minus infinity until k documents are kept).
     theta: f32,
+    /// Scratch for [`Scan::lead`]: the other lists, largest bound first, and the sums of their bounds from each on.
+    others: Vec<usize>,
+    rest: Vec<f32>,
 }
 
 impl<'s, 'a> Scan<'s, 'a> {
@@ -435,6 +438,8 @@ impl<'s, 'a> Scan<'s, 'a> {
             prefix: Vec::with_capacity(m),
             heap: std::collections::BinaryHeap::new(),
             theta: f32::NEG_INFINITY,
+            others: Vec::with_capacity(m),
+            rest: Vec::with_capacity(m + 1),
         }
     }
 
@@ -508,12 +513,14 @@ impl<'s, 'a> Scan<'s, 'a> {
     /// One document of the essential lists `order[essential..]` (the smallest docno under their cursors, below
     /// `end`): scored when its bounds let it, offered to the heap. None when the window has no more.
     fn essential_step(&mut self, essential: usize, end: u64) -> Option<u64> {
-        if essential > 0 && essential + 1 == self.order.len() {
-            // One essential list: its postings that cannot pass θ even with every non-essential bound are
-            // stepped over in a tight loop (the test below would prune each of them all the same).
+        // Documents whose essential shares cannot pass θ even with every non-essential bound are stepped over in
+        // a tight loop (the first test below would prune each of them all the same).
+        let rest = if essential > 0 { self.prefix[essential - 1] } else { 0.0 };
+        if essential + 1 == self.order.len() {
             let j = self.order[essential];
-            let rest = self.prefix[essential - 1];
             skip_hopeless(self.params, self.combine, &self.lists[j], &mut self.cur[j], end, rest, self.theta);
+        } else if self.theta > f32::NEG_INFINITY {
+            self.skip_hopeless_merged(essential, end, rest);
         }
         let d =
             self.order[essential..].iter().filter_map(|&j| self.lists[j].list.get(self.cur[j])).map(|p| p.docno).min();
@@ -533,11 +540,48 @@ impl<'s, 'a> Scan<'s, 'a> {
         Some(d)
     }
 
+    /// [`skip_hopeless`] over several essential lists `order[essential..]` merged in docno order: a document
+    /// is stepped over when the shares of the essential lists that hold it, plus `rest`, cannot pass θ.
+    fn skip_hopeless_merged(&mut self, essential: usize, end: u64, rest: f32) {
+        let (w_own, w_exp) = (self.combine.weight(Part::Own), self.combine.weight(Part::Expanded));
+        let lists = self.lists;
+        loop {
+            let mut d = u64::MAX;
+            for &j in &self.order[essential..] {
+                if let Some(p) = lists[j].list.get(self.cur[j]) {
+                    d = d.min(p.docno);
+                }
+            }
+            if d >= end {
+                return;
+            }
+            let mut s = 0.0f32;
+            for &j in &self.order[essential..] {
+                if lists[j].list.get(self.cur[j]).is_some_and(|p| p.docno == d) {
+                    let (o, e) = lists[j].shares(self.params, self.combine, self.cur[j]);
+                    s += w_own * o + w_exp * e;
+                }
+            }
+            if (s + rest) * (1.0 + BOUND_SLACK) > self.theta {
+                return;
+            }
+            for &j in &self.order[essential..] {
+                if lists[j].list.get(self.cur[j]).is_some_and(|p| p.docno == d) {
+                    self.cur[j] += 1;
+                }
+            }
+        }
+    }
+
     /// The rest of the window from docno `floor` led by the required list `lead`: each of its documents is
     /// looked up in the other lists, largest bound first, while its bounds can still pass θ.
     fn lead(&mut self, lead: usize, floor: u64, end: u64) {
-        let others: Vec<usize> = self.order.iter().rev().copied().filter(|&j| j != lead).collect();
-        let mut rest = vec![0.0f32; others.len() + 1];
+        // Scratch vectors kept across windows (a window is a few microseconds; two allocations were a part).
+        let (mut others, mut rest) = (std::mem::take(&mut self.others), std::mem::take(&mut self.rest));
+        others.clear();
+        others.extend(self.order.iter().rev().copied().filter(|&j| j != lead));
+        rest.clear();
+        rest.resize(others.len() + 1, 0.0);
         for i in (0..others.len()).rev() {
             rest[i] = rest[i + 1] + self.bound[others[i]];
         }
@@ -545,7 +589,11 @@ impl<'s, 'a> Scan<'s, 'a> {
         if list.get(self.cur[lead]).is_some_and(|p| p.docno < floor) {
             self.cur[lead] = gallop(list, self.cur[lead], floor);
         }
-        while let Some(p) = list.get(self.cur[lead]).filter(|p| p.docno < end) {
+        loop {
+            // Lead documents that cannot pass θ even with every other list's bound: stepped over.
+            let l = &self.lists[lead];
+            skip_hopeless(self.params, self.combine, l, &mut self.cur[lead], end, rest[0], self.theta);
+            let Some(p) = list.get(self.cur[lead]).filter(|p| p.docno < end) else { break };
             let d = p.docno;
             self.hit.fill(false);
             let mut partial = self.take(lead, d, true);
@@ -561,6 +609,7 @@ impl<'s, 'a> Scan<'s, 'a> {
                 self.offer(d);
             }
         }
+        (self.others, self.rest) = (others, rest);
     }
 
     /// Offers document `d`, whose shares are recorded, to the heap; raises θ when the heap is full.

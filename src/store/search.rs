@@ -129,9 +129,13 @@ impl KnowledgeStore {
         let Some(si) = state.spaces.get(&q.space_id) else {
             return Ok(SearchResults { hits: vec![], mode, candidates: 0, elapsed_ms: 0.0, fallback });
         };
-        let accept = |d: u64| si.catalog.get(d).is_some_and(|m| q.filter.accepts(m));
+        let trivial = q.filter.is_trivial();
+        // The live bits answer for nearly every document of a trivial filter without reading its entry.
+        let accept = |d: u64| {
+            (trivial && si.catalog.plainly_accepted(d)) || si.catalog.get(d).is_some_and(|m| q.filter.accepts(m))
+        };
         // Counting matches walks the whole catalog: only a real filter needs it.
-        let candidates = if q.filter.is_trivial() { si.catalog.len() } else { si.catalog.count(&q.filter) };
+        let candidates = if trivial { si.catalog.len() } else { si.catalog.count(&q.filter) };
         let terms: Vec<(&str, u32)> =
             if mode == SearchMode::Vector { Vec::new() } else { qtf.iter().map(|(t, n)| (t.as_str(), *n)).collect() };
         let lex = Lexical {
