@@ -396,10 +396,11 @@ struct Scan<'s, 'a> {
     start: Vec<usize>,
     /// Per list: its bound in the window, weighted, with slack.
     bound: Vec<f32>,
-    /// Per list: the current document's own and expanded shares, and whether the list holds it.
+    /// Per list: the own and expanded shares it last gave, and the document they are of (the list holds the
+    /// current document when that is it; nothing is cleared per document).
     own_share: Vec<f32>,
     share: Vec<f32>,
-    hit: Vec<bool>,
+    hit: Vec<u64>,
     /// The lists with postings in the window, by bound ascending.
     order: Vec<usize>,
     /// `prefix[i]`: the bounds of `order[..=i]` added up, with slack.
@@ -433,7 +434,7 @@ impl<'s, 'a> Scan<'s, 'a> {
             bound: vec![0.0; m],
             own_share: vec![0.0; m],
             share: vec![0.0; m],
-            hit: vec![false; m],
+            hit: vec![u64::MAX; m],
             order: Vec::with_capacity(m),
             prefix: Vec::with_capacity(m),
             heap: std::collections::BinaryHeap::new(),
@@ -503,7 +504,7 @@ impl<'s, 'a> Scan<'s, 'a> {
         let Some(i) = locate(l.list, self.start[j], &mut self.cur[j], d) else { return 0.0 };
         let (o, e) = l.shares(self.params, self.combine, i);
         (self.own_share[j], self.share[j]) = (o, e);
-        self.hit[j] = true;
+        self.hit[j] = d;
         if step && i == self.cur[j] {
             self.cur[j] += 1;
         }
@@ -525,7 +526,6 @@ impl<'s, 'a> Scan<'s, 'a> {
         let d =
             self.order[essential..].iter().filter_map(|&j| self.lists[j].list.get(self.cur[j])).map(|p| p.docno).min();
         let d = d.filter(|d| *d < end)?;
-        self.hit.fill(false);
         let mut partial = 0.0f32;
         for x in essential..self.order.len() {
             partial += self.take(self.order[x], d, true);
@@ -595,7 +595,6 @@ impl<'s, 'a> Scan<'s, 'a> {
             skip_hopeless(self.params, self.combine, l, &mut self.cur[lead], end, rest[0], self.theta);
             let Some(p) = list.get(self.cur[lead]).filter(|p| p.docno < end) else { break };
             let d = p.docno;
-            self.hit.fill(false);
             let mut partial = self.take(lead, d, true);
             let mut pruned = false;
             for (i, &j) in others.iter().enumerate() {
@@ -616,7 +615,7 @@ impl<'s, 'a> Scan<'s, 'a> {
     fn offer(&mut self, d: u64) {
         let (mut own, mut expanded) = (0.0f32, 0.0f32);
         for j in 0..self.lists.len() {
-            if self.hit[j] {
+            if self.hit[j] == d {
                 // Shares a list does not have are +0.0, which leaves a sum as it is (to the bit).
                 own += self.own_share[j];
                 expanded += self.share[j];
