@@ -135,9 +135,16 @@ type OwnText = (Box<[(u32, u32)]>, u32);
 /// length and the own length.
 type ExpandedDoc = (Vec<(u32, u32, u32)>, u32, u32);
 
-/// The documents an index change may touch, with their expanded texts before it.
+/// The documents one index change, or a batch of them, may touch, with their expanded texts before the first
+/// change that touched each ([`ExpandedIndex::note`]).
 #[derive(Debug, Default)]
-pub struct Pending(Vec<(u64, Option<ExpandedDoc>)>);
+pub struct Pending {
+    docs: Vec<(u64, Option<ExpandedDoc>)>,
+    seen: rustc_hash::FxHashSet<u64>,
+}
+
+/// A batch with at least this many touched documents computes their new expanded texts on every core.
+const PARALLEL_FINISH: usize = 256;
 
 impl ExpandedIndex {
     /// The expanded postings of the documents of `catalog` and `lexicon` with `window` neighbours on each side.
@@ -272,6 +279,17 @@ impl ExpandedIndex {
     /// before and after) with their present expanded texts. Then change the catalog and the lexicon, the own
     /// terms ([`ExpandedIndex::set_own`]), and call [`ExpandedIndex::finish`].
     pub fn begin(&self, catalog: &SpaceCatalog, docno: u64, meta: Option<&DocMeta>) -> Pending {
+        let mut pending = Pending::default();
+        self.note(catalog, docno, meta, &mut pending);
+        pending
+    }
+
+    /// [`ExpandedIndex::begin`] for one change of a batch: adds the documents it may touch to `pending`, each
+    /// with its expanded text unless an earlier change of the batch noted it already. A document no change
+    /// noted keeps its expanded text, so the text noted first is the one from before the batch; one
+    /// [`ExpandedIndex::finish`] at the end then writes each touched document's postings once (a thread's
+    /// message is touched as a new memory and again as the next one's neighbour).
+    pub fn note(&self, catalog: &SpaceCatalog, docno: u64, meta: Option<&DocMeta>, pending: &mut Pending) {
         let mut touched = vec![docno];
         let mut nb = Vec::new();
         catalog.neighbours(docno, self.window, &mut nb);
@@ -286,9 +304,11 @@ impl ExpandedIndex {
                 touched.extend(nb.iter().map(|x| x.0));
             }
         }
-        touched.sort_unstable();
-        touched.dedup();
-        Pending(touched.into_iter().map(|d| (d, self.expanded(catalog, d))).collect())
+        for d in touched {
+            if pending.seen.insert(d) {
+                pending.docs.push((d, self.expanded(catalog, d)));
+            }
+        }
     }
 
     /// Sets (Some) or removes (None) the own terms and length of `docno`, as the lexicon indexes them.
@@ -311,8 +331,16 @@ impl ExpandedIndex {
 
     /// Brings the expanded postings of the documents `pending` noted up to date, after the change.
     pub fn finish(&mut self, catalog: &SpaceCatalog, pending: Pending) {
-        for (d, before) in pending.0 {
-            let after = self.expanded(catalog, d);
+        let mut docs = pending.docs;
+        // In docno order, so that new documents' postings are appended to the lists.
+        docs.sort_unstable_by_key(|x| x.0);
+        let afters: Vec<Option<ExpandedDoc>> = if docs.len() >= PARALLEL_FINISH {
+            use rayon::prelude::*;
+            docs.par_iter().map(|(d, _)| self.expanded(catalog, *d)).collect()
+        } else {
+            docs.iter().map(|(d, _)| self.expanded(catalog, *d)).collect()
+        };
+        for ((d, before), after) in docs.into_iter().zip(afters) {
             if before == after {
                 continue;
             }
@@ -350,26 +378,40 @@ impl ExpandedIndex {
 pub fn put_doc(
     catalog: &mut SpaceCatalog,
     lexicon: &mut Lexicon,
-    expanded: Option<&mut ExpandedIndex>,
+    mut expanded: Option<&mut ExpandedIndex>,
     docno: u64,
     meta: DocMeta,
     text: Option<(&[(String, u32)], u32)>,
 ) {
-    let pending = match &expanded {
-        Some(x) if text.is_some() || !catalog.same_place(docno, &meta) => Some(x.begin(catalog, docno, Some(&meta))),
-        _ => None,
-    };
+    let mut pending = Pending::default();
+    put_doc_batched(catalog, lexicon, expanded.as_deref_mut(), &mut pending, docno, meta, text);
+    if let Some(x) = expanded {
+        x.finish(catalog, pending);
+    }
+}
+
+/// [`put_doc`] as one change of a batch: the expanded postings of the documents it touches are noted in
+/// `pending` and written by one [`ExpandedIndex::finish`] after the batch's last change.
+pub fn put_doc_batched(
+    catalog: &mut SpaceCatalog,
+    lexicon: &mut Lexicon,
+    expanded: Option<&mut ExpandedIndex>,
+    pending: &mut Pending,
+    docno: u64,
+    meta: DocMeta,
+    text: Option<(&[(String, u32)], u32)>,
+) {
+    if let Some(x) = &expanded
+        && (text.is_some() || !catalog.same_place(docno, &meta))
+    {
+        x.note(catalog, docno, Some(&meta), pending);
+    }
     catalog.insert(docno, meta);
     if let Some((terms, len)) = text {
         lexicon.add(docno, terms, len);
     }
-    if let Some(x) = expanded {
-        if let Some((terms, len)) = text {
-            x.set_own(docno, Some((terms, len)));
-        }
-        if let Some(p) = pending {
-            x.finish(catalog, p);
-        }
+    if let (Some(x), Some((terms, len))) = (expanded, text) {
+        x.set_own(docno, Some((terms, len)));
     }
 }
 
@@ -378,20 +420,37 @@ pub fn put_doc(
 pub fn remove_doc(
     catalog: &mut SpaceCatalog,
     lexicon: &mut Lexicon,
-    expanded: Option<&mut ExpandedIndex>,
+    mut expanded: Option<&mut ExpandedIndex>,
     docno: u64,
     text: Option<(&[String], u32)>,
 ) {
-    let pending = expanded.as_ref().map(|x| x.begin(catalog, docno, None));
+    let mut pending = Pending::default();
+    remove_doc_batched(catalog, lexicon, expanded.as_deref_mut(), &mut pending, docno, text);
+    if let Some(x) = expanded {
+        x.finish(catalog, pending);
+    }
+}
+
+/// [`remove_doc`] as one change of a batch (see [`put_doc_batched`]).
+pub fn remove_doc_batched(
+    catalog: &mut SpaceCatalog,
+    lexicon: &mut Lexicon,
+    expanded: Option<&mut ExpandedIndex>,
+    pending: &mut Pending,
+    docno: u64,
+    text: Option<(&[String], u32)>,
+) {
+    if let Some(x) = &expanded {
+        x.note(catalog, docno, None, pending);
+    }
     catalog.remove(docno);
     if let Some((terms, len)) = text {
         lexicon.remove(docno, terms, len);
     }
-    if let (Some(x), Some(p)) = (expanded, pending) {
-        if text.is_some() {
-            x.set_own(docno, None);
-        }
-        x.finish(catalog, p);
+    if let Some(x) = expanded
+        && text.is_some()
+    {
+        x.set_own(docno, None);
     }
 }
 
@@ -667,6 +726,34 @@ mod tests {
         DocMeta::of(&m, Default::default())
     }
 
+    /// [`put_doc`] when `batch` is 1, else [`put_doc_batched`] into `p`.
+    #[allow(clippy::too_many_arguments)]
+    fn put_in(
+        batch: usize,
+        c: &mut SpaceCatalog,
+        l: &mut Lexicon,
+        x: Option<&mut ExpandedIndex>,
+        p: &mut Pending,
+        d: u64,
+        m: DocMeta,
+        t: Option<(&[(String, u32)], u32)>,
+    ) {
+        if batch == 1 { put_doc(c, l, x, d, m, t) } else { put_doc_batched(c, l, x, p, d, m, t) }
+    }
+
+    /// [`remove_doc`] when `batch` is 1, else [`remove_doc_batched`] into `p`.
+    fn remove_in(
+        batch: usize,
+        c: &mut SpaceCatalog,
+        l: &mut Lexicon,
+        x: Option<&mut ExpandedIndex>,
+        p: &mut Pending,
+        d: u64,
+        t: Option<(&[String], u32)>,
+    ) {
+        if batch == 1 { remove_doc(c, l, x, d, t) } else { remove_doc_batched(c, l, x, p, d, t) }
+    }
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
         /// The materialised expanded postings, kept up to date through inserts, text changes, moves, documents
@@ -680,38 +767,46 @@ mod tests {
             k in 1usize..12,
             window in 1usize..3,
             beta in proptest::prop_oneof![proptest::strategy::Just(1.0f32), proptest::strategy::Just(0.9f32), proptest::strategy::Just(0.5f32)],
+            batch in 1usize..9,
         ) {
             let (mut c, mut l) = (SpaceCatalog::default(), Lexicon::default());
             let mut x = ExpandedIndex::build(&c, &l, window);
             let mut texts: std::collections::HashMap<u64, (Vec<(String, u32)>, u32)> = Default::default();
-            for (docno, kind, thread, ordinal, words) in ops {
+            // Batches of `batch` changes, each finished once (1: every change on its own, through put_doc and
+            // remove_doc).
+            let mut pending = Pending::default();
+            for (i, (docno, kind, thread, ordinal, words)) in ops.into_iter().enumerate() {
+                if i % batch == 0 {
+                    x.finish(&c, std::mem::take(&mut pending));
+                }
                 let text = analyse(&words.iter().map(|w| format!("w{w}")).collect::<Vec<_>>().join(" "));
                 let old = texts.get(&docno).map(|(t, len)| (t.iter().map(|x| x.0.clone()).collect::<Vec<_>>(), *len));
                 match kind {
                     0 => {
-                        remove_doc(&mut c, &mut l, Some(&mut x), docno, old.as_ref().map(|(t, len)| (t.as_slice(), *len)));
+                        remove_in(batch, &mut c, &mut l, Some(&mut x), &mut pending, docno, old.as_ref().map(|(t, len)| (t.as_slice(), *len)));
                         texts.remove(&docno);
                     }
                     1 | 2 => {
                         if let Some((t, len)) = &old {
-                            remove_doc(&mut c, &mut l, Some(&mut x), docno, Some((t.as_slice(), *len)));
+                            remove_in(batch, &mut c, &mut l, Some(&mut x), &mut pending, docno, Some((t.as_slice(), *len)));
                         }
                         let meta = doc(docno, (kind == 2).then_some(thread), ordinal, true);
-                        put_doc(&mut c, &mut l, Some(&mut x), docno, meta, Some((&text.0, text.1)));
+                        put_in(batch, &mut c, &mut l, Some(&mut x), &mut pending, docno, meta, Some((&text.0, text.1)));
                         texts.insert(docno, text);
                     }
                     // A move, or leaving the sequence (superseded), without a change of text.
                     3 | 4 if old.is_some() => {
-                        put_doc(&mut c, &mut l, Some(&mut x), docno, doc(docno, Some(thread), ordinal, kind == 3), None);
+                        put_in(batch, &mut c, &mut l, Some(&mut x), &mut pending, docno, doc(docno, Some(thread), ordinal, kind == 3), None);
                     }
                     _ => {
                         // An entry of the catalog alone (a memory whose text is not indexed yet).
                         if old.is_none() {
-                            put_doc(&mut c, &mut l, Some(&mut x), docno, doc(docno, Some(thread), ordinal, true), None);
+                            put_in(batch, &mut c, &mut l, Some(&mut x), &mut pending, docno, doc(docno, Some(thread), ordinal, true), None);
                         }
                     }
                 }
             }
+            x.finish(&c, pending);
             proptest::prop_assert_eq!(snapshot(&x), snapshot(&ExpandedIndex::build(&c, &l, window)));
             proptest::prop_assert_eq!(x.total_len, expanded_total_len(&c, &l, window));
             for list in &x.lists {

@@ -9,7 +9,7 @@ use parking_lot::{Mutex, RwLock};
 
 use super::*;
 use crate::index::catalog::{DocMeta, SpaceCatalog};
-use crate::index::context::{ExpandedIndex, put_doc, remove_doc};
+use crate::index::context::{ExpandedIndex, Pending, put_doc_batched, remove_doc_batched};
 use crate::index::lexicon::Lexicon;
 use crate::index::vector::{Graph, GraphWork, SpaceVectors};
 
@@ -218,6 +218,8 @@ pub(crate) fn apply_ops(index: &RwLock<IndexState>, ops: Vec<IndexOp>, new_index
     let mut state = index.write();
     let mut vec_batches: HashMap<String, Vec<(u64, Vec<f32>)>> = HashMap::new();
     let mut touched: BTreeSet<String> = BTreeSet::new();
+    // Per space, the documents whose expanded postings the batch changes: written once, after its last change.
+    let mut expanded: HashMap<String, Pending> = HashMap::new();
     for op in ops {
         match op {
             IndexOp::Remove { space, docno, lex } => {
@@ -230,7 +232,8 @@ pub(crate) fn apply_ops(index: &RwLock<IndexState>, ops: Vec<IndexOp>, new_index
                     let terms: Option<(Vec<String>, u32)> =
                         lex.map(|l| (l.terms.into_iter().map(|t| t.0).collect(), l.len));
                     let text = terms.as_ref().map(|(t, len)| (t.as_slice(), *len));
-                    remove_doc(&mut si.catalog, &mut si.lexicon, si.expanded.as_mut(), docno, text);
+                    let pending = expanded.entry(space.clone()).or_default();
+                    remove_doc_batched(&mut si.catalog, &mut si.lexicon, si.expanded.as_mut(), pending, docno, text);
                     touched.insert(space);
                 }
             }
@@ -238,12 +241,20 @@ pub(crate) fn apply_ops(index: &RwLock<IndexState>, ops: Vec<IndexOp>, new_index
                 let si = state.spaces.entry(space.clone()).or_insert_with(new_index);
                 *si.expanded_len.get_mut() = None;
                 let text = lex.as_ref().map(|l| (l.terms.as_slice(), l.len));
-                put_doc(&mut si.catalog, &mut si.lexicon, si.expanded.as_mut(), docno, meta, text);
+                let pending = expanded.entry(space.clone()).or_default();
+                put_doc_batched(&mut si.catalog, &mut si.lexicon, si.expanded.as_mut(), pending, docno, meta, text);
                 touched.insert(space.clone());
                 if let Some(v) = vector {
                     vec_batches.entry(space).or_default().push((docno, v));
                 }
             }
+        }
+    }
+    for (space, pending) in expanded {
+        if let Some(si) = state.spaces.get_mut(&space)
+            && let Some(x) = si.expanded.as_mut()
+        {
+            x.finish(&si.catalog, pending);
         }
     }
     for space in touched {
