@@ -109,7 +109,7 @@ pub fn position_of(m: &Memory) -> Option<Position> {
 
 /// The context-expanded postings of one space for one window, materialised: for every document, the postings
 /// of its expanded text (its own terms plus its neighbours', its length plus theirs), kept current as
-/// documents enter, leave or move ([`ExpandedIndex::begin`], [`ExpandedIndex::finish`]). With them the expanded
+/// documents enter, leave or move ([`ExpandedIndex::note`], [`ExpandedIndex::finish`]). With them the expanded
 /// BM25 of [`score_context`] is plain BM25 over another set of lists, so that it can be pruned
 /// ([`crate::index::bm25::top_k`]) instead of walking every posting and its neighbours per query.
 ///
@@ -275,20 +275,13 @@ impl ExpandedIndex {
     }
 
     /// Call before a change of document `docno` (`meta`: its entry after the change, None when it leaves the
-    /// catalog): notes the documents whose expanded text the change may alter (the document, its neighbours
-    /// before and after) with their present expanded texts. Then change the catalog and the lexicon, the own
-    /// terms ([`ExpandedIndex::set_own`]), and call [`ExpandedIndex::finish`].
-    pub fn begin(&self, catalog: &SpaceCatalog, docno: u64, meta: Option<&DocMeta>) -> Pending {
-        let mut pending = Pending::default();
-        self.note(catalog, docno, meta, &mut pending);
-        pending
-    }
-
-    /// [`ExpandedIndex::begin`] for one change of a batch: adds the documents it may touch to `pending`, each
-    /// with its expanded text unless an earlier change of the batch noted it already. A document no change
-    /// noted keeps its expanded text, so the text noted first is the one from before the batch; one
-    /// [`ExpandedIndex::finish`] at the end then writes each touched document's postings once (a thread's
-    /// message is touched as a new memory and again as the next one's neighbour).
+    /// catalog): adds to `pending` the documents whose expanded text the change may alter (the document, its
+    /// neighbours before and after), each with its present expanded text unless an earlier change of the same
+    /// batch noted it already. Then change the catalog and the lexicon and the own terms
+    /// ([`ExpandedIndex::set_own`]); after the batch's last change, call [`ExpandedIndex::finish`] once. A
+    /// document no change noted keeps its expanded text, so the text noted first is the one from before the
+    /// batch, and the finish writes each touched document's postings once (a thread's message is touched as a
+    /// new memory and again as the next one's neighbour).
     pub fn note(&self, catalog: &SpaceCatalog, docno: u64, meta: Option<&DocMeta>, pending: &mut Pending) {
         let mut touched = vec![docno];
         let mut nb = Vec::new();
@@ -374,7 +367,7 @@ impl ExpandedIndex {
 
 /// Puts document `docno` with catalog entry `meta` and, when its text changed, its analysed text
 /// (`(terms with frequencies, length)`) into the catalog, the lexicon and the expanded postings, in the order
-/// the expanded postings need (see [`ExpandedIndex::begin`]).
+/// the expanded postings need (see [`ExpandedIndex::note`]).
 pub fn put_doc(
     catalog: &mut SpaceCatalog,
     lexicon: &mut Lexicon,
