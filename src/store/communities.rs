@@ -26,6 +26,11 @@ pub const TOP_ENTITIES: usize = 50;
 pub const TOP_MEMORIES: usize = 10;
 /// Quiet time after the last write before the worker recomputes.
 const DEBOUNCE: Duration = Duration::from_secs(2);
+/// After a background recompute that took `T`, the next one waits until `REST_FACTOR · T` has passed, so that
+/// under sustained writes the worker takes at most about 1 / (1 + `REST_FACTOR`) of one core (at 1,000,000
+/// memories a recompute reads every mention and takes 10-18 s, and batches of writes pause often enough for it
+/// to run back to back). [`KnowledgeStore::wait_for_graph`] cuts the rest short.
+const REST_FACTOR: u32 = 4;
 
 /// An entity of a community, ranked by PageRank.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -161,6 +166,8 @@ pub struct GraphReport {
 pub(crate) struct GraphState {
     pub memory_rank: HashMap<String, HashMap<String, f32>>,
     pub last: Option<GraphReport>,
+    /// Set by [`KnowledgeStore::wait_for_graph`]: a caller waits, so the worker skips its rest.
+    pub demanded: std::sync::atomic::AtomicBool,
 }
 
 /// What the worker needs.
@@ -180,10 +187,17 @@ pub(crate) struct Ctx {
 /// Starts the background recomputation: woken after writes, it runs once writes pause.
 pub(crate) fn start_worker(ctx: Ctx) -> super::worker::Worker {
     super::worker::Worker::spawn("engram-communities", move |c| {
+        let mut rest_until: Option<Instant> = None;
         while !c.stopped() {
             c.wait(Duration::from_secs(5));
             if c.stopped() {
                 break;
+            }
+            let demanded = ctx.graph.read().demanded.swap(false, std::sync::atomic::Ordering::AcqRel);
+            if let Some(until) = rest_until.filter(|u| !demanded && Instant::now() < *u) {
+                c.wait(until.saturating_duration_since(Instant::now()).min(Duration::from_secs(5)));
+                c.wake();
+                continue;
             }
             // Wait for writes to pause, then recompute if anything changed since the last run.
             let Ok(g0) = generation(&ctx.db) else { continue };
@@ -216,10 +230,12 @@ pub(crate) fn start_worker(ctx: Ctx) -> super::worker::Worker {
                 continue;
             }
             // The claim is released as soon as the recompute committed.
+            let started = Instant::now();
             let result = {
                 let _claim = claim;
                 recompute(&ctx, &|| c.stopped())
             };
+            rest_until = Some(Instant::now() + started.elapsed() * REST_FACTOR);
             if let Err(e) = result {
                 tracing::warn!(error = %e.chain(), "community detection failed; will retry after the next write");
             }
@@ -629,7 +645,7 @@ pub(crate) fn load_graph_state(db: &crate::storage::Db) -> Result<GraphState> {
     let memory_rank = load_ranks(db)?;
     let rtx = db.read()?;
     let last = meta::meta(&rtx)?.json("graph_report")?;
-    Ok(GraphState { memory_rank, last })
+    Ok(GraphState { memory_rank, last, ..Default::default() })
 }
 
 /// Loads stored memory PageRank into memory.
@@ -748,6 +764,7 @@ impl KnowledgeStore {
             if Instant::now() >= until {
                 return false;
             }
+            self.graph.read().demanded.store(true, std::sync::atomic::Ordering::Release);
             self.graph_worker.wake();
             std::thread::sleep(Duration::from_millis(50));
         }
