@@ -150,6 +150,8 @@ impl ExpandedIndex {
     /// The expanded postings of the documents of `catalog` and `lexicon` with `window` neighbours on each side.
     /// O(postings · log) plus O(documents · window).
     pub fn build(catalog: &SpaceCatalog, lexicon: &Lexicon, window: usize) -> Self {
+        let started = std::time::Instant::now();
+        let lap = |phase: &str| tracing::debug!(phase, ms = started.elapsed().as_secs_f64() * 1000.0, "expanded build");
         let mut x = ExpandedIndex { window, ..Default::default() };
         let mut own: FxHashMap<u64, (Vec<(u32, u32)>, u32)> =
             FxHashMap::with_capacity_and_hasher(lexicon.docs as usize, Default::default());
@@ -162,16 +164,22 @@ impl ExpandedIndex {
                 e.0.push((id, p.tf));
             }
         }
+        lap("own texts");
         x.own = own.into_iter().map(|(d, (t, len))| (d, (t.into_boxed_slice(), len))).collect();
+        lap("own boxed");
         let mut docs: Vec<u64> = x.own.keys().copied().chain(catalog.iter().map(|(d, _)| d)).collect();
         docs.sort_unstable();
         docs.dedup();
+        lap("docs sorted");
+        let mut computing = std::time::Duration::ZERO;
         // The expanded texts on every core, a chunk at a time (bounded memory); the lists are filled in docno
         // order, so they come out sorted.
         use rayon::prelude::*;
         for chunk in docs.chunks(1 << 15) {
+            let t0 = std::time::Instant::now();
             let texts: Vec<(u64, ExpandedDoc)> =
                 chunk.par_iter().filter_map(|d| x.expanded(catalog, *d).map(|e| (*d, e))).collect();
+            computing += t0.elapsed();
             for (d, (terms, len, own_len)) in texts {
                 x.total_len += u64::from(len);
                 for (id, tf, own_tf) in terms {
@@ -181,10 +189,108 @@ impl ExpandedIndex {
                 }
             }
         }
+        tracing::debug!(computing_ms = computing.as_secs_f64() * 1000.0, "expanded build");
+        lap("lists filled");
         for l in &mut x.lists {
             l.tighten();
         }
+        lap("tightened");
         x
+    }
+
+    /// Writes the expanded postings for the index snapshot ([`crate::store::snapshot`]): u64 window, u64
+    /// total length, u32 term count and each term (u32 length, UTF-8) in id order; per term list a u64 posting
+    /// count, a u64 byte length and the postings as LEB128 varints (docno gap, tf, length, own tf, own length);
+    /// then a u64 count of own texts, a u64 byte length and per document in docno order the varints docno gap,
+    /// length, term count and per term its id gap and tf. About 5 bytes an expanded posting (a term of a
+    /// thread's message is in three neighbouring expanded texts, so the gaps are small), against 24 in memory.
+    pub(crate) fn write_to(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        use super::bytes::put_varint;
+        out.write_all(&(self.window as u64).to_le_bytes())?;
+        out.write_all(&self.total_len.to_le_bytes())?;
+        let mut terms: Vec<(&String, u32)> = self.ids.iter().map(|(t, id)| (t, *id)).collect();
+        terms.sort_unstable_by_key(|t| t.1);
+        out.write_all(&(terms.len() as u32).to_le_bytes())?;
+        for (t, _) in &terms {
+            out.write_all(&(t.len() as u32).to_le_bytes())?;
+            out.write_all(t.as_bytes())?;
+        }
+        let mut buf = Vec::new();
+        for l in &self.lists {
+            buf.clear();
+            let mut prev = 0;
+            for (p, (own_tf, own_len)) in l.postings.iter().zip(&l.paired) {
+                for v in
+                    [p.docno - prev, u64::from(p.tf), u64::from(p.doc_len), u64::from(*own_tf), u64::from(*own_len)]
+                {
+                    put_varint(&mut buf, v);
+                }
+                prev = p.docno;
+            }
+            out.write_all(&(l.postings.len() as u64).to_le_bytes())?;
+            out.write_all(&(buf.len() as u64).to_le_bytes())?;
+            out.write_all(&buf)?;
+        }
+        let mut docs: Vec<(&u64, &OwnText)> = self.own.iter().collect();
+        docs.sort_unstable_by_key(|d| *d.0);
+        buf.clear();
+        let mut prev = 0;
+        for (d, (terms, len)) in docs.iter().copied() {
+            put_varint(&mut buf, d - prev);
+            put_varint(&mut buf, u64::from(*len));
+            put_varint(&mut buf, terms.len() as u64);
+            let mut prev_id = 0;
+            for (id, tf) in terms {
+                put_varint(&mut buf, u64::from(id - prev_id));
+                put_varint(&mut buf, u64::from(*tf));
+                prev_id = *id;
+            }
+            prev = *d;
+        }
+        out.write_all(&(docs.len() as u64).to_le_bytes())?;
+        out.write_all(&(buf.len() as u64).to_le_bytes())?;
+        out.write_all(&buf)
+    }
+
+    /// Reads expanded postings written by [`ExpandedIndex::write_to`], decoding the lists on every core, and
+    /// sets their pruning bounds.
+    ///
+    /// # Errors
+    /// A message when the bytes are truncated or hold a value out of range, a term appears twice, a list is
+    /// not in strictly increasing docno order, or an own text names an unknown term or is out of order.
+    pub(crate) fn read_from(r: &mut super::bytes::Reader<'_>) -> Result<ExpandedIndex, String> {
+        use rayon::prelude::*;
+        let window = usize::try_from(r.u64()?).map_err(|_| "window out of range")?;
+        let total_len = r.u64()?;
+        let n = r.u32()? as usize;
+        // Capacities from the bytes left, not the counts read: a damaged count must not allocate.
+        let mut ids = std::collections::HashMap::with_capacity(n.min(r.left() / 4));
+        for id in 0..n {
+            let len = r.u32()? as usize;
+            let term = std::str::from_utf8(r.take(len)?).map_err(|_| "term not UTF-8")?.to_string();
+            if ids.insert(term, id as u32).is_some() {
+                return Err("a term appears twice".into());
+            }
+        }
+        let mut encoded = Vec::with_capacity(n.min(r.left() / 16));
+        for _ in 0..n {
+            let count = usize::try_from(r.u64()?).map_err(|_| "size overflow")?;
+            let bytes = usize::try_from(r.u64()?).map_err(|_| "size overflow")?;
+            encoded.push((count, r.take(bytes)?));
+        }
+        let docs = usize::try_from(r.u64()?).map_err(|_| "size overflow")?;
+        let own_bytes = usize::try_from(r.u64()?).map_err(|_| "size overflow")?;
+        let own_bytes = r.take(own_bytes)?;
+        let (lists, own) = rayon::join(
+            || {
+                encoded
+                    .into_par_iter()
+                    .map(|(count, b)| decode_list(count, b))
+                    .collect::<Result<Vec<TermList>, String>>()
+            },
+            || decode_own(docs, own_bytes, n),
+        );
+        Ok(ExpandedIndex { window, ids, lists: lists?, own: own?, total_len })
     }
 
     /// The window the postings are for.
@@ -363,6 +469,70 @@ impl ExpandedIndex {
             }
         }
     }
+}
+
+/// One list of [`ExpandedIndex::write_to`]: `count` postings in `b`.
+fn decode_list(count: usize, b: &[u8]) -> Result<TermList, String> {
+    // Each posting takes at least 5 bytes: a count beyond that is damage, not a reason to allocate.
+    if count > b.len() / 5 {
+        return Err("posting count out of range".into());
+    }
+    let mut r = super::bytes::Reader::new(b);
+    let mut l =
+        TermList { postings: Vec::with_capacity(count), paired: Vec::with_capacity(count), ..Default::default() };
+    let mut docno = 0u64;
+    for i in 0..count {
+        let gap = r.varint()?;
+        if gap == 0 && i > 0 {
+            return Err("expanded postings out of order".into());
+        }
+        docno = docno.checked_add(gap).ok_or("docno out of range")?;
+        let (tf, doc_len, own_tf, own_len) = (r.varint32()?, r.varint32()?, r.varint32()?, r.varint32()?);
+        l.postings.push(Posting { docno, tf, doc_len });
+        l.paired.push((own_tf, own_len));
+    }
+    if !r.done() {
+        return Err("trailing bytes in an expanded list".into());
+    }
+    l.tighten();
+    Ok(l)
+}
+
+/// The own texts of [`ExpandedIndex::write_to`]: `docs` documents in `b`, term ids below `terms`.
+fn decode_own(docs: usize, b: &[u8], terms: usize) -> Result<FxHashMap<u64, OwnText>, String> {
+    if docs > b.len() / 3 {
+        return Err("document count out of range".into());
+    }
+    let mut r = super::bytes::Reader::new(b);
+    let mut own = FxHashMap::with_capacity_and_hasher(docs, Default::default());
+    let mut docno = 0u64;
+    for i in 0..docs {
+        let gap = r.varint()?;
+        if gap == 0 && i > 0 {
+            return Err("own texts out of order".into());
+        }
+        docno = docno.checked_add(gap).ok_or("docno out of range")?;
+        let len = r.varint32()?;
+        let k = usize::try_from(r.varint()?).map_err(|_| "size overflow")?;
+        if k > r.left() / 2 {
+            return Err("term count out of range".into());
+        }
+        let mut text = Vec::with_capacity(k);
+        let mut id = 0u32;
+        for j in 0..k {
+            let gap = r.varint32()?;
+            if gap == 0 && j > 0 {
+                return Err("own terms out of order".into());
+            }
+            id = id.checked_add(gap).filter(|id| (*id as usize) < terms).ok_or("unknown term id")?;
+            text.push((id, r.varint32()?));
+        }
+        own.insert(docno, (text.into_boxed_slice(), len));
+    }
+    if !r.done() {
+        return Err("trailing bytes in the own texts".into());
+    }
+    Ok(own)
 }
 
 /// Puts document `docno` with catalog entry `meta` and, when its text changed, its analysed text
@@ -707,6 +877,32 @@ mod tests {
         (lists, x.total_len)
     }
 
+    #[test]
+    fn a_damaged_snapshot_of_the_expanded_postings_is_an_error_not_a_panic() {
+        let mut c = SpaceCatalog::default();
+        let mut l = Lexicon::default();
+        for (i, text) in ["red apples", "green apples and pears", "ripe red pears", "apples"].iter().enumerate() {
+            turn(&mut c, &mut l, i as u64 + 1, Some("t"), i as u64, text);
+        }
+        let x = ExpandedIndex::build(&c, &l, 1);
+        let mut bytes = Vec::new();
+        x.write_to(&mut bytes).unwrap();
+        let back = ExpandedIndex::read_from(&mut crate::index::bytes::Reader::new(&bytes)).unwrap();
+        assert_eq!(snapshot(&back), snapshot(&x));
+        assert!(back.postings() > 10 && back.postings() == x.postings());
+        for cut in 0..bytes.len() {
+            let mut r = crate::index::bytes::Reader::new(&bytes[..cut]);
+            assert!(ExpandedIndex::read_from(&mut r).is_err(), "cut at {cut}");
+        }
+        for at in 0..bytes.len() {
+            for flip in [0x01u8, 0x80, 0xff] {
+                let mut b = bytes.clone();
+                b[at] ^= flip;
+                let _ = ExpandedIndex::read_from(&mut crate::index::bytes::Reader::new(&b));
+            }
+        }
+    }
+
     fn doc(docno: u64, thread: Option<u8>, ordinal: u64, latest: bool) -> DocMeta {
         let mut m = Memory::with_defaults(format!("m{docno}"), "s".into(), "x".into(), Timestamp(0));
         if let Some(t) = thread {
@@ -802,6 +998,14 @@ mod tests {
             x.finish(&c, pending);
             proptest::prop_assert_eq!(snapshot(&x), snapshot(&ExpandedIndex::build(&c, &l, window)));
             proptest::prop_assert_eq!(x.total_len, expanded_total_len(&c, &l, window));
+            // The snapshot encoding gives back the same index.
+            let mut bytes = Vec::new();
+            x.write_to(&mut bytes).unwrap();
+            let mut r = crate::index::bytes::Reader::new(&bytes);
+            let back = ExpandedIndex::read_from(&mut r).unwrap();
+            proptest::prop_assert!(r.done());
+            proptest::prop_assert_eq!(snapshot(&back), snapshot(&x));
+            proptest::prop_assert_eq!((&back.ids, &back.own, back.window, back.lists.len()), (&x.ids, &x.own, x.window, x.lists.len()));
             for list in &x.lists {
                 for p in &list.postings {
                     let mut one = super::super::bm25::TfBounds::default();

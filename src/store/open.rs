@@ -458,6 +458,8 @@ pub(crate) fn load_index_state(
                 for s in spaces {
                     let si = state.spaces.entry(s.name).or_insert_with(new_space_index);
                     (si.catalog, si.lexicon) = (s.catalog, s.lexicon);
+                    // Kept only for the window this store is opened with; otherwise built below.
+                    si.expanded = s.expanded.filter(|x| x.window() == context_window);
                 }
                 lap("snapshot");
             } else {
