@@ -165,7 +165,9 @@ fn encode(state: &IndexState, token: u64, out: &mut impl Write) -> crate::Result
 /// The snapshot at `file` when it matches `token` (the committed state's, from META); None otherwise, after
 /// deleting a file that does not match or fails validation (the caller loads from the tables).
 pub(crate) fn load(file: &Path, token: Option<u64>) -> Option<Vec<SpaceSnapshot>> {
+    let started = std::time::Instant::now();
     let bytes = std::fs::read(file).ok()?;
+    tracing::debug!(bytes = bytes.len(), ms = started.elapsed().as_secs_f64() * 1000.0, "index snapshot read");
     let result = match token {
         None => Err("the store changed after it was written".to_string()),
         Some(t) => decode(&bytes, t),
@@ -182,9 +184,13 @@ pub(crate) fn load(file: &Path, token: Option<u64>) -> Option<Vec<SpaceSnapshot>
 
 fn decode(bytes: &[u8], token: u64) -> Result<Vec<SpaceSnapshot>, String> {
     let (body, sum) = bytes.split_at_checked(bytes.len().checked_sub(4).ok_or("truncated file")?).ok_or("truncated")?;
+    let started = std::time::Instant::now();
+    let lap =
+        |phase: &str| tracing::debug!(phase, ms = started.elapsed().as_secs_f64() * 1000.0, "index snapshot decode");
     if crc32fast::hash(body).to_le_bytes() != sum {
         return Err("checksum mismatch".into());
     }
+    lap("checksum");
     let mut r = Reader::new(body);
     if r.take(8)? != MAGIC {
         return Err("not an Engram index snapshot".into());
@@ -207,19 +213,32 @@ fn decode(bytes: &[u8], token: u64) -> Result<Vec<SpaceSnapshot>, String> {
         let n = r.u32()? as usize;
         let name = std::str::from_utf8(r.take(n)?).map_err(|_| "space name not UTF-8")?.to_string();
         let docs = r.u64()?;
-        let mut catalog = SpaceCatalog::default();
+        // Each entry takes at least 5 bytes: a larger count is damage, not a reason to allocate.
+        let mut items = Vec::with_capacity(usize::try_from(docs).unwrap_or(usize::MAX).min(r.left() / 5));
         for _ in 0..docs {
             let n = r.u32()? as usize;
-            let (docno, meta): (u64, DocMeta) =
-                crate::storage::codec::from_snapshot_section(r.take(n)?).map_err(|e| format!("catalog: {e}"))?;
-            catalog.insert(docno, meta);
+            items.push(r.take(n)?);
         }
+        lap("catalog entries split");
+        let entries = {
+            use rayon::prelude::*;
+            items
+                .into_par_iter()
+                .map(crate::storage::codec::from_snapshot_section::<(u64, DocMeta)>)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| format!("catalog: {e}"))?
+        };
+        lap("catalog entries decoded");
+        let catalog = SpaceCatalog::from_entries(entries).map_err(|e| format!("catalog: {e}"))?;
+        lap("catalog");
         let lexicon = Lexicon::read_from(&mut r)?;
+        lap("lexicon");
         let expanded = match r.take(1)? {
             [0] => None,
             [1] => Some(ExpandedIndex::read_from(&mut r).map_err(|e| format!("expanded postings: {e}"))?),
             _ => return Err("bad expanded-postings flag".into()),
         };
+        lap("expanded postings");
         out.push(SpaceSnapshot { name, catalog, lexicon, expanded });
     }
     if !r.done() {
