@@ -486,9 +486,8 @@ mod tests {
                 let mut m = Memory::with_defaults(format!("m{id}"), "s".into(), "x".into(), Timestamp(0));
                 if thread > 0 {
                     m.source_thread_id = Some(format!("t{thread}"));
-                    m.metadata = crate::model::Metadata(
-                        serde_json::json!({"source_message_indices": [ordinal]}).as_object().cloned().unwrap_or_default(),
-                    );
+                    let md = serde_json::json!({"source_message_indices": [ordinal]});
+                    m.metadata = crate::model::Metadata(md.as_object().cloned().unwrap_or_default());
                 }
                 match flavour {
                     1 => m.state = MemoryState::Forgotten,

@@ -164,22 +164,17 @@ impl ExpandedIndex {
                 e.0.push((id, p.tf));
             }
         }
-        lap("own texts");
         x.own = own.into_iter().map(|(d, (t, len))| (d, (t.into_boxed_slice(), len))).collect();
-        lap("own boxed");
+        lap("own texts");
         let mut docs: Vec<u64> = x.own.keys().copied().chain(catalog.iter().map(|(d, _)| d)).collect();
         docs.sort_unstable();
         docs.dedup();
-        lap("docs sorted");
-        let mut computing = std::time::Duration::ZERO;
         // The expanded texts on every core, a chunk at a time (bounded memory); the lists are filled in docno
         // order, so they come out sorted.
         use rayon::prelude::*;
         for chunk in docs.chunks(1 << 15) {
-            let t0 = std::time::Instant::now();
             let texts: Vec<(u64, ExpandedDoc)> =
                 chunk.par_iter().filter_map(|d| x.expanded(catalog, *d).map(|e| (*d, e))).collect();
-            computing += t0.elapsed();
             for (d, (terms, len, own_len)) in texts {
                 x.total_len += u64::from(len);
                 for (id, tf, own_tf) in terms {
@@ -189,7 +184,6 @@ impl ExpandedIndex {
                 }
             }
         }
-        tracing::debug!(computing_ms = computing.as_secs_f64() * 1000.0, "expanded build");
         lap("lists filled");
         for l in &mut x.lists {
             l.tighten();
@@ -220,9 +214,9 @@ impl ExpandedIndex {
             buf.clear();
             let mut prev = 0;
             for (p, (own_tf, own_len)) in l.postings.iter().zip(&l.paired) {
-                for v in
-                    [p.docno - prev, u64::from(p.tf), u64::from(p.doc_len), u64::from(*own_tf), u64::from(*own_len)]
-                {
+                // Wrapping: lists out of order (never, by construction) fail the read, they do not panic here.
+                let gap = p.docno.wrapping_sub(prev);
+                for v in [gap, u64::from(p.tf), u64::from(p.doc_len), u64::from(*own_tf), u64::from(*own_len)] {
                     put_varint(&mut buf, v);
                 }
                 prev = p.docno;
@@ -236,12 +230,12 @@ impl ExpandedIndex {
         buf.clear();
         let mut prev = 0;
         for (d, (terms, len)) in docs.iter().copied() {
-            put_varint(&mut buf, d - prev);
+            put_varint(&mut buf, d.wrapping_sub(prev));
             put_varint(&mut buf, u64::from(*len));
             put_varint(&mut buf, terms.len() as u64);
             let mut prev_id = 0;
             for (id, tf) in terms {
-                put_varint(&mut buf, u64::from(id - prev_id));
+                put_varint(&mut buf, u64::from(id.wrapping_sub(prev_id)));
                 put_varint(&mut buf, u64::from(*tf));
                 prev_id = *id;
             }
@@ -1005,7 +999,10 @@ mod tests {
             let back = ExpandedIndex::read_from(&mut r).unwrap();
             proptest::prop_assert!(r.done());
             proptest::prop_assert_eq!(snapshot(&back), snapshot(&x));
-            proptest::prop_assert_eq!((&back.ids, &back.own, back.window, back.lists.len()), (&x.ids, &x.own, x.window, x.lists.len()));
+            proptest::prop_assert_eq!(
+                (&back.ids, &back.own, back.window, back.lists.len()),
+                (&x.ids, &x.own, x.window, x.lists.len())
+            );
             for list in &x.lists {
                 for p in &list.postings {
                     let mut one = super::super::bm25::TfBounds::default();

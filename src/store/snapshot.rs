@@ -1,7 +1,7 @@
 //! The index snapshot of a redb store: `<data_dir>/indexes.snapshot`, the catalog, BM25 lexicon and
-//! context-expanded postings of every space as they stood when the store last closed, so that an open reads them in one pass instead of
-//! rebuilding them from every memory record and posting (at 1M memories: catalog 2.3 s and postings 4.9 s of
-//! a 9.7 s load on this 2-core machine, `benches/synthetic.rs --store`).
+//! context-expanded postings of every space as they stood when the store last closed, so that an open reads
+//! them in one pass instead of rebuilding them from every memory record and posting (at 1M memories: catalog
+//! 2.3 s and postings 4.9 s of a 9.7 s load on this 2-core machine, `benches/synthetic.rs --store`).
 //!
 //! * **Written** when the store closes, if anything was committed since the snapshot it holds: streamed to a
 //!   temporary file (no copy of it in memory), flushed and renamed over the old one. Then a durable commit sets `META.index_snapshot` to the file's
