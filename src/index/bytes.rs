@@ -45,6 +45,15 @@ impl<'a> Reader<'a> {
         Err("varint overflow".into())
     }
 
+    /// The next value of a strictly increasing sequence coded as varint gaps from `prev` (the first value,
+    /// `first`, as its gap from 0, which may be 0).
+    pub(crate) fn gap_from(&mut self, prev: u64, first: bool) -> Result<u64, String> {
+        match self.varint()? {
+            0 if !first => Err("values out of order".into()),
+            gap => prev.checked_add(gap).ok_or_else(|| "value out of range".into()),
+        }
+    }
+
     /// A varint that must fit a `u32`.
     pub(crate) fn varint32(&mut self) -> Result<u32, String> {
         u32::try_from(self.varint()?).map_err(|_| "value out of range".into())
@@ -110,5 +119,11 @@ mod tests {
         );
         assert!(Reader::new(&[0x80, 0x80, 0x80, 0x80, 0x10]).varint32().is_err(), "over 32 bits");
         assert_eq!(Reader::new(&[0xff, 0xff, 0xff, 0xff, 0x0f]).varint32(), Ok(u32::MAX));
+        // Gaps of a strictly increasing sequence: 0 only first, no overflow.
+        let mut r = Reader::new(&[0, 3, 0]);
+        assert_eq!(r.gap_from(0, true), Ok(0));
+        assert_eq!(r.gap_from(0, false), Ok(3));
+        assert!(r.gap_from(3, false).is_err(), "a repeated value");
+        assert!(Reader::new(&[2]).gap_from(u64::MAX - 1, false).is_err(), "past u64::MAX");
     }
 }

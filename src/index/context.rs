@@ -476,11 +476,7 @@ fn decode_list(count: usize, b: &[u8]) -> Result<TermList, String> {
         TermList { postings: Vec::with_capacity(count), paired: Vec::with_capacity(count), ..Default::default() };
     let mut docno = 0u64;
     for i in 0..count {
-        let gap = r.varint()?;
-        if gap == 0 && i > 0 {
-            return Err("expanded postings out of order".into());
-        }
-        docno = docno.checked_add(gap).ok_or("docno out of range")?;
+        docno = r.gap_from(docno, i == 0).map_err(|e| format!("expanded postings: {e}"))?;
         let (tf, doc_len, own_tf, own_len) = (r.varint32()?, r.varint32()?, r.varint32()?, r.varint32()?);
         l.postings.push(Posting { docno, tf, doc_len });
         l.paired.push((own_tf, own_len));
@@ -501,25 +497,18 @@ fn decode_own(docs: usize, b: &[u8], terms: usize) -> Result<FxHashMap<u64, OwnT
     let mut own = FxHashMap::with_capacity_and_hasher(docs, Default::default());
     let mut docno = 0u64;
     for i in 0..docs {
-        let gap = r.varint()?;
-        if gap == 0 && i > 0 {
-            return Err("own texts out of order".into());
-        }
-        docno = docno.checked_add(gap).ok_or("docno out of range")?;
+        docno = r.gap_from(docno, i == 0).map_err(|e| format!("own texts: {e}"))?;
         let len = r.varint32()?;
         let k = usize::try_from(r.varint()?).map_err(|_| "size overflow")?;
         if k > r.left() / 2 {
             return Err("term count out of range".into());
         }
         let mut text = Vec::with_capacity(k);
-        let mut id = 0u32;
+        let mut id = 0u64;
         for j in 0..k {
-            let gap = r.varint32()?;
-            if gap == 0 && j > 0 {
-                return Err("own terms out of order".into());
-            }
-            id = id.checked_add(gap).filter(|id| (*id as usize) < terms).ok_or("unknown term id")?;
-            text.push((id, r.varint32()?));
+            id = r.gap_from(id, j == 0).map_err(|e| format!("own terms: {e}"))?;
+            let known = u32::try_from(id).ok().filter(|id| (*id as usize) < terms).ok_or("unknown term id")?;
+            text.push((known, r.varint32()?));
         }
         own.insert(docno, (text.into_boxed_slice(), len));
     }
