@@ -23,6 +23,8 @@ use crate::index::fusion::Fusion;
 use crate::model::Metadata;
 use crate::store::{KnowledgeStore, NewMessage, NewSpace, NewThread, SearchMode, SearchOptions, SearchQuery};
 
+pub mod longmemeval;
+
 #[derive(Debug, Deserialize)]
 struct Conversation {
     conversation: serde_json::Map<String, serde_json::Value>,

@@ -23,7 +23,7 @@ pub mod api;
 pub mod config;
 pub mod embed;
 pub mod error;
-/// Internal: the LoCoMo evaluation behind `engram eval`; not part of the stable library API.
+/// Internal: the LoCoMo and LongMemEval evaluations behind `engram eval`; not part of the stable library API.
 #[doc(hidden)]
 pub mod eval;
 pub mod extract;

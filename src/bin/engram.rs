@@ -1,4 +1,4 @@
-//! `engram`: the daemon (`serve`, feature `server`) and the evaluation harness (`eval locomo`).
+//! `engram`: the daemon (`serve`, feature `server`) and the evaluation harness (`eval locomo`, `eval longmemeval`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -221,59 +221,96 @@ enum Command {
 #[derive(Subcommand)]
 enum EvalCommand {
     /// LoCoMo evidence recall@k for lexical, vector and hybrid retrieval.
-    Locomo {
-        /// Path to a LoCoMo JSON file (e.g. locomo10.json).
-        #[arg(long)]
-        dataset: PathBuf,
-        /// Conversation range, e.g. `0-4` or `2`.
-        #[arg(long)]
-        conversations: Option<String>,
-        /// Cut-offs, comma-separated.
-        #[arg(long, default_value = "5,10", value_delimiter = ',')]
-        k: Vec<usize>,
-        /// Print one JSON object instead of tables.
-        #[arg(long)]
-        json: bool,
-        /// Fusion for the store's hybrid search: `convex:<alpha>` or `rrf:<k>` (default: the embedder's).
-        #[arg(long)]
-        fusion: Option<String>,
-        /// Also compare fusion methods (RRF, convex weights 0.5..0.9) through the store's hybrid search.
-        #[arg(long)]
-        fusion_study: bool,
-        /// `turns`: every dialog turn is a memory; `threads`: every session is a thread and extraction makes
-        /// the memories.
-        #[arg(long, default_value = "turns", value_parser = ["turns", "threads"])]
-        mode: String,
-        /// Hybrid search's entity bonus (0 switches it off; default 0.05).
-        #[arg(long)]
-        entity_boost: Option<f32>,
-        /// Hybrid search's PageRank weight (0 switches it off; default 0.02).
-        #[arg(long)]
-        pagerank_weight: Option<f32>,
-        /// Put every conversation in one space (default: one space per conversation).
-        #[arg(long)]
-        one_space: bool,
-        /// Also run each ranking stage on and off (`ablation/<mode>/<change>`; docs/retrieval.md).
-        #[arg(long)]
-        ablation: bool,
-        /// Also run the tuning sweeps (`sweep/<param>=<value>`, one parameter at a time; tune on dev data only).
-        #[arg(long)]
-        sweep: bool,
-        /// Context-expanded BM25 window (0 switches the stage off; default 1).
-        #[arg(long)]
-        context_window: Option<usize>,
-        /// Neighbour expansion weight `a` (0 switches the stage off; default 0.5).
-        #[arg(long)]
-        expansion_weight: Option<f32>,
-        /// Store directory (default: a fresh temporary directory, removed afterwards).
-        #[arg(long)]
-        data_dir: Option<PathBuf>,
-        /// Run on this PostgreSQL database (an empty schema: the evaluation writes its conversations there).
-        #[command(flatten)]
-        database: DatabaseArgs,
-        #[command(flatten)]
-        embedder: EmbedderArgs,
-    },
+    Locomo(LocomoArgs),
+    /// LongMemEval retrieval metrics (recall_any, recall_all, ndcg_any at session and turn level, per question
+    /// type) on an official file; each question's haystack goes into a space of its own. The file is streamed.
+    Longmemeval(LongMemEvalArgs),
+}
+
+#[derive(clap::Args)]
+struct LocomoArgs {
+    /// Path to a LoCoMo JSON file (e.g. locomo10.json).
+    #[arg(long)]
+    dataset: PathBuf,
+    /// Conversation range, e.g. `0-4` or `2`.
+    #[arg(long)]
+    conversations: Option<String>,
+    /// Cut-offs, comma-separated.
+    #[arg(long, default_value = "5,10", value_delimiter = ',')]
+    k: Vec<usize>,
+    /// Print one JSON object instead of tables.
+    #[arg(long)]
+    json: bool,
+    /// Fusion for the store's hybrid search: `convex:<alpha>` or `rrf:<k>` (default: the embedder's).
+    #[arg(long)]
+    fusion: Option<String>,
+    /// Also compare fusion methods (RRF, convex weights 0.5..0.9) through the store's hybrid search.
+    #[arg(long)]
+    fusion_study: bool,
+    /// `turns`: every dialog turn is a memory; `threads`: every session is a thread and extraction makes
+    /// the memories.
+    #[arg(long, default_value = "turns", value_parser = ["turns", "threads"])]
+    mode: String,
+    /// Hybrid search's entity bonus (0 switches it off; default 0.05).
+    #[arg(long)]
+    entity_boost: Option<f32>,
+    /// Hybrid search's PageRank weight (0 switches it off; default 0.02).
+    #[arg(long)]
+    pagerank_weight: Option<f32>,
+    /// Put every conversation in one space (default: one space per conversation).
+    #[arg(long)]
+    one_space: bool,
+    /// Also run each ranking stage on and off (`ablation/<mode>/<change>`; docs/retrieval.md).
+    #[arg(long)]
+    ablation: bool,
+    /// Also run the tuning sweeps (`sweep/<param>=<value>`, one parameter at a time; tune on dev data only).
+    #[arg(long)]
+    sweep: bool,
+    /// Context-expanded BM25 window (0 switches the stage off; default 1).
+    #[arg(long)]
+    context_window: Option<usize>,
+    /// Neighbour expansion weight `a` (0 switches the stage off; default 0.5).
+    #[arg(long)]
+    expansion_weight: Option<f32>,
+    /// Store directory (default: a fresh temporary directory, removed afterwards).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Run on this PostgreSQL database (an empty schema: the evaluation writes its conversations there).
+    #[command(flatten)]
+    database: DatabaseArgs,
+    #[command(flatten)]
+    embedder: EmbedderArgs,
+}
+
+#[derive(clap::Args)]
+struct LongMemEvalArgs {
+    /// Path to a LongMemEval file (`longmemeval_s.json`, `longmemeval_m.json`, `longmemeval_oracle.json`).
+    #[arg(long)]
+    dataset: PathBuf,
+    /// Cut-offs, comma-separated.
+    #[arg(long, default_value = "5,10", value_delimiter = ',')]
+    k: Vec<usize>,
+    /// Print one JSON object instead of tables.
+    #[arg(long)]
+    json: bool,
+    /// `turns`: every message is a memory; `threads`: every session is a thread and extraction makes the
+    /// memories.
+    #[arg(long, default_value = "turns", value_parser = ["turns", "threads"])]
+    mode: String,
+    /// Stop after this many questions of the file.
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Keep every question's space (`lme-<n>`) in the store instead of deleting it after its question.
+    #[arg(long)]
+    keep_spaces: bool,
+    /// Store directory (default: a fresh temporary directory, removed afterwards).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Run on this PostgreSQL database (an empty schema: the evaluation writes its questions there).
+    #[command(flatten)]
+    database: DatabaseArgs,
+    #[command(flatten)]
+    embedder: EmbedderArgs,
 }
 
 fn default_data_dir() -> PathBuf {
@@ -532,9 +569,75 @@ fn upgrade_command(check: bool, data_dir: Option<PathBuf>, database: DatabaseArg
     Ok(())
 }
 
-/// `engram eval locomo`.
+/// The store an evaluation runs on: `data_dir`, or a fresh temporary directory (true: remove it afterwards).
+fn eval_dir(data_dir: Option<PathBuf>) -> (PathBuf, bool) {
+    match data_dir {
+        Some(d) => (d, false),
+        None => (std::env::temp_dir().join(format!("engram-eval-{}", std::process::id())), true),
+    }
+}
+
+/// `engram eval longmemeval`.
+fn longmemeval_command(args: LongMemEvalArgs) -> engram::Result<()> {
+    let LongMemEvalArgs { dataset, k, json, mode, limit, keep_spaces, data_dir, database, embedder } = args;
+    let selected = embedder.select()?;
+    let (dir, temp) = eval_dir(data_dir);
+    let mut config = StoreConfig::new(&dir);
+    config.database_url = database.database_url;
+    config.embedder = selected.embedder;
+    let store = KnowledgeStore::open(config)?;
+    let progress = !json && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let opts = engram::eval::longmemeval::LongMemEvalOptions { ks: k, threads: mode == "threads", limit, keep_spaces };
+    let report = engram::eval::longmemeval::run(&store, &dataset, &opts, progress);
+    drop(store);
+    if temp {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    let r = report?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
+        return Ok(());
+    }
+    println!(
+        "dataset {}: {} questions ({} abstention skipped, {} without has_answer turns left out of turn level)",
+        r.dataset, r.questions, r.abstention_skipped, r.without_answer_turns
+    );
+    println!(
+        "mode {}: {} sessions, {} turns, {} memories; ingest {:.0} memories/s; hybrid search p50 {:.2} ms, \
+         p99 {:.2} ms; {:.1} s, peak RSS {:.0} MiB",
+        r.mode,
+        r.sessions,
+        r.turns,
+        r.memories,
+        r.ingest_per_s,
+        r.search_ms.get("p50").copied().unwrap_or(0.0),
+        r.search_ms.get("p99").copied().unwrap_or(0.0),
+        r.elapsed_s,
+        r.peak_rss_mib
+    );
+    for (method, levels) in &r.methods {
+        for (level, metrics) in levels {
+            println!("\n{method}, {level} level");
+            for (metric, types) in metrics {
+                let row: Vec<String> = types.iter().map(|(t, v)| format!("{t}={v:.3}")).collect();
+                println!("  {metric:<14} {}", row.join("  "));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `engram eval locomo` and `engram eval longmemeval`.
 fn eval_command(which: EvalCommand) -> engram::Result<()> {
-    let EvalCommand::Locomo {
+    match which {
+        EvalCommand::Locomo(args) => locomo_command(args),
+        EvalCommand::Longmemeval(args) => longmemeval_command(args),
+    }
+}
+
+/// `engram eval locomo`.
+fn locomo_command(args: LocomoArgs) -> engram::Result<()> {
+    let LocomoArgs {
         dataset,
         conversations,
         k,
@@ -552,7 +655,7 @@ fn eval_command(which: EvalCommand) -> engram::Result<()> {
         data_dir,
         database,
         embedder,
-    } = which;
+    } = args;
     let selected = embedder.select()?;
     let fusion = match fusion.as_deref() {
         Some(f) => Some(parse_fusion(f).ok_or_else(|| {
@@ -567,10 +670,7 @@ fn eval_command(which: EvalCommand) -> engram::Result<()> {
         ),
         None => None,
     };
-    let (dir, temp) = match data_dir {
-        Some(d) => (d, false),
-        None => (std::env::temp_dir().join(format!("engram-eval-{}", std::process::id())), true),
-    };
+    let (dir, temp) = eval_dir(data_dir);
     let mut config = StoreConfig::new(&dir);
     config.database_url = database.database_url;
     config.fusion = fusion;
