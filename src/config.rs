@@ -48,6 +48,10 @@ pub struct StoreConfig {
     /// Hybrid search: a question that asks for a time (`text::asks_time`) multiplies the score
     /// of memories whose text states a resolved time by `1 + temporal_boost` (default 0.2; 0 switches it off).
     pub temporal_boost: f32,
+    /// All modes: a memory that is a question (`text::is_question`) and whose next message is stored as the next
+    /// memory of its thread (the reply, in a transcript stored turn by turn) has its score multiplied by
+    /// `1 - question_penalty` after neighbour expansion (default 0.15, range 0..=1; 0 switches it off).
+    pub question_penalty: f32,
     /// Directories besides `data_dir` that server-side paths (export, import, source ingestion by path) may
     /// name: the daemon's repeatable `--allow-path DIR`.
     pub allowed_paths: Vec<PathBuf>,
@@ -106,6 +110,7 @@ impl StoreConfig {
             context: ContextParams::default(),
             expansion: Expansion::default(),
             temporal_boost: 0.2,
+            question_penalty: 0.15,
             allowed_paths: Vec::new(),
             storage: None,
             database_url: None,

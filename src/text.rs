@@ -34,6 +34,12 @@ pub fn is_negation(w: &str) -> bool {
     NEGATIONS.contains(&w)
 }
 
+/// True when `content` is a question: it ends with `?` (after trailing white space). A memory made of one
+/// message asking something holds no fact of its own (see the question penalty of `docs/retrieval.md`).
+pub fn is_question(content: &str) -> bool {
+    content.trim_end().ends_with('?')
+}
+
 /// True when a question asks for a time or names one: `when`, `what year` (month, day, date, time), `how long
 /// ago`, `since when`, a month name or a year (1900..=2099). Input in any case.
 pub fn asks_time(query: &str) -> bool {

@@ -170,6 +170,62 @@ fn expansion_brings_the_neighbours_of_a_hit_and_can_be_switched_off() {
 }
 
 #[test]
+fn a_question_answered_by_the_next_memory_ranks_lower() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    per_message_thread(
+        &store,
+        "default",
+        "t1",
+        &[
+            ("Ann", "Did you enjoy your trip to Lisbon?"),
+            ("Bob", "Yes, we ate pastries every morning."),
+            ("Ann", "Would you go back to Lisbon?"),
+        ],
+    );
+    store
+        .create_memory(NewMemory {
+            id: Some("plain".into()),
+            content: "Is Lisbon sunny in May?".into(),
+            ..Default::default()
+        })
+        .unwrap();
+    let off = search(&store, "default", "Lisbon", SearchMode::Lexical, SearchOptions::OWN_TEXT);
+    let with = |p: f32| {
+        let on = SearchOptions { question_penalty: Some(p), ..SearchOptions::OWN_TEXT };
+        search(&store, "default", "Lisbon", SearchMode::Lexical, on)
+            .into_iter()
+            .collect::<std::collections::HashMap<_, _>>()
+    };
+    let on = with(0.2);
+    assert_eq!(off.len(), 3, "{off:?}");
+    for (id, score) in &off {
+        let expected = if id == "t1#m0" { score * 0.8 } else { *score };
+        assert!((on[id] - expected).abs() < 1e-6, "{id}: {} against {expected}", on[id]);
+    }
+    // The last question has no reply after it and the plain memory no thread: only the first is penalised.
+    assert!(on["t1#m0"] < off.iter().find(|h| h.0 == "t1#m0").unwrap().1);
+    // Out-of-range penalties are clamped: below 0 (and NaN) change nothing.
+    for p in [-1.0, f32::NAN] {
+        let unchanged = with(p);
+        for (id, score) in &off {
+            assert!((unchanged[id] - score).abs() < 1e-6, "{p} {id}");
+        }
+    }
+    // The store's default (0.15) applies when the search names none.
+    let default = search(
+        &store,
+        "default",
+        "Lisbon",
+        SearchMode::Lexical,
+        SearchOptions { question_penalty: None, ..SearchOptions::OWN_TEXT },
+    );
+    let d: std::collections::HashMap<_, _> = default.into_iter().collect();
+    let m0 = off.iter().find(|h| h.0 == "t1#m0").unwrap().1;
+    assert!((d["t1#m0"] - m0 * 0.85).abs() < 1e-6, "{} against {}", d["t1#m0"], m0 * 0.85);
+}
+
+#[test]
 fn plain_memories_rank_the_same_with_and_without_the_stages() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());

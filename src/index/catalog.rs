@@ -37,6 +37,8 @@ pub struct DocMeta {
     pub position: Option<Position>,
     /// The text states a time that extraction resolved (`metadata.temporal_expression`).
     pub dated: bool,
+    /// The text is a question: its content ends with `?` ([`crate::text::is_question`]).
+    pub question: bool,
     /// When the memory expires, if ever ([`Memory::expires_at`]).
     pub expires_at: Option<Timestamp>,
 }
@@ -68,6 +70,7 @@ impl DocMeta {
             last_used: m.last_accessed_at.map_or(m.created_at, |a| a.max(m.created_at)),
             position: super::context::position_of(m),
             dated: m.metadata.0.get("temporal_expression").and_then(|v| v.as_str()).is_some_and(|s| !s.is_empty()),
+            question: crate::text::is_question(&m.content),
             expires_at: m.expires_at,
         }
     }

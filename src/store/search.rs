@@ -181,6 +181,9 @@ impl KnowledgeStore {
             let exp = q.options.expansion_params.unwrap_or(self.config.expansion);
             context::expand(&mut fused, &si.catalog, exp, depth, &accept);
         }
+        // After expansion: a question first passes its score on to its reply, then ranks below it.
+        let qp = q.options.question_penalty.unwrap_or(self.config.question_penalty);
+        context::penalise_questions(&mut fused, &si.catalog, qp, depth);
         let mems = memory::memories(&rtx)?;
         let ml = label::memory_labels(&rtx)?;
         let mut hits = Vec::with_capacity(q.limit);

@@ -36,8 +36,9 @@ use crate::storage::Db;
 use crate::store::{IndexState, meta};
 
 const MAGIC: &[u8; 8] = b"EGRMSNAP";
-/// 2: the context-expanded postings of spaces with sequences follow each lexicon.
-const VERSION: u32 = 2;
+/// 2: the context-expanded postings of spaces with sequences follow each lexicon. 3: catalog entries carry
+/// `DocMeta::question`.
+const VERSION: u32 = 3;
 /// The META key holding the token of the snapshot that matches the committed state.
 pub(crate) const TOKEN_KEY: &str = "index_snapshot";
 

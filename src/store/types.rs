@@ -294,6 +294,8 @@ pub struct SearchOptions {
     pub bm25: Option<crate::index::bm25::Bm25Params>,
     /// Temporal boost for this query (None: the store's [`crate::StoreConfig::temporal_boost`]; 0 off).
     pub temporal_boost: Option<f32>,
+    /// Question penalty for this query (None: the store's [`crate::StoreConfig::question_penalty`]; 0 off).
+    pub question_penalty: Option<f32>,
 }
 
 impl SearchOptions {
@@ -308,6 +310,7 @@ impl SearchOptions {
         expansion_params: None,
         bm25: None,
         temporal_boost: None,
+        question_penalty: Some(0.0),
     };
 }
 
