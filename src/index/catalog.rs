@@ -37,7 +37,7 @@ pub struct DocMeta {
     pub position: Option<Position>,
     /// The text states a time that extraction resolved (`metadata.temporal_expression`).
     pub dated: bool,
-    /// The text is a question: its content ends with `?` ([`crate::text::is_question`]).
+    /// The text is a question: its content ends with `?` (`text::is_question`).
     pub question: bool,
     /// When the memory expires, if ever ([`Memory::expires_at`]).
     pub expires_at: Option<Timestamp>,
