@@ -320,6 +320,14 @@ impl Accumulator {
     }
 }
 
+/// The ids of the messages memory `m` came from (`metadata.source_message_indices`), looked up in `ids` (the id
+/// of each message of its thread, by index); indices outside `ids` are skipped.
+fn source_turns(m: &crate::model::Memory, ids: &[String]) -> Vec<String> {
+    let idx = m.metadata.0.get("source_message_indices").and_then(|v| v.as_array());
+    idx.into_iter().flatten().filter_map(|x| x.as_u64()).filter_map(|x| ids.get(x as usize).cloned()).collect()
+}
+
+/// The value at rank `p` (0..=1, nearest rank) of an ascending list; 0 for an empty one.
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
@@ -468,13 +476,7 @@ fn ingest(store: &KnowledgeStore, selected: &[(usize, &Conversation)], opts: &Lo
             create_ms.push(ms);
             ingest_s += ms / 1000.0;
             for m in &created.extraction.memories {
-                let idx = m.view.memory.metadata.0.get("source_message_indices").and_then(|v| v.as_array());
-                let turns: Vec<String> = idx
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|x| x.as_u64())
-                    .filter_map(|x| dias.get(x as usize).cloned())
-                    .collect();
+                let turns = source_turns(&m.view.memory, &dias);
                 covered.extend(turns.iter().map(|d| format!("{i}/{d}")));
                 provenance.insert(m.view.memory.id.clone(), turns);
             }

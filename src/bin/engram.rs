@@ -272,10 +272,17 @@ struct LocomoArgs {
     /// Neighbour expansion weight `a` (0 switches the stage off; default 0.5).
     #[arg(long)]
     expansion_weight: Option<f32>,
+    #[command(flatten)]
+    store: EvalStoreArgs,
+}
+
+/// Where an evaluation stores what it ingests, and which embedder it uses.
+#[derive(clap::Args)]
+struct EvalStoreArgs {
     /// Store directory (default: a fresh temporary directory, removed afterwards).
     #[arg(long)]
     data_dir: Option<PathBuf>,
-    /// Run on this PostgreSQL database (an empty schema: the evaluation writes its conversations there).
+    /// Run on this PostgreSQL database (an empty schema: the evaluation writes its data there).
     #[command(flatten)]
     database: DatabaseArgs,
     #[command(flatten)]
@@ -303,14 +310,8 @@ struct LongMemEvalArgs {
     /// Keep every question's space (`lme-<n>`) in the store instead of deleting it after its question.
     #[arg(long)]
     keep_spaces: bool,
-    /// Store directory (default: a fresh temporary directory, removed afterwards).
-    #[arg(long)]
-    data_dir: Option<PathBuf>,
-    /// Run on this PostgreSQL database (an empty schema: the evaluation writes its questions there).
     #[command(flatten)]
-    database: DatabaseArgs,
-    #[command(flatten)]
-    embedder: EmbedderArgs,
+    store: EvalStoreArgs,
 }
 
 fn default_data_dir() -> PathBuf {
@@ -569,29 +570,36 @@ fn upgrade_command(check: bool, data_dir: Option<PathBuf>, database: DatabaseArg
     Ok(())
 }
 
-/// The store an evaluation runs on: `data_dir`, or a fresh temporary directory (true: remove it afterwards).
-fn eval_dir(data_dir: Option<PathBuf>) -> (PathBuf, bool) {
-    match data_dir {
-        Some(d) => (d, false),
-        None => (std::env::temp_dir().join(format!("engram-eval-{}", std::process::id())), true),
+impl EvalStoreArgs {
+    /// The configuration of the store an evaluation runs on (its database and embedder) in `--data-dir`, or in a
+    /// fresh temporary directory, returned too, for removal afterwards.
+    fn config(self) -> engram::Result<(StoreConfig, Option<PathBuf>)> {
+        let selected = self.embedder.select()?;
+        let (dir, temp) = match self.data_dir {
+            Some(d) => (d, None),
+            None => {
+                let d = std::env::temp_dir().join(format!("engram-eval-{}", std::process::id()));
+                (d.clone(), Some(d))
+            }
+        };
+        let mut config = StoreConfig::new(&dir);
+        config.database_url = self.database.database_url;
+        config.embedder = selected.embedder;
+        Ok((config, temp))
     }
 }
 
 /// `engram eval longmemeval`.
 fn longmemeval_command(args: LongMemEvalArgs) -> engram::Result<()> {
-    let LongMemEvalArgs { dataset, k, json, mode, limit, keep_spaces, data_dir, database, embedder } = args;
-    let selected = embedder.select()?;
-    let (dir, temp) = eval_dir(data_dir);
-    let mut config = StoreConfig::new(&dir);
-    config.database_url = database.database_url;
-    config.embedder = selected.embedder;
+    let LongMemEvalArgs { dataset, k, json, mode, limit, keep_spaces, store } = args;
+    let (config, temp) = store.config()?;
     let store = KnowledgeStore::open(config)?;
     let progress = !json && std::io::IsTerminal::is_terminal(&std::io::stderr());
     let opts = engram::eval::longmemeval::LongMemEvalOptions { ks: k, threads: mode == "threads", limit, keep_spaces };
     let report = engram::eval::longmemeval::run(&store, &dataset, &opts, progress);
     drop(store);
-    if temp {
-        let _ = std::fs::remove_dir_all(&dir);
+    if let Some(dir) = temp {
+        let _ = std::fs::remove_dir_all(dir);
     }
     let r = report?;
     if json {
@@ -652,11 +660,9 @@ fn locomo_command(args: LocomoArgs) -> engram::Result<()> {
         sweep,
         context_window,
         expansion_weight,
-        data_dir,
-        database,
-        embedder,
+        store,
     } = args;
-    let selected = embedder.select()?;
+    let (mut config, temp) = store.config()?;
     let fusion = match fusion.as_deref() {
         Some(f) => Some(parse_fusion(f).ok_or_else(|| {
             engram::Error::new(engram::ErrorKind::InvalidInput, "--fusion is convex:<alpha> or rrf:<k>")
@@ -670,9 +676,6 @@ fn locomo_command(args: LocomoArgs) -> engram::Result<()> {
         ),
         None => None,
     };
-    let (dir, temp) = eval_dir(data_dir);
-    let mut config = StoreConfig::new(&dir);
-    config.database_url = database.database_url;
     config.fusion = fusion;
     if let Some(b) = entity_boost {
         config.entity_boost = b.clamp(0.0, 1.0);
@@ -686,7 +689,6 @@ fn locomo_command(args: LocomoArgs) -> engram::Result<()> {
     if let Some(a) = expansion_weight {
         config.expansion.weight = a.max(0.0);
     }
-    config.embedder = selected.embedder;
     let store = KnowledgeStore::open(config)?;
     let progress = !json && std::io::IsTerminal::is_terminal(&std::io::stderr());
     let report = engram::eval::locomo(
@@ -704,8 +706,8 @@ fn locomo_command(args: LocomoArgs) -> engram::Result<()> {
         progress,
     );
     drop(store);
-    if temp {
-        let _ = std::fs::remove_dir_all(&dir);
+    if let Some(dir) = temp {
+        let _ = std::fs::remove_dir_all(dir);
     }
     let report = report?;
     if json {

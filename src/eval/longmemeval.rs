@@ -33,6 +33,7 @@ use std::time::Instant;
 use serde::Deserialize;
 use serde::de::{DeserializeSeed, SeqAccess, Visitor};
 
+use super::percentile;
 use crate::error::{Error, ErrorKind, Result};
 use crate::model::Metadata;
 use crate::store::{KnowledgeStore, NewMessage, NewSpace, NewThread, SearchMode, SearchOptions, SearchQuery};
@@ -274,13 +275,6 @@ impl Sums {
     }
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    sorted[(((sorted.len() - 1) as f64) * p).round() as usize]
-}
-
 /// Peak resident memory of this process in MiB (`VmHWM`), 0 where `/proc` has none.
 fn peak_rss_mib() -> f64 {
     std::fs::read_to_string("/proc/self/status")
@@ -353,13 +347,7 @@ impl Run<'_> {
             })?;
             self.ingest_s += t0.elapsed().as_secs_f64();
             for m in &created.extraction.memories {
-                let idx = m.view.memory.metadata.0.get("source_message_indices").and_then(|v| v.as_array());
-                let turns: Vec<String> = idx
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|x| x.as_u64())
-                    .filter_map(|x| turn_ids.get(x as usize).cloned())
-                    .collect();
+                let turns = super::source_turns(&m.view.memory, &turn_ids);
                 provenance.insert(m.view.memory.id.clone(), Provenance { session: j, turns });
             }
             self.memories += created.extraction.memories.len();
