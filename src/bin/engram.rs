@@ -593,19 +593,41 @@ impl EvalStoreArgs {
 fn longmemeval_command(args: LongMemEvalArgs) -> engram::Result<()> {
     let LongMemEvalArgs { dataset, k, json, mode, limit, keep_spaces, store } = args;
     let (config, temp) = store.config()?;
-    let store = KnowledgeStore::open(config)?;
-    let progress = !json && std::io::IsTerminal::is_terminal(&std::io::stderr());
     let opts = engram::eval::longmemeval::LongMemEvalOptions { ks: k, threads: mode == "threads", limit, keep_spaces };
-    let report = engram::eval::longmemeval::run(&store, &dataset, &opts, progress);
-    drop(store);
+    run_eval(
+        config,
+        temp,
+        json,
+        |store, progress| engram::eval::longmemeval::run(store, &dataset, &opts, progress),
+        print_longmemeval,
+    )
+}
+
+/// Opens the evaluation store, runs `eval` on it (with a progress display when printing tables to a terminal),
+/// removes the temporary directory `temp` whether or not it succeeded, and prints the report as one JSON object
+/// or with `print`.
+fn run_eval<R: serde::Serialize>(
+    config: StoreConfig,
+    temp: Option<PathBuf>,
+    json: bool,
+    eval: impl FnOnce(&KnowledgeStore, bool) -> engram::Result<R>,
+    print: impl FnOnce(&R),
+) -> engram::Result<()> {
+    let progress = !json && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let report = KnowledgeStore::open(config).and_then(|store| eval(&store, progress));
     if let Some(dir) = temp {
         let _ = std::fs::remove_dir_all(dir);
     }
-    let r = report?;
+    let report = report?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
-        return Ok(());
+        println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
+    } else {
+        print(&report);
     }
+    Ok(())
+}
+
+fn print_longmemeval(r: &engram::eval::longmemeval::LongMemEvalReport) {
     println!(
         "dataset {}: {} questions ({} abstention skipped, {} without has_answer turns left out of turn level)",
         r.dataset, r.questions, r.abstention_skipped, r.without_answer_turns
@@ -632,7 +654,6 @@ fn longmemeval_command(args: LongMemEvalArgs) -> engram::Result<()> {
             }
         }
     }
-    Ok(())
 }
 
 /// `engram eval locomo` and `engram eval longmemeval`.
@@ -689,33 +710,16 @@ fn locomo_command(args: LocomoArgs) -> engram::Result<()> {
     if let Some(a) = expansion_weight {
         config.expansion.weight = a.max(0.0);
     }
-    let store = KnowledgeStore::open(config)?;
-    let progress = !json && std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let report = engram::eval::locomo(
-        &store,
-        &dataset,
-        &engram::eval::LocomoOptions {
-            conversations: range,
-            ks: k,
-            fusion_study,
-            threads: mode == "threads",
-            one_space,
-            ablation,
-            sweep,
-        },
-        progress,
-    );
-    drop(store);
-    if let Some(dir) = temp {
-        let _ = std::fs::remove_dir_all(dir);
-    }
-    let report = report?;
-    if json {
-        println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
-    } else {
-        print_report(&report);
-    }
-    Ok(())
+    let opts = engram::eval::LocomoOptions {
+        conversations: range,
+        ks: k,
+        fusion_study,
+        threads: mode == "threads",
+        one_space,
+        ablation,
+        sweep,
+    };
+    run_eval(config, temp, json, |store, progress| engram::eval::locomo(store, &dataset, &opts, progress), print_report)
 }
 
 fn print_report(r: &engram::eval::LocomoReport) {

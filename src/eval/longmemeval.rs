@@ -447,7 +447,7 @@ pub fn run(
 ) -> Result<LongMemEvalReport> {
     let started = Instant::now();
     let file = std::fs::File::open(dataset)
-        .map_err(|e| Error::new(ErrorKind::Io, format!("cannot read {}: {e}", dataset.display())).with_source(e))?;
+        .map_err(|e| Error::new(ErrorKind::Io, format!("cannot read {}", dataset.display())).with_source(e))?;
     let mut ks = if opts.ks.is_empty() { vec![5, 10] } else { opts.ks.clone() };
     ks.retain(|k| *k > 0);
     ks.sort_unstable();
