@@ -117,13 +117,23 @@ pub fn position_of(m: &Memory) -> Option<Position> {
 /// postings per own posting of a positioned memory at window 1, plus 8 bytes per own posting for the forward
 /// index (at 1,000,000 positioned memories, peak RSS 740 MiB higher than plain). Built only for spaces that
 /// have sequences.
+///
+/// Read from the index snapshot (`ExpandedIndex::read_from`), the own texts stay in their encoding (about
+/// 2 bytes a term) until the first write needs them.
 #[derive(Debug, Default, Clone)]
 pub struct ExpandedIndex {
     window: usize,
     ids: std::collections::HashMap<String, u32>,
     lists: Vec<TermList>,
-    /// Own terms (ids, sorted) and length of every indexed document with at least one term.
+    /// Own terms (ids, sorted) and length of every indexed document with at least one term; empty while
+    /// `own_encoded` holds them.
     own: FxHashMap<u64, OwnText>,
+    /// `(document count, encoded own texts)` of [`ExpandedIndex::write_to`] as read from the index snapshot,
+    /// until the first change decodes them: searches do not need them.
+    own_encoded: Option<(usize, Arc<[u8]>)>,
+    /// Set when the own texts read from a snapshot failed to decode: the next write rebuilds the index
+    /// ([`ExpandedIndex::is_damaged`]).
+    damaged: bool,
     /// Sum of the expanded lengths: divided by the document count, the expanded collection's average length.
     pub total_len: u64,
 }
@@ -141,6 +151,23 @@ type ExpandedDoc = (Vec<(u32, u32, u32)>, u32, u32);
 pub struct Pending {
     docs: Vec<(u64, Option<ExpandedDoc>)>,
     seen: rustc_hash::FxHashSet<u64>,
+}
+
+/// Own texts of an index snapshot, encoded, then decoded off the index lock ([`ExpandedIndex::encoded_own`]).
+#[derive(Debug)]
+pub struct OwnTexts {
+    docs: usize,
+    terms: usize,
+    bytes: Arc<[u8]>,
+    decoded: Option<Result<FxHashMap<u64, OwnText>, String>>,
+}
+
+impl OwnTexts {
+    /// Decodes them (about 0.8 s for 1,000,000 texts on this machine's cores).
+    pub fn decode(mut self) -> Self {
+        self.decoded = Some(decode_own(self.docs, &self.bytes, self.terms));
+        self
+    }
 }
 
 /// A batch with at least this many touched documents computes their new expanded texts on every core.
@@ -225,6 +252,11 @@ impl ExpandedIndex {
             out.write_all(&(buf.len() as u64).to_le_bytes())?;
             out.write_all(&buf)?;
         }
+        if let Some((docs, b)) = &self.own_encoded {
+            out.write_all(&(*docs as u64).to_le_bytes())?;
+            out.write_all(&(b.len() as u64).to_le_bytes())?;
+            return out.write_all(b);
+        }
         let mut docs: Vec<(&u64, &OwnText)> = self.own.iter().collect();
         docs.sort_unstable_by_key(|d| *d.0);
         buf.clear();
@@ -246,12 +278,16 @@ impl ExpandedIndex {
         out.write_all(&buf)
     }
 
-    /// Reads expanded postings written by [`ExpandedIndex::write_to`], decoding the lists on every core, and
-    /// sets their pruning bounds.
+    /// Reads expanded postings written by [`ExpandedIndex::write_to`], decoding the lists on every core and
+    /// setting their pruning bounds. The own texts are kept in their encoding until the first change needs
+    /// them (at 1,000,000 memories in threads of 20, 1M texts an open no longer decodes: about 0.5 s of its
+    /// CPU time on this 2-core machine).
     ///
     /// # Errors
     /// A message when the bytes are truncated or hold a value out of range, a term appears twice, a list is
-    /// not in strictly increasing docno order, or an own text names an unknown term or is out of order.
+    /// not in strictly increasing docno order, or the own texts' count exceeds their bytes. Own texts damaged
+    /// otherwise (an unknown term id, documents out of order) are found when they are decoded, and mark the
+    /// index damaged ([`ExpandedIndex::is_damaged`]).
     pub(crate) fn read_from(r: &mut super::bytes::Reader<'_>) -> Result<ExpandedIndex, String> {
         use rayon::prelude::*;
         let window = usize::try_from(r.u64()?).map_err(|_| "window out of range")?;
@@ -275,16 +311,69 @@ impl ExpandedIndex {
         let docs = usize::try_from(r.u64()?).map_err(|_| "size overflow")?;
         let own_bytes = usize::try_from(r.u64()?).map_err(|_| "size overflow")?;
         let own_bytes = r.take(own_bytes)?;
-        let (lists, own) = rayon::join(
-            || {
-                encoded
-                    .into_par_iter()
-                    .map(|(count, b)| decode_list(count, b))
-                    .collect::<Result<Vec<TermList>, String>>()
-            },
-            || decode_own(docs, own_bytes, n),
-        );
-        Ok(ExpandedIndex { window, ids, lists: lists?, own: own?, total_len })
+        if docs > own_bytes.len() / 3 {
+            return Err("document count out of range".into());
+        }
+        let lists = encoded
+            .into_par_iter()
+            .map(|(count, b)| decode_list(count, b))
+            .collect::<Result<Vec<TermList>, String>>()?;
+        Ok(ExpandedIndex {
+            window,
+            ids,
+            lists,
+            own: FxHashMap::default(),
+            own_encoded: Some((docs, Arc::from(own_bytes))),
+            total_len,
+            damaged: false,
+        })
+    }
+
+    /// Whether the own texts read from the index snapshot failed to decode at the first change: the index is
+    /// then wrong for the documents that change touched, and should be rebuilt ([`ExpandedIndex::build`]).
+    pub fn is_damaged(&self) -> bool {
+        self.damaged
+    }
+
+    /// Marks the index damaged, as own texts that do not decode would (tests of its callers).
+    #[cfg(test)]
+    pub(crate) fn damage(&mut self) {
+        self.damaged = true;
+    }
+
+    /// Decodes the own texts if they are still encoded (before any change): own texts that do not decode
+    /// mark the index damaged and are left empty.
+    fn own_texts(&mut self) {
+        if let Some((docs, b)) = self.own_encoded.take() {
+            self.install_own(decode_own(docs, &b, self.lists.len()));
+        }
+    }
+
+    fn install_own(&mut self, own: Result<FxHashMap<u64, OwnText>, String>) {
+        match own {
+            Ok(own) => self.own = own,
+            Err(why) => {
+                tracing::error!(%why, "the own texts of the index snapshot do not decode");
+                self.damaged = true;
+            }
+        }
+    }
+
+    /// The own texts still encoded, to decode without holding the index ([`OwnTexts::decode`], then
+    /// [`ExpandedIndex::take_own`]): an open starts this on a background thread, so that the first write does
+    /// not decode them under the index lock (0.8 s at 1,000,000 memories in threads of 20).
+    pub fn encoded_own(&self) -> Option<OwnTexts> {
+        let (docs, bytes) = self.own_encoded.as_ref()?;
+        Some(OwnTexts { docs: *docs, terms: self.lists.len(), bytes: bytes.clone(), decoded: None })
+    }
+
+    /// Installs own texts decoded from [`ExpandedIndex::encoded_own`], unless a write decoded them meanwhile.
+    pub fn take_own(&mut self, own: OwnTexts) {
+        let Some(decoded) = own.decoded else { return };
+        if self.own_encoded.as_ref().is_some_and(|(_, b)| Arc::ptr_eq(b, &own.bytes)) {
+            self.own_encoded = None;
+            self.install_own(decoded);
+        }
     }
 
     /// The window the postings are for.
@@ -382,7 +471,8 @@ impl ExpandedIndex {
     /// document no change noted keeps its expanded text, so the text noted first is the one from before the
     /// batch, and the finish writes each touched document's postings once (a thread's message is touched as a
     /// new memory and again as the next one's neighbour).
-    pub fn note(&self, catalog: &SpaceCatalog, docno: u64, meta: Option<&DocMeta>, pending: &mut Pending) {
+    pub fn note(&mut self, catalog: &SpaceCatalog, docno: u64, meta: Option<&DocMeta>, pending: &mut Pending) {
+        self.own_texts();
         let mut touched = vec![docno];
         let mut nb = Vec::new();
         catalog.neighbours(docno, self.window, &mut nb);
@@ -406,6 +496,7 @@ impl ExpandedIndex {
 
     /// Sets (Some) or removes (None) the own terms and length of `docno`, as the lexicon indexes them.
     pub fn set_own(&mut self, docno: u64, terms: Option<(&[(String, u32)], u32)>) {
+        self.own_texts();
         match terms {
             Some((terms, len)) => {
                 let mut ids: Vec<(u32, u32)> = terms.iter().map(|(t, tf)| (self.id_of(t), *tf)).collect();
@@ -424,6 +515,7 @@ impl ExpandedIndex {
 
     /// Brings the expanded postings of the documents `pending` noted up to date, after the change.
     pub fn finish(&mut self, catalog: &SpaceCatalog, pending: Pending) {
+        self.own_texts();
         let mut docs = pending.docs;
         // In docno order, so that new documents' postings are appended to the lists.
         docs.sort_unstable_by_key(|x| x.0);
@@ -541,13 +633,13 @@ pub fn put_doc(
 pub fn put_doc_batched(
     catalog: &mut SpaceCatalog,
     lexicon: &mut Lexicon,
-    expanded: Option<&mut ExpandedIndex>,
+    mut expanded: Option<&mut ExpandedIndex>,
     pending: &mut Pending,
     docno: u64,
     meta: DocMeta,
     text: Option<(&[(String, u32)], u32)>,
 ) {
-    if let Some(x) = &expanded
+    if let Some(x) = expanded.as_deref_mut()
         && (text.is_some() || !catalog.same_place(docno, &meta))
     {
         x.note(catalog, docno, Some(&meta), pending);
@@ -581,12 +673,12 @@ pub fn remove_doc(
 pub fn remove_doc_batched(
     catalog: &mut SpaceCatalog,
     lexicon: &mut Lexicon,
-    expanded: Option<&mut ExpandedIndex>,
+    mut expanded: Option<&mut ExpandedIndex>,
     pending: &mut Pending,
     docno: u64,
     text: Option<(&[String], u32)>,
 ) {
-    if let Some(x) = &expanded {
+    if let Some(x) = expanded.as_deref_mut() {
         x.note(catalog, docno, None, pending);
     }
     catalog.remove(docno);
@@ -917,9 +1009,56 @@ mod tests {
             for flip in [0x01u8, 0x80, 0xff] {
                 let mut b = bytes.clone();
                 b[at] ^= flip;
-                let _ = ExpandedIndex::read_from(&mut crate::index::bytes::Reader::new(&b));
+                // The own texts are decoded at the first change: neither that nor the change panics.
+                if let Ok(mut x) = ExpandedIndex::read_from(&mut crate::index::bytes::Reader::new(&b)) {
+                    let mut pending = Pending::default();
+                    x.note(&c, 2, c.get(2), &mut pending);
+                    x.finish(&c, pending);
+                }
             }
         }
+    }
+
+    #[test]
+    fn own_texts_stay_encoded_until_a_change_and_damaged_ones_mark_the_index() {
+        let mut c = SpaceCatalog::default();
+        let mut l = Lexicon::default();
+        for (i, text) in ["red apples", "green apples and pears", "ripe red pears", "apples"].iter().enumerate() {
+            turn(&mut c, &mut l, i as u64 + 1, Some("t"), i as u64, text);
+        }
+        let x = ExpandedIndex::build(&c, &l, 1);
+        let mut bytes = Vec::new();
+        x.write_to(&mut bytes).unwrap();
+        let mut back = ExpandedIndex::read_from(&mut crate::index::bytes::Reader::new(&bytes)).unwrap();
+        assert!(back.own.is_empty() && back.own_encoded.is_some());
+        // Written back as read, without decoding.
+        let mut again = Vec::new();
+        back.write_to(&mut again).unwrap();
+        assert_eq!(again, bytes);
+        back.own_texts();
+        assert_eq!((&back.own, back.own_encoded.is_none(), back.is_damaged()), (&x.own, true, false));
+        // Decoded off the index: installed while still encoded, not after a change decoded them.
+        let mut back = ExpandedIndex::read_from(&mut crate::index::bytes::Reader::new(&bytes)).unwrap();
+        let (job, late) = (back.encoded_own().unwrap().decode(), back.encoded_own().unwrap().decode());
+        back.take_own(job);
+        assert_eq!((&back.own, back.own_encoded.is_none(), back.is_damaged()), (&x.own, true, false));
+        assert!(back.encoded_own().is_none());
+        back.set_own(1, None);
+        back.take_own(late);
+        assert!(!back.own.contains_key(&1) && back.own.len() == x.own.len() - 1);
+
+        let mut damaged = ExpandedIndex::read_from(&mut crate::index::bytes::Reader::new(&bytes)).unwrap();
+        let (docs, b) = damaged.own_encoded.clone().unwrap();
+        assert_eq!(docs, 4);
+        let mut b = b.to_vec();
+        // Document 1, "red apples": gap, length, term count and two (id gap, tf): the next docno gap is byte 7;
+        // 0 puts the documents out of order.
+        b[7] = 0;
+        damaged.own_encoded = Some((docs, b.into()));
+        assert!(!damaged.is_damaged());
+        let apples = analyse("apples").0;
+        damaged.set_own(5, Some((&apples, 1)));
+        assert!(damaged.is_damaged());
     }
 
     fn doc(docno: u64, thread: Option<u8>, ordinal: u64, latest: bool) -> DocMeta {
@@ -1021,8 +1160,10 @@ mod tests {
             let mut bytes = Vec::new();
             x.write_to(&mut bytes).unwrap();
             let mut r = crate::index::bytes::Reader::new(&bytes);
-            let back = ExpandedIndex::read_from(&mut r).unwrap();
+            let mut back = ExpandedIndex::read_from(&mut r).unwrap();
             proptest::prop_assert!(r.done());
+            back.own_texts();
+            proptest::prop_assert!(!back.is_damaged());
             proptest::prop_assert_eq!(snapshot(&back), snapshot(&x));
             proptest::prop_assert_eq!(
                 (&back.ids, &back.own, back.window, back.lists.len()),

@@ -40,10 +40,16 @@ impl SpaceIndex {
         }
     }
 
-    /// Builds the expanded postings when the space has sequences and none are held; drops them when it has
-    /// none any more.
+    /// Builds the expanded postings when the space has sequences and none are held (or the held ones are
+    /// damaged, [`ExpandedIndex::is_damaged`]); drops them when it has none any more.
     pub(crate) fn refresh_expanded(&mut self) {
         let wanted = self.context_window > 0 && self.catalog.has_sequences();
+        if self.expanded.as_ref().is_some_and(ExpandedIndex::is_damaged) {
+            tracing::warn!(
+                "rebuilding context-expanded postings: their own texts in the index snapshot did not decode"
+            );
+            self.expanded = None;
+        }
         if wanted && self.expanded.is_none() {
             let started = Instant::now();
             let x = ExpandedIndex::build(&self.catalog, &self.lexicon, self.context_window);

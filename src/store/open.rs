@@ -225,12 +225,40 @@ impl KnowledgeStore {
         store.builder.wake();
         store.graph_worker.wake();
         store.start_reembedding();
+        store.decode_own_texts();
         lap("re-embedding checked");
         if let Err(e) = store.forget_expired() {
             tracing::warn!(error = %e, "the expiry sweep at open failed; it runs again at the next open or sweep");
         }
         lap("expiry sweep");
         Ok(store)
+    }
+
+    /// Decodes on a background thread the own texts of context-expanded postings that the index snapshot left
+    /// encoded ([`crate::index::context::ExpandedIndex::encoded_own`]), so that the first write does not.
+    fn decode_own_texts(&self) {
+        let jobs: Vec<(String, crate::index::context::OwnTexts)> = self
+            .index
+            .read()
+            .spaces
+            .iter()
+            .filter_map(|(name, si)| Some((name.clone(), si.expanded.as_ref()?.encoded_own()?)))
+            .collect();
+        if jobs.is_empty() {
+            return;
+        }
+        let index = self.index.clone();
+        let spawned = std::thread::Builder::new().name("engram-own-texts".into()).spawn(move || {
+            for (space, job) in jobs {
+                let job = job.decode();
+                if let Some(x) = index.write().spaces.get_mut(&space).and_then(|si| si.expanded.as_mut()) {
+                    x.take_own(job);
+                }
+            }
+        });
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "own texts left for the first write to decode");
+        }
     }
 
     /// Starts the background re-embedding of memories without a vector, if there are any.

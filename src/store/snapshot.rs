@@ -13,7 +13,11 @@
 //! * **Validated** completely before use: CRC-32 of the whole file, magic, snapshot version, store format
 //!   version ([`crate::storage::codec::FORMAT_VERSION`]) and the crate version that wrote it (the catalog's
 //!   encoding is Rust's own), sorted posting lists. A file that fails any check is deleted; it never stops an
-//!   open.
+//!   open. The own texts of the context-expanded postings are the exception: they stay in their encoding
+//!   until a background thread started by the open, or a write before it, decodes them
+//!   ([`ExpandedIndex::read_from`]), and are checked then. Own texts that
+//!   fail (which the CRC-32 leaves to a bug of the writer) mark the space's expanded postings damaged: the
+//!   write's end rebuilds them, and the next close writes the snapshot again.
 //! * Not used on PostgreSQL (several processes write; their indexes follow the change feed).
 //!
 //! Layout (little-endian): `b"EGRMSNAP"`, u32 snapshot version, u32 store format version, u32 length and the
@@ -82,7 +86,9 @@ pub(crate) fn save(db: &Db, writes: &super::write::Writes, file: &Path, state: &
         return Ok(false);
     }
     let current = meta::meta(&db.read()?)?.u64(TOKEN_KEY)?;
-    if current.is_some_and(|t| holds(file, t)) {
+    // A damaged list came from the file held: it is written again, without the damaged postings.
+    let damaged = state.spaces.values().any(|si| si.expanded.as_ref().is_some_and(ExpandedIndex::is_damaged));
+    if !damaged && current.is_some_and(|t| holds(file, t)) {
         return Ok(false);
     }
     let token = uuid::Uuid::new_v4().as_u64_pair().0;
@@ -152,7 +158,7 @@ fn encode(state: &IndexState, token: u64, out: &mut impl Write) -> crate::Result
             out.write_all(&item)?;
         }
         si.lexicon.write_to(out)?;
-        match &si.expanded {
+        match si.expanded.as_ref().filter(|x| !x.is_damaged()) {
             Some(x) => {
                 out.write_all(&[1])?;
                 x.write_to(out)?;
@@ -301,5 +307,23 @@ mod tests {
         let last = bytes.len() - 6;
         bytes[last] ^= 1;
         assert_eq!(decode(&bytes, 7).err().as_deref(), Some("checksum mismatch"));
+    }
+
+    #[test]
+    fn a_damaged_expanded_index_is_left_out_of_the_snapshot_and_rebuilt_at_the_next_write() {
+        let mut state = state();
+        let si = state.spaces.get_mut("s").unwrap();
+        let good = si.expanded.as_ref().unwrap().postings();
+        si.expanded.as_mut().unwrap().damage();
+        let mut bytes = Vec::new();
+        encode(&state, 7, &mut bytes).unwrap();
+        bytes.extend_from_slice(&crc32fast::hash(&bytes).to_le_bytes());
+        let spaces = decode(&bytes, 7).unwrap();
+        assert!(spaces[0].expanded.is_none(), "built again at open");
+        let si = state.spaces.get_mut("s").unwrap();
+        si.refresh_expanded();
+        let x = si.expanded.as_ref().unwrap();
+        assert!(!x.is_damaged());
+        assert_eq!(x.postings(), good);
     }
 }
