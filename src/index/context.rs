@@ -988,8 +988,8 @@ mod tests {
         (lists, x.total_len)
     }
 
-    #[test]
-    fn a_damaged_snapshot_of_the_expanded_postings_is_an_error_not_a_panic() {
+    /// A thread of four turns, its expanded postings and their snapshot encoding.
+    fn four_turns() -> (SpaceCatalog, Lexicon, ExpandedIndex, Vec<u8>) {
         let mut c = SpaceCatalog::default();
         let mut l = Lexicon::default();
         for (i, text) in ["red apples", "green apples and pears", "ripe red pears", "apples"].iter().enumerate() {
@@ -998,6 +998,12 @@ mod tests {
         let x = ExpandedIndex::build(&c, &l, 1);
         let mut bytes = Vec::new();
         x.write_to(&mut bytes).unwrap();
+        (c, l, x, bytes)
+    }
+
+    #[test]
+    fn a_damaged_snapshot_of_the_expanded_postings_is_an_error_not_a_panic() {
+        let (c, _, x, bytes) = four_turns();
         let back = ExpandedIndex::read_from(&mut crate::index::bytes::Reader::new(&bytes)).unwrap();
         assert_eq!(snapshot(&back), snapshot(&x));
         assert!(back.postings() > 10 && back.postings() == x.postings());
@@ -1021,14 +1027,7 @@ mod tests {
 
     #[test]
     fn own_texts_stay_encoded_until_a_change_and_damaged_ones_mark_the_index() {
-        let mut c = SpaceCatalog::default();
-        let mut l = Lexicon::default();
-        for (i, text) in ["red apples", "green apples and pears", "ripe red pears", "apples"].iter().enumerate() {
-            turn(&mut c, &mut l, i as u64 + 1, Some("t"), i as u64, text);
-        }
-        let x = ExpandedIndex::build(&c, &l, 1);
-        let mut bytes = Vec::new();
-        x.write_to(&mut bytes).unwrap();
+        let (_, _, x, bytes) = four_turns();
         let mut back = ExpandedIndex::read_from(&mut crate::index::bytes::Reader::new(&bytes)).unwrap();
         assert!(back.own.is_empty() && back.own_encoded.is_some());
         // Written back as read, without decoding.
