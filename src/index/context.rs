@@ -119,7 +119,8 @@ pub fn position_of(m: &Memory) -> Option<Position> {
 /// have sequences.
 ///
 /// Read from the index snapshot (`ExpandedIndex::read_from`), the own texts stay in their encoding (about
-/// 2 bytes a term) until the first write needs them.
+/// 2 bytes a term) until the background thread an open starts ([`ExpandedIndex::encoded_own`]) or the first
+/// write decodes them.
 #[derive(Debug, Default, Clone)]
 pub struct ExpandedIndex {
     window: usize,
@@ -279,8 +280,8 @@ impl ExpandedIndex {
     }
 
     /// Reads expanded postings written by [`ExpandedIndex::write_to`], decoding the lists on every core and
-    /// setting their pruning bounds. The own texts are kept in their encoding until the first change needs
-    /// them (at 1,000,000 memories in threads of 20, 1M texts an open no longer decodes: about 0.5 s of its
+    /// setting their pruning bounds. The own texts are kept in their encoding until a background thread
+    /// ([`ExpandedIndex::encoded_own`]) or the first change decodes them (at 1,000,000 memories in threads of 20, 1M texts an open no longer decodes: about 0.5 s of its
     /// CPU time on this 2-core machine).
     ///
     /// # Errors
