@@ -203,6 +203,67 @@ fn per_kind_calls_keep_key_order_across_pages_and_both_ends() {
     assert_eq!(t.len().unwrap(), 301, "the neighbouring spaces stay");
 }
 
+/// The batched reads (on PostgreSQL one statement each): `get_many` answers every key in the order asked,
+/// `None` for a missing one and the same value twice for a repeated one, in a read transaction and in a write
+/// transaction that sees its own held-back puts; `prefix_many` gives each key's prefix scan in key order,
+/// stopping at the prefix's end (a neighbouring id that extends the prefix's text is not part of it), and an
+/// empty list for a prefix with no record. Both equal the one-at-a-time calls.
+#[test]
+fn batched_reads_answer_each_key_in_order_as_single_reads_do() {
+    use engram::storage::tables::{MEMORY_LABELS, POSTINGS, REVIEWS};
+    use engram::storage::{Durability, Readable};
+    let dir = tempfile::tempdir().unwrap();
+    let store = backend::open(dir.path());
+    let db = store.storage();
+    let w = db.write(Durability::Immediate).unwrap();
+    {
+        let mut t = w.table(REVIEWS).unwrap();
+        for i in 0..40u8 {
+            t.put(("bq", format!("r{i:02}").as_str()), [i, 1].as_slice()).unwrap();
+        }
+        // Read back in the same transaction, before the held-back puts were sent.
+        let got = t.get_many(&[("bq", "r03"), ("bq", "nope"), ("bq", "r39")]).unwrap();
+        let got: Vec<Option<Vec<u8>>> = got.iter().map(|g| g.as_ref().map(|v| v.value().to_vec())).collect();
+        assert_eq!(got, vec![Some(vec![3, 1]), None, Some(vec![39, 1])]);
+        let mut l = w.table(MEMORY_LABELS).unwrap();
+        for (m, labels) in [("m1", &["b", "a", "c"][..]), ("m10", &["z"][..]), ("m2", &["a"][..])] {
+            for lab in labels {
+                l.put(("bq", m, *lab), ()).unwrap();
+            }
+        }
+        l.put(("bqz", "m1", "other-space"), ()).unwrap();
+        let mut p = w.table(POSTINGS).unwrap();
+        for d in [5u64, 9, 1 << 40] {
+            p.put(("bq", "term", d), d * 2).unwrap();
+        }
+    }
+    w.commit().unwrap();
+
+    let r = db.read().unwrap();
+    let t = r.table(REVIEWS).unwrap();
+    let keys: Vec<String> = ["r07", "r00", "missing", "r07", "r2"].iter().map(|s| s.to_string()).collect();
+    let asked: Vec<(&str, &str)> = keys.iter().map(|k| ("bq", k.as_str())).collect();
+    let many: Vec<Option<Vec<u8>>> =
+        t.get_many(&asked).unwrap().iter().map(|g| g.as_ref().map(|v| v.value().to_vec())).collect();
+    let single: Vec<Option<Vec<u8>>> = asked.iter().map(|k| t.get(*k).unwrap().map(|v| v.value().to_vec())).collect();
+    assert_eq!(many, single);
+    assert_eq!(many, vec![Some(vec![7, 1]), Some(vec![0, 1]), None, Some(vec![7, 1]), None]);
+    assert!(t.get_many(&[]).unwrap().is_empty());
+
+    let l = r.table(MEMORY_LABELS).unwrap();
+    let scans = l.prefix_many(&[("bq", "m1", ""), ("bq", "m3", ""), ("bq", "m2", ""), ("bq", "m10", "")], 2).unwrap();
+    let labels: Vec<Vec<String>> =
+        scans.iter().map(|rows| rows.iter().map(|(k, _)| k.value().2.to_string()).collect()).collect();
+    assert_eq!(labels, vec![vec!["a", "b", "c"], vec![], vec!["a"], vec!["z"]]);
+    let p = r.table(POSTINGS).unwrap();
+    let docs = p.prefix_many(&[("bq", "term", 0u64), ("bq", "none", 0u64)], 2).unwrap();
+    let docs: Vec<Vec<(u64, u64)>> =
+        docs.iter().map(|rows| rows.iter().map(|(k, v)| (k.value().2, v.value())).collect()).collect();
+    assert_eq!(docs, vec![vec![(5, 10), (9, 18), (1 << 40, 1 << 41)], vec![]]);
+    let whole = p.prefix_many(&[("bq", "term", 9u64)], 3).unwrap();
+    assert_eq!(whole[0].iter().map(|(k, _)| k.value().2).collect::<Vec<_>>(), [9]);
+}
+
 /// `Table::put` (on PostgreSQL held back and sent in one statement per run of puts): the transaction reads its
 /// own puts at once, from the same kind and after writes of another; a later put of a key wins; a run longer
 /// than one statement's worth is whole; a dropped transaction stores none of them; a put PostgreSQL cannot store

@@ -485,6 +485,23 @@ pub trait Readable<K: KeyType, V: ValueType> {
         Ok(self.len()? == 0)
     }
 
+    /// The values stored under each of `keys`, in the order of `keys` (`None` where nothing is stored). On
+    /// PostgreSQL this is one statement for all of them, where [`Readable::get`] is one per key; on redb it is
+    /// `get` per key.
+    ///
+    /// # Errors
+    /// Storage errors.
+    fn get_many<'a>(&self, keys: &[Borrowed<'a, K>]) -> Result<Vec<Option<Got<'_, V>>>>;
+
+    /// For each of `keys`, the records whose first `parts` key parts (1 up to the key's parts) equal its own, in
+    /// key order: a prefix scan per key, in one statement on PostgreSQL. The scan of each key starts at the key
+    /// itself, so its parts after `parts` must be the least of their type (`""`, `0`) for the whole prefix to be
+    /// read; PostgreSQL ignores them.
+    ///
+    /// # Errors
+    /// Storage errors.
+    fn prefix_many<'a>(&self, keys: &[Borrowed<'a, K>], parts: usize) -> Result<Vec<Vec<Pair<'_, K, V>>>>;
+
     /// The record with the smallest key.
     ///
     /// # Errors
@@ -547,6 +564,44 @@ impl<K: KeyType, V: ValueType> TableInner<'_, K, V> {
             TableInner::Pg(t) => t.len(),
         }
     }
+    fn get_many<'a>(&self, keys: &[Borrowed<'a, K>]) -> Result<Vec<Option<Got<'_, V>>>> {
+        match self {
+            #[cfg(feature = "postgres")]
+            TableInner::Pg(t) => Ok(t.get_many(keys)?.into_iter().map(|v| v.map(Got::owned)).collect()),
+            _ => keys.iter().map(|k| self.get(k)).collect(),
+        }
+    }
+    fn prefix_many<'a>(&self, keys: &[Borrowed<'a, K>], parts: usize) -> Result<Vec<Vec<Pair<'_, K, V>>>> {
+        #[cfg(feature = "postgres")]
+        if let TableInner::Pg(t) = self {
+            return Ok(t
+                .prefix_many(keys, parts)?
+                .into_iter()
+                .map(|rows| rows.into_iter().map(|(k, v)| (Got::owned(k), Got::owned(v))).collect())
+                .collect());
+        }
+        let parts = parts.clamp(1, K::PARTS);
+        let mut out = Vec::with_capacity(keys.len());
+        for key in keys {
+            let mut want = Vec::with_capacity(K::PARTS);
+            K::to_sql(key, &mut want);
+            want.truncate(parts);
+            let mut rows = Vec::new();
+            // The scan's start, re-borrowed from its bytes for the scan's own lifetime.
+            let start = <K as redb::Value>::as_bytes(key).as_ref().to_vec();
+            for row in self.range(<K as redb::Value>::from_bytes(&start)..)? {
+                let (k, v) = row?;
+                let mut have = Vec::with_capacity(K::PARTS);
+                K::to_sql(&k.value(), &mut have);
+                if have[..parts] != want[..] {
+                    break;
+                }
+                rows.push((k, v));
+            }
+            out.push(rows);
+        }
+        Ok(out)
+    }
     fn end(&self, last: bool) -> Result<Option<Pair<'_, K, V>>> {
         Ok(match self {
             TableInner::RedbRead(t) => if last { t.last()? } else { t.first()? }.map(redb_pair),
@@ -574,6 +629,12 @@ macro_rules! readable {
             }
             fn len(&self) -> Result<u64> {
                 self.0.len()
+            }
+            fn get_many<'a>(&self, keys: &[Borrowed<'a, K>]) -> Result<Vec<Option<Got<'_, V>>>> {
+                self.0.get_many(keys)
+            }
+            fn prefix_many<'a>(&self, keys: &[Borrowed<'a, K>], parts: usize) -> Result<Vec<Vec<Pair<'_, K, V>>>> {
+                self.0.prefix_many(keys, parts)
             }
             fn first(&self) -> Result<Option<Pair<'_, K, V>>> {
                 self.0.end(false)

@@ -21,6 +21,23 @@ pub(crate) fn range_prefix3<V: super::ValueType>(
     Ok(out)
 }
 
+/// For each `b` of `bs`, the third parts of the 3-tuple keys whose first two are `(a, b)` ([`range_prefix3`] for
+/// many prefixes at once: one statement on PostgreSQL).
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn range_prefix3_many<V: super::ValueType>(
+    t: &impl Readable<(&'static str, &'static str, &'static str), V>,
+    a: &str,
+    bs: &[&str],
+) -> Result<Vec<Vec<String>>> {
+    let keys: Vec<(&str, &str, &str)> = bs.iter().map(|b| (a, *b, "")).collect();
+    t.prefix_many(&keys, 2)?
+        .into_iter()
+        .map(|rows| Ok(rows.iter().map(|(k, _)| k.value().2.to_string()).collect()))
+        .collect()
+}
+
 /// How many 3-tuple keys have `(a, b)` as their first two parts.
 pub(crate) fn range_prefix2_count(
     t: &impl Readable<(&'static str, &'static str, &'static str), ()>,

@@ -52,6 +52,12 @@ impl Conn {
         self.client.query(&stmt, &refs).map_err(|e| pg_error("a storage query failed", e))
     }
 
+    /// Runs a query with typed parameters (prepared once per connection), returning its rows.
+    fn query_typed(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
+        let stmt = self.statement(sql).map_err(|e| pg_error("preparing a statement failed", e))?;
+        self.client.query(&stmt, params).map_err(|e| pg_error("a storage query failed", e))
+    }
+
     /// Runs a statement with typed parameters (prepared once per connection).
     fn exec(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> std::result::Result<u64, postgres::Error> {
         let stmt = self.statement(sql)?;
@@ -95,6 +101,53 @@ fn columns(row: &Row, from: usize, n: usize) -> Result<Vec<SqlValue>> {
     (from..from + n).map(|i| column(row, i)).collect()
 }
 
+/// The columns of `rows` (all of one shape, typed by the first row) as arrays, one parameter each, for
+/// `unnest($1::text[], ..)`.
+fn arrays(rows: &[Vec<SqlValue>]) -> Vec<Box<dyn ToSql + Sync>> {
+    let n = rows.first().map_or(0, Vec::len);
+    let mut columns: Vec<Box<dyn ToSql + Sync>> = Vec::with_capacity(n);
+    for c in 0..n {
+        let column: Box<dyn ToSql + Sync> = match &rows[0][c] {
+            SqlValue::Text(_) => Box::new(
+                rows.iter()
+                    .map(|r| if let SqlValue::Text(t) = &r[c] { t.clone() } else { String::new() })
+                    .collect::<Vec<_>>(),
+            ),
+            // Two's complement, as `SqlValue::U64` is written one at a time.
+            SqlValue::U64(_) => Box::new(
+                rows.iter().map(|r| if let SqlValue::U64(x) = &r[c] { *x as i64 } else { 0 }).collect::<Vec<_>>(),
+            ),
+            SqlValue::Float(_) => {
+                Box::new(rows.iter().map(|r| if let SqlValue::Float(x) = &r[c] { *x } else { 0.0 }).collect::<Vec<_>>())
+            }
+            SqlValue::Bytes(_) => Box::new(
+                rows.iter()
+                    .map(|r| if let SqlValue::Bytes(b) = &r[c] { b.clone() } else { Vec::new() })
+                    .collect::<Vec<_>>(),
+            ),
+        };
+        columns.push(column);
+    }
+    columns
+}
+
+/// The SQL array type of each column of `row`: `$1::text[], $2::int8[]`.
+fn array_params(row: &[SqlValue]) -> String {
+    row.iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let t = match v {
+                SqlValue::Text(_) => "text",
+                SqlValue::U64(_) => "int8",
+                SqlValue::Float(_) => "float8",
+                SqlValue::Bytes(_) => "bytea",
+            };
+            format!("${}::{t}[]", i + 1)
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// A transaction's connection: `open` until committed or rolled back (on drop).
 pub struct TxConn {
     conn: r2d2::PooledConnection<PgManager>,
@@ -123,32 +176,7 @@ impl TxConn {
     /// Sends the held-back writes, if any.
     fn flush(&mut self) -> Result<()> {
         let Some(p) = self.pending.take() else { return Ok(()) };
-        let n = p.rows.first().map_or(0, Vec::len);
-        let mut columns: Vec<Box<dyn ToSql + Sync>> = Vec::with_capacity(n);
-        for c in 0..n {
-            let column: Box<dyn ToSql + Sync> = match &p.rows[0][c] {
-                SqlValue::Text(_) => Box::new(
-                    p.rows
-                        .iter()
-                        .map(|r| if let SqlValue::Text(t) = &r[c] { t.clone() } else { String::new() })
-                        .collect::<Vec<_>>(),
-                ),
-                // Two's complement, as `SqlValue::U64` is written one at a time.
-                SqlValue::U64(_) => Box::new(
-                    p.rows.iter().map(|r| if let SqlValue::U64(x) = &r[c] { *x as i64 } else { 0 }).collect::<Vec<_>>(),
-                ),
-                SqlValue::Float(_) => Box::new(
-                    p.rows.iter().map(|r| if let SqlValue::Float(x) = &r[c] { *x } else { 0.0 }).collect::<Vec<_>>(),
-                ),
-                SqlValue::Bytes(_) => Box::new(
-                    p.rows
-                        .iter()
-                        .map(|r| if let SqlValue::Bytes(b) = &r[c] { b.clone() } else { Vec::new() })
-                        .collect::<Vec<_>>(),
-                ),
-            };
-            columns.push(column);
-        }
+        let columns = arrays(&p.rows);
         let refs: Vec<&(dyn ToSql + Sync)> = columns.iter().map(|c| c.as_ref() as &(dyn ToSql + Sync)).collect();
         self.conn.exec(&p.sql, &refs).map(|_| ()).map_err(|e| pg_error(&format!("writing to {} failed", p.table), e))
     }
@@ -383,6 +411,9 @@ fn bound_of<'a, K: KeyType, KR: Borrow<Borrowed<'a, K>>>(b: Bound<&KR>) -> Bound
 
 type Encoded = (Vec<SqlValue>, Vec<u8>, Vec<u8>);
 
+/// A record in redb's encoding: key bytes, value bytes.
+type RawPair = (Vec<u8>, Vec<u8>);
+
 impl<'t, K: KeyType, V: ValueType> PgTable<'t, K, V> {
     /// The value columns to select: `v0, v1` (`1` for a kind without value).
     fn value_cols() -> String {
@@ -431,6 +462,69 @@ impl<'t, K: KeyType, V: ValueType> PgTable<'t, K, V> {
             Some(r) => Ok(Some(Self::value(r, 0)?)),
             None => Ok(None),
         }
+    }
+
+    /// The values under each of `keys`, in their order (`None` where nothing is stored), in one statement: the
+    /// keys travel as arrays (`unnest(..) WITH ORDINALITY`) joined to the kind's table on its primary key.
+    pub fn get_many(&self, keys: &[Borrowed<'_, K>]) -> Result<Vec<Option<Vec<u8>>>> {
+        let mut out = vec![None; keys.len()];
+        let params: Vec<Vec<SqlValue>> = keys.iter().map(key_of::<K>).collect();
+        let Some(first) = params.first() else { return Ok(out) };
+        let values = if V::PARTS == 0 { "1".to_string() } else { list("t.v", V::PARTS) };
+        let join = (0..K::PARTS).map(|i| format!("t.k{i} = q.p{i}")).collect::<Vec<_>>().join(" AND ");
+        let sql = format!(
+            "SELECT q.i, {values} FROM unnest({}) WITH ORDINALITY AS q({}, i) JOIN \"{}\" t ON {join}",
+            array_params(first),
+            list("p", K::PARTS),
+            self.name,
+        );
+        let arrs = arrays(&params);
+        let refs: Vec<&(dyn ToSql + Sync)> = arrs.iter().map(|c| c.as_ref() as &(dyn ToSql + Sync)).collect();
+        let rows = self.tx.lock().conn()?.query_typed(&sql, &refs)?;
+        for r in &rows {
+            let i = r.try_get::<_, i64>(0).map_err(|e| pg_error("reading a column failed", e))?;
+            if let Some(slot) = usize::try_from(i - 1).ok().and_then(|i| out.get_mut(i)) {
+                *slot = Some(Self::value(r, 1)?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// For each of `keys`, the records whose first `parts` key parts equal its own, in key order, in one
+    /// statement (as [`PgTable::get_many`], joined on those parts only).
+    pub fn prefix_many(&self, keys: &[Borrowed<'_, K>], parts: usize) -> Result<Vec<Vec<RawPair>>> {
+        let parts = parts.clamp(1, K::PARTS);
+        let mut out = vec![Vec::new(); keys.len()];
+        let params: Vec<Vec<SqlValue>> = keys
+            .iter()
+            .map(|k| {
+                let mut v = key_of::<K>(k);
+                v.truncate(parts);
+                v
+            })
+            .collect();
+        let Some(first) = params.first() else { return Ok(out) };
+        let join = (0..parts).map(|i| format!("t.k{i} = q.p{i}")).collect::<Vec<_>>().join(" AND ");
+        let order = (0..K::PARTS).map(|i| format!("t.k{i}")).collect::<Vec<_>>().join(", ");
+        let values = if V::PARTS == 0 { "1".to_string() } else { list("t.v", V::PARTS) };
+        let sql = format!(
+            "SELECT q.i, {}, {values} FROM unnest({}) WITH ORDINALITY AS q({}, i) JOIN \"{}\" t ON {join} \
+             ORDER BY q.i, {order}",
+            list("t.k", K::PARTS),
+            array_params(first),
+            list("p", parts),
+            self.name,
+        );
+        let arrs = arrays(&params);
+        let refs: Vec<&(dyn ToSql + Sync)> = arrs.iter().map(|c| c.as_ref() as &(dyn ToSql + Sync)).collect();
+        let rows = self.tx.lock().conn()?.query_typed(&sql, &refs)?;
+        for r in &rows {
+            let i = r.try_get::<_, i64>(0).map_err(|e| pg_error("reading a column failed", e))?;
+            if let Some(slot) = usize::try_from(i - 1).ok().and_then(|i| out.get_mut(i)) {
+                slot.push((K::encode(&columns(r, 1, K::PARTS)?)?, Self::value(r, 1 + K::PARTS)?));
+            }
+        }
+        Ok(out)
     }
 
     /// The records in `range`, in key order, fetched in keyset pages.
@@ -519,19 +613,6 @@ impl<'t, K: KeyType, V: ValueType> PgTable<'t, K, V> {
         let p = tx.pending.get_or_insert_with(|| {
             let keys = list("k", K::PARTS);
             let cols = if V::PARTS == 0 { keys.clone() } else { format!("{keys}, {}", list("v", V::PARTS)) };
-            let types: Vec<String> = row
-                .iter()
-                .enumerate()
-                .map(|(i, v)| {
-                    let t = match v {
-                        SqlValue::Text(_) => "text",
-                        SqlValue::U64(_) => "int8",
-                        SqlValue::Float(_) => "float8",
-                        SqlValue::Bytes(_) => "bytea",
-                    };
-                    format!("${}::{t}[]", i + 1)
-                })
-                .collect();
             let on_conflict = if V::PARTS == 0 {
                 "DO NOTHING".to_string()
             } else {
@@ -543,7 +624,7 @@ impl<'t, K: KeyType, V: ValueType> PgTable<'t, K, V> {
                 sql: format!(
                     "INSERT INTO \"{}\" ({cols}) SELECT * FROM unnest({}) ON CONFLICT ({keys}) {on_conflict}",
                     self.name,
-                    types.join(", ")
+                    array_params(&row)
                 ),
                 rows: Vec::new(),
                 by_key: HashMap::new(),
