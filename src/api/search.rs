@@ -187,10 +187,12 @@ pub(super) fn search_get(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let with_entities = q.bool("include_entities").unwrap_or(false);
     let res = run_search(api, query, None, space.clone(), q.int("limit").unwrap_or(10), mode, filter, options)
         .map_err(|e| relocate(e, "query", "q"))?;
-    let mut entities = Vec::with_capacity(res.hits.len());
-    for h in &res.hits {
-        entities.push(if with_entities { Some(api.store().memory_entities(&space, &h.view.memory.id)?) } else { None });
-    }
+    let entities: Vec<Option<Vec<crate::model::Entity>>> = if with_entities {
+        let ids: Vec<&str> = res.hits.iter().map(|h| h.view.memory.id.as_str()).collect();
+        api.store().memories_entities(&space, &ids)?.into_iter().map(Some).collect()
+    } else {
+        vec![None; res.hits.len()]
+    };
     let memories = res
         .hits
         .iter()
@@ -367,9 +369,15 @@ pub(super) fn search_post(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         return ok(&out);
     }
     let mut out: Vec<MemorySearchResult> = Vec::with_capacity(res.hits.len());
+    let mut entities = if with_entities {
+        let ids: Vec<&str> = res.hits.iter().map(|h| h.view.memory.id.as_str()).collect();
+        api.store().memories_entities(&space, &ids)?
+    } else {
+        Vec::new()
+    }
+    .into_iter();
     for h in res.hits {
-        let related_entities =
-            if with_entities { api.store().memory_entities(&space, &h.view.memory.id)? } else { vec![] };
+        let related_entities = entities.next().unwrap_or_default();
         out.push(MemorySearchResult {
             similarity_score: f64::from(h.score),
             relevance_reason: h.reason(),

@@ -3,7 +3,7 @@
 //! and its share of RELATES_TO weights (co-occurrence counts) in the same transaction; a delete removes them.
 
 use crate::storage::Readable;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use super::KnowledgeStore;
 use super::memories::MemoryWrite;
@@ -72,38 +72,36 @@ impl MemoryWrite<'_> {
 
     fn bump_relates(&mut self, space: &str, ids: &[String], delta: i64) -> Result<u64> {
         let ids: Vec<&String> = ids.iter().take(MAX_RELATED_PER_MEMORY).collect();
-        let mut created = 0;
+        let mut pairs: Vec<(&str, &str)> = Vec::new();
         for (i, a) in ids.iter().enumerate() {
             for b in &ids[i + 1..] {
-                for (x, y) in [(a.as_str(), b.as_str()), (b.as_str(), a.as_str())] {
-                    let w = self.entities.relates(space, x, y)?;
-                    let nw = (w as i64 + delta).max(0) as u64;
-                    self.entities.set_relates(space, x, y, nw)?;
-                    if w == 0 && nw > 0 && x < y {
-                        created += 1;
-                    }
-                }
+                pairs.extend([(a.as_str(), b.as_str()), (b.as_str(), a.as_str())]);
+            }
+        }
+        // Every pair's weight in one read, then the new weights (held back and sent together on PostgreSQL).
+        let weights = self.entities.relates_many(space, &pairs)?;
+        let mut created = 0;
+        for ((x, y), w) in pairs.into_iter().zip(weights) {
+            let nw = (w as i64 + delta).max(0) as u64;
+            self.entities.set_relates(space, x, y, nw)?;
+            if w == 0 && nw > 0 && x < y {
+                created += 1;
             }
         }
         Ok(created)
     }
 
-    /// The kind and id of a stored entity named `name` (or with that alias): of `kind` first, then of the other
-    /// name kinds (person, organisation, location, product) when `kind` is one of them.
-    fn resolve(&self, space: &str, kind: EntityType, name: &str) -> Result<(EntityType, Option<String>)> {
+    /// The lookup keys a name of `kind` is resolved by, in order: of `kind` first, then of the other name kinds
+    /// (person, organisation, location, product) when `kind` is one of them.
+    fn lookup_order(kind: EntityType, name: &str) -> Vec<(EntityType, String)> {
         const NAMED: [EntityType; 4] =
             [EntityType::Person, EntityType::Organization, EntityType::Location, EntityType::Product];
-        let order: Vec<EntityType> = if NAMED.contains(&kind) {
+        let kinds: Vec<EntityType> = if NAMED.contains(&kind) {
             std::iter::once(kind).chain(NAMED.into_iter().filter(|k| *k != kind)).collect()
         } else {
             vec![kind]
         };
-        for k in order {
-            if let Some(id) = self.entities.by_key(space, &key(k.as_str(), name))? {
-                return Ok((k, Some(id)));
-            }
-        }
-        Ok((kind, None))
+        kinds.into_iter().map(|k| (k, key(k.as_str(), name))).collect()
     }
 
     /// The entities memory `memory_id` mentions now.
@@ -137,16 +135,58 @@ impl MemoryWrite<'_> {
         let mut ordered: Vec<(Key, (usize, Vec<String>))> = found.into_iter().collect();
         ordered.sort_by_key(|(_, (i, _))| *i);
         let mut entities = Vec::with_capacity(ordered.len());
-        let mut new_ids = Vec::with_capacity(ordered.len());
+        let mut new_ids: Vec<String> = Vec::with_capacity(ordered.len());
         let mut created = 0;
-        for ((kind, _), (_, spellings)) in ordered {
+        // Every lookup key of every name, and the entities they name, read once for all mentions (one statement
+        // per kind on PostgreSQL). The loop then reads only these and its own writes, which it keeps beside
+        // them (`keys_put`, `written`): what the one-by-one reads of the stored records would have seen, two
+        // mentions of one name under two kinds included. Its writes are sent after it, grouped by kind.
+        let orders: Vec<Vec<(EntityType, String)>> =
+            ordered.iter().map(|((kind, _), (_, spellings))| Self::lookup_order(*kind, &spellings[0])).collect();
+        let lookups: Vec<String> = orders.iter().flatten().map(|(_, k)| k.clone()).collect();
+        let stored_keys: HashMap<String, String> = lookups
+            .iter()
+            .cloned()
+            .zip(self.entities.by_keys(space, &lookups)?)
+            .filter_map(|(k, id)| id.map(|id| (k, id)))
+            .collect();
+        let mut ids: Vec<&str> = stored_keys.values().map(String::as_str).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let mut stored: HashMap<String, Entity> = ids
+            .iter()
+            .zip(self.entities.get_many(space, &ids)?)
+            .filter_map(|(id, e)| e.map(|e| (id.to_string(), e)))
+            .collect();
+        let mut keys_put: Vec<(String, String)> = Vec::new();
+        let mut key_index: HashMap<String, usize> = HashMap::new();
+        let mut written: HashMap<String, Entity> = HashMap::new();
+        let mut mentioned: Vec<String> = Vec::new();
+        for (((kind, _), (_, spellings)), order) in ordered.into_iter().zip(orders) {
             let name = spellings[0].clone();
             // The kind the rules guessed for a name may differ from the kind the store already knows it by
             // ("Mnemo" seen as an alias of a product): a known name of another name kind wins.
-            let (kind, found_id) = self.resolve(space, kind, &name)?;
+            let hit = order.iter().find_map(|(k, lookup)| {
+                key_index
+                    .get(lookup)
+                    .map(|i| keys_put[*i].1.clone())
+                    .or_else(|| stored_keys.get(lookup).cloned())
+                    .map(|id| (*k, id))
+            });
+            let (kind, found_id) = match hit {
+                Some((k, id)) => (k, Some(id)),
+                None => (kind, None),
+            };
             let k = key(kind.as_str(), &name);
             let id = found_id.unwrap_or_else(|| entity_id(kind, &name));
-            let mut e: Entity = self.entities.get(space, id.as_str())?.unwrap_or_else(|| Entity {
+            // A name that resolves only through the store names an entity read above; one this loop wrote, its
+            // latest version; a new name, a new entity (none stored under its id, the key being new). An id
+            // not read above is looked up alone.
+            let known = match written.remove(&id).or_else(|| stored.remove(&id)) {
+                Some(e) => Some(e),
+                None => self.entities.get(space, id.as_str())?,
+            };
+            let mut e: Entity = known.unwrap_or_else(|| Entity {
                 id: id.clone(),
                 node_type: "entity".into(),
                 created_at: now,
@@ -172,18 +212,33 @@ impl MemoryWrite<'_> {
                 {
                     e.aliases.push(s.clone());
                 }
-                self.entities.put_key(space, &key(kind.as_str(), s), &id)?;
+                for lookup in [key(kind.as_str(), s), k.clone()] {
+                    match key_index.get(&lookup) {
+                        Some(i) => keys_put[*i].1 = id.clone(),
+                        None => {
+                            key_index.insert(lookup.clone(), keys_put.len());
+                            keys_put.push((lookup, id.clone()));
+                        }
+                    }
+                }
             }
-            self.entities.put_key(space, &k, &id)?;
             if !old.contains(&id) {
                 e.mention_count += 1;
                 e.updated_at = now;
-                self.entities.mention(space, memory_id, &id)?;
+                mentioned.push(id.clone());
                 created += 1;
             }
-            self.entities.put(space, id.as_str(), &e)?;
+            written.insert(id.clone(), e.clone());
             new_ids.push(id);
             entities.push(e);
+        }
+        for (lookup, id) in &keys_put {
+            self.entities.put_key(space, lookup, id)?;
+        }
+        let mentioned: Vec<&str> = mentioned.iter().map(String::as_str).collect();
+        self.entities.mention_many(space, memory_id, &mentioned)?;
+        for (id, e) in &written {
+            self.entities.put(space, id, e)?;
         }
         for id in old.iter().filter(|id| !new_ids.contains(id)) {
             self.drop_mention(space, memory_id, id, now)?;
@@ -227,21 +282,33 @@ impl KnowledgeStore {
     /// # Errors
     /// Storage errors.
     pub fn memory_entities(&self, space: &str, memory_id: &str) -> Result<Vec<Entity>> {
+        Ok(self.memories_entities(space, &[memory_id])?.pop().unwrap_or_default())
+    }
+
+    /// The entities each of `memory_ids` (memories of `space`) mentions, in id order, one list per memory in the
+    /// order given: one read transaction, and on PostgreSQL one statement for the MENTIONS edges and one for the
+    /// entity records, whatever the number of memories.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn memories_entities(&self, space: &str, memory_ids: &[&str]) -> Result<Vec<Vec<Entity>>> {
         let rtx = self.db.read()?;
-        let mentions = entity::mentions(&rtx)?;
-        let entities = entity::entities(&rtx)?;
-        let mut out = Vec::new();
-        for row in mentions.range((space, memory_id, "")..)? {
-            let (k, _) = row?;
-            let (s, m, e) = k.value();
-            if s != space || m != memory_id {
-                break;
-            }
-            if let Some(ent) = entities.get((space, e))? {
-                out.push(ent);
-            }
-        }
-        Ok(out)
+        let keys: Vec<(&str, &str, &str)> = memory_ids.iter().map(|m| (space, *m, "")).collect();
+        let edges: Vec<Vec<String>> = entity::mentions(&rtx)?
+            .prefix_many(&keys, 2)?
+            .iter()
+            .map(|rows| rows.iter().map(|(k, _)| k.value().2.to_string()).collect())
+            .collect();
+        let mut ids: Vec<&str> = edges.iter().flatten().map(String::as_str).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let keys: Vec<(&str, &str)> = ids.iter().map(|id| (space, *id)).collect();
+        let found: std::collections::HashMap<&str, Entity> = ids
+            .iter()
+            .zip(entity::entities(&rtx)?.get_many(&keys)?)
+            .filter_map(|(id, e)| e.map(|e| (*id, e)))
+            .collect();
+        Ok(edges.iter().map(|list| list.iter().filter_map(|id| found.get(id.as_str()).cloned()).collect()).collect())
     }
 
     /// Entities of `space` related to entity `id` by RELATES_TO, heaviest first: `(entity, weight)`.
@@ -323,26 +390,32 @@ impl KnowledgeStore {
         Ok(Page { items, total, limit, offset })
     }
 
-    /// Entities of `space` matching the mentions in `text` (by kind and name or alias): `(id, mention_count)`,
-    /// read in one transaction.
-    pub(crate) fn entities_in(&self, space: &str, text: &str) -> Result<Vec<(String, u64)>> {
-        let rtx = self.db.read()?;
-        let keys = entity::entity_keys(&rtx)?;
-        let entities = entity::entities(&rtx)?;
-        let mut out: Vec<(String, u64)> = Vec::new();
-        for m in extract(text) {
-            for name in [&m.canonical, &m.text] {
-                if let Some(v) = keys.get((space, key(m.entity_type.as_str(), name).as_str()))? {
-                    let id = v.value().to_string();
-                    if !out.iter().any(|(x, _)| *x == id)
-                        && let Some(e) = entities.get((space, id.as_str()))?
-                    {
-                        out.push((id, e.mention_count));
-                    }
-                    break;
+    /// Entities of `space` matching the mentions in `text` (by kind and name or alias): `(id, mention_count)`, in
+    /// the order of their first mention, read in the caller's transaction `rtx` with one batched read per record
+    /// kind.
+    pub(crate) fn entities_in_tx(
+        &self,
+        rtx: &crate::storage::ReadTx,
+        space: &str,
+        text: &str,
+    ) -> Result<Vec<(String, u64)>> {
+        // Each mention's canonical name, then its text as written: the first of the two stored names it.
+        let names: Vec<String> = extract(text)
+            .iter()
+            .flat_map(|m| [key(m.entity_type.as_str(), &m.canonical), key(m.entity_type.as_str(), &m.text)])
+            .collect();
+        let keys: Vec<(&str, &str)> = names.iter().map(|n| (space, n.as_str())).collect();
+        let mut ids: Vec<String> = Vec::new();
+        for pair in entity::entity_keys(rtx)?.get_many(&keys)?.chunks(2) {
+            if let Some(v) = pair.iter().flatten().next() {
+                let id = v.value().to_string();
+                if !ids.contains(&id) {
+                    ids.push(id);
                 }
             }
         }
-        Ok(out)
+        let keys: Vec<(&str, &str)> = ids.iter().map(|id| (space, id.as_str())).collect();
+        let records = entity::entities(rtx)?.get_many(&keys)?;
+        Ok(ids.into_iter().zip(records).filter_map(|(id, e)| e.map(|e| (id, e.mention_count))).collect())
     }
 }

@@ -2,7 +2,7 @@
 //! follow every text change.
 
 use crate::storage::{ReadTx, Readable, Table, WriteTx};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::{
     DEFAULT_SPACE, IndexOp, KnowledgeStore, LexEntry, StoredMemory, range_prefix3,
@@ -100,15 +100,6 @@ impl<'t> MemoryWrite<'t> {
         Ok(self.labels.of_memory(space, id)?.into_iter().collect())
     }
 
-    fn bump_label(&mut self, space: &str, label_id: &str, delta: i64, now: Timestamp) -> Result<()> {
-        if let Some(mut l) = self.labels.get(space, label_id)? {
-            l.usage_count = (l.usage_count as i64 + delta).max(0) as u64;
-            let _ = now;
-            self.labels.put(space, label_id, &l)?;
-        }
-        Ok(())
-    }
-
     /// Makes the label set of memory `id` exactly `names`, creating missing labels. Returns the label ids.
     pub fn set_labels(
         &mut self,
@@ -119,21 +110,32 @@ impl<'t> MemoryWrite<'t> {
     ) -> Result<BTreeSet<String>> {
         let current = self.label_ids(space, id)?;
         let wanted: BTreeSet<String> = names.iter().map(|n| Label::id_for(n)).collect();
+        // The labels taken off and put on, read once (one statement on PostgreSQL); their usage counts change
+        // here and each is written once at the end, the edges kind by kind.
+        let added: Vec<(&String, String)> =
+            names.iter().map(|n| (n, Label::id_for(n))).filter(|(_, lid)| !current.contains(lid)).collect();
+        let touched: Vec<&str> =
+            current.difference(&wanted).map(String::as_str).chain(added.iter().map(|(_, lid)| lid.as_str())).collect();
+        let mut labels: BTreeMap<String, Label> = touched
+            .iter()
+            .zip(self.labels.get_many(space, &touched)?)
+            .filter_map(|(lid, l)| l.map(|l| (lid.to_string(), l)))
+            .collect();
         for gone in current.difference(&wanted) {
             self.labels.unlink(space, id, gone)?;
-            self.bump_label(space, gone, -1, now)?;
+            if let Some(l) = labels.get_mut(gone) {
+                l.usage_count = l.usage_count.saturating_sub(1);
+            }
         }
-        for name in names {
-            let lid = Label::id_for(name);
-            if current.contains(&lid) {
-                continue;
-            }
-            if !self.labels.contains(space, &lid)? {
-                let l = new_label(space, name, None, None, now);
-                self.labels.put(space, &lid, &l)?;
-            }
-            self.labels.link(space, id, &lid)?;
-            self.bump_label(space, &lid, 1, now)?;
+        let mut linked: Vec<&str> = Vec::with_capacity(added.len());
+        for (name, lid) in &added {
+            let l = labels.entry(lid.clone()).or_insert_with(|| new_label(space, name, None, None, now));
+            l.usage_count += 1;
+            linked.push(lid);
+        }
+        self.labels.link_many(space, id, &linked)?;
+        for (lid, l) in &labels {
+            self.labels.put(space, lid, l)?;
         }
         Ok(wanted)
     }

@@ -382,10 +382,10 @@ impl KnowledgeStore {
             options: super::SearchOptions::OWN_TEXT,
         })?;
         let new_f = features(&m.content);
-        let new_entities: BTreeSet<(String, String)> =
-            self.memory_entities(&m.space_id, &m.id)?.into_iter().map(|e| (e.id, e.name)).collect();
-        let mut out = Vec::new();
-        for h in res.hits {
+        // The candidates that pass the cheap checks, then the entities of the new memory and of all of them in
+        // one batched read.
+        let mut passed = Vec::new();
+        for h in &res.hits {
             let o = &h.view.memory;
             if o.id == m.id
                 || o.space_id != m.space_id
@@ -406,9 +406,17 @@ impl KnowledgeStore {
                 continue;
             }
             let of = features(&o.content);
-            let Some((similarity, kind, signals)) = compare(&of, &new_f) else { continue };
-            let shared: Vec<String> = self
-                .memory_entities(&o.space_id, &o.id)?
+            let Some(found) = compare(&of, &new_f) else { continue };
+            passed.push((o, found));
+        }
+        let mut ids: Vec<&str> = vec![m.id.as_str()];
+        ids.extend(passed.iter().map(|(o, _)| o.id.as_str()));
+        let mut lists = self.memories_entities(&m.space_id, &ids)?.into_iter();
+        let new_entities: BTreeSet<(String, String)> =
+            lists.next().unwrap_or_default().into_iter().map(|e| (e.id, e.name)).collect();
+        let mut out = Vec::new();
+        for ((o, (similarity, kind, signals)), theirs) in passed.into_iter().zip(lists) {
+            let shared: Vec<String> = theirs
                 .into_iter()
                 .filter(|e| new_entities.contains(&(e.id.clone(), e.name.clone())))
                 .map(|e| e.name)

@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+use super::KnowledgeStore;
 use super::types::{ContextItem, SearchHit, SearchMode, SearchQuery, SearchResults};
-use super::{KnowledgeStore, range_prefix3};
 use crate::embed::InputType;
 use crate::error::ErrorCode;
 use crate::error::{Error, FieldError, Result};
@@ -71,21 +71,21 @@ impl KnowledgeStore {
             }
             None => q,
         };
-        let space: crate::model::Space = {
-            let rtx = self.db.read()?;
-            space::spaces(&rtx)?.get(q.space_id.as_str())?.ok_or_else(|| {
-                Error::not_found(ErrorCode::SpaceNotFound, format!("space '{}' does not exist", q.space_id))
-            })?
-        };
+        // One read transaction for the whole search (and its shared spaces): one snapshot, and on PostgreSQL
+        // one BEGIN for every read.
+        let rtx = self.db.read()?;
+        let space: crate::model::Space = space::spaces(&rtx)?.get(q.space_id.as_str())?.ok_or_else(|| {
+            Error::not_found(ErrorCode::SpaceNotFound, format!("space '{}' does not exist", q.space_id))
+        })?;
         if space.shared_space_ids.is_empty() {
-            return self.search_space(q, started);
+            return self.search_space(&rtx, q, started);
         }
         // A space with shared spaces searches each of them too (one level, no chains) and keeps the best
         // `limit` hits by fused score; each hit names its own space.
-        let mut all = self.search_space(q, started)?;
+        let mut all = self.search_space(&rtx, q, started)?;
         for shared in &space.shared_space_ids {
             let sub = SearchQuery { space_id: shared.clone(), ..q.clone() };
-            let r = self.search_space(&sub, started)?;
+            let r = self.search_space(&rtx, &sub, started)?;
             all.hits.extend(r.hits);
             all.candidates += r.candidates;
             all.fallback = all.fallback.or(r.fallback);
@@ -96,9 +96,10 @@ impl KnowledgeStore {
         Ok(all)
     }
 
-    /// Searches exactly one space (validated query; the caller has read the space record, and a space without
-    /// indexes, such as a shared space deleted meanwhile, gives no hits).
-    fn search_space(&self, q: &SearchQuery, started: Instant) -> Result<SearchResults> {
+    /// Searches exactly one space (validated query; the caller has read the space record in `rtx`, and a space
+    /// without indexes, such as a shared space deleted meanwhile, gives no hits). The records of the hits are
+    /// read in one statement per record kind on PostgreSQL ([`crate::storage::Readable::get_many`]).
+    fn search_space(&self, rtx: &crate::storage::ReadTx, q: &SearchQuery, started: Instant) -> Result<SearchResults> {
         let depth = (q.limit * 4).max(50);
         let (mode, fallback) = self.search_mode(q);
         let qvec = match mode {
@@ -118,7 +119,7 @@ impl KnowledgeStore {
         let query_entities: Vec<(String, f32)> =
             if mode == SearchMode::Hybrid && self.config.entity_boost > 0.0 && q.options.priors != Some(false) {
                 let docs = self.index.read().spaces.get(&q.space_id).map_or(1, |si| si.catalog.len().max(1)) as f32;
-                self.entities_in(&q.space_id, &q.query)?
+                self.entities_in_tx(rtx, &q.space_id, &q.query)?
                     .into_iter()
                     .map(|(id, mentions)| (id, (1.0 + docs / mentions.max(1) as f32).ln()))
                     .collect()
@@ -173,10 +174,9 @@ impl KnowledgeStore {
                 .collect(),
         };
 
-        let rtx = self.db.read()?;
         let graph = self.graph.read();
         let ranks = graph.memory_rank.get(&q.space_id);
-        self.apply_priors(q, si, &rtx, &mut fused, depth, &query_entities, ranks, mode)?;
+        self.apply_priors(q, si, rtx, &mut fused, depth, &query_entities, ranks, mode)?;
         if q.options.expand_neighbours.unwrap_or(true) {
             let exp = q.options.expansion_params.unwrap_or(self.config.expansion);
             context::expand(&mut fused, &si.catalog, exp, depth, &accept);
@@ -184,23 +184,28 @@ impl KnowledgeStore {
         // After expansion: a question first passes its score on to its reply, then ranks below it.
         let qp = q.options.question_penalty.unwrap_or(self.config.question_penalty);
         context::penalise_questions(&mut fused, &si.catalog, qp, depth);
-        let mems = memory::memories(&rtx)?;
-        let ml = label::memory_labels(&rtx)?;
-        let mut hits = Vec::with_capacity(q.limit);
-        for f in fused {
-            if hits.len() >= q.limit {
-                break;
+        let mems = memory::memories(rtx)?;
+        // The hits' records, a batch of the candidates still needed at a time (one batch unless some candidate
+        // was deleted since the index saw it), then their labels, all at once.
+        let mut found: Vec<(Fused, crate::model::Memory)> = Vec::with_capacity(q.limit);
+        let mut next = 0;
+        while found.len() < q.limit && next < fused.len() {
+            let end = (next + q.limit - found.len()).min(fused.len());
+            let batch: Vec<(Fused, &str)> =
+                fused[next..end].iter().filter_map(|f| si.catalog.get(f.docno).map(|m| (*f, m.id.as_str()))).collect();
+            next = end;
+            let keys: Vec<(&str, &str)> = batch.iter().map(|(_, id)| (q.space_id.as_str(), *id)).collect();
+            for ((f, _), sm) in batch.into_iter().zip(mems.get_many(&keys)?) {
+                if let Some(sm) = sm.filter(|sm| sm.docno == f.docno) {
+                    found.push((f, sm.memory));
+                }
             }
-            let Some(meta) = si.catalog.get(f.docno) else { continue };
-            let Some(sm) = mems.get((q.space_id.as_str(), meta.id.as_str()))? else {
-                continue;
-            };
-            if sm.docno != f.docno {
-                continue;
-            }
-            let label_ids = range_prefix3(&ml, &q.space_id, &meta.id)?;
-            let mut memory = sm.memory;
-            memory.pagerank_score = ranks.and_then(|r| r.get(&meta.id)).map_or(0.0, |x| f64::from(*x));
+        }
+        let ids: Vec<&str> = found.iter().map(|(_, m)| m.id.as_str()).collect();
+        let labels = crate::storage::txn::range_prefix3_many(&label::memory_labels(rtx)?, &q.space_id, &ids)?;
+        let mut hits = Vec::with_capacity(found.len());
+        for ((f, mut memory), label_ids) in found.into_iter().zip(labels) {
+            memory.pagerank_score = ranks.and_then(|r| r.get(&memory.id)).map_or(0.0, |x| f64::from(*x));
             hits.push(SearchHit {
                 view: MemoryView { memory, label_ids },
                 score: f.score,
@@ -220,7 +225,7 @@ impl KnowledgeStore {
             let mut nb = Vec::new();
             for h in &mut hits {
                 let Some(docno) = si.catalog.docno_of(&h.view.memory.id) else { continue };
-                h.context = self.hit_context(&rtx, &q.space_id, &si.catalog, docno, &h.view.memory, w, &mut nb)?;
+                h.context = self.hit_context(rtx, &q.space_id, &si.catalog, docno, &h.view.memory, w, &mut nb)?;
             }
         }
         let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
@@ -276,19 +281,32 @@ impl KnowledgeStore {
         if priors && (!query_entities.is_empty() || decay_w > 0.0 || (pr_w > 0.0 && ranks.is_some())) {
             // A memory mentioning the query's entities gains up to `entity_boost`, weighted by each entity's
             // IDF; then the decay factor `1 - w + w x decay` scales the score (see `crate::index::decay`).
-            let mentions = if query_entities.is_empty() { None } else { Some(entity::mentions(&rtx)?) };
+            // Which of the top `depth` mention which query entity: one batched read of the mention edges.
+            let n = fused.len().min(depth);
+            let matched: Vec<bool> = if query_entities.is_empty() {
+                Vec::new()
+            } else {
+                let keys: Vec<(&str, &str, &str)> = fused[..n]
+                    .iter()
+                    .flat_map(|f| {
+                        let id = si.catalog.get(f.docno).map_or("", |m| m.id.as_str());
+                        query_entities.iter().map(move |(e, _)| (q.space_id.as_str(), id, e.as_str()))
+                    })
+                    .collect();
+                entity::mentions(rtx)?.get_many(&keys)?.iter().map(Option::is_some).collect()
+            };
             let total: f32 = query_entities.iter().map(|(_, w)| w).sum();
             let now = crate::model::Timestamp::now();
-            for f in fused.iter_mut().take(depth) {
+            for (i, f) in fused.iter_mut().take(depth).enumerate() {
                 let Some(meta) = si.catalog.get(f.docno) else { continue };
-                if let Some(mentions) = &mentions {
-                    let mut matched = 0.0;
-                    for (id, w) in query_entities {
-                        if mentions.get((q.space_id.as_str(), meta.id.as_str(), id.as_str()))?.is_some() {
-                            matched += w;
+                if !query_entities.is_empty() {
+                    let mut matched_w = 0.0;
+                    for (j, (_, w)) in query_entities.iter().enumerate() {
+                        if matched.get(i * query_entities.len() + j).copied().unwrap_or(false) {
+                            matched_w += w;
                         }
                     }
-                    f.score += self.config.entity_boost * matched / total.max(f32::EPSILON);
+                    f.score += self.config.entity_boost * matched_w / total.max(f32::EPSILON);
                 }
                 if let Some(r) = ranks.filter(|_| pr_w > 0.0).and_then(|r| r.get(&meta.id)) {
                     // PageRank (scaled so the graph's top node is 1) as a small additive prior.

@@ -79,6 +79,15 @@ impl<'t> Writer<'t> {
         self.records.get((space, id))
     }
 
+    /// Entities `ids` of `space`, in their order (one batched read: [`crate::storage::Readable::get_many`]).
+    ///
+    /// # Errors
+    /// Storage errors; [`crate::ErrorKind::Corrupt`].
+    pub(crate) fn get_many(&self, space: &str, ids: &[&str]) -> Result<Vec<Option<Entity>>> {
+        let keys: Vec<(&str, &str)> = ids.iter().map(|id| (space, *id)).collect();
+        self.records.get_many(&keys)
+    }
+
     /// Stores entity `e` under id `id` of `space`.
     ///
     /// # Errors
@@ -95,12 +104,14 @@ impl<'t> Writer<'t> {
         self.records.remove((space, id)).map(|_| ())
     }
 
-    /// The entity id under lookup key `key` (`<kind>:<lowercased name or alias>`) of `space`.
+    /// The entity ids under lookup keys `keys` (`<kind>:<lowercased name or alias>`) of `space`, in their order
+    /// (one batched read).
     ///
     /// # Errors
     /// Storage errors.
-    pub(crate) fn by_key(&self, space: &str, key: &str) -> Result<Option<String>> {
-        Ok(self.keys.get((space, key))?.map(|v| v.value().to_string()))
+    pub(crate) fn by_keys(&self, space: &str, keys: &[String]) -> Result<Vec<Option<String>>> {
+        let keys: Vec<(&str, &str)> = keys.iter().map(|k| (space, k.as_str())).collect();
+        Ok(self.keys.get_many(&keys)?.into_iter().map(|v| v.map(|v| v.value().to_string())).collect())
     }
 
     /// Points lookup key `key` of `space` at entity `id`.
@@ -136,6 +147,21 @@ impl<'t> Writer<'t> {
         self.by_entity.put((space, entity, memory), ())
     }
 
+    /// Records that memory `memory` mentions each of `entities` (the edges both ways), written kind by kind so
+    /// that PostgreSQL sends each kind's rows in one statement.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub(crate) fn mention_many(&mut self, space: &str, memory: &str, entities: &[&str]) -> Result<()> {
+        for e in entities {
+            self.mentions.put((space, memory, *e), ())?;
+        }
+        for e in entities {
+            self.by_entity.put((space, *e, memory), ())?;
+        }
+        Ok(())
+    }
+
     /// Removes the mention of entity `entity` by memory `memory` (the edge both ways).
     ///
     /// # Errors
@@ -145,12 +171,14 @@ impl<'t> Writer<'t> {
         self.by_entity.remove((space, entity, memory)).map(|_| ())
     }
 
-    /// The RELATES_TO weight from entity `a` to `b` of `space` (0 when there is no edge).
+    /// The RELATES_TO weights of the entity pairs `pairs` of `space`, in their order (0 where there is no edge;
+    /// one batched read).
     ///
     /// # Errors
     /// Storage errors.
-    pub(crate) fn relates(&self, space: &str, a: &str, b: &str) -> Result<u64> {
-        Ok(self.relates.get((space, a, b))?.map(|v| v.value()).unwrap_or(0))
+    pub(crate) fn relates_many(&self, space: &str, pairs: &[(&str, &str)]) -> Result<Vec<u64>> {
+        let keys: Vec<(&str, &str, &str)> = pairs.iter().map(|(a, b)| (space, *a, *b)).collect();
+        Ok(self.relates.get_many(&keys)?.into_iter().map(|v| v.map_or(0, |v| v.value())).collect())
     }
 
     /// Sets the RELATES_TO weight from entity `a` to `b` of `space`; 0 deletes the edge.

@@ -73,12 +73,13 @@ impl<'t> Writer<'t> {
         self.records.get((space, id))
     }
 
-    /// Whether label `id` exists in `space`.
+    /// Labels `ids` of `space`, in their order (one batched read: [`crate::storage::Readable::get_many`]).
     ///
     /// # Errors
-    /// Storage errors.
-    pub(crate) fn contains(&self, space: &str, id: &str) -> Result<bool> {
-        self.records.contains((space, id))
+    /// Storage errors; [`crate::ErrorKind::Corrupt`].
+    pub(crate) fn get_many(&self, space: &str, ids: &[&str]) -> Result<Vec<Option<Label>>> {
+        let keys: Vec<(&str, &str)> = ids.iter().map(|id| (space, *id)).collect();
+        self.records.get_many(&keys)
     }
 
     /// Stores label `l` under id `id` of `space`.
@@ -120,6 +121,21 @@ impl<'t> Writer<'t> {
     pub(crate) fn link(&mut self, space: &str, memory: &str, label: &str) -> Result<()> {
         self.memory_labels.put((space, memory, label), ())?;
         self.label_memories.put((space, label, memory), ())
+    }
+
+    /// Puts each of `labels` on memory `memory` (the edges both ways), written kind by kind so that PostgreSQL
+    /// sends each kind's rows in one statement.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub(crate) fn link_many(&mut self, space: &str, memory: &str, labels: &[&str]) -> Result<()> {
+        for l in labels {
+            self.memory_labels.put((space, memory, *l), ())?;
+        }
+        for l in labels {
+            self.label_memories.put((space, *l, memory), ())?;
+        }
+        Ok(())
     }
 
     /// Takes label `label` off memory `memory` (the edge both ways).

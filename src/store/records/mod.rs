@@ -189,6 +189,14 @@ impl<T: Readable<K, Bytes>, K: KeyType, R: Codec> Records<T, K, R> {
         self.table.get(key)?.map(|v| R::from_bytes(v.value())).transpose()
     }
 
+    /// The records under each of `keys`, in their order (one statement on PostgreSQL: [`Readable::get_many`]).
+    ///
+    /// # Errors
+    /// Storage errors; [`crate::ErrorKind::Corrupt`] when stored bytes do not decode.
+    pub(crate) fn get_many<'a>(&self, keys: &[Borrowed<'a, K>]) -> Result<Vec<Option<R>>> {
+        self.table.get_many(keys)?.into_iter().map(|v| v.map(|v| R::from_bytes(v.value())).transpose()).collect()
+    }
+
     /// Whether a record is stored under `key` (without decoding it).
     ///
     /// # Errors
