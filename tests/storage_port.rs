@@ -325,3 +325,64 @@ fn puts_are_read_back_in_their_transaction_and_stored_whole_or_not_at_all() {
         assert!(outcome.is_ok() && stored);
     }
 }
+
+/// On PostgreSQL, the statements one call sends (counted on the calling thread by the driver side,
+/// `engram::storage::postgres::statements_sent`; background work counts on its own threads): a 10-hit hybrid
+/// search reads its space, the query's entity keys and entities, its candidates' MENTIONS edges, its hits and
+/// their labels with one statement per kind in one read transaction, whatever the number of hits and entities;
+/// a write of a memory naming three entities with two labels stays within the statements measured when its
+/// reads were batched (issue 36). On redb the test has nothing to count.
+#[cfg(feature = "postgres")]
+#[test]
+fn on_postgres_a_search_and_a_write_send_one_statement_per_record_kind() {
+    use engram::storage::postgres::statements_sent;
+    if backend::Backend::current() != backend::Backend::Postgres {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let store = backend::open(dir.path());
+    let write = |i: usize| {
+        store
+            .create_memory(NewMemory {
+                content: format!(
+                    "{} met {} in Paris to talk about the {} project, number {i}",
+                    PEOPLE[i % 4],
+                    PEOPLE[(i + 1) % 4],
+                    TOPICS[i % 6]
+                ),
+                labels: Some(vec!["work".into(), TOPICS[i % 6].into()]),
+                ..Default::default()
+            })
+            .unwrap()
+    };
+    for i in 0..24 {
+        write(i);
+    }
+    let before = statements_sent();
+    let res = store
+        .search(&SearchQuery {
+            query: "Alice Johnson and Bob Smith in Paris, the orchard project".into(),
+            space_id: "default".into(),
+            limit: 10,
+            filter: MemoryFilter::default(),
+            mode: SearchMode::Hybrid,
+            fusion: None,
+            query_embedding: None,
+            options: SearchOptions::default(),
+        })
+        .unwrap();
+    let search = statements_sent() - before;
+    assert_eq!(res.hits.len(), 10);
+    assert!(res.hits.iter().all(|h| h.view.label_ids.len() == 2), "every hit carries its two labels");
+    // BEGIN, spaces, entity_keys, entities, mentions, memories, memory_labels, ROLLBACK.
+    assert_eq!(search, 8, "statements of one 10-hit search");
+
+    let before = statements_sent();
+    let created = write(24);
+    let written = statements_sent() - before;
+    let names: Vec<&str> = created.entities.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(names, ["Alice Johnson", "Bob Smith", "Paris"]);
+    // Its transaction (about 30), the duplicate review's search (8) and the entities of its candidates (4):
+    // 44 when measured; 100 or more with the reads one record at a time.
+    assert!(written <= 44, "statements of one write: {written}");
+}

@@ -15,7 +15,7 @@ mod vectors;
 use std::time::Duration;
 
 pub use postgres::{Client, Config, NoTls};
-pub use tx::{PgRows, PgTable, PgTx};
+pub use tx::{PgRows, PgTable, PgTx, statements_sent};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::storage::tables::ALL;

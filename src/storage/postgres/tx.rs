@@ -26,6 +26,24 @@ use crate::storage::{Borrowed, Durability, KeyType, Kind, KindStats, ValueType};
 /// Rows per keyset page of a scan.
 const PAGE: usize = 256;
 
+thread_local! {
+    /// Statements this thread has sent through the port's transactions ([`statements_sent`]).
+    static SENT: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Counts `n` statements sent by this thread.
+pub(super) fn sent(n: u64) {
+    SENT.with(|c| c.set(c.get() + n));
+}
+
+/// The SQL statements this thread has sent to PostgreSQL through the storage port's transactions since it
+/// started: `BEGIN`, each read and write, `COMMIT` or `ROLLBACK` (a multi-statement `BEGIN` string counts once).
+/// Background threads count their own, so the difference around a call on one thread is the statements that
+/// call sent: what `tools/postgres/statements.sh` counts in the server's log, for one call.
+pub fn statements_sent() -> u64 {
+    SENT.with(std::cell::Cell::get)
+}
+
 /// One pooled connection and its prepared statements (by SQL text).
 pub struct Conn {
     pub(super) client: postgres::Client,
@@ -48,6 +66,7 @@ impl Conn {
 
     fn query(&mut self, sql: &str, params: &[SqlValue]) -> Result<Vec<Row>> {
         let stmt = self.statement(sql).map_err(|e| pg_error("preparing a statement failed", e))?;
+        sent(1);
         let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
         self.client.query(&stmt, &refs).map_err(|e| pg_error("a storage query failed", e))
     }
@@ -55,12 +74,14 @@ impl Conn {
     /// Runs a query with typed parameters (prepared once per connection), returning its rows.
     fn query_typed(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
         let stmt = self.statement(sql).map_err(|e| pg_error("preparing a statement failed", e))?;
+        sent(1);
         self.client.query(&stmt, params).map_err(|e| pg_error("a storage query failed", e))
     }
 
     /// Runs a statement with typed parameters (prepared once per connection).
     fn exec(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> std::result::Result<u64, postgres::Error> {
         let stmt = self.statement(sql)?;
+        sent(1);
         self.client.execute(&stmt, params)
     }
 }
@@ -193,6 +214,7 @@ impl Drop for TxConn {
     fn drop(&mut self) {
         if self.open {
             // A failure leaves a broken connection, which the pool discards.
+            sent(1);
             let _ = self.conn.client.batch_execute("ROLLBACK");
         }
     }
@@ -222,6 +244,7 @@ impl PgTx {
                  SELECT pg_advisory_xact_lock(hashtextextended('engram:write:' || current_schema(), 0))"
             }
         };
+        sent(1);
         tx.conn.client.batch_execute(sql).map_err(|e| pg_error("starting a transaction failed", e))?;
         tx.open = true;
         Ok(PgTx(Arc::new(Mutex::new(tx)), vectors))
@@ -273,6 +296,7 @@ impl PgTx {
         let mut tx = self.0.lock();
         tx.flush()?;
         tx.open = false;
+        sent(1);
         tx.conn.client.batch_execute("COMMIT").map_err(|e| pg_error("commit failed", e))
     }
 

@@ -314,6 +314,7 @@ pub(super) fn candidates(
         return Ok(Vec::new());
     }
     let limit = i64::try_from(k).unwrap_or(i64::MAX);
+    super::tx::sent(2);
     client
         .batch_execute(&format!(
             "SET LOCAL hnsw.iterative_scan = relaxed_order; SET LOCAL hnsw.ef_search = {}",
