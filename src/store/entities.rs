@@ -150,7 +150,11 @@ impl MemoryWrite<'_> {
             .zip(self.entities.by_keys(space, &lookups)?)
             .filter_map(|(k, id)| id.map(|id| (k, id)))
             .collect();
-        let mut ids: Vec<&str> = stored_keys.values().map(String::as_str).collect();
+        // The entities the keys name, and the id each name would get as a new entity (a stored entity whose
+        // keys are gone is found under it, as a read by id would).
+        let fresh: Vec<String> =
+            ordered.iter().map(|((kind, _), (_, spellings))| entity_id(*kind, &spellings[0])).collect();
+        let mut ids: Vec<&str> = stored_keys.values().chain(&fresh).map(String::as_str).collect();
         ids.sort_unstable();
         ids.dedup();
         let mut stored: HashMap<String, Entity> = ids
@@ -179,9 +183,10 @@ impl MemoryWrite<'_> {
             };
             let k = key(kind.as_str(), &name);
             let id = found_id.unwrap_or_else(|| entity_id(kind, &name));
-            // A name that resolves only through the store names an entity read above; one this loop wrote, its
-            // latest version; a new name, a new entity (none stored under its id, the key being new). An id
-            // not read above is looked up alone.
+            // An entity this loop wrote: its latest version; else one read above (named by a stored key, or
+            // under a new name's id). An id read neither way (a name resolved through this loop's own keys to
+            // an entity it did not write, which cannot happen as keys are written with their entity) is
+            // looked up alone.
             let known = match written.remove(&id).or_else(|| stored.remove(&id)) {
                 Some(e) => Some(e),
                 None => self.entities.get(space, id.as_str())?,
