@@ -362,13 +362,7 @@ fn on_postgres_a_search_and_a_write_send_one_statement_per_record_kind() {
     let res = store
         .search(&SearchQuery {
             query: "Alice Johnson and Bob Smith in Paris, the orchard project".into(),
-            space_id: "default".into(),
-            limit: 10,
-            filter: MemoryFilter::default(),
-            mode: SearchMode::Hybrid,
-            fusion: None,
-            query_embedding: None,
-            options: SearchOptions::default(),
+            ..Default::default()
         })
         .unwrap();
     let search = statements_sent() - before;

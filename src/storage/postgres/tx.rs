@@ -488,65 +488,56 @@ impl<'t, K: KeyType, V: ValueType> PgTable<'t, K, V> {
         }
     }
 
-    /// The values under each of `keys`, in their order (`None` where nothing is stored), in one statement: the
-    /// keys travel as arrays (`unnest(..) WITH ORDINALITY`) joined to the kind's table on its primary key.
-    pub fn get_many(&self, keys: &[Borrowed<'_, K>]) -> Result<Vec<Option<Vec<u8>>>> {
-        let mut out = vec![None; keys.len()];
-        let params: Vec<Vec<SqlValue>> = keys.iter().map(key_of::<K>).collect();
-        let Some(first) = params.first() else { return Ok(out) };
-        let values = if V::PARTS == 0 { "1".to_string() } else { list("t.v", V::PARTS) };
-        let join = (0..K::PARTS).map(|i| format!("t.k{i} = q.p{i}")).collect::<Vec<_>>().join(" AND ");
+    /// The rows of the kind whose first `parts` key columns equal those of one of `keys` (key columns, at least
+    /// `parts` of them each), with the index of that key: one statement, the keys travelling as arrays
+    /// (`unnest(..) WITH ORDINALITY`) joined to the kind's table. `select` names the columns after the index,
+    /// `order` is appended (an `ORDER BY` or nothing).
+    fn by_keys(&self, keys: &[Vec<SqlValue>], parts: usize, select: &str, order: &str) -> Result<Vec<(usize, Row)>> {
+        let Some(first) = keys.first() else { return Ok(Vec::new()) };
+        let join = (0..parts).map(|i| format!("t.k{i} = q.p{i}")).collect::<Vec<_>>().join(" AND ");
         let sql = format!(
-            "SELECT q.i, {values} FROM unnest({}) WITH ORDINALITY AS q({}, i) JOIN \"{}\" t ON {join}",
-            array_params(first),
-            list("p", K::PARTS),
+            "SELECT q.i, {select} FROM unnest({}) WITH ORDINALITY AS q({}, i) JOIN \"{}\" t ON {join}{order}",
+            array_params(&first[..parts]),
+            list("p", parts),
             self.name,
         );
-        let arrs = arrays(&params);
+        let trimmed: Vec<Vec<SqlValue>> = keys.iter().map(|k| k[..parts].to_vec()).collect();
+        let arrs = arrays(&trimmed);
         let refs: Vec<&(dyn ToSql + Sync)> = arrs.iter().map(|c| c.as_ref() as &(dyn ToSql + Sync)).collect();
         let rows = self.tx.lock().conn()?.query_typed(&sql, &refs)?;
-        for r in &rows {
+        let mut out = Vec::with_capacity(rows.len());
+        for r in rows {
             let i = r.try_get::<_, i64>(0).map_err(|e| pg_error("reading a column failed", e))?;
-            if let Some(slot) = usize::try_from(i - 1).ok().and_then(|i| out.get_mut(i)) {
-                *slot = Some(Self::value(r, 1)?);
+            if let Some(i) = usize::try_from(i - 1).ok().filter(|i| *i < keys.len()) {
+                out.push((i, r));
             }
         }
         Ok(out)
     }
 
+    /// The values under each of `keys`, in their order (`None` where nothing is stored), in one statement
+    /// joined on the whole primary key.
+    pub fn get_many(&self, keys: &[Borrowed<'_, K>]) -> Result<Vec<Option<Vec<u8>>>> {
+        let mut out = vec![None; keys.len()];
+        let params: Vec<Vec<SqlValue>> = keys.iter().map(key_of::<K>).collect();
+        let values = if V::PARTS == 0 { "1".to_string() } else { list("t.v", V::PARTS) };
+        for (i, r) in self.by_keys(&params, K::PARTS, &values, "")? {
+            out[i] = Some(Self::value(&r, 1)?);
+        }
+        Ok(out)
+    }
+
     /// For each of `keys`, the records whose first `parts` key parts equal its own, in key order, in one
-    /// statement (as [`PgTable::get_many`], joined on those parts only).
+    /// statement joined on those parts only.
     pub fn prefix_many(&self, keys: &[Borrowed<'_, K>], parts: usize) -> Result<Vec<Vec<RawPair>>> {
         let parts = parts.clamp(1, K::PARTS);
         let mut out = vec![Vec::new(); keys.len()];
-        let params: Vec<Vec<SqlValue>> = keys
-            .iter()
-            .map(|k| {
-                let mut v = key_of::<K>(k);
-                v.truncate(parts);
-                v
-            })
-            .collect();
-        let Some(first) = params.first() else { return Ok(out) };
-        let join = (0..parts).map(|i| format!("t.k{i} = q.p{i}")).collect::<Vec<_>>().join(" AND ");
-        let order = (0..K::PARTS).map(|i| format!("t.k{i}")).collect::<Vec<_>>().join(", ");
+        let params: Vec<Vec<SqlValue>> = keys.iter().map(key_of::<K>).collect();
         let values = if V::PARTS == 0 { "1".to_string() } else { list("t.v", V::PARTS) };
-        let sql = format!(
-            "SELECT q.i, {}, {values} FROM unnest({}) WITH ORDINALITY AS q({}, i) JOIN \"{}\" t ON {join} \
-             ORDER BY q.i, {order}",
-            list("t.k", K::PARTS),
-            array_params(first),
-            list("p", parts),
-            self.name,
-        );
-        let arrs = arrays(&params);
-        let refs: Vec<&(dyn ToSql + Sync)> = arrs.iter().map(|c| c.as_ref() as &(dyn ToSql + Sync)).collect();
-        let rows = self.tx.lock().conn()?.query_typed(&sql, &refs)?;
-        for r in &rows {
-            let i = r.try_get::<_, i64>(0).map_err(|e| pg_error("reading a column failed", e))?;
-            if let Some(slot) = usize::try_from(i - 1).ok().and_then(|i| out.get_mut(i)) {
-                slot.push((K::encode(&columns(r, 1, K::PARTS)?)?, Self::value(r, 1 + K::PARTS)?));
-            }
+        let order = (0..K::PARTS).map(|i| format!("t.k{i}")).collect::<Vec<_>>().join(", ");
+        let select = format!("{}, {values}", list("t.k", K::PARTS));
+        for (i, r) in self.by_keys(&params, parts, &select, &format!(" ORDER BY q.i, {order}"))? {
+            out[i].push((K::encode(&columns(&r, 1, K::PARTS)?)?, Self::value(&r, 1 + K::PARTS)?));
         }
         Ok(out)
     }
