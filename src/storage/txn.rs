@@ -38,6 +38,28 @@ pub(crate) fn range_prefix3_many<V: super::ValueType>(
         .collect()
 }
 
+/// Writes an edge both ways for each `b` of `bs`: `(a, from, b)` into `forward` and `(a, b, from)` into
+/// `backward`, all of one kind before the other, so that PostgreSQL sends each kind's rows in one statement
+/// (interleaved puts would send one statement per edge).
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn put_edges_both_ways(
+    forward: &mut super::Table<'_, (&'static str, &'static str, &'static str), ()>,
+    backward: &mut super::Table<'_, (&'static str, &'static str, &'static str), ()>,
+    a: &str,
+    from: &str,
+    bs: &[&str],
+) -> Result<()> {
+    for b in bs {
+        forward.put((a, from, *b), ())?;
+    }
+    for b in bs {
+        backward.put((a, *b, from), ())?;
+    }
+    Ok(())
+}
+
 /// How many 3-tuple keys have `(a, b)` as their first two parts.
 pub(crate) fn range_prefix2_count(
     t: &impl Readable<(&'static str, &'static str, &'static str), ()>,

@@ -162,8 +162,7 @@ impl MemoryWrite<'_> {
             .zip(self.entities.get_many(space, &ids)?)
             .filter_map(|(id, e)| e.map(|e| (id.to_string(), e)))
             .collect();
-        let mut keys_put: Vec<(String, String)> = Vec::new();
-        let mut key_index: HashMap<String, usize> = HashMap::new();
+        let mut keys_put: HashMap<String, String> = HashMap::new();
         let mut written: HashMap<String, Entity> = HashMap::new();
         let mut mentioned: Vec<String> = Vec::new();
         for (((kind, _), (_, spellings)), order) in ordered.into_iter().zip(orders) {
@@ -171,11 +170,7 @@ impl MemoryWrite<'_> {
             // The kind the rules guessed for a name may differ from the kind the store already knows it by
             // ("Mnemo" seen as an alias of a product): a known name of another name kind wins.
             let hit = order.iter().find_map(|(k, lookup)| {
-                key_index
-                    .get(lookup)
-                    .map(|i| keys_put[*i].1.clone())
-                    .or_else(|| stored_keys.get(lookup).cloned())
-                    .map(|id| (*k, id))
+                keys_put.get(lookup).or_else(|| stored_keys.get(lookup)).map(|id| (*k, id.clone()))
             });
             let (kind, found_id) = match hit {
                 Some((k, id)) => (k, Some(id)),
@@ -217,15 +212,8 @@ impl MemoryWrite<'_> {
                 {
                     e.aliases.push(s.clone());
                 }
-                for lookup in [key(kind.as_str(), s), k.clone()] {
-                    match key_index.get(&lookup) {
-                        Some(i) => keys_put[*i].1 = id.clone(),
-                        None => {
-                            key_index.insert(lookup.clone(), keys_put.len());
-                            keys_put.push((lookup, id.clone()));
-                        }
-                    }
-                }
+                keys_put.insert(key(kind.as_str(), s), id.clone());
+                keys_put.insert(k.clone(), id.clone());
             }
             if !old.contains(&id) {
                 e.mention_count += 1;

@@ -153,13 +153,7 @@ impl<'t> Writer<'t> {
     /// # Errors
     /// Storage errors.
     pub(crate) fn mention_many(&mut self, space: &str, memory: &str, entities: &[&str]) -> Result<()> {
-        for e in entities {
-            self.mentions.put((space, memory, *e), ())?;
-        }
-        for e in entities {
-            self.by_entity.put((space, *e, memory), ())?;
-        }
-        Ok(())
+        crate::storage::txn::put_edges_both_ways(&mut self.mentions, &mut self.by_entity, space, memory, entities)
     }
 
     /// Removes the mention of entity `entity` by memory `memory` (the edge both ways).

@@ -129,13 +129,13 @@ impl<'t> Writer<'t> {
     /// # Errors
     /// Storage errors.
     pub(crate) fn link_many(&mut self, space: &str, memory: &str, labels: &[&str]) -> Result<()> {
-        for l in labels {
-            self.memory_labels.put((space, memory, *l), ())?;
-        }
-        for l in labels {
-            self.label_memories.put((space, *l, memory), ())?;
-        }
-        Ok(())
+        crate::storage::txn::put_edges_both_ways(
+            &mut self.memory_labels,
+            &mut self.label_memories,
+            space,
+            memory,
+            labels,
+        )
     }
 
     /// Takes label `label` off memory `memory` (the edge both ways).
