@@ -8,7 +8,17 @@ set -euo pipefail
 engram=$1
 nmem=$2
 work=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
+# The daemons save their index snapshot and compact their file when they stop, so the directory is removed only after they exited.
+cleanup() {
+  local pids
+  pids=$(jobs -p)
+  if [ -n "$pids" ]; then
+    kill $pids 2>/dev/null || true
+    wait $pids 2>/dev/null || true
+  fi
+  rm -rf "$work" || true
+}
+trap cleanup EXIT
 
 start() { # dir port
   "$engram" serve --addr "127.0.0.1:$2" --data-dir "$1" --api-key check-key --embedding-model builtin \

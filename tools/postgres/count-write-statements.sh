@@ -19,7 +19,7 @@ port=$((15000 + RANDOM % 1000))
 ENGRAM_LOG=warn "$bin" serve --addr "127.0.0.1:$port" --data-dir "$data" --api-key k --database-url "$url" \
   --embedding-model builtin > /dev/null 2>&1 &
 pid=$!
-trap 'kill $pid 2>/dev/null || true; rm -rf "$data"' EXIT
+trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf "$data" || true' EXIT
 for _ in $(seq 1 100); do curl -sf "127.0.0.1:$port/livez" > /dev/null && break; sleep 0.2; done
 post() { curl -sf -H "X-NMEM-API-Key: k" -H 'content-type: application/json' -d "$1" "127.0.0.1:$port/memories" > /dev/null; }
 post '{"content":"warm up","labels":["a","b"]}'

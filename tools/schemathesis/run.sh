@@ -22,7 +22,7 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
 "$engram" serve --addr "127.0.0.1:$port" --data-dir "$data" --lockout-failures 0 --url-timeout 2 \
   > "$data.daemon.log" 2>&1 &
 daemon=$!
-trap 'kill $daemon 2>/dev/null || true; wait $daemon 2>/dev/null || true; rm -rf "$data"' EXIT
+trap 'kill $daemon 2>/dev/null || true; wait $daemon 2>/dev/null || true; rm -rf "$data" || true' EXIT
 for _ in $(seq 1 100); do curl -sf "127.0.0.1:$port/livez" > /dev/null && break; sleep 0.2; done
 key=$(cat "$data/api-key")
 # positive_data_acceptance and negative_data_rejection compare the handlers' validation with the schema's;
