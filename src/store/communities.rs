@@ -278,6 +278,9 @@ struct GraphInput {
     entities_of: Vec<Vec<u32>>,
 }
 
+/// MENTIONS edges read per batch of memory reads in [`read_graph`].
+const MENTION_CHUNK: usize = 2048;
+
 fn read_graph(rtx: &crate::storage::ReadTx) -> Result<GraphInput> {
     // Nodes: entities first (0..E), then memories.
     let mut entities: Vec<Entity> = Vec::new();
@@ -303,35 +306,52 @@ fn read_graph(rtx: &crate::storage::ReadTx) -> Result<GraphInput> {
     let mut mention_edges: Vec<(u32, u32, f64)> = Vec::new();
     let mut mentions_of: Vec<Vec<u32>> = vec![Vec::new(); e_count];
     let mut entities_of: Vec<Vec<u32>> = Vec::new();
-    for row in entity::mentions(&rtx)?.iter()? {
-        let (k, _) = row?;
-        let (s, m, e) = k.value();
-        let key = (s.to_string(), m.to_string());
-        let alive = match live.get(&key) {
-            Some(a) => *a,
-            None => {
-                // Sources of the graph: active, latest, not derived.
-                let a = mems.get((s, m))?.is_some_and(|sm| {
-                    sm.memory.state == MemoryState::Active && sm.memory.is_latest && !sm.memory.is_crystal
-                });
-                live.insert(key.clone(), a);
-                a
+    // The mentions a chunk at a time; the memories they name that were not seen yet are read in one batch per
+    // chunk (one statement on PostgreSQL, instead of one per memory).
+    let mut chunk: Vec<(String, String, String)> = Vec::with_capacity(MENTION_CHUNK);
+    let mentions = entity::mentions(&rtx)?;
+    let mut rows = mentions.iter()?;
+    loop {
+        chunk.clear();
+        for row in rows.by_ref().take(MENTION_CHUNK) {
+            let (k, _) = row?;
+            let (s, m, e) = k.value();
+            chunk.push((s.to_string(), m.to_string(), e.to_string()));
+        }
+        if chunk.is_empty() {
+            break;
+        }
+        let mut unseen: Vec<(&str, &str)> = chunk
+            .iter()
+            .filter(|(s, m, _)| !live.contains_key(&(s.clone(), m.clone())))
+            .map(|(s, m, _)| (s.as_str(), m.as_str()))
+            .collect();
+        unseen.sort_unstable();
+        unseen.dedup();
+        for (key, sm) in unseen.iter().zip(mems.get_many(&unseen)?) {
+            // Sources of the graph: active, latest, not derived.
+            let a = sm.is_some_and(|sm| {
+                sm.memory.state == MemoryState::Active && sm.memory.is_latest && !sm.memory.is_crystal
+            });
+            live.insert((key.0.to_string(), key.1.to_string()), a);
+        }
+        for (s, m, e) in chunk.drain(..) {
+            let Some(ei) = entity_index.get(&(s.clone(), e)) else { continue };
+            let key = (s, m);
+            if !live.get(&key).copied().unwrap_or(false) {
+                continue;
             }
-        };
-        let Some(ei) = entity_index.get(&(s.to_string(), e.to_string())) else { continue };
-        if !alive {
-            continue;
+            let mi = *memory_index.entry(key.clone()).or_insert_with(|| {
+                memory_nodes.push(key);
+                (memory_nodes.len() - 1) as u32
+            });
+            mention_edges.push((*ei, e_count as u32 + mi, 1.0));
+            mentions_of[*ei as usize].push(mi);
+            if entities_of.len() <= mi as usize {
+                entities_of.resize(mi as usize + 1, Vec::new());
+            }
+            entities_of[mi as usize].push(*ei);
         }
-        let mi = *memory_index.entry(key.clone()).or_insert_with(|| {
-            memory_nodes.push(key);
-            (memory_nodes.len() - 1) as u32
-        });
-        mention_edges.push((*ei, e_count as u32 + mi, 1.0));
-        mentions_of[*ei as usize].push(mi);
-        if entities_of.len() <= mi as usize {
-            entities_of.resize(mi as usize + 1, Vec::new());
-        }
-        entities_of[mi as usize].push(*ei);
     }
     Ok(GraphInput { entities, edges, memory_nodes, mention_edges, mentions_of, entities_of })
 }

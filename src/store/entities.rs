@@ -116,14 +116,17 @@ impl MemoryWrite<'_> {
     }
 
     /// Replaces the entities mentioned by memory `memory_id` with `mentions` ([`mentions_in`] of its text).
+    /// `created`: the memory is new in this transaction, so it mentions nothing yet (not read).
     pub(crate) fn set_mentions(
         &mut self,
         space: &str,
         memory_id: &str,
         mentions: Vec<Mention>,
+        created: bool,
         now: Timestamp,
     ) -> Result<MentionReport> {
-        let old = self.mentioned(space, memory_id)?;
+        // A memory this transaction creates mentions nothing yet: nothing to read.
+        let old = if created { Vec::new() } else { self.mentioned(space, memory_id)? };
         // Distinct (kind, canonical) in text order, with the spellings seen.
         let mut found: BTreeMap<Key, (usize, Vec<String>)> = BTreeMap::new();
         for (i, m) in mentions.into_iter().enumerate() {

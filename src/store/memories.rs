@@ -109,6 +109,19 @@ impl<'t> MemoryWrite<'t> {
         now: Timestamp,
     ) -> Result<BTreeSet<String>> {
         let current = self.label_ids(space, id)?;
+        self.set_labels_from(space, id, current, names, now)
+    }
+
+    /// [`MemoryWrite::set_labels`] where the caller knows the memory's current label ids (none for a memory
+    /// this transaction creates), so they are not read again.
+    pub fn set_labels_from(
+        &mut self,
+        space: &str,
+        id: &str,
+        current: BTreeSet<String>,
+        names: &BTreeSet<String>,
+        now: Timestamp,
+    ) -> Result<BTreeSet<String>> {
         let wanted: BTreeSet<String> = names.iter().map(|n| Label::id_for(n)).collect();
         // The labels taken off and put on, read once (one statement on PostgreSQL); their usage counts change
         // here and each is written once at the end, the edges kind by kind.
@@ -583,12 +596,19 @@ impl KnowledgeStore {
         let results = self.write(|txn, ops| {
             let base = Self::alloc_docnos(txn, batch.len() as u64)?;
             let mut t = MemoryWrite::open(txn)?;
+            if self.db.shared() && batch.len() > 1 {
+                // The given ids' spaces in one statement, not one per memory.
+                let ids: Vec<&str> = batch.iter().filter_map(|n| n.id.as_deref()).collect();
+                t.memories.spaces_of(&ids)?;
+            }
             let mut results = Vec::with_capacity(batch.len());
             for (i, (n, labels)) in batch.iter().zip(label_sets).enumerate() {
                 let space = n.space_id.as_deref().unwrap_or(DEFAULT_SPACE);
                 t.require_space(space)?;
                 let id = n.id.clone().unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
-                let existing = match t.memories.space_of(&id)? {
+                // An id made here (UUID v7) names no stored memory: nothing to read.
+                let stored_space = if n.id.is_some() { t.memories.space_of(&id)? } else { None };
+                let existing = match stored_space {
                     Some(s) if s != space => {
                         return Err(Error::new(
                             ErrorKind::Conflict,
@@ -977,7 +997,11 @@ fn put_with(
     };
     let stored = StoredMemory { docno, memory: merged };
     t.memories.place(space, &stored)?;
-    let label_ids = t.set_labels(space, &stored.memory.id, &wanted_names, now)?;
+    // A memory this write creates has no labels yet: nothing to read.
+    let label_ids = match &existing {
+        None => t.set_labels_from(space, &stored.memory.id, BTreeSet::new(), &wanted_names, now)?,
+        Some(_) => t.set_labels(space, &stored.memory.id, &wanted_names, now)?,
+    };
     let assigned: Vec<String> = wanted_names.iter().cloned().collect();
     let graph = if stored.memory.is_crystal {
         super::entities::MentionReport { entities: vec![], created_relationships: 0 }
@@ -987,7 +1011,7 @@ fn put_with(
             Some(p) if p.entity_text == et => p.mentions,
             _ => super::entities::mentions_in(&et),
         };
-        t.set_mentions(space, &stored.memory.id, mentions, now)?
+        t.set_mentions(space, &stored.memory.id, mentions, existing.is_none(), now)?
     } else {
         super::entities::MentionReport {
             entities: t.current_entities(space, &stored.memory.id)?,

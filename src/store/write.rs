@@ -91,6 +91,11 @@ impl Writes {
             // Any commit makes the index snapshot stale ([`super::snapshot`]).
             meta::meta(&txn)?.remove(super::snapshot::TOKEN_KEY)?;
         }
+        if c.bump && self.db.shared() {
+            // The two counters a memory write reads, in one statement (PostgreSQL's write transaction then
+            // answers their reads from what it read).
+            meta::meta(&txn)?.read_ahead(&["next_docno", "generation"])?;
+        }
         let out = f(&txn, &mut ops)?;
         if c.bump {
             let mut meta = meta::meta(&txn)?;

@@ -31,8 +31,11 @@ pub(super) const CREATE: &str = "
     );
     INSERT INTO engram_changes_pruned (upto) VALUES (0) ON CONFLICT DO NOTHING;";
 
-/// Appends a change in the caller's write transaction.
-pub(super) const PUBLISH: &str = "INSERT INTO engram_changes (seq, body) VALUES (nextval('engram_change_seq'), $1)";
+/// Appends the changes of the caller's write transaction, in their order: the statement up to the array of
+/// bodies (`$n::bytea[]`), which `WITH ORDINALITY AS u(b, i) ORDER BY i` follows. PostgreSQL evaluates the
+/// volatile `nextval` after the sort (since 9.6), so the `seq`s follow the bodies' order.
+pub(super) const PUBLISH_MANY: &str =
+    "INSERT INTO engram_changes (seq, body) SELECT nextval('engram_change_seq'), b FROM unnest(";
 
 /// The last `seq` committed as of the caller's snapshot (0 for none).
 pub(super) const HEAD: &str =

@@ -152,8 +152,8 @@ fn arrays(rows: &[Vec<SqlValue>]) -> Vec<Box<dyn ToSql + Sync>> {
     columns
 }
 
-/// The SQL array type of each column of `row`: `$1::text[], $2::int8[]`.
-fn array_params(row: &[SqlValue]) -> String {
+/// The SQL array type of each column of `row`, numbered from `$from`: `$1::text[], $2::int8[]`.
+fn array_params(row: &[SqlValue], from: usize) -> String {
     row.iter()
         .enumerate()
         .map(|(i, v)| {
@@ -163,50 +163,195 @@ fn array_params(row: &[SqlValue]) -> String {
                 SqlValue::Float(_) => "float8",
                 SqlValue::Bytes(_) => "bytea",
             };
-            format!("${}::{t}[]", i + 1)
+            format!("${}::{t}[]", i + from)
         })
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// A key's columns as one string, to find it again among held-back and known records.
+fn fingerprint(key: &[SqlValue]) -> String {
+    format!("{key:?}")
 }
 
 /// A transaction's connection: `open` until committed or rolled back (on drop).
 pub struct TxConn {
     conn: r2d2::PooledConnection<PgManager>,
     open: bool,
-    /// Records stored with [`PgTable::put`] and not yet sent.
-    pending: Option<Pending>,
+    /// Records stored with [`PgTable::put`] and not yet sent: one entry per table.
+    pending: Vec<Pending>,
+    /// The pgvector rows of the held-back `vectors` puts.
+    side: Option<SidePending>,
+    /// Change-feed bodies of [`PgTx::publish`], not yet sent.
+    changes: Vec<Vec<u8>>,
+    /// Write transactions only: what this transaction knows of each key it read or wrote.
+    known: Option<Known>,
 }
 
-/// Rows most held back before a flush.
-const PENDING_MAX: usize = 1000;
+/// Rows of one table most held back before a flush.
+const PENDING_MAX: usize = 4000;
 
-/// Writes of one table held back by [`PgTable::put`] until the transaction next talks to the server: then one
-/// `INSERT .. SELECT * FROM unnest($1::t[], ..) ON CONFLICT .. DO UPDATE` sends them all (one round trip
-/// instead of one per record). A later put of the same key replaces the earlier (one statement may not update
-/// a row twice).
+/// Writes of one table held back by [`PgTable::put`] until the transaction reads that table with a scan, or
+/// commits: then one `INSERT .. SELECT * FROM unnest($1::t[], ..) ON CONFLICT .. DO UPDATE` sends them all (one
+/// round trip instead of one per record), and the held-back writes of every table go out together as one
+/// statement (each table's insert a data-modifying `WITH` query). A later put of the same key replaces the
+/// earlier (one statement may not update a row twice).
 struct Pending {
     table: &'static str,
-    /// The statement, made from the first row's column types.
-    sql: String,
+    /// The statement before its array parameters: `INSERT INTO "t" (k0, v0) SELECT * FROM unnest(`.
+    head: String,
+    /// The statement after them: `) ON CONFLICT (k0) DO UPDATE SET v0 = EXCLUDED.v0`.
+    tail: String,
     rows: Vec<Vec<SqlValue>>,
-    /// Row index by key (the key columns' debug form).
+    /// Row index by key fingerprint.
     by_key: HashMap<String, usize>,
 }
 
+/// pgvector rows held back with the `vectors` puts, sent with them.
+struct SidePending {
+    index: Arc<VectorIndex>,
+    /// (space, docno, vector), one per key.
+    rows: Vec<(String, i64, Vec<f32>)>,
+    by_key: HashMap<(String, i64), usize>,
+}
+
+/// What a write transaction knows each key holds: the values it wrote (held back or sent) and read, `None`
+/// where it found or left nothing. Writers take turns under the store's advisory lock, so nothing but this
+/// transaction changes a key between its reads: a point read answered from here is the server's answer, and a
+/// key not here has no held-back write, so reading it needs no flush.
+#[derive(Default)]
+struct Known {
+    values: HashMap<(&'static str, String), Option<Vec<SqlValue>>>,
+    /// Tables deleted from by a scan (`clear`, `retain_in`): their point reads go to the server.
+    unknown: std::collections::HashSet<&'static str>,
+}
+
 impl TxConn {
-    /// Sends the held-back writes, if any.
-    fn flush(&mut self) -> Result<()> {
-        let Some(p) = self.pending.take() else { return Ok(()) };
-        let columns = arrays(&p.rows);
-        let refs: Vec<&(dyn ToSql + Sync)> = columns.iter().map(|c| c.as_ref() as &(dyn ToSql + Sync)).collect();
-        self.conn.exec(&p.sql, &refs).map(|_| ()).map_err(|e| pg_error(&format!("writing to {} failed", p.table), e))
+    /// Whether a write of `table` is held back.
+    fn holds(&self, table: &str) -> bool {
+        self.pending.iter().any(|p| p.table == table)
     }
 
-    /// The connection, after sending the held-back writes: every statement goes through here, so a read sees
-    /// the transaction's own puts.
+    /// Sends every held-back write in one statement, if there is any.
+    fn flush(&mut self) -> Result<()> {
+        let mut pending = std::mem::take(&mut self.pending);
+        let side = self.side.take();
+        let changes = std::mem::take(&mut self.changes);
+        // One text per set of tables, so that each is prepared once per connection.
+        pending.sort_by_key(|p| p.table);
+        let mut parts: Vec<String> = Vec::new();
+        let mut params: Vec<Box<dyn ToSql + Sync>> = Vec::new();
+        let mut names: Vec<&str> = Vec::new();
+        for p in &pending {
+            let Some(first) = p.rows.first() else { continue };
+            parts.push(format!("{}{}{}", p.head, array_params(first, params.len() + 1), p.tail));
+            params.extend(arrays(&p.rows));
+            names.push(p.table);
+        }
+        if let Some(side) = side.filter(|s| !s.rows.is_empty()) {
+            let mut dims: Vec<usize> = side.rows.iter().map(|r| r.2.len()).collect();
+            dims.sort_unstable();
+            dims.dedup();
+            for dim in dims {
+                let conn = &mut self.conn;
+                vectors::ensure_index(&mut |sql, p| conn.exec(sql, p), &side.index, dim)?;
+            }
+            let n = params.len();
+            parts.push(format!(
+                "INSERT INTO engram_vectors (k0, k1, dim, emb) SELECT k0, k1, dim, emb::{}.vector \
+                 FROM unnest(${}::text[], ${}::int8[], ${}::int4[], ${}::text[]) AS u(k0, k1, dim, emb) \
+                 ON CONFLICT (k0, k1) DO UPDATE SET dim = EXCLUDED.dim, emb = EXCLUDED.emb",
+                side.index.ext,
+                n + 1,
+                n + 2,
+                n + 3,
+                n + 4
+            ));
+            let (mut spaces, mut docnos, mut dims, mut embs) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            for (space, docno, v) in side.rows {
+                spaces.push(space);
+                docnos.push(docno);
+                dims.push(i32::try_from(v.len()).unwrap_or(i32::MAX));
+                embs.push(vectors::literal(&v));
+            }
+            params.push(Box::new(spaces));
+            params.push(Box::new(docnos));
+            params.push(Box::new(dims));
+            params.push(Box::new(embs));
+            names.push("engram_vectors");
+        }
+        if !changes.is_empty() {
+            parts.push(format!(
+                "{}${}::bytea[]) WITH ORDINALITY AS u(b, i) ORDER BY i",
+                super::feed::PUBLISH_MANY,
+                params.len() + 1
+            ));
+            params.push(Box::new(changes));
+            names.push("engram_changes");
+        }
+        let sql = match parts.len() {
+            0 => return Ok(()),
+            1 => parts.remove(0),
+            _ => {
+                let with: Vec<String> = parts.iter().enumerate().map(|(i, p)| format!("w{i} AS ({p})")).collect();
+                format!("WITH {} SELECT 1", with.join(", "))
+            }
+        };
+        let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|c| c.as_ref() as &(dyn ToSql + Sync)).collect();
+        self.conn
+            .exec(&sql, &refs)
+            .map(|_| ())
+            .map_err(|e| pg_error(&format!("writing to {} failed", names.join(", ")), e))
+    }
+
+    /// The connection, after sending every held-back write.
     fn conn(&mut self) -> Result<&mut Conn> {
         self.flush()?;
         Ok(&mut self.conn)
+    }
+
+    /// The connection for a statement that reads or writes `table` by a scan or a range: the held-back writes
+    /// are sent first when some are of `table`, so the statement sees the transaction's own puts.
+    fn conn_scanning(&mut self, table: &str) -> Result<&mut Conn> {
+        if self.holds(table) {
+            self.flush()?;
+        }
+        Ok(&mut self.conn)
+    }
+
+    /// The connection for point reads of keys of `table` that [`TxConn::known_value`] did not answer: no
+    /// held-back write is of those keys, so none is sent, except where the table is not tracked.
+    fn conn_point(&mut self, table: &'static str) -> Result<&mut Conn> {
+        match &self.known {
+            Some(k) if !k.unknown.contains(table) => Ok(&mut self.conn),
+            _ => self.conn_scanning(table),
+        }
+    }
+
+    /// What this write transaction knows `key` of `table` holds: `Some(None)` for nothing.
+    fn known_value(&self, table: &'static str, key: &str) -> Option<Option<Vec<SqlValue>>> {
+        let k = self.known.as_ref()?;
+        if k.unknown.contains(table) {
+            return None;
+        }
+        k.values.get(&(table, key.to_string())).cloned()
+    }
+
+    /// Records what `key` of `table` holds (write transactions only).
+    fn remember(&mut self, table: &'static str, key: String, value: Option<Vec<SqlValue>>) {
+        if let Some(k) = &mut self.known
+            && !k.unknown.contains(table)
+        {
+            k.values.insert((table, key), value);
+        }
+    }
+
+    /// Stops answering point reads of `table` from memory (after deletes by a scan).
+    fn forget(&mut self, table: &'static str) {
+        if let Some(k) = &mut self.known {
+            k.values.retain(|(t, _), _| *t != table);
+            k.unknown.insert(table);
+        }
     }
 }
 
@@ -229,7 +374,14 @@ impl PgTx {
         write: Option<Durability>,
         vectors: Option<Arc<VectorIndex>>,
     ) -> Result<PgTx> {
-        let mut tx = TxConn { conn, open: false, pending: None };
+        let mut tx = TxConn {
+            conn,
+            open: false,
+            pending: Vec::new(),
+            side: None,
+            changes: Vec::new(),
+            known: write.map(|_| Known::default()),
+        };
         let sql = match write {
             None => "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
             // An acknowledged write is in the server's WAL, whatever the server's default.
@@ -266,17 +418,14 @@ impl PgTx {
         vectors::candidates(&mut self.0.lock().conn()?.client, index, space, query, k).map(Some)
     }
 
-    /// Appends `body` to the change feed in this (write) transaction (`feed.rs`).
+    /// Appends `body` to the change feed in this (write) transaction (`feed.rs`): held back and sent with the
+    /// transaction's other held-back writes, at the latest with the commit.
     ///
     /// # Errors
-    /// Database errors.
+    /// None today; database errors surface when the change is sent.
     pub fn publish(&self, body: &[u8]) -> Result<()> {
-        self.0
-            .lock()
-            .conn()?
-            .exec(super::feed::PUBLISH, &[&body])
-            .map(|_| ())
-            .map_err(|e| pg_error("writing the change feed failed", e))
+        self.0.lock().changes.push(body.to_vec());
+        Ok(())
     }
 
     /// The last change-feed `seq` committed as of this transaction's snapshot.
@@ -444,8 +593,10 @@ impl<'t, K: KeyType, V: ValueType> PgTable<'t, K, V> {
         if V::PARTS == 0 { "1".to_string() } else { list("v", V::PARTS) }
     }
 
+    /// Runs a statement that reads or writes this table by a scan or a key (held-back writes of the table
+    /// sent first).
     fn query(&self, sql: &str, params: &[SqlValue]) -> Result<Vec<Row>> {
-        self.tx.lock().conn()?.query(sql, params)
+        self.tx.lock().conn_scanning(self.name)?.query(sql, params)
     }
 
     fn value(row: &Row, from: usize) -> Result<Vec<u8>> {
@@ -479,13 +630,21 @@ impl<'t, K: KeyType, V: ValueType> PgTable<'t, K, V> {
             .collect()
     }
 
-    /// The value under `key`, in redb's encoding.
+    /// The value under `key`, in redb's encoding. A write transaction answers keys it wrote or read before
+    /// without a statement.
     pub fn get(&self, key: &Borrowed<'_, K>) -> Result<Option<Vec<u8>>> {
-        let sql = format!("SELECT {} FROM \"{}\" WHERE {}", Self::value_cols(), self.name, key_eq(K::PARTS));
-        match self.query(&sql, &key_of::<K>(key))?.first() {
-            Some(r) => Ok(Some(Self::value(r, 0)?)),
-            None => Ok(None),
+        let cols = key_of::<K>(key);
+        let fp = fingerprint(&cols);
+        let mut tx = self.tx.lock();
+        if let Some(known) = tx.known_value(self.name, &fp) {
+            return known.map(|v| V::encode(&v)).transpose();
         }
+        let sql = format!("SELECT {} FROM \"{}\" WHERE {}", Self::value_cols(), self.name, key_eq(K::PARTS));
+        let rows = tx.conn_point(self.name)?.query(&sql, &cols)?;
+        let value = rows.first().map(|r| columns(r, 0, V::PARTS)).transpose()?;
+        let out = value.as_ref().map(|v| V::encode(v)).transpose()?;
+        tx.remember(self.name, fp, value);
+        Ok(out)
     }
 
     /// The rows of the kind whose first `parts` key columns equal those of one of `keys` (key columns, at least
@@ -493,18 +652,30 @@ impl<'t, K: KeyType, V: ValueType> PgTable<'t, K, V> {
     /// (`unnest(..) WITH ORDINALITY`) joined to the kind's table. `select` names the columns after the index,
     /// `order` is appended (an `ORDER BY` or nothing).
     fn by_keys(&self, keys: &[Vec<SqlValue>], parts: usize, select: &str, order: &str) -> Result<Vec<(usize, Row)>> {
+        Self::by_keys_on(self.tx.lock().conn_scanning(self.name)?, self.name, keys, parts, select, order)
+    }
+
+    /// [`PgTable::by_keys`] on `conn`.
+    fn by_keys_on(
+        conn: &mut Conn,
+        name: &str,
+        keys: &[Vec<SqlValue>],
+        parts: usize,
+        select: &str,
+        order: &str,
+    ) -> Result<Vec<(usize, Row)>> {
         let Some(first) = keys.first() else { return Ok(Vec::new()) };
         let join = (0..parts).map(|i| format!("t.k{i} = q.p{i}")).collect::<Vec<_>>().join(" AND ");
         let sql = format!(
             "SELECT q.i, {select} FROM unnest({}) WITH ORDINALITY AS q({}, i) JOIN \"{}\" t ON {join}{order}",
-            array_params(&first[..parts]),
+            array_params(&first[..parts], 1),
             list("p", parts),
-            self.name,
+            name,
         );
         let trimmed: Vec<Vec<SqlValue>> = keys.iter().map(|k| k[..parts].to_vec()).collect();
         let arrs = arrays(&trimmed);
         let refs: Vec<&(dyn ToSql + Sync)> = arrs.iter().map(|c| c.as_ref() as &(dyn ToSql + Sync)).collect();
-        let rows = self.tx.lock().conn()?.query_typed(&sql, &refs)?;
+        let rows = conn.query_typed(&sql, &refs)?;
         let mut out = Vec::with_capacity(rows.len());
         for r in rows {
             let i = r.try_get::<_, i64>(0).map_err(|e| pg_error("reading a column failed", e))?;
@@ -516,13 +687,32 @@ impl<'t, K: KeyType, V: ValueType> PgTable<'t, K, V> {
     }
 
     /// The values under each of `keys`, in their order (`None` where nothing is stored), in one statement
-    /// joined on the whole primary key.
+    /// joined on the whole primary key. A write transaction answers keys it wrote or read before without one.
     pub fn get_many(&self, keys: &[Borrowed<'_, K>]) -> Result<Vec<Option<Vec<u8>>>> {
         let mut out = vec![None; keys.len()];
-        let params: Vec<Vec<SqlValue>> = keys.iter().map(key_of::<K>).collect();
+        let mut tx = self.tx.lock();
+        let mut asked: Vec<(usize, String, Vec<SqlValue>)> = Vec::new();
+        for (i, k) in keys.iter().enumerate() {
+            let cols = key_of::<K>(k);
+            let fp = fingerprint(&cols);
+            match tx.known_value(self.name, &fp) {
+                Some(known) => out[i] = known.map(|v| V::encode(&v)).transpose()?,
+                None => asked.push((i, fp, cols)),
+            }
+        }
+        if asked.is_empty() {
+            return Ok(out);
+        }
+        let params: Vec<Vec<SqlValue>> = asked.iter().map(|a| a.2.clone()).collect();
         let values = if V::PARTS == 0 { "1".to_string() } else { list("t.v", V::PARTS) };
-        for (i, r) in self.by_keys(&params, K::PARTS, &values, "")? {
-            out[i] = Some(Self::value(&r, 1)?);
+        let rows = Self::by_keys_on(tx.conn_point(self.name)?, self.name, &params, K::PARTS, &values, "")?;
+        let mut found: Vec<Option<Vec<SqlValue>>> = vec![None; asked.len()];
+        for (j, r) in rows {
+            found[j] = Some(columns(&r, 1, V::PARTS)?);
+        }
+        for ((i, fp, _), value) in asked.into_iter().zip(found) {
+            out[i] = value.as_ref().map(|v| V::encode(v)).transpose()?;
+            tx.remember(self.name, fp, value);
         }
         Ok(out)
     }
@@ -575,80 +765,77 @@ impl<'t, K: KeyType, V: ValueType> PgTable<'t, K, V> {
         Ok(self.page(&Bound::Unbounded, &Bound::Unbounded, last, 1)?.pop().map(|(_, k, v)| (k, v)))
     }
 
-    /// Stores `value` under `key`, returning the value replaced.
+    /// Stores `value` under `key`, returning the value replaced: [`PgTable::get`], then [`PgTable::put`].
     pub fn insert(&mut self, key: &Borrowed<'_, K>, value: &Borrowed<'_, V>) -> Result<Option<Vec<u8>>> {
-        let mut params = key_of::<K>(key);
-        V::to_sql(value, &mut params);
-        let keys = list("k", K::PARTS);
-        let on_conflict = if V::PARTS == 0 {
-            "DO NOTHING".to_string()
-        } else {
-            let set: Vec<String> = (0..V::PARTS).map(|i| format!("v{i} = EXCLUDED.v{i}")).collect();
-            format!("DO UPDATE SET {}", set.join(", "))
-        };
-        let cols = if V::PARTS == 0 { keys.clone() } else { format!("{keys}, {}", list("v", V::PARTS)) };
-        let sql = format!(
-            "WITH old AS (SELECT {} FROM \"{n}\" WHERE {}), \
-             ins AS (INSERT INTO \"{n}\" ({cols}) VALUES ({}) ON CONFLICT ({keys}) {on_conflict}) \
-             SELECT * FROM old",
-            Self::value_cols(),
-            key_eq(K::PARTS),
-            placeholders(1, K::PARTS + V::PARTS),
-            n = self.name,
-        );
-        let old = match self.query(&sql, &params)?.first() {
-            Some(r) => Some(Self::value(r, 0)?),
-            None => None,
-        };
-        if let (Some(index), [SqlValue::Text(space), SqlValue::U64(docno), SqlValue::Bytes(b)]) =
-            (&self.side, params.as_slice())
-        {
-            let v = crate::storage::codec::vector_from_bytes(b);
-            let mut tx = self.tx.lock();
-            let conn = tx.conn()?;
-            vectors::put(&mut |sql, p| conn.exec(sql, p), index, space, *docno as i64, &v)?;
-        }
+        let old = self.get(key)?;
+        self.put(key, value)?;
         Ok(old)
     }
 
-    /// Stores `value` under `key` without reading the value replaced: held back and sent with the next puts of
-    /// this table in one statement, before anything else runs on the transaction. The `vectors` kind (which also
-    /// writes pgvector's table) is written at once.
+    /// Stores `value` under `key` without reading the value replaced: held back and sent with the
+    /// transaction's other held-back writes in one statement, when a scan of this table or the commit comes
+    /// (`Pending`). For the `vectors` kind the pgvector row is held back with it.
     pub fn put(&mut self, key: &Borrowed<'_, K>, value: &Borrowed<'_, V>) -> Result<()> {
-        if self.side.is_some() {
-            return self.insert(key, value).map(|_| ());
-        }
         let mut row = key_of::<K>(key);
         V::to_sql(value, &mut row);
-        let fingerprint = format!("{:?}", &row[..K::PARTS]);
+        let fp = fingerprint(&row[..K::PARTS]);
         let mut tx = self.tx.lock();
-        if tx.pending.as_ref().is_some_and(|p| p.table != self.name || p.rows.len() >= PENDING_MAX) {
+        if tx.pending.iter().any(|p| p.table == self.name && p.rows.len() >= PENDING_MAX) {
             tx.flush()?;
         }
-        let p = tx.pending.get_or_insert_with(|| {
-            let keys = list("k", K::PARTS);
-            let cols = if V::PARTS == 0 { keys.clone() } else { format!("{keys}, {}", list("v", V::PARTS)) };
-            let on_conflict = if V::PARTS == 0 {
-                "DO NOTHING".to_string()
-            } else {
-                let set: Vec<String> = (0..V::PARTS).map(|i| format!("v{i} = EXCLUDED.v{i}")).collect();
-                format!("DO UPDATE SET {}", set.join(", "))
-            };
-            Pending {
-                table: self.name,
-                sql: format!(
-                    "INSERT INTO \"{}\" ({cols}) SELECT * FROM unnest({}) ON CONFLICT ({keys}) {on_conflict}",
-                    self.name,
-                    array_params(&row)
-                ),
+        if let (Some(index), [SqlValue::Text(space), SqlValue::U64(docno), SqlValue::Bytes(b)]) =
+            (&self.side, row.as_slice())
+        {
+            let v = crate::storage::codec::vector_from_bytes(b);
+            let key = (space.clone(), *docno as i64);
+            let side = tx.side.get_or_insert_with(|| SidePending {
+                index: index.clone(),
                 rows: Vec::new(),
                 by_key: HashMap::new(),
+            });
+            if let Some(&i) = side.by_key.get(&key) {
+                side.rows.swap_remove(i);
+                side.by_key.remove(&key);
+                if let Some(moved) = side.rows.get(i) {
+                    side.by_key.insert((moved.0.clone(), moved.1), i);
+                }
             }
-        });
-        match p.by_key.get(&fingerprint) {
+            if v.is_empty() {
+                // No vector: its pgvector row goes (vectors::put deletes for an empty one).
+                let conn = tx.conn()?;
+                vectors::delete(&mut |sql, p| conn.exec(sql, p), &key.0, key.1)?;
+            } else {
+                side.by_key.insert(key.clone(), side.rows.len());
+                side.rows.push((key.0, key.1, v));
+            }
+        }
+        tx.remember(self.name, fp.clone(), Some(row[K::PARTS..].to_vec()));
+        let at = match tx.pending.iter().position(|p| p.table == self.name) {
+            Some(i) => i,
+            None => {
+                let keys = list("k", K::PARTS);
+                let cols = if V::PARTS == 0 { keys.clone() } else { format!("{keys}, {}", list("v", V::PARTS)) };
+                let on_conflict = if V::PARTS == 0 {
+                    "DO NOTHING".to_string()
+                } else {
+                    let set: Vec<String> = (0..V::PARTS).map(|i| format!("v{i} = EXCLUDED.v{i}")).collect();
+                    format!("DO UPDATE SET {}", set.join(", "))
+                };
+                tx.pending.push(Pending {
+                    table: self.name,
+                    head: format!("INSERT INTO \"{}\" ({cols}) SELECT * FROM unnest(", self.name),
+                    tail: format!(") ON CONFLICT ({keys}) {on_conflict}"),
+                    rows: Vec::new(),
+                    by_key: HashMap::new(),
+                });
+                tx.pending.len() - 1
+            }
+        };
+        let p = &mut tx.pending[at];
+        match p.by_key.get(&fp) {
             Some(&i) => p.rows[i] = row,
             None => {
-                p.by_key.insert(fingerprint, p.rows.len());
+                p.by_key.insert(fp, p.rows.len());
                 p.rows.push(row);
             }
         }
@@ -658,6 +845,7 @@ impl<'t, K: KeyType, V: ValueType> PgTable<'t, K, V> {
     /// Deletes every record of the kind in one statement (and, for `vectors`, every pgvector row).
     pub fn clear(&mut self) -> Result<()> {
         let mut tx = self.tx.lock();
+        tx.forget(self.name);
         let conn = tx.conn()?;
         conn.query(&format!("DELETE FROM \"{}\"", self.name), &[])?;
         if self.side.is_some() {
@@ -681,10 +869,12 @@ impl<'t, K: KeyType, V: ValueType> PgTable<'t, K, V> {
         let sql = format!("DELETE FROM \"{}\" WHERE {} RETURNING {}", self.name, key_eq(K::PARTS), Self::value_cols());
         let key = key_of::<K>(key);
         self.delete_side(&key)?;
-        match self.query(&sql, &key)?.first() {
-            Some(r) => Ok(Some(Self::value(r, 0)?)),
-            None => Ok(None),
-        }
+        let old = match self.query(&sql, &key)?.first() {
+            Some(r) => Some(Self::value(r, 0)?),
+            None => None,
+        };
+        self.tx.lock().remember(self.name, fingerprint(&key), None);
+        Ok(old)
     }
 
     /// Deletes the records in `range` for which `keep` is false.
@@ -699,6 +889,7 @@ impl<'t, K: KeyType, V: ValueType> PgTable<'t, K, V> {
         let mut lo = bound_of::<K, KR>(range.start_bound());
         let hi = bound_of::<K, KR>(range.end_bound());
         let sql = format!("DELETE FROM \"{}\" WHERE {}", self.name, key_eq(K::PARTS));
+        self.tx.lock().forget(self.name);
         loop {
             let page = self.page(&lo, &hi, false, PAGE)?;
             let full = page.len() == PAGE;

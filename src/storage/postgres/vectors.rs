@@ -28,7 +28,7 @@ const EF_SEARCH: usize = 96;
 #[derive(Debug)]
 pub struct VectorIndex {
     /// The extension's schema, quoted as an identifier.
-    ext: String,
+    pub(super) ext: String,
     indexed: Mutex<HashSet<usize>>,
     /// While a bulk load runs ([`defer`]): vectors are written without making sure of their dimension's index.
     deferred: AtomicBool,
@@ -145,12 +145,9 @@ fn backfill(client: &mut Client, index: &VectorIndex) -> Result<()> {
 /// Runs one statement; the rows it affected or returned.
 type Exec<'a> = dyn FnMut(&str, &[&(dyn ToSql + Sync)]) -> std::result::Result<u64, postgres::Error> + 'a;
 
-/// Writes one vector (replacing the docno's), first making sure of its dimension's partial HNSW index.
-pub(super) fn put(exec: &mut Exec<'_>, index: &VectorIndex, space: &str, docno: i64, v: &[f32]) -> Result<()> {
-    let dim = v.len();
-    if dim == 0 {
-        return delete(exec, space, docno);
-    }
+/// Makes the partial HNSW index of dimension `dim` unless this process made it, a bulk load defers it, or
+/// another process's bulk load runs ([`bulk_loading`]).
+pub(super) fn ensure_index(exec: &mut Exec<'_>, index: &VectorIndex, dim: usize) -> Result<()> {
     let ext = &index.ext;
     if !index.deferred.load(Ordering::Acquire) && !index.indexed.lock().contains(&dim) && !bulk_loading(exec)? {
         exec(
@@ -163,6 +160,33 @@ pub(super) fn put(exec: &mut Exec<'_>, index: &VectorIndex, space: &str, docno: 
         .map_err(|e| pg_error("creating a vector index failed", e))?;
         index.indexed.lock().insert(dim);
     }
+    Ok(())
+}
+
+/// pgvector's text form of `v`, `[0.25,-1,...]`: Rust prints the shortest decimal that reads back as the same
+/// `f32`, and pgvector reads it with `strtof`, so the stored vector is exactly `v`.
+pub(super) fn literal(v: &[f32]) -> String {
+    use std::fmt::Write;
+    let mut out = String::with_capacity(v.len() * 11 + 2);
+    out.push('[');
+    for (i, x) in v.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let _ = write!(out, "{x}");
+    }
+    out.push(']');
+    out
+}
+
+/// Writes one vector (replacing the docno's), first making sure of its dimension's partial HNSW index.
+pub(super) fn put(exec: &mut Exec<'_>, index: &VectorIndex, space: &str, docno: i64, v: &[f32]) -> Result<()> {
+    let dim = v.len();
+    if dim == 0 {
+        return delete(exec, space, docno);
+    }
+    ensure_index(exec, index, dim)?;
+    let ext = &index.ext;
     let d = dim as i32;
     exec(
         &format!(

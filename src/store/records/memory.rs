@@ -265,6 +265,15 @@ impl<'t> Writer<'t> {
         Ok(self.by_id.get(id)?.map(|v| v.value().to_string()))
     }
 
+    /// The spaces memories `ids` live in, in their order, in one batch (one statement on PostgreSQL, whose write
+    /// transaction then answers [`Writer::space_of`] for them without another).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub(crate) fn spaces_of(&self, ids: &[&str]) -> Result<Vec<Option<String>>> {
+        Ok(self.by_id.get_many(ids)?.into_iter().map(|v| v.map(|v| v.value().to_string())).collect())
+    }
+
     /// The memories of `space` whose ids start with `prefix`, in id order.
     ///
     /// # Errors

@@ -68,6 +68,15 @@ impl<T: Readable<K1, Bytes>> Meta<T> {
         Ok(self.0.get(key)?.and_then(|v| serde_json::from_slice(v.value()).ok()))
     }
 
+    /// Reads `keys` in one batch and forgets the values: on PostgreSQL a write transaction answers later reads
+    /// of them without a statement (on redb this only costs the reads).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub(crate) fn read_ahead(&self, keys: &[&str]) -> Result<()> {
+        self.0.get_many(keys).map(|_| ())
+    }
+
     /// Whether `key` is set.
     ///
     /// # Errors
