@@ -365,8 +365,17 @@ impl WriteTx {
     /// # Errors
     /// Storage errors; nothing is written then.
     pub fn commit(self) -> Result<()> {
+        self.commit_published().map(|_| ())
+    }
+
+    /// [`WriteTx::commit`], returning the change-feed `seq`s of what the transaction published, lowest and
+    /// highest (`None` when it published nothing, and always on a redb file).
+    ///
+    /// # Errors
+    /// Storage errors; nothing is written then.
+    pub fn commit_published(self) -> Result<Option<(u64, u64)>> {
         match self.0 {
-            WriteInner::Redb(t) => t.commit(),
+            WriteInner::Redb(t) => t.commit().map(|()| None),
             #[cfg(feature = "postgres")]
             WriteInner::Pg(t) => t.commit(),
         }

@@ -142,6 +142,32 @@ impl Feed {
         (self.wake_hnsw)();
     }
 
+    /// Applies the index operations of this process's own commit, which published them as the feed entries
+    /// `published` (lowest and highest `seq`). When that is the one entry after this process's position, it
+    /// applies them directly and moves the position past it: what [`Feed::catch_up`] would do, without reading
+    /// the feed back (one statement less per write). Otherwise (entries of other processes in between, a gap a
+    /// rolled-back transaction left in the sequence, or the position already past it) it catches up.
+    pub(crate) fn apply_own(&self, ops: Vec<IndexOp>, published: Option<(u64, u64)>) {
+        if let Some((lo, hi)) = published
+            && lo == hi
+            && self.shared()
+        {
+            let mut position = self.position.lock();
+            if *position + 1 == lo {
+                let (dim, vector, window) = (self.dim, self.vector, self.context_window);
+                apply_ops(&self.index, ops, &|| SpaceIndex::empty(dim, vector, window));
+                *position = lo;
+                drop(position);
+                (self.wake_hnsw)();
+                return;
+            }
+            if *position >= hi {
+                return;
+            }
+        }
+        self.apply(ops);
+    }
+
     /// Applies every feed entry after this process's position, in order. A position older than the feed's
     /// retention, or an entry that does not decode (written by a newer build), rebuilds the indexes from the
     /// tables instead.

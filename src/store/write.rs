@@ -103,9 +103,9 @@ impl Writes {
             meta.put_u64("generation", g)?;
         }
         self.feed.publish(&txn, ChangeOut::Index(&ops))?;
-        txn.commit()?;
+        let published = txn.commit_published()?;
         if !ops.is_empty() {
-            self.feed.apply(ops);
+            self.feed.apply_own(ops, published);
         }
         Ok(out)
     }

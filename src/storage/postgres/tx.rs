@@ -186,6 +186,8 @@ pub struct TxConn {
     changes: Vec<Vec<u8>>,
     /// Write transactions only: what this transaction knows of each key it read or wrote.
     known: Option<Known>,
+    /// The lowest and highest change-feed `seq` this transaction's sent changes took.
+    published: Option<(u64, u64)>,
 }
 
 /// Rows of one table most held back before a flush.
@@ -280,28 +282,42 @@ impl TxConn {
             params.push(Box::new(embs));
             names.push("engram_vectors");
         }
-        if !changes.is_empty() {
+        let publishes = !changes.is_empty();
+        if publishes {
             parts.push(format!(
-                "{}${}::bytea[]) WITH ORDINALITY AS u(b, i) ORDER BY i",
+                "{}${}::bytea[]) WITH ORDINALITY AS u(b, i) ORDER BY i RETURNING seq",
                 super::feed::PUBLISH_MANY,
                 params.len() + 1
             ));
             params.push(Box::new(changes));
             names.push("engram_changes");
         }
-        let sql = match parts.len() {
-            0 => return Ok(()),
-            1 => parts.remove(0),
-            _ => {
-                let with: Vec<String> = parts.iter().enumerate().map(|(i, p)| format!("w{i} AS ({p})")).collect();
-                format!("WITH {} SELECT 1", with.join(", "))
+        if parts.is_empty() {
+            return Ok(());
+        }
+        // The last query gives the feed's `seq`s, lowest and highest, when it is the feed's insert.
+        let last = parts.len() - 1;
+        let with: Vec<String> = parts[..last].iter().enumerate().map(|(i, p)| format!("w{i} AS ({p})")).collect();
+        let sql = match (with.is_empty(), publishes) {
+            (true, false) => parts[last].clone(),
+            (false, false) => format!("WITH {}, w{last} AS ({}) SELECT 1", with.join(", "), parts[last]),
+            (true, true) => format!("WITH f AS ({}) SELECT min(seq), max(seq) FROM f", parts[last]),
+            (false, true) => {
+                format!("WITH {}, f AS ({}) SELECT min(seq), max(seq) FROM f", with.join(", "), parts[last])
             }
         };
         let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|c| c.as_ref() as &(dyn ToSql + Sync)).collect();
-        self.conn
-            .exec(&sql, &refs)
-            .map(|_| ())
-            .map_err(|e| pg_error(&format!("writing to {} failed", names.join(", ")), e))
+        let failed = |e| pg_error(&format!("writing to {} failed", names.join(", ")), e);
+        if !publishes {
+            return self.conn.exec(&sql, &refs).map(|_| ()).map_err(failed);
+        }
+        let rows = self.conn.query_typed(&sql, &refs)?;
+        let seqs = rows.first().and_then(|r| Some((r.try_get::<_, i64>(0).ok()?, r.try_get::<_, i64>(1).ok()?)));
+        if let Some((lo, hi)) = seqs {
+            let (lo, hi) = (lo.max(0) as u64, hi.max(0) as u64);
+            self.published = Some(self.published.map_or((lo, hi), |(l, h)| (l.min(lo), h.max(hi))));
+        }
+        Ok(())
     }
 
     /// The connection, after sending every held-back write.
@@ -381,6 +397,7 @@ impl PgTx {
             side: None,
             changes: Vec::new(),
             known: write.map(|_| Known::default()),
+            published: None,
         };
         let sql = match write {
             None => "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
@@ -437,16 +454,17 @@ impl PgTx {
         Ok(rows.first().and_then(|r| r.try_get::<_, i64>(0).ok()).unwrap_or(0).max(0) as u64)
     }
 
-    /// Commits.
+    /// Commits; gives the lowest and highest change-feed `seq` its changes took, when it published any.
     ///
     /// # Errors
     /// Database errors; nothing is written then.
-    pub fn commit(self) -> Result<()> {
+    pub fn commit(self) -> Result<Option<(u64, u64)>> {
         let mut tx = self.0.lock();
         tx.flush()?;
         tx.open = false;
         sent(1);
-        tx.conn.client.batch_execute("COMMIT").map_err(|e| pg_error("commit failed", e))
+        tx.conn.client.batch_execute("COMMIT").map_err(|e| pg_error("commit failed", e))?;
+        Ok(tx.published)
     }
 
     /// The bytes of `name`'s table (the main forks of its heap and TOAST table as stored bytes, its indexes as
