@@ -136,8 +136,7 @@ impl Feed {
                 tracing::warn!(error = %e.chain(), "reading the change feed failed; retrying shortly");
             }
         } else if !ops.is_empty() {
-            let (dim, vector, window) = (self.dim, self.vector, self.context_window);
-            apply_ops(&self.index, ops, &|| SpaceIndex::empty(dim, vector, window));
+            self.apply_ops(ops);
         }
         (self.wake_hnsw)();
     }
@@ -154,8 +153,7 @@ impl Feed {
         {
             let mut position = self.position.lock();
             if *position + 1 == lo {
-                let (dim, vector, window) = (self.dim, self.vector, self.context_window);
-                apply_ops(&self.index, ops, &|| SpaceIndex::empty(dim, vector, window));
+                self.apply_ops(ops);
                 *position = lo;
                 drop(position);
                 (self.wake_hnsw)();
@@ -200,10 +198,7 @@ impl Feed {
                     }
                     ChangeIn::Vectors(v) => {
                         if !ops.is_empty() {
-                            let (dim, vector, window) = (self.dim, self.vector, self.context_window);
-                            apply_ops(&self.index, std::mem::take(&mut ops), &|| {
-                                SpaceIndex::empty(dim, vector, window)
-                            });
+                            self.apply_ops(std::mem::take(&mut ops));
                         }
                         vectors.extend(v);
                     }
@@ -217,8 +212,7 @@ impl Feed {
                 *position = seq;
             }
             if !ops.is_empty() {
-                let (dim, vector, window) = (self.dim, self.vector, self.context_window);
-                apply_ops(&self.index, ops, &|| SpaceIndex::empty(dim, vector, window));
+                self.apply_ops(ops);
                 (self.wake_hnsw)();
             }
             if !vectors.is_empty() {
@@ -232,6 +226,12 @@ impl Feed {
                 return Ok(());
             }
         }
+    }
+
+    /// Applies index operations to this process's indexes (a new space gets this store's empty index).
+    fn apply_ops(&self, ops: Vec<IndexOp>) {
+        let (dim, vector, window) = (self.dim, self.vector, self.context_window);
+        apply_ops(&self.index, ops, &|| SpaceIndex::empty(dim, vector, window));
     }
 
     /// New vectors of memories still in the catalog and without one (a later delete wins).
