@@ -12,7 +12,7 @@
 //! earlier run with the same `--n` and `--sequence`), ingest is skipped and the run measures search and reopen on
 //! it; the directory is kept. `--more N` with such a store first writes N more memories into it, in the same
 //! batches, and reports that ingest rate (the rate at the store's size). `--modes hybrid,vector,lexical` runs
-//! only the named searches (for a profile of one path).
+//! only the named searches (for a profile of one path); `--slowest N` prints each mode's N slowest queries.
 //!
 //! Texts are generated sentences over a Zipf-distributed vocabulary (names, places, activities and ~20,000
 //! generated content words), not uniform random vectors, so vectors have the structure of real text.
@@ -222,6 +222,8 @@ fn main() -> engram::Result<()> {
         })
         .collect();
     // `--modes lexical,hybrid` runs only those (for profiling one path).
+    // `--slowest N` prints the N slowest queries of each mode with their latency (what the p99 is made of).
+    let slowest = arg("--slowest", 0);
     let modes = args.iter().position(|a| a == "--modes").and_then(|i| args.get(i + 1)).cloned();
     for (name, mode) in
         [("hybrid", SearchMode::Hybrid), ("vector", SearchMode::Vector), ("lexical", SearchMode::Lexical)]
@@ -243,6 +245,13 @@ fn main() -> engram::Result<()> {
             })?;
             lat.push(t.elapsed().as_secs_f64() * 1000.0);
             assert!(!r.hits.is_empty());
+        }
+        if slowest > 0 {
+            let mut by: Vec<(f64, &String)> = lat.iter().copied().zip(&qtexts).collect();
+            by.sort_by(|a, b| b.0.total_cmp(&a.0));
+            for (ms, q) in by.iter().take(slowest) {
+                println!("  slow {name}: {ms:.2} ms  {q:?}");
+            }
         }
         println!(
             "{name} search, k=10, {queries} queries: p50 {:.2} ms, p99 {:.2} ms",
