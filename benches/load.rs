@@ -10,7 +10,9 @@
 //! with its own data directory, pool, indexes and server on its own port; client `c` talks to daemon `c % N`).
 //! `--existing` serves a database that already holds `--memories` memories of an earlier run (ids
 //! `mem-000000`..): nothing is generated, the vector index is built as at the end of a bulk load (timed), and
-//! `--index-wait SECS` (default 900) bounds the wait for the daemons' in-memory indexes.
+//! `--index-wait SECS` (default 900) bounds the wait for the daemons' in-memory indexes. `--data-dir DIR` keeps the
+//! first daemon's data directory in DIR (a temporary one otherwise), so that a later `--existing` run opens with
+//! the index snapshot and HNSW graphs it saved at close.
 
 mod common;
 use common::{Conn, SplitMix, arg, pct, rss_mib};
@@ -35,8 +37,12 @@ fn main() {
     let n = arg(&args, "--memories", 100_000);
     let clients = arg(&args, "--clients", 8);
     let seconds = arg(&args, "--seconds", 180);
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mut config = StoreConfig::new(dir.path());
+    // `--data-dir DIR`: the (first) daemon's data directory, kept after the run, so that a later `--existing` run
+    // opens with what it saved at close (its index snapshot and HNSW graphs); a temporary directory otherwise.
+    let kept = args.iter().position(|a| a == "--data-dir").and_then(|i| args.get(i + 1)).map(std::path::PathBuf::from);
+    let temp = tempfile::tempdir().expect("tempdir");
+    let dir_path = kept.unwrap_or_else(|| temp.path().to_path_buf());
+    let mut config = StoreConfig::new(&dir_path);
     config.database_url = args.iter().position(|a| a == "--database-url").and_then(|i| args.get(i + 1)).cloned();
     let config_url = config.database_url.clone();
     println!("backend: {}", if config.database_url.is_some() { "postgres" } else { "redb" });
@@ -112,7 +118,7 @@ fn main() {
     }
     let mut servers = Vec::new();
     for (i, s) in stores.iter().enumerate() {
-        let mut cfg = ServerConfig::new(if i == 0 { dir.path() } else { dirs[i - 1].path() });
+        let mut cfg = ServerConfig::new(if i == 0 { &dir_path } else { dirs[i - 1].path() });
         cfg.addr = "127.0.0.1:0".parse().expect("addr");
         cfg.api_key = Some(KEY.into());
         servers.push(start(cfg, s.clone(), ServiceInfo::default()).expect("server"));

@@ -1,6 +1,11 @@
 //! The index snapshot of a redb store (`<data_dir>/indexes.snapshot`, `src/store/snapshot.rs`): written at
 //! close, used at the next open only when it matches the committed state, and never trusted when damaged or
-//! stale. Each test compares searches (ids and scores, bit for bit) with and without the snapshot.
+//! stale. Each test compares searches (ids and scores, bit for bit) with and without the snapshot. On PostgreSQL
+//! (feature `postgres`, `ENGRAM_TEST_PG`), a daemon's own snapshot (`indexes-<store id>.snapshot`) is used at its
+//! next open when the change feed still holds every entry after it, and it catches up from there.
+
+#[cfg(feature = "postgres")]
+mod backend;
 
 use engram::{KnowledgeStore, MemoryFilter, NewMemory, SearchMode, SearchQuery, StoreConfig};
 
@@ -205,4 +210,70 @@ fn a_sparse_file_is_compacted_at_close() {
     let store = open(dir.path());
     assert_eq!(answers(&store), before);
     assert_eq!(store.health().unwrap().memories, 50);
+}
+
+/// The PostgreSQL snapshot files (`indexes-<store id>.snapshot`) in `dir`.
+#[cfg(feature = "postgres")]
+fn shared_snapshots(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut out: Vec<std::path::PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("indexes-") && n.ends_with(".snapshot"))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn a_daemon_on_postgresql_reopens_from_its_snapshot_and_catches_up_from_the_feed() {
+    if backend::pg_server().is_none() {
+        return;
+    }
+    let base = tempfile::tempdir().unwrap();
+    let url = backend::pg_url_for(base.path());
+    let config = |name: &str| StoreConfig::new(base.path().join(name)).database(url.clone());
+    let a = base.path().join("a");
+
+    let store = KnowledgeStore::open(config("a")).expect("open a");
+    fill(&store, 0, 200);
+    drop(store);
+    let files = shared_snapshots(&a);
+    assert_eq!(files.len(), 1, "one snapshot written at close: {files:?}");
+    let file = files[0].clone();
+    let written = std::fs::read(&file).unwrap();
+
+    // Another daemon writes and deletes while this one is stopped.
+    let other = KnowledgeStore::open(config("b")).expect("open b");
+    fill(&other, 200, 260);
+    other.delete_memory("m7", None).expect("delete");
+    let expected = answers(&other);
+    drop(other);
+
+    let store = KnowledgeStore::open(config("a")).expect("reopen a");
+    assert!(file.exists(), "the snapshot was used (one not used is deleted at open)");
+    assert_eq!(answers(&store), expected, "caught up from the feed: the other daemon's changes are searched");
+    assert_eq!(store.health().unwrap().memories, 259);
+    drop(store);
+    assert_eq!(shared_snapshots(&a), vec![file.clone()]);
+    assert_ne!(std::fs::read(&file).unwrap(), written, "written again at the new position");
+
+    // A daemon that loads from the tables answers the same, bit for bit.
+    let fresh = KnowledgeStore::open(config("c")).expect("open c");
+    assert_eq!(answers(&fresh), expected);
+    drop(fresh);
+
+    // A damaged file is deleted at open and the indexes load from the tables.
+    let mut bytes = std::fs::read(&file).unwrap();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0x5A;
+    std::fs::write(&file, &bytes).unwrap();
+    let store = KnowledgeStore::open(config("a")).expect("open a after damage");
+    assert!(!file.exists(), "the damaged file is deleted at open");
+    assert_eq!(answers(&store), expected);
 }

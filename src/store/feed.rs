@@ -113,6 +113,11 @@ impl Feed {
         *self.position.lock() = head;
     }
 
+    /// The last feed `seq` applied to this process's indexes.
+    pub(crate) fn position(&self) -> u64 {
+        *self.position.lock()
+    }
+
     /// Appends `change` to the feed in `txn` (nothing on an unshared database).
     ///
     /// # Errors

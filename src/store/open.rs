@@ -93,12 +93,25 @@ impl Drop for KnowledgeStore {
             }
         }
         self.graph_worker.stop();
-        // No writer is left: the index snapshot reflects the committed state.
-        let file = super::snapshot::path(&self.config.data_dir);
-        if self.indexes_loaded.load(std::sync::atomic::Ordering::Acquire)
-            && let Err(e) = super::snapshot::save(&self.db, &self.writes, &file, &self.index.read())
-        {
-            tracing::warn!(error = %e, "index snapshot not saved; the next open loads the indexes from the store");
+        // No writer is left: the index snapshot reflects the committed state (on a shared database, the feed
+        // position: the feed worker is stopped).
+        if self.indexes_loaded.load(std::sync::atomic::Ordering::Acquire) {
+            let saved = if self.db.shared() {
+                self.store_id(false).and_then(|id| match id {
+                    Some(id) => super::snapshot::save_shared(
+                        &super::snapshot::shared_path(&self.config.data_dir, id),
+                        &self.index.read(),
+                        self.feed.position(),
+                    ),
+                    None => Ok(false),
+                })
+            } else {
+                let file = super::snapshot::path(&self.config.data_dir);
+                super::snapshot::save(&self.db, &self.writes, &file, &self.index.read())
+            };
+            if let Err(e) = saved {
+                tracing::warn!(error = %e, "index snapshot not saved; the next open loads the indexes from the store");
+            }
         }
         // Every worker is stopped: no transaction is open (a compaction step would refuse otherwise).
         compact_if_sparse(&self.db, &self.config.db_path());
@@ -220,6 +233,11 @@ impl KnowledgeStore {
         *store.graph.write() = graph_state?;
         lap("indexes and graph state");
         if store.db.shared() {
+            // From a snapshot, the indexes are at its position: the entries since are applied before the first
+            // search (the worker retries a failure within its poll).
+            if let Err(e) = store.feed.catch_up() {
+                tracing::warn!(error = %e.chain(), "reading the change feed at open failed; retrying shortly");
+            }
             *store.feed_worker.lock() = Some(feed::start_worker(store.feed.clone()));
         }
         store.builder.wake();
@@ -389,17 +407,44 @@ impl KnowledgeStore {
     /// Builds the catalog and vector indexes of every space from the database, and sets the change-feed
     /// position to the snapshot they were read from.
     pub(crate) fn load_indexes(&self) -> Result<()> {
+        let file = if self.db.shared() {
+            self.store_id(true)?.map(|id| super::snapshot::shared_path(&self.config.data_dir, id))
+        } else {
+            Some(super::snapshot::path(&self.config.data_dir))
+        };
         let (state, head) = load_index_state(
             &self.db,
             self.config.embedder.dim(),
             self.config.vector,
             self.config.context.window,
             &self.graph_files,
-            Some(&super::snapshot::path(&self.config.data_dir)),
+            file.as_deref(),
         )?;
         *self.index.write() = state;
         self.feed.loaded_at(head);
         Ok(())
+    }
+
+    /// The random id of a shared (PostgreSQL) store, from META; `create`: set one when it has none (the first
+    /// daemon to open it does, in a write transaction: daemons opening at once agree on one).
+    fn store_id(&self, create: bool) -> Result<Option<u64>> {
+        let key = super::snapshot::STORE_ID_KEY;
+        let id = meta::meta(&self.db.read()?)?.u64(key)?;
+        if id.is_some() || !create {
+            return Ok(id);
+        }
+        let commit = super::write::Commit { durability: None, bump: false };
+        self.writes.write(commit, |txn, _| {
+            let mut meta = meta::meta(txn)?;
+            match meta.u64(key)? {
+                Some(id) => Ok(Some(id)),
+                None => {
+                    let id = uuid::Uuid::new_v4().as_u64_pair().0;
+                    meta.put_u64(key, id)?;
+                    Ok(Some(id))
+                }
+            }
+        })
     }
 }
 
@@ -463,6 +508,8 @@ pub(crate) fn load_index_state(
     let lap = |phase: &str| tracing::debug!(phase, ms = started.elapsed().as_secs_f64() * 1000.0, "index load");
     let rtx = db.read()?;
     let head = rtx.change_head()?;
+    // A daemon's own snapshot on a shared database is used when the feed still holds every entry after it.
+    let pruned = if db.shared() && snapshot.is_some() { db.changes_since(head, 0)?.pruned } else { 0 };
     let mut names = Vec::new();
     for row in space::spaces(&rtx)?.iter()? {
         names.push(row?.0.value().to_string());
@@ -474,13 +521,17 @@ pub(crate) fn load_index_state(
     // PageRank table is queued before them, so on two cores each thread gets about half the work).
     let (vectors, lexical) = rayon::join(
         || load_vectors(db, &rtx, fresh(), dim, graph_files, &new_space_index, &lap),
-        || -> Result<HashMap<String, SpaceIndex>> {
+        || -> Result<(HashMap<String, SpaceIndex>, Option<u64>)> {
             let mut state = IndexState { spaces: fresh() };
-            let saved = match snapshot {
+            let (saved, position) = match snapshot {
                 Some(file) if !db.shared() => {
-                    super::snapshot::load(file, meta::meta(&rtx)?.u64(super::snapshot::TOKEN_KEY)?)
+                    (super::snapshot::load(file, meta::meta(&rtx)?.u64(super::snapshot::TOKEN_KEY)?), None)
                 }
-                _ => None,
+                Some(file) => match super::snapshot::load_shared(file, pruned, head) {
+                    Some((spaces, position)) => (Some(spaces), Some(position)),
+                    None => (None, None),
+                },
+                None => (None, None),
             };
             if let Some(spaces) = saved {
                 for s in spaces {
@@ -497,10 +548,11 @@ pub(crate) fn load_index_state(
                 si.refresh_expanded();
             }
             lap("expanded postings");
-            Ok(state.spaces)
+            Ok((state.spaces, position))
         },
     );
-    let mut state = IndexState { spaces: lexical? };
+    let (spaces, position) = lexical?;
+    let mut state = IndexState { spaces };
     for (name, (vsi, loaded)) in vectors? {
         let Some(si) = state.spaces.get_mut(&name) else { continue };
         si.vectors = vsi.vectors;
@@ -509,7 +561,10 @@ pub(crate) fn load_index_state(
         }
     }
     lap("joined");
-    Ok((state, head))
+    // From a daemon's snapshot, the catalog and lexicon are at its position: the caller catches up from there
+    // (the vectors, read at `head`, take the same entries again: each sets or removes one vector, so applying
+    // them to a later state ends in the same one).
+    Ok((state, position.unwrap_or(head)))
 }
 
 /// The vectors of every space (`spaces`, more if the table holds others), with their saved graphs attached, and

@@ -1,4 +1,4 @@
-//! The index snapshot of a redb store: `<data_dir>/indexes.snapshot`, the catalog, BM25 lexicon and
+//! The index snapshot of a store: `<data_dir>/indexes.snapshot`, the catalog, BM25 lexicon and
 //! context-expanded postings of every space as they stood when the store last closed, so that an open reads
 //! them in one pass instead of rebuilding them from every memory record and posting (at 1M memories: catalog
 //! 2.3 s and postings 4.9 s of a 9.7 s load on this 2-core machine, `benches/synthetic.rs --store`).
@@ -18,7 +18,11 @@
 //!   ([`ExpandedIndex::read_from`]), and are checked then. Own texts that
 //!   fail (which the CRC-32 leaves to a bug of the writer) mark the space's expanded postings damaged: the
 //!   write's end rebuilds them, and the next close writes the snapshot again.
-//! * Not used on PostgreSQL (several processes write; their indexes follow the change feed).
+//! * **On PostgreSQL** (several daemons write; their indexes follow the change feed) each daemon keeps its own,
+//!   `<data_dir>/indexes-<store id>.snapshot` ([`shared_path`]; the random store id is in META, so a data
+//!   directory pointed at another database never uses it), with its feed position as the token. It is written
+//!   at close when the position moved ([`save_shared`]) and used at open when the feed still holds every entry
+//!   after it ([`load_shared`]); the daemon then catches up from that position.
 //!
 //! Layout (little-endian): `b"EGRMSNAP"`, u32 snapshot version, u32 store format version, u32 length and the
 //! crate version, u64 token, u32 space count; per space a u32 length and its UTF-8 name, a u64 document count
@@ -60,18 +64,64 @@ pub(crate) struct SpaceSnapshot {
     pub expanded: Option<ExpandedIndex>,
 }
 
-/// Whether the file at `path` holds the snapshot of token `token` (its header only).
-fn holds(path: &Path, token: u64) -> bool {
+/// The META key holding the random id of a PostgreSQL store, which names its daemons' snapshot files.
+pub(crate) const STORE_ID_KEY: &str = "store_id";
+
+/// The snapshot file of a daemon on the shared (PostgreSQL) store whose id is `store_id`, in its data
+/// directory `data_dir`: the id in the name keeps a data directory moved to another database from using it.
+pub(crate) fn shared_path(data_dir: &Path, store_id: u64) -> PathBuf {
+    data_dir.join(format!("indexes-{store_id:016x}.snapshot"))
+}
+
+/// The token in the header of the file at `path` (the header only; the rest is checked by [`load`]).
+fn token_of(path: &Path) -> Option<u64> {
     use std::io::Read;
-    let Ok(mut f) = std::fs::File::open(path) else { return false };
+    let mut f = std::fs::File::open(path).ok()?;
     let mut head = [0u8; 20];
     if f.read_exact(&mut head).is_err() || &head[..8] != MAGIC {
-        return false;
+        return None;
     }
     let mut r = Reader::new(&head[16..]);
-    let Some(n) = r.u32().ok().filter(|n| *n <= 256) else { return false };
+    let n = r.u32().ok().filter(|n| *n <= 256)?;
     let mut rest = vec![0u8; n as usize + 8];
-    f.read_exact(&mut rest).is_ok() && rest[rest.len() - 8..] == token.to_le_bytes()
+    f.read_exact(&mut rest).ok()?;
+    let mut r = Reader::new(&rest[n as usize..]);
+    r.u64().ok()
+}
+
+/// Whether the file at `path` holds the snapshot of token `token` (its header only).
+fn holds(path: &Path, token: u64) -> bool {
+    token_of(path) == Some(token)
+}
+
+/// The snapshot of a daemon on a shared store, at `file`, when the change feed still holds every entry after the
+/// position it was written at: `(spaces, position)`. The caller sets its feed position there and catches up.
+/// A file whose position the feed no longer covers (pruned, or past the feed's head: another database, or one
+/// restored from an older backup) is deleted, as is one that fails validation.
+pub(crate) fn load_shared(file: &Path, pruned: u64, head: u64) -> Option<(Vec<SpaceSnapshot>, u64)> {
+    let position = token_of(file)?;
+    if position < pruned || position > head {
+        tracing::info!(position, pruned, head, "index snapshot not used: the change feed no longer covers it");
+        let _ = std::fs::remove_file(file);
+        return None;
+    }
+    load(file, Some(position)).map(|s| (s, position))
+}
+
+/// Writes the snapshot of a daemon on a shared store (its indexes at change-feed `position`) to `file`, unless
+/// the file already holds that position. Returns whether a file was written. Call only when the indexes
+/// cannot change (the feed worker is stopped and the store is closing).
+///
+/// # Errors
+/// I/O errors writing the file.
+pub(crate) fn save_shared(file: &Path, state: &IndexState, position: u64) -> crate::Result<bool> {
+    let damaged = state.spaces.values().any(|si| si.expanded.as_ref().is_some_and(ExpandedIndex::is_damaged));
+    if !damaged && holds(file, position) {
+        return Ok(false);
+    }
+    let bytes = write_file(file, state, position)?;
+    tracing::info!(bytes, position, "index snapshot saved");
+    Ok(true)
 }
 
 /// Writes the snapshot of `state` when the committed state has none, then records its token in a durable
@@ -92,6 +142,16 @@ pub(crate) fn save(db: &Db, writes: &super::write::Writes, file: &Path, state: &
         return Ok(false);
     }
     let token = uuid::Uuid::new_v4().as_u64_pair().0;
+    let bytes = write_file(file, state, token)?;
+    let commit = super::write::Commit { durability: Some(crate::config::Durability::Immediate), bump: false };
+    writes.write(commit, |txn, _| meta::meta(txn)?.put_u64(TOKEN_KEY, token))?;
+    tracing::info!(bytes, "index snapshot saved");
+    Ok(true)
+}
+
+/// Streams the snapshot of `state` with `token` to a temporary file beside `file`, flushes it and renames it over
+/// `file`. Returns its size in bytes.
+fn write_file(file: &Path, state: &IndexState, token: u64) -> crate::Result<u64> {
     let tmp = file.with_extension("snapshot.tmp");
     let bytes = {
         let f = std::fs::File::create(&tmp)?;
@@ -108,10 +168,7 @@ pub(crate) fn save(db: &Db, writes: &super::write::Writes, file: &Path, state: &
     if let Some(d) = file.parent().and_then(|d| std::fs::File::open(d).ok()) {
         let _ = d.sync_all();
     }
-    let commit = super::write::Commit { durability: Some(crate::config::Durability::Immediate), bump: false };
-    writes.write(commit, |txn, _| meta::meta(txn)?.put_u64(TOKEN_KEY, token))?;
-    tracing::info!(bytes, "index snapshot saved");
-    Ok(true)
+    Ok(bytes)
 }
 
 /// A writer that keeps the CRC-32 and the count of the bytes written through it.
