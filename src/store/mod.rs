@@ -102,9 +102,10 @@ pub struct KnowledgeStore {
     /// The one write path: the writer lock, the generation, the change feed, the commit.
     pub(crate) writes: Arc<write::Writes>,
     pub(crate) index: Arc<RwLock<IndexState>>,
-    /// True once the indexes were loaded: only then may a close write the index snapshot (an open that
-    /// failed earlier, such as a store from a newer release, holds empty indexes and must not save them).
-    indexes_loaded: std::sync::atomic::AtomicBool,
+    /// The index snapshot file a close writes ([`snapshot`]), set once the indexes were loaded: only then may a
+    /// close write it (an open that failed earlier, such as a store from a newer release, holds empty indexes
+    /// and must not save them).
+    snapshot_file: std::sync::OnceLock<std::path::PathBuf>,
     pub(crate) started: Instant,
     reembed_progress: Arc<reembed::Progress>,
     /// Write generation at the last checkpoint.

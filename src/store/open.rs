@@ -95,19 +95,12 @@ impl Drop for KnowledgeStore {
         self.graph_worker.stop();
         // No writer is left: the index snapshot reflects the committed state (on a shared database, the feed
         // position: the feed worker is stopped).
-        if self.indexes_loaded.load(std::sync::atomic::Ordering::Acquire) {
+        if let Some(file) = self.snapshot_file.get() {
+            let state = self.index.read();
             let saved = if self.db.shared() {
-                self.store_id(false).and_then(|id| match id {
-                    Some(id) => super::snapshot::save_shared(
-                        &super::snapshot::shared_path(&self.config.data_dir, id),
-                        &self.index.read(),
-                        self.feed.position(),
-                    ),
-                    None => Ok(false),
-                })
+                super::snapshot::save_shared(file, &state, self.feed.position())
             } else {
-                let file = super::snapshot::path(&self.config.data_dir);
-                super::snapshot::save(&self.db, &self.writes, &file, &self.index.read())
+                super::snapshot::save(&self.db, &self.writes, file, &state)
             };
             if let Err(e) = saved {
                 tracing::warn!(error = %e, "index snapshot not saved; the next open loads the indexes from the store");
@@ -216,7 +209,7 @@ impl KnowledgeStore {
             reembed: Mutex::new(None),
             builder,
             graph_files,
-            indexes_loaded: Default::default(),
+            snapshot_file: Default::default(),
         };
         store.init_schema(backup)?;
         {
@@ -228,8 +221,8 @@ impl KnowledgeStore {
         lap("schema");
         // The memory PageRank table (0.8 s of a 1M-memory open) is read beside the indexes.
         let (indexes, graph_state) = rayon::join(|| store.load_indexes(), || communities::load_graph_state(&store.db));
-        indexes?;
-        store.indexes_loaded.store(true, std::sync::atomic::Ordering::Release);
+        // Set once, here.
+        let _ = store.snapshot_file.set(indexes?);
         *store.graph.write() = graph_state?;
         lap("indexes and graph state");
         if store.db.shared() {
@@ -404,13 +397,14 @@ impl KnowledgeStore {
         Ok(())
     }
 
-    /// Builds the catalog and vector indexes of every space from the database, and sets the change-feed
-    /// position to the snapshot they were read from.
-    pub(crate) fn load_indexes(&self) -> Result<()> {
+    /// Builds the catalog and vector indexes of every space from the database (or this process's index snapshot),
+    /// and sets the change-feed position to the state they were read at. Returns the snapshot file, which the
+    /// close writes.
+    pub(crate) fn load_indexes(&self) -> Result<std::path::PathBuf> {
         let file = if self.db.shared() {
-            self.store_id(true)?.map(|id| super::snapshot::shared_path(&self.config.data_dir, id))
+            super::snapshot::shared_path(&self.config.data_dir, self.store_id()?)
         } else {
-            Some(super::snapshot::path(&self.config.data_dir))
+            super::snapshot::path(&self.config.data_dir)
         };
         let (state, head) = load_index_state(
             &self.db,
@@ -418,30 +412,29 @@ impl KnowledgeStore {
             self.config.vector,
             self.config.context.window,
             &self.graph_files,
-            file.as_deref(),
+            Some(&file),
         )?;
         *self.index.write() = state;
         self.feed.loaded_at(head);
-        Ok(())
+        Ok(file)
     }
 
-    /// The random id of a shared (PostgreSQL) store, from META; `create`: set one when it has none (the first
-    /// daemon to open it does, in a write transaction: daemons opening at once agree on one).
-    fn store_id(&self, create: bool) -> Result<Option<u64>> {
+    /// The random id of a shared (PostgreSQL) store, from META, set when it has none (the first daemon to open
+    /// it does, in a write transaction: daemons opening at once agree on one).
+    fn store_id(&self) -> Result<u64> {
         let key = super::snapshot::STORE_ID_KEY;
-        let id = meta::meta(&self.db.read()?)?.u64(key)?;
-        if id.is_some() || !create {
+        if let Some(id) = meta::meta(&self.db.read()?)?.u64(key)? {
             return Ok(id);
         }
         let commit = super::write::Commit { durability: None, bump: false };
         self.writes.write(commit, |txn, _| {
             let mut meta = meta::meta(txn)?;
             match meta.u64(key)? {
-                Some(id) => Ok(Some(id)),
+                Some(id) => Ok(id),
                 None => {
                     let id = uuid::Uuid::new_v4().as_u64_pair().0;
                     meta.put_u64(key, id)?;
-                    Ok(Some(id))
+                    Ok(id)
                 }
             }
         })
@@ -509,7 +502,11 @@ pub(crate) fn load_index_state(
     let rtx = db.read()?;
     let head = rtx.change_head()?;
     // A daemon's own snapshot on a shared database is used when the feed still holds every entry after it.
-    let pruned = if db.shared() && snapshot.is_some() { db.changes_since(head, 0)?.pruned } else { 0 };
+    let pruned = if db.shared() && snapshot.is_some_and(std::path::Path::exists) {
+        db.changes_since(head, 0)?.pruned
+    } else {
+        0
+    };
     let mut names = Vec::new();
     for row in space::spaces(&rtx)?.iter()? {
         names.push(row?.0.value().to_string());

@@ -89,9 +89,11 @@ fn token_of(path: &Path) -> Option<u64> {
     r.u64().ok()
 }
 
-/// Whether the file at `path` holds the snapshot of token `token` (its header only).
-fn holds(path: &Path, token: u64) -> bool {
-    token_of(path) == Some(token)
+/// Whether the file at `path` holds the snapshot of token `token` (its header only) and `state` has no damaged
+/// expanded postings: a damaged list came from the file held, which is then written again without it.
+fn current(path: &Path, state: &IndexState, token: u64) -> bool {
+    let damaged = state.spaces.values().any(|si| si.expanded.as_ref().is_some_and(ExpandedIndex::is_damaged));
+    !damaged && token_of(path) == Some(token)
 }
 
 /// The snapshot of a daemon on a shared store, at `file`, when the change feed still holds every entry after the
@@ -115,8 +117,7 @@ pub(crate) fn load_shared(file: &Path, pruned: u64, head: u64) -> Option<(Vec<Sp
 /// # Errors
 /// I/O errors writing the file.
 pub(crate) fn save_shared(file: &Path, state: &IndexState, position: u64) -> crate::Result<bool> {
-    let damaged = state.spaces.values().any(|si| si.expanded.as_ref().is_some_and(ExpandedIndex::is_damaged));
-    if !damaged && holds(file, position) {
+    if current(file, state, position) {
         return Ok(false);
     }
     let bytes = write_file(file, state, position)?;
@@ -136,9 +137,7 @@ pub(crate) fn save(db: &Db, writes: &super::write::Writes, file: &Path, state: &
         return Ok(false);
     }
     let current = meta::meta(&db.read()?)?.u64(TOKEN_KEY)?;
-    // A damaged list came from the file held: it is written again, without the damaged postings.
-    let damaged = state.spaces.values().any(|si| si.expanded.as_ref().is_some_and(ExpandedIndex::is_damaged));
-    if !damaged && current.is_some_and(|t| holds(file, t)) {
+    if current.is_some_and(|t| self::current(file, state, t)) {
         return Ok(false);
     }
     let token = uuid::Uuid::new_v4().as_u64_pair().0;
