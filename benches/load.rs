@@ -12,7 +12,10 @@
 //! `mem-000000`..): nothing is generated, the vector index is built as at the end of a bulk load (timed), and
 //! `--index-wait SECS` (default 900) bounds the wait for the daemons' in-memory indexes. `--data-dir DIR` keeps the
 //! first daemon's data directory in DIR (a temporary one otherwise), so that a later `--existing` run opens with
-//! the index snapshot and HNSW graphs it saved at close.
+//! the index snapshot and HNSW graphs it saved at close. `--publish` publishes the first daemon's indexes into
+//! the database once they are complete (timed), so that a daemon with an empty data directory starts from
+//! the publication: after the `--daemons` ones (from the tables) one more opens from it. Each further daemon
+//! reports its open, its first search and its complete indexes.
 
 mod common;
 use common::{Conn, SplitMix, arg, pct, rss_mib};
@@ -104,17 +107,42 @@ fn main() {
     let daemons = arg(&args, "--daemons", 1).max(1);
     let mut stores = vec![store.clone()];
     let mut dirs = Vec::new();
-    for _ in 1..daemons {
+    // Opens another daemon with an empty data directory; reports its open, first search and complete indexes.
+    let open_daemon = |stores: &mut Vec<Arc<KnowledgeStore>>, dirs: &mut Vec<tempfile::TempDir>, from: &str| {
         let d = tempfile::tempdir().expect("tempdir");
         let mut c = StoreConfig::new(d.path());
         c.database_url = config_url.clone();
-        assert!(c.database_url.is_some(), "--daemons needs --database-url");
+        assert!(c.database_url.is_some(), "--daemons and --publish need --database-url");
         let t = Instant::now();
         let s = Arc::new(KnowledgeStore::open(c).expect("open another daemon's store"));
+        let opened = t.elapsed().as_secs_f64();
+        let q = engram::SearchQuery {
+            query: "coffee meeting".into(),
+            space_id: "default".into(),
+            limit: 10,
+            ..Default::default()
+        };
+        let hits = s.search(&q).expect("first search").hits.len();
+        let searched = t.elapsed().as_secs_f64();
         s.wait_for_indexes(index_wait);
-        println!("daemon {} opened the store in {:.1} s", stores.len() + 1, t.elapsed().as_secs_f64());
+        println!(
+            "daemon {} ({from}): store open {opened:.1} s, first search ({hits} hits) {searched:.1} s, indexes \
+             complete {:.1} s after start; RSS {:.0} MiB",
+            stores.len() + 1,
+            t.elapsed().as_secs_f64(),
+            rss_mib()
+        );
         stores.push(s);
         dirs.push(d);
+    };
+    for _ in 1..daemons {
+        open_daemon(&mut stores, &mut dirs, "the tables");
+    }
+    if args.iter().any(|a| a == "--publish") {
+        let t = Instant::now();
+        let p = store.publish_indexes().expect("publish");
+        println!("published in {:.1} s: {p:?}", t.elapsed().as_secs_f64());
+        open_daemon(&mut stores, &mut dirs, "the publication");
     }
     let mut servers = Vec::new();
     for (i, s) in stores.iter().enumerate() {

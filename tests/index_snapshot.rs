@@ -277,3 +277,76 @@ fn a_daemon_on_postgresql_reopens_from_its_snapshot_and_catches_up_from_the_feed
     assert!(!file.exists(), "the damaged file is deleted at open");
     assert_eq!(answers(&store), expected);
 }
+
+/// The saved HNSW graphs in `dir` (`hnsw/*.graph`).
+#[cfg(feature = "postgres")]
+fn graphs(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir.join("hnsw")) else { return Vec::new() };
+    let mut out: Vec<_> =
+        entries.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "graph")).collect();
+    out.sort();
+    out
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn a_daemon_with_an_empty_data_directory_starts_from_the_published_snapshot() {
+    if backend::pg_server().is_none() {
+        return;
+    }
+    let base = tempfile::tempdir().unwrap();
+    let url = backend::pg_url_for(base.path());
+    // A graph from 100 vectors, so the publication holds one.
+    let params = engram::index::vector::VectorParams { hnsw_min_points: 100, ..Default::default() };
+    let config = |name: &str| StoreConfig::new(base.path().join(name)).database(url.clone()).vector_params(params);
+
+    let a = KnowledgeStore::open(config("a")).expect("open a");
+    fill(&a, 0, 300);
+    assert!(a.wait_for_indexes(std::time::Duration::from_secs(60)), "a's graph is built");
+    let published = a.publish_indexes().expect("publish").expect("no other daemon publishes");
+    assert_eq!(published.files, 2, "the snapshot and the one space's graph: {published:?}");
+    assert!(published.bytes > 10_000, "{published:?}");
+    // Written after the publication: a daemon starting from it catches up from the feed.
+    fill(&a, 300, 360);
+    a.delete_memory("m7", None).expect("delete");
+    let expected = answers(&a);
+
+    let b_dir = base.path().join("b");
+    let b = KnowledgeStore::open(config("b")).expect("open b");
+    assert_eq!(
+        shared_snapshots(&b_dir).len(),
+        1,
+        "the published snapshot was taken and used (one not used is deleted)"
+    );
+    assert_eq!(graphs(&b_dir).len(), 1, "the published graph was taken and attached (one not used is deleted)");
+    assert_eq!(answers(&b), expected, "caught up from the publication's position");
+    assert_eq!(b.health().unwrap().memories, 359);
+    drop(b);
+
+    // The feed keeps what follows the publication when older than its ten minutes, and prunes what precedes it.
+    let mut client = engram::storage::postgres::connect(&url).expect("connect");
+    client.batch_execute("UPDATE engram_changes SET at = now() - interval '1 hour'").expect("age the feed");
+    let db = engram::storage::Db::connect(&url, 1).expect("connect");
+    assert!(db.prune_changes().expect("prune") > 0, "the entries up to the publication are pruned");
+    let kept: i64 = client
+        .query_one("SELECT count(*) FROM engram_changes WHERE seq > (SELECT position FROM engram_published)", &[])
+        .unwrap()
+        .get(0);
+    assert!(kept >= 2, "the entries after the publication are kept: {kept}");
+    let c_dir = base.path().join("c");
+    let c = KnowledgeStore::open(config("c")).expect("open c");
+    assert_eq!(shared_snapshots(&c_dir).len(), 1, "the publication is still usable");
+    assert_eq!(answers(&c), expected);
+    drop(c);
+
+    // Entries older than a day go whatever was published: the publication is then of no use, and a new
+    // daemon reads the tables.
+    client.batch_execute("UPDATE engram_changes SET at = now() - interval '2 days'").expect("age the feed");
+    assert!(db.prune_changes().expect("prune") >= 2);
+    let d_dir = base.path().join("d");
+    let d = KnowledgeStore::open(config("d")).expect("open d");
+    assert!(shared_snapshots(&d_dir).is_empty(), "a publication the feed no longer covers is deleted at open");
+    assert_eq!(answers(&d), expected);
+    drop(d);
+    drop(a);
+}

@@ -73,8 +73,9 @@ fn every_kind_gets_a_keyed_typed_table_and_the_schema_is_versioned() {
         .get(0);
     assert_eq!(
         tables as usize,
-        ALL.len() + 3,
-        "one table per kind, plus engram_schema and the change feed's engram_changes and engram_changes_pruned"
+        ALL.len() + 5,
+        "one table per kind, plus engram_schema, the change feed's engram_changes and engram_changes_pruned, and the \
+         published snapshot's engram_published and engram_published_parts"
     );
 
     for k in ALL {

@@ -28,7 +28,8 @@ pub use primitives::{Edge, TermPostings};
 
 pub use self::redb::{Borrowed, FileDevice, KeyType, ValueType};
 pub use port::{
-    Changes, Claim, Db, Got, KindStats, ReadTable, ReadTx, Readable, Rows, Table, VectorIndexBuild, WriteTx,
+    Changes, Claim, Db, Got, KindStats, Publication, ReadTable, ReadTx, Readable, Rows, Table, VectorIndexBuild,
+    WriteTx,
 };
 
 /// When a write is on disk.

@@ -230,6 +230,54 @@ impl Db {
         }
     }
 
+    /// Replaces the index snapshot published in a shared database with `files` (`(name relative to the data
+    /// directory, path to read)`), reflecting change-feed `position`; returns the bytes written (0 on a redb
+    /// file, which has no other process to publish to). See `storage/postgres/publish.rs`.
+    ///
+    /// # Errors
+    /// Storage and I/O errors; the publication before stays then.
+    pub fn publish(&self, position: u64, files: &[(String, std::path::PathBuf)]) -> Result<u64> {
+        match &self.0 {
+            DbInner::Redb(_) => {
+                let _ = (position, files);
+                Ok(0)
+            }
+            #[cfg(feature = "postgres")]
+            DbInner::Pg(d) => d.publish(position, files),
+        }
+    }
+
+    /// The published index snapshot's change-feed position, age and size, if any (never on a redb file).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn publication(&self) -> Result<Option<Publication>> {
+        match &self.0 {
+            DbInner::Redb(_) => Ok(None),
+            #[cfg(feature = "postgres")]
+            DbInner::Pg(d) => d.publication(),
+        }
+    }
+
+    /// Downloads the published files that `place` maps to a path, each written beside its path and renamed over
+    /// it when complete: the publication's position and the paths written, or `None` without one.
+    ///
+    /// # Errors
+    /// Storage and I/O errors; no partial file is left.
+    pub fn fetch_publication(
+        &self,
+        place: &dyn Fn(&str) -> Option<std::path::PathBuf>,
+    ) -> Result<Option<(u64, Vec<std::path::PathBuf>)>> {
+        match &self.0 {
+            DbInner::Redb(_) => {
+                let _ = place;
+                Ok(None)
+            }
+            #[cfg(feature = "postgres")]
+            DbInner::Pg(d) => d.fetch_publication(place),
+        }
+    }
+
     /// One compaction step: moves pages towards the front and truncates the file. `Ok(true)` when another step
     /// may shrink it further. Needs the only handle on the database (no open transaction). Nothing to do on a
     /// database server.
@@ -259,6 +307,17 @@ pub struct Changes {
     pub pruned: u64,
     /// `(seq, body)`, oldest first.
     pub entries: Vec<(u64, Vec<u8>)>,
+}
+
+/// The index snapshot published in a shared database ([`Db::publication`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Publication {
+    /// The change-feed `seq` its files reflect.
+    pub position: u64,
+    /// Seconds since it was written, by the database server's clock.
+    pub age_secs: f64,
+    /// Total size of its files, in bytes.
+    pub bytes: u64,
 }
 
 /// Background work claimed by this process ([`Db::claim`]); released on drop.

@@ -70,7 +70,7 @@ pub(crate) struct Feed {
     /// This process's mark on its entries (its own PageRank and chunk changes are applied before publishing).
     origin: u64,
     /// The last feed `seq` applied. Held while applying, so entries are applied once and in order.
-    position: Mutex<u64>,
+    pub(super) position: Mutex<u64>,
 }
 
 impl Feed {
@@ -275,9 +275,10 @@ impl Feed {
     }
 }
 
-/// Starts the worker that reads the feed every [`POLL`] and prunes it every minute. Only for a shared
+/// Starts the worker that reads the feed every [`POLL`], and every minute publishes the indexes when due
+/// ([`Feed::maybe_publish`], with the snapshot file `snapshot`) and prunes the feed. Only for a shared
 /// database.
-pub(crate) fn start_worker(feed: Arc<Feed>) -> super::worker::Worker {
+pub(crate) fn start_worker(feed: Arc<Feed>, snapshot: Option<std::path::PathBuf>) -> super::worker::Worker {
     super::worker::Worker::spawn("engram-feed", move |c| {
         let mut pruned = Instant::now();
         while !c.stopped() {
@@ -290,6 +291,9 @@ pub(crate) fn start_worker(feed: Arc<Feed>) -> super::worker::Worker {
             }
             if pruned.elapsed() >= PRUNE_EVERY {
                 pruned = Instant::now();
+                if let Some(file) = &snapshot {
+                    feed.maybe_publish(file);
+                }
                 match feed.db.prune_changes() {
                     Ok(n) if n > 0 => tracing::debug!(entries = n, "change feed pruned"),
                     Ok(_) => {}

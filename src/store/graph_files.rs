@@ -60,7 +60,8 @@ impl GraphFiles {
     fn write(&self, space: &str, bytes: &[u8]) -> std::io::Result<()> {
         std::fs::create_dir_all(&self.dir)?;
         let path = self.path(space);
-        let tmp = path.with_extension("graph.tmp");
+        // A name of its own: the builder and a publication may save one graph at the same time.
+        let tmp = path.with_extension(format!("graph.{:016x}.tmp", uuid::Uuid::new_v4().as_u64_pair().0));
         {
             let mut f = std::fs::File::create(&tmp)?;
             f.write_all(bytes)?;

@@ -17,6 +17,7 @@ mod labels;
 mod lifecycle;
 mod memories;
 mod open;
+mod publish;
 mod records;
 mod reembed;
 mod relations;
@@ -42,6 +43,7 @@ pub use label_maint::{
     LabelHealth, LabelMerge, LabelPatch, LabelPlan, MergeCandidate, canonical_label,
 };
 pub use lifecycle::{StateChange, Transition};
+pub use publish::PublishedIndexes;
 pub(crate) use records::StoredMemory;
 pub use reembed::ReembedStatus;
 pub use relations::{

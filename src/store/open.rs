@@ -231,7 +231,8 @@ impl KnowledgeStore {
             if let Err(e) = store.feed.catch_up() {
                 tracing::warn!(error = %e.chain(), "reading the change feed at open failed; retrying shortly");
             }
-            *store.feed_worker.lock() = Some(feed::start_worker(store.feed.clone()));
+            *store.feed_worker.lock() =
+                Some(feed::start_worker(store.feed.clone(), store.snapshot_file.get().cloned()));
         }
         store.builder.wake();
         store.graph_worker.wake();
@@ -402,7 +403,16 @@ impl KnowledgeStore {
     /// close writes.
     pub(crate) fn load_indexes(&self) -> Result<std::path::PathBuf> {
         let file = if self.db.shared() {
-            super::snapshot::shared_path(&self.config.data_dir, self.store_id()?)
+            let file = super::snapshot::shared_path(&self.config.data_dir, self.store_id()?);
+            // Without a snapshot of its own that the feed covers, a daemon takes the published one.
+            let own = match super::snapshot::position_of(&file) {
+                Some(p) => p >= self.db.changes_since(u64::MAX, 0)?.pruned,
+                None => false,
+            };
+            if !own {
+                super::publish::take(&self.db, &file, &self.graph_files);
+            }
+            file
         } else {
             super::snapshot::path(&self.config.data_dir)
         };

@@ -73,8 +73,9 @@ pub(crate) fn shared_path(data_dir: &Path, store_id: u64) -> PathBuf {
     data_dir.join(format!("indexes-{store_id:016x}.snapshot"))
 }
 
-/// The token in the header of the file at `path` (the header only; the rest is checked by [`load`]).
-fn token_of(path: &Path) -> Option<u64> {
+/// The token in the header of the file at `path` (the header only; the rest is checked by [`load`]): on a
+/// shared store, the feed position it was written at.
+pub(crate) fn position_of(path: &Path) -> Option<u64> {
     use std::io::Read;
     let mut f = std::fs::File::open(path).ok()?;
     let mut head = [0u8; 20];
@@ -93,7 +94,7 @@ fn token_of(path: &Path) -> Option<u64> {
 /// expanded postings: a damaged list came from the file held, which is then written again without it.
 fn current(path: &Path, state: &IndexState, token: u64) -> bool {
     let damaged = state.spaces.values().any(|si| si.expanded.as_ref().is_some_and(ExpandedIndex::is_damaged));
-    !damaged && token_of(path) == Some(token)
+    !damaged && position_of(path) == Some(token)
 }
 
 /// The snapshot of a daemon on a shared store, at `file`, when the change feed still holds every entry after the
@@ -101,7 +102,7 @@ fn current(path: &Path, state: &IndexState, token: u64) -> bool {
 /// A file whose position the feed no longer covers (pruned, or past the feed's head: another database, or one
 /// restored from an older backup) is deleted, as is one that fails validation.
 pub(crate) fn load_shared(file: &Path, pruned: u64, head: u64) -> Option<(Vec<SpaceSnapshot>, u64)> {
-    let position = token_of(file)?;
+    let position = position_of(file)?;
     if position < pruned || position > head {
         tracing::info!(position, pruned, head, "index snapshot not used: the change feed no longer covers it");
         let _ = std::fs::remove_file(file);

@@ -17,6 +17,11 @@ use crate::error::Result;
 /// Rows stay this long (seconds) before pruning: a daemon that has not polled for longer rebuilds.
 pub const RETAIN_SECS: i64 = 600;
 
+/// Rows after the published index snapshot's position (`publish.rs`) stay up to this long (seconds, 24 hours),
+/// so that a daemon starting from the publication can catch up. Daemons publish again every
+/// [`RETAIN_SECS`] of writes, so this bound only matters when none is running a current build.
+pub const RETAIN_PUBLISHED_SECS: i64 = 86_400;
+
 /// The feed's tables, created by `migrate` in its transaction.
 pub(super) const CREATE: &str = "
     CREATE SEQUENCE IF NOT EXISTS engram_change_seq;
@@ -65,18 +70,22 @@ pub(super) fn since(client: &mut Client, after: u64, limit: usize) -> Result<cra
     Ok(crate::storage::Changes { pruned: pruned.max(0) as u64, entries })
 }
 
-/// Deletes rows older than [`RETAIN_SECS`] and raises the pruned mark past them. Returns the rows deleted.
+/// Deletes rows older than [`RETAIN_SECS`], except those after the published snapshot's position younger than
+/// [`RETAIN_PUBLISHED_SECS`], and raises the pruned mark past them. Returns the rows deleted.
 ///
 /// # Errors
 /// Database errors.
 pub(super) fn prune(client: &mut Client) -> Result<u64> {
     let row = client
         .query_one(
-            "WITH d AS (DELETE FROM engram_changes WHERE at < now() - make_interval(secs => $1) RETURNING seq),
+            "WITH d AS (DELETE FROM engram_changes WHERE at < now() - make_interval(secs => $1)
+                        AND (seq <= coalesce((SELECT position FROM engram_published), 9223372036854775807)
+                             OR at < now() - make_interval(secs => $2))
+                        RETURNING seq),
                   u AS (UPDATE engram_changes_pruned SET upto = greatest(upto, (SELECT max(seq) FROM d))
                         WHERE EXISTS (SELECT 1 FROM d))
              SELECT count(*) FROM d",
-            &[&(RETAIN_SECS as f64)],
+            &[&(RETAIN_SECS as f64), &(RETAIN_PUBLISHED_SECS as f64)],
         )
         .map_err(|e| pg_error("pruning the change feed failed", e))?;
     Ok(row.get::<_, i64>(0).max(0) as u64)

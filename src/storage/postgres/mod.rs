@@ -9,12 +9,14 @@
 //! another `search_path` (`options=-csearch_path=team_a` in the URL).
 
 mod feed;
+mod publish;
 mod tx;
 mod vectors;
 
 use std::time::Duration;
 
 pub use postgres::{Client, Config, NoTls};
+pub use publish::PART_BYTES;
 pub use tx::{PgRows, PgTable, PgTx, statements_sent};
 
 use crate::error::{Error, ErrorKind, Result};
@@ -181,6 +183,36 @@ impl PgDb {
         feed::prune(&mut self.conn()?.client)
     }
 
+    /// Replaces the published index snapshot with `files` (`(name relative to the data directory, path)`) at
+    /// change-feed `position` (see `publish.rs`). Returns the bytes written.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Unreachable`], other database errors and I/O errors reading the files; the publication
+    /// before stays then.
+    pub fn publish(&self, position: u64, files: &[(String, std::path::PathBuf)]) -> Result<u64> {
+        publish::publish(&mut self.conn()?.client, position, files)
+    }
+
+    /// The published index snapshot's position, age and size, if one is published.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Unreachable`] and other database errors.
+    pub fn publication(&self) -> Result<Option<crate::storage::Publication>> {
+        publish::publication(&mut self.conn()?.client)
+    }
+
+    /// Downloads the published files that `place` maps to a path (see `publish.rs`): their position and the
+    /// paths written, or `None` without a publication.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Unreachable`], other database errors and I/O errors; no partial file is left.
+    pub fn fetch_publication(
+        &self,
+        place: &dyn Fn(&str) -> Option<std::path::PathBuf>,
+    ) -> Result<Option<(u64, Vec<std::path::PathBuf>)>> {
+        publish::fetch(&mut self.conn()?.client, place)
+    }
+
     fn conn(&self) -> Result<r2d2::PooledConnection<PgManager>> {
         self.pool.get().map_err(|e| Error::new(ErrorKind::Unreachable, format!("no database connection: {e}")))
     }
@@ -293,6 +325,7 @@ pub fn migrate(client: &mut Client) -> Result<i32> {
         ));
     }
     tx.batch_execute(feed::CREATE).map_err(|e| pg_error("creating the change feed", e))?;
+    tx.batch_execute(publish::CREATE).map_err(|e| pg_error("creating the publication tables", e))?;
     for k in ALL {
         tx.batch_execute(&create_table_sql(k)).map_err(|e| pg_error(&format!("creating table {}", k.name), e))?;
     }
