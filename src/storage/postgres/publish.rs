@@ -152,7 +152,7 @@ pub(super) fn fetch(
                 if let Some(dir) = path.parent() {
                     std::fs::create_dir_all(dir)?;
                 }
-                let tmp = path.with_extension("download");
+                let tmp = path.with_extension("download.tmp");
                 let w = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&tmp)?);
                 current = Some((file.clone(), path, tmp, w, 0));
             }
