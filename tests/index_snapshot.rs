@@ -350,3 +350,39 @@ fn a_daemon_with_an_empty_data_directory_starts_from_the_published_snapshot() {
     drop(d);
     drop(a);
 }
+
+#[cfg(feature = "postgres")]
+#[test]
+fn a_daemon_publishes_its_indexes_by_itself_once_its_graphs_are_complete() {
+    if backend::pg_server().is_none() {
+        return;
+    }
+    let base = tempfile::tempdir().unwrap();
+    let url = backend::pg_url_for(base.path());
+    let params = engram::index::vector::VectorParams { hnsw_min_points: 100, ..Default::default() };
+    let a = KnowledgeStore::open(StoreConfig::new(base.path().join("a")).database(url.clone()).vector_params(params))
+        .expect("open a");
+    fill(&a, 0, 200);
+    assert!(a.wait_for_indexes(std::time::Duration::from_secs(60)));
+    // The feed worker checks every minute.
+    let mut client = engram::storage::postgres::connect(&url).expect("connect");
+    let started = std::time::Instant::now();
+    let published = loop {
+        let row = client.query_opt("SELECT position, bytes FROM engram_published", &[]).expect("read");
+        if let Some(row) = row {
+            break (row.get::<_, i64>(0), row.get::<_, i64>(1));
+        }
+        assert!(started.elapsed().as_secs() < 150, "nothing published within 150 s");
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    };
+    assert!(published.0 > 0 && published.1 > 10_000, "{published:?}");
+    let parts: Vec<String> = client
+        .query("SELECT DISTINCT file FROM engram_published_parts ORDER BY 1", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(parts.len(), 2, "{parts:?}");
+    assert_eq!(parts[1], "indexes.snapshot");
+    assert!(parts[0].starts_with("hnsw/") && parts[0].ends_with(".graph"), "{parts:?}");
+}
