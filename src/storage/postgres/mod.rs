@@ -16,7 +16,6 @@ mod vectors;
 use std::time::Duration;
 
 pub use postgres::{Client, Config, NoTls};
-pub use publish::PART_BYTES;
 pub use tx::{PgRows, PgTable, PgTx, statements_sent};
 
 use crate::error::{Error, ErrorKind, Result};

@@ -21,7 +21,7 @@ use crate::error::Result;
 use crate::storage::Publication;
 
 /// Largest part of a published file, in bytes (8 MiB: one bind parameter each, well below bytea's 1 GiB).
-pub const PART_BYTES: usize = 8 << 20;
+pub(super) const PART_BYTES: usize = 8 << 20;
 
 /// The tables, created by `migrate` in its transaction.
 pub(super) const CREATE: &str = "
@@ -107,7 +107,7 @@ pub(super) fn publication(client: &mut Client) -> Result<Option<Publication>> {
     }))
 }
 
-/// Downloads the publication into `dir`: each file whose name `place` maps to a path (others are skipped) is
+/// Downloads the publication: each file whose name `place` maps to a path (others are skipped) is
 /// written to a temporary file beside it and renamed over it when complete. One statement reads the whole
 /// publication, streamed row by row (one part in memory at a time). Returns the publication's position and the
 /// paths written, or `None` when there is none.
