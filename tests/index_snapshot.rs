@@ -212,21 +212,23 @@ fn a_sparse_file_is_compacted_at_close() {
     assert_eq!(store.health().unwrap().memories, 50);
 }
 
-/// The PostgreSQL snapshot files (`indexes-<store id>.snapshot`) in `dir`.
+/// The files in `dir` whose names `keep` accepts, sorted.
 #[cfg(feature = "postgres")]
-fn shared_snapshots(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+fn files_in(dir: &std::path::Path, keep: impl Fn(&str) -> bool) -> Vec<std::path::PathBuf> {
     let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
     let mut out: Vec<std::path::PathBuf> = entries
         .flatten()
         .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("indexes-") && n.ends_with(".snapshot"))
-        })
+        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(&keep))
         .collect();
     out.sort();
     out
+}
+
+/// The PostgreSQL snapshot files (`indexes-<store id>.snapshot`) in `dir`.
+#[cfg(feature = "postgres")]
+fn shared_snapshots(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    files_in(dir, |n| n.starts_with("indexes-") && n.ends_with(".snapshot"))
 }
 
 #[cfg(feature = "postgres")]
@@ -281,11 +283,7 @@ fn a_daemon_on_postgresql_reopens_from_its_snapshot_and_catches_up_from_the_feed
 /// The saved HNSW graphs in `dir` (`hnsw/*.graph`).
 #[cfg(feature = "postgres")]
 fn graphs(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let Ok(entries) = std::fs::read_dir(dir.join("hnsw")) else { return Vec::new() };
-    let mut out: Vec<_> =
-        entries.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "graph")).collect();
-    out.sort();
-    out
+    files_in(&dir.join("hnsw"), |n| n.ends_with(".graph"))
 }
 
 #[cfg(feature = "postgres")]
