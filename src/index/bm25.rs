@@ -273,6 +273,9 @@ const BOUND_SLACK: f32 = 1e-4;
 /// Documents of a block, as a power of two: block `b` holds docnos `b << BLOCK_SHIFT ..= ((b + 1) << BLOCK_SHIFT) - 1`.
 pub const BLOCK_SHIFT: u32 = 10;
 
+/// Docnos in one window of [`top_k`] (a block), so at most this many candidates.
+const WINDOW: usize = 1 << BLOCK_SHIFT;
+
 /// Lists shorter than this keep no block bounds: walking them costs less than skipping.
 pub const BLOCKED_FROM: usize = 512;
 
@@ -368,7 +371,7 @@ pub fn top_k(
             };
             scan.order.push(j);
         }
-        scan.window(window << BLOCK_SHIFT, end);
+        scan.window(end);
         // The rest of the window cannot enter: every cursor moves past it.
         if end == u64::MAX {
             break;
@@ -382,8 +385,8 @@ pub fn top_k(
     out
 }
 
-/// The state of one [`top_k`] scan: a cursor and the current document's shares per list, the lists of the
-/// current window in bound order with their bounds, and the `k` best documents so far.
+/// The state of one [`top_k`] scan: a cursor per list, the lists of the current window in bound order with their
+/// bounds, the `k` best documents so far, and the current window's candidates.
 struct Scan<'s, 'a> {
     params: Bm25Params,
     combine: Combine,
@@ -392,15 +395,8 @@ struct Scan<'s, 'a> {
     accept: &'s dyn Fn(u64) -> bool,
     /// Per list: the next posting to read.
     cur: Vec<usize>,
-    /// Per list: the cursor when the window began (postings skipped as hopeless lie between it and the cursor).
-    start: Vec<usize>,
     /// Per list: its bound in the window, weighted, with slack.
     bound: Vec<f32>,
-    /// Per list: the own and expanded shares it last gave, and the document they are of (the list holds the
-    /// current document when that is it; nothing is cleared per document).
-    own_share: Vec<f32>,
-    share: Vec<f32>,
-    hit: Vec<u64>,
     /// The lists with postings in the window, by bound ascending.
     order: Vec<usize>,
     /// `prefix[i]`: the bounds of `order[..=i]` added up, with slack.
@@ -409,9 +405,24 @@ struct Scan<'s, 'a> {
     heap: std::collections::BinaryHeap<std::cmp::Reverse<Entry>>,
     /// The k-th best score (minus infinity until k documents are kept).
     theta: f32,
-    /// Scratch for [`Scan::lead`]: the other lists, largest bound first, and the sums of their bounds from each on.
-    others: Vec<usize>,
+    /// The window's lists that give candidates (walked whole), and the lists a candidate is looked up in, largest
+    /// bound first, with `rest[i]`: the bounds of `look[i..]` added up. Kept across windows (no allocation per
+    /// window).
+    sources: Vec<usize>,
+    look: Vec<usize>,
     rest: Vec<f32>,
+    /// The window's candidates in docno order, with their weighted partial scores.
+    cand: Vec<u64>,
+    partial: Vec<f32>,
+    /// Per candidate `c` and list `j`: the own and expanded shares at `c * lists.len() + j` (+0.0 where the list
+    /// does not hold the document or was not looked up: adding +0.0 leaves a sum as it is, to the bit).
+    own: Vec<f32>,
+    expanded: Vec<f32>,
+    /// The candidates still able to enter the top k, as indices into `cand`, in docno order.
+    alive: Vec<u32>,
+    /// Candidates in the window: `cand[..n]`. At most [`WINDOW`], as the window's docnos are distinct and every
+    /// cursor starts the window at or after its first docno (windows follow the smallest cursor).
+    n: usize,
 }
 
 impl<'s, 'a> Scan<'s, 'a> {
@@ -430,52 +441,193 @@ impl<'s, 'a> Scan<'s, 'a> {
             k,
             accept,
             cur: vec![0; m],
-            start: vec![0; m],
             bound: vec![0.0; m],
-            own_share: vec![0.0; m],
-            share: vec![0.0; m],
-            hit: vec![u64::MAX; m],
             order: Vec::with_capacity(m),
             prefix: Vec::with_capacity(m),
             heap: std::collections::BinaryHeap::new(),
             theta: f32::NEG_INFINITY,
-            others: Vec::with_capacity(m),
+            sources: Vec::with_capacity(m),
+            look: Vec::with_capacity(m),
             rest: Vec::with_capacity(m + 1),
+            cand: vec![0; WINDOW],
+            partial: vec![0.0; WINDOW],
+            own: vec![0.0; WINDOW * m],
+            expanded: vec![0.0; WINDOW * m],
+            n: 0,
+            alive: Vec::new(),
         }
     }
 
-    /// Scores the window of docnos `from..end` whose lists and bounds are in `order` and `bound`.
-    fn window(&mut self, from: u64, end: u64) {
+    /// Whether a document with weighted partial score `partial` and `rest` still to come (bounds, with slack)
+    /// can pass θ.
+    #[inline]
+    fn can_pass(&self, partial: f32, rest: f32) -> bool {
+        (partial + rest) * (1.0 + BOUND_SLACK) > self.theta
+    }
+
+    /// Scores the window of docnos before `end` whose lists and bounds are in `order` and `bound`, a list at a
+    /// time over the window's candidates (as Lucene's `MaxScoreBulkScorer` scores a window):
+    /// 1. the candidates come from the essential lists (merged in docno order), or from the required list alone
+    ///    when there is one; a candidate whose share plus every other list's bound cannot pass θ is dropped;
+    /// 2. each other list, largest bound first, is walked forward over the surviving candidates (a linear merge),
+    ///    after the candidates that cannot pass θ even with its bound and the smaller ones are dropped;
+    /// 3. the survivors are offered in docno order.
+    ///
+    /// θ stays as it was at the window's start until step 3, which only prunes less, never wrongly.
+    fn window(&mut self, end: u64) {
         let bound = &self.bound;
         self.order.sort_by(|a, b| bound[*a].total_cmp(&bound[*b]).then(a.cmp(b)));
-        for &j in &self.order {
-            self.start[j] = self.cur[j];
-        }
         self.prefix.clear();
         let mut acc = 0.0f32;
         for &j in &self.order {
             acc += self.bound[j];
             self.prefix.push(acc * (1.0 + BOUND_SLACK));
         }
-        let mut essential = 0usize; // order[essential..] are the essential lists
-        let mut floor = from; // documents below it are done
-        let mut checked = None; // the θ a required list was last looked for at
+        let essential = self.prefix.iter().take_while(|p| **p <= self.theta).count();
+        if essential >= self.order.len() {
+            return; // the window's bounds add up to at most θ
+        }
+        let (mut sources, mut look) = (std::mem::take(&mut self.sources), std::mem::take(&mut self.look));
+        sources.clear();
+        look.clear();
+        match self.required() {
+            Some(lead) => {
+                sources.push(lead);
+                look.extend(self.order.iter().rev().copied().filter(|&j| j != lead));
+            }
+            None => {
+                sources.extend_from_slice(&self.order[essential..]);
+                look.extend(self.order[..essential].iter().rev().copied());
+            }
+        }
+        self.rest.clear();
+        self.rest.resize(look.len() + 1, 0.0);
+        for i in (0..look.len()).rev() {
+            self.rest[i] = self.rest[i + 1] + self.bound[look[i]];
+        }
+        self.candidates(&sources, end);
+        self.alive.clear();
+        self.alive.extend(0..self.n as u32);
+        for (i, &j) in look.iter().enumerate() {
+            let rest = self.rest[i];
+            let (partial, theta) = (&self.partial, self.theta);
+            self.alive.retain(|&c| (partial[c as usize] + rest) * (1.0 + BOUND_SLACK) > theta);
+            if self.alive.is_empty() {
+                break;
+            }
+            self.look_up(j);
+        }
+        let m = self.lists.len();
+        for x in 0..self.alive.len() {
+            let c = self.alive[x] as usize;
+            let (mut own, mut expanded) = (0.0f32, 0.0f32);
+            for j in 0..m {
+                own += self.own[c * m + j];
+                expanded += self.expanded[c * m + j];
+            }
+            self.offer(self.cand[c], self.combine.score(own, expanded));
+        }
+        let used = ((self.n + 1).min(WINDOW)) * m;
+        self.own[..used].fill(0.0);
+        self.expanded[..used].fill(0.0);
+        (self.sources, self.look) = (sources, look);
+    }
+
+    /// Step 1 of [`Scan::window`]: the documents before `end` of the lists `sources` (each walked to `end`) that can
+    /// pass θ with the bounds of every other list (`rest[0]`), into `cand`, `partial` and the share rows.
+    fn candidates(&mut self, sources: &[usize], end: u64) {
+        let (m, lists, params, combine) = (self.lists.len(), self.lists, self.params, self.combine);
+        let (w_own, w_exp) = (combine.weight(Part::Own), combine.weight(Part::Expanded));
+        let (rest, theta) = (self.rest[0], self.theta);
+        let mut n = 0usize;
+        debug_assert!(
+            sources.iter().all(|&j| self.lists[j].list.get(self.cur[j]).is_none_or(|p| p.docno + WINDOW as u64 >= end))
+        );
+        if let [j] = *sources {
+            let l = &lists[j];
+            let mut c = self.cur[j];
+            while let Some(p) = l.list.get(c).filter(|p| p.docno < end) {
+                let (o, e) = l.shares(params, combine, c);
+                let w = w_own * o + w_exp * e;
+                // Written at n whether it passes or not; n moves on only when it does (no branch to mispredict).
+                if let (Some(d), Some(x), Some(own), Some(exp)) = (
+                    self.cand.get_mut(n),
+                    self.partial.get_mut(n),
+                    self.own.get_mut(n * m + j),
+                    self.expanded.get_mut(n * m + j),
+                ) {
+                    (*d, *x, *own, *exp) = (p.docno, w, o, e);
+                }
+                n += usize::from((w + rest) * (1.0 + BOUND_SLACK) > theta);
+                c += 1;
+            }
+            self.cur[j] = c;
+            self.n = n;
+            return;
+        }
         loop {
-            while essential < self.order.len() && self.prefix[essential] <= self.theta {
-                essential += 1;
-            }
-            if essential >= self.order.len() {
-                return;
-            }
-            if checked != Some(self.theta) {
-                checked = Some(self.theta);
-                if let Some(lead) = self.required() {
-                    return self.lead(lead, floor, end);
+            let mut d = u64::MAX;
+            for &j in sources {
+                if let Some(p) = lists[j].list.get(self.cur[j]) {
+                    d = d.min(p.docno);
                 }
             }
-            let Some(d) = self.essential_step(essential, end) else { return };
-            floor = d + 1;
+            if d >= end {
+                break;
+            }
+            let mut w = 0.0f32;
+            for &j in sources {
+                let c = self.cur[j];
+                if lists[j].list.get(c).is_some_and(|p| p.docno == d) {
+                    let (o, e) = lists[j].shares(params, combine, c);
+                    if let (Some(own), Some(exp)) = (self.own.get_mut(n * m + j), self.expanded.get_mut(n * m + j)) {
+                        (*own, *exp) = (o, e);
+                    }
+                    w += w_own * o + w_exp * e;
+                    self.cur[j] = c + 1;
+                }
+            }
+            if self.can_pass(w, rest) {
+                if let (Some(c), Some(x)) = (self.cand.get_mut(n), self.partial.get_mut(n)) {
+                    (*c, *x) = (d, w);
+                }
+                n += 1;
+            } else {
+                for &j in sources {
+                    if let (Some(own), Some(exp)) = (self.own.get_mut(n * m + j), self.expanded.get_mut(n * m + j)) {
+                        (*own, *exp) = (0.0, 0.0);
+                    }
+                }
+            }
         }
+        self.n = n;
+    }
+
+    /// Step 2 of [`Scan::window`] for list `j`: its cursor walks forward over the alive candidates (which are in
+    /// docno order), recording the shares of those it holds. The walk is a linear merge, not a search per
+    /// candidate: the window's postings of a long list lie in a few kilobytes that a sequential read streams,
+    /// where each probe of a binary or galloping search waits on memory (measured: a galloping search made
+    /// the look-ups the largest part of a 1M-memory query).
+    fn look_up(&mut self, j: usize) {
+        let (m, l) = (self.lists.len(), &self.lists[j]);
+        let (w_own, w_exp) = (self.combine.weight(Part::Own), self.combine.weight(Part::Expanded));
+        let list = l.list;
+        let mut at = self.cur[j];
+        for &c in &self.alive {
+            let c = c as usize;
+            let d = self.cand[c];
+            while list.get(at).is_some_and(|p| p.docno < d) {
+                at += 1;
+            }
+            let Some(p) = list.get(at) else { break };
+            if p.docno == d {
+                let (o, e) = l.shares(self.params, self.combine, at);
+                (self.own[c * m + j], self.expanded[c * m + j]) = (o, e);
+                self.partial[c] += w_own * o + w_exp * e;
+                at += 1;
+            }
+        }
+        self.cur[j] = at;
     }
 
     /// The shortest list of the window that every document able to enter holds: the other lists' bounds add up
@@ -496,132 +648,8 @@ impl<'s, 'a> Scan<'s, 'a> {
         best
     }
 
-    /// Looks list `j` up for document `d` ([`locate`]) and records its shares; returns its weighted share (0
-    /// when it does not hold `d`). `step`: move the cursor past `d` when it stands on it.
-    #[inline]
-    fn take(&mut self, j: usize, d: u64, step: bool) -> f32 {
-        let l = &self.lists[j];
-        let Some(i) = locate(l.list, self.start[j], &mut self.cur[j], d) else { return 0.0 };
-        let (o, e) = l.shares(self.params, self.combine, i);
-        (self.own_share[j], self.share[j]) = (o, e);
-        self.hit[j] = d;
-        if step && i == self.cur[j] {
-            self.cur[j] += 1;
-        }
-        self.combine.weight(Part::Own) * o + self.combine.weight(Part::Expanded) * e
-    }
-
-    /// One document of the essential lists `order[essential..]` (the smallest docno under their cursors, below
-    /// `end`): scored when its bounds let it, offered to the heap. None when the window has no more.
-    fn essential_step(&mut self, essential: usize, end: u64) -> Option<u64> {
-        // Documents whose essential shares cannot pass θ even with every non-essential bound are stepped over in
-        // a tight loop (the first test below would prune each of them all the same).
-        let rest = if essential > 0 { self.prefix[essential - 1] } else { 0.0 };
-        if essential + 1 == self.order.len() {
-            let j = self.order[essential];
-            skip_hopeless(self.params, self.combine, &self.lists[j], &mut self.cur[j], end, rest, self.theta);
-        } else if self.theta > f32::NEG_INFINITY {
-            self.skip_hopeless_merged(essential, end, rest);
-        }
-        let d =
-            self.order[essential..].iter().filter_map(|&j| self.lists[j].list.get(self.cur[j])).map(|p| p.docno).min();
-        let d = d.filter(|d| *d < end)?;
-        let mut partial = 0.0f32;
-        for x in essential..self.order.len() {
-            partial += self.take(self.order[x], d, true);
-        }
-        for i in (0..essential).rev() {
-            if (partial + self.prefix[i]) * (1.0 + BOUND_SLACK) <= self.theta {
-                return Some(d);
-            }
-            partial += self.take(self.order[i], d, false);
-        }
-        self.offer(d);
-        Some(d)
-    }
-
-    /// [`skip_hopeless`] over several essential lists `order[essential..]` merged in docno order: a document
-    /// is stepped over when the shares of the essential lists that hold it, plus `rest`, cannot pass θ.
-    fn skip_hopeless_merged(&mut self, essential: usize, end: u64, rest: f32) {
-        let (w_own, w_exp) = (self.combine.weight(Part::Own), self.combine.weight(Part::Expanded));
-        let lists = self.lists;
-        loop {
-            let mut d = u64::MAX;
-            for &j in &self.order[essential..] {
-                if let Some(p) = lists[j].list.get(self.cur[j]) {
-                    d = d.min(p.docno);
-                }
-            }
-            if d >= end {
-                return;
-            }
-            let mut s = 0.0f32;
-            for &j in &self.order[essential..] {
-                if lists[j].list.get(self.cur[j]).is_some_and(|p| p.docno == d) {
-                    let (o, e) = lists[j].shares(self.params, self.combine, self.cur[j]);
-                    s += w_own * o + w_exp * e;
-                }
-            }
-            if (s + rest) * (1.0 + BOUND_SLACK) > self.theta {
-                return;
-            }
-            for &j in &self.order[essential..] {
-                if lists[j].list.get(self.cur[j]).is_some_and(|p| p.docno == d) {
-                    self.cur[j] += 1;
-                }
-            }
-        }
-    }
-
-    /// The rest of the window from docno `floor` led by the required list `lead`: each of its documents is
-    /// looked up in the other lists, largest bound first, while its bounds can still pass θ.
-    fn lead(&mut self, lead: usize, floor: u64, end: u64) {
-        // Scratch vectors kept across windows (a window is a few microseconds; two allocations were a part).
-        let (mut others, mut rest) = (std::mem::take(&mut self.others), std::mem::take(&mut self.rest));
-        others.clear();
-        others.extend(self.order.iter().rev().copied().filter(|&j| j != lead));
-        rest.clear();
-        rest.resize(others.len() + 1, 0.0);
-        for i in (0..others.len()).rev() {
-            rest[i] = rest[i + 1] + self.bound[others[i]];
-        }
-        let list = self.lists[lead].list;
-        if list.get(self.cur[lead]).is_some_and(|p| p.docno < floor) {
-            self.cur[lead] = gallop(list, self.cur[lead], floor);
-        }
-        loop {
-            // Lead documents that cannot pass θ even with every other list's bound: stepped over.
-            let l = &self.lists[lead];
-            skip_hopeless(self.params, self.combine, l, &mut self.cur[lead], end, rest[0], self.theta);
-            let Some(p) = list.get(self.cur[lead]).filter(|p| p.docno < end) else { break };
-            let d = p.docno;
-            let mut partial = self.take(lead, d, true);
-            let mut pruned = false;
-            for (i, &j) in others.iter().enumerate() {
-                if (partial + rest[i]) * (1.0 + BOUND_SLACK) <= self.theta {
-                    pruned = true;
-                    break;
-                }
-                partial += self.take(j, d, false);
-            }
-            if !pruned {
-                self.offer(d);
-            }
-        }
-        (self.others, self.rest) = (others, rest);
-    }
-
-    /// Offers document `d`, whose shares are recorded, to the heap; raises θ when the heap is full.
-    fn offer(&mut self, d: u64) {
-        let (mut own, mut expanded) = (0.0f32, 0.0f32);
-        for j in 0..self.lists.len() {
-            if self.hit[j] == d {
-                // Shares a list does not have are +0.0, which leaves a sum as it is (to the bit).
-                own += self.own_share[j];
-                expanded += self.share[j];
-            }
-        }
-        let s = self.combine.score(own, expanded);
+    /// Offers document `d` with score `s` to the heap; raises θ when the heap is full.
+    fn offer(&mut self, d: u64, s: f32) {
         // Documents come in docno order, so a tie with the worst kept document loses.
         if (self.heap.len() < self.k || s > self.theta) && (self.accept)(d) {
             self.heap.push(std::cmp::Reverse(Entry(s, d)));
@@ -635,31 +663,6 @@ impl<'s, 'a> Scan<'s, 'a> {
             }
         }
     }
-}
-
-/// Moves `cur` past the postings of list `l` before docno `end` whose weighted share plus `rest` (the bounds of
-/// every other list in the window, with slack) is at most `theta`: documents that cannot enter the top k through
-/// this list, stepped over without the per-document bookkeeping of [`top_k`].
-#[inline]
-fn skip_hopeless(
-    params: Bm25Params,
-    combine: Combine,
-    l: &ScoredList<'_>,
-    cur: &mut usize,
-    end: u64,
-    rest: f32,
-    theta: f32,
-) {
-    let (w_own, w_exp) = (combine.weight(Part::Own), combine.weight(Part::Expanded));
-    let mut c = *cur;
-    while l.list.get(c).is_some_and(|p| p.docno < end) {
-        let (o, e) = l.shares(params, combine, c);
-        if (w_own * o + w_exp * e + rest) * (1.0 + BOUND_SLACK) > theta {
-            break;
-        }
-        c += 1;
-    }
-    *cur = c;
 }
 
 /// The score [`top_k`] gives document `docno` (0 when no list holds it), equal to the bit: each list is
@@ -743,28 +746,6 @@ impl PartialOrd for Entry {
 impl Ord for Entry {
     fn cmp(&self, o: &Self) -> std::cmp::Ordering {
         self.0.total_cmp(&o.0).then(o.1.cmp(&self.1))
-    }
-}
-
-/// The index of docno `d` in `list`, if it holds it, with the cursor `cur` moved forward to the first posting at
-/// or after `d` when it was before. Postings between `start` and the cursor may have been skipped
-/// ([`skip_hopeless`]), so a cursor already past `d` is searched behind (binary search), but only when the
-/// posting just before it is not below `d` already.
-#[inline]
-fn locate(list: &[Posting], start: usize, cur: &mut usize, d: u64) -> Option<usize> {
-    match list.get(*cur) {
-        Some(p) if p.docno == d => Some(*cur),
-        Some(p) if p.docno < d => {
-            *cur = gallop(list, *cur, d);
-            list.get(*cur).filter(|p| p.docno == d).map(|_| *cur)
-        }
-        _ => {
-            let behind = list.get(start..*cur)?;
-            if behind.last().is_none_or(|p| p.docno < d) {
-                return None;
-            }
-            behind.binary_search_by_key(&d, |p| p.docno).ok().map(|i| start + i)
-        }
     }
 }
 
