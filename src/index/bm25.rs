@@ -313,17 +313,18 @@ pub fn blocks_of(postings: &[Posting]) -> Vec<Block> {
 /// without scoring every posting.
 ///
 /// Dynamic pruning by MaxScore (Turtle and Flood, "Query evaluation: strategies and optimizations", Information
-/// Processing & Management 31(6), 1995), document at a time over docno windows with block-max bounds, as
+/// Processing & Management 31(6), 1995), a window at a time over docno windows with block-max bounds, as
 /// Lucene's `MaxScoreBulkScorer` does (block-max indexes: Ding and Suel, SIGIR 2011). The docnos are cut in
 /// windows of `2^BLOCK_SHIFT`; in each window every list has an upper bound of its share of a score (the term's
 /// BM25 at the best (tf, length) points of its postings in that window, [`TfBounds`], times its blend weight; 0
 /// when it has none there). Lists are ordered by bound; while the `k`-th best score θ is at least the sum of
 /// the smallest bounds, those lists are *non-essential*: a document found only in them cannot enter the top `k`.
-/// Only the essential lists are walked, a candidate's non-essential lists are looked up (galloping search) only
-/// while its partial score plus their bounds can still pass θ, and a window whose bounds add up to at most θ is
-/// skipped whole. When the bounds of all lists but one add up to at most θ, that list is *required* (every
-/// document that can still enter holds it, as in Lucene's required clauses): the shortest required list then
-/// leads the rest of the window and every other list is looked up.
+/// Only the essential lists are walked; a candidate's non-essential lists are looked up (a list at a time,
+/// merged over the candidates) only while its partial score plus their bounds can still pass θ, and a window
+/// whose bounds add up to at most θ is skipped whole. When the bounds of all lists but one add up to at most θ,
+/// that list is *required* (every document that can still enter holds it, as in Lucene's required clauses): the
+/// shortest required list then gives the window's candidates and every other list is looked up.
+/// Memory: two `f32` per list for each of the window's up to `2^BLOCK_SHIFT` candidates (8 KiB per query term).
 ///
 /// A document's score is `combine` of its own and expanded sums, each summed in list order. `accept` is asked
 /// only of documents that would enter the top `k`. Cost: at worst (θ never passes a bound) every posting.
