@@ -459,13 +459,6 @@ impl<'s, 'a> Scan<'s, 'a> {
         }
     }
 
-    /// Whether a document with weighted partial score `partial` and `rest` still to come (bounds, with slack)
-    /// can pass θ.
-    #[inline]
-    fn can_pass(&self, partial: f32, rest: f32) -> bool {
-        (partial + rest) * (1.0 + BOUND_SLACK) > self.theta
-    }
-
     /// Scores the window of docnos before `end` whose lists and bounds are in `order` and `bound`, a list at a
     /// time over the window's candidates (as Lucene's `MaxScoreBulkScorer` scores a window):
     /// 1. the candidates come from the essential lists (merged in docno order), or from the required list alone
@@ -512,7 +505,7 @@ impl<'s, 'a> Scan<'s, 'a> {
         for (i, &j) in look.iter().enumerate() {
             let rest = self.rest[i];
             let (partial, theta) = (&self.partial, self.theta);
-            self.alive.retain(|&c| (partial[c as usize] + rest) * (1.0 + BOUND_SLACK) > theta);
+            self.alive.retain(|&c| can_pass(partial[c as usize], rest, theta));
             if self.alive.is_empty() {
                 break;
             }
@@ -559,7 +552,7 @@ impl<'s, 'a> Scan<'s, 'a> {
                 ) {
                     (*d, *x, *own, *exp) = (p.docno, w, o, e);
                 }
-                n += usize::from((w + rest) * (1.0 + BOUND_SLACK) > theta);
+                n += usize::from(can_pass(w, rest, theta));
                 c += 1;
             }
             self.cur[j] = c;
@@ -588,7 +581,7 @@ impl<'s, 'a> Scan<'s, 'a> {
                     self.cur[j] = c + 1;
                 }
             }
-            if self.can_pass(w, rest) {
+            if can_pass(w, rest, theta) {
                 if let (Some(c), Some(x)) = (self.cand.get_mut(n), self.partial.get_mut(n)) {
                     (*c, *x) = (d, w);
                 }
@@ -664,6 +657,13 @@ impl<'s, 'a> Scan<'s, 'a> {
             }
         }
     }
+}
+
+/// Whether a document with weighted partial score `partial` and `rest` still to come (bounds, with slack) can
+/// pass the k-th best score `theta`.
+#[inline]
+fn can_pass(partial: f32, rest: f32, theta: f32) -> bool {
+    (partial + rest) * (1.0 + BOUND_SLACK) > theta
 }
 
 /// The score [`top_k`] gives document `docno` (0 when no list holds it), equal to the bit: each list is
