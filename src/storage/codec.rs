@@ -130,19 +130,40 @@ const F16_TAG: u8 = 0xF1;
 /// vectors Engram stores the rounding error per component is at most 2^-11 relative (about 5e-4), which moves
 /// cosine similarities by well under 1e-3 and recall@10 not measurably (`docs/retrieval.md`).
 pub fn vector_to_bytes(v: &[f32]) -> Vec<u8> {
+    use half::slice::HalfFloatSliceExt;
     let mut out = Vec::with_capacity(1 + v.len() * 2);
     out.push(F16_TAG);
-    out.extend(v.iter().flat_map(|x| half::f16::from_f32(*x).to_le_bytes()));
+    let mut halves = [half::f16::ZERO; HALF_CHUNK];
+    for chunk in v.chunks(HALF_CHUNK) {
+        let halves = &mut halves[..chunk.len()];
+        halves.convert_from_f32_slice(chunk);
+        out.extend(halves.iter().flat_map(|h| h.to_le_bytes()));
+    }
     out
 }
+
+/// Components converted at a time between `f32` and half precision: the slice conversions of the `half` crate
+/// use the CPU's F16C instructions (8 lanes) where it has them, about 4x faster than a component at a time
+/// (measured on a 256-dimension vector: 192 against 830 ns), which is most of reading a store's vectors at open.
+const HALF_CHUNK: usize = 64;
 
 /// A stored vector back to `f32`s: the half-precision form of [`vector_to_bytes`], or the `f32` form of
 /// format 1 stores (`4 x dim` bytes, always a multiple of 4, never starting a `1 + 2 x dim` record). A trailing
 /// partial component is dropped.
 pub fn vector_from_bytes(b: &[u8]) -> Vec<f32> {
+    use half::slice::HalfFloatSliceExt;
     match b.split_first() {
         Some((&F16_TAG, rest)) if !b.len().is_multiple_of(4) => {
-            rest.chunks_exact(2).map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32()).collect()
+            let mut out = vec![0.0f32; rest.len() / 2];
+            let mut halves = [half::f16::ZERO; HALF_CHUNK];
+            for (bytes, dst) in rest.chunks(2 * HALF_CHUNK).zip(out.chunks_mut(HALF_CHUNK)) {
+                let halves = &mut halves[..dst.len()];
+                for (h, c) in halves.iter_mut().zip(bytes.chunks_exact(2)) {
+                    *h = half::f16::from_le_bytes([c[0], c[1]]);
+                }
+                halves.convert_to_f32_slice(dst);
+            }
+            out
         }
         _ => b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
     }
@@ -250,6 +271,29 @@ pub(crate) mod tests {
             // Stored values are exact half-precision numbers: a second round trip changes no bit.
             let again: Vec<u32> = vector_from_bytes(&vector_to_bytes(&back)).iter().map(|f| f.to_bits()).collect();
             prop_assert_eq!(again, back.iter().map(|f| f.to_bits()).collect::<Vec<_>>());
+        }
+
+        #[test]
+        fn vector_codec_converts_each_component_as_half_does(v in proptest::collection::vec(any::<u32>(), 0..300)) {
+            // The chunked slice conversions (F16C where the CPU has it) give the bits of the component-wise
+            // ones, across chunk boundaries; NaNs stay NaNs.
+            let floats: Vec<f32> = v.iter().map(|b| f32::from_bits(*b)).collect();
+            let bytes = vector_to_bytes(&floats);
+            let one_by_one: Vec<u8> =
+                std::iter::once(F16_TAG).chain(floats.iter().flat_map(|x| half::f16::from_f32(*x).to_le_bytes())).collect();
+            prop_assert_eq!(bytes.len(), one_by_one.len());
+            prop_assert_eq!(bytes[0], F16_TAG);
+            for (i, (a, b)) in bytes[1..].chunks(2).zip(one_by_one[1..].chunks(2)).enumerate() {
+                let nan = |c: &[u8]| half::f16::from_le_bytes([c[0], c[1]]).is_nan();
+                prop_assert!(a == b || (nan(a) && nan(b)), "component {}", i);
+            }
+            let back = vector_from_bytes(&one_by_one);
+            let expected: Vec<f32> =
+                one_by_one[1..].chunks_exact(2).map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32()).collect();
+            prop_assert_eq!(back.len(), expected.len());
+            for (a, b) in back.iter().zip(&expected) {
+                prop_assert!(a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()));
+            }
         }
 
         #[test]
