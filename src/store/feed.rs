@@ -257,17 +257,20 @@ impl Feed {
     /// Rebuilds the indexes, the PageRank table and the chunk indexes from the tables.
     fn reload(&self, position: &mut u64) -> Result<()> {
         let started = Instant::now();
-        let (state, head) = super::open::load_index_state(
-            &self.db,
-            self.dim,
-            self.vector,
-            self.context_window,
-            &self.graph_files,
-            None,
-        )?;
+        let ((state, head), graph) = super::open::with_graph_state(&self.db, |extra| {
+            super::open::load_index_state(
+                &self.db,
+                self.dim,
+                self.vector,
+                self.context_window,
+                &self.graph_files,
+                None,
+                extra,
+            )
+        })?;
         *self.index.write() = state;
         *position = head;
-        *self.graph.write() = super::communities::load_graph_state(&self.db)?;
+        *self.graph.write() = graph;
         self.chunks.write().clear();
         (self.wake_hnsw)();
         tracing::info!(secs = started.elapsed().as_secs_f64(), "indexes rebuilt from the database");

@@ -519,7 +519,6 @@ impl KnowledgeStore {
     /// re-embedding and wakes the graph workers.
     pub(super) fn after_bulk_change(&self, touched: &BTreeSet<String>) -> Result<()> {
         self.load_indexes()?;
-        *self.graph.write() = crate::store::communities::load_graph_state(&self.db)?;
         {
             let mut ci = self.chunk_index.write();
             for s in touched {
