@@ -115,19 +115,24 @@ impl KnowledgeStore {
         let format_version = super::upgrade::stored_format(&meta)?.unwrap_or(crate::storage::codec::FORMAT_VERSION);
         let last_upgrade = super::upgrade::last_upgrade(&meta)?;
         let labels = label::labels(&rtx)?.len()? as usize;
-        let state = self.index.read();
-        let memories = state.spaces.values().map(|s| s.catalog.len()).sum();
-        let reindex_pending = if self.config.embedder.external() {
-            0
-        } else {
-            state.spaces.values().map(|s| s.catalog.len().saturating_sub(s.vectors.len())).sum()
+        // The index lock is released before `expiry_status` takes it again: a second read behind a waiting
+        // writer (the own-text decode, an index update) would wait for that writer, which waits for this read.
+        let (memories, spaces, reindex_pending) = {
+            let state = self.index.read();
+            let memories = state.spaces.values().map(|s| s.catalog.len()).sum();
+            let reindex_pending = if self.config.embedder.external() {
+                0
+            } else {
+                state.spaces.values().map(|s| s.catalog.len().saturating_sub(s.vectors.len())).sum()
+            };
+            (memories, state.spaces.len(), reindex_pending)
         };
         Ok(StoreHealth {
             embedder: self.config.embedder.name().to_string(),
             dim: self.config.embedder.dim(),
             generation,
             memories,
-            spaces: state.spaces.len(),
+            spaces,
             reindex_pending,
             labels,
             reembed: self.reembed_progress.status(),

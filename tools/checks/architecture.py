@@ -8,6 +8,9 @@
 * Records, not tables: outside the port (src/storage/), only the record modules (src/store/records/) open a
   kind (`.table(`, `.open(KIND)`), name the kinds (`storage::tables`) or call a record codec (`encode`,
   `decode`, `vector_to_bytes`, `vector_from_bytes`, `postcard::`).
+* No store lock (`index`, `graph`, `chunks`: parking_lot RwLocks) is taken again, directly or through a method,
+  while a guard of it is held in a `let` binding: a second read behind a waiting writer deadlocks (parking_lot
+  queues new readers behind a writer), as `health` did with `expiry_status` in stop 51's CI.
 
 Prints each violation and exits 1 when there is any. Standard library only.
 """
@@ -133,8 +136,61 @@ def records_not_tables():
     return out
 
 
+def function_bodies():
+    """(path, name, body) of every fn outside test modules; bodies by brace matching on code without strings."""
+    out = []
+    for p in files():
+        src = re.sub(r'"(\\.|[^"\\])*"', '""', code_of(p))
+        for m in re.finditer(r"\bfn\s+(\w+)[^{;]*\{", src):
+            i, depth = m.end(), 1
+            while depth and i < len(src):
+                depth += (src[i] == "{") - (src[i] == "}")
+                i += 1
+            out.append((p, m.group(1), src[m.end():i]))
+    return out
+
+
+def relocked_store_locks():
+    lock = r"self\.{}\.(?:read|write)\(\)"
+    bodies = function_bodies()
+    out = []
+    for name in ("index", "graph", "chunks"):
+        # Methods that take the lock, directly or through other methods of the store (by name: a
+        # conservative closure).
+        takes = {f for _, f, b in bodies if re.search(lock.format(name), b)}
+        grew = True
+        while grew:
+            grew = False
+            for _, f, b in bodies:
+                if f not in takes and any(re.search(rf"self\.{t}\(", b) for t in takes):
+                    takes.add(f)
+                    grew = True
+        held = re.compile(r"let\s+(?:mut\s+)?(\w+)\s*=\s*" + lock.format(name) + ";")
+        for p, f, b in bodies:
+            for m in held.finditer(b):
+                # The guard lives to the end of its block or to drop(guard).
+                rest, depth, end = b[m.end():], 0, None
+                for i, ch in enumerate(rest):
+                    depth += (ch == "{") - (ch == "}")
+                    if depth < 0:
+                        end = i
+                        break
+                rest = rest[:end]
+                dropped = re.search(rf"drop\({m.group(1)}\)", rest)
+                rest = rest[: dropped.start()] if dropped else rest
+                again = re.search(lock.format(name), rest)
+                calls = [t for t in sorted(takes) if re.search(rf"self\.{t}\(", rest)]
+                if again or calls:
+                    what = "itself" if again else f"self.{calls[0]}(), which takes it"
+                    out.append(f"{p}: fn {f} holds the {name} lock ({m.group(1)}) and takes it again: {what}")
+    return out
+
+
 def main():
-    problems = cycles() + long_functions() + writer_lock() + redb_outside_storage() + records_not_tables()
+    problems = (
+        cycles() + long_functions() + writer_lock() + redb_outside_storage() + records_not_tables()
+        + relocked_store_locks()
+    )
     for p in problems:
         print(p)
     print(f"architecture: {len(problems)} problem(s)")
