@@ -8,9 +8,10 @@
 * Records, not tables: outside the port (src/storage/), only the record modules (src/store/records/) open a
   kind (`.table(`, `.open(KIND)`), name the kinds (`storage::tables`) or call a record codec (`encode`,
   `decode`, `vector_to_bytes`, `vector_from_bytes`, `postcard::`).
-* No store lock (`index`, `graph`, `chunks`: parking_lot RwLocks) is taken again, directly or through a method,
-  while a guard of it is held in a `let` binding: a second read behind a waiting writer deadlocks (parking_lot
-  queues new readers behind a writer), as `health` did with `expiry_status` in stop 51's CI.
+* No store lock (`index`, `graph`, `chunks`, `chunk_index`, the database handle `inner`: parking_lot RwLocks)
+  is taken again, directly or through a method, while a guard of it is held in a `let` binding: a second read
+  behind a waiting writer deadlocks (parking_lot queues new readers behind a writer), as `health` did with
+  `expiry_status` in stop 51's CI.
 
 Prints each violation and exits 1 when there is any. Standard library only.
 """
@@ -154,7 +155,7 @@ def relocked_store_locks():
     lock = r"self\.{}\.(?:read|write)\(\)"
     bodies = function_bodies()
     out = []
-    for name in ("index", "graph", "chunks"):
+    for name in ("index", "graph", "chunks", "chunk_index", "inner"):
         # Methods that take the lock, directly or through other methods of the store (by name: a
         # conservative closure).
         takes = {f for _, f, b in bodies if re.search(lock.format(name), b)}
