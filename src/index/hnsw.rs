@@ -183,10 +183,17 @@ impl Hnsw {
 
     /// Overwrites the vector of point `p` (`dim` floats; other lengths and points out of range are ignored).
     pub fn set_vector(&mut self, p: u32, v: &[f32]) {
-        let (p, dim) = (p as usize, self.dim);
-        if v.len() == dim && p < self.len() {
-            self.vectors[p * dim..(p + 1) * dim].copy_from_slice(v);
+        if let Some(slot) = self.vector_mut(p)
+            && v.len() == slot.len()
+        {
+            slot.copy_from_slice(v);
         }
+    }
+
+    /// The vector of point `p` to write in place (`dim` floats); None for a point out of range.
+    pub fn vector_mut(&mut self, p: u32) -> Option<&mut [f32]> {
+        let (p, dim) = (p as usize, self.dim);
+        self.vectors.get_mut(p * dim..(p + 1) * dim)
     }
 
     /// Bytes held: vectors, links, per-point data.

@@ -194,8 +194,30 @@ impl LivePoints {
 /// A saved graph whose live points get their vectors as the store's vectors are read.
 struct Staged {
     graph: Hnsw,
-    live_points: FxHashMap<u64, u32>,
+    /// (docno, point) of the live points, by docno.
+    live_points: Vec<(u64, u32)>,
+    /// Where the last match was in `live_points`: the store's vectors come in docno order, so the next is
+    /// found by walking forward (no hash lookup: 0.2 s of a 1,000,000-vector open went to one).
+    cursor: usize,
     filled: Vec<bool>,
+}
+
+impl Staged {
+    /// The point standing for `docno`, if it is a live point: a forward walk from the last match, a binary
+    /// search when `docno` comes out of order.
+    fn point(&mut self, docno: u64) -> Option<u32> {
+        let live = &self.live_points;
+        while live.get(self.cursor).is_some_and(|e| e.0 < docno) {
+            self.cursor += 1;
+        }
+        match live.get(self.cursor) {
+            Some(&(d, p)) if d == docno => Some(p),
+            _ if self.cursor > 0 && live[self.cursor - 1].0 >= docno => {
+                live.binary_search_by_key(&docno, |e| e.0).ok().map(|i| live[i].1)
+            }
+            _ => None,
+        }
+    }
 }
 
 /// Catch-up inserts per round, so the gate is never held for long.
@@ -526,30 +548,34 @@ impl SpaceVectors {
         if saved.generation > generation_now {
             return Err(format!("graph of generation {}, store is at {generation_now}", saved.generation));
         }
-        let mut live_points = FxHashMap::default();
-        for p in 0..g.len() as u32 {
-            if saved.live[p as usize] {
-                live_points.insert(g.docno(p), p);
-            }
+        let mut live_points: Vec<(u64, u32)> =
+            (0..g.len() as u32).filter(|p| saved.live[*p as usize]).map(|p| (g.docno(p), p)).collect();
+        // A graph built in docno order is sorted already (a pass, no sort).
+        if !live_points.is_sorted() {
+            live_points.sort_unstable();
         }
-        self.staged = Some(Staged { filled: vec![false; g.len()], graph: g, live_points });
+        self.staged = Some(Staged { filled: vec![false; g.len()], graph: g, live_points, cursor: 0 });
         Ok(())
     }
 
-    /// Adds one vector read from the store at open: into the staged graph when it stands for one of its live
-    /// points, else into the arena (pending).
-    pub fn insert_loaded(&mut self, docno: u64, v: &[f32]) {
-        if v.len() != self.dim {
-            return;
-        }
+    /// Adds one vector read from the store at open, `fill` writing its `dim` floats into the slot it is given
+    /// (false: the stored vector has another length, and it is skipped): straight into the staged graph when it
+    /// stands for one of its live points (no copy), else into the arena (pending). Fastest in docno order.
+    pub fn insert_loaded(&mut self, docno: u64, fill: impl FnOnce(&mut [f32]) -> bool) {
         if let Some(st) = &mut self.staged
-            && let Some(&p) = st.live_points.get(&docno)
+            && let Some(p) = st.point(docno)
         {
-            st.graph.set_vector(p, v);
-            st.filled[p as usize] = true;
+            if let Some(slot) = st.graph.vector_mut(p)
+                && fill(slot)
+            {
+                st.filled[p as usize] = true;
+            }
             return;
         }
-        self.insert_batch(&[(docno, v.to_vec())]);
+        let mut v = vec![0.0; self.dim];
+        if fill(&mut v) {
+            self.insert_batch(&[(docno, v)]);
+        }
     }
 
     /// Installs the staged graph once the store's vectors are loaded: its live points whose vector was loaded
@@ -561,12 +587,12 @@ impl SpaceVectors {
     pub fn finish_attach(&mut self) -> Result<AttachStats, String> {
         let Some(st) = self.staged.take() else { return Ok(AttachStats { points: 0, live: 0, pending: 0 }) };
         let live = st.live_points.len();
-        let gone = st.live_points.values().filter(|p| !st.filled[**p as usize]).count();
+        let gone = st.live_points.iter().filter(|(_, p)| !st.filled[*p as usize]).count();
         if gone * 10 > live.max(1) {
             let back: Vec<(u64, Vec<f32>)> = st
                 .live_points
                 .iter()
-                .filter(|(_, p)| st.filled[**p as usize])
+                .filter(|(_, p)| st.filled[*p as usize])
                 .map(|(d, p)| (*d, st.graph.vector(*p).to_vec()))
                 .collect();
             drop(st.graph);
@@ -803,6 +829,38 @@ mod tests {
         assert!(!live.is_live(200));
         assert_eq!(live.remove(&8), None);
         assert_eq!((live.len(), live.get(&7)), (1, Some(&5)));
+    }
+
+    #[test]
+    fn a_staged_graph_takes_its_vectors_in_any_order_and_pends_the_rest() {
+        // Points out of docno order (inserted shuffled), vectors then given in docno order, some out of order,
+        // one missing (deleted after the save) and some new (written after the save).
+        let params = VectorParams { hnsw_min_points: 100, ..VectorParams::default() };
+        let mut saved = SpaceVectors::new(16, params);
+        let mut docnos: Vec<u64> = (0..300).map(|i| i * 3).collect();
+        docnos.sort_by_key(|d| (d * 7919) % 301);
+        saved.insert_batch(&docnos.iter().map(|d| (*d, unit(*d, 16))).collect::<Vec<_>>());
+        saved.build_now();
+        let (bytes, _) = saved.graph_bytes(1, "e").expect("a changed graph has bytes");
+        let mut idx = SpaceVectors::new(16, params);
+        idx.stage_attach(&bytes, "e", 1).expect("stages");
+        let mut given: Vec<u64> = (0..300).map(|i| i * 3).filter(|d| *d != 30).chain([1000, 1001]).collect();
+        given.swap(10, 200);
+        for d in &given {
+            idx.insert_loaded(*d, |slot| {
+                slot.copy_from_slice(&unit(*d, 16));
+                true
+            });
+        }
+        // A stored vector of another length is skipped (the slot refuses it).
+        idx.insert_loaded(2000, |slot| slot.len() == 3);
+        let stats = idx.finish_attach().expect("attaches");
+        assert_eq!((stats.points, stats.live, stats.pending), (300, 299, 2));
+        let all = |_: u64| true;
+        for d in [0, 3, 597, 1000, 1001, given[10], given[200]] {
+            assert_eq!(idx.search(&unit(d, 16), 1, &all, None)[0].docno, d, "docno {d}");
+        }
+        assert!(idx.search(&unit(30, 16), 5, &all, None).iter().all(|h| h.docno != 30), "the deleted one");
     }
 
     #[test]

@@ -151,10 +151,28 @@ const HALF_CHUNK: usize = 64;
 /// format 1 stores (`4 x dim` bytes, always a multiple of 4, never starting a `1 + 2 x dim` record). A trailing
 /// partial component is dropped.
 pub fn vector_from_bytes(b: &[u8]) -> Vec<f32> {
+    let mut out = vec![0.0f32; vector_len(b)];
+    vector_decode_into(b, &mut out);
+    out
+}
+
+/// The number of components [`vector_from_bytes`] gives for `b`.
+pub fn vector_len(b: &[u8]) -> usize {
+    match b.split_first() {
+        Some((&F16_TAG, rest)) if !b.len().is_multiple_of(4) => rest.len() / 2,
+        _ => b.len() / 4,
+    }
+}
+
+/// Decodes `b` as [`vector_from_bytes`] does, straight into `out` (no allocation: at open, into the slot of a
+/// staged HNSW graph). Returns false, writing nothing, when `b` holds other than `out.len()` components.
+pub fn vector_decode_into(b: &[u8], out: &mut [f32]) -> bool {
     use half::slice::HalfFloatSliceExt;
+    if vector_len(b) != out.len() {
+        return false;
+    }
     match b.split_first() {
         Some((&F16_TAG, rest)) if !b.len().is_multiple_of(4) => {
-            let mut out = vec![0.0f32; rest.len() / 2];
             let mut halves = [half::f16::ZERO; HALF_CHUNK];
             for (bytes, dst) in rest.chunks(2 * HALF_CHUNK).zip(out.chunks_mut(HALF_CHUNK)) {
                 let halves = &mut halves[..dst.len()];
@@ -163,10 +181,14 @@ pub fn vector_from_bytes(b: &[u8]) -> Vec<f32> {
                 }
                 halves.convert_to_f32_slice(dst);
             }
-            out
         }
-        _ => b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
+        _ => {
+            for (dst, c) in out.iter_mut().zip(b.chunks_exact(4)) {
+                *dst = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+            }
+        }
     }
+    true
 }
 
 /// Property tests of the stored codecs (proptest): every record survives encode/decode exactly, any bytes
@@ -302,6 +324,26 @@ pub(crate) mod tests {
             let legacy: Vec<u8> = floats.iter().flat_map(|x| x.to_le_bytes()).collect();
             let back: Vec<u32> = vector_from_bytes(&legacy).iter().map(|f| f.to_bits()).collect();
             prop_assert_eq!(back, v);
+        }
+
+        #[test]
+        fn decoding_into_a_slot_matches_and_refuses_other_lengths(
+            v in proptest::collection::vec(-2.0f32..=2.0, 0..300),
+            legacy in any::<bool>(),
+            other in 0usize..300,
+        ) {
+            let bytes = if legacy { v.iter().flat_map(|x| x.to_le_bytes()).collect() } else { vector_to_bytes(&v) };
+            let whole = vector_from_bytes(&bytes);
+            prop_assert_eq!(vector_len(&bytes), v.len());
+            let mut slot = vec![7.0f32; v.len()];
+            prop_assert!(vector_decode_into(&bytes, &mut slot));
+            prop_assert_eq!(slot.iter().map(|f| f.to_bits()).collect::<Vec<_>>(), whole.iter().map(|f| f.to_bits()).collect::<Vec<_>>());
+            // Another length: refused, and nothing written.
+            if other != v.len() {
+                let mut wrong = vec![7.0f32; other];
+                prop_assert!(!vector_decode_into(&bytes, &mut wrong));
+                prop_assert!(wrong.iter().all(|x| *x == 7.0));
+            }
         }
 
         #[test]

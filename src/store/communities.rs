@@ -668,14 +668,43 @@ pub(crate) fn load_graph_state(db: &crate::storage::Db) -> Result<GraphState> {
     Ok(GraphState { memory_rank, last, ..Default::default() })
 }
 
-/// Loads stored memory PageRank into memory.
+/// Loads stored memory PageRank into memory: space -> memory id -> rank.
+///
+/// The rows come in (space, id) order, so each space's map is filled without looking the space up again, and
+/// the first is sized for every row (the table's length is kept by redb; one space is the common store): at
+/// 1,000,000 memories this read is the last step of an open ([`super::open::with_graph_state`]).
+///
+/// # Errors
+/// Storage errors.
 pub(crate) fn load_ranks(db: &crate::storage::Db) -> Result<HashMap<String, HashMap<String, f32>>> {
     let rtx = db.read()?;
+    let table = graph::memory_pagerank(&rtx)?;
     let mut out: HashMap<String, HashMap<String, f32>> = HashMap::new();
-    for row in graph::memory_pagerank(&rtx)?.iter()? {
+    let mut current: Option<(String, HashMap<String, f32>)> = None;
+    for row in table.iter()? {
         let (k, v) = row?;
         let (s, m) = k.value();
-        out.entry(s.to_string()).or_default().insert(m.to_string(), v.value() as f32);
+        if current.as_ref().is_none_or(|(c, _)| c != s) {
+            if let Some((c, ranks)) = current.take() {
+                out.insert(c, ranks);
+            }
+            let ranks = if out.is_empty() {
+                HashMap::with_capacity(usize::try_from(table.len()?).unwrap_or(0))
+            } else {
+                out.remove(s).unwrap_or_default()
+            };
+            current = Some((s.to_string(), ranks));
+        }
+        if let Some((_, ranks)) = current.as_mut() {
+            ranks.insert(m.to_string(), v.value() as f32);
+        }
+    }
+    if let Some((c, ranks)) = current {
+        out.insert(c, ranks);
+    }
+    // The first space was sized for the whole table: give back what it does not use.
+    for ranks in out.values_mut().filter(|r| r.len() * 2 < r.capacity()) {
+        ranks.shrink_to_fit();
     }
     Ok(out)
 }

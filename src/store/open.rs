@@ -626,9 +626,8 @@ fn load_vectors(
     lap("graphs staged");
     let mut loaded: HashMap<String, Vec<u64>> = HashMap::new();
     let mut current: Option<(String, SpaceIndex, Vec<u64>)> = None;
-    for row in memory::vectors(rtx)?.iter()? {
-        let (k, v) = row?;
-        let (space, docno) = k.value();
+    // Each vector is decoded straight into its graph slot (or the arena): no allocation per vector.
+    memory::each_vector(rtx, |space, docno, v| {
         if current.as_ref().is_none_or(|(s, _, _)| s != space) {
             if let Some((s, si, l)) = current.take() {
                 spaces.insert(s.clone(), si);
@@ -638,13 +637,16 @@ fn load_vectors(
             let l = loaded.remove(space).unwrap_or_default();
             current = Some((space.to_string(), si, l));
         }
-        let Some((_, si, l)) = current.as_mut() else { continue };
-        let vec = v.0;
-        if vec.len() == dim {
-            si.vectors.insert_loaded(docno, &vec);
+        let Some((_, si, l)) = current.as_mut() else { return };
+        let mut read = false;
+        si.vectors.insert_loaded(docno, |slot| {
+            read = slot.len() == dim && v.decode_into(slot);
+            read
+        });
+        if read {
             l.push(docno);
         }
-    }
+    })?;
     if let Some((s, si, l)) = current.take() {
         spaces.insert(s.clone(), si);
         loaded.insert(s, l);

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::{Bytes, K1, K2, KN, Opened, Records, Tx};
 use crate::error::Result;
 use crate::model::{Memory, MemoryState, Metadata, TemporalContext, Timestamp, UnitType};
-use crate::storage::codec::{Versioned, postcard_body, vector_from_bytes, vector_to_bytes};
+use crate::storage::codec::{Versioned, postcard_body, vector_decode_into, vector_from_bytes, vector_to_bytes};
 use crate::storage::tables::{LEX_STATS, MEMORIES, MEMORY_SPACE, POSTINGS, VECTORS};
 use crate::storage::{Readable, Table, WriteTx};
 
@@ -206,6 +206,32 @@ pub(crate) fn memory_space<X: Tx>(tx: &X) -> Result<X::Table<'_, K1, &'static st
 /// Storage errors.
 pub(crate) fn vectors<X: Tx>(tx: &X) -> Result<Opened<'_, X, KN, Vector>> {
     super::records(tx, VECTORS)
+}
+
+/// A stored embedding not yet decoded: read straight into its destination (the open reads 1,000,000 of them
+/// into a staged HNSW graph with no allocation per vector).
+pub(crate) struct StoredVector<'a>(&'a [u8]);
+
+impl StoredVector<'_> {
+    /// Decodes into `out`; false (nothing written) when the vector has other than `out.len()` components.
+    pub(crate) fn decode_into(&self, out: &mut [f32]) -> bool {
+        vector_decode_into(self.0, out)
+    }
+}
+
+/// Calls `f(space, docno, vector)` for every stored embedding, in key order (space, then docno), in one read of
+/// the kind, without decoding the vectors ([`StoredVector::decode_into`]).
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn each_vector<X: Tx>(tx: &X, mut f: impl FnMut(&str, u64, StoredVector<'_>)) -> Result<()> {
+    let table = tx.open(VECTORS)?;
+    for row in table.iter()? {
+        let (k, v) = row?;
+        let (space, docno) = k.value();
+        f(space, docno, StoredVector(v.value()));
+    }
+    Ok(())
 }
 
 /// `(space id, term, docno)` -> posting (term frequency << 32 | document length in terms).
