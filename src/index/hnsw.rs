@@ -210,6 +210,26 @@ impl Hnsw {
         1.0 - cosine(q, self.vector(p))
     }
 
+    /// Asks the CPU to bring the vector of point `p` into cache (every 64-byte line of it) ahead of its
+    /// distance: a graph walk reads vectors scattered over the whole index, and the loads of a batch of
+    /// neighbours then overlap instead of waiting one after another. No effect on results; none off x86-64.
+    #[inline]
+    fn prefetch(&self, p: u32) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+            let start = p as usize * self.dim;
+            if let Some(v) = self.vectors.get(start..start + self.dim) {
+                for line in v.chunks(16) {
+                    // SAFETY: a prefetch is a hint that never faults; the address is inside `self.vectors`.
+                    unsafe { _mm_prefetch::<_MM_HINT_T0>(line.as_ptr().cast::<i8>()) };
+                }
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = p;
+    }
+
     fn entry(&self) -> Option<(u32, u8)> {
         let e = self.entry.load(Ordering::Acquire);
         (e != NO_ENTRY).then_some(((e & 0xFFFF_FFFF) as u32, (e >> 32) as u8))
@@ -287,14 +307,23 @@ impl Hnsw {
         }
         let mut bound =
             if results.len() >= ef { results.peek().map_or(f32::INFINITY, |r| r.0.0) } else { f32::INFINITY };
+        // The unvisited neighbours of a candidate, gathered before any distance is computed so that their
+        // vectors are fetched from memory at once (as hnswlib prefetches): the same visits in the same order.
+        let mut batch: Vec<u32> = Vec::with_capacity(64);
         while let Some(Reverse((Dist(d), c))) = candidates.pop() {
             if d > bound {
                 break;
             }
+            batch.clear();
             self.for_each_neighbour(c, layer, |n| {
-                if !visited.insert(n) {
-                    return;
+                if visited.insert(n) {
+                    batch.push(n);
                 }
+            });
+            for &n in &batch {
+                self.prefetch(n);
+            }
+            for &n in &batch {
                 let dn = self.dist(q, n);
                 if results.len() < ef || dn < bound {
                     candidates.push(Reverse((Dist(dn), n)));
@@ -308,7 +337,7 @@ impl Hnsw {
                         }
                     }
                 }
-            });
+            }
         }
         let mut out: Vec<(f32, u32)> = results.into_iter().map(|(d, p)| (d.0, p)).collect();
         out.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
