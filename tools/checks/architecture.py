@@ -75,6 +75,14 @@ def cycles():
     return out
 
 
+def without_literals(text):
+    """`text` with its string literals (across lines too) and char literals emptied and its `//` comments cut:
+    the braces left are code."""
+    t = re.sub(r'"(\\.|[^"\\])*"', '""', text)
+    t = re.sub(r"'(\\.|[^'\\])'", "''", t)
+    return re.sub(r"//[^\n]*", "", t)
+
+
 def long_functions(limit=150):
     out = []
     fn = re.compile(r'\s*(pub(\([^)]*\))?\s+)?(const\s+)?(async\s+)?(unsafe\s+)?(extern "C"\s+)?fn\s+(\w+)')
@@ -86,8 +94,7 @@ def long_functions(limit=150):
                 continue
             depth, started, j = 0, False, i
             while j < len(lines):
-                t = re.sub(r'"(\\.|[^"\\])*"', '""', lines[j])
-                t = re.sub(r"'(\\.|[^'\\])'", "''", t).split("//")[0]
+                t = without_literals(lines[j])
                 for ch in t:
                     if ch == "{":
                         depth, started = depth + 1, True
@@ -138,10 +145,10 @@ def records_not_tables():
 
 
 def function_bodies():
-    """(path, name, body) of every fn outside test modules; bodies by brace matching on code without strings."""
+    """(path, name, body) of every fn outside test modules; bodies by brace matching on code without literals."""
     out = []
     for p in files():
-        src = re.sub(r'"(\\.|[^"\\])*"', '""', code_of(p))
+        src = without_literals(code_of(p))
         for m in re.finditer(r"\bfn\s+(\w+)[^{;]*\{", src):
             i, depth = m.end(), 1
             while depth and i < len(src):
