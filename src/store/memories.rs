@@ -810,7 +810,7 @@ impl KnowledgeStore {
                     // One read of the rank map for the whole listing (not one lock per memory).
                     let graph = self.graph.read();
                     let ranks = graph.memory_rank.get(&q.space_id);
-                    let rank = |d: &DocMeta| ranks.and_then(|m| m.get(&d.id)).map_or(0.0, |r| f64::from(*r));
+                    let rank = |d: &DocMeta| ranks.and_then(|m| m.get(&d.id)).map_or(0.0, f64::from);
                     let mut ranked: Vec<_> = hits.into_iter().map(|h| (rank(h.0), h)).collect();
                     ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| newest(a.1.0, b.1.0)));
                     hits = ranked.into_iter().map(|(_, h)| h).collect();

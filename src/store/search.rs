@@ -205,7 +205,7 @@ impl KnowledgeStore {
         let labels = crate::storage::txn::range_prefix3_many(&label::memory_labels(rtx)?, &q.space_id, &ids)?;
         let mut hits = Vec::with_capacity(found.len());
         for ((f, mut memory), label_ids) in found.into_iter().zip(labels) {
-            memory.pagerank_score = ranks.and_then(|r| r.get(&memory.id)).map_or(0.0, |x| f64::from(*x));
+            memory.pagerank_score = ranks.and_then(|r| r.get(&memory.id)).map_or(0.0, f64::from);
             hits.push(SearchHit {
                 view: MemoryView { memory, label_ids },
                 score: f.score,
@@ -272,7 +272,7 @@ impl KnowledgeStore {
         fused: &mut [Fused],
         depth: usize,
         query_entities: &[(String, f32)],
-        ranks: Option<&std::collections::HashMap<String, f32>>,
+        ranks: Option<&super::communities::SpaceRanks>,
         mode: SearchMode,
     ) -> Result<()> {
         let decay_w = self.config.decay_weight.clamp(0.0, 1.0);
