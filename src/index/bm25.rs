@@ -207,15 +207,22 @@ impl ScoredList<'_> {
     /// The list's weighted shares of the posting at `i`: `(own, expanded)` sums' parts, and the weighted total.
     #[inline]
     fn shares(&self, params: Bm25Params, combine: Combine, i: usize) -> (f32, f32) {
+        self.shares_with(params, combine, &Impacts::NONE, i)
+    }
+
+    /// [`ScoredList::shares`], each [`term_score`] read from `impacts` where its table holds the posting's
+    /// (tf, length): the same bits.
+    #[inline]
+    fn shares_with(&self, params: Bm25Params, combine: Combine, impacts: &Impacts, i: usize) -> (f32, f32) {
         let p = self.list[i];
-        let s = term_score(params, self.idf, self.qtf, p.tf, p.doc_len, self.avg);
+        let s = table_score(&impacts.main, params, self.idf, self.qtf, p.tf, p.doc_len, self.avg);
         match (self.part, &self.paired) {
             (Part::Own, _) => (s, 0.0),
             (Part::Expanded, None) => (0.0, s),
             (Part::Expanded, Some(o)) => {
                 let (tf, len) = o.own.get(i).copied().unwrap_or((0, 0));
                 let own = if tf > 0 && combine.weight(Part::Own) > 0.0 {
-                    term_score(params, o.idf, self.qtf, tf, len, o.avg)
+                    table_score(&impacts.own, params, o.idf, self.qtf, tf, len, o.avg)
                 } else {
                     0.0
                 };
@@ -272,6 +279,58 @@ const BOUND_SLACK: f32 = 1e-4;
 
 /// Documents of a block, as a power of two: block `b` holds docnos `b << BLOCK_SHIFT ..= ((b + 1) << BLOCK_SHIFT) - 1`.
 pub const BLOCK_SHIFT: u32 = 10;
+
+/// Term frequencies (1 to `TABLE_TF`) and document lengths (0 to `TABLE_LEN - 1`) whose [`term_score`] a long
+/// list's [`Impacts`] hold.
+const TABLE_TF: u32 = 4;
+const TABLE_LEN: u32 = 512;
+/// Lists at least this long get [`Impacts`] in [`top_k`]: a table costs about as much as scoring 2,000 postings.
+const TABLE_FROM: usize = 16_384;
+
+/// The [`term_score`] tables of one long list of a [`top_k`] query: for every tf in `1..=TABLE_TF` and length in
+/// `0..TABLE_LEN`, at `(tf - 1) * TABLE_LEN + length` (8 KiB each). `main` is the list's own score, `own` the
+/// own side of a [`Paired`] list; empty: none. Each entry is computed by the one expression, so a score read
+/// from a table equals the computed one to the bit (Lucene caches BM25's length normalisation per norm byte
+/// the same way): a posting costs a load instead of two divisions.
+#[derive(Debug, Default)]
+struct Impacts {
+    main: Vec<f32>,
+    own: Vec<f32>,
+}
+
+impl Impacts {
+    const NONE: Impacts = Impacts { main: Vec::new(), own: Vec::new() };
+
+    /// The tables of `l` when it is at least [`TABLE_FROM`] long, else none.
+    fn of(params: Bm25Params, combine: Combine, l: &ScoredList<'_>) -> Self {
+        if l.list.len() < TABLE_FROM {
+            return Impacts::NONE;
+        }
+        let table = |idf: f32, avg: f32| -> Vec<f32> {
+            let mut out = Vec::with_capacity((TABLE_TF * TABLE_LEN) as usize);
+            for tf in 1..=TABLE_TF {
+                out.extend((0..TABLE_LEN).map(|len| term_score(params, idf, l.qtf, tf, len, avg)));
+            }
+            out
+        };
+        let own = match &l.paired {
+            Some(o) if combine.weight(Part::Own) > 0.0 => table(o.idf, o.avg),
+            _ => Vec::new(),
+        };
+        Impacts { main: table(l.idf, l.avg), own }
+    }
+}
+
+/// [`term_score`] of `(tf, len)`, read from `table` ([`Impacts`]) when it holds them.
+#[inline]
+fn table_score(table: &[f32], params: Bm25Params, idf: f32, qtf: u32, tf: u32, len: u32, avg: f32) -> f32 {
+    let t = tf.wrapping_sub(1);
+    let at = (t < TABLE_TF && len < TABLE_LEN).then(|| (t * TABLE_LEN + len) as usize);
+    match at.and_then(|at| table.get(at)) {
+        Some(s) => *s,
+        _ => term_score(params, idf, qtf, tf, len, avg),
+    }
+}
 
 /// Docnos in one window of [`top_k`] (a block), so at most this many candidates.
 const WINDOW: usize = 1 << BLOCK_SHIFT;
@@ -396,6 +455,8 @@ struct Scan<'s, 'a> {
     accept: &'s dyn Fn(u64) -> bool,
     /// Per list: the next posting to read.
     cur: Vec<usize>,
+    /// Per list: its [`Impacts`] (none for a short list).
+    tables: Vec<Impacts>,
     /// Per list: its bound in the window, weighted, with slack.
     bound: Vec<f32>,
     /// The lists with postings in the window, by bound ascending.
@@ -442,6 +503,7 @@ impl<'s, 'a> Scan<'s, 'a> {
             k,
             accept,
             cur: vec![0; m],
+            tables: lists.iter().map(|l| Impacts::of(params, combine, l)).collect(),
             bound: vec![0.0; m],
             order: Vec::with_capacity(m),
             prefix: Vec::with_capacity(m),
@@ -538,10 +600,10 @@ impl<'s, 'a> Scan<'s, 'a> {
             sources.iter().all(|&j| self.lists[j].list.get(self.cur[j]).is_none_or(|p| p.docno + WINDOW as u64 >= end))
         );
         if let [j] = *sources {
-            let l = &lists[j];
+            let (l, table) = (&lists[j], &self.tables[j]);
             let mut c = self.cur[j];
             while let Some(p) = l.list.get(c).filter(|p| p.docno < end) {
-                let (o, e) = l.shares(params, combine, c);
+                let (o, e) = l.shares_with(params, combine, table, c);
                 let w = w_own * o + w_exp * e;
                 // Written at n whether it passes or not; n moves on only when it does (no branch to mispredict).
                 if let (Some(d), Some(x), Some(own), Some(exp)) = (
@@ -573,7 +635,7 @@ impl<'s, 'a> Scan<'s, 'a> {
             for &j in sources {
                 let c = self.cur[j];
                 if lists[j].list.get(c).is_some_and(|p| p.docno == d) {
-                    let (o, e) = lists[j].shares(params, combine, c);
+                    let (o, e) = lists[j].shares_with(params, combine, &self.tables[j], c);
                     if let (Some(own), Some(exp)) = (self.own.get_mut(n * m + j), self.expanded.get_mut(n * m + j)) {
                         (*own, *exp) = (o, e);
                     }
@@ -615,7 +677,7 @@ impl<'s, 'a> Scan<'s, 'a> {
             }
             let Some(p) = list.get(at) else { break };
             if p.docno == d {
-                let (o, e) = l.shares(self.params, self.combine, at);
+                let (o, e) = l.shares_with(self.params, self.combine, &self.tables[j], at);
                 (self.own[c * m + j], self.expanded[c * m + j]) = (o, e);
                 self.partial[c] += w_own * o + w_exp * e;
                 at += 1;
@@ -871,6 +933,81 @@ mod tests {
                 for (d, s) in &want {
                     proptest::prop_assert_eq!(score_doc(Bm25Params::default(), &scored, Combine::Own, *d), *s);
                 }
+            }
+        }
+    }
+
+    /// Lists long enough for [`Impacts`] (tf and lengths inside and outside their tables) give exactly the
+    /// exhaustive top k, and every table entry is the computed score to the bit, on the own side of a paired
+    /// list too.
+    #[test]
+    fn long_lists_read_from_impact_tables_score_as_computed() {
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = |m: u64| {
+            state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            (state >> 33) % m
+        };
+        let n = 60_000u64;
+        let lens: Vec<u32> = (0..n).map(|_| 1 + next(700) as u32).collect();
+        let avg = lens.iter().map(|l| f64::from(*l)).sum::<f64>() as f32 / n as f32;
+        let lists: Vec<Vec<Posting>> = [2u64, 3, 40]
+            .iter()
+            .map(|every| {
+                let mut list = Vec::new();
+                for d in 0..n {
+                    if d % every == 0 || next(5) == 0 {
+                        list.push(Posting { docno: d, tf: 1 + next(6) as u32, doc_len: lens[d as usize] });
+                    }
+                }
+                list
+            })
+            .collect();
+        assert!(lists[0].len() >= TABLE_FROM && lists[1].len() >= TABLE_FROM && lists[2].len() < TABLE_FROM);
+        let blocks: Vec<Vec<Block>> = lists.iter().map(|l| blocks_of(l)).collect();
+        let q: Vec<(u32, &[Posting])> =
+            lists.iter().enumerate().map(|(i, l)| (1 + i as u32 % 2, l.as_slice())).collect();
+        let scored: Vec<ScoredList<'_>> = q
+            .iter()
+            .zip(&blocks)
+            .map(|((c, l), b)| ScoredList {
+                list: l,
+                idf: idf(n as f32, l.len()),
+                qtf: *c,
+                avg,
+                bounds: TfBounds::of(l),
+                blocks: b,
+                part: Part::Own,
+                paired: None,
+            })
+            .collect();
+        for k in [1, 10, 200] {
+            let (all, odd) = (|_: u64| true, |d: u64| d % 2 == 1);
+            for accept in [&all as &dyn Fn(u64) -> bool, &odd] {
+                assert_eq!(
+                    top_k(Bm25Params::default(), &scored, Combine::Own, k, accept),
+                    exhaustive(&q, n, avg, k, accept)
+                );
+            }
+        }
+        let params = Bm25Params::default();
+        let own: Vec<(u32, u32)> = lists[0].iter().map(|p| (p.tf % 3, p.doc_len / 2)).collect();
+        let mut paired = scored[0];
+        paired.part = Part::Expanded;
+        paired.paired = Some(Paired { own: &own, idf: 1.7, avg: avg / 2.0, bounds: TfBounds::default(), blocks: &[] });
+        let impacts = Impacts::of(params, Combine::Blend(0.5), &paired);
+        assert_eq!((impacts.main.len(), impacts.own.len()), (2048, 2048));
+        for i in 0..paired.list.len() {
+            let (want, got) = (
+                paired.shares(params, Combine::Blend(0.5), i),
+                paired.shares_with(params, Combine::Blend(0.5), &impacts, i),
+            );
+            assert_eq!((want.0.to_bits(), want.1.to_bits()), (got.0.to_bits(), got.1.to_bits()), "posting {i}");
+        }
+        for tf in 0..10 {
+            for len in [0, 1, 511, 512, 10_000] {
+                let want = term_score(params, paired.idf, paired.qtf, tf, len, avg);
+                let got = table_score(&impacts.main, params, paired.idf, paired.qtf, tf, len, avg);
+                assert_eq!(got.to_bits(), want.to_bits(), "tf {tf}, length {len}");
             }
         }
     }
