@@ -173,8 +173,9 @@ pub(crate) struct GraphState {
 /// The memory PageRank of one space: memory id -> rank (scaled so the graph's top memory is 1).
 ///
 /// The ids lie end to end in one string and a hash table holds row numbers only, so `n` ranks are four
-/// allocations of about `n x (id length + 25)` bytes (about 61 MB at 1,000,000 memories with 36-byte ids),
-/// where a `HashMap<String, f32>` made `n + 1` allocations and probed a table eight times as wide. Reading the
+/// allocations of about `n x (id length + 21)` bytes plus the table's spare buckets (about 67 MB at 1,000,000
+/// memories with 36-byte ids), where a `HashMap<String, f32>` made `n + 1` allocations and probed a table of
+/// 32-byte entries instead of 8. Reading the
 /// ranks is a step of every open (1,000,000 rows: about 0.8 s as a map of strings). The hasher is std's keyed
 /// SipHash, as in `HashMap`: ids come from users.
 #[derive(Debug, Default)]
