@@ -403,6 +403,29 @@ impl WriteTx {
         }))
     }
 
+    /// Asks for the records of `kind` under `keys` ahead of their reads. On PostgreSQL they are read with the
+    /// transaction's next point read (`get`, `get_many`) of any kind, every kind asked for in that one statement,
+    /// and the reads of these keys after it need none. On a redb file, whose reads are local, it does nothing.
+    /// Asking for keys that are never read, or not asking, changes no result: only the statements sent.
+    pub fn read_ahead<K: KeyType, V: ValueType>(&self, kind: Kind<K, V>, keys: &[Borrowed<'_, K>]) {
+        match &self.0 {
+            WriteInner::Redb(_) => {
+                let _ = (kind, keys);
+            }
+            #[cfg(feature = "postgres")]
+            WriteInner::Pg(t) => t.read_ahead(
+                kind.name(),
+                keys.iter()
+                    .map(|k| {
+                        let mut cols = Vec::with_capacity(K::PARTS);
+                        K::to_sql(k, &mut cols);
+                        cols
+                    })
+                    .collect(),
+            ),
+        }
+    }
+
     /// Appends `body` to the change feed, visible with the transaction's other writes (a no-op on a redb file,
     /// whose one process applies its changes itself).
     ///

@@ -279,11 +279,11 @@ pub(crate) fn start_worker(ctx: Ctx) -> super::worker::Worker {
                 continue;
             }
             // Wait for writes to pause, then recompute if anything changed since the last run.
-            let Ok(g0) = generation(&ctx.db) else { continue };
+            let Ok((g0, _)) = generations(&ctx.db) else { continue };
             if !c.sleep(DEBOUNCE) {
                 break;
             }
-            let Ok(g1) = generation(&ctx.db) else { continue };
+            let Ok((g1, done)) = generations(&ctx.db) else { continue };
             if ctx.bulk_loads.load(std::sync::atomic::Ordering::Acquire) > 0 {
                 continue;
             }
@@ -291,7 +291,6 @@ pub(crate) fn start_worker(ctx: Ctx) -> super::worker::Worker {
                 c.wake();
                 continue;
             }
-            let done = graph_generation(&ctx.db).unwrap_or(None);
             if done == Some(g1) {
                 continue;
             }
@@ -322,9 +321,12 @@ pub(crate) fn start_worker(ctx: Ctx) -> super::worker::Worker {
     })
 }
 
-fn generation(db: &crate::storage::Db) -> Result<u64> {
+/// The store's generation and the generation its stored graph was computed at (None before the first), in
+/// one read.
+fn generations(db: &crate::storage::Db) -> Result<(u64, Option<u64>)> {
     let rtx = db.read()?;
-    Ok(meta::meta(&rtx)?.u64("generation")?.unwrap_or(0))
+    let g = meta::meta(&rtx)?.u64_many(&["generation", "graph_generation"])?;
+    Ok((g.first().copied().flatten().unwrap_or(0), g.get(1).copied().flatten()))
 }
 
 fn graph_generation(db: &crate::storage::Db) -> Result<Option<u64>> {
@@ -487,9 +489,18 @@ fn community_record(
         b.1.cmp(&a.1).then(rank[e_count + b.0 as usize].total_cmp(&rank[e_count + a.0 as usize])).then(a.0.cmp(&b.0))
     });
     let mut top_memories = Vec::new();
-    for (mi, n) in reps.iter().take(TOP_MEMORIES) {
+    // The top memories' records in one batch (one statement on PostgreSQL).
+    let picked: Vec<&(u32, u64)> = reps.iter().take(TOP_MEMORIES).collect();
+    let keys: Vec<(&str, &str)> = picked
+        .iter()
+        .map(|(mi, _)| {
+            let (s, m) = &memory_nodes[*mi as usize];
+            (s.as_str(), m.as_str())
+        })
+        .collect();
+    for ((mi, n), sm) in picked.into_iter().zip(mems.get_many(&keys)?) {
         let (s, m) = &memory_nodes[*mi as usize];
-        let Some(sm) = mems.get((s.as_str(), m.as_str()))? else { continue };
+        let Some(sm) = sm else { continue };
         let t = if sm.memory.title.is_empty() { &sm.memory.content } else { &sm.memory.title };
         top_memories.push(CommunityMemory {
             memory_id: m.clone(),
@@ -590,10 +601,17 @@ fn crystal_plans(
                 scored.iter().map(|(mi, n)| *n as f64 + rank[e_count + *mi as usize] / top_memory).collect();
             let sum: f64 = raw.iter().sum::<f64>().max(f64::MIN_POSITIVE);
             let mut sources = Vec::with_capacity(scored.len());
-            for ((mi, _), w) in scored.iter().zip(&raw) {
-                let (sp, id) = &memory_nodes[*mi as usize];
-                let Some(sm) = mems.get((sp.as_str(), id.as_str()))? else { continue };
-                sources.push((id.clone(), w / sum, sm.memory));
+            // The sources' records in one batch (one statement on PostgreSQL).
+            let keys: Vec<(&str, &str)> = scored
+                .iter()
+                .map(|(mi, _)| {
+                    let (sp, id) = &memory_nodes[*mi as usize];
+                    (sp.as_str(), id.as_str())
+                })
+                .collect();
+            for ((sp_id, w), sm) in keys.iter().zip(&raw).zip(mems.get_many(&keys)?) {
+                let Some(sm) = sm else { continue };
+                sources.push((sp_id.1.to_string(), w / sum, sm.memory));
             }
             plans.push(CrystalPlan { community: *cid, entity: e.clone(), sources });
         }
@@ -885,7 +903,7 @@ impl KnowledgeStore {
     pub fn wait_for_graph(&self, timeout: Duration) -> bool {
         let until = Instant::now() + timeout;
         loop {
-            if let (Ok(g), Ok(Some(done))) = (generation(&self.db), graph_generation(&self.db))
+            if let Ok((g, Some(done))) = generations(&self.db)
                 && g == done
             {
                 return true;

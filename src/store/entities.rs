@@ -65,6 +65,44 @@ fn with_parenthetical_aliases(text: &str, mut ms: Vec<Mention>) -> Vec<Mention> 
     ms
 }
 
+/// The distinct names of `mentions`, (kind, lowercased canonical), in text order, each with its first
+/// position and the spellings seen (the canonical first).
+fn distinct_names(mentions: Vec<Mention>) -> Vec<(Key, (usize, Vec<String>))> {
+    let mut found: BTreeMap<Key, (usize, Vec<String>)> = BTreeMap::new();
+    for (i, m) in mentions.into_iter().enumerate() {
+        let e = found.entry((m.entity_type, m.canonical.to_lowercase())).or_insert((i, vec![m.canonical.clone()]));
+        if !e.1.iter().any(|s| s.eq_ignore_ascii_case(&m.text)) {
+            e.1.push(m.text);
+        }
+    }
+    let mut ordered: Vec<(Key, (usize, Vec<String>))> = found.into_iter().collect();
+    ordered.sort_by_key(|(_, (i, _))| *i);
+    ordered
+}
+
+/// What [`MemoryWrite::set_mentions`] reads for a memory that is new and mentions `mentions`, when each name
+/// resolves to the id it would get as a new entity (the common case; [`super::records::ahead`] asks for these
+/// ahead, and a guess that misses costs a statement, not a result): the lookup keys, the entity ids, and the
+/// RELATES_TO pairs among the first [`MAX_RELATED_PER_MEMORY`] of them, both directions.
+pub(crate) fn mention_reads(mentions: &[Mention]) -> (Vec<String>, Vec<String>, Vec<(String, String)>) {
+    let ordered = distinct_names(mentions.to_vec());
+    let lookups = ordered
+        .iter()
+        .flat_map(|((kind, _), (_, spellings))| MemoryWrite::lookup_order(*kind, &spellings[0]))
+        .map(|(_, k)| k)
+        .collect();
+    let ids: Vec<String> = ordered.iter().map(|((kind, _), (_, spellings))| entity_id(*kind, &spellings[0])).collect();
+    let head = &ids[..ids.len().min(MAX_RELATED_PER_MEMORY)];
+    let mut pairs = Vec::new();
+    for (i, a) in head.iter().enumerate() {
+        for b in &head[i + 1..] {
+            pairs.push((a.clone(), b.clone()));
+            pairs.push((b.clone(), a.clone()));
+        }
+    }
+    (lookups, ids, pairs)
+}
+
 impl MemoryWrite<'_> {
     fn mentioned(&self, space: &str, memory_id: &str) -> Result<Vec<String>> {
         self.entities.mentioned_by(space, memory_id)
@@ -127,16 +165,7 @@ impl MemoryWrite<'_> {
     ) -> Result<MentionReport> {
         // A memory this transaction creates mentions nothing yet: nothing to read.
         let old = if created { Vec::new() } else { self.mentioned(space, memory_id)? };
-        // Distinct (kind, canonical) in text order, with the spellings seen.
-        let mut found: BTreeMap<Key, (usize, Vec<String>)> = BTreeMap::new();
-        for (i, m) in mentions.into_iter().enumerate() {
-            let e = found.entry((m.entity_type, m.canonical.to_lowercase())).or_insert((i, vec![m.canonical.clone()]));
-            if !e.1.iter().any(|s| s.eq_ignore_ascii_case(&m.text)) {
-                e.1.push(m.text);
-            }
-        }
-        let mut ordered: Vec<(Key, (usize, Vec<String>))> = found.into_iter().collect();
-        ordered.sort_by_key(|(_, (i, _))| *i);
+        let ordered = distinct_names(mentions);
         let mut entities = Vec::with_capacity(ordered.len());
         let mut new_ids: Vec<String> = Vec::with_capacity(ordered.len());
         let mut created = 0;
@@ -288,23 +317,7 @@ impl KnowledgeStore {
     /// # Errors
     /// Storage errors.
     pub fn memories_entities(&self, space: &str, memory_ids: &[&str]) -> Result<Vec<Vec<Entity>>> {
-        let rtx = self.db.read()?;
-        let keys: Vec<(&str, &str, &str)> = memory_ids.iter().map(|m| (space, *m, "")).collect();
-        let edges: Vec<Vec<String>> = entity::mentions(&rtx)?
-            .prefix_many(&keys, 2)?
-            .iter()
-            .map(|rows| rows.iter().map(|(k, _)| k.value().2.to_string()).collect())
-            .collect();
-        let mut ids: Vec<&str> = edges.iter().flatten().map(String::as_str).collect();
-        ids.sort_unstable();
-        ids.dedup();
-        let keys: Vec<(&str, &str)> = ids.iter().map(|id| (space, *id)).collect();
-        let found: std::collections::HashMap<&str, Entity> = ids
-            .iter()
-            .zip(entity::entities(&rtx)?.get_many(&keys)?)
-            .filter_map(|(id, e)| e.map(|e| (*id, e)))
-            .collect();
-        Ok(edges.iter().map(|list| list.iter().filter_map(|id| found.get(id.as_str()).cloned()).collect()).collect())
+        memories_entities_in(&self.db.read()?, space, memory_ids)
     }
 
     /// Entities of `space` related to entity `id` by RELATES_TO, heaviest first: `(entity, weight)`.
@@ -414,4 +427,28 @@ impl KnowledgeStore {
         let records = entity::entities(rtx)?.get_many(&keys)?;
         Ok(ids.into_iter().zip(records).filter_map(|(id, e)| e.map(|e| (id, e.mention_count))).collect())
     }
+}
+
+/// [`KnowledgeStore::memories_entities`] in read transaction `rtx`.
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn memories_entities_in(
+    rtx: &crate::storage::ReadTx,
+    space: &str,
+    memory_ids: &[&str],
+) -> Result<Vec<Vec<Entity>>> {
+    let keys: Vec<(&str, &str, &str)> = memory_ids.iter().map(|m| (space, *m, "")).collect();
+    let edges: Vec<Vec<String>> = entity::mentions(rtx)?
+        .prefix_many(&keys, 2)?
+        .iter()
+        .map(|rows| rows.iter().map(|(k, _)| k.value().2.to_string()).collect())
+        .collect();
+    let mut ids: Vec<&str> = edges.iter().flatten().map(String::as_str).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let keys: Vec<(&str, &str)> = ids.iter().map(|id| (space, *id)).collect();
+    let found: std::collections::HashMap<&str, Entity> =
+        ids.iter().zip(entity::entities(rtx)?.get_many(&keys)?).filter_map(|(id, e)| e.map(|e| (*id, e))).collect();
+    Ok(edges.iter().map(|list| list.iter().filter_map(|id| found.get(id.as_str()).cloned()).collect()).collect())
 }

@@ -594,6 +594,9 @@ impl KnowledgeStore {
         let vectors = if embedder.external() { Vec::new() } else { embedder.embed(&texts, InputType::Document)? };
 
         let results = self.write(|txn, ops| {
+            if self.db.shared() {
+                ask_reads(txn, &batch, &label_sets, &prepared);
+            }
             let base = Self::alloc_docnos(txn, batch.len() as u64)?;
             let mut t = MemoryWrite::open(txn)?;
             if self.db.shared() && batch.len() > 1 {
@@ -900,6 +903,35 @@ impl KnowledgeStore {
         }
         Ok(())
     }
+}
+
+/// Asks the write transaction for what writing `batch` will read ([`super::records::ahead`]): on PostgreSQL the
+/// spaces, BM25 statistics, given ids, labels, entity keys, entities and RELATES_TO weights of every memory of
+/// the batch travel in one statement, instead of one statement per kind and memory.
+fn ask_reads(
+    txn: &crate::storage::WriteTx,
+    batch: &[NewMemory],
+    label_sets: &[Option<BTreeSet<String>>],
+    prepared: &[Option<Prepared>],
+) {
+    let mut reads = super::records::ahead::WriteReads::default();
+    for (i, n) in batch.iter().enumerate() {
+        let space = n.space_id.as_deref().unwrap_or(DEFAULT_SPACE);
+        reads.spaces.push(space);
+        reads.memory_ids.extend(n.id.as_deref());
+        if let Some(names) = label_sets.get(i).and_then(Option::as_ref) {
+            reads.labels.extend(names.iter().map(|name| (space, Label::id_for(name))));
+        }
+        if let Some(p) = prepared.get(i).and_then(Option::as_ref) {
+            let (keys, ids, pairs) = super::entities::mention_reads(&p.mentions);
+            reads.entity_keys.extend(keys.into_iter().map(|k| (space, k)));
+            reads.entities.extend(ids.into_iter().map(|id| (space, id)));
+            reads.relates.extend(pairs.into_iter().map(|(a, b)| (space, a, b)));
+        }
+    }
+    reads.spaces.sort_unstable();
+    reads.spaces.dedup();
+    super::records::ahead::ask(txn, &reads);
 }
 
 /// Writes one memory according to `plan` with `embedder`, appending the index changes to `ops`.

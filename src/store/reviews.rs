@@ -338,10 +338,18 @@ impl KnowledgeStore {
         let mut events = Vec::new();
         let position: std::collections::HashMap<&str, usize> =
             created.iter().enumerate().map(|(i, c)| (c.view.memory.id.as_str(), i)).collect();
+        // One read transaction for every memory of the write: its candidates' records and entities.
+        let rtx = match self.db.read() {
+            Ok(rtx) => rtx,
+            Err(e) => {
+                tracing::warn!(error = %e.chain(), "review detection failed");
+                return;
+            }
+        };
         for (i, c) in created.iter().enumerate().filter(|(_, c)| c.action == WriteAction::Created) {
             // Within one batch, only an earlier memory can be the older side (one event per pair).
             let later = |id: &str| position.get(id).is_some_and(|&j| j >= i);
-            match self.review_candidates(c, later) {
+            match self.review_candidates(&rtx, c, later) {
                 Ok(mut e) => events.append(&mut e),
                 Err(e) => tracing::warn!(error = %e.chain(), memory = %c.view.memory.id, "review detection failed"),
             }
@@ -349,7 +357,9 @@ impl KnowledgeStore {
         if events.is_empty() {
             return;
         }
-        let r = self.write(|txn, _| {
+        drop(rtx);
+        // Review events are bookkeeping: the graph and other derived results do not read them.
+        let r = self.writes.write(super::write::Commit::BOOKKEEPING, |txn, _| {
             let mut t = review::reviews(txn)?;
             for e in &events {
                 t.put((e.space_id.as_str(), e.id.as_str()), e)?;
@@ -361,7 +371,12 @@ impl KnowledgeStore {
         }
     }
 
-    fn review_candidates(&self, c: &CreatedMemory, later: impl Fn(&str) -> bool) -> Result<Vec<ReviewEvent>> {
+    fn review_candidates(
+        &self,
+        rtx: &crate::storage::ReadTx,
+        c: &CreatedMemory,
+        later: impl Fn(&str) -> bool,
+    ) -> Result<Vec<ReviewEvent>> {
         let m = &c.view.memory;
         if m.state != MemoryState::Active || m.is_crystal || m.metadata.0.contains_key("source_id") {
             return Ok(Vec::new());
@@ -371,7 +386,9 @@ impl KnowledgeStore {
             return Ok(Vec::new());
         }
         q.truncate(q.len().min(super::search::MAX_QUERY_BYTES));
-        let res = self.search(&SearchQuery {
+        // A query of at most 4,096 bytes with a term, and a limit in 1..=100: the checks of `search` hold. The
+        // memory's own space only: an older side in a space it shares is not a review of this space.
+        let query = SearchQuery {
             query: q,
             space_id: m.space_id.clone(),
             limit: CANDIDATES + 1,
@@ -380,7 +397,8 @@ impl KnowledgeStore {
             fusion: None,
             query_embedding: None,
             options: super::SearchOptions::OWN_TEXT,
-        })?;
+        };
+        let res = self.search_space(rtx, &query, false, std::time::Instant::now())?;
         let new_f = features(&m.content);
         // The candidates that pass the cheap checks, then the entities of the new memory and of all of them in
         // one batched read.
@@ -409,11 +427,14 @@ impl KnowledgeStore {
             let Some(found) = compare(&of, &new_f) else { continue };
             passed.push((o, found));
         }
-        let mut ids: Vec<&str> = vec![m.id.as_str()];
-        ids.extend(passed.iter().map(|(o, _)| o.id.as_str()));
-        let mut lists = self.memories_entities(&m.space_id, &ids)?.into_iter();
+        if passed.is_empty() {
+            return Ok(Vec::new());
+        }
+        // The new memory's entities are those its write resolved; the candidates' are read.
+        let ids: Vec<&str> = passed.iter().map(|(o, _)| o.id.as_str()).collect();
+        let lists = super::entities::memories_entities_in(rtx, &m.space_id, &ids)?.into_iter();
         let new_entities: BTreeSet<(String, String)> =
-            lists.next().unwrap_or_default().into_iter().map(|e| (e.id, e.name)).collect();
+            c.entities.iter().map(|e| (e.id.clone(), e.name.clone())).collect();
         let mut out = Vec::new();
         for ((o, (similarity, kind, signals)), theirs) in passed.into_iter().zip(lists) {
             let shared: Vec<String> = theirs

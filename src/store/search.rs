@@ -74,18 +74,29 @@ impl KnowledgeStore {
         // One read transaction for the whole search (and its shared spaces): one snapshot, and on PostgreSQL
         // one BEGIN for every read.
         let rtx = self.db.read()?;
-        let space: crate::model::Space = space::spaces(&rtx)?.get(q.space_id.as_str())?.ok_or_else(|| {
+        self.search_in(&rtx, q, true, started)
+    }
+
+    /// [`KnowledgeStore::search`] of a query that passed its checks, in read transaction `rtx`.
+    fn search_in(
+        &self,
+        rtx: &crate::storage::ReadTx,
+        q: &SearchQuery,
+        labels: bool,
+        started: Instant,
+    ) -> Result<SearchResults> {
+        let space: crate::model::Space = space::spaces(rtx)?.get(q.space_id.as_str())?.ok_or_else(|| {
             Error::not_found(ErrorCode::SpaceNotFound, format!("space '{}' does not exist", q.space_id))
         })?;
         if space.shared_space_ids.is_empty() {
-            return self.search_space(&rtx, q, started);
+            return self.search_space(rtx, q, labels, started);
         }
         // A space with shared spaces searches each of them too (one level, no chains) and keeps the best
         // `limit` hits by fused score; each hit names its own space.
-        let mut all = self.search_space(&rtx, q, started)?;
+        let mut all = self.search_space(rtx, q, labels, started)?;
         for shared in &space.shared_space_ids {
             let sub = SearchQuery { space_id: shared.clone(), ..q.clone() };
-            let r = self.search_space(&rtx, &sub, started)?;
+            let r = self.search_space(rtx, &sub, labels, started)?;
             all.hits.extend(r.hits);
             all.candidates += r.candidates;
             all.fallback = all.fallback.or(r.fallback);
@@ -96,10 +107,18 @@ impl KnowledgeStore {
         Ok(all)
     }
 
-    /// Searches exactly one space (validated query; the caller has read the space record in `rtx`, and a space
-    /// without indexes, such as a shared space deleted meanwhile, gives no hits). The records of the hits are
-    /// read in one statement per record kind on PostgreSQL ([`crate::storage::Readable::get_many`]).
-    fn search_space(&self, rtx: &crate::storage::ReadTx, q: &SearchQuery, started: Instant) -> Result<SearchResults> {
+    /// Searches exactly one space, not the spaces it shares (validated query; a space without indexes, such as
+    /// a shared space deleted meanwhile, gives no hits). The records of the hits are read in `rtx`, in one
+    /// statement per record kind on PostgreSQL ([`crate::storage::Readable::get_many`]). `labels`: read the
+    /// hits' label ids too (a caller that only compares the hits' records, as review detection, skips that
+    /// statement; each hit's `label_ids` is empty then).
+    pub(crate) fn search_space(
+        &self,
+        rtx: &crate::storage::ReadTx,
+        q: &SearchQuery,
+        labels: bool,
+        started: Instant,
+    ) -> Result<SearchResults> {
         let depth = (q.limit * 4).max(50);
         let (mode, fallback) = self.search_mode(q);
         let qvec = match mode {
@@ -202,7 +221,11 @@ impl KnowledgeStore {
             }
         }
         let ids: Vec<&str> = found.iter().map(|(_, m)| m.id.as_str()).collect();
-        let labels = crate::storage::txn::range_prefix3_many(&label::memory_labels(rtx)?, &q.space_id, &ids)?;
+        let labels = if labels {
+            crate::storage::txn::range_prefix3_many(&label::memory_labels(rtx)?, &q.space_id, &ids)?
+        } else {
+            vec![Vec::new(); ids.len()]
+        };
         let mut hits = Vec::with_capacity(found.len());
         for ((f, mut memory), label_ids) in found.into_iter().zip(labels) {
             memory.pagerank_score = ranks.and_then(|r| r.get(&memory.id)).map_or(0.0, f64::from);

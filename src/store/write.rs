@@ -92,9 +92,9 @@ impl Writes {
             meta::meta(&txn)?.remove(super::snapshot::TOKEN_KEY)?;
         }
         if c.bump && self.db.shared() {
-            // The two counters a memory write reads, in one statement (PostgreSQL's write transaction then
-            // answers their reads from what it read).
-            meta::meta(&txn)?.read_ahead(&["next_docno", "generation"])?;
+            // The two counters a memory write reads, asked for ahead: PostgreSQL reads them with the write's
+            // first point read, in its one statement, and answers their reads from what it read.
+            meta::ask_ahead(&txn, &["next_docno", "generation"]);
         }
         let out = f(&txn, &mut ops)?;
         if c.bump {

@@ -45,7 +45,8 @@ for _ in $(seq 10); do
   curl -sf "${h[@]}" "$a/memories/search" -d '{"query":"Alice garden roses in Paris","limit":10}' > /dev/null
 done
 n3=$(count)
-echo "writes: $(( (n1 - n0) / 20 )) statements per POST /memories during the requests, $(( (n2 - n0) / 20 )) with 5 s after"
-echo "search: $(( (n3 - n2) / 10 )) statements per 10-hit search"
+per() { awk -v a="$1" -v n="$2" 'BEGIN { printf "%.2f", a / n }'; }
+echo "writes: $(per $((n1 - n0)) 20) statements per POST /memories during the requests, $(per $((n2 - n0)) 20) with 5 s after"
+echo "search: $(per $((n3 - n2)) 10) statements per 10-hit search"
 mkdir -p "$here/target"
 cp "$log" "$here/target/statements-server.log"

@@ -174,6 +174,60 @@ fn fingerprint(key: &[SqlValue]) -> String {
     format!("{key:?}")
 }
 
+/// How many value columns of each of [`SLOT_TYPES`] the widest of `asks` has: a read-ahead statement's slots.
+fn slot_counts(asks: &[Ahead]) -> [usize; SLOT_TYPES.len()] {
+    let mut most = [0usize; SLOT_TYPES.len()];
+    for a in asks {
+        for (s, t) in SLOT_TYPES.iter().enumerate() {
+            most[s] = most[s].max(a.values.iter().filter(|v| *v == t).count());
+        }
+    }
+    most
+}
+
+/// The first slot column of each of [`SLOT_TYPES`], counted after the statement's two leading columns.
+fn slot_bases(asks: &[Ahead]) -> [usize; SLOT_TYPES.len()] {
+    let counts = slot_counts(asks);
+    let mut bases = [0usize; SLOT_TYPES.len()];
+    for s in 1..SLOT_TYPES.len() {
+        bases[s] = bases[s - 1] + counts[s - 1];
+    }
+    bases
+}
+
+/// The read-ahead statement of `asks` and its parameters: for ask `n`, `SELECT n, q.i, <slots> FROM
+/// unnest(<key arrays>) WITH ORDINALITY AS q(p0, .., i) JOIN "<kind>" t ON t.k0 = q.p0 AND ..`, the branches
+/// joined by `UNION ALL`. Each row gives the ask, the key's index (from 1) and the value columns in typed
+/// slots (`NULL` in the slots the kind does not use), since the branches of a union share their columns.
+fn ahead_sql(asks: &[Ahead]) -> (String, Vec<Box<dyn ToSql + Sync>>) {
+    let counts = slot_counts(asks);
+    let mut params: Vec<Box<dyn ToSql + Sync>> = Vec::new();
+    let mut branches = Vec::with_capacity(asks.len());
+    for (n, a) in asks.iter().enumerate() {
+        let parts = a.keys[0].len();
+        let mut slots = Vec::new();
+        for (s, t) in SLOT_TYPES.iter().enumerate() {
+            let cols: Vec<usize> = (0..a.values.len()).filter(|&i| a.values[i] == *t).collect();
+            for j in 0..counts[s] {
+                slots.push(match cols.get(j) {
+                    Some(c) => format!(", t.v{c}"),
+                    None => format!(", NULL::{t}"),
+                });
+            }
+        }
+        let join = (0..parts).map(|i| format!("t.k{i} = q.p{i}")).collect::<Vec<_>>().join(" AND ");
+        branches.push(format!(
+            "SELECT {n}::int4, q.i{} FROM unnest({}) WITH ORDINALITY AS q({}, i) JOIN \"{}\" t ON {join}",
+            slots.concat(),
+            array_params(&a.keys[0], params.len() + 1),
+            list("p", parts),
+            a.table,
+        ));
+        params.extend(arrays(&a.keys));
+    }
+    (branches.join(" UNION ALL "), params)
+}
+
 /// A transaction's connection: `open` until committed or rolled back (on drop).
 pub struct TxConn {
     conn: r2d2::PooledConnection<PgManager>,
@@ -188,7 +242,20 @@ pub struct TxConn {
     known: Option<Known>,
     /// The lowest and highest change-feed `seq` this transaction's sent changes took.
     published: Option<(u64, u64)>,
+    /// Point reads asked for ahead ([`PgTx::read_ahead`]), not yet sent: they go with the next point read.
+    ahead: Vec<Ahead>,
 }
+
+/// Keys of one kind asked for ahead of their reads ([`PgTx::read_ahead`]).
+struct Ahead {
+    table: &'static str,
+    /// The SQL types of the kind's value columns (`tables::ALL`).
+    values: &'static [&'static str],
+    keys: Vec<Vec<SqlValue>>,
+}
+
+/// The SQL types of value columns a read-ahead statement has slots for, in slot order.
+const SLOT_TYPES: [&str; 4] = ["text", "bigint", "double precision", "bytea"];
 
 /// Rows of one table most held back before a flush.
 const PENDING_MAX: usize = 4000;
@@ -362,6 +429,72 @@ impl TxConn {
         }
     }
 
+    /// Queues point reads of `keys` of `table` (write transactions only; keys this transaction knows and kinds
+    /// it does not track are left out): they are sent with the next point read of any kind.
+    fn queue_ahead(&mut self, table: &'static str, keys: Vec<Vec<SqlValue>>) {
+        let Some(known) = &self.known else { return };
+        if known.unknown.contains(table) {
+            return;
+        }
+        let Some(info) = crate::storage::tables::ALL.iter().find(|k| k.name == table) else { return };
+        let keys: Vec<Vec<SqlValue>> =
+            keys.into_iter().filter(|k| !known.values.contains_key(&(table, fingerprint(k)))).collect();
+        if keys.is_empty() {
+            return;
+        }
+        match self.ahead.iter_mut().find(|a| a.table == table) {
+            Some(a) => a.keys.extend(keys),
+            None => self.ahead.push(Ahead { table, values: info.value, keys }),
+        }
+    }
+
+    /// Sends the queued point reads ([`TxConn::queue_ahead`]) as one statement, one `unnest .. JOIN` per kind
+    /// under `UNION ALL`, and remembers what each key holds. A key this transaction came to know since it was
+    /// queued (it wrote it) keeps what it knows.
+    fn send_ahead(&mut self) -> Result<()> {
+        let mut asks = std::mem::take(&mut self.ahead);
+        for a in &mut asks {
+            let mut seen = std::collections::HashSet::new();
+            a.keys.retain(|k| {
+                let fp = fingerprint(k);
+                self.known_value(a.table, &fp).is_none() && seen.insert(fp)
+            });
+        }
+        asks.retain(|a| !a.keys.is_empty() && self.known.as_ref().is_some_and(|k| !k.unknown.contains(a.table)));
+        if asks.is_empty() {
+            return Ok(());
+        }
+        let (sql, params) = ahead_sql(&asks);
+        let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|c| c.as_ref() as &(dyn ToSql + Sync)).collect();
+        let rows = self.conn.query_typed(&sql, &refs)?;
+        let mut found: Vec<Vec<Option<Vec<SqlValue>>>> = asks.iter().map(|a| vec![None; a.keys.len()]).collect();
+        let bases = slot_bases(&asks);
+        for r in rows {
+            let get = |e: postgres::Error| pg_error("reading a column failed", e);
+            let (Ok(n), Ok(i)) = (usize::try_from(r.try_get::<_, i32>(0).map_err(get)?), r.try_get::<_, i64>(1)) else {
+                continue;
+            };
+            let (Some(a), Ok(i)) = (asks.get(n), usize::try_from(i - 1)) else { continue };
+            if i >= a.keys.len() {
+                continue;
+            }
+            let mut used = [0usize; SLOT_TYPES.len()];
+            let mut value = Vec::with_capacity(a.values.len());
+            for t in a.values {
+                let s = SLOT_TYPES.iter().position(|x| x == t).unwrap_or(SLOT_TYPES.len() - 1);
+                value.push(column(&r, 2 + bases[s] + used[s])?);
+                used[s] += 1;
+            }
+            found[n][i] = Some(value);
+        }
+        for (a, values) in asks.into_iter().zip(found) {
+            for (k, v) in a.keys.iter().zip(values) {
+                self.remember(a.table, fingerprint(k), v);
+            }
+        }
+        Ok(())
+    }
+
     /// Stops answering point reads of `table` from memory (after deletes by a scan).
     fn forget(&mut self, table: &'static str) {
         if let Some(k) = &mut self.known {
@@ -398,6 +531,7 @@ impl PgTx {
             changes: Vec::new(),
             known: write.map(|_| Known::default()),
             published: None,
+            ahead: Vec::new(),
         };
         let sql = match write {
             None => "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
@@ -433,6 +567,14 @@ impl PgTx {
     pub fn vector_candidates(&self, space: &str, query: &[f32], k: usize) -> Result<Option<Vec<(u64, f32)>>> {
         let Some(index) = &self.1 else { return Ok(None) };
         vectors::candidates(&mut self.0.lock().conn()?.client, index, space, query, k).map(Some)
+    }
+
+    /// Asks for the records under `keys` of the kind named `table` ahead of their reads: they are read with
+    /// the next point read ([`PgTable::get`], [`PgTable::get_many`]) of any kind, all asked kinds in that one
+    /// statement, and the reads of these keys after it are answered from what it read. Write transactions only
+    /// (a read transaction ignores the ask); correctness never depends on it, only the number of statements.
+    pub fn read_ahead(&self, table: &'static str, keys: Vec<Vec<SqlValue>>) {
+        self.0.lock().queue_ahead(table, keys);
     }
 
     /// Appends `body` to the change feed in this (write) transaction (`feed.rs`): held back and sent with the
@@ -654,6 +796,10 @@ impl<'t, K: KeyType, V: ValueType> PgTable<'t, K, V> {
         let cols = key_of::<K>(key);
         let fp = fingerprint(&cols);
         let mut tx = self.tx.lock();
+        if !tx.ahead.is_empty() {
+            tx.queue_ahead(self.name, vec![cols.clone()]);
+            tx.send_ahead()?;
+        }
         if let Some(known) = tx.known_value(self.name, &fp) {
             return known.map(|v| V::encode(&v)).transpose();
         }
@@ -709,6 +855,10 @@ impl<'t, K: KeyType, V: ValueType> PgTable<'t, K, V> {
     pub fn get_many(&self, keys: &[Borrowed<'_, K>]) -> Result<Vec<Option<Vec<u8>>>> {
         let mut out = vec![None; keys.len()];
         let mut tx = self.tx.lock();
+        if !tx.ahead.is_empty() {
+            tx.queue_ahead(self.name, keys.iter().map(key_of::<K>).collect());
+            tx.send_ahead()?;
+        }
         let mut asked: Vec<(usize, String, Vec<SqlValue>)> = Vec::new();
         for (i, k) in keys.iter().enumerate() {
             let cols = key_of::<K>(k);

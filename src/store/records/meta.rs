@@ -23,6 +23,11 @@ pub(crate) struct Meta<T>(T);
 ///
 /// # Errors
 /// Storage errors (on redb a read transaction of a file no Engram has written yet: the kind does not exist).
+/// Asks write transaction `txn` for the settings `keys` ahead of their reads ([`super::ahead`]).
+pub(crate) fn ask_ahead(txn: &crate::storage::WriteTx, keys: &[&str]) {
+    txn.read_ahead(META, keys);
+}
+
 pub(crate) fn meta<X: Tx>(tx: &X) -> Result<Meta<X::Table<'_, K1, Bytes>>> {
     Ok(Meta(tx.open(META)?))
 }
@@ -34,6 +39,20 @@ impl<T: Readable<K1, Bytes>> Meta<T> {
     /// Storage errors.
     pub(crate) fn u64(&self, key: &str) -> Result<Option<u64>> {
         Ok(self.0.get(key)?.and_then(|v| v.value().try_into().ok().map(u64::from_le_bytes)))
+    }
+
+    /// The u64 values of `keys`, in their order (None where unset), read in one batch (one statement on
+    /// PostgreSQL).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub(crate) fn u64_many(&self, keys: &[&str]) -> Result<Vec<Option<u64>>> {
+        Ok(self
+            .0
+            .get_many(keys)?
+            .into_iter()
+            .map(|v| v.and_then(|v| v.value().try_into().ok().map(u64::from_le_bytes)))
+            .collect())
     }
 
     /// A u32 value (the format version): None when unset.
@@ -66,15 +85,6 @@ impl<T: Readable<K1, Bytes>> Meta<T> {
     /// Storage errors.
     pub(crate) fn json<J: DeserializeOwned>(&self, key: &str) -> Result<Option<J>> {
         Ok(self.0.get(key)?.and_then(|v| serde_json::from_slice(v.value()).ok()))
-    }
-
-    /// Reads `keys` in one batch and forgets the values: on PostgreSQL a write transaction answers later reads
-    /// of them without a statement (on redb this only costs the reads).
-    ///
-    /// # Errors
-    /// Storage errors.
-    pub(crate) fn read_ahead(&self, keys: &[&str]) -> Result<()> {
-        self.0.get_many(keys).map(|_| ())
     }
 
     /// Whether `key` is set.

@@ -20,6 +20,7 @@ use crate::error::Result;
 use crate::storage::codec::{Versioned, decode, encode, version_one};
 use crate::storage::{Borrowed, Got, KeyType, Kind, ReadTable, ReadTx, Readable, Rows, Table, ValueType, WriteTx};
 
+pub(crate) mod ahead;
 pub(crate) mod entity;
 pub(crate) mod graph;
 pub(crate) mod label;
