@@ -400,8 +400,7 @@ impl KnowledgeStore {
         };
         let res = self.search_space(rtx, &query, false, std::time::Instant::now())?;
         let new_f = features(&m.content);
-        // The candidates that pass the cheap checks, then the entities of the new memory and of all of them in
-        // one batched read.
+        // The candidates that pass the cheap checks, then the entities of all of them in one batched read.
         let mut passed = Vec::new();
         for h in &res.hits {
             let o = &h.view.memory;
