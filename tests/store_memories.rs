@@ -345,3 +345,35 @@ fn a_bulk_load_stores_everything_and_recomputes_the_graph_after() {
     let report = store.graph_report().expect("recomputed after the load");
     assert!(report.communities >= 1, "{report:?}");
 }
+
+/// The HNSW graph waits for a bulk load, as pgvector's index does, and is built after it: during the load no
+/// vector is in a graph (searches scan them exactly and still find them), and after it every vector is.
+#[test]
+fn the_hnsw_graph_waits_for_a_bulk_load_and_is_built_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let params = engram::index::vector::VectorParams { hnsw_min_points: 100, ..Default::default() };
+    let store = KnowledgeStore::open(backend::config(dir.path()).vector_params(params)).unwrap();
+    let graph_points = |s: &KnowledgeStore| s.vector_index_stats().iter().map(|v| v.graph_points).sum::<usize>();
+    store
+        .bulk_load(|s| {
+            for b in 0..3 {
+                let batch = (0..100).map(|i| {
+                    let k = b * 100 + i;
+                    mem(&format!("hb-{k}"), &format!("the lighthouse keeper logged storm number {k}"))
+                });
+                s.create_memories(batch.collect())?;
+                // Room for the builder to run between batches, as it does outside a bulk load.
+                std::thread::sleep(std::time::Duration::from_millis(700));
+            }
+            assert_eq!(graph_points(s), 0, "no graph is built during the load");
+            assert_eq!(search(s, "lighthouse storm number 217", "default", 1, MemoryFilter::default()), ["hb-217"]);
+            Ok(())
+        })
+        .unwrap();
+    assert!(store.wait_for_indexes(std::time::Duration::from_secs(120)), "the graph is built after the load");
+    let stats = store.vector_index_stats();
+    let vectors: usize = stats.iter().map(|v| v.vectors).sum();
+    assert_eq!(vectors, 300);
+    assert_eq!(graph_points(&store), 300, "{stats:?}");
+    assert_eq!(search(&store, "lighthouse storm number 42", "default", 1, MemoryFilter::default()), ["hb-42"]);
+}

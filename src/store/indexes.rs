@@ -123,20 +123,23 @@ impl IndexOp {
 /// Between chunks of 1,024 points the builder waits while a batch of memories is being written (`batches`, see
 /// [`Running`]), at most [`BUILD_YIELD`] per chunk: a bulk ingest then has every core, and the graph catches
 /// up in the pauses between batches and after the last one (searches meanwhile scan the vectors not yet in the
-/// graph exactly). Under constant writes the build still goes on, a chunk per [`BUILD_YIELD`] at least.
+/// graph exactly). Under constant writes the build still goes on, a chunk per [`BUILD_YIELD`] at least. During
+/// a bulk load ([`KnowledgeStore::bulk_load`], `bulk_loads`) it waits until the load ends, as pgvector's index
+/// is built after the load: the load has the cores, and the graph is built once over all its vectors.
 pub(crate) fn start_graph_builder(
     index: Arc<RwLock<IndexState>>,
     vector: crate::index::vector::VectorParams,
     db: Arc<crate::storage::Db>,
     files: graph_files::GraphFiles,
     batches: Arc<std::sync::atomic::AtomicUsize>,
+    bulk_loads: Arc<std::sync::atomic::AtomicUsize>,
 ) -> worker::Worker {
     worker::Worker::spawn("engram-graph", move |c| {
-        // Checked between chunks: waits while a batch is written, and says whether to stop.
+        let loading = || bulk_loads.load(std::sync::atomic::Ordering::Acquire) > 0;
+        // Checked between chunks: waits while a batch is written or a bulk load runs, and says whether to stop.
         let between_chunks = || {
             let since = Instant::now();
-            while batches.load(std::sync::atomic::Ordering::Acquire) > 0
-                && since.elapsed() < BUILD_YIELD
+            while (loading() || batches.load(std::sync::atomic::Ordering::Acquire) > 0 && since.elapsed() < BUILD_YIELD)
                 && !c.stopped()
             {
                 std::thread::sleep(std::time::Duration::from_millis(2));
@@ -144,6 +147,11 @@ pub(crate) fn start_graph_builder(
             c.stopped()
         };
         while !c.stopped() {
+            // Before planning: a plan marks its graphs as being built.
+            if loading() {
+                c.wait(std::time::Duration::from_millis(500));
+                continue;
+            }
             let work: Vec<(String, GraphWork)> = {
                 let state = index.read();
                 state.spaces.iter().filter_map(|(n, si)| si.vectors.plan().map(|w| (n.clone(), w))).collect()
@@ -321,7 +329,9 @@ impl KnowledgeStore {
     }
 
     /// Runs `load` (typically many [`KnowledgeStore::create_memories`] batches) as a bulk load: the background
-    /// graph recompute (communities, PageRank) waits until it ends instead of running between batches, and on
+    /// graph recompute (communities, PageRank) and the in-memory HNSW graph builder wait until it ends instead
+    /// of running between batches (the graph is then built once over every vector; searches meanwhile scan the
+    /// vectors not in a graph exactly), and on
     /// PostgreSQL the pgvector HNSW indexes are dropped first and built once at the end (pgvector's advice:
     /// building after loading is much faster than inserting into the index; measured in docs/deploy.md,
     /// "Scale"). Searches stay correct meanwhile: the store's own in-memory indexes are kept as usual and only

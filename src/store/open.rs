@@ -160,8 +160,15 @@ impl KnowledgeStore {
         let index = Arc::new(RwLock::new(IndexState { spaces: HashMap::new() }));
         let graph_files = graph_files::GraphFiles::new(&config.data_dir, config.embedder.name());
         let batch_writes = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let builder =
-            start_graph_builder(index.clone(), config.vector, db.clone(), graph_files.clone(), batch_writes.clone());
+        let bulk_loads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let builder = start_graph_builder(
+            index.clone(),
+            config.vector,
+            db.clone(),
+            graph_files.clone(),
+            batch_writes.clone(),
+            bulk_loads.clone(),
+        );
         let graph = Arc::new(RwLock::new(communities::GraphState::default()));
         let chunk_index = Arc::new(RwLock::new(HashMap::new()));
         let hnsw = builder.control();
@@ -176,7 +183,6 @@ impl KnowledgeStore {
             config.context.window,
             Arc::new(move || hnsw.wake()),
         ));
-        let bulk_loads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let writes = write::Writes::new(db.clone(), config.durability, feed.clone());
         let graph_worker = communities::start_worker(communities::Ctx {
             db: db.clone(),
