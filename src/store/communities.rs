@@ -321,6 +321,16 @@ pub(crate) fn start_worker(ctx: Ctx) -> super::worker::Worker {
     })
 }
 
+/// The (space, memory id) keys of memory nodes `nodes` (indices into `memory_nodes`), in their order.
+fn node_keys(memory_nodes: &[(String, String)], nodes: impl Iterator<Item = u32>) -> Vec<(&str, &str)> {
+    nodes
+        .map(|i| {
+            let (s, m) = &memory_nodes[i as usize];
+            (s.as_str(), m.as_str())
+        })
+        .collect()
+}
+
 /// The store's generation and the generation its stored graph was computed at (None before the first), in
 /// one read.
 fn generations(db: &crate::storage::Db) -> Result<(u64, Option<u64>)> {
@@ -491,13 +501,7 @@ fn community_record(
     let mut top_memories = Vec::new();
     // The top memories' records in one batch (one statement on PostgreSQL).
     let picked: Vec<&(u32, u64)> = reps.iter().take(TOP_MEMORIES).collect();
-    let keys: Vec<(&str, &str)> = picked
-        .iter()
-        .map(|(mi, _)| {
-            let (s, m) = &memory_nodes[*mi as usize];
-            (s.as_str(), m.as_str())
-        })
-        .collect();
+    let keys = node_keys(memory_nodes, picked.iter().map(|(mi, _)| *mi));
     for ((mi, n), sm) in picked.into_iter().zip(mems.get_many(&keys)?) {
         let (s, m) = &memory_nodes[*mi as usize];
         let Some(sm) = sm else { continue };
@@ -602,13 +606,7 @@ fn crystal_plans(
             let sum: f64 = raw.iter().sum::<f64>().max(f64::MIN_POSITIVE);
             let mut sources = Vec::with_capacity(scored.len());
             // The sources' records in one batch (one statement on PostgreSQL).
-            let keys: Vec<(&str, &str)> = scored
-                .iter()
-                .map(|(mi, _)| {
-                    let (sp, id) = &memory_nodes[*mi as usize];
-                    (sp.as_str(), id.as_str())
-                })
-                .collect();
+            let keys = node_keys(memory_nodes, scored.iter().map(|(mi, _)| *mi));
             for ((sp_id, w), sm) in keys.iter().zip(&raw).zip(mems.get_many(&keys)?) {
                 let Some(sm) = sm else { continue };
                 sources.push((sp_id.1.to_string(), w / sum, sm.memory));

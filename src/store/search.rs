@@ -74,29 +74,18 @@ impl KnowledgeStore {
         // One read transaction for the whole search (and its shared spaces): one snapshot, and on PostgreSQL
         // one BEGIN for every read.
         let rtx = self.db.read()?;
-        self.search_in(&rtx, q, true, started)
-    }
-
-    /// [`KnowledgeStore::search`] of a query that passed its checks, in read transaction `rtx`.
-    fn search_in(
-        &self,
-        rtx: &crate::storage::ReadTx,
-        q: &SearchQuery,
-        labels: bool,
-        started: Instant,
-    ) -> Result<SearchResults> {
-        let space: crate::model::Space = space::spaces(rtx)?.get(q.space_id.as_str())?.ok_or_else(|| {
+        let space: crate::model::Space = space::spaces(&rtx)?.get(q.space_id.as_str())?.ok_or_else(|| {
             Error::not_found(ErrorCode::SpaceNotFound, format!("space '{}' does not exist", q.space_id))
         })?;
         if space.shared_space_ids.is_empty() {
-            return self.search_space(rtx, q, labels, started);
+            return self.search_space(&rtx, q, true, started);
         }
         // A space with shared spaces searches each of them too (one level, no chains) and keeps the best
         // `limit` hits by fused score; each hit names its own space.
-        let mut all = self.search_space(rtx, q, labels, started)?;
+        let mut all = self.search_space(&rtx, q, true, started)?;
         for shared in &space.shared_space_ids {
             let sub = SearchQuery { space_id: shared.clone(), ..q.clone() };
-            let r = self.search_space(rtx, &sub, labels, started)?;
+            let r = self.search_space(&rtx, &sub, true, started)?;
             all.hits.extend(r.hits);
             all.candidates += r.candidates;
             all.fallback = all.fallback.or(r.fallback);
