@@ -4,13 +4,12 @@
 //! A key asked for and never read, or read and never asked for, changes no result, only the statements sent.
 
 use crate::storage::WriteTx;
-use crate::storage::tables::{ENTITIES, ENTITY_KEYS, LABELS, LEX_STATS, MEMORY_SPACE, META, RELATES_TO, SPACES};
+use crate::storage::tables::{ENTITIES, ENTITY_KEYS, LABELS, LEX_STATS, MEMORY_SPACE, RELATES_TO, SPACES};
 
-/// The keys one memory write is expected to read, kind by kind (space ids first, as the kinds' keys).
+/// The keys one memory write is expected to read, kind by kind (space ids first, as the kinds' keys). Its
+/// counters are asked for by the write path itself ([`super::meta::ask_ahead`]).
 #[derive(Default)]
 pub(crate) struct WriteReads<'a> {
-    /// `meta` keys (counters).
-    pub meta: Vec<&'a str>,
     /// Spaces, whose records are checked and whose BM25 statistics (`lex_stats`) change.
     pub spaces: Vec<&'a str>,
     /// Memory ids given by the caller: where each lives (`memory_space`).
@@ -27,7 +26,6 @@ pub(crate) struct WriteReads<'a> {
 
 /// Asks `txn` for every key of `reads` ahead of their reads.
 pub(crate) fn ask(txn: &WriteTx, reads: &WriteReads<'_>) {
-    txn.read_ahead(META, &reads.meta);
     txn.read_ahead(SPACES, &reads.spaces);
     txn.read_ahead(LEX_STATS, &reads.spaces);
     txn.read_ahead(MEMORY_SPACE, &reads.memory_ids);

@@ -19,15 +19,15 @@ use crate::storage::{Readable, Table};
 /// The `meta` kind of one transaction, with a typed accessor per value type.
 pub(crate) struct Meta<T>(T);
 
-/// Opens `meta`.
-///
-/// # Errors
-/// Storage errors (on redb a read transaction of a file no Engram has written yet: the kind does not exist).
 /// Asks write transaction `txn` for the settings `keys` ahead of their reads ([`super::ahead`]).
 pub(crate) fn ask_ahead(txn: &crate::storage::WriteTx, keys: &[&str]) {
     txn.read_ahead(META, keys);
 }
 
+/// Opens `meta`.
+///
+/// # Errors
+/// Storage errors (on redb a read transaction of a file no Engram has written yet: the kind does not exist).
 pub(crate) fn meta<X: Tx>(tx: &X) -> Result<Meta<X::Table<'_, K1, Bytes>>> {
     Ok(Meta(tx.open(META)?))
 }
