@@ -110,6 +110,19 @@ fn every_kind_gets_a_keyed_typed_table_and_the_schema_is_versioned() {
         assert_eq!(pk, want_pk, "primary key of {}", k.name);
     }
 
+    // The change feed's bodies are compressed with lz4 where the server has it (a server without it keeps
+    // pglz, and refuses lz4 as the default as well).
+    let lz4 = c.batch_execute("SET default_toast_compression = 'lz4'").is_ok();
+    let method: String = c
+        .query_one(
+            "SELECT attcompression::text FROM pg_attribute
+             WHERE attrelid = 'engram_changes'::regclass AND attname = 'body'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(method, if lz4 { "l" } else { "" }, "the change feed's compression (lz4 in the server: {lz4})");
+
     // The key is the record's identity: a second row under the same key is refused.
     c.execute("INSERT INTO memories (k0, k1, v0) VALUES ('default', 'm1', '\\x01')", &[]).unwrap();
     let dup = c.execute("INSERT INTO memories (k0, k1, v0) VALUES ('default', 'm1', '\\x02')", &[]);

@@ -523,3 +523,65 @@ fn keys_read_ahead_answer_as_the_store_holds_them() {
     let r = db.read().unwrap();
     assert_eq!(r.table(ENTITY_KEYS).unwrap().get(("ra", "person:carol")).unwrap().unwrap().value(), "ent_carol");
 }
+
+/// Records put as new ([`engram::storage::Table::put_new`]): on PostgreSQL 1,500 of one kind in one flush go in
+/// by `COPY` and 10 in the flush's one statement. Each is stored exactly, a held-back one reads back in its
+/// transaction, and a later put of its key replaces it. A key that is stored already, put as new, fails the
+/// write on both backends, below and above the `COPY` threshold, and leaves the store as it was.
+#[test]
+fn records_put_as_new_are_stored_in_bulk_and_never_replace_a_stored_one() {
+    use engram::storage::tables::POSTINGS;
+    use engram::storage::{Durability, Readable};
+    let dir = tempfile::tempdir().unwrap();
+    let store = backend::open(dir.path());
+    let db = store.storage();
+    let w = db.write(Durability::Immediate).unwrap();
+    let mut p = w.table(POSTINGS).unwrap();
+    for d in 0..1500u64 {
+        p.put_new(("pn", "alpha", d), d * 3 + 1).unwrap();
+    }
+    assert_eq!(p.get(("pn", "alpha", 7)).unwrap().map(|v| v.value()), Some(22));
+    p.put(("pn", "alpha", 7), 99u64).unwrap();
+    for d in 0..10u64 {
+        p.put_new(("pn", "beta", d), 1000 + d).unwrap();
+    }
+    p.put(("pn", "gamma", 1), 5u64).unwrap();
+    assert_eq!(p.get(("pn", "beta", 9)).unwrap().map(|v| v.value()), Some(1009));
+    drop(p);
+    w.commit().unwrap();
+
+    let stored = |term: &str| -> Vec<(u64, u64)> {
+        let r = db.read().unwrap();
+        let t = r.table(POSTINGS).unwrap();
+        t.range(("pn", term, 0u64)..=("pn", term, u64::MAX))
+            .unwrap()
+            .map(|row| {
+                let (k, v) = row.unwrap();
+                (k.value().2, v.value())
+            })
+            .collect()
+    };
+    let alpha: Vec<(u64, u64)> = (0..1500u64).map(|d| (d, if d == 7 { 99 } else { d * 3 + 1 })).collect();
+    let beta: Vec<(u64, u64)> = (0..10u64).map(|d| (d, 1000 + d)).collect();
+    assert_eq!(stored("alpha"), alpha);
+    assert_eq!(stored("beta"), beta);
+    assert_eq!(stored("gamma"), [(1, 5)]);
+
+    // A stored key put as new, after 5 (one statement) or 1,200 (COPY) new ones: the write fails whole.
+    for (n, term) in [(5u64, "beta"), (1200, "alpha")] {
+        let w = db.write(Durability::Immediate).unwrap();
+        let mut p = w.table(POSTINGS).unwrap();
+        let mut failed = false;
+        for d in 0..n {
+            failed |= p.put_new(("pn", term, 10_000 + d), 1u64).is_err();
+        }
+        failed |= p.put_new(("pn", term, 3), 12_345u64).is_err();
+        drop(p);
+        if !failed {
+            failed = w.commit().is_err();
+        }
+        assert!(failed, "a stored key put as new fails the write ({n} new records before it)");
+    }
+    assert_eq!(stored("alpha"), alpha);
+    assert_eq!(stored("beta"), beta);
+}

@@ -778,6 +778,34 @@ impl<K: KeyType, V: ValueType> Table<'_, K, V> {
         }
     }
 
+    /// [`Table::put`] of a `key` the caller knows no stored record has, as a posting of a document number its
+    /// own transaction allocated. On redb the same write as [`Table::put`]. On PostgreSQL the record is sent
+    /// without conflict handling, and where one flush holds 1,000 or more of one kind, by binary `COPY`
+    /// (PostgreSQL's fastest load path; docs/deploy.md, "Bulk load").
+    ///
+    /// # Errors
+    /// Storage errors; as [`Table::put`]. A key that is stored after all fails the transaction, which must then
+    /// be dropped, so nothing is overwritten: on redb this call returns [`crate::ErrorKind::Internal`], on
+    /// PostgreSQL the transaction's next statement or its commit returns a storage error (`unique_violation`).
+    pub fn put_new<'k, 'v>(
+        &mut self,
+        key: impl Borrow<Borrowed<'k, K>>,
+        value: impl Borrow<Borrowed<'v, V>>,
+    ) -> Result<()> {
+        match &mut self.0 {
+            TableInner::Redb(t) => match t.insert(key, value)? {
+                None => Ok(()),
+                Some(_) => Err(crate::error::Error::new(
+                    crate::error::ErrorKind::Internal,
+                    "a record put as new replaced a stored one: the write is abandoned",
+                )),
+            },
+            TableInner::RedbRead(_) => Err(read_only()),
+            #[cfg(feature = "postgres")]
+            TableInner::Pg(t) => t.put_new(key.borrow(), value.borrow()),
+        }
+    }
+
     /// Deletes the record under `key`, returning its value.
     ///
     /// # Errors

@@ -324,6 +324,7 @@ pub fn migrate(client: &mut Client) -> Result<i32> {
         ));
     }
     tx.batch_execute(feed::CREATE).map_err(|e| pg_error("creating the change feed", e))?;
+    feed::compress_with_lz4(&mut tx)?;
     tx.batch_execute(publish::CREATE).map_err(|e| pg_error("creating the publication tables", e))?;
     for k in ALL {
         tx.batch_execute(&create_table_sql(k)).map_err(|e| pg_error(&format!("creating table {}", k.name), e))?;

@@ -78,6 +78,31 @@ impl Conn {
         self.client.query(&stmt, params).map_err(|e| pg_error("a storage query failed", e))
     }
 
+    /// Sends `rows` (all of one shape, typed by the first row) into `table`'s `cols` by binary `COPY`: one
+    /// statement, rows streamed.
+    fn copy_in(&mut self, table: &str, cols: &str, rows: &[Vec<SqlValue>]) -> Result<()> {
+        let Some(first) = rows.first() else { return Ok(()) };
+        let types: Vec<Type> = first
+            .iter()
+            .map(|v| match v {
+                SqlValue::Text(_) => Type::TEXT,
+                SqlValue::U64(_) => Type::INT8,
+                SqlValue::Float(_) => Type::FLOAT8,
+                SqlValue::Bytes(_) => Type::BYTEA,
+            })
+            .collect();
+        let failed = |e| pg_error(&format!("copying rows into {table} failed"), e);
+        sent(1);
+        let sink = self.client.copy_in(&format!("COPY \"{table}\" ({cols}) FROM STDIN (FORMAT binary)")).map_err(failed)?;
+        let mut writer = postgres::binary_copy::BinaryCopyInWriter::new(sink, &types);
+        for row in rows {
+            let refs: Vec<&(dyn ToSql + Sync)> = row.iter().map(|v| v as &(dyn ToSql + Sync)).collect();
+            writer.write(&refs).map_err(failed)?;
+        }
+        writer.finish().map_err(failed)?;
+        Ok(())
+    }
+
     /// Runs a statement with typed parameters (prepared once per connection).
     fn exec(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> std::result::Result<u64, postgres::Error> {
         let stmt = self.statement(sql)?;
@@ -123,15 +148,16 @@ fn columns(row: &Row, from: usize, n: usize) -> Result<Vec<SqlValue>> {
 }
 
 /// The columns of `rows` (all of one shape, typed by the first row) as arrays, one parameter each, for
-/// `unnest($1::text[], ..)`.
-fn arrays(rows: &[Vec<SqlValue>]) -> Vec<Box<dyn ToSql + Sync>> {
+/// `unnest($1::text[], ..)`. The values are moved, not copied.
+fn arrays(mut rows: Vec<Vec<SqlValue>>) -> Vec<Box<dyn ToSql + Sync>> {
     let n = rows.first().map_or(0, Vec::len);
     let mut columns: Vec<Box<dyn ToSql + Sync>> = Vec::with_capacity(n);
+    let take = |r: &mut Vec<SqlValue>, c: usize| std::mem::replace(&mut r[c], SqlValue::U64(0));
     for c in 0..n {
         let column: Box<dyn ToSql + Sync> = match &rows[0][c] {
             SqlValue::Text(_) => Box::new(
-                rows.iter()
-                    .map(|r| if let SqlValue::Text(t) = &r[c] { t.clone() } else { String::new() })
+                rows.iter_mut()
+                    .map(|r| if let SqlValue::Text(t) = take(r, c) { t } else { String::new() })
                     .collect::<Vec<_>>(),
             ),
             // Two's complement, as `SqlValue::U64` is written one at a time.
@@ -142,8 +168,8 @@ fn arrays(rows: &[Vec<SqlValue>]) -> Vec<Box<dyn ToSql + Sync>> {
                 Box::new(rows.iter().map(|r| if let SqlValue::Float(x) = &r[c] { *x } else { 0.0 }).collect::<Vec<_>>())
             }
             SqlValue::Bytes(_) => Box::new(
-                rows.iter()
-                    .map(|r| if let SqlValue::Bytes(b) = &r[c] { b.clone() } else { Vec::new() })
+                rows.iter_mut()
+                    .map(|r| if let SqlValue::Bytes(b) = take(r, c) { b } else { Vec::new() })
                     .collect::<Vec<_>>(),
             ),
         };
@@ -169,9 +195,25 @@ fn array_params(row: &[SqlValue], from: usize) -> String {
         .join(", ")
 }
 
-/// A key's columns as one string, to find it again among held-back and known records.
+/// A key's columns as one string, to find it again among held-back and known records: per column a tag, the
+/// length or value in decimal and, for text and bytes, the content (so that two keys share a fingerprint only
+/// when equal).
 fn fingerprint(key: &[SqlValue]) -> String {
-    format!("{key:?}")
+    use std::fmt::Write;
+    let mut s = String::with_capacity(key.iter().map(|v| if let SqlValue::Text(t) = v { t.len() + 8 } else { 22 }).sum());
+    for v in key {
+        // Writing to a String cannot fail.
+        let _ = match v {
+            SqlValue::Text(t) => write!(s, "t{}:{t}", t.len()),
+            SqlValue::U64(x) => write!(s, "u{x};"),
+            SqlValue::Float(f) => write!(s, "f{};", f.to_bits()),
+            SqlValue::Bytes(b) => {
+                let _ = write!(s, "b{}:", b.len());
+                b.iter().try_for_each(|x| write!(s, "{x:02x}"))
+            }
+        };
+    }
+    s
 }
 
 /// How many value columns of each of [`SLOT_TYPES`] the widest of `asks` has: a read-ahead statement's slots.
@@ -223,7 +265,7 @@ fn ahead_sql(asks: &[Ahead]) -> (String, Vec<Box<dyn ToSql + Sync>>) {
             list("p", parts),
             a.table,
         ));
-        params.extend(arrays(&a.keys));
+        params.extend(arrays(a.keys.clone()));
     }
     (branches.join(" UNION ALL "), params)
 }
@@ -257,8 +299,16 @@ struct Ahead {
 /// The SQL types of value columns a read-ahead statement has slots for, in slot order.
 const SLOT_TYPES: [&str; 4] = ["text", "bigint", "double precision", "bytea"];
 
-/// Rows of one table most held back before a flush.
+/// Rows of one table most held back before a flush, of those that may replace a stored record.
 const PENDING_MAX: usize = 4000;
+
+/// Rows of one table most held back before a flush, of those new to the table ([`PgTable::put_new`]): they
+/// stream by `COPY`, so a flush may carry many more.
+const FRESH_MAX: usize = 50_000;
+
+/// New rows of one table ([`PgTable::put_new`]) from which a flush sends them by binary `COPY` (one more
+/// statement, but no executor work per row) instead of in its one `INSERT` statement.
+const COPY_MIN: usize = 1000;
 
 /// Writes of one table held back by [`PgTable::put`] until the transaction reads that table with a scan, or
 /// commits: then one `INSERT .. SELECT * FROM unnest($1::t[], ..) ON CONFLICT .. DO UPDATE` sends them all (one
@@ -271,9 +321,30 @@ struct Pending {
     head: String,
     /// The statement after them: `) ON CONFLICT (k0) DO UPDATE SET v0 = EXCLUDED.v0`.
     tail: String,
+    /// The columns: `k0, v0`.
+    cols: String,
+    /// Key columns at the front of each row.
+    parts: usize,
     rows: Vec<Vec<SqlValue>>,
+    /// Per row: stored with [`PgTable::put_new`] (no stored record has its key) and not replaced since by a
+    /// [`PgTable::put`] of a key that was stored before.
+    fresh: Vec<bool>,
+    /// How many of `fresh` are true.
+    fresh_rows: usize,
     /// Row index by key fingerprint.
     by_key: HashMap<String, usize>,
+}
+
+impl Pending {
+    /// `(fresh, upsert)` rows: those new to the table, and those that may replace a stored record.
+    fn split(&mut self) -> (Vec<Vec<SqlValue>>, Vec<Vec<SqlValue>>) {
+        let mut fresh = Vec::with_capacity(self.fresh_rows);
+        let mut upsert = Vec::with_capacity(self.rows.len() - self.fresh_rows);
+        for (row, new) in std::mem::take(&mut self.rows).into_iter().zip(&self.fresh) {
+            if *new { fresh.push(row) } else { upsert.push(row) }
+        }
+        (fresh, upsert)
+    }
 }
 
 /// pgvector rows held back with the `vectors` puts, sent with them.
@@ -290,7 +361,9 @@ struct SidePending {
 /// key not here has no held-back write, so reading it needs no flush.
 #[derive(Default)]
 struct Known {
-    values: HashMap<(&'static str, String), Option<Vec<SqlValue>>>,
+    /// By table, then key fingerprint. Held-back writes are not here but in `TxConn::pending`, which is
+    /// looked at first; a put drops the key from here, since once sent the server holds what it wrote.
+    values: HashMap<&'static str, HashMap<String, Option<Vec<SqlValue>>>>,
     /// Tables deleted from by a scan (`clear`, `retain_in`): their point reads go to the server.
     unknown: std::collections::HashSet<&'static str>,
 }
@@ -311,10 +384,19 @@ impl TxConn {
         let mut parts: Vec<String> = Vec::new();
         let mut params: Vec<Box<dyn ToSql + Sync>> = Vec::new();
         let mut names: Vec<&str> = Vec::new();
-        for p in &pending {
-            let Some(first) = p.rows.first() else { continue };
+        for p in &mut pending {
+            let (fresh, upsert) = p.split();
+            if fresh.len() >= COPY_MIN {
+                self.conn.copy_in(p.table, &p.cols, &fresh)?;
+            } else if let Some(first) = fresh.first() {
+                // New rows: no conflict to handle, so no speculative insertion per row.
+                parts.push(format!("{}{})", p.head, array_params(first, params.len() + 1)));
+                params.extend(arrays(fresh));
+                names.push(p.table);
+            }
+            let Some(first) = upsert.first() else { continue };
             parts.push(format!("{}{}{}", p.head, array_params(first, params.len() + 1), p.tail));
-            params.extend(arrays(&p.rows));
+            params.extend(arrays(upsert));
             names.push(p.table);
         }
         if let Some(side) = side.filter(|s| !s.rows.is_empty()) {
@@ -417,7 +499,27 @@ impl TxConn {
         if k.unknown.contains(table) {
             return None;
         }
-        k.values.get(&(table, key.to_string())).cloned()
+        if let Some(p) = self.pending.iter().find(|p| p.table == table)
+            && let Some(&i) = p.by_key.get(key)
+        {
+            return Some(Some(p.rows[i][p.parts..].to_vec()));
+        }
+        k.values.get(table)?.get(key).cloned()
+    }
+
+    /// Whether this write transaction knows what `key` of `table` holds ([`TxConn::known_value`]).
+    fn knows(&self, table: &'static str, key: &str) -> bool {
+        let Some(k) = &self.known else { return false };
+        !k.unknown.contains(table)
+            && (self.pending.iter().any(|p| p.table == table && p.by_key.contains_key(key))
+                || k.values.get(table).is_some_and(|v| v.contains_key(key)))
+    }
+
+    /// Forgets what was read of `key` of `table`: the transaction is writing it.
+    fn unremember(&mut self, table: &'static str, key: &str) {
+        if let Some(v) = self.known.as_mut().and_then(|k| k.values.get_mut(table)) {
+            v.remove(key);
+        }
     }
 
     /// Records what `key` of `table` holds (write transactions only).
@@ -425,7 +527,7 @@ impl TxConn {
         if let Some(k) = &mut self.known
             && !k.unknown.contains(table)
         {
-            k.values.insert((table, key), value);
+            k.values.entry(table).or_default().insert(key, value);
         }
     }
 
@@ -438,7 +540,7 @@ impl TxConn {
         }
         let Some(info) = crate::storage::tables::ALL.iter().find(|k| k.name == table) else { return };
         let keys: Vec<Vec<SqlValue>> =
-            keys.into_iter().filter(|k| !known.values.contains_key(&(table, fingerprint(k)))).collect();
+            keys.into_iter().filter(|k| !self.knows(table, &fingerprint(k))).collect();
         if keys.is_empty() {
             return;
         }
@@ -498,7 +600,7 @@ impl TxConn {
     /// Stops answering point reads of `table` from memory (after deletes by a scan).
     fn forget(&mut self, table: &'static str) {
         if let Some(k) = &mut self.known {
-            k.values.retain(|(t, _), _| *t != table);
+            k.values.remove(table);
             k.unknown.insert(table);
         }
     }
@@ -837,7 +939,7 @@ impl<'t, K: KeyType, V: ValueType> PgTable<'t, K, V> {
             name,
         );
         let trimmed: Vec<Vec<SqlValue>> = keys.iter().map(|k| k[..parts].to_vec()).collect();
-        let arrs = arrays(&trimmed);
+        let arrs = arrays(trimmed);
         let refs: Vec<&(dyn ToSql + Sync)> = arrs.iter().map(|c| c.as_ref() as &(dyn ToSql + Sync)).collect();
         let rows = conn.query_typed(&sql, &refs)?;
         let mut out = Vec::with_capacity(rows.len());
@@ -944,11 +1046,26 @@ impl<'t, K: KeyType, V: ValueType> PgTable<'t, K, V> {
     /// transaction's other held-back writes in one statement, when a scan of this table or the commit comes
     /// (`Pending`). For the `vectors` kind the pgvector row is held back with it.
     pub fn put(&mut self, key: &Borrowed<'_, K>, value: &Borrowed<'_, V>) -> Result<()> {
+        self.hold(key, value, false)
+    }
+
+    /// [`PgTable::put`] of a key no stored record has (the caller knows, as for a posting of a document
+    /// number its transaction allocated): sent without conflict handling, and by binary `COPY` when a flush
+    /// holds at least [`COPY_MIN`] of them for this kind. A key that is stored after all fails that statement,
+    /// and so the transaction (PostgreSQL's `unique_violation`): nothing is overwritten.
+    pub fn put_new(&mut self, key: &Borrowed<'_, K>, value: &Borrowed<'_, V>) -> Result<()> {
+        self.hold(key, value, true)
+    }
+
+    /// Holds back a put; `fresh`: the key is new to the table ([`PgTable::put_new`]).
+    fn hold(&mut self, key: &Borrowed<'_, K>, value: &Borrowed<'_, V>, fresh: bool) -> Result<()> {
         let mut row = key_of::<K>(key);
         V::to_sql(value, &mut row);
         let fp = fingerprint(&row[..K::PARTS]);
         let mut tx = self.tx.lock();
-        if tx.pending.iter().any(|p| p.table == self.name && p.rows.len() >= PENDING_MAX) {
+        if tx.pending.iter().any(|p| {
+            p.table == self.name && (p.rows.len() - p.fresh_rows >= PENDING_MAX || p.fresh_rows >= FRESH_MAX)
+        }) {
             tx.flush()?;
         }
         if let (Some(index), [SqlValue::Text(space), SqlValue::U64(docno), SqlValue::Bytes(b)]) =
@@ -977,7 +1094,7 @@ impl<'t, K: KeyType, V: ValueType> PgTable<'t, K, V> {
                 side.rows.push((key.0, key.1, v));
             }
         }
-        tx.remember(self.name, fp.clone(), Some(row[K::PARTS..].to_vec()));
+        tx.unremember(self.name, &fp);
         let at = match tx.pending.iter().position(|p| p.table == self.name) {
             Some(i) => i,
             None => {
@@ -993,7 +1110,11 @@ impl<'t, K: KeyType, V: ValueType> PgTable<'t, K, V> {
                     table: self.name,
                     head: format!("INSERT INTO \"{}\" ({cols}) SELECT * FROM unnest(", self.name),
                     tail: format!(") ON CONFLICT ({keys}) {on_conflict}"),
+                    cols,
+                    parts: K::PARTS,
                     rows: Vec::new(),
+                    fresh: Vec::new(),
+                    fresh_rows: 0,
                     by_key: HashMap::new(),
                 });
                 tx.pending.len() - 1
@@ -1001,10 +1122,14 @@ impl<'t, K: KeyType, V: ValueType> PgTable<'t, K, V> {
         };
         let p = &mut tx.pending[at];
         match p.by_key.get(&fp) {
+            // The held-back row is replaced; it keeps its kind: a row new to the table stays new (none was
+            // sent), one that may replace a stored record keeps its conflict handling.
             Some(&i) => p.rows[i] = row,
             None => {
                 p.by_key.insert(fp, p.rows.len());
                 p.rows.push(row);
+                p.fresh.push(fresh);
+                p.fresh_rows += usize::from(fresh);
             }
         }
         Ok(())

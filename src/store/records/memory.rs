@@ -380,12 +380,14 @@ impl<'t> Writer<'t> {
 
     /// Adds the postings of document `docno` of `space`: `terms` with their frequencies, `len` the document's
     /// length in terms (as `index::lexicon::analyse` gives them); counts the document in BM25's N and avgdl.
+    /// `docno` is one this transaction allocated, so no posting of it is stored yet: the postings go in as new
+    /// records ([`crate::storage::Table::put_new`], by `COPY` in bulk on PostgreSQL).
     ///
     /// # Errors
-    /// Storage errors.
+    /// Storage errors; on PostgreSQL, a posting of `docno` already stored (a docno not fresh) fails the write.
     pub(crate) fn index_terms(&mut self, space: &str, docno: u64, terms: &[(String, u32)], len: u32) -> Result<()> {
         for (term, n) in terms {
-            self.postings.put((space, term.as_str(), docno), crate::index::bm25::Posting::pack(*n, len))?;
+            self.postings.put_new((space, term.as_str(), docno), crate::index::bm25::Posting::pack(*n, len))?;
         }
         let (docs, total) = self.lex_stats.get(space)?.map(|v| v.value()).unwrap_or((0, 0));
         self.lex_stats.put(space, (docs + 1, total + u64::from(len)))
