@@ -52,35 +52,53 @@ fn main() {
     let t = Instant::now();
     let store = Arc::new(KnowledgeStore::open(config).expect("open"));
     println!("opened in {:.1} s; RSS {:.0} MiB", t.elapsed().as_secs_f64(), rss_mib());
-    let mut rng = SplitMix(11);
     let existing = args.iter().any(|a| a == "--existing");
     let index_wait = Duration::from_secs(arg(&args, "--index-wait", 900) as u64);
     let t = Instant::now();
+    // `--load-threads N` (default 2): threads writing batches at once. Writes take turns under the writer lock,
+    // so a second thread prepares its batch (text analysis, entities, embedding) while the first one's commit
+    // waits for the database: the pipeline a bulk loader gets from concurrent batches. Batch `b` holds
+    // memories `5000·b ..` with words drawn from `SplitMix(11 + b)`, whichever thread writes it.
+    let load_threads = arg(&args, "--load-threads", 2).max(1);
     let (_, built) = store
         .bulk_load(|store| {
-            let mut i = if existing { n } else { 0 };
-            while i < n {
-                let batch: Vec<NewMemory> = (i..(i + 5000).min(n))
-                    .map(|k| {
-                        let words: Vec<&str> = (0..12).map(|_| WORDS[rng.below(WORDS.len())]).collect();
-                        NewMemory {
-                            id: Some(format!("mem-{k:06}")),
-                            content: format!("Note {k}: {}.", words.join(" ")),
-                            ..Default::default()
+            let next = AtomicU64::new(0);
+            let done = AtomicU64::new(if existing { n as u64 } else { 0 });
+            std::thread::scope(|scope| {
+                for _ in 0..load_threads {
+                    scope.spawn(|| {
+                        loop {
+                            let b = next.fetch_add(1, Ordering::Relaxed) as usize;
+                            let from = b * 5000;
+                            if existing || from >= n {
+                                return;
+                            }
+                            let mut rng = SplitMix(11 + b as u64);
+                            let batch: Vec<NewMemory> = (from..(from + 5000).min(n))
+                                .map(|k| {
+                                    let words: Vec<&str> = (0..12).map(|_| WORDS[rng.below(WORDS.len())]).collect();
+                                    NewMemory {
+                                        id: Some(format!("mem-{k:06}")),
+                                        content: format!("Note {k}: {}.", words.join(" ")),
+                                        ..Default::default()
+                                    }
+                                })
+                                .collect();
+                            let len = batch.len() as u64;
+                            store.create_memories(batch).expect("ingest");
+                            let i = done.fetch_add(len, Ordering::Relaxed) + len;
+                            if i.is_multiple_of(100_000) && (i as usize) < n {
+                                let secs = t.elapsed().as_secs_f64();
+                                println!(
+                                    "  {i} memories after {secs:.0} s ({:.0}/s so far); RSS {:.0} MiB",
+                                    i as f64 / secs,
+                                    rss_mib()
+                                );
+                            }
                         }
-                    })
-                    .collect();
-                i += batch.len();
-                store.create_memories(batch).expect("ingest");
-                if i % 100_000 == 0 && i < n {
-                    let secs = t.elapsed().as_secs_f64();
-                    println!(
-                        "  {i} memories after {secs:.0} s ({:.0}/s so far); RSS {:.0} MiB",
-                        i as f64 / secs,
-                        rss_mib()
-                    );
+                    });
                 }
-            }
+            });
             Ok(())
         })
         .expect("bulk load");

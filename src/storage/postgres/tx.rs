@@ -79,8 +79,13 @@ impl Conn {
     }
 
     /// Sends `rows` (all of one shape, typed by the first row) into `table`'s `cols` by binary `COPY`: one
-    /// statement, rows streamed.
+    /// statement. The rows are encoded into one buffer in PostgreSQL's binary copy format (its documentation,
+    /// "COPY", "Binary Format": signature, flags, header extension; per row the field count and per field its
+    /// length and bytes; -1 at the end), each value by its `ToSql`, and sent at once: the crate's
+    /// `BinaryCopyInWriter` enters the connection's runtime once per row, which cost more than the rows.
     fn copy_in(&mut self, table: &str, cols: &str, rows: &[Vec<SqlValue>]) -> Result<()> {
+        use bytes::BufMut;
+        use std::io::Write;
         let Some(first) = rows.first() else { return Ok(()) };
         let types: Vec<Type> = first
             .iter()
@@ -92,14 +97,36 @@ impl Conn {
             })
             .collect();
         let failed = |e| pg_error(&format!("copying rows into {table} failed"), e);
-        sent(1);
-        let sink = self.client.copy_in(&format!("COPY \"{table}\" ({cols}) FROM STDIN (FORMAT binary)")).map_err(failed)?;
-        let mut writer = postgres::binary_copy::BinaryCopyInWriter::new(sink, &types);
+        let encode = |e: Box<dyn std::error::Error + Sync + Send>| {
+            crate::error::Error::new(crate::ErrorKind::Io, format!("encoding a row for {table} failed: {e}"))
+        };
+        let fields = i16::try_from(types.len()).map_err(|e| encode(Box::new(e)))?;
+        let mut buf = bytes::BytesMut::with_capacity(19 + rows.len() * (2 + types.len() * 16));
+        buf.put_slice(b"PGCOPY\n\xff\r\n\0");
+        buf.put_i32(0);
+        buf.put_i32(0);
         for row in rows {
-            let refs: Vec<&(dyn ToSql + Sync)> = row.iter().map(|v| v as &(dyn ToSql + Sync)).collect();
-            writer.write(&refs).map_err(failed)?;
+            buf.put_i16(fields);
+            for (v, ty) in row.iter().zip(&types) {
+                let at = buf.len();
+                buf.put_i32(0);
+                let len = match v.to_sql_checked(ty, &mut buf).map_err(encode)? {
+                    postgres::types::IsNull::Yes => -1,
+                    postgres::types::IsNull::No => {
+                        i32::try_from(buf.len() - at - 4).map_err(|e| encode(Box::new(e)))?
+                    }
+                };
+                buf[at..at + 4].copy_from_slice(&len.to_be_bytes());
+            }
         }
-        writer.finish().map_err(failed)?;
+        buf.put_i16(-1);
+        sent(1);
+        let mut sink =
+            self.client.copy_in(&format!("COPY \"{table}\" ({cols}) FROM STDIN (FORMAT binary)")).map_err(failed)?;
+        sink.write_all(&buf).map_err(|e| {
+            crate::error::Error::new(crate::ErrorKind::Io, format!("copying rows into {table} failed: {e}"))
+        })?;
+        sink.finish().map_err(failed)?;
         Ok(())
     }
 
@@ -200,7 +227,8 @@ fn array_params(row: &[SqlValue], from: usize) -> String {
 /// when equal).
 fn fingerprint(key: &[SqlValue]) -> String {
     use std::fmt::Write;
-    let mut s = String::with_capacity(key.iter().map(|v| if let SqlValue::Text(t) = v { t.len() + 8 } else { 22 }).sum());
+    let mut s =
+        String::with_capacity(key.iter().map(|v| if let SqlValue::Text(t) = v { t.len() + 8 } else { 22 }).sum());
     for v in key {
         // Writing to a String cannot fail.
         let _ = match v {
@@ -539,8 +567,7 @@ impl TxConn {
             return;
         }
         let Some(info) = crate::storage::tables::ALL.iter().find(|k| k.name == table) else { return };
-        let keys: Vec<Vec<SqlValue>> =
-            keys.into_iter().filter(|k| !self.knows(table, &fingerprint(k))).collect();
+        let keys: Vec<Vec<SqlValue>> = keys.into_iter().filter(|k| !self.knows(table, &fingerprint(k))).collect();
         if keys.is_empty() {
             return;
         }
@@ -1051,7 +1078,7 @@ impl<'t, K: KeyType, V: ValueType> PgTable<'t, K, V> {
 
     /// [`PgTable::put`] of a key no stored record has (the caller knows, as for a posting of a document
     /// number its transaction allocated): sent without conflict handling, and by binary `COPY` when a flush
-    /// holds at least [`COPY_MIN`] of them for this kind. A key that is stored after all fails that statement,
+    /// holds at least 1,000 of them for this kind. A key that is stored after all fails that statement,
     /// and so the transaction (PostgreSQL's `unique_violation`): nothing is overwritten.
     pub fn put_new(&mut self, key: &Borrowed<'_, K>, value: &Borrowed<'_, V>) -> Result<()> {
         self.hold(key, value, true)
@@ -1063,9 +1090,11 @@ impl<'t, K: KeyType, V: ValueType> PgTable<'t, K, V> {
         V::to_sql(value, &mut row);
         let fp = fingerprint(&row[..K::PARTS]);
         let mut tx = self.tx.lock();
-        if tx.pending.iter().any(|p| {
-            p.table == self.name && (p.rows.len() - p.fresh_rows >= PENDING_MAX || p.fresh_rows >= FRESH_MAX)
-        }) {
+        if tx
+            .pending
+            .iter()
+            .any(|p| p.table == self.name && (p.rows.len() - p.fresh_rows >= PENDING_MAX || p.fresh_rows >= FRESH_MAX))
+        {
             tx.flush()?;
         }
         if let (Some(index), [SqlValue::Text(space), SqlValue::U64(docno), SqlValue::Bytes(b)]) =
