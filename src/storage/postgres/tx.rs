@@ -354,8 +354,8 @@ struct Pending {
     /// Key columns at the front of each row.
     parts: usize,
     rows: Vec<Vec<SqlValue>>,
-    /// Per row: stored with [`PgTable::put_new`] (no stored record has its key) and not replaced since by a
-    /// [`PgTable::put`] of a key that was stored before.
+    /// Per row: held with [`PgTable::put_new`] (no stored record has its key). A later put of the same key
+    /// replaces the row and keeps its flag: nothing of it was sent.
     fresh: Vec<bool>,
     /// How many of `fresh` are true.
     fresh_rows: usize,
@@ -383,10 +383,10 @@ struct SidePending {
     by_key: HashMap<(String, i64), usize>,
 }
 
-/// What a write transaction knows each key holds: the values it wrote (held back or sent) and read, `None`
-/// where it found or left nothing. Writers take turns under the store's advisory lock, so nothing but this
-/// transaction changes a key between its reads: a point read answered from here is the server's answer, and a
-/// key not here has no held-back write, so reading it needs no flush.
+/// What a write transaction knows each key holds, besides its held-back writes (`TxConn::pending`, looked at
+/// first): the values it read, `None` where it found or deleted nothing. Writers take turns under the store's
+/// advisory lock, so nothing but this transaction changes a key between its reads: a point read answered from
+/// here is the server's answer, and a key neither here nor held back needs no flush to be read.
 #[derive(Default)]
 struct Known {
     /// By table, then key fingerprint. Held-back writes are not here but in `TxConn::pending`, which is
