@@ -781,7 +781,7 @@ impl<K: KeyType, V: ValueType> Table<'_, K, V> {
     /// [`Table::put`] of a `key` the caller knows no stored record has, as a posting of a document number its
     /// own transaction allocated. On redb the same write as [`Table::put`]. On PostgreSQL the record is sent
     /// without conflict handling, and where one flush holds 1,000 or more of one kind, by binary `COPY`
-    /// (PostgreSQL's fastest load path; docs/deploy.md, "Bulk load").
+    /// (PostgreSQL's fastest load path; docs/deploy.md, "Postings by `COPY`").
     ///
     /// # Errors
     /// Storage errors; as [`Table::put`]. A key that is stored after all fails the transaction, which must then
