@@ -15,7 +15,8 @@
 //! the index snapshot and HNSW graphs it saved at close. `--publish` publishes the first daemon's indexes into
 //! the database once they are complete (timed), so that a daemon with an empty data directory starts from
 //! the publication: after the `--daemons` ones (from the tables) one more opens from it. Each further daemon
-//! reports its open, its first search and its complete indexes.
+//! reports its open, its first search and its complete indexes. `--load-threads N` (default 2) writes the
+//! bulk load's batches of 5,000 from N threads at once.
 
 mod common;
 use common::{Conn, SplitMix, arg, pct, rss_mib};
