@@ -87,15 +87,7 @@ impl Conn {
         use bytes::BufMut;
         use std::io::Write;
         let Some(first) = rows.first() else { return Ok(()) };
-        let types: Vec<Type> = first
-            .iter()
-            .map(|v| match v {
-                SqlValue::Text(_) => Type::TEXT,
-                SqlValue::U64(_) => Type::INT8,
-                SqlValue::Float(_) => Type::FLOAT8,
-                SqlValue::Bytes(_) => Type::BYTEA,
-            })
-            .collect();
+        let types: Vec<Type> = first.iter().map(pg_type).collect();
         let failed = |e| pg_error(&format!("copying rows into {table} failed"), e);
         let encode = |e: Box<dyn std::error::Error + Sync + Send>| {
             crate::error::Error::new(crate::ErrorKind::Io, format!("encoding a row for {table} failed: {e}"))
@@ -205,19 +197,21 @@ fn arrays(mut rows: Vec<Vec<SqlValue>>) -> Vec<Box<dyn ToSql + Sync>> {
     columns
 }
 
+/// The PostgreSQL type a value is sent as (`ToSql for SqlValue`).
+fn pg_type(v: &SqlValue) -> Type {
+    match v {
+        SqlValue::Text(_) => Type::TEXT,
+        SqlValue::U64(_) => Type::INT8,
+        SqlValue::Float(_) => Type::FLOAT8,
+        SqlValue::Bytes(_) => Type::BYTEA,
+    }
+}
+
 /// The SQL array type of each column of `row`, numbered from `$from`: `$1::text[], $2::int8[]`.
 fn array_params(row: &[SqlValue], from: usize) -> String {
     row.iter()
         .enumerate()
-        .map(|(i, v)| {
-            let t = match v {
-                SqlValue::Text(_) => "text",
-                SqlValue::U64(_) => "int8",
-                SqlValue::Float(_) => "float8",
-                SqlValue::Bytes(_) => "bytea",
-            };
-            format!("${}::{t}[]", i + from)
-        })
+        .map(|(i, v)| format!("${}::{}[]", i + from, pg_type(v).name()))
         .collect::<Vec<_>>()
         .join(", ")
 }
