@@ -394,21 +394,50 @@ pub fn top_k(
     k: usize,
     accept: &dyn Fn(u64) -> bool,
 ) -> Vec<(u64, f32)> {
+    top_k_part(params, lists, combine, k, accept, 0..u64::MAX, None)
+}
+
+/// [`top_k`] over the documents whose docno is in `docnos` only (the others are never read). With `share`, the
+/// scan also prunes by the k-th best score the other part of a [`SplitQuery`] has found so far, and publishes its
+/// own: it then keeps every document of its range that can be in the whole query's top `k`, but not
+/// necessarily its range's own top `k`.
+fn top_k_part(
+    params: Bm25Params,
+    lists: &[ScoredList<'_>],
+    combine: Combine,
+    k: usize,
+    accept: &dyn Fn(u64) -> bool,
+    docnos: std::ops::Range<u64>,
+    share: Option<Share<'_>>,
+) -> Vec<(u64, f32)> {
     let m = lists.len();
-    if k == 0 || m == 0 {
+    if k == 0 || m == 0 || docnos.is_empty() {
         return Vec::new();
     }
+    let (first, stop) = (docnos.start, docnos.end);
+    let within = |d: u64| d >= first && d < stop;
+    let accept = |d: u64| within(d) && accept(d);
+    let accept: &dyn Fn(u64) -> bool = &accept;
     let w_own = combine.weight(Part::Own);
     let contributes = |l: &ScoredList<'_>| combine.weight(l.part) > 0.0 || (l.paired.is_some() && w_own > 0.0);
     let active: Vec<usize> = (0..m).filter(|&j| contributes(&lists[j]) && !lists[j].list.is_empty()).collect();
     // A list's bound, weighted, with slack: in a block when its block bounds are given, else over the list.
     let whole: Vec<f32> = lists.iter().map(|l| list_bound(params, combine, l, None, None)).collect();
     let mut scan = Scan::new(params, combine, lists, k, accept);
-    let mut own_block = vec![0usize; m];
-    let mut block = vec![0usize; m];
+    scan.share = share;
+    // Every cursor starts at the range's first docno: its list's first posting there, its first block there.
+    let first_block = first >> BLOCK_SHIFT;
+    let mut own_block: Vec<usize> = lists
+        .iter()
+        .map(|l| l.paired.as_ref().map_or(0, |o| o.blocks.partition_point(|b| b.id < first_block)))
+        .collect();
+    let mut block: Vec<usize> = lists.iter().map(|l| l.blocks.partition_point(|b| b.id < first_block)).collect();
+    for (c, l) in scan.cur.iter_mut().zip(lists) {
+        *c = l.list.partition_point(|p| p.docno < first);
+    }
     loop {
         let next = active.iter().filter_map(|&j| lists[j].list.get(scan.cur[j]).map(|p| p.docno)).min();
-        let Some(next) = next else { break };
+        let Some(next) = next.filter(|d| *d < stop) else { break };
         let window = next >> BLOCK_SHIFT;
         let end = (window + 1).checked_shl(BLOCK_SHIFT).unwrap_or(u64::MAX);
         // Bounds in this window.
@@ -445,6 +474,94 @@ pub fn top_k(
     out
 }
 
+/// Lists of a [`top_k`] query adding up to at least this many postings are worth splitting over two threads
+/// ([`split_docno`]): below it the query takes well under a millisecond.
+pub const SPLIT_MIN_POSTINGS: usize = 131_072;
+
+/// Where to split a long [`top_k`] query in two parts of about the same work (a [`SplitQuery`] at the returned
+/// docno): the docno of the middle posting of its longest list, rounded down to a window's start
+/// (`2^BLOCK_SHIFT`), so that no window straddles the parts. `None` when the lists add up to fewer than
+/// [`SPLIT_MIN_POSTINGS`] postings, or when the rounding leaves the lower part empty.
+pub fn split_docno(lists: &[ScoredList<'_>]) -> Option<u64> {
+    if lists.iter().map(|l| l.list.len()).sum::<usize>() < SPLIT_MIN_POSTINGS {
+        return None;
+    }
+    let longest = lists.iter().max_by_key(|l| l.list.len())?;
+    let middle = longest.list.get(longest.list.len() / 2)?.docno;
+    let at = (middle >> BLOCK_SHIFT) << BLOCK_SHIFT;
+    (at > 0).then_some(at)
+}
+
+/// One [`top_k`] query split by docno into a lower part (`0..at`) and an upper part (`at..`), for two threads
+/// (intra-query parallelism by document range, as Lucene's slices split a query over segments):
+/// 1. each part runs the MaxScore scan of [`top_k`] over its range only;
+/// 2. each part publishes its k-th best score as it rises, and prunes by the other's as well as by its own, so
+///    that neither part starts its threshold from nothing (without this, the two parts together scored more
+///    postings than the whole query);
+/// 3. [`SplitQuery::merge`] keeps the `k` best of both parts.
+///
+/// The result equals [`top_k`]'s to the bit, whatever the parts' interleaving: a document pruned by the other
+/// part's threshold has at least `k` documents ranked above it there. Ties follow [`top_k`]'s order (a smaller
+/// docno first), and the threshold a part takes from the other is set a little below the other's k-th best score
+/// ([`Share::floor`]), so that a tie, or a bound's slack, never prunes a document that belongs in the top `k`.
+#[derive(Debug)]
+pub struct SplitQuery {
+    at: u64,
+    /// The k-th best score each part has found (lower, upper), as `f32` bits; minus infinity until it has `k`.
+    kth: [std::sync::atomic::AtomicU32; 2],
+}
+
+impl SplitQuery {
+    /// A query split at docno `at` (from [`split_docno`]; any docno gives the same merged result).
+    pub fn new(at: u64) -> Self {
+        let none = || std::sync::atomic::AtomicU32::new(f32::NEG_INFINITY.to_bits());
+        SplitQuery { at, kth: [none(), none()] }
+    }
+
+    /// The lower (`upper` false) or upper part's candidates, for [`SplitQuery::merge`]; arguments as [`top_k`].
+    /// The two parts may run at once, on two threads.
+    pub fn part(
+        &self,
+        upper: bool,
+        params: Bm25Params,
+        lists: &[ScoredList<'_>],
+        combine: Combine,
+        k: usize,
+        accept: &dyn Fn(u64) -> bool,
+    ) -> Vec<(u64, f32)> {
+        let (me, other) = (usize::from(upper), usize::from(!upper));
+        let share = Share { mine: &self.kth[me], other: &self.kth[other] };
+        let range = if upper { self.at..u64::MAX } else { 0..self.at };
+        top_k_part(params, lists, combine, k, accept, range, Some(share))
+    }
+
+    /// The `k` best of both parts' candidates, in [`top_k`]'s order (score descending, then docno ascending).
+    pub fn merge(mut lower: Vec<(u64, f32)>, upper: Vec<(u64, f32)>, k: usize) -> Vec<(u64, f32)> {
+        lower.extend(upper);
+        lower.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0)));
+        lower.truncate(k);
+        lower
+    }
+}
+
+/// A [`SplitQuery`] part's link to the other part: where it publishes its k-th best score, and where it reads the
+/// other's.
+#[derive(Debug, Clone, Copy)]
+struct Share<'s> {
+    mine: &'s std::sync::atomic::AtomicU32,
+    other: &'s std::sync::atomic::AtomicU32,
+}
+
+impl Share<'_> {
+    /// The threshold the other part's k-th best score `t` sets for this part's documents, a little below `t`
+    /// (by `4 · BOUND_SLACK · |t|`): a document of the lower part at score `t` still ranks above the other's, and
+    /// a bound with its slack must pass the threshold for every score from `t` up, negative ones included.
+    fn floor(&self) -> f32 {
+        let t = f32::from_bits(self.other.load(std::sync::atomic::Ordering::Relaxed));
+        t - t.abs() * (4.0 * BOUND_SLACK)
+    }
+}
+
 /// The state of one [`top_k`] scan: a cursor per list, the lists of the current window in bound order with their
 /// bounds, the `k` best documents so far, and the current window's candidates.
 struct Scan<'s, 'a> {
@@ -465,8 +582,11 @@ struct Scan<'s, 'a> {
     prefix: Vec<f32>,
     /// Min-heap on (score, Reverse(docno)): the top is the worst of the best k.
     heap: std::collections::BinaryHeap<std::cmp::Reverse<Entry>>,
-    /// The k-th best score (minus infinity until k documents are kept).
+    /// The threshold a document must pass: the k-th best score (minus infinity until k documents are kept), or
+    /// the other part's, when a [`Share`] gives a higher one.
     theta: f32,
+    /// The link to the other part of a [`SplitQuery`], if any.
+    share: Option<Share<'s>>,
     /// The window's lists that give candidates (walked whole), and the lists a candidate is looked up in, largest
     /// bound first, with `rest[i]`: the bounds of `look[i..]` added up. Kept across windows (no allocation per
     /// window).
@@ -509,6 +629,7 @@ impl<'s, 'a> Scan<'s, 'a> {
             prefix: Vec::with_capacity(m),
             heap: std::collections::BinaryHeap::new(),
             theta: f32::NEG_INFINITY,
+            share: None,
             sources: Vec::with_capacity(m),
             look: Vec::with_capacity(m),
             rest: Vec::with_capacity(m + 1),
@@ -531,6 +652,9 @@ impl<'s, 'a> Scan<'s, 'a> {
     ///
     /// θ stays as it was at the window's start until step 3, which only prunes less, never wrongly.
     fn window(&mut self, end: u64) {
+        if let Some(share) = &self.share {
+            self.theta = self.theta.max(share.floor());
+        }
         let bound = &self.bound;
         self.order.sort_by(|a, b| bound[*a].total_cmp(&bound[*b]).then(a.cmp(b)));
         self.prefix.clear();
@@ -716,6 +840,10 @@ impl<'s, 'a> Scan<'s, 'a> {
                 && let Some(std::cmp::Reverse(Entry(w, _))) = self.heap.peek()
             {
                 self.theta = *w;
+                if let Some(share) = &self.share {
+                    share.mine.store(w.to_bits(), std::sync::atomic::Ordering::Relaxed);
+                    self.theta = self.theta.max(share.floor());
+                }
             }
         }
     }
@@ -837,7 +965,7 @@ fn gallop(list: &[Posting], from: usize, d: u64) -> usize {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -873,6 +1001,25 @@ mod tests {
         all
     }
 
+    /// A [`SplitQuery`] at `at` run one part after the other, both ways round (so that the second part prunes by
+    /// the first part's final threshold); panics unless both give the same list, which it returns.
+    pub(crate) fn split_in_both_orders(
+        lists: &[ScoredList<'_>],
+        combine: Combine,
+        k: usize,
+        accept: &dyn Fn(u64) -> bool,
+        at: u64,
+    ) -> Vec<(u64, f32)> {
+        let params = Bm25Params::default();
+        let (a, b) = (SplitQuery::new(at), SplitQuery::new(at));
+        let lower_first = a.part(false, params, lists, combine, k, accept);
+        let lower_first = SplitQuery::merge(lower_first, a.part(true, params, lists, combine, k, accept), k);
+        let upper_first = b.part(true, params, lists, combine, k, accept);
+        let upper_first = SplitQuery::merge(b.part(false, params, lists, combine, k, accept), upper_first, k);
+        assert_eq!(lower_first, upper_first, "split at {at}");
+        lower_first
+    }
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
         /// MaxScore gives exactly the exhaustive top k (documents, order and scores to the bit), with and
@@ -885,6 +1032,7 @@ mod tests {
             modulus in 1u64..5,
             spread in proptest::prop_oneof![proptest::strategy::Just(3u64), proptest::strategy::Just(37u64)],
             blocked in proptest::bool::ANY,
+            split in 0u64..6_000,
         ) {
             // Term t is kept in a document with probability falling with t, so low terms have long lists.
             let mut lists: Vec<Vec<Posting>> = vec![Vec::new(); 14];
@@ -930,6 +1078,10 @@ mod tests {
                 let want = exhaustive(&q, n, avg, k, accept);
                 let got = top_k(Bm25Params::default(), &scored, Combine::Own, k, accept);
                 proptest::prop_assert_eq!(&got, &want);
+                // Split by docno, at a window's start and anywhere: the parts' merge is the same list.
+                for at in [(split >> BLOCK_SHIFT) << BLOCK_SHIFT, split] {
+                    proptest::prop_assert_eq!(&split_in_both_orders(&scored, Combine::Own, k, accept, at), &want);
+                }
                 for (d, s) in &want {
                     proptest::prop_assert_eq!(score_doc(Bm25Params::default(), &scored, Combine::Own, *d), *s);
                 }
@@ -982,11 +1134,23 @@ mod tests {
             .collect();
         for k in [1, 10, 200] {
             let (all, odd) = (|_: u64| true, |d: u64| d % 2 == 1);
-            for accept in [&all as &dyn Fn(u64) -> bool, &odd] {
-                assert_eq!(
-                    top_k(Bm25Params::default(), &scored, Combine::Own, k, accept),
-                    exhaustive(&q, n, avg, k, accept)
-                );
+            for accept in [&all as &(dyn Fn(u64) -> bool + Sync), &odd] {
+                let want = exhaustive(&q, n, avg, k, accept);
+                assert_eq!(top_k(Bm25Params::default(), &scored, Combine::Own, k, accept), want);
+                // The lists twice over are long enough to split; the split falls on a window's start inside them.
+                let twice: Vec<ScoredList<'_>> = scored.iter().chain(&scored).copied().collect();
+                let at = split_docno(&twice).expect("over SPLIT_MIN_POSTINGS");
+                assert!(at > 0 && at < n && at.is_multiple_of(1 << BLOCK_SHIFT), "split at {at}");
+                assert_eq!(split_docno(&scored[2..]), None, "a short list is not split");
+                assert_eq!(split_in_both_orders(&scored, Combine::Own, k, accept, at), want);
+                // At once on two threads, as a search runs it.
+                let q = SplitQuery::new(at);
+                let part = |upper| q.part(upper, Bm25Params::default(), &scored, Combine::Own, k, accept);
+                let (lower, upper) = std::thread::scope(|s| {
+                    let upper = s.spawn(|| part(true));
+                    (part(false), upper.join().expect("upper part"))
+                });
+                assert_eq!(SplitQuery::merge(lower, upper, k), want);
             }
         }
         let params = Bm25Params::default();

@@ -1205,6 +1205,11 @@ mod tests {
             let scored = x.scored(&l, &terms, beta < 1.0);
             let got = top_k(params, &scored, combine, k, &accept);
             proptest::prop_assert_eq!(&got, &want);
+            // Split by docno (at a window's start, and at a docno that is not): the parts' merge is the same.
+            for at in [1u64 << super::super::bm25::BLOCK_SHIFT, 5, 17] {
+                let got = super::super::bm25::tests::split_in_both_orders(&scored, combine, k, &accept, at);
+                proptest::prop_assert_eq!(&got, &want);
+            }
             for (d, s) in &want {
                 proptest::prop_assert_eq!(score_doc(params, &scored, combine, *d), *s);
             }

@@ -17,6 +17,29 @@ use crate::store::types::MemoryView;
 use crate::store::{entity, label, memory, source, space, thread};
 use crate::text;
 
+/// Spaces of at least this many memories run a hybrid search's two rankings (BM25 and vector) at once, on two
+/// threads; smaller ones run them one after the other, since each then takes well under a millisecond and the
+/// hand-over between threads (tens of microseconds) would cost more than it saves.
+pub const PARALLEL_MIN_DOCS: usize = 200_000;
+
+/// The threads that run the second half of a large search beside the calling thread: the vector ranking of a
+/// hybrid search over a space of [`PARALLEL_MIN_DOCS`] memories or more, and the upper part of a BM25 query over
+/// long posting lists ([`bm25::SplitQuery`]). As many threads as rayon's default (`RAYON_NUM_THREADS`, else the
+/// machine's cores), named `engram-search-N`, started on first use; `None` when they could not be started, and
+/// searches then run on the calling thread alone. It is not rayon's global pool, so that a search never waits
+/// behind the parallel work of an ingest batch or an HNSW build.
+fn search_pool() -> Option<&'static rayon::ThreadPool> {
+    static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
+    POOL.get_or_init(|| {
+        rayon::ThreadPoolBuilder::new()
+            .thread_name(|i| format!("engram-search-{i}"))
+            .build()
+            .map_err(|e| tracing::warn!("search threads not started, searches run on one thread: {e}"))
+            .ok()
+    })
+    .as_ref()
+}
+
 /// Longest query, in bytes.
 pub const MAX_QUERY_BYTES: usize = 4096;
 /// Most hits a search returns.
@@ -153,19 +176,36 @@ impl KnowledgeStore {
             docs: si.lexicon.docs,
             avg: si.lexicon.avg_len(),
         };
-        let (lexical, scorer) = if terms.is_empty() {
-            (Vec::new(), LexScorer::All(Vec::new()))
-        } else {
-            lexical_candidates(si, q, mode, &terms, &lex, depth, &accept)
+        let qv = qvec.as_deref().filter(|qv| qv.iter().any(|x| *x != 0.0));
+        let lexical_side = || {
+            if terms.is_empty() {
+                (Vec::new(), LexScorer::All(Vec::new()))
+            } else {
+                lexical_candidates(si, q, mode, &terms, &lex, depth, &accept)
+            }
         };
-
-        let mut vector: Vec<(u64, f32)> = Vec::new();
-        if let Some(qv) = &qvec
-            && qv.iter().any(|x| *x != 0.0)
-        {
+        let vector_side = || -> Vec<(u64, f32)> {
+            let Some(qv) = qv else { return Vec::new() };
             let hint = if q.filter.is_trivial() { None } else { Some(candidates) };
-            vector = si.vectors.search(qv, depth, &accept, hint).into_iter().map(|h| (h.docno, h.score)).collect();
-        }
+            si.vectors.search(qv, depth, &accept, hint).into_iter().map(|h| (h.docno, h.score)).collect()
+        };
+        // Both rankings of a hybrid search over a large space at once: the vector side on the search pool, the
+        // lexical side on this thread.
+        let pool = (!terms.is_empty() && qv.is_some() && si.catalog.len() >= PARALLEL_MIN_DOCS)
+            .then(search_pool)
+            .flatten()
+            .filter(|p| p.current_num_threads() > 1);
+        let ((lexical, scorer), vector) = match pool {
+            Some(pool) => {
+                let mut vector = Vec::new();
+                let lexical = pool.in_place_scope(|s| {
+                    s.spawn(|_| vector = vector_side());
+                    lexical_side()
+                });
+                (lexical, vector)
+            }
+            None => (lexical_side(), vector_side()),
+        };
 
         let mut fused: Vec<Fused> = match mode {
             SearchMode::Hybrid => {
@@ -480,7 +520,7 @@ fn lexical_candidates<'a>(
     terms: &[(&str, u32)],
     lex: &Lexical,
     depth: usize,
-    accept: &dyn Fn(u64) -> bool,
+    accept: &(dyn Fn(u64) -> bool + Sync),
 ) -> (Scored, LexScorer<'a>) {
     let (bm25p, cx) = (lex.bm25, lex.cx);
     let best_first = |a: &(u64, f32), b: &(u64, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
@@ -491,13 +531,13 @@ fn lexical_candidates<'a>(
     let beta = cx.blend.clamp(0.0, 1.0);
     if !expanded_on {
         let lists = si.lexicon.scored(terms);
-        let top = bm25::top_k(bm25p, &lists, bm25::Combine::Own, depth, accept);
+        let top = top_k(bm25p, &lists, bm25::Combine::Own, depth, accept);
         return (top, LexScorer::Lists(lists, bm25::Combine::Own));
     }
     if let Some(x) = si.expanded_for(cx.window) {
         let combine = if beta >= 1.0 { bm25::Combine::Expanded } else { bm25::Combine::Blend(beta) };
         let lists = x.scored(&si.lexicon, terms, beta < 1.0);
-        let top = bm25::top_k(bm25p, &lists, combine, depth, accept);
+        let top = top_k(bm25p, &lists, combine, depth, accept);
         return (top, LexScorer::Lists(lists, combine));
     }
     // Another window than the materialised one (an ablation): every posting and its neighbours.
@@ -533,6 +573,29 @@ fn lexical_candidates<'a>(
     }
     top.sort_by(best_first);
     (top, LexScorer::All(all))
+}
+
+/// [`bm25::top_k`], split by docno over two threads when its lists are long ([`bm25::split_docno`]): the upper
+/// part on the search pool, the lower one on this thread, each pruning by the other's k-th best score too
+/// ([`bm25::SplitQuery`]). The result is the same.
+fn top_k(
+    params: bm25::Bm25Params,
+    lists: &[bm25::ScoredList<'_>],
+    combine: bm25::Combine,
+    k: usize,
+    accept: &(dyn Fn(u64) -> bool + Sync),
+) -> Scored {
+    let (Some(at), Some(pool)) = (bm25::split_docno(lists), search_pool().filter(|p| p.current_num_threads() > 1))
+    else {
+        return bm25::top_k(params, lists, combine, k, accept);
+    };
+    let split = bm25::SplitQuery::new(at);
+    let mut upper = Vec::new();
+    let lower = pool.in_place_scope(|s| {
+        s.spawn(|_| upper = split.part(true, params, lists, combine, k, accept));
+        split.part(false, params, lists, combine, k, accept)
+    });
+    bm25::SplitQuery::merge(lower, upper, k)
 }
 
 /// Hybrid fusion: the union of both candidate lists is scored on both sides, so that a document is not
