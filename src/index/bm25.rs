@@ -503,7 +503,8 @@ pub fn split_docno(lists: &[ScoredList<'_>]) -> Option<u64> {
 /// The result equals [`top_k`]'s to the bit, whatever the parts' interleaving: a document pruned by the other
 /// part's threshold has at least `k` documents ranked above it there. Ties follow [`top_k`]'s order (a smaller
 /// docno first), and the threshold a part takes from the other is set a little below the other's k-th best score
-/// ([`Share::floor`]), so that a tie, or a bound's slack, never prunes a document that belongs in the top `k`.
+/// (by `4 · BOUND_SLACK` of it), so that a tie, or a bound's slack, never prunes a document that belongs in the top
+/// `k`.
 #[derive(Debug)]
 pub struct SplitQuery {
     at: u64,

@@ -177,35 +177,8 @@ impl KnowledgeStore {
             avg: si.lexicon.avg_len(),
         };
         let qv = qvec.as_deref().filter(|qv| qv.iter().any(|x| *x != 0.0));
-        let lexical_side = || {
-            if terms.is_empty() {
-                (Vec::new(), LexScorer::All(Vec::new()))
-            } else {
-                lexical_candidates(si, q, mode, &terms, &lex, depth, &accept)
-            }
-        };
-        let vector_side = || -> Vec<(u64, f32)> {
-            let Some(qv) = qv else { return Vec::new() };
-            let hint = if q.filter.is_trivial() { None } else { Some(candidates) };
-            si.vectors.search(qv, depth, &accept, hint).into_iter().map(|h| (h.docno, h.score)).collect()
-        };
-        // Both rankings of a hybrid search over a large space at once: the vector side on the search pool, the
-        // lexical side on this thread.
-        let pool = (!terms.is_empty() && qv.is_some() && si.catalog.len() >= PARALLEL_MIN_DOCS)
-            .then(search_pool)
-            .flatten()
-            .filter(|p| p.current_num_threads() > 1);
-        let ((lexical, scorer), vector) = match pool {
-            Some(pool) => {
-                let mut vector = Vec::new();
-                let lexical = pool.in_place_scope(|s| {
-                    s.spawn(|_| vector = vector_side());
-                    lexical_side()
-                });
-                (lexical, vector)
-            }
-            None => (lexical_side(), vector_side()),
-        };
+        let hint = if q.filter.is_trivial() { None } else { Some(candidates) };
+        let ((lexical, scorer), vector) = rankings(si, q, mode, &terms, &lex, qv, depth, &accept, hint);
 
         let mut fused: Vec<Fused> = match mode {
             SearchMode::Hybrid => {
@@ -505,6 +478,50 @@ impl LexScorer<'_> {
             LexScorer::Lists(lists, combine) => bm25::score_doc(params, lists, *combine, docno),
             LexScorer::All(all) => all.binary_search_by_key(&docno, |x| x.0).map_or(0.0, |i| all[i].1),
         }
+    }
+}
+
+/// The BM25 candidates with their scorer ([`lexical_candidates`]; none without `terms`) and the vector
+/// candidates (none without a non-zero `qv`), each best first and at most `depth` long. Both at once in a space of
+/// [`PARALLEL_MIN_DOCS`] memories or more: the vector side on the search pool, BM25 on this thread. `hint`: the
+/// number of documents the filter accepts, when it is not the default one.
+#[allow(clippy::too_many_arguments)]
+fn rankings<'a>(
+    si: &'a super::SpaceIndex,
+    q: &SearchQuery,
+    mode: SearchMode,
+    terms: &[(&str, u32)],
+    lex: &Lexical,
+    qv: Option<&[f32]>,
+    depth: usize,
+    accept: &(dyn Fn(u64) -> bool + Sync),
+    hint: Option<usize>,
+) -> ((Scored, LexScorer<'a>), Scored) {
+    let lexical_side = || {
+        if terms.is_empty() {
+            (Vec::new(), LexScorer::All(Vec::new()))
+        } else {
+            lexical_candidates(si, q, mode, terms, lex, depth, accept)
+        }
+    };
+    let vector_side = || -> Scored {
+        let Some(qv) = qv else { return Vec::new() };
+        si.vectors.search(qv, depth, accept, hint).into_iter().map(|h| (h.docno, h.score)).collect()
+    };
+    let pool = (!terms.is_empty() && qv.is_some() && si.catalog.len() >= PARALLEL_MIN_DOCS)
+        .then(search_pool)
+        .flatten()
+        .filter(|p| p.current_num_threads() > 1);
+    match pool {
+        Some(pool) => {
+            let mut vector = Vec::new();
+            let lexical = pool.in_place_scope(|s| {
+                s.spawn(|_| vector = vector_side());
+                lexical_side()
+            });
+            (lexical, vector)
+        }
+        None => (lexical_side(), vector_side()),
     }
 }
 
