@@ -25,8 +25,9 @@ pub const PARALLEL_MIN_DOCS: usize = 200_000;
 /// The threads that run the second half of a large search beside the calling thread: the vector ranking of a
 /// hybrid search over a space of [`PARALLEL_MIN_DOCS`] memories or more, and the upper part of a BM25 query over
 /// long posting lists ([`bm25::SplitQuery`]). As many threads as rayon's default (`RAYON_NUM_THREADS`, else the
-/// machine's cores), named `engram-search-N`, started on first use; `None` when they could not be started, and
-/// searches then run on the calling thread alone. It is not rayon's global pool, so that a search never waits
+/// machine's cores), named `engram-search-N`, started on first use; `None` when they could not be started or
+/// there is only one (a second thread would then only take turns with the first), and searches then run on the
+/// calling thread alone. It is not rayon's global pool, so that a search never waits
 /// behind the parallel work of an ingest batch or an HNSW build.
 fn search_pool() -> Option<&'static rayon::ThreadPool> {
     static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
@@ -38,6 +39,7 @@ fn search_pool() -> Option<&'static rayon::ThreadPool> {
             .ok()
     })
     .as_ref()
+    .filter(|p| p.current_num_threads() > 1)
 }
 
 /// Longest query, in bytes.
@@ -508,10 +510,7 @@ fn rankings<'a>(
         let Some(qv) = qv else { return Vec::new() };
         si.vectors.search(qv, depth, accept, hint).into_iter().map(|h| (h.docno, h.score)).collect()
     };
-    let pool = (!terms.is_empty() && qv.is_some() && si.catalog.len() >= PARALLEL_MIN_DOCS)
-        .then(search_pool)
-        .flatten()
-        .filter(|p| p.current_num_threads() > 1);
+    let pool = (!terms.is_empty() && qv.is_some() && si.catalog.len() >= PARALLEL_MIN_DOCS).then(search_pool).flatten();
     match pool {
         Some(pool) => {
             let mut vector = Vec::new();
@@ -602,8 +601,7 @@ fn top_k(
     k: usize,
     accept: &(dyn Fn(u64) -> bool + Sync),
 ) -> Scored {
-    let (Some(at), Some(pool)) = (bm25::split_docno(lists), search_pool().filter(|p| p.current_num_threads() > 1))
-    else {
+    let (Some(at), Some(pool)) = (bm25::split_docno(lists), search_pool()) else {
         return bm25::top_k(params, lists, combine, k, accept);
     };
     let split = bm25::SplitQuery::new(at);
