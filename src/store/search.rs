@@ -24,22 +24,65 @@ pub const PARALLEL_MIN_DOCS: usize = 200_000;
 
 /// The threads that run the second half of a large search beside the calling thread: the vector ranking of a
 /// hybrid search over a space of [`PARALLEL_MIN_DOCS`] memories or more, and the upper part of a BM25 query over
-/// long posting lists ([`bm25::SplitQuery`]). As many threads as rayon's default (`RAYON_NUM_THREADS`, else the
-/// machine's cores), named `engram-search-N`, started on first use; `None` when they could not be started or
-/// there is only one (a second thread would then only take turns with the first), and searches then run on the
-/// calling thread alone. It is not rayon's global pool, so that a search never waits
-/// behind the parallel work of an ingest batch or an HNSW build.
-fn search_pool() -> Option<&'static rayon::ThreadPool> {
-    static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
+/// long posting lists ([`bm25::SplitQuery`]). One thread fewer than rayon's default (`RAYON_NUM_THREADS`, else
+/// the machine's cores), since the calling thread does the other half; named `engram-search-N` and started on
+/// first use. `None` on one core, or when the threads could not be started: searches then run on the calling
+/// thread alone. It is not rayon's global pool, so that a search never waits behind the parallel work of an
+/// ingest batch or an HNSW build.
+struct SearchPool {
+    pool: rayon::ThreadPool,
+    /// Halves handed to the pool and not yet finished.
+    busy: std::sync::atomic::AtomicUsize,
+}
+
+fn search_pool() -> Option<&'static SearchPool> {
+    static POOL: std::sync::OnceLock<Option<SearchPool>> = std::sync::OnceLock::new();
     POOL.get_or_init(|| {
+        let threads = rayon::current_num_threads().saturating_sub(1);
+        if threads == 0 {
+            return None;
+        }
         rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
             .thread_name(|i| format!("engram-search-{i}"))
             .build()
             .map_err(|e| tracing::warn!("search threads not started, searches run on one thread: {e}"))
             .ok()
+            .map(|pool| SearchPool { pool, busy: std::sync::atomic::AtomicUsize::new(0) })
     })
     .as_ref()
-    .filter(|p| p.current_num_threads() > 1)
+}
+
+/// Runs `here` on this thread and `there` beside it on the search pool, and returns both results. Both run here,
+/// one after the other, when the pool is missing or each of its threads already has a half to run (a daemon
+/// under load: another thread would only take turns with a busy one), and `there` runs here too when no pool
+/// thread has taken it up by the time `here` is done (a sleeping thread can take longer to wake than the work
+/// takes).
+fn fork<A, B: Send + Default>(here: impl FnOnce() -> A, there: impl FnOnce() -> B + Send) -> (A, B) {
+    use std::sync::atomic::Ordering;
+    let Some(sp) = search_pool() else {
+        return (here(), there());
+    };
+    if sp.busy.fetch_add(1, Ordering::AcqRel) >= sp.pool.current_num_threads() {
+        sp.busy.fetch_sub(1, Ordering::AcqRel);
+        return (here(), there());
+    }
+    let job = parking_lot::Mutex::new(Some(there));
+    let mut theirs = None;
+    let mine = sp.pool.in_place_scope(|s| {
+        s.spawn(|_| {
+            if let Some(f) = job.lock().take() {
+                theirs = Some(f());
+            }
+        });
+        let mine = here();
+        let claimed = job.lock().take();
+        (mine, claimed.map(|f| f()))
+    });
+    sp.busy.fetch_sub(1, Ordering::AcqRel);
+    let (mine, here_too) = mine;
+    // The job is taken exactly once, here or by the pool, and the scope waited for the pool: one is set.
+    (mine, here_too.or(theirs).unwrap_or_default())
 }
 
 /// Longest query, in bytes.
@@ -510,17 +553,10 @@ fn rankings<'a>(
         let Some(qv) = qv else { return Vec::new() };
         si.vectors.search(qv, depth, accept, hint).into_iter().map(|h| (h.docno, h.score)).collect()
     };
-    let pool = (!terms.is_empty() && qv.is_some() && si.catalog.len() >= PARALLEL_MIN_DOCS).then(search_pool).flatten();
-    match pool {
-        Some(pool) => {
-            let mut vector = Vec::new();
-            let lexical = pool.in_place_scope(|s| {
-                s.spawn(|_| vector = vector_side());
-                lexical_side()
-            });
-            (lexical, vector)
-        }
-        None => (lexical_side(), vector_side()),
+    if !terms.is_empty() && qv.is_some() && si.catalog.len() >= PARALLEL_MIN_DOCS {
+        fork(lexical_side, vector_side)
+    } else {
+        (lexical_side(), vector_side())
     }
 }
 
@@ -601,15 +637,14 @@ fn top_k(
     k: usize,
     accept: &(dyn Fn(u64) -> bool + Sync),
 ) -> Scored {
-    let (Some(at), Some(pool)) = (bm25::split_docno(lists), search_pool()) else {
+    let (Some(at), Some(_)) = (bm25::split_docno(lists), search_pool()) else {
         return bm25::top_k(params, lists, combine, k, accept);
     };
     let split = bm25::SplitQuery::new(at);
-    let mut upper = Vec::new();
-    let lower = pool.in_place_scope(|s| {
-        s.spawn(|_| upper = split.part(true, params, lists, combine, k, accept));
-        split.part(false, params, lists, combine, k, accept)
-    });
+    let (lower, upper) = fork(
+        || split.part(false, params, lists, combine, k, accept),
+        || split.part(true, params, lists, combine, k, accept),
+    );
     bm25::SplitQuery::merge(lower, upper, k)
 }
 
@@ -641,4 +676,39 @@ fn fuse_union(
         l
     };
     fuse(&by_score(lex_full), &by_score(vec_full), fusion)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{fork, search_pool};
+    use std::sync::atomic::Ordering;
+
+    /// Both halves' results come back in place, whether the pool or this thread ran the second half: nested
+    /// (a hybrid search's BM25 split inside its rankings' fork) and from many threads at once (a daemon under
+    /// load, where most forks find the pool busy and run both halves here), and the pool's busy count returns to
+    /// zero.
+    #[test]
+    fn fork_returns_both_halves_nested_and_under_load() {
+        let work = |seed: u64| (0..20_000u64).fold(seed, |a, x| a.wrapping_mul(31).wrapping_add(x));
+        assert_eq!(fork(|| work(1), || work(2)), (work(1), work(2)));
+        let (outer, inner) = fork(|| fork(|| work(3), || vec![work(4)]), || vec![work(5)]);
+        assert_eq!(outer, (work(3), vec![work(4)]));
+        assert_eq!(inner, vec![work(5)]);
+        std::thread::scope(|s| {
+            let runs: Vec<_> = (0..8u64)
+                .map(|t| {
+                    s.spawn(move || (0..50u64).map(|i| fork(|| work(t * 100 + i), || work(i))).collect::<Vec<_>>())
+                })
+                .collect();
+            for (t, run) in runs.into_iter().enumerate() {
+                let got = run.join().expect("a forking thread");
+                let want: Vec<_> = (0..50u64).map(|i| (work(t as u64 * 100 + i), work(i))).collect();
+                assert_eq!(got, want);
+            }
+        });
+        if let Some(sp) = search_pool() {
+            assert_eq!(sp.busy.load(Ordering::Acquire), 0);
+            assert_eq!(sp.pool.current_num_threads(), rayon::current_num_threads() - 1);
+        }
+    }
 }
