@@ -53,23 +53,21 @@ fn search_pool() -> Option<&'static SearchPool> {
     .as_ref()
 }
 
-/// Runs `here` on this thread and `there` beside it on the search pool, and returns both results. Both run here,
-/// one after the other, when the pool is missing or each of its threads already has a half to run (a daemon
-/// under load: another thread would only take turns with a busy one), and `there` runs here too when no pool
-/// thread has taken it up by the time `here` is done (a sleeping thread can take longer to wake than the work
-/// takes).
-fn fork<A, B: Send + Default>(here: impl FnOnce() -> A, there: impl FnOnce() -> B + Send) -> (A, B) {
+/// Runs `here` on this thread and `there` beside it on the search pool, and returns both results; `None`, having
+/// run neither, when the pool is missing or each of its threads already has a half to run (a daemon under load:
+/// another thread would only take turns with a busy one), and the caller then runs its work on this thread alone.
+/// `there` runs here too when no pool thread has taken it up by the time `here` is done (a sleeping thread can take
+/// longer to wake than the work takes).
+fn fork<A, B: Send + Default>(here: impl FnOnce() -> A, there: impl FnOnce() -> B + Send) -> Option<(A, B)> {
     use std::sync::atomic::Ordering;
-    let Some(sp) = search_pool() else {
-        return (here(), there());
-    };
+    let sp = search_pool()?;
     if sp.busy.fetch_add(1, Ordering::AcqRel) >= sp.pool.current_num_threads() {
         sp.busy.fetch_sub(1, Ordering::AcqRel);
-        return (here(), there());
+        return None;
     }
     let job = parking_lot::Mutex::new(Some(there));
     let mut theirs = None;
-    let mine = sp.pool.in_place_scope(|s| {
+    let (mine, here_too) = sp.pool.in_place_scope(|s| {
         s.spawn(|_| {
             if let Some(f) = job.lock().take() {
                 theirs = Some(f());
@@ -80,9 +78,8 @@ fn fork<A, B: Send + Default>(here: impl FnOnce() -> A, there: impl FnOnce() -> 
         (mine, claimed.map(|f| f()))
     });
     sp.busy.fetch_sub(1, Ordering::AcqRel);
-    let (mine, here_too) = mine;
     // The job is taken exactly once, here or by the pool, and the scope waited for the pool: one is set.
-    (mine, here_too.or(theirs).unwrap_or_default())
+    Some((mine, here_too.or(theirs).unwrap_or_default()))
 }
 
 /// Longest query, in bytes.
@@ -553,11 +550,10 @@ fn rankings<'a>(
         let Some(qv) = qv else { return Vec::new() };
         si.vectors.search(qv, depth, accept, hint).into_iter().map(|h| (h.docno, h.score)).collect()
     };
-    if !terms.is_empty() && qv.is_some() && si.catalog.len() >= PARALLEL_MIN_DOCS {
-        fork(lexical_side, vector_side)
-    } else {
-        (lexical_side(), vector_side())
-    }
+    let both = (!terms.is_empty() && qv.is_some() && si.catalog.len() >= PARALLEL_MIN_DOCS)
+        .then(|| fork(lexical_side, vector_side))
+        .flatten();
+    both.unwrap_or_else(|| (lexical_side(), vector_side()))
 }
 
 /// BM25 candidates (best first, at most `depth`, all passing `accept`), context-expanded when the space holds
@@ -627,9 +623,9 @@ fn lexical_candidates<'a>(
     (top, LexScorer::All(all))
 }
 
-/// [`bm25::top_k`], split by docno over two threads when its lists are long ([`bm25::split_docno`]): the upper
-/// part on the search pool, the lower one on this thread, each pruning by the other's k-th best score too
-/// ([`bm25::SplitQuery`]). The result is the same.
+/// [`bm25::top_k`], split by docno over two threads when its lists are long ([`bm25::split_docno`]) and a pool
+/// thread is free ([`fork`]): the upper part on the search pool, the lower one on this thread, each pruning by the
+/// other's k-th best score too ([`bm25::SplitQuery`]). The result is the same.
 fn top_k(
     params: bm25::Bm25Params,
     lists: &[bm25::ScoredList<'_>],
@@ -637,15 +633,12 @@ fn top_k(
     k: usize,
     accept: &(dyn Fn(u64) -> bool + Sync),
 ) -> Scored {
-    let (Some(at), Some(_)) = (bm25::split_docno(lists), search_pool()) else {
-        return bm25::top_k(params, lists, combine, k, accept);
-    };
-    let split = bm25::SplitQuery::new(at);
-    let (lower, upper) = fork(
-        || split.part(false, params, lists, combine, k, accept),
-        || split.part(true, params, lists, combine, k, accept),
-    );
-    bm25::SplitQuery::merge(lower, upper, k)
+    let split = bm25::split_docno(lists).map(bm25::SplitQuery::new);
+    let part = |q: &bm25::SplitQuery, upper| q.part(upper, params, lists, combine, k, accept);
+    match split.as_ref().and_then(|q| fork(|| part(q, false), || part(q, true))) {
+        Some((lower, upper)) => bm25::SplitQuery::merge(lower, upper, k),
+        None => bm25::top_k(params, lists, combine, k, accept),
+    }
 }
 
 /// Hybrid fusion: the union of both candidate lists is scored on both sides, so that a document is not
@@ -690,14 +683,22 @@ mod tests {
     #[test]
     fn fork_returns_both_halves_nested_and_under_load() {
         let work = |seed: u64| (0..20_000u64).fold(seed, |a, x| a.wrapping_mul(31).wrapping_add(x));
-        assert_eq!(fork(|| work(1), || work(2)), (work(1), work(2)));
-        let (outer, inner) = fork(|| fork(|| work(3), || vec![work(4)]), || vec![work(5)]);
-        assert_eq!(outer, (work(3), vec![work(4)]));
+        let Some(sp) = search_pool() else { return }; // one core: nothing to fork to
+        assert_eq!(fork(|| work(1), || work(2)), Some((work(1), work(2))));
+        // Nested: the inner fork finds the pool's threads busy when there is one (this machine's two cores).
+        let (outer, inner) = fork(|| fork(|| work(3), || vec![work(4)]), || vec![work(5)]).expect("a free thread");
+        let free = sp.pool.current_num_threads() > 1;
+        assert_eq!(outer, free.then(|| (work(3), vec![work(4)])));
         assert_eq!(inner, vec![work(5)]);
         std::thread::scope(|s| {
             let runs: Vec<_> = (0..8u64)
                 .map(|t| {
-                    s.spawn(move || (0..50u64).map(|i| fork(|| work(t * 100 + i), || work(i))).collect::<Vec<_>>())
+                    s.spawn(move || {
+                        let alone = |i: u64| (work(t * 100 + i), work(i));
+                        (0..50u64)
+                            .map(|i| fork(|| work(t * 100 + i), || work(i)).unwrap_or_else(|| alone(i)))
+                            .collect::<Vec<_>>()
+                    })
                 })
                 .collect();
             for (t, run) in runs.into_iter().enumerate() {
@@ -706,9 +707,7 @@ mod tests {
                 assert_eq!(got, want);
             }
         });
-        if let Some(sp) = search_pool() {
-            assert_eq!(sp.busy.load(Ordering::Acquire), 0);
-            assert_eq!(sp.pool.current_num_threads(), rayon::current_num_threads() - 1);
-        }
+        assert_eq!(sp.busy.load(Ordering::Acquire), 0);
+        assert_eq!(sp.pool.current_num_threads(), rayon::current_num_threads() - 1);
     }
 }
