@@ -394,30 +394,27 @@ pub fn top_k(
     k: usize,
     accept: &dyn Fn(u64) -> bool,
 ) -> Vec<(u64, f32)> {
-    top_k_part(params, lists, combine, k, accept, 0..u64::MAX, None)
+    top_k_part(params, lists, combine, k, accept, std::iter::once(0..u64::MAX), None)
 }
 
-/// [`top_k`] over the documents whose docno is in `docnos` only (the others are never read). With `share`, the
-/// scan also prunes by the k-th best score the other part of a [`SplitQuery`] has found so far, and publishes its
-/// own: it then keeps every document of its range that can be in the whole query's top `k`, but not
-/// necessarily its range's own top `k`.
+/// [`top_k`] over the documents whose docno is in one of `ranges` only (the others are never read), the ranges
+/// scanned in turn by one scan, so that each starts from the threshold the ones before it reached. With `share`,
+/// the scan also prunes by the best k-th score the scans of a [`SplitQuery`] have found so far, and publishes its
+/// own: it then keeps every document of its ranges that can be in the whole query's top `k`, but not necessarily
+/// its ranges' own top `k`.
 fn top_k_part(
     params: Bm25Params,
     lists: &[ScoredList<'_>],
     combine: Combine,
     k: usize,
     accept: &dyn Fn(u64) -> bool,
-    docnos: std::ops::Range<u64>,
+    ranges: impl IntoIterator<Item = std::ops::Range<u64>>,
     share: Option<Share<'_>>,
 ) -> Vec<(u64, f32)> {
     let m = lists.len();
-    if k == 0 || m == 0 || docnos.is_empty() {
+    if k == 0 || m == 0 {
         return Vec::new();
     }
-    let (first, stop) = (docnos.start, docnos.end);
-    let within = |d: u64| d >= first && d < stop;
-    let accept = |d: u64| within(d) && accept(d);
-    let accept: &dyn Fn(u64) -> bool = &accept;
     let w_own = combine.weight(Part::Own);
     let contributes = |l: &ScoredList<'_>| combine.weight(l.part) > 0.0 || (l.paired.is_some() && w_own > 0.0);
     let active: Vec<usize> = (0..m).filter(|&j| contributes(&lists[j]) && !lists[j].list.is_empty()).collect();
@@ -425,48 +422,50 @@ fn top_k_part(
     let whole: Vec<f32> = lists.iter().map(|l| list_bound(params, combine, l, None, None)).collect();
     let mut scan = Scan::new(params, combine, lists, k, accept);
     scan.share = share;
-    // Every cursor starts at the range's first docno: its list's first posting there, its first block there.
-    let first_block = first >> BLOCK_SHIFT;
-    let mut own_block: Vec<usize> = lists
-        .iter()
-        .map(|l| l.paired.as_ref().map_or(0, |o| o.blocks.partition_point(|b| b.id < first_block)))
-        .collect();
-    let mut block: Vec<usize> = lists.iter().map(|l| l.blocks.partition_point(|b| b.id < first_block)).collect();
-    for (c, l) in scan.cur.iter_mut().zip(lists) {
-        *c = l.list.partition_point(|p| p.docno < first);
-    }
-    loop {
-        let next = active.iter().filter_map(|&j| lists[j].list.get(scan.cur[j]).map(|p| p.docno)).min();
-        let Some(next) = next.filter(|d| *d < stop) else { break };
-        let window = next >> BLOCK_SHIFT;
-        let end = (window + 1).checked_shl(BLOCK_SHIFT).unwrap_or(u64::MAX);
-        // Bounds in this window.
-        scan.order.clear();
-        for &j in &active {
-            let l = &lists[j];
-            if l.list.get(scan.cur[j]).is_none_or(|p| p.docno >= end) {
-                continue; // no posting in the window
+    let (mut own_block, mut block) = (vec![0usize; m], vec![0usize; m]);
+    for docnos in ranges.into_iter().filter(|r| !r.is_empty()) {
+        let (first, stop) = (docnos.start, docnos.end);
+        scan.range = docnos;
+        // Every cursor starts at the range's first docno: its list's first posting there, its first block there.
+        let first_block = first >> BLOCK_SHIFT;
+        for (j, l) in lists.iter().enumerate() {
+            own_block[j] = l.paired.as_ref().map_or(0, |o| o.blocks.partition_point(|b| b.id < first_block));
+            block[j] = l.blocks.partition_point(|b| b.id < first_block);
+            scan.cur[j] = l.list.partition_point(|p| p.docno < first);
+        }
+        loop {
+            let next = active.iter().filter_map(|&j| lists[j].list.get(scan.cur[j]).map(|p| p.docno)).min();
+            let Some(next) = next.filter(|d| *d < stop) else { break };
+            let window = next >> BLOCK_SHIFT;
+            let end = (window + 1).checked_shl(BLOCK_SHIFT).unwrap_or(u64::MAX);
+            // Bounds in this window.
+            scan.order.clear();
+            for &j in &active {
+                let l = &lists[j];
+                if l.list.get(scan.cur[j]).is_none_or(|p| p.docno >= end) {
+                    continue; // no posting in the window
+                }
+                let main = block_in_window(l.blocks, &mut block[j], window);
+                let own = l.paired.as_ref().and_then(|o| block_in_window(o.blocks, &mut own_block[j], window));
+                // A block missing where a posting is cannot happen (every put raises its block); the whole list's
+                // bounds serve then all the same, as they do for lists without blocks.
+                let main_ok = main.is_some() || l.blocks.is_empty();
+                let own_ok = own.is_some() || l.paired.as_ref().is_none_or(|o| o.blocks.is_empty());
+                scan.bound[j] = if main_ok && own_ok && (main.is_some() || own.is_some()) {
+                    list_bound(params, combine, l, own.as_ref(), main.as_ref())
+                } else {
+                    whole[j]
+                };
+                scan.order.push(j);
             }
-            let main = block_in_window(l.blocks, &mut block[j], window);
-            let own = l.paired.as_ref().and_then(|o| block_in_window(o.blocks, &mut own_block[j], window));
-            // A block missing where a posting is cannot happen (every put raises its block); the whole list's
-            // bounds serve then all the same, as they do for lists without blocks.
-            let main_ok = main.is_some() || l.blocks.is_empty();
-            let own_ok = own.is_some() || l.paired.as_ref().is_none_or(|o| o.blocks.is_empty());
-            scan.bound[j] = if main_ok && own_ok && (main.is_some() || own.is_some()) {
-                list_bound(params, combine, l, own.as_ref(), main.as_ref())
-            } else {
-                whole[j]
-            };
-            scan.order.push(j);
-        }
-        scan.window(end);
-        // The rest of the window cannot enter: every cursor moves past it.
-        if end == u64::MAX {
-            break;
-        }
-        for &j in &active {
-            scan.cur[j] = past_window(lists[j].list, lists[j].blocks, &mut block[j], window, scan.cur[j], end);
+            scan.window(end);
+            // The rest of the window cannot enter: every cursor moves past it.
+            if end == u64::MAX {
+                break;
+            }
+            for &j in &active {
+                scan.cur[j] = past_window(lists[j].list, lists[j].blocks, &mut block[j], window, scan.cur[j], end);
+            }
         }
     }
     let mut out: Vec<(u64, f32)> = scan.heap.into_iter().map(|std::cmp::Reverse(Entry(s, d))| (d, s)).collect();
@@ -474,92 +473,128 @@ fn top_k_part(
     out
 }
 
-/// Lists of a [`top_k`] query adding up to at least this many postings are worth splitting over two threads
-/// ([`split_docno`]): below it the query takes well under a millisecond.
+/// Lists of a [`top_k`] query adding up to at least this many postings are worth splitting over threads
+/// ([`split_docnos`]): below it the query takes well under a millisecond.
 pub const SPLIT_MIN_POSTINGS: usize = 131_072;
 
-/// Where to split a long [`top_k`] query in two parts of about the same work (a [`SplitQuery`] at the returned
-/// docno): the docno of the middle posting of its longest list, rounded down to a window's start
-/// (`2^BLOCK_SHIFT`), so that no window straddles the parts. `None` when the lists add up to fewer than
-/// [`SPLIT_MIN_POSTINGS`] postings, or when the rounding leaves the lower part empty.
-pub fn split_docno(lists: &[ScoredList<'_>]) -> Option<u64> {
+/// How many parts [`split_docnos`] cuts a long query into: more parts than threads, so that the threads take them
+/// in turn and finish together even when the parts' work differs (pruning makes later parts cheaper) or a thread
+/// joins late (a sleeping thread can take longer to wake than a part takes, and a hybrid search's pool thread joins
+/// once its vector ranking is done).
+pub const SPLIT_PARTS: usize = 8;
+
+/// Where to split a long [`top_k`] query into `parts` parts of about the same number of postings (a [`SplitQuery`]
+/// over the returned docnos, each a part's first): the docnos of its longest list's postings at `i/parts` of its
+/// length, each rounded down to a window's start (`2^BLOCK_SHIFT`) so that no window straddles two parts,
+/// ascending, distinct and above 0. `None` when the lists add up to fewer than [`SPLIT_MIN_POSTINGS`] postings, or
+/// when the rounding leaves a single part.
+pub fn split_docnos(lists: &[ScoredList<'_>], parts: usize) -> Option<Vec<u64>> {
     if lists.iter().map(|l| l.list.len()).sum::<usize>() < SPLIT_MIN_POSTINGS {
         return None;
     }
     let longest = lists.iter().max_by_key(|l| l.list.len())?;
-    let middle = longest.list.get(longest.list.len() / 2)?.docno;
-    let at = (middle >> BLOCK_SHIFT) << BLOCK_SHIFT;
-    (at > 0).then_some(at)
+    let mut at: Vec<u64> = (1..parts)
+        .filter_map(|i| longest.list.get(longest.list.len() * i / parts))
+        .map(|p| (p.docno >> BLOCK_SHIFT) << BLOCK_SHIFT)
+        .filter(|d| *d > 0)
+        .collect();
+    at.dedup();
+    (!at.is_empty()).then_some(at)
 }
 
-/// One [`top_k`] query split by docno into a lower part (`0..at`) and an upper part (`at..`), for two threads
-/// (intra-query parallelism by document range, as Lucene's slices split a query over segments):
-/// 1. each part runs the MaxScore scan of [`top_k`] over its range only;
-/// 2. each part publishes its k-th best score as it rises, and prunes by the other's as well as by its own, so
-///    that neither part starts its threshold from nothing (without this, the two parts together scored more
-///    postings than the whole query);
-/// 3. [`SplitQuery::merge`] keeps the `k` best of both parts.
+/// One [`top_k`] query split by docno into parts, for several threads (intra-query parallelism by document range,
+/// as Lucene's slices split a query over segments):
+/// 1. each thread calling [`SplitQuery::run`] takes the next part not yet taken, until none is left, and runs the
+///    MaxScore scan of [`top_k`] over those parts' ranges only, one scan for all the parts it takes;
+/// 2. each scan publishes its k-th best score as it rises to the query's shared best, and prunes by that as well
+///    as by its own, so that no scan starts its threshold from nothing (without this, two parts together scored
+///    more postings than the whole query);
+/// 3. [`SplitQuery::merge`] keeps the `k` best of the threads' candidates.
 ///
-/// The result equals [`top_k`]'s to the bit, whatever the parts' interleaving: a document pruned by the other
-/// part's threshold has at least `k` documents ranked above it there. Ties follow [`top_k`]'s order (a smaller
-/// docno first), and the threshold a part takes from the other is set a little below the other's k-th best score
-/// (by `4 · BOUND_SLACK` of it), so that a tie, or a bound's slack, never prunes a document that belongs in the top
+/// The result equals [`top_k`]'s to the bit, whatever the parts' order and interleaving: a document pruned by the
+/// shared threshold has at least `k` documents ranked above it in the scan that set it. Ties follow [`top_k`]'s
+/// order (a smaller docno first), and the shared threshold is taken a little below the published score (by
+/// `4 · BOUND_SLACK` of it), so that a tie, or a bound's slack, never prunes a document that belongs in the top
 /// `k`.
 #[derive(Debug)]
 pub struct SplitQuery {
-    at: u64,
-    /// The k-th best score each part has found (lower, upper), as `f32` bits; minus infinity until it has `k`.
-    kth: [std::sync::atomic::AtomicU32; 2],
+    /// Each part's first docno, ascending; the first is 0, and the last part runs to the end.
+    starts: Vec<u64>,
+    /// The next part to take.
+    next: std::sync::atomic::AtomicUsize,
+    /// The best k-th score any scan has found, as `f32` bits; minus infinity until one has `k`.
+    kth: std::sync::atomic::AtomicU32,
 }
 
 impl SplitQuery {
-    /// A query split at docno `at` (from [`split_docno`]; any docno gives the same merged result).
-    pub fn new(at: u64) -> Self {
-        let none = || std::sync::atomic::AtomicU32::new(f32::NEG_INFINITY.to_bits());
-        SplitQuery { at, kth: [none(), none()] }
+    /// A query split at the docnos `at` (from [`split_docnos`]; any docnos give the same merged result): one part
+    /// before the first, one from each to the next, and one from the last on.
+    pub fn new(at: &[u64]) -> Self {
+        let mut starts = vec![0];
+        starts.extend(at.iter().copied().filter(|d| *d > 0));
+        starts.sort_unstable();
+        starts.dedup();
+        SplitQuery {
+            starts,
+            next: std::sync::atomic::AtomicUsize::new(0),
+            kth: std::sync::atomic::AtomicU32::new(f32::NEG_INFINITY.to_bits()),
+        }
     }
 
-    /// The lower (`upper` false) or upper part's candidates, for [`SplitQuery::merge`]; arguments as [`top_k`].
-    /// The two parts may run at once, on two threads.
-    pub fn part(
+    /// How many parts the query has.
+    pub fn parts(&self) -> usize {
+        self.starts.len()
+    }
+
+    /// Runs the parts not yet taken, one at a time, until none is left, and returns their candidates, for
+    /// [`SplitQuery::merge`]; arguments as [`top_k`]. Several threads may run it at once; each part is run once.
+    pub fn run(
         &self,
-        upper: bool,
         params: Bm25Params,
         lists: &[ScoredList<'_>],
         combine: Combine,
         k: usize,
         accept: &dyn Fn(u64) -> bool,
     ) -> Vec<(u64, f32)> {
-        let (me, other) = (usize::from(upper), usize::from(!upper));
-        let share = Share { mine: &self.kth[me], other: &self.kth[other] };
-        let range = if upper { self.at..u64::MAX } else { 0..self.at };
-        top_k_part(params, lists, combine, k, accept, range, Some(share))
+        // One scan over every part this thread takes: each part starts from the threshold of the ones before.
+        let taken = std::iter::from_fn(|| {
+            let i = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let first = *self.starts.get(i)?;
+            Some(first..self.starts.get(i + 1).copied().unwrap_or(u64::MAX))
+        });
+        top_k_part(params, lists, combine, k, accept, taken, Some(Share { kth: &self.kth }))
     }
 
-    /// The `k` best of both parts' candidates, in [`top_k`]'s order (score descending, then docno ascending).
-    pub fn merge(mut lower: Vec<(u64, f32)>, upper: Vec<(u64, f32)>, k: usize) -> Vec<(u64, f32)> {
-        lower.extend(upper);
-        lower.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0)));
-        lower.truncate(k);
-        lower
+    /// The `k` best of two threads' candidates, in [`top_k`]'s order (score descending, then docno ascending).
+    pub fn merge(mut mine: Vec<(u64, f32)>, theirs: Vec<(u64, f32)>, k: usize) -> Vec<(u64, f32)> {
+        mine.extend(theirs);
+        mine.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0)));
+        mine.truncate(k);
+        mine
     }
 }
 
-/// A [`SplitQuery`] part's link to the other part: where it publishes its k-th best score, and where it reads the
-/// other's.
+/// A [`SplitQuery`] scan's link to the others: the best k-th score any scan has found, which it raises and prunes
+/// by.
 #[derive(Debug, Clone, Copy)]
 struct Share<'s> {
-    mine: &'s std::sync::atomic::AtomicU32,
-    other: &'s std::sync::atomic::AtomicU32,
+    kth: &'s std::sync::atomic::AtomicU32,
 }
 
 impl Share<'_> {
-    /// The threshold the other part's k-th best score `t` sets for this part's documents, a little below `t`
-    /// (by `4 · BOUND_SLACK · |t|`): a document of the lower part at score `t` still ranks above the other's, and
-    /// a bound with its slack must pass the threshold for every score from `t` up, negative ones included.
+    /// The threshold the shared k-th best score `t` sets for a scan's documents, a little below `t` (by
+    /// `4 · BOUND_SLACK · |t|`): a document of another part at score `t` may still rank above the one that set it
+    /// (a smaller docno wins a tie), and a bound with its slack must pass the threshold for every score from `t`
+    /// up, negative ones included.
     fn floor(&self) -> f32 {
-        let t = f32::from_bits(self.other.load(std::sync::atomic::Ordering::Relaxed));
+        let t = f32::from_bits(self.kth.load(std::sync::atomic::Ordering::Relaxed));
         t - t.abs() * (4.0 * BOUND_SLACK)
+    }
+
+    /// Raises the shared k-th best score to `w`, if `w` is higher.
+    fn publish(&self, w: f32) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let _ = self.kth.fetch_update(Relaxed, Relaxed, |t| (w > f32::from_bits(t)).then_some(w.to_bits()));
     }
 }
 
@@ -584,10 +619,12 @@ struct Scan<'s, 'a> {
     /// Min-heap on (score, Reverse(docno)): the top is the worst of the best k.
     heap: std::collections::BinaryHeap<std::cmp::Reverse<Entry>>,
     /// The threshold a document must pass: the k-th best score (minus infinity until k documents are kept), or
-    /// the other part's, when a [`Share`] gives a higher one.
+    /// the shared one's floor, when a [`Share`] gives a higher one.
     theta: f32,
-    /// The link to the other part of a [`SplitQuery`], if any.
+    /// The link to the other parts of a [`SplitQuery`], if any.
     share: Option<Share<'s>>,
+    /// The docnos being scanned: a document outside is never kept.
+    range: std::ops::Range<u64>,
     /// The window's lists that give candidates (walked whole), and the lists a candidate is looked up in, largest
     /// bound first, with `rest[i]`: the bounds of `look[i..]` added up. Kept across windows (no allocation per
     /// window).
@@ -631,6 +668,7 @@ impl<'s, 'a> Scan<'s, 'a> {
             heap: std::collections::BinaryHeap::new(),
             theta: f32::NEG_INFINITY,
             share: None,
+            range: 0..u64::MAX,
             sources: Vec::with_capacity(m),
             look: Vec::with_capacity(m),
             rest: Vec::with_capacity(m + 1),
@@ -832,7 +870,7 @@ impl<'s, 'a> Scan<'s, 'a> {
     /// Offers document `d` with score `s` to the heap; raises θ when the heap is full.
     fn offer(&mut self, d: u64, s: f32) {
         // Documents come in docno order, so a tie with the worst kept document loses.
-        if (self.heap.len() < self.k || s > self.theta) && (self.accept)(d) {
+        if (self.heap.len() < self.k || s > self.theta) && self.range.contains(&d) && (self.accept)(d) {
             self.heap.push(std::cmp::Reverse(Entry(s, d)));
             if self.heap.len() > self.k {
                 self.heap.pop();
@@ -842,7 +880,7 @@ impl<'s, 'a> Scan<'s, 'a> {
             {
                 self.theta = *w;
                 if let Some(share) = &self.share {
-                    share.mine.store(w.to_bits(), std::sync::atomic::Ordering::Relaxed);
+                    share.publish(*w);
                     self.theta = self.theta.max(share.floor());
                 }
             }
@@ -1002,23 +1040,38 @@ pub(crate) mod tests {
         all
     }
 
-    /// A [`SplitQuery`] at `at` run one part after the other, both ways round (so that the second part prunes by
-    /// the first part's final threshold); panics unless both give the same list, which it returns.
+    /// A [`SplitQuery`] at the docnos `at` run on one thread, its parts in order and in reverse order (so that
+    /// later parts prune by the earlier parts' thresholds either way); panics unless both give the same list,
+    /// which it returns.
     pub(crate) fn split_in_both_orders(
         lists: &[ScoredList<'_>],
         combine: Combine,
         k: usize,
         accept: &dyn Fn(u64) -> bool,
-        at: u64,
+        at: &[u64],
     ) -> Vec<(u64, f32)> {
         let params = Bm25Params::default();
-        let (a, b) = (SplitQuery::new(at), SplitQuery::new(at));
-        let lower_first = a.part(false, params, lists, combine, k, accept);
-        let lower_first = SplitQuery::merge(lower_first, a.part(true, params, lists, combine, k, accept), k);
-        let upper_first = b.part(true, params, lists, combine, k, accept);
-        let upper_first = SplitQuery::merge(b.part(false, params, lists, combine, k, accept), upper_first, k);
-        assert_eq!(lower_first, upper_first, "split at {at}");
-        lower_first
+        let forward = SplitQuery::new(at);
+        let forward = SplitQuery::merge(forward.run(params, lists, combine, k, accept), Vec::new(), k);
+        // In reverse: a scan per part holding only that part's range, sharing one threshold.
+        let reverse = SplitQuery::new(at);
+        let mut got = Vec::new();
+        for i in (0..reverse.parts()).rev() {
+            let end = reverse.starts.get(i + 1).copied().unwrap_or(u64::MAX);
+            let share = Share { kth: &reverse.kth };
+            got.extend(top_k_part(
+                params,
+                lists,
+                combine,
+                k,
+                accept,
+                std::iter::once(reverse.starts[i]..end),
+                Some(share),
+            ));
+        }
+        let reverse = SplitQuery::merge(got, Vec::new(), k);
+        assert_eq!(forward, reverse, "split at {at:?}");
+        forward
     }
 
     proptest::proptest! {
@@ -1080,7 +1133,8 @@ pub(crate) mod tests {
                 let got = top_k(Bm25Params::default(), &scored, Combine::Own, k, accept);
                 proptest::prop_assert_eq!(&got, &want);
                 // Split by docno, at a window's start and anywhere: the parts' merge is the same list.
-                for at in [(split >> BLOCK_SHIFT) << BLOCK_SHIFT, split] {
+                let aligned = (split >> BLOCK_SHIFT) << BLOCK_SHIFT;
+                for at in [&[aligned][..], &[split], &[split / 3, split, aligned + 1]] {
                     proptest::prop_assert_eq!(&split_in_both_orders(&scored, Combine::Own, k, accept, at), &want);
                 }
                 for (d, s) in &want {
@@ -1140,18 +1194,28 @@ pub(crate) mod tests {
                 assert_eq!(top_k(Bm25Params::default(), &scored, Combine::Own, k, accept), want);
                 // The lists twice over are long enough to split; the split falls on a window's start inside them.
                 let twice: Vec<ScoredList<'_>> = scored.iter().chain(&scored).copied().collect();
-                let at = split_docno(&twice).expect("over SPLIT_MIN_POSTINGS");
-                assert!(at > 0 && at < n && at.is_multiple_of(1 << BLOCK_SHIFT), "split at {at}");
-                assert_eq!(split_docno(&scored[2..]), None, "a short list is not split");
-                assert_eq!(split_in_both_orders(&scored, Combine::Own, k, accept, at), want);
-                // At once on two threads, as a search runs it.
-                let q = SplitQuery::new(at);
-                let part = |upper| q.part(upper, Bm25Params::default(), &scored, Combine::Own, k, accept);
-                let (lower, upper) = std::thread::scope(|s| {
-                    let upper = s.spawn(|| part(true));
-                    (part(false), upper.join().expect("upper part"))
+                let at = split_docnos(&twice, SPLIT_PARTS).expect("over SPLIT_MIN_POSTINGS");
+                assert_eq!(at.len(), SPLIT_PARTS - 1, "split at {at:?}");
+                assert!(
+                    at.windows(2).all(|w| w[0] < w[1])
+                        && at.iter().all(|d| *d > 0 && *d < n && d.is_multiple_of(1 << BLOCK_SHIFT)),
+                    "split at {at:?}"
+                );
+                assert_eq!(split_docnos(&scored[2..], SPLIT_PARTS), None, "a short list is not split");
+                assert_eq!(split_in_both_orders(&scored, Combine::Own, k, accept, &at), want);
+                // At once on two threads, as a search runs it: each part runs once, on either thread.
+                let q = SplitQuery::new(&at);
+                let run = || q.run(Bm25Params::default(), &scored, Combine::Own, k, accept);
+                let (mine, theirs) = std::thread::scope(|s| {
+                    let theirs = s.spawn(run);
+                    (run(), theirs.join().expect("second thread"))
                 });
-                assert_eq!(SplitQuery::merge(lower, upper, k), want);
+                assert_eq!(
+                    q.next.load(std::sync::atomic::Ordering::Relaxed),
+                    q.parts() + 2,
+                    "each thread asks once more"
+                );
+                assert_eq!(SplitQuery::merge(mine, theirs, k), want);
             }
         }
         let params = Bm25Params::default();

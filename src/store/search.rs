@@ -53,15 +53,23 @@ fn search_pool() -> Option<&'static SearchPool> {
     .as_ref()
 }
 
+thread_local! {
+    /// Whether this thread is running the `here` half of a [`fork`] whose other half holds a pool thread.
+    static FORKING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// Runs `here` on this thread and `there` beside it on the search pool, and returns both results; `None`, having
 /// run neither, when the pool is missing or each of its threads already has a half to run (a daemon under load:
 /// another thread would only take turns with a busy one), and the caller then runs its work on this thread alone.
-/// `there` runs here too when no pool thread has taken it up by the time `here` is done (a sleeping thread can take
-/// longer to wake than the work takes).
+/// A fork inside `here` of another fork is never refused: its `there` waits for the pool thread the outer fork
+/// holds (a hybrid search's BM25 parts, taken up by the pool's thread once the vector ranking is done), which this
+/// thread waits for anyway. `there` runs here too when no pool thread has taken it up by the time `here` is done
+/// (a sleeping thread can take longer to wake than the work takes).
 fn fork<A, B: Send + Default>(here: impl FnOnce() -> A, there: impl FnOnce() -> B + Send) -> Option<(A, B)> {
     use std::sync::atomic::Ordering;
     let sp = search_pool()?;
-    if sp.busy.fetch_add(1, Ordering::AcqRel) >= sp.pool.current_num_threads() {
+    let nested = FORKING.get();
+    if sp.busy.fetch_add(1, Ordering::AcqRel) >= sp.pool.current_num_threads() && !nested {
         sp.busy.fetch_sub(1, Ordering::AcqRel);
         return None;
     }
@@ -73,7 +81,9 @@ fn fork<A, B: Send + Default>(here: impl FnOnce() -> A, there: impl FnOnce() -> 
                 theirs = Some(f());
             }
         });
+        FORKING.set(true);
         let mine = here();
+        FORKING.set(nested);
         let claimed = job.lock().take();
         (mine, claimed.map(|f| f()))
     });
@@ -623,9 +633,9 @@ fn lexical_candidates<'a>(
     (top, LexScorer::All(all))
 }
 
-/// [`bm25::top_k`], split by docno over two threads when its lists are long ([`bm25::split_docno`]) and a pool
-/// thread is free ([`fork`]): the upper part on the search pool, the lower one on this thread, each pruning by the
-/// other's k-th best score too ([`bm25::SplitQuery`]). The result is the same.
+/// [`bm25::top_k`], split by docno into parts when its lists are long ([`bm25::split_docnos`]) and a pool thread
+/// is free or held by this search ([`fork`]): this thread and the pool's take the parts in turn, each pruning by
+/// the best k-th score any part has found ([`bm25::SplitQuery`]). The result is the same.
 fn top_k(
     params: bm25::Bm25Params,
     lists: &[bm25::ScoredList<'_>],
@@ -633,10 +643,10 @@ fn top_k(
     k: usize,
     accept: &(dyn Fn(u64) -> bool + Sync),
 ) -> Scored {
-    let split = bm25::split_docno(lists).map(bm25::SplitQuery::new);
-    let part = |q: &bm25::SplitQuery, upper| q.part(upper, params, lists, combine, k, accept);
-    match split.as_ref().and_then(|q| fork(|| part(q, false), || part(q, true))) {
-        Some((lower, upper)) => bm25::SplitQuery::merge(lower, upper, k),
+    let split = bm25::split_docnos(lists, bm25::SPLIT_PARTS).map(|at| bm25::SplitQuery::new(&at));
+    let run = |q: &bm25::SplitQuery| q.run(params, lists, combine, k, accept);
+    match split.as_ref().and_then(|q| fork(|| run(q), || run(q))) {
+        Some((mine, theirs)) => bm25::SplitQuery::merge(mine, theirs, k),
         None => bm25::top_k(params, lists, combine, k, accept),
     }
 }
@@ -678,17 +688,15 @@ mod tests {
 
     /// Both halves' results come back in place, whether the pool or this thread ran the second half: nested
     /// (a hybrid search's BM25 split inside its rankings' fork) and from many threads at once (a daemon under
-    /// load, where most forks find the pool busy and run both halves here), and the pool's busy count returns to
-    /// zero.
+    /// load, where most forks find the pool busy and are refused), and the pool's busy count returns to zero.
     #[test]
     fn fork_returns_both_halves_nested_and_under_load() {
         let work = |seed: u64| (0..20_000u64).fold(seed, |a, x| a.wrapping_mul(31).wrapping_add(x));
         let Some(sp) = search_pool() else { return }; // one core: nothing to fork to
         assert_eq!(fork(|| work(1), || work(2)), Some((work(1), work(2))));
-        // Nested: the inner fork finds the pool's threads busy when there is one (this machine's two cores).
+        // Nested: the inner fork is not refused, though the outer one holds the pool's only thread on two cores.
         let (outer, inner) = fork(|| fork(|| work(3), || vec![work(4)]), || vec![work(5)]).expect("a free thread");
-        let free = sp.pool.current_num_threads() > 1;
-        assert_eq!(outer, free.then(|| (work(3), vec![work(4)])));
+        assert_eq!(outer, Some((work(3), vec![work(4)])));
         assert_eq!(inner, vec![work(5)]);
         std::thread::scope(|s| {
             let runs: Vec<_> = (0..8u64)
