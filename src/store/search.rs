@@ -22,16 +22,16 @@ use crate::text;
 /// hand-over between threads (tens of microseconds) would cost more than it saves.
 pub const PARALLEL_MIN_DOCS: usize = 200_000;
 
-/// The threads that run the second half of a large search beside the calling thread: the vector ranking of a
-/// hybrid search over a space of [`PARALLEL_MIN_DOCS`] memories or more, and the upper part of a BM25 query over
-/// long posting lists ([`bm25::SplitQuery`]). One thread fewer than rayon's default (`RAYON_NUM_THREADS`, else
+/// The threads that run part of a large search beside the calling thread: the vector ranking of a hybrid search
+/// over a space of [`PARALLEL_MIN_DOCS`] memories or more, and their share of the parts of a BM25 query over long
+/// posting lists ([`bm25::SplitQuery`]). One thread fewer than rayon's default (`RAYON_NUM_THREADS`, else
 /// the machine's cores), since the calling thread does the other half; named `engram-search-N` and started on
 /// first use. `None` on one core, or when the threads could not be started: searches then run on the calling
 /// thread alone. It is not rayon's global pool, so that a search never waits behind the parallel work of an
 /// ingest batch or an HNSW build.
 struct SearchPool {
     pool: rayon::ThreadPool,
-    /// Halves handed to the pool and not yet finished.
+    /// Jobs handed to the pool by [`fork`] and not yet finished.
     busy: std::sync::atomic::AtomicUsize,
 }
 
