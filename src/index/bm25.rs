@@ -546,6 +546,12 @@ impl SplitQuery {
         self.starts.len()
     }
 
+    /// The docnos of part `i`: from its first to the next part's first, or to the end for the last; `None` past
+    /// the last part.
+    fn range(&self, i: usize) -> Option<std::ops::Range<u64>> {
+        Some(*self.starts.get(i)?..self.starts.get(i + 1).copied().unwrap_or(u64::MAX))
+    }
+
     /// Runs the parts not yet taken, one at a time, until none is left, and returns their candidates, for
     /// [`SplitQuery::merge`]; arguments as [`top_k`]. Several threads may run it at once; each part is run once.
     pub fn run(
@@ -557,11 +563,7 @@ impl SplitQuery {
         accept: &dyn Fn(u64) -> bool,
     ) -> Vec<(u64, f32)> {
         // One scan over every part this thread takes: each part starts from the threshold of the ones before.
-        let taken = std::iter::from_fn(|| {
-            let i = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let first = *self.starts.get(i)?;
-            Some(first..self.starts.get(i + 1).copied().unwrap_or(u64::MAX))
-        });
+        let taken = std::iter::from_fn(|| self.range(self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
         top_k_part(params, lists, combine, k, accept, taken, Some(Share { kth: &self.kth }))
     }
 
@@ -1056,18 +1058,9 @@ pub(crate) mod tests {
         // In reverse: a scan per part holding only that part's range, sharing one threshold.
         let reverse = SplitQuery::new(at);
         let mut got = Vec::new();
-        for i in (0..reverse.parts()).rev() {
-            let end = reverse.starts.get(i + 1).copied().unwrap_or(u64::MAX);
+        for range in (0..reverse.parts()).rev().filter_map(|i| reverse.range(i)) {
             let share = Share { kth: &reverse.kth };
-            got.extend(top_k_part(
-                params,
-                lists,
-                combine,
-                k,
-                accept,
-                std::iter::once(reverse.starts[i]..end),
-                Some(share),
-            ));
+            got.extend(top_k_part(params, lists, combine, k, accept, std::iter::once(range), Some(share)));
         }
         let reverse = SplitQuery::merge(got, Vec::new(), k);
         assert_eq!(forward, reverse, "split at {at:?}");
