@@ -29,6 +29,10 @@ use engram::api::ServiceInfo;
 use engram::server::{ServerConfig, start};
 use engram::{KnowledgeStore, NewMemory, StoreConfig};
 
+/// The daemon's allocator, as `engram serve` has it (src/bin/engram.rs).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const KEY: &str = "load-test-key";
 const WORDS: &[&str] = &[
     "coffee", "meeting", "project", "garden", "travel", "budget", "report", "family", "doctor", "music", "recipe",
