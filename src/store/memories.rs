@@ -1016,9 +1016,10 @@ fn put_with(
             ),
         };
         lex = Some(t.index_text(space, docno, &text, prepared.as_mut())?);
-        // The index holds exactly what the file holds (half precision), so a reopen changes no score.
+        // The index holds exactly what the file holds (half precision), so a reopen changes no score. A changed
+        // text always takes `new_docno`, which this transaction allocated: no vector is stored under it.
         let v = match v {
-            Some(v) => Some(t.memories.put_vector(space, docno, v)?),
+            Some(v) => Some(t.memories.put_new_vector(space, docno, v)?),
             None => None,
         };
         merged.last_reindexed_at = Some(now);

@@ -370,6 +370,17 @@ impl<'t> Writer<'t> {
         Ok(stored)
     }
 
+    /// [`Writer::put_vector`] under a document number this transaction allocated, so that no vector is stored
+    /// under it yet: the vector goes in as a new record (by binary `COPY` in a PostgreSQL bulk write).
+    ///
+    /// # Errors
+    /// Storage errors; a vector stored under `docno` after all fails the transaction (`Table::put_new`).
+    pub(crate) fn put_new_vector(&mut self, space: &str, docno: u64, v: Vec<f32>) -> Result<Vec<f32>> {
+        let stored = Vector::as_stored(&v);
+        self.vectors.put_new((space, docno), &Vector(v))?;
+        Ok(stored)
+    }
+
     /// Deletes the vector of document `docno` of `space`.
     ///
     /// # Errors

@@ -333,6 +333,16 @@ impl<K: KeyType, R: Codec> Records<Table<'_, K, Bytes>, K, R> {
         self.table.put(key, bytes.as_slice())
     }
 
+    /// [`Records::put`] of a `key` no stored record has, as a key with a document number its own transaction
+    /// allocated ([`Table::put_new`]: in bulk on PostgreSQL, by binary `COPY`).
+    ///
+    /// # Errors
+    /// As [`Records::put`]; a key that is stored after all fails the transaction ([`Table::put_new`]).
+    pub(crate) fn put_new<'a>(&mut self, key: Borrowed<'a, K>, record: &R) -> Result<()> {
+        let bytes = record.to_bytes()?;
+        self.table.put_new(key, bytes.as_slice())
+    }
+
     /// Stores bytes as they are, for migrations and tests that write older versions.
     ///
     /// # Errors
