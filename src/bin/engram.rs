@@ -9,7 +9,7 @@ use engram::{KnowledgeStore, StoreConfig};
 /// The daemon's allocator: mimalloc (Leijen, Zorn and de Moura, "Mimalloc: Free List Sharding in Action",
 /// APLAS 2019) in place of the system's. With glibc's malloc, a 1M-memory bulk load into PostgreSQL spent about
 /// 40 % of its CPU in malloc's own bookkeeping (chunk consolidation and unlinking), most of it under the store's
-/// writer lock; with mimalloc the load took 188 s instead of 222 s (docs/deploy.md, "The daemon's allocator").
+/// writer lock; with mimalloc the load took 191 s instead of 222 s (docs/deploy.md, "The daemon's allocator").
 /// Only binaries choose an allocator: a program embedding the library keeps its own.
 #[cfg(feature = "server")]
 #[global_allocator]
