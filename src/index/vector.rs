@@ -125,7 +125,8 @@ impl Arena {
         Arena { dim, chunks: Vec::new(), len: 0 }
     }
 
-    /// Slots held.
+    /// Slots held (always `SpaceVectors::slot_docno`'s length).
+    #[cfg(test)]
     fn len(&self) -> usize {
         self.len
     }
@@ -164,6 +165,7 @@ impl Arena {
     }
 
     /// Slots the allocated memory could hold.
+    #[cfg(test)]
     fn capacity(&self) -> usize {
         self.chunks.iter().map(|c| c.capacity() / self.dim.max(1)).sum()
     }
@@ -435,8 +437,11 @@ impl SpaceVectors {
         }
     }
 
+    /// Gives back the room of the pending slots' list and map once at most half of it is used (after the graph
+    /// took the vectors of a bulk load: 32 MiB at 1M). The arena itself frees each chunk it empties, so it
+    /// never holds more than one chunk of unused room; its last chunk is trimmed here too.
     fn shrink(&mut self) {
-        if self.arena.capacity() > 2 * self.arena.len() + ARENA_CHUNK {
+        if self.slot_docno.capacity() > 2 * self.slot_docno.len() + ARENA_CHUNK {
             self.arena.shrink_to_fit();
             self.slot_docno.shrink_to_fit();
             self.slot_of.shrink_to_fit();
@@ -905,6 +910,23 @@ mod tests {
             }
             proptest::prop_assert!(arena.capacity() >= arena.len() || dim == 0);
         }
+    }
+
+    #[test]
+    fn pending_slots_give_their_room_back_once_emptied() {
+        let mut v = SpaceVectors::new(4, VectorParams::default());
+        let items: Vec<(u64, Vec<f32>)> = (0..3 * ARENA_CHUNK as u64).map(|d| (d, vec![d as f32; 4])).collect();
+        v.insert_batch(&items);
+        let full = v.heap_bytes();
+        for d in 10..3 * ARENA_CHUNK as u64 {
+            v.remove(d);
+        }
+        v.shrink();
+        assert_eq!(v.len(), 10);
+        assert!(v.slot_docno.capacity() < 2 * ARENA_CHUNK, "capacity {}", v.slot_docno.capacity());
+        assert_eq!(v.arena.chunks.len(), 1);
+        assert!(v.heap_bytes() < full / 4, "{} of {full} bytes kept", v.heap_bytes());
+        assert_eq!(v.get(7), Some(vec![7.0; 4]));
     }
 
     #[test]
