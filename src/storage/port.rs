@@ -329,6 +329,18 @@ enum ReadInner {
     Pg(PgTx),
 }
 
+/// `keys` as the SQL values of their parts, one list per key (what a read ahead sends).
+#[cfg(feature = "postgres")]
+fn sql_keys<K: KeyType>(keys: &[Borrowed<'_, K>]) -> Vec<Vec<super::record::SqlValue>> {
+    keys.iter()
+        .map(|k| {
+            let mut cols = Vec::with_capacity(K::PARTS);
+            K::to_sql(k, &mut cols);
+            cols
+        })
+        .collect()
+}
+
 /// A read transaction ([`Db::read`]).
 pub struct ReadTx(ReadInner);
 
@@ -343,6 +355,30 @@ impl ReadTx {
             #[cfg(feature = "postgres")]
             ReadInner::Pg(t) => TableInner::Pg(t.table(kind)),
         }))
+    }
+
+    /// Whether [`ReadTx::read_ahead`] saves statements: true on PostgreSQL, false on a redb file (whose reads are
+    /// local), where a caller need not work out what to ask for.
+    pub fn reads_ahead(&self) -> bool {
+        match &self.0 {
+            ReadInner::Redb(_) => false,
+            #[cfg(feature = "postgres")]
+            ReadInner::Pg(_) => true,
+        }
+    }
+
+    /// Asks for the records of `kind` under `keys` ahead of their reads, as [`WriteTx::read_ahead`] does: on
+    /// PostgreSQL they travel with the transaction's next point read of any kind, and the reads of these keys
+    /// after it are answered, as of this transaction's snapshot, from what it read (a search reads its space and
+    /// the query's entities in one statement). On a redb file it does nothing. Results never depend on it.
+    pub fn read_ahead<K: KeyType, V: ValueType>(&self, kind: Kind<K, V>, keys: &[Borrowed<'_, K>]) {
+        match &self.0 {
+            ReadInner::Redb(_) => {
+                let _ = (kind, keys);
+            }
+            #[cfg(feature = "postgres")]
+            ReadInner::Pg(t) => t.read_ahead(kind.name(), sql_keys::<K>(keys)),
+        }
     }
 
     /// The PostgreSQL transaction, for the primitives it answers in SQL.
@@ -413,16 +449,7 @@ impl WriteTx {
                 let _ = (kind, keys);
             }
             #[cfg(feature = "postgres")]
-            WriteInner::Pg(t) => t.read_ahead(
-                kind.name(),
-                keys.iter()
-                    .map(|k| {
-                        let mut cols = Vec::with_capacity(K::PARTS);
-                        K::to_sql(k, &mut cols);
-                        cols
-                    })
-                    .collect(),
-            ),
+            WriteInner::Pg(t) => t.read_ahead(kind.name(), sql_keys::<K>(keys)),
         }
     }
 

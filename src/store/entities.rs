@@ -408,12 +408,8 @@ impl KnowledgeStore {
         space: &str,
         text: &str,
     ) -> Result<Vec<(String, u64)>> {
-        // Each mention's canonical name, then its text as written: the first of the two stored names it.
-        let names: Vec<String> = extract(text)
-            .iter()
-            .flat_map(|m| [key(m.entity_type.as_str(), &m.canonical), key(m.entity_type.as_str(), &m.text)])
-            .collect();
-        let keys: Vec<(&str, &str)> = names.iter().map(|n| (space, n.as_str())).collect();
+        let names = query_entity_names(text);
+        let keys: Vec<(&str, &str)> = names.iter().map(|(n, _)| (space, n.as_str())).collect();
         let mut ids: Vec<String> = Vec::new();
         for pair in entity::entity_keys(rtx)?.get_many(&keys)?.chunks(2) {
             if let Some(v) = pair.iter().flatten().next() {
@@ -427,6 +423,38 @@ impl KnowledgeStore {
         let records = entity::entities(rtx)?.get_many(&keys)?;
         Ok(ids.into_iter().zip(records).filter_map(|(id, e)| e.map(|e| (id, e.mention_count))).collect())
     }
+}
+
+/// The entity lookup keys of the mentions in `text`, each mention's canonical name then its text as written (the
+/// first of the two that is stored names it), with the id each would have if the key named the entity directly
+/// (an alias names another one).
+fn query_entity_names(text: &str) -> Vec<(String, String)> {
+    extract(text)
+        .iter()
+        .flat_map(|m| {
+            let kind = m.entity_type.as_str();
+            let id = entity_id(m.entity_type, &m.canonical);
+            [(key(kind, &m.canonical), id.clone()), (key(kind, &m.text), id)]
+        })
+        .collect()
+}
+
+/// Asks `rtx` ahead ([`crate::storage::ReadTx::read_ahead`]) for space `space` and for what
+/// [`KnowledgeStore::entities_in_tx`] will read of it for `query` (`None`: no entity is read): the lookup keys,
+/// and the entities they name when no alias redirects them. On PostgreSQL all travel with the transaction's next
+/// point read, the space's: two statements fewer. Nothing is asked when the query names no entity (the space's
+/// own read is then the one statement anyway).
+pub(crate) fn ask_search(rtx: &crate::storage::ReadTx, space: &str, query: Option<&str>) {
+    if !rtx.reads_ahead() {
+        return;
+    }
+    let names = query.map(query_entity_names).unwrap_or_default();
+    if names.is_empty() {
+        return;
+    }
+    let keys: Vec<&str> = names.iter().map(|(n, _)| n.as_str()).collect();
+    let ids: Vec<&str> = names.iter().step_by(2).map(|(_, id)| id.as_str()).collect();
+    super::records::ahead::ask_search(rtx, space, &keys, &ids);
 }
 
 /// [`KnowledgeStore::memories_entities`] in read transaction `rtx`.

@@ -149,6 +149,10 @@ impl KnowledgeStore {
         // One read transaction for the whole search (and its shared spaces): one snapshot, and on PostgreSQL
         // one BEGIN for every read.
         let rtx = self.db.read()?;
+        // On PostgreSQL the space and the query's entities are read in one statement.
+        let entities =
+            q.mode == SearchMode::Hybrid && self.config.entity_boost > 0.0 && q.options.priors != Some(false);
+        super::entities::ask_search(&rtx, &q.space_id, entities.then_some(q.query.as_str()));
         let space: crate::model::Space = space::spaces(&rtx)?.get(q.space_id.as_str())?.ok_or_else(|| {
             Error::not_found(ErrorCode::SpaceNotFound, format!("space '{}' does not exist", q.space_id))
         })?;

@@ -377,12 +377,16 @@ struct SidePending {
     by_key: HashMap<(String, i64), usize>,
 }
 
-/// What a write transaction knows each key holds, besides its held-back writes (`TxConn::pending`, looked at
-/// first): the values it read, `None` where it found or deleted nothing. Writers take turns under the store's
-/// advisory lock, so nothing but this transaction changes a key between its reads: a point read answered from
-/// here is the server's answer, and a key neither here nor held back needs no flush to be read.
+/// What a transaction knows each key holds, besides its held-back writes (`TxConn::pending`, looked at first):
+/// the values it read, `None` where it found or deleted nothing. Writers take turns under the store's advisory
+/// lock, so nothing but this transaction changes a key between its reads: a point read answered from here is the
+/// server's answer, and a key neither here nor held back needs no flush to be read. A read transaction reads one
+/// snapshot (`REPEATABLE READ`), so the same holds for it; it keeps only what it read ahead
+/// ([`TxConn::queue_ahead`]), not every point read, so that a long read does not hold all it read in memory.
 #[derive(Default)]
 struct Known {
+    /// Every point read is kept (write transactions); else only what was read ahead.
+    every_read: bool,
     /// By table, then key fingerprint. Held-back writes are not here but in `TxConn::pending`, which is
     /// looked at first; a put drops the key from here, since once sent the server holds what it wrote.
     values: HashMap<&'static str, HashMap<String, Option<Vec<SqlValue>>>>,
@@ -544,8 +548,15 @@ impl TxConn {
         }
     }
 
-    /// Records what `key` of `table` holds (write transactions only).
+    /// Records what a point read or a delete found under `key` of `table` (write transactions only).
     fn remember(&mut self, table: &'static str, key: String, value: Option<Vec<SqlValue>>) {
+        if self.known.as_ref().is_some_and(|k| k.every_read) {
+            self.remember_ahead(table, key, value);
+        }
+    }
+
+    /// Records what a read ahead found under `key` of `table`.
+    fn remember_ahead(&mut self, table: &'static str, key: String, value: Option<Vec<SqlValue>>) {
         if let Some(k) = &mut self.known
             && !k.unknown.contains(table)
         {
@@ -553,8 +564,8 @@ impl TxConn {
         }
     }
 
-    /// Queues point reads of `keys` of `table` (write transactions only; keys this transaction knows and kinds
-    /// it does not track are left out): they are sent with the next point read of any kind.
+    /// Queues point reads of `keys` of `table` (keys this transaction knows and kinds it does not track are left
+    /// out): they are sent with the next point read of any kind.
     fn queue_ahead(&mut self, table: &'static str, keys: Vec<Vec<SqlValue>>) {
         let Some(known) = &self.known else { return };
         if known.unknown.contains(table) {
@@ -612,7 +623,7 @@ impl TxConn {
         }
         for (a, values) in asks.into_iter().zip(found) {
             for (k, v) in a.keys.iter().zip(values) {
-                self.remember(a.table, fingerprint(k), v);
+                self.remember_ahead(a.table, fingerprint(k), v);
             }
         }
         Ok(())
@@ -652,7 +663,7 @@ impl PgTx {
             pending: Vec::new(),
             side: None,
             changes: Vec::new(),
-            known: write.map(|_| Known::default()),
+            known: Some(Known { every_read: write.is_some(), ..Known::default() }),
             published: None,
             ahead: Vec::new(),
         };
@@ -694,8 +705,8 @@ impl PgTx {
 
     /// Asks for the records under `keys` of the kind named `table` ahead of their reads: they are read with
     /// the next point read ([`PgTable::get`], [`PgTable::get_many`]) of any kind, all asked kinds in that one
-    /// statement, and the reads of these keys after it are answered from what it read. Write transactions only
-    /// (a read transaction ignores the ask); correctness never depends on it, only the number of statements.
+    /// statement, and the reads of these keys after it are answered from what it read (in a read transaction as
+    /// of its snapshot). Correctness never depends on it, only the number of statements.
     pub fn read_ahead(&self, table: &'static str, keys: Vec<Vec<SqlValue>>) {
         self.0.lock().queue_ahead(table, keys);
     }

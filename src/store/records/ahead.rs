@@ -2,9 +2,10 @@
 //! kind asked for travels in the one statement of the transaction's next point read, so that a memory write
 //! reads all it needs in one round trip instead of one per kind (issue 36). On a redb file this does nothing.
 //! A key asked for and never read, or read and never asked for, changes no result, only the statements sent.
+//! A search asks its read transaction the same way ([`ask_search`]).
 
-use crate::storage::WriteTx;
 use crate::storage::tables::{ENTITIES, ENTITY_KEYS, LABELS, LEX_STATS, MEMORY_SPACE, RELATES_TO, SPACES};
+use crate::storage::{ReadTx, WriteTx};
 
 /// The keys one memory write is expected to read, kind by kind (space ids first, as the kinds' keys). Its
 /// counters are asked for by the write path itself ([`super::meta::ask_ahead`]).
@@ -39,4 +40,17 @@ pub(crate) fn ask(txn: &WriteTx, reads: &WriteReads<'_>) {
 /// (space, key) pairs as the port's borrowed two-part keys.
 fn pairs<'a>(v: &'a [(&'a str, String)]) -> Vec<(&'a str, &'a str)> {
     v.iter().map(|(s, k)| (*s, k.as_str())).collect()
+}
+
+/// Asks a search's read transaction for its space (`space`), the query's entity lookup keys and the entities
+/// they are expected to name, all of `space`: on PostgreSQL one statement reads the three kinds.
+pub(crate) fn ask_search(rtx: &ReadTx, space: &str, entity_keys: &[&str], entity_ids: &[&str]) {
+    rtx.read_ahead(SPACES, &[space]);
+    rtx.read_ahead(ENTITY_KEYS, &with_space(space, entity_keys));
+    rtx.read_ahead(ENTITIES, &with_space(space, entity_ids));
+}
+
+/// `(space, key)` for each of `keys`.
+fn with_space<'a>(space: &'a str, keys: &[&'a str]) -> Vec<(&'a str, &'a str)> {
+    keys.iter().map(|k| (space, *k)).collect()
 }
