@@ -201,6 +201,7 @@ impl KnowledgeStore {
             index,
             started: Instant::now(),
             reembed_progress: Arc::default(),
+            own_texts_decoding: Arc::default(),
             label_vector_cache: Mutex::default(),
             chunk_index,
             jobs: transfer::Jobs::default(),
@@ -263,6 +264,8 @@ impl KnowledgeStore {
             return;
         }
         let index = self.index.clone();
+        let decoding = self.own_texts_decoding.clone();
+        decoding.store(true, std::sync::atomic::Ordering::Release);
         let spawned = std::thread::Builder::new().name("engram-own-texts".into()).spawn(move || {
             for (space, job) in jobs {
                 let job = job.decode();
@@ -270,8 +273,10 @@ impl KnowledgeStore {
                     x.take_own(job);
                 }
             }
+            decoding.store(false, std::sync::atomic::Ordering::Release);
         });
         if let Err(e) = spawned {
+            self.own_texts_decoding.store(false, std::sync::atomic::Ordering::Release);
             tracing::warn!(error = %e, "own texts left for the first write to decode");
         }
     }
@@ -676,5 +681,42 @@ impl KnowledgeStore {
         let next = meta.u64("next_docno")?.unwrap_or(1);
         meta.put_u64("next_docno", next + n)?;
         Ok(next)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{KnowledgeStore, NewMemory, StoreConfig};
+    use std::sync::atomic::Ordering;
+
+    /// A reopened store of threads reads its expanded postings from the index snapshot with the own texts
+    /// encoded; [`KnowledgeStore::wait_for_indexes`] returns only once the background thread decoded them.
+    #[test]
+    fn waiting_for_the_indexes_waits_for_the_own_texts_an_open_decodes() {
+        let dir = tempfile::tempdir().unwrap();
+        let items: Vec<NewMemory> = (0..300)
+            .map(|k| {
+                let at = (k % 10) as f64;
+                NewMemory {
+                    id: Some(format!("m{k}")),
+                    content: format!("message {k} of thread {} about apples and pears", k / 10),
+                    source_thread_id: Some(format!("t{}", k / 10)),
+                    source_range: Some([("start_index".to_string(), at), ("end_index".to_string(), at)].into()),
+                    ..Default::default()
+                }
+            })
+            .collect();
+        {
+            let store = KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap();
+            store.create_memories(items).unwrap();
+        }
+        let store = KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap();
+        assert!(store.wait_for_indexes(std::time::Duration::from_secs(60)));
+        assert!(!store.own_texts_decoding.load(Ordering::Acquire));
+        let state = store.index.read();
+        let x = state.spaces["default"].expanded.as_ref().expect("a space of threads has expanded postings");
+        assert!(x.encoded_own().is_none(), "decoded");
+        assert!(!x.is_damaged());
+        assert!(x.postings() > 300);
     }
 }
