@@ -10,7 +10,8 @@
 //!
 //! `--store DIR` keeps the store in DIR instead of a temporary directory. When DIR already holds a store (from an
 //! earlier run with the same `--n` and `--sequence`), ingest is skipped and the run measures search and reopen on
-//! it; the directory is kept. `--more N` with such a store first writes N more memories into it, in the same
+//! it, the searches once the open's background work is done (`KnowledgeStore::wait_for_indexes`), as after an
+//! ingest; the directory is kept. `--more N` with such a store first writes N more memories into it, in the same
 //! batches, and reports that ingest rate (the rate at the store's size). `--modes hybrid,vector,lexical` runs
 //! only the named searches (for a profile of one path); `--slowest N` prints each mode's N slowest queries.
 //!
