@@ -320,7 +320,7 @@ impl KnowledgeStore {
         let until = Instant::now() + timeout;
         loop {
             let reembedding = self.reembed_progress.running.load(std::sync::atomic::Ordering::Acquire);
-            let decoding = self.own_texts_decoding.load(std::sync::atomic::Ordering::Acquire);
+            let decoding = self.own_texts_decode.lock().as_ref().is_some_and(|t| !t.is_finished());
             if !reembedding && !decoding && !self.index.read().spaces.values().any(|s| s.vectors.needs_work()) {
                 return true;
             }

@@ -110,9 +110,9 @@ pub struct KnowledgeStore {
     snapshot_file: std::sync::OnceLock<std::path::PathBuf>,
     pub(crate) started: Instant,
     reembed_progress: Arc<reembed::Progress>,
-    /// True while the background thread an open started decodes the own texts of context-expanded postings
-    /// ([`KnowledgeStore::wait_for_indexes`] waits for it).
-    own_texts_decoding: Arc<std::sync::atomic::AtomicBool>,
+    /// The background thread an open started to decode the own texts of context-expanded postings, if any
+    /// ([`KnowledgeStore::wait_for_indexes`] waits until it has finished, whether it ended or panicked).
+    own_texts_decode: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// Write generation at the last checkpoint.
     durable_generation: std::sync::atomic::AtomicU64,
     /// Memories the expiry sweep forgot since open.

@@ -201,7 +201,7 @@ impl KnowledgeStore {
             index,
             started: Instant::now(),
             reembed_progress: Arc::default(),
-            own_texts_decoding: Arc::default(),
+            own_texts_decode: Mutex::new(None),
             label_vector_cache: Mutex::default(),
             chunk_index,
             jobs: transfer::Jobs::default(),
@@ -264,8 +264,6 @@ impl KnowledgeStore {
             return;
         }
         let index = self.index.clone();
-        let decoding = self.own_texts_decoding.clone();
-        decoding.store(true, std::sync::atomic::Ordering::Release);
         let spawned = std::thread::Builder::new().name("engram-own-texts".into()).spawn(move || {
             for (space, job) in jobs {
                 let job = job.decode();
@@ -273,11 +271,10 @@ impl KnowledgeStore {
                     x.take_own(job);
                 }
             }
-            decoding.store(false, std::sync::atomic::Ordering::Release);
         });
-        if let Err(e) = spawned {
-            self.own_texts_decoding.store(false, std::sync::atomic::Ordering::Release);
-            tracing::warn!(error = %e, "own texts left for the first write to decode");
+        match spawned {
+            Ok(thread) => *self.own_texts_decode.lock() = Some(thread),
+            Err(e) => tracing::warn!(error = %e, "own texts left for the first write to decode"),
         }
     }
 
@@ -687,7 +684,6 @@ impl KnowledgeStore {
 #[cfg(test)]
 mod tests {
     use crate::{KnowledgeStore, NewMemory, StoreConfig};
-    use std::sync::atomic::Ordering;
 
     /// A reopened store of threads reads its expanded postings from the index snapshot with the own texts
     /// encoded; [`KnowledgeStore::wait_for_indexes`] returns only once the background thread decoded them.
@@ -712,7 +708,7 @@ mod tests {
         }
         let store = KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap();
         assert!(store.wait_for_indexes(std::time::Duration::from_secs(60)));
-        assert!(!store.own_texts_decoding.load(Ordering::Acquire));
+        assert!(store.own_texts_decode.lock().as_ref().is_some_and(|t| t.is_finished()), "the thread ran");
         let state = store.index.read();
         let x = state.spaces["default"].expanded.as_ref().expect("a space of threads has expanded postings");
         assert!(x.encoded_own().is_none(), "decoded");
