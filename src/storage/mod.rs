@@ -24,7 +24,7 @@ pub(crate) mod txn;
 
 use std::marker::PhantomData;
 
-pub use primitives::{Edge, TermPostings};
+pub use primitives::{CatalogEntry, Edge, TermPostings};
 
 pub use self::redb::{Borrowed, FileDevice, KeyType, ValueType};
 pub use port::{
@@ -109,6 +109,7 @@ columns! {
     (&'static str, &'static str, u64) => ["text", "text", "bigint"],
     (&'static str, &'static str, &'static str) => ["text", "text", "text"],
     (u64, &'static str, &'static str) => ["bigint", "text", "text"],
+    (&'static str, u64, u64, &'static [u8]) => ["text", "bigint", "bigint", "bytea"],
 }
 
 impl<K, V> Clone for Kind<K, V> {

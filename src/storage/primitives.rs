@@ -9,10 +9,11 @@
 //! candidates from pgvector's HNSW index.
 
 use super::codec::vector_from_bytes;
-use super::tables::{LEX_STATS, POSTINGS, RELATES_TO, VECTORS};
+use super::tables::{CATALOG, LEX_STATS, POSTINGS, RELATES_TO, VECTORS};
 use super::{ReadTx, Readable};
 use crate::error::Result;
 use crate::index::bm25::{self, Bm25Params, Posting};
+use crate::index::catalog::DocMeta;
 use crate::index::vector::cosine;
 
 /// One RELATES_TO edge of the entity graph: entities `a < b` of `space` and the number of memories mentioning
@@ -47,7 +48,96 @@ impl TermPostings {
     }
 }
 
+/// One memory's entry in a database store's search catalog ([`super::tables::CATALOG`]): what a search needs of
+/// it besides its postings and vector.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CatalogEntry {
+    /// The memory's document number in its space.
+    pub docno: u64,
+    /// Its catalog fields: id, state, labels, the ranking priors' inputs, its position.
+    pub meta: DocMeta,
+    /// Its length in terms (BM25's document length, as in its postings).
+    pub len: u64,
+}
+
+impl CatalogEntry {
+    /// The sequence group and ordinal the row stores: the memory's position while it takes part in its sequence
+    /// (it has one, is the latest version and is not forgotten, as [`crate::index::catalog::SpaceCatalog`]
+    /// counts neighbours), else `("", 0)`.
+    pub fn sequence(&self) -> (&str, u64) {
+        match &self.meta.position {
+            Some(p) if self.meta.is_latest && self.meta.state != crate::model::MemoryState::Forgotten => {
+                (&p.group, p.ordinal)
+            }
+            _ => ("", 0),
+        }
+    }
+
+    fn from_row(docno: u64, len: u64, record: &[u8]) -> Result<Self> {
+        Ok(CatalogEntry { docno, meta: super::codec::decode(record)?, len })
+    }
+}
+
 impl ReadTx {
+    /// The search catalog entries of `docnos` in `space`, in their order (`None` for a docno without one). One
+    /// statement on PostgreSQL. A redb store keeps no catalog (its catalog is in memory): every entry is `None`.
+    ///
+    /// # Errors
+    /// Storage errors; [`crate::ErrorKind::Corrupt`] when a stored entry does not decode.
+    pub fn catalog_entries(&self, space: &str, docnos: &[u64]) -> Result<Vec<Option<CatalogEntry>>> {
+        let keys: Vec<(&str, u64)> = docnos.iter().map(|d| (space, *d)).collect();
+        let table = self.table(CATALOG)?;
+        let got = table.get_many(&keys)?;
+        docnos
+            .iter()
+            .zip(got)
+            .map(|(d, row)| {
+                row.map(|v| {
+                    let (_, _, len, record) = v.value();
+                    CatalogEntry::from_row(*d, len, record)
+                })
+                .transpose()
+            })
+            .collect()
+    }
+
+    /// Every search catalog entry of `space`, by docno (empty on a redb store).
+    ///
+    /// # Errors
+    /// Storage errors; [`crate::ErrorKind::Corrupt`] when a stored entry does not decode.
+    pub fn catalog_space(&self, space: &str) -> Result<Vec<CatalogEntry>> {
+        let mut out = Vec::new();
+        for row in self.table(CATALOG)?.range((space, 0u64)..=(space, u64::MAX))? {
+            let (k, v) = row?;
+            let (_, _, len, record) = v.value();
+            out.push(CatalogEntry::from_row(k.value().1, len, record)?);
+        }
+        Ok(out)
+    }
+
+    /// The neighbours of each of `docnos` in its sequence, from the search catalog: at most `window` on each
+    /// side among the memories taking part in the sequence, as `(docno, distance)` with distance 1 for the
+    /// nearest, the ones before first (nearest first), then the ones after; empty for a docno outside every
+    /// sequence. The same lists as [`crate::index::catalog::SpaceCatalog::neighbours`] gives an in-memory
+    /// daemon. On PostgreSQL one statement over the catalog's sequence index (`catalog_sequence`: `(space, group,
+    /// ordinal, docno)`), 2 x `window` index entries read per docno. A redb store keeps no catalog: every list
+    /// is empty there.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn sequence_neighbours(&self, space: &str, docnos: &[u64], window: usize) -> Result<Vec<Vec<(u64, u32)>>> {
+        if window == 0 || docnos.is_empty() {
+            return Ok(vec![Vec::new(); docnos.len()]);
+        }
+        #[cfg(feature = "postgres")]
+        if let Some(pg) = self.pg() {
+            return pg.sequence_neighbours(space, docnos, window);
+        }
+        // A redb store keeps no catalog: its searches read the neighbours from the in-memory one.
+        let _ = space;
+        Ok(vec![Vec::new(); docnos.len()])
+    }
+
     /// The postings of `terms` (terms as `text::terms` makes them, each with its count in the query)
     /// in `space`, with the space's N and average document length. Reads one key range per term.
     ///

@@ -110,6 +110,17 @@ pub const SOURCE_FILES: Kind<&str, &[u8]> = Kind::new("source_files");
 /// (source id, chunk index) -> Chunk record (offset, length, section path).
 pub const SOURCE_CHUNKS: Kind<(&str, u64), &[u8]> = Kind::new("source_chunks");
 
+/// The search catalog of a database store: (space id, docno) -> (sequence group, ordinal, length in terms,
+/// `DocMeta` record). The group is `thread:<id>` or `source:<id>` while the memory takes part in its sequence
+/// (it has a position, is the latest version and is not forgotten), else empty, with ordinal 0. Kept in the
+/// same transaction as every write of a PostgreSQL store, from the write's index operations, for the searches
+/// of a daemon that holds no per-memory index; the embedded (redb) store keeps its catalog in memory and in
+/// its index snapshot, and leaves this kind empty.
+pub const CATALOG: Kind<(&str, u64), CatalogRow> = Kind::new("catalog");
+
+/// A [`CATALOG`] row's value: sequence group (or empty), ordinal, length in terms, `DocMeta` record.
+pub type CatalogRow = (&'static str, u64, u64, &'static [u8]);
+
 /// Timeline review events: (space, `rev_<uuidv7>`) -> postcard `ReviewEvent` (`store/reviews.rs`).
 pub const REVIEWS: Kind<(&str, &str), &[u8]> = Kind::new("reviews");
 
@@ -151,4 +162,5 @@ pub const ALL: &[KindInfo] = &[
     SOURCE_FILES.info(),
     SOURCE_CHUNKS.info(),
     REVIEWS.info(),
+    CATALOG.info(),
 ];

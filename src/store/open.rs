@@ -315,6 +315,13 @@ impl KnowledgeStore {
         let txn = self.db.write(crate::config::Durability::Immediate)?;
         // Creating every kind up front lets readers open them without a write.
         super::records::create_all(&txn)?;
+        if self.db.shared() && meta::meta(&txn)?.u64(super::records::catalog::FILLED_KEY)?.is_none() {
+            // A database written before the search catalog existed (or a new one): filled once, under the writers'
+            // lock this transaction holds.
+            let started = Instant::now();
+            let entries = super::records::catalog::fill(&txn)?;
+            tracing::info!(entries, secs = started.elapsed().as_secs_f64(), "search catalog filled");
+        }
         {
             let mut meta = meta::meta(&txn)?;
             match upgrade::stored_format(&meta)? {

@@ -6,7 +6,8 @@
 //! 2. one write transaction, in which the caller's closure writes its records and lists its index operations;
 //! 3. on a redb file, `META.index_snapshot` unset (the index snapshot no longer matches,
 //!    [`super::snapshot`]); the generation bump (`META.generation`), unless the write is not a change of knowledge ([`Commit`]);
-//! 4. on PostgreSQL, the index operations published to the change feed in the same transaction;
+//! 4. on PostgreSQL, the index operations applied to the database's search catalog (`catalog`, see
+//!    [`super::records::catalog`]) and published to the change feed, in the same transaction;
 //! 5. the commit, with the store's durability or the one [`Commit`] asks for;
 //! 6. after the commit, the index operations applied to the in-memory indexes (directly, or through the feed
 //!    on a shared database). Nothing is written or applied when the closure fails.
@@ -97,6 +98,10 @@ impl Writes {
             meta::ask_ahead(&txn, &["next_docno", "generation"]);
         }
         let out = f(&txn, &mut ops)?;
+        if self.db.shared() && !ops.is_empty() {
+            // The database's search catalog changes with the commit that changes the indexes.
+            super::records::catalog::keep(&txn, &ops)?;
+        }
         if c.bump {
             let mut meta = meta::meta(&txn)?;
             let g = meta.u64("generation")?.unwrap_or(0) + 1;

@@ -22,8 +22,15 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::storage::tables::ALL;
 use crate::storage::{Durability, KindInfo};
 
-/// Version of the PostgreSQL schema this build creates and reads.
-pub const SCHEMA_VERSION: i32 = 1;
+/// Version of the PostgreSQL schema this build creates and reads. History: 1, the first; 2, the search catalog
+/// (`catalog`, kept by every write: a build of schema 1 would write without keeping it, so it is refused) and
+/// its index by sequence position.
+pub const SCHEMA_VERSION: i32 = 2;
+
+/// The catalog's index by sequence position, for a memory's neighbours in its thread or source: `(space, group,
+/// ordinal, docno)` of the memories that take part in a sequence.
+const CATALOG_SEQUENCE_INDEX: &str = "CREATE INDEX IF NOT EXISTS catalog_sequence ON catalog (k0, v0, v1, k1) \
+                                      WHERE v0 <> ''";
 
 /// A database error as Engram's: a lost or unreachable server is [`ErrorKind::Unreachable`] (503, retryable);
 /// text the database cannot hold (U+0000 in a key such as a message's `external_id`) is
@@ -329,6 +336,7 @@ pub fn migrate(client: &mut Client) -> Result<i32> {
     for k in ALL {
         tx.batch_execute(&create_table_sql(k)).map_err(|e| pg_error(&format!("creating table {}", k.name), e))?;
     }
+    tx.batch_execute(CATALOG_SEQUENCE_INDEX).map_err(|e| pg_error("creating the catalog's sequence index", e))?;
     if found < SCHEMA_VERSION {
         tx.execute("DELETE FROM engram_schema", &[]).map_err(|e| pg_error("recording the schema version", e))?;
         tx.execute("INSERT INTO engram_schema (version) VALUES ($1)", &[&SCHEMA_VERSION])

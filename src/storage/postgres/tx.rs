@@ -814,6 +814,47 @@ impl PgTx {
     }
 }
 
+impl PgTx {
+    /// The sequence neighbours of `docnos` in `space` (see [`crate::storage::ReadTx::sequence_neighbours`]) in
+    /// one statement: for each docno with a sequence group, two index ranges of the catalog's sequence index,
+    /// `window` entries before it and `window` after.
+    ///
+    /// # Errors
+    /// Database errors.
+    pub fn sequence_neighbours(&self, space: &str, docnos: &[u64], window: usize) -> Result<Vec<Vec<(u64, u32)>>> {
+        let ids: Vec<i64> = docnos.iter().map(|d| *d as i64).collect();
+        let w = i64::try_from(window).unwrap_or(i64::MAX);
+        let sql = "SELECT d.i, n.side, n.k1 FROM unnest($2::bigint[]) WITH ORDINALITY AS d(docno, i)
+             JOIN catalog c ON c.k0 = $1 AND c.k1 = d.docno AND c.v0 <> ''
+             CROSS JOIN LATERAL (
+               (SELECT 0 AS side, p.v1, p.k1 FROM catalog p
+                WHERE p.k0 = $1 AND p.v0 = c.v0 AND (p.v1, p.k1) < (c.v1, c.k1) AND p.v0 <> ''
+                ORDER BY p.v1 DESC, p.k1 DESC LIMIT $3)
+               UNION ALL
+               (SELECT 1 AS side, p.v1, p.k1 FROM catalog p
+                WHERE p.k0 = $1 AND p.v0 = c.v0 AND (p.v1, p.k1) > (c.v1, c.k1) AND p.v0 <> ''
+                ORDER BY p.v1, p.k1 LIMIT $3)) n
+             ORDER BY d.i, n.side, CASE WHEN n.side = 0 THEN -n.v1 ELSE n.v1 END,
+                      CASE WHEN n.side = 0 THEN -n.k1 ELSE n.k1 END";
+        let rows = self.0.lock().conn()?.query_typed(sql, &[&space, &ids, &w])?;
+        let mut out = vec![Vec::new(); docnos.len()];
+        let mut last = (usize::MAX, -1i32, 0u32);
+        for r in rows {
+            let read = |e| pg_error("reading a sequence neighbour failed", e);
+            let i: i64 = r.try_get(0).map_err(read)?;
+            let side: i32 = r.try_get(1).map_err(read)?;
+            let docno: i64 = r.try_get(2).map_err(read)?;
+            let i = usize::try_from(i - 1).unwrap_or(usize::MAX);
+            let distance = if (last.0, last.1) == (i, side) { last.2 + 1 } else { 1 };
+            last = (i, side, distance);
+            if let Some(list) = out.get_mut(i) {
+                list.push((docno as u64, distance));
+            }
+        }
+        Ok(out)
+    }
+}
+
 /// One record kind in a transaction.
 pub struct PgTable<'t, K, V> {
     tx: Arc<Mutex<TxConn>>,

@@ -12,6 +12,7 @@
 //! |---|---|---|---|
 //! | `memories` | [`StoredMemory`] | 2 | 1: format 1; 2: `Memory::expires_at` (format 2) |
 //! | `vectors` | [`Vector`] (`f32`s; stored half precision) | tag `0xF1` | untagged `f32`s: format 1 |
+//! | `catalog` (database stores only) | `DocMeta`, beside typed columns | 1 | added with PostgreSQL schema 2 |
 //! | every other record table | its model type | 1 | unchanged since format 1 |
 
 use std::marker::PhantomData;
@@ -21,6 +22,7 @@ use crate::storage::codec::{Versioned, decode, encode, version_one};
 use crate::storage::{Borrowed, Got, KeyType, Kind, ReadTable, ReadTx, Readable, Rows, Table, ValueType, WriteTx};
 
 pub(crate) mod ahead;
+pub(crate) mod catalog;
 pub(crate) mod entity;
 pub(crate) mod graph;
 pub(crate) mod label;
@@ -148,7 +150,7 @@ pub(crate) fn create_all(txn: &WriteTx) -> Result<()> {
     create!(THREADS, THREAD_SPACES, MESSAGES, MESSAGE_KEYS, ENTITIES, ENTITY_KEYS, MENTIONS, ENTITY_MEMORIES);
     create!(RELATES_TO, WORKING_MEMORY, RELATIONS, MEMORY_RELATIONS, RELATION_SPACE, LABEL_MERGES, COMMUNITIES);
     create!(COMMUNITY_MEMBERS, ENTITY_COMMUNITY, MEMORY_PAGERANK, CRYSTAL_SOURCES, SOURCES, SOURCE_SPACE, SOURCE_SHA);
-    create!(SOURCE_TEXT, SOURCE_FILES, SOURCE_CHUNKS, REVIEWS);
+    create!(SOURCE_TEXT, SOURCE_FILES, SOURCE_CHUNKS, REVIEWS, CATALOG);
     Ok(())
 }
 

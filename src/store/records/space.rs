@@ -26,7 +26,7 @@ pub(crate) fn drop_space_records(txn: &crate::storage::WriteTx, id: &str) -> Res
     }
     drop_space!(MEMORIES, VECTORS, LABELS, THREADS, ENTITIES, ENTITY_KEYS, WORKING_MEMORY, RELATIONS, LABEL_MERGES);
     drop_space!(POSTINGS, MEMORY_LABELS, LABEL_MEMORIES, MESSAGES, MESSAGE_KEYS, MENTIONS, ENTITY_MEMORIES);
-    drop_space!(RELATES_TO, MEMORY_RELATIONS);
+    drop_space!(RELATES_TO, MEMORY_RELATIONS, CATALOG);
     txn.open(LEX_STATS)?.remove(id)?;
     txn.open(MEMORY_SPACE)?.retain(|_, v| v != id)?;
     txn.open(RELATION_SPACE)?.retain(|_, v| v != id)?;
