@@ -64,6 +64,9 @@ pub struct StoreConfig {
     pub database_url: Option<String>,
     /// Most connections the store opens to its PostgreSQL database (default 16); each open transaction holds one.
     pub database_pool_size: u32,
+    /// Where searches read their indexes from (default [`IndexMode::Memory`]); [`IndexMode::Database`] needs
+    /// [`StoreConfig::database_url`].
+    pub index_mode: IndexMode,
     /// What URL ingestion may fetch (feature `url`, in `server`): hosts allowed to resolve to non-public
     /// addresses (the daemon's repeatable `--allow-url-host`), timeouts, the size and redirect caps.
     pub url_policy: crate::net::UrlPolicy,
@@ -71,6 +74,19 @@ pub struct StoreConfig {
     /// the expiry sweep forgets it ([`crate::KnowledgeStore::forget_expired`]; default 30 days). The sweep
     /// runs at open, and hourly in the daemon.
     pub expiry_grace: std::time::Duration,
+}
+
+/// Where a store's searches read their indexes from (`docs/deploy.md`, "Index modes").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IndexMode {
+    /// The store's in-memory indexes (catalog, BM25 lexicon, context-expanded postings, HNSW graphs), loaded at
+    /// open and kept current by every commit (on PostgreSQL, through the change feed).
+    #[default]
+    Memory,
+    /// The database (PostgreSQL only): each search reads what it needs (the query terms' postings, the search
+    /// catalog's entries and sequence neighbours, vectors or pgvector's candidates) in its read transaction and
+    /// ranks them with the same code as [`IndexMode::Memory`].
+    Database,
 }
 
 /// Default [`StoreConfig::expiry_grace`]: 30 days.
@@ -115,6 +131,7 @@ impl StoreConfig {
             storage: None,
             database_url: None,
             database_pool_size: 16,
+            index_mode: IndexMode::Memory,
             url_policy: crate::net::UrlPolicy::default(),
             expiry_grace: DEFAULT_EXPIRY_GRACE,
         }
@@ -124,6 +141,12 @@ impl StoreConfig {
     /// [`StoreConfig::database_url`]).
     pub fn database(mut self, url: impl Into<String>) -> Self {
         self.database_url = Some(url.into());
+        self
+    }
+
+    /// Sets [`StoreConfig::index_mode`].
+    pub fn index_mode(mut self, mode: IndexMode) -> Self {
+        self.index_mode = mode;
         self
     }
 

@@ -44,7 +44,7 @@ pub mod ffi;
 #[cfg(feature = "server")]
 pub mod server;
 
-pub use config::{Durability, StorageFactory, StoreConfig};
+pub use config::{Durability, IndexMode, StorageFactory, StoreConfig};
 pub use error::{Error, ErrorCode, ErrorKind, FieldError, Result};
 pub use index::catalog::MemoryFilter;
 pub use library::{ExportCounts, ExportKind, ExportParams};

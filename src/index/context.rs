@@ -178,11 +178,39 @@ impl ExpandedIndex {
     /// The expanded postings of the documents of `catalog` and `lexicon` with `window` neighbours on each side.
     /// O(postings · log) plus O(documents · window).
     pub fn build(catalog: &SpaceCatalog, lexicon: &Lexicon, window: usize) -> Self {
+        let own = FxHashMap::with_capacity_and_hasher(lexicon.docs as usize, Default::default());
+        Self::build_seeded(catalog, lexicon, window, own)
+    }
+
+    /// The expanded postings of a lexicon that holds only some terms of a space (a search's query terms, read
+    /// from the database in the database index mode), over a catalog holding at least the documents with a
+    /// posting, their neighbours and those neighbours' neighbours. `lens` gives the length of each of those
+    /// documents (their own terms are not all in `lexicon`), and `total_len` the whole space's expanded length
+    /// ([`crate::storage::ReadTx::catalog_stats`]), so that each listed document's expanded frequency and
+    /// length, and the collection's average length, equal what [`ExpandedIndex::build`] gives over the whole
+    /// space.
+    pub fn build_for_terms(
+        catalog: &SpaceCatalog,
+        lexicon: &Lexicon,
+        window: usize,
+        lens: impl IntoIterator<Item = (u64, u32)>,
+        total_len: u64,
+    ) -> Self {
+        let seeds = lens.into_iter().filter(|(_, len)| *len > 0).map(|(d, len)| (d, (Vec::new(), len))).collect();
+        let mut x = Self::build_seeded(catalog, lexicon, window, seeds);
+        x.total_len = total_len;
+        x
+    }
+
+    fn build_seeded(
+        catalog: &SpaceCatalog,
+        lexicon: &Lexicon,
+        window: usize,
+        mut own: FxHashMap<u64, (Vec<(u32, u32)>, u32)>,
+    ) -> Self {
         let started = std::time::Instant::now();
         let lap = |phase: &str| tracing::debug!(phase, ms = started.elapsed().as_secs_f64() * 1000.0, "expanded build");
         let mut x = ExpandedIndex { window, ..Default::default() };
-        let mut own: FxHashMap<u64, (Vec<(u32, u32)>, u32)> =
-            FxHashMap::with_capacity_and_hasher(lexicon.docs as usize, Default::default());
         let mut terms: Vec<(&str, &TermList)> = lexicon.terms().collect();
         terms.sort_unstable_by(|a, b| a.0.cmp(b.0));
         for (term, list) in terms {

@@ -152,6 +152,15 @@ impl Lexicon {
         self.postings.entry(term.to_string()).or_default().postings.push(p);
     }
 
+    /// Sets the length in terms of `docno` ([`Lexicon::doc_len`]) without a posting: for a lexicon of a few
+    /// terms that a search builds (`crate::store`'s database index mode), whose documents' lengths come from
+    /// the search catalog.
+    pub fn note_len(&mut self, docno: u64, len: u32) {
+        if len > 0 {
+            self.lens.insert(docno, len);
+        }
+    }
+
     /// Sorts the lists and sets their bounds after [`Lexicon::load`].
     pub fn finish_load(&mut self) {
         for l in self.postings.values_mut() {

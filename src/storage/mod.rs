@@ -24,7 +24,7 @@ pub(crate) mod txn;
 
 use std::marker::PhantomData;
 
-pub use primitives::{CatalogEntry, Edge, TermPostings};
+pub use primitives::{CatalogEntry, CatalogStats, Edge, TermPostings};
 
 pub use self::redb::{Borrowed, FileDevice, KeyType, ValueType};
 pub use port::{

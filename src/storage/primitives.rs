@@ -37,6 +37,8 @@ pub struct TermPostings {
     pub n_docs: u64,
     /// Average document length in terms (1 for an empty space).
     pub avg_len: f32,
+    /// Sum of the document lengths in terms.
+    pub total_len: u64,
     /// Per query term, in the order given: its count in the query and its postings sorted by docno.
     pub lists: Vec<(u32, Vec<Posting>)>,
 }
@@ -78,7 +80,35 @@ impl CatalogEntry {
     }
 }
 
+/// What a search reads of a whole space's search catalog ([`ReadTx::catalog_stats`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CatalogStats {
+    /// Catalog entries: the memories of the space, in any state.
+    pub entries: u64,
+    /// Of them, the memories taking part in a sequence.
+    pub sequenced: u64,
+    /// The sum over those of `len × neighbours` for the window asked: what a context-expanded collection adds
+    /// to the space's total length (each memory's text counts once more in each neighbour's expanded text).
+    pub neighbour_len: u64,
+}
+
 impl ReadTx {
+    /// The counts of `space`'s search catalog, and the length its neighbours add to the context-expanded
+    /// collection of `window` neighbours on each side ([`crate::index::context`]; the expanded collection's
+    /// total length is the space's total length plus this). One statement on PostgreSQL, reading every entry
+    /// of the space (O(entries)); all zero on a redb store, which keeps no catalog.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn catalog_stats(&self, space: &str, window: usize) -> Result<CatalogStats> {
+        #[cfg(feature = "postgres")]
+        if let Some(pg) = self.pg() {
+            return pg.catalog_stats(space, window);
+        }
+        let _ = (space, window);
+        Ok(CatalogStats::default())
+    }
+
     /// The search catalog entries of `docnos` in `space`, in their order (`None` for a docno without one). One
     /// statement on PostgreSQL. A redb store keeps no catalog (its catalog is in memory): every entry is `None`.
     ///
@@ -156,7 +186,7 @@ impl ReadTx {
             }
             lists.push((*qtf, list));
         }
-        Ok(TermPostings { n_docs, avg_len, lists })
+        Ok(TermPostings { n_docs, avg_len, total_len: total, lists })
     }
 
     /// BM25 candidates: the `k` best `(docno, score)` of `space` for the query `terms`, best first (ties by

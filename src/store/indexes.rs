@@ -25,6 +25,9 @@ pub(crate) struct SpaceIndex {
     pub expanded: Option<ExpandedIndex>,
     /// That window.
     pub context_window: usize,
+    /// Whether the whole space has sequences, when this index holds only part of it (the part one search
+    /// reads in the database index mode, `search_db.rs`); None: ask the catalog.
+    pub sequences: Option<bool>,
 }
 
 impl SpaceIndex {
@@ -37,7 +40,13 @@ impl SpaceIndex {
             expanded_len: Mutex::new(None),
             expanded: None,
             context_window,
+            sequences: None,
         }
+    }
+
+    /// True when some memory of the space has a position in a thread or source.
+    pub(crate) fn has_sequences(&self) -> bool {
+        self.sequences.unwrap_or_else(|| self.catalog.has_sequences())
     }
 
     /// Builds the expanded postings when the space has sequences and none are held (or the held ones are

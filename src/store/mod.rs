@@ -23,6 +23,7 @@ mod reembed;
 mod relations;
 mod reviews;
 mod search;
+mod search_db;
 mod snapshot;
 mod sources;
 mod spaces;

@@ -202,10 +202,33 @@ impl KnowledgeStore {
             *qtf.entry(t.clone()).or_default() += 1;
         }
 
+        let cx = q.options.context_params.unwrap_or(self.config.context);
+        let exp = q.options.expansion_params.unwrap_or(self.config.expansion);
+        let terms: Vec<(&str, u32)> =
+            if mode == SearchMode::Vector { Vec::new() } else { qtf.iter().map(|(t, n)| (t.as_str(), *n)).collect() };
+        let qv = qvec.as_deref().filter(|qv| qv.iter().any(|x| *x != 0.0));
+        // The database index mode reads the part of the space's indexes this search needs (`search_db.rs`).
+        let queried = if self.config.index_mode == crate::IndexMode::Database {
+            let context_on = q.options.context_bm25.unwrap_or(true) && cx.is_on() && mode != SearchMode::Vector;
+            let needs = super::search_db::QueryNeeds {
+                terms: &terms,
+                qv,
+                context_window: if context_on { cx.window } else { 0 },
+                neighbour_window: exp.window.max(1),
+                depth,
+            };
+            Some(self.query_index(rtx, &q.space_id, &needs)?)
+        } else {
+            None
+        };
+
         // Entities named in the query, with IDF weights, for the hybrid ranking signal.
         let query_entities: Vec<(String, f32)> =
             if mode == SearchMode::Hybrid && self.config.entity_boost > 0.0 && q.options.priors != Some(false) {
-                let docs = self.index.read().spaces.get(&q.space_id).map_or(1, |si| si.catalog.len().max(1)) as f32;
+                let docs = match &queried {
+                    Some(qi) => qi.entries.max(1),
+                    None => self.index.read().spaces.get(&q.space_id).map_or(1, |si| si.catalog.len().max(1)),
+                } as f32;
                 self.entities_in_tx(rtx, &q.space_id, &q.query)?
                     .into_iter()
                     .map(|(id, mentions)| (id, (1.0 + docs / mentions.max(1) as f32).ln()))
@@ -214,32 +237,47 @@ impl KnowledgeStore {
                 Vec::new()
             };
         let state = self.index.read();
-        let Some(si) = state.spaces.get(&q.space_id) else {
-            return Ok(SearchResults { hits: vec![], mode, candidates: 0, elapsed_ms: 0.0, fallback });
+        let si = match &queried {
+            Some(qi) => &qi.si,
+            None => match state.spaces.get(&q.space_id) {
+                Some(si) => si,
+                None => return Ok(SearchResults { hits: vec![], mode, candidates: 0, elapsed_ms: 0.0, fallback }),
+            },
         };
         let trivial = q.filter.is_trivial();
         // The live bits answer for nearly every document of a trivial filter without reading its entry.
         let accept = |d: u64| {
             (trivial && si.catalog.plainly_accepted(d)) || si.catalog.get(d).is_some_and(|m| q.filter.accepts(m))
         };
-        // Counting matches walks the whole catalog: only a real filter needs it.
-        let candidates = if trivial { si.catalog.len() } else { si.catalog.count(&q.filter) };
-        let terms: Vec<(&str, u32)> =
-            if mode == SearchMode::Vector { Vec::new() } else { qtf.iter().map(|(t, n)| (t.as_str(), *n)).collect() };
+        // Counting matches walks the whole catalog: only a real filter needs it. (In the database index mode, a
+        // space larger than `hnsw_min_points` counts the matches among the memories the search read.)
+        let candidates = match (&queried, trivial) {
+            (Some(qi), true) => qi.entries,
+            (None, true) => si.catalog.len(),
+            (_, false) => si.catalog.count(&q.filter),
+        };
         let lex = Lexical {
             bm25: q.options.bm25.unwrap_or(self.config.bm25),
-            cx: q.options.context_params.unwrap_or(self.config.context),
+            cx,
             docs: si.lexicon.docs,
             avg: si.lexicon.avg_len(),
         };
-        let qv = qvec.as_deref().filter(|qv| qv.iter().any(|x| *x != 0.0));
         let hint = if q.filter.is_trivial() { None } else { Some(candidates) };
         let ((lexical, scorer), vector) = rankings(si, q, mode, &terms, &lex, qv, depth, &accept, hint);
 
         let mut fused: Vec<Fused> = match mode {
             SearchMode::Hybrid => {
                 let fusion = q.fusion.unwrap_or_else(|| self.config.effective_fusion());
-                fuse_union(si, &lexical, &vector, &scorer, lex.bm25, qvec.as_deref(), fusion)
+                // A larger space in the database index mode read the vectors of its vector candidates only.
+                let union_vectors = match &queried {
+                    Some(qi) if !qi.whole && qvec.is_some() => {
+                        let union: Vec<u64> = lexical.iter().chain(&vector).map(|(d, _)| *d).collect();
+                        Some(self.union_vectors(rtx, &q.space_id, &union)?)
+                    }
+                    _ => None,
+                };
+                let vectors = union_vectors.as_ref().unwrap_or(&si.vectors);
+                fuse_union(vectors, &lexical, &vector, &scorer, lex.bm25, qvec.as_deref(), fusion)
             }
             SearchMode::Lexical => lexical
                 .iter()
@@ -252,10 +290,12 @@ impl KnowledgeStore {
         };
 
         let graph = self.graph.read();
-        let ranks = graph.memory_rank.get(&q.space_id);
+        let ranks = match &queried {
+            Some(qi) => qi.ranks.as_ref(),
+            None => graph.memory_rank.get(&q.space_id),
+        };
         self.apply_priors(q, si, rtx, &mut fused, depth, &query_entities, ranks, mode)?;
         if q.options.expand_neighbours.unwrap_or(true) {
-            let exp = q.options.expansion_params.unwrap_or(self.config.expansion);
             context::expand(&mut fused, &si.catalog, exp, depth, &accept);
         }
         // After expansion: a question first passes its score on to its reply, then ranks below it.
@@ -304,9 +344,19 @@ impl KnowledgeStore {
         if let Some(w) = q.options.include_context.filter(|w| *w > 0) {
             let w = w.min(super::types::MAX_CONTEXT_WINDOW);
             let mut nb = Vec::new();
+            // The database index mode reads the hits' neighbours for it.
+            let read = match &queried {
+                Some(_) => {
+                    let docnos: Vec<u64> =
+                        hits.iter().filter_map(|h| si.catalog.docno_of(&h.view.memory.id)).collect();
+                    Some(self.context_catalog(rtx, &q.space_id, &docnos, w)?)
+                }
+                None => None,
+            };
+            let catalog = read.as_ref().unwrap_or(&si.catalog);
             for h in &mut hits {
-                let Some(docno) = si.catalog.docno_of(&h.view.memory.id) else { continue };
-                h.context = self.hit_context(rtx, &q.space_id, &si.catalog, docno, &h.view.memory, w, &mut nb)?;
+                let Some(docno) = catalog.docno_of(&h.view.memory.id) else { continue };
+                h.context = self.hit_context(rtx, &q.space_id, catalog, docno, &h.view.memory, w, &mut nb)?;
             }
         }
         let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
@@ -588,7 +638,7 @@ fn lexical_candidates<'a>(
     let best_first = |a: &(u64, f32), b: &(u64, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
     let expanded_on = q.options.context_bm25.unwrap_or(true)
         && cx.is_on()
-        && si.catalog.has_sequences()
+        && si.has_sequences()
         && mode != SearchMode::Vector;
     let beta = cx.blend.clamp(0.0, 1.0);
     if !expanded_on {
@@ -659,7 +709,7 @@ fn top_k(
 /// penalised for falling just outside one list's depth, then fused (`crate::index::fusion`).
 #[allow(clippy::too_many_arguments)]
 fn fuse_union(
-    si: &super::SpaceIndex,
+    vectors: &crate::index::vector::SpaceVectors,
     lexical: &[(u64, f32)],
     vector: &[(u64, f32)],
     scorer: &LexScorer<'_>,
@@ -674,7 +724,7 @@ fn fuse_union(
     union.dedup();
     let lex_full: Vec<(u64, f32)> = union.iter().map(|d| (*d, scorer.score(bm25p, *d))).collect();
     let sims = match &qvec {
-        Some(qv) => si.vectors.similarities(qv, &union),
+        Some(qv) => vectors.similarities(qv, &union),
         None => vec![0.0; union.len()],
     };
     let vec_full: Vec<(u64, f32)> = union.iter().copied().zip(sims).collect();

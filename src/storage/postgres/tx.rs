@@ -815,6 +815,32 @@ impl PgTx {
 }
 
 impl PgTx {
+    /// The counts of `space`'s catalog and the length its sequence neighbours add to the expanded collection
+    /// of `window` (see [`crate::storage::ReadTx::catalog_stats`]): each member's length times its neighbours
+    /// within `window` on each side, from its rank in its group.
+    ///
+    /// # Errors
+    /// Database errors.
+    pub fn catalog_stats(&self, space: &str, window: usize) -> Result<crate::storage::CatalogStats> {
+        let w = i64::try_from(window).unwrap_or(i64::MAX);
+        let sql = "SELECT (SELECT count(*) FROM catalog WHERE k0 = $1)::bigint, count(*)::bigint,
+                    coalesce(sum(v2 * (least($2, rn - 1) + least($2, cnt - rn))), 0)::bigint
+             FROM (SELECT v2, row_number() OVER (PARTITION BY v0 ORDER BY v1, k1) AS rn,
+                          count(*) OVER (PARTITION BY v0) AS cnt
+                   FROM catalog WHERE k0 = $1 AND v0 <> '') s";
+        let rows = self.0.lock().conn()?.query_typed(sql, &[&space, &w])?;
+        let get = |i: usize| -> Result<u64> {
+            let v: i64 = rows
+                .first()
+                .map(|r| r.try_get(i))
+                .transpose()
+                .map_err(|e| pg_error("reading the catalog's counts failed", e))?
+                .unwrap_or(0);
+            Ok(v.max(0) as u64)
+        };
+        Ok(crate::storage::CatalogStats { entries: get(0)?, sequenced: get(1)?, neighbour_len: get(2)? })
+    }
+
     /// The sequence neighbours of `docnos` in `space` (see [`crate::storage::ReadTx::sequence_neighbours`]) in
     /// one statement: for each docno with a sequence group, two index ranges of the catalog's sequence index,
     /// `window` entries before it and `window` after.

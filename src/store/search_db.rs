@@ -1,0 +1,186 @@
+//! Searches in the database index mode ([`crate::IndexMode::Database`], PostgreSQL): a search reads, in its own
+//! read transaction, the part of its space's indexes it needs, builds a [`SpaceIndex`] of just that part, and
+//! ranks with the same code as a search over the in-memory indexes (`search.rs`), so the two rank alike.
+//!
+//! What one search reads (`docs/deploy.md`, "Index modes"):
+//!
+//! * the catalog's counts and the length the sequence neighbours add to the context-expanded collection
+//!   ([`ReadTx::catalog_stats`]);
+//! * the postings of the query terms with the space's BM25 statistics ([`ReadTx::term_postings`]);
+//! * in a space of at most [`crate::index::vector::VectorParams::hnsw_min_points`] memories (where the in-memory
+//!   index scans its vectors exactly too): the whole catalog and every vector of the space;
+//! * in a larger space: pgvector's nearest candidates ([`ReadTx::vector_candidates`]; approximate, as the
+//!   in-memory HNSW graph is, so the two may differ in their vector candidates) and their vectors, then the
+//!   catalog entries of every document with a posting or a vector candidate and of three rings of sequence
+//!   neighbours around them ([`ReadTx::sequence_neighbours`]). With those, the neighbours, expanded text and
+//!   expanded length of every document a ranking stage reads are exactly the whole space's;
+//! * the PageRank of the loaded memories.
+
+use std::collections::BTreeSet;
+
+use super::KnowledgeStore;
+use super::communities::SpaceRanks;
+use super::indexes::SpaceIndex;
+use crate::error::{Error, ErrorKind, Result};
+use crate::index::catalog::SpaceCatalog;
+use crate::index::context::ExpandedIndex;
+use crate::index::vector::SpaceVectors;
+use crate::storage::{CatalogEntry, ReadTx, Readable};
+use crate::store::{graph, memory};
+
+/// Rings of sequence neighbours a partial read takes around the documents with a posting or a vector: the
+/// neighbours of the documents whose expanded text holds a query term (themselves and their neighbours) must
+/// all be read, and the neighbour expansion and the question penalty look one ring further each.
+const RINGS: usize = 3;
+
+/// What a search needs of its space.
+pub(crate) struct QueryNeeds<'a> {
+    /// The query's distinct terms with their counts (none for a vector search).
+    pub terms: &'a [(&'a str, u32)],
+    /// The query vector, when the vector ranking runs.
+    pub qv: Option<&'a [f32]>,
+    /// The context-expanded BM25 window, 0 when the stage is off for this search.
+    pub context_window: usize,
+    /// The widest neighbourhood a later stage reads (neighbour expansion, the question penalty).
+    pub neighbour_window: usize,
+    /// Candidates each ranking keeps.
+    pub depth: usize,
+}
+
+/// The part of one space's indexes a search read from the database.
+pub(crate) struct QueryIndex {
+    /// Catalog, lexicon (the query terms), expanded postings (the query terms) and vectors, of the loaded part.
+    pub si: SpaceIndex,
+    /// The PageRank of the loaded memories; None when none has one.
+    pub ranks: Option<SpaceRanks>,
+    /// Memories in the space (catalog entries, any state).
+    pub entries: usize,
+    /// The whole space was loaded (a space of at most `hnsw_min_points` memories).
+    pub whole: bool,
+}
+
+impl KnowledgeStore {
+    /// Reads what a search of `space` needs (module docs) in `rtx` and builds its index.
+    ///
+    /// # Errors
+    /// Storage errors; [`ErrorKind::Corrupt`] when catalog entries contradict each other (one memory id under
+    /// two docnos).
+    pub(crate) fn query_index(&self, rtx: &ReadTx, space: &str, n: &QueryNeeds<'_>) -> Result<QueryIndex> {
+        let stats = rtx.catalog_stats(space, n.context_window.max(1))?;
+        let mut si = self.new_space_index();
+        si.context_window = n.context_window;
+        si.sequences = Some(stats.sequenced > 0);
+        let terms: Vec<(String, u32)> = n.terms.iter().map(|(t, q)| (t.to_string(), *q)).collect();
+        let tp = rtx.term_postings(space, &terms)?;
+        let whole = stats.entries <= self.config.vector.hnsw_min_points as u64;
+        let entries: Vec<CatalogEntry> = if whole {
+            if n.qv.is_some() {
+                let mut batch = Vec::new();
+                for row in memory::vectors(rtx)?.range((space, 0u64)..=(space, u64::MAX))? {
+                    let (k, v) = row?;
+                    batch.push((k.value().1, v.0));
+                }
+                si.vectors.insert_batch(&batch);
+            }
+            rtx.catalog_space(space)?
+        } else {
+            let mut first: BTreeSet<u64> = tp.lists.iter().flat_map(|(_, l)| l.iter().map(|p| p.docno)).collect();
+            if let Some(qv) = n.qv {
+                let found = rtx.vector_candidates(space, qv, (n.depth * 2).max(100))?;
+                let docnos: Vec<u64> = found.iter().map(|f| f.0).collect();
+                si.vectors.insert_batch(&vectors_of(rtx, space, &docnos)?);
+                first.extend(docnos);
+            }
+            // Rings of sequence neighbours: the documents with an expanded posting are the first two rings, the
+            // expansion stage adds the third, the question penalty reads the next one of each.
+            let w = n.context_window.max(n.neighbour_window).max(1);
+            let mut all = first.clone();
+            let mut ring: Vec<u64> = first.into_iter().collect();
+            for _ in 0..RINGS {
+                let next: BTreeSet<u64> = rtx
+                    .sequence_neighbours(space, &ring, w)?
+                    .into_iter()
+                    .flatten()
+                    .map(|x| x.0)
+                    .filter(|d| !all.contains(d))
+                    .collect();
+                all.extend(&next);
+                ring = next.into_iter().collect();
+                if ring.is_empty() {
+                    break;
+                }
+            }
+            let all: Vec<u64> = all.into_iter().collect();
+            rtx.catalog_entries(space, &all)?.into_iter().flatten().collect()
+        };
+        let ranks = {
+            let keys: Vec<(&str, &str)> = entries.iter().map(|e| (space, e.meta.id.as_str())).collect();
+            let table = graph::memory_pagerank(rtx)?;
+            let mut ranks = SpaceRanks::default();
+            let mut any = false;
+            for (e, r) in entries.iter().zip(table.get_many(&keys)?) {
+                if let Some(r) = r {
+                    ranks.insert(&e.meta.id, r.value() as f32);
+                    any = true;
+                }
+            }
+            any.then_some(ranks)
+        };
+        for ((term, _), (_, list)) in terms.iter().zip(&tp.lists) {
+            for p in list {
+                si.lexicon.load(term, *p);
+            }
+        }
+        si.lexicon.finish_load();
+        (si.lexicon.docs, si.lexicon.total_len) = (tp.n_docs, tp.total_len);
+        let lens: Vec<(u64, u32)> =
+            entries.iter().map(|e| (e.docno, u32::try_from(e.len).unwrap_or(u32::MAX))).collect();
+        for (d, len) in &lens {
+            si.lexicon.note_len(*d, *len);
+        }
+        si.catalog = SpaceCatalog::from_entries(entries.into_iter().map(|e| (e.docno, e.meta)).collect())
+            .map_err(|e| Error::new(ErrorKind::Corrupt, format!("the search catalog of space '{space}': {e}")))?;
+        if n.context_window > 0 && stats.sequenced > 0 {
+            let total = tp.total_len + stats.neighbour_len;
+            si.expanded =
+                Some(ExpandedIndex::build_for_terms(&si.catalog, &si.lexicon, n.context_window, lens, total));
+        }
+        Ok(QueryIndex { si, ranks, entries: usize::try_from(stats.entries).unwrap_or(usize::MAX), whole })
+    }
+
+    /// The vectors of `docnos` in `space`, as a search's vector index (for the fusion of a larger space's union of
+    /// candidates, whose lexical ones were not among the vector candidates read).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub(crate) fn union_vectors(&self, rtx: &ReadTx, space: &str, docnos: &[u64]) -> Result<SpaceVectors> {
+        let mut v = SpaceVectors::new(self.config.embedder.dim(), self.config.vector);
+        v.insert_batch(&vectors_of(rtx, space, docnos)?);
+        Ok(v)
+    }
+
+    /// The catalog of `hits` and their neighbours within `window`, for the context of a search's hits.
+    ///
+    /// # Errors
+    /// Storage errors; [`ErrorKind::Corrupt`] as [`KnowledgeStore::query_index`].
+    pub(crate) fn context_catalog(
+        &self,
+        rtx: &ReadTx,
+        space: &str,
+        hits: &[u64],
+        window: usize,
+    ) -> Result<SpaceCatalog> {
+        let mut all: BTreeSet<u64> = hits.iter().copied().collect();
+        all.extend(rtx.sequence_neighbours(space, hits, window)?.into_iter().flatten().map(|x| x.0));
+        let all: Vec<u64> = all.into_iter().collect();
+        let entries = rtx.catalog_entries(space, &all)?.into_iter().flatten().map(|e| (e.docno, e.meta)).collect();
+        SpaceCatalog::from_entries(entries)
+            .map_err(|e| Error::new(ErrorKind::Corrupt, format!("the search catalog of space '{space}': {e}")))
+    }
+}
+
+/// The stored vectors of `docnos` (those that have one), one statement on PostgreSQL.
+fn vectors_of(rtx: &ReadTx, space: &str, docnos: &[u64]) -> Result<Vec<(u64, Vec<f32>)>> {
+    let keys: Vec<(&str, u64)> = docnos.iter().map(|d| (space, *d)).collect();
+    Ok(docnos.iter().zip(memory::vectors(rtx)?.get_many(&keys)?).filter_map(|(d, v)| Some((*d, v?.0))).collect())
+}

@@ -1,0 +1,202 @@
+//! The database index mode (`IndexMode::Database`): a daemon that reads each search's part of the indexes from
+//! PostgreSQL ranks exactly as one searching its in-memory indexes, on one database, for every search mode and
+//! the options that change the ranking stages, in a space small enough to read whole and, with a lowered
+//! `hnsw_min_points`, in the partial reading of a larger space (postings, pgvector candidates, two rings of
+//! sequence neighbours). Needs `ENGRAM_TEST_PG` (see `tests/backend/mod.rs`).
+#![cfg(feature = "postgres")]
+
+mod backend;
+
+use engram::index::context::{ContextParams, Expansion};
+use engram::store::{NewSpace, Transition};
+use engram::{
+    IndexMode, KnowledgeStore, MemoryFilter, Metadata, NewMemory, NewMessage, NewThread, SearchMode, SearchOptions,
+    SearchQuery, StoreConfig,
+};
+
+fn thread(store: &KnowledgeStore, space: &str, id: &str, lines: &[&str]) -> Vec<String> {
+    let mut md = serde_json::Map::new();
+    md.insert("analysis".into(), engram::store::PER_MESSAGE.into());
+    let messages = lines
+        .iter()
+        .enumerate()
+        .map(|(i, text)| NewMessage {
+            role: if i % 2 == 0 { "user".into() } else { "assistant".into() },
+            content: (*text).into(),
+            timestamp: Some(format!("2024-05-{:02}T12:00:00Z", 1 + i % 28)),
+            metadata: None,
+        })
+        .collect();
+    store
+        .create_thread(NewThread {
+            thread_id: Some(id.into()),
+            messages,
+            space_id: Some(space.into()),
+            metadata: Some(Metadata(md)),
+            ..Default::default()
+        })
+        .expect("thread")
+        .extraction
+        .memories
+        .iter()
+        .map(|m| m.view.memory.id.clone())
+        .collect()
+}
+
+/// A small corpus with what every stage reads: two transcripts stored turn by turn (positions, questions and
+/// their replies, dates), plain memories with labels and importance, a forgotten turn and a superseded memory.
+fn corpus(store: &KnowledgeStore, space: &str) {
+    let a = thread(
+        store,
+        space,
+        &format!("{space}-garden"),
+        &[
+            "Ann adopted a grey cat called Miso last spring.",
+            "Does Miso like the garden?",
+            "She sleeps in the sun by the greenhouse every afternoon.",
+            "When did you plant the tomatoes?",
+            "I planted tomatoes and basil on 3 May, right after the frost.",
+            "The basil came from my neighbour Rosa.",
+            "Rosa also gave me seeds for courgettes.",
+            "Is the greenhouse heated?",
+            "No, but it keeps the frost off the seedlings.",
+        ],
+    );
+    thread(
+        store,
+        space,
+        &format!("{space}-travel"),
+        &[
+            "We are flying to Lisbon in June for Rosa's wedding.",
+            "Who is looking after Miso while you travel?",
+            "My brother Tom will feed the cat and water the garden.",
+            "What are you bringing to the wedding?",
+            "A basket of tomatoes and a painting of the greenhouse.",
+        ],
+    );
+    for (text, labels, importance) in [
+        ("The quarterly report on garden centre sales is due on Friday.", vec!["work"], 0.9),
+        ("Tom repairs bicycles in his workshop on weekends.", vec!["people"], 0.4),
+        ("Rosa teaches Italian on Tuesdays at the library.", vec!["people", "lessons"], 0.6),
+        ("Lisbon trams are the easiest way up to the castle.", vec!["travel"], 0.5),
+    ] {
+        store
+            .create_memory(NewMemory {
+                content: text.into(),
+                space_id: Some(space.into()),
+                labels: Some(labels.into_iter().map(String::from).collect()),
+                importance: Some(importance),
+                ..Default::default()
+            })
+            .expect("memory");
+    }
+    let old = store
+        .create_memory(NewMemory {
+            content: "Ann's cat is called Mochi.".into(),
+            space_id: Some(space.into()),
+            ..Default::default()
+        })
+        .unwrap()
+        .view
+        .memory
+        .id;
+    store.change_state(&old, None, Transition::Supersede { newer: a[0].clone() }, None).unwrap();
+    store.change_state(&a[5], None, Transition::Forget, None).unwrap();
+}
+
+fn queries(space: &str) -> Vec<SearchQuery> {
+    let base = |query: &str, mode: SearchMode| SearchQuery {
+        query: query.into(),
+        space_id: space.into(),
+        limit: 8,
+        filter: MemoryFilter::default(),
+        mode,
+        fusion: None,
+        query_embedding: None,
+        options: SearchOptions::default(),
+    };
+    let mut out = Vec::new();
+    for text in [
+        "Who looks after the cat?",
+        "When were the tomatoes planted?",
+        "Rosa wedding Lisbon",
+        "greenhouse frost seedlings",
+        "What does Tom do on weekends?",
+        "Miso",
+    ] {
+        for mode in [SearchMode::Hybrid, SearchMode::Lexical, SearchMode::Vector] {
+            out.push(base(text, mode));
+        }
+        let mut q = base(text, SearchMode::Hybrid);
+        q.options.context_bm25 = Some(false);
+        out.push(q);
+        let mut q = base(text, SearchMode::Hybrid);
+        q.options.expand_neighbours = Some(false);
+        q.options.include_context = Some(1);
+        out.push(q);
+        let mut q = base(text, SearchMode::Lexical);
+        q.options.context_params = Some(ContextParams { window: 2, blend: 0.5 });
+        q.options.expansion_params = Some(Expansion { weight: 0.5, window: 2, sum: true });
+        out.push(q);
+        let mut q = base(text, SearchMode::Hybrid);
+        q.filter.label_ids = vec!["label_people".into()];
+        out.push(q);
+        let mut q = base(text, SearchMode::Hybrid);
+        q.filter.include_history = true;
+        out.push(q);
+    }
+    out
+}
+
+/// Every query ranks the same memories in the same order with the same scores, and the hits carry the same
+/// records, matched terms and context.
+fn assert_same(memory: &KnowledgeStore, database: &KnowledgeStore, space: &str) {
+    let mut hits = 0;
+    for q in queries(space) {
+        let a = memory.search(&q).expect("search the in-memory indexes");
+        let b = database.search(&q).expect("search the database");
+        let ids = |r: &engram::SearchResults| r.hits.iter().map(|h| h.view.memory.id.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(&a), ids(&b), "{:?} ({:?}, {:?})", q.query, q.mode, q.options);
+        for (x, y) in a.hits.iter().zip(&b.hits) {
+            let close = |u: f32, v: f32| (u - v).abs() <= 1e-5 * u.abs().max(1.0);
+            assert!(close(x.score, y.score), "{:?}: score {} against {}", q.query, x.score, y.score);
+            assert_eq!(x.lexical_score.is_some(), y.lexical_score.is_some());
+            assert_eq!(x.matched_terms, y.matched_terms);
+            assert_eq!(x.view.label_ids, y.view.label_ids);
+            assert_eq!(x.view.memory.content, y.view.memory.content);
+            let ctx = |h: &engram::SearchHit| h.context.iter().map(|c| (c.index, c.is_hit)).collect::<Vec<_>>();
+            assert_eq!(ctx(x), ctx(y), "{:?}: context", q.query);
+        }
+        assert_eq!(a.candidates, b.candidates, "{:?}: candidates", q.query);
+        hits += a.hits.len();
+    }
+    assert!(hits > 100, "the queries find memories: {hits} hits");
+}
+
+#[test]
+fn the_database_index_mode_ranks_as_the_in_memory_indexes() {
+    if backend::pg_server().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let url = backend::pg_url_for(dir.path());
+    let memory = KnowledgeStore::open(StoreConfig::new(dir.path()).database(url.clone())).expect("open");
+    memory.create_space(NewSpace { name: "Partial".into(), ..Default::default() }).unwrap();
+    corpus(&memory, "default");
+    corpus(&memory, "partial");
+    memory.wait_for_indexes(std::time::Duration::from_secs(30));
+
+    let database = KnowledgeStore::open(
+        StoreConfig::new(dir.path().join("light")).database(url.clone()).index_mode(IndexMode::Database),
+    )
+    .expect("open in the database index mode");
+    assert_same(&memory, &database, "default");
+    drop(database);
+
+    // A space "larger" than hnsw_min_points: read in part. In-memory, a space this small scans its vectors
+    // exactly; pgvector's candidates (100 of about 20 vectors) are every vector, so the two still agree.
+    let mut config = StoreConfig::new(dir.path().join("light2")).database(url).index_mode(IndexMode::Database);
+    config.vector.hnsw_min_points = 4;
+    let partial = KnowledgeStore::open(config).expect("open");
+    assert_same(&memory, &partial, "partial");
+}
