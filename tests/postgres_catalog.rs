@@ -81,13 +81,29 @@ fn check(store: &KnowledgeStore, space: &str) {
             groups.entry(p.group.to_string()).or_default().push((p.ordinal, e.docno));
         }
     }
+    for seq in groups.values_mut() {
+        seq.sort_unstable();
+    }
     let docnos: Vec<u64> = got.iter().map(|e| e.docno).collect();
+    let len_of: BTreeMap<u64, u64> = got.iter().map(|e| (e.docno, e.len)).collect();
     for window in [1usize, 2] {
+        // The counts, and what the neighbours add to the expanded collection: each member's length once per
+        // neighbour within the window.
+        let stats = rtx.catalog_stats(space, window).expect("catalog stats");
+        assert_eq!(stats.entries as usize, want.len());
+        assert_eq!(stats.live as usize, want.values().filter(|m| m.state != MemoryState::Forgotten).count());
+        assert_eq!(stats.sequenced as usize, groups.values().map(Vec::len).sum::<usize>());
+        let mut added = 0;
+        for seq in groups.values() {
+            for i in 0..seq.len() {
+                added += len_of[&seq[i].1] * (i.min(window) + (seq.len() - 1 - i).min(window)) as u64;
+            }
+        }
+        assert_eq!(stats.neighbour_len, added, "the neighbours' length at window {window}");
         let nb = rtx.sequence_neighbours(space, &docnos, window).expect("neighbours");
         for (d, found) in docnos.iter().zip(&nb) {
             let mut want = Vec::new();
-            for seq in groups.values_mut() {
-                seq.sort_unstable();
+            for seq in groups.values() {
                 if let Some(i) = seq.iter().position(|x| x.1 == *d) {
                     want.extend((1..=window).filter_map(|k| i.checked_sub(k).map(|j| (seq[j].1, k as u32))));
                     want.extend((1..=window).filter_map(|k| seq.get(i + k).map(|x| (x.1, k as u32))));

@@ -109,7 +109,7 @@ columns! {
     (&'static str, &'static str, u64) => ["text", "text", "bigint"],
     (&'static str, &'static str, &'static str) => ["text", "text", "text"],
     (u64, &'static str, &'static str) => ["bigint", "text", "text"],
-    (&'static str, u64, u64, &'static [u8]) => ["text", "bigint", "bigint", "bytea"],
+    (u64, &'static str, u64, u64, &'static [u8]) => ["bigint", "text", "bigint", "bigint", "bytea"],
 }
 
 impl<K, V> Clone for Kind<K, V> {

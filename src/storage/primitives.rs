@@ -63,6 +63,20 @@ pub struct CatalogEntry {
 }
 
 impl CatalogEntry {
+    /// The row's flags: [`super::tables::CATALOG_FORGOTTEN`], [`super::tables::CATALOG_PLAIN`].
+    pub fn flags(&self) -> u64 {
+        let m = &self.meta;
+        let mut flags = 0;
+        if m.state == crate::model::MemoryState::Forgotten {
+            flags |= super::tables::CATALOG_FORGOTTEN;
+        }
+        if m.state == crate::model::MemoryState::Active && m.is_latest && m.importance >= 0.0 && m.expires_at.is_none()
+        {
+            flags |= super::tables::CATALOG_PLAIN;
+        }
+        flags
+    }
+
     /// The sequence group and ordinal the row stores: the memory's position while it takes part in its sequence
     /// (it has one, is the latest version and is not forgotten, as [`crate::index::catalog::SpaceCatalog`]
     /// counts neighbours), else `("", 0)`.
@@ -85,6 +99,8 @@ impl CatalogEntry {
 pub struct CatalogStats {
     /// Catalog entries: the memories of the space, in any state.
     pub entries: u64,
+    /// Of them, the memories not forgotten.
+    pub live: u64,
     /// Of them, the memories taking part in a sequence.
     pub sequenced: u64,
     /// The sum over those of `len × neighbours` for the window asked: what a context-expanded collection adds
@@ -123,7 +139,7 @@ impl ReadTx {
             .zip(got)
             .map(|(d, row)| {
                 row.map(|v| {
-                    let (_, _, len, record) = v.value();
+                    let (_, _, _, len, record) = v.value();
                     CatalogEntry::from_row(*d, len, record)
                 })
                 .transpose()
@@ -139,7 +155,7 @@ impl ReadTx {
         let mut out = Vec::new();
         for row in self.table(CATALOG)?.range((space, 0u64)..=(space, u64::MAX))? {
             let (k, v) = row?;
-            let (_, _, len, record) = v.value();
+            let (_, _, _, len, record) = v.value();
             out.push(CatalogEntry::from_row(k.value().1, len, record)?);
         }
         Ok(out)

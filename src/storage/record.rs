@@ -146,23 +146,25 @@ impl<A: Part, B: Part, C: Part> Record for (A, B, C) {
     }
 }
 
-impl<A: Part, B: Part, C: Part, D: Part> Record for (A, B, C, D) {
-    const PARTS: usize = 4;
+impl<A: Part, B: Part, C: Part, D: Part, E: Part> Record for (A, B, C, D, E) {
+    const PARTS: usize = 5;
     fn to_sql(v: &Self::SelfType<'_>, out: &mut Vec<SqlValue>) {
         out.push(A::to_sql(&v.0));
         out.push(B::to_sql(&v.1));
         out.push(C::to_sql(&v.2));
         out.push(D::to_sql(&v.3));
+        out.push(E::to_sql(&v.4));
     }
     fn encode(vals: &[SqlValue]) -> Result<Vec<u8>> {
-        let [a, b, c, d] = vals else { return Err(mismatch()) };
+        let [a, b, c, d, e] = vals else { return Err(mismatch()) };
         let v = (
             A::from_sql(a).ok_or_else(mismatch)?,
             B::from_sql(b).ok_or_else(mismatch)?,
             C::from_sql(c).ok_or_else(mismatch)?,
             D::from_sql(d).ok_or_else(mismatch)?,
+            E::from_sql(e).ok_or_else(mismatch)?,
         );
-        Ok(bytes::<(A, B, C, D)>(&v))
+        Ok(bytes::<(A, B, C, D, E)>(&v))
     }
 }
 
@@ -187,10 +189,10 @@ mod tests {
         assert_eq!(decode::<f64>(&v), 0.25);
         assert!(<(u64, u64) as Record>::encode(&[SqlValue::Text("x".into()), SqlValue::U64(1)]).is_err());
         assert!(<(u64, u64) as Record>::encode(&[SqlValue::U64(1)]).is_err());
-        let row: (&str, u64, u64, &[u8]) = ("thread:t1", 7, 12, b"meta");
+        let row: (u64, &str, u64, u64, &[u8]) = (3, "thread:t1", 7, 12, b"meta");
         let mut cols = Vec::new();
-        <(&str, u64, u64, &[u8]) as Record>::to_sql(&row, &mut cols);
-        let enc = <(&str, u64, u64, &[u8]) as Record>::encode(&cols).unwrap();
-        assert_eq!(decode::<(&str, u64, u64, &[u8])>(&enc), row);
+        <(u64, &str, u64, u64, &[u8]) as Record>::to_sql(&row, &mut cols);
+        let enc = <(u64, &str, u64, u64, &[u8]) as Record>::encode(&cols).unwrap();
+        assert_eq!(decode::<(u64, &str, u64, u64, &[u8])>(&enc), row);
     }
 }

@@ -347,8 +347,7 @@ impl KnowledgeStore {
             // The database index mode reads the hits' neighbours for it.
             let read = match &queried {
                 Some(_) => {
-                    let docnos: Vec<u64> =
-                        hits.iter().filter_map(|h| si.catalog.docno_of(&h.view.memory.id)).collect();
+                    let docnos: Vec<u64> = hits.iter().filter_map(|h| si.catalog.docno_of(&h.view.memory.id)).collect();
                     Some(self.context_catalog(rtx, &q.space_id, &docnos, w)?)
                 }
                 None => None,
@@ -636,10 +635,8 @@ fn lexical_candidates<'a>(
 ) -> (Scored, LexScorer<'a>) {
     let (bm25p, cx) = (lex.bm25, lex.cx);
     let best_first = |a: &(u64, f32), b: &(u64, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-    let expanded_on = q.options.context_bm25.unwrap_or(true)
-        && cx.is_on()
-        && si.has_sequences()
-        && mode != SearchMode::Vector;
+    let expanded_on =
+        q.options.context_bm25.unwrap_or(true) && cx.is_on() && si.has_sequences() && mode != SearchMode::Vector;
     let beta = cx.blend.clamp(0.0, 1.0);
     if !expanded_on {
         let lists = si.lexicon.scored(terms);

@@ -142,8 +142,7 @@ impl KnowledgeStore {
             .map_err(|e| Error::new(ErrorKind::Corrupt, format!("the search catalog of space '{space}': {e}")))?;
         if n.context_window > 0 && stats.sequenced > 0 {
             let total = tp.total_len + stats.neighbour_len;
-            si.expanded =
-                Some(ExpandedIndex::build_for_terms(&si.catalog, &si.lexicon, n.context_window, lens, total));
+            si.expanded = Some(ExpandedIndex::build_for_terms(&si.catalog, &si.lexicon, n.context_window, lens, total));
         }
         Ok(QueryIndex { si, ranks, entries: usize::try_from(stats.entries).unwrap_or(usize::MAX), whole })
     }

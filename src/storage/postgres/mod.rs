@@ -29,8 +29,8 @@ pub const SCHEMA_VERSION: i32 = 2;
 
 /// The catalog's index by sequence position, for a memory's neighbours in its thread or source: `(space, group,
 /// ordinal, docno)` of the memories that take part in a sequence.
-const CATALOG_SEQUENCE_INDEX: &str = "CREATE INDEX IF NOT EXISTS catalog_sequence ON catalog (k0, v0, v1, k1) \
-                                      WHERE v0 <> ''";
+const CATALOG_SEQUENCE_INDEX: &str = "CREATE INDEX IF NOT EXISTS catalog_sequence ON catalog (k0, v1, v2, k1) \
+                                      WHERE v1 <> ''";
 
 /// A database error as Engram's: a lost or unreachable server is [`ErrorKind::Unreachable`] (503, retryable);
 /// text the database cannot hold (U+0000 in a key such as a message's `external_id`) is

@@ -823,11 +823,14 @@ impl PgTx {
     /// Database errors.
     pub fn catalog_stats(&self, space: &str, window: usize) -> Result<crate::storage::CatalogStats> {
         let w = i64::try_from(window).unwrap_or(i64::MAX);
-        let sql = "SELECT (SELECT count(*) FROM catalog WHERE k0 = $1)::bigint, count(*)::bigint,
-                    coalesce(sum(v2 * (least($2, rn - 1) + least($2, cnt - rn))), 0)::bigint
-             FROM (SELECT v2, row_number() OVER (PARTITION BY v0 ORDER BY v1, k1) AS rn,
-                          count(*) OVER (PARTITION BY v0) AS cnt
-                   FROM catalog WHERE k0 = $1 AND v0 <> '') s";
+        let sql = "SELECT e.entries, e.live, s.sequenced, s.neighbour_len
+             FROM (SELECT count(*)::bigint AS entries, count(*) FILTER (WHERE v0 & 1 = 0)::bigint AS live
+                   FROM catalog WHERE k0 = $1) e,
+                  (SELECT count(*)::bigint AS sequenced,
+                          coalesce(sum(v3 * (least($2, rn - 1) + least($2, cnt - rn))), 0)::bigint AS neighbour_len
+                   FROM (SELECT v3, row_number() OVER (PARTITION BY v1 ORDER BY v2, k1) AS rn,
+                                count(*) OVER (PARTITION BY v1) AS cnt
+                         FROM catalog WHERE k0 = $1 AND v1 <> '') m) s";
         let rows = self.0.lock().conn()?.query_typed(sql, &[&space, &w])?;
         let get = |i: usize| -> Result<u64> {
             let v: i64 = rows
@@ -838,7 +841,7 @@ impl PgTx {
                 .unwrap_or(0);
             Ok(v.max(0) as u64)
         };
-        Ok(crate::storage::CatalogStats { entries: get(0)?, sequenced: get(1)?, neighbour_len: get(2)? })
+        Ok(crate::storage::CatalogStats { entries: get(0)?, live: get(1)?, sequenced: get(2)?, neighbour_len: get(3)? })
     }
 
     /// The sequence neighbours of `docnos` in `space` (see [`crate::storage::ReadTx::sequence_neighbours`]) in
@@ -851,16 +854,16 @@ impl PgTx {
         let ids: Vec<i64> = docnos.iter().map(|d| *d as i64).collect();
         let w = i64::try_from(window).unwrap_or(i64::MAX);
         let sql = "SELECT d.i, n.side, n.k1 FROM unnest($2::bigint[]) WITH ORDINALITY AS d(docno, i)
-             JOIN catalog c ON c.k0 = $1 AND c.k1 = d.docno AND c.v0 <> ''
+             JOIN catalog c ON c.k0 = $1 AND c.k1 = d.docno AND c.v1 <> ''
              CROSS JOIN LATERAL (
-               (SELECT 0 AS side, p.v1, p.k1 FROM catalog p
-                WHERE p.k0 = $1 AND p.v0 = c.v0 AND (p.v1, p.k1) < (c.v1, c.k1) AND p.v0 <> ''
-                ORDER BY p.v1 DESC, p.k1 DESC LIMIT $3)
+               (SELECT 0 AS side, p.v2, p.k1 FROM catalog p
+                WHERE p.k0 = $1 AND p.v1 = c.v1 AND (p.v2, p.k1) < (c.v2, c.k1) AND p.v1 <> ''
+                ORDER BY p.v2 DESC, p.k1 DESC LIMIT $3)
                UNION ALL
-               (SELECT 1 AS side, p.v1, p.k1 FROM catalog p
-                WHERE p.k0 = $1 AND p.v0 = c.v0 AND (p.v1, p.k1) > (c.v1, c.k1) AND p.v0 <> ''
-                ORDER BY p.v1, p.k1 LIMIT $3)) n
-             ORDER BY d.i, n.side, CASE WHEN n.side = 0 THEN -n.v1 ELSE n.v1 END,
+               (SELECT 1 AS side, p.v2, p.k1 FROM catalog p
+                WHERE p.k0 = $1 AND p.v1 = c.v1 AND (p.v2, p.k1) > (c.v2, c.k1) AND p.v1 <> ''
+                ORDER BY p.v2, p.k1 LIMIT $3)) n
+             ORDER BY d.i, n.side, CASE WHEN n.side = 0 THEN -n.v2 ELSE n.v2 END,
                       CASE WHEN n.side = 0 THEN -n.k1 ELSE n.k1 END";
         let rows = self.0.lock().conn()?.query_typed(sql, &[&space, &ids, &w])?;
         let mut out = vec![Vec::new(); docnos.len()];

@@ -26,7 +26,7 @@ pub(crate) const FILLED_KEY: &str = "catalog_filled";
 fn put(txn: &WriteTx, space: &str, e: &CatalogEntry) -> Result<()> {
     let bytes = e.meta.to_bytes()?;
     let (group, ordinal) = e.sequence();
-    txn.open(CATALOG)?.put((space, e.docno), (group, ordinal, e.len, bytes.as_slice()))
+    txn.open(CATALOG)?.put((space, e.docno), (e.flags(), group, ordinal, e.len, bytes.as_slice()))
 }
 
 /// Applies a commit's index operations to the catalog in its own transaction `txn`, in order: a put replaces the
@@ -56,7 +56,7 @@ pub(crate) fn keep(txn: &WriteTx, ops: &[IndexOp]) -> Result<()> {
         let t = txn.open(CATALOG)?;
         for (key, row) in keys.iter().zip(t.get_many(&keys)?) {
             if let Some(v) = row {
-                lens.entry(*key).or_insert(v.value().2);
+                lens.entry(*key).or_insert(v.value().3);
             }
         }
     }
