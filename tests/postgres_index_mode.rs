@@ -10,8 +10,8 @@ mod backend;
 use engram::index::context::{ContextParams, Expansion};
 use engram::store::{NewSpace, Transition};
 use engram::{
-    IndexMode, KnowledgeStore, MemoryFilter, Metadata, NewMemory, NewMessage, NewThread, SearchMode, SearchOptions,
-    SearchQuery, StoreConfig,
+    IndexMode, KnowledgeStore, ListOrder, ListQuery, MemoryFilter, Metadata, NewMemory, NewMessage, NewThread,
+    SearchMode, SearchOptions, SearchQuery, StoreConfig,
 };
 
 fn thread(store: &KnowledgeStore, space: &str, id: &str, lines: &[&str]) -> Vec<String> {
@@ -173,6 +173,33 @@ fn assert_same(memory: &KnowledgeStore, database: &KnowledgeStore, space: &str) 
     assert!(hits > 100, "the queries find memories: {hits} hits");
 }
 
+/// Listings (every order, a filter, history), space usage, health counts and label health agree.
+fn assert_same_listings(memory: &KnowledgeStore, database: &KnowledgeStore, space: &str) {
+    for order in [ListOrder::Recent, ListOrder::Importance, ListOrder::PageRank] {
+        for filter in [
+            MemoryFilter::default(),
+            MemoryFilter { include_history: true, ..Default::default() },
+            MemoryFilter { label_ids: vec!["label_people".into()], ..Default::default() },
+        ] {
+            let q = ListQuery { space_id: space.into(), filter, limit: 7, offset: 2 };
+            let ids = |s: &KnowledgeStore| {
+                let page = s.list_memories_ordered(&q, order).expect("list");
+                (page.total, page.items.into_iter().map(|v| v.memory.id).collect::<Vec<_>>())
+            };
+            assert_eq!(ids(memory), ids(database), "listing {order:?} {:?}", q.filter);
+        }
+    }
+    let usage =
+        |s: &KnowledgeStore| s.list_spaces().unwrap().into_iter().map(|x| (x.id, x.usage.memories)).collect::<Vec<_>>();
+    assert_eq!(usage(memory), usage(database));
+    assert_eq!(memory.health().unwrap().memories, database.health().unwrap().memories);
+    let lh = |s: &KnowledgeStore| {
+        let h = s.label_health(Some(space)).unwrap();
+        (h.vocabulary_size, h.unused_labels, h.singleton_labels)
+    };
+    assert_eq!(lh(memory), lh(database));
+}
+
 #[test]
 fn the_database_index_mode_ranks_as_the_in_memory_indexes() {
     if backend::pg_server().is_none() {
@@ -191,6 +218,21 @@ fn the_database_index_mode_ranks_as_the_in_memory_indexes() {
     )
     .expect("open in the database index mode");
     assert_same(&memory, &database, "default");
+    assert_same_listings(&memory, &database, "default");
+
+    // A write through the database-mode daemon: found by both, and it holds no per-memory index after it.
+    database
+        .create_memory(NewMemory { content: "The greenhouse door sticks in wet weather.".into(), ..Default::default() })
+        .expect("write through the database index mode");
+    let waited = std::time::Instant::now();
+    while memory.health().unwrap().memories < database.health().unwrap().memories && waited.elapsed().as_secs() < 10 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_same(&memory, &database, "default");
+    assert_same_listings(&memory, &database, "default");
+    let stats = database.lexical_index_stats();
+    assert_eq!((stats.documents, stats.postings), (0, 0), "no in-memory lexicon in the database index mode");
+    assert!(database.vector_index_stats().iter().all(|v| v.vectors == 0), "no in-memory vectors");
     drop(database);
 
     // A space "larger" than hnsw_min_points: read in part. In-memory, a space this small scans its vectors
@@ -199,4 +241,13 @@ fn the_database_index_mode_ranks_as_the_in_memory_indexes() {
     config.vector.hnsw_min_points = 4;
     let partial = KnowledgeStore::open(config).expect("open");
     assert_same(&memory, &partial, "partial");
+}
+
+#[test]
+fn the_database_index_mode_without_a_database_is_refused_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = KnowledgeStore::open(StoreConfig::new(dir.path()).index_mode(IndexMode::Database)).unwrap_err();
+    assert_eq!(err.kind(), engram::ErrorKind::InvalidInput);
+    assert!(err.to_string().contains("needs a PostgreSQL database"), "{err}");
+    assert!(!dir.path().join("engram.redb").exists(), "nothing created");
 }

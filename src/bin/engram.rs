@@ -22,6 +22,24 @@ struct Cli {
     command: Command,
 }
 
+/// `--index-mode`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum IndexModeArg {
+    /// In-memory indexes.
+    Memory,
+    /// Each search reads its part of the indexes from the database (PostgreSQL).
+    Database,
+}
+
+impl From<IndexModeArg> for engram::IndexMode {
+    fn from(m: IndexModeArg) -> Self {
+        match m {
+            IndexModeArg::Memory => engram::IndexMode::Memory,
+            IndexModeArg::Database => engram::IndexMode::Database,
+        }
+    }
+}
+
 /// Where the store's records live: the redb file in the data directory, or a PostgreSQL database.
 #[derive(clap::Args, Clone, Debug, Default)]
 struct DatabaseArgs {
@@ -122,6 +140,11 @@ enum Command {
         /// sweep forgets it.
         #[arg(long, env = "ENGRAM_EXPIRY_GRACE_DAYS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(0..=36500))]
         expiry_grace_days: u64,
+        /// Where searches read their indexes: `memory` (loaded at start, kept current from the change feed) or
+        /// `database` (PostgreSQL only: each search reads its part from the database; the daemon keeps no
+        /// per-memory index, so it starts at once and holds little memory; docs/deploy.md, "Index modes").
+        #[arg(long, env = "ENGRAM_INDEX_MODE", value_enum, default_value_t = IndexModeArg::Memory)]
+        index_mode: IndexModeArg,
         #[command(flatten)]
         database: DatabaseArgs,
         #[command(flatten)]
@@ -379,6 +402,7 @@ fn run(cli: Cli) -> engram::Result<()> {
             lockout_failures,
             no_console,
             expiry_grace_days,
+            index_mode,
             database,
             embedder,
         } => {
@@ -396,6 +420,7 @@ fn run(cli: Cli) -> engram::Result<()> {
                 console: !no_console,
                 database_url: database.database_url,
                 expiry_grace_days,
+                index_mode: index_mode.into(),
             };
             serve(serve_args, embedder.select()?)
         }
@@ -889,6 +914,7 @@ struct ServeArgs {
     console: bool,
     database_url: Option<String>,
     expiry_grace_days: u64,
+    index_mode: engram::IndexMode,
 }
 
 #[cfg(feature = "server")]
@@ -908,6 +934,7 @@ fn serve(args: ServeArgs, embedder: engram::embed::SelectedEmbedder) -> engram::
         console,
         database_url,
         expiry_grace_days,
+        index_mode,
     } = args;
     let addr = addr
         .parse()
@@ -927,6 +954,7 @@ fn serve(args: ServeArgs, embedder: engram::embed::SelectedEmbedder) -> engram::
     store_config.url_policy.total_timeout = std::time::Duration::from_secs(url_timeout);
     store_config.url_policy.connect_timeout = std::time::Duration::from_secs(url_timeout.min(10));
     store_config.database_url = database_url;
+    store_config.index_mode = index_mode;
     store_config.expiry_grace = std::time::Duration::from_secs(expiry_grace_days * 86_400);
     let store = std::sync::Arc::new(KnowledgeStore::open(store_config)?);
     println!("data directory: {}", data_dir.display());

@@ -261,6 +261,10 @@ pub(crate) struct Ctx {
     pub feed: Arc<super::feed::Feed>,
     /// Bulk loads running in this process ([`KnowledgeStore::bulk_load`]): the worker waits for them to end.
     pub bulk_loads: Arc<std::sync::atomic::AtomicUsize>,
+    /// False in the database index mode: the recompute reads every memory's entity edges into memory, which a
+    /// daemon that keeps no per-memory index leaves to the daemons that do (the worker does not run it; an
+    /// explicit [`KnowledgeStore::recompute_graph`] does, and keeps no PageRank table in memory after it).
+    pub recompute: bool,
 }
 
 /// Starts the background recomputation: woken after writes, it runs once writes pause.
@@ -271,6 +275,9 @@ pub(crate) fn start_worker(ctx: Ctx) -> super::worker::Worker {
             c.wait(Duration::from_secs(5));
             if c.stopped() {
                 break;
+            }
+            if !ctx.recompute {
+                continue;
             }
             let demanded = ctx.graph.read().demanded.swap(false, std::sync::atomic::Ordering::AcqRel);
             if let Some(until) = rest_until.filter(|u| !demanded && Instant::now() < *u) {
@@ -738,7 +745,9 @@ pub(crate) fn recompute(ctx: &Ctx, stopped: &dyn Fn() -> bool) -> Result<GraphRe
         memory_rank.entry(s.clone()).or_default().insert(m, (rank[e_count + mi] / top_memory) as f32);
     }
     let mut g = ctx.graph.write();
-    g.memory_rank = memory_rank;
+    if ctx.recompute {
+        g.memory_rank = memory_rank;
+    }
     g.last = Some(report.clone());
     tracing::info!(
         entities = report.entities,
@@ -756,8 +765,8 @@ pub(crate) fn recompute(ctx: &Ctx, stopped: &dyn Fn() -> bool) -> Result<GraphRe
 ///
 /// # Errors
 /// Storage errors.
-pub(crate) fn load_graph_state(db: &crate::storage::Db) -> Result<GraphState> {
-    let memory_rank = load_ranks(db)?;
+pub(crate) fn load_graph_state(db: &crate::storage::Db, ranks: bool) -> Result<GraphState> {
+    let memory_rank = if ranks { load_ranks(db)? } else { HashMap::new() };
     let rtx = db.read()?;
     let last = meta::meta(&rtx)?.json("graph_report")?;
     Ok(GraphState { memory_rank, last, ..Default::default() })
@@ -814,6 +823,7 @@ impl KnowledgeStore {
             embedder: self.config.embedder.clone(),
             feed: self.feed.clone(),
             bulk_loads: self.bulk_loads.clone(),
+            recompute: self.config.index_mode == crate::IndexMode::Memory,
         }
     }
 
@@ -833,6 +843,12 @@ impl KnowledgeStore {
 
     /// PageRank of a memory scaled so the top memory of the graph is 1 (0 until the graph was computed or when it mentions no entity).
     pub fn memory_pagerank(&self, space: &str, id: &str) -> f64 {
+        if self.config.index_mode == crate::IndexMode::Database {
+            // No table in memory: the stored row (0 when it cannot be read, as for a memory without one).
+            let read =
+                self.db.read().and_then(|rtx| Ok(graph::memory_pagerank(&rtx)?.get((space, id))?.map(|v| v.value())));
+            return read.ok().flatten().unwrap_or(0.0);
+        }
         self.graph.read().memory_rank.get(space).and_then(|m| m.get(id)).map_or(0.0, f64::from)
     }
 

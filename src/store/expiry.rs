@@ -35,19 +35,16 @@ impl KnowledgeStore {
         let Some(_claim) = self.db.claim("expiry")? else { return Ok(0) };
         let grace = i64::try_from(self.config.expiry_grace.as_millis()).unwrap_or(i64::MAX);
         let before = Timestamp(Timestamp::now().0.saturating_sub(grace));
-        let due: Vec<(String, String, Timestamp)> = {
-            let state = self.index.read();
-            state
-                .spaces
-                .iter()
-                .flat_map(|(space, si)| {
-                    si.catalog.expired(before).filter_map(move |(at, docno)| {
-                        let m = si.catalog.get(docno)?;
-                        (m.state != MemoryState::Forgotten).then(|| (space.clone(), m.id.clone(), at))
-                    })
-                })
-                .collect()
-        };
+        let mut due: Vec<(String, String, Timestamp)> = Vec::new();
+        for space in self.catalog_spaces()? {
+            self.with_catalog(&space, |catalog| {
+                let Some(c) = catalog else { return };
+                due.extend(c.expired(before).filter_map(|(at, docno)| {
+                    let m = c.get(docno)?;
+                    (m.state != MemoryState::Forgotten).then(|| (space.clone(), m.id.clone(), at))
+                }));
+            })?;
+        }
         let mut n = 0;
         for (space, id, at) in due {
             let why = format!("expired at {}; forgotten after the grace period", at.to_rfc3339());
@@ -68,17 +65,16 @@ impl KnowledgeStore {
     /// Expired memories not yet forgotten, and what the sweep did since open.
     pub fn expiry_status(&self) -> ExpiryStatus {
         let now = Timestamp::now();
-        let state = self.index.read();
-        let expired = state
-            .spaces
-            .values()
-            .map(|si| {
-                si.catalog
-                    .expired(now)
-                    .filter(|(_, d)| si.catalog.get(*d).is_some_and(|m| m.state != MemoryState::Forgotten))
-                    .count() as u64
-            })
-            .sum();
+        let count = |c: &crate::index::catalog::SpaceCatalog| {
+            c.expired(now).filter(|(_, d)| c.get(*d).is_some_and(|m| m.state != MemoryState::Forgotten)).count() as u64
+        };
+        let expired = if self.config.index_mode == crate::IndexMode::Database {
+            // The database index mode reads every space's catalog for it (O(memories)).
+            let spaces = self.catalog_spaces().unwrap_or_default();
+            spaces.iter().map(|s| self.with_catalog(s, |c| c.map_or(0, count)).unwrap_or(0)).sum()
+        } else {
+            self.index.read().spaces.values().map(|si| count(&si.catalog)).sum()
+        };
         ExpiryStatus {
             expired,
             forgotten_by_sweep: self.expired_forgotten.load(Ordering::Acquire),

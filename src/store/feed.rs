@@ -69,6 +69,9 @@ pub(crate) struct Feed {
     pub wake_hnsw: Arc<dyn Fn() + Send + Sync>,
     /// This process's mark on its entries (its own PageRank and chunk changes are applied before publishing).
     origin: u64,
+    /// False in the database index mode ([`crate::IndexMode::Database`]): the process keeps no per-memory index,
+    /// so the feed only moves its position (and reloads the graph report, not the memories' PageRank).
+    keeps_indexes: bool,
     /// The last feed `seq` applied. Held while applying, so entries are applied once and in order.
     pub(super) position: Mutex<u64>,
 }
@@ -85,6 +88,7 @@ impl Feed {
         vector: crate::index::vector::VectorParams,
         context_window: usize,
         wake_hnsw: Arc<dyn Fn() + Send + Sync>,
+        keeps_indexes: bool,
     ) -> Feed {
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
         let origin = (nanos as u64) ^ (u64::from(std::process::id()) << 32) ^ (&nanos as *const u128 as u64);
@@ -99,6 +103,7 @@ impl Feed {
             context_window,
             wake_hnsw,
             origin,
+            keeps_indexes,
             position: Mutex::new(0),
         }
     }
@@ -225,7 +230,7 @@ impl Feed {
                 (self.wake_hnsw)();
             }
             if ranks {
-                *self.graph.write() = super::communities::load_graph_state(&self.db)?;
+                *self.graph.write() = super::communities::load_graph_state(&self.db, self.keeps_indexes)?;
             }
             if n < BATCH {
                 return Ok(());
@@ -235,12 +240,18 @@ impl Feed {
 
     /// Applies index operations to this process's indexes (a new space gets this store's empty index).
     fn apply_ops(&self, ops: Vec<IndexOp>) {
+        if !self.keeps_indexes {
+            return;
+        }
         let (dim, vector, window) = (self.dim, self.vector, self.context_window);
         apply_ops(&self.index, ops, &|| SpaceIndex::empty(dim, vector, window));
     }
 
     /// New vectors of memories still in the catalog and without one (a later delete wins).
     fn apply_vectors(&self, batch: Vec<(String, u64, Vec<f32>)>) {
+        if !self.keeps_indexes {
+            return;
+        }
         let mut by_space: HashMap<String, Vec<(u64, Vec<f32>)>> = HashMap::new();
         for (space, docno, v) in batch {
             by_space.entry(space).or_default().push((docno, v));
@@ -256,6 +267,11 @@ impl Feed {
 
     /// Rebuilds the indexes, the PageRank table and the chunk indexes from the tables.
     fn reload(&self, position: &mut u64) -> Result<()> {
+        if !self.keeps_indexes {
+            *position = self.db.read()?.change_head()?;
+            *self.graph.write() = super::communities::load_graph_state(&self.db, false)?;
+            return Ok(());
+        }
         let started = Instant::now();
         let ((state, head), graph) = super::open::with_graph_state(&self.db, |extra| {
             super::open::load_index_state(

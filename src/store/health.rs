@@ -117,7 +117,15 @@ impl KnowledgeStore {
         let labels = label::labels(&rtx)?.len()? as usize;
         // The index lock is released before `expiry_status` takes it again: a second read behind a waiting
         // writer (the own-text decode, an index update) would wait for that writer, which waits for this read.
-        let (memories, spaces, reindex_pending) = {
+        let (memories, spaces, reindex_pending) = if self.config.index_mode == crate::IndexMode::Database {
+            // No per-memory index: the catalog's counts (re-embedding is the in-memory daemons' work).
+            let ids = self.catalog_spaces()?;
+            let mut memories = 0usize;
+            for s in &ids {
+                memories += usize::try_from(rtx.catalog_stats(s, 1)?.entries).unwrap_or(usize::MAX);
+            }
+            (memories, ids.len(), 0)
+        } else {
             let state = self.index.read();
             let memories = state.spaces.values().map(|s| s.catalog.len()).sum();
             let reindex_pending = if self.config.embedder.external() {

@@ -793,16 +793,11 @@ impl KnowledgeStore {
     /// As [`Self::list_memories`].
     pub fn list_memories_ordered(&self, q: &ListQuery, order: ListOrder) -> Result<Page<MemoryView>> {
         self.require_space(&q.space_id)?;
-        let page: Vec<(u64, String)>;
-        let total;
-        {
-            let state = self.index.read();
-            let Some(si) = state.spaces.get(&q.space_id) else {
-                return Ok(Page { items: vec![], total: 0, limit: q.limit, offset: q.offset });
-            };
+        let listed = self.with_catalog(&q.space_id, |catalog| {
+            let catalog = catalog?;
             let mut hits: Vec<(&crate::index::catalog::DocMeta, u64)> =
-                si.catalog.iter().filter(|(_, m)| q.filter.accepts(m)).map(|(d, m)| (m, d)).collect();
-            total = hits.len();
+                catalog.iter().filter(|(_, m)| q.filter.accepts(m)).map(|(d, m)| (m, d)).collect();
+            let total = hits.len();
             let newest = |a: &DocMeta, b: &DocMeta| b.created_at.cmp(&a.created_at).then_with(|| a.id.cmp(&b.id));
             match order {
                 ListOrder::Recent => hits.sort_by(|a, b| newest(a.0, b.0)),
@@ -810,17 +805,26 @@ impl KnowledgeStore {
                     hits.sort_by(|a, b| b.0.importance.total_cmp(&a.0.importance).then_with(|| newest(a.0, b.0)))
                 }
                 ListOrder::PageRank => {
-                    // One read of the rank map for the whole listing (not one lock per memory).
-                    let graph = self.graph.read();
-                    let ranks = graph.memory_rank.get(&q.space_id);
-                    let rank = |d: &DocMeta| ranks.and_then(|m| m.get(&d.id)).map_or(0.0, f64::from);
-                    let mut ranked: Vec<_> = hits.into_iter().map(|h| (rank(h.0), h)).collect();
-                    ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| newest(a.1.0, b.1.0)));
-                    hits = ranked.into_iter().map(|(_, h)| h).collect();
+                    // One read of the rank table for the whole listing (not one lock per memory).
+                    let ranked = self.with_space_ranks(&q.space_id, |ranks| {
+                        let rank = |d: &DocMeta| ranks.and_then(|m| m.get(&d.id)).map_or(0.0, f64::from);
+                        let mut ranked: Vec<_> = hits.drain(..).map(|h| (rank(h.0), h)).collect();
+                        ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| newest(a.1.0, b.1.0)));
+                        ranked.into_iter().map(|(_, h)| h).collect::<Vec<_>>()
+                    });
+                    match ranked {
+                        Ok(r) => hits = r,
+                        Err(e) => return Some(Err(e)),
+                    }
                 }
             }
-            page = hits.into_iter().skip(q.offset).take(q.limit).map(|(m, d)| (d, m.id.clone())).collect();
-        }
+            let page: Vec<(u64, String)> =
+                hits.into_iter().skip(q.offset).take(q.limit).map(|(m, d)| (d, m.id.clone())).collect();
+            Some(Ok((page, total)))
+        })?;
+        let Some((page, total)) = listed.transpose()? else {
+            return Ok(Page { items: vec![], total: 0, limit: q.limit, offset: q.offset });
+        };
         let items = self.load_views(&q.space_id, page.iter().map(|(_, id)| id.as_str()))?;
         Ok(Page { items, total, limit: q.limit, offset: q.offset })
     }

@@ -153,6 +153,12 @@ impl KnowledgeStore {
     pub fn open(config: StoreConfig) -> Result<Self> {
         let started = Instant::now();
         let lap = |step: &str| tracing::debug!(step, ms = started.elapsed().as_secs_f64() * 1000.0, "open");
+        if config.index_mode == crate::IndexMode::Database && config.database_url.is_none() {
+            return Err(crate::Error::new(
+                crate::ErrorKind::InvalidInput,
+                "the database index mode needs a PostgreSQL database (database_url, --database-url)",
+            ));
+        }
         std::fs::create_dir_all(&config.data_dir)?;
         let backup = upgrade::backup_before_open(&config)?;
         let db = Arc::new(open_db(&config)?);
@@ -182,6 +188,7 @@ impl KnowledgeStore {
             config.vector,
             config.context.window,
             Arc::new(move || hnsw.wake()),
+            config.index_mode == crate::IndexMode::Memory,
         ));
         let writes = write::Writes::new(db.clone(), config.durability, feed.clone());
         let graph_worker = communities::start_worker(communities::Ctx {
@@ -191,6 +198,7 @@ impl KnowledgeStore {
             embedder: config.embedder.clone(),
             feed: feed.clone(),
             bulk_loads: bulk_loads.clone(),
+            recompute: config.index_mode == crate::IndexMode::Memory,
         });
         let store = KnowledgeStore {
             bulk_loads,
@@ -226,8 +234,14 @@ impl KnowledgeStore {
         }
         store.check_embedder()?;
         lap("schema");
-        // Set once, here.
-        let _ = store.snapshot_file.set(store.load_indexes()?);
+        if store.config.index_mode == crate::IndexMode::Database {
+            // No per-memory index: searches read theirs from the database, the feed only moves the position.
+            store.feed.loaded_at(store.db.read()?.change_head()?);
+            *store.graph.write() = communities::load_graph_state(&store.db, false)?;
+        } else {
+            // Set once, here.
+            let _ = store.snapshot_file.set(store.load_indexes()?);
+        }
         lap("indexes and graph state");
         if store.db.shared() {
             // From a snapshot, the indexes are at its position: the entries since are applied before the first
@@ -522,8 +536,8 @@ pub(crate) fn with_graph_state<T>(
     load: impl FnOnce(&(dyn Fn() + Sync)) -> Result<T>,
 ) -> Result<(T, communities::GraphState)> {
     let graph = Mutex::new(None);
-    let out = load(&|| *graph.lock() = Some(communities::load_graph_state(db)))?;
-    let graph = graph.into_inner().unwrap_or_else(|| communities::load_graph_state(db))?;
+    let out = load(&|| *graph.lock() = Some(communities::load_graph_state(db, true)))?;
+    let graph = graph.into_inner().unwrap_or_else(|| communities::load_graph_state(db, true))?;
     Ok((out, graph))
 }
 

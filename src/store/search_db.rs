@@ -183,3 +183,62 @@ fn vectors_of(rtx: &ReadTx, space: &str, docnos: &[u64]) -> Result<Vec<(u64, Vec
     let keys: Vec<(&str, u64)> = docnos.iter().map(|d| (space, *d)).collect();
     Ok(docnos.iter().zip(memory::vectors(rtx)?.get_many(&keys)?).filter_map(|(d, v)| Some((*d, v?.0))).collect())
 }
+
+impl KnowledgeStore {
+    /// Runs `f` over the catalog of `space`: the in-memory one, or in the database index mode the one read from the
+    /// database (every entry of the space, O(memories of the space)). None when the store knows no memory of it.
+    ///
+    /// # Errors
+    /// Storage errors in the database index mode; [`ErrorKind::Corrupt`] as [`KnowledgeStore::query_index`].
+    pub(crate) fn with_catalog<T>(&self, space: &str, f: impl FnOnce(Option<&SpaceCatalog>) -> T) -> Result<T> {
+        if self.config.index_mode == crate::IndexMode::Memory {
+            let state = self.index.read();
+            return Ok(f(state.spaces.get(space).map(|si| &si.catalog)));
+        }
+        let rtx = self.db.read()?;
+        let entries: Vec<(u64, crate::index::catalog::DocMeta)> =
+            rtx.catalog_space(space)?.into_iter().map(|e| (e.docno, e.meta)).collect();
+        if entries.is_empty() {
+            return Ok(f(None));
+        }
+        let catalog = SpaceCatalog::from_entries(entries)
+            .map_err(|e| Error::new(ErrorKind::Corrupt, format!("the search catalog of space '{space}': {e}")))?;
+        Ok(f(Some(&catalog)))
+    }
+
+    /// The ids of the spaces whose catalog [`KnowledgeStore::with_catalog`] reads: those with in-memory indexes,
+    /// or in the database index mode every stored space.
+    ///
+    /// # Errors
+    /// Storage errors in the database index mode.
+    pub(crate) fn catalog_spaces(&self) -> Result<Vec<String>> {
+        if self.config.index_mode == crate::IndexMode::Memory {
+            return Ok(self.index.read().spaces.keys().cloned().collect());
+        }
+        Ok(self.list_spaces()?.into_iter().map(|s| s.id).collect())
+    }
+
+    /// The PageRank table of `space`: the in-memory one, or in the database index mode the stored rows.
+    ///
+    /// # Errors
+    /// Storage errors in the database index mode.
+    pub(crate) fn with_space_ranks<T>(&self, space: &str, f: impl FnOnce(Option<&SpaceRanks>) -> T) -> Result<T> {
+        if self.config.index_mode == crate::IndexMode::Memory {
+            let graph = self.graph.read();
+            return Ok(f(graph.memory_rank.get(space)));
+        }
+        let rtx = self.db.read()?;
+        let mut ranks = SpaceRanks::default();
+        let mut any = false;
+        for row in graph::memory_pagerank(&rtx)?.range((space, "")..)? {
+            let (k, v) = row?;
+            let (s, id) = k.value();
+            if s != space {
+                break;
+            }
+            ranks.insert(id, v.value() as f32);
+            any = true;
+        }
+        Ok(f(any.then_some(&ranks)))
+    }
+}

@@ -157,9 +157,8 @@ impl KnowledgeStore {
                 forks += 1;
                 backlog += n - 1;
             }
-            let state = self.index.read();
-            if let Some(si) = state.spaces.get(s) {
-                for (_, m) in si.catalog.iter() {
+            self.with_catalog(s, |catalog| {
+                for (_, m) in catalog.into_iter().flat_map(|c| c.iter()) {
                     if m.state == crate::model::MemoryState::Forgotten {
                         continue;
                     }
@@ -169,7 +168,7 @@ impl KnowledgeStore {
                         edges += m.labels.len() as u64;
                     }
                 }
-            }
+            })?;
         }
         let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
         Ok(LabelHealth {
