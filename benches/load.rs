@@ -16,7 +16,8 @@
 //! the database once they are complete (timed), so that a daemon with an empty data directory starts from
 //! the publication: after the `--daemons` ones (from the tables) one more opens from it. Each further daemon
 //! reports its open, its first search and its complete indexes. `--load-threads N` (default 2) writes the
-//! bulk load's batches of 5,000 from N threads at once.
+//! bulk load's batches of 5,000 from N threads at once. `--index-mode database` opens every daemon in the
+//! database index mode (no per-memory index in memory; `docs/deploy.md`, "Index modes").
 
 mod common;
 use common::{Conn, SplitMix, arg, pct, rss_mib};
@@ -52,6 +53,12 @@ fn main() {
     let dir_path = kept.unwrap_or_else(|| temp.path().to_path_buf());
     let mut config = StoreConfig::new(&dir_path);
     config.database_url = args.iter().position(|a| a == "--database-url").and_then(|i| args.get(i + 1)).cloned();
+    // `--index-mode database`: every daemon searches through the database and keeps no per-memory index.
+    let database_mode = args.iter().position(|a| a == "--index-mode").and_then(|i| args.get(i + 1)).map(String::as_str)
+        == Some("database");
+    if database_mode {
+        config.index_mode = engram::IndexMode::Database;
+    }
     let config_url = config.database_url.clone();
     println!("backend: {}", if config.database_url.is_some() { "postgres" } else { "redb" });
     let t = Instant::now();
@@ -130,7 +137,8 @@ fn main() {
     // And the graph recompute (communities, PageRank) of the loaded store, which otherwise takes a core during
     // the measurement (minutes at 1M); the run's writes do not start another (it waits for writes to pause).
     let t = Instant::now();
-    let done = store.wait_for_graph(index_wait);
+    // The database index mode leaves the recompute to daemons with in-memory indexes: nothing to wait for.
+    let done = !database_mode && store.wait_for_graph(index_wait);
     println!("graph recompute done: {done} after {:.0} s", t.elapsed().as_secs_f64());
     let daemons = arg(&args, "--daemons", 1).max(1);
     let mut stores = vec![store.clone()];
@@ -140,6 +148,9 @@ fn main() {
         let d = tempfile::tempdir().expect("tempdir");
         let mut c = StoreConfig::new(d.path());
         c.database_url = config_url.clone();
+        if database_mode {
+            c.index_mode = engram::IndexMode::Database;
+        }
         assert!(c.database_url.is_some(), "--daemons and --publish need --database-url");
         let t = Instant::now();
         let s = Arc::new(KnowledgeStore::open(c).expect("open another daemon's store"));

@@ -59,6 +59,15 @@ impl Drop for Daemon {
 
 impl Daemon {
     fn start(url: &str, dir: &Path, name: &str, log_level: &str) -> Daemon {
+        Daemon::start_with(url, dir, name, log_level, &[])
+    }
+
+    /// A daemon in the database index mode (no per-memory index in memory).
+    fn start_light(url: &str, dir: &Path, name: &str, log_level: &str) -> Daemon {
+        Daemon::start_with(url, dir, name, log_level, &["--index-mode", "database"])
+    }
+
+    fn start_with(url: &str, dir: &Path, name: &str, log_level: &str, extra: &[&str]) -> Daemon {
         let port = free_port();
         let log = dir.join(format!("{name}.log"));
         let started = Instant::now();
@@ -67,6 +76,7 @@ impl Daemon {
             .arg("--data-dir")
             .arg(dir.join(name))
             .args(["--database-url", url])
+            .args(extra)
             .env("ENGRAM_LOG", log_level)
             .stdout(Stdio::null())
             .stderr(Stdio::from(std::fs::OpenOptions::new().create(true).append(true).open(&log).expect("daemon log")))
@@ -120,11 +130,17 @@ fn search_ids(port: u16, q: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Daemon `c` serves from the database (`--index-mode database`): its searches see every commit at once.
 #[test]
 fn a_write_on_one_daemon_is_read_at_once_and_found_by_search_on_the_others() {
     let dir = tempfile::tempdir().unwrap();
     let Some(url) = shared_store(dir.path()) else { return };
-    let daemons: Vec<Daemon> = ["a", "b", "c"].iter().map(|n| Daemon::start(&url, dir.path(), n, "warn")).collect();
+    // Two daemons with in-memory indexes and one in the database index mode, writing and searching in turn.
+    let daemons: Vec<Daemon> = vec![
+        Daemon::start(&url, dir.path(), "a", "warn"),
+        Daemon::start(&url, dir.path(), "b", "warn"),
+        Daemon::start_light(&url, dir.path(), "c", "warn"),
+    ];
     let mut lags = Vec::new();
     for i in 0..20 {
         let (writer, reader) = (&daemons[i % 3], &daemons[(i + 1) % 3]);
@@ -312,9 +328,10 @@ fn a_daemon_killed_mid_write_100_times_loses_no_acknowledged_write_and_the_other
     let dir = tempfile::tempdir().unwrap();
     let Some(url) = shared_store(dir.path()) else { return };
     let cycles: usize = std::env::var("ENGRAM_DAEMON_KILLS").ok().and_then(|v| v.parse().ok()).unwrap_or(100);
-    let b = Daemon::start(&url, dir.path(), "b", "warn");
+    // B, in the database index mode, serves reads, searches and writes of its own all along; any non-200 is an
+    // error.
+    let b = Daemon::start_light(&url, dir.path(), "b", "warn");
     let b_port = b.port;
-    // B serves reads, searches and writes of its own all along; any non-200 is an error.
     let stop = Arc::new(AtomicBool::new(false));
     let b_errors: Arc<Mutex<Vec<String>>> = Arc::default();
     let b_requests = Arc::new(AtomicUsize::new(0));

@@ -90,6 +90,19 @@ fn corpus(store: &KnowledgeStore, space: &str) {
             })
             .expect("memory");
     }
+    // Expired an hour ago (within the grace period, so not forgotten yet), and one that expires next year.
+    for (text, hours) in
+        [("The parking permit for May has run out.", -1i64), ("The passport is valid until next year.", 9000)]
+    {
+        store
+            .create_memory(NewMemory {
+                content: text.into(),
+                space_id: Some(space.into()),
+                expires_at: Some(engram::model::Timestamp(engram::model::Timestamp::now().0 + hours * 3_600_000)),
+                ..Default::default()
+            })
+            .expect("memory with an expiry");
+    }
     let old = store
         .create_memory(NewMemory {
             content: "Ann's cat is called Mochi.".into(),
@@ -193,6 +206,9 @@ fn assert_same_listings(memory: &KnowledgeStore, database: &KnowledgeStore, spac
         |s: &KnowledgeStore| s.list_spaces().unwrap().into_iter().map(|x| (x.id, x.usage.memories)).collect::<Vec<_>>();
     assert_eq!(usage(memory), usage(database));
     assert_eq!(memory.health().unwrap().memories, database.health().unwrap().memories);
+    let expired = memory.expiry_status().expired;
+    assert!(expired >= 1, "the corpus holds an expired memory");
+    assert_eq!(expired, database.expiry_status().expired, "expired memories");
     let lh = |s: &KnowledgeStore| {
         let h = s.label_health(Some(space)).unwrap();
         (h.vocabulary_size, h.unused_labels, h.singleton_labels)

@@ -317,6 +317,9 @@ struct EvalStoreArgs {
     /// Run on this PostgreSQL database (an empty schema: the evaluation writes its data there).
     #[command(flatten)]
     database: DatabaseArgs,
+    /// Where the searches read their indexes (`database`: PostgreSQL's database index mode).
+    #[arg(long, value_enum, default_value_t = IndexModeArg::Memory)]
+    index_mode: IndexModeArg,
     #[command(flatten)]
     embedder: EmbedderArgs,
 }
@@ -618,6 +621,7 @@ impl EvalStoreArgs {
         };
         let mut config = StoreConfig::new(&dir);
         config.database_url = self.database.database_url;
+        config.index_mode = self.index_mode.into();
         config.embedder = selected.embedder;
         Ok((config, temp))
     }

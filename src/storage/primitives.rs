@@ -63,7 +63,8 @@ pub struct CatalogEntry {
 }
 
 impl CatalogEntry {
-    /// The row's flags: [`super::tables::CATALOG_FORGOTTEN`], [`super::tables::CATALOG_PLAIN`].
+    /// The row's flags: [`super::tables::CATALOG_FORGOTTEN`], [`super::tables::CATALOG_PLAIN`],
+    /// [`super::tables::CATALOG_EXPIRING`].
     pub fn flags(&self) -> u64 {
         let m = &self.meta;
         let mut flags = 0;
@@ -73,6 +74,9 @@ impl CatalogEntry {
         if m.state == crate::model::MemoryState::Active && m.is_latest && m.importance >= 0.0 && m.expires_at.is_none()
         {
             flags |= super::tables::CATALOG_PLAIN;
+        }
+        if m.expires_at.is_some() {
+            flags |= super::tables::CATALOG_EXPIRING;
         }
         flags
     }
@@ -145,6 +149,24 @@ impl ReadTx {
                 .transpose()
             })
             .collect()
+    }
+
+    /// The search catalog entries of `space` with an expiry time, by docno (empty on a redb store). On
+    /// PostgreSQL one statement over the partial index `catalog_expiring`: it reads only those rows.
+    ///
+    /// # Errors
+    /// Storage errors; [`crate::ErrorKind::Corrupt`] when a stored entry does not decode.
+    pub fn catalog_expiring(&self, space: &str) -> Result<Vec<CatalogEntry>> {
+        #[cfg(feature = "postgres")]
+        if let Some(pg) = self.pg() {
+            return pg
+                .catalog_expiring(space)?
+                .into_iter()
+                .map(|(docno, len, record)| CatalogEntry::from_row(docno, len, &record))
+                .collect();
+        }
+        let _ = space;
+        Ok(Vec::new())
     }
 
     /// Every search catalog entry of `space`, by docno (empty on a redb store).

@@ -111,7 +111,7 @@ pub const SOURCE_FILES: Kind<&str, &[u8]> = Kind::new("source_files");
 pub const SOURCE_CHUNKS: Kind<(&str, u64), &[u8]> = Kind::new("source_chunks");
 
 /// The search catalog of a database store: (space id, docno) -> (flags, sequence group, ordinal, length in
-/// terms, `DocMeta` record). Flags: [`CATALOG_FORGOTTEN`], [`CATALOG_PLAIN`]. The group is `thread:<id>` or `source:<id>` while the memory takes part in its sequence
+/// terms, `DocMeta` record). Flags: [`CATALOG_FORGOTTEN`], [`CATALOG_PLAIN`], [`CATALOG_EXPIRING`]. The group is `thread:<id>` or `source:<id>` while the memory takes part in its sequence
 /// (it has a position, is the latest version and is not forgotten), else empty, with ordinal 0. Kept in the
 /// same transaction as every write of a PostgreSQL store, from the write's index operations, for the searches
 /// of a daemon that holds no per-memory index; the embedded (redb) store keeps its catalog in memory and in
@@ -126,6 +126,8 @@ pub const CATALOG_FORGOTTEN: u64 = 1;
 /// [`CATALOG`] flag: every default filter accepts the memory (active, latest, importance at least 0, no expiry
 /// time; `SpaceCatalog::plainly_accepted`).
 pub const CATALOG_PLAIN: u64 = 2;
+/// [`CATALOG`] flag: the memory has an expiry time (`expires_at`).
+pub const CATALOG_EXPIRING: u64 = 4;
 
 /// Timeline review events: (space, `rev_<uuidv7>`) -> postcard `ReviewEvent` (`store/reviews.rs`).
 pub const REVIEWS: Kind<(&str, &str), &[u8]> = Kind::new("reviews");

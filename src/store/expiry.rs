@@ -37,7 +37,7 @@ impl KnowledgeStore {
         let before = Timestamp(Timestamp::now().0.saturating_sub(grace));
         let mut due: Vec<(String, String, Timestamp)> = Vec::new();
         for space in self.catalog_spaces()? {
-            self.with_catalog(&space, |catalog| {
+            self.with_expiring(&space, |catalog| {
                 let Some(c) = catalog else { return };
                 due.extend(c.expired(before).filter_map(|(at, docno)| {
                     let m = c.get(docno)?;
@@ -69,9 +69,9 @@ impl KnowledgeStore {
             c.expired(now).filter(|(_, d)| c.get(*d).is_some_and(|m| m.state != MemoryState::Forgotten)).count() as u64
         };
         let expired = if self.config.index_mode == crate::IndexMode::Database {
-            // The database index mode reads every space's catalog for it (O(memories)).
+            // The database index mode reads the catalog entries with an expiry time.
             let spaces = self.catalog_spaces().unwrap_or_default();
-            spaces.iter().map(|s| self.with_catalog(s, |c| c.map_or(0, count)).unwrap_or(0)).sum()
+            spaces.iter().map(|s| self.with_expiring(s, |c| c.map_or(0, count)).unwrap_or(0)).sum()
         } else {
             self.index.read().spaces.values().map(|si| count(&si.catalog)).sum()
         };

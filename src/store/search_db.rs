@@ -206,6 +206,22 @@ impl KnowledgeStore {
         Ok(f(Some(&catalog)))
     }
 
+    /// Runs `f` over the catalog of `space`'s memories that have an expiry time (the ones expiry reads): the
+    /// in-memory catalog, or in the database index mode those entries read from the database.
+    ///
+    /// # Errors
+    /// As [`KnowledgeStore::with_catalog`].
+    pub(crate) fn with_expiring<T>(&self, space: &str, f: impl FnOnce(Option<&SpaceCatalog>) -> T) -> Result<T> {
+        if self.config.index_mode == crate::IndexMode::Memory {
+            return self.with_catalog(space, f);
+        }
+        let entries: Vec<(u64, crate::index::catalog::DocMeta)> =
+            self.db.read()?.catalog_expiring(space)?.into_iter().map(|e| (e.docno, e.meta)).collect();
+        let catalog = SpaceCatalog::from_entries(entries)
+            .map_err(|e| Error::new(ErrorKind::Corrupt, format!("the search catalog of space '{space}': {e}")))?;
+        Ok(f(Some(&catalog)))
+    }
+
     /// The ids of the spaces whose catalog [`KnowledgeStore::with_catalog`] reads: those with in-memory indexes,
     /// or in the database index mode every stored space.
     ///

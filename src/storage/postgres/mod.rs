@@ -27,6 +27,11 @@ use crate::storage::{Durability, KindInfo};
 /// its index by sequence position.
 pub const SCHEMA_VERSION: i32 = 2;
 
+/// The catalog's index of the memories with an expiry time (flag 4), for the expiry sweep of a daemon in the
+/// database index mode.
+const CATALOG_EXPIRING_INDEX: &str =
+    "CREATE INDEX IF NOT EXISTS catalog_expiring ON catalog (k0, k1) WHERE v0 & 4 <> 0";
+
 /// The catalog's index by sequence position, for a memory's neighbours in its thread or source: `(space, group,
 /// ordinal, docno)` of the memories that take part in a sequence.
 const CATALOG_SEQUENCE_INDEX: &str = "CREATE INDEX IF NOT EXISTS catalog_sequence ON catalog (k0, v1, v2, k1) \
@@ -337,6 +342,7 @@ pub fn migrate(client: &mut Client) -> Result<i32> {
         tx.batch_execute(&create_table_sql(k)).map_err(|e| pg_error(&format!("creating table {}", k.name), e))?;
     }
     tx.batch_execute(CATALOG_SEQUENCE_INDEX).map_err(|e| pg_error("creating the catalog's sequence index", e))?;
+    tx.batch_execute(CATALOG_EXPIRING_INDEX).map_err(|e| pg_error("creating the catalog's expiry index", e))?;
     if found < SCHEMA_VERSION {
         tx.execute("DELETE FROM engram_schema", &[]).map_err(|e| pg_error("recording the schema version", e))?;
         tx.execute("INSERT INTO engram_schema (version) VALUES ($1)", &[&SCHEMA_VERSION])

@@ -844,6 +844,24 @@ impl PgTx {
         Ok(crate::storage::CatalogStats { entries: get(0)?, live: get(1)?, sequenced: get(2)?, neighbour_len: get(3)? })
     }
 
+    /// The catalog rows of `space` with an expiry time, as `(docno, length, record)`, by docno.
+    ///
+    /// # Errors
+    /// Database errors.
+    pub fn catalog_expiring(&self, space: &str) -> Result<Vec<(u64, u64, Vec<u8>)>> {
+        let sql = "SELECT k1, v3, v4 FROM catalog WHERE k0 = $1 AND v0 & 4 <> 0 ORDER BY k1";
+        let rows = self.0.lock().conn()?.query_typed(sql, &[&space])?;
+        rows.iter()
+            .map(|r| {
+                let read = |e| pg_error("reading the catalog failed", e);
+                let docno: i64 = r.try_get(0).map_err(read)?;
+                let len: i64 = r.try_get(1).map_err(read)?;
+                let record: Vec<u8> = r.try_get(2).map_err(read)?;
+                Ok((docno as u64, len.max(0) as u64, record))
+            })
+            .collect()
+    }
+
     /// The sequence neighbours of `docnos` in `space` (see [`crate::storage::ReadTx::sequence_neighbours`]) in
     /// one statement: for each docno with a sequence group, two index ranges of the catalog's sequence index,
     /// `window` entries before it and `window` after.
