@@ -140,9 +140,12 @@ fn queries(space: &str) -> Vec<SearchQuery> {
         for mode in [SearchMode::Hybrid, SearchMode::Lexical, SearchMode::Vector] {
             out.push(base(text, mode));
         }
-        let mut q = base(text, SearchMode::Hybrid);
-        q.options.context_bm25 = Some(false);
-        out.push(q);
+        for mode in [SearchMode::Hybrid, SearchMode::Lexical] {
+            // Without context-expanded BM25 a larger space has its BM25 candidates ranked in the database.
+            let mut q = base(text, mode);
+            q.options.context_bm25 = Some(false);
+            out.push(q);
+        }
         let mut q = base(text, SearchMode::Hybrid);
         q.options.expand_neighbours = Some(false);
         q.options.include_context = Some(1);

@@ -252,6 +252,30 @@ impl ReadTx {
         Ok(scored)
     }
 
+    /// BM25 scores of `docnos` in `space` for the query `terms` (0 for a document without any of them), in
+    /// their order: the scores [`ReadTx::lexical_candidates`] gives, for chosen documents (the vector candidates
+    /// a hybrid search fuses with the BM25 ones). On PostgreSQL one statement; elsewhere the terms' postings.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn bm25_scores(
+        &self,
+        space: &str,
+        terms: &[(String, u32)],
+        params: Bm25Params,
+        docnos: &[u64],
+    ) -> Result<Vec<f32>> {
+        #[cfg(feature = "postgres")]
+        if let Some(pg) = self.pg() {
+            return pg.bm25_scores(space, terms, params, docnos);
+        }
+        let tp = self.term_postings(space, terms)?;
+        let wanted: std::collections::HashSet<u64> = docnos.iter().copied().collect();
+        let scored = bm25::score(params, tp.n_docs, tp.avg_len, &tp.borrowed(), &|d| wanted.contains(&d));
+        let by: std::collections::HashMap<u64, f32> = scored.into_iter().collect();
+        Ok(docnos.iter().map(|d| by.get(d).copied().unwrap_or(0.0)).collect())
+    }
+
     /// Vector candidates: the `k` stored vectors of `space` nearest to `query` by cosine similarity (-1..=1),
     /// best first (ties by docno). On redb an exact scan, O(vectors × dimension) (the embedded store answers the
     /// same question from its HNSW graph); on PostgreSQL with pgvector 0.8.0+ its HNSW index with an iterative

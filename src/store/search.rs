@@ -216,6 +216,8 @@ impl KnowledgeStore {
                 context_window: if context_on { cx.window } else { 0 },
                 neighbour_window: exp.window.max(1),
                 depth,
+                bm25: q.options.bm25.unwrap_or(self.config.bm25),
+                filter: &q.filter,
             };
             Some(self.query_index(rtx, &q.space_id, &needs)?)
         } else {
@@ -263,7 +265,13 @@ impl KnowledgeStore {
             avg: si.lexicon.avg_len(),
         };
         let hint = if q.filter.is_trivial() { None } else { Some(candidates) };
-        let ((lexical, scorer), vector) = rankings(si, q, mode, &terms, &lex, qv, depth, &accept, hint);
+        // A larger space in the database index mode may have had its BM25 candidates ranked in the database.
+        let given = queried.as_ref().and_then(|qi| qi.lexical.as_ref());
+        let own_terms: &[(&str, u32)] = if given.is_some() { &[] } else { &terms };
+        let ((mut lexical, mut scorer), vector) = rankings(si, q, mode, own_terms, &lex, qv, depth, &accept, hint);
+        if let Some((top, all)) = given.filter(|_| mode != SearchMode::Vector) {
+            (lexical, scorer) = (top.clone(), LexScorer::All(all.clone()));
+        }
 
         let mut fused: Vec<Fused> = match mode {
             SearchMode::Hybrid => {

@@ -45,7 +45,14 @@ pub(crate) struct QueryNeeds<'a> {
     pub neighbour_window: usize,
     /// Candidates each ranking keeps.
     pub depth: usize,
+    /// BM25 parameters of the search.
+    pub bm25: crate::index::bm25::Bm25Params,
+    /// The search's filter.
+    pub filter: &'a crate::index::catalog::MemoryFilter,
 }
+
+/// BM25 candidates ranked in the database, best first, and the BM25 scores of every candidate, by docno.
+pub(crate) type GivenLexical = (Vec<(u64, f32)>, Vec<(u64, f32)>);
 
 /// The part of one space's indexes a search read from the database.
 pub(crate) struct QueryIndex {
@@ -57,6 +64,10 @@ pub(crate) struct QueryIndex {
     pub entries: usize,
     /// The whole space was loaded (a space of at most `hnsw_min_points` memories).
     pub whole: bool,
+    /// In a larger space searched without context-expanded BM25: the BM25 candidates ranked in the database
+    /// (best first, accepted by the filter, at most `depth`) and the BM25 score of every candidate of either
+    /// ranking (by docno), in place of the lists a search ranks itself.
+    pub lexical: Option<GivenLexical>,
 }
 
 impl KnowledgeStore {
@@ -71,8 +82,12 @@ impl KnowledgeStore {
         si.context_window = n.context_window;
         si.sequences = Some(stats.sequenced > 0);
         let terms: Vec<(String, u32)> = n.terms.iter().map(|(t, q)| (t.to_string(), *q)).collect();
-        let tp = rtx.term_postings(space, &terms)?;
         let whole = stats.entries <= self.config.vector.hnsw_min_points as u64;
+        let expanded = n.context_window > 0 && stats.sequenced > 0;
+        if !whole && !expanded {
+            return self.query_index_sql(rtx, space, n, &terms, stats, si);
+        }
+        let tp = rtx.term_postings(space, &terms)?;
         let entries: Vec<CatalogEntry> = if whole {
             if n.qv.is_some() {
                 let mut batch = Vec::new();
@@ -94,38 +109,10 @@ impl KnowledgeStore {
             // Rings of sequence neighbours: the documents with an expanded posting are the first two rings, the
             // expansion stage adds the third, the question penalty reads the next one of each.
             let w = n.context_window.max(n.neighbour_window).max(1);
-            let mut all = first.clone();
-            let mut ring: Vec<u64> = first.into_iter().collect();
-            for _ in 0..RINGS {
-                let next: BTreeSet<u64> = rtx
-                    .sequence_neighbours(space, &ring, w)?
-                    .into_iter()
-                    .flatten()
-                    .map(|x| x.0)
-                    .filter(|d| !all.contains(d))
-                    .collect();
-                all.extend(&next);
-                ring = next.into_iter().collect();
-                if ring.is_empty() {
-                    break;
-                }
-            }
-            let all: Vec<u64> = all.into_iter().collect();
+            let all = self.with_rings(rtx, space, first, w, true)?;
             rtx.catalog_entries(space, &all)?.into_iter().flatten().collect()
         };
-        let ranks = {
-            let keys: Vec<(&str, &str)> = entries.iter().map(|e| (space, e.meta.id.as_str())).collect();
-            let table = graph::memory_pagerank(rtx)?;
-            let mut ranks = SpaceRanks::default();
-            let mut any = false;
-            for (e, r) in entries.iter().zip(table.get_many(&keys)?) {
-                if let Some(r) = r {
-                    ranks.insert(&e.meta.id, r.value() as f32);
-                    any = true;
-                }
-            }
-            any.then_some(ranks)
-        };
+        let ranks = ranks_of(rtx, space, &entries)?;
         for ((term, _), (_, list)) in terms.iter().zip(&tp.lists) {
             for p in list {
                 si.lexicon.load(term, *p);
@@ -144,7 +131,116 @@ impl KnowledgeStore {
             let total = tp.total_len + stats.neighbour_len;
             si.expanded = Some(ExpandedIndex::build_for_terms(&si.catalog, &si.lexicon, n.context_window, lens, total));
         }
-        Ok(QueryIndex { si, ranks, entries: usize::try_from(stats.entries).unwrap_or(usize::MAX), whole })
+        Ok(QueryIndex {
+            si,
+            ranks,
+            entries: usize::try_from(stats.entries).unwrap_or(usize::MAX),
+            whole,
+            lexical: None,
+        })
+    }
+
+    /// [`KnowledgeStore::query_index`] for a space larger than `hnsw_min_points` searched without
+    /// context-expanded BM25: the BM25 candidates are ranked in the database ([`ReadTx::lexical_candidates`],
+    /// asked for more while the filter rejects too many), the vector candidates are pgvector's, and the
+    /// catalog, vectors, PageRank and the query terms' postings are read for those candidates only (with three
+    /// rings of sequence neighbours for the neighbour expansion and the question penalty).
+    fn query_index_sql(
+        &self,
+        rtx: &ReadTx,
+        space: &str,
+        n: &QueryNeeds<'_>,
+        terms: &[(String, u32)],
+        stats: crate::storage::CatalogStats,
+        mut si: SpaceIndex,
+    ) -> Result<QueryIndex> {
+        let entries_of = |docnos: &[u64]| -> Result<Vec<CatalogEntry>> {
+            Ok(rtx.catalog_entries(space, docnos)?.into_iter().flatten().collect())
+        };
+        // BM25 candidates, best first, until `depth` of them pass the filter or the lists run out.
+        let mut top: Vec<(u64, f32)> = Vec::new();
+        let mut scores: std::collections::BTreeMap<u64, f32> = std::collections::BTreeMap::new();
+        if !terms.is_empty() {
+            let mut k = (n.depth * 2).max(100);
+            loop {
+                let found = rtx.lexical_candidates(space, terms, n.bm25, k)?;
+                let docnos: Vec<u64> = found.iter().map(|f| f.0).collect();
+                let accepted: BTreeSet<u64> =
+                    entries_of(&docnos)?.into_iter().filter(|e| n.filter.accepts(&e.meta)).map(|e| e.docno).collect();
+                top = found.iter().copied().filter(|f| accepted.contains(&f.0)).take(n.depth).collect();
+                scores.extend(found.iter().copied());
+                if top.len() >= n.depth || found.len() < k || k >= MAX_SQL_CANDIDATES {
+                    break;
+                }
+                k = (k * 4).min(MAX_SQL_CANDIDATES);
+            }
+        }
+        let mut first: BTreeSet<u64> = top.iter().map(|f| f.0).collect();
+        if let Some(qv) = n.qv {
+            let found = rtx.vector_candidates(space, qv, (n.depth * 2).max(100))?;
+            let docnos: Vec<u64> = found.iter().map(|f| f.0).collect();
+            si.vectors.insert_batch(&vectors_of(rtx, space, &docnos)?);
+            first.extend(docnos);
+        }
+        // The BM25 scores of the vector candidates that the BM25 ranking did not return.
+        let missing: Vec<u64> = first.iter().copied().filter(|d| !scores.contains_key(d)).collect();
+        for (d, v) in missing.iter().zip(rtx.bm25_scores(space, terms, n.bm25, &missing)?) {
+            scores.insert(*d, v);
+        }
+        let all = self.with_rings(rtx, space, first.clone(), n.neighbour_window.max(1), stats.sequenced > 0)?;
+        let entries = entries_of(&all)?;
+        let ranks = ranks_of(rtx, space, &entries)?;
+        // The query terms' postings of the candidates: which terms each hit matched.
+        let wanted: Vec<u64> = first.iter().copied().collect();
+        let keys: Vec<(&str, &str, u64)> =
+            terms.iter().flat_map(|(t, _)| wanted.iter().map(move |d| (space, t.as_str(), *d))).collect();
+        for (key, v) in keys.iter().zip(memory::postings(rtx)?.get_many(&keys)?) {
+            if let Some(v) = v {
+                si.lexicon.load(key.1, crate::index::bm25::Posting::unpack(key.2, v.value()));
+            }
+        }
+        si.lexicon.finish_load();
+        si.catalog = SpaceCatalog::from_entries(entries.into_iter().map(|e| (e.docno, e.meta)).collect())
+            .map_err(|e| Error::new(ErrorKind::Corrupt, format!("the search catalog of space '{space}': {e}")))?;
+        let all_scores: Vec<(u64, f32)> = scores.into_iter().collect();
+        Ok(QueryIndex {
+            si,
+            ranks,
+            entries: usize::try_from(stats.entries).unwrap_or(usize::MAX),
+            whole: false,
+            lexical: Some((top, all_scores)),
+        })
+    }
+
+    /// `first` and `RINGS` rings of sequence neighbours around it (`window` on each side), when the space has
+    /// sequences; `first` alone otherwise.
+    fn with_rings(
+        &self,
+        rtx: &ReadTx,
+        space: &str,
+        first: BTreeSet<u64>,
+        window: usize,
+        sequences: bool,
+    ) -> Result<Vec<u64>> {
+        let mut all = first.clone();
+        if sequences {
+            let mut ring: Vec<u64> = first.into_iter().collect();
+            for _ in 0..RINGS {
+                let next: BTreeSet<u64> = rtx
+                    .sequence_neighbours(space, &ring, window)?
+                    .into_iter()
+                    .flatten()
+                    .map(|x| x.0)
+                    .filter(|d| !all.contains(d))
+                    .collect();
+                all.extend(&next);
+                ring = next.into_iter().collect();
+                if ring.is_empty() {
+                    break;
+                }
+            }
+        }
+        Ok(all.into_iter().collect())
     }
 
     /// The vectors of `docnos` in `space`, as a search's vector index (for the fusion of a larger space's union of
@@ -176,6 +272,24 @@ impl KnowledgeStore {
         SpaceCatalog::from_entries(entries)
             .map_err(|e| Error::new(ErrorKind::Corrupt, format!("the search catalog of space '{space}': {e}")))
     }
+}
+
+/// Most BM25 candidates a search asks the database for while its filter rejects them.
+const MAX_SQL_CANDIDATES: usize = 100_000;
+
+/// The PageRank of the memories of `entries`; None when none has one.
+fn ranks_of(rtx: &ReadTx, space: &str, entries: &[CatalogEntry]) -> Result<Option<SpaceRanks>> {
+    let keys: Vec<(&str, &str)> = entries.iter().map(|e| (space, e.meta.id.as_str())).collect();
+    let table = graph::memory_pagerank(rtx)?;
+    let mut ranks = SpaceRanks::default();
+    let mut any = false;
+    for (e, r) in entries.iter().zip(table.get_many(&keys)?) {
+        if let Some(r) = r {
+            ranks.insert(&e.meta.id, r.value() as f32);
+            any = true;
+        }
+    }
+    Ok(any.then_some(ranks))
 }
 
 /// The stored vectors of `docnos` (those that have one), one statement on PostgreSQL.

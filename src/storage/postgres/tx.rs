@@ -902,6 +902,52 @@ impl PgTx {
     }
 }
 
+impl PgTx {
+    /// BM25 scores of `docnos` for the query `terms` (see [`crate::storage::ReadTx::bm25_scores`]) in one
+    /// statement: the documents' postings of the terms, each term's document frequency counted over its whole
+    /// list, the space's statistics from `lex_stats`; the formula of [`PgTx::lexical_candidates`].
+    ///
+    /// # Errors
+    /// Database errors.
+    pub fn bm25_scores(
+        &self,
+        space: &str,
+        terms: &[(String, u32)],
+        params: crate::index::bm25::Bm25Params,
+        docnos: &[u64],
+    ) -> Result<Vec<f32>> {
+        if terms.is_empty() || docnos.is_empty() {
+            return Ok(vec![0.0; docnos.len()]);
+        }
+        let words: Vec<&str> = terms.iter().map(|(t, _)| t.as_str()).collect();
+        let counts: Vec<i32> = terms.iter().map(|(_, q)| i32::try_from(*q).unwrap_or(i32::MAX)).collect();
+        let ids: Vec<i64> = docnos.iter().map(|d| *d as i64).collect();
+        let (k1, b) = (f64::from(params.k1), f64::from(params.b));
+        let sql = "WITH q AS (SELECT t.term, t.qtf FROM unnest($2::text[], $3::int[]) AS t(term, qtf)),
+             st AS (SELECT greatest(coalesce(max(v0), 0), 1)::float8 AS n,
+                           CASE WHEN coalesce(max(v0), 0) = 0 OR max(v1) = 0 THEN 1.0
+                                ELSE max(v1)::float8 / max(v0) END AS avgdl
+                    FROM lex_stats WHERE k0 = $1),
+             df AS (SELECT q.term, (SELECT count(*) FROM postings po WHERE po.k0 = $1 AND po.k1 = q.term)::float8 AS df
+                    FROM q),
+             p AS (SELECT q.term, q.qtf, po.k2 AS docno, (po.v0 >> 32)::float8 AS tf, (po.v0 & 4294967295)::float8 AS dl
+                   FROM q JOIN postings po ON po.k0 = $1 AND po.k1 = q.term AND po.k2 = ANY($6::bigint[]))
+             SELECT p.docno,
+                    sum(ln(1 + (st.n - df.df + 0.5) / (df.df + 0.5)) * p.tf * ($4::float8 + 1)
+                        / (p.tf + $4::float8 * (1 - $5::float8 + $5::float8 * p.dl / st.avgdl)) * p.qtf)
+             FROM p JOIN df USING (term) CROSS JOIN st GROUP BY p.docno";
+        let rows = self.0.lock().conn()?.query_typed(sql, &[&space, &words, &counts, &k1, &b, &ids])?;
+        let mut scores: std::collections::HashMap<u64, f32> = std::collections::HashMap::new();
+        for r in rows {
+            let read = |e| pg_error("reading a BM25 score failed", e);
+            let docno: i64 = r.try_get(0).map_err(read)?;
+            let score: f64 = r.try_get(1).map_err(read)?;
+            scores.insert(docno as u64, score as f32);
+        }
+        Ok(docnos.iter().map(|d| scores.get(d).copied().unwrap_or(0.0)).collect())
+    }
+}
+
 /// One record kind in a transaction.
 pub struct PgTable<'t, K, V> {
     tx: Arc<Mutex<TxConn>>,
