@@ -309,6 +309,27 @@ impl KnowledgeStore {
         // After expansion: a question first passes its score on to its reply, then ranks below it.
         let qp = q.options.question_penalty.unwrap_or(self.config.question_penalty);
         context::penalise_questions(&mut fused, &si.catalog, qp, depth);
+        let db_mode = queried.is_some();
+        let hits = self.hits_of(rtx, q, si, &fused, &terms, ranks, labels, db_mode)?;
+        let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+        Ok(SearchResults { hits, mode, candidates, elapsed_ms, fallback })
+    }
+
+    /// The hits of a search: the records of the first `limit` of `fused` still stored (a batch of candidates at a
+    /// time, one statement per record kind on PostgreSQL), their labels (when `labels`), PageRank, matched terms
+    /// and, when the query asks for it, their context (in the database index mode its neighbours are read for it).
+    #[allow(clippy::too_many_arguments)]
+    fn hits_of(
+        &self,
+        rtx: &crate::storage::ReadTx,
+        q: &SearchQuery,
+        si: &super::SpaceIndex,
+        fused: &[Fused],
+        terms: &[(&str, u32)],
+        ranks: Option<&super::communities::SpaceRanks>,
+        labels: bool,
+        db_mode: bool,
+    ) -> Result<Vec<SearchHit>> {
         let mems = memory::memories(rtx)?;
         // The hits' records, a batch of the candidates still needed at a time (one batch unless some candidate
         // was deleted since the index saw it), then their labels, all at once.
@@ -353,12 +374,12 @@ impl KnowledgeStore {
             let w = w.min(super::types::MAX_CONTEXT_WINDOW);
             let mut nb = Vec::new();
             // The database index mode reads the hits' neighbours for it.
-            let read = match &queried {
-                Some(_) => {
+            let read = match db_mode {
+                true => {
                     let docnos: Vec<u64> = hits.iter().filter_map(|h| si.catalog.docno_of(&h.view.memory.id)).collect();
                     Some(self.context_catalog(rtx, &q.space_id, &docnos, w)?)
                 }
-                None => None,
+                false => None,
             };
             let catalog = read.as_ref().unwrap_or(&si.catalog);
             for h in &mut hits {
@@ -366,8 +387,7 @@ impl KnowledgeStore {
                 h.context = self.hit_context(rtx, &q.space_id, catalog, docno, &h.view.memory, w, &mut nb)?;
             }
         }
-        let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
-        Ok(SearchResults { hits, mode, candidates, elapsed_ms, fallback })
+        Ok(hits)
     }
 
     /// The rankings a search uses, and why it fell back to BM25 alone when it did: an external-vector store
