@@ -125,8 +125,7 @@ impl KnowledgeStore {
         for (d, len) in &lens {
             si.lexicon.note_len(*d, *len);
         }
-        si.catalog = SpaceCatalog::from_entries(entries.into_iter().map(|e| (e.docno, e.meta)).collect())
-            .map_err(|e| Error::new(ErrorKind::Corrupt, format!("the search catalog of space '{space}': {e}")))?;
+        si.catalog = catalog_of(space, entries)?;
         if n.context_window > 0 && stats.sequenced > 0 {
             let total = tp.total_len + stats.neighbour_len;
             si.expanded = Some(ExpandedIndex::build_for_terms(&si.catalog, &si.lexicon, n.context_window, lens, total));
@@ -200,8 +199,7 @@ impl KnowledgeStore {
             }
         }
         si.lexicon.finish_load();
-        si.catalog = SpaceCatalog::from_entries(entries.into_iter().map(|e| (e.docno, e.meta)).collect())
-            .map_err(|e| Error::new(ErrorKind::Corrupt, format!("the search catalog of space '{space}': {e}")))?;
+        si.catalog = catalog_of(space, entries)?;
         let all_scores: Vec<(u64, f32)> = scores.into_iter().collect();
         Ok(QueryIndex {
             si,
@@ -268,10 +266,17 @@ impl KnowledgeStore {
         let mut all: BTreeSet<u64> = hits.iter().copied().collect();
         all.extend(rtx.sequence_neighbours(space, hits, window)?.into_iter().flatten().map(|x| x.0));
         let all: Vec<u64> = all.into_iter().collect();
-        let entries = rtx.catalog_entries(space, &all)?.into_iter().flatten().map(|e| (e.docno, e.meta)).collect();
-        SpaceCatalog::from_entries(entries)
-            .map_err(|e| Error::new(ErrorKind::Corrupt, format!("the search catalog of space '{space}': {e}")))
+        catalog_of(space, rtx.catalog_entries(space, &all)?.into_iter().flatten())
     }
+}
+
+/// The catalog of `entries` of `space`.
+///
+/// # Errors
+/// [`ErrorKind::Corrupt`] when two entries hold one memory id (or one docno).
+fn catalog_of(space: &str, entries: impl IntoIterator<Item = CatalogEntry>) -> Result<SpaceCatalog> {
+    SpaceCatalog::from_entries(entries.into_iter().map(|e| (e.docno, e.meta)).collect())
+        .map_err(|e| Error::new(ErrorKind::Corrupt, format!("the search catalog of space '{space}': {e}")))
 }
 
 /// Most BM25 candidates a search asks the database for while its filter rejects them.
@@ -309,15 +314,11 @@ impl KnowledgeStore {
             let state = self.index.read();
             return Ok(f(state.spaces.get(space).map(|si| &si.catalog)));
         }
-        let rtx = self.db.read()?;
-        let entries: Vec<(u64, crate::index::catalog::DocMeta)> =
-            rtx.catalog_space(space)?.into_iter().map(|e| (e.docno, e.meta)).collect();
+        let entries = self.db.read()?.catalog_space(space)?;
         if entries.is_empty() {
             return Ok(f(None));
         }
-        let catalog = SpaceCatalog::from_entries(entries)
-            .map_err(|e| Error::new(ErrorKind::Corrupt, format!("the search catalog of space '{space}': {e}")))?;
-        Ok(f(Some(&catalog)))
+        Ok(f(Some(&catalog_of(space, entries)?)))
     }
 
     /// Runs `f` over the catalog of `space`'s memories that have an expiry time (the ones expiry reads): the
@@ -329,11 +330,7 @@ impl KnowledgeStore {
         if self.config.index_mode == crate::IndexMode::Memory {
             return self.with_catalog(space, f);
         }
-        let entries: Vec<(u64, crate::index::catalog::DocMeta)> =
-            self.db.read()?.catalog_expiring(space)?.into_iter().map(|e| (e.docno, e.meta)).collect();
-        let catalog = SpaceCatalog::from_entries(entries)
-            .map_err(|e| Error::new(ErrorKind::Corrupt, format!("the search catalog of space '{space}': {e}")))?;
-        Ok(f(Some(&catalog)))
+        Ok(f(Some(&catalog_of(space, self.db.read()?.catalog_expiring(space)?)?)))
     }
 
     /// The ids of the spaces whose catalog [`KnowledgeStore::with_catalog`] reads: those with in-memory indexes,
