@@ -417,6 +417,10 @@ impl KnowledgeStore {
             for space in &im.touched {
                 recount(txn, space)?;
             }
+            if self.db.shared() {
+                // The records came in without index operations: the database's search catalog is made anew.
+                crate::store::records::catalog::fill(txn)?;
+            }
             Ok(im.touched)
         })?;
         self.after_bulk_change(&touched)?;
