@@ -197,15 +197,16 @@ pub struct SpaceCatalog {
 }
 
 /// True when every trivial filter accepts `m`, at any time.
-fn is_plain(m: &DocMeta) -> bool {
+pub fn is_plain(m: &DocMeta) -> bool {
     m.state == MemoryState::Active && m.is_latest && m.importance >= 0.0 && m.expires_at.is_none()
 }
 
 /// No neighbour on that side.
 const NONE: u64 = u64::MAX;
 
-/// True when `m` takes part in its group's sequence.
-fn in_sequence(m: &DocMeta) -> bool {
+/// True when `m` takes part in its group's sequence: it has a position, is the latest version and is not
+/// forgotten.
+pub fn in_sequence(m: &DocMeta) -> bool {
     m.position.is_some() && m.is_latest && m.state != MemoryState::Forgotten
 }
 

@@ -71,8 +71,7 @@ impl CatalogEntry {
         if m.state == crate::model::MemoryState::Forgotten {
             flags |= super::tables::CATALOG_FORGOTTEN;
         }
-        if m.state == crate::model::MemoryState::Active && m.is_latest && m.importance >= 0.0 && m.expires_at.is_none()
-        {
+        if crate::index::catalog::is_plain(m) {
             flags |= super::tables::CATALOG_PLAIN;
         }
         if m.expires_at.is_some() {
@@ -86,9 +85,7 @@ impl CatalogEntry {
     /// counts neighbours), else `("", 0)`.
     pub fn sequence(&self) -> (&str, u64) {
         match &self.meta.position {
-            Some(p) if self.meta.is_latest && self.meta.state != crate::model::MemoryState::Forgotten => {
-                (&p.group, p.ordinal)
-            }
+            Some(p) if crate::index::catalog::in_sequence(&self.meta) => (&p.group, p.ordinal),
             _ => ("", 0),
         }
     }

@@ -126,7 +126,7 @@ impl KnowledgeStore {
             si.lexicon.note_len(*d, *len);
         }
         si.catalog = catalog_of(space, entries)?;
-        if n.context_window > 0 && stats.sequenced > 0 {
+        if expanded {
             let total = tp.total_len + stats.neighbour_len;
             si.expanded = Some(ExpandedIndex::build_for_terms(&si.catalog, &si.lexicon, n.context_window, lens, total));
         }
