@@ -6,7 +6,8 @@
 //!
 //! * the catalog's counts and the length the sequence neighbours add to the context-expanded collection
 //!   ([`ReadTx::catalog_stats`]);
-//! * the postings of the query terms with the space's BM25 statistics ([`ReadTx::term_postings`]);
+//! * the postings of the query terms with the space's BM25 statistics ([`ReadTx::term_postings`]), except in the
+//!   last case below;
 //! * in a space of at most [`crate::index::vector::VectorParams::hnsw_min_points`] memories (where the in-memory
 //!   index scans its vectors exactly too): the whole catalog and every vector of the space;
 //! * in a larger space: pgvector's nearest candidates ([`ReadTx::vector_candidates`]; approximate, as the
@@ -14,6 +15,10 @@
 //!   catalog entries of every document with a posting or a vector candidate and of three rings of sequence
 //!   neighbours around them ([`ReadTx::sequence_neighbours`]). With those, the neighbours, expanded text and
 //!   expanded length of every document a ranking stage reads are exactly the whole space's;
+//! * in a larger space searched without context-expanded BM25 (no sequences, or the stage off): the BM25
+//!   candidates ranked in the database ([`ReadTx::lexical_candidates`], double precision) instead of every
+//!   posting, the BM25 scores of the vector candidates ([`ReadTx::bm25_scores`]), and the catalog entries of
+//!   the candidates and their neighbour rings;
 //! * the PageRank of the loaded memories.
 
 use std::collections::BTreeSet;
