@@ -13,7 +13,7 @@ use engram::index::catalog::DocMeta;
 use engram::model::MemoryState;
 use engram::storage::CatalogEntry;
 use engram::store::{ListQuery, MemoryPatch, NewSpace, Transition};
-use engram::{KnowledgeStore, MemoryFilter, Metadata, NewMemory, NewMessage, NewThread, StoreConfig};
+use engram::{KnowledgeStore, MemoryFilter, NewMemory, StoreConfig};
 
 fn open(dir: &std::path::Path) -> KnowledgeStore {
     KnowledgeStore::open(StoreConfig::new(dir).database(backend::pg_url_for(dir))).expect("open on PostgreSQL")
@@ -114,31 +114,6 @@ fn check(store: &KnowledgeStore, space: &str) {
     }
 }
 
-fn thread(store: &KnowledgeStore, space: &str, id: &str, lines: &[&str]) -> Vec<String> {
-    let mut md = serde_json::Map::new();
-    md.insert("analysis".into(), engram::store::PER_MESSAGE.into());
-    let messages = lines
-        .iter()
-        .enumerate()
-        .map(|(i, text)| NewMessage {
-            role: if i % 2 == 0 { "user".into() } else { "assistant".into() },
-            content: (*text).into(),
-            timestamp: Some("2024-05-08T12:00:00Z".into()),
-            metadata: None,
-        })
-        .collect();
-    let created = store
-        .create_thread(NewThread {
-            thread_id: Some(id.into()),
-            messages,
-            space_id: Some(space.into()),
-            metadata: Some(Metadata(md)),
-            ..Default::default()
-        })
-        .expect("thread");
-    created.extraction.memories.iter().map(|m| m.view.memory.id.clone()).collect()
-}
-
 fn memory(store: &KnowledgeStore, space: &str, content: &str, labels: &[&str]) -> String {
     store
         .create_memory(NewMemory {
@@ -164,7 +139,7 @@ fn every_write_keeps_the_database_catalog_equal_to_the_in_memory_one() {
     store.create_space(NewSpace { name: "Other".into(), ..Default::default() }).unwrap();
     check(&store, "default");
 
-    let turns = thread(
+    let turns = backend::per_message_thread(
         &store,
         "default",
         "t1",
@@ -211,7 +186,12 @@ fn every_write_keeps_the_database_catalog_equal_to_the_in_memory_one() {
     let second =
         KnowledgeStore::open(StoreConfig::new(dir.path().join("second")).database(backend::pg_url_for(dir.path())))
             .expect("a second daemon");
-    thread(&second, "other", "t2", &["Second daemon turn one.", "Second daemon turn two.", "And three."]);
+    backend::per_message_thread(
+        &second,
+        "other",
+        "t2",
+        &["Second daemon turn one.", "Second daemon turn two.", "And three."],
+    );
     check(&second, "other");
     drop(second);
     // The first daemon learns of them from the change feed (polled): then its listing agrees with the catalog.

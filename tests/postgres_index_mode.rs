@@ -10,43 +10,14 @@ mod backend;
 use engram::index::context::{ContextParams, Expansion};
 use engram::store::{NewSpace, Transition};
 use engram::{
-    IndexMode, KnowledgeStore, ListOrder, ListQuery, MemoryFilter, Metadata, NewMemory, NewMessage, NewThread,
-    SearchMode, SearchOptions, SearchQuery, StoreConfig,
+    IndexMode, KnowledgeStore, ListOrder, ListQuery, MemoryFilter, NewMemory, SearchMode, SearchOptions, SearchQuery,
+    StoreConfig,
 };
-
-fn thread(store: &KnowledgeStore, space: &str, id: &str, lines: &[&str]) -> Vec<String> {
-    let mut md = serde_json::Map::new();
-    md.insert("analysis".into(), engram::store::PER_MESSAGE.into());
-    let messages = lines
-        .iter()
-        .enumerate()
-        .map(|(i, text)| NewMessage {
-            role: if i % 2 == 0 { "user".into() } else { "assistant".into() },
-            content: (*text).into(),
-            timestamp: Some(format!("2024-05-{:02}T12:00:00Z", 1 + i % 28)),
-            metadata: None,
-        })
-        .collect();
-    store
-        .create_thread(NewThread {
-            thread_id: Some(id.into()),
-            messages,
-            space_id: Some(space.into()),
-            metadata: Some(Metadata(md)),
-            ..Default::default()
-        })
-        .expect("thread")
-        .extraction
-        .memories
-        .iter()
-        .map(|m| m.view.memory.id.clone())
-        .collect()
-}
 
 /// A small corpus with what every stage reads: two transcripts stored turn by turn (positions, questions and
 /// their replies, dates), plain memories with labels and importance, a forgotten turn and a superseded memory.
 fn corpus(store: &KnowledgeStore, space: &str) {
-    let a = thread(
+    let a = backend::per_message_thread(
         store,
         space,
         &format!("{space}-garden"),
@@ -62,7 +33,7 @@ fn corpus(store: &KnowledgeStore, space: &str) {
             "No, but it keeps the frost off the seedlings.",
         ],
     );
-    thread(
+    backend::per_message_thread(
         store,
         space,
         &format!("{space}-travel"),

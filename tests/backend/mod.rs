@@ -99,3 +99,30 @@ pub fn config(dir: &Path) -> StoreConfig {
 pub fn open(dir: &Path) -> KnowledgeStore {
     KnowledgeStore::open(config(dir)).unwrap_or_else(|e| panic!("open a store on {:?}: {e}", Backend::current()))
 }
+
+/// A transcript stored turn by turn (`analysis: per-message`): thread `id` of `space` holding `lines`, user and
+/// assistant in turn, dated a day apart from 1 May 2024, one memory per message. Returns the memories' ids.
+pub fn per_message_thread(store: &KnowledgeStore, space: &str, id: &str, lines: &[&str]) -> Vec<String> {
+    let mut md = serde_json::Map::new();
+    md.insert("analysis".into(), engram::store::PER_MESSAGE.into());
+    let messages = lines
+        .iter()
+        .enumerate()
+        .map(|(i, text)| engram::NewMessage {
+            role: if i % 2 == 0 { "user".into() } else { "assistant".into() },
+            content: (*text).into(),
+            timestamp: Some(format!("2024-05-{:02}T12:00:00Z", 1 + i % 28)),
+            metadata: None,
+        })
+        .collect();
+    let created = store
+        .create_thread(engram::NewThread {
+            thread_id: Some(id.into()),
+            messages,
+            space_id: Some(space.into()),
+            metadata: Some(engram::Metadata(md)),
+            ..Default::default()
+        })
+        .expect("thread");
+    created.extraction.memories.iter().map(|m| m.view.memory.id.clone()).collect()
+}
