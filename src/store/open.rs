@@ -2,7 +2,7 @@
 //! check, the in-memory indexes read from the file, background re-embedding, and at close the saved graphs and
 //! compaction.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -489,12 +489,7 @@ fn load_lexical(
 ) -> Result<()> {
     let started = Instant::now();
     let lap = |phase: &str| tracing::debug!(phase, ms = started.elapsed().as_secs_f64() * 1000.0, "index load");
-    let mut labels: HashMap<(String, String), BTreeSet<String>> = HashMap::new();
-    for row in label::memory_labels(rtx)?.iter()? {
-        let (k, _) = row?;
-        let (s, m, l) = k.value();
-        labels.entry((s.to_string(), m.to_string())).or_default().insert(l.to_string());
-    }
+    let mut labels = label::labels_by_memory(rtx)?;
     for row in memory::memories(rtx)?.iter()? {
         let (k, v) = row?;
         let (space, id) = k.value();

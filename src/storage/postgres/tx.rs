@@ -763,6 +763,30 @@ impl PgTx {
 /// The types a [`PgTable`] carries without holding: its kind's key and value, and the transaction's lifetime.
 type Types<'t, K, V> = PhantomData<fn() -> (&'t (), K, V)>;
 
+/// The BM25 statements' common head (`lexical_candidates`, `bm25_scores`): the query terms `q` from `$2`/`$3`
+/// and the space `$1`'s statistics `st` from `lex_stats` (document count `n`, average length `avgdl`).
+macro_rules! bm25_head {
+    () => {
+        "WITH q AS (SELECT t.term, t.qtf FROM unnest($2::text[], $3::int[]) AS t(term, qtf)),
+         st AS (SELECT greatest(coalesce(max(v0), 0), 1)::float8 AS n,
+                       CASE WHEN coalesce(max(v0), 0) = 0 OR max(v1) = 0 THEN 1.0
+                            ELSE max(v1)::float8 / max(v0) END AS avgdl
+                FROM lex_stats WHERE k0 = $1),"
+    };
+}
+
+/// The BM25 statements' common tail: each document's score, the sum over its postings `p` of the terms'
+/// weights with the document frequencies `df` (Robertson and Zaragoza 2009; `k1` = `$4`, `b` = `$5`), as in
+/// `crate::index::bm25::score`.
+macro_rules! bm25_sum {
+    () => {
+        "SELECT p.docno,
+                sum(ln(1 + (st.n - df.df + 0.5) / (df.df + 0.5)) * p.tf * ($4::float8 + 1)
+                    / (p.tf + $4::float8 * (1 - $5::float8 + $5::float8 * p.dl / st.avgdl)) * p.qtf) AS score
+         FROM p JOIN df USING (term) CROSS JOIN st"
+    };
+}
+
 impl PgTx {
     /// BM25 candidates in one statement over the `postings` and `lex_stats` tables: the same formula, statistics
     /// and order as the redb backend's scan (`crate::index::bm25::score`; Robertson and Zaragoza 2009), in
@@ -785,20 +809,17 @@ impl PgTx {
         let counts: Vec<i32> = terms.iter().map(|(_, q)| i32::try_from(*q).unwrap_or(i32::MAX)).collect();
         let (k1, b) = (f64::from(params.k1), f64::from(params.b));
         let limit = i64::try_from(k).unwrap_or(i64::MAX);
-        let sql = "WITH q AS (SELECT t.term, t.qtf FROM unnest($2::text[], $3::int[]) AS t(term, qtf)),
-             st AS (SELECT greatest(coalesce(max(v0), 0), 1)::float8 AS n,
-                           CASE WHEN coalesce(max(v0), 0) = 0 OR max(v1) = 0 THEN 1.0
-                                ELSE max(v1)::float8 / max(v0) END AS avgdl
-                    FROM lex_stats WHERE k0 = $1),
+        let sql = concat!(
+            bm25_head!(),
+            "
              p AS (SELECT q.term, q.qtf, po.k2 AS docno, (po.v0 >> 32)::float8 AS tf,
                           (po.v0 & 4294967295)::float8 AS dl
                    FROM q JOIN postings po ON po.k0 = $1 AND po.k1 = q.term),
              df AS (SELECT term, count(*)::float8 AS df FROM p GROUP BY term)
-             SELECT p.docno,
-                    sum(ln(1 + (st.n - df.df + 0.5) / (df.df + 0.5)) * p.tf * ($4::float8 + 1)
-                        / (p.tf + $4::float8 * (1 - $5::float8 + $5::float8 * p.dl / st.avgdl)) * p.qtf) AS score
-             FROM p JOIN df USING (term) CROSS JOIN st
-             GROUP BY p.docno ORDER BY score DESC, p.docno LIMIT $6";
+             ",
+            bm25_sum!(),
+            " GROUP BY p.docno ORDER BY score DESC, p.docno LIMIT $6"
+        );
         let mut tx = self.0.lock();
         let client = &mut tx.conn()?.client;
         let rows = client
@@ -923,19 +944,17 @@ impl PgTx {
         let counts: Vec<i32> = terms.iter().map(|(_, q)| i32::try_from(*q).unwrap_or(i32::MAX)).collect();
         let ids: Vec<i64> = docnos.iter().map(|d| *d as i64).collect();
         let (k1, b) = (f64::from(params.k1), f64::from(params.b));
-        let sql = "WITH q AS (SELECT t.term, t.qtf FROM unnest($2::text[], $3::int[]) AS t(term, qtf)),
-             st AS (SELECT greatest(coalesce(max(v0), 0), 1)::float8 AS n,
-                           CASE WHEN coalesce(max(v0), 0) = 0 OR max(v1) = 0 THEN 1.0
-                                ELSE max(v1)::float8 / max(v0) END AS avgdl
-                    FROM lex_stats WHERE k0 = $1),
+        let sql = concat!(
+            bm25_head!(),
+            "
              df AS (SELECT q.term, (SELECT count(*) FROM postings po WHERE po.k0 = $1 AND po.k1 = q.term)::float8 AS df
                     FROM q),
              p AS (SELECT q.term, q.qtf, po.k2 AS docno, (po.v0 >> 32)::float8 AS tf, (po.v0 & 4294967295)::float8 AS dl
                    FROM q JOIN postings po ON po.k0 = $1 AND po.k1 = q.term AND po.k2 = ANY($6::bigint[]))
-             SELECT p.docno,
-                    sum(ln(1 + (st.n - df.df + 0.5) / (df.df + 0.5)) * p.tf * ($4::float8 + 1)
-                        / (p.tf + $4::float8 * (1 - $5::float8 + $5::float8 * p.dl / st.avgdl)) * p.qtf)
-             FROM p JOIN df USING (term) CROSS JOIN st GROUP BY p.docno";
+             ",
+            bm25_sum!(),
+            " GROUP BY p.docno"
+        );
         let rows = self.0.lock().conn()?.query_typed(sql, &[&space, &words, &counts, &k1, &b, &ids])?;
         let mut scores: std::collections::HashMap<u64, f32> = std::collections::HashMap::new();
         for r in rows {

@@ -89,12 +89,7 @@ pub(crate) fn keep(txn: &WriteTx, ops: &[IndexOp]) -> Result<()> {
 pub(crate) fn fill(txn: &WriteTx) -> Result<u64> {
     use crate::store::{label, memory, meta};
     txn.open(CATALOG)?.retain(|_, _| false)?;
-    let mut labels: HashMap<(String, String), BTreeSet<String>> = HashMap::new();
-    for row in label::memory_labels(txn)?.iter()? {
-        let (k, _) = row?;
-        let (space, mem, label) = k.value();
-        labels.entry((space.to_string(), mem.to_string())).or_default().insert(label.to_string());
-    }
+    let mut labels = label::labels_by_memory(txn)?;
     let mut written = 0;
     for row in memory::memories(txn)?.iter()? {
         let (k, sm) = row?;

@@ -1,10 +1,12 @@
 //! Labels (`labels`), the HAS_LABEL edges both ways and label merges: the only place these kinds are opened.
 
+use std::collections::{BTreeSet, HashMap};
+
 use super::{Bytes, K2, K3, Opened, Records, Tx};
 use crate::error::Result;
 use crate::model::Label;
 use crate::storage::tables::{LABEL_MEMORIES, LABEL_MERGES, LABELS, MEMORY_LABELS};
-use crate::storage::{Table, WriteTx};
+use crate::storage::{Readable, Table, WriteTx};
 use crate::store::LabelMerge;
 
 /// `(space id, label id)` -> [`Label`].
@@ -21,6 +23,21 @@ pub(crate) fn labels<X: Tx>(tx: &X) -> Result<Records<X::Table<'_, K2, Bytes>, K
 /// Storage errors.
 pub(crate) fn memory_labels<X: Tx>(tx: &X) -> Result<X::Table<'_, K3, ()>> {
     tx.open(MEMORY_LABELS)
+}
+
+/// Every HAS_LABEL edge as `(space id, memory id)` -> label ids, read in one pass over the edges (the open's
+/// index load and the catalog's fill, which then walk the memories).
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn labels_by_memory<X: Tx>(tx: &X) -> Result<HashMap<(String, String), BTreeSet<String>>> {
+    let mut labels: HashMap<(String, String), BTreeSet<String>> = HashMap::new();
+    for row in memory_labels(tx)?.iter()? {
+        let (k, _) = row?;
+        let (space, memory, label) = k.value();
+        labels.entry((space.to_string(), memory.to_string())).or_default().insert(label.to_string());
+    }
+    Ok(labels)
 }
 
 /// HAS_LABEL edges reversed: `(space id, label id, memory id)`.
