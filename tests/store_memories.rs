@@ -377,3 +377,47 @@ fn the_hnsw_graph_waits_for_a_bulk_load_and_is_built_after_it() {
     assert_eq!(graph_points(&store), 300, "{stats:?}");
     assert_eq!(search(&store, "lighthouse storm number 42", "default", 1, MemoryFilter::default()), ["hb-42"]);
 }
+
+#[test]
+fn listing_pages_follow_each_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    // Three batches a few milliseconds apart (creation times differ between them, tie within them), importance in
+    // four steps: every order has ties that the id (then the creation time) must break.
+    for b in 0..3 {
+        let batch: Vec<NewMemory> = (0..30)
+            .map(|i| NewMemory {
+                importance: Some([0.2, 0.4, 0.6, 0.8][(i * 7 + b) % 4]),
+                ..mem(&format!("m{:02}-{b}", (i * 13) % 30), &format!("note {i} of batch {b}"))
+            })
+            .collect();
+        store.create_memories(batch).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let all: Vec<engram::Memory> = {
+        let q = ListQuery { space_id: "default".into(), filter: MemoryFilter::default(), limit: 100, offset: 0 };
+        store.list_memories(&q).unwrap().items.into_iter().map(|v| v.memory).collect()
+    };
+    assert_eq!(all.len(), 90);
+    let newest = |a: &engram::Memory, b: &engram::Memory| b.created_at.cmp(&a.created_at).then(a.id.cmp(&b.id));
+    // (The PageRank order shares the selection; a background graph recompute could change its ranks mid-test.)
+    for order in [engram::ListOrder::Recent, engram::ListOrder::Importance] {
+        let mut expected = all.clone();
+        match order {
+            engram::ListOrder::Importance => {
+                expected.sort_by(|a, b| b.importance.total_cmp(&a.importance).then_with(|| newest(a, b)))
+            }
+            _ => expected.sort_by(newest),
+        }
+        let expected: Vec<String> = expected.into_iter().map(|m| m.id).collect();
+        // Pages of 7 at every offset, and one page past the end.
+        let mut paged = Vec::new();
+        for offset in (0..=91).step_by(7) {
+            let q = ListQuery { space_id: "default".into(), filter: MemoryFilter::default(), limit: 7, offset };
+            let page = store.list_memories_ordered(&q, order).unwrap();
+            assert_eq!(page.total, 90);
+            paged.extend(page.items.into_iter().map(|v| v.memory.id));
+        }
+        assert_eq!(paged, expected, "{order:?}");
+    }
+}
