@@ -926,7 +926,9 @@ impl PgTx {
 impl PgTx {
     /// BM25 scores of `docnos` for the query `terms` (see [`crate::storage::ReadTx::bm25_scores`]) in one
     /// statement: the documents' postings of the terms, each term's document frequency counted over its whole
-    /// list, the space's statistics from `lex_stats`; the formula of [`PgTx::lexical_candidates`].
+    /// list, the space's statistics from `lex_stats`; the formula of [`PgTx::lexical_candidates`]. The counts are
+    /// a `MATERIALIZED` CTE: inlined, PostgreSQL 15 ran each count once per posting row and use (24 s instead of
+    /// 0.2 s for 100 documents and two terms of 317,000 postings each at 1M memories).
     ///
     /// # Errors
     /// Database errors.
@@ -947,8 +949,8 @@ impl PgTx {
         let sql = concat!(
             bm25_head!(),
             "
-             df AS (SELECT q.term, (SELECT count(*) FROM postings po WHERE po.k0 = $1 AND po.k1 = q.term)::float8 AS df
-                    FROM q),
+             df AS MATERIALIZED (SELECT q.term,
+                    (SELECT count(*) FROM postings po WHERE po.k0 = $1 AND po.k1 = q.term)::float8 AS df FROM q),
              p AS (SELECT q.term, q.qtf, po.k2 AS docno, (po.v0 >> 32)::float8 AS tf, (po.v0 & 4294967295)::float8 AS dl
                    FROM q JOIN postings po ON po.k0 = $1 AND po.k1 = q.term AND po.k2 = ANY($6::bigint[]))
              ",
