@@ -767,11 +767,7 @@ pub struct AttachStats {
 /// Keeps the `k` best hits, sorted by descending score then ascending docno (deterministic ties).
 pub fn top_k(hits: &mut Vec<VectorHit>, k: usize) {
     let cmp = |a: &VectorHit, b: &VectorHit| b.score.total_cmp(&a.score).then(a.docno.cmp(&b.docno));
-    if hits.len() > k {
-        hits.select_nth_unstable_by(k, cmp);
-        hits.truncate(k);
-    }
-    hits.sort_by(cmp);
+    *hits = super::first_in_order(std::mem::take(hits), k, cmp);
 }
 
 /// Cosine similarity of two L2-normalised vectors (their dot product), clamped to -1..=1. Slices of different

@@ -1,6 +1,7 @@
 //! Memory writes and reads: create (upsert by id), update, delete, get, list. Also the lexical postings that
 //! follow every text change.
 
+use crate::index::first_in_order;
 use crate::storage::{ReadTx, Readable, Table, WriteTx};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -1143,40 +1144,4 @@ fn readable_memory(rtx: &ReadTx, id: &str, space_guard: Option<&str>) -> Result<
         return Err(not_found());
     }
     Ok((space, sm))
-}
-
-/// The first `keep` of `items` in the order `cmp` gives, sorted: a selection (`select_nth_unstable_by`, O(n))
-/// then a sort of the `keep` selected (O(keep log keep)), instead of a sort of them all. `cmp` must be a total
-/// order (ties broken, as by id) for the result to be the first `keep` of a full sort.
-fn first_in_order<T>(mut items: Vec<T>, keep: usize, cmp: impl Fn(&T, &T) -> std::cmp::Ordering) -> Vec<T> {
-    if keep == 0 {
-        return Vec::new();
-    }
-    if keep < items.len() {
-        items.select_nth_unstable_by(keep - 1, &cmp);
-        items.truncate(keep);
-    }
-    items.sort_by(&cmp);
-    items
-}
-
-#[cfg(test)]
-mod tests {
-    use proptest::prelude::*;
-
-    proptest! {
-        /// The selection gives the first `keep` of a full sort, ties broken by the second field.
-        #[test]
-        fn first_in_order_is_a_full_sorts_prefix(keys in proptest::collection::vec(0u8..8, 0..200),
-                                                 keep in 0usize..250) {
-            // Few distinct keys, so most of the order is decided by the unique second field (the id).
-            // 919 is prime to 1,000: the ids of 200 items are distinct.
-            let items: Vec<(u8, u32)> = keys.iter().zip(0u32..).map(|(k, i)| (*k, i * 919 % 1000)).collect();
-            let cmp = |a: &(u8, u32), b: &(u8, u32)| b.0.cmp(&a.0).then(a.1.cmp(&b.1));
-            let mut all = items.clone();
-            all.sort_by(cmp);
-            all.truncate(keep);
-            prop_assert_eq!(super::first_in_order(items, keep, cmp), all);
-        }
-    }
 }
