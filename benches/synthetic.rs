@@ -8,6 +8,9 @@
 //! takes the context-expanded BM25 and neighbour-expansion path (`docs/retrieval.md`); 0 (default) stores plain
 //! memories.
 //!
+//! `--vector-context G` sets [`StoreConfig::vector_context`] (the context-blended cosine, off by default with the
+//! built-in embedder) to measure its cost.
+//!
 //! `--store DIR` keeps the store in DIR instead of a temporary directory. When DIR already holds a store (from an
 //! earlier run with the same `--n` and `--sequence`), ingest is skipped and the run measures search and reopen on
 //! it, the searches once the open's background work is done (`KnowledgeStore::wait_for_indexes`), as after an
@@ -150,7 +153,10 @@ fn main() -> engram::Result<()> {
         params.ef_search
     );
 
-    let store = KnowledgeStore::open(StoreConfig { vector: params, ..StoreConfig::new(&dir) })?;
+    // `--vector-context G` sets the context-blended cosine's weight (the built-in embedder's default is 0).
+    let vector_context = args.iter().position(|a| a == "--vector-context").and_then(|i| args.get(i + 1)?.parse().ok());
+    let config = || StoreConfig { vector: params, vector_context, ..StoreConfig::new(&dir) };
+    let store = KnowledgeStore::open(config())?;
     let t0 = Instant::now();
     for (b, chunk) in texts.chunks(batch).enumerate().filter(|_| !reuse) {
         let items = chunk
@@ -319,7 +325,7 @@ fn main() -> engram::Result<()> {
     }
     drop(store);
     let (t0, cpu0) = (Instant::now(), cpu_s());
-    let store = KnowledgeStore::open(StoreConfig { vector: params, ..StoreConfig::new(&dir) })?;
+    let store = KnowledgeStore::open(config())?;
     let open_s = t0.elapsed().as_secs_f64();
     let open_cpu_s = cpu_s() - cpu0;
     let attached = store.vector_index_stats().iter().all(|s| s.graph_points > 0 || s.vectors < 4096);

@@ -52,6 +52,11 @@ pub struct StoreConfig {
     /// memory of its thread (the reply, in a transcript stored turn by turn) has its score multiplied by
     /// `1 - question_penalty` after neighbour expansion (default 0.15, range 0..=1; 0 switches it off).
     pub question_penalty: f32,
+    /// Hybrid and vector search: weight `γ` in 0..=1 of the context-blended cosine, which blends each memory's
+    /// cosine with the mean cosine of itself and its previous and next memory in its thread or source
+    /// ([`crate::index::context::context_cosines`]; 0 switches it off). None: the embedder's
+    /// [`Embedder::default_vector_context`] (0.5 for a model, 0 for the built-in [`HashEmbedder`]).
+    pub vector_context: Option<f32>,
     /// Directories besides `data_dir` that server-side paths (export, import, source ingestion by path) may
     /// name: the daemon's repeatable `--allow-path DIR`.
     pub allowed_paths: Vec<PathBuf>,
@@ -127,6 +132,7 @@ impl StoreConfig {
             expansion: Expansion::default(),
             temporal_boost: 0.2,
             question_penalty: 0.15,
+            vector_context: None,
             allowed_paths: Vec::new(),
             storage: None,
             database_url: None,
@@ -250,6 +256,12 @@ impl StoreConfig {
     /// The fusion in effect.
     pub fn effective_fusion(&self) -> Fusion {
         self.fusion.unwrap_or(Fusion::Convex { alpha: self.embedder.default_lexical_weight() })
+    }
+
+    /// The context-blended cosine's weight `γ` searches use: [`StoreConfig::vector_context`], else the
+    /// embedder's default.
+    pub fn effective_vector_context(&self) -> f32 {
+        self.vector_context.unwrap_or_else(|| self.embedder.default_vector_context())
     }
 
     /// Sets durability.

@@ -142,29 +142,37 @@ pub struct LocomoReport {
 
 /// The ablation runs: `(name, mode, options)`. Each switches one stage off (`-context`: context-expanded
 /// BM25, `-expansion`: neighbour expansion, `-priors`: entity, PageRank and decay adjustments, `-time`: the
-/// time-question boost, `-questions`: the question penalty), keeps one of the two context stages alone
-/// (`context-only`, `expansion-only`), or switches all of them off (`plain`).
+/// time-question boost, `-questions`: the question penalty, `-vcontext`: the context-blended cosine), keeps one
+/// of the two context stages alone (`context-only`, `expansion-only`), or switches all of them off (`plain`).
 pub fn ablations() -> Vec<(String, SearchMode, SearchOptions)> {
-    let off = |c: bool, e: bool, p: bool, t: bool, qp: bool| SearchOptions {
+    let off = |c: bool, e: bool, p: bool, t: bool, qp: bool, v: bool| SearchOptions {
         context_bm25: (!c).then_some(false),
         expand_neighbours: (!e).then_some(false),
         priors: (!p).then_some(false),
         temporal_boost: (!t).then_some(0.0),
         question_penalty: (!qp).then_some(0.0),
+        vector_context: (!v).then_some(0.0),
         ..Default::default()
     };
     let mut out = Vec::new();
     for (m, mode) in [("hybrid", SearchMode::Hybrid), ("lexical", SearchMode::Lexical), ("vector", SearchMode::Vector)]
     {
-        out.push((format!("ablation/{m}/-context"), mode, off(false, true, true, true, true)));
-        out.push((format!("ablation/{m}/-expansion"), mode, off(true, false, true, true, true)));
-        out.push((format!("ablation/{m}/-questions"), mode, off(true, true, true, true, false)));
-        out.push((format!("ablation/{m}/plain"), mode, off(false, false, false, false, false)));
+        out.push((format!("ablation/{m}/-context"), mode, off(false, true, true, true, true, true)));
+        out.push((format!("ablation/{m}/-expansion"), mode, off(true, false, true, true, true, true)));
+        out.push((format!("ablation/{m}/-questions"), mode, off(true, true, true, true, false, true)));
+        out.push((format!("ablation/{m}/plain"), mode, off(false, false, false, false, false, false)));
+        if mode != SearchMode::Lexical {
+            out.push((format!("ablation/{m}/-vcontext"), mode, off(true, true, true, true, true, false)));
+        }
     }
-    out.push(("ablation/hybrid/-priors".into(), SearchMode::Hybrid, off(true, true, false, true, true)));
-    out.push(("ablation/hybrid/-time".into(), SearchMode::Hybrid, off(true, true, true, false, true)));
-    out.push(("ablation/hybrid/context-only".into(), SearchMode::Hybrid, off(true, false, false, false, false)));
-    out.push(("ablation/hybrid/expansion-only".into(), SearchMode::Hybrid, off(false, true, false, false, false)));
+    out.push(("ablation/hybrid/-priors".into(), SearchMode::Hybrid, off(true, true, false, true, true, true)));
+    out.push(("ablation/hybrid/-time".into(), SearchMode::Hybrid, off(true, true, true, false, true, true)));
+    out.push(("ablation/hybrid/context-only".into(), SearchMode::Hybrid, off(true, false, false, false, false, false)));
+    out.push((
+        "ablation/hybrid/expansion-only".into(),
+        SearchMode::Hybrid,
+        off(false, true, false, false, false, false),
+    ));
     out
 }
 
@@ -227,6 +235,9 @@ pub fn sweeps(base: &crate::StoreConfig) -> Vec<(String, Option<Fusion>, SearchO
     }
     for p in [0.0f32, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5] {
         out.push((format!("sweep/question-penalty={p}"), None, opts(&|o| o.question_penalty = Some(p))));
+    }
+    for g in [0.0f32, 0.3, 0.5, 0.6, 0.7] {
+        out.push((format!("sweep/vector-context={g}"), None, opts(&|o| o.vector_context = Some(g))));
     }
     for k1 in [0.6f32, 0.9, 1.2, 1.5, 2.0] {
         out.push((format!("sweep/k1={k1}"), None, opts(&|o| o.bm25 = Some(Bm25Params { k1, ..base.bm25 }))));

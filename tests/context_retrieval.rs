@@ -67,6 +67,12 @@ fn search(
         .collect()
 }
 
+/// Thread `t1` of the default space stored turn by turn (`t1#m0`, ...) and a memory `plain` without a position.
+fn thread_and_plain_memory(store: &KnowledgeStore, turns: &[(&str, &str)], plain: &str) {
+    per_message_thread(store, "default", "t1", turns);
+    store.create_memory(NewMemory { id: Some("plain".into()), content: plain.into(), ..Default::default() }).unwrap();
+}
+
 /// The best hit of `q` in `space` with its context, `window` neighbours on each side.
 fn best_with_context(store: &KnowledgeStore, space: &str, q: &str, mode: SearchMode, window: usize) -> SearchHit {
     let options = SearchOptions { include_context: Some(window), ..Default::default() };
@@ -173,23 +179,15 @@ fn expansion_brings_the_neighbours_of_a_hit_and_can_be_switched_off() {
 fn a_question_answered_by_the_next_memory_ranks_lower() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());
-    per_message_thread(
+    thread_and_plain_memory(
         &store,
-        "default",
-        "t1",
         &[
             ("Ann", "Did you enjoy your trip to Lisbon?"),
             ("Bob", "Yes, we ate pastries every morning."),
             ("Ann", "Would you go back to Lisbon?"),
         ],
+        "Is Lisbon sunny in May?",
     );
-    store
-        .create_memory(NewMemory {
-            id: Some("plain".into()),
-            content: "Is Lisbon sunny in May?".into(),
-            ..Default::default()
-        })
-        .unwrap();
     let off = search(&store, "default", "Lisbon", SearchMode::Lexical, SearchOptions::OWN_TEXT);
     let with = |p: f32| {
         let on = SearchOptions { question_penalty: Some(p), ..SearchOptions::OWN_TEXT };
@@ -223,6 +221,42 @@ fn a_question_answered_by_the_next_memory_ranks_lower() {
     let d: std::collections::HashMap<_, _> = default.into_iter().collect();
     let m0 = off.iter().find(|h| h.0 == "t1#m0").unwrap().1;
     assert!((d["t1#m0"] - m0 * 0.85).abs() < 1e-6, "{} against {}", d["t1#m0"], m0 * 0.85);
+}
+
+#[test]
+fn the_context_blended_cosine_finds_a_turn_through_its_neighbours() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    thread_and_plain_memory(
+        &store,
+        &[
+            ("Ann", "We hiked up the mountain trail on Sunday"),
+            ("Bob", "Every weekend, rain or shine!"),
+            ("Ann", "The mountain trail was steep and rocky"),
+        ],
+        "A mountain of paperwork waits at the office",
+    );
+    let cosines = |gamma: f32| -> std::collections::HashMap<String, f32> {
+        let options = SearchOptions { vector_context: Some(gamma), ..SearchOptions::OWN_TEXT };
+        let q = SearchQuery { mode: SearchMode::Vector, options, ..SearchQuery::new("mountain trail hike") };
+        let hits = store.search(&q).expect("search").hits;
+        hits.into_iter().map(|h| (h.view.memory.id, h.vector_score.expect("a vector score"))).collect()
+    };
+    let (plain, blended) = (cosines(0.0), cosines(0.5));
+    let c = |id: &str| plain.get(id).copied().unwrap_or(0.0);
+    let (m0, m1, m2) = (c("t1#m0"), c("t1#m1"), c("t1#m2"));
+    let want = [
+        ("t1#m0", 0.5 * m0 + 0.5 * (m0 + m1) / 2.0),
+        ("t1#m1", 0.5 * m1 + 0.5 * (m0 + m1 + m2) / 3.0),
+        ("t1#m2", 0.5 * m2 + 0.5 * (m1 + m2) / 2.0),
+        ("plain", c("plain")),
+    ];
+    for (id, w) in want {
+        let got = blended.get(id).copied().unwrap_or(f32::NAN);
+        assert!((got - w).abs() < 1e-5, "{id}: {got} against {w} (plain cosines {plain:?})");
+    }
+    // The reply shares no word with the query; its neighbours lift it above its own cosine.
+    assert!(m0 > 0.0 && m2 > 0.0 && blended["t1#m1"] > m1 + 0.1, "{plain:?} {blended:?}");
 }
 
 #[test]

@@ -125,6 +125,13 @@ fn queries(space: &str) -> Vec<SearchQuery> {
         q.options.context_params = Some(ContextParams { window: 2, blend: 0.5 });
         q.options.expansion_params = Some(Expansion { weight: 0.5, window: 2, sum: true });
         out.push(q);
+        for mode in [SearchMode::Hybrid, SearchMode::Vector] {
+            // The context-blended cosine (off by default with the built-in embedder): in a partial read, the
+            // vectors of two rings of neighbours.
+            let mut q = base(text, mode);
+            q.options.vector_context = Some(0.5);
+            out.push(q);
+        }
         let mut q = base(text, SearchMode::Hybrid);
         q.filter.label_ids = vec!["label_people".into()];
         out.push(q);
@@ -231,6 +238,48 @@ fn the_database_index_mode_ranks_as_the_in_memory_indexes() {
     config.vector.hnsw_min_points = 4;
     let partial = KnowledgeStore::open(config).expect("open");
     assert_same(&memory, &partial, "partial");
+}
+
+/// The context-blended cosine of a partial read: a memory's blended cosine needs its neighbours' vectors, which
+/// pgvector's candidates need not hold in a space of more than 100 memories. Whatever candidates the two indexes
+/// find, a memory both return has the same blended cosine.
+#[test]
+fn a_partial_read_blends_each_cosine_with_its_neighbours_as_the_memory_mode_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = backend::pg_url_for(dir.path());
+    let with_blend = |c: StoreConfig| StoreConfig { vector_context: Some(0.5), ..c };
+    let memory = KnowledgeStore::open(with_blend(StoreConfig::new(dir.path()).database(url.clone()))).expect("open");
+    // 400 turns of pseudo-words: a turn's neighbours share few of its words, so the vector candidates of a query
+    // seldom hold them.
+    let lines: Vec<String> = (0..400u64)
+        .map(|i| (0..6u64).map(|j| format!("w{}", (i * 7_919 + j * 104_729) % 997)).collect::<Vec<_>>().join(" "))
+        .collect();
+    let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+    backend::per_message_thread(&memory, "default", "long", &refs);
+    memory.wait_for_indexes(std::time::Duration::from_secs(30));
+    let mut config =
+        with_blend(StoreConfig::new(dir.path().join("light")).database(url).index_mode(IndexMode::Database));
+    config.vector.hnsw_min_points = 4;
+    let partial = KnowledgeStore::open(config).expect("open in the database index mode");
+    let mut compared = 0;
+    for i in [3u64, 50, 121, 200, 333] {
+        let query = lines[i as usize].split(' ').take(3).collect::<Vec<_>>().join(" ");
+        for mode in [SearchMode::Vector, SearchMode::Hybrid] {
+            let q = SearchQuery { mode, ..SearchQuery::new(query.as_str()) };
+            let by_id = |r: engram::SearchResults| -> std::collections::HashMap<String, f32> {
+                r.hits.into_iter().filter_map(|h| Some((h.view.memory.id, h.vector_score?))).collect()
+            };
+            let a = by_id(memory.search(&q).expect("search the in-memory indexes"));
+            let b = by_id(partial.search(&q).expect("search the database"));
+            for (id, x) in &a {
+                if let Some(y) = b.get(id) {
+                    assert!((x - y).abs() <= 1e-5, "{query:?} ({mode:?}) {id}: blended cosine {x} against {y}");
+                    compared += 1;
+                }
+            }
+        }
+    }
+    assert!(compared >= 40, "the two modes return the same memories: {compared} compared");
 }
 
 #[test]

@@ -304,6 +304,10 @@ struct LocomoArgs {
     /// Neighbour expansion weight `a` (0 switches the stage off; default 0.5).
     #[arg(long)]
     expansion_weight: Option<f32>,
+    /// Context-blended cosine weight `γ`, 0..=1 (0 switches the stage off; default: the embedder's, 0.5 for a
+    /// model, 0 for the built-in embedder).
+    #[arg(long)]
+    vector_context: Option<f32>,
     #[command(flatten)]
     store: EvalStoreArgs,
 }
@@ -719,6 +723,7 @@ fn locomo_command(args: LocomoArgs) -> engram::Result<()> {
         sweep,
         context_window,
         expansion_weight,
+        vector_context,
         store,
     } = args;
     let (mut config, temp) = store.config()?;
@@ -747,6 +752,12 @@ fn locomo_command(args: LocomoArgs) -> engram::Result<()> {
     }
     if let Some(a) = expansion_weight {
         config.expansion.weight = a.max(0.0);
+    }
+    if let Some(g) = vector_context {
+        if !(0.0..=1.0).contains(&g) {
+            return Err(engram::Error::new(engram::ErrorKind::InvalidInput, "--vector-context is 0..=1"));
+        }
+        config.vector_context = Some(g);
     }
     let opts = engram::eval::LocomoOptions {
         conversations: range,

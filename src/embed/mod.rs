@@ -40,6 +40,13 @@ pub trait Embedder: Send + Sync {
         0.5
     }
 
+    /// The weight `γ` of the context-blended cosine that suits this embedder (0..=1; default 0.5; see
+    /// [`crate::StoreConfig::vector_context`]). A semantic model gains from a turn's neighbours; a lexical-like
+    /// embedder's neighbours are already in the context-expanded BM25.
+    fn default_vector_context(&self) -> f32 {
+        0.5
+    }
+
     /// The model's public id, reported as `model` by `/v1/embeddings` (default: [`Embedder::name`]).
     fn model_id(&self) -> &str {
         self.name()

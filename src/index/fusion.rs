@@ -43,7 +43,7 @@ pub struct Fused {
     pub score: f32,
     /// Raw BM25 score, when the document was in the lexical list.
     pub lexical: Option<f32>,
-    /// Cosine similarity, when the document was in the vector list.
+    /// Cosine similarity (context-blended when that stage is on), when the document was in the vector list.
     pub vector: Option<f32>,
     /// Share of its neighbours' scores added by neighbour expansion ([`crate::index::context::expand`]).
     pub expansion: Option<f32>,

@@ -9,8 +9,10 @@ use crate::embed::InputType;
 use crate::error::ErrorCode;
 use crate::error::{Error, FieldError, Result};
 use crate::index::bm25::{self, Posting};
+use crate::index::catalog::SpaceCatalog;
 use crate::index::context;
 use crate::index::decay;
+use crate::index::first_in_order;
 use crate::index::fusion::{Fused, fuse};
 use crate::storage::Readable;
 use crate::store::types::MemoryView;
@@ -268,24 +270,37 @@ impl KnowledgeStore {
         // A larger space in the database index mode may have had its BM25 candidates ranked in the database.
         let given = queried.as_ref().and_then(|qi| qi.lexical.as_ref());
         let own_terms: &[(&str, u32)] = if given.is_some() { &[] } else { &terms };
-        let ((mut lexical, mut scorer), vector) = rankings(si, q, mode, own_terms, &lex, qv, depth, &accept, hint);
+        let ((mut lexical, mut scorer), mut vector) = rankings(si, q, mode, own_terms, &lex, qv, depth, &accept, hint);
         if let Some((top, all)) = given.filter(|_| mode != SearchMode::Vector) {
             (lexical, scorer) = (top.clone(), LexScorer::All(all.clone()));
+        }
+
+        // The context-blended cosine (`docs/retrieval.md`): vector candidates and their neighbours are ranked by it,
+        // and fusion reads it.
+        let gamma = q.options.vector_context.unwrap_or_else(|| self.config.effective_vector_context());
+        let blend = if gamma > 0.0 && si.has_sequences() { gamma } else { 0.0 };
+        // A larger space in the database index mode read the vectors of its vector candidates only: fusion needs
+        // those of the lexical ones too, and the blend those of two rings of neighbours.
+        let read_vectors = match (&queried, qv) {
+            (Some(qi), Some(_)) if !qi.whole && (mode == SearchMode::Hybrid || blend > 0.0) => {
+                let wanted = vectors_wanted(&si.catalog, &lexical, &vector, blend > 0.0);
+                Some(self.union_vectors(rtx, &q.space_id, &wanted)?)
+            }
+            _ => None,
+        };
+        let vectors = read_vectors.as_ref().unwrap_or(&si.vectors);
+        let cosines = |docs: &[u64]| match qv {
+            Some(qv) => context::context_cosines(vectors, &si.catalog, qv, docs, blend),
+            None => vec![0.0; docs.len()],
+        };
+        if blend > 0.0 && !vector.is_empty() {
+            vector = rank_blended(&si.catalog, &vector, depth, &accept, &cosines);
         }
 
         let mut fused: Vec<Fused> = match mode {
             SearchMode::Hybrid => {
                 let fusion = q.fusion.unwrap_or_else(|| self.config.effective_fusion());
-                // A larger space in the database index mode read the vectors of its vector candidates only.
-                let union_vectors = match &queried {
-                    Some(qi) if !qi.whole && qvec.is_some() => {
-                        let union: Vec<u64> = lexical.iter().chain(&vector).map(|(d, _)| *d).collect();
-                        Some(self.union_vectors(rtx, &q.space_id, &union)?)
-                    }
-                    _ => None,
-                };
-                let vectors = union_vectors.as_ref().unwrap_or(&si.vectors);
-                fuse_union(vectors, &lexical, &vector, &scorer, lex.bm25, qvec.as_deref(), fusion)
+                fuse_union(&lexical, &vector, &scorer, lex.bm25, &cosines, fusion)
             }
             SearchMode::Lexical => lexical
                 .iter()
@@ -614,6 +629,55 @@ impl LexScorer<'_> {
     }
 }
 
+/// Best score first, ties to the smaller docno: the order of every ranked list.
+fn best_first(a: &(u64, f32), b: &(u64, f32)) -> std::cmp::Ordering {
+    b.1.total_cmp(&a.1).then(a.0.cmp(&b.0))
+}
+
+/// The previous and next memory of each of `docs` in its thread or source, without repeats (none in a space
+/// without sequences).
+fn neighbours_of(catalog: &SpaceCatalog, docs: &[u64]) -> Vec<u64> {
+    let mut nb = Vec::new();
+    let mut out = Vec::new();
+    for d in docs {
+        catalog.neighbours(*d, 1, &mut nb);
+        out.extend(nb.iter().map(|x| x.0));
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// The documents whose vectors a partial read (database index mode) must hold for fusion and, when `blend`, the
+/// context-blended cosine: the candidates of both lists and two rings of their neighbours (a candidate's
+/// neighbour may enter the vector list, and its own blend reads its neighbours).
+fn vectors_wanted(catalog: &SpaceCatalog, lexical: &[(u64, f32)], vector: &[(u64, f32)], blend: bool) -> Vec<u64> {
+    let mut wanted: Vec<u64> = lexical.iter().chain(vector).map(|(d, _)| *d).collect();
+    if blend {
+        let ring = neighbours_of(catalog, &wanted);
+        let second = neighbours_of(catalog, &ring);
+        wanted.extend(ring.into_iter().chain(second));
+    }
+    wanted
+}
+
+/// The vector list ranked again by the context-blended cosine (`cosines`): its candidates and their neighbours
+/// that pass `accept`, the best `depth` of them, best first.
+fn rank_blended(
+    catalog: &SpaceCatalog,
+    vector: &[(u64, f32)],
+    depth: usize,
+    accept: &dyn Fn(u64) -> bool,
+    cosines: &dyn Fn(&[u64]) -> Vec<f32>,
+) -> Scored {
+    let mut docs: Vec<u64> = vector.iter().map(|(d, _)| *d).collect();
+    docs.extend(neighbours_of(catalog, &docs).into_iter().filter(|d| accept(*d)));
+    docs.sort_unstable();
+    docs.dedup();
+    let scored: Scored = docs.iter().copied().zip(cosines(&docs)).collect();
+    first_in_order(scored, depth, best_first)
+}
+
 /// The BM25 candidates with their scorer ([`lexical_candidates`]; none without `terms`) and the vector
 /// candidates (none without a non-zero `qv`), each best first and at most `depth` long. Both at once in a space of
 /// [`PARALLEL_MIN_DOCS`] memories or more: the vector side on the search pool, BM25 on this thread. `hint`: the
@@ -662,7 +726,6 @@ fn lexical_candidates<'a>(
     accept: &(dyn Fn(u64) -> bool + Sync),
 ) -> (Scored, LexScorer<'a>) {
     let (bm25p, cx) = (lex.bm25, lex.cx);
-    let best_first = |a: &(u64, f32), b: &(u64, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
     let expanded_on =
         q.options.context_bm25.unwrap_or(true) && cx.is_on() && si.has_sequences() && mode != SearchMode::Vector;
     let beta = cx.blend.clamp(0.0, 1.0);
@@ -703,13 +766,7 @@ fn lexical_candidates<'a>(
             })
             .collect()
     };
-    let mut top = all.clone();
-    if top.len() > depth {
-        top.select_nth_unstable_by(depth, best_first);
-        top.truncate(depth);
-    }
-    top.sort_by(best_first);
-    (top, LexScorer::All(all))
+    (first_in_order(all.clone(), depth, best_first), LexScorer::All(all))
 }
 
 /// [`bm25::top_k`], split by docno into parts when its lists are long ([`bm25::split_docnos`]) and a pool thread
@@ -732,14 +789,14 @@ fn top_k(
 
 /// Hybrid fusion: the union of both candidate lists is scored on both sides, so that a document is not
 /// penalised for falling just outside one list's depth, then fused (`crate::index::fusion`).
-#[allow(clippy::too_many_arguments)]
+/// `cosines` gives the vector side's score of each document of a list (the context-blended cosine, or 0.0 for
+/// all without a query vector).
 fn fuse_union(
-    vectors: &crate::index::vector::SpaceVectors,
     lexical: &[(u64, f32)],
     vector: &[(u64, f32)],
     scorer: &LexScorer<'_>,
     bm25p: bm25::Bm25Params,
-    qvec: Option<&[f32]>,
+    cosines: &dyn Fn(&[u64]) -> Vec<f32>,
     fusion: crate::index::fusion::Fusion,
 ) -> Vec<Fused> {
     // Score the union of both candidate lists on both sides, so that a document is not penalised
@@ -748,13 +805,9 @@ fn fuse_union(
     union.sort_unstable();
     union.dedup();
     let lex_full: Vec<(u64, f32)> = union.iter().map(|d| (*d, scorer.score(bm25p, *d))).collect();
-    let sims = match &qvec {
-        Some(qv) => vectors.similarities(qv, &union),
-        None => vec![0.0; union.len()],
-    };
-    let vec_full: Vec<(u64, f32)> = union.iter().copied().zip(sims).collect();
+    let vec_full: Vec<(u64, f32)> = union.iter().copied().zip(cosines(&union)).collect();
     let by_score = |mut l: Vec<(u64, f32)>| {
-        l.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        l.sort_by(best_first);
         l
     };
     fuse(&by_score(lex_full), &by_score(vec_full), fusion)

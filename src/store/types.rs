@@ -296,11 +296,14 @@ pub struct SearchOptions {
     pub temporal_boost: Option<f32>,
     /// Question penalty for this query (None: the store's [`crate::StoreConfig::question_penalty`]; 0 off).
     pub question_penalty: Option<f32>,
+    /// Context-blended cosine weight `γ` for this query, 0..=1 (None: the store's
+    /// [`crate::StoreConfig::effective_vector_context`]; 0 off).
+    pub vector_context: Option<f32>,
 }
 
 impl SearchOptions {
-    /// Memories scored by their own text alone: no context-expanded BM25, no neighbour expansion (duplicate and
-    /// review detection compare one memory with another, not conversations).
+    /// Memories scored by their own text alone: no context-expanded BM25 or context-blended cosine, no neighbour
+    /// expansion (duplicate and review detection compare one memory with another, not conversations).
     pub const OWN_TEXT: SearchOptions = SearchOptions {
         context_bm25: Some(false),
         expand_neighbours: Some(false),
@@ -311,6 +314,7 @@ impl SearchOptions {
         bm25: None,
         temporal_boost: None,
         question_penalty: Some(0.0),
+        vector_context: Some(0.0),
     };
 }
 
@@ -323,7 +327,8 @@ pub struct SearchHit {
     pub score: f32,
     /// BM25 score when the lexical ranking found it.
     pub lexical_score: Option<f32>,
-    /// Cosine similarity when the vector ranking found it.
+    /// Cosine similarity (-1..=1) when the vector ranking found it: the context-blended cosine when that stage
+    /// is on ([`crate::StoreConfig::effective_vector_context`]) and the memory has a position.
     pub vector_score: Option<f32>,
     /// Query terms (stemmed) found in the memory.
     pub matched_terms: Vec<String>,
