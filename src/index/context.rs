@@ -892,7 +892,7 @@ pub fn penalise_questions(fused: &mut [Fused], catalog: &SpaceCatalog, penalty: 
 /// Why: a turn stored alone ("Yes, every weekend!") says little to an embedding model; its neighbours say what it
 /// is about. This is the vector side's counterpart of the context-expanded BM25 ([`score_context`]), blending
 /// scores rather than vectors (the cosine of the neighbourhood's summed vectors was measured worse); on LoCoMo dev
-/// (turns, MiniLM) it raised the vector half's recall@10 from 0.498 to 0.530 and hybrid from 0.821 to 0.832
+/// (turns, MiniLM) it raised the vector half's recall@10 from 0.498 to 0.533 and hybrid from 0.821 to 0.831
 /// (`docs/retrieval.md`).
 pub fn context_cosines(
     vectors: &super::vector::SpaceVectors,
