@@ -178,11 +178,16 @@ fn assert_same_listings(memory: &KnowledgeStore, database: &KnowledgeStore, spac
             let q = ListQuery { space_id: space.into(), filter, limit: 7, offset: 2 };
             let ids = |s: &KnowledgeStore| {
                 let page = s.list_memories_ordered(&q, order).expect("list");
-                (page.total, page.items.into_iter().map(|v| v.memory.id).collect::<Vec<_>>())
+                let items = page.items.into_iter().map(|v| (v.memory.id, v.memory.pagerank_score));
+                (page.total, items.collect::<Vec<_>>())
             };
             assert_eq!(ids(memory), ids(database), "listing {order:?} {:?}", q.filter);
         }
     }
+    // The listings above carry each memory's PageRank, read for the whole page at once.
+    let q = ListQuery { space_id: space.into(), filter: MemoryFilter::default(), limit: 5, offset: 0 };
+    let top = database.list_memories_ordered(&q, ListOrder::PageRank).expect("list by PageRank");
+    assert!(top.items.first().is_some_and(|v| v.memory.pagerank_score > 0.0), "no PageRank in the listing");
     let usage =
         |s: &KnowledgeStore| s.list_spaces().unwrap().into_iter().map(|x| (x.id, x.usage.memories)).collect::<Vec<_>>();
     assert_eq!(usage(memory), usage(database));
@@ -209,6 +214,7 @@ fn the_database_index_mode_ranks_as_the_in_memory_indexes() {
     corpus(&memory, "default");
     corpus(&memory, "partial");
     memory.wait_for_indexes(std::time::Duration::from_secs(30));
+    memory.recompute_graph().expect("PageRank and communities");
 
     let database = KnowledgeStore::open(
         StoreConfig::new(dir.path().join("light")).database(url.clone()).index_mode(IndexMode::Database),

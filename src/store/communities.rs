@@ -844,9 +844,11 @@ impl KnowledgeStore {
     /// PageRank of a memory scaled so the top memory of the graph is 1 (0 until the graph was computed or when it mentions no entity).
     pub fn memory_pagerank(&self, space: &str, id: &str) -> f64 {
         if self.config.index_mode == crate::IndexMode::Database {
-            // No table in memory: the stored row (0 when it cannot be read, as for a memory without one).
-            let read =
-                self.db.read().and_then(|rtx| Ok(graph::memory_pagerank(&rtx)?.get((space, id))?.map(|v| v.value())));
+            // No table in memory: the stored row (0 when it cannot be read, as for a memory without one), at the
+            // in-memory table's precision (f32), so that both modes show the same figure.
+            let read = self.db.read().and_then(|rtx| {
+                Ok(graph::memory_pagerank(&rtx)?.get((space, id))?.map(|v| f64::from(v.value() as f32)))
+            });
             return read.ok().flatten().unwrap_or(0.0);
         }
         self.graph.read().memory_rank.get(space).and_then(|m| m.get(id)).map_or(0.0, f64::from)
