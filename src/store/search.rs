@@ -289,10 +289,8 @@ impl KnowledgeStore {
             _ => None,
         };
         let vectors = read_vectors.as_ref().unwrap_or(&si.vectors);
-        let cosines = |docs: &[u64]| match qv {
-            Some(qv) => context::context_cosines(vectors, &si.catalog, qv, docs, blend),
-            None => vec![0.0; docs.len()],
-        };
+        let vector_side = VectorSide { vectors, catalog: &si.catalog, qv, blend, memo: Default::default() };
+        let cosines = |docs: &[u64]| vector_side.cosines(docs);
         if blend > 0.0 && !vector.is_empty() {
             vector = rank_blended(&si.catalog, &vector, depth, &accept, &cosines);
         }
@@ -659,6 +657,33 @@ fn vectors_wanted(catalog: &SpaceCatalog, lexical: &[(u64, f32)], vector: &[(u64
         wanted.extend(ring.into_iter().chain(second));
     }
     wanted
+}
+
+/// The vector side's score of documents: the context-blended cosine at `blend` ([`context::context_cosines`]),
+/// or 0.0 for all without a query vector.
+struct VectorSide<'a> {
+    vectors: &'a crate::index::vector::SpaceVectors,
+    catalog: &'a SpaceCatalog,
+    qv: Option<&'a [f32]>,
+    blend: f32,
+    /// Blended cosines computed so far. Ranking the vector list and fusion both ask for the vector candidates'
+    /// (and a blended cosine reads its neighbours' too): each document's is computed once.
+    memo: std::cell::RefCell<rustc_hash::FxHashMap<u64, f32>>,
+}
+
+impl VectorSide<'_> {
+    /// The scores of `docs`, in their order.
+    fn cosines(&self, docs: &[u64]) -> Vec<f32> {
+        let Some(qv) = self.qv else { return vec![0.0; docs.len()] };
+        if self.blend <= 0.0 {
+            return context::context_cosines(self.vectors, self.catalog, qv, docs, 0.0);
+        }
+        let mut memo = self.memo.borrow_mut();
+        let missing: Vec<u64> = docs.iter().copied().filter(|d| !memo.contains_key(d)).collect();
+        let got = context::context_cosines(self.vectors, self.catalog, qv, &missing, self.blend);
+        memo.extend(missing.into_iter().zip(got));
+        docs.iter().map(|d| memo.get(d).copied().unwrap_or(0.0)).collect()
+    }
 }
 
 /// The vector list ranked again by the context-blended cosine (`cosines`): its candidates and their neighbours
