@@ -844,18 +844,8 @@ impl KnowledgeStore {
         let keys: Vec<(&str, &str)> = ids.iter().map(|id| (space, *id)).collect();
         let records = memory::memories(&rtx)?.get_many(&keys)?;
         let labels = crate::storage::txn::range_prefix3_many(&label::memory_labels(&rtx)?, space, &ids)?;
-        // The PageRank of every id at once: one read of the stored rows in the database index mode (one
-        // statement on PostgreSQL, not one transaction per id), else one look at the in-memory table. Both give
-        // the value at the in-memory table's precision (f32), so that both modes show the same figure.
-        let ranks: Vec<f64> = if self.config.index_mode == crate::IndexMode::Database {
-            let table = super::graph::memory_pagerank(&rtx)?;
-            let rows = table.get_many(&keys)?.into_iter();
-            rows.map(|v| v.map_or(0.0, |v| f64::from(v.value() as f32))).collect()
-        } else {
-            let graph = self.graph.read();
-            let table = graph.memory_rank.get(space);
-            ids.iter().map(|id| table.and_then(|m| m.get(id)).map_or(0.0, f64::from)).collect()
-        };
+        // The PageRank of every id at once (in the database index mode one statement, not a transaction per id).
+        let ranks = self.memory_pageranks(&rtx, space, &ids)?;
         let mut out = Vec::with_capacity(ids.len());
         for ((sm, label_ids), rank) in records.into_iter().zip(labels).zip(ranks) {
             if let Some(sm) = sm {
