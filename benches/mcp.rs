@@ -15,7 +15,7 @@ use engram::api::ServiceInfo;
 use engram::server::{ServerConfig, start};
 use engram::{KnowledgeStore, NewMemory, StoreConfig};
 
-/// The daemon's allocator, as `engram serve` has it (src/bin/engram.rs).
+/// The daemon's allocator, as `engram serve` has it (src/bin/engram/main.rs).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

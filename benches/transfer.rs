@@ -116,6 +116,7 @@ fn synthetic(n: usize) {
             compress: true,
             overwrite: true,
             include: Include::default(),
+            encrypt: None,
         })
         .expect("export");
     let export_s = t.elapsed().as_secs_f64();
@@ -181,6 +182,7 @@ fn dump(store: &KnowledgeStore, dir: &Path, name: &str) -> BTreeMap<String, Vec<
             compress: false,
             overwrite: true,
             include: Include::default(),
+            encrypt: None,
         })
         .expect("dump");
     let mut out = BTreeMap::new();
@@ -245,6 +247,7 @@ fn locomo_round_trip(dataset: &Path) {
         compress: true,
         overwrite: true,
         include: Include::default(),
+        encrypt: None,
     })
     .expect("export");
     let export_ms = t.elapsed().as_secs_f64() * 1000.0;

@@ -19,6 +19,21 @@
 #endif
 
 /*
+ `engram_store_open_encrypted`'s `key_kind`: `key` is a passphrase (UTF-8), stretched with Argon2id.
+ */
+#define ENGRAM_KEY_PASSPHRASE 1
+
+/*
+ `engram_store_open_encrypted`'s `key_kind`: `key` is the path of a key file (UTF-8).
+ */
+#define ENGRAM_KEY_FILE 2
+
+/*
+ `engram_store_open_encrypted`'s `key_kind`: the key is in the OS keychain; `key` is NULL and `key_len` 0.
+ */
+#define ENGRAM_KEY_KEYCHAIN 3
+
+/*
  A response (opaque): HTTP-style status and a NUL-terminated JSON body. Free with `engram_response_free`.
  */
 typedef struct engram_response engram_response;
@@ -128,6 +143,12 @@ typedef int32_t engram_result;
  */
 #define ENGRAM_UPSTREAM_TIMEOUT 24
 
+/*
+ The passphrase, key file or keychain key does not open the encrypted store, or none was given; nothing
+ was changed.
+ */
+#define ENGRAM_WRONG_KEY 25
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -157,6 +178,29 @@ engram_result engram_store_open_with_model(const char *ENGRAM_NULLABLE data_dir,
                                            const char *ENGRAM_NULLABLE model_dir,
                                            size_t model_dir_len,
                                            struct engram_store *ENGRAM_NULLABLE *ENGRAM_NULLABLE out);
+
+/*
+ Like `engram_store_open`, for a store encrypted at rest (docs/security.md), or to create one encrypted: the
+ key is `key_kind` with `key` (`key_len` bytes):
+
+ * `ENGRAM_KEY_PASSPHRASE`: `key` is the passphrase, UTF-8, 1 to 1,024 bytes (Argon2id, about 0.15 s);
+ * `ENGRAM_KEY_FILE`: `key` is the path of a key file, UTF-8 (32 bytes to 64 KiB of random data);
+ * `ENGRAM_KEY_KEYCHAIN`: the key is in the OS keychain; `key` is NULL and `key_len` 0.
+
+ The caller owns `key`: Engram reads it during the call only, keeps no pointer to it, and wipes its own copy
+ of the passphrase when done; the caller should wipe its buffer after the call returns. A store file that
+ does not exist yet is created encrypted with this key.
+
+ Returns the codes of `engram_store_open`, and `ENGRAM_WRONG_KEY` when the key does not open the store (the
+ file is unchanged), `ENGRAM_CONFLICT` when the store is not encrypted, `ENGRAM_INVALID_INPUT` for an
+ unknown `key_kind`, an empty passphrase or a key file too short.
+ */
+engram_result engram_store_open_encrypted(const char *ENGRAM_NULLABLE data_dir,
+                                          size_t data_dir_len,
+                                          int32_t key_kind,
+                                          const uint8_t *ENGRAM_NULLABLE key,
+                                          size_t key_len,
+                                          struct engram_store *ENGRAM_NULLABLE *ENGRAM_NULLABLE out);
 
 /*
  Like `engram_store_open`, with the store's records in the PostgreSQL database at `database_url` (UTF-8,

@@ -146,6 +146,29 @@ class Store {
     return Store(raw);
   }
 
+  /// How open_encrypted() is given the key.
+  enum class Key : std::int32_t {
+    /// `key` is the passphrase (UTF-8; Argon2id, about 0.15 s).
+    Passphrase = ENGRAM_KEY_PASSPHRASE,
+    /// `key` is the path of a key file (`engram keygen FILE` writes one).
+    File = ENGRAM_KEY_FILE,
+    /// The key is in the OS keychain; `key` is ignored.
+    Keychain = ENGRAM_KEY_KEYCHAIN,
+  };
+
+  /// Opens (or creates) a store encrypted at rest (docs/security.md). `key` stays the caller's: the library
+  /// reads it during the call only and keeps no pointer to it. Throws as open(), and ENGRAM_WRONG_KEY when the
+  /// key does not open the store (the file is unchanged), ENGRAM_CONFLICT when the store is not encrypted.
+  static Store open_encrypted(std::string_view data_dir, Key kind, std::string_view key = {}) {
+    engram_store* raw = nullptr;
+    const bool keychain = kind == Key::Keychain;
+    detail::check(engram_store_open_encrypted(
+        detail::ptr(data_dir), data_dir.size(), static_cast<std::int32_t>(kind),
+        keychain ? nullptr : reinterpret_cast<const std::uint8_t*>(detail::ptr(key)), keychain ? 0 : key.size(),
+        &raw));
+    return Store(raw);
+  }
+
   ~Store() { engram_store_close(raw_); }
   Store(Store&& other) noexcept : raw_(std::exchange(other.raw_, nullptr)) {}
   Store& operator=(Store&& other) noexcept {

@@ -75,6 +75,10 @@ pub struct StoreConfig {
     /// What URL ingestion may fetch (feature `url`, in `server`): hosts allowed to resolve to non-public
     /// addresses (the daemon's repeatable `--allow-url-host`), timeouts, the size and redirect caps.
     pub url_policy: crate::net::UrlPolicy,
+    /// Encryption at rest of the redb file and its side files (docs/security.md): the key source that opens an
+    /// encrypted store, or makes a new store encrypted. None: the store must be plaintext (an encrypted one is
+    /// refused with `key_required`). Not for PostgreSQL (an error at open).
+    pub encryption: Option<crate::storage::crypt::Encryption>,
     /// How long an expired memory ([`crate::model::Memory::expires_at`] passed) stays readable by id before
     /// the expiry sweep forgets it ([`crate::KnowledgeStore::forget_expired`]; default 30 days). The sweep
     /// runs at open, and hourly in the daemon.
@@ -110,6 +114,7 @@ impl std::fmt::Debug for StoreConfig {
             .field("fusion", &self.fusion)
             .field("durability", &self.durability)
             .field("database", &self.database_url.as_ref().map(|_| "<url>"))
+            .field("encryption", &self.encryption.as_ref().map(|e| e.source.kind()))
             .finish()
     }
 }
@@ -139,8 +144,15 @@ impl StoreConfig {
             database_pool_size: 16,
             index_mode: IndexMode::Memory,
             url_policy: crate::net::UrlPolicy::default(),
+            encryption: None,
             expiry_grace: DEFAULT_EXPIRY_GRACE,
         }
+    }
+
+    /// Opens (or creates) the store encrypted at rest with `encryption` ([`StoreConfig::encryption`]).
+    pub fn encrypted(mut self, encryption: crate::storage::crypt::Encryption) -> Self {
+        self.encryption = Some(encryption);
+        self
     }
 
     /// Puts the store in the PostgreSQL database at `url` (feature `postgres`; see

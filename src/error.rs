@@ -126,6 +126,9 @@ pub enum ErrorKind {
     UpstreamUnreachable,
     /// Fetching a URL took longer than its timeout (HTTP 504). Nothing was stored.
     UpstreamTimeout,
+    /// The passphrase, key file or keychain key does not open the encrypted store or archive, or none was given
+    /// (`key_required`); nothing was changed (HTTP 403).
+    WrongKey,
 }
 
 /// One row of the error table.
@@ -165,6 +168,7 @@ impl ErrorKind {
         ErrorKind::Unreachable,
         ErrorKind::UpstreamUnreachable,
         ErrorKind::UpstreamTimeout,
+        ErrorKind::WrongKey,
     ];
 
     /// When the kind's own code is returned (the error table's documentation).
@@ -192,6 +196,9 @@ impl ErrorKind {
             Unreachable => "The database server cannot be reached or was lost; nothing was changed; retry.",
             UpstreamUnreachable => "A URL to fetch cannot be reached or answered an error status; nothing was stored.",
             UpstreamTimeout => "Fetching a URL timed out; nothing was stored.",
+            WrongKey => {
+                "The key, passphrase or key file does not open the encrypted store or archive; nothing was changed."
+            }
         }
     }
 
@@ -220,6 +227,7 @@ impl ErrorKind {
             Unreachable => (503, "database_unavailable", 22, true),
             UpstreamUnreachable => (502, "upstream_unreachable", 23, true),
             UpstreamTimeout => (504, "upstream_timeout", 24, true),
+            WrongKey => (403, "wrong_key", 25, false),
         };
         ErrorRow { http_status, code, c_code, retryable }
     }
@@ -305,6 +313,8 @@ error_codes! {
     UrlRefused => "url_refused", InvalidInput, "`POST /sources/ingest/url`: the host resolves to a loopback, private, link-local, unique-local, multicast, reserved or unspecified address and is not allowed (`--allow-url-host`); no connection was made.";
     UrlUnreachable => "url_unreachable", UpstreamUnreachable, "`POST /sources/ingest/url`: the host cannot be resolved or reached, TLS failed, or it answered an error status.";
     UrlTimeout => "url_timeout", UpstreamTimeout, "`POST /sources/ingest/url`: the connect or total timeout passed.";
+    KeyRequired => "key_required", WrongKey, "The store or archive is encrypted and no key was given (or the key file or keychain entry is missing).";
+    StoreNotEncrypted => "store_not_encrypted", Conflict, "A key was given for a store that is not encrypted (`engram encrypt` encrypts it).";
     Enotsup => "ENOTSUP", NotImplemented, "Tree API: a planned feature (`/context`, `/feed`, `fragment`, `raw`, ...).";
 }
 
@@ -448,6 +458,9 @@ impl Error {
 
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Self {
+        if let Some(damage) = crate::storage::crypt::Damage::of(&e) {
+            return Error::new(ErrorKind::Corrupt, damage.to_string()).with_source(e);
+        }
         let kind = if e.kind() == std::io::ErrorKind::StorageFull { ErrorKind::StorageFull } else { ErrorKind::Io };
         Error::new(kind, "I/O failed").with_source(e)
     }

@@ -108,8 +108,13 @@ fn prepare_archive(dir: &Path) {
         store.create_memory(NewMemory { id: Some(id.clone()), content: content(&id), ..Default::default() }).unwrap();
     }
     let target = src.path().join("import.zip");
-    let opts =
-        ExportOptions { path: Some(target.clone()), compress: true, overwrite: true, include: Include::default() };
+    let opts = ExportOptions {
+        path: Some(target.clone()),
+        compress: true,
+        overwrite: true,
+        include: Include::default(),
+        encrypt: None,
+    };
     store.export_data(&opts).unwrap();
     std::fs::create_dir_all(dir).unwrap();
     std::fs::copy(&target, dir.join("import.zip")).unwrap();

@@ -120,11 +120,17 @@ fn c_database_example_opens_a_postgres_store_or_names_the_failure() {
 
 /// Compiles a C example against the test run's libengram.
 fn compile_example(name: &str, out_dir: &Path) -> PathBuf {
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    compile_example_with(&cc, name, out_dir, &[])
+}
+
+/// Compiles a C example with `cc` and `extra` flags against the test run's libengram.
+fn compile_example_with(cc: &str, name: &str, out_dir: &Path, extra: &[&str]) -> PathBuf {
     let lib = lib_dir();
     let so = lib.join("libengram.so");
-    let exe = out_dir.join(name);
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let exe = out_dir.join(format!("{name}-{}", cc.replace('/', "_")));
     let mut cmd = Command::new(cc);
+    cmd.args(extra);
     cmd.arg(manifest_dir().join(format!("examples/c/{name}.c")))
         .args(["-std=c11", "-Wall", "-Werror", "-g", "-I"])
         .arg(manifest_dir().join("include"))
@@ -138,6 +144,29 @@ fn compile_example(name: &str, out_dir: &Path) -> PathBuf {
     let out = cmd.output().expect("run the C compiler");
     assert!(out.status.success(), "cc failed:\n{}", String::from_utf8_lossy(&out.stderr));
     exe
+}
+
+/// An encrypted store through the C API (`examples/c/encrypted.c`), built with gcc and clang under
+/// AddressSanitizer and UndefinedBehaviorSanitizer: created with a passphrase, written and searched, no
+/// plaintext in the file, a wrong passphrase and no key give `ENGRAM_WRONG_KEY`, the right one reopens it.
+#[test]
+fn c_encrypted_example_is_clean_under_asan_and_ubsan() {
+    let sanitize = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=all"];
+    for cc in compilers(&["gcc", "clang"]) {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let exe = compile_example_with(&cc, "encrypted", tmp.path(), &sanitize);
+        let run = Command::new(&exe)
+            .arg(tmp.path().join("store"))
+            .env("LD_LIBRARY_PATH", lib_dir())
+            .env("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
+            .env("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
+            .output()
+            .expect("run encrypted");
+        let (stdout, stderr) = (String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr));
+        assert!(run.status.success(), "{cc}:\n{stdout}\n{stderr}");
+        assert!(stdout.contains("encrypted: ok"), "{stdout}");
+        assert!(!stderr.contains("Sanitizer"), "{cc}: a sanitizer reported:\n{stderr}");
+    }
 }
 
 /// Open, requests (writes, search, reads, errors, tree API, source ingestion), free, close, several times under
@@ -228,6 +257,7 @@ fn cpp_quickstart_builds_with_gxx_and_clangxx_and_runs() {
         assert!(stdout.contains("cpp quickstart: ok"), "{stdout}");
         assert!(stdout.contains("GET /memories/no-such-id -> 404"), "{stdout}");
         assert!(stdout.contains("second open -> code 11"), "{stdout}");
+        assert!(stdout.contains("wrong passphrase -> code 25"), "{stdout}");
     }
 }
 

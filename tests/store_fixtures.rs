@@ -242,12 +242,25 @@ fn copy_dir(from: &Path, to: &Path) {
 /// redb, or on PostgreSQL with the records of `database` (a connection string whose schema holds the restored
 /// dump).
 fn view_of_copy(data: &Path, database: Option<&str>) -> serde_json::Map<String, Value> {
+    view_of_copy_with(data, database, false)
+}
+
+/// [`view_of_copy`], with the copy encrypted first by `engram encrypt`'s conversion when `encrypt`.
+fn view_of_copy_with(data: &Path, database: Option<&str>, encrypt: bool) -> serde_json::Map<String, Value> {
     let tmp = tempfile::tempdir().expect("tempdir");
     if data.exists() {
         copy_dir(data, tmp.path()); // a PostgreSQL store's data directory may hold nothing (git keeps no empty dir)
     }
     let mut config = StoreConfig::new(tmp.path());
     config.database_url = database.map(str::to_string);
+    if encrypt {
+        let key = tmp.path().join("store.key");
+        engram::storage::crypt::write_key_file(&key).expect("key file");
+        let enc = engram::storage::crypt::Encryption::key_file(&key);
+        let report = engram::store::encryption::encrypt_store(tmp.path(), &enc, &|_, _| {}).expect("encrypt");
+        assert!(report.status.encrypted && report.bytes > 0, "{report:?}");
+        config.encryption = Some(enc);
+    }
     let api = api_with(config);
     api.store().wait_for_indexes(std::time::Duration::from_secs(60));
     // Opened at this release's format; a fixture of an older one went through the migration.
@@ -310,6 +323,18 @@ fn every_fixture_opens_with_the_api_view_it_was_written_with() {
         }
     }
     assert!(found > 0, "no store fixture under {}", fixtures().display());
+}
+
+/// `engram encrypt` of a fixture keeps its API view: the store opens with its key file (and migrates, as the
+/// plaintext one does) and answers every route as the fixture was written.
+#[test]
+fn every_fixture_encrypted_keeps_the_api_view_it_was_written_with() {
+    for d in fixture_dirs() {
+        let data = d.join("redb");
+        if data.join("engram.redb").exists() {
+            expect_same_view(&d, &d.join("api-view.json"), view_of_copy_with(&data, None, true));
+        }
+    }
 }
 
 /// Restores a fixture's dump into a schema of its own on `base`, opens it with the local files of `data`, and

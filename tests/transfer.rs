@@ -113,8 +113,13 @@ fn strip(v: &mut serde_json::Value) {
 /// Every record of a store, by kind, as JSON lines sorted: an export read back.
 fn dump(store: &KnowledgeStore, dir: &Path, name: &str) -> BTreeMap<String, Vec<String>> {
     let path = dir.join(name);
-    let opts =
-        ExportOptions { path: Some(path.clone()), compress: false, overwrite: true, include: Include::default() };
+    let opts = ExportOptions {
+        path: Some(path.clone()),
+        compress: false,
+        overwrite: true,
+        include: Include::default(),
+        encrypt: None,
+    };
     store.export_data(&opts).unwrap();
     let mut out = BTreeMap::new();
     for e in std::fs::read_dir(&path).unwrap() {
@@ -141,8 +146,13 @@ fn open(dir: &Path) -> KnowledgeStore {
 }
 
 fn export_zip(store: &KnowledgeStore, path: &Path) {
-    let opts =
-        ExportOptions { path: Some(path.to_path_buf()), compress: true, overwrite: true, include: Include::default() };
+    let opts = ExportOptions {
+        path: Some(path.to_path_buf()),
+        compress: true,
+        overwrite: true,
+        include: Include::default(),
+        encrypt: None,
+    };
     let r = store.export_data(&opts).unwrap();
     assert_eq!(r.sha256.len(), 64);
     assert!(r.bytes > 0);
@@ -498,6 +508,7 @@ fn hostile_archives_are_refused_and_change_nothing() {
             compress: true,
             overwrite: false,
             include: Include::default(),
+            encrypt: None,
         })
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Forbidden);
@@ -509,6 +520,7 @@ fn hostile_archives_are_refused_and_change_nothing() {
                 compress: true,
                 overwrite: true,
                 include: Include::default(),
+                encrypt: None,
             })
             .unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Forbidden, "{}", target.display());
@@ -521,6 +533,7 @@ fn hostile_archives_are_refused_and_change_nothing() {
             compress: false,
             overwrite: true,
             include: Include::default(),
+            encrypt: None,
         })
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Conflict);
@@ -636,7 +649,13 @@ fn over_long_paths_are_invalid_input() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());
     let long = dir.path().join("x".repeat(300));
-    let opts = ExportOptions { path: Some(long.clone()), compress: true, overwrite: true, include: Include::default() };
+    let opts = ExportOptions {
+        path: Some(long.clone()),
+        compress: true,
+        overwrite: true,
+        include: Include::default(),
+        encrypt: None,
+    };
     let e = store.export_data(&opts).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
     assert_eq!(e.fields()[0].loc, vec![serde_json::json!("export_path")]);

@@ -125,6 +125,7 @@ fn export_and_import_keep_caller_supplied_vectors() {
         compress: true,
         overwrite: true,
         include: engram::Include::default(),
+        encrypt: None,
     };
     a.export_data(&opts).unwrap();
     let b_dir = tempfile::tempdir().unwrap();

@@ -101,6 +101,26 @@ int main(int argc, char** argv) {
     expect(!moved.is_open(), "closed");
     engram::Store reopened = engram::Store::open(dir);
     expect(contains(reopened.get("/memories/cpp-1").body(), "dark roast"), "reopened store keeps the memory");
+    reopened.close();
+
+    // A store encrypted at rest: made with a passphrase, reopened with it; a wrong one is ENGRAM_WRONG_KEY.
+    const std::string secret_dir = dir + "-encrypted";
+    {
+      engram::Store enc = engram::Store::open_encrypted(secret_dir, engram::Store::Key::Passphrase, "hunter2 hunter2");
+      expect(enc.post("/memories", R"({"id": "enc-1", "content": "The spare key is under the blue pot"})").ok(),
+             "write to the encrypted store");
+      expect(contains(enc.get("/health").body(), R"("encrypted":true)"), "/health says encrypted");
+    }
+    try {
+      engram::Store wrong = engram::Store::open_encrypted(secret_dir, engram::Store::Key::Passphrase, "hunter3");
+      expect(false, "a wrong passphrase throws");
+    } catch (const engram::Error& e) {
+      std::cout << "wrong passphrase -> code " << e.code() << "\n";
+      expect(e.code() == ENGRAM_WRONG_KEY, "wrong passphrase: ENGRAM_WRONG_KEY");
+    }
+    engram::Store enc = engram::Store::open_encrypted(secret_dir, engram::Store::Key::Passphrase, "hunter2 hunter2");
+    engram::Response hit = enc.post("/memories/search", R"({"query": "spare key", "limit": 3})");
+    expect(contains(hit.body(), "blue pot"), "search in the reopened encrypted store");
   } catch (const engram::Error& e) {
     std::cerr << "engram error " << e.code() << ": " << e.what() << "\n";
     return 1;

@@ -7,6 +7,7 @@ use utoipa::ToSchema;
 use super::routes::{Shape, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::error::{Error, Result};
+use crate::storage::crypt::ArchiveKey;
 use crate::store::{ExportOptions, ImportMode, Include};
 
 /// The routes of this module, in table order ([`super::routes::ROUTES`] gathers every module's list).
@@ -46,8 +47,8 @@ pub(super) const ROUTES: &[super::routes::Route] = &[
     ),
 ];
 
-/// Body of `POST /data/export`. Every `include_*` switch defaults to true.
-#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+/// Body of `POST /data/export`. Every `include_*` switch defaults to true. No `Debug`: it may carry a passphrase.
+#[derive(Clone, Default, Deserialize, ToSchema)]
 pub struct ExportRequest {
     /// Target file on the server (inside the data directory or an `--allow-path` directory); default
     /// `<data_dir>/exports/engram-export-<time>.zip`.
@@ -98,10 +99,23 @@ pub struct ExportRequest {
     /// Accepted; Engram has no feed events.
     #[serde(default)]
     pub include_feed_events: Option<bool>,
+    /// Engram extension: seal the archive in an age file (default false; needs `compress`). With
+    /// `encrypt_passphrase` it opens with that passphrase (also with the `age` command), with
+    /// `encrypt_recipients` with their identities, with neither with this store's own key (an encrypted store
+    /// only). Either of those two alone implies `encrypt`.
+    #[serde(default)]
+    pub encrypt: Option<bool>,
+    /// The passphrase an encrypted archive opens with (age's scrypt recipient).
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub encrypt_passphrase: Option<String>,
+    /// age X25519 recipients (`age1...`) whose identities open the archive.
+    #[serde(default)]
+    pub encrypt_recipients: Option<Vec<String>>,
 }
 
-/// Body of `POST /data/import`.
-#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+/// Body of `POST /data/import`. No `Debug`: it may carry a passphrase.
+#[derive(Clone, Default, Deserialize, ToSchema)]
 pub struct ImportRequest {
     /// An archive written by `POST /data/export`, on the server, inside the allowed directories.
     #[serde(default)]
@@ -110,6 +124,10 @@ pub struct ImportRequest {
     /// `overwrite` (replace them).
     #[serde(default)]
     pub mode: Option<String>,
+    /// Engram extension: the passphrase of an archive encrypted with one (`encrypt_passphrase` on export). An
+    /// archive sealed to this store's key needs none. A wrong one is 403 `wrong_key` before any job starts.
+    #[serde(default)]
+    pub passphrase: Option<String>,
 }
 
 pub(super) fn export(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
@@ -128,11 +146,34 @@ pub(super) fn export(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         edges: on(r.include_edges),
         working_memory: on(r.include_working_memory),
     };
+    let encrypt = match (r.encrypt, r.encrypt_passphrase, r.encrypt_recipients) {
+        (Some(false), None, None) | (None, None, None) => None,
+        (Some(false), _, _) => {
+            return Err(Error::invalid_field(
+                &["body", "encrypt"],
+                "value_error",
+                "encrypt is false, but a passphrase or recipients were given",
+                serde_json::Value::Bool(false),
+            ));
+        }
+        (_, Some(_), Some(_)) => {
+            return Err(Error::invalid_field(
+                &["body", "encrypt_recipients"],
+                "value_error",
+                "give encrypt_passphrase or encrypt_recipients, not both (age files take one or the other)",
+                serde_json::Value::Null,
+            ));
+        }
+        (_, Some(p), None) => Some(ArchiveKey::Passphrase(p.into())),
+        (_, None, Some(r)) => Some(ArchiveKey::Recipients(r)),
+        (Some(true), None, None) => Some(ArchiveKey::Store),
+    };
     let opts = ExportOptions {
         path: r.export_path.filter(|p| !p.trim().is_empty()).map(std::path::PathBuf::from),
         compress: r.compress.unwrap_or(true),
         overwrite: r.overwrite.unwrap_or(false),
         include,
+        encrypt,
     };
     let rep = api.store().export_data(&opts)?;
     let message = format!("exported to {}", rep.export_path);
@@ -160,7 +201,8 @@ pub(super) fn import(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
             )
         })?,
     };
-    let job = api.store_arc().start_import(std::path::Path::new(&path), mode)?;
+    let passphrase = r.passphrase.map(secrecy::SecretString::from);
+    let job = api.store_arc().start_import(std::path::Path::new(&path), mode, passphrase)?;
     Ok(ApiResponse::json(
         200,
         &ImportStarted {

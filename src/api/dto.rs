@@ -447,6 +447,9 @@ pub struct HealthResponse {
     pub store_format: StoreFormatHealth,
     /// Engram extension: expired memories and the expiry sweep.
     pub expiry: crate::store::ExpiryStatus,
+    /// Engram extension: whether the store is encrypted at rest, with which cipher and key source (never key
+    /// material; docs/security.md).
+    pub encryption: crate::storage::crypt::EncryptionStatus,
 }
 
 /// The store's format in `GET /health` (Engram extension).

@@ -64,6 +64,16 @@ pub const ENGRAM_UNREACHABLE: engram_result = 22;
 pub const ENGRAM_UPSTREAM_UNREACHABLE: engram_result = 23;
 /// Fetching a URL timed out; nothing was stored.
 pub const ENGRAM_UPSTREAM_TIMEOUT: engram_result = 24;
+/// The passphrase, key file or keychain key does not open the encrypted store, or none was given; nothing
+/// was changed.
+pub const ENGRAM_WRONG_KEY: engram_result = 25;
+
+/// `engram_store_open_encrypted`'s `key_kind`: `key` is a passphrase (UTF-8), stretched with Argon2id.
+pub const ENGRAM_KEY_PASSPHRASE: i32 = 1;
+/// `engram_store_open_encrypted`'s `key_kind`: `key` is the path of a key file (UTF-8).
+pub const ENGRAM_KEY_FILE: i32 = 2;
+/// `engram_store_open_encrypted`'s `key_kind`: the key is in the OS keychain; `key` is NULL and `key_len` 0.
+pub const ENGRAM_KEY_KEYCHAIN: i32 = 3;
 
 /// An open store (opaque). Close with `engram_store_close`.
 pub struct engram_store {
@@ -151,7 +161,58 @@ pub unsafe extern "C" fn engram_store_open_with_model(
             .map(|m| crate::embed::EmbedderChoice::ModelDir(m.into()))
     };
     // SAFETY: forwarded under this function's contract.
-    unsafe { open_with(data_dir, data_dir_len, out, choice, || Ok(None)) }
+    unsafe { open_with(data_dir, data_dir_len, out, choice, || Ok(None), || Ok(None)) }
+}
+
+/// Like `engram_store_open`, for a store encrypted at rest (docs/security.md), or to create one encrypted: the
+/// key is `key_kind` with `key` (`key_len` bytes):
+///
+/// * `ENGRAM_KEY_PASSPHRASE`: `key` is the passphrase, UTF-8, 1 to 1,024 bytes (Argon2id, about 0.15 s);
+/// * `ENGRAM_KEY_FILE`: `key` is the path of a key file, UTF-8 (32 bytes to 64 KiB of random data);
+/// * `ENGRAM_KEY_KEYCHAIN`: the key is in the OS keychain; `key` is NULL and `key_len` 0.
+///
+/// The caller owns `key`: Engram reads it during the call only, keeps no pointer to it, and wipes its own copy
+/// of the passphrase when done; the caller should wipe its buffer after the call returns. A store file that
+/// does not exist yet is created encrypted with this key.
+///
+/// Returns the codes of `engram_store_open`, and `ENGRAM_WRONG_KEY` when the key does not open the store (the
+/// file is unchanged), `ENGRAM_CONFLICT` when the store is not encrypted, `ENGRAM_INVALID_INPUT` for an
+/// unknown `key_kind`, an empty passphrase or a key file too short.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn engram_store_open_encrypted(
+    data_dir: *const c_char,
+    data_dir_len: usize,
+    key_kind: i32,
+    key: *const u8,
+    key_len: usize,
+    out: *mut *mut engram_store,
+) -> engram_result {
+    let encryption = || {
+        use crate::storage::crypt::{Encryption, KeySource};
+        let text = |what: &str| -> std::result::Result<String, engram_result> {
+            // SAFETY: pointer and length come from the caller, per this function's contract.
+            unsafe { str_arg(key.cast::<c_char>(), key_len, what) }.map(str::to_string)
+        };
+        let source = match key_kind {
+            ENGRAM_KEY_PASSPHRASE => {
+                if key_len > 1024 {
+                    set_error("the passphrase is longer than 1,024 bytes");
+                    return Err(ENGRAM_INVALID_INPUT);
+                }
+                KeySource::Passphrase(secrecy::SecretString::from(text("key")?))
+            }
+            ENGRAM_KEY_FILE => KeySource::KeyFile(text("key")?.into()),
+            ENGRAM_KEY_KEYCHAIN => KeySource::Keychain,
+            other => {
+                set_error(format!("key_kind {other} is none of ENGRAM_KEY_PASSPHRASE, _FILE, _KEYCHAIN"));
+                return Err(ENGRAM_INVALID_INPUT);
+            }
+        };
+        Ok(Some(Encryption::new(source)))
+    };
+    let builtin = || Ok(crate::embed::EmbedderChoice::Builtin);
+    // SAFETY: forwarded under this function's contract.
+    unsafe { open_with(data_dir, data_dir_len, out, builtin, || Ok(None), encryption) }
 }
 
 /// Like `engram_store_open`, with the store's records in the PostgreSQL database at `database_url` (UTF-8,
@@ -176,7 +237,7 @@ pub unsafe extern "C" fn engram_store_open_database(
         unsafe { str_arg(database_url, database_url_len, "database_url") }.map(|u| Some(u.to_string()))
     };
     // SAFETY: forwarded under this function's contract.
-    unsafe { open_with(data_dir, data_dir_len, out, || Ok(crate::embed::EmbedderChoice::Builtin), url) }
+    unsafe { open_with(data_dir, data_dir_len, out, || Ok(crate::embed::EmbedderChoice::Builtin), url, || Ok(None)) }
 }
 
 /// Opens the store in `data_dir` with the embedder `choice` gives, and writes the handle to `*out`.
@@ -189,6 +250,7 @@ unsafe fn open_with(
     out: *mut *mut engram_store,
     choice: impl FnOnce() -> std::result::Result<crate::embed::EmbedderChoice, engram_result>,
     database_url: impl FnOnce() -> std::result::Result<Option<String>, engram_result>,
+    encryption: impl FnOnce() -> std::result::Result<Option<crate::storage::crypt::Encryption>, engram_result>,
 ) -> engram_result {
     guard(|| {
         if out.is_null() {
@@ -208,12 +270,17 @@ unsafe fn open_with(
             Ok(u) => u,
             Err(code) => return code,
         };
+        let encryption = match encryption() {
+            Ok(e) => e,
+            Err(code) => return code,
+        };
         let selected = match crate::embed::select(&choice) {
             Ok(s) => s,
             Err(e) => return fail(&e),
         };
         let mut config = StoreConfig::new(dir).embedder(selected.embedder);
         config.database_url = database_url;
+        config.encryption = encryption;
         match KnowledgeStore::open(config) {
             Ok(store) => {
                 let info = ServiceInfo { embedding_fallback: selected.fallback, ..ServiceInfo::default() };
@@ -241,7 +308,9 @@ pub unsafe extern "C" fn engram_store_open_external(
     out: *mut *mut engram_store,
 ) -> engram_result {
     // SAFETY: forwarded under this function's contract.
-    unsafe { open_with(data_dir, data_dir_len, out, || Ok(crate::embed::EmbedderChoice::External(dim)), || Ok(None)) }
+    let external = || Ok(crate::embed::EmbedderChoice::External(dim));
+    // SAFETY: forwarded under this function's contract.
+    unsafe { open_with(data_dir, data_dir_len, out, external, || Ok(None), || Ok(None)) }
 }
 
 /// Closes a store and frees the handle. NULL is accepted and ignored.

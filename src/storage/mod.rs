@@ -12,6 +12,7 @@
 //! `src/storage/redb/` names the redb crate.
 
 pub mod codec;
+pub mod crypt;
 mod port;
 #[cfg(feature = "postgres")]
 pub mod postgres;

@@ -72,7 +72,15 @@ impl Db {
     /// # Errors
     /// As [`Db::open`].
     pub fn open_read_only(path: &Path, cache_bytes: usize) -> Result<Option<Db>> {
-        Ok(RedbDb::open_read_only(path, cache_bytes)?.map(|d| Db(DbInner::Redb(d))))
+        Ok(RedbDb::open_read_only(path, cache_bytes, None)?.map(|d| Db(DbInner::Redb(d))))
+    }
+
+    /// [`Db::open_read_only`] on `device` (an encrypted store's, opened read-only) in place of the file.
+    ///
+    /// # Errors
+    /// As [`Db::open`].
+    pub fn open_read_only_on(path: &Path, cache_bytes: usize, device: Box<dyn Device>) -> Result<Option<Db>> {
+        Ok(RedbDb::open_read_only(path, cache_bytes, Some(device))?.map(|d| Db(DbInner::Redb(d))))
     }
 
     /// Connects to the PostgreSQL database at `url` with a pool of at most `pool_size` connections, and

@@ -16,19 +16,23 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use crate::storage::crypt::SideFiles;
+
 use super::SpaceIndex;
 use crate::store::meta;
 
-/// Where the graphs of a store live, and what they must match.
+/// Where the graphs of a store live, what they must match, and how they are sealed (an encrypted store's
+/// graphs are age files to its key, [`SideFiles`]).
 #[derive(Clone)]
 pub(crate) struct GraphFiles {
     pub dir: PathBuf,
     pub embedder: String,
+    pub side: SideFiles,
 }
 
 impl GraphFiles {
-    pub fn new(data_dir: &Path, embedder: &str) -> Self {
-        GraphFiles { dir: data_dir.join("hnsw"), embedder: embedder.to_string() }
+    pub fn new(data_dir: &Path, embedder: &str, side: SideFiles) -> Self {
+        GraphFiles { dir: data_dir.join("hnsw"), embedder: embedder.to_string(), side }
     }
 
     /// The file of `space` (the name is hashed: no space name can reach outside the directory).
@@ -63,9 +67,9 @@ impl GraphFiles {
         // A name of its own: the builder and a publication may save one graph at the same time.
         let tmp = path.with_extension(format!("graph.{:016x}.tmp", uuid::Uuid::new_v4().as_u64_pair().0));
         {
-            let mut f = std::fs::File::create(&tmp)?;
+            let mut f = self.side.create(&tmp)?;
             f.write_all(bytes)?;
-            f.sync_all()?;
+            f.finish()?.sync_all()?;
         }
         std::fs::rename(&tmp, &path)?;
         if let Ok(d) = std::fs::File::open(&self.dir) {
@@ -89,7 +93,9 @@ impl GraphFiles {
                 continue;
             };
             let Some(si) = spaces.get_mut(space) else { continue };
-            let result = std::fs::read(&path)
+            let result = self
+                .side
+                .read(&path)
                 .map_err(|e| e.to_string())
                 .and_then(|b| si.vectors.stage_attach(&b, &self.embedder, generation));
             if let Err(why) = result {

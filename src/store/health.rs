@@ -107,6 +107,12 @@ impl KnowledgeStore {
         }
     }
 
+    /// Whether the store file is encrypted at rest, with which cipher, key source and key slots (never key
+    /// material).
+    pub fn encryption(&self) -> &crate::storage::crypt::EncryptionStatus {
+        &self.encryption
+    }
+
     /// Counters for `/health`.
     pub fn health(&self) -> Result<StoreHealth> {
         let rtx = self.db.read()?;
@@ -147,6 +153,7 @@ impl KnowledgeStore {
             format_version,
             last_upgrade,
             expiry: self.expiry_status(),
+            encryption: self.encryption.clone(),
         })
     }
 }

@@ -6,6 +6,7 @@
 //! and a search never sees a document that is not committed.
 
 mod communities;
+pub mod encryption;
 mod entities;
 mod expiry;
 mod feed;
@@ -144,8 +145,10 @@ pub struct KnowledgeStore {
     // Declared before `builder`: dropped (stopped and joined) first, as it wakes the builder.
     reembed: Mutex<Option<worker::Worker>>,
     builder: worker::Worker,
-    /// Saved HNSW graphs.
+    /// Saved HNSW graphs, and how the store's side files are sealed (`graph_files.side`).
     graph_files: graph_files::GraphFiles,
+    /// Whether the store file is encrypted, with which cipher and key source (`/health`).
+    encryption: crate::storage::crypt::EncryptionStatus,
 }
 
 impl std::fmt::Debug for KnowledgeStore {

@@ -13,6 +13,7 @@ use crate::config::StoreConfig;
 use crate::error::Result;
 use crate::index::catalog::DocMeta;
 use crate::model::{Space, SpaceUsage, Timestamp};
+use crate::storage::crypt::{self, EncryptedDevice, EncryptionStatus, FileKind, SideFiles, Unlocked};
 use crate::storage::{Db, Readable};
 use crate::store::{label, memory, meta, space};
 
@@ -100,7 +101,7 @@ impl Drop for KnowledgeStore {
             let saved = if self.db.shared() {
                 super::snapshot::save_shared(file, &state, self.feed.position())
             } else {
-                super::snapshot::save(&self.db, &self.writes, file, &state)
+                super::snapshot::save(&self.db, &self.writes, file, &state, &self.graph_files.side)
             };
             if let Err(e) = saved {
                 tracing::warn!(error = %e, "index snapshot not saved; the next open loads the indexes from the store");
@@ -112,11 +113,23 @@ impl Drop for KnowledgeStore {
 }
 
 /// The store's database: the PostgreSQL database of `config.database_url`, or the redb file in the data
-/// directory.
-pub(crate) fn open_db(config: &StoreConfig) -> Result<Db> {
+/// directory (on an [`EncryptedDevice`] when the file is encrypted or `config.encryption` makes a new one), with
+/// what an encrypted file's key unlocked.
+///
+/// # Errors
+/// As [`KnowledgeStore::open`]; [`crate::ErrorKind::WrongKey`] (`key_required`) for an encrypted file without a
+/// key, [`crate::ErrorKind::Conflict`] (`store_not_encrypted`) for a key and a plaintext file.
+pub(crate) fn open_db(config: &StoreConfig) -> Result<(Db, Option<Unlocked>)> {
     if let Some(url) = &config.database_url {
+        if config.encryption.is_some() {
+            return Err(crate::Error::new(
+                crate::ErrorKind::InvalidInput,
+                "encryption at rest covers the redb file; a PostgreSQL store is encrypted by its server (disk or \
+                 tablespace encryption, pg_tde: docs/deploy.md)",
+            ));
+        }
         #[cfg(feature = "postgres")]
-        return Db::connect(url, config.database_pool_size);
+        return Ok((Db::connect(url, config.database_pool_size)?, None));
         #[cfg(not(feature = "postgres"))]
         {
             let _ = url;
@@ -126,12 +139,88 @@ pub(crate) fn open_db(config: &StoreConfig) -> Result<Db> {
             ));
         }
     }
-    discard_unborn_file(&config.db_path())?;
-    let device = match &config.storage {
-        Some(open) => Some(open(&config.db_path())?),
-        None => None,
+    let path = config.db_path();
+    discard_unborn_file(&path)?;
+    let kind = crypt::file_kind(&path)?;
+    let device = |path: &std::path::Path| -> Result<Box<dyn crate::storage::Device>> {
+        Ok(match &config.storage {
+            Some(open) => open(path)?,
+            None => Box::new(crate::storage::FileDevice::open(path)?),
+        })
     };
-    Db::open(&config.db_path(), config.cache_size_bytes, device)
+    match (kind, &config.encryption) {
+        (FileKind::Encrypted, None) => Err(crate::Error::new(
+            crate::ErrorKind::WrongKey,
+            format!(
+                "the store {} is encrypted: give its key (engram serve --encrypted with a passphrase on the \
+                 terminal or in ENGRAM_PASSPHRASE_FILE, --key-file FILE or --keychain; StoreConfig::encrypted)",
+                path.display()
+            ),
+        )
+        .with_code(crate::ErrorCode::KeyRequired)),
+        (FileKind::Plain, Some(_)) => Err(crate::Error::new(
+            crate::ErrorKind::Conflict,
+            format!(
+                "the store {} is not encrypted, but a key was given; encrypt it first with `engram encrypt`",
+                path.display()
+            ),
+        )
+        .with_code(crate::ErrorCode::StoreNotEncrypted)),
+        (FileKind::Missing | FileKind::Encrypted, Some(enc)) => {
+            let lock = crypt::lock_file(&path, true)?;
+            let (dev, unlocked) = if kind == FileKind::Missing {
+                let (dev, unlocked) = EncryptedDevice::create(device(&path)?, enc)?;
+                (Box::new(dev), unlocked)
+            } else {
+                match EncryptedDevice::open(device(&path)?, &enc.source, false)? {
+                    crypt::Opened::Ready(dev, unlocked) => (dev, unlocked),
+                    crypt::Opened::Unborn => {
+                        drop(lock);
+                        let aside = path.with_extension(format!("redb.incomplete-{}", Timestamp::now().0));
+                        tracing::warn!(
+                            path = %path.display(),
+                            moved_to = %aside.display(),
+                            "the encrypted store file was never initialised (its creation was cut short); moved \
+                             aside, creating a new one"
+                        );
+                        std::fs::rename(&path, aside)?;
+                        return open_db(config);
+                    }
+                }
+            };
+            let dev = Box::new(dev.with_lock(lock));
+            Ok((Db::open(&path, config.cache_size_bytes, Some(dev))?, Some(unlocked)))
+        }
+        (FileKind::Missing | FileKind::Plain, None) => {
+            let dev = match &config.storage {
+                Some(open) => Some(open(&path)?),
+                None => None,
+            };
+            Ok((Db::open(&path, config.cache_size_bytes, dev)?, None))
+        }
+    }
+}
+
+/// An encrypted redb store opened for reading only (nothing is written, not even its header; a wrong key changes
+/// nothing): `None` for a plaintext or missing file, or one that needs redb's crash repair.
+///
+/// # Errors
+/// As [`open_db`].
+pub(crate) fn open_db_read_only(config: &StoreConfig) -> Result<Option<Db>> {
+    let path = config.db_path();
+    if config.database_url.is_some() || crypt::file_kind(&path)? != FileKind::Encrypted {
+        return Ok(None);
+    }
+    let Some(enc) = &config.encryption else {
+        return open_db(config).map(|_| None);
+    };
+    let lock = crypt::lock_file(&path, false)?;
+    match EncryptedDevice::open(Box::new(crate::storage::FileDevice::open(&path)?), &enc.source, true)? {
+        crypt::Opened::Ready(dev, _) => {
+            Db::open_read_only_on(&path, config.cache_size_bytes, Box::new(dev.with_lock(lock)))
+        }
+        crypt::Opened::Unborn => Ok(None),
+    }
 }
 
 impl KnowledgeStore {
@@ -161,10 +250,15 @@ impl KnowledgeStore {
         }
         std::fs::create_dir_all(&config.data_dir)?;
         let backup = upgrade::backup_before_open(&config)?;
-        let db = Arc::new(open_db(&config)?);
+        let (db, unlocked) = open_db(&config)?;
+        let db = Arc::new(db);
+        let (side_files, encryption) = match unlocked {
+            Some(u) => (SideFiles::new(Some(u.side)), u.status),
+            None => (SideFiles::default(), EncryptionStatus::plaintext()),
+        };
         lap("database");
         let index = Arc::new(RwLock::new(IndexState { spaces: HashMap::new() }));
-        let graph_files = graph_files::GraphFiles::new(&config.data_dir, config.embedder.name());
+        let graph_files = graph_files::GraphFiles::new(&config.data_dir, config.embedder.name(), side_files);
         let batch_writes = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let bulk_loads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let builder = start_graph_builder(
@@ -225,6 +319,7 @@ impl KnowledgeStore {
             builder,
             graph_files,
             snapshot_file: Default::default(),
+            encryption,
         };
         store.init_schema(backup)?;
         {
@@ -431,7 +526,7 @@ impl KnowledgeStore {
         let file = if self.db.shared() {
             let file = super::snapshot::shared_path(&self.config.data_dir, self.store_id()?);
             // Without a snapshot of its own that the feed covers, a daemon takes the published one.
-            let own = match super::snapshot::position_of(&file) {
+            let own = match super::snapshot::position_of(&file, &SideFiles::default()) {
                 Some(p) => p >= self.db.changes_since(u64::MAX, 0)?.pruned,
                 None => false,
             };
@@ -591,7 +686,8 @@ pub(crate) fn load_index_state(
             let mut state = IndexState { spaces: fresh() };
             let (saved, position) = match snapshot {
                 Some(file) if !db.shared() => {
-                    (super::snapshot::load(file, meta::meta(&rtx)?.u64(super::snapshot::TOKEN_KEY)?), None)
+                    let token = meta::meta(&rtx)?.u64(super::snapshot::TOKEN_KEY)?;
+                    (super::snapshot::load(file, token, &graph_files.side), None)
                 }
                 Some(file) => match super::snapshot::load_shared(file, pruned, head) {
                     Some((spaces, position)) => (Some(spaces), Some(position)),

@@ -41,6 +41,7 @@ use crate::index::catalog::{DocMeta, SpaceCatalog};
 use crate::index::context::ExpandedIndex;
 use crate::index::lexicon::Lexicon;
 use crate::storage::Db;
+use crate::storage::crypt::SideFiles;
 use crate::store::{IndexState, meta};
 
 const MAGIC: &[u8; 8] = b"EGRMSNAP";
@@ -75,9 +76,9 @@ pub(crate) fn shared_path(data_dir: &Path, store_id: u64) -> PathBuf {
 
 /// The token in the header of the file at `path` (the header only; the rest is checked by [`load`]): on a
 /// shared store, the feed position it was written at.
-pub(crate) fn position_of(path: &Path) -> Option<u64> {
+pub(crate) fn position_of(path: &Path, side: &SideFiles) -> Option<u64> {
     use std::io::Read;
-    let mut f = std::fs::File::open(path).ok()?;
+    let mut f = side.reader(path).ok()?;
     let mut head = [0u8; 20];
     if f.read_exact(&mut head).is_err() || &head[..8] != MAGIC {
         return None;
@@ -92,9 +93,9 @@ pub(crate) fn position_of(path: &Path) -> Option<u64> {
 
 /// Whether the file at `path` holds the snapshot of token `token` (its header only) and `state` has no damaged
 /// expanded postings: a damaged list came from the file held, which is then written again without it.
-fn current(path: &Path, state: &IndexState, token: u64) -> bool {
+fn current(path: &Path, state: &IndexState, token: u64, side: &SideFiles) -> bool {
     let damaged = state.spaces.values().any(|si| si.expanded.as_ref().is_some_and(ExpandedIndex::is_damaged));
-    !damaged && position_of(path) == Some(token)
+    !damaged && position_of(path, side) == Some(token)
 }
 
 /// The snapshot of a daemon on a shared store, at `file`, when the change feed still holds every entry after the
@@ -102,13 +103,14 @@ fn current(path: &Path, state: &IndexState, token: u64) -> bool {
 /// A file whose position the feed no longer covers (pruned, or past the feed's head: another database, or one
 /// restored from an older backup) is deleted, as is one that fails validation.
 pub(crate) fn load_shared(file: &Path, pruned: u64, head: u64) -> Option<(Vec<SpaceSnapshot>, u64)> {
-    let position = position_of(file)?;
+    // A shared (PostgreSQL) store is never encrypted at rest by Engram: its snapshot is plain.
+    let position = position_of(file, &SideFiles::default())?;
     if position < pruned || position > head {
         tracing::info!(position, pruned, head, "index snapshot not used: the change feed no longer covers it");
         let _ = std::fs::remove_file(file);
         return None;
     }
-    load(file, Some(position)).map(|s| (s, position))
+    load(file, Some(position), &SideFiles::default()).map(|s| (s, position))
 }
 
 /// Writes the snapshot of a daemon on a shared store (its indexes at change-feed `position`) to `file`, unless
@@ -118,10 +120,11 @@ pub(crate) fn load_shared(file: &Path, pruned: u64, head: u64) -> Option<(Vec<Sp
 /// # Errors
 /// I/O errors writing the file.
 pub(crate) fn save_shared(file: &Path, state: &IndexState, position: u64) -> crate::Result<bool> {
-    if current(file, state, position) {
+    let plain = SideFiles::default();
+    if current(file, state, position, &plain) {
         return Ok(false);
     }
-    let bytes = write_file(file, state, position)?;
+    let bytes = write_file(file, state, position, &plain)?;
     tracing::info!(bytes, position, "index snapshot saved");
     Ok(true)
 }
@@ -133,35 +136,39 @@ pub(crate) fn save_shared(file: &Path, state: &IndexState, position: u64) -> cra
 /// # Errors
 /// Storage errors reading or setting the token; I/O errors writing the file (the store is unaffected: the
 /// next open loads from the tables).
-pub(crate) fn save(db: &Db, writes: &super::write::Writes, file: &Path, state: &IndexState) -> crate::Result<bool> {
+pub(crate) fn save(
+    db: &Db,
+    writes: &super::write::Writes,
+    file: &Path,
+    state: &IndexState,
+    side: &SideFiles,
+) -> crate::Result<bool> {
     if db.shared() {
         return Ok(false);
     }
     let current = meta::meta(&db.read()?)?.u64(TOKEN_KEY)?;
-    if current.is_some_and(|t| self::current(file, state, t)) {
+    if current.is_some_and(|t| self::current(file, state, t, side)) {
         return Ok(false);
     }
     let token = uuid::Uuid::new_v4().as_u64_pair().0;
-    let bytes = write_file(file, state, token)?;
+    let bytes = write_file(file, state, token, side)?;
     let commit = super::write::Commit { durability: Some(crate::config::Durability::Immediate), bump: false };
     writes.write(commit, |txn, _| meta::meta(txn)?.put_u64(TOKEN_KEY, token))?;
     tracing::info!(bytes, "index snapshot saved");
     Ok(true)
 }
 
-/// Streams the snapshot of `state` with `token` to a temporary file beside `file`, flushes it and renames it over
-/// `file`. Returns its size in bytes.
-fn write_file(file: &Path, state: &IndexState, token: u64) -> crate::Result<u64> {
+/// Streams the snapshot of `state` with `token` to a temporary file beside `file` (sealed to the store's key when
+/// it is encrypted), flushes it and renames it over `file`. Returns its size in bytes before sealing.
+fn write_file(file: &Path, state: &IndexState, token: u64, side: &SideFiles) -> crate::Result<u64> {
     let tmp = file.with_extension("snapshot.tmp");
     let bytes = {
-        let f = std::fs::File::create(&tmp)?;
-        let mut w =
-            Summed { inner: std::io::BufWriter::with_capacity(1 << 20, f), crc: crc32fast::Hasher::new(), bytes: 0 };
+        let mut w = Summed { inner: side.create(&tmp)?, crc: crc32fast::Hasher::new(), bytes: 0 };
         encode(state, token, &mut w)?;
         let (sum, bytes) = (w.crc.clone().finalize(), w.bytes + 4);
         let mut inner = w.inner;
         inner.write_all(&sum.to_le_bytes())?;
-        inner.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+        inner.finish()?.sync_all()?;
         bytes
     };
     std::fs::rename(&tmp, file)?;
@@ -228,9 +235,19 @@ fn encode(state: &IndexState, token: u64, out: &mut impl Write) -> crate::Result
 
 /// The snapshot at `file` when it matches `token` (the committed state's, from META); None otherwise, after
 /// deleting a file that does not match or fails validation (the caller loads from the tables).
-pub(crate) fn load(file: &Path, token: Option<u64>) -> Option<Vec<SpaceSnapshot>> {
+pub(crate) fn load(file: &Path, token: Option<u64>, side: &SideFiles) -> Option<Vec<SpaceSnapshot>> {
     let started = std::time::Instant::now();
-    let bytes = std::fs::read(file).ok()?;
+    if !file.exists() {
+        return None;
+    }
+    let bytes = match side.read(file) {
+        Ok(b) => b,
+        Err(e) => {
+            tracing::info!(error = %e, "index snapshot not readable; loading the indexes from the store");
+            let _ = std::fs::remove_file(file);
+            return None;
+        }
+    };
     tracing::debug!(bytes = bytes.len(), ms = started.elapsed().as_secs_f64() * 1000.0, "index snapshot read");
     let result = match token {
         None => Err("the store changed after it was written".to_string()),

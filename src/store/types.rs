@@ -525,6 +525,8 @@ pub struct StoreHealth {
     pub last_upgrade: Option<super::upgrade::UpgradeRecord>,
     /// Expired memories and the expiry sweep.
     pub expiry: super::ExpiryStatus,
+    /// Whether the store file is encrypted at rest, with which cipher and key source (never key material).
+    pub encryption: crate::storage::crypt::EncryptionStatus,
 }
 
 /// Size of the lexical index over all spaces ([`crate::KnowledgeStore::lexical_index_stats`]).

@@ -104,12 +104,15 @@ pub(crate) fn last_upgrade<T: Readable<&'static str, Bytes>>(t: &Meta<T>) -> Res
 /// clean close leaves) is opened read-write once, which repairs it or reports what is wrong. PostgreSQL: the
 /// usual connection.
 fn open_for_reading(config: &StoreConfig) -> Result<Db> {
-    if config.database_url.is_none()
-        && let Ok(Some(db)) = Db::open_read_only(&config.db_path(), 1 << 20)
-    {
-        return Ok(db);
+    if config.database_url.is_none() {
+        if let Some(db) = super::open::open_db_read_only(config)? {
+            return Ok(db);
+        }
+        if let Ok(Some(db)) = Db::open_read_only(&config.db_path(), 1 << 20) {
+            return Ok(db);
+        }
     }
-    super::open::open_db(config)
+    super::open::open_db(config).map(|(db, _)| db)
 }
 
 /// The format recorded in the store (None for a database no Engram has opened yet: it has no META table).
@@ -176,7 +179,7 @@ pub fn upgrade_store(config: &StoreConfig) -> Result<Option<UpgradeRecord>> {
         return Ok(None);
     }
     let backup = backup_before_open(config)?;
-    let db = super::open::open_db(config)?;
+    let (db, _) = super::open::open_db(config)?;
     match meta::meta(&db.read()?) {
         Ok(t) if stored_format(&t)?.is_some() => {}
         _ => return Ok(None),
@@ -285,7 +288,7 @@ fn write_backup(db_path: &Path, format: u32) -> Result<PathBuf> {
 /// Storage errors; [`ErrorKind::Locked`] while another process has the file open.
 #[doc(hidden)]
 pub fn downgrade_to_format_1(config: &StoreConfig) -> Result<u64> {
-    let db = super::open::open_db(config)?;
+    let (db, _) = super::open::open_db(config)?;
     let txn = db.write(Durability::Immediate)?;
     let mut n = 0;
     {

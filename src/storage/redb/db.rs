@@ -139,10 +139,14 @@ impl RedbDb {
     ///
     /// # Errors
     /// As [`RedbDb::open`].
-    pub fn open_read_only(path: &Path, cache_bytes: usize) -> Result<Option<RedbDb>> {
+    pub fn open_read_only(path: &Path, cache_bytes: usize, device: Option<Box<dyn Device>>) -> Result<Option<RedbDb>> {
         let mut builder = redb::Builder::new();
         builder.set_cache_size(cache_bytes);
-        match builder.open_read_only(path) {
+        let opened = match device {
+            Some(d) => builder.open_read_only_with_backend(DeviceBackend(d)),
+            None => builder.open_read_only(path),
+        };
+        match opened {
             Ok(d) => Ok(Some(RedbDb { inner: parking_lot::RwLock::new(Handle::ReadOnly(d)) })),
             Err(redb::DatabaseError::RepairAborted) => Ok(None),
             Err(e) => Err(e.into()),

@@ -14,6 +14,12 @@ fn storage_kind(e: &redb::StorageError) -> ErrorKind {
 
 impl From<redb::StorageError> for Error {
     fn from(e: redb::StorageError) -> Self {
+        // A block of an encrypted store that failed authentication: corruption, named.
+        if let redb::StorageError::Io(io) = &e
+            && let Some(damage) = crate::storage::crypt::Damage::of(io)
+        {
+            return Error::new(ErrorKind::Corrupt, damage.to_string()).with_source(e);
+        }
         let kind = storage_kind(&e);
         Error::new(kind, "storage operation failed").with_source(e)
     }
@@ -67,6 +73,9 @@ impl From<redb::Error> for Error {
     fn from(e: redb::Error) -> Self {
         match e {
             redb::Error::DatabaseAlreadyOpen => Error::new(ErrorKind::Locked, "the store is open in another process"),
+            redb::Error::Io(io) if crate::storage::crypt::Damage::of(&io).is_some() => {
+                Error::new(ErrorKind::Corrupt, "a block of the encrypted store failed authentication").with_source(io)
+            }
             redb::Error::Io(io) => {
                 let kind =
                     if io.kind() == std::io::ErrorKind::StorageFull { ErrorKind::StorageFull } else { ErrorKind::Io };

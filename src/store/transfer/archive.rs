@@ -47,9 +47,15 @@ pub(super) fn archive_invalid(msg: impl Into<String>) -> Error {
     Error::invalid_value(&["import_path"], "archive_invalid", msg, serde_json::Value::Null)
 }
 
-/// Where an export goes: a ZIP file or a directory (`compress: false`, `nmem export --no-zip`).
+/// The ZIP writer of an encrypted export: streamed (no seek back) into an age file.
+pub(super) type SealedZip =
+    zip::ZipWriter<zip::write::StreamWriter<age::stream::StreamWriter<std::io::BufWriter<std::fs::File>>>>;
+
+/// Where an export goes: a ZIP file, a ZIP file sealed in an age file (`encrypt`), or a directory
+/// (`compress: false`, `nmem export --no-zip`).
 pub(super) enum Sink {
     Zip(Box<zip::ZipWriter<std::io::BufWriter<std::fs::File>>>, zip::write::SimpleFileOptions),
+    Sealed(Box<SealedZip>, zip::write::SimpleFileOptions),
     Dir(PathBuf),
 }
 
@@ -57,6 +63,10 @@ impl Sink {
     pub(super) fn start(&mut self, name: &str) -> Result<Box<dyn Write + '_>> {
         match self {
             Sink::Zip(z, o) => {
+                z.start_file(name, *o).map_err(|e| Error::new(ErrorKind::Io, e.to_string()))?;
+                Ok(Box::new(z.as_mut()))
+            }
+            Sink::Sealed(z, o) => {
                 z.start_file(name, *o).map_err(|e| Error::new(ErrorKind::Io, e.to_string()))?;
                 Ok(Box::new(z.as_mut()))
             }
@@ -111,10 +121,21 @@ impl ArchiveWriter {
     }
 }
 
-/// Where an import reads from: a ZIP file or an export directory.
+/// A seekable reader: a ZIP file, or the plaintext of an encrypted one (age files seek by chunk).
+pub(super) trait ReadSeek: Read + std::io::Seek + Send {}
+impl<T: Read + std::io::Seek + Send> ReadSeek for T {}
+
+/// Where an import reads from: a ZIP file (plain or encrypted) or an export directory.
 pub(super) enum Src {
-    Zip(zip::ZipArchive<std::io::BufReader<std::fs::File>>),
+    Zip(zip::ZipArchive<Box<dyn ReadSeek>>),
     Dir(PathBuf),
+}
+
+/// What may open an encrypted archive: a passphrase, and the importing store's own key.
+#[derive(Default)]
+pub(crate) struct ArchiveKeys<'a> {
+    pub passphrase: Option<&'a secrecy::SecretString>,
+    pub store: Option<&'a crate::storage::crypt::SideKey>,
 }
 
 /// A verified archive: its manifest and a reader that only hands out listed files, within their sizes.
@@ -131,9 +152,10 @@ pub(super) fn safe_name(name: &str) -> bool {
 }
 
 impl Archive {
-    /// Opens and verifies `path` (a ZIP file or an export directory): structure, entry names, no symbolic
-    /// links, caps, manifest, and the checksum of every listed file.
-    pub(crate) fn open(path: &Path) -> Result<Archive> {
+    /// Opens and verifies `path` (a ZIP file, plain or in an age file opened with `keys`, or an export
+    /// directory): structure, entry names, no symbolic links, caps, manifest, and the checksum of every listed
+    /// file.
+    pub(crate) fn open(path: &Path, keys: &ArchiveKeys<'_>) -> Result<Archive> {
         let meta = std::fs::symlink_metadata(path).map_err(|e| {
             Error::invalid_value(
                 &["import_path"],
@@ -145,8 +167,14 @@ impl Archive {
         let src = if meta.is_dir() {
             Src::Dir(path.to_path_buf())
         } else {
-            let file = std::fs::File::open(path)?;
-            let mut zip = zip::ZipArchive::new(std::io::BufReader::new(file)).map_err(zip_error)?;
+            let file = std::io::BufReader::new(std::fs::File::open(path)?);
+            let input: Box<dyn ReadSeek> = if crate::storage::crypt::is_age_file(path) {
+                let plain = crate::storage::crypt::sealed::open_archive(file, keys.passphrase, keys.store)?;
+                Box::new(std::io::BufReader::with_capacity(1 << 16, plain))
+            } else {
+                Box::new(file)
+            };
+            let mut zip = zip::ZipArchive::new(input).map_err(zip_error)?;
             if zip.len() > MAX_ARCHIVE_ENTRIES {
                 return Err(archive_invalid(format!(
                     "the archive has {} entries; at most {MAX_ARCHIVE_ENTRIES} are accepted",

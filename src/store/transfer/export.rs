@@ -27,6 +27,14 @@ impl KnowledgeStore {
     /// * [`ErrorKind::Io`], [`ErrorKind::StorageFull`]: writing failed (the partial file is removed).
     pub fn export_data(&self, opts: &ExportOptions) -> Result<ExportReport> {
         let started = std::time::Instant::now();
+        if opts.encrypt.is_some() && !opts.compress {
+            return Err(Error::invalid_value(
+                &["compress"],
+                "value_error",
+                "an encrypted export is one ZIP file: set compress to true",
+                serde_json::Value::Bool(false),
+            ));
+        }
         let path = match &opts.path {
             Some(p) => self.config.confine_named(p, "export_path")?,
             None => {
@@ -35,7 +43,8 @@ impl KnowledgeStore {
                     .unwrap_or_default();
                 let dir = self.config.data_dir.join("exports");
                 std::fs::create_dir_all(&dir)?;
-                dir.join(format!("engram-export-{stamp}-{}.zip", &uuid::Uuid::now_v7().simple().to_string()[24..]))
+                let ext = if opts.encrypt.is_some() { "zip.age" } else { "zip" };
+                dir.join(format!("engram-export-{stamp}-{}.{ext}", &uuid::Uuid::now_v7().simple().to_string()[24..]))
             }
         };
         // Never over the store itself: not the data directory, an ancestor of it, or anything holding the
@@ -98,6 +107,7 @@ impl KnowledgeStore {
             sha256: hex(&sha.finalize()),
             format_version: EXPORT_VERSION,
             elapsed_ms: started.elapsed().as_secs_f64() * 1000.0,
+            encrypted: opts.encrypt.is_some(),
         })
     }
 
@@ -109,7 +119,13 @@ impl KnowledgeStore {
                 .compression_method(zip::CompressionMethod::Deflated)
                 .compression_level(Some(1))
                 .large_file(true);
-            Sink::Zip(Box::new(zip::ZipWriter::new(std::io::BufWriter::new(file))), options)
+            match &opts.encrypt {
+                Some(key) => {
+                    let sealed = key.seal(self.graph_files.side.key(), std::io::BufWriter::new(file))?;
+                    Sink::Sealed(Box::new(zip::ZipWriter::new_stream(sealed)), options)
+                }
+                None => Sink::Zip(Box::new(zip::ZipWriter::new(std::io::BufWriter::new(file))), options),
+            }
         } else {
             std::fs::create_dir_all(tmp)?;
             Sink::Dir(tmp.to_path_buf())
@@ -334,10 +350,19 @@ impl KnowledgeStore {
                 .map_err(|e| Error::new(ErrorKind::Internal, e.to_string()))?;
             out.flush()?;
         }
-        if let Sink::Zip(z, _) = w.sink {
-            let mut inner = z.finish().map_err(|e| Error::new(ErrorKind::Io, e.to_string()))?;
-            inner.flush()?;
-            inner.into_inner().map_err(|e| Error::from(e.into_error()))?.sync_all()?;
+        match w.sink {
+            Sink::Zip(z, _) => {
+                let mut inner = z.finish().map_err(|e| Error::new(ErrorKind::Io, e.to_string()))?;
+                inner.flush()?;
+                inner.into_inner().map_err(|e| Error::from(e.into_error()))?.sync_all()?;
+            }
+            Sink::Sealed(z, _) => {
+                let sealed = z.finish().map_err(|e| Error::new(ErrorKind::Io, e.to_string()))?.into_inner();
+                let mut inner = sealed.finish()?;
+                inner.flush()?;
+                inner.into_inner().map_err(|e| Error::from(e.into_error()))?.sync_all()?;
+            }
+            Sink::Dir(_) => {}
         }
         Ok(())
     }

@@ -372,9 +372,26 @@ impl KnowledgeStore {
     ///   symbolic link, over a cap, a checksum mismatch, a newer format, a malformed record. Nothing is written.
     /// * Storage errors; nothing is written.
     pub fn import_data(&self, path: &Path, mode: ImportMode, progress: &ImportProgress) -> Result<ImportReport> {
+        self.import_data_with(path, mode, progress, None)
+    }
+
+    /// [`KnowledgeStore::import_data`] of an archive that may be encrypted (an age file, docs/security.md): one
+    /// sealed to a passphrase opens with `passphrase`, one sealed to this store's key opens without.
+    ///
+    /// # Errors
+    /// As [`KnowledgeStore::import_data`]; [`crate::ErrorKind::WrongKey`] when the passphrase or this store's
+    /// key does not open an encrypted archive (`key_required` when it needs a passphrase and none was given).
+    pub fn import_data_with(
+        &self,
+        path: &Path,
+        mode: ImportMode,
+        progress: &ImportProgress,
+        passphrase: Option<&secrecy::SecretString>,
+    ) -> Result<ImportReport> {
         let started = std::time::Instant::now();
         let real = self.config.confine_named(path, "import_path")?;
-        let mut ar = Archive::open(&real)?;
+        let keys = super::archive::ArchiveKeys { passphrase, store: self.graph_files.side.key() };
+        let mut ar = Archive::open(&real, &keys)?;
         let total: u64 = ar.manifest.files.values().map(|f| f.records).sum();
         progress.total.store(total, Ordering::Release);
         progress.processed.store(0, Ordering::Release);

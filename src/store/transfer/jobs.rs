@@ -54,10 +54,20 @@ impl KnowledgeStore {
     /// # Errors
     /// [`ErrorKind::Conflict`] (`import_running`) while another import runs; [`ErrorKind::Forbidden`]
     /// (`path_not_allowed`); [`ErrorKind::NotFound`] (`file_not_found`) when there is no file there.
-    pub fn start_import(self: &Arc<Self>, path: &Path, mode: ImportMode) -> Result<ImportJob> {
+    pub fn start_import(
+        self: &Arc<Self>,
+        path: &Path,
+        mode: ImportMode,
+        passphrase: Option<secrecy::SecretString>,
+    ) -> Result<ImportJob> {
         let real = self.config.confine_named(path, "import_path")?;
         if !real.exists() {
             return Err(Error::not_found(ErrorCode::FileNotFound, format!("no archive at '{}'", path.display())));
+        }
+        // An encrypted archive's key is checked before the job starts: a wrong one is the request's error.
+        if real.is_file() && crate::storage::crypt::is_age_file(&real) {
+            let file = std::io::BufReader::new(std::fs::File::open(&real)?);
+            crate::storage::crypt::sealed::open_archive(file, passphrase.as_ref(), self.graph_files.side.key())?;
         }
         let progress = Arc::new(ImportProgress::default());
         let job = ImportJob {
@@ -84,7 +94,7 @@ impl KnowledgeStore {
         let store = self.clone();
         let id = job.job_id.clone();
         let spawned = std::thread::Builder::new().name("engram-import".into()).spawn(move || {
-            let out = store.import_data(&real, mode, &progress);
+            let out = store.import_data_with(&real, mode, &progress, passphrase.as_ref());
             let mut jobs = store.jobs.jobs.lock();
             if let Some((j, _)) = jobs.get_mut(&id) {
                 j.finished_at = Some(Timestamp::now());

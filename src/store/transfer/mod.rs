@@ -149,6 +149,9 @@ pub struct ExportOptions {
     pub overwrite: bool,
     /// What to include.
     pub include: Include,
+    /// Seal the archive in an age file for this key (docs/security.md): a ZIP file only (`compress`). None:
+    /// a plain archive, as the official clients read it.
+    pub encrypt: Option<crate::storage::crypt::ArchiveKey>,
 }
 
 /// What an export wrote.
@@ -166,6 +169,8 @@ pub struct ExportReport {
     pub format_version: u32,
     /// Milliseconds taken.
     pub elapsed_ms: f64,
+    /// Whether the archive is sealed in an age file (`encrypt`).
+    pub encrypted: bool,
 }
 
 /// Conflict handling of an import.

@@ -6,6 +6,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use engram::{KnowledgeStore, StoreConfig};
 
+mod keys;
+mod transfer;
+
+use keys::{KeyArgs, NewKeyArgs};
+
 /// The daemon's allocator: mimalloc (Leijen, Zorn and de Moura, "Mimalloc: Free List Sharding in Action",
 /// APLAS 2019) in place of the system's. With glibc's malloc, a 1M-memory bulk load into PostgreSQL spent about
 /// 40 % of its CPU in malloc's own bookkeeping (chunk consolidation and unlinking), most of it under the store's
@@ -149,6 +154,8 @@ enum Command {
         database: DatabaseArgs,
         #[command(flatten)]
         embedder: EmbedderArgs,
+        #[command(flatten)]
+        key: KeyArgs,
     },
     /// Print a fresh one-time sign-in URL for the web console of a running daemon (needs the `server`
     /// feature); `--open` opens it in the default browser.
@@ -201,6 +208,8 @@ enum Command {
         database: DatabaseArgs,
         #[command(flatten)]
         embedder: EmbedderArgs,
+        #[command(flatten)]
+        key: KeyArgs,
     },
     /// Write a versioned, checksummed archive of a store (the daemon must not be running on it).
     Export {
@@ -215,8 +224,20 @@ enum Command {
         /// Replace an existing file.
         #[arg(long)]
         overwrite: bool,
+        /// Seal the archive in an age file that opens with a passphrase (read from
+        /// ENGRAM_EXPORT_PASSPHRASE_FILE, else asked on the terminal); `age -d` opens it too.
+        #[arg(long)]
+        encrypt: bool,
+        /// Seal the archive to an age recipient (`age1...`; repeatable) instead of a passphrase.
+        #[arg(long = "recipient")]
+        recipients: Vec<String>,
+        /// Seal the archive to this encrypted store's own key instead (only this store opens it).
+        #[arg(long, conflicts_with = "recipients")]
+        to_store_key: bool,
         #[command(flatten)]
         database: DatabaseArgs,
+        #[command(flatten)]
+        key: KeyArgs,
     },
     /// Import an archive written by `export` (the daemon must not be running on the store), with a progress bar.
     Import {
@@ -228,8 +249,14 @@ enum Command {
         /// Conflicts: `merge` fills empty fields of stored records, `skip` keeps them, `overwrite` replaces them.
         #[arg(long, default_value = "merge", value_parser = ["merge", "skip", "overwrite"])]
         mode: String,
+        /// The passphrase of an archive encrypted with one: read from this file (else asked on the terminal
+        /// when the archive needs it).
+        #[arg(long, env = "ENGRAM_ARCHIVE_PASSPHRASE_FILE", hide_env_values = true)]
+        archive_passphrase_file: Option<PathBuf>,
         #[command(flatten)]
         database: DatabaseArgs,
+        #[command(flatten)]
+        key: KeyArgs,
     },
     /// Bring a store to this release's format (opening it does the same), or with `--check` print what that
     /// would do without changing anything. A redb store is copied to `engram.redb.format-<old>.bak` first.
@@ -242,6 +269,48 @@ enum Command {
         data_dir: Option<PathBuf>,
         #[command(flatten)]
         database: DatabaseArgs,
+        #[command(flatten)]
+        key: KeyArgs,
+    },
+    /// Encrypt a plaintext store at rest (the daemon must not be running on it): the store file, its side files
+    /// and upgrade backups, through a temporary file, kept until the new one is verified. The new key is a
+    /// passphrase (asked twice) unless --new-key-file or --new-keychain.
+    Encrypt {
+        /// Data directory (default: the platform data dir).
+        #[arg(long, env = "ENGRAM_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+        #[command(flatten)]
+        new: NewKeyArgs,
+    },
+    /// Turn an encrypted store back into a plaintext one (the daemon must not be running on it).
+    Decrypt {
+        /// Data directory (default: the platform data dir).
+        #[arg(long, env = "ENGRAM_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+        #[command(flatten)]
+        key: KeyArgs,
+    },
+    /// Change the key that opens an encrypted store (the daemon must not be running on it): the data key is
+    /// rewrapped (instant), or with --rotate-data-key every block is re-encrypted under a new one.
+    Rekey {
+        /// Data directory (default: the platform data dir).
+        #[arg(long, env = "ENGRAM_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+        /// Add the new key beside the existing ones (up to 8) instead of replacing them.
+        #[arg(long)]
+        add: bool,
+        /// Re-encrypt every block under a new random data key (the store then opens with the new key only).
+        #[arg(long, conflicts_with = "add")]
+        rotate_data_key: bool,
+        #[command(flatten)]
+        key: KeyArgs,
+        #[command(flatten)]
+        new: NewKeyArgs,
+    },
+    /// Write a new random key file (64 hex digits, mode 0600) for --key-file.
+    Keygen {
+        /// Where to write it (refused if it exists).
+        path: PathBuf,
     },
     /// Evaluate retrieval on a dataset.
     Eval {
@@ -326,6 +395,9 @@ struct EvalStoreArgs {
     index_mode: IndexModeArg,
     #[command(flatten)]
     embedder: EmbedderArgs,
+    /// Encrypt the evaluation's store at rest with this key file (the figures must not change).
+    #[arg(long)]
+    key_file: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -412,10 +484,13 @@ fn run(cli: Cli) -> engram::Result<()> {
             index_mode,
             database,
             embedder,
+            key,
         } => {
+            let data_dir = data_dir.unwrap_or_else(default_data_dir);
+            let encryption = key.encryption(&data_dir)?;
             let serve_args = ServeArgs {
                 addr,
-                data_dir: data_dir.unwrap_or_else(default_data_dir),
+                data_dir,
                 api_key,
                 allow_hosts,
                 allow_paths,
@@ -428,16 +503,33 @@ fn run(cli: Cli) -> engram::Result<()> {
                 database_url: database.database_url,
                 expiry_grace_days,
                 index_mode: index_mode.into(),
+                encryption,
             };
             serve(serve_args, embedder.select()?)
         }
         mcp @ Command::Mcp { .. } => mcp_command(mcp),
         Command::Ui { addr, data_dir, api_key, open } => ui_command(addr, data_dir, api_key, open),
-        Command::Export { path, data_dir, no_zip, overwrite, database } => {
-            export_command(path, data_dir, no_zip, overwrite, database)
+        Command::Export { path, data_dir, no_zip, overwrite, encrypt, recipients, to_store_key, database, key } => {
+            let seal = transfer::ArchiveSeal { passphrase: encrypt, recipients, store_key: to_store_key };
+            transfer::export(path, data_dir.unwrap_or_else(default_data_dir), no_zip, overwrite, seal, database, &key)
         }
-        Command::Import { path, data_dir, mode, database } => import_command(path, data_dir, mode, database),
-        Command::Upgrade { check, data_dir, database } => upgrade_command(check, data_dir, database),
+        Command::Import { path, data_dir, mode, archive_passphrase_file, database, key } => transfer::import(
+            path,
+            data_dir.unwrap_or_else(default_data_dir),
+            mode,
+            archive_passphrase_file,
+            database,
+            &key,
+        ),
+        Command::Upgrade { check, data_dir, database, key } => {
+            transfer::upgrade(check, data_dir.unwrap_or_else(default_data_dir), database, &key)
+        }
+        Command::Encrypt { data_dir, new } => keys::encrypt(&data_dir.unwrap_or_else(default_data_dir), &new),
+        Command::Decrypt { data_dir, key } => keys::decrypt(&data_dir.unwrap_or_else(default_data_dir), &key),
+        Command::Rekey { data_dir, add, rotate_data_key, key, new } => {
+            keys::rekey(&data_dir.unwrap_or_else(default_data_dir), &key, &new, add, rotate_data_key)
+        }
+        Command::Keygen { path } => keys::keygen(&path),
         Command::Eval { which } => eval_command(which),
     }
 }
@@ -456,6 +548,7 @@ fn mcp_command(command: Command) -> engram::Result<()> {
         print_config,
         database,
         embedder,
+        key,
     } = command
     else {
         return Err(engram::Error::new(engram::ErrorKind::Internal, "not an mcp command"));
@@ -474,141 +567,8 @@ fn mcp_command(command: Command) -> engram::Result<()> {
         print_mcp_config(&data_dir);
         return Ok(());
     }
-    mcp_stdio(McpArgs { data_dir, addr, api_key, scope, database_url: database.database_url }, &embedder)
-}
-
-/// `engram export`: the whole store into an archive.
-fn export_command(
-    path: Option<std::path::PathBuf>,
-    data_dir: Option<std::path::PathBuf>,
-    no_zip: bool,
-    overwrite: bool,
-    database: DatabaseArgs,
-) -> engram::Result<()> {
-    let data_dir = data_dir.unwrap_or_else(default_data_dir);
-    // A path named on the command line is the operator's own: allow its directory.
-    let mut config = StoreConfig::new(&data_dir);
-    config.database_url = database.database_url;
-    if let Some(dir) =
-        path.as_ref().and_then(|p| std::path::absolute(p).ok()).and_then(|p| p.parent().map(|d| d.to_path_buf()))
-    {
-        std::fs::create_dir_all(&dir)?;
-        config = config.allow_path(dir);
-    }
-    let store = KnowledgeStore::open(config)?;
-    let opts = engram::ExportOptions {
-        path: path.map(|p| std::path::absolute(&p).unwrap_or(p)),
-        compress: !no_zip,
-        overwrite,
-        include: engram::Include::default(),
-    };
-    let r = store.export_data(&opts)?;
-    println!("exported to {} ({} bytes, sha256 {})", r.export_path, r.bytes, r.sha256);
-    for (k, v) in &r.counts {
-        println!("  {k}: {v}");
-    }
-    Ok(())
-}
-
-/// `engram import`: an archive into the store, with a progress bar.
-fn import_command(
-    path: std::path::PathBuf,
-    data_dir: Option<std::path::PathBuf>,
-    mode: String,
-    database: DatabaseArgs,
-) -> engram::Result<()> {
-    let data_dir = data_dir.unwrap_or_else(default_data_dir);
-    let path = std::path::absolute(&path).unwrap_or(path);
-    let mut config = StoreConfig::new(&data_dir);
-    config.database_url = database.database_url;
-    if let Some(dir) = path.parent() {
-        config = config.allow_path(dir);
-    }
-    let store = std::sync::Arc::new(KnowledgeStore::open(config)?);
-    let mode = engram::ImportMode::parse(&mode).unwrap_or_default();
-    let progress = std::sync::Arc::new(engram::ImportProgress::default());
-    let worker = {
-        let (store, progress, path) = (store.clone(), progress.clone(), path.clone());
-        std::thread::spawn(move || store.import_data(&path, mode, &progress))
-    };
-    let bar = indicatif::ProgressBar::new(0);
-    if let Ok(style) =
-        indicatif::ProgressStyle::with_template("importing {bar:40} {pos}/{len} records, {per_sec}, ETA {eta}")
-    {
-        bar.set_style(style);
-    }
-    while !worker.is_finished() {
-        bar.set_length(progress.total.load(std::sync::atomic::Ordering::Relaxed));
-        bar.set_position(progress.processed.load(std::sync::atomic::Ordering::Relaxed));
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    let out =
-        worker.join().map_err(|_| engram::Error::new(engram::ErrorKind::Internal, "the import thread panicked"))?;
-    match out {
-        Ok(r) => {
-            bar.finish_and_clear();
-            println!("imported {} records in {:.1} s", r.records, r.elapsed_ms / 1000.0);
-            for (k, c) in &r.counts {
-                if c.inserted + c.updated + c.skipped > 0 {
-                    println!("  {k}: {} inserted, {} updated, {} skipped", c.inserted, c.updated, c.skipped);
-                }
-            }
-            println!("vectors are recomputed in the background when the store next opens (progress in /health)");
-            Ok(())
-        }
-        Err(e) => {
-            bar.abandon();
-            Err(e)
-        }
-    }
-}
-
-/// `engram upgrade [--check]`.
-fn upgrade_command(check: bool, data_dir: Option<PathBuf>, database: DatabaseArgs) -> engram::Result<()> {
-    let mut config = StoreConfig::new(data_dir.unwrap_or_else(default_data_dir));
-    config.database_url = database.database_url;
-    let plan = engram::store::upgrade::plan_for(&config)?;
-    let found = match plan.found {
-        None => {
-            println!("no store yet: opening creates one at format {}", plan.current);
-            return Ok(());
-        }
-        Some(f) => f,
-    };
-    if plan.refused {
-        println!(
-            "the store is at format {found}, newer than this release (format {}): it would be refused",
-            plan.current
-        );
-        return Err(engram::Error::new(engram::ErrorKind::Corrupt, "the store is newer than this release"));
-    }
-    if plan.steps.is_empty() {
-        println!("the store is at format {found}, this release's: nothing to do");
-        return Ok(());
-    }
-    println!("the store is at format {found}; this release writes format {}:", plan.current);
-    for s in &plan.steps {
-        println!("  {} -> {}: {} ({} records)", s.from, s.to, s.what, s.records);
-    }
-    if let Some(b) = &plan.backup {
-        println!("  a copy of the file is written first: {}", b.display());
-    }
-    if check {
-        println!("(--check: nothing was changed)");
-        return Ok(());
-    }
-    match engram::store::upgrade::upgrade_store(&config)? {
-        Some(r) => println!(
-            "upgraded from format {} to {}: {} records rewritten in {:.0} ms{}",
-            r.from,
-            r.to,
-            r.records,
-            r.elapsed_ms,
-            r.backup.map(|b| format!("; backup {b}")).unwrap_or_default()
-        ),
-        None => println!("the store was already current (another process upgraded it)"),
-    }
-    Ok(())
+    let encryption = key.encryption(&data_dir)?;
+    mcp_stdio(McpArgs { data_dir, addr, api_key, scope, database_url: database.database_url, encryption }, &embedder)
 }
 
 impl EvalStoreArgs {
@@ -627,6 +587,7 @@ impl EvalStoreArgs {
         config.database_url = self.database.database_url;
         config.index_mode = self.index_mode.into();
         config.embedder = selected.embedder;
+        config.encryption = self.key_file.map(engram::storage::crypt::Encryption::key_file);
         Ok((config, temp))
     }
 }
@@ -826,6 +787,7 @@ struct McpArgs {
     api_key: Option<String>,
     scope: engram::api::tools::Scope,
     database_url: Option<String>,
+    encryption: Option<engram::storage::crypt::Encryption>,
 }
 
 /// The `mcpServers` entry that starts `engram mcp` (Claude Desktop, Claude Code, Cursor and most hosts read
@@ -854,6 +816,7 @@ fn mcp_stdio(args: McpArgs, embedder: &EmbedderArgs) -> engram::Result<()> {
     use engram::server::mcp::{Backend, McpFront, serve_stdio};
     let mut config = StoreConfig::new(&args.data_dir);
     config.database_url = args.database_url.clone();
+    config.encryption = args.encryption.clone();
     let selected = embedder.select()?;
     config.embedder = selected.embedder;
     let backend = match KnowledgeStore::open(config) {
@@ -930,6 +893,7 @@ struct ServeArgs {
     database_url: Option<String>,
     expiry_grace_days: u64,
     index_mode: engram::IndexMode,
+    encryption: Option<engram::storage::crypt::Encryption>,
 }
 
 #[cfg(feature = "server")]
@@ -950,6 +914,7 @@ fn serve(args: ServeArgs, embedder: engram::embed::SelectedEmbedder) -> engram::
         database_url,
         expiry_grace_days,
         index_mode,
+        encryption,
     } = args;
     let addr = addr
         .parse()
@@ -971,7 +936,16 @@ fn serve(args: ServeArgs, embedder: engram::embed::SelectedEmbedder) -> engram::
     store_config.database_url = database_url;
     store_config.index_mode = index_mode;
     store_config.expiry_grace = std::time::Duration::from_secs(expiry_grace_days * 86_400);
+    store_config.encryption = encryption;
     let store = std::sync::Arc::new(KnowledgeStore::open(store_config)?);
+    let enc = store.encryption();
+    if enc.encrypted {
+        println!(
+            "store encrypted at rest ({}, opened with its {})",
+            enc.cipher.as_deref().unwrap_or("?"),
+            enc.key_source.as_deref().unwrap_or("?").replace('_', " ")
+        );
+    }
     println!("data directory: {}", data_dir.display());
     let mut config = ServerConfig::new(&data_dir);
     config.addr = addr;

@@ -1,0 +1,537 @@
+//! The encrypting block device under redb.
+//!
+//! Physical layout of an encrypted store file (bytes):
+//!
+//! | at | what |
+//! |---|---|
+//! | 0, 4096 | the key header, two copies ([`super::header`]) |
+//! | 8192, 16384 | redb's block 0 (its super-header), two copies of 4,144 bytes: counter (8, LE), nonce (24), ciphertext (4,096), tag (16) |
+//! | 24576 + (n − 1) × 4136 | block n ≥ 1 of redb's file: nonce (24), ciphertext (4,096), tag (16) |
+//!
+//! Every block is sealed with XChaCha20-Poly1305 under the data key and a fresh random 192-bit nonce; its
+//! associated data is `engram/block/v1`, the 16-byte file id and the block number (block 0's copies:
+//! `engram/block0/v1`, the file id and the counter). A block that fails authentication is reported as damage
+//! naming the block, never returned and never read as zeros.
+//!
+//! **Block 0 and redb's commit.** redb keeps both of its commit slots and the byte that chooses between them in
+//! block 0. This device holds block 0 in memory: reads of it are served from there, writes change it there, and
+//! [`Device::sync_data`] makes the other blocks durable first (one `fsync`), then writes block 0 to the copy that
+//! does not hold the last durable version, with the next counter, and syncs again. So the copy on disk that an
+//! open picks (the valid one with the highest counter) always names a commit whose blocks are all on disk, and a
+//! torn write of the copy being written leaves the other copy, the previous commit. A clean close writes the
+//! current block 0 to the other copy as well, so that after it a damaged copy costs nothing. A commit therefore
+//! costs two syncs instead of redb's one.
+
+use std::cell::RefCell;
+
+use chacha20poly1305::XChaCha20Poly1305;
+use chacha20poly1305::aead::{AeadCore, AeadInPlace, OsRng};
+use parking_lot::Mutex;
+
+use super::header::{self, KeyHeader};
+use super::keys::{self, SecretKey};
+use super::sealed::SideKey;
+use super::{Damage, Encryption, EncryptionStatus, KeySource};
+use crate::error::Result;
+use crate::storage::Device;
+
+/// Bytes of one block of redb's file (its page size).
+pub const BLOCK: usize = 4096;
+const NONCE: usize = 24;
+const TAG: usize = 16;
+/// Bytes of one sealed block on disk.
+pub const FRAME: usize = NONCE + BLOCK + TAG;
+const B0_COPY: [u64; 2] = [8192, 16384];
+const B0_BYTES: usize = 8 + FRAME;
+/// Where block 1 starts.
+pub const DATA_START: u64 = 24576;
+
+fn frame_at(block: u64) -> u64 {
+    DATA_START + (block - 1) * FRAME as u64
+}
+
+fn block_aad(file_id: &[u8; 16], block: u64) -> [u8; 15 + 16 + 8] {
+    let mut aad = [0u8; 39];
+    aad[..15].copy_from_slice(b"engram/block/v1");
+    aad[15..31].copy_from_slice(file_id);
+    aad[31..].copy_from_slice(&block.to_le_bytes());
+    aad
+}
+
+fn block0_aad(file_id: &[u8; 16], counter: u64) -> [u8; 16 + 16 + 8] {
+    let mut aad = [0u8; 40];
+    aad[..16].copy_from_slice(b"engram/block0/v1");
+    aad[16..32].copy_from_slice(file_id);
+    aad[32..].copy_from_slice(&counter.to_le_bytes());
+    aad
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` on this thread's scratch buffer of at least `len` bytes (kept between calls up to 1 MiB).
+fn with_scratch<T>(len: usize, f: impl FnOnce(&mut [u8]) -> T) -> T {
+    SCRATCH.with(|s| {
+        let mut s = s.borrow_mut();
+        if s.len() < len {
+            s.resize(len, 0);
+        }
+        let out = f(&mut s[..len]);
+        if s.len() > 1 << 20 {
+            *s = Vec::new();
+        }
+        out
+    })
+}
+
+/// What the device knows of block 0 and the file's length.
+struct State {
+    /// The current content of block 0 (redb's super-header and the rest of its first page).
+    block0: Box<[u8; BLOCK]>,
+    /// Whether block 0 changed since the last sync.
+    block0_dirty: bool,
+    /// Whether other blocks were written (or the length changed) since the last sync.
+    data_dirty: bool,
+    /// The counter of the newest durable copy of block 0.
+    counter: u64,
+    /// Which copy (0 or 1) holds it; the next write goes to the other.
+    durable: usize,
+    /// Whether both copies hold the current durable block 0 (after a clean close).
+    mirrored: bool,
+    /// redb's file length in bytes (a multiple of [`BLOCK`]).
+    len: u64,
+}
+
+/// A redb file encrypted block by block (module docs), on a [`Device`] (the plain file, or a fault-injecting
+/// wrapper in tests). Opened by [`EncryptedDevice::open`] or made by [`EncryptedDevice::create`].
+pub struct EncryptedDevice {
+    inner: Box<dyn Device>,
+    cipher: XChaCha20Poly1305,
+    file_id: [u8; 16],
+    state: Mutex<State>,
+    read_only: bool,
+    /// The file's advisory lock (another process opening it gets `Locked`), released on drop.
+    lock: Option<std::fs::File>,
+}
+
+impl std::fmt::Debug for EncryptedDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EncryptedDevice").field("read_only", &self.read_only).finish_non_exhaustive()
+    }
+}
+
+/// What opening an encrypted file unlocked besides the device: the key for its side files and what `/health`
+/// shows.
+#[derive(Clone)]
+pub struct Unlocked {
+    /// Seals and opens the store's side files (index snapshot, saved graphs) and store-key exports.
+    pub side: std::sync::Arc<SideKey>,
+    /// The status `/health` reports.
+    pub status: EncryptionStatus,
+}
+
+/// How an open of an existing encrypted file ended.
+pub enum Opened {
+    /// The device, ready for redb, and what it unlocked.
+    Ready(Box<EncryptedDevice>, Unlocked),
+    /// The key header is whole but block 0 was never made durable: the file's creation was cut short (no commit
+    /// ever existed in it).
+    Unborn,
+}
+
+fn status(h: &KeyHeader, source: &KeySource) -> EncryptionStatus {
+    let kdf = h.slots.iter().find_map(|s| match &s.kind {
+        keys::SlotKind::Passphrase { kdf, .. } => Some(kdf.describe()),
+        _ => None,
+    });
+    EncryptionStatus {
+        encrypted: true,
+        cipher: Some(h.cipher_name().to_string()),
+        key_source: Some(source.kind().to_string()),
+        key_slots: h.slots.iter().map(|s| s.kind.name().to_string()).collect(),
+        kdf,
+        format_version: Some(header::FORMAT),
+    }
+}
+
+/// What one copy of block 0 holds.
+enum Copy0 {
+    Valid(u64, Box<[u8; BLOCK]>),
+    Empty,
+    Damaged,
+}
+
+impl EncryptedDevice {
+    /// Makes a new encrypted file on `inner` (which must be empty): a random data key and file id, one key slot
+    /// for `enc.source`, both header copies written and synced. redb then creates its database on it.
+    ///
+    /// # Errors
+    /// Key source errors ([`crate::ErrorKind::WrongKey`], `Unavailable` for the keychain, `InvalidInput` for a
+    /// short key file or weak Argon2id parameters); I/O errors.
+    pub fn create(inner: Box<dyn Device>, enc: &Encryption) -> Result<(EncryptedDevice, Unlocked)> {
+        let data_key = SecretKey::random();
+        let file_id = keys::random::<16>();
+        let slot = keys::new_slot(&data_key, &file_id, &enc.source, enc.kdf)?;
+        let header = KeyHeader { cipher: header::CIPHER_XCHACHA20_POLY1305, generation: 0, file_id, slots: vec![slot] };
+        Self::create_with(inner, &data_key, header, &enc.source)
+    }
+
+    /// Makes a new encrypted file on `inner` with a given data key and header (conversions: `engram encrypt`,
+    /// `rekey --rotate-data-key`).
+    pub(crate) fn create_with(
+        inner: Box<dyn Device>,
+        data_key: &SecretKey,
+        mut header: KeyHeader,
+        source: &KeySource,
+    ) -> Result<(EncryptedDevice, Unlocked)> {
+        inner.set_len(0)?;
+        inner.set_len(DATA_START)?;
+        header::write(&*inner, &mut header, 1)?;
+        let unlocked = Unlocked {
+            side: std::sync::Arc::new(SideKey::derive(data_key, &header.file_id)),
+            status: status(&header, source),
+        };
+        let dev = EncryptedDevice {
+            inner,
+            cipher: data_key.cipher(),
+            file_id: header.file_id,
+            state: Mutex::new(State {
+                block0: Box::new([0u8; BLOCK]),
+                block0_dirty: false,
+                data_dirty: false,
+                counter: 0,
+                durable: 1,
+                mirrored: false,
+                len: 0,
+            }),
+            read_only: false,
+            lock: None,
+        };
+        Ok((dev, unlocked))
+    }
+
+    /// Opens an encrypted file on `inner` with the key from `source`. Nothing is written when the key is wrong;
+    /// a read-write open rewrites a damaged or stale key header copy from the good one.
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::WrongKey`] when the key opens no slot (the file is unchanged),
+    /// [`crate::ErrorKind::Corrupt`] when the key header or both copies of block 0 are damaged, I/O errors.
+    pub fn open(inner: Box<dyn Device>, source: &KeySource, read_only: bool) -> Result<Opened> {
+        let headers = header::read(&*inner)?;
+        let h = &headers.header;
+        let data_key = keys::unwrap(&h.slots, &h.file_id, source)?;
+        let cipher = data_key.cipher();
+        let copies =
+            [Self::read_copy(&*inner, &cipher, &h.file_id, 0)?, Self::read_copy(&*inner, &cipher, &h.file_id, 1)?];
+        let best = copies
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| if let Copy0::Valid(n, _) = c { Some((i, *n)) } else { None })
+            .max_by_key(|(_, n)| *n);
+        let Some((durable, counter)) = best else {
+            if copies.iter().any(|c| matches!(c, Copy0::Empty)) {
+                return Ok(Opened::Unborn);
+            }
+            return Err(super::corrupt(
+                "both copies of block 0 (redb's header) of the encrypted store failed authentication: the file \
+                 is damaged or was changed outside Engram",
+            ));
+        };
+        if !read_only {
+            header::repair(&*inner, &headers)?;
+        }
+        let mirrored = matches!((&copies[0], &copies[1]), (Copy0::Valid(a, _), Copy0::Valid(b, _)) if a == b);
+        let [c0, c1] = copies;
+        let block0 = match if durable == 0 { c0 } else { c1 } {
+            Copy0::Valid(_, b) => b,
+            _ => return Err(crate::Error::new(crate::ErrorKind::Internal, "block 0 copy vanished")),
+        };
+        let phys = inner.len()?;
+        let len =
+            if phys <= DATA_START { BLOCK as u64 } else { BLOCK as u64 * (1 + (phys - DATA_START) / FRAME as u64) };
+        let unlocked =
+            Unlocked { side: std::sync::Arc::new(SideKey::derive(&data_key, &h.file_id)), status: status(h, source) };
+        let dev = EncryptedDevice {
+            inner,
+            cipher,
+            file_id: h.file_id,
+            state: Mutex::new(State {
+                block0,
+                block0_dirty: false,
+                data_dirty: false,
+                counter,
+                durable,
+                mirrored,
+                len,
+            }),
+            read_only,
+            lock: None,
+        };
+        Ok(Opened::Ready(Box::new(dev), unlocked))
+    }
+
+    /// Holds `lock` (the file's advisory lock) for as long as the device lives.
+    pub fn with_lock(mut self, lock: std::fs::File) -> Self {
+        self.lock = Some(lock);
+        self
+    }
+
+    fn read_copy(inner: &dyn Device, cipher: &XChaCha20Poly1305, file_id: &[u8; 16], copy: usize) -> Result<Copy0> {
+        if inner.len()? < B0_COPY[copy] + B0_BYTES as u64 {
+            return Ok(Copy0::Empty);
+        }
+        let mut buf = vec![0u8; B0_BYTES];
+        inner.read(B0_COPY[copy], &mut buf)?;
+        if buf.iter().all(|b| *b == 0) {
+            return Ok(Copy0::Empty);
+        }
+        let counter = u64::from_le_bytes(buf[..8].try_into().unwrap_or_default());
+        let (head, rest) = buf.split_at_mut(8 + NONCE);
+        let (ct, tag) = rest.split_at_mut(BLOCK);
+        let nonce = chacha20poly1305::XNonce::from_slice(&head[8..]);
+        let aad = block0_aad(file_id, counter);
+        if cipher.decrypt_in_place_detached(nonce, &aad, ct, chacha20poly1305::Tag::from_slice(tag)).is_err() {
+            tracing::warn!(copy, "a copy of block 0 of the encrypted store failed authentication");
+            return Ok(Copy0::Damaged);
+        }
+        let mut block = Box::new([0u8; BLOCK]);
+        block.copy_from_slice(ct);
+        Ok(Copy0::Valid(counter, block))
+    }
+
+    fn write_copy(&self, copy: usize, counter: u64, block: &[u8; BLOCK]) -> std::io::Result<()> {
+        let mut buf = vec![0u8; B0_BYTES];
+        buf[..8].copy_from_slice(&counter.to_le_bytes());
+        let nonce = XChaCha20Poly1305::generate_nonce(&mut OsRng);
+        buf[8..8 + NONCE].copy_from_slice(&nonce);
+        let (_, rest) = buf.split_at_mut(8 + NONCE);
+        let (ct, tag) = rest.split_at_mut(BLOCK);
+        ct.copy_from_slice(block);
+        let t = self
+            .cipher
+            .encrypt_in_place_detached(&nonce, &block0_aad(&self.file_id, counter), ct)
+            .map_err(|_| std::io::Error::other("sealing block 0 failed"))?;
+        tag.copy_from_slice(&t);
+        self.inner.write(B0_COPY[copy], &buf)
+    }
+
+    /// Seals `plain` (one block) as block `block` into `frame`.
+    fn seal(&self, block: u64, plain: &[u8], frame: &mut [u8]) -> std::io::Result<()> {
+        let nonce = XChaCha20Poly1305::generate_nonce(&mut OsRng);
+        frame[..NONCE].copy_from_slice(&nonce);
+        frame[NONCE..NONCE + BLOCK].copy_from_slice(plain);
+        let tag = self
+            .cipher
+            .encrypt_in_place_detached(&nonce, &block_aad(&self.file_id, block), &mut frame[NONCE..NONCE + BLOCK])
+            .map_err(|_| std::io::Error::other("sealing a block failed"))?;
+        frame[NONCE + BLOCK..].copy_from_slice(&tag);
+        Ok(())
+    }
+
+    /// Opens `frame` (block `block`) in place; the plaintext is `frame[NONCE..NONCE + BLOCK]`.
+    fn open_frame(&self, block: u64, frame: &mut [u8]) -> std::io::Result<()> {
+        let (head, rest) = frame.split_at_mut(NONCE);
+        let (ct, tag) = rest.split_at_mut(BLOCK);
+        let nonce = chacha20poly1305::XNonce::from_slice(head);
+        self.cipher
+            .decrypt_in_place_detached(
+                nonce,
+                &block_aad(&self.file_id, block),
+                ct,
+                chacha20poly1305::Tag::from_slice(tag),
+            )
+            .map_err(|_| {
+                Damage::io(format!(
+                    "block {block} of the encrypted store (bytes {}..{} of the file) failed authentication: the file \
+                     is damaged or was changed outside Engram",
+                    frame_at(block),
+                    frame_at(block) + FRAME as u64
+                ))
+            })
+    }
+
+    /// Reads blocks `first..=last` (all ≥ 1) and hands each block's plaintext to `f` with its number.
+    fn read_blocks(&self, first: u64, last: u64, mut f: impl FnMut(u64, &[u8])) -> std::io::Result<()> {
+        let n = (last - first + 1) as usize;
+        with_scratch(n * FRAME, |buf| {
+            self.inner.read(frame_at(first), buf)?;
+            for (i, frame) in buf.chunks_exact_mut(FRAME).enumerate() {
+                let b = first + i as u64;
+                self.open_frame(b, frame)?;
+                f(b, &frame[NONCE..NONCE + BLOCK]);
+            }
+            Ok(())
+        })
+    }
+
+    fn eof(offset: u64, len: usize, file_len: u64) -> std::io::Error {
+        std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            format!("read of {len} bytes at {offset} past the end of the encrypted store ({file_len} bytes)"),
+        )
+    }
+}
+
+impl Device for EncryptedDevice {
+    fn len(&self) -> std::io::Result<u64> {
+        Ok(self.state.lock().len)
+    }
+
+    fn read(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
+        if out.is_empty() {
+            return Ok(());
+        }
+        let end = offset + out.len() as u64;
+        let mut pos = offset;
+        {
+            let st = self.state.lock();
+            if end > st.len {
+                return Err(Self::eof(offset, out.len(), st.len));
+            }
+            if pos < BLOCK as u64 {
+                let take = (BLOCK as u64).min(end) - pos;
+                out[..take as usize].copy_from_slice(&st.block0[pos as usize..(pos + take) as usize]);
+                pos += take;
+            }
+        }
+        if pos >= end {
+            return Ok(());
+        }
+        let block = BLOCK as u64;
+        let (first, last) = (pos / block, (end - 1) / block);
+        self.read_blocks(first, last, |b, plain| {
+            let (lo, hi) = ((b * block).max(pos), ((b + 1) * block).min(end));
+            out[(lo - offset) as usize..(hi - offset) as usize]
+                .copy_from_slice(&plain[(lo - b * block) as usize..(hi - b * block) as usize]);
+        })
+    }
+
+    fn set_len(&self, len: u64) -> std::io::Result<()> {
+        if self.read_only {
+            return Err(read_only());
+        }
+        let blocks = len.div_ceil(BLOCK as u64);
+        let phys = if blocks <= 1 { DATA_START } else { frame_at(blocks) };
+        let mut st = self.state.lock();
+        self.inner.set_len(phys)?;
+        st.len = blocks * BLOCK as u64;
+        st.data_dirty = true;
+        if blocks == 0 {
+            *st.block0 = [0u8; BLOCK];
+            st.block0_dirty = true;
+        }
+        Ok(())
+    }
+
+    fn sync_data(&self) -> std::io::Result<()> {
+        if self.read_only {
+            return Ok(());
+        }
+        let mut st = self.state.lock();
+        if st.data_dirty || !st.block0_dirty {
+            self.inner.sync_data()?;
+            st.data_dirty = false;
+        }
+        if st.block0_dirty {
+            let (copy, counter) = (1 - st.durable, st.counter + 1);
+            self.write_copy(copy, counter, &st.block0)?;
+            self.inner.sync_data()?;
+            st.counter = counter;
+            st.durable = copy;
+            st.block0_dirty = false;
+            st.mirrored = false;
+        }
+        Ok(())
+    }
+
+    fn write(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        if self.read_only {
+            return Err(read_only());
+        }
+        if data.is_empty() {
+            return Ok(());
+        }
+        let block = BLOCK as u64;
+        let end = offset + data.len() as u64;
+        let mut pos = offset;
+        let mut st = self.state.lock();
+        if pos < block {
+            let take = block.min(end) - pos;
+            st.block0[pos as usize..(pos + take) as usize].copy_from_slice(&data[..take as usize]);
+            st.block0_dirty = true;
+            pos += take;
+        }
+        if pos < end {
+            let (first, last) = (pos / block, (end - 1) / block);
+            let old_len = st.len;
+            with_scratch((last - first + 1) as usize * FRAME, |buf| -> std::io::Result<()> {
+                for (i, frame) in buf.chunks_exact_mut(FRAME).enumerate() {
+                    let b = first + i as u64;
+                    let (lo, hi) = ((b * block).max(pos), ((b + 1) * block).min(end));
+                    let src = &data[(lo - offset) as usize..(hi - offset) as usize];
+                    if hi - lo == block {
+                        self.seal(b, src, frame)?;
+                        continue;
+                    }
+                    // A partial block: merge with what is there (zeros past the end or where never written).
+                    let mut plain = [0u8; BLOCK];
+                    if b * block < old_len {
+                        let mut old = [0u8; FRAME];
+                        self.inner.read(frame_at(b), &mut old)?;
+                        if old.iter().any(|x| *x != 0) {
+                            self.open_frame(b, &mut old)?;
+                            plain.copy_from_slice(&old[NONCE..NONCE + BLOCK]);
+                        }
+                    }
+                    plain[(lo - b * block) as usize..(hi - b * block) as usize].copy_from_slice(src);
+                    self.seal(b, &plain, frame)?;
+                }
+                self.inner.write(frame_at(first), buf)
+            })?;
+            st.data_dirty = true;
+        }
+        st.len = st.len.max(end.div_ceil(block) * block);
+        Ok(())
+    }
+
+    fn close(&self) -> std::io::Result<()> {
+        if !self.read_only {
+            self.sync_data()?;
+            let mut st = self.state.lock();
+            if !st.mirrored && st.counter > 0 {
+                let copy = 1 - st.durable;
+                self.write_copy(copy, st.counter, &st.block0)?;
+                self.inner.sync_data()?;
+                st.mirrored = true;
+            }
+        }
+        let closed = self.inner.close();
+        if let Some(lock) = &self.lock {
+            let _ = lock.unlock();
+        }
+        closed
+    }
+}
+
+fn read_only() -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::PermissionDenied, "the encrypted store is open read-only")
+}
+
+/// Takes the advisory lock of the store file at `path` (created if missing): exclusive for a read-write open,
+/// shared for a read-only one. Another process holding it gives [`crate::ErrorKind::Locked`].
+///
+/// # Errors
+/// `Locked`; I/O errors.
+pub fn lock_file(path: &std::path::Path, exclusive: bool) -> Result<std::fs::File> {
+    let f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
+    let got = if exclusive { f.try_lock() } else { f.try_lock_shared() };
+    match got {
+        Ok(()) => Ok(f),
+        Err(std::fs::TryLockError::WouldBlock) => Err(crate::Error::new(
+            crate::ErrorKind::Locked,
+            "the store is open in another process (the daemon or another program); close it first",
+        )),
+        Err(std::fs::TryLockError::Error(e)) => Err(e.into()),
+    }
+}
