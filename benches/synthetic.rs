@@ -17,6 +17,8 @@
 //! ingest; the directory is kept. `--more N` with such a store first writes N more memories into it, in the same
 //! batches, and reports that ingest rate (the rate at the store's size). `--modes hybrid,vector,lexical` runs
 //! only the named searches (for a profile of one path); `--slowest N` prints each mode's N slowest queries.
+//! `--encrypted` keeps the store encrypted at rest (a key file beside the store directory; docs/security.md), for
+//! the side-by-side figures of encryption's cost.
 //!
 //! Texts are generated sentences over a Zipf-distributed vocabulary (names, places, activities and ~20,000
 //! generated content words), not uniform random vectors, so vectors have the structure of real text.
@@ -155,7 +157,19 @@ fn main() -> engram::Result<()> {
 
     // `--vector-context G` sets the context-blended cosine's weight (the built-in embedder's default is 0).
     let vector_context = args.iter().position(|a| a == "--vector-context").and_then(|i| args.get(i + 1)?.parse().ok());
-    let config = || StoreConfig { vector: params, vector_context, ..StoreConfig::new(&dir) };
+    // `--encrypted`: the store encrypted at rest under a key file kept beside the store directory.
+    let encryption = args.iter().any(|a| a == "--encrypted").then(|| {
+        let key = dir.with_extension("key");
+        if !key.exists() {
+            engram::storage::crypt::write_key_file(&key).expect("write the key file");
+        }
+        engram::storage::crypt::Encryption::key_file(key)
+    });
+    if encryption.is_some() {
+        println!("encrypted at rest (XChaCha20-Poly1305 blocks, a key file)");
+    }
+    let config =
+        || StoreConfig { vector: params, vector_context, encryption: encryption.clone(), ..StoreConfig::new(&dir) };
     let store = KnowledgeStore::open(config())?;
     let t0 = Instant::now();
     for (b, chunk) in texts.chunks(batch).enumerate().filter(|_| !reuse) {
@@ -357,6 +371,7 @@ fn main() -> engram::Result<()> {
     println!("store file: {:.0} MiB; peak RSS: {:.0} MiB", size as f64 / 1048576.0, peak_rss_mib());
     if kept.is_none() {
         let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_file(dir.with_extension("key"));
     }
     Ok(())
 }

@@ -42,6 +42,7 @@ fn class_name(kind: ErrorKind) -> &'static str {
         Io => "StorageError",
         StorageFull => "StorageFull",
         Corrupt => "Corrupt",
+        WrongKey => "WrongKey",
         Unavailable => "Unavailable",
         NotImplemented => "Unsupported",
         Timeout | UpstreamTimeout => "Timeout",
@@ -897,11 +898,31 @@ impl Store {
     /// `"external:DIM"` for vectors the caller supplies (`DIM` floats each, 1..=4096). `allowed_paths`: extra
     /// directories `export`, `import_archive` and `ingest_path` may touch besides `path`.
     ///
+    /// `passphrase`, `key_file` or `keychain=True`: the store is encrypted at rest (docs/security.md) and
+    /// opens with that key (a new store is created encrypted with it); at most one of them.
+    ///
     /// Raises `Locked` when another process (a daemon) has the store open, `Unavailable` when the model or
-    /// ONNX Runtime cannot be loaded, `Corrupt` for a damaged file, `StorageError` for I/O failures.
+    /// ONNX Runtime cannot be loaded, `Corrupt` for a damaged file, `StorageError` for I/O failures,
+    /// `WrongKey` when the key does not open the store or the store is encrypted and no key was given.
     #[new]
-    #[pyo3(signature = (path, embedder = "builtin", *, allowed_paths = Vec::new()))]
-    fn open(py: Python<'_>, path: PathBuf, embedder: &str, allowed_paths: Vec<PathBuf>) -> PyResult<Store> {
+    #[pyo3(signature = (path, embedder = "builtin", *, allowed_paths = Vec::new(), passphrase = None, key_file = None, keychain = false))]
+    fn open(
+        py: Python<'_>,
+        path: PathBuf,
+        embedder: &str,
+        allowed_paths: Vec<PathBuf>,
+        passphrase: Option<String>,
+        key_file: Option<PathBuf>,
+        keychain: bool,
+    ) -> PyResult<Store> {
+        use engram::storage::crypt::{Encryption, KeySource};
+        let encryption = match (passphrase, key_file, keychain) {
+            (None, None, false) => None,
+            (Some(p), None, false) => Some(Encryption::new(KeySource::Passphrase(p.into()))),
+            (None, Some(f), false) => Some(Encryption::key_file(f)),
+            (None, None, true) => Some(Encryption::keychain()),
+            _ => return Err(invalid(py, "passphrase", "give one of passphrase, key_file and keychain")),
+        };
         let choice = if embedder == "builtin" {
             EmbedderChoice::Builtin
         } else if let Some(dim) = embedder.strip_prefix("external:") {
@@ -917,6 +938,7 @@ impl Store {
                 let selected = engram::embed::select(&choice)?;
                 let mut config = StoreConfig::new(&p).embedder(selected.embedder);
                 config.allowed_paths = allowed_paths;
+                config.encryption = encryption;
                 let store = KnowledgeStore::open(config)?;
                 let dim = store.config().embedder.dim();
                 let name = store.config().embedder.name().to_string();

@@ -247,3 +247,32 @@ def test_closed_store(tmp_path: Path) -> None:
         s.get(m.id)
     with engram.Store.open(tmp_path / "c") as again:
         assert again.get(m.id).content == "kept after close"
+
+
+def test_an_encrypted_store_opens_only_with_its_key(tmp_path: Path) -> None:
+    data = tmp_path / "secret"
+    with engram.Store.open(data, passphrase="correct horse battery staple") as s:
+        s.add("The safe code is quincunx-4711", id="safe")
+        assert [h.memory.id for h in s.search("quincunx", mode="lexical")] == ["safe"]
+    raw = (data / "engram.redb").read_bytes()
+    assert b"quincunx" not in raw
+    with pytest.raises(engram.WrongKey) as wrong:
+        engram.Store.open(data, passphrase="wrong horse")
+    assert wrong.value.code == "wrong_key" and isinstance(wrong.value, PermissionError)
+    with pytest.raises(engram.WrongKey) as none:
+        engram.Store.open(data)
+    assert none.value.code == "key_required"
+    assert (data / "engram.redb").read_bytes() == raw, "a wrong key changes nothing"
+    with engram.Store.open(data, passphrase="correct horse battery staple") as s:
+        assert s.get("safe").content == "The safe code is quincunx-4711"
+        health = s.request("GET", "/health").json()
+        assert health["encryption"]["encrypted"] is True
+        assert health["encryption"]["key_source"] == "passphrase"
+    key = tmp_path / "store.key"
+    key.write_bytes(bytes(range(48)))
+    with engram.Store.open(tmp_path / "by-file", key_file=key) as s:
+        s.add("stored under a key file")
+    with pytest.raises(engram.WrongKey):
+        engram.Store.open(tmp_path / "by-file", passphrase="not a key file")
+    with pytest.raises(engram.InvalidInput):
+        engram.Store.open(tmp_path / "both", passphrase="x", key_file=key)

@@ -450,8 +450,15 @@ fn parse_fusion(s: &str) -> Option<engram::index::fusion::Fusion> {
 }
 
 fn main() -> ExitCode {
+    // rmcp logs every MCP request and response whole at debug, memory text and all: it stays at info whatever
+    // ENGRAM_LOG says, so that no log line ever holds a memory (docs/security.md).
+    let filter = tracing_subscriber::EnvFilter::try_from_env("ENGRAM_LOG").unwrap_or_else(|_| "info".into());
+    let filter = match "rmcp=info".parse() {
+        Ok(cap) => filter.add_directive(cap),
+        Err(_) => filter,
+    };
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("ENGRAM_LOG").unwrap_or_else(|_| "info".into()))
+        .with_env_filter(filter)
         .with_writer(std::io::stderr)
         // Colour codes only on a terminal: a log file or journald gets plain text.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))

@@ -38,6 +38,7 @@ from .errors import (
     Unavailable,
     Unreachable,
     Unsupported,
+    WrongKey,
 )
 
 __version__ = version()
@@ -67,6 +68,7 @@ __all__ = [
     "StorageError",
     "StorageFull",
     "Corrupt",
+    "WrongKey",
     "Unavailable",
     "Unsupported",
     "Timeout",
@@ -243,6 +245,9 @@ class Store(_NativeStore):
         embedder: str = "builtin",
         *,
         allowed_paths: Iterable[Union[str, "os.PathLike[str]"]] = (),
+        passphrase: Optional[str] = None,
+        key_file: Union[str, "os.PathLike[str]", None] = None,
+        keychain: bool = False,
     ) -> "Store":
         """Opens (or creates) the store in directory ``path``.
 
@@ -251,10 +256,22 @@ class Store(_NativeStore):
         every vector (``DIM`` floats, 1..=4096). ``allowed_paths``: directories besides ``path`` that
         :meth:`export`, :meth:`import_archive` and :meth:`ingest_path` may touch.
 
+        A store encrypted at rest (``docs/security.md``) opens with one of ``passphrase``, ``key_file`` (a file
+        of 32 bytes to 64 KiB of random data, as ``engram keygen`` writes) or ``keychain=True`` (the key in the
+        OS keychain); a new store is created encrypted with it.
+
         Raises :class:`Locked` (another process has it open), :class:`Unavailable` (model or ONNX Runtime
-        missing), :class:`Corrupt`, :class:`StorageError`.
+        missing), :class:`WrongKey` (the key does not open the store, or none was given for an encrypted one),
+        :class:`Corrupt`, :class:`StorageError`.
         """
-        return cls(os.fspath(path), embedder, allowed_paths=[os.fspath(p) for p in allowed_paths])
+        return cls(
+            os.fspath(path),
+            embedder,
+            allowed_paths=[os.fspath(p) for p in allowed_paths],
+            passphrase=passphrase,
+            key_file=None if key_file is None else os.fspath(key_file),
+            keychain=keychain,
+        )
 
     def __enter__(self) -> "Store":
         return self

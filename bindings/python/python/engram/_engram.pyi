@@ -127,6 +127,9 @@ class Store:
         embedder: str = "builtin",
         *,
         allowed_paths: Sequence[Union[str, "os.PathLike[str]"]] = ...,
+        passphrase: Optional[str] = None,
+        key_file: Union[str, "os.PathLike[str]", None] = None,
+        keychain: bool = False,
     ) -> None: ...
     def close(self) -> None: ...
     @property

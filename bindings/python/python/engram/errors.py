@@ -21,6 +21,7 @@ __all__ = [
     "StorageError",
     "StorageFull",
     "Corrupt",
+    "WrongKey",
     "Unavailable",
     "Unsupported",
     "Timeout",
@@ -103,6 +104,11 @@ class StorageFull(StorageError):
 
 class Corrupt(Error):
     """The store file is damaged or of an unknown format version."""
+
+
+class WrongKey(Error, PermissionError):
+    """The passphrase, key file or keychain key does not open the encrypted store (or archive), or the store is
+    encrypted and no key was given (``code`` ``key_required``). Nothing was changed."""
 
 
 class Unavailable(Error):
