@@ -564,4 +564,49 @@ mod daemon {
         drop(stdin);
         assert!(child.wait().unwrap().success());
     }
+
+    /// The OS keychain as a key source (Linux keyutils, in a session keyring of its own: `keyctl session`):
+    /// `engram encrypt --new-keychain`, an open through the keychain, a key file added beside it; outside the
+    /// session the keychain holds no key (`key_required`) and the key file still opens the store.
+    #[test]
+    fn the_keychain_opens_a_store_and_a_key_file_added_beside_it_outlives_it() {
+        if Command::new("keyctl").arg("--version").output().is_err() {
+            assert!(std::env::var_os("CI").is_none(), "keyctl (Debian's keyutils) is required under CI");
+            eprintln!("keyctl not installed: skipped");
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let (data, key) = (tmp.path().join("data"), tmp.path().join("added.key"));
+        {
+            let store = KnowledgeStore::open(StoreConfig::new(&data)).unwrap();
+            let new = engram::NewMemory {
+                id: Some("kc".into()),
+                content: "kept under the keychain".into(),
+                ..Default::default()
+            };
+            store.create_memory(new).unwrap();
+        }
+        let script = r#"set -e
+"$ENGRAM_BIN" encrypt --data-dir "$DATA" --new-keychain
+"$ENGRAM_BIN" upgrade --check --data-dir "$DATA" --keychain
+"$ENGRAM_BIN" rekey --data-dir "$DATA" --keychain --add --new-key-file "$KEY""#;
+        std::fs::write(&key, format!("{}\n", "ab".repeat(32))).unwrap();
+        let out = Command::new("keyctl")
+            .args(["session", "-", "sh", "-c", script])
+            .env("ENGRAM_BIN", env!("CARGO_BIN_EXE_engram"))
+            .env("DATA", &data)
+            .env("KEY", &key)
+            .env("ENGRAM_LOG", "warn")
+            .output()
+            .unwrap();
+        let (so, se) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "{so}\n{se}");
+        assert!(so.contains("encrypted:") && so.contains("nothing to do") && so.contains("keychain, key file"), "{so}");
+        let store = KnowledgeStore::open(StoreConfig::new(&data).encrypted(Encryption::key_file(&key))).unwrap();
+        assert_eq!(store.get_memory("kc", None).unwrap().memory.content, "kept under the keychain");
+        assert_eq!(store.encryption().key_slots, ["keychain", "key_file"]);
+        drop(store);
+        let e = KnowledgeStore::open(StoreConfig::new(&data).encrypted(Encryption::keychain())).unwrap_err();
+        assert!(e.kind() == ErrorKind::WrongKey || e.kind() == ErrorKind::Unavailable, "{e:?}");
+    }
 }

@@ -97,10 +97,10 @@ fn reseal(data_dir: &Path, from: &SideFiles, to: &SideFiles) -> usize {
     let mut n = 0;
     for p in side_files(data_dir) {
         let tmp = p.with_extension("reseal.tmp");
-        let done = from.read(&p).and_then(|bytes| {
-            use std::io::Write;
+        // Streamed: memory does not grow with the file (an index snapshot at 1M memories is 270 to 480 MB).
+        let done = from.reader(&p).and_then(|mut r| {
             let mut w = to.create(&tmp)?;
-            w.write_all(&bytes)?;
+            std::io::copy(&mut r, &mut w)?;
             w.finish()?.sync_all()?;
             std::fs::rename(&tmp, &p)
         });

@@ -149,6 +149,15 @@ pub(crate) fn open_db(config: &StoreConfig) -> Result<(Db, Option<Unlocked>)> {
         })
     };
     match (kind, &config.encryption) {
+        // Held by another process (the daemon): that comes first, so that `engram mcp` forwards to it.
+        (FileKind::Encrypted, None)
+            if crypt::lock_file(&path, false).is_err_and(|e| e.kind() == crate::ErrorKind::Locked) =>
+        {
+            Err(crate::Error::new(
+                crate::ErrorKind::Locked,
+                "the store is open in another process (the daemon or another program); close it first",
+            ))
+        }
         (FileKind::Encrypted, None) => Err(crate::Error::new(
             crate::ErrorKind::WrongKey,
             format!(
@@ -172,7 +181,7 @@ pub(crate) fn open_db(config: &StoreConfig) -> Result<(Db, Option<Unlocked>)> {
                 let (dev, unlocked) = EncryptedDevice::create(device(&path)?, enc)?;
                 (Box::new(dev), unlocked)
             } else {
-                match EncryptedDevice::open(device(&path)?, &enc.source, false)? {
+                match EncryptedDevice::open_with(device(&path)?, enc, false)? {
                     crypt::Opened::Ready(dev, unlocked) => (dev, unlocked),
                     crypt::Opened::Unborn => {
                         drop(lock);
@@ -215,7 +224,7 @@ pub(crate) fn open_db_read_only(config: &StoreConfig) -> Result<Option<Db>> {
         return open_db(config).map(|_| None);
     };
     let lock = crypt::lock_file(&path, false)?;
-    match EncryptedDevice::open(Box::new(crate::storage::FileDevice::open(&path)?), &enc.source, true)? {
+    match EncryptedDevice::open_with(Box::new(crate::storage::FileDevice::open(&path)?), enc, true)? {
         crypt::Opened::Ready(dev, _) => {
             Db::open_read_only_on(&path, config.cache_size_bytes, Box::new(dev.with_lock(lock)))
         }

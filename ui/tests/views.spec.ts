@@ -1,3 +1,7 @@
+import { randomBytes } from "node:crypto";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { expect, open, test } from "./fixtures";
 import { rest, startDaemon, stopDaemon, CSV } from "./daemon";
 
@@ -287,6 +291,29 @@ test("system: health and stats as the API reports them; export and checkpoint", 
   await expect(page.getByRole("status").first()).toContainText("exported to");
   await page.getByRole("button", { name: "Checkpoint" }).click();
   await expect(page.getByText(/checkpoint at generation/)).toBeVisible();
+});
+
+test("system: an encrypted store says so, and its export is sealed", async ({ page }, info) => {
+  const keyDir = mkdtempSync(join(tmpdir(), "engram-ui-key-"));
+  const keyFile = join(keyDir, "store.key");
+  writeFileSync(keyFile, randomBytes(32).toString("hex") + "\n", { mode: 0o600 });
+  const d = await startDaemon(["--key-file", keyFile]);
+  try {
+    await rest(d, "POST", "/memories", { content: "A note kept encrypted at rest" });
+    const r = await page.request.post(`${d.url}/ui/session`, { data: { key: d.key } });
+    expect(r.status()).toBe(204);
+    await open(page, d, "/system");
+    const facts = page.locator("dl.facts").first();
+    await expect(facts).toContainText("Encrypted (xchacha20-poly1305), opened with its key file; key slots: key file");
+    await page.getByRole("button", { name: "Export everything" }).click();
+    await expect(page.getByRole("status").first()).toContainText(".zip.age");
+    await expect(page.getByRole("status").first()).toContainText("sealed to this store's key");
+    mkdirSync("../target/ui-screenshots", { recursive: true });
+    await page.screenshot({ path: `../target/ui-screenshots/system-encrypted-${info.project.name}.png` });
+  } finally {
+    await stopDaemon(d);
+    rmSync(keyDir, { recursive: true, force: true });
+  }
 });
 
 test("a daemon that went away shows a reconnect banner", async ({ page }) => {

@@ -85,6 +85,9 @@ fn with_scratch<T>(len: usize, f: impl FnOnce(&mut [u8]) -> T) -> T {
     })
 }
 
+/// A read of at least this many blocks (64 KiB) is decrypted on every core (large values: source files).
+const PARALLEL_BLOCKS: usize = 16;
+
 /// What the device knows of block 0 and the file's length.
 struct State {
     /// The current content of block 0 (redb's super-header and the rest of its first page).
@@ -218,9 +221,27 @@ impl EncryptedDevice {
     /// [`crate::ErrorKind::WrongKey`] when the key opens no slot (the file is unchanged),
     /// [`crate::ErrorKind::Corrupt`] when the key header or both copies of block 0 are damaged, I/O errors.
     pub fn open(inner: Box<dyn Device>, source: &KeySource, read_only: bool) -> Result<Opened> {
+        Self::open_with(inner, &Encryption::new(source.clone()), read_only)
+    }
+
+    /// [`EncryptedDevice::open`] with `enc`'s key, unwrapped once: a second open of the same file with the same
+    /// `enc` (or a clone) reuses the data key instead of running the key derivation again.
+    ///
+    /// # Errors
+    /// As [`EncryptedDevice::open`].
+    pub fn open_with(inner: Box<dyn Device>, enc: &Encryption, read_only: bool) -> Result<Opened> {
         let headers = header::read(&*inner)?;
         let h = &headers.header;
-        let data_key = keys::unwrap(&h.slots, &h.file_id, source)?;
+        let cached = enc.unlocked.lock().as_ref().filter(|(id, _)| *id == h.file_id).map(|(_, k)| k.clone());
+        let data_key = match cached {
+            Some(k) => k,
+            None => {
+                let k = keys::unwrap(&h.slots, &h.file_id, &enc.source)?;
+                *enc.unlocked.lock() = Some((h.file_id, k.clone()));
+                k
+            }
+        };
+        let source = &enc.source;
         let cipher = data_key.cipher();
         let copies =
             [Self::read_copy(&*inner, &cipher, &h.file_id, 0)?, Self::read_copy(&*inner, &cipher, &h.file_id, 1)?];
@@ -351,11 +372,22 @@ impl EncryptedDevice {
             })
     }
 
-    /// Reads blocks `first..=last` (all ≥ 1) and hands each block's plaintext to `f` with its number.
+    /// Reads blocks `first..=last` (all ≥ 1) and hands each block's plaintext to `f` with its number. A run of
+    /// [`PARALLEL_BLOCKS`] or more is decrypted on every core.
     fn read_blocks(&self, first: u64, last: u64, mut f: impl FnMut(u64, &[u8])) -> std::io::Result<()> {
         let n = (last - first + 1) as usize;
         with_scratch(n * FRAME, |buf| {
             self.inner.read(frame_at(first), buf)?;
+            if n >= PARALLEL_BLOCKS {
+                use rayon::prelude::*;
+                buf.par_chunks_exact_mut(FRAME)
+                    .enumerate()
+                    .try_for_each(|(i, frame)| self.open_frame(first + i as u64, frame))?;
+                for (i, frame) in buf.chunks_exact(FRAME).enumerate() {
+                    f(first + i as u64, &frame[NONCE..NONCE + BLOCK]);
+                }
+                return Ok(());
+            }
             for (i, frame) in buf.chunks_exact_mut(FRAME).enumerate() {
                 let b = first + i as u64;
                 self.open_frame(b, frame)?;

@@ -79,12 +79,15 @@ pub struct Encryption {
     /// Argon2id parameters for a new passphrase slot (default [`Argon2Params::default`]: 64 MiB, 3 passes,
     /// 4 lanes). An existing slot keeps the parameters stored in it.
     pub kdf: Argon2Params,
+    /// The data key this source unwrapped, with its file's id: an open reads the store's format before it
+    /// opens it for writing, and each would otherwise run Argon2id. Shared by clones; zeroized when dropped.
+    pub(crate) unlocked: std::sync::Arc<parking_lot::Mutex<Option<([u8; 16], keys::SecretKey)>>>,
 }
 
 impl Encryption {
     /// Encryption opened by `source`, with the default Argon2id parameters.
     pub fn new(source: KeySource) -> Self {
-        Encryption { source, kdf: Argon2Params::default() }
+        Encryption { source, kdf: Argon2Params::default(), unlocked: Default::default() }
     }
 
     /// Encryption by a passphrase.

@@ -13,7 +13,11 @@ interface Health {
   generation: number;
   uptime_s: number;
   vector_index: { vectors: number; graph_points: number; tombstones: number; pending: number };
+  encryption?: { encrypted: boolean; cipher?: string; key_source?: string; key_slots?: string[]; kdf?: string };
 }
+
+/** How a key source reads in a sentence (`key_file` is "key file"). */
+const sourceName = (s: string | undefined) => (s ?? "key").replace(/_/g, " ");
 interface ImportJob {
   job_id: string;
   status: string;
@@ -30,8 +34,11 @@ export function SystemView() {
   const space = useSpace();
   const health = useQuery({ queryKey: ["health"], queryFn: () => get<Health>("/health") });
   const stats = useQuery({ queryKey: ["stats", space], queryFn: () => get<Record<string, number>>("/stats", { space_id: space }) });
+  // An encrypted store's export is sealed to the store's own key: the console never leaves its plaintext on disk.
+  const encrypted = health.data?.encryption?.encrypted === true;
   const exp = useMutation({
-    mutationFn: () => post<{ export_path: string; bytes: number; message: string }>("/data/export", {}),
+    mutationFn: () =>
+      post<{ export_path: string; bytes: number; message: string; encrypted?: boolean }>("/data/export", encrypted ? { encrypt: true } : {}),
   });
   const checkpoint = useMutation({ mutationFn: () => post<{ message: string }>("/health/checkpoint") });
   const [importPath, setImportPath] = useState("");
@@ -85,6 +92,18 @@ export function SystemView() {
                   "up to date"
                 )}
               </dd>
+              <dt>Encryption at rest</dt>
+              <dd>
+                {h.encryption?.encrypted ? (
+                  <>
+                    Encrypted ({h.encryption.cipher}), opened with its {sourceName(h.encryption.key_source)}; key slots:{" "}
+                    {(h.encryption.key_slots ?? []).map(sourceName).join(", ")}
+                    {h.encryption.kdf && <> (Argon2id {h.encryption.kdf})</>}
+                  </>
+                ) : (
+                  <>Not encrypted: `engram encrypt` turns it on (the daemon stopped)</>
+                )}
+              </dd>
               <dt>Memories</dt>
               <dd>{h.memory_count.toLocaleString()}</dd>
               <dt>Generation</dt>
@@ -121,7 +140,7 @@ export function SystemView() {
       {exp.isPending && <Loading what="Exporting" />}
       {exp.data && (
         <p role="status">
-          {exp.data.message} ({exp.data.bytes.toLocaleString()} bytes)
+          {exp.data.message} ({exp.data.bytes.toLocaleString()} bytes{exp.data.encrypted ? ", sealed to this store's key" : ""})
         </p>
       )}
       {checkpoint.data && <p role="status">{checkpoint.data.message}</p>}
