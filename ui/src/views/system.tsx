@@ -101,7 +101,9 @@ export function SystemView() {
                     {h.encryption.kdf && <> (Argon2id {h.encryption.kdf})</>}
                   </>
                 ) : (
-                  <>Not encrypted: `engram encrypt` turns it on (the daemon stopped)</>
+                  <>
+                    Not encrypted (<code>engram encrypt</code> encrypts it, with the daemon stopped)
+                  </>
                 )}
               </dd>
               <dt>Memories</dt>
