@@ -4,6 +4,8 @@
 # expected data.
 #
 # Usage: tools/nmem_check.sh ENGRAM_BINARY NMEM_BINARY
+# With ENGRAM_CHECK_ENCRYPTED=1 both daemons run on stores encrypted at rest (a key file each; docs/security.md),
+# and the check ends by searching their store files and index snapshots for the text it wrote.
 set -euo pipefail
 engram=$1
 nmem=$2
@@ -21,8 +23,13 @@ cleanup() {
 trap cleanup EXIT
 
 start() { # dir port
+  local key=()
+  if [ "${ENGRAM_CHECK_ENCRYPTED:-}" = 1 ]; then
+    [ -f "$1.key" ] || "$engram" keygen "$1.key" > /dev/null
+    key=(--key-file "$1.key")
+  fi
   "$engram" serve --addr "127.0.0.1:$2" --data-dir "$1" --api-key check-key --embedding-model builtin \
-    --allow-url-host 127.0.0.1 > "$1.log" 2>&1 &
+    --allow-url-host 127.0.0.1 "${key[@]}" > "$1.log" 2>&1 &
   for _ in $(seq 1 100); do curl -sf "127.0.0.1:$2/livez" > /dev/null && return 0; sleep 0.2; done
   echo "daemon on $2 did not start"; cat "$1.log"; exit 1
 }
@@ -178,4 +185,16 @@ if out=$("$nmem" feed resolve "$oev" --action keep-newer-as-latest 2>&1); then
   echo "FAIL a preview with a deleted memory succeeded:"; echo "$out"; exit 1
 fi
 expect "preview with a deleted memory is refused" "memory_not_found" "$out"
+if [ "${ENGRAM_CHECK_ENCRYPTED:-}" = 1 ]; then
+  # Stopped (the close writes the index snapshot), then the stores hold none of the text the check wrote. The
+  # plain backup.zip nmem exported is the client's own file (an export without `encrypt` is plain by contract).
+  kill $(jobs -p) 2> /dev/null || true
+  wait $(jobs -p) 2> /dev/null || true
+  for f in "$work"/a/engram.redb "$work"/b/engram.redb "$work"/a/indexes.snapshot "$work"/b/indexes.snapshot; do
+    if [ -f "$f" ] && grep -qa -e "Backflush" -e "espresso" -e "Oslo" "$f"; then
+      echo "FAIL $f holds plaintext"; exit 1
+    fi
+  done
+  echo "ok   both stores encrypted at rest: no plaintext in their files"
+fi
 echo "nmem check passed"
