@@ -374,6 +374,16 @@ fn encrypt_rekey_rotate_and_decrypt_keep_the_answers() {
     assert_eq!(e.code(), "store_not_encrypted", "{e:?}");
 }
 
+/// Encryption at rest is the redb file's: asked of a PostgreSQL store, it is a clear error before any connection.
+#[test]
+fn encryption_with_a_database_url_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let c = StoreConfig::new(tmp.path()).database("host=/nonexistent dbname=x").encrypted(Encryption::passphrase("p"));
+    let e = KnowledgeStore::open(c).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e:?}");
+    assert!(e.message().contains("PostgreSQL") && e.message().contains("deploy.md"), "{}", e.message());
+}
+
 /// Damage found while the daemon serves (blocks changed on disk under it) is a 500 `store_corrupt` naming no
 /// internals, and no wrong data.
 #[test]
