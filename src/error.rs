@@ -458,10 +458,34 @@ impl Error {
 
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Self {
-        if let Some(damage) = crate::storage::crypt::Damage::of(&e) {
+        if let Some(damage) = Damage::of(&e) {
             return Error::new(ErrorKind::Corrupt, damage.to_string()).with_source(e);
         }
         let kind = if e.kind() == std::io::ErrorKind::StorageFull { ErrorKind::StorageFull } else { ErrorKind::Io };
         Error::new(kind, "I/O failed").with_source(e)
+    }
+}
+
+/// The error of a damaged encrypted block or header: carried inside an [`std::io::Error`] through redb and
+/// turned into [`ErrorKind::Corrupt`] with its message (the storage layer's `crypt` device raises it).
+#[derive(Debug, Clone)]
+pub struct Damage(pub String);
+
+impl std::fmt::Display for Damage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Damage {}
+
+impl Damage {
+    pub(crate) fn io(msg: impl Into<String>) -> std::io::Error {
+        std::io::Error::new(std::io::ErrorKind::InvalidData, Damage(msg.into()))
+    }
+
+    /// The damage an I/O error carries, if any.
+    pub fn of(e: &std::io::Error) -> Option<&Damage> {
+        e.get_ref().and_then(|inner| inner.downcast_ref::<Damage>())
     }
 }

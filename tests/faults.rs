@@ -2,7 +2,8 @@
 //! delete, a thread) runs with the N-th I/O operation failing, for every N the workload performs, and again with
 //! a disk that fills up at the N-th write. No call panics, every failure is a typed storage error (`Io` or
 //! `StorageFull`), and after reopening on the plain file the store holds exactly what was acknowledged (a
-//! failed call is either wholly there or wholly absent) and lexical search agrees with the records.
+//! failed call is either wholly there or wholly absent) and lexical search agrees with the records. The same
+//! runs on a store encrypted at rest, whose device sits between redb and the failing file.
 
 use std::panic::AssertUnwindSafe;
 use std::path::Path;
@@ -66,8 +67,20 @@ impl Device for Faulty {
     }
 }
 
-fn config(dir: &Path, ops: Arc<AtomicU64>, fail_at: u64, fault: Fault) -> StoreConfig {
-    let mut c = StoreConfig::new(dir);
+fn plain_config(dir: &Path, encrypted: bool) -> StoreConfig {
+    let c = StoreConfig::new(dir.join("data"));
+    if !encrypted {
+        return c;
+    }
+    let key = dir.join("store.key");
+    if !key.exists() {
+        engram::storage::crypt::write_key_file(&key).expect("key file");
+    }
+    c.encrypted(engram::storage::crypt::Encryption::key_file(key))
+}
+
+fn config(dir: &Path, encrypted: bool, ops: Arc<AtomicU64>, fail_at: u64, fault: Fault) -> StoreConfig {
+    let mut c = plain_config(dir, encrypted);
     c.storage = Some(Arc::new(move |path: &Path| {
         let inner = FileDevice::open(path)?;
         Ok(Box::new(Faulty { inner, ops: ops.clone(), fail_at, fault }) as Box<dyn Device>)
@@ -185,12 +198,12 @@ fn verify(store: &KnowledgeStore, acked: &[&str], n: u64, fault: Fault) {
     }
 }
 
-fn run(fault: Fault) -> (u64, u64) {
+fn run(fault: Fault, encrypted: bool) -> (u64, u64) {
     // A clean run counts the operations.
     let dir = tempfile::tempdir().unwrap();
     let ops = Arc::new(AtomicU64::new(0));
     let total = {
-        let store = KnowledgeStore::open(config(dir.path(), ops.clone(), u64::MAX, Fault::Once)).unwrap();
+        let store = KnowledgeStore::open(config(dir.path(), encrypted, ops.clone(), u64::MAX, Fault::Once)).unwrap();
         let (mut acked, mut errors) = (Vec::new(), Vec::new());
         workload(&store, &mut acked, &mut errors);
         assert!(errors.is_empty(), "{errors:?}");
@@ -203,7 +216,7 @@ fn run(fault: Fault) -> (u64, u64) {
         let ops = Arc::new(AtomicU64::new(0));
         let (mut acked, mut errors) = (Vec::new(), Vec::new());
         let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            match KnowledgeStore::open(config(dir.path(), ops.clone(), n, fault)) {
+            match KnowledgeStore::open(config(dir.path(), encrypted, ops.clone(), n, fault)) {
                 Ok(store) => {
                     workload(&store, &mut acked, &mut errors);
                     drop(store);
@@ -222,7 +235,7 @@ fn run(fault: Fault) -> (u64, u64) {
             failures_seen += 1;
         }
         // Reopen on the plain file: it opens, and holds what was acknowledged.
-        let store = KnowledgeStore::open(StoreConfig::new(dir.path()))
+        let store = KnowledgeStore::open(plain_config(dir.path(), encrypted))
             .unwrap_or_else(|e| panic!("{fault:?}: reopen after a fault at op {n} failed: {}", e.chain()));
         verify(&store, &acked, n, fault);
     }
@@ -231,14 +244,28 @@ fn run(fault: Fault) -> (u64, u64) {
 
 #[test]
 fn every_single_io_failure_leaves_the_committed_state() {
-    let (total, failed_runs) = run(Fault::Once);
+    let (total, failed_runs) = run(Fault::Once, false);
     println!("faults: EIO at each of {total} operations; {failed_runs} runs saw a failure; 0 panics, 0 bad reopens");
     assert!(failed_runs > 0);
 }
 
 #[test]
 fn a_full_disk_gives_storage_full_and_loses_nothing_acknowledged() {
-    let (total, full) = run(Fault::DiskFull);
+    let (total, full) = run(Fault::DiskFull, false);
     println!("faults: disk full from each of {total} operations; {full} StorageFull errors; 0 panics, 0 bad reopens");
+    assert!(full > 0);
+}
+
+#[test]
+fn every_single_io_failure_under_an_encrypted_store_leaves_the_committed_state() {
+    let (total, failed_runs) = run(Fault::Once, true);
+    println!("faults (encrypted): EIO at each of {total} operations; {failed_runs} runs saw a failure");
+    assert!(failed_runs > 0);
+}
+
+#[test]
+fn a_full_disk_under_an_encrypted_store_loses_nothing_acknowledged() {
+    let (total, full) = run(Fault::DiskFull, true);
+    println!("faults (encrypted): disk full from each of {total} operations; {full} StorageFull errors");
     assert!(full > 0);
 }

@@ -102,6 +102,10 @@ struct State {
     durable: usize,
     /// Whether both copies hold the current durable block 0 (after a clean close).
     mirrored: bool,
+    /// A write, length change or sync failed: block 0 is never written again by this handle (redb refuses
+    /// writes after an I/O error until reopened; writing its block 0 now could make a commit durable whose
+    /// other blocks did not all reach the disk).
+    poisoned: bool,
     /// redb's file length in bytes (a multiple of [`BLOCK`]).
     len: u64,
 }
@@ -138,8 +142,8 @@ pub struct Unlocked {
 pub enum Opened {
     /// The device, ready for redb, and what it unlocked.
     Ready(Box<EncryptedDevice>, Unlocked),
-    /// The key header is whole but block 0 was never made durable: the file's creation was cut short (no commit
-    /// ever existed in it).
+    /// The key header is whole but block 0 was never made durable, or holds no redb magic number yet: the file's
+    /// creation was cut short (no commit ever existed in it).
     Unborn,
 }
 
@@ -157,6 +161,9 @@ fn status(h: &KeyHeader, source: &KeySource) -> EncryptionStatus {
         format_version: Some(header::FORMAT),
     }
 }
+
+/// The length of redb's magic number at the start of its header (block 0).
+const REDB_MAGIC_BYTES: usize = 9;
 
 /// What one copy of block 0 holds.
 enum Copy0 {
@@ -206,6 +213,7 @@ impl EncryptedDevice {
                 counter: 0,
                 durable: 1,
                 mirrored: false,
+                poisoned: false,
                 len: 0,
             }),
             read_only: false,
@@ -268,6 +276,11 @@ impl EncryptedDevice {
             Copy0::Valid(_, b) => b,
             _ => return Err(crate::Error::new(crate::ErrorKind::Internal, "block 0 copy vanished")),
         };
+        // redb writes its magic number last when it creates a database (after a sync of the rest of its
+        // header): a durable block 0 that starts with zero bytes is a creation cut short, as for a plain file.
+        if block0[..REDB_MAGIC_BYTES].iter().all(|b| *b == 0) {
+            return Ok(Opened::Unborn);
+        }
         let phys = inner.len()?;
         let len =
             if phys <= DATA_START { BLOCK as u64 } else { BLOCK as u64 * (1 + (phys - DATA_START) / FRAME as u64) };
@@ -284,6 +297,7 @@ impl EncryptedDevice {
                 counter,
                 durable,
                 mirrored,
+                poisoned: false,
                 len,
             }),
             read_only,
@@ -446,7 +460,10 @@ impl Device for EncryptedDevice {
         let blocks = len.div_ceil(BLOCK as u64);
         let phys = if blocks <= 1 { DATA_START } else { frame_at(blocks) };
         let mut st = self.state.lock();
-        self.inner.set_len(phys)?;
+        if let Err(e) = self.inner.set_len(phys) {
+            st.poisoned = true;
+            return Err(e);
+        }
         st.len = blocks * BLOCK as u64;
         st.data_dirty = true;
         if blocks == 0 {
@@ -461,20 +478,29 @@ impl Device for EncryptedDevice {
             return Ok(());
         }
         let mut st = self.state.lock();
-        if st.data_dirty || !st.block0_dirty {
-            self.inner.sync_data()?;
-            st.data_dirty = false;
+        if st.poisoned {
+            return Err(poisoned());
         }
-        if st.block0_dirty {
-            let (copy, counter) = (1 - st.durable, st.counter + 1);
-            self.write_copy(copy, counter, &st.block0)?;
-            self.inner.sync_data()?;
-            st.counter = counter;
-            st.durable = copy;
-            st.block0_dirty = false;
-            st.mirrored = false;
+        let synced = (|| {
+            if st.data_dirty || !st.block0_dirty {
+                self.inner.sync_data()?;
+                st.data_dirty = false;
+            }
+            if st.block0_dirty {
+                let (copy, counter) = (1 - st.durable, st.counter + 1);
+                self.write_copy(copy, counter, &st.block0)?;
+                self.inner.sync_data()?;
+                st.counter = counter;
+                st.durable = copy;
+                st.block0_dirty = false;
+                st.mirrored = false;
+            }
+            Ok(())
+        })();
+        if synced.is_err() {
+            st.poisoned = true;
         }
-        Ok(())
+        synced
     }
 
     fn write(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
@@ -488,6 +514,9 @@ impl Device for EncryptedDevice {
         let end = offset + data.len() as u64;
         let mut pos = offset;
         let mut st = self.state.lock();
+        if st.poisoned {
+            return Err(poisoned());
+        }
         if pos < block {
             let take = block.min(end) - pos;
             st.block0[pos as usize..(pos + take) as usize].copy_from_slice(&data[..take as usize]);
@@ -497,7 +526,7 @@ impl Device for EncryptedDevice {
         if pos < end {
             let (first, last) = (pos / block, (end - 1) / block);
             let old_len = st.len;
-            with_scratch((last - first + 1) as usize * FRAME, |buf| -> std::io::Result<()> {
+            let written = with_scratch((last - first + 1) as usize * FRAME, |buf| -> std::io::Result<()> {
                 for (i, frame) in buf.chunks_exact_mut(FRAME).enumerate() {
                     let b = first + i as u64;
                     let (lo, hi) = ((b * block).max(pos), ((b + 1) * block).min(end));
@@ -520,7 +549,11 @@ impl Device for EncryptedDevice {
                     self.seal(b, &plain, frame)?;
                 }
                 self.inner.write(frame_at(first), buf)
-            })?;
+            });
+            if let Err(e) = written {
+                st.poisoned = true;
+                return Err(e);
+            }
             st.data_dirty = true;
         }
         st.len = st.len.max(end.div_ceil(block) * block);
@@ -528,22 +561,30 @@ impl Device for EncryptedDevice {
     }
 
     fn close(&self) -> std::io::Result<()> {
-        if !self.read_only {
-            self.sync_data()?;
-            let mut st = self.state.lock();
-            if !st.mirrored && st.counter > 0 {
-                let copy = 1 - st.durable;
-                self.write_copy(copy, st.counter, &st.block0)?;
-                self.inner.sync_data()?;
-                st.mirrored = true;
-            }
-        }
+        let synced = if self.read_only || self.state.lock().poisoned {
+            Ok(())
+        } else {
+            self.sync_data().and_then(|()| {
+                let mut st = self.state.lock();
+                if !st.mirrored && st.counter > 0 {
+                    let copy = 1 - st.durable;
+                    self.write_copy(copy, st.counter, &st.block0)?;
+                    self.inner.sync_data()?;
+                    st.mirrored = true;
+                }
+                Ok(())
+            })
+        };
         let closed = self.inner.close();
         if let Some(lock) = &self.lock {
             let _ = lock.unlock();
         }
-        closed
+        synced.and(closed)
     }
+}
+
+fn poisoned() -> std::io::Error {
+    std::io::Error::other("an earlier write to the encrypted store failed; reopen it")
 }
 
 fn read_only() -> std::io::Error {

@@ -10,12 +10,12 @@
 //!   block is kept in memory and written only at a sync, after the other blocks are on disk, to whichever of
 //!   its two copies is not the last durable one, with a counter: a torn write damages only the copy being
 //!   written, and the open takes the valid copy with the highest counter, which is the old or the new commit.
-//! * **Keys** ([`keys`]): a random 256-bit data key encrypts the store. Each key slot of the header holds it
+//! * **Keys** (`keys`): a random 256-bit data key encrypts the store. Each key slot of the header holds it
 //!   wrapped (XChaCha20-Poly1305) under a key-encryption key from a passphrase (Argon2id, RFC 9106), a key file
 //!   (HKDF-SHA256) or the OS keychain. A slot's tag is the key check: a key that opens no slot is
 //!   [`crate::ErrorKind::WrongKey`]; a header whose SHA-256 fails is [`crate::ErrorKind::Corrupt`].
 //! * **Side files** (the index snapshot, saved HNSW graphs) and **encrypted exports** are age files
-//!   ([`sealed`]): to an X25519 identity derived from the data key, or to a passphrase or recipients for exports.
+//!   (`sealed`): to an X25519 identity derived from the data key, or to a passphrase or recipients for exports.
 //!
 //! Cryptography comes from maintained crates (RustCrypto's `chacha20poly1305`, `argon2`, `hkdf`, `sha2`, and
 //! `age`); this module only chooses and documents the parameters and the file layout.
@@ -81,8 +81,11 @@ pub struct Encryption {
     pub kdf: Argon2Params,
     /// The data key this source unwrapped, with its file's id: an open reads the store's format before it
     /// opens it for writing, and each would otherwise run Argon2id. Shared by clones; zeroized when dropped.
-    pub(crate) unlocked: std::sync::Arc<parking_lot::Mutex<Option<([u8; 16], keys::SecretKey)>>>,
+    pub(crate) unlocked: std::sync::Arc<parking_lot::Mutex<Option<UnlockedKey>>>,
 }
+
+/// A data key unwrapped from a file's key slots, with the id of that file (16 bytes).
+pub(crate) type UnlockedKey = ([u8; 16], keys::SecretKey);
 
 impl Encryption {
     /// Encryption opened by `source`, with the default Argon2id parameters.
@@ -173,29 +176,7 @@ pub fn file_kind(path: &Path) -> crate::Result<FileKind> {
     Ok(if magic_at(0) || magic_at(header::SLOT_BYTES) { FileKind::Encrypted } else { FileKind::Plain })
 }
 
-/// The error of a damaged encrypted block or header: carried inside an [`std::io::Error`] through redb and
-/// turned into [`crate::ErrorKind::Corrupt`] with its message by the storage layer.
-#[derive(Debug, Clone)]
-pub struct Damage(pub String);
-
-impl std::fmt::Display for Damage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for Damage {}
-
-impl Damage {
-    pub(crate) fn io(msg: impl Into<String>) -> std::io::Error {
-        std::io::Error::new(std::io::ErrorKind::InvalidData, Damage(msg.into()))
-    }
-
-    /// The damage an I/O error carries, if any.
-    pub fn of(e: &std::io::Error) -> Option<&Damage> {
-        e.get_ref().and_then(|inner| inner.downcast_ref::<Damage>())
-    }
-}
+pub use crate::error::Damage;
 
 /// The key slots of the encrypted file at `path` (to remove their keychain entries once it is replaced).
 pub(crate) fn header_slots(path: &Path) -> crate::Result<Vec<keys::KeySlot>> {
