@@ -12,6 +12,7 @@ pub mod decay;
 pub mod fusion;
 pub mod hnsw;
 pub mod lexicon;
+pub(crate) mod ops;
 pub mod vector;
 
 /// The first `keep` of `items` in the order `cmp` gives, sorted: a selection (`select_nth_unstable_by`, O(n))

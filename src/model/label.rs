@@ -32,3 +32,24 @@ impl Label {
         format!("label_{name}")
     }
 }
+
+/// A recorded merge: enough to put every edge back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct LabelMerge {
+    /// `merge_<uuidv7>`.
+    pub merge_id: String,
+    /// Space of both labels.
+    pub space_id: String,
+    /// The label merged away, as it was before the merge.
+    pub source: Label,
+    /// The survivor.
+    pub target_id: String,
+    /// Memories that carried the source only (their edge was re-pointed to the target).
+    pub moved_memory_ids: Vec<String>,
+    /// Memories that carried both (their source edge was dropped).
+    pub shared_memory_ids: Vec<String>,
+    /// When the merge happened.
+    pub merged_at: Timestamp,
+    /// When it was reversed, if it was.
+    pub reversed_at: Option<Timestamp>,
+}

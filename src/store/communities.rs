@@ -10,13 +10,14 @@ use std::time::{Duration, Instant};
 use crate::storage::Readable;
 use parking_lot::RwLock;
 use rustc_hash::FxHashMap;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::{KnowledgeStore, StoredMemory};
 use crate::error::ErrorCode;
 use crate::error::{Error, Result};
 use crate::graph::{louvain, pagerank, stable_ids};
+pub use crate::model::{Community, CommunityEntity, CommunityMemory};
 use crate::model::{Entity, MemoryState, Timestamp};
 use crate::store::{entity, graph, memory, meta};
 
@@ -31,61 +32,6 @@ const DEBOUNCE: Duration = Duration::from_secs(2);
 /// memories a recompute reads every mention and takes 10-18 s, and batches of writes pause often enough for it
 /// to run back to back). [`KnowledgeStore::wait_for_graph`] cuts the rest short.
 const REST_FACTOR: u32 = 4;
-
-/// An entity of a community, ranked by PageRank.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct CommunityEntity {
-    /// Entity id.
-    pub entity_id: String,
-    /// Its space.
-    pub space_id: String,
-    /// Canonical name.
-    pub name: String,
-    /// Entity kind.
-    pub entity_type: String,
-    /// Memories mentioning it.
-    pub mention_count: u64,
-    /// PageRank over the entity and memory graph, scaled so the top entity of the whole graph is 1.
-    pub pagerank: f64,
-}
-
-/// A memory that represents a community: it mentions the most of the community's entities.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct CommunityMemory {
-    /// Memory id.
-    pub memory_id: String,
-    /// Its space.
-    pub space_id: String,
-    /// Title, or the first 120 characters of content.
-    pub title: String,
-    /// Community entities it mentions.
-    pub entities_mentioned: u64,
-}
-
-/// A community (topic) of the entity graph.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct Community {
-    /// Stable integer id: kept by a recomputation while at least half of the community persists.
-    pub id: u64,
-    /// The names of its three most central entities.
-    pub title: String,
-    /// Extractive summary: size, kinds, central entities and representative memories (no language model).
-    pub summary: String,
-    /// Entities in it.
-    pub entity_count: u64,
-    /// Distinct memories mentioning any of its entities.
-    pub memory_count: u64,
-    /// Spaces its entities live in.
-    pub spaces: Vec<String>,
-    /// Entities, most central first (at most 50).
-    pub top_entities: Vec<CommunityEntity>,
-    /// Representative memories (at most 10).
-    pub top_memories: Vec<CommunityMemory>,
-    /// Sum of its members' PageRank (a size-aware importance).
-    pub weight: f64,
-    /// When it was computed.
-    pub updated_at: Timestamp,
-}
 
 /// Fewest source memories of a crystal.
 pub const MIN_CRYSTAL_SOURCES: usize = 3;

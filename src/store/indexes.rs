@@ -8,7 +8,7 @@ use std::time::Instant;
 use parking_lot::{Mutex, RwLock};
 
 use super::*;
-use crate::index::catalog::{DocMeta, SpaceCatalog};
+use crate::index::catalog::SpaceCatalog;
 use crate::index::context::{ExpandedIndex, Pending, put_doc_batched, remove_doc_batched};
 use crate::index::lexicon::Lexicon;
 use crate::index::vector::{Graph, GraphWork, SpaceVectors};
@@ -93,38 +93,9 @@ impl SpaceIndex {
     }
 }
 
-/// The analysed text of a document: distinct terms with frequencies, and its length in terms.
-#[derive(serde::Serialize, serde::Deserialize)]
-pub(crate) struct LexEntry {
-    pub terms: Vec<(String, u32)>,
-    pub len: u32,
-}
-
 /// All derived in-memory state.
 pub(crate) struct IndexState {
     pub spaces: HashMap<String, SpaceIndex>,
-}
-
-/// A change to apply to the in-memory indexes once its transaction has committed. `lex` is Some when the
-/// document's postings changed; `vector` is Some when its vector did. Also the change feed's unit
-/// ([`super::feed`]).
-#[derive(serde::Serialize, serde::Deserialize)]
-pub(crate) enum IndexOp {
-    Remove { space: String, docno: u64, lex: Option<LexEntry> },
-    Put { space: String, docno: u64, meta: DocMeta, vector: Option<Vec<f32>>, lex: Option<LexEntry> },
-}
-
-impl IndexOp {
-    /// The catalog entry of a stored memory changed (state, labels, counters); its text and vector did not.
-    pub(crate) fn meta(space: &str, sm: &StoredMemory, labels: BTreeSet<String>) -> Self {
-        IndexOp::Put {
-            space: space.to_string(),
-            docno: sm.docno,
-            meta: DocMeta::of(&sm.memory, labels),
-            vector: None,
-            lex: None,
-        }
-    }
 }
 
 /// Starts the background thread that builds and catches up HNSW graphs, off the write and search paths.

@@ -160,7 +160,7 @@ impl KnowledgeStore {
                 return Ok(false);
             }
             let ids = t.set_labels(&space, memory_id, &names, now)?;
-            ops.push(IndexOp::meta(&space, &sm, ids));
+            ops.push(IndexOp::meta(&space, sm.docno, &sm.memory, ids));
             Ok(true)
         })?;
         Ok(changed)

@@ -163,7 +163,7 @@ impl KnowledgeStore {
                 }
             }
             w.memories.put(&space, &sm)?;
-            ops.push(IndexOp::meta(&space, &sm, labels.clone()));
+            ops.push(IndexOp::meta(&space, sm.docno, &sm.memory, labels.clone()));
             if let (Transition::Supersede { .. }, Some(osm)) = (&t, other_sm.as_mut()) {
                 let list =
                     osm.memory.metadata.0.entry("supersedes").or_insert_with(|| serde_json::Value::Array(vec![]));
@@ -298,7 +298,7 @@ impl KnowledgeStore {
                 m.decay_score_cached = decay::decay_score(m.importance, m.access_count, *last, *last);
                 w.memories.put(&space, &sm)?;
                 let labels = w.label_ids(&space, id)?;
-                ops.push(IndexOp::meta(&space, &sm, labels));
+                ops.push(IndexOp::meta(&space, sm.docno, &sm.memory, labels));
             }
             Ok(())
         };

@@ -85,8 +85,9 @@ use crate::config::StoreConfig;
 use crate::model::Timestamp;
 use crate::storage::Db;
 
+pub(crate) use crate::index::ops::{IndexOp, LexEntry};
 pub(crate) use crate::storage::txn::{range_prefix2_count, range_prefix3};
-pub(crate) use indexes::{IndexOp, IndexState, LexEntry, SpaceIndex, apply_ops, start_graph_builder};
+pub(crate) use indexes::{IndexState, SpaceIndex, apply_ops, start_graph_builder};
 pub(crate) use records::{entity, graph, label, memory, meta, relation, review, source, space, thread, working_memory};
 
 /// The id of the space that always exists.

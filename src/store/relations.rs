@@ -8,12 +8,13 @@
 //! relations; forgetting one keeps them (graph rows stay).
 
 use crate::storage::Readable;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::{KnowledgeStore, StoredMemory, memories::MemoryWrite, range_prefix3};
 use crate::error::ErrorCode;
 use crate::error::{Error, FieldError, Result};
+pub use crate::model::MemoryRelation;
 use crate::model::Timestamp;
 use crate::store::{memory, relation};
 
@@ -23,37 +24,6 @@ pub const MAX_RELATION_TYPE_CHARS: usize = 64;
 pub const MAX_RELATIONS_LIMIT: usize = 500;
 /// Accepted statuses.
 pub const RELATION_STATUSES: [&str; 4] = ["active", "suggested", "dismissed", "deleted"];
-
-/// A relation between two memories.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct MemoryRelation {
-    /// `rel_<uuidv7>`.
-    pub id: String,
-    /// The memory the relation starts at.
-    pub source_memory_id: String,
-    /// The memory it points to.
-    pub target_memory_id: String,
-    /// Free-form type such as `supports`, `contradicts`, `follows_from` (1..=64 characters).
-    pub relation_type: String,
-    /// Why (at most 1,000 characters).
-    pub reason: String,
-    /// Strength in 0..=1 (default 1).
-    pub strength: f64,
-    /// Confidence in 0..=1 (default 1).
-    pub confidence: f64,
-    /// Whether it holds both ways.
-    pub bidirectional: bool,
-    /// `active`, `suggested`, `dismissed` or `deleted`.
-    pub status: String,
-    /// Who made it (free text, e.g. `cli`).
-    pub source: String,
-    /// The space of both memories.
-    pub space_id: String,
-    /// Creation time.
-    pub created_at: Timestamp,
-    /// Last change.
-    pub updated_at: Timestamp,
-}
 
 /// A relation as seen from one memory: `direction` is `out` when that memory is the source, `in` when it is
 /// the target; titles are filled for display.

@@ -4,24 +4,12 @@ use crate::storage::Readable;
 
 use super::{KnowledgeStore, StoredMemory};
 use crate::error::{Error, Result};
+pub use crate::model::WorkingMemory;
 use crate::model::{MemoryState, Timestamp};
 use crate::store::{entity, graph, label, memory, relation, thread, working_memory};
 
 /// Largest working-memory document in bytes.
 pub const MAX_WORKING_MEMORY_BYTES: usize = 262_144;
-
-/// One day's working memory.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct WorkingMemory {
-    /// Space.
-    pub space_id: String,
-    /// Day, `YYYY-MM-DD` (UTC).
-    pub date: String,
-    /// Markdown.
-    pub content: String,
-    /// Last write.
-    pub updated_at: Timestamp,
-}
 
 /// Store counters for `/stats`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]

@@ -19,9 +19,9 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use super::feed::{ChangeOut, Feed};
-use super::indexes::IndexOp;
 use crate::config::Durability;
 use crate::error::Result;
+use crate::index::ops::IndexOp;
 use crate::storage::{Db, WriteTx};
 use crate::store::meta;
 

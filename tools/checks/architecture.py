@@ -8,6 +8,8 @@
 * Records, not tables: outside the port (src/storage/), only the record modules (src/store/records/) open a
   kind (`.table(`, `.open(KIND)`), name the kinds (`storage::tables`) or call a record codec (`encode`,
   `decode`, `vector_to_bytes`, `vector_from_bytes`, `postcard::`).
+* The record modules sit below the domain: nothing in src/store/records/ imports the store's aggregates
+  (`crate::store::` outside `records`, `super::super`); the types they keep live in src/model/ and src/index/.
 * No store lock (`index`, `graph`, `chunks`, `chunk_index`, the database handle `inner`: parking_lot RwLocks)
   is taken again, directly or through a method, while a guard of it is held in a `let` binding: a second read
   behind a waiting writer deadlocks (parking_lot queues new readers behind a writer), as `health` did with
@@ -144,6 +146,19 @@ def records_not_tables():
     return out
 
 
+def records_below_the_domain():
+    """The record modules sit below the domain: they import the model, the storage port, the indexes and the
+    error type, never the store's aggregates (`crate::store::...` outside `records`, or `super::super`)."""
+    out = []
+    for p in files():
+        if not p.startswith(f"{SRC}/store/records/"):
+            continue
+        for n, l in enumerate(code_of(p).split("\n"), 1):
+            if re.search(r"\bcrate::store::(?!records\b)\w+|\bsuper::super\b", l):
+                out.append(f"{p}:{n}: a record module imports the store's domain (records import only model, storage, index)")
+    return out
+
+
 def function_bodies():
     """(path, name, body) of every fn outside test modules; bodies by brace matching on code without literals."""
     out = []
@@ -197,6 +212,7 @@ def relocked_store_locks():
 def main():
     problems = (
         cycles() + long_functions() + writer_lock() + redb_outside_storage() + records_not_tables()
+        + records_below_the_domain()
         + relocked_store_locks()
     )
     for p in problems:

@@ -42,7 +42,7 @@ impl MemoryWrite<'_> {
         for id in ids {
             if let Some(sm) = self.memories.get(space, id)? {
                 let labels = self.label_ids(space, id)?;
-                ops.push(IndexOp::meta(space, &sm, labels));
+                ops.push(IndexOp::meta(space, sm.docno, &sm.memory, labels));
             }
         }
         Ok(())

@@ -2,7 +2,7 @@
 //! `nmem labels merge|delete`.
 
 use crate::storage::{Readable, WriteTx};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::collections::BTreeSet;
 use utoipa::ToSchema;
 
@@ -15,27 +15,7 @@ use crate::store::memories::MemoryWrite;
 use crate::store::{KnowledgeStore, range_prefix3};
 
 use super::load_label;
-
-/// A recorded merge: enough to put every edge back.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct LabelMerge {
-    /// `merge_<uuidv7>`.
-    pub merge_id: String,
-    /// Space of both labels.
-    pub space_id: String,
-    /// The label merged away, as it was before the merge.
-    pub source: Label,
-    /// The survivor.
-    pub target_id: String,
-    /// Memories that carried the source only (their edge was re-pointed to the target).
-    pub moved_memory_ids: Vec<String>,
-    /// Memories that carried both (their source edge was dropped).
-    pub shared_memory_ids: Vec<String>,
-    /// When the merge happened.
-    pub merged_at: Timestamp,
-    /// When it was reversed, if it was.
-    pub reversed_at: Option<Timestamp>,
-}
+pub use crate::model::LabelMerge;
 
 /// A preview of a merge or delete, bound to the state it saw by `plan_id`.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]

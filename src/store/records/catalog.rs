@@ -13,10 +13,10 @@ use std::collections::{BTreeSet, HashMap};
 use super::{Codec, Tx};
 use crate::error::Result;
 use crate::index::catalog::DocMeta;
+use crate::index::ops::IndexOp;
 use crate::storage::codec::{Versioned, version_one};
 use crate::storage::tables::CATALOG;
 use crate::storage::{CatalogEntry, Readable, WriteTx};
-use crate::store::indexes::IndexOp;
 
 version_one!(DocMeta);
 
@@ -87,7 +87,7 @@ pub(crate) fn keep(txn: &WriteTx, ops: &[IndexOp]) -> Result<()> {
 /// # Errors
 /// Storage errors; [`crate::ErrorKind::Corrupt`] when a stored record does not decode.
 pub(crate) fn fill(txn: &WriteTx) -> Result<u64> {
-    use crate::store::{label, memory, meta};
+    use super::{label, memory, meta};
     txn.open(CATALOG)?.retain(|_, _| false)?;
     let mut labels = label::labels_by_memory(txn)?;
     let mut written = 0;

@@ -2,8 +2,8 @@
 
 use super::{Bytes, K2, K3, Records, Tx};
 use crate::error::Result;
+use crate::model::Community;
 use crate::storage::tables::{COMMUNITIES, COMMUNITY_MEMBERS, CRYSTAL_SOURCES, ENTITY_COMMUNITY, MEMORY_PAGERANK};
-use crate::store::Community;
 
 /// community id -> [`Community`] (derived; replaced by every recomputation).
 ///

@@ -5,9 +5,9 @@ use std::collections::{BTreeSet, HashMap};
 use super::{Bytes, K2, K3, Opened, Records, Tx};
 use crate::error::Result;
 use crate::model::Label;
+use crate::model::LabelMerge;
 use crate::storage::tables::{LABEL_MEMORIES, LABEL_MERGES, LABELS, MEMORY_LABELS};
 use crate::storage::{Readable, Table, WriteTx};
-use crate::store::LabelMerge;
 
 /// `(space id, label id)` -> [`Label`].
 ///

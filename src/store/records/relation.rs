@@ -2,9 +2,9 @@
 
 use super::{Bytes, K1, K2, K3, Opened, Records, Tx};
 use crate::error::Result;
+use crate::model::MemoryRelation;
 use crate::storage::tables::{MEMORY_RELATIONS, RELATION_SPACE, RELATIONS};
 use crate::storage::{Table, WriteTx};
-use crate::store::MemoryRelation;
 
 /// `(space id, relation id)` -> [`MemoryRelation`].
 ///

@@ -2,8 +2,8 @@
 
 use super::{Bytes, K2, Records, Tx};
 use crate::error::Result;
+use crate::model::ReviewEvent;
 use crate::storage::tables::REVIEWS;
-use crate::store::ReviewEvent;
 
 /// `(space id, rev_<uuidv7>)` -> [`ReviewEvent`].
 ///

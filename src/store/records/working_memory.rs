@@ -2,8 +2,8 @@
 
 use super::{Bytes, K2, Records, Tx};
 use crate::error::Result;
+use crate::model::WorkingMemory;
 use crate::storage::tables::WORKING_MEMORY;
-use crate::store::WorkingMemory;
 
 /// `(space id, day YYYY-MM-DD)` -> [`WorkingMemory`].
 ///
