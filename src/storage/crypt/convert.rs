@@ -53,24 +53,24 @@ impl Sealing {
 fn copy(src: &dyn Device, dst: &dyn Device, progress: &dyn Fn(u64, u64)) -> Result<[u8; 32]> {
     let len = src.len()?;
     dst.set_len(len)?;
-    let mut sha = sha2::Sha256::new();
-    let mut buf = vec![0u8; CHUNK];
-    let mut at = 0u64;
-    while at < len {
-        let n = ((len - at) as usize).min(CHUNK);
-        src.read(at, &mut buf[..n])?;
-        sha.update(&buf[..n]);
-        dst.write(at, &buf[..n])?;
-        at += n as u64;
-        progress(at, len);
-    }
+    let sum = each_chunk(src, |at, chunk| {
+        dst.write(at, chunk)?;
+        progress(at + chunk.len() as u64, len);
+        Ok(())
+    })?;
     dst.sync_data()?;
     dst.close()?;
-    Ok(sha.finalize().into())
+    Ok(sum)
 }
 
 /// The SHA-256 of redb's bytes on `dev`.
 fn digest(dev: &dyn Device) -> Result<[u8; 32]> {
+    each_chunk(dev, |_, _| Ok(()))
+}
+
+/// Reads redb's bytes on `dev` in chunks of [`CHUNK`] bytes, handing each to `f` with its offset; returns their
+/// SHA-256.
+fn each_chunk(dev: &dyn Device, mut f: impl FnMut(u64, &[u8]) -> Result<()>) -> Result<[u8; 32]> {
     let len = dev.len()?;
     let mut sha = sha2::Sha256::new();
     let mut buf = vec![0u8; CHUNK];
@@ -79,6 +79,7 @@ fn digest(dev: &dyn Device) -> Result<[u8; 32]> {
         let n = ((len - at) as usize).min(CHUNK);
         dev.read(at, &mut buf[..n])?;
         sha.update(&buf[..n]);
+        f(at, &buf[..n])?;
         at += n as u64;
     }
     Ok(sha.finalize().into())
