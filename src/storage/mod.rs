@@ -171,3 +171,7 @@ pub trait Device: std::fmt::Debug + Send + Sync + 'static {
         Ok(())
     }
 }
+
+/// The length in bytes of redb's magic number at the start of its file (its header block). redb writes it last
+/// when it creates a database: a file whose first bytes are zeros never held a commit.
+pub(crate) const REDB_MAGIC_BYTES: usize = 9;

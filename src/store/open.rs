@@ -25,7 +25,7 @@ use crate::store::{label, memory, meta, space};
 pub(crate) fn discard_unborn_file(path: &std::path::Path) -> Result<()> {
     use std::io::Read;
     let Ok(mut f) = std::fs::File::open(path) else { return Ok(()) };
-    let mut head = [0u8; 9];
+    let mut head = [0u8; crate::storage::REDB_MAGIC_BYTES];
     let mut got = 0;
     while got < head.len() {
         let n = f.read(&mut head[got..])?;

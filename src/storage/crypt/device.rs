@@ -162,9 +162,6 @@ fn status(h: &KeyHeader, source: &KeySource) -> EncryptionStatus {
     }
 }
 
-/// The length of redb's magic number at the start of its header (block 0).
-const REDB_MAGIC_BYTES: usize = 9;
-
 /// What one copy of block 0 holds.
 enum Copy0 {
     Valid(u64, Box<[u8; BLOCK]>),
@@ -278,7 +275,7 @@ impl EncryptedDevice {
         };
         // redb writes its magic number last when it creates a database (after a sync of the rest of its
         // header): a durable block 0 that starts with zero bytes is a creation cut short, as for a plain file.
-        if block0[..REDB_MAGIC_BYTES].iter().all(|b| *b == 0) {
+        if block0[..crate::storage::REDB_MAGIC_BYTES].iter().all(|b| *b == 0) {
             return Ok(Opened::Unborn);
         }
         let phys = inner.len()?;
