@@ -1,12 +1,13 @@
 //! What encryption at rest costs beside the store-level figures of `benches/synthetic.rs --encrypted`
-//! (docs/security.md): the Argon2id unlock of a passphrase slot, the block device's write and read throughput,
-//! and the latency of a single durable write (one fsync on a plaintext store, two on an encrypted one).
+//! (docs/security.md): the Argon2id unlock of a passphrase slot, the block device's write and read throughput
+//! under each block cipher (XAES-256-GCM and XChaCha20-Poly1305), and the latency of a single durable write (one
+//! fsync on a plaintext store, two on an encrypted one).
 //!
 //! `cargo bench --bench encryption [-- --mib 256 --writes 200]`
 
 use std::time::Instant;
 
-use engram::storage::crypt::{EncryptedDevice, Encryption, Opened};
+use engram::storage::crypt::{Cipher, EncryptedDevice, Encryption, Opened};
 use engram::storage::{Device, FileDevice};
 use engram::{KnowledgeStore, NewMemory, StoreConfig};
 
@@ -50,39 +51,42 @@ fn main() -> engram::Result<()> {
         with_pass - with_file
     );
 
-    // The device: sequential writes of whole blocks, then reads, through XChaCha20-Poly1305.
+    // The device: sequential writes of whole blocks, then reads, under each block cipher.
     let mib = arg("--mib", 256);
-    let path = tmp.path().join("device.bin");
-    let (dev, _) = EncryptedDevice::create(Box::new(FileDevice::open(&path)?), &Encryption::key_file(&key))?;
-    let chunk = vec![0x5au8; 1 << 20];
-    let t = Instant::now();
-    dev.set_len((mib as u64) << 20)?;
-    for i in 0..mib as u64 {
-        dev.write(i << 20, &chunk)?;
+    for cipher in [Cipher::Xaes256Gcm, Cipher::XChaCha20Poly1305] {
+        let path = tmp.path().join(format!("device-{cipher}.bin"));
+        let enc = Encryption::key_file(&key).with_cipher(cipher);
+        let (dev, _) = EncryptedDevice::create(Box::new(FileDevice::open(&path)?), &enc)?;
+        let chunk = vec![0x5au8; 1 << 20];
+        let t = Instant::now();
+        dev.set_len((mib as u64) << 20)?;
+        for i in 0..mib as u64 {
+            dev.write(i << 20, &chunk)?;
+        }
+        dev.sync_data()?;
+        let write_s = t.elapsed().as_secs_f64();
+        dev.close()?;
+        drop(dev);
+        let Opened::Ready(dev, _) = EncryptedDevice::open(Box::new(FileDevice::open(&path)?), &enc.source, true)?
+        else {
+            unreachable!("the device was just written");
+        };
+        let mut page = vec![0u8; 4096];
+        let t = Instant::now();
+        for i in 0..((mib as u64) << 8) {
+            dev.read(4096 + (i % (((mib as u64) << 8) - 1)) * 4096, &mut page)?;
+        }
+        let read_s = t.elapsed().as_secs_f64();
+        println!(
+            "device, {cipher}: {mib} MiB written in 1 MiB writes at {:.0} MB/s (with one fsync), read in 4 KiB \
+             pages at {:.0} MB/s ({:.1} µs a page, file in the OS cache)",
+            mib as f64 * 1.048576 / write_s,
+            mib as f64 * 1.048576 / read_s,
+            read_s * 1e6 / ((mib as f64) * 256.0)
+        );
+        drop(dev);
+        std::fs::remove_file(&path)?;
     }
-    dev.sync_data()?;
-    let write_s = t.elapsed().as_secs_f64();
-    dev.close()?;
-    drop(dev);
-    let Opened::Ready(dev, _) =
-        EncryptedDevice::open(Box::new(FileDevice::open(&path)?), &Encryption::key_file(&key).source, true)?
-    else {
-        unreachable!("the device was just written");
-    };
-    let mut page = vec![0u8; 4096];
-    let t = Instant::now();
-    for i in 0..((mib as u64) << 8) {
-        dev.read(4096 + (i % (((mib as u64) << 8) - 1)) * 4096, &mut page)?;
-    }
-    let read_s = t.elapsed().as_secs_f64();
-    println!(
-        "device: {mib} MiB written in 1 MiB writes at {:.0} MB/s (with one fsync), read in 4 KiB pages at {:.0} MB/s \
-         ({:.1} µs a page, file in the OS cache)",
-        mib as f64 * 1.048576 / write_s,
-        mib as f64 * 1.048576 / read_s,
-        read_s * 1e6 / ((mib as f64) * 256.0)
-    );
-    drop(dev);
 
     // A single durable write: one memory per call.
     let writes = arg("--writes", 200);

@@ -125,11 +125,15 @@ pub struct NewKeyArgs {
     /// passphrase is asked on the terminal.
     #[arg(long, env = "ENGRAM_NEW_PASSPHRASE_FILE", hide_env_values = true)]
     pub new_passphrase_file: Option<PathBuf>,
+    /// The block cipher of the new file: xaes-256-gcm or xchacha20-poly1305 (default: xaes-256-gcm where the
+    /// CPU has AES instructions, else xchacha20-poly1305). With `rekey`, only with --rotate-data-key.
+    #[arg(long)]
+    pub cipher: Option<engram::storage::crypt::Cipher>,
 }
 
 impl NewKeyArgs {
     fn encryption(&self, what: &str) -> Result<Encryption> {
-        Ok(Encryption::new(if let Some(f) = &self.new_key_file {
+        let mut enc = Encryption::new(if let Some(f) = &self.new_key_file {
             KeySource::KeyFile(f.clone())
         } else if self.new_keychain {
             warn_keychain_only();
@@ -140,7 +144,9 @@ impl NewKeyArgs {
                 &format!("new passphrase for {what}: "),
                 true,
             )?)
-        }))
+        });
+        enc.cipher = self.cipher;
+        Ok(enc)
     }
 }
 
@@ -214,6 +220,12 @@ pub fn decrypt(data_dir: &Path, key: &KeyArgs) -> Result<()> {
 pub fn rekey(data_dir: &Path, key: &KeyArgs, new: &NewKeyArgs, add: bool, rotate: bool) -> Result<()> {
     let what = data_dir.join("engram.redb").display().to_string();
     let source = key.source(&what, false)?.ok_or_else(no_key)?;
+    if new.cipher.is_some() && !rotate {
+        return Err(Error::new(
+            ErrorKind::InvalidInput,
+            "--cipher changes the cipher of every block: it goes with --rotate-data-key",
+        ));
+    }
     let enc = new.encryption(&what)?;
     let b = bar(rotate);
     b.set_message("re-encrypting");

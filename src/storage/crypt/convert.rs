@@ -34,7 +34,8 @@ impl Sealing {
         let data_key = SecretKey::random();
         let file_id = keys::random::<16>();
         let slot = keys::new_slot(&data_key, &file_id, &enc.source, enc.kdf)?;
-        let header = KeyHeader { cipher: header::CIPHER_XCHACHA20_POLY1305, generation: 0, file_id, slots: vec![slot] };
+        let cipher = enc.cipher.unwrap_or_else(super::Cipher::fastest_here).id();
+        let header = KeyHeader { cipher, generation: 0, file_id, slots: vec![slot] };
         Ok(Sealing { data_key, header, source: enc.source.clone() })
     }
 

@@ -8,7 +8,8 @@
 //! | 8192, 16384 | redb's block 0 (its super-header), two copies of 4,144 bytes: counter (8, LE), nonce (24), ciphertext (4,096), tag (16) |
 //! | 24576 + (n − 1) × 4136 | block n ≥ 1 of redb's file: nonce (24), ciphertext (4,096), tag (16) |
 //!
-//! Every block is sealed with XChaCha20-Poly1305 under the data key and a fresh random 192-bit nonce; its
+//! Every block is sealed with the header's cipher ([`super::cipher`]: XAES-256-GCM or XChaCha20-Poly1305) under
+//! the data key and a fresh random 192-bit nonce; its
 //! associated data is `engram/block/v1`, the 16-byte file id and the block number (block 0's copies:
 //! `engram/block0/v1`, the file id and the counter). A block that fails authentication is reported as damage
 //! naming the block, never returned and never read as zeros.
@@ -24,10 +25,9 @@
 
 use std::cell::RefCell;
 
-use chacha20poly1305::XChaCha20Poly1305;
-use chacha20poly1305::aead::{AeadCore, AeadInPlace, OsRng};
 use parking_lot::Mutex;
 
+use super::cipher::{BlockCipher, Cipher, NONCE, TAG, array};
 use super::header::{self, KeyHeader};
 use super::keys::{self, SecretKey};
 use super::sealed::SideKey;
@@ -37,8 +37,6 @@ use crate::storage::Device;
 
 /// Bytes of one block of redb's file (its page size).
 pub const BLOCK: usize = 4096;
-const NONCE: usize = 24;
-const TAG: usize = 16;
 /// Bytes of one sealed block on disk.
 pub const FRAME: usize = NONCE + BLOCK + TAG;
 const B0_COPY: [u64; 2] = [8192, 16384];
@@ -114,7 +112,7 @@ struct State {
 /// wrapper in tests). Opened by [`EncryptedDevice::open`] or made by [`EncryptedDevice::create`].
 pub struct EncryptedDevice {
     inner: Box<dyn Device>,
-    cipher: XChaCha20Poly1305,
+    cipher: BlockCipher,
     file_id: [u8; 16],
     state: Mutex<State>,
     read_only: bool,
@@ -180,7 +178,8 @@ impl EncryptedDevice {
         let data_key = SecretKey::random();
         let file_id = keys::random::<16>();
         let slot = keys::new_slot(&data_key, &file_id, &enc.source, enc.kdf)?;
-        let header = KeyHeader { cipher: header::CIPHER_XCHACHA20_POLY1305, generation: 0, file_id, slots: vec![slot] };
+        let cipher = enc.cipher.unwrap_or_else(Cipher::fastest_here).id();
+        let header = KeyHeader { cipher, generation: 0, file_id, slots: vec![slot] };
         Self::create_with(inner, &data_key, header, &enc.source)
     }
 
@@ -194,14 +193,15 @@ impl EncryptedDevice {
     ) -> Result<(EncryptedDevice, Unlocked)> {
         inner.set_len(0)?;
         inner.set_len(DATA_START)?;
+        let cipher = BlockCipher::new(header.cipher, data_key)?;
         header::write(&*inner, &mut header, 1)?;
         let unlocked = Unlocked {
-            side: std::sync::Arc::new(SideKey::derive(data_key, &header.file_id)),
+            side: std::sync::Arc::new(SideKey::derive(data_key, &header.file_id, cipher.cipher())),
             status: status(&header, source),
         };
         let dev = EncryptedDevice {
+            cipher,
             inner,
-            cipher: data_key.cipher(),
             file_id: header.file_id,
             state: Mutex::new(State {
                 block0: Box::new([0u8; BLOCK]),
@@ -247,7 +247,7 @@ impl EncryptedDevice {
             }
         };
         let source = &enc.source;
-        let cipher = data_key.cipher();
+        let cipher = BlockCipher::new(h.cipher, &data_key)?;
         let copies =
             [Self::read_copy(&*inner, &cipher, &h.file_id, 0)?, Self::read_copy(&*inner, &cipher, &h.file_id, 1)?];
         let best = copies
@@ -281,8 +281,8 @@ impl EncryptedDevice {
         let phys = inner.len()?;
         let len =
             if phys <= DATA_START { BLOCK as u64 } else { BLOCK as u64 * (1 + (phys - DATA_START) / FRAME as u64) };
-        let unlocked =
-            Unlocked { side: std::sync::Arc::new(SideKey::derive(&data_key, &h.file_id)), status: status(h, source) };
+        let side = SideKey::derive(&data_key, &h.file_id, cipher.cipher());
+        let unlocked = Unlocked { side: std::sync::Arc::new(side), status: status(h, source) };
         let dev = EncryptedDevice {
             inner,
             cipher,
@@ -309,7 +309,7 @@ impl EncryptedDevice {
         self
     }
 
-    fn read_copy(inner: &dyn Device, cipher: &XChaCha20Poly1305, file_id: &[u8; 16], copy: usize) -> Result<Copy0> {
+    fn read_copy(inner: &dyn Device, cipher: &BlockCipher, file_id: &[u8; 16], copy: usize) -> Result<Copy0> {
         if inner.len()? < B0_COPY[copy] + B0_BYTES as u64 {
             return Ok(Copy0::Empty);
         }
@@ -321,9 +321,8 @@ impl EncryptedDevice {
         let counter = u64::from_le_bytes(buf[..8].try_into().unwrap_or_default());
         let (head, rest) = buf.split_at_mut(8 + NONCE);
         let (ct, tag) = rest.split_at_mut(BLOCK);
-        let nonce = chacha20poly1305::XNonce::from_slice(&head[8..]);
-        let aad = block0_aad(file_id, counter);
-        if cipher.decrypt_in_place_detached(nonce, &aad, ct, chacha20poly1305::Tag::from_slice(tag)).is_err() {
+        let (nonce, tag) = (array(&head[8..]), array(tag));
+        if cipher.open(&nonce, &block0_aad(file_id, counter), ct, &tag).is_err() {
             tracing::warn!(copy, "a copy of block 0 of the encrypted store failed authentication");
             return Ok(Copy0::Damaged);
         }
@@ -335,28 +334,21 @@ impl EncryptedDevice {
     fn write_copy(&self, copy: usize, counter: u64, block: &[u8; BLOCK]) -> std::io::Result<()> {
         let mut buf = vec![0u8; B0_BYTES];
         buf[..8].copy_from_slice(&counter.to_le_bytes());
-        let nonce = XChaCha20Poly1305::generate_nonce(&mut OsRng);
+        let nonce = keys::random::<NONCE>();
         buf[8..8 + NONCE].copy_from_slice(&nonce);
         let (_, rest) = buf.split_at_mut(8 + NONCE);
         let (ct, tag) = rest.split_at_mut(BLOCK);
         ct.copy_from_slice(block);
-        let t = self
-            .cipher
-            .encrypt_in_place_detached(&nonce, &block0_aad(&self.file_id, counter), ct)
-            .map_err(|_| std::io::Error::other("sealing block 0 failed"))?;
-        tag.copy_from_slice(&t);
+        tag.copy_from_slice(&self.cipher.seal(&nonce, &block0_aad(&self.file_id, counter), ct)?);
         self.inner.write(B0_COPY[copy], &buf)
     }
 
     /// Seals `plain` (one block) as block `block` into `frame`.
     fn seal(&self, block: u64, plain: &[u8], frame: &mut [u8]) -> std::io::Result<()> {
-        let nonce = XChaCha20Poly1305::generate_nonce(&mut OsRng);
+        let nonce = keys::random::<NONCE>();
         frame[..NONCE].copy_from_slice(&nonce);
         frame[NONCE..NONCE + BLOCK].copy_from_slice(plain);
-        let tag = self
-            .cipher
-            .encrypt_in_place_detached(&nonce, &block_aad(&self.file_id, block), &mut frame[NONCE..NONCE + BLOCK])
-            .map_err(|_| std::io::Error::other("sealing a block failed"))?;
+        let tag = self.cipher.seal(&nonce, &block_aad(&self.file_id, block), &mut frame[NONCE..NONCE + BLOCK])?;
         frame[NONCE + BLOCK..].copy_from_slice(&tag);
         Ok(())
     }
@@ -365,22 +357,14 @@ impl EncryptedDevice {
     fn open_frame(&self, block: u64, frame: &mut [u8]) -> std::io::Result<()> {
         let (head, rest) = frame.split_at_mut(NONCE);
         let (ct, tag) = rest.split_at_mut(BLOCK);
-        let nonce = chacha20poly1305::XNonce::from_slice(head);
-        self.cipher
-            .decrypt_in_place_detached(
-                nonce,
-                &block_aad(&self.file_id, block),
-                ct,
-                chacha20poly1305::Tag::from_slice(tag),
-            )
-            .map_err(|_| {
-                Damage::io(format!(
-                    "block {block} of the encrypted store (bytes {}..{} of the file) failed authentication: the file \
+        self.cipher.open(&array(head), &block_aad(&self.file_id, block), ct, &array(tag)).map_err(|_| {
+            Damage::io(format!(
+                "block {block} of the encrypted store (bytes {}..{} of the file) failed authentication: the file \
                      is damaged or was changed outside Engram",
-                    frame_at(block),
-                    frame_at(block) + FRAME as u64
-                ))
-            })
+                frame_at(block),
+                frame_at(block) + FRAME as u64
+            ))
+        })
     }
 
     /// Reads blocks `first..=last` (all ≥ 1) and hands each block's plaintext to `f` with its number. A run of

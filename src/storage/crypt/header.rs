@@ -22,8 +22,6 @@ pub(crate) const MAGIC: [u8; 8] = *b"ENGRAMcx";
 pub(crate) const FORMAT: u8 = 1;
 /// Bytes of one key header copy.
 pub(crate) const SLOT_BYTES: usize = 4096;
-/// The cipher id of XChaCha20-Poly1305.
-pub(crate) const CIPHER_XCHACHA20_POLY1305: u8 = 1;
 /// Most key slots a header holds.
 pub(crate) const MAX_KEY_SLOTS: usize = 8;
 
@@ -39,10 +37,7 @@ pub(crate) struct KeyHeader {
 impl KeyHeader {
     /// The cipher's name, for `/health`.
     pub fn cipher_name(&self) -> &'static str {
-        match self.cipher {
-            CIPHER_XCHACHA20_POLY1305 => "xchacha20-poly1305",
-            _ => "unknown",
-        }
+        super::cipher::Cipher::from_id(self.cipher).map_or("unknown", |c| c.name())
     }
 
     /// One copy, 4 KiB.

@@ -3,7 +3,8 @@
 //! * **The store file** lives on an [`EncryptedDevice`], a [`super::Device`] under redb, so that every table and
 //!   every page is covered. The file holds two copies of a plaintext key header (which cipher, the key slots
 //!   that wrap the data key, a SHA-256 of itself), two copies of redb's header block, then one frame per 4 KiB
-//!   block of redb's file: a random 192-bit nonce, the block under XChaCha20-Poly1305 and its tag. A block's
+//!   block of redb's file: a random 192-bit nonce, the block under the header's [`Cipher`] (XAES-256-GCM where
+//!   the CPU has AES instructions, XChaCha20-Poly1305 elsewhere) and its tag. A block's
 //!   associated data names the file (a random 128-bit id) and the block's number, so that blocks cannot be
 //!   swapped or moved between files (as SQLCipher 4's per-page MAC and Turso's per-page AEAD).
 //! * **redb's commit** flips one byte of its header block (block 0), which also holds both commit slots. That
@@ -14,24 +15,29 @@
 //!   wrapped (XChaCha20-Poly1305) under a key-encryption key from a passphrase (Argon2id, RFC 9106), a key file
 //!   (HKDF-SHA256) or the OS keychain. A slot's tag is the key check: a key that opens no slot is
 //!   [`crate::ErrorKind::WrongKey`]; a header whose SHA-256 fails is [`crate::ErrorKind::Corrupt`].
-//! * **Side files** (the index snapshot, saved HNSW graphs) and **encrypted exports** are age files
-//!   (`sealed`): to an X25519 identity derived from the data key, or to a passphrase or recipients for exports.
+//! * **Side files** (the index snapshot, saved HNSW graphs) are sealed under the store's cipher in 64 KiB
+//!   chunks (`side`, with a key derived from the data key); **encrypted exports** are age files (`sealed`): to
+//!   an X25519 identity derived from the data key, or to a passphrase or recipients.
 //!
-//! Cryptography comes from maintained crates (RustCrypto's `chacha20poly1305`, `argon2`, `hkdf`, `sha2`, and
+//! Cryptography comes from maintained crates (RustCrypto's `xaes-256-gcm`, `chacha20poly1305`, `argon2`, `hkdf`,
+//! `sha2`, and
 //! `age`); this module only chooses and documents the parameters and the file layout.
 
+mod cipher;
 pub(crate) mod convert;
 mod device;
 mod header;
 mod keychain;
 pub(crate) mod keys;
 pub(crate) mod sealed;
+mod side;
 
 use std::path::{Path, PathBuf};
 
+pub use cipher::Cipher;
 pub use device::{EncryptedDevice, Opened, Unlocked, lock_file};
 pub use keys::{Argon2Params, write_key_file};
-pub use sealed::{ArchiveKey, SideFiles, SideKey, SideWriter, is_age_file};
+pub use sealed::{ArchiveKey, SideFiles, SideKey, SideWriter, is_age_file, is_sealed_side_file};
 
 use secrecy::SecretString;
 
@@ -79,6 +85,9 @@ pub struct Encryption {
     /// Argon2id parameters for a new passphrase slot (default [`Argon2Params::default`]: 64 MiB, 3 passes,
     /// 4 lanes). An existing slot keeps the parameters stored in it.
     pub kdf: Argon2Params,
+    /// The block cipher of a file made now (a new store, `engram encrypt`, `rekey --rotate-data-key`); `None`
+    /// (the default) takes [`Cipher::fastest_here`]. An existing file keeps the cipher its header names.
+    pub cipher: Option<Cipher>,
     /// The data key this source unwrapped, with its file's id: an open reads the store's format before it
     /// opens it for writing, and each would otherwise run Argon2id. Shared by clones; zeroized when dropped.
     pub(crate) unlocked: std::sync::Arc<parking_lot::Mutex<Option<UnlockedKey>>>,
@@ -90,7 +99,13 @@ pub(crate) type UnlockedKey = ([u8; 16], keys::SecretKey);
 impl Encryption {
     /// Encryption opened by `source`, with the default Argon2id parameters.
     pub fn new(source: KeySource) -> Self {
-        Encryption { source, kdf: Argon2Params::default(), unlocked: Default::default() }
+        Encryption { source, kdf: Argon2Params::default(), cipher: None, unlocked: Default::default() }
+    }
+
+    /// This encryption with `cipher` for the files it makes.
+    pub fn with_cipher(mut self, cipher: Cipher) -> Self {
+        self.cipher = Some(cipher);
+        self
     }
 
     /// Encryption by a passphrase.
@@ -114,7 +129,7 @@ impl Encryption {
 pub struct EncryptionStatus {
     /// Whether the store file is encrypted.
     pub encrypted: bool,
-    /// `xchacha20-poly1305` for an encrypted store; absent otherwise.
+    /// `xaes-256-gcm` or `xchacha20-poly1305` for an encrypted store; absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cipher: Option<String>,
     /// The key source this process opened the store with (`passphrase`, `key_file`, `keychain`).

@@ -1,11 +1,14 @@
-//! age files (age-encryption.org/v1: ChaCha20-Poly1305 in 64 KiB chunks, STREAM): the side files of an
-//! encrypted store and encrypted exports.
+//! Sealed files beside the store: its side files and encrypted exports.
 //!
-//! * **Side files** (`indexes.snapshot`, `hnsw/*.graph`) are sealed to the store's own X25519 identity, derived
-//!   from its data key and file id with HKDF-SHA256 (info `engram/side-files/x25519/v1`), so they open with the
-//!   store's key and nothing else, and a truncated or changed file fails as a whole, never in part.
-//! * **Exports** ([`ArchiveKey`]) are sealed to a passphrase (age's scrypt recipient, which opens with the `age`
-//!   command alone), to age recipients (`age1...`), or to the store's own identity.
+//! * **Side files** (`indexes.snapshot`, `hnsw/*.graph`) are sealed in the side-file format of `super::side`
+//!   (the store's block cipher, in 64 KiB chunks that open on every core), under a key derived from the data
+//!   key, so they open with the store's key and nothing else, and a truncated or changed file fails as a
+//!   whole, never in part. Side files of earlier releases, age files to the store's identity (below), are
+//!   still read.
+//! * **Exports** ([`ArchiveKey`]) are age files (age-encryption.org/v1: ChaCha20-Poly1305 in 64 KiB chunks,
+//!   STREAM), so that they open without Engram: sealed to a passphrase (age's scrypt recipient, which opens
+//!   with the `age` command alone), to age recipients (`age1...`), or to the store's own X25519 identity,
+//!   derived from its data key and file id with HKDF-SHA256 (info `engram/side-files/x25519/v1`).
 
 use std::io::{Read, Seek, Write};
 use std::str::FromStr;
@@ -13,7 +16,9 @@ use std::str::FromStr;
 use secrecy::{ExposeSecret, SecretString};
 use zeroize::Zeroizing;
 
+use super::cipher::Cipher;
 use super::keys::{KEY_BYTES, SecretKey};
+use super::side::{self, SealReader, SealWriter, SideCipher};
 use crate::error::{Error, ErrorKind, Result};
 
 /// The first bytes of every age file (binary form).
@@ -26,8 +31,18 @@ pub fn is_age(head: &[u8]) -> bool {
 
 /// Whether the file at `path` is an age file (false when it cannot be read).
 pub fn is_age_file(path: &std::path::Path) -> bool {
-    let mut head = [0u8; 40];
-    let Ok(mut f) = std::fs::File::open(path) else { return false };
+    is_age(&head_of(path))
+}
+
+/// Whether the file at `path` is a sealed side file (false when it cannot be read).
+pub fn is_sealed_side_file(path: &std::path::Path) -> bool {
+    side::is_sealed(&head_of(path))
+}
+
+/// Up to the first 40 bytes of the file at `path` (none when it cannot be read).
+fn head_of(path: &std::path::Path) -> Vec<u8> {
+    let mut head = vec![0u8; 40];
+    let Ok(mut f) = std::fs::File::open(path) else { return Vec::new() };
     let mut n = 0;
     while n < head.len() {
         match f.read(&mut head[n..]) {
@@ -35,11 +50,14 @@ pub fn is_age_file(path: &std::path::Path) -> bool {
             Ok(k) => n += k,
         }
     }
-    is_age(&head[..n])
+    head.truncate(n);
+    head
 }
 
-/// The X25519 identity of an encrypted store (module docs). Never printed.
+/// The keys of an encrypted store's side files and store-key exports (module docs): the side-file cipher and
+/// the store's X25519 identity. Never printed.
 pub struct SideKey {
+    side: SideCipher,
     identity: age::x25519::Identity,
     recipient: age::x25519::Recipient,
 }
@@ -51,8 +69,8 @@ impl std::fmt::Debug for SideKey {
 }
 
 impl SideKey {
-    /// The identity of the store whose data key is `data_key` and file id `file_id`.
-    pub(crate) fn derive(data_key: &SecretKey, file_id: &[u8; 16]) -> SideKey {
+    /// The keys of the store whose data key is `data_key`, file id `file_id` and block cipher `cipher`.
+    pub(crate) fn derive(data_key: &SecretKey, file_id: &[u8; 16], cipher: Cipher) -> SideKey {
         let mut secret = Zeroizing::new([0u8; KEY_BYTES]);
         // HKDF-SHA256 with a 32-byte output cannot fail (the output is far under 255 hash lengths).
         let _ = hkdf::Hkdf::<sha2::Sha256>::new(Some(file_id), data_key.bytes())
@@ -66,23 +84,18 @@ impl SideKey {
         let identity =
             text.and_then(|t| age::x25519::Identity::from_str(&t).ok()).unwrap_or_else(age::x25519::Identity::generate);
         let recipient = identity.to_public();
-        SideKey { identity, recipient }
+        SideKey { side: SideCipher::derive(data_key, file_id, cipher), identity, recipient }
     }
 
-    /// A writer that seals what is written to `out`; [`age::stream::StreamWriter::finish`] ends the file.
-    ///
-    /// # Errors
-    /// I/O errors writing the header.
-    pub fn seal<W: Write>(&self, out: W) -> std::io::Result<age::stream::StreamWriter<W>> {
-        let r: &dyn age::Recipient = &self.recipient;
-        age::Encryptor::with_recipients(std::iter::once(r)).map_err(std::io::Error::other)?.wrap_output(out)
+    pub(crate) fn side_cipher(&self) -> &SideCipher {
+        &self.side
     }
 
-    /// A reader of a file sealed by [`SideKey::seal`] (seekable when `input` is).
+    /// A reader of an age file sealed to this store's identity (side files of earlier releases).
     ///
     /// # Errors
     /// `InvalidData` when the file is no age file or not sealed to this store.
-    pub fn open<R: Read>(&self, input: R) -> std::io::Result<age::stream::StreamReader<R>> {
+    fn open_age<R: Read>(&self, input: R) -> std::io::Result<age::stream::StreamReader<R>> {
         let d = age::Decryptor::new(input).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
         let id: &dyn age::Identity = &self.identity;
         d.decrypt(std::iter::once(id)).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
@@ -121,7 +134,7 @@ impl SideFiles {
     pub fn create(&self, path: &std::path::Path) -> std::io::Result<SideWriter> {
         let f = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
         Ok(match &self.0 {
-            Some(k) => SideWriter::Sealed(Box::new(k.seal(f)?)),
+            Some(k) => SideWriter::Sealed(Box::new(SealWriter::new(k.clone(), f)?)),
             None => SideWriter::Plain(f),
         })
     }
@@ -132,7 +145,11 @@ impl SideFiles {
     /// I/O errors; `InvalidData` for a file of the other kind, or a sealed one that fails to open (damaged,
     /// truncated, or another store's).
     pub fn read(&self, path: &std::path::Path) -> std::io::Result<Vec<u8>> {
-        if self.0.is_none() && !is_age_file(path) {
+        let head = head_of(path);
+        if let (Some(k), true) = (&self.0, side::is_sealed(&head)) {
+            return side::open_all(k.side_cipher(), std::fs::read(path)?);
+        }
+        if self.0.is_none() && !is_age(&head) && !side::is_sealed(&head) {
             return std::fs::read(path);
         }
         let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
@@ -146,11 +163,12 @@ impl SideFiles {
     /// # Errors
     /// As [`SideFiles::read`].
     pub fn reader(&self, path: &std::path::Path) -> std::io::Result<Box<dyn Read>> {
-        let sealed = is_age_file(path);
-        match (&self.0, sealed) {
+        let head = head_of(path);
+        let (ours, age) = (side::is_sealed(&head), is_age(&head));
+        match (&self.0, ours || age) {
             (Some(k), true) => {
-                let f = std::fs::File::open(path)?;
-                Ok(Box::new(k.open(std::io::BufReader::with_capacity(1 << 20, f))?))
+                let f = std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(path)?);
+                Ok(if ours { Box::new(SealReader::new(k.clone(), f)?) } else { Box::new(k.open_age(f)?) })
             }
             (None, false) => Ok(Box::new(std::fs::File::open(path)?)),
             (Some(_), false) => Err(std::io::Error::new(
@@ -169,8 +187,8 @@ impl SideFiles {
 pub enum SideWriter {
     /// Plain bytes.
     Plain(std::io::BufWriter<std::fs::File>),
-    /// Sealed to the store's key.
-    Sealed(Box<age::stream::StreamWriter<std::io::BufWriter<std::fs::File>>>),
+    /// Sealed with the store's side-file key.
+    Sealed(Box<SealWriter<std::io::BufWriter<std::fs::File>>>),
 }
 
 impl Write for SideWriter {
@@ -323,38 +341,98 @@ fn archive_error(e: age::DecryptError) -> Error {
 mod tests {
     use super::*;
 
-    #[test]
-    fn side_files_round_trip_and_refuse_another_store_or_a_flip() {
-        let dir = tempfile::tempdir().unwrap();
-        let key = std::sync::Arc::new(SideKey::derive(&SecretKey::random(), &[1; 16]));
-        let files = SideFiles::new(Some(key));
-        let p = dir.path().join("f");
-        let mut w = files.create(&p).unwrap();
-        let body: Vec<u8> = (0..200_000u32).flat_map(|i| i.to_le_bytes()).collect();
-        w.write_all(&body).unwrap();
+    fn key(cipher: Cipher) -> std::sync::Arc<SideKey> {
+        std::sync::Arc::new(SideKey::derive(&SecretKey::random(), &[1; 16], cipher))
+    }
+
+    fn write(files: &SideFiles, p: &std::path::Path, body: &[u8]) {
+        let mut w = files.create(p).unwrap();
+        // In uneven pieces, so that chunk edges fall inside writes.
+        for piece in body.chunks(7_777) {
+            w.write_all(piece).unwrap();
+        }
         w.finish().unwrap().sync_all().unwrap();
-        assert!(is_age_file(&p));
-        assert_eq!(files.read(&p).unwrap(), body);
-        let other = SideFiles::new(Some(std::sync::Arc::new(SideKey::derive(&SecretKey::random(), &[1; 16]))));
-        assert!(other.read(&p).is_err());
+    }
+
+    #[test]
+    fn side_files_round_trip_at_chunk_edges_under_both_ciphers() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        for cipher in [Cipher::Xaes256Gcm, Cipher::XChaCha20Poly1305] {
+            let files = SideFiles::new(Some(key(cipher)));
+            for len in [0, 1, 65_535, 65_536, 65_537, 3 * 65_536, 200_001] {
+                let body: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
+                write(&files, &p, &body);
+                assert!(is_sealed_side_file(&p) && !is_age_file(&p));
+                assert_eq!(files.read(&p).unwrap(), body, "{cipher} {len}: whole");
+                let mut streamed = Vec::new();
+                files.reader(&p).unwrap().read_to_end(&mut streamed).unwrap();
+                assert_eq!(streamed, body, "{cipher} {len}: streamed");
+                let sealed_len = std::fs::metadata(&p).unwrap().len() as usize;
+                assert_eq!(sealed_len, 26 + len + (len / 65_536 + 1) * 40, "{cipher} {len}: 40 bytes a chunk");
+            }
+        }
+    }
+
+    #[test]
+    fn side_files_refuse_another_store_a_flip_a_cut_or_a_swap() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = SideFiles::new(Some(key(Cipher::Xaes256Gcm)));
+        let p = dir.path().join("f");
+        let body: Vec<u8> = (0..200_000u32).flat_map(|i| i.to_le_bytes()).collect();
+        write(&files, &p, &body);
+        let fails = |bytes: &[u8], what: &str| {
+            std::fs::write(&p, bytes).unwrap();
+            assert!(files.read(&p).is_err(), "{what}: whole");
+            let mut out = Vec::new();
+            let streamed = files.reader(&p).and_then(|mut r| r.read_to_end(&mut out));
+            assert!(streamed.is_err(), "{what}: streamed");
+        };
+        let good = std::fs::read(&p).unwrap();
+        assert!(SideFiles::new(Some(key(Cipher::Xaes256Gcm))).read(&p).is_err(), "another store's key");
+        assert!(SideFiles::new(Some(key(Cipher::XChaCha20Poly1305))).read(&p).is_err(), "another cipher");
         assert!(SideFiles::default().read(&p).is_err(), "a plaintext store never reads a sealed file");
-        let mut bytes = std::fs::read(&p).unwrap();
-        let at = bytes.len() / 2;
-        bytes[at] ^= 1;
-        std::fs::write(&p, &bytes).unwrap();
-        assert!(files.read(&p).is_err());
-        bytes[at] ^= 1;
-        bytes.truncate(bytes.len() - 100);
-        std::fs::write(&p, &bytes).unwrap();
-        assert!(files.read(&p).is_err(), "a truncated file fails whole");
+        for at in [3, 9, 12, 30, good.len() / 2, good.len() - 1] {
+            let mut bytes = good.clone();
+            bytes[at] ^= 1;
+            fails(&bytes, &format!("flip at {at}"));
+        }
+        const FULL: usize = 24 + 65_536 + 16;
+        for cut in [good.len() - 100, 26 + 3 * FULL, 26 + FULL, 30] {
+            fails(&good[..cut], &format!("cut at {cut}"));
+        }
+        let mut swapped = good.clone();
+        let (a, b) = swapped[26..26 + 2 * FULL].split_at_mut(FULL);
+        a.swap_with_slice(b);
+        fails(&swapped, "two chunks swapped");
+        let mut extended = good.clone();
+        extended.extend_from_slice(&good[26..26 + FULL]);
+        fails(&extended, "a chunk appended");
+    }
+
+    #[test]
+    fn an_age_side_file_of_an_earlier_release_still_opens() {
+        let dir = tempfile::tempdir().unwrap();
+        let k = key(Cipher::Xaes256Gcm);
+        let p = dir.path().join("old");
+        let r: &dyn age::Recipient = &k.recipient;
+        let mut w = age::Encryptor::with_recipients(std::iter::once(r))
+            .unwrap()
+            .wrap_output(std::fs::File::create(&p).unwrap())
+            .unwrap();
+        w.write_all(b"an index snapshot of an earlier release").unwrap();
+        w.finish().unwrap();
+        let files = SideFiles::new(Some(k));
+        assert_eq!(files.read(&p).unwrap(), b"an index snapshot of an earlier release");
+        assert!(SideFiles::default().read(&p).is_err());
     }
 
     #[test]
     fn the_derived_identity_is_stable_for_a_key_and_differs_across_keys() {
         let dk = SecretKey::random();
-        let a = SideKey::derive(&dk, &[2; 16]);
-        let b = SideKey::derive(&dk, &[2; 16]);
-        let c = SideKey::derive(&dk, &[3; 16]);
+        let a = SideKey::derive(&dk, &[2; 16], Cipher::Xaes256Gcm);
+        let b = SideKey::derive(&dk, &[2; 16], Cipher::XChaCha20Poly1305);
+        let c = SideKey::derive(&dk, &[3; 16], Cipher::Xaes256Gcm);
         assert_eq!(a.recipient.to_string(), b.recipient.to_string());
         assert_ne!(a.recipient.to_string(), c.recipient.to_string());
     }

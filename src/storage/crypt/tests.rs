@@ -17,8 +17,14 @@ fn key_file(dir: &Path) -> KeySource {
 }
 
 fn open_db(path: &Path, source: &KeySource) -> crate::Result<Db> {
+    open_db_with(path, source, Cipher::fastest_here())
+}
+
+/// Opens the store at `path`, made under `cipher` when it is missing.
+fn open_db_with(path: &Path, source: &KeySource, cipher: Cipher) -> crate::Result<Db> {
     let dev: Box<dyn Device> = if file_kind(path)? == FileKind::Missing {
-        Box::new(EncryptedDevice::create(Box::new(FileDevice::open(path)?), &Encryption::new(source.clone()))?.0)
+        let enc = Encryption::new(source.clone()).with_cipher(cipher);
+        Box::new(EncryptedDevice::create(Box::new(FileDevice::open(path)?), &enc)?.0)
     } else {
         match EncryptedDevice::open(Box::new(FileDevice::open(path)?), source, false)? {
             Opened::Ready(d, _) => d,
@@ -50,20 +56,25 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
 }
 
 #[test]
-fn a_store_round_trips_and_holds_no_plaintext() {
+fn a_store_round_trips_and_holds_no_plaintext_under_either_cipher() {
     let dir = tempfile::tempdir().unwrap();
-    let (path, src) = (dir.path().join("engram.redb"), key_file(dir.path()));
+    let src = key_file(dir.path());
     let marker = b"MARKER-plaintext-never-on-disk".repeat(200);
-    {
-        let db = open_db(&path, &src).unwrap();
-        put(&db, "a", &marker);
-        put(&db, "b", b"second");
+    for cipher in [Cipher::Xaes256Gcm, Cipher::XChaCha20Poly1305] {
+        let path = dir.path().join(format!("{cipher}.redb"));
+        {
+            let db = open_db_with(&path, &src, cipher).unwrap();
+            put(&db, "a", &marker);
+            put(&db, "b", b"second");
+        }
+        assert_eq!(file_kind(&path).unwrap(), FileKind::Encrypted);
+        assert_eq!(header::read(&FileDevice::open(&path).unwrap()).unwrap().header.cipher, cipher.id());
+        assert!(!contains(&std::fs::read(&path).unwrap(), b"MARKER-plaintext"));
+        // The other cipher's build of the same key reads it: the header names the cipher.
+        let db = open_db_with(&path, &src, Cipher::XChaCha20Poly1305).unwrap();
+        assert_eq!(get(&db, "a").unwrap(), marker, "{cipher}");
+        assert_eq!(get(&db, "b").unwrap(), b"second");
     }
-    assert_eq!(file_kind(&path).unwrap(), FileKind::Encrypted);
-    assert!(!contains(&std::fs::read(&path).unwrap(), b"MARKER-plaintext"));
-    let db = open_db(&path, &src).unwrap();
-    assert_eq!(get(&db, "a").unwrap(), marker);
-    assert_eq!(get(&db, "b").unwrap(), b"second");
 }
 
 #[test]
@@ -83,10 +94,16 @@ fn a_wrong_key_is_wrong_key_and_changes_nothing() {
 
 #[test]
 fn a_changed_or_moved_block_is_reported_naming_it() {
+    for cipher in [Cipher::Xaes256Gcm, Cipher::XChaCha20Poly1305] {
+        changed_or_moved_block(cipher);
+    }
+}
+
+fn changed_or_moved_block(cipher: Cipher) {
     let dir = tempfile::tempdir().unwrap();
     let (path, src) = (dir.path().join("engram.redb"), key_file(dir.path()));
     {
-        let db = open_db(&path, &src).unwrap();
+        let db = open_db_with(&path, &src, cipher).unwrap();
         for i in 0..200 {
             put(&db, &format!("k{i:03}"), &vec![i as u8; 3000]);
         }
@@ -116,7 +133,7 @@ fn a_changed_or_moved_block_is_reported_naming_it() {
     // A frame from another file with the same key material cannot be moved in: the file id differs.
     let path2 = dir.path().join("second.redb");
     {
-        let db = open_db(&path2, &src).unwrap();
+        let db = open_db_with(&path2, &src, cipher).unwrap();
         for i in 0..200 {
             put(&db, &format!("k{i:03}"), &vec![i as u8; 3000]);
         }
