@@ -214,6 +214,16 @@ fn memory_tools_read_and_write_the_store() {
     assert_eq!(ids(&found, "results", "memory_id").first(), Some(&id));
     assert_eq!(found["results"][0]["title"], "Team database");
     assert_eq!(found["results"][0]["created_at"].as_str().map(str::len), Some(16));
+    // A threshold above every fused score drops semantic-only hits but keeps those that share a query term
+    // (read from the search result's `matched_terms`).
+    let strict = tool(&srv, "memory_search", json!({"query": "coffee PostgreSQL", "confidence_threshold": 0.99}));
+    let mut kept = ids(&strict, "results", "memory_id");
+    kept.sort();
+    let mut both = vec![id.clone(), second_id.clone()];
+    both.sort();
+    assert_eq!(kept, both, "{strict}");
+    let none = tool(&srv, "memory_search", json!({"query": "espresso beans", "confidence_threshold": 0.99}));
+    assert_eq!(none["total_found"], 0, "{none}");
     let filtered = tool(&srv, "memory_search", json!({"query": "coffee PostgreSQL", "filter_labels": "prefs"}));
     assert_eq!(ids(&filtered, "results", "memory_id"), vec![second_id.clone()]);
     let listed = tool(&srv, "memory_search", json!({"query": "  "}));

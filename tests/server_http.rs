@@ -149,6 +149,7 @@ fn memory_round_trip_over_http() {
     let p = call(&srv, "POST", "/memories/search", Some(r#"{"query":"sunset","limit":2}"#)).json();
     assert_eq!(p[0]["memory"]["id"], "k1");
     assert!(p[0]["relevance_reason"].as_str().unwrap_or("").contains("sunset"));
+    assert_eq!(p[0]["matched_terms"], serde_json::json!(["sunset"]), "the matched terms are a field");
 
     let u = call(&srv, "PATCH", "/memories/k1", Some(r#"{"title":"Lake","labels":["a","b"]}"#)).json();
     assert_eq!((u["title"].as_str(), u["labels"].clone()), (Some("Lake"), serde_json::json!(["a", "b"])));

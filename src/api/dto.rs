@@ -286,8 +286,11 @@ pub struct MemorySearchResult {
     pub memory: MemoryOut,
     /// Fused score 0..=1.
     pub similarity_score: f64,
-    /// Why it matched.
+    /// Why it matched, in words (for people; programs read `matched_terms` and the score).
     pub relevance_reason: String,
+    /// Engram extension: the query's terms (after stemming, as BM25 indexes them) that the memory contains;
+    /// empty for a semantic-only hit.
+    pub matched_terms: Vec<String>,
     /// Entities the memory mentions (filled when `include_entities` is true).
     pub related_entities: Vec<crate::model::Entity>,
     /// Reserved (empty object).

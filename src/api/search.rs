@@ -376,11 +376,12 @@ pub(super) fn search_post(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         Vec::new()
     }
     .into_iter();
-    for h in res.hits {
+    for mut h in res.hits {
         let related_entities = entities.next().unwrap_or_default();
         out.push(MemorySearchResult {
             similarity_score: f64::from(h.score),
             relevance_reason: h.reason(),
+            matched_terms: std::mem::take(&mut h.matched_terms),
             related_entities,
             evolves_context: serde_json::json!({}),
             context: options.include_context.map(|_| h.context),

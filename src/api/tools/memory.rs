@@ -143,7 +143,7 @@ pub(super) fn memory_search(c: &Call<'_>) -> Out {
         let score = r["similarity_score"].as_f64().unwrap_or(0.0);
         // The threshold drops weak semantic-only hits; a hit that shares a keyword with the query stays
         // (fused scores of exact matches can be low in a large space).
-        let keyword = r["relevance_reason"].as_str().is_some_and(|s| s.contains("keyword match"));
+        let keyword = r["matched_terms"].as_array().is_some_and(|t| !t.is_empty());
         if score < threshold && !keyword {
             continue;
         }

@@ -242,6 +242,8 @@ pub(crate) struct VectorScan {
     /// (rows passed, space, docno) at the last multiple of 256 rows.
     at: parking_lot::Mutex<Option<(u64, String, u64)>>,
     done: std::sync::atomic::AtomicBool,
+    /// The row the read-ahead reached (at its last check).
+    ahead: std::sync::atomic::AtomicU64,
 }
 
 impl VectorScan {
@@ -264,6 +266,12 @@ impl VectorScan {
 
     fn ended(&self) -> bool {
         self.done.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// The row the read-ahead reached.
+    #[cfg(test)]
+    pub(crate) fn ahead(&self) -> u64 {
+        self.ahead.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 
@@ -293,6 +301,7 @@ pub(crate) fn read_vectors_ahead<X: Tx>(tx: &X, scan: &VectorScan, window: u64) 
             if !ahead.is_multiple_of(64) {
                 continue;
             }
+            scan.ahead.store(ahead, std::sync::atomic::Ordering::Relaxed);
             // Wait while far enough ahead; start again from the scan when it passed this point.
             loop {
                 if scan.ended() {
