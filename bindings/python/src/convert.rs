@@ -332,9 +332,9 @@ pub(crate) fn new_memory(py: Python<'_>, item: &Bound<'_, PyAny>, space: Option<
     })
 }
 
-/// Search filters from a dict: `labels` (list, all required), `unit_type`, `states` (list), `importance_min`,
-/// `recorded_from`/`recorded_to`, `event_from`/`event_to` (`YYYY`, `YYYY-MM`, `YYYY-MM-DD` or RFC 3339),
-/// `include_history`, `thread_id`, `source_id`.
+/// Search and listing filters from a dict: `labels` (list, all required), `unit_type`, `states` (list),
+/// `importance_min`, `recorded_from`/`recorded_to`, `event_from`/`event_to` (`YYYY`, `YYYY-MM`, `YYYY-MM-DD` or
+/// RFC 3339), `include_history`, `include_expired`, `is_crystal`, `thread_id`, `source_id`.
 pub(crate) fn filter_arg(py: Python<'_>, obj: Option<&Bound<'_, PyAny>>) -> PyResult<MemoryFilter> {
     let mut f = MemoryFilter::default();
     let Some(obj) = obj.filter(|o| !o.is_none()) else { return Ok(f) };
@@ -369,6 +369,14 @@ pub(crate) fn filter_arg(py: Python<'_>, obj: Option<&Bound<'_, PyAny>>) -> PyRe
                 f.importance_min = Some(v.extract().map_err(|_| invalid(py, &field, "expected a number"))?)
             }
             "include_history" => f.include_history = v.extract().map_err(|_| invalid(py, &field, "expected a bool"))?,
+            "include_expired" => f.include_expired = v.extract().map_err(|_| invalid(py, &field, "expected a bool"))?,
+            "is_crystal" => {
+                f.is_crystal = if v.is_none() {
+                    None
+                } else {
+                    Some(v.extract().map_err(|_| invalid(py, &field, "expected a bool or None"))?)
+                }
+            }
             "recorded_from" => f.recorded_from = date(false)?,
             "recorded_to" => f.recorded_to = date(true)?,
             "event_from" => f.event_from = date(false)?,
@@ -379,7 +387,7 @@ pub(crate) fn filter_arg(py: Python<'_>, obj: Option<&Bound<'_, PyAny>>) -> PyRe
                 return Err(invalid(
                     py,
                     &field,
-                    "unknown filter; expected labels, unit_type, states, importance_min, include_history, recorded_from, recorded_to, event_from, event_to, thread_id or source_id",
+                    "unknown filter; expected labels, unit_type, states, importance_min, include_history, include_expired, is_crystal, recorded_from, recorded_to, event_from, event_to, thread_id or source_id",
                 ));
             }
         }

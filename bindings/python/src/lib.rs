@@ -1,7 +1,7 @@
 //! `engram._engram`: the native half of the `engram` Python package (pyo3, abi3 for CPython 3.9 and later).
 //!
-//! The hot calls (`add`, `add_many`, `get`, `update`, `delete`, `search`, `embedding`, `export`,
-//! `import_archive`) go straight to [`engram::KnowledgeStore`]; everything else reaches the same routes as the
+//! The hot calls (`add`, `add_many`, `get`, `update`, `delete`, `search`, `memories`, `count`, `embedding`,
+//! `export`, `import_archive`) go straight to [`engram::KnowledgeStore`]; everything else reaches the same routes as the
 //! HTTP daemon through `request`, which runs [`engram::api::Api`] in-process like the C API's `engram_request`.
 //! Every call that touches storage, embedding or search releases the GIL (`Python::detach`), so several Python
 //! threads can use one store; the store itself is `Send + Sync`.
@@ -11,11 +11,13 @@
 
 mod convert;
 mod errors;
+mod listing;
 mod memory;
 mod store;
 
 use pyo3::prelude::*;
 
+use listing::MemoryIterator;
 use memory::{ContextItem, ExportReport, Hit, ImportReport, Memory, Response, SearchResults};
 use store::Store;
 
@@ -29,6 +31,7 @@ fn version() -> &'static str {
 fn _engram(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Store>()?;
     m.add_class::<Memory>()?;
+    m.add_class::<MemoryIterator>()?;
     m.add_class::<Hit>()?;
     m.add_class::<SearchResults>()?;
     m.add_class::<ContextItem>()?;

@@ -1,5 +1,5 @@
-//! The store: open, the hot calls (`add`, `get`, `update`, `delete`, `search`, `embedding`, `export`,
-//! `import_archive`) straight to the engine, the rest through `request`.
+//! The store: open, the hot calls (`add`, `get`, `update`, `delete`, `search`, `memories`, `count`,
+//! `embedding`, `export`, `import_archive`) straight to the engine, the rest through `request`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -30,7 +30,7 @@ pub(crate) struct Store {
 }
 
 impl Store {
-    fn api(&self, py: Python<'_>) -> PyResult<Arc<Api>> {
+    pub(crate) fn api(&self, py: Python<'_>) -> PyResult<Arc<Api>> {
         self.api
             .read()
             .clone()
@@ -358,6 +358,50 @@ impl Store {
             elapsed_ms: found.elapsed_ms,
             fallback: found.fallback,
         })
+    }
+
+    /// Every memory of `space` that passes `filters` (the dict `search` takes, plus `is_crystal` and
+    /// `include_expired`: as `GET /memories`), in `order`: `recent` (newest first, the default), `importance`
+    /// or `pagerank`; ties newest first, then by id. Returns an iterator that reads `page_size` memories
+    /// (1..=1000) at a time, as the iteration reaches them; each page costs one pass over the space's catalog.
+    /// `list(store.memories())` reads them all.
+    ///
+    /// Raises `InvalidInput` (a bad filter, order or page size), `NotFound` (unknown space; when the first page
+    /// is read).
+    #[pyo3(signature = (*, filters=None, order="recent", page_size=100, space=DEFAULT_SPACE))]
+    fn memories(
+        slf: Py<Self>,
+        py: Python<'_>,
+        filters: Option<&Bound<'_, PyAny>>,
+        order: &str,
+        page_size: usize,
+        space: &str,
+    ) -> PyResult<crate::listing::MemoryIterator> {
+        if !(1..=crate::listing::MAX_PAGE).contains(&page_size) {
+            return Err(invalid(py, "page_size", format!("expected 1..={}", crate::listing::MAX_PAGE)));
+        }
+        let order = crate::listing::parse_order(py, order)?;
+        let query = engram::ListQuery {
+            space_id: space.to_owned(),
+            filter: filter_arg(py, filters)?,
+            limit: page_size,
+            offset: 0,
+        };
+        slf.get().api(py)?;
+        Ok(crate::listing::MemoryIterator::new(slf, query, order))
+    }
+
+    /// How many memories of `space` pass `filters` (as `memories` takes them). O(n) in the space's memories,
+    /// read from the in-memory catalog.
+    ///
+    /// Raises `InvalidInput` (a bad filter), `NotFound` (unknown space).
+    #[pyo3(signature = (*, filters=None, space=DEFAULT_SPACE))]
+    fn count(&self, py: Python<'_>, filters: Option<&Bound<'_, PyAny>>, space: &str) -> PyResult<usize> {
+        let query =
+            engram::ListQuery { space_id: space.to_owned(), filter: filter_arg(py, filters)?, limit: 0, offset: 0 };
+        let api = self.api(py)?;
+        let page = py.detach(|| api.store().list_memories(&query)).map_err(to_py)?;
+        Ok(page.total)
     }
 
     /// Blocks until the background work of the writes so far is done, or `timeout` seconds pass: vector

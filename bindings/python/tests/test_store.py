@@ -237,14 +237,61 @@ def test_request_reaches_every_route(store: engram.Store) -> None:
     assert store.request("GET", "/health").json()["status"] in ("ok", "healthy")
 
 
+def test_memories_are_listed_page_by_page_with_filters_and_counted(store: engram.Store) -> None:
+    store.add_many(
+        [
+            {"content": f"note {i} about the garden", "labels": ["even"] if i % 2 == 0 else [], "importance": i / 250}
+            for i in range(250)
+        ]
+    )
+    assert store.count() == 250
+    assert store.count(filters={"labels": ["even"]}) == 125
+    assert store.count(filters={"importance_min": 0.5}) == 125
+
+    paged = list(store.memories(page_size=7))
+    whole = [m.id for m in store.memories(page_size=1000)]
+    assert [m.id for m in paged] == whole and len(set(whole)) == 250
+    stamps = [m.created_at for m in paged]
+    assert stamps == sorted(stamps, reverse=True), "newest first"
+
+    even = list(store.memories(filters={"labels": ["even"]}, page_size=50))
+    assert len(even) == 125 and all(m.labels == ["even"] for m in even)
+    ranked = [m.importance for m in store.memories(order="importance", page_size=33)]
+    assert ranked == sorted(ranked, reverse=True) and ranked[0] == pytest.approx(249 / 250)
+
+    it = store.memories(page_size=100)
+    first = next(it)
+    assert first.id == whole[0] and isinstance(it, engram.MemoryIterator)
+    assert sum(1 for _ in it) == 249, "the iterator goes on where it stopped"
+
+    for kwargs, field in [
+        ({"page_size": 0}, "page_size"),
+        ({"page_size": 1001}, "page_size"),
+        ({"order": "alphabetical"}, "order"),
+        ({"filters": {"colour": "red"}}, "filters.colour"),
+    ]:
+        with pytest.raises(engram.InvalidInput) as e:
+            store.memories(**kwargs)  # type: ignore[arg-type]
+        assert e.value.field == field
+    with pytest.raises(engram.NotFound):
+        store.count(space="nowhere")
+    with pytest.raises(engram.NotFound):
+        next(store.memories(space="nowhere"))
+
+
 def test_closed_store(tmp_path: Path) -> None:
     s = engram.Store.open(tmp_path / "c")
     m = s.add("kept after close")
+    pending = s.memories()
     s.close()
     s.close()
+    with pytest.raises(engram.Error):
+        next(pending)
     assert s.closed
     with pytest.raises(engram.Error):
         s.get(m.id)
+    with pytest.raises(engram.Error):
+        s.count()
     with engram.Store.open(tmp_path / "c") as again:
         assert again.get(m.id).content == "kept after close"
 

@@ -21,7 +21,17 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 from urllib.parse import quote, urlencode
 
 from . import errors
-from ._engram import ContextItem, ExportReport, Hit, ImportReport, Memory, Response, SearchResults, version
+from ._engram import (
+    ContextItem,
+    ExportReport,
+    Hit,
+    ImportReport,
+    Memory,
+    MemoryIterator,
+    Response,
+    SearchResults,
+    version,
+)
 from ._engram import Store as _NativeStore
 from .errors import (
     Conflict,
@@ -46,6 +56,7 @@ __version__ = version()
 __all__ = [
     "Store",
     "Memory",
+    "MemoryIterator",
     "Hit",
     "SearchResults",
     "ContextItem",

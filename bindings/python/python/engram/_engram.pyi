@@ -13,6 +13,12 @@ MatrixLike = Union[npt.NDArray[np.floating[Any]], Sequence[VectorLike]]
 
 def version() -> str: ...
 
+class MemoryIterator:
+    """The memories of one listing (``Store.memories``), read a page at a time as the iteration goes."""
+
+    def __iter__(self) -> MemoryIterator: ...
+    def __next__(self) -> Memory: ...
+
 class Memory:
     """A stored memory (read-only)."""
 
@@ -218,6 +224,15 @@ class Store:
         space: str = "default",
         priors: bool = True,
     ) -> SearchResults: ...
+    def memories(
+        self,
+        *,
+        filters: Optional[Mapping[str, Any]] = None,
+        order: str = "recent",
+        page_size: int = 100,
+        space: str = "default",
+    ) -> MemoryIterator: ...
+    def count(self, *, filters: Optional[Mapping[str, Any]] = None, space: str = "default") -> int: ...
     def wait_until_idle(self, timeout: float = 60.0) -> bool: ...
     def request(self, method: str, target: str, body: Union[bytes, str, None] = None) -> Response: ...
     def export(
