@@ -10,6 +10,8 @@
   `decode`, `vector_to_bytes`, `vector_from_bytes`, `postcard::`).
 * The record modules sit below the domain: nothing in src/store/records/ imports the store's aggregates
   (`crate::store::` outside `records`, `super::super`); the types they keep live in src/model/ and src/index/.
+* No source file over 1,000 lines in src/ or bindings/ (tests included; a module's tests may sit in its own
+  `tests.rs`, which the other rules do not read as code).
 * No store lock (`index`, `graph`, `chunks`, `chunk_index`, the database handle `inner`: parking_lot RwLocks)
   is taken again, directly or through a method, while a guard of it is held in a `let` binding: a second read
   behind a waiting writer deadlocks (parking_lot queues new readers behind a writer), as `health` did with
@@ -26,6 +28,8 @@ SRC = "src"
 
 
 def code_of(path):
+    if os.path.basename(path) == "tests.rs":  # a module's tests, in a file of their own
+        return ""
     text = open(path, encoding="utf-8").read()
     for marker in ("#[cfg(test)]\nmod tests", "#[cfg(test)]\npub(crate) mod tests"):
         text = text.split(marker)[0]
@@ -209,11 +213,22 @@ def relocked_store_locks():
     return out
 
 
+def long_files(limit=1000):
+    """No source file over `limit` lines (tests included) in src/ or bindings/: a file per job."""
+    out = []
+    for p in sorted(set(files()) | set(glob.glob("bindings/**/*.rs", recursive=True))):
+        n = sum(1 for _ in open(p, encoding="utf-8"))
+        if n > limit:
+            out.append(f"{p}: {n} lines, over {limit}: split it by job (a child module per part, tests in tests.rs)")
+    return out
+
+
 def main():
     problems = (
         cycles() + long_functions() + writer_lock() + redb_outside_storage() + records_not_tables()
         + records_below_the_domain()
         + relocked_store_locks()
+        + long_files()
     )
     for p in problems:
         print(p)
