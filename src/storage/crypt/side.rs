@@ -97,19 +97,33 @@ pub(crate) fn open_all(key: &SideCipher, mut raw: Vec<u8>) -> std::io::Result<Ve
         return Err(invalid("cut short"));
     }
     let chunks = body.len().div_ceil(FULL);
-    body.par_chunks_mut(FULL).enumerate().try_for_each(|(i, frame)| {
-        let (nonce, rest) = frame.split_at_mut(NONCE);
-        let (ct, tag) = rest.split_at_mut(rest.len() - TAG);
-        let (nonce, tag): ([u8; NONCE], [u8; TAG]) = (array(nonce), array(tag));
-        key.cipher
-            .open(&nonce, &aad(&header, i as u64, i + 1 == chunks), ct, &tag)
-            .map_err(|_| invalid(&format!("chunk {i} failed authentication: damaged, cut or another store's")))
-    })?;
+    body.par_chunks_mut(FULL)
+        .enumerate()
+        .try_for_each(|(i, frame)| open_chunk(key, &header, i as u64, i + 1 == chunks, frame))?;
     let mut out = Vec::with_capacity(body.len() - chunks * (NONCE + TAG));
     for frame in body.chunks(FULL) {
         out.extend_from_slice(&frame[NONCE..frame.len() - TAG]);
     }
     Ok(out)
+}
+
+/// Opens one chunk in place (`frame`: nonce, ciphertext, tag; the plaintext is then `frame[NONCE..len - TAG]`).
+///
+/// # Errors
+/// `InvalidData` when it fails authentication.
+fn open_chunk(
+    key: &SideCipher,
+    header: &[u8; HEADER],
+    index: u64,
+    last: bool,
+    frame: &mut [u8],
+) -> std::io::Result<()> {
+    let (nonce, rest) = frame.split_at_mut(NONCE);
+    let (ct, tag) = rest.split_at_mut(rest.len() - TAG);
+    let (nonce, tag): ([u8; NONCE], [u8; TAG]) = (array(nonce), array(tag));
+    key.cipher
+        .open(&nonce, &aad(header, index, last), ct, &tag)
+        .map_err(|_| invalid(&format!("chunk {index} failed authentication: damaged, cut or another store's")))
 }
 
 /// Reads a sealed side file chunk by chunk (for reading its first bytes, or streaming a large one).
@@ -151,13 +165,7 @@ impl<R: Read> SealReader<R> {
             return Err(invalid("cut short"));
         }
         let last = n < FULL;
-        let frame = &mut self.frame[..n];
-        let (nonce, rest) = frame.split_at_mut(NONCE);
-        let (ct, tag) = rest.split_at_mut(n - NONCE - TAG);
-        let (nonce, tag): ([u8; NONCE], [u8; TAG]) = (array(nonce), array(tag));
-        self.key.side_cipher().cipher.open(&nonce, &aad(&self.header, self.index, last), ct, &tag).map_err(|_| {
-            invalid(&format!("chunk {} failed authentication: damaged, cut or another store's", self.index))
-        })?;
+        open_chunk(self.key.side_cipher(), &self.header, self.index, last, &mut self.frame[..n])?;
         (self.pos, self.end, self.done) = (0, n - NONCE - TAG, last);
         self.index += 1;
         Ok(())
