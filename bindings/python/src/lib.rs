@@ -13,6 +13,7 @@ mod convert;
 mod errors;
 mod listing;
 mod memory;
+mod slot;
 mod store;
 
 use pyo3::prelude::*;

@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 
 use crate::errors::*;
 use crate::memory::*;
-use crate::store::Store;
+use crate::slot::{ApiSlot, open_api};
 
 /// Pages of 1 to this many memories.
 pub(crate) const MAX_PAGE: usize = 1000;
@@ -30,7 +30,7 @@ pub(crate) fn parse_order(py: Python<'_>, order: &str) -> PyResult<ListOrder> {
 /// `InvalidInput` (`store_closed`).
 #[pyclass(module = "engram._engram")]
 pub(crate) struct MemoryIterator {
-    store: Py<Store>,
+    store: ApiSlot,
     query: ListQuery,
     order: ListOrder,
     buffered: VecDeque<MemoryView>,
@@ -39,7 +39,7 @@ pub(crate) struct MemoryIterator {
 }
 
 impl MemoryIterator {
-    pub(crate) fn new(store: Py<Store>, query: ListQuery, order: ListOrder) -> Self {
+    pub(crate) fn new(store: ApiSlot, query: ListQuery, order: ListOrder) -> Self {
         MemoryIterator { store, query, order, buffered: VecDeque::new(), done: false }
     }
 }
@@ -52,7 +52,7 @@ impl MemoryIterator {
 
     fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<Py<Memory>>> {
         if self.buffered.is_empty() && !self.done {
-            let api = self.store.get().api(py)?;
+            let api = open_api(&self.store, py)?;
             let (q, order) = (&self.query, self.order);
             let page = py.detach(|| api.store().list_memories_ordered(q, order)).map_err(to_py)?;
             self.done = page.items.len() < self.query.limit;

@@ -7,8 +7,7 @@ use std::sync::Arc;
 use engram::api::{Api, ApiRequest, ServiceInfo};
 use engram::embed::EmbedderChoice;
 use engram::{
-    DEFAULT_SPACE, ErrorKind, ExportOptions, ImportMode, ImportProgress, KnowledgeStore, MemoryPatch, NewMemory,
-    StoreConfig,
+    DEFAULT_SPACE, ExportOptions, ImportMode, ImportProgress, KnowledgeStore, MemoryPatch, NewMemory, StoreConfig,
 };
 use numpy::PyArray1;
 use parking_lot::RwLock;
@@ -23,18 +22,15 @@ use crate::memory::*;
 /// `engram.Store` subclasses it with the thread, label, space and source calls.
 #[pyclass(module = "engram._engram", frozen, subclass)]
 pub(crate) struct Store {
-    api: RwLock<Option<Arc<Api>>>,
+    api: crate::slot::ApiSlot,
     path: PathBuf,
     dim: usize,
     embedder: String,
 }
 
 impl Store {
-    pub(crate) fn api(&self, py: Python<'_>) -> PyResult<Arc<Api>> {
-        self.api
-            .read()
-            .clone()
-            .ok_or_else(|| typed_error(py, ErrorKind::InvalidInput, "store_closed", "the store is closed", &[]))
+    fn api(&self, py: Python<'_>) -> PyResult<Arc<Api>> {
+        crate::slot::open_api(&self.api, py)
     }
 }
 
@@ -93,7 +89,7 @@ impl Store {
                 Ok((Api::new(Arc::new(store), info), dim, name))
             })
             .map_err(to_py)?;
-        Ok(Store { api: RwLock::new(Some(Arc::new(api))), path, dim, embedder: name })
+        Ok(Store { api: Arc::new(RwLock::new(Some(Arc::new(api)))), path, dim, embedder: name })
     }
 
     /// Closes the store and releases its file (another process may open it after). Calls on a closed store
@@ -370,7 +366,7 @@ impl Store {
     /// is read).
     #[pyo3(signature = (*, filters=None, order="recent", page_size=100, space=DEFAULT_SPACE))]
     fn memories(
-        slf: Py<Self>,
+        &self,
         py: Python<'_>,
         filters: Option<&Bound<'_, PyAny>>,
         order: &str,
@@ -387,8 +383,8 @@ impl Store {
             limit: page_size,
             offset: 0,
         };
-        slf.get().api(py)?;
-        Ok(crate::listing::MemoryIterator::new(slf, query, order))
+        self.api(py)?;
+        Ok(crate::listing::MemoryIterator::new(self.api.clone(), query, order))
     }
 
     /// How many memories of `space` pass `filters` (as `memories` takes them). O(n) in the space's memories,
