@@ -83,7 +83,8 @@ pub(crate) fn is_sealed(head: &[u8]) -> bool {
     head.starts_with(MAGIC)
 }
 
-/// Opens a whole sealed side file held in `raw`, its chunks on every core.
+/// Opens a whole sealed side file held in `raw`, its chunks on every core, and returns its content in the same
+/// buffer.
 ///
 /// # Errors
 /// `InvalidData` when the header is not this store's, or any chunk fails authentication, is missing, or the
@@ -100,11 +101,18 @@ pub(crate) fn open_all(key: &SideCipher, mut raw: Vec<u8>) -> std::io::Result<Ve
     body.par_chunks_mut(FULL)
         .enumerate()
         .try_for_each(|(i, frame)| open_chunk(key, &header, i as u64, i + 1 == chunks, frame))?;
-    let mut out = Vec::with_capacity(body.len() - chunks * (NONCE + TAG));
-    for frame in body.chunks(FULL) {
-        out.extend_from_slice(&frame[NONCE..frame.len() - TAG]);
+    // The plaintexts moved down over the nonces, tags and header in place: one buffer, not two (an index
+    // snapshot at 1,000,000 memories is 270 to 480 MB).
+    let total = body.len();
+    let mut len = 0;
+    for at in (0..total).step_by(FULL) {
+        let plain = at + NONCE..(at + FULL).min(total) - TAG;
+        let n = plain.len();
+        raw.copy_within(HEADER + plain.start..HEADER + plain.end, len);
+        len += n;
     }
-    Ok(out)
+    raw.truncate(len);
+    Ok(raw)
 }
 
 /// Opens one chunk in place (`frame`: nonce, ciphertext, tag; the plaintext is then `frame[NONCE..len - TAG]`).
