@@ -766,7 +766,9 @@ fn load_vectors(
                 memory::read_vectors_ahead(ahead, scan, READ_AHEAD_ROWS);
             });
         }
-        scanned = scan_vectors(rtx, &scan, dim, new_space_index, &mut spaces, &mut loaded);
+        // The scan reports its position only when a read-ahead follows it.
+        let follow = read_ahead.is_some().then_some(&scan);
+        scanned = scan_vectors(rtx, follow, dim, new_space_index, &mut spaces, &mut loaded);
         scan.finish();
     });
     scanned?;
@@ -788,13 +790,13 @@ const READ_AHEAD_ROWS: u64 = 8192;
 
 /// Reads every stored vector into its space's index (`spaces`, a new one for a space not in it), straight into
 /// its graph slot or the arena (no allocation per vector), recording each document number read in `loaded`
-/// and each row in `scan`.
+/// and each row in `scan` (when a read-ahead follows it).
 ///
 /// # Errors
 /// Storage errors.
 fn scan_vectors(
     rtx: &crate::storage::ReadTx,
-    scan: &memory::VectorScan,
+    scan: Option<&memory::VectorScan>,
     dim: usize,
     new_space_index: &dyn Fn() -> SpaceIndex,
     spaces: &mut HashMap<String, SpaceIndex>,
@@ -802,7 +804,9 @@ fn scan_vectors(
 ) -> Result<()> {
     let mut current: Option<(String, SpaceIndex, Vec<u64>)> = None;
     memory::each_vector(rtx, |space, docno, v| {
-        scan.passed(space, docno);
+        if let Some(scan) = scan {
+            scan.passed(space, docno);
+        }
         if current.as_ref().is_none_or(|(s, _, _)| s != space) {
             if let Some((s, si, l)) = current.take() {
                 spaces.insert(s.clone(), si);
