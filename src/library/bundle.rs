@@ -171,7 +171,7 @@ impl KnowledgeStore {
         if !errs.is_empty() {
             return Err(Error::invalid(errs));
         }
-        let dir = self.config.data_dir.join("tmp");
+        let dir = self.config().data_dir.join("tmp");
         std::fs::create_dir_all(&dir)?;
         let path = dir.join(format!("export-{}.zip", uuid::Uuid::now_v7()));
         match self.write_bundle(kind, p, &path) {

@@ -59,3 +59,26 @@ pub struct Community {
     /// When it was computed.
     pub updated_at: Timestamp,
 }
+
+/// Outcome of one graph computation.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct GraphReport {
+    /// Entity nodes.
+    pub entities: u64,
+    /// RELATES_TO edges (each pair once).
+    pub edges: u64,
+    /// Memory nodes in PageRank.
+    pub memories: u64,
+    /// Communities of two or more entities.
+    pub communities: u64,
+    /// Modularity of the partition.
+    pub modularity: f64,
+    /// Crystals after this run.
+    pub crystals: u64,
+    /// Crystals written or removed by this run.
+    pub crystals_changed: u64,
+    /// Milliseconds spent.
+    pub elapsed_ms: f64,
+    /// Write generation the computation saw.
+    pub generation: u64,
+}

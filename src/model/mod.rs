@@ -13,7 +13,7 @@ mod thread;
 mod working;
 
 pub use common::{Metadata, Timestamp};
-pub use community::{Community, CommunityEntity, CommunityMemory};
+pub use community::{Community, CommunityEntity, CommunityMemory, GraphReport};
 pub use entity::Entity;
 pub use label::{Label, LabelMerge};
 pub use memory::{MONTH_NAMES, Memory, MemoryState, TemporalContext, UnitType, date_precision, spell_date};

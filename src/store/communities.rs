@@ -10,14 +10,14 @@ use std::time::{Duration, Instant};
 use crate::storage::Readable;
 use parking_lot::RwLock;
 use rustc_hash::FxHashMap;
-use serde::Serialize;
-use utoipa::ToSchema;
 
+use super::core::Core;
+use super::core::ranks::{GraphState, SpaceRanks};
 use super::{KnowledgeStore, StoredMemory};
 use crate::error::ErrorCode;
 use crate::error::{Error, Result};
 use crate::graph::{louvain, pagerank, stable_ids};
-pub use crate::model::{Community, CommunityEntity, CommunityMemory};
+pub use crate::model::{Community, CommunityEntity, CommunityMemory, GraphReport};
 use crate::model::{Entity, MemoryState, Timestamp};
 use crate::store::{entity, graph, memory, meta};
 
@@ -33,127 +33,16 @@ const DEBOUNCE: Duration = Duration::from_secs(2);
 /// to run back to back). [`KnowledgeStore::wait_for_graph`] cuts the rest short.
 const REST_FACTOR: u32 = 4;
 
-/// Outcome of one graph computation.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize, ToSchema)]
-pub struct GraphReport {
-    /// Entity nodes.
-    pub entities: u64,
-    /// RELATES_TO edges (each pair once).
-    pub edges: u64,
-    /// Memory nodes in PageRank.
-    pub memories: u64,
-    /// Communities of two or more entities.
-    pub communities: u64,
-    /// Modularity of the partition.
-    pub modularity: f64,
-    /// Crystals after this run.
-    pub crystals: u64,
-    /// Crystals written or removed by this run.
-    pub crystals_changed: u64,
-    /// Milliseconds spent.
-    pub elapsed_ms: f64,
-    /// Write generation the computation saw.
-    pub generation: u64,
-}
-
-/// Graph results held in memory: memory PageRank by space and id.
-#[derive(Debug, Default)]
-pub(crate) struct GraphState {
-    pub memory_rank: HashMap<String, SpaceRanks>,
-    pub last: Option<GraphReport>,
-    /// Set by [`KnowledgeStore::wait_for_graph`]: a caller waits, so the worker skips its rest.
-    pub demanded: std::sync::atomic::AtomicBool,
-}
-
-/// The memory PageRank of one space: memory id -> rank (scaled so the graph's top memory is 1).
-///
-/// The ids lie end to end in one string and a hash table holds row numbers only, so `n` ranks are four
-/// allocations of about `n x (id length + 21)` bytes plus the table's spare buckets (about 67 MB at 1,000,000
-/// memories with 36-byte ids), where a `HashMap<String, f32>` made `n + 1` allocations and probed a table of
-/// 32-byte entries instead of 8. Reading the
-/// ranks is a step of every open (1,000,000 rows: about 0.8 s as a map of strings). The hasher is std's keyed
-/// SipHash, as in `HashMap`: ids come from users.
-#[derive(Debug, Default)]
-pub(crate) struct SpaceRanks {
-    /// Every id, end to end, in insertion order.
-    ids: String,
-    /// Where each row's id ends in `ids` (bytes); row `i` spans `ends[i - 1]..ends[i]`.
-    ends: Vec<usize>,
-    /// Each row's rank.
-    ranks: Vec<f32>,
-    /// Row numbers, hashed by their id.
-    rows: hashbrown::HashTable<usize>,
-    hasher: std::hash::RandomState,
-}
-
-impl SpaceRanks {
-    /// An empty map with room for `n` ids of about `id_len` bytes each.
-    pub(crate) fn with_capacity(n: usize, id_len: usize) -> Self {
-        Self {
-            ids: String::with_capacity(n.saturating_mul(id_len)),
-            ends: Vec::with_capacity(n),
-            ranks: Vec::with_capacity(n),
-            rows: hashbrown::HashTable::with_capacity(n),
-            hasher: std::hash::RandomState::new(),
-        }
-    }
-
-    fn id<'a>(ids: &'a str, ends: &[usize], row: usize) -> &'a str {
-        let start = if row == 0 { 0 } else { ends[row - 1] };
-        &ids[start..ends[row]]
-    }
-
-    /// Sets the rank of `id`, replacing any earlier one.
-    pub(crate) fn insert(&mut self, id: &str, rank: f32) {
-        use std::hash::BuildHasher;
-        let hash = self.hasher.hash_one(id);
-        let Self { ids, ends, ranks, rows, hasher } = self;
-        let entry =
-            rows.entry(hash, |&row| Self::id(ids, ends, row) == id, |&row| hasher.hash_one(Self::id(ids, ends, row)));
-        match entry {
-            hashbrown::hash_table::Entry::Occupied(e) => ranks[*e.get()] = rank,
-            hashbrown::hash_table::Entry::Vacant(e) => {
-                e.insert(ranks.len());
-                ids.push_str(id);
-                ends.push(ids.len());
-                ranks.push(rank);
-            }
-        }
-    }
-
-    /// The rank of `id`, if it has one.
-    pub(crate) fn get(&self, id: &str) -> Option<f32> {
-        use std::hash::BuildHasher;
-        let hash = self.hasher.hash_one(id);
-        self.rows.find(hash, |&row| Self::id(&self.ids, &self.ends, row) == id).map(|&row| self.ranks[row])
-    }
-
-    /// Ranked memories.
-    pub(crate) fn len(&self) -> usize {
-        self.ranks.len()
-    }
-
-    /// Gives back the room not used.
-    fn shrink_to_fit(&mut self) {
-        use std::hash::BuildHasher;
-        let Self { ids, ends, ranks, rows, hasher } = self;
-        ids.shrink_to_fit();
-        ends.shrink_to_fit();
-        ranks.shrink_to_fit();
-        rows.shrink_to_fit(|&row| hasher.hash_one(Self::id(ids, ends, row)));
-    }
-}
-
 /// What the worker needs.
 pub(crate) struct Ctx {
     pub db: Arc<crate::storage::Db>,
     /// The store's write path.
-    pub writes: Arc<super::write::Writes>,
+    pub writes: Arc<super::core::write::Writes>,
     pub graph: Arc<RwLock<GraphState>>,
     /// For writing crystals.
     pub embedder: Arc<dyn crate::embed::Embedder>,
     /// The change feed (publishes the recompute's crystal and PageRank changes; claims the recompute).
-    pub feed: Arc<super::feed::Feed>,
+    pub feed: Arc<super::core::feed::Feed>,
     /// Bulk loads running in this process ([`KnowledgeStore::bulk_load`]): the worker waits for them to end.
     pub bulk_loads: Arc<std::sync::atomic::AtomicUsize>,
     /// False in the database index mode: the recompute reads every memory's entity edges into memory, which a
@@ -162,9 +51,24 @@ pub(crate) struct Ctx {
     pub recompute: bool,
 }
 
+impl Ctx {
+    /// What the worker needs of the store's runtime `core`.
+    pub(crate) fn of(core: &Core) -> Ctx {
+        Ctx {
+            db: core.db.clone(),
+            writes: core.writes.clone(),
+            graph: core.graph.clone(),
+            embedder: core.config.embedder.clone(),
+            feed: core.feed.clone(),
+            bulk_loads: core.bulk_loads.clone(),
+            recompute: core.config.index_mode == crate::IndexMode::Memory,
+        }
+    }
+}
+
 /// Starts the background recomputation: woken after writes, it runs once writes pause.
-pub(crate) fn start_worker(ctx: Ctx) -> super::worker::Worker {
-    super::worker::Worker::spawn("engram-communities", move |c| {
+pub(crate) fn start_worker(ctx: Ctx) -> super::core::worker::Worker {
+    super::core::worker::Worker::spawn("engram-communities", move |c| {
         let mut rest_until: Option<Instant> = None;
         while !c.stopped() {
             c.wait(Duration::from_secs(5));
@@ -534,7 +438,7 @@ pub(crate) fn recompute(ctx: &Ctx, stopped: &dyn Fn() -> bool) -> Result<GraphRe
     // Store: replace every derived row. Not a user write: the generation counter is left alone (unless
     // crystals changed).
     // Not a change of knowledge: the generation is bumped here only when crystals changed.
-    let changed = ctx.writes.write(super::write::Commit::BOOKKEEPING, |txn, ops| {
+    let changed = ctx.writes.write(super::core::write::Commit::BOOKKEEPING, |txn, ops| {
         {
             let mut ct = graph::communities(txn)?;
             ct.clear()?;
@@ -574,7 +478,7 @@ pub(crate) fn recompute(ctx: &Ctx, stopped: &dyn Fn() -> bool) -> Result<GraphRe
         report.crystals_changed = changed;
         // The report is shared: every process sharing the database serves it (`load_graph_state`).
         meta::meta(txn)?.put_json("graph_report", &report)?;
-        ctx.feed.publish(txn, super::feed::ChangeOut::Ranks)?;
+        ctx.feed.publish(txn, super::core::feed::ChangeOut::Ranks)?;
         Ok(changed)
     })?;
     report.crystals_changed = changed;
@@ -598,71 +502,9 @@ pub(crate) fn recompute(ctx: &Ctx, stopped: &dyn Fn() -> bool) -> Result<GraphRe
     Ok(report)
 }
 
-/// The stored memory PageRank and the last graph report (at open, after an import, and when another process
-/// sharing the database recomputed the graph).
-///
-/// # Errors
-/// Storage errors.
-pub(crate) fn load_graph_state(db: &crate::storage::Db, ranks: bool) -> Result<GraphState> {
-    let memory_rank = if ranks { load_ranks(db)? } else { HashMap::new() };
-    let rtx = db.read()?;
-    let last = meta::meta(&rtx)?.json("graph_report")?;
-    Ok(GraphState { memory_rank, last, ..Default::default() })
-}
-
-/// Loads stored memory PageRank into memory: space -> memory id -> rank.
-///
-/// The rows come in (space, id) order, so each space's map is filled without looking the space up again, and
-/// the first is sized for every row (the table's length is kept by redb; one space is the common store) with
-/// room for ids as long as the first: at 1,000,000 memories this read is the last step of an open
-/// ([`super::open::with_graph_state`]).
-///
-/// # Errors
-/// Storage errors.
-pub(crate) fn load_ranks(db: &crate::storage::Db) -> Result<HashMap<String, SpaceRanks>> {
-    let rtx = db.read()?;
-    let table = graph::memory_pagerank(&rtx)?;
-    let mut out: HashMap<String, SpaceRanks> = HashMap::new();
-    let mut current: Option<(String, SpaceRanks)> = None;
-    for row in table.iter()? {
-        let (k, v) = row?;
-        let (s, m) = k.value();
-        if current.as_ref().is_none_or(|(c, _)| c != s) {
-            if let Some((c, ranks)) = current.take() {
-                out.insert(c, ranks);
-            }
-            let ranks = if out.is_empty() {
-                SpaceRanks::with_capacity(usize::try_from(table.len()?).unwrap_or(0), m.len())
-            } else {
-                out.remove(s).unwrap_or_default()
-            };
-            current = Some((s.to_string(), ranks));
-        }
-        if let Some((_, ranks)) = current.as_mut() {
-            ranks.insert(m, v.value() as f32);
-        }
-    }
-    if let Some((c, ranks)) = current {
-        out.insert(c, ranks);
-    }
-    // The first space was sized for the whole table: give back what it does not use.
-    for ranks in out.values_mut().filter(|r| r.len() * 2 < r.ranks.capacity()) {
-        ranks.shrink_to_fit();
-    }
-    Ok(out)
-}
-
 impl KnowledgeStore {
     pub(crate) fn graph_ctx(&self) -> Ctx {
-        Ctx {
-            db: self.db.clone(),
-            writes: self.writes.clone(),
-            graph: self.graph.clone(),
-            embedder: self.config.embedder.clone(),
-            feed: self.feed.clone(),
-            bulk_loads: self.bulk_loads.clone(),
-            recompute: self.config.index_mode == crate::IndexMode::Memory,
-        }
+        Ctx::of(&self.core)
     }
 
     /// Recomputes communities and PageRank now (the background worker does it once writes pause).
@@ -670,7 +512,7 @@ impl KnowledgeStore {
     /// # Errors
     /// Storage errors; [`crate::ErrorKind::Locked`] while another process sharing the database recomputes it.
     pub fn recompute_graph(&self) -> Result<GraphReport> {
-        let Some(_claim) = self.db.claim("graph")? else {
+        let Some(_claim) = self.core.db.claim("graph")? else {
             return Err(Error::new(
                 crate::ErrorKind::Locked,
                 "another process is recomputing the graph of this store now; its result is shared when it finishes",
@@ -681,11 +523,11 @@ impl KnowledgeStore {
 
     /// PageRank of a memory scaled so the top memory of the graph is 1 (0 until the graph was computed or when it mentions no entity).
     pub fn memory_pagerank(&self, space: &str, id: &str) -> f64 {
-        if self.config.index_mode == crate::IndexMode::Memory {
-            return self.graph.read().memory_rank.get(space).and_then(|m| m.get(id)).map_or(0.0, f64::from);
+        if self.core.config.index_mode == crate::IndexMode::Memory {
+            return self.core.graph.read().memory_rank.get(space).and_then(|m| m.get(id)).map_or(0.0, f64::from);
         }
         // 0 when the stored row cannot be read, as for a memory without one.
-        let read = self.db.read().and_then(|rtx| self.memory_pageranks(&rtx, space, &[id]));
+        let read = self.core.db.read().and_then(|rtx| self.memory_pageranks(&rtx, space, &[id]));
         read.ok().and_then(|r| r.first().copied()).unwrap_or(0.0)
     }
 
@@ -696,13 +538,13 @@ impl KnowledgeStore {
     /// # Errors
     /// Storage errors (the `database` index mode only).
     pub(crate) fn memory_pageranks(&self, rtx: &crate::storage::ReadTx, space: &str, ids: &[&str]) -> Result<Vec<f64>> {
-        if self.config.index_mode == crate::IndexMode::Database {
+        if self.core.config.index_mode == crate::IndexMode::Database {
             let keys: Vec<(&str, &str)> = ids.iter().map(|id| (space, *id)).collect();
             let table = graph::memory_pagerank(rtx)?;
             let rows = table.get_many(&keys)?.into_iter();
             return Ok(rows.map(|v| v.map_or(0.0, |v| f64::from(v.value() as f32))).collect());
         }
-        let graph = self.graph.read();
+        let graph = self.core.graph.read();
         let ranks = graph.memory_rank.get(space);
         Ok(ids.iter().map(|id| ranks.and_then(|m| m.get(id)).map_or(0.0, f64::from)).collect())
     }
@@ -717,7 +559,7 @@ impl KnowledgeStore {
 
     /// The communities `keep` accepts, heaviest first (ties by id), at most `limit`, and how many it accepts.
     fn communities_where(&self, keep: impl Fn(&Community) -> bool, limit: usize) -> Result<(Vec<Community>, u64)> {
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         let t = graph::communities(&rtx)?;
         let mut all: Vec<Community> = Vec::new();
         for row in t.iter()? {
@@ -746,7 +588,7 @@ impl KnowledgeStore {
     /// # Errors
     /// [`crate::ErrorKind::NotFound`] (`community_not_found`).
     pub fn get_community(&self, id: u64, entity_limit: usize) -> Result<(Community, Vec<CommunityEntity>)> {
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         let c: Community = graph::communities(&rtx)?
             .get(id)?
             .ok_or_else(|| Error::not_found(ErrorCode::CommunityNotFound, format!("community {id} does not exist")))?;
@@ -759,20 +601,20 @@ impl KnowledgeStore {
     /// # Errors
     /// Storage errors.
     pub fn entity_community(&self, space: &str, entity_id: &str) -> Result<Option<u64>> {
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         Ok(graph::entity_community(&rtx)?.get((space, entity_id))?.map(|v| v.value()))
     }
 
     /// The last computation's report, if any ran since the store was opened.
     pub fn graph_report(&self) -> Option<GraphReport> {
-        self.graph.read().last.clone()
+        self.core.graph.read().last.clone()
     }
 
     /// Blocks until the stored graph results reflect every write so far, or `timeout` passes.
     pub fn wait_for_graph(&self, timeout: Duration) -> bool {
         let until = Instant::now() + timeout;
         loop {
-            if let Ok((g, Some(done))) = generations(&self.db)
+            if let Ok((g, Some(done))) = generations(&self.core.db)
                 && g == done
             {
                 return true;
@@ -780,8 +622,8 @@ impl KnowledgeStore {
             if Instant::now() >= until {
                 return false;
             }
-            self.graph.read().demanded.store(true, std::sync::atomic::Ordering::Release);
-            self.graph_worker.wake();
+            self.core.graph.read().demanded.store(true, std::sync::atomic::Ordering::Release);
+            self.core.wake_graph();
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -793,7 +635,7 @@ impl KnowledgeStore {
     /// # Errors
     /// Storage errors (an unknown id gives an empty list).
     pub fn community_members(&self, id: u64) -> Result<Vec<(String, String, f64)>> {
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         let t = graph::community_members(&rtx)?;
         let mut out = Vec::new();
         for row in t.range((id, "", "")..)? {
@@ -813,7 +655,7 @@ impl KnowledgeStore {
     /// # Errors
     /// Storage errors.
     pub fn entity_memory_ids(&self, space: &str, entity_id: &str) -> Result<Vec<String>> {
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         super::range_prefix3(&entity::entity_memories(&rtx)?, space, entity_id)
     }
 }
@@ -821,6 +663,3 @@ impl KnowledgeStore {
 mod crystals;
 pub use crystals::crystal_id;
 use crystals::{crystal_plans, write_crystals};
-
-#[cfg(test)]
-mod tests;

@@ -317,7 +317,7 @@ impl KnowledgeStore {
     /// # Errors
     /// Storage errors.
     pub fn memories_entities(&self, space: &str, memory_ids: &[&str]) -> Result<Vec<Vec<Entity>>> {
-        memories_entities_in(&self.db.read()?, space, memory_ids)
+        memories_entities_in(&self.core.db.read()?, space, memory_ids)
     }
 
     /// Entities of `space` related to entity `id` by RELATES_TO, heaviest first: `(entity, weight)`.
@@ -325,7 +325,7 @@ impl KnowledgeStore {
     /// # Errors
     /// Storage errors.
     pub fn related_entities(&self, space: &str, id: &str, limit: usize) -> Result<Vec<(Entity, u64)>> {
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         let rel = entity::relates_to(&rtx)?;
         let entities = entity::entities(&rtx)?;
         let mut pairs = Vec::new();
@@ -352,7 +352,7 @@ impl KnowledgeStore {
     /// # Errors
     /// [`crate::ErrorKind::NotFound`] (`entity_not_found`).
     pub fn get_entity(&self, space: &str, id: &str) -> Result<Entity> {
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         entity::entities(&rtx)?
             .get((space, id))?
             .ok_or_else(|| crate::Error::not_found(ErrorCode::EntityNotFound, format!("entity '{id}' does not exist")))
@@ -380,7 +380,7 @@ impl KnowledgeStore {
         offset: usize,
     ) -> Result<Page<Entity>> {
         let needle = name_contains.map(str::to_lowercase);
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         let t = entity::entities(&rtx)?;
         let mut out = Vec::new();
         for row in t.range((space, "")..)? {

@@ -32,8 +32,8 @@ impl KnowledgeStore {
     /// # Errors
     /// Storage errors; the memories forgotten before the error stay forgotten.
     pub fn forget_expired(&self) -> Result<u64> {
-        let Some(_claim) = self.db.claim("expiry")? else { return Ok(0) };
-        let grace = i64::try_from(self.config.expiry_grace.as_millis()).unwrap_or(i64::MAX);
+        let Some(_claim) = self.core.db.claim("expiry")? else { return Ok(0) };
+        let grace = i64::try_from(self.core.config.expiry_grace.as_millis()).unwrap_or(i64::MAX);
         let before = Timestamp(Timestamp::now().0.saturating_sub(grace));
         let mut due: Vec<(String, String, Timestamp)> = Vec::new();
         for space in self.catalog_spaces()? {
@@ -68,17 +68,17 @@ impl KnowledgeStore {
         let count = |c: &crate::index::catalog::SpaceCatalog| {
             c.expired(now).filter(|(_, d)| c.get(*d).is_some_and(|m| m.state != MemoryState::Forgotten)).count() as u64
         };
-        let expired = if self.config.index_mode == crate::IndexMode::Database {
+        let expired = if self.core.config.index_mode == crate::IndexMode::Database {
             // The database index mode reads the catalog entries with an expiry time.
             let spaces = self.catalog_spaces().unwrap_or_default();
             spaces.iter().map(|s| self.with_expiring(s, |c| c.map_or(0, count)).unwrap_or(0)).sum()
         } else {
-            self.index.read().spaces.values().map(|si| count(&si.catalog)).sum()
+            self.core.index.read().spaces.values().map(|si| count(&si.catalog)).sum()
         };
         ExpiryStatus {
             expired,
             forgotten_by_sweep: self.expired_forgotten.load(Ordering::Acquire),
-            grace_s: self.config.expiry_grace.as_secs(),
+            grace_s: self.core.config.expiry_grace.as_secs(),
         }
     }
 }

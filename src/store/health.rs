@@ -26,11 +26,11 @@ impl KnowledgeStore {
         let started = Instant::now();
         self.flush_access()?;
         // An empty immediate commit: it makes every earlier commit without fsync durable.
-        let commit = super::write::Commit { durability: Some(Durability::Immediate), bump: false };
-        let g = self.writes.write(commit, |txn, _| meta::meta(txn)?.u64("generation").map(|g| g.unwrap_or(0)))?;
-        let before = self.durable_generation.swap(g, std::sync::atomic::Ordering::AcqRel);
-        let writes = if self.config.durability == Durability::Eventual { g.saturating_sub(before) } else { 0 };
-        let reads = self.pending_access.swap(0, std::sync::atomic::Ordering::AcqRel);
+        let commit = super::core::write::Commit { durability: Some(Durability::Immediate), bump: false };
+        let g = self.core.writes.write(commit, |txn, _| meta::meta(txn)?.u64("generation").map(|g| g.unwrap_or(0)))?;
+        let before = self.core.durable_generation.swap(g, std::sync::atomic::Ordering::AcqRel);
+        let writes = if self.core.config.durability == Durability::Eventual { g.saturating_sub(before) } else { 0 };
+        let reads = self.core.pending_access.swap(0, std::sync::atomic::Ordering::AcqRel);
         Ok(CheckpointReport {
             generation: g,
             flushed_write_transactions: writes,
@@ -43,7 +43,7 @@ impl KnowledgeStore {
     /// Size of the lexical index: documents, distinct terms and postings over all spaces, and how many memories
     /// have a position in a thread or source.
     pub fn lexical_index_stats(&self) -> LexicalIndexStats {
-        let state = self.index.read();
+        let state = self.core.index.read();
         let mut out = LexicalIndexStats::default();
         for si in state.spaces.values() {
             let (terms, postings) = si.lexicon.size();
@@ -58,7 +58,7 @@ impl KnowledgeStore {
     /// The vector index of every space, sorted by space name: vectors, graph points, tombstones, pending
     /// vectors and memory held.
     pub fn vector_index_stats(&self) -> Vec<VectorIndexStats> {
-        let state = self.index.read();
+        let state = self.core.index.read();
         let mut out: Vec<VectorIndexStats> = state
             .spaces
             .iter()
@@ -82,7 +82,7 @@ impl KnowledgeStore {
     /// # Errors
     /// Storage errors.
     pub fn storage_stats(&self) -> Result<StorageStats> {
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         let mut tables = Vec::new();
         for name in super::records::kind_names() {
             let st = rtx.kind_stats(name)?;
@@ -101,29 +101,30 @@ impl KnowledgeStore {
     /// Bytes of the store on disk: the redb file as the file system sees it (free pages included), or the
     /// store's tables and indexes in its PostgreSQL database.
     fn stored_bytes(&self) -> Result<u64> {
-        match self.db.size_bytes()? {
+        match self.core.db.size_bytes()? {
             Some(n) => Ok(n),
-            None => Ok(std::fs::metadata(self.config.db_path()).map_or(0, |m| m.len())),
+            None => Ok(std::fs::metadata(self.core.config.db_path()).map_or(0, |m| m.len())),
         }
     }
 
     /// Whether the store file is encrypted at rest, with which cipher, key source and key slots (never key
     /// material).
     pub fn encryption(&self) -> &crate::storage::crypt::EncryptionStatus {
-        &self.encryption
+        &self.core.encryption
     }
 
     /// Counters for `/health`.
     pub fn health(&self) -> Result<StoreHealth> {
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         let meta = meta::meta(&rtx)?;
         let generation = meta.u64("generation")?.unwrap_or(0);
-        let format_version = super::upgrade::stored_format(&meta)?.unwrap_or(crate::storage::codec::FORMAT_VERSION);
-        let last_upgrade = super::upgrade::last_upgrade(&meta)?;
+        let format_version =
+            super::core::upgrade::stored_format(&meta)?.unwrap_or(crate::storage::codec::FORMAT_VERSION);
+        let last_upgrade = super::core::upgrade::last_upgrade(&meta)?;
         let labels = label::labels(&rtx)?.len()? as usize;
         // The index lock is released before `expiry_status` takes it again: a second read behind a waiting
         // writer (the own-text decode, an index update) would wait for that writer, which waits for this read.
-        let (memories, spaces, reindex_pending) = if self.config.index_mode == crate::IndexMode::Database {
+        let (memories, spaces, reindex_pending) = if self.core.config.index_mode == crate::IndexMode::Database {
             // No per-memory index: the catalog's counts (re-embedding is the in-memory daemons' work).
             let ids = self.catalog_spaces()?;
             let mut memories = 0usize;
@@ -132,9 +133,9 @@ impl KnowledgeStore {
             }
             (memories, ids.len(), 0)
         } else {
-            let state = self.index.read();
+            let state = self.core.index.read();
             let memories = state.spaces.values().map(|s| s.catalog.len()).sum();
-            let reindex_pending = if self.config.embedder.external() {
+            let reindex_pending = if self.core.config.embedder.external() {
                 0
             } else {
                 state.spaces.values().map(|s| s.catalog.len().saturating_sub(s.vectors.len())).sum()
@@ -142,18 +143,18 @@ impl KnowledgeStore {
             (memories, state.spaces.len(), reindex_pending)
         };
         Ok(StoreHealth {
-            embedder: self.config.embedder.name().to_string(),
-            dim: self.config.embedder.dim(),
+            embedder: self.core.config.embedder.name().to_string(),
+            dim: self.core.config.embedder.dim(),
             generation,
             memories,
             spaces,
             reindex_pending,
             labels,
-            reembed: self.reembed_progress.status(),
+            reembed: self.core.reembed_progress.status(),
             format_version,
             last_upgrade,
             expiry: self.expiry_status(),
-            encryption: self.encryption.clone(),
+            encryption: self.core.encryption.clone(),
         })
     }
 }

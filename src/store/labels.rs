@@ -21,7 +21,7 @@ impl KnowledgeStore {
     /// # Errors
     /// Storage errors.
     pub fn labelled_memory_ids(&self, space: &str, label_id: &str) -> Result<Vec<String>> {
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         range_prefix3(&label::label_memories(&rtx)?, space, label_id)
     }
 
@@ -30,7 +30,7 @@ impl KnowledgeStore {
     /// # Errors
     /// Storage errors.
     pub fn label_count(&self, space: &str) -> Result<usize> {
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         label::labels(&rtx)?.count_in_space(space)
     }
 
@@ -96,7 +96,7 @@ impl KnowledgeStore {
             ));
         }
         let Some(name) = name.filter(|_| errs.is_empty()) else { return Err(Error::invalid(errs)) };
-        self.write(|txn, _| {
+        self.core.write(|txn, _| {
             let t = MemoryWrite::open(txn)?;
             if !t.spaces.contains(space)? {
                 return Err(Error::not_found(ErrorCode::SpaceNotFound, format!("space '{space}' does not exist")));
@@ -121,7 +121,7 @@ impl KnowledgeStore {
     pub fn memory_labels(&self, memory_id: &str, space_guard: Option<&str>) -> Result<Vec<Label>> {
         let view = self.get_memory(memory_id, space_guard)?;
         let space = view.memory.space_id.clone();
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         let t = label::labels(&rtx)?;
         let mut out = Vec::new();
         for id in &view.label_ids {
@@ -145,7 +145,7 @@ impl KnowledgeStore {
         space_guard: Option<&str>,
     ) -> Result<bool> {
         let now = Timestamp::now();
-        let changed = self.write(|txn, ops| {
+        let changed = self.core.write(|txn, ops| {
             let mut t = MemoryWrite::open(txn)?;
             let (space, sm) = t.locate(memory_id, space_guard)?;
             let label: Label = t

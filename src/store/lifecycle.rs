@@ -14,8 +14,8 @@
 //! newer one) and needs the newer memory in the same space. Every move appends `{from, to, reason, at}` to
 //! `metadata.lifecycle`. A refused move is 409 `invalid_state_transition` and changes nothing.
 
+use super::core::write::Commit;
 use super::memories::MemoryWrite;
-use super::write::Commit;
 use super::{IndexOp, KnowledgeStore, MemoryView, StoredMemory, memory};
 use crate::error::ErrorCode;
 use crate::error::{Error, ErrorKind, Result};
@@ -93,7 +93,7 @@ impl KnowledgeStore {
             ));
         }
         let now = Timestamp::now();
-        let out = self.write(|txn, ops| {
+        let out = self.core.write(|txn, ops| {
             let mut w = MemoryWrite::open(txn)?;
             let (space, mut sm) = w.locate(id, space_guard)?;
             let from = sm.memory.state;
@@ -189,7 +189,7 @@ impl KnowledgeStore {
     /// # Errors
     /// [`ErrorKind::NotFound`] (`memory_not_found`).
     pub fn set_memory_favorite(&self, id: &str, space_guard: Option<&str>, favorite: bool) -> Result<MemoryView> {
-        self.write(|txn, _| {
+        self.core.write(|txn, _| {
             let mut w = MemoryWrite::open(txn)?;
             let (space, mut sm) = w.locate(id, space_guard)?;
             if sm.memory.is_favorite != favorite {
@@ -209,7 +209,7 @@ impl KnowledgeStore {
     pub fn favorite_memories(&self, limit: usize) -> Result<Vec<MemoryView>> {
         let mut found = Vec::new();
         {
-            let rtx = self.db.read()?;
+            let rtx = self.core.db.read()?;
             for row in memory::memories(&rtx)?.iter()? {
                 let (k, v) = row?;
                 let sm: StoredMemory = v;
@@ -302,10 +302,11 @@ impl KnowledgeStore {
             }
             Ok(())
         };
-        let result = if wait { Some(self.writes.write(commit, count)) } else { self.writes.try_write(commit, count) };
+        let result =
+            if wait { Some(self.core.writes.write(commit, count)) } else { self.core.writes.try_write(commit, count) };
         match result {
             Some(Ok(())) => {
-                self.pending_access.fetch_add(batch.len() as u64, std::sync::atomic::Ordering::AcqRel);
+                self.core.pending_access.fetch_add(batch.len() as u64, std::sync::atomic::Ordering::AcqRel);
                 Some(Ok(()))
             }
             other => {

@@ -320,7 +320,7 @@ impl KnowledgeStore {
     /// `reviews` is true.
     pub(crate) fn create_memories_with(&self, batch: Vec<NewMemory>, reviews: bool) -> Result<Vec<CreatedMemory>> {
         // A batch has the cores: the HNSW builder waits between chunks until it is written.
-        let _writing = (batch.len() > 1).then(|| super::indexes::Running::start(&self.batch_writes));
+        let _writing = (batch.len() > 1).then(|| super::core::indexes::Running::start(&self.core.batch_writes));
         let mut errs = Vec::new();
         let mut label_sets = Vec::with_capacity(batch.len());
         for (i, n) in batch.iter().enumerate() {
@@ -333,7 +333,7 @@ impl KnowledgeStore {
             }
             errs.extend(item_errs);
         }
-        let embedder = &*self.config.embedder;
+        let embedder = &*self.core.config.embedder;
         let mut given: Vec<Option<Vec<f32>>> = Vec::with_capacity(batch.len());
         for (i, n) in batch.iter().enumerate() {
             let mut item_errs = Vec::new();
@@ -374,13 +374,13 @@ impl KnowledgeStore {
         // An external store computes nothing: each memory has the vector it was given, or none.
         let vectors = if embedder.external() { Vec::new() } else { embedder.embed(&texts, InputType::Document)? };
 
-        let results = self.write(|txn, ops| {
-            if self.db.shared() {
+        let results = self.core.write(|txn, ops| {
+            if self.core.db.shared() {
                 ask_reads(txn, &batch, &label_sets, &prepared);
             }
-            let base = Self::alloc_docnos(txn, batch.len() as u64)?;
+            let base = super::meta::alloc_docnos(txn, batch.len() as u64)?;
             let mut t = MemoryWrite::open(txn)?;
-            if self.db.shared() && batch.len() > 1 {
+            if self.core.db.shared() && batch.len() > 1 {
                 // The given ids' spaces in one statement, not one per memory.
                 let ids: Vec<&str> = batch.iter().filter_map(|n| n.id.as_deref()).collect();
                 t.memories.spaces_of(&ids)?;
@@ -438,7 +438,7 @@ impl KnowledgeStore {
         now: Timestamp,
         ops: &mut Vec<IndexOp>,
     ) -> Result<CreatedMemory> {
-        put_with(&*self.config.embedder, t, plan, now, ops)
+        put_with(&*self.core.config.embedder, t, plan, now, ops)
     }
 
     /// Moves one located memory to `target` inside a bulk move, keeping its vector when given.
@@ -473,7 +473,7 @@ impl KnowledgeStore {
     /// # Errors
     /// [`ErrorKind::NotFound`] (`memory_not_found`): no such id, another space than the guard, or forgotten.
     pub fn get_memory(&self, id: &str, space_guard: Option<&str>) -> Result<MemoryView> {
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         let (space, sm) = readable_memory(&rtx, id, space_guard)?;
         let ml = label::memory_labels(&rtx)?;
         let label_ids = range_prefix3(&ml, &space, id)?;
@@ -489,9 +489,9 @@ impl KnowledgeStore {
     /// # Errors
     /// [`ErrorKind::NotFound`] (`memory_not_found`): as [`KnowledgeStore::get_memory`].
     pub fn memory_embedding(&self, id: &str, space_guard: Option<&str>) -> Result<Option<Vec<f32>>> {
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         let (space, sm) = readable_memory(&rtx, id, space_guard)?;
-        let dim = self.config.embedder.dim();
+        let dim = self.core.config.embedder.dim();
         let vectors = memory::vectors(&rtx)?;
         let stored = vectors.get((space.as_str(), sm.docno))?.map(|v| v.0);
         Ok(stored.filter(|v| v.len() == dim))
@@ -509,13 +509,13 @@ impl KnowledgeStore {
         let given = patch
             .embedding
             .as_ref()
-            .and_then(|v| crate::embed::check_vector(v, &*self.config.embedder, &["embedding"], &mut errs));
+            .and_then(|v| crate::embed::check_vector(v, &*self.core.config.embedder, &["embedding"], &mut errs));
         if !errs.is_empty() {
             return Err(Error::invalid(errs));
         }
         let now = Timestamp::now();
-        let created = self.write(|txn, ops| {
-            let base = Self::alloc_docnos(txn, 1)?;
+        let created = self.core.write(|txn, ops| {
+            let base = super::meta::alloc_docnos(txn, 1)?;
             let mut t = MemoryWrite::open(txn)?;
             let (space, sm) = t.locate(id, space_guard)?;
             let target = patch.space_id.clone().unwrap_or_else(|| space.clone());
@@ -543,7 +543,7 @@ impl KnowledgeStore {
     /// [`ErrorKind::NotFound`] (`memory_not_found`) when there is no such memory (in `space_guard`, if given).
     pub fn delete_memory(&self, id: &str, space_guard: Option<&str>) -> Result<DeleteReport> {
         let now = Timestamp::now();
-        let report = self.write(|txn, ops| {
+        let report = self.core.write(|txn, ops| {
             let mut t = MemoryWrite::open(txn)?;
             let not_found = || Error::not_found(ErrorCode::MemoryNotFound, format!("memory '{id}' not found"));
             let space = t.memories.space_of(id)?.ok_or_else(not_found)?;
@@ -620,7 +620,7 @@ impl KnowledgeStore {
     /// batched read of the records and one of their labels (one statement each on PostgreSQL).
     pub(crate) fn load_views<'a>(&self, space: &str, ids: impl Iterator<Item = &'a str>) -> Result<Vec<MemoryView>> {
         let ids: Vec<&str> = ids.collect();
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         let keys: Vec<(&str, &str)> = ids.iter().map(|id| (space, *id)).collect();
         let records = memory::memories(&rtx)?.get_many(&keys)?;
         let labels = crate::storage::txn::range_prefix3_many(&label::memory_labels(&rtx)?, space, &ids)?;
@@ -643,7 +643,7 @@ impl KnowledgeStore {
     /// # Errors
     /// Storage errors.
     pub fn scan_memories(&self, space: &str, mut f: impl FnMut(&Memory) -> bool) -> Result<()> {
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         let mems = memory::memories(&rtx)?;
         for row in mems.range((space, "")..)? {
             let (k, v) = row?;
@@ -667,7 +667,7 @@ impl KnowledgeStore {
     /// # Errors
     /// Storage errors.
     pub fn scan_messages(&self, space: &str, mut f: impl FnMut(&str, &crate::model::Message) -> bool) -> Result<()> {
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         let t = thread::messages(&rtx)?;
         for row in t.range((space, "", 0u64)..)? {
             let (k, v) = row?;
@@ -692,7 +692,7 @@ impl KnowledgeStore {
     }
 
     pub(crate) fn require_space(&self, space: &str) -> Result<()> {
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         if space::spaces(&rtx)?.get(space)?.is_none() {
             return Err(Error::not_found(ErrorCode::SpaceNotFound, format!("space '{space}' does not exist")));
         }

@@ -6,37 +6,31 @@
 //! and a search never sees a document that is not committed.
 
 mod communities;
-pub mod encryption;
+mod core;
 mod entities;
 mod expiry;
-mod feed;
-mod graph_files;
 mod health;
-mod indexes;
 mod label_maint;
 mod labels;
 mod lifecycle;
 mod memories;
 mod open;
-mod publish;
 mod records;
-mod reembed;
 mod relations;
 mod reviews;
 mod search;
 mod search_db;
-mod snapshot;
 mod sources;
 mod spaces;
 mod threads;
 mod transfer;
 mod types;
-pub mod upgrade;
 mod wiki;
-mod worker;
 mod working;
-mod write;
 
+pub use self::core::publish::PublishedIndexes;
+pub use self::core::reembed::ReembedStatus;
+pub use self::core::{DEFAULT_SPACE, encryption, upgrade};
 pub use communities::{Community, CommunityEntity, CommunityMemory, GraphReport, crystal_id};
 pub use entities::{MentionReport, entity_id};
 pub use expiry::ExpiryStatus;
@@ -45,9 +39,7 @@ pub use label_maint::{
     LabelHealth, LabelMerge, LabelPatch, LabelPlan, MergeCandidate, canonical_label,
 };
 pub use lifecycle::{StateChange, Transition};
-pub use publish::PublishedIndexes;
 pub(crate) use records::StoredMemory;
-pub use reembed::ReembedStatus;
 pub use relations::{
     MAX_RELATIONS_LIMIT, MemoryRelation, RELATION_STATUSES, RelationInput, RelationQuery, RelationView,
 };
@@ -79,19 +71,19 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
+
+use self::core::Core;
+use self::core::indexes::Running;
 
 use crate::config::StoreConfig;
 use crate::model::Timestamp;
 use crate::storage::Db;
 
+pub(crate) use self::core::indexes::SpaceIndex;
 pub(crate) use crate::index::ops::{IndexOp, LexEntry};
 pub(crate) use crate::storage::txn::{range_prefix2_count, range_prefix3};
-pub(crate) use indexes::{IndexState, SpaceIndex, apply_ops, start_graph_builder};
 pub(crate) use records::{entity, graph, label, memory, meta, relation, review, source, space, thread, working_memory};
-
-/// The id of the space that always exists.
-pub const DEFAULT_SPACE: &str = "default";
 
 /// A knowledge store over `<data_dir>/engram.redb`, or over a PostgreSQL database (`StoreConfig::database_url`,
 /// feature `postgres`).
@@ -102,59 +94,22 @@ pub const DEFAULT_SPACE: &str = "default";
 /// turns across them, and each keeps its search indexes current from the database's change feed (docs/deploy.md,
 /// "Several daemons on one database").
 pub struct KnowledgeStore {
-    pub(crate) db: Arc<Db>,
-    pub(crate) config: StoreConfig,
-    /// The one write path: the writer lock, the generation, the change feed, the commit.
-    pub(crate) writes: Arc<write::Writes>,
-    pub(crate) index: Arc<RwLock<IndexState>>,
-    /// The index snapshot file a close writes ([`snapshot`]), set once the indexes were loaded: only then may a
-    /// close write it (an open that failed earlier, such as a store from a newer release, holds empty indexes
-    /// and must not save them).
-    snapshot_file: std::sync::OnceLock<std::path::PathBuf>,
-    pub(crate) started: Instant,
-    reembed_progress: Arc<reembed::Progress>,
-    /// The background thread an open started to decode the own texts of context-expanded postings, if any
-    /// ([`KnowledgeStore::wait_for_indexes`] waits until it has finished, whether it ended or panicked).
-    own_texts_decode: Mutex<Option<std::thread::JoinHandle<()>>>,
-    /// Write generation at the last checkpoint.
-    durable_generation: std::sync::atomic::AtomicU64,
-    /// Memories the expiry sweep forgot since open.
-    expired_forgotten: std::sync::atomic::AtomicU64,
-    /// Access-count commits (without fsync) since the last checkpoint.
-    pub(crate) pending_access: std::sync::atomic::AtomicU64,
+    /// The runtime: database, write path, derived indexes, change feed, side files, workers.
+    pub(crate) core: Core,
     /// Reads by id not yet counted in the file: memory id -> (reads, latest read). Counted by the next read that
     /// finds the writer free, a checkpoint, or closing the store.
     pub(crate) access_queue: Mutex<HashMap<String, (i64, Timestamp)>>,
     /// Label name -> embedding, for merge candidates (cleared past 20,000 names).
     label_vector_cache: Mutex<HashMap<String, Vec<f32>>>,
-    /// BM25 over source chunks, per space, built on the first search and dropped when the space's sources change.
-    pub(crate) chunk_index: Arc<RwLock<HashMap<String, Arc<sources::ChunkIndex>>>>,
     /// Data import jobs.
     pub(crate) jobs: transfer::Jobs,
-    /// Communities and PageRank results.
-    pub(crate) graph: Arc<RwLock<communities::GraphState>>,
-    /// Bulk loads running ([`KnowledgeStore::bulk_load`]); the graph worker waits for them to end.
-    pub(crate) bulk_loads: Arc<std::sync::atomic::AtomicUsize>,
-    /// Batches of memories being written; the HNSW builder waits for them between chunks.
-    pub(crate) batch_writes: Arc<std::sync::atomic::AtomicUsize>,
-    /// The change feed: keeps the in-memory state current when other processes write the database.
-    pub(crate) feed: Arc<feed::Feed>,
-    /// Reads the feed on a shared database. Declared first among the workers: dropped (stopped) first.
-    feed_worker: Mutex<Option<worker::Worker>>,
-    /// Recomputes them once writes pause.
-    graph_worker: worker::Worker,
-    // Declared before `builder`: dropped (stopped and joined) first, as it wakes the builder.
-    reembed: Mutex<Option<worker::Worker>>,
-    builder: worker::Worker,
-    /// Saved HNSW graphs, and how the store's side files are sealed (`graph_files.side`).
-    graph_files: graph_files::GraphFiles,
-    /// Whether the store file is encrypted, with which cipher and key source (`/health`).
-    encryption: crate::storage::crypt::EncryptionStatus,
+    /// Memories the expiry sweep forgot since open.
+    expired_forgotten: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for KnowledgeStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KnowledgeStore").field("config", &self.config).finish()
+        f.debug_struct("KnowledgeStore").field("config", &self.core.config).finish()
     }
 }
 
@@ -168,23 +123,84 @@ const _ASSERT_SEND_SYNC: fn() = || {
 impl KnowledgeStore {
     /// The state of background re-embedding.
     pub fn reembed_status(&self) -> ReembedStatus {
-        self.reembed_progress.status()
+        self.core.reembed_progress.status()
     }
 
     /// The configuration the store was opened with.
     pub fn config(&self) -> &StoreConfig {
-        &self.config
+        &self.core.config
     }
 
     /// The storage port under the store, for reading: conformance tests and tools ask it the port's own
     /// questions ([`crate::storage::ReadTx::lexical_candidates`], [`crate::storage::ReadTx::relates_edges`]).
     /// Writing through it would bypass the store's indexes and rules: use the store's methods.
     pub fn storage(&self) -> &Db {
-        &self.db
+        &self.core.db
     }
 
     /// Seconds since the store was opened.
     pub fn uptime_s(&self) -> f64 {
-        self.started.elapsed().as_secs_f64()
+        self.core.started.elapsed().as_secs_f64()
+    }
+
+    /// Blocks until the indexes' background work is done or `timeout` passes: every space's vector index is
+    /// complete (re-embedding finished, graphs built where a space is large enough, no vector pending), and the
+    /// own texts of context-expanded postings that an open read from the index snapshot are decoded (about
+    /// 0.8 s of one core at 1,000,000 positioned memories, during which searches share the cores with it).
+    /// Searches are exact and complete meanwhile; this only matters for benchmarks and tests that want the
+    /// graph path or the steady state. Returns whether the work is done.
+    pub fn wait_for_indexes(&self, timeout: std::time::Duration) -> bool {
+        let until = Instant::now() + timeout;
+        loop {
+            if self.core.indexes_done() {
+                return true;
+            }
+            if Instant::now() >= until {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    /// Runs `load` (typically many [`KnowledgeStore::create_memories`] batches) as a bulk load: the background
+    /// graph recompute (communities, PageRank) and the in-memory HNSW graph builder wait until it ends instead
+    /// of running between batches (the graph is then built once over every vector; searches meanwhile scan the
+    /// vectors not in a graph exactly), and on
+    /// PostgreSQL the pgvector HNSW indexes are dropped first and built once at the end (pgvector's advice:
+    /// building after loading is much faster than inserting into the index; measured in docs/deploy.md,
+    /// "Scale"). Searches stay correct meanwhile: the store's own in-memory indexes are kept as usual and only
+    /// the database's vector candidates ([`crate::storage::ReadTx::vector_candidates`]) scan. The indexes are
+    /// built again whether `load` succeeds or fails. Returns `load`'s value and the index build (`None` on redb
+    /// or without pgvector). Other processes sharing the database keep writing as usual; their vectors are
+    /// indexed by the build.
+    ///
+    /// # Errors
+    /// A storage error of dropping the indexes (then `load` does not run) or `load`'s error, after the indexes
+    /// are built again; else a storage error of building them.
+    pub fn bulk_load<T>(
+        &self,
+        load: impl FnOnce(&Self) -> crate::error::Result<T>,
+    ) -> crate::error::Result<(T, Option<crate::storage::VectorIndexBuild>)> {
+        let out = {
+            let _running = Running::start(&self.core.bulk_loads);
+            // A failed start still ends below: the build resets the deferral and makes any dropped index.
+            self.core.db.begin_bulk_load().and_then(|()| load(self))
+        };
+        let built = self.core.db.end_bulk_load();
+        self.core.wake_graph();
+        let out = out?;
+        Ok((out, built?))
+    }
+
+    /// Publishes this daemon's indexes into its PostgreSQL database now, for daemons that start without a
+    /// snapshot of their own (the feed worker also does it every ten minutes of writes, once the HNSW graphs are
+    /// complete; see the module docs of `store/core/publish.rs` and `docs/deploy.md`). `Ok(None)` on a redb
+    /// store and when another daemon is publishing at the moment.
+    ///
+    /// # Errors
+    /// Storage errors and I/O errors writing the snapshot or graph files in the data directory; the publication
+    /// before stays in the database.
+    pub fn publish_indexes(&self) -> crate::error::Result<Option<PublishedIndexes>> {
+        self.core.publish_indexes()
     }
 }

@@ -154,7 +154,7 @@ impl KnowledgeStore {
             ));
         }
         let now = Timestamp::now();
-        let rel = self.write(|txn, _| {
+        let rel = self.core.write(|txn, _| {
             let mut w = MemoryWrite::open(txn)?;
             let (space, _) = w.locate(source_id, space_guard)?;
             let (tspace, _) = w.locate(&input.target_memory_id, None)?;
@@ -214,7 +214,7 @@ impl KnowledgeStore {
     ) -> Result<Vec<RelationView>> {
         let view = self.get_memory(id, space_guard)?;
         let space = view.memory.space_id;
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         let rels = relation::relations(&rtx)?;
         let by_mem = relation::memory_relations(&rtx)?;
         let mut out: Vec<(MemoryRelation, &str)> = Vec::new();
@@ -248,7 +248,7 @@ impl KnowledgeStore {
     pub fn update_relation(&self, rel_id: &str, input: RelationInput) -> Result<RelationView> {
         validate(&input, false)?;
         let now = Timestamp::now();
-        let rel = self.write(|txn, _| {
+        let rel = self.core.write(|txn, _| {
             let (space, mut r) = find_relation(txn, rel_id)?;
             let mut rels = relation::relations(txn)?;
             apply(&mut r, &input, now);
@@ -270,7 +270,7 @@ impl KnowledgeStore {
     }
 
     fn relation_view(&self, r: MemoryRelation, dir: &str) -> Result<RelationView> {
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         let mems = memory::memories(&rtx)?;
         let s = title_of(mems.get((r.space_id.as_str(), r.source_memory_id.as_str()))?);
         let t = title_of(mems.get((r.space_id.as_str(), r.target_memory_id.as_str()))?);

@@ -301,7 +301,7 @@ impl KnowledgeStore {
         let position: std::collections::HashMap<&str, usize> =
             created.iter().enumerate().map(|(i, c)| (c.view.memory.id.as_str(), i)).collect();
         // One read transaction for every memory of the write: its candidates' records and entities.
-        let rtx = match self.db.read() {
+        let rtx = match self.core.db.read() {
             Ok(rtx) => rtx,
             Err(e) => {
                 tracing::warn!(error = %e.chain(), "review detection failed");
@@ -321,7 +321,7 @@ impl KnowledgeStore {
         }
         drop(rtx);
         // Review events are bookkeeping: the graph and other derived results do not read them.
-        let r = self.writes.write(super::write::Commit::BOOKKEEPING, |txn, _| {
+        let r = self.core.writes.write(super::core::write::Commit::BOOKKEEPING, |txn, _| {
             let mut t = review::reviews(txn)?;
             for e in &events {
                 t.put((e.space_id.as_str(), e.id.as_str()), e)?;
@@ -436,7 +436,7 @@ impl KnowledgeStore {
         offset: usize,
     ) -> Result<(Vec<ReviewEvent>, usize)> {
         self.require_space(space)?;
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         let t = review::reviews(&rtx)?;
         let mut all = Vec::new();
         for row in t.range((space, "")..)? {
@@ -464,7 +464,7 @@ impl KnowledgeStore {
     /// # Errors
     /// [`ErrorKind::NotFound`] (`review_not_found`).
     pub fn get_review(&self, space: &str, id: &str) -> Result<ReviewEvent> {
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         let t = review::reviews(&rtx)?;
         match t.get((space, id))? {
             Some(v) => Ok(v),
@@ -490,7 +490,7 @@ impl KnowledgeStore {
                 resolution.action.clone().into(),
             ));
         }
-        self.write(|txn, _| {
+        self.core.write(|txn, _| {
             let mut t = review::reviews(txn)?;
             let mut e: ReviewEvent = match t.get((space, id))? {
                 Some(v) => v,

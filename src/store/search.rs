@@ -115,7 +115,7 @@ impl KnowledgeStore {
         let given = q
             .query_embedding
             .as_ref()
-            .and_then(|v| crate::embed::check_vector(v, &*self.config.embedder, &["query_embedding"], &mut errs));
+            .and_then(|v| crate::embed::check_vector(v, &*self.core.config.embedder, &["query_embedding"], &mut errs));
         if q.query.trim().is_empty() && q.query_embedding.is_none() {
             errs.push(FieldError::field(
                 &["query"],
@@ -150,10 +150,10 @@ impl KnowledgeStore {
         };
         // One read transaction for the whole search (and its shared spaces): one snapshot, and on PostgreSQL
         // one BEGIN for every read.
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         // On PostgreSQL the space and the query's entities are read in one statement.
         let entities =
-            q.mode == SearchMode::Hybrid && self.config.entity_boost > 0.0 && q.options.priors != Some(false);
+            q.mode == SearchMode::Hybrid && self.core.config.entity_boost > 0.0 && q.options.priors != Some(false);
         super::entities::ask_search(&rtx, &q.space_id, entities.then_some(q.query.as_str()));
         let space: crate::model::Space = space::spaces(&rtx)?.get(q.space_id.as_str())?.ok_or_else(|| {
             Error::not_found(ErrorCode::SpaceNotFound, format!("space '{}' does not exist", q.space_id))
@@ -195,7 +195,7 @@ impl KnowledgeStore {
             SearchMode::Lexical => None,
             _ => match &q.query_embedding {
                 Some(v) => Some(v.clone()),
-                None => self.config.embedder.embed(&[q.query.as_str()], InputType::Query)?.pop(),
+                None => self.core.config.embedder.embed(&[q.query.as_str()], InputType::Query)?.pop(),
             },
         };
         let qterms = text::terms(&q.query);
@@ -204,13 +204,13 @@ impl KnowledgeStore {
             *qtf.entry(t.clone()).or_default() += 1;
         }
 
-        let cx = q.options.context_params.unwrap_or(self.config.context);
-        let exp = q.options.expansion_params.unwrap_or(self.config.expansion);
+        let cx = q.options.context_params.unwrap_or(self.core.config.context);
+        let exp = q.options.expansion_params.unwrap_or(self.core.config.expansion);
         let terms: Vec<(&str, u32)> =
             if mode == SearchMode::Vector { Vec::new() } else { qtf.iter().map(|(t, n)| (t.as_str(), *n)).collect() };
         let qv = qvec.as_deref().filter(|qv| qv.iter().any(|x| *x != 0.0));
         // The database index mode reads the part of the space's indexes this search needs (`search_db.rs`).
-        let queried = if self.config.index_mode == crate::IndexMode::Database {
+        let queried = if self.core.config.index_mode == crate::IndexMode::Database {
             let context_on = q.options.context_bm25.unwrap_or(true) && cx.is_on() && mode != SearchMode::Vector;
             let needs = super::search_db::QueryNeeds {
                 terms: &terms,
@@ -218,7 +218,7 @@ impl KnowledgeStore {
                 context_window: if context_on { cx.window } else { 0 },
                 neighbour_window: exp.window.max(1),
                 depth,
-                bm25: q.options.bm25.unwrap_or(self.config.bm25),
+                bm25: q.options.bm25.unwrap_or(self.core.config.bm25),
                 filter: &q.filter,
             };
             Some(self.query_index(rtx, &q.space_id, &needs)?)
@@ -228,10 +228,10 @@ impl KnowledgeStore {
 
         // Entities named in the query, with IDF weights, for the hybrid ranking signal.
         let query_entities: Vec<(String, f32)> =
-            if mode == SearchMode::Hybrid && self.config.entity_boost > 0.0 && q.options.priors != Some(false) {
+            if mode == SearchMode::Hybrid && self.core.config.entity_boost > 0.0 && q.options.priors != Some(false) {
                 let docs = match &queried {
                     Some(qi) => qi.entries.max(1),
-                    None => self.index.read().spaces.get(&q.space_id).map_or(1, |si| si.catalog.len().max(1)),
+                    None => self.core.index.read().spaces.get(&q.space_id).map_or(1, |si| si.catalog.len().max(1)),
                 } as f32;
                 self.entities_in_tx(rtx, &q.space_id, &q.query)?
                     .into_iter()
@@ -240,7 +240,7 @@ impl KnowledgeStore {
             } else {
                 Vec::new()
             };
-        let state = self.index.read();
+        let state = self.core.index.read();
         let si = match &queried {
             Some(qi) => &qi.si,
             None => match state.spaces.get(&q.space_id) {
@@ -261,7 +261,7 @@ impl KnowledgeStore {
             (_, false) => si.catalog.count(&q.filter),
         };
         let lex = Lexical {
-            bm25: q.options.bm25.unwrap_or(self.config.bm25),
+            bm25: q.options.bm25.unwrap_or(self.core.config.bm25),
             cx,
             docs: si.lexicon.docs,
             avg: si.lexicon.avg_len(),
@@ -277,7 +277,7 @@ impl KnowledgeStore {
 
         // The context-blended cosine (`docs/retrieval.md`): vector candidates and their neighbours are ranked by it,
         // and fusion reads it.
-        let gamma = q.options.vector_context.unwrap_or_else(|| self.config.effective_vector_context());
+        let gamma = q.options.vector_context.unwrap_or_else(|| self.core.config.effective_vector_context());
         let blend = if gamma > 0.0 && si.has_sequences() { gamma } else { 0.0 };
         // A larger space in the database index mode read the vectors of its vector candidates only: fusion needs
         // those of the lexical ones too, and the blend those of two rings of neighbours.
@@ -297,7 +297,7 @@ impl KnowledgeStore {
 
         let mut fused: Vec<Fused> = match mode {
             SearchMode::Hybrid => {
-                let fusion = q.fusion.unwrap_or_else(|| self.config.effective_fusion());
+                let fusion = q.fusion.unwrap_or_else(|| self.core.config.effective_fusion());
                 fuse_union(&lexical, &vector, &scorer, lex.bm25, &cosines, fusion)
             }
             SearchMode::Lexical => lexical
@@ -310,7 +310,7 @@ impl KnowledgeStore {
                 .collect(),
         };
 
-        let graph = self.graph.read();
+        let graph = self.core.graph.read();
         let ranks = match &queried {
             Some(qi) => qi.ranks.as_ref(),
             None => graph.memory_rank.get(&q.space_id),
@@ -320,7 +320,7 @@ impl KnowledgeStore {
             context::expand(&mut fused, &si.catalog, exp, depth, &accept);
         }
         // After expansion: a question first passes its score on to its reply, then ranks below it.
-        let qp = q.options.question_penalty.unwrap_or(self.config.question_penalty);
+        let qp = q.options.question_penalty.unwrap_or(self.core.config.question_penalty);
         context::penalise_questions(&mut fused, &si.catalog, qp, depth);
         let db_mode = queried.is_some();
         let hits = self.hits_of(rtx, q, si, &fused, &terms, ranks, labels, db_mode)?;
@@ -339,7 +339,7 @@ impl KnowledgeStore {
         si: &super::SpaceIndex,
         fused: &[Fused],
         terms: &[(&str, u32)],
-        ranks: Option<&super::communities::SpaceRanks>,
+        ranks: Option<&super::core::ranks::SpaceRanks>,
         labels: bool,
         db_mode: bool,
     ) -> Result<Vec<SearchHit>> {
@@ -406,24 +406,29 @@ impl KnowledgeStore {
     /// The rankings a search uses, and why it fell back to BM25 alone when it did: an external-vector store
     /// given no `query_embedding`, or memories of the space still awaiting vectors from the embedder.
     fn search_mode(&self, q: &SearchQuery) -> (SearchMode, Option<String>) {
-        let external = self.config.embedder.external();
+        let external = self.core.config.embedder.external();
         let awaiting = if external {
             0
         } else {
-            self.index.read().spaces.get(&q.space_id).map_or(0, |si| si.catalog.len().saturating_sub(si.vectors.len()))
+            self.core
+                .index
+                .read()
+                .spaces
+                .get(&q.space_id)
+                .map_or(0, |si| si.catalog.len().saturating_sub(si.vectors.len()))
         };
         if external && q.mode != SearchMode::Lexical && q.query_embedding.is_none() {
             let why = format!(
                 "no query_embedding: this store takes caller-supplied vectors ({}), so results are ranked by BM25 \
                  alone",
-                self.config.embedder.name()
+                self.core.config.embedder.name()
             );
             (SearchMode::Lexical, Some(why))
         } else if q.mode != SearchMode::Lexical && awaiting > 0 {
             let why = format!(
                 "re-embedding in progress: {awaiting} memories of this space await vectors from {}; \
                  results are ranked by BM25 alone until it finishes",
-                self.config.embedder.name()
+                self.core.config.embedder.name()
             );
             (SearchMode::Lexical, Some(why))
         } else {
@@ -443,11 +448,11 @@ impl KnowledgeStore {
         fused: &mut [Fused],
         depth: usize,
         query_entities: &[(String, f32)],
-        ranks: Option<&super::communities::SpaceRanks>,
+        ranks: Option<&super::core::ranks::SpaceRanks>,
         mode: SearchMode,
     ) -> Result<()> {
-        let decay_w = self.config.decay_weight.clamp(0.0, 1.0);
-        let pr_w = self.config.pagerank_weight.clamp(0.0, 1.0);
+        let decay_w = self.core.config.decay_weight.clamp(0.0, 1.0);
+        let pr_w = self.core.config.pagerank_weight.clamp(0.0, 1.0);
         let priors = q.options.priors.unwrap_or(true);
         if priors && (!query_entities.is_empty() || decay_w > 0.0 || (pr_w > 0.0 && ranks.is_some())) {
             // A memory mentioning the query's entities gains up to `entity_boost`, weighted by each entity's
@@ -477,7 +482,7 @@ impl KnowledgeStore {
                             matched_w += w;
                         }
                     }
-                    f.score += self.config.entity_boost * matched_w / total.max(f32::EPSILON);
+                    f.score += self.core.config.entity_boost * matched_w / total.max(f32::EPSILON);
                 }
                 if let Some(r) = ranks.filter(|_| pr_w > 0.0).and_then(|r| r.get(&meta.id)) {
                     // PageRank (scaled so the graph's top node is 1) as a small additive prior.
@@ -491,7 +496,7 @@ impl KnowledgeStore {
             let n = fused.len().min(depth);
             fused[..n].sort_by(|a, b| b.score.total_cmp(&a.score).then(a.docno.cmp(&b.docno)));
         }
-        let tb = q.options.temporal_boost.unwrap_or(self.config.temporal_boost);
+        let tb = q.options.temporal_boost.unwrap_or(self.core.config.temporal_boost);
         if mode == SearchMode::Hybrid && tb > 0.0 && text::asks_time(&q.query) {
             let n = fused.len().min(depth);
             for f in fused[..n].iter_mut() {

@@ -24,8 +24,8 @@
 use std::collections::BTreeSet;
 
 use super::KnowledgeStore;
-use super::communities::SpaceRanks;
-use super::indexes::SpaceIndex;
+use super::core::indexes::SpaceIndex;
+use super::core::ranks::SpaceRanks;
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::catalog::SpaceCatalog;
 use crate::index::context::ExpandedIndex;
@@ -83,11 +83,11 @@ impl KnowledgeStore {
     /// two docnos).
     pub(crate) fn query_index(&self, rtx: &ReadTx, space: &str, n: &QueryNeeds<'_>) -> Result<QueryIndex> {
         let stats = rtx.catalog_stats(space, n.context_window.max(1))?;
-        let mut si = self.new_space_index();
+        let mut si = self.core.new_space_index();
         si.context_window = n.context_window;
         si.sequences = Some(stats.sequenced > 0);
         let terms: Vec<(String, u32)> = n.terms.iter().map(|(t, q)| (t.to_string(), *q)).collect();
-        let whole = stats.entries <= self.config.vector.hnsw_min_points as u64;
+        let whole = stats.entries <= self.core.config.vector.hnsw_min_points as u64;
         let expanded = n.context_window > 0 && stats.sequenced > 0;
         if !whole && !expanded {
             return self.query_index_sql(rtx, space, n, &terms, stats, si);
@@ -252,7 +252,7 @@ impl KnowledgeStore {
     /// # Errors
     /// Storage errors.
     pub(crate) fn union_vectors(&self, rtx: &ReadTx, space: &str, docnos: &[u64]) -> Result<SpaceVectors> {
-        let mut v = SpaceVectors::new(self.config.embedder.dim(), self.config.vector);
+        let mut v = SpaceVectors::new(self.core.config.embedder.dim(), self.core.config.vector);
         v.insert_batch(&vectors_of(rtx, space, docnos)?);
         Ok(v)
     }
@@ -315,11 +315,11 @@ impl KnowledgeStore {
     /// # Errors
     /// Storage errors in the database index mode; [`ErrorKind::Corrupt`] as [`KnowledgeStore::query_index`].
     pub(crate) fn with_catalog<T>(&self, space: &str, f: impl FnOnce(Option<&SpaceCatalog>) -> T) -> Result<T> {
-        if self.config.index_mode == crate::IndexMode::Memory {
-            let state = self.index.read();
+        if self.core.config.index_mode == crate::IndexMode::Memory {
+            let state = self.core.index.read();
             return Ok(f(state.spaces.get(space).map(|si| &si.catalog)));
         }
-        let entries = self.db.read()?.catalog_space(space)?;
+        let entries = self.core.db.read()?.catalog_space(space)?;
         if entries.is_empty() {
             return Ok(f(None));
         }
@@ -332,10 +332,10 @@ impl KnowledgeStore {
     /// # Errors
     /// As [`KnowledgeStore::with_catalog`].
     pub(crate) fn with_expiring<T>(&self, space: &str, f: impl FnOnce(Option<&SpaceCatalog>) -> T) -> Result<T> {
-        if self.config.index_mode == crate::IndexMode::Memory {
+        if self.core.config.index_mode == crate::IndexMode::Memory {
             return self.with_catalog(space, f);
         }
-        Ok(f(Some(&catalog_of(space, self.db.read()?.catalog_expiring(space)?)?)))
+        Ok(f(Some(&catalog_of(space, self.core.db.read()?.catalog_expiring(space)?)?)))
     }
 
     /// The ids of the spaces whose catalog [`KnowledgeStore::with_catalog`] reads: those with in-memory indexes,
@@ -344,8 +344,8 @@ impl KnowledgeStore {
     /// # Errors
     /// Storage errors in the database index mode.
     pub(crate) fn catalog_spaces(&self) -> Result<Vec<String>> {
-        if self.config.index_mode == crate::IndexMode::Memory {
-            return Ok(self.index.read().spaces.keys().cloned().collect());
+        if self.core.config.index_mode == crate::IndexMode::Memory {
+            return Ok(self.core.index.read().spaces.keys().cloned().collect());
         }
         Ok(self.list_spaces()?.into_iter().map(|s| s.id).collect())
     }
@@ -355,11 +355,11 @@ impl KnowledgeStore {
     /// # Errors
     /// Storage errors in the database index mode.
     pub(crate) fn with_space_ranks<T>(&self, space: &str, f: impl FnOnce(Option<&SpaceRanks>) -> T) -> Result<T> {
-        if self.config.index_mode == crate::IndexMode::Memory {
-            let graph = self.graph.read();
+        if self.core.config.index_mode == crate::IndexMode::Memory {
+            let graph = self.core.graph.read();
             return Ok(f(graph.memory_rank.get(space)));
         }
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         let mut ranks = SpaceRanks::default();
         let mut any = false;
         for row in graph::memory_pagerank(&rtx)?.range((space, "")..)? {

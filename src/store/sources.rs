@@ -7,6 +7,7 @@ use sha2::Digest;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
+use super::core::chunks::ChunkIndex;
 use super::memories::{MemoryWrite, check_label_name};
 use super::{IndexOp, KnowledgeStore, Page};
 use crate::error::ErrorCode;
@@ -155,12 +156,6 @@ pub struct SourceHit {
 
 /// A scored chunk: (chunk index, BM25 score, snippet).
 type Scored<'a> = (u64, f32, &'a str);
-
-/// BM25 over the chunks of one space's sources (and their file names, as chunk `u64::MAX`).
-pub(crate) struct ChunkIndex {
-    lex: Lexicon,
-    docs: Vec<(String, u64, String)>,
-}
 
 fn sha256_hex(bytes: &[u8]) -> String {
     let d = sha2::Sha256::digest(bytes);
@@ -322,7 +317,7 @@ impl KnowledgeStore {
             let source = self.get_source(&existing, Some(&space))?;
             return Ok(IngestReport { source, deduplicated: true, memory_ids: vec![] });
         }
-        self.chunk_index.write().remove(&space);
+        self.core.chunk_index.write().remove(&space);
         let memory_ids = match (&parsed, new.extract_memories) {
             (Some(p), true) => self.extract_source_memories(&mut source, p, &labels)?,
             _ => Vec::new(),
@@ -342,7 +337,7 @@ impl KnowledgeStore {
         now: Timestamp,
     ) -> Result<Option<String>> {
         let (space, id) = (source.space_id.as_str(), source.id.as_str());
-        self.write(|txn, _| {
+        self.core.write(|txn, _| {
             if let Some(id) = source::source_sha(txn)?.get((space, source.sha256.as_str()))? {
                 return Ok(Some(id.value().to_string()));
             }
@@ -366,7 +361,7 @@ impl KnowledgeStore {
                     chunks.put((id, i as u64), c)?;
                 }
             }
-            self.feed.publish(txn, super::feed::ChangeOut::Sources(space))?;
+            self.core.feed.publish(txn, super::core::feed::ChangeOut::Sources(space))?;
             Ok(None)
         })
     }
@@ -394,7 +389,7 @@ impl KnowledgeStore {
             }
         }
         source.updated_at = Timestamp::now();
-        self.write(|txn, _| {
+        self.core.write(|txn, _| {
             source::sources(txn)?.put((source.space_id.as_str(), source.id.as_str()), &*source)?;
             Ok(())
         })?;
@@ -417,7 +412,7 @@ impl KnowledgeStore {
         if let Some(space) = &template.space_id {
             self.require_space(space)?;
         }
-        let got = crate::fetch::fetch(url, &self.config.url_policy)?;
+        let got = crate::fetch::fetch(url, &self.core.config.url_policy)?;
         tracing::info!(
             url = %got.final_url,
             bytes = got.bytes.len(),
@@ -480,7 +475,7 @@ impl KnowledgeStore {
             let fallback = tree[0]["title"].as_str().map(str::to_string).unwrap_or_else(|| got.url.clone());
             report.source.metadata.0.insert("title".into(), fallback.into());
             let s = report.source.clone();
-            self.write(|txn, _| {
+            self.core.write(|txn, _| {
                 source::sources(txn)?.put((s.space_id.as_str(), s.id.as_str()), &s)?;
                 Ok(())
             })?;
@@ -495,7 +490,7 @@ impl KnowledgeStore {
     /// [`crate::ErrorKind::Forbidden`] (`path_not_allowed`) outside the allowed directories; [`crate::ErrorKind::NotFound`]
     /// (`file_not_found`) when there is no regular file there; those of [`KnowledgeStore::ingest_source`].
     pub fn ingest_path(&self, path: &std::path::Path, mut new: NewSource) -> Result<IngestReport> {
-        let real = self.config.confine(path)?;
+        let real = self.core.config.confine(path)?;
         let meta = std::fs::metadata(&real)
             .ok()
             .filter(|m| m.is_file())
@@ -517,7 +512,7 @@ impl KnowledgeStore {
     }
 
     fn source_by_sha(&self, space: &str, sha: &str) -> Result<Option<Source>> {
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         let Some(id) = source::source_sha(&rtx)?.get((space, sha))?.map(|v| v.value().to_string()) else {
             return Ok(None);
         };
@@ -530,7 +525,7 @@ impl KnowledgeStore {
     /// [`crate::ErrorKind::NotFound`] (`source_not_found`).
     pub fn get_source(&self, id: &str, space_guard: Option<&str>) -> Result<Source> {
         let not_found = || Error::not_found(ErrorCode::SourceNotFound, format!("source '{id}' not found"));
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         let space = source::source_space(&rtx)?.get(id)?.map(|v| v.value().to_string()).ok_or_else(not_found)?;
         if space_guard.is_some_and(|g| g != space) {
             return Err(not_found());
@@ -543,7 +538,7 @@ impl KnowledgeStore {
     /// # Errors
     /// Storage errors.
     pub fn all_sources(&self, space: &str) -> Result<Vec<Source>> {
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         let t = source::sources(&rtx)?;
         let mut out = Vec::new();
         for row in t.range((space, "")..)? {
@@ -666,7 +661,7 @@ impl KnowledgeStore {
             )));
         };
         let bytes = {
-            let rtx = self.db.read()?;
+            let rtx = self.core.db.read()?;
             let t = source::source_files(&rtx)?;
             t.get(s.id.as_str())?.map(|v| v.value().to_vec()).unwrap_or_default()
         };
@@ -688,14 +683,14 @@ impl KnowledgeStore {
     /// # Errors
     /// Storage errors.
     pub fn source_text(&self, id: &str) -> Result<String> {
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         let t = source::source_text(&rtx)?;
         Ok(t.get(id)?.map(|v| String::from_utf8_lossy(v.value()).into_owned()).unwrap_or_default())
     }
 
     /// The chunks of source `id`, in order.
     pub(crate) fn source_chunks(&self, id: &str) -> Result<Vec<Chunk>> {
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         let t = source::source_chunks(&rtx)?;
         let mut out = Vec::new();
         for row in t.range((id, 0u64)..=(id, u64::MAX))? {
@@ -705,7 +700,7 @@ impl KnowledgeStore {
     }
 
     fn chunk_index_of(&self, space: &str) -> Result<Arc<ChunkIndex>> {
-        if let Some(ix) = self.chunk_index.read().get(space) {
+        if let Some(ix) = self.core.chunk_index.read().get(space) {
             return Ok(ix.clone());
         }
         let mut lex = Lexicon::default();
@@ -725,7 +720,7 @@ impl KnowledgeStore {
             }
         }
         let ix = Arc::new(ChunkIndex { lex, docs });
-        self.chunk_index.write().insert(space.to_string(), ix.clone());
+        self.core.chunk_index.write().insert(space.to_string(), ix.clone());
         Ok(ix)
     }
 
@@ -800,12 +795,12 @@ impl KnowledgeStore {
         }
         let ix = self.chunk_index_of(space)?;
         let lists: Vec<(u32, &[bm25::Posting])> = qtf.iter().map(|(t, n)| (*n, ix.lex.postings(t))).collect();
-        let mut scored = bm25::score(self.config.bm25, ix.lex.docs, ix.lex.avg_len(), &lists, &|_| true);
+        let mut scored = bm25::score(self.core.config.bm25, ix.lex.docs, ix.lex.avg_len(), &lists, &|_| true);
         // Neighbour expansion along each source's chunks (the store's [`crate::StoreConfig::expansion`]): a
         // chunk next to a matching one gains `a · score / distance` (the largest share), so the passage around
         // a match ranks with it. Chunks are numbered in order within a source, the file name (chunk
         // `u64::MAX`) takes no part.
-        let exp = self.config.expansion;
+        let exp = self.core.config.expansion;
         if exp.is_on() {
             // Chunks of one source are consecutive documents of the chunk index.
             let neighbours = |docno: u64, nb: &mut Vec<(u64, u32)>| {
@@ -887,7 +882,7 @@ impl KnowledgeStore {
         let source = self.get_source(id, space_guard)?;
         let space = source.space_id.clone();
         let now = Timestamp::now();
-        let removed = self.write(|txn, ops| {
+        let removed = self.core.write(|txn, ops| {
             let mut t = MemoryWrite::open(txn)?;
             let prefix = format!("{id}#c");
             let chunk_memories = t.memories.with_prefix(&space, &prefix)?;
@@ -903,10 +898,10 @@ impl KnowledgeStore {
             source::source_files(txn)?.remove(id)?;
             let mut chunks = source::source_chunks(txn)?;
             chunks.remove_range((id, 0u64)..=(id, u64::MAX))?;
-            self.feed.publish(txn, super::feed::ChangeOut::Sources(&space))?;
+            self.core.feed.publish(txn, super::core::feed::ChangeOut::Sources(&space))?;
             Ok(chunk_memories.len() as u64)
         })?;
-        self.chunk_index.write().remove(&space);
+        self.core.chunk_index.write().remove(&space);
         Ok((source, removed))
     }
 }

@@ -137,7 +137,7 @@ impl KnowledgeStore {
             has_profile: false,
             created_at: Timestamp::now(),
         };
-        self.write(|txn, _| {
+        self.core.write(|txn, _| {
             let mut t = space::spaces(txn)?;
             if t.get(id.as_str())?.is_some() {
                 return Err(Error::new(ErrorKind::Conflict, format!("space '{id}' already exists"))
@@ -147,8 +147,8 @@ impl KnowledgeStore {
             t.put(id.as_str(), &space)?;
             Ok(())
         })?;
-        self.apply(vec![]);
-        self.index.write().spaces.entry(id).or_insert_with(|| self.new_space_index());
+        self.core.apply(vec![]);
+        self.core.index.write().spaces.entry(id).or_insert_with(|| self.core.new_space_index());
         Ok(space)
     }
 
@@ -157,7 +157,7 @@ impl KnowledgeStore {
     /// # Errors
     /// Storage errors.
     pub fn list_spaces(&self) -> Result<Vec<Space>> {
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         let mut out = stored_spaces(&space::spaces(&rtx)?)?;
         for s in &mut out {
             self.fill_usage(&rtx, s)?;
@@ -167,10 +167,10 @@ impl KnowledgeStore {
     }
 
     fn fill_usage(&self, rtx: &crate::storage::ReadTx, s: &mut Space) -> Result<()> {
-        s.usage.memories = if self.config.index_mode == crate::IndexMode::Database {
+        s.usage.memories = if self.core.config.index_mode == crate::IndexMode::Database {
             rtx.catalog_stats(&s.id, 1)?.live
         } else {
-            self.index.read().spaces.get(&s.id).map_or(0, |si| {
+            self.core.index.read().spaces.get(&s.id).map_or(0, |si| {
                 si.catalog.iter().filter(|(_, m)| m.state != crate::model::MemoryState::Forgotten).count() as u64
             })
         };
@@ -186,7 +186,7 @@ impl KnowledgeStore {
     /// # Errors
     /// [`ErrorKind::NotFound`] (`space_not_found`).
     pub fn get_space(&self, id: &str) -> Result<Space> {
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         let mut s: Space = space::spaces(&rtx)?.get(id)?.ok_or_else(|| space_not_found(id))?;
         self.fill_usage(&rtx, &mut s)?;
         Ok(s)
@@ -228,7 +228,7 @@ impl KnowledgeStore {
                 n.clone().into(),
             ));
         }
-        self.write(|txn, _| {
+        self.core.write(|txn, _| {
             let mut t = space::spaces(txn)?;
             let mut s: Space = t.get(id)?.ok_or_else(|| space_not_found(id))?;
             if let Some(n) = patch.name {
@@ -272,7 +272,7 @@ impl KnowledgeStore {
                 .with_code(ErrorCode::DefaultSpace));
         }
         let space = self.get_space(id)?;
-        self.write(|txn, _| {
+        self.core.write(|txn, _| {
             // Checked inside the deleting transaction, so nothing written meanwhile can be lost.
             let memories = memory::memories(txn)?.count_in_space(id)?;
             let threads = thread::threads(txn)?.count_in_space(id)?;
@@ -298,7 +298,7 @@ impl KnowledgeStore {
             }
             Ok(())
         })?;
-        self.index.write().spaces.remove(id);
+        self.core.index.write().spaces.remove(id);
         Ok(space)
     }
 
@@ -321,7 +321,7 @@ impl KnowledgeStore {
             }
             MoveSelection::Space { source_space_id, exclude_memory_ids } => {
                 self.require_space(source_space_id)?;
-                let rtx = self.db.read()?;
+                let rtx = self.core.db.read()?;
                 let mems = memory::memories(&rtx)?;
                 let mut ids = Vec::new();
                 for (id, v) in mems.in_space(source_space_id)? {
@@ -349,8 +349,8 @@ impl KnowledgeStore {
             return Ok(report);
         }
         let now = Timestamp::now();
-        let (moved, failures) = self.write(|txn, ops| {
-            let base = Self::alloc_docnos(txn, ids.len() as u64)?;
+        let (moved, failures) = self.core.write(|txn, ops| {
+            let base = super::meta::alloc_docnos(txn, ids.len() as u64)?;
             let mut t = MemoryWrite::open(txn)?;
             let mut moved = 0u64;
             let mut failures = Vec::new();

@@ -372,55 +372,56 @@ impl KnowledgeStore {
         let space = new.space_id.clone().unwrap_or_else(|| DEFAULT_SPACE.to_string());
         let id = new.thread_id.clone().unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
         let now = Timestamp::now();
-        self.write(|txn, _| {
-            if space::spaces(txn)?.get(space.as_str())?.is_none() {
-                return Err(Error::not_found(ErrorCode::SpaceNotFound, format!("space '{space}' does not exist")));
-            }
-            let mut t = thread::Writer::open(txn)?;
-            if t.contains(&space, &id)? {
-                return Err(Error::new(
-                    ErrorKind::Conflict,
-                    format!("thread '{id}' already exists in space '{space}'"),
-                )
-                .with_code(ErrorCode::ThreadExists));
-            }
-            let mut thread = Thread {
-                id: id.clone(),
-                node_type: "thread".into(),
-                created_at: now,
-                updated_at: now,
-                metadata: new.metadata.clone().unwrap_or_default(),
-                thread_id: id.clone(),
-                title: new.title.clone().unwrap_or_default(),
-                summary: String::new(),
-                message_count: 0,
-                participants: new.participants.clone(),
-                source: new.source.clone().unwrap_or_default(),
-                space_id: space.clone(),
-                project: new.project.clone().unwrap_or_default(),
-                workspace: new.workspace.clone().unwrap_or_default(),
-                tool_version: new.tool_version.clone().unwrap_or_default(),
-                import_date: new.import_date.as_deref().and_then(Timestamp::parse),
-                is_favorite: false,
-            };
-            let (messages, _) = append_messages(
-                &mut t,
-                &mut thread,
-                &new.messages,
-                new.deduplicate,
-                new.idempotency_key.as_deref(),
-                now,
-            )?;
-            if thread.title.is_empty() {
-                thread.title = thread.summary.chars().take(80).collect();
-            }
-            t.put(&thread)?;
-            Ok(CreatedThread { thread, messages, extraction: Extraction::default() })
-        })
-        .map(|mut c| {
-            c.extraction = self.extract_or_warn(&c.thread, &c.messages);
-            c
-        })
+        self.core
+            .write(|txn, _| {
+                if space::spaces(txn)?.get(space.as_str())?.is_none() {
+                    return Err(Error::not_found(ErrorCode::SpaceNotFound, format!("space '{space}' does not exist")));
+                }
+                let mut t = thread::Writer::open(txn)?;
+                if t.contains(&space, &id)? {
+                    return Err(Error::new(
+                        ErrorKind::Conflict,
+                        format!("thread '{id}' already exists in space '{space}'"),
+                    )
+                    .with_code(ErrorCode::ThreadExists));
+                }
+                let mut thread = Thread {
+                    id: id.clone(),
+                    node_type: "thread".into(),
+                    created_at: now,
+                    updated_at: now,
+                    metadata: new.metadata.clone().unwrap_or_default(),
+                    thread_id: id.clone(),
+                    title: new.title.clone().unwrap_or_default(),
+                    summary: String::new(),
+                    message_count: 0,
+                    participants: new.participants.clone(),
+                    source: new.source.clone().unwrap_or_default(),
+                    space_id: space.clone(),
+                    project: new.project.clone().unwrap_or_default(),
+                    workspace: new.workspace.clone().unwrap_or_default(),
+                    tool_version: new.tool_version.clone().unwrap_or_default(),
+                    import_date: new.import_date.as_deref().and_then(Timestamp::parse),
+                    is_favorite: false,
+                };
+                let (messages, _) = append_messages(
+                    &mut t,
+                    &mut thread,
+                    &new.messages,
+                    new.deduplicate,
+                    new.idempotency_key.as_deref(),
+                    now,
+                )?;
+                if thread.title.is_empty() {
+                    thread.title = thread.summary.chars().take(80).collect();
+                }
+                t.put(&thread)?;
+                Ok(CreatedThread { thread, messages, extraction: Extraction::default() })
+            })
+            .map(|mut c| {
+                c.extraction = self.extract_or_warn(&c.thread, &c.messages);
+                c
+            })
     }
 
     /// Appends messages to thread `id` (in `space`, or located as [`KnowledgeStore::get_thread`] does).
@@ -602,7 +603,7 @@ impl KnowledgeStore {
     /// # Errors
     /// [`ErrorKind::NotFound`] (`thread_not_found`).
     pub fn get_thread(&self, id: &str, space: Option<&str>) -> Result<Thread> {
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         let space = self.locate_thread(&rtx, id, space)?;
         thread::threads(&rtx)?.get((space.as_str(), id))?.ok_or_else(|| thread_not_found(id))
     }
@@ -618,7 +619,7 @@ impl KnowledgeStore {
         limit: usize,
         offset: u64,
     ) -> Result<(Thread, Vec<Message>)> {
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         let space = self.locate_thread(&rtx, id, space)?;
         let thread: Thread = thread::threads(&rtx)?.get((space.as_str(), id))?.ok_or_else(|| thread_not_found(id))?;
         let table = thread::messages(&rtx)?;
@@ -665,7 +666,7 @@ impl KnowledgeStore {
     }
 
     fn threads_of(&self, space: &str) -> Result<Vec<Thread>> {
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         let t = thread::threads(&rtx)?;
         let mut out = Vec::new();
         for row in t.range((space, "")..)? {
@@ -702,9 +703,9 @@ impl KnowledgeStore {
         if terms.is_empty() {
             return Ok(Vec::new());
         }
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         let table = thread::messages(&rtx)?;
-        let window = self.config.context.window;
+        let window = self.core.config.context.window;
         // Thread -> (direct matches, context-only matches).
         let mut counts: std::collections::HashMap<String, (u64, u64)> = Default::default();
         let mut current: Option<String> = None;
@@ -825,8 +826,8 @@ impl KnowledgeStore {
         space: Option<&str>,
         f: impl FnOnce(&mut thread::Writer<'_>, &mut Thread) -> Result<T>,
     ) -> Result<(Thread, T)> {
-        let space = self.locate_thread(&self.db.read()?, id, space)?;
-        self.write(|txn, _| {
+        let space = self.locate_thread(&self.core.db.read()?, id, space)?;
+        self.core.write(|txn, _| {
             let mut t = thread::Writer::open(txn)?;
             let mut thread: Thread = t.get(&space, id)?.ok_or_else(|| thread_not_found(id))?;
             let out = f(&mut t, &mut thread)?;
@@ -840,7 +841,7 @@ impl KnowledgeStore {
     /// # Errors
     /// [`ErrorKind::Io`] on storage failure.
     pub fn favorite_threads(&self, limit: usize) -> Result<Vec<Thread>> {
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         let mut out = Vec::new();
         for row in thread::threads(&rtx)?.iter()? {
             let (_, v) = row?;
@@ -860,9 +861,9 @@ impl KnowledgeStore {
     /// # Errors
     /// [`ErrorKind::NotFound`] (`thread_not_found`).
     pub fn delete_thread(&self, id: &str, space: Option<&str>, cascade_memories: bool) -> Result<ThreadDeleteReport> {
-        let space = self.locate_thread(&self.db.read()?, id, space)?;
+        let space = self.locate_thread(&self.core.db.read()?, id, space)?;
         let doomed: Vec<String> = if cascade_memories {
-            let rtx = self.db.read()?;
+            let rtx = self.core.db.read()?;
             let mems = memory::memories(&rtx)?;
             let mut ids = Vec::new();
             for row in mems.range((space.as_str(), "")..)? {
@@ -880,7 +881,7 @@ impl KnowledgeStore {
             Vec::new()
         };
         let deleted_messages = {
-            self.write(|txn, _| {
+            self.core.write(|txn, _| {
                 let mut t = thread::Writer::open(txn)?;
                 t.remove(&space, id)?.ok_or_else(|| thread_not_found(id))
             })?

@@ -522,7 +522,7 @@ pub struct StoreHealth {
     /// The store's format ([`crate::storage::codec::FORMAT_VERSION`] once open).
     pub format_version: u32,
     /// The last format upgrade the store went through, if any (with its backup copy).
-    pub last_upgrade: Option<super::upgrade::UpgradeRecord>,
+    pub last_upgrade: Option<super::core::upgrade::UpgradeRecord>,
     /// Expired memories and the expiry sweep.
     pub expiry: super::ExpiryStatus,
     /// Whether the store file is encrypted at rest, with which cipher and key source (never key material).

@@ -56,7 +56,7 @@ impl KnowledgeStore {
     /// Storage errors.
     pub fn library_selection(&self, with_memories: bool, entity_limit: usize) -> Result<LibrarySelection> {
         let (topics, _) = self.list_communities(usize::MAX)?;
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         let mut entities: Vec<Entity> = Vec::new();
         for row in entity::entities(&rtx)?.iter()? {
             entities.push(row?.1);
@@ -108,7 +108,7 @@ impl KnowledgeStore {
     /// # Errors
     /// [`crate::ErrorKind::NotFound`] (`entity_not_found`).
     pub fn resolve_entity(&self, id_or_name: &str) -> Result<Entity> {
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         let t = entity::entities(&rtx)?;
         let lower = id_or_name.trim().to_lowercase();
         let mut by_id: Option<Entity> = None;
@@ -160,7 +160,7 @@ impl KnowledgeStore {
     pub fn community_recent_memories(&self, id: u64, limit: usize) -> Result<Vec<MemoryView>> {
         self.get_community(id, 1)?;
         let members = self.community_members(id)?;
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         let em = entity::entity_memories(&rtx)?;
         let mems = memory::memories(&rtx)?;
         let mut seen = rustc_hash::FxHashSet::default();
@@ -195,7 +195,7 @@ impl KnowledgeStore {
     pub fn related_communities(&self, id: u64, limit: usize) -> Result<Vec<(super::Community, u64)>> {
         self.get_community(id, 1)?;
         let members = self.community_members(id)?;
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         let rel = entity::relates_to(&rtx)?;
         let ec = graph::entity_community(&rtx)?;
         let mut counts: std::collections::BTreeMap<u64, u64> = Default::default();
@@ -236,7 +236,7 @@ impl KnowledgeStore {
         let members: Vec<(String, String, f64)> = self.community_members(id)?.into_iter().take(max_entities).collect();
         let keep: rustc_hash::FxHashSet<(String, String)> =
             members.iter().map(|(s, e, _)| (s.clone(), e.clone())).collect();
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         let ents = entity::entities(&rtx)?;
         let rel = entity::relates_to(&rtx)?;
         let mut nodes = Vec::new();
@@ -302,7 +302,7 @@ impl KnowledgeStore {
     /// # Errors
     /// Storage errors.
     pub fn entity_graph(&self, space: Option<&str>, max_entities: usize, max_edges: usize) -> Result<EntityGraph> {
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         let mut member: rustc_hash::FxHashMap<(String, String), (u64, f64)> = Default::default();
         for row in graph::community_members(&rtx)?.iter()? {
             let (k, v) = row?;

@@ -47,7 +47,7 @@ impl KnowledgeStore {
     /// is not `YYYY-MM-DD`.
     pub fn working_memory(&self, space: &str, date: Option<&str>) -> Result<Option<WorkingMemory>> {
         self.require_space(space)?;
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         let t = working_memory::days(&rtx)?;
         match date {
             Some(d) => {
@@ -83,7 +83,7 @@ impl KnowledgeStore {
             content: content.to_string(),
             updated_at: Timestamp::now(),
         };
-        self.write(|txn, _| {
+        self.core.write(|txn, _| {
             working_memory::days(txn)?.put((space, wm.date.as_str()), &wm)?;
             Ok(())
         })?;
@@ -96,7 +96,7 @@ impl KnowledgeStore {
     /// [`crate::ErrorKind::NotFound`] (`space_not_found`).
     pub fn working_memory_history(&self, space: &str, limit: usize) -> Result<Vec<WorkingMemory>> {
         self.require_space(space)?;
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         let t = working_memory::days(&rtx)?;
         let mut out = Vec::new();
         for row in t.range((space, "")..=(space, "9999-99-99"))?.rev().take(limit) {
@@ -113,7 +113,7 @@ impl KnowledgeStore {
         if let Some(sp) = space {
             self.require_space(sp)?;
         }
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         let mut s = StoreStats::default();
         // Counts the rows of a kind whose key starts with the space (all rows without a space): a record kind
         // (`rec`, keys only, nothing decoded) or an edge kind (`edge`).

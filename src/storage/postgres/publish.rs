@@ -1,6 +1,6 @@
 //! The published index snapshot: files that one daemon puts into the database so that a daemon starting with an
 //! empty data directory (or one whose own snapshot the change feed no longer covers) downloads them instead of
-//! reading every table and building its HNSW graphs (`src/store/publish.rs` decides what and when).
+//! reading every table and building its HNSW graphs (`src/store/core/publish.rs` decides what and when).
 //!
 //! * `engram_published` (one row): the change-feed `seq` the files reflect (`position`), when they were written
 //!   and their total size.

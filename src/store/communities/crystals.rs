@@ -126,7 +126,7 @@ pub(super) fn write_crystals(
         let (s, c, m) = k.value();
         existing.entry((s.to_string(), c.to_string())).or_default().push((m.to_string(), v.value()));
     }
-    let base = KnowledgeStore::alloc_docnos(txn, plans.len() as u64)?;
+    let base = meta::alloc_docnos(txn, plans.len() as u64)?;
     let mut t = crate::store::memories::MemoryWrite::open(txn)?;
     let mut cs = graph::crystal_sources(txn)?;
     let mut changed = 0u64;
@@ -193,7 +193,7 @@ impl KnowledgeStore {
         }
         let space = view.memory.space_id.clone();
         let rows: Vec<(String, f64)> = {
-            let rtx = self.db.read()?;
+            let rtx = self.core.db.read()?;
             let t = graph::crystal_sources(&rtx)?;
             let mut out = Vec::new();
             for row in t.range((space.as_str(), crystal_id, "")..)? {

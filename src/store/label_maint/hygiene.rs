@@ -194,7 +194,7 @@ impl KnowledgeStore {
             names.iter().copied().filter(|n| !cache.contains_key(*n)).collect()
         };
         if !missing.is_empty() {
-            let vecs = self.config.embedder.embed(&missing, InputType::Document)?;
+            let vecs = self.core.config.embedder.embed(&missing, InputType::Document)?;
             let mut cache = self.label_vector_cache.lock();
             if cache.len() + missing.len() > LABEL_VECTOR_CACHE {
                 cache.clear();
@@ -209,6 +209,7 @@ impl KnowledgeStore {
             .map(|n| match cache.get(*n) {
                 Some(v) => Ok(v.clone()),
                 None => self
+                    .core
                     .config
                     .embedder
                     .embed(&[n], InputType::Document)?
@@ -403,7 +404,7 @@ impl KnowledgeStore {
         }
         let exact = self.consolidate_labels(space, true, 5000)?;
         let pairs = self.label_merge_candidates(space, sim_floor, max_labels, max_pairs)?;
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         let lm = label::label_memories(&rtx)?;
         let mut semantic = Vec::with_capacity(pairs.len());
         for p in pairs {

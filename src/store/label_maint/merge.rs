@@ -130,7 +130,7 @@ impl KnowledgeStore {
     /// [`ErrorKind::NotFound`] (`space_not_found`).
     pub fn label_merges(&self, space: &str) -> Result<Vec<LabelMerge>> {
         self.require_space(space)?;
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         let t = label::label_merges(&rtx)?;
         let mut out: Vec<LabelMerge> = Vec::new();
         for (_, v) in t.in_space(space)? {
@@ -205,7 +205,7 @@ impl KnowledgeStore {
     /// source and target are the same.
     pub fn label_plan(&self, space: &str, source: &str, target: Option<&str>) -> Result<LabelPlan> {
         self.require_space(space)?;
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         build_plan(&label::labels(&rtx)?, &label::label_memories(&rtx)?, space, source, target)
     }
 

@@ -101,7 +101,7 @@ impl KnowledgeStore {
         &self,
         f: impl FnOnce(&WriteTx, &mut MemoryWrite<'_>, &mut BTreeSet<(String, String)>) -> Result<T>,
     ) -> Result<T> {
-        let out = self.write(|txn, ops| {
+        let out = self.core.write(|txn, ops| {
             let mut t = MemoryWrite::open(txn)?;
             let mut touched: BTreeSet<(String, String)> = BTreeSet::new();
             let out = f(txn, &mut t, &mut touched)?;
@@ -123,13 +123,13 @@ impl KnowledgeStore {
     /// [`crate::ErrorKind::NotFound`]: `space_not_found`, `label_not_found`.
     pub fn get_label(&self, space: &str, id: &str) -> Result<Label> {
         self.require_space(space)?;
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         load_label(&label::labels(&rtx)?, space, id)
     }
 
     /// Every label record of `space`, in id order.
     pub(crate) fn all_labels(&self, space: &str) -> Result<Vec<Label>> {
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         let t = label::labels(&rtx)?;
         let mut out: Vec<Label> = Vec::new();
         for (_, v) in t.in_space(space)? {

@@ -4,7 +4,8 @@
 //! |---|---|
 //! | `format_version` | u32, little-endian (the layout; see [`crate::store::upgrade`]) |
 //! | `generation`, `graph_generation`, `next_docno`, `next_community_id` | u64, little-endian |
-//! | `index_snapshot` | u64, little-endian: token of the index snapshot that matches the committed state (unset by every write; `crate::store`'s `snapshot` module) |
+//! | `index_snapshot` ([`INDEX_SNAPSHOT`]) | u64, little-endian: token of the index snapshot that matches the committed state (unset by every write; `store/core/snapshot.rs`) |
+//! | `store_id` ([`STORE_ID`]) | u64, little-endian: the random id of a PostgreSQL store, which names its daemons' snapshot files |
 //! | `embedder` | UTF-8 text (the embedder's identity) |
 //! | `graph_report`, `last_upgrade` | JSON |
 
@@ -15,6 +16,12 @@ use super::{Bytes, K1, Tx};
 use crate::error::{Error, ErrorKind, Result};
 use crate::storage::tables::META;
 use crate::storage::{Readable, Table};
+
+/// The key holding the token of the index snapshot that matches the committed state.
+pub(crate) const INDEX_SNAPSHOT: &str = "index_snapshot";
+
+/// The key holding the random id of a PostgreSQL store.
+pub(crate) const STORE_ID: &str = "store_id";
 
 /// The `meta` kind of one transaction, with a typed accessor per value type.
 pub(crate) struct Meta<T>(T);
@@ -30,6 +37,17 @@ pub(crate) fn ask_ahead(txn: &crate::storage::WriteTx, keys: &[&str]) {
 /// Storage errors (on redb a read transaction of a file no Engram has written yet: the kind does not exist).
 pub(crate) fn meta<X: Tx>(tx: &X) -> Result<Meta<X::Table<'_, K1, Bytes>>> {
     Ok(Meta(tx.open(META)?))
+}
+
+/// Allocates `n` consecutive document numbers in write transaction `txn` (`META.next_docno`); returns the first.
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn alloc_docnos(txn: &crate::storage::WriteTx, n: u64) -> Result<u64> {
+    let mut meta = meta(txn)?;
+    let next = meta.u64("next_docno")?.unwrap_or(1);
+    meta.put_u64("next_docno", next + n)?;
+    Ok(next)
 }
 
 impl<T: Readable<K1, Bytes>> Meta<T> {

@@ -36,12 +36,12 @@ impl KnowledgeStore {
             ));
         }
         let path = match &opts.path {
-            Some(p) => self.config.confine_named(p, "export_path")?,
+            Some(p) => self.core.config.confine_named(p, "export_path")?,
             None => {
                 let stamp = time::OffsetDateTime::now_utc()
                     .format(time::macros::format_description!("[year][month][day]-[hour][minute][second]"))
                     .unwrap_or_default();
-                let dir = self.config.data_dir.join("exports");
+                let dir = self.core.config.data_dir.join("exports");
                 std::fs::create_dir_all(&dir)?;
                 let ext = if opts.encrypt.is_some() { "zip.age" } else { "zip" };
                 dir.join(format!("engram-export-{stamp}-{}.{ext}", &uuid::Uuid::now_v7().simple().to_string()[24..]))
@@ -49,7 +49,7 @@ impl KnowledgeStore {
         };
         // Never over the store itself: not the data directory, an ancestor of it, or anything holding the
         // store file.
-        if let Ok(db) = self.config.db_path().canonicalize()
+        if let Ok(db) = self.core.config.db_path().canonicalize()
             && db.starts_with(&path)
         {
             return Err(Error::new(
@@ -121,7 +121,7 @@ impl KnowledgeStore {
                 .large_file(true);
             match &opts.encrypt {
                 Some(key) => {
-                    let sealed = key.seal(self.graph_files.side.key(), std::io::BufWriter::new(file))?;
+                    let sealed = key.seal(self.core.graph_files.side.key(), std::io::BufWriter::new(file))?;
                     Sink::Sealed(Box::new(zip::ZipWriter::new_stream(sealed)), options)
                 }
                 None => Sink::Zip(Box::new(zip::ZipWriter::new(std::io::BufWriter::new(file))), options),
@@ -131,7 +131,7 @@ impl KnowledgeStore {
             Sink::Dir(tmp.to_path_buf())
         };
         let mut w = ArchiveWriter { sink, files: BTreeMap::new() };
-        let rtx = self.db.read()?;
+        let rtx = self.core.db.read()?;
         let mut counts = BTreeMap::new();
         let spaces: Vec<Space> = {
             let t = space::spaces(&rtx)?;
@@ -174,7 +174,7 @@ impl KnowledgeStore {
             let ml = label::memory_labels(&rtx)?;
             let mentions = entity::mentions(&rtx)?;
             let vectors = memory::vectors(&rtx)?;
-            let external = self.config.embedder.external();
+            let external = self.core.config.embedder.external();
             let rows = mems.iter()?.map(|row| -> Result<MemoryLine> {
                 let (k, v) = row?;
                 let (space, id) = k.value();
@@ -338,7 +338,7 @@ impl KnowledgeStore {
             format_version: EXPORT_VERSION,
             engram_version: env!("CARGO_PKG_VERSION").into(),
             store_format_version: crate::storage::codec::FORMAT_VERSION,
-            embedder: format!("{}:{}", self.config.embedder.name(), self.config.embedder.dim()),
+            embedder: format!("{}:{}", self.core.config.embedder.name(), self.core.config.embedder.dim()),
             created_at: Timestamp::now(),
             include: inc,
             counts: counts.clone(),

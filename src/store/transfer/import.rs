@@ -389,15 +389,15 @@ impl KnowledgeStore {
         passphrase: Option<&secrecy::SecretString>,
     ) -> Result<ImportReport> {
         let started = std::time::Instant::now();
-        let real = self.config.confine_named(path, "import_path")?;
-        let keys = super::archive::ArchiveKeys { passphrase, store: self.graph_files.side.key() };
+        let real = self.core.config.confine_named(path, "import_path")?;
+        let keys = super::archive::ArchiveKeys { passphrase, store: self.core.graph_files.side.key() };
         let mut ar = Archive::open(&real, &keys)?;
         let total: u64 = ar.manifest.files.values().map(|f| f.records).sum();
         progress.total.store(total, Ordering::Release);
         progress.processed.store(0, Ordering::Release);
         let now = Timestamp::now();
         let mut report = ImportReport { records: total, ..Default::default() };
-        let touched = self.write(|txn, _| {
+        let touched = self.core.write(|txn, _| {
             let mut im = Import {
                 ar: &mut ar,
                 mode,
@@ -434,7 +434,7 @@ impl KnowledgeStore {
             for space in &im.touched {
                 recount(txn, space)?;
             }
-            if self.db.shared() {
+            if self.core.db.shared() {
                 // The records came in without index operations: the database's search catalog is made anew.
                 crate::store::records::catalog::fill(txn)?;
             }
@@ -460,7 +460,7 @@ impl KnowledgeStore {
             m
         };
         let n_mem = im.ar.manifest.files.get("memories.jsonl").map_or(0, |f| f.records);
-        let mut next_docno = KnowledgeStore::alloc_docnos(txn, n_mem)?;
+        let mut next_docno = meta::alloc_docnos(txn, n_mem)?;
         let mut t = MemoryWrite::open(txn)?;
         let k = im.counts.entry("memories".into()).or_default();
         im.ar.lines("memories.jsonl", |line: MemoryLine| {
@@ -523,7 +523,7 @@ impl KnowledgeStore {
                 // Caller-supplied vectors come back with their memory (an external store cannot
                 // recompute them); a vector of another dimension, or for a store that embeds by itself,
                 // is left out and the text is embedded as usual.
-                let embedder = &*self.config.embedder;
+                let embedder = &*self.core.config.embedder;
                 if let Some(v) = line.embedding.as_ref().filter(|v| embedder.external() && v.len() == embedder.dim())
                     && v.iter().all(|x| x.is_finite())
                 {
@@ -539,17 +539,17 @@ impl KnowledgeStore {
     /// Rebuilds the in-memory state after a bulk change of the file (import): indexes, ranks, caches; starts
     /// re-embedding and wakes the graph workers.
     pub(super) fn after_bulk_change(&self, touched: &BTreeSet<String>) -> Result<()> {
-        self.load_indexes()?;
+        self.core.load_indexes()?;
         {
-            let mut ci = self.chunk_index.write();
+            let mut ci = self.core.chunk_index.write();
             for s in touched {
                 ci.remove(s);
             }
         }
         self.label_vector_cache.lock().clear();
-        self.builder.wake();
-        self.graph_worker.wake();
-        self.start_reembedding();
+        self.core.wake_builder();
+        self.core.wake_graph();
+        self.core.start_reembedding();
         Ok(())
     }
 }

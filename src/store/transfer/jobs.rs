@@ -60,14 +60,14 @@ impl KnowledgeStore {
         mode: ImportMode,
         passphrase: Option<secrecy::SecretString>,
     ) -> Result<ImportJob> {
-        let real = self.config.confine_named(path, "import_path")?;
+        let real = self.core.config.confine_named(path, "import_path")?;
         if !real.exists() {
             return Err(Error::not_found(ErrorCode::FileNotFound, format!("no archive at '{}'", path.display())));
         }
         // An encrypted archive's key is checked before the job starts: a wrong one is the request's error.
         if real.is_file() && crate::storage::crypt::is_age_file(&real) {
             let file = std::io::BufReader::new(std::fs::File::open(&real)?);
-            crate::storage::crypt::sealed::open_archive(file, passphrase.as_ref(), self.graph_files.side.key())?;
+            crate::storage::crypt::sealed::open_archive(file, passphrase.as_ref(), self.core.graph_files.side.key())?;
         }
         let progress = Arc::new(ImportProgress::default());
         let job = ImportJob {

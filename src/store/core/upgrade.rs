@@ -16,14 +16,14 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::records::meta::Meta;
-use super::records::{Bytes, StoredMemoryV1};
-use super::{memory, meta};
 use crate::config::{Durability, StoreConfig};
 use crate::error::{Error, ErrorKind, Result};
 use crate::model::Timestamp;
 use crate::storage::codec::FORMAT_VERSION;
 use crate::storage::{Db, ReadTx, Readable, WriteTx};
+use crate::store::records::meta::Meta;
+use crate::store::records::{Bytes, StoredMemoryV1};
+use crate::store::records::{memory, meta};
 
 /// One step of the layout, from `from` to `from + 1`.
 struct Migration {
@@ -105,14 +105,14 @@ pub(crate) fn last_upgrade<T: Readable<&'static str, Bytes>>(t: &Meta<T>) -> Res
 /// usual connection.
 fn open_for_reading(config: &StoreConfig) -> Result<Db> {
     if config.database_url.is_none() {
-        if let Some(db) = super::open::open_db_read_only(config)? {
+        if let Some(db) = super::db::open_db_read_only(config)? {
             return Ok(db);
         }
         if let Ok(Some(db)) = Db::open_read_only(&config.db_path(), 1 << 20) {
             return Ok(db);
         }
     }
-    super::open::open_db(config).map(|(db, _)| db)
+    super::db::open_db(config).map(|(db, _)| db)
 }
 
 /// The format recorded in the store (None for a database no Engram has opened yet: it has no META table).
@@ -179,7 +179,7 @@ pub fn upgrade_store(config: &StoreConfig) -> Result<Option<UpgradeRecord>> {
         return Ok(None);
     }
     let backup = backup_before_open(config)?;
-    let (db, _) = super::open::open_db(config)?;
+    let (db, _) = super::db::open_db(config)?;
     match meta::meta(&db.read()?) {
         Ok(t) if stored_format(&t)?.is_some() => {}
         _ => return Ok(None),
@@ -199,7 +199,7 @@ pub(crate) fn backup_before_open(config: &StoreConfig) -> Result<Option<PathBuf>
     if config.database_url.is_some() || config.storage.is_some() || !path.exists() {
         return Ok(None);
     }
-    super::open::discard_unborn_file(&path)?;
+    super::db::discard_unborn_file(&path)?;
     if std::fs::metadata(&path).map_or(true, |m| m.len() == 0) {
         return Ok(None); // nothing stored yet: the open creates the store
     }
@@ -288,7 +288,7 @@ fn write_backup(db_path: &Path, format: u32) -> Result<PathBuf> {
 /// Storage errors; [`ErrorKind::Locked`] while another process has the file open.
 #[doc(hidden)]
 pub fn downgrade_to_format_1(config: &StoreConfig) -> Result<u64> {
-    let (db, _) = super::open::open_db(config)?;
+    let (db, _) = super::db::open_db(config)?;
     let txn = db.write(Durability::Immediate)?;
     let mut n = 0;
     {

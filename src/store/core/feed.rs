@@ -17,10 +17,12 @@ use std::time::{Duration, Instant};
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 
-use super::communities::GraphState;
-use super::sources::ChunkIndex;
-use super::{IndexOp, IndexState, SpaceIndex, apply_ops, graph_files};
+use super::chunks::ChunkIndexes;
+use super::graph_files;
+use super::indexes::{IndexState, SpaceIndex, apply_ops};
+use super::ranks::{GraphState, load_graph_state};
 use crate::error::Result;
+use crate::index::ops::IndexOp;
 use crate::storage::{Db, WriteTx};
 
 /// How often a process reads the feed when it writes nothing itself: the most a search on one daemon can lag a
@@ -59,7 +61,7 @@ pub(crate) struct Feed {
     pub db: Arc<Db>,
     pub index: Arc<RwLock<IndexState>>,
     pub graph: Arc<RwLock<GraphState>>,
-    pub chunks: Arc<RwLock<HashMap<String, Arc<ChunkIndex>>>>,
+    pub chunks: ChunkIndexes,
     pub graph_files: graph_files::GraphFiles,
     pub dim: usize,
     pub vector: crate::index::vector::VectorParams,
@@ -82,7 +84,7 @@ impl Feed {
         db: Arc<Db>,
         index: Arc<RwLock<IndexState>>,
         graph: Arc<RwLock<GraphState>>,
-        chunks: Arc<RwLock<HashMap<String, Arc<ChunkIndex>>>>,
+        chunks: ChunkIndexes,
         graph_files: graph_files::GraphFiles,
         dim: usize,
         vector: crate::index::vector::VectorParams,
@@ -230,7 +232,7 @@ impl Feed {
                 (self.wake_hnsw)();
             }
             if ranks {
-                *self.graph.write() = super::communities::load_graph_state(&self.db, self.keeps_indexes)?;
+                *self.graph.write() = load_graph_state(&self.db, self.keeps_indexes)?;
             }
             if n < BATCH {
                 return Ok(());
@@ -269,12 +271,12 @@ impl Feed {
     fn reload(&self, position: &mut u64) -> Result<()> {
         if !self.keeps_indexes {
             *position = self.db.read()?.change_head()?;
-            *self.graph.write() = super::communities::load_graph_state(&self.db, false)?;
+            *self.graph.write() = load_graph_state(&self.db, false)?;
             return Ok(());
         }
         let started = Instant::now();
-        let ((state, head), graph) = super::open::with_graph_state(&self.db, |extra| {
-            super::open::load_index_state(
+        let ((state, head), graph) = super::load::with_graph_state(&self.db, |extra| {
+            super::load::load_index_state(
                 &self.db,
                 self.dim,
                 self.vector,

@@ -1,4 +1,4 @@
-//! Tests of `communities` (beside it: `store/communities.rs`).
+//! Tests of `ranks` (beside it: `store/core/ranks.rs`).
 
 use super::SpaceRanks;
 use proptest::prelude::*;

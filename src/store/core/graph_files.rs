@@ -18,8 +18,8 @@ use std::path::{Path, PathBuf};
 
 use crate::storage::crypt::SideFiles;
 
-use super::SpaceIndex;
-use crate::store::meta;
+use super::indexes::SpaceIndex;
+use crate::store::records::meta;
 
 /// Where the graphs of a store live, what they must match, and how they are sealed (an encrypted store's
 /// graphs are age files to its key, [`SideFiles`]).

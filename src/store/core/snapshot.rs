@@ -36,20 +36,21 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use super::indexes::IndexState;
 use crate::index::bytes::Reader;
 use crate::index::catalog::{DocMeta, SpaceCatalog};
 use crate::index::context::ExpandedIndex;
 use crate::index::lexicon::Lexicon;
 use crate::storage::Db;
 use crate::storage::crypt::SideFiles;
-use crate::store::{IndexState, meta};
+use crate::store::records::meta;
 
 const MAGIC: &[u8; 8] = b"EGRMSNAP";
 /// 2: the context-expanded postings of spaces with sequences follow each lexicon. 3: catalog entries carry
 /// `DocMeta::question`.
 const VERSION: u32 = 3;
 /// The META key holding the token of the snapshot that matches the committed state.
-pub(crate) const TOKEN_KEY: &str = "index_snapshot";
+use meta::INDEX_SNAPSHOT as TOKEN_KEY;
 
 /// The snapshot file of the store in `data_dir`.
 pub(crate) fn path(data_dir: &Path) -> PathBuf {
@@ -64,9 +65,6 @@ pub(crate) struct SpaceSnapshot {
     /// The context-expanded postings, when the space had them (it has sequences).
     pub expanded: Option<ExpandedIndex>,
 }
-
-/// The META key holding the random id of a PostgreSQL store, which names its daemons' snapshot files.
-pub(crate) const STORE_ID_KEY: &str = "store_id";
 
 /// The snapshot file of a daemon on the shared (PostgreSQL) store whose id is `store_id`, in its data
 /// directory `data_dir`: the id in the name keeps a data directory moved to another database from using it.
@@ -129,33 +127,25 @@ pub(crate) fn save_shared(file: &Path, state: &IndexState, position: u64) -> cra
     Ok(true)
 }
 
-/// Writes the snapshot of `state` when the committed state has none, then records its token in a durable
-/// commit through `writes`. Returns whether a file was written. Call only when no other write can run (the
-/// store is closing).
+/// Writes the snapshot of `state` when the committed state has none. Returns the token of the file written,
+/// which the caller records (`META.index_snapshot`) in a durable commit: until then the file matches nothing.
+/// Call only when no other write can run (the store is closing).
 ///
 /// # Errors
-/// Storage errors reading or setting the token; I/O errors writing the file (the store is unaffected: the
-/// next open loads from the tables).
-pub(crate) fn save(
-    db: &Db,
-    writes: &super::write::Writes,
-    file: &Path,
-    state: &IndexState,
-    side: &SideFiles,
-) -> crate::Result<bool> {
+/// Storage errors reading the token; I/O errors writing the file (the store is unaffected: the next open loads
+/// from the tables).
+pub(crate) fn save(db: &Db, file: &Path, state: &IndexState, side: &SideFiles) -> crate::Result<Option<u64>> {
     if db.shared() {
-        return Ok(false);
+        return Ok(None);
     }
     let current = meta::meta(&db.read()?)?.u64(TOKEN_KEY)?;
     if current.is_some_and(|t| self::current(file, state, t, side)) {
-        return Ok(false);
+        return Ok(None);
     }
     let token = uuid::Uuid::new_v4().as_u64_pair().0;
     let bytes = write_file(file, state, token, side)?;
-    let commit = super::write::Commit { durability: Some(crate::config::Durability::Immediate), bump: false };
-    writes.write(commit, |txn, _| meta::meta(txn)?.put_u64(TOKEN_KEY, token))?;
-    tracing::info!(bytes, "index snapshot saved");
-    Ok(true)
+    tracing::info!(bytes, "index snapshot written");
+    Ok(Some(token))
 }
 
 /// Streams the snapshot of `state` with `token` to a temporary file beside `file` (sealed to the store's key when
@@ -334,7 +324,7 @@ mod tests {
     use crate::index::context::put_doc;
     use crate::index::lexicon::analyse;
     use crate::model::{Memory, Metadata, Timestamp};
-    use crate::store::indexes::SpaceIndex;
+    use crate::store::core::indexes::SpaceIndex;
 
     /// A space of two threads and a plain memory, its expanded postings built.
     fn state() -> IndexState {

@@ -346,8 +346,8 @@ fn expect_encrypted(path: &Path) -> Result<()> {
 fn verify(data_dir: &Path, enc: Option<Encryption>) -> Result<()> {
     let mut config = StoreConfig::new(data_dir);
     config.encryption = enc;
-    let (db, _) = super::open::open_db(&config)?;
+    let (db, _) = super::db::open_db(&config)?;
     let rtx = db.read()?;
-    super::meta::meta(&rtx)?;
+    crate::store::records::meta::meta(&rtx)?;
     Ok(())
 }

@@ -17,13 +17,14 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock};
 
-use super::records::Vector;
+use super::indexes::IndexState;
 use super::worker::Worker;
-use super::{IndexState, StoredMemory};
 use crate::embed::{Embedder, InputType};
 use crate::error::Result;
 use crate::model::Timestamp;
-use crate::store::memory;
+use crate::store::records::StoredMemory;
+use crate::store::records::Vector;
+use crate::store::records::memory;
 
 /// Memories per batch (one embedding call and one write transaction).
 pub const BATCH: usize = 64;

@@ -7,7 +7,7 @@
 //! 3. on a redb file, `META.index_snapshot` unset (the index snapshot no longer matches,
 //!    [`super::snapshot`]); the generation bump (`META.generation`), unless the write is not a change of knowledge ([`Commit`]);
 //! 4. on PostgreSQL, the index operations applied to the database's search catalog (`catalog`, see
-//!    [`super::records::catalog`]) and published to the change feed, in the same transaction;
+//!    [`crate::store::records::catalog`]) and published to the change feed, in the same transaction;
 //! 5. the commit, with the store's durability or the one [`Commit`] asks for;
 //! 6. after the commit, the index operations applied to the in-memory indexes (directly, or through the feed
 //!    on a shared database). Nothing is written or applied when the closure fails.
@@ -23,7 +23,7 @@ use crate::config::Durability;
 use crate::error::Result;
 use crate::index::ops::IndexOp;
 use crate::storage::{Db, WriteTx};
-use crate::store::meta;
+use crate::store::records::meta;
 
 /// How a write commits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,7 +90,7 @@ impl Writes {
         let txn = self.db.write(c.durability.unwrap_or(self.durability))?;
         if !self.db.shared() {
             // Any commit makes the index snapshot stale ([`super::snapshot`]).
-            meta::meta(&txn)?.remove(super::snapshot::TOKEN_KEY)?;
+            meta::meta(&txn)?.remove(meta::INDEX_SNAPSHOT)?;
         }
         if c.bump && self.db.shared() {
             // The two counters a memory write reads, asked for ahead: PostgreSQL reads them with the write's
@@ -100,7 +100,7 @@ impl Writes {
         let out = f(&txn, &mut ops)?;
         if self.db.shared() && !ops.is_empty() {
             // The database's search catalog changes with the commit that changes the indexes.
-            super::records::catalog::keep(&txn, &ops)?;
+            crate::store::records::catalog::keep(&txn, &ops)?;
         }
         if c.bump {
             let mut meta = meta::meta(&txn)?;

@@ -40,17 +40,17 @@ pub struct PublishedIndexes {
     pub bytes: u64,
 }
 
-impl crate::KnowledgeStore {
+impl super::Core {
     /// Publishes this daemon's indexes into its PostgreSQL database now, for daemons that start without a
     /// snapshot of their own (the feed worker also does it every ten minutes of writes, once the HNSW graphs are
-    /// complete; see the module docs of `store/publish.rs` and `docs/deploy.md`). `Ok(None)` on a redb store and
+    /// complete; see the module docs of `store/core/publish.rs` and `docs/deploy.md`). `Ok(None)` on a redb store and
     /// when another daemon is publishing at the moment.
     ///
     /// # Errors
     /// Storage errors and I/O errors writing the snapshot or graph files in the data directory; the publication
     /// before stays in the database.
-    pub fn publish_indexes(&self) -> Result<Option<PublishedIndexes>> {
-        match self.snapshot_file.get() {
+    pub(crate) fn publish_indexes(&self) -> Result<Option<PublishedIndexes>> {
+        match self.snapshot_file() {
             Some(file) if self.db.shared() => self.feed.publish_indexes(file),
             _ => Ok(None),
         }
