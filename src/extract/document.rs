@@ -106,16 +106,8 @@ pub struct SectionNode {
     pub children: Vec<SectionNode>,
 }
 
-/// A chunk of the parsed text.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Chunk {
-    /// Byte offset in the parsed text.
-    pub offset: u64,
-    /// Length in bytes.
-    pub length: u64,
-    /// Heading path, `A > B` (empty before the first heading).
-    pub section: String,
-}
+/// A chunk of the parsed text (a record of the store, so defined with the source record in [`crate::model`]).
+pub use crate::model::Chunk;
 
 /// A parsed document.
 #[derive(Debug, Clone)]

@@ -19,7 +19,7 @@ pub use label::{Label, LabelMerge};
 pub use memory::{MONTH_NAMES, Memory, MemoryState, TemporalContext, UnitType, date_precision, spell_date};
 pub use relation::MemoryRelation;
 pub use review::{Resolution, ReviewEvent};
-pub use source::{MAX_SOURCE_BYTES, SOURCE_STATES, Source};
+pub use source::{Chunk, MAX_SOURCE_BYTES, SOURCE_STATES, Source};
 pub use space::{Space, SpaceUsage};
 pub use thread::{Message, Thread};
 pub use working::WorkingMemory;

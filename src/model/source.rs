@@ -65,3 +65,14 @@ pub struct Source {
     /// Labels (`label_<name>`).
     pub label_ids: Vec<String>,
 }
+
+/// A chunk of a source's parsed text, as [`crate::extract::document::parse`] cuts it and the store keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Chunk {
+    /// Byte offset in the parsed text.
+    pub offset: u64,
+    /// Length in bytes.
+    pub length: u64,
+    /// Heading path, `A > B` (empty before the first heading).
+    pub section: String,
+}

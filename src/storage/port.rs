@@ -447,6 +447,16 @@ impl WriteTx {
         }))
     }
 
+    /// Whether [`WriteTx::read_ahead`] saves statements: true on PostgreSQL, false on a redb file (whose reads
+    /// are local), where a caller need not work out what to ask for.
+    pub fn reads_ahead(&self) -> bool {
+        match &self.0 {
+            WriteInner::Redb(_) => false,
+            #[cfg(feature = "postgres")]
+            WriteInner::Pg(_) => true,
+        }
+    }
+
     /// Asks for the records of `kind` under `keys` ahead of their reads. On PostgreSQL they are read with the
     /// transaction's next point read (`get`, `get_many`) of any kind, every kind asked for in that one statement,
     /// and the reads of these keys after it need none. On a redb file, whose reads are local, it does nothing.

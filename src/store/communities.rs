@@ -61,7 +61,7 @@ impl Ctx {
             embedder: core.config.embedder.clone(),
             feed: core.feed.clone(),
             bulk_loads: core.bulk_loads.clone(),
-            recompute: core.config.index_mode == crate::IndexMode::Memory,
+            recompute: core.reads.in_memory(),
         }
     }
 }
@@ -523,30 +523,7 @@ impl KnowledgeStore {
 
     /// PageRank of a memory scaled so the top memory of the graph is 1 (0 until the graph was computed or when it mentions no entity).
     pub fn memory_pagerank(&self, space: &str, id: &str) -> f64 {
-        if self.core.config.index_mode == crate::IndexMode::Memory {
-            return self.core.graph.read().memory_rank.get(space).and_then(|m| m.get(id)).map_or(0.0, f64::from);
-        }
-        // 0 when the stored row cannot be read, as for a memory without one.
-        let read = self.core.db.read().and_then(|rtx| self.memory_pageranks(&rtx, space, &[id]));
-        read.ok().and_then(|r| r.first().copied()).unwrap_or(0.0)
-    }
-
-    /// [`Self::memory_pagerank`] of each of `ids`, in their order. In the `database` index mode (no table in
-    /// memory) the stored rows, read in `rtx` at once (one statement on PostgreSQL), else the in-memory table
-    /// under one lock. Both at the in-memory table's precision (f32), so that both modes show the same figure.
-    ///
-    /// # Errors
-    /// Storage errors (the `database` index mode only).
-    pub(crate) fn memory_pageranks(&self, rtx: &crate::storage::ReadTx, space: &str, ids: &[&str]) -> Result<Vec<f64>> {
-        if self.core.config.index_mode == crate::IndexMode::Database {
-            let keys: Vec<(&str, &str)> = ids.iter().map(|id| (space, *id)).collect();
-            let table = graph::memory_pagerank(rtx)?;
-            let rows = table.get_many(&keys)?.into_iter();
-            return Ok(rows.map(|v| v.map_or(0.0, |v| f64::from(v.value() as f32))).collect());
-        }
-        let graph = self.core.graph.read();
-        let ranks = graph.memory_rank.get(space);
-        Ok(ids.iter().map(|id| ranks.and_then(|m| m.get(id)).map_or(0.0, f64::from)).collect())
+        self.core.memory_pagerank(space, id)
     }
 
     /// Communities, heaviest first (sum of members' PageRank), at most `limit`.

@@ -36,8 +36,8 @@ impl KnowledgeStore {
         let grace = i64::try_from(self.core.config.expiry_grace.as_millis()).unwrap_or(i64::MAX);
         let before = Timestamp(Timestamp::now().0.saturating_sub(grace));
         let mut due: Vec<(String, String, Timestamp)> = Vec::new();
-        for space in self.catalog_spaces()? {
-            self.with_expiring(&space, |catalog| {
+        for space in self.core.catalog_spaces()? {
+            self.core.with_expiring(&space, |catalog| {
                 let Some(c) = catalog else { return };
                 due.extend(c.expired(before).filter_map(|(at, docno)| {
                     let m = c.get(docno)?;
@@ -68,13 +68,7 @@ impl KnowledgeStore {
         let count = |c: &crate::index::catalog::SpaceCatalog| {
             c.expired(now).filter(|(_, d)| c.get(*d).is_some_and(|m| m.state != MemoryState::Forgotten)).count() as u64
         };
-        let expired = if self.core.config.index_mode == crate::IndexMode::Database {
-            // The database index mode reads the catalog entries with an expiry time.
-            let spaces = self.catalog_spaces().unwrap_or_default();
-            spaces.iter().map(|s| self.with_expiring(s, |c| c.map_or(0, count)).unwrap_or(0)).sum()
-        } else {
-            self.core.index.read().spaces.values().map(|si| count(&si.catalog)).sum()
-        };
+        let expired = self.core.sum_over_expiring(count);
         ExpiryStatus {
             expired,
             forgotten_by_sweep: self.expired_forgotten.load(Ordering::Acquire),

@@ -124,24 +124,7 @@ impl KnowledgeStore {
         let labels = label::labels(&rtx)?.len()? as usize;
         // The index lock is released before `expiry_status` takes it again: a second read behind a waiting
         // writer (the own-text decode, an index update) would wait for that writer, which waits for this read.
-        let (memories, spaces, reindex_pending) = if self.core.config.index_mode == crate::IndexMode::Database {
-            // No per-memory index: the catalog's counts (re-embedding is the in-memory daemons' work).
-            let ids = self.catalog_spaces()?;
-            let mut memories = 0usize;
-            for s in &ids {
-                memories += usize::try_from(rtx.catalog_stats(s, 1)?.entries).unwrap_or(usize::MAX);
-            }
-            (memories, ids.len(), 0)
-        } else {
-            let state = self.core.index.read();
-            let memories = state.spaces.values().map(|s| s.catalog.len()).sum();
-            let reindex_pending = if self.core.config.embedder.external() {
-                0
-            } else {
-                state.spaces.values().map(|s| s.catalog.len().saturating_sub(s.vectors.len())).sum()
-            };
-            (memories, state.spaces.len(), reindex_pending)
-        };
+        let (memories, spaces, reindex_pending) = self.core.index_counts(&rtx)?;
         Ok(StoreHealth {
             embedder: self.core.config.embedder.name().to_string(),
             dim: self.core.config.embedder.dim(),

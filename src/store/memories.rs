@@ -375,12 +375,12 @@ impl KnowledgeStore {
         let vectors = if embedder.external() { Vec::new() } else { embedder.embed(&texts, InputType::Document)? };
 
         let results = self.core.write(|txn, ops| {
-            if self.core.db.shared() {
+            if txn.reads_ahead() {
                 ask_reads(txn, &batch, &label_sets, &prepared);
             }
             let base = super::meta::alloc_docnos(txn, batch.len() as u64)?;
             let mut t = MemoryWrite::open(txn)?;
-            if self.core.db.shared() && batch.len() > 1 {
+            if txn.reads_ahead() && batch.len() > 1 {
                 // The given ids' spaces in one statement, not one per memory.
                 let ids: Vec<&str> = batch.iter().filter_map(|n| n.id.as_deref()).collect();
                 t.memories.spaces_of(&ids)?;
@@ -578,7 +578,7 @@ impl KnowledgeStore {
     pub fn list_memories_ordered(&self, q: &ListQuery, order: ListOrder) -> Result<Page<MemoryView>> {
         self.require_space(&q.space_id)?;
         let keep = q.offset.saturating_add(q.limit);
-        let listed = self.with_catalog(&q.space_id, |catalog| {
+        let listed = self.core.with_catalog(&q.space_id, |catalog| {
             let catalog = catalog?;
             let hits: Vec<(&crate::index::catalog::DocMeta, u64)> =
                 catalog.iter().filter(|(_, m)| q.filter.accepts(m)).map(|(d, m)| (m, d)).collect();
@@ -591,7 +591,7 @@ impl KnowledgeStore {
                 }),
                 ListOrder::PageRank => {
                     // One read of the rank table for the whole listing (not one lock per memory).
-                    let ranked = self.with_space_ranks(&q.space_id, |ranks| {
+                    let ranked = self.core.with_space_ranks(&q.space_id, |ranks| {
                         let rank = |d: &DocMeta| ranks.and_then(|m| m.get(&d.id)).map_or(0.0, f64::from);
                         let ranked: Vec<_> = hits.into_iter().map(|h| (rank(h.0), h)).collect();
                         first_in_order(ranked, keep, |a, b| b.0.total_cmp(&a.0).then_with(|| newest(a.1.0, b.1.0)))
@@ -625,7 +625,7 @@ impl KnowledgeStore {
         let records = memory::memories(&rtx)?.get_many(&keys)?;
         let labels = crate::storage::txn::range_prefix3_many(&label::memory_labels(&rtx)?, space, &ids)?;
         // The PageRank of every id at once (in the database index mode one statement, not a transaction per id).
-        let ranks = self.memory_pageranks(&rtx, space, &ids)?;
+        let ranks = self.core.memory_pageranks(&rtx, space, &ids)?;
         let mut out = Vec::with_capacity(ids.len());
         for ((sm, label_ids), rank) in records.into_iter().zip(labels).zip(ranks) {
             if let Some(sm) = sm {

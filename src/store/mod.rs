@@ -19,7 +19,6 @@ mod records;
 mod relations;
 mod reviews;
 mod search;
-mod search_db;
 mod sources;
 mod spaces;
 mod threads;

@@ -209,22 +209,19 @@ impl KnowledgeStore {
         let terms: Vec<(&str, u32)> =
             if mode == SearchMode::Vector { Vec::new() } else { qtf.iter().map(|(t, n)| (t.as_str(), *n)).collect() };
         let qv = qvec.as_deref().filter(|qv| qv.iter().any(|x| *x != 0.0));
-        // The database index mode reads the part of the space's indexes this search needs (`search_db.rs`).
-        let queried = if self.core.config.index_mode == crate::IndexMode::Database {
-            let context_on = q.options.context_bm25.unwrap_or(true) && cx.is_on() && mode != SearchMode::Vector;
-            let needs = super::search_db::QueryNeeds {
-                terms: &terms,
-                qv,
-                context_window: if context_on { cx.window } else { 0 },
-                neighbour_window: exp.window.max(1),
-                depth,
-                bm25: q.options.bm25.unwrap_or(self.core.config.bm25),
-                filter: &q.filter,
-            };
-            Some(self.query_index(rtx, &q.space_id, &needs)?)
-        } else {
-            None
+        // The database index mode reads the part of the space's indexes this search needs (`core/search_db.rs`);
+        // None: the in-memory indexes serve it.
+        let context_on = q.options.context_bm25.unwrap_or(true) && cx.is_on() && mode != SearchMode::Vector;
+        let needs = super::core::search_db::QueryNeeds {
+            terms: &terms,
+            qv,
+            context_window: if context_on { cx.window } else { 0 },
+            neighbour_window: exp.window.max(1),
+            depth,
+            bm25: q.options.bm25.unwrap_or(self.core.config.bm25),
+            filter: &q.filter,
         };
+        let queried = self.core.query_index(rtx, &q.space_id, &needs)?;
 
         // Entities named in the query, with IDF weights, for the hybrid ranking signal.
         let query_entities: Vec<(String, f32)> =
@@ -284,7 +281,7 @@ impl KnowledgeStore {
         let read_vectors = match (&queried, qv) {
             (Some(qi), Some(_)) if !qi.whole && (mode == SearchMode::Hybrid || blend > 0.0) => {
                 let wanted = vectors_wanted(&si.catalog, &lexical, &vector, blend > 0.0);
-                Some(self.union_vectors(rtx, &q.space_id, &wanted)?)
+                Some(self.core.union_vectors(rtx, &q.space_id, &wanted)?)
             }
             _ => None,
         };
@@ -390,7 +387,7 @@ impl KnowledgeStore {
             let read = match db_mode {
                 true => {
                     let docnos: Vec<u64> = hits.iter().filter_map(|h| si.catalog.docno_of(&h.view.memory.id)).collect();
-                    Some(self.context_catalog(rtx, &q.space_id, &docnos, w)?)
+                    Some(self.core.context_catalog(rtx, &q.space_id, &docnos, w)?)
                 }
                 false => None,
             };

@@ -167,13 +167,7 @@ impl KnowledgeStore {
     }
 
     fn fill_usage(&self, rtx: &crate::storage::ReadTx, s: &mut Space) -> Result<()> {
-        s.usage.memories = if self.core.config.index_mode == crate::IndexMode::Database {
-            rtx.catalog_stats(&s.id, 1)?.live
-        } else {
-            self.core.index.read().spaces.get(&s.id).map_or(0, |si| {
-                si.catalog.iter().filter(|(_, m)| m.state != crate::model::MemoryState::Forgotten).count() as u64
-            })
-        };
+        s.usage.memories = self.core.live_memories(rtx, &s.id)?;
         let threads = thread::threads(&rtx)?;
         s.usage.threads = threads.count_in_space(&s.id)? as u64;
         let wm = working_memory::days(&rtx)?;

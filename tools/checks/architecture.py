@@ -8,11 +8,15 @@
 * Records, not tables: outside the port (src/storage/), only the record modules (src/store/records/) open a
   kind (`.table(`, `.open(KIND)`), name the kinds (`storage::tables`) or call a record codec (`encode`,
   `decode`, `vector_to_bytes`, `vector_from_bytes`, `postcard::`).
-* The record modules sit below the domain: nothing in src/store/records/ imports the store's aggregates
-  (`crate::store::` outside `records`, `super::super`); the types they keep live in src/model/ and src/index/.
+* The record modules sit below the domain: src/store/records/ imports only the model, the storage port, the
+  indexes and the error type (`crate::` anything else, `super::super`, fails); the types they keep live in
+  src/model/ and src/index/.
 * The runtime core sits below the services: nothing in src/store/core/ imports a service of the store
   (`crate::store::...` outside `core` and `records`, `super::super::...` outside `records`) or names
   `KnowledgeStore`; the services borrow the core, never the other way round.
+* The backend mode is chosen once, at open: outside the runtime core (src/store/core/), the storage port
+  (src/storage/), the configuration (src/config.rs) and the CLI that fills it (src/bin/), no code asks whether
+  the database is shared (`.shared()`) or reads the index mode (`index_mode`).
 * No source file over 1,000 lines in src/ or bindings/ (tests included; a module's tests may sit in its own
   `tests.rs`, which the other rules do not read as code).
 * No store lock (`index`, `graph`, `chunks`, `chunk_index`, the database handle `inner`: parking_lot RwLocks)
@@ -161,7 +165,7 @@ def records_below_the_domain():
         if not p.startswith(f"{SRC}/store/records/"):
             continue
         for n, l in enumerate(code_of(p).split("\n"), 1):
-            if re.search(r"\bcrate::store::(?!records\b)\w+|\bsuper::super\b", l):
+            if re.search(r"\bcrate::(?!model\b|storage\b|index\b|error\b|store::records\b)\w+|\bsuper::super\b", l):
                 out.append(f"{p}:{n}: a record module imports the store's domain (records import only model, storage, index)")
     return out
 
@@ -176,6 +180,20 @@ def core_below_the_services():
         for n, l in enumerate(code_of(p).split("\n"), 1):
             if re.search(r"\bcrate::store::(?!records\b|core\b)\w+|\bsuper::super::(?!records\b)\w+|\bKnowledgeStore\b", l):
                 out.append(f"{p}:{n}: the runtime core imports a service or the store (the core sits below them)")
+    return out
+
+
+def backend_mode_in_the_core():
+    """`.shared()` and `index_mode` are read only where the mode is chosen (the core's `Commits` and `IndexReads`,
+    store/core/modes.rs) or defined (the port, the configuration, the CLI)."""
+    allowed = (f"{SRC}/store/core/", f"{SRC}/storage/", f"{SRC}/config.rs", f"{SRC}/bin/")
+    out = []
+    for p in files():
+        if p.startswith(allowed):
+            continue
+        for n, l in enumerate(code_of(p).split("\n"), 1):
+            if re.search(r"\.shared\(\)|\bindex_mode\b", l):
+                out.append(f"{p}:{n}: asks the backend mode outside the core (use Core's commits and reads)")
     return out
 
 
@@ -245,6 +263,7 @@ def main():
         cycles() + long_functions() + writer_lock() + redb_outside_storage() + records_not_tables()
         + records_below_the_domain()
         + core_below_the_services()
+        + backend_mode_in_the_core()
         + relocked_store_locks()
         + long_files()
     )

@@ -24,9 +24,11 @@ pub(crate) mod feed;
 pub(crate) mod graph_files;
 pub(crate) mod indexes;
 pub(crate) mod load;
+pub(crate) mod modes;
 pub(crate) mod publish;
 pub(crate) mod ranks;
 pub(crate) mod reembed;
+pub(crate) mod search_db;
 pub(crate) mod snapshot;
 pub mod upgrade;
 pub(crate) mod worker;
@@ -47,6 +49,7 @@ use self::builder::start_graph_builder;
 use self::chunks::ChunkIndexes;
 use self::graph_files::GraphFiles;
 use self::indexes::{IndexState, SpaceIndex};
+use self::modes::{Commits, IndexReads};
 use self::ranks::GraphState;
 use self::worker::Worker;
 use crate::config::StoreConfig;
@@ -65,6 +68,10 @@ pub const DEFAULT_SPACE: &str = "default";
 pub(crate) struct Core {
     pub db: Arc<Db>,
     pub config: StoreConfig,
+    /// How other writers' commits arrive (a redb file or a shared database), chosen at open.
+    pub commits: Commits,
+    /// Where the per-memory indexes are read (in memory or from the database), chosen at open.
+    pub reads: IndexReads,
     /// The one write path: the writer lock, the generation, the change feed, the commit.
     pub writes: Arc<write::Writes>,
     /// Per space: the catalog, BM25 lexicon, context-expanded postings and vectors.
@@ -157,10 +164,12 @@ impl Core {
             config.vector,
             config.context.window,
             Arc::new(move || hnsw.wake()),
-            config.index_mode == crate::IndexMode::Memory,
+            IndexReads::of(&config).in_memory(),
         ));
         let writes = write::Writes::new(db.clone(), config.durability, feed.clone());
         let core = Core {
+            commits: Commits::of(&db),
+            reads: IndexReads::of(&config),
             db,
             config,
             writes,
@@ -191,7 +200,7 @@ impl Core {
         }
         core.check_embedder()?;
         lap("schema");
-        if core.config.index_mode == crate::IndexMode::Database {
+        if core.reads == IndexReads::Database {
             // No per-memory index: searches read theirs from the database, the feed only moves the position.
             core.feed.loaded_at(core.db.read()?.change_head()?);
             *core.graph.write() = ranks::load_graph_state(&core.db, false)?;
@@ -200,7 +209,7 @@ impl Core {
             let _ = core.snapshot_file.set(core.load_indexes()?);
         }
         lap("indexes and graph state");
-        if core.db.shared() {
+        if core.commits == Commits::Feed {
             // From a snapshot, the indexes are at its position: the entries since are applied before the first
             // search (the worker retries a failure within its poll).
             if let Err(e) = core.feed.catch_up() {
@@ -221,6 +230,18 @@ impl Core {
             tracing::warn!("the graph worker was already started");
         }
         self.wake_graph();
+    }
+
+    /// Fills the search catalog of a shared database anew in `txn` (after records were written without index
+    /// operations, as by an import); nothing on a local file, whose catalog lives in memory.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub(crate) fn refill_catalog(&self, txn: &crate::storage::WriteTx) -> Result<()> {
+        if self.commits == Commits::Feed {
+            records::catalog::fill(txn)?;
+        }
+        Ok(())
     }
 
     /// Wakes the HNSW builder (after the indexes were replaced, as by an import).
@@ -260,7 +281,7 @@ impl Core {
         // position: the feed worker is stopped).
         if let Some(file) = self.snapshot_file.get() {
             let state = self.index.read();
-            let saved = if self.db.shared() {
+            let saved = if self.commits == Commits::Feed {
                 snapshot::save_shared(file, &state, self.feed.position()).map(|_| ())
             } else {
                 self.save_snapshot(file, &state)
@@ -391,7 +412,7 @@ impl Core {
         let txn = self.db.write(crate::config::Durability::Immediate)?;
         // Creating every kind up front lets readers open them without a write.
         records::create_all(&txn)?;
-        if self.db.shared() && meta::meta(&txn)?.u64(records::catalog::FILLED_KEY)?.is_none() {
+        if self.commits == Commits::Feed && meta::meta(&txn)?.u64(records::catalog::FILLED_KEY)?.is_none() {
             // A database written before the search catalog existed (or a new one): filled once, under the writers'
             // lock this transaction holds.
             let started = Instant::now();
@@ -490,7 +511,7 @@ impl Core {
     /// and the memory PageRank table beside them (0.8 s of a 1M-memory open, [`load::with_graph_state`]), and sets the
     /// change-feed position to the state they were read at. Returns the snapshot file, which the close writes.
     pub(crate) fn load_indexes(&self) -> Result<std::path::PathBuf> {
-        let file = if self.db.shared() {
+        let file = if self.commits == Commits::Feed {
             let file = snapshot::shared_path(&self.config.data_dir, self.store_id()?);
             // Without a snapshot of its own that the feed covers, a daemon takes the published one.
             let own = match snapshot::position_of(&file, &SideFiles::default()) {

@@ -157,7 +157,7 @@ impl KnowledgeStore {
                 forks += 1;
                 backlog += n - 1;
             }
-            self.with_catalog(s, |catalog| {
+            self.core.with_catalog(s, |catalog| {
                 for (_, m) in catalog.into_iter().flat_map(|c| c.iter()) {
                     if m.state == crate::model::MemoryState::Forgotten {
                         continue;

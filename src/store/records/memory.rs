@@ -95,7 +95,8 @@ impl StoredMemoryV1 {
     /// # Errors
     /// [`crate::ErrorKind::Internal`] when the record does not convert (it always does).
     pub(crate) fn bytes_of(sm: &StoredMemory) -> Result<Vec<u8>> {
-        let internal = |e: &dyn std::fmt::Display| crate::error::Error::new(crate::ErrorKind::Internal, e.to_string());
+        let internal =
+            |e: &dyn std::fmt::Display| crate::error::Error::new(crate::error::ErrorKind::Internal, e.to_string());
         let mut json = serde_json::to_value(&sm.memory).map_err(|e| internal(&e))?;
         if let Some(o) = json.as_object_mut() {
             o.remove("expires_at");

@@ -44,7 +44,7 @@ version_one!(
     crate::model::Message,
     crate::model::Entity,
     crate::model::Source,
-    crate::extract::document::Chunk,
+    crate::model::Chunk,
     super::Community,
     super::MemoryRelation,
     super::ReviewEvent,

@@ -2,7 +2,7 @@
 
 use super::{Bytes, K1, K2, KN, Opened, Records, Tx};
 use crate::error::Result;
-use crate::extract::document::Chunk;
+use crate::model::Chunk;
 use crate::model::Source;
 use crate::storage::tables::{SOURCE_CHUNKS, SOURCE_FILES, SOURCE_SHA, SOURCE_SPACE, SOURCE_TEXT, SOURCES};
 

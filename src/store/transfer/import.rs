@@ -434,10 +434,8 @@ impl KnowledgeStore {
             for space in &im.touched {
                 recount(txn, space)?;
             }
-            if self.core.db.shared() {
-                // The records came in without index operations: the database's search catalog is made anew.
-                crate::store::records::catalog::fill(txn)?;
-            }
+            // The records came in without index operations: a database's search catalog is made anew.
+            self.core.refill_catalog(txn)?;
             Ok(im.touched)
         })?;
         self.after_bulk_change(&touched)?;

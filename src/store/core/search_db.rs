@@ -1,5 +1,6 @@
-//! Searches in the database index mode ([`crate::IndexMode::Database`], PostgreSQL): a search reads, in its own
-//! read transaction, the part of its space's indexes it needs, builds a [`SpaceIndex`] of just that part, and
+//! Reads of the per-memory indexes in the database index mode ([`IndexReads::Database`], PostgreSQL), and the
+//! readers that serve both modes (`with_catalog`, `with_space_ranks`, ...). A search reads, in its own read
+//! transaction, the part of its space's indexes it needs, builds a [`SpaceIndex`] of just that part, and
 //! ranks with the same code as a search over the in-memory indexes (`search.rs`), so the two rank alike.
 //!
 //! What one search reads (`docs/deploy.md`, "Index modes"):
@@ -23,15 +24,16 @@
 
 use std::collections::BTreeSet;
 
-use super::KnowledgeStore;
-use super::core::indexes::SpaceIndex;
-use super::core::ranks::SpaceRanks;
+use super::Core;
+use super::indexes::SpaceIndex;
+use super::modes::IndexReads;
+use super::ranks::SpaceRanks;
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::catalog::SpaceCatalog;
 use crate::index::context::ExpandedIndex;
 use crate::index::vector::SpaceVectors;
 use crate::storage::{CatalogEntry, ReadTx, Readable};
-use crate::store::{graph, memory};
+use crate::store::records::{graph, memory, space};
 
 /// Rings of sequence neighbours a partial read takes around the documents with a posting or a vector: the
 /// neighbours of the documents whose expanded text holds a query term (themselves and their neighbours) must
@@ -75,19 +77,28 @@ pub(crate) struct QueryIndex {
     pub lexical: Option<GivenLexical>,
 }
 
-impl KnowledgeStore {
-    /// Reads what a search of `space` needs (module docs) in `rtx` and builds its index.
+impl Core {
+    /// In the database index mode, reads what a search of `space` needs (module docs) in `rtx` and builds its
+    /// index; None when the in-memory indexes serve searches ([`IndexReads::Memory`]).
     ///
     /// # Errors
     /// Storage errors; [`ErrorKind::Corrupt`] when catalog entries contradict each other (one memory id under
     /// two docnos).
-    pub(crate) fn query_index(&self, rtx: &ReadTx, space: &str, n: &QueryNeeds<'_>) -> Result<QueryIndex> {
+    pub(crate) fn query_index(&self, rtx: &ReadTx, space: &str, n: &QueryNeeds<'_>) -> Result<Option<QueryIndex>> {
+        match self.reads {
+            IndexReads::Memory => Ok(None),
+            IndexReads::Database => self.read_query_index(rtx, space, n).map(Some),
+        }
+    }
+
+    /// [`Core::query_index`] in the database index mode.
+    fn read_query_index(&self, rtx: &ReadTx, space: &str, n: &QueryNeeds<'_>) -> Result<QueryIndex> {
         let stats = rtx.catalog_stats(space, n.context_window.max(1))?;
-        let mut si = self.core.new_space_index();
+        let mut si = self.new_space_index();
         si.context_window = n.context_window;
         si.sequences = Some(stats.sequenced > 0);
         let terms: Vec<(String, u32)> = n.terms.iter().map(|(t, q)| (t.to_string(), *q)).collect();
-        let whole = stats.entries <= self.core.config.vector.hnsw_min_points as u64;
+        let whole = stats.entries <= self.config.vector.hnsw_min_points as u64;
         let expanded = n.context_window > 0 && stats.sequenced > 0;
         if !whole && !expanded {
             return self.query_index_sql(rtx, space, n, &terms, stats, si);
@@ -144,7 +155,7 @@ impl KnowledgeStore {
         })
     }
 
-    /// [`KnowledgeStore::query_index`] for a space larger than `hnsw_min_points` searched without
+    /// [`Core::read_query_index`] for a space larger than `hnsw_min_points` searched without
     /// context-expanded BM25: the BM25 candidates are ranked in the database ([`ReadTx::lexical_candidates`],
     /// asked for more while the filter rejects too many), the vector candidates are pgvector's, and the
     /// catalog, vectors, PageRank and the query terms' postings are read for those candidates only (with three
@@ -252,7 +263,7 @@ impl KnowledgeStore {
     /// # Errors
     /// Storage errors.
     pub(crate) fn union_vectors(&self, rtx: &ReadTx, space: &str, docnos: &[u64]) -> Result<SpaceVectors> {
-        let mut v = SpaceVectors::new(self.core.config.embedder.dim(), self.core.config.vector);
+        let mut v = SpaceVectors::new(self.config.embedder.dim(), self.config.vector);
         v.insert_batch(&vectors_of(rtx, space, docnos)?);
         Ok(v)
     }
@@ -260,7 +271,7 @@ impl KnowledgeStore {
     /// The catalog of `hits` and their neighbours within `window`, for the context of a search's hits.
     ///
     /// # Errors
-    /// Storage errors; [`ErrorKind::Corrupt`] as [`KnowledgeStore::query_index`].
+    /// Storage errors; [`ErrorKind::Corrupt`] as [`Core::query_index`].
     pub(crate) fn context_catalog(
         &self,
         rtx: &ReadTx,
@@ -308,18 +319,94 @@ fn vectors_of(rtx: &ReadTx, space: &str, docnos: &[u64]) -> Result<Vec<(u64, Vec
     Ok(docnos.iter().zip(memory::vectors(rtx)?.get_many(&keys)?).filter_map(|(d, v)| Some((*d, v?.0))).collect())
 }
 
-impl KnowledgeStore {
+impl Core {
+    /// The memories (catalog entries, any state), the spaces with memories, and the memories without a vector
+    /// of the configured embedder (0 in the database index mode: re-embedding is the in-memory daemons' work),
+    /// for `/health`.
+    ///
+    /// # Errors
+    /// Storage errors in the database index mode.
+    pub(crate) fn index_counts(&self, rtx: &ReadTx) -> Result<(usize, usize, usize)> {
+        if self.reads == IndexReads::Database {
+            let ids = self.catalog_spaces()?;
+            let mut memories = 0usize;
+            for s in &ids {
+                memories += usize::try_from(rtx.catalog_stats(s, 1)?.entries).unwrap_or(usize::MAX);
+            }
+            return Ok((memories, ids.len(), 0));
+        }
+        let state = self.index.read();
+        let memories = state.spaces.values().map(|s| s.catalog.len()).sum();
+        let reindex_pending = if self.config.embedder.external() {
+            0
+        } else {
+            state.spaces.values().map(|s| s.catalog.len().saturating_sub(s.vectors.len())).sum()
+        };
+        Ok((memories, state.spaces.len(), reindex_pending))
+    }
+
+    /// The memories of `space` that are not forgotten.
+    ///
+    /// # Errors
+    /// Storage errors in the database index mode.
+    pub(crate) fn live_memories(&self, rtx: &ReadTx, space: &str) -> Result<u64> {
+        if self.reads == IndexReads::Database {
+            return Ok(rtx.catalog_stats(space, 1)?.live);
+        }
+        Ok(self.index.read().spaces.get(space).map_or(0, |si| {
+            si.catalog.iter().filter(|(_, m)| m.state != crate::model::MemoryState::Forgotten).count() as u64
+        }))
+    }
+
+    /// The sum of `count` over the catalog of every space: the in-memory ones, or in the database index mode the
+    /// entries with an expiry time ([`Core::with_expiring`]; a space that fails to read counts 0).
+    pub(crate) fn sum_over_expiring(&self, count: impl Fn(&SpaceCatalog) -> u64) -> u64 {
+        if self.reads == IndexReads::Memory {
+            return self.index.read().spaces.values().map(|si| count(&si.catalog)).sum();
+        }
+        let spaces = self.catalog_spaces().unwrap_or_default();
+        spaces.iter().map(|s| self.with_expiring(s, |c| c.map_or(0, &count)).unwrap_or(0)).sum()
+    }
+
+    /// PageRank of a memory scaled so the top memory of the graph is 1 (0 until the graph was computed or when it mentions no entity).
+    pub(crate) fn memory_pagerank(&self, space: &str, id: &str) -> f64 {
+        if self.reads == IndexReads::Memory {
+            return self.graph.read().memory_rank.get(space).and_then(|m| m.get(id)).map_or(0.0, f64::from);
+        }
+        // 0 when the stored row cannot be read, as for a memory without one.
+        let read = self.db.read().and_then(|rtx| self.memory_pageranks(&rtx, space, &[id]));
+        read.ok().and_then(|r| r.first().copied()).unwrap_or(0.0)
+    }
+
+    /// [`Self::memory_pagerank`] of each of `ids`, in their order. In the `database` index mode (no table in
+    /// memory) the stored rows, read in `rtx` at once (one statement on PostgreSQL), else the in-memory table
+    /// under one lock. Both at the in-memory table's precision (f32), so that both modes show the same figure.
+    ///
+    /// # Errors
+    /// Storage errors (the `database` index mode only).
+    pub(crate) fn memory_pageranks(&self, rtx: &crate::storage::ReadTx, space: &str, ids: &[&str]) -> Result<Vec<f64>> {
+        if self.reads == IndexReads::Database {
+            let keys: Vec<(&str, &str)> = ids.iter().map(|id| (space, *id)).collect();
+            let table = graph::memory_pagerank(rtx)?;
+            let rows = table.get_many(&keys)?.into_iter();
+            return Ok(rows.map(|v| v.map_or(0.0, |v| f64::from(v.value() as f32))).collect());
+        }
+        let graph = self.graph.read();
+        let ranks = graph.memory_rank.get(space);
+        Ok(ids.iter().map(|id| ranks.and_then(|m| m.get(id)).map_or(0.0, f64::from)).collect())
+    }
+
     /// Runs `f` over the catalog of `space`: the in-memory one, or in the database index mode the one read from the
     /// database (every entry of the space, O(memories of the space)). None when the store knows no memory of it.
     ///
     /// # Errors
-    /// Storage errors in the database index mode; [`ErrorKind::Corrupt`] as [`KnowledgeStore::query_index`].
+    /// Storage errors in the database index mode; [`ErrorKind::Corrupt`] as [`Core::query_index`].
     pub(crate) fn with_catalog<T>(&self, space: &str, f: impl FnOnce(Option<&SpaceCatalog>) -> T) -> Result<T> {
-        if self.core.config.index_mode == crate::IndexMode::Memory {
-            let state = self.core.index.read();
+        if self.reads == IndexReads::Memory {
+            let state = self.index.read();
             return Ok(f(state.spaces.get(space).map(|si| &si.catalog)));
         }
-        let entries = self.core.db.read()?.catalog_space(space)?;
+        let entries = self.db.read()?.catalog_space(space)?;
         if entries.is_empty() {
             return Ok(f(None));
         }
@@ -330,24 +417,29 @@ impl KnowledgeStore {
     /// in-memory catalog, or in the database index mode those entries read from the database.
     ///
     /// # Errors
-    /// As [`KnowledgeStore::with_catalog`].
+    /// As [`Core::with_catalog`].
     pub(crate) fn with_expiring<T>(&self, space: &str, f: impl FnOnce(Option<&SpaceCatalog>) -> T) -> Result<T> {
-        if self.core.config.index_mode == crate::IndexMode::Memory {
+        if self.reads == IndexReads::Memory {
             return self.with_catalog(space, f);
         }
-        Ok(f(Some(&catalog_of(space, self.core.db.read()?.catalog_expiring(space)?)?)))
+        Ok(f(Some(&catalog_of(space, self.db.read()?.catalog_expiring(space)?)?)))
     }
 
-    /// The ids of the spaces whose catalog [`KnowledgeStore::with_catalog`] reads: those with in-memory indexes,
+    /// The ids of the spaces whose catalog [`Core::with_catalog`] reads: those with in-memory indexes,
     /// or in the database index mode every stored space.
     ///
     /// # Errors
     /// Storage errors in the database index mode.
     pub(crate) fn catalog_spaces(&self) -> Result<Vec<String>> {
-        if self.core.config.index_mode == crate::IndexMode::Memory {
-            return Ok(self.core.index.read().spaces.keys().cloned().collect());
+        if self.reads == IndexReads::Memory {
+            return Ok(self.index.read().spaces.keys().cloned().collect());
         }
-        Ok(self.list_spaces()?.into_iter().map(|s| s.id).collect())
+        let rtx = self.db.read()?;
+        let mut out = Vec::new();
+        for row in space::spaces(&rtx)?.iter()? {
+            out.push(row?.0.value().to_string());
+        }
+        Ok(out)
     }
 
     /// The PageRank table of `space`: the in-memory one, or in the database index mode the stored rows.
@@ -355,11 +447,11 @@ impl KnowledgeStore {
     /// # Errors
     /// Storage errors in the database index mode.
     pub(crate) fn with_space_ranks<T>(&self, space: &str, f: impl FnOnce(Option<&SpaceRanks>) -> T) -> Result<T> {
-        if self.core.config.index_mode == crate::IndexMode::Memory {
-            let graph = self.core.graph.read();
+        if self.reads == IndexReads::Memory {
+            let graph = self.graph.read();
             return Ok(f(graph.memory_rank.get(space)));
         }
-        let rtx = self.core.db.read()?;
+        let rtx = self.db.read()?;
         let mut ranks = SpaceRanks::default();
         let mut any = false;
         for row in graph::memory_pagerank(&rtx)?.range((space, "")..)? {
