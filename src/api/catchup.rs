@@ -14,14 +14,14 @@ use std::collections::{HashMap, HashSet};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::routes::{Shape, route};
+use super::route::{Shape, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::error::{Error, Result};
 use crate::model::Timestamp;
 use crate::store::DEFAULT_SPACE;
 
 /// The routes of this module, in table order ([`super::routes::ROUTES`] gathers every module's list).
-pub(super) const ROUTES: &[super::routes::Route] = &[route!(
+pub(super) const ROUTES: &[super::route::Route] = &[route!(
     "POST",
     "/agent/trigger/memory-catchup",
     "agent_memory_catchup",

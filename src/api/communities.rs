@@ -1,12 +1,12 @@
 //! Community routes (spec "Communities and library": `GET /communities`, `GET /communities/{id}`).
 
 use super::query::{ParamSpec, int};
-use super::routes::{Shape, route};
+use super::route::{Shape, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::error::{Error, Result};
 
 /// The routes of this module, in table order ([`super::routes::ROUTES`] gathers every module's list).
-pub(super) const ROUTES: &[super::routes::Route] = &[
+pub(super) const ROUTES: &[super::route::Route] = &[
     route!(
         "GET",
         "/communities",

@@ -4,14 +4,14 @@
 use serde::Deserialize;
 use utoipa::ToSchema;
 
-use super::routes::{Shape, route};
+use super::route::{Shape, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::error::{Error, Result};
 use crate::storage::crypt::ArchiveKey;
 use crate::store::{ExportOptions, ImportMode, Include};
 
 /// The routes of this module, in table order ([`super::routes::ROUTES`] gathers every module's list).
-pub(super) const ROUTES: &[super::routes::Route] = &[
+pub(super) const ROUTES: &[super::route::Route] = &[
     route!(
         "POST",
         "/data/export",

@@ -12,14 +12,14 @@ use base64::Engine;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::routes::{Shape, route};
+use super::route::{Shape, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::embed::{Embedder, InputType};
 use crate::error::ErrorCode;
 use crate::error::{Error, FieldError, Result};
 
 /// The routes of this module, in table order ([`super::routes::ROUTES`] gathers every module's list).
-pub(super) const ROUTES: &[super::routes::Route] = &[route!(
+pub(super) const ROUTES: &[super::route::Route] = &[route!(
     "POST",
     "/v1/embeddings",
     "create_embeddings",

@@ -22,14 +22,14 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use super::query::{ParamSpec, boolean, int, required, string};
-use super::routes::{Shape, route};
+use super::route::{Shape, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::error::Result;
 use crate::fs::path::*;
 use crate::store::DEFAULT_SPACE;
 
 /// The routes of this module, in table order ([`super::routes::ROUTES`] gathers every module's list).
-pub(super) const ROUTES: &[super::routes::Route] = &[
+pub(super) const ROUTES: &[super::route::Route] = &[
     route!(
         "GET",
         "/fs/capabilities",

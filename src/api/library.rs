@@ -4,13 +4,13 @@
 
 use super::communities::community_id;
 use super::query::{ParamSpec, int, string};
-use super::routes::{Shape, route};
+use super::route::{Shape, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::error::Result;
 use crate::library::{ExportKind, ExportParams, RouteLinker};
 
 /// The routes of this module, in table order ([`super::routes::ROUTES`] gathers every module's list).
-pub(super) const ROUTES: &[super::routes::Route] = &[
+pub(super) const ROUTES: &[super::route::Route] = &[
     route!(
         "GET",
         "/library/graph",

@@ -6,13 +6,13 @@ use utoipa::ToSchema;
 
 use super::dto::MemoryOut;
 use super::query::{ParamSpec, int, required_bool, string};
-use super::routes::{Shape, route};
+use super::route::{Shape, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::error::Result;
 use crate::store::Transition;
 
 /// The routes of this module, in table order ([`super::routes::ROUTES`] gathers every module's list).
-pub(super) const ROUTES: &[super::routes::Route] = &[
+pub(super) const ROUTES: &[super::route::Route] = &[
     route!(
         "POST",
         "/memories/{memory_id}/archive",

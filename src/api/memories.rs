@@ -2,7 +2,7 @@
 
 use super::dto::*;
 use super::query::{ParamSpec, boolean, choice, int, list, num, string};
-use super::routes::{Route, Shape, UNIT_TYPES, label_ids, ok, parse_expiry, parse_temporal, parse_unit, route};
+use super::route::{Route, Shape, UNIT_TYPES, label_ids, ok, parse_expiry, parse_temporal, parse_unit, route};
 use super::search::parse_date_bound;
 use super::{Api, ApiResponse, Ctx};
 use crate::error::{Error, FieldError, Result};

@@ -16,6 +16,7 @@ mod openapi;
 pub mod query;
 pub mod relations;
 pub mod reviews;
+mod route;
 mod routes;
 mod search;
 pub mod sources;
@@ -34,7 +35,8 @@ use serde::de::DeserializeOwned;
 use crate::error::{Error, ErrorKind, FieldError, Result};
 use crate::store::KnowledgeStore;
 pub use query::{ParamKind, ParamSpec, Query};
-pub use routes::{ROUTES, Route};
+pub use route::Route;
+pub use routes::ROUTES;
 
 /// A request: method, percent-encoded path, raw query string (without `?`) and body bytes.
 #[derive(Debug, Clone, Copy)]

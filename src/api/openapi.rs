@@ -7,7 +7,8 @@ use utoipa::{PartialSchema, ToSchema};
 
 use super::dto::*;
 use super::query::{ParamKind, ParamSpec};
-use super::routes::{ROUTES, Shape};
+use super::route::Shape;
+use super::routes::ROUTES;
 use crate::error::FieldError;
 use crate::model::{Label, Memory, Space, TemporalContext, UnitType};
 

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::query::{ParamSpec, boolean, int, string};
-use super::routes::{Shape, route};
+use super::route::{Shape, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::error::ErrorCode;
 use crate::error::{Error, Result};
@@ -19,7 +19,7 @@ use crate::model::Timestamp;
 use crate::store::{DEFAULT_SPACE, REVIEW_ACTIONS, RelationInput, Resolution, ReviewEvent, Transition};
 
 /// The routes of this module, in table order ([`super::routes::ROUTES`] gathers every module's list).
-pub(super) const ROUTES: &[super::routes::Route] = &[
+pub(super) const ROUTES: &[super::route::Route] = &[
     route!(
         "GET",
         "/agent/feed/events",

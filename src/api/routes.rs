@@ -1,75 +1,11 @@
-//! The one route table: the [`Route`] type, the route list each resource module declares next to its handlers
-//! (`super::memories::ROUTES`, `super::labels::ROUTES`, ...), gathered here in one order, and the helpers
-//! several modules share. The HTTP server, the C API's `engram_request`, the OpenAPI document and the fuzzers
-//! all read [`ROUTES`]; `tests/route_table.rs` pins it.
+//! The one route table: the route list each resource module declares next to its handlers
+//! (`super::memories::ROUTES`, `super::labels::ROUTES`, ...), gathered here in one order. The HTTP server, the C
+//! API's `engram_request`, the OpenAPI document and the fuzzers all read [`ROUTES`]; `tests/route_table.rs` pins
+//! it. A row's type is [`Route`] (`route.rs`).
 
 use std::sync::LazyLock;
 
-use super::query::ParamSpec;
-use super::{Api, ApiResponse, Ctx};
-use crate::error::{FieldError, Result};
-use crate::model::{TemporalContext, UnitType};
-
-/// The response body shape of a route, for the OpenAPI document.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Shape {
-    /// A named schema.
-    Ref(&'static str),
-    /// An array of a named schema.
-    ArrayOf(&'static str),
-    /// An array whose items are any of the named schemas (a request field chooses which).
-    ArrayOfAny(&'static [&'static str]),
-    /// Any JSON object.
-    Object,
-    /// A ZIP archive (`application/zip`).
-    Zip,
-    /// A markdown page (`text/markdown`).
-    Markdown,
-}
-
-/// One route: method, path template (`{name}` segments), documentation, declared query parameters, body and
-/// response schemas, whether it is public (no API key), and the handler.
-#[derive(Clone, Copy)]
-pub struct Route {
-    /// HTTP method.
-    pub method: &'static str,
-    /// Path template.
-    pub path: &'static str,
-    /// OpenAPI operationId.
-    pub operation_id: &'static str,
-    /// One line.
-    pub summary: &'static str,
-    /// Declared query parameters (validated before the handler runs).
-    pub query: &'static [ParamSpec],
-    /// Request body schema name.
-    pub body: Option<&'static str>,
-    /// Response schema.
-    pub response: Shape,
-    /// Served without an API key.
-    pub public: bool,
-    /// The handler.
-    pub handler: fn(&Api, &Ctx<'_>) -> Result<ApiResponse>,
-}
-
-pub(super) const UNIT_TYPES: &[&str] =
-    &["fact", "preference", "decision", "plan", "procedure", "learning", "context", "event"];
-
-macro_rules! route {
-    ($m:literal, $p:literal, $op:literal, $sum:literal, $q:expr, $body:expr, $resp:expr, $public:literal, $h:expr) => {
-        $crate::api::Route {
-            method: $m,
-            path: $p,
-            operation_id: $op,
-            summary: $sum,
-            query: $q,
-            body: $body,
-            response: $resp,
-            public: $public,
-            handler: $h,
-        }
-    };
-}
-pub(super) use route;
+use super::route::Route;
 
 /// Every route of the API, in one order: the resource modules' lists, concatenated.
 pub static ROUTES: LazyLock<Vec<Route>> = LazyLock::new(|| {
@@ -95,52 +31,3 @@ pub static ROUTES: LazyLock<Vec<Route>> = LazyLock::new(|| {
     ]
     .concat()
 });
-
-pub(super) fn ok(value: &impl serde::Serialize) -> Result<ApiResponse> {
-    Ok(ApiResponse::json(200, value))
-}
-
-pub(super) fn parse_unit(s: Option<&str>, loc: &[&str], errs: &mut Vec<FieldError>) -> Option<UnitType> {
-    let s = s?;
-    let u = UnitType::parse(s);
-    if u.is_none() {
-        errs.push(
-            FieldError::new(loc, "enum", format!("Input should be one of: {}", UNIT_TYPES.join(", ")), s.into())
-                .with_ctx(serde_json::json!({"expected": UNIT_TYPES.join(", ")})),
-        );
-    }
-    u
-}
-
-pub(super) fn parse_temporal(s: Option<&str>, loc: &[&str], errs: &mut Vec<FieldError>) -> Option<TemporalContext> {
-    let s = s?;
-    let t = TemporalContext::parse(s);
-    if t.is_none() {
-        errs.push(FieldError::new(loc, "enum", "Input should be one of: past, present, future, timeless", s.into()));
-    }
-    t
-}
-
-/// An expiry time: RFC 3339, or `YYYY-MM-DD` for midnight UTC that day. Anything else is a field error at
-/// `loc` (`datetime_parsing`, as pydantic names it).
-pub(super) fn parse_expiry(
-    s: Option<&str>,
-    loc: &[&str],
-    errs: &mut Vec<FieldError>,
-) -> Option<crate::model::Timestamp> {
-    let s = s?;
-    let t = crate::model::Timestamp::parse(s.trim());
-    if t.is_none() {
-        errs.push(FieldError::new(
-            loc,
-            "datetime_parsing",
-            "Input should be a valid datetime: RFC 3339 (2026-12-31T23:59:59Z) or a date (2026-12-31)",
-            s.into(),
-        ));
-    }
-    t
-}
-
-pub(super) fn label_ids(names: &[String]) -> Vec<String> {
-    names.iter().map(|n| crate::model::Label::id_for(n.trim())).collect()
-}

@@ -3,7 +3,7 @@
 
 use super::dto::*;
 use super::query::{ParamSpec, boolean, choice, int, list, num, required, string};
-use super::routes::{Route, Shape, UNIT_TYPES, label_ids, ok, parse_temporal, parse_unit, route};
+use super::route::{Route, Shape, UNIT_TYPES, label_ids, ok, parse_temporal, parse_unit, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::error::{Error, FieldError, Result};
 use crate::index::catalog::{MemoryFilter, end_of_period, parse_loose_date};

@@ -5,14 +5,14 @@ use serde::Deserialize;
 use utoipa::ToSchema;
 
 use super::query::{ParamSpec, boolean, choice, int, list, required, string};
-use super::routes::{Shape, route};
+use super::route::{Shape, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::error::{Error, FieldError, Result};
 use crate::model::{Metadata, SOURCE_STATES, Source};
 use crate::store::{DEFAULT_SPACE, IngestReport, NewSource, SourceQuery};
 
 /// The routes of this module, in table order ([`super::routes::ROUTES`] gathers every module's list).
-pub(super) const ROUTES: &[super::routes::Route] = &[
+pub(super) const ROUTES: &[super::route::Route] = &[
     route!(
         "POST",
         "/sources/ingest/file",

@@ -6,13 +6,13 @@ use utoipa::ToSchema;
 
 use super::dto::{CreateSpaceRequest, SpacesResponse};
 use super::query::{ParamSpec, boolean, required};
-use super::routes::{Shape, route};
+use super::route::{Shape, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::error::{Error, Result};
 use crate::store::{MoveSelection, NewSpace, SpacePatch};
 
 /// The routes of this module, in table order ([`super::routes::ROUTES`] gathers every module's list).
-pub(super) const ROUTES: &[super::routes::Route] = &[
+pub(super) const ROUTES: &[super::route::Route] = &[
     route!(
         "POST",
         "/spaces",

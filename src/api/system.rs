@@ -1,7 +1,7 @@
 //! Routes of the service itself: capabilities, health, liveness and the OpenAPI document.
 
 use super::dto::*;
-use super::routes::{Route, Shape, ok, route};
+use super::route::{Route, Shape, ok, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::error::Result;
 

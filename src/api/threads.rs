@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::query::{ParamSpec, boolean, int, required, required_bool, string};
-use super::routes::{Shape, route};
+use super::route::{Shape, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::error::ErrorCode;
 use crate::error::{Error, Result};
@@ -13,7 +13,7 @@ use crate::model::{Message, Metadata, Thread};
 use crate::store::{AppendMessages, DEFAULT_SPACE, NewMessage, NewThread};
 
 /// The routes of this module, in table order ([`super::routes::ROUTES`] gathers every module's list).
-pub(super) const ROUTES: &[super::routes::Route] = &[
+pub(super) const ROUTES: &[super::route::Route] = &[
     route!(
         "POST",
         "/memories/distill",

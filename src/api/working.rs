@@ -4,14 +4,14 @@ use serde::Deserialize;
 use utoipa::ToSchema;
 
 use super::query::{ParamSpec, boolean, int, string};
-use super::routes::{Shape, route};
+use super::route::{Shape, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::error::Result;
 use crate::index::catalog::MemoryFilter;
 use crate::store::{DEFAULT_SPACE, ListQuery, WorkingMemory, working_today};
 
 /// The routes of this module, in table order ([`super::routes::ROUTES`] gathers every module's list).
-pub(super) const ROUTES: &[super::routes::Route] = &[
+pub(super) const ROUTES: &[super::route::Route] = &[
     route!(
         "GET",
         "/agent/working-memory",

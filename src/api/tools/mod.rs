@@ -23,13 +23,13 @@ use serde_json::{Map, Value, json};
 pub use args::Args;
 
 use super::Api;
-use super::routes::{Shape, route};
+use super::route::{Shape, route};
 use crate::error::ErrorCode;
 use crate::error::{Error, ErrorKind};
 use crate::store::DEFAULT_SPACE;
 
 /// The routes of this module, in table order ([`super::routes::ROUTES`] gathers every module's list).
-pub(super) const ROUTES: &[super::routes::Route] = &[route!(
+pub(super) const ROUTES: &[super::route::Route] = &[route!(
     "POST",
     "/agent/tools/call",
     "agent_tools_call",
