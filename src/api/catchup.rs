@@ -14,7 +14,7 @@ use std::collections::{HashMap, HashSet};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::route::{Shape, route};
+use super::route::{Dto, Shape, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::error::{Error, Result};
 use crate::model::Timestamp;
@@ -27,8 +27,8 @@ pub(super) const ROUTES: &[super::route::Route] = &[route!(
     "agent_memory_catchup",
     "Distil thread messages within a horizon that no memory was distilled from",
     &[],
-    Some("CatchupRequest"),
-    Shape::Ref("CatchupReport"),
+    Some(Dto::of::<CatchupRequest>()),
+    Shape::Ref(Dto::of::<CatchupReport>()),
     false,
     trigger
 )];

@@ -1,7 +1,7 @@
 //! Community routes (spec "Communities and library": `GET /communities`, `GET /communities/{id}`).
 
 use super::query::{ParamSpec, int};
-use super::route::{Shape, route};
+use super::route::{Dto, Shape, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::error::{Error, Result};
 
@@ -14,7 +14,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "Communities of the global entity graph (Louvain), heaviest first, with extractive summaries",
         LIST_PARAMS,
         None,
-        Shape::Ref("CommunityListResponse"),
+        Shape::Ref(Dto::of::<CommunityListResponse>()),
         false,
         list
     ),
@@ -25,7 +25,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "A community with its most central entities and representative memories",
         GET_PARAMS,
         None,
-        Shape::Ref("CommunityResponse"),
+        Shape::Ref(Dto::of::<CommunityResponse>()),
         false,
         get
     ),
@@ -36,7 +36,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "Source memories of a crystal by contribution_weight, heaviest first",
         CRYSTAL_SOURCE_PARAMS,
         None,
-        Shape::Ref("CrystalSourcesResponse"),
+        Shape::Ref(Dto::of::<CrystalSourcesResponse>()),
         false,
         crystal_sources
     ),

@@ -4,7 +4,7 @@
 use serde::Deserialize;
 use utoipa::ToSchema;
 
-use super::route::{Shape, route};
+use super::route::{Dto, Shape, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::error::{Error, Result};
 use crate::storage::crypt::ArchiveKey;
@@ -18,8 +18,8 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "data_export",
         "Write a versioned, checksummed ZIP archive of the whole store (include_* switches)",
         &[],
-        Some("ExportRequest"),
-        Shape::Ref("ExportResponse"),
+        Some(Dto::of::<ExportRequest>()),
+        Shape::Ref(Dto::of::<ExportResponse>()),
         false,
         export
     ),
@@ -29,8 +29,8 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "data_import",
         "Start importing an export archive in the background (mode merge, skip or overwrite); 409 while one runs",
         &[],
-        Some("ImportRequest"),
-        Shape::Ref("ImportStarted"),
+        Some(Dto::of::<ImportRequest>()),
+        Shape::Ref(Dto::of::<ImportStarted>()),
         false,
         import
     ),
@@ -41,7 +41,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "Progress of an import job: processing, then completed (counts) or error",
         &[],
         None,
-        Shape::Ref("ImportStatus"),
+        Shape::Ref(Dto::of::<ImportStatus>()),
         false,
         import_status
     ),

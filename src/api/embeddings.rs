@@ -12,7 +12,7 @@ use base64::Engine;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::route::{Shape, route};
+use super::route::{Dto, Shape, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::embed::{Embedder, InputType};
 use crate::error::ErrorCode;
@@ -25,8 +25,8 @@ pub(super) const ROUTES: &[super::route::Route] = &[route!(
     "create_embeddings",
     "Embed texts with the served model (OpenAI embeddings request and response shapes)",
     &[],
-    Some("EmbeddingsRequest"),
-    Shape::Ref("EmbeddingsResponse"),
+    Some(Dto::of::<EmbeddingsRequest>()),
+    Shape::Ref(Dto::of::<EmbeddingsResponse>()),
     false,
     create
 )];

@@ -22,7 +22,7 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use super::query::{ParamSpec, boolean, int, required, string};
-use super::route::{Shape, route};
+use super::route::{Dto, Shape, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::error::Result;
 use crate::fs::path::*;
@@ -37,7 +37,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "Tree API roots, verbs, limits and feature flags",
         CAPS_PARAMS,
         None,
-        Shape::Ref("FsCapabilities"),
+        Shape::Ref(Dto::of::<FsCapabilities>()),
         false,
         capabilities
     ),
@@ -48,7 +48,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "List a directory of the tree (cursor paging)",
         LS_PARAMS,
         None,
-        Shape::Ref("FsListing"),
+        Shape::Ref(Dto::of::<FsListing>()),
         false,
         ls
     ),
@@ -59,7 +59,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "A file of the tree: frontmatter and body, or a window of lines",
         CAT_PARAMS,
         None,
-        Shape::Ref("FileContent"),
+        Shape::Ref(Dto::of::<crate::fs::FileContent>()),
         false,
         cat
     ),
@@ -70,7 +70,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "Metadata of a path without the body",
         STAT_PARAMS,
         None,
-        Shape::Ref("Stat"),
+        Shape::Ref(Dto::of::<crate::fs::Stat>()),
         false,
         stat
     ),
@@ -81,7 +81,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "Structural search (type, label, dates, mentions); returns paths",
         FIND_PARAMS,
         None,
-        Shape::Ref("FsFindResponse"),
+        Shape::Ref(Dto::of::<FsFindResponse>()),
         false,
         find
     ),
@@ -92,7 +92,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "Literal or regex search over memories, thread messages and sources, with line numbers",
         GREP_PARAMS,
         None,
-        Shape::Ref("FsGrepResponse"),
+        Shape::Ref(Dto::of::<FsGrepResponse>()),
         false,
         grep
     ),
@@ -103,7 +103,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "Semantic (hybrid) search; returns paths",
         RECALL_PARAMS,
         None,
-        Shape::Ref("FsRecallResponse"),
+        Shape::Ref(Dto::of::<FsRecallResponse>()),
         false,
         recall
     ),
@@ -113,8 +113,8 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "fs_write",
         "Write a canonical writable path (a memory, today's working memory)",
         &[],
-        Some("FsWriteRequest"),
-        Shape::Ref("WriteReport"),
+        Some(Dto::of::<FsWriteRequest>()),
+        Shape::Ref(Dto::of::<crate::fs::WriteReport>()),
         false,
         write
     ),
@@ -124,8 +124,8 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "fs_delete",
         "Delete a canonical writable path (a memory)",
         &[],
-        Some("FsDeleteRequest"),
-        Shape::Ref("FsDeleteResponse"),
+        Some(Dto::of::<FsDeleteRequest>()),
+        Shape::Ref(Dto::of::<FsDeleteResponse>()),
         false,
         delete
     ),

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::query::{ParamSpec, boolean, choice, int, num, required, string};
-use super::route::{Shape, route};
+use super::route::{Dto, Shape, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::error::Result;
 use crate::store::{DEFAULT_SPACE, LabelMerge, LabelOrder, LabelPatch};
@@ -18,7 +18,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "Labels with usage counts",
         LABEL_LIST_PARAMS,
         None,
-        Shape::ArrayOf("Label"),
+        Shape::ArrayOf(Dto::of::<crate::model::Label>()),
         false,
         list_labels
     ),
@@ -29,7 +29,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "Create a label",
         LABEL_CREATE_PARAMS,
         None,
-        Shape::Ref("Label"),
+        Shape::Ref(Dto::of::<crate::model::Label>()),
         false,
         create_label
     ),
@@ -40,7 +40,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "Vocabulary health: size, labels per memory, coverage, singleton rate, canonical fork backlog",
         HEALTH_PARAMS,
         None,
-        Shape::Ref("LabelHealth"),
+        Shape::Ref(Dto::of::<crate::store::LabelHealth>()),
         false,
         health
     ),
@@ -51,7 +51,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "Semantically near label pairs (name embeddings, cosine >= sim_floor); read-only",
         CANDIDATE_PARAMS,
         None,
-        Shape::Ref("MergeCandidatesResponse"),
+        Shape::Ref(Dto::of::<MergeCandidatesResponse>()),
         false,
         merge_candidates
     ),
@@ -62,7 +62,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "Merge source into target: re-point every HAS_LABEL edge, record the merge, delete the source",
         MERGE_PARAMS,
         None,
-        Shape::Ref("LabelMergeResponse"),
+        Shape::Ref(Dto::of::<LabelMergeResponse>()),
         false,
         merge
     ),
@@ -73,7 +73,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "Recorded label merges, newest first",
         SPACE,
         None,
-        Shape::Ref("LabelMergesResponse"),
+        Shape::Ref(Dto::of::<LabelMergesResponse>()),
         false,
         merges
     ),
@@ -84,7 +84,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "Undo a recorded merge: the source label and every edge come back",
         SPACE,
         None,
-        Shape::Ref("LabelMergeReversed"),
+        Shape::Ref(Dto::of::<LabelMergeReversed>()),
         false,
         reverse
     ),
@@ -95,7 +95,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "Merge exact-canonical duplicates into the highest-usage survivor (dry_run true: plan only)",
         CONSOLIDATE_PARAMS,
         None,
-        Shape::Ref("ConsolidationReport"),
+        Shape::Ref(Dto::of::<crate::store::ConsolidationReport>()),
         false,
         consolidate
     ),
@@ -106,19 +106,29 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "Full consolidation dry run with semantic pairs judged deterministically; never mutates",
         PREVIEW_PARAMS,
         None,
-        Shape::Ref("ConsolidationPreview"),
+        Shape::Ref(Dto::of::<crate::store::ConsolidationPreview>()),
         false,
         consolidation_preview
     ),
-    route!("GET", "/labels/{label_id}", "get_label", "One label", SPACE, None, Shape::Ref("Label"), false, get),
+    route!(
+        "GET",
+        "/labels/{label_id}",
+        "get_label",
+        "One label",
+        SPACE,
+        None,
+        Shape::Ref(Dto::of::<crate::model::Label>()),
+        false,
+        get
+    ),
     route!(
         "PUT",
         "/labels/{label_id}",
         "update_label",
         "Rename, recolour or describe a label",
         SPACE,
-        Some("UpdateLabelRequest"),
-        Shape::Ref("Label"),
+        Some(Dto::of::<UpdateLabelRequest>()),
+        Shape::Ref(Dto::of::<crate::model::Label>()),
         false,
         update
     ),
@@ -129,7 +139,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "Delete a label and all its HAS_LABEL edges",
         SPACE,
         None,
-        Shape::Ref("LabelDeleteResponse"),
+        Shape::Ref(Dto::of::<LabelDeleteResponse>()),
         false,
         delete
     ),
@@ -139,8 +149,8 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "preview_label_merge",
         "Preview merging this label into target_label_id (returns a plan_id)",
         SPACE,
-        Some("LabelPlanRequest"),
-        Shape::Ref("LabelPlan"),
+        Some(Dto::of::<LabelPlanRequest>()),
+        Shape::Ref(Dto::of::<crate::store::LabelPlan>()),
         false,
         merge_preview
     ),
@@ -150,8 +160,8 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "apply_label_merge",
         "Merge, refusing a stale plan_id",
         SPACE,
-        Some("LabelPlanRequest"),
-        Shape::Ref("LabelMergeApplied"),
+        Some(Dto::of::<LabelPlanRequest>()),
+        Shape::Ref(Dto::of::<LabelMergeApplied>()),
         false,
         merge_apply
     ),
@@ -161,8 +171,8 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "preview_label_delete",
         "Preview deleting this label (returns a plan_id)",
         SPACE,
-        Some("LabelPlanRequest"),
-        Shape::Ref("LabelPlan"),
+        Some(Dto::of::<LabelPlanRequest>()),
+        Shape::Ref(Dto::of::<crate::store::LabelPlan>()),
         false,
         delete_preview
     ),
@@ -172,8 +182,8 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "apply_label_delete",
         "Delete, refusing a stale plan_id",
         SPACE,
-        Some("LabelPlanRequest"),
-        Shape::Ref("LabelDeleteApplied"),
+        Some(Dto::of::<LabelPlanRequest>()),
+        Shape::Ref(Dto::of::<LabelDeleteApplied>()),
         false,
         delete_apply
     ),

@@ -4,7 +4,7 @@
 
 use super::communities::community_id;
 use super::query::{ParamSpec, int, string};
-use super::route::{Shape, route};
+use super::route::{Dto, Shape, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::error::Result;
 use crate::library::{ExportKind, ExportParams, RouteLinker};
@@ -18,7 +18,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "Engram extension: the entity graph for drawing: the most central entities with community and PageRank, and the RELATES_TO edges between them",
         GRAPH_PARAMS,
         None,
-        Shape::Ref("EntityGraph"),
+        Shape::Ref(Dto::of::<crate::store::EntityGraph>()),
         false,
         graph
     ),
@@ -29,7 +29,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "Entities of a community with the RELATES_TO edges between them, and memories touching them",
         SUBGRAPH_PARAMS,
         None,
-        Shape::Ref("Subgraph"),
+        Shape::Ref(Dto::of::<crate::store::Subgraph>()),
         false,
         subgraph
     ),
@@ -40,7 +40,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "Most recent memories mentioning any entity of the community",
         RECENT_PARAMS,
         None,
-        Shape::Ref("CommunityMemoriesResponse"),
+        Shape::Ref(Dto::of::<CommunityMemoriesResponse>()),
         false,
         recent
     ),
@@ -51,7 +51,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "Other communities sharing RELATES_TO edges, with the shared edge count",
         RELATED_PARAMS,
         None,
-        Shape::Ref("RelatedCommunitiesResponse"),
+        Shape::Ref(Dto::of::<RelatedCommunitiesResponse>()),
         false,
         related
     ),
@@ -62,7 +62,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "One row per community with its surfaced entities and crystals",
         INDEX_PARAMS,
         None,
-        Shape::Ref("WikiIndexResponse"),
+        Shape::Ref(Dto::of::<WikiIndexResponse>()),
         false,
         wiki_index
     ),
@@ -73,7 +73,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "Counts of what the wiki exports contain",
         &[],
         None,
-        Shape::Ref("ExportSummary"),
+        Shape::Ref(Dto::of::<ExportSummary>()),
         false,
         export_summary
     ),

@@ -6,7 +6,7 @@ use utoipa::ToSchema;
 
 use super::dto::MemoryOut;
 use super::query::{ParamSpec, int, required_bool, string};
-use super::route::{Shape, route};
+use super::route::{Dto, Shape, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::error::Result;
 use crate::store::Transition;
@@ -19,8 +19,8 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "archive_memory",
         "Archive: hide from everyday recall, keep readable by id",
         STATE_PARAMS,
-        Some("MemoryStateRequest"),
-        Shape::Ref("StateChangeResponse"),
+        Some(Dto::of::<MemoryStateRequest>()),
+        Shape::Ref(Dto::of::<StateChangeResponse>()),
         false,
         archive
     ),
@@ -30,8 +30,8 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "forget_memory",
         "Forget: hide from recall and by-id reads",
         STATE_PARAMS,
-        Some("MemoryStateRequest"),
-        Shape::Ref("StateChangeResponse"),
+        Some(Dto::of::<MemoryStateRequest>()),
+        Shape::Ref(Dto::of::<StateChangeResponse>()),
         false,
         forget
     ),
@@ -41,8 +41,8 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "deprecate_memory",
         "Deprecate, optionally naming the replacement",
         STATE_PARAMS,
-        Some("MemoryStateRequest"),
-        Shape::Ref("StateChangeResponse"),
+        Some(Dto::of::<MemoryStateRequest>()),
+        Shape::Ref(Dto::of::<StateChangeResponse>()),
         false,
         deprecate
     ),
@@ -52,8 +52,8 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "supersede_memory",
         "Supersede by a newer memory (newer_memory_id required)",
         STATE_PARAMS,
-        Some("MemoryStateRequest"),
-        Shape::Ref("StateChangeResponse"),
+        Some(Dto::of::<MemoryStateRequest>()),
+        Shape::Ref(Dto::of::<StateChangeResponse>()),
         false,
         supersede
     ),
@@ -64,7 +64,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "Mark or unmark a memory as favourite",
         FAVORITE_PARAMS,
         None,
-        Shape::Ref("MessageResponse"),
+        Shape::Ref(Dto::of::<super::dto::MessageResponse>()),
         false,
         favorite
     ),
@@ -75,7 +75,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "Favourite memories",
         FAVORITES_PARAMS,
         None,
-        Shape::ArrayOf("MemoryOut"),
+        Shape::ArrayOf(Dto::of::<MemoryOut>()),
         false,
         favorites
     ),

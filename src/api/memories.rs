@@ -2,7 +2,7 @@
 
 use super::dto::*;
 use super::query::{ParamSpec, boolean, choice, int, list, num, string};
-use super::route::{Route, Shape, UNIT_TYPES, label_ids, ok, parse_expiry, parse_temporal, parse_unit, route};
+use super::route::{Dto, Route, Shape, UNIT_TYPES, label_ids, ok, parse_expiry, parse_temporal, parse_unit, route};
 use super::search::parse_date_bound;
 use super::{Api, ApiResponse, Ctx};
 use crate::error::{Error, FieldError, Result};
@@ -51,8 +51,8 @@ pub(super) const ROUTES: &[Route] = &[
         "create_memory",
         "Create a memory, or upsert by id",
         &[],
-        Some("CreateMemoryRequest"),
-        Shape::Ref("CreateMemoryResponse"),
+        Some(Dto::of::<CreateMemoryRequest>()),
+        Shape::Ref(Dto::of::<CreateMemoryResponse>()),
         false,
         create_memory
     ),
@@ -62,8 +62,8 @@ pub(super) const ROUTES: &[Route] = &[
         "create_memories",
         "Engram extension: create or upsert up to 1,000 memories in one write transaction (all or none)",
         &[],
-        Some("BatchCreateRequest"),
-        Shape::Ref("BatchCreateResponse"),
+        Some(Dto::of::<BatchCreateRequest>()),
+        Shape::Ref(Dto::of::<BatchCreateResponse>()),
         false,
         create_memories
     ),
@@ -74,7 +74,7 @@ pub(super) const ROUTES: &[Route] = &[
         "List memories of a space, newest first",
         LIST_PARAMS,
         None,
-        Shape::Ref("ListMemoriesResponse"),
+        Shape::Ref(Dto::of::<ListMemoriesResponse>()),
         false,
         list_memories
     ),
@@ -85,7 +85,7 @@ pub(super) const ROUTES: &[Route] = &[
         "Read a memory",
         SPACE_GUARD,
         None,
-        Shape::Ref("MemoryOut"),
+        Shape::Ref(Dto::of::<MemoryOut>()),
         false,
         get_memory
     ),
@@ -95,8 +95,8 @@ pub(super) const ROUTES: &[Route] = &[
         "update_memory",
         "Update fields; labels replace the set; space_id moves",
         SPACE_GUARD,
-        Some("UpdateMemoryRequest"),
-        Shape::Ref("MemoryOut"),
+        Some(Dto::of::<UpdateMemoryRequest>()),
+        Shape::Ref(Dto::of::<MemoryOut>()),
         false,
         update_memory
     ),
@@ -107,7 +107,7 @@ pub(super) const ROUTES: &[Route] = &[
         "Delete a memory and its edges",
         DELETE_PARAMS,
         None,
-        Shape::Ref("DeleteMemoryResponse"),
+        Shape::Ref(Dto::of::<DeleteMemoryResponse>()),
         false,
         delete_memory
     ),
@@ -118,7 +118,7 @@ pub(super) const ROUTES: &[Route] = &[
         "Labels of a memory",
         SPACE_GUARD,
         None,
-        Shape::Ref("LabelsResponse"),
+        Shape::Ref(Dto::of::<LabelsResponse>()),
         false,
         memory_labels
     ),
@@ -129,7 +129,7 @@ pub(super) const ROUTES: &[Route] = &[
         "Attach a label",
         SPACE_GUARD,
         None,
-        Shape::Ref("MessageResponse"),
+        Shape::Ref(Dto::of::<super::dto::MessageResponse>()),
         false,
         add_label
     ),
@@ -140,7 +140,7 @@ pub(super) const ROUTES: &[Route] = &[
         "Detach a label",
         SPACE_GUARD,
         None,
-        Shape::Ref("MessageResponse"),
+        Shape::Ref(Dto::of::<super::dto::MessageResponse>()),
         false,
         remove_label
     ),

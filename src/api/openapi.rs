@@ -1,137 +1,33 @@
 //! The OpenAPI 3.1 document: paths from the route table (so every route has an operation, with the same
-//! parameter bounds that validation enforces), component schemas from the DTOs' `utoipa::ToSchema` derives.
+//! parameter bounds that validation enforces), component schemas from the DTOs' `utoipa::ToSchema` derives, gathered from the route table's
+//! rows ([`super::route::Dto`]).
 
 use serde_json::{Map, Value, json};
-use utoipa::openapi::{RefOr, schema::Schema};
-use utoipa::{PartialSchema, ToSchema};
 
-use super::dto::*;
+use super::dto::{ErrorBody, ValidationErrorBody};
 use super::query::{ParamKind, ParamSpec};
-use super::route::Shape;
+use super::route::{Dto, Shape};
 use super::routes::ROUTES;
 use crate::error::FieldError;
-use crate::model::{Label, Memory, Space, TemporalContext, UnitType};
+use crate::model::{TemporalContext, UnitType};
 
-fn add<T: ToSchema>(out: &mut Vec<(String, RefOr<Schema>)>) {
-    out.push((T::name().into_owned(), <T as PartialSchema>::schema()));
-    T::schemas(out);
-}
-
+/// The component schemas: every DTO the route table names (request bodies and responses, with the schemas they
+/// refer to), and the error bodies every route may send.
 fn schemas() -> Map<String, Value> {
     let mut v = Vec::new();
-    add::<CreateMemoryRequest>(&mut v);
-    add::<UpdateMemoryRequest>(&mut v);
-    add::<CreateMemoryResponse>(&mut v);
-    add::<BatchCreateRequest>(&mut v);
-    add::<BatchCreateResponse>(&mut v);
-    add::<MemoryOut>(&mut v);
-    add::<Memory>(&mut v);
-    add::<ListMemoriesResponse>(&mut v);
-    add::<DeleteMemoryResponse>(&mut v);
-    add::<SearchRequest>(&mut v);
-    add::<MemorySearchResult>(&mut v);
-    add::<CompactSearchHit>(&mut v);
-    add::<SearchGetResponse>(&mut v);
-    add::<LabelsResponse>(&mut v);
-    add::<Label>(&mut v);
-    add::<MessageResponse>(&mut v);
-    add::<CreateSpaceRequest>(&mut v);
-    add::<SpacesResponse>(&mut v);
-    add::<Space>(&mut v);
-    add::<HealthResponse>(&mut v);
-    add::<super::fs::FsCapabilities>(&mut v);
-    add::<super::fs::FsListing>(&mut v);
-    add::<crate::fs::FileContent>(&mut v);
-    add::<crate::fs::Stat>(&mut v);
-    add::<super::fs::FsFindResponse>(&mut v);
-    add::<super::fs::FsGrepResponse>(&mut v);
-    add::<super::fs::FsRecallResponse>(&mut v);
-    add::<crate::fs::WriteReport>(&mut v);
-    add::<super::fs::FsDeleteResponse>(&mut v);
-    add::<super::lifecycle::StateChangeResponse>(&mut v);
-    add::<super::labels::LabelDeleteResponse>(&mut v);
-    add::<super::labels::MergeCandidatesResponse>(&mut v);
-    add::<super::labels::LabelMergeResponse>(&mut v);
-    add::<super::labels::LabelMergesResponse>(&mut v);
-    add::<super::labels::LabelMergeReversed>(&mut v);
-    add::<super::labels::LabelMergeApplied>(&mut v);
-    add::<super::labels::LabelDeleteApplied>(&mut v);
-    add::<super::sources::SourceListResponse>(&mut v);
-    add::<super::sources::SourceSearchResponse>(&mut v);
-    add::<super::sources::SourceDeleteResponse>(&mut v);
-    add::<crate::store::SourceContent>(&mut v);
-    add::<super::sources::SourceAnalysisResponse>(&mut v);
-    add::<super::relations::MemoryRelationsResponse>(&mut v);
-    add::<super::relations::RelationDeleteResponse>(&mut v);
-    add::<super::spaces::SpaceDeleteResponse>(&mut v);
-    add::<crate::store::Subgraph>(&mut v);
-    add::<crate::store::EntityGraph>(&mut v);
-    add::<super::communities::CommunityListResponse>(&mut v);
-    add::<super::communities::CommunityResponse>(&mut v);
-    add::<super::communities::CrystalSourcesResponse>(&mut v);
-    add::<super::library::CommunityMemoriesResponse>(&mut v);
-    add::<super::library::RelatedCommunitiesResponse>(&mut v);
-    add::<super::library::WikiIndexResponse>(&mut v);
-    add::<super::library::ExportSummary>(&mut v);
-    add::<super::working::WorkingMemoryResponse>(&mut v);
-    add::<super::working::WorkingMemoryHistory>(&mut v);
-    add::<super::working::ContextBundle>(&mut v);
-    add::<crate::store::StoreStats>(&mut v);
-    add::<super::working::CheckpointResponse>(&mut v);
-    add::<super::system::Liveness>(&mut v);
-    add::<super::reviews::ReviewFeed>(&mut v);
-    add::<super::reviews::ReviewOutcome>(&mut v);
-    add::<super::data::ExportResponse>(&mut v);
-    add::<super::data::ImportStarted>(&mut v);
-    add::<super::data::ImportStatus>(&mut v);
-    add::<super::threads::ThreadImportResponse>(&mut v);
-    add::<super::threads::TriageResponse>(&mut v);
-    add::<super::threads::DistillResponse>(&mut v);
-    add::<super::catchup::CatchupReport>(&mut v);
-    add::<super::system::OpenApiDocument>(&mut v);
-    add::<super::threads::ThreadListResponse>(&mut v);
-    add::<super::threads::ThreadSearchResponse>(&mut v);
-    add::<super::threads::ThreadMessagesResponse>(&mut v);
-    add::<super::threads::ThreadDeleteResponse>(&mut v);
-    add::<super::threads::ThreadUpdateResponse>(&mut v);
-    add::<super::embeddings::EmbeddingsRequest>(&mut v);
-    add::<super::threads::CreateThreadRequest>(&mut v);
-    add::<super::threads::CreateThreadResponse>(&mut v);
-    add::<super::threads::AppendRequest>(&mut v);
-    add::<super::threads::AppendResponse>(&mut v);
-    add::<super::threads::ImportRequest>(&mut v);
-    add::<super::threads::MergeMetadataRequest>(&mut v);
-    add::<crate::model::Thread>(&mut v);
-    add::<crate::model::Entity>(&mut v);
-    add::<super::lifecycle::MemoryStateRequest>(&mut v);
-    add::<super::relations::RelationRequest>(&mut v);
-    add::<super::labels::UpdateLabelRequest>(&mut v);
-    add::<super::spaces::UpdateSpaceRequest>(&mut v);
-    add::<super::spaces::BulkMoveRequest>(&mut v);
-    add::<crate::store::MoveReport>(&mut v);
-    add::<super::labels::LabelPlanRequest>(&mut v);
-    add::<crate::store::LabelPlan>(&mut v);
-    add::<crate::store::LabelHealth>(&mut v);
-    add::<crate::store::ConsolidationReport>(&mut v);
-    add::<crate::store::ConsolidationPreview>(&mut v);
-    add::<crate::store::RelationView>(&mut v);
-    add::<super::working::WorkingMemoryRequest>(&mut v);
-    add::<super::threads::DistillRequest>(&mut v);
-    add::<super::threads::TriageRequest>(&mut v);
-    add::<super::embeddings::EmbeddingsResponse>(&mut v);
-    add::<super::sources::IngestRequest>(&mut v);
-    add::<crate::model::Source>(&mut v);
-    add::<super::data::ExportRequest>(&mut v);
-    add::<super::data::ImportRequest>(&mut v);
-    add::<super::fs::FsWriteRequest>(&mut v);
-    add::<super::fs::FsDeleteRequest>(&mut v);
-    add::<super::tools::ToolCallRequest>(&mut v);
-    add::<super::reviews::ReviewRequest>(&mut v);
-    add::<super::catchup::CatchupRequest>(&mut v);
-    add::<CapabilitiesResponse>(&mut v);
-    add::<ErrorBody>(&mut v);
-    add::<ValidationErrorBody>(&mut v);
-    add::<FieldError>(&mut v);
+    for r in ROUTES.iter() {
+        if let Some(body) = r.body {
+            body.add_to(&mut v);
+        }
+        match r.response {
+            Shape::Ref(d) | Shape::ArrayOf(d) => d.add_to(&mut v),
+            Shape::ArrayOfAny(dtos) => dtos.iter().for_each(|d| d.add_to(&mut v)),
+            Shape::Object | Shape::Zip | Shape::Markdown => {}
+        }
+    }
+    for d in [Dto::of::<ErrorBody>(), Dto::of::<ValidationErrorBody>(), Dto::of::<FieldError>()] {
+        d.add_to(&mut v);
+    }
     let mut out = Map::new();
     for (name, schema) in v {
         out.insert(name, serde_json::to_value(schema).unwrap_or_default());
@@ -397,10 +293,12 @@ pub fn document() -> Value {
             params.push(q);
         }
         let ok = match r.response {
-            Shape::Ref(n) => json!({"application/json": {"schema": reference(n)}}),
-            Shape::ArrayOf(n) => json!({"application/json": {"schema": {"type": "array", "items": reference(n)}}}),
-            Shape::ArrayOfAny(names) => json!({"application/json": {"schema": {"type": "array", "items": {
-                "anyOf": names.iter().map(|n| reference(n)).collect::<Vec<_>>()
+            Shape::Ref(d) => json!({"application/json": {"schema": reference(&d.name())}}),
+            Shape::ArrayOf(d) => {
+                json!({"application/json": {"schema": {"type": "array", "items": reference(&d.name())}}})
+            }
+            Shape::ArrayOfAny(dtos) => json!({"application/json": {"schema": {"type": "array", "items": {
+                "anyOf": dtos.iter().map(|d| reference(&d.name())).collect::<Vec<_>>()
             }}}}),
             Shape::Object => json!({"application/json": {"schema": {"type": "object"}}}),
             Shape::Zip => json!({"application/zip": {"schema": {"type": "string", "format": "binary"}}}),
@@ -429,8 +327,8 @@ pub fn document() -> Value {
         });
         if let Some(body) = r.body {
             let schema = match body_refinement(r.operation_id) {
-                Some(extra) => json!({"allOf": [reference(body), extra]}),
-                None => reference(body),
+                Some(extra) => json!({"allOf": [reference(&body.name()), extra]}),
+                None => reference(&body.name()),
             };
             op["requestBody"] = json!({"required": true, "content": {"application/json": {"schema": schema}}});
         }

@@ -4,7 +4,7 @@ use serde::Deserialize;
 use utoipa::ToSchema;
 
 use super::query::{ParamSpec, choice, int, list, string};
-use super::route::{Shape, route};
+use super::route::{Dto, Shape, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::error::Result;
 use crate::store::{RELATION_STATUSES, RelationInput, RelationQuery};
@@ -17,8 +17,8 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "create_memory_relation",
         "Relate a memory to another of its space (an existing source/target/type triple is updated)",
         &[],
-        Some("RelationRequest"),
-        Shape::Ref("RelationView"),
+        Some(Dto::of::<RelationRequest>()),
+        Shape::Ref(Dto::of::<crate::store::RelationView>()),
         false,
         create
     ),
@@ -29,7 +29,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "Relations of a memory by direction, status and type",
         LIST_PARAMS,
         None,
-        Shape::Ref("MemoryRelationsResponse"),
+        Shape::Ref(Dto::of::<MemoryRelationsResponse>()),
         false,
         list_for
     ),
@@ -39,8 +39,8 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "update_memory_relation",
         "Change a relation's type, reason, strength, confidence or status",
         &[],
-        Some("RelationRequest"),
-        Shape::Ref("RelationView"),
+        Some(Dto::of::<RelationRequest>()),
+        Shape::Ref(Dto::of::<crate::store::RelationView>()),
         false,
         update
     ),
@@ -51,7 +51,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "Mark a relation deleted (listable with status=deleted)",
         &[],
         None,
-        Shape::Ref("RelationDeleteResponse"),
+        Shape::Ref(Dto::of::<RelationDeleteResponse>()),
         false,
         delete
     ),

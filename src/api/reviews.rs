@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::query::{ParamSpec, boolean, int, string};
-use super::route::{Shape, route};
+use super::route::{Dto, Shape, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::error::ErrorCode;
 use crate::error::{Error, Result};
@@ -27,7 +27,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "Timeline review events (a new memory that may update or contradict an earlier one), newest first",
         FEED_PARAMS,
         None,
-        Shape::Ref("ReviewFeed"),
+        Shape::Ref(Dto::of::<ReviewFeed>()),
         false,
         list
     ),
@@ -37,8 +37,8 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "agent_feed_event_review",
         "Preview or apply the resolution of a review event",
         REVIEW_PARAMS,
-        Some("ReviewRequest"),
-        Shape::Ref("ReviewOutcome"),
+        Some(Dto::of::<ReviewRequest>()),
+        Shape::Ref(Dto::of::<ReviewOutcome>()),
         false,
         review
     ),

@@ -2,20 +2,74 @@
 //! the response [`Shape`], and the request helpers several modules share. A leaf: the resource modules import
 //! it, and `routes.rs` gathers their lists ([`super::routes::ROUTES`]).
 
+use std::borrow::Cow;
+
+use utoipa::openapi::{RefOr, schema::Schema};
+use utoipa::{PartialSchema, ToSchema};
+
 use super::query::ParamSpec;
 use super::{Api, ApiResponse, Ctx};
 use crate::error::{FieldError, Result};
 use crate::model::{TemporalContext, UnitType};
 
+/// Component schemas of the OpenAPI document: (name, schema).
+pub(crate) type Schemas = Vec<(String, RefOr<Schema>)>;
+
+/// A typed body a route reads or sends (a DTO deriving `utoipa::ToSchema`): its component name in the OpenAPI
+/// document and how to add its schema, with the schemas it refers to. Written `Dto::of::<T>()`; the document's
+/// component list is made from the route table's DTOs (`openapi.rs`), so a new route's types need no list.
+#[derive(Clone, Copy)]
+pub struct Dto {
+    name: fn() -> Cow<'static, str>,
+    add: fn(&mut Schemas),
+}
+
+impl Dto {
+    /// The DTO `T`.
+    pub const fn of<T: ToSchema>() -> Dto {
+        Dto { name: <T as ToSchema>::name, add: add_schema::<T> }
+    }
+
+    /// Its component name (`CreateMemoryRequest`, ...).
+    pub fn name(&self) -> Cow<'static, str> {
+        (self.name)()
+    }
+
+    /// Adds its schema and the schemas it refers to to `out`.
+    pub(crate) fn add_to(&self, out: &mut Schemas) {
+        (self.add)(out)
+    }
+}
+
+/// Adds `T`'s schema and the schemas it refers to to `out`.
+fn add_schema<T: ToSchema>(out: &mut Schemas) {
+    out.push((T::name().into_owned(), <T as PartialSchema>::schema()));
+    T::schemas(out);
+}
+
+impl PartialEq for Dto {
+    fn eq(&self, other: &Dto) -> bool {
+        self.name() == other.name()
+    }
+}
+
+impl Eq for Dto {}
+
+impl std::fmt::Debug for Dto {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
 /// The response body shape of a route, for the OpenAPI document.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Shape {
-    /// A named schema.
-    Ref(&'static str),
-    /// An array of a named schema.
-    ArrayOf(&'static str),
-    /// An array whose items are any of the named schemas (a request field chooses which).
-    ArrayOfAny(&'static [&'static str]),
+    /// A DTO.
+    Ref(Dto),
+    /// An array of a DTO.
+    ArrayOf(Dto),
+    /// An array whose items are any of the DTOs (a request field chooses which).
+    ArrayOfAny(&'static [Dto]),
     /// Any JSON object.
     Object,
     /// A ZIP archive (`application/zip`).
@@ -38,8 +92,8 @@ pub struct Route {
     pub summary: &'static str,
     /// Declared query parameters (validated before the handler runs).
     pub query: &'static [ParamSpec],
-    /// Request body schema name.
-    pub body: Option<&'static str>,
+    /// Request body DTO.
+    pub body: Option<Dto>,
     /// Response schema.
     pub response: Shape,
     /// Served without an API key.

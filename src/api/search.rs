@@ -3,7 +3,7 @@
 
 use super::dto::*;
 use super::query::{ParamSpec, boolean, choice, int, list, num, required, string};
-use super::route::{Route, Shape, UNIT_TYPES, label_ids, ok, parse_temporal, parse_unit, route};
+use super::route::{Dto, Route, Shape, UNIT_TYPES, label_ids, ok, parse_temporal, parse_unit, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::error::{Error, FieldError, Result};
 use crate::index::catalog::{MemoryFilter, end_of_period, parse_loose_date};
@@ -19,7 +19,7 @@ pub(super) const ROUTES: &[Route] = &[
         "Hybrid search (query string form, used by the CLI)",
         SEARCH_GET_PARAMS,
         None,
-        Shape::Ref("SearchGetResponse"),
+        Shape::Ref(Dto::of::<SearchGetResponse>()),
         false,
         search_get
     ),
@@ -29,8 +29,8 @@ pub(super) const ROUTES: &[Route] = &[
         "search_memories",
         "Hybrid search (MemorySearchRequest)",
         &[],
-        Some("SearchRequest"),
-        Shape::ArrayOfAny(&["MemorySearchResult", "CompactSearchHit"]),
+        Some(Dto::of::<SearchRequest>()),
+        Shape::ArrayOfAny(&[Dto::of::<MemorySearchResult>(), Dto::of::<CompactSearchHit>()]),
         false,
         search_post
     ),

@@ -5,7 +5,7 @@ use serde::Deserialize;
 use utoipa::ToSchema;
 
 use super::query::{ParamSpec, boolean, choice, int, list, required, string};
-use super::route::{Shape, route};
+use super::route::{Dto, Shape, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::error::{Error, FieldError, Result};
 use crate::model::{Metadata, SOURCE_STATES, Source};
@@ -19,8 +19,8 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "ingest_source_file",
         "Ingest a document (multipart `file` part, or JSON with content): markdown, text, HTML, CSV, TSV",
         INGEST_PARAMS,
-        Some("IngestRequest"),
-        Shape::Ref("Source"),
+        Some(Dto::of::<IngestRequest>()),
+        Shape::Ref(Dto::of::<Source>()),
         false,
         ingest_file
     ),
@@ -30,8 +30,8 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "ingest_source_path",
         "Ingest a file on the server's machine (inside the data directory or an allowed directory)",
         INGEST_PARAMS,
-        Some("IngestRequest"),
-        Shape::Ref("Source"),
+        Some(Dto::of::<IngestRequest>()),
+        Shape::Ref(Dto::of::<Source>()),
         false,
         ingest_path
     ),
@@ -42,8 +42,8 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "Fetch an http(s) URL and ingest it (HTML, markdown, text, CSV, TSV, DOCX); public addresses only unless \
          --allow-url-host",
         INGEST_PARAMS,
-        Some("IngestRequest"),
-        Shape::Ref("Source"),
+        Some(Dto::of::<IngestRequest>()),
+        Shape::Ref(Dto::of::<Source>()),
         false,
         ingest_url
     ),
@@ -54,7 +54,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "Sources of a space with type, state, label and metadata filters, newest first",
         LIST_PARAMS,
         None,
-        Shape::Ref("SourceListResponse"),
+        Shape::Ref(Dto::of::<SourceListResponse>()),
         false,
         list_sources
     ),
@@ -65,7 +65,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "BM25 search over source chunks and file names, grouped by source",
         SEARCH_PARAMS,
         None,
-        Shape::Ref("SourceSearchResponse"),
+        Shape::Ref(Dto::of::<SourceSearchResponse>()),
         false,
         search_sources
     ),
@@ -76,7 +76,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "One source",
         GUARD_PARAMS,
         None,
-        Shape::Ref("Source"),
+        Shape::Ref(Dto::of::<Source>()),
         false,
         get_source
     ),
@@ -87,7 +87,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "A window of a source's parsed text (offset and limit in bytes)",
         CONTENT_PARAMS,
         None,
-        Shape::Ref("SourceContent"),
+        Shape::Ref(Dto::of::<crate::store::SourceContent>()),
         false,
         source_content
     ),
@@ -98,7 +98,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "Column statistics of a CSV or TSV source: per column the inferred type, counts, min, max, mean, top values",
         ANALYSIS_PARAMS,
         None,
-        Shape::Ref("SourceAnalysisResponse"),
+        Shape::Ref(Dto::of::<SourceAnalysisResponse>()),
         false,
         analyze_source
     ),
@@ -109,7 +109,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "Delete a source with its text, chunks and extracted memories",
         GUARD_PARAMS,
         None,
-        Shape::Ref("SourceDeleteResponse"),
+        Shape::Ref(Dto::of::<SourceDeleteResponse>()),
         false,
         delete_source
     ),

@@ -6,7 +6,7 @@ use utoipa::ToSchema;
 
 use super::dto::{CreateSpaceRequest, SpacesResponse};
 use super::query::{ParamSpec, boolean, required};
-use super::route::{Shape, route};
+use super::route::{Dto, Shape, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::error::{Error, Result};
 use crate::store::{MoveSelection, NewSpace, SpacePatch};
@@ -19,12 +19,22 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "create_space",
         "Create a space",
         &[],
-        Some("CreateSpaceRequest"),
-        Shape::Ref("SpacesResponse"),
+        Some(Dto::of::<CreateSpaceRequest>()),
+        Shape::Ref(Dto::of::<SpacesResponse>()),
         false,
         create
     ),
-    route!("GET", "/spaces", "list_spaces", "List spaces", &[], None, Shape::Ref("SpacesResponse"), false, list),
+    route!(
+        "GET",
+        "/spaces",
+        "list_spaces",
+        "List spaces",
+        &[],
+        None,
+        Shape::Ref(Dto::of::<SpacesResponse>()),
+        false,
+        list
+    ),
     route!(
         "GET",
         "/spaces/resolve",
@@ -32,7 +42,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "The space a name, alias or id refers to",
         RESOLVE_PARAMS,
         None,
-        Shape::Ref("Space"),
+        Shape::Ref(Dto::of::<crate::model::Space>()),
         false,
         resolve
     ),
@@ -43,7 +53,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "One space with usage counts",
         &[],
         None,
-        Shape::Ref("Space"),
+        Shape::Ref(Dto::of::<crate::model::Space>()),
         false,
         get
     ),
@@ -53,8 +63,8 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "update_space",
         "Update a space profile (the id never changes)",
         &[],
-        Some("UpdateSpaceRequest"),
-        Shape::Ref("Space"),
+        Some(Dto::of::<UpdateSpaceRequest>()),
+        Shape::Ref(Dto::of::<crate::model::Space>()),
         false,
         update
     ),
@@ -64,8 +74,8 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "replace_space_profile",
         "Same as PATCH",
         &[],
-        Some("UpdateSpaceRequest"),
-        Shape::Ref("Space"),
+        Some(Dto::of::<UpdateSpaceRequest>()),
+        Shape::Ref(Dto::of::<crate::model::Space>()),
         false,
         update
     ),
@@ -76,7 +86,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "Delete a space; refused while it holds records unless cascade=true",
         DELETE_PARAMS,
         None,
-        Shape::Ref("SpaceDeleteResponse"),
+        Shape::Ref(Dto::of::<SpaceDeleteResponse>()),
         false,
         delete
     ),
@@ -86,8 +96,8 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "preview_bulk_move",
         "Count the memories a bulk move would take",
         &[],
-        Some("BulkMoveRequest"),
-        Shape::Ref("MoveReport"),
+        Some(Dto::of::<BulkMoveRequest>()),
+        Shape::Ref(Dto::of::<crate::store::MoveReport>()),
         false,
         move_preview
     ),
@@ -97,8 +107,8 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "bulk_move",
         "Move memories to another space in one transaction",
         &[],
-        Some("BulkMoveRequest"),
-        Shape::Ref("MoveReport"),
+        Some(Dto::of::<BulkMoveRequest>()),
+        Shape::Ref(Dto::of::<crate::store::MoveReport>()),
         false,
         move_apply
     ),

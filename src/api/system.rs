@@ -1,7 +1,7 @@
 //! Routes of the service itself: capabilities, health, liveness and the OpenAPI document.
 
 use super::dto::*;
-use super::route::{Route, Shape, ok, route};
+use super::route::{Dto, Route, Shape, ok, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::error::Result;
 
@@ -14,7 +14,7 @@ pub(super) const ROUTES: &[Route] = &[
         "Server version and feature flags",
         &[],
         None,
-        Shape::Ref("CapabilitiesResponse"),
+        Shape::Ref(Dto::of::<CapabilitiesResponse>()),
         true,
         capabilities
     ),
@@ -25,11 +25,11 @@ pub(super) const ROUTES: &[Route] = &[
         "Health, embedder and store counters",
         &[],
         None,
-        Shape::Ref("HealthResponse"),
+        Shape::Ref(Dto::of::<HealthResponse>()),
         true,
         health
     ),
-    route!("GET", "/livez", "get_livez", "Liveness probe", &[], None, Shape::Ref("Liveness"), true, livez),
+    route!("GET", "/livez", "get_livez", "Liveness probe", &[], None, Shape::Ref(Dto::of::<Liveness>()), true, livez),
     route!(
         "GET",
         "/openapi.json",
@@ -37,7 +37,7 @@ pub(super) const ROUTES: &[Route] = &[
         "This OpenAPI 3.1 document",
         &[],
         None,
-        Shape::Ref("OpenApiDocument"),
+        Shape::Ref(Dto::of::<OpenApiDocument>()),
         false,
         openapi
     ),

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::query::{ParamSpec, boolean, int, required, required_bool, string};
-use super::route::{Shape, route};
+use super::route::{Dto, Shape, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::error::ErrorCode;
 use crate::error::{Error, Result};
@@ -20,8 +20,8 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "distill_memories",
         "Extract memories from a conversation (deterministic rules, no LLM)",
         &[],
-        Some("DistillRequest"),
-        Shape::Ref("DistillResponse"),
+        Some(Dto::of::<DistillRequest>()),
+        Shape::Ref(Dto::of::<DistillResponse>()),
         false,
         distill
     ),
@@ -31,8 +31,8 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "triage_conversation",
         "Whether a conversation is worth distilling",
         &[],
-        Some("TriageRequest"),
-        Shape::Ref("TriageResponse"),
+        Some(Dto::of::<TriageRequest>()),
+        Shape::Ref(Dto::of::<TriageResponse>()),
         false,
         triage
     ),
@@ -42,8 +42,8 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "create_thread",
         "Create a thread with messages (409 when the id exists in the space)",
         &[],
-        Some("CreateThreadRequest"),
-        Shape::Ref("CreateThreadResponse"),
+        Some(Dto::of::<CreateThreadRequest>()),
+        Shape::Ref(Dto::of::<CreateThreadResponse>()),
         false,
         create
     ),
@@ -54,7 +54,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "List threads, most recently updated first",
         LIST_PARAMS,
         None,
-        Shape::Ref("ThreadListResponse"),
+        Shape::Ref(Dto::of::<ThreadListResponse>()),
         false,
         list
     ),
@@ -65,7 +65,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "Threads whose messages contain every query word, with match counts",
         SEARCH_PARAMS,
         None,
-        Shape::Ref("ThreadSearchResponse"),
+        Shape::Ref(Dto::of::<ThreadSearchResponse>()),
         false,
         search
     ),
@@ -75,8 +75,8 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "import_threads",
         "Create-or-append one thread or a batch",
         &[],
-        Some("ImportRequest"),
-        Shape::Ref("ThreadImportResponse"),
+        Some(Dto::of::<ImportRequest>()),
+        Shape::Ref(Dto::of::<ThreadImportResponse>()),
         false,
         import
     ),
@@ -87,7 +87,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "A thread and a page of its messages",
         GET_PARAMS,
         None,
-        Shape::Ref("ThreadMessagesResponse"),
+        Shape::Ref(Dto::of::<ThreadMessagesResponse>()),
         false,
         get
     ),
@@ -98,7 +98,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "Delete a thread, its messages and optionally its memories",
         DELETE_PARAMS,
         None,
-        Shape::Ref("ThreadDeleteResponse"),
+        Shape::Ref(Dto::of::<ThreadDeleteResponse>()),
         false,
         delete
     ),
@@ -108,8 +108,8 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "append_thread",
         "Append messages (deduplicated; checkpointed with expected_message_count)",
         &[],
-        Some("AppendRequest"),
-        Shape::Ref("AppendResponse"),
+        Some(Dto::of::<AppendRequest>()),
+        Shape::Ref(Dto::of::<AppendResponse>()),
         false,
         append
     ),
@@ -119,8 +119,8 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "merge_thread_metadata",
         "Merge keys into the thread's metadata",
         &[],
-        Some("MergeMetadataRequest"),
-        Shape::Ref("ThreadUpdateResponse"),
+        Some(Dto::of::<MergeMetadataRequest>()),
+        Shape::Ref(Dto::of::<ThreadUpdateResponse>()),
         false,
         merge_metadata
     ),
@@ -131,7 +131,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "Mark or unmark a thread as favourite",
         FAVORITE_PARAMS,
         None,
-        Shape::Ref("MessageResponse"),
+        Shape::Ref(Dto::of::<super::dto::MessageResponse>()),
         false,
         favorite
     ),
@@ -142,7 +142,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "Favourite threads",
         FAVORITES_PARAMS,
         None,
-        Shape::ArrayOf("Thread"),
+        Shape::ArrayOf(Dto::of::<Thread>()),
         false,
         favorites
     ),

@@ -4,7 +4,7 @@ use serde::Deserialize;
 use utoipa::ToSchema;
 
 use super::query::{ParamSpec, boolean, int, string};
-use super::route::{Shape, route};
+use super::route::{Dto, Shape, route};
 use super::{Api, ApiResponse, Ctx};
 use crate::error::Result;
 use crate::index::catalog::MemoryFilter;
@@ -19,7 +19,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "Working memory of a space (latest day, or `date`)",
         READ_PARAMS,
         None,
-        Shape::Ref("WorkingMemoryResponse"),
+        Shape::Ref(Dto::of::<WorkingMemoryResponse>()),
         false,
         read
     ),
@@ -29,8 +29,8 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "write_working_memory",
         "Replace today's working memory",
         WRITE_PARAMS,
-        Some("WorkingMemoryRequest"),
-        Shape::Ref("WorkingMemoryResponse"),
+        Some(Dto::of::<WorkingMemoryRequest>()),
+        Shape::Ref(Dto::of::<WorkingMemoryResponse>()),
         false,
         write
     ),
@@ -41,7 +41,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "Days with a working memory, newest first",
         HISTORY_PARAMS,
         None,
-        Shape::Ref("WorkingMemoryHistory"),
+        Shape::Ref(Dto::of::<WorkingMemoryHistory>()),
         false,
         history
     ),
@@ -52,7 +52,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "Working memory and recent memories as markdown (session start)",
         BUNDLE_PARAMS,
         None,
-        Shape::Ref("ContextBundle"),
+        Shape::Ref(Dto::of::<ContextBundle>()),
         false,
         bundle
     ),
@@ -63,7 +63,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "Store counters (one space with space_id)",
         STATS_PARAMS,
         None,
-        Shape::Ref("StoreStats"),
+        Shape::Ref(Dto::of::<crate::store::StoreStats>()),
         false,
         stats
     ),
@@ -74,7 +74,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         "Force a durable commit of pending writes and report what it flushed",
         &[],
         None,
-        Shape::Ref("CheckpointResponse"),
+        Shape::Ref(Dto::of::<CheckpointResponse>()),
         false,
         checkpoint
     ),

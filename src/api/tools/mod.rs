@@ -23,7 +23,7 @@ use serde_json::{Map, Value, json};
 pub use args::Args;
 
 use super::Api;
-use super::route::{Shape, route};
+use super::route::{Dto, Shape, route};
 use crate::error::ErrorCode;
 use crate::error::{Error, ErrorKind};
 use crate::store::DEFAULT_SPACE;
@@ -35,7 +35,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[route!(
     "agent_tools_call",
     "Call an agent tool by name ({name, arguments}); answers the tool's result object (the MCP tools' REST twin)",
     &[],
-    Some("ToolCallRequest"),
+    Some(Dto::of::<ToolCallRequest>()),
     Shape::Object,
     false,
     rest_call
