@@ -1,12 +1,10 @@
 // The console's one way to the daemon: same-origin fetches of the public REST routes, authenticated by the
 // HttpOnly session cookie (the API key never reaches script-readable storage).
 
+import type { components } from "./schema.gen";
+
 /** One entry of a 422's `detail` list (the interface's validation shape). */
-export interface FieldError {
-  loc: (string | number)[];
-  msg: string;
-  type?: string;
-}
+export type FieldError = components["schemas"]["FieldError"];
 
 /** An answer other than 2xx, with the message a person can read. */
 export class ApiError extends Error {
@@ -123,125 +121,19 @@ export async function call<T>(method: string, path: string, opts: CallOptions = 
 export const get = <T>(path: string, query?: Query) => call<T>("GET", path, { query });
 export const post = <T>(path: string, body?: unknown, query?: Query) => call<T>("POST", path, { body, query });
 
-// Shapes of the routes the console reads (the fields it uses; the daemon sends more).
+// Shapes of the routes the console reads: the daemon's own DTOs, generated from its OpenAPI document
+// (`src/schema.gen.ts`: `engram openapi > ../target/openapi.json && npm run types`; CI checks it is current).
 
-export interface Memory {
-  id: string;
-  title: string;
-  content: string;
-  importance: number;
-  confidence: number;
-  unit_type: string;
-  state: string;
-  is_latest: boolean;
-  version: number;
-  is_favorite: boolean;
-  labels: string[];
-  label_ids: string[];
-  space_id: string;
-  created_at: string;
-  updated_at: string;
-  event_start: string | null;
-  event_end: string | null;
-  /** When the memory expires (RFC 3339), or null: it then leaves search and listings, readable by id. */
-  expires_at: string | null;
-  /** `expires_at` has passed. */
-  expired: boolean;
-  pagerank_score: number;
-  source: string;
-  source_thread_id: string | null;
-  metadata: Record<string, unknown>;
-}
+type Schemas = components["schemas"];
 
-export interface Pagination {
-  limit: number;
-  offset: number;
-  total: number;
-  has_more: boolean;
-}
-
-export interface ContextItem {
-  kind: string;
-  index: number;
-  role?: string;
-  content: string;
-  is_hit: boolean;
-}
-
-export interface Hit {
-  memory: Memory;
-  similarity_score: number;
-  relevance_reason: string;
-  context?: ContextItem[];
-}
-
-export interface Label {
-  id: string;
-  name: string;
-  color: string;
-  description: string;
-  usage_count: number;
-}
-
-export interface Space {
-  id: string;
-  name: string;
-  aliases: string[];
-  description: string;
-  sharedSpaceIds: string[];
-  is_default: boolean;
-  usage: { memories: number; threads: number; sources: number };
-}
-
-export interface Thread {
-  id: string;
-  title: string;
-  source: string;
-  message_count: number;
-  created_at: string;
-  updated_at: string;
-  summary: string;
-  is_favorite: boolean;
-}
-
-export interface Message {
-  id: string;
-  role: string;
-  content: string;
-  order_index: number;
-  timestamp: string;
-}
-
-export interface ReviewSide {
-  id: string;
-  title: string;
-  content: string;
-  state: string;
-  created_at: string;
-}
-
-export interface ReviewEvent {
-  id: string;
-  title: string;
-  kind: string;
-  created_at: string;
-  older_memory: ReviewSide;
-  newer_memory: ReviewSide;
-  signals: string[];
-  shared_entities: string[];
-  resolved: boolean;
-  resolution: unknown;
-  allowed_actions: string[];
-}
-
-export interface Source {
-  id: string;
-  original_name: string;
-  source_type: string;
-  mime_type?: string;
-  size_bytes?: number;
-  created_at: string;
-  lifecycle_state?: string;
-  metadata?: Record<string, unknown>;
-  sections?: unknown;
-}
+export type Memory = Schemas["MemoryOut"];
+export type Pagination = Schemas["Pagination"];
+export type ContextItem = Schemas["ContextItem"];
+export type Hit = Schemas["MemorySearchResult"];
+export type Label = Schemas["Label"];
+export type Space = Schemas["Space"];
+export type Thread = Schemas["Thread"];
+export type Message = Schemas["Message"];
+export type ReviewSide = Schemas["MemoryBrief"];
+export type ReviewEvent = Schemas["FeedEvent"];
+export type Source = Schemas["Source"];

@@ -312,6 +312,9 @@ enum Command {
         /// Where to write it (refused if it exists).
         path: PathBuf,
     },
+    /// Print the daemon's OpenAPI 3.1 document (JSON) without starting it (needs the `server` feature); the web
+    /// console's TypeScript types are generated from it (`ui/src/schema.gen.ts`).
+    Openapi,
     /// Evaluate retrieval on a dataset.
     Eval {
         #[command(subcommand)]
@@ -537,8 +540,22 @@ fn run(cli: Cli) -> engram::Result<()> {
             keys::rekey(&data_dir.unwrap_or_else(default_data_dir), &key, &new, add, rotate_data_key)
         }
         Command::Keygen { path } => keys::keygen(&path),
+        Command::Openapi => openapi_command(),
         Command::Eval { which } => eval_command(which),
     }
+}
+
+/// `engram openapi`: the document `GET /openapi.json` serves, pretty-printed.
+fn openapi_command() -> engram::Result<()> {
+    #[cfg(feature = "server")]
+    {
+        let doc = serde_json::to_string_pretty(&engram::api::Api::openapi())
+            .map_err(|e| engram::Error::new(engram::ErrorKind::Internal, e.to_string()))?;
+        println!("{doc}");
+        Ok(())
+    }
+    #[cfg(not(feature = "server"))]
+    Err(engram::Error::new(engram::ErrorKind::Unavailable, "this build has no HTTP API (cargo feature `server`)"))
 }
 
 /// `engram mcp`: MCP over stdio, or `--print-config`.

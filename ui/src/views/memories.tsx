@@ -402,7 +402,7 @@ function EditMemory({
   const [title, setTitle] = useState(memory.title);
   const [content, setContent] = useState(memory.content);
   const [importance, setImportance] = useState(String(memory.importance));
-  const [unit, setUnit] = useState(memory.unit_type);
+  const [unit, setUnit] = useState<string>(memory.unit_type);
   const [event, setEvent] = useState(memory.event_start ?? "");
   const storedExpiry = memory.expires_at ? memory.expires_at.slice(0, 10) : "";
   const [expires, setExpires] = useState(storedExpiry);
