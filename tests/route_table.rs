@@ -16,7 +16,7 @@ fn table() -> String {
             r.path,
             r.operation_id,
             query.join(","),
-            r.body.unwrap_or("-"),
+            r.body.map_or("-".into(), |d| d.name()),
             r.response,
             if r.public { " public" } else { "" }
         ));
