@@ -1,5 +1,5 @@
 //! Storage: the port between Engram's domain (`src/store`, `src/fs`) and where its records live
-//! (docs/design.md, "The storage port").
+//! (docs/storage.md).
 //!
 //! The port is typed and coarse: the domain opens one record kind at a time ([`Kind`], all listed in
 //! [`tables`]) inside a read or write transaction ([`Db::read`], [`Db::write`]) and gets, puts, deletes and scans

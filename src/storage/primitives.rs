@@ -1,7 +1,7 @@
 //! The port's coarse read primitives beyond one record kind: a candidate list (BM25 candidates given term lists,
 //! vector candidates given a query vector) and an edge stream. Each is one storage question with one answer;
 //! whatever decides (fusion, filters, thresholds, graph algorithms) stays above the port
-//! (the scale-out design, §5.1, rule 1; docs/design.md, "The storage port").
+//! (the scale-out design, §5.1, rule 1; docs/storage.md).
 //!
 //! The redb backend answers them by scanning its kinds. The embedded store serves searches from in-memory
 //! mirrors of the same kinds (`index::lexicon`, the HNSW graph), which these primitives must agree with

@@ -1,6 +1,6 @@
 //! The domain's records: every stored kind is opened here and nowhere else, with its value codec on the kind,
-//! so the rest of the domain reads and writes typed records and never encodes by hand (docs/design.md,
-//! "The storage port" and "Changing the format").
+//! so the rest of the domain reads and writes typed records and never encodes by hand (docs/storage.md;
+//! docs/design.md, "Changing the format").
 //!
 //! One module per kind family owns those kinds' storage: [`memory`], [`label`], [`entity`], [`thread`],
 //! [`source`], [`relation`], [`graph`], [`space`], [`working_memory`], [`review`] and [`meta`]. Each opens its kinds
