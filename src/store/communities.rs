@@ -612,17 +612,7 @@ impl KnowledgeStore {
     /// # Errors
     /// Storage errors (an unknown id gives an empty list).
     pub fn community_members(&self, id: u64) -> Result<Vec<(String, String, f64)>> {
-        let rtx = self.core.db.read()?;
-        let t = graph::community_members(&rtx)?;
-        let mut out = Vec::new();
-        for row in t.range((id, "", "")..)? {
-            let (k, v) = row?;
-            let (c, s, e) = k.value();
-            if c != id {
-                break;
-            }
-            out.push((s.to_string(), e.to_string(), v.value()));
-        }
+        let mut out = graph::members_of(&graph::community_members(&self.core.db.read()?)?, id)?;
         out.sort_by(|a, b| b.2.total_cmp(&a.2).then_with(|| a.1.cmp(&b.1)));
         Ok(out)
     }

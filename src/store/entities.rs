@@ -328,15 +328,7 @@ impl KnowledgeStore {
         let rtx = self.core.db.read()?;
         let rel = entity::relates_to(&rtx)?;
         let entities = entity::entities(&rtx)?;
-        let mut pairs = Vec::new();
-        for row in rel.range((space, id, "")..)? {
-            let (k, v) = row?;
-            let (s, a, b) = k.value();
-            if s != space || a != id {
-                break;
-            }
-            pairs.push((b.to_string(), v.value()));
-        }
+        let mut pairs = entity::relates_of(&rel, space, id)?;
         pairs.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         let mut out = Vec::new();
         for (b, w) in pairs.into_iter().take(limit) {
@@ -381,18 +373,13 @@ impl KnowledgeStore {
     ) -> Result<Page<Entity>> {
         let needle = name_contains.map(str::to_lowercase);
         let rtx = self.core.db.read()?;
-        let t = entity::entities(&rtx)?;
         let mut out = Vec::new();
-        for row in t.range((space, "")..)? {
-            let (k, v) = row?;
-            if k.value().0 != space {
-                break;
-            }
-            let e = v;
+        entity::entities(&rtx)?.each_in_space(space, |_, e| {
             if needle.as_ref().is_none_or(|n| e.name.to_lowercase().contains(n)) {
                 out.push(e);
             }
-        }
+            true
+        })?;
         out.sort_by(|a, b| b.mention_count.cmp(&a.mention_count).then_with(|| a.name.cmp(&b.name)));
         let total = out.len();
         let items = out.into_iter().skip(offset).take(limit).collect();

@@ -644,21 +644,8 @@ impl KnowledgeStore {
     /// Storage errors.
     pub fn scan_memories(&self, space: &str, mut f: impl FnMut(&Memory) -> bool) -> Result<()> {
         let rtx = self.core.db.read()?;
-        let mems = memory::memories(&rtx)?;
-        for row in mems.range((space, "")..)? {
-            let (k, v) = row?;
-            if k.value().0 != space {
-                break;
-            }
-            let sm: StoredMemory = v;
-            if sm.memory.state == MemoryState::Forgotten {
-                continue;
-            }
-            if !f(&sm.memory) {
-                break;
-            }
-        }
-        Ok(())
+        memory::memories(&rtx)?
+            .each_in_space(space, |_, sm: StoredMemory| sm.memory.state == MemoryState::Forgotten || f(&sm.memory))
     }
 
     /// Calls `f(thread_id, message)` for every message of `space`, by thread id and order, until it returns
@@ -667,20 +654,7 @@ impl KnowledgeStore {
     /// # Errors
     /// Storage errors.
     pub fn scan_messages(&self, space: &str, mut f: impl FnMut(&str, &crate::model::Message) -> bool) -> Result<()> {
-        let rtx = self.core.db.read()?;
-        let t = thread::messages(&rtx)?;
-        for row in t.range((space, "", 0u64)..)? {
-            let (k, v) = row?;
-            let (s, th, _) = k.value();
-            if s != space {
-                break;
-            }
-            let m: crate::model::Message = v;
-            if !f(th, &m) {
-                break;
-            }
-        }
-        Ok(())
+        thread::each_message_in(&self.core.db.read()?, space, |th, m| f(th, &m))
     }
 
     /// [`ErrorKind::NotFound`] (`space_not_found`) unless `space` exists.

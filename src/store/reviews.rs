@@ -437,22 +437,14 @@ impl KnowledgeStore {
     ) -> Result<(Vec<ReviewEvent>, usize)> {
         self.require_space(space)?;
         let rtx = self.core.db.read()?;
-        let t = review::reviews(&rtx)?;
         let mut all = Vec::new();
-        for row in t.range((space, "")..)? {
-            let (k, v) = row?;
-            if k.value().0 != space {
-                break;
+        review::reviews(&rtx)?.each_in_space(space, |_, e: ReviewEvent| {
+            let wanted = !(unresolved_only && e.resolution.is_some());
+            if wanted && since.is_none_or(|s| e.created_at >= s) {
+                all.push(e);
             }
-            let e: ReviewEvent = v;
-            if unresolved_only && e.resolution.is_some() {
-                continue;
-            }
-            if since.is_some_and(|s| e.created_at < s) {
-                continue;
-            }
-            all.push(e);
-        }
+            true
+        })?;
         // Ids are UUIDv7: reverse key order is newest first.
         all.reverse();
         let total = all.len();

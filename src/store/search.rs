@@ -537,9 +537,7 @@ impl KnowledgeStore {
             }
             let lo = own.iter().min().copied().unwrap_or(pos.ordinal).saturating_sub(w);
             let hi = own.iter().max().copied().unwrap_or(pos.ordinal).saturating_add(w);
-            let table = thread::messages(&rtx)?;
-            for row in table.range((space, tid, lo)..=(space, tid, hi))? {
-                let msg: crate::model::Message = row?.1;
+            for msg in thread::messages_between(&rtx, (space, tid), lo, hi, usize::MAX)? {
                 items.push(ContextItem {
                     kind: "message".into(),
                     index: msg.order_index,
@@ -554,14 +552,10 @@ impl KnowledgeStore {
         {
             let text = source::source_text(&rtx)?.get(sid)?.map(|v| v.value().to_vec()).unwrap_or_default();
             let text = String::from_utf8_lossy(&text);
-            for row in source::source_chunks(&rtx)?
-                .range((sid, pos.ordinal.saturating_sub(w))..=(sid, pos.ordinal.saturating_add(w)))?
-            {
-                let (k, v) = row?;
-                let c: crate::extract::document::Chunk = v;
+            let (lo, hi) = (pos.ordinal.saturating_sub(w), pos.ordinal.saturating_add(w));
+            for (index, c) in source::chunks_between(&rtx, sid, lo, hi)? {
                 let a = crate::extract::document::floor_boundary(&text, c.offset as usize);
                 let b = crate::extract::document::floor_boundary(&text, (c.offset + c.length) as usize);
-                let index = k.value().1;
                 items.push(ContextItem {
                     kind: "chunk".into(),
                     index,

@@ -539,15 +539,7 @@ impl KnowledgeStore {
     /// Storage errors.
     pub fn all_sources(&self, space: &str) -> Result<Vec<Source>> {
         let rtx = self.core.db.read()?;
-        let t = source::sources(&rtx)?;
-        let mut out = Vec::new();
-        for row in t.range((space, "")..)? {
-            let (k, v) = row?;
-            if k.value().0 != space {
-                break;
-            }
-            out.push(v);
-        }
+        let mut out: Vec<Source> = source::sources(&rtx)?.in_space(space)?.into_iter().map(|(_, s)| s).collect();
         out.sort_by(|a, b| a.created_at.cmp(&b.created_at).then_with(|| a.id.cmp(&b.id)));
         Ok(out)
     }
@@ -690,13 +682,7 @@ impl KnowledgeStore {
 
     /// The chunks of source `id`, in order.
     pub(crate) fn source_chunks(&self, id: &str) -> Result<Vec<Chunk>> {
-        let rtx = self.core.db.read()?;
-        let t = source::source_chunks(&rtx)?;
-        let mut out = Vec::new();
-        for row in t.range((id, 0u64)..=(id, u64::MAX))? {
-            out.push(row?.1);
-        }
-        Ok(out)
+        source::chunks_of(&self.core.db.read()?, id)
     }
 
     fn chunk_index_of(&self, space: &str) -> Result<Arc<ChunkIndex>> {

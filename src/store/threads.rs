@@ -318,14 +318,7 @@ impl KnowledgeStore {
         if t.get((id, DEFAULT_SPACE))?.is_some() {
             return Ok(DEFAULT_SPACE.into());
         }
-        match t.range((id, "")..)?.next() {
-            Some(row) => {
-                let (k, _) = row?;
-                let (tid, s) = k.value();
-                if tid == id { Ok(s.to_string()) } else { Err(thread_not_found(id)) }
-            }
-            None => Err(thread_not_found(id)),
-        }
+        thread::a_space_of(rtx, id)?.ok_or_else(|| thread_not_found(id))
     }
 
     /// Creates a thread with its messages.
@@ -622,13 +615,7 @@ impl KnowledgeStore {
         let rtx = self.core.db.read()?;
         let space = self.locate_thread(&rtx, id, space)?;
         let thread: Thread = thread::threads(&rtx)?.get((space.as_str(), id))?.ok_or_else(|| thread_not_found(id))?;
-        let table = thread::messages(&rtx)?;
-        let mut out = Vec::new();
-        for row in table.range((space.as_str(), id, offset)..=(space.as_str(), id, u64::MAX))?.take(limit) {
-            let (_, v) = row?;
-            out.push(v);
-        }
-        Ok((thread, out))
+        Ok((thread, thread::messages_between(&rtx, (space.as_str(), id), offset, u64::MAX, limit)?))
     }
 
     /// Thread `id` and all its messages in order, read in keyset pages of 1,000 (each page starts after the last
@@ -666,17 +653,7 @@ impl KnowledgeStore {
     }
 
     fn threads_of(&self, space: &str) -> Result<Vec<Thread>> {
-        let rtx = self.core.db.read()?;
-        let t = thread::threads(&rtx)?;
-        let mut out = Vec::new();
-        for row in t.range((space, "")..)? {
-            let (k, v) = row?;
-            if k.value().0 != space {
-                break;
-            }
-            out.push(v);
-        }
-        Ok(out)
+        Ok(thread::threads(&self.core.db.read()?)?.in_space(space)?.into_iter().map(|(_, t)| t).collect())
     }
 
     /// Threads of `space` with messages containing every term of `query` (stemmed, case-insensitive), most
@@ -704,7 +681,6 @@ impl KnowledgeStore {
             return Ok(Vec::new());
         }
         let rtx = self.core.db.read()?;
-        let table = thread::messages(&rtx)?;
         let window = self.core.config.context.window;
         // Thread -> (direct matches, context-only matches).
         let mut counts: std::collections::HashMap<String, (u64, u64)> = Default::default();
@@ -726,12 +702,7 @@ impl KnowledgeStore {
                 counts.insert(tid.to_string(), (direct, near));
             }
         };
-        for row in table.range((space, "", 0u64)..)? {
-            let (k, v) = row?;
-            let (s, tid, _) = k.value();
-            if s != space {
-                break;
-            }
+        thread::each_message_in(&rtx, space, |tid, m| {
             if current.as_deref() != Some(tid) {
                 if let Some(c) = current.take() {
                     tally(&c, &have);
@@ -739,9 +710,9 @@ impl KnowledgeStore {
                 have.clear();
                 current = Some(tid.to_string());
             }
-            let m: Message = v;
             have.push(text::terms(&m.content).into_iter().filter(|t| terms.contains(t)).collect());
-        }
+            true
+        })?;
         if let Some(c) = current.take() {
             tally(&c, &have);
         }
@@ -863,19 +834,13 @@ impl KnowledgeStore {
     pub fn delete_thread(&self, id: &str, space: Option<&str>, cascade_memories: bool) -> Result<ThreadDeleteReport> {
         let space = self.locate_thread(&self.core.db.read()?, id, space)?;
         let doomed: Vec<String> = if cascade_memories {
-            let rtx = self.core.db.read()?;
-            let mems = memory::memories(&rtx)?;
             let mut ids = Vec::new();
-            for row in mems.range((space.as_str(), "")..)? {
-                let (k, v) = row?;
-                if k.value().0 != space {
-                    break;
-                }
-                let sm: super::StoredMemory = v;
+            memory::memories(&self.core.db.read()?)?.each_in_space(&space, |_, sm: super::StoredMemory| {
                 if sm.memory.source_thread_id.as_deref() == Some(id) {
                     ids.push(sm.memory.id);
                 }
-            }
+                true
+            })?;
             ids
         } else {
             Vec::new()

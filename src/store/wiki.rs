@@ -200,13 +200,8 @@ impl KnowledgeStore {
         let ec = graph::entity_community(&rtx)?;
         let mut counts: std::collections::BTreeMap<u64, u64> = Default::default();
         for (space, e, _) in &members {
-            for row in rel.range((space.as_str(), e.as_str(), "")..)? {
-                let (k, _) = row?;
-                let (s, a, b) = k.value();
-                if s != space || a != e {
-                    break;
-                }
-                if let Some(c) = ec.get((s, b))?.map(|v| v.value())
+            for (b, _) in entity::relates_of(&rel, space, e)? {
+                if let Some(c) = ec.get((space.as_str(), b.as_str()))?.map(|v| v.value())
                     && c != id
                 {
                     *counts.entry(c).or_default() += 1;
@@ -252,18 +247,13 @@ impl KnowledgeStore {
                                   "mention_count": ent.mention_count, "pagerank": rank}),
                 });
             }
-            for row in rel.range((s.as_str(), e.as_str(), "")..)? {
-                let (k, v) = row?;
-                let (s2, a, b) = k.value();
-                if s2 != s || a != e {
-                    break;
-                }
-                if a < b && keep.contains(&(s.clone(), b.to_string())) {
+            for (b, weight) in entity::relates_of(&rel, s, e)? {
+                if e.as_str() < b.as_str() && keep.contains(&(s.clone(), b.clone())) {
                     edges.push(GraphEdge {
-                        source: node_id(s, a),
-                        target: node_id(s, b),
+                        source: node_id(s, e),
+                        target: node_id(s, &b),
                         edge_type: "RELATES_TO",
-                        weight: v.value(),
+                        weight,
                     });
                 }
             }
@@ -312,21 +302,23 @@ impl KnowledgeStore {
             }
         }
         let ents = entity::entities(&rtx)?;
-        let rows = match space {
-            Some(sp) => ents.range((sp, "")..)?,
-            None => ents.range(("", "")..)?,
-        };
         let mut all: Vec<(String, Entity, Option<u64>, f64)> = Vec::new();
-        for row in rows {
-            let (k, v) = row?;
-            let (s, _) = k.value();
-            if space.is_some_and(|sp| sp != s) {
-                break;
-            }
-            let ent: Entity = v;
+        let mut add = |s: &str, ent: Entity| {
             let (community, rank) =
                 member.get(&(s.to_string(), ent.id.clone())).map_or((None, 0.0), |m| (Some(m.0), m.1));
             all.push((s.to_string(), ent, community, rank));
+        };
+        match space {
+            Some(sp) => ents.each_in_space(sp, |_, ent| {
+                add(sp, ent);
+                true
+            })?,
+            None => {
+                for row in ents.iter()? {
+                    let (k, ent) = row?;
+                    add(k.value().0, ent);
+                }
+            }
         }
         let total_entities = all.len() as u64;
         all.sort_by(|a, b| {
@@ -341,19 +333,14 @@ impl KnowledgeStore {
         let mut edges = Vec::new();
         let mut total_edges = 0u64;
         for (s, e, ..) in &all {
-            for row in rel.range((s.as_str(), e.id.as_str(), "")..)? {
-                let (k, v) = row?;
-                let (s2, a, b) = k.value();
-                if s2 != s || a != e.id {
-                    break;
-                }
-                if a < b && keep.contains(&(s.as_str(), b)) {
+            for (b, weight) in entity::relates_of(&rel, s, &e.id)? {
+                if e.id < b && keep.contains(&(s.as_str(), b.as_str())) {
                     total_edges += 1;
                     edges.push(GraphEdge {
-                        source: format!("{s}/{a}"),
+                        source: format!("{s}/{}", e.id),
                         target: format!("{s}/{b}"),
                         edge_type: "RELATES_TO",
-                        weight: v.value(),
+                        weight,
                     });
                 }
             }

@@ -48,18 +48,14 @@ impl KnowledgeStore {
     pub fn working_memory(&self, space: &str, date: Option<&str>) -> Result<Option<WorkingMemory>> {
         self.require_space(space)?;
         let rtx = self.core.db.read()?;
-        let t = working_memory::days(&rtx)?;
         match date {
             Some(d) => {
                 if Timestamp::parse(d).is_none() || d.len() != 10 {
                     return Err(Error::invalid_value(&["date"], "date_parsing", "date is YYYY-MM-DD", d.into()));
                 }
-                t.get((space, d))
+                working_memory::days(&rtx)?.get((space, d))
             }
-            None => match t.range((space, "")..=(space, "9999-99-99"))?.next_back() {
-                Some(row) => Ok(Some(row?.1)),
-                None => Ok(None),
-            },
+            None => working_memory::latest(&rtx, space),
         }
     }
 
@@ -96,13 +92,7 @@ impl KnowledgeStore {
     /// [`crate::ErrorKind::NotFound`] (`space_not_found`).
     pub fn working_memory_history(&self, space: &str, limit: usize) -> Result<Vec<WorkingMemory>> {
         self.require_space(space)?;
-        let rtx = self.core.db.read()?;
-        let t = working_memory::days(&rtx)?;
-        let mut out = Vec::new();
-        for row in t.range((space, "")..=(space, "9999-99-99"))?.rev().take(limit) {
-            out.push(row?.1);
-        }
-        Ok(out)
+        working_memory::recent(&self.core.db.read()?, space, limit)
     }
 
     /// Counters of one space, or of every space when `space` is None.

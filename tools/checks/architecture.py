@@ -17,6 +17,8 @@
 * The backend mode is chosen once, at open: outside the runtime core (src/store/core/), the storage port
   (src/storage/), the configuration (src/config.rs) and the CLI that fills it (src/bin/), no code asks whether
   the database is shared (`.shared()`) or reads the index mode (`index_mode`).
+* Records read what they write: no key-range scan (`.range(`) in src/store/ outside the record modules; a
+  service asks a record module's reader (`thread::messages_between`, `entity::relates_of`, `in_space`, ...).
 * No source file over 1,000 lines in src/ or bindings/ (tests included; a module's tests may sit in its own
   `tests.rs`, which the other rules do not read as code).
 * No store lock (`index`, `graph`, `chunks`, `chunk_index`, the database handle `inner`: parking_lot RwLocks)
@@ -197,6 +199,18 @@ def backend_mode_in_the_core():
     return out
 
 
+def ranges_in_records():
+    """Key ranges encode a kind's key layout: only the record modules (and the port) scan them."""
+    out = []
+    for p in files():
+        if not p.startswith(f"{SRC}/store/") or p.startswith(f"{SRC}/store/records/"):
+            continue
+        for n, l in enumerate(code_of(p).split("\n"), 1):
+            if re.search(r"\.range\(", l):
+                out.append(f"{p}:{n}: scans a key range outside the record modules (add a reader to src/store/records/)")
+    return out
+
+
 def function_bodies():
     """(path, name, body) of every fn outside test modules; bodies by brace matching on code without literals."""
     out = []
@@ -264,6 +278,7 @@ def main():
         + records_below_the_domain()
         + core_below_the_services()
         + backend_mode_in_the_core()
+        + ranges_in_records()
         + relocked_store_locks()
         + long_files()
     )

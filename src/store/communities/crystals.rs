@@ -192,20 +192,7 @@ impl KnowledgeStore {
             return Err(not_found());
         }
         let space = view.memory.space_id.clone();
-        let rows: Vec<(String, f64)> = {
-            let rtx = self.core.db.read()?;
-            let t = graph::crystal_sources(&rtx)?;
-            let mut out = Vec::new();
-            for row in t.range((space.as_str(), crystal_id, "")..)? {
-                let (k, v) = row?;
-                let (s, c, m) = k.value();
-                if s != space || c != crystal_id {
-                    break;
-                }
-                out.push((m.to_string(), v.value()));
-            }
-            out
-        };
+        let rows = graph::crystal_sources_of(&self.core.db.read()?, &space, crystal_id)?;
         let mut out = Vec::new();
         for (id, w) in rows {
             if let Ok(v) = self.get_memory(&id, Some(&space)) {

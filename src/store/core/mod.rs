@@ -58,7 +58,7 @@ use crate::index::ops::IndexOp;
 use crate::model::{Space, SpaceUsage, Timestamp};
 use crate::storage::Db;
 use crate::storage::crypt::{EncryptionStatus, SideFiles};
-use crate::store::records::{self, StoredMemory, memory, meta, space};
+use crate::store::records::{self, memory, meta, space};
 
 /// The id of the space that always exists.
 pub const DEFAULT_SPACE: &str = "default";
@@ -467,36 +467,7 @@ impl Core {
         }
         let marked = self.write(|txn, _| {
             memory::vectors(txn)?.clear()?;
-            let mut mems = memory::memories(txn)?;
-            let mut marked = 0u64;
-            // In chunks, so that a large store is not held in memory at once.
-            let mut after: Option<(String, String)> = None;
-            loop {
-                let mut chunk: Vec<((String, String), StoredMemory)> = Vec::with_capacity(1024);
-                {
-                    let from = after.as_ref().map_or(("", ""), |(s, i)| (s.as_str(), i.as_str()));
-                    let range = mems.range(from..)?;
-                    for row in range {
-                        let (k, v) = row?;
-                        let (space, id) = k.value();
-                        if after.as_ref().is_some_and(|(s, i)| s == space && i == id) {
-                            continue;
-                        }
-                        let mut sm: StoredMemory = v;
-                        sm.memory.reindex_needed = true;
-                        chunk.push(((space.to_string(), id.to_string()), sm));
-                        if chunk.len() == 1024 {
-                            break;
-                        }
-                    }
-                }
-                let Some(last) = chunk.last().map(|c| c.0.clone()) else { break };
-                for ((space, id), sm) in &chunk {
-                    mems.put((space.as_str(), id.as_str()), sm)?;
-                }
-                marked += chunk.len() as u64;
-                after = Some(last);
-            }
+            let marked = memory::update_all(txn, 1024, |sm| sm.memory.reindex_needed = true)?;
             meta::meta(txn)?.put_text("embedder", &want)?;
             Ok(marked)
         })?;

@@ -106,12 +106,7 @@ impl Core {
         let tp = rtx.term_postings(space, &terms)?;
         let entries: Vec<CatalogEntry> = if whole {
             if n.qv.is_some() {
-                let mut batch = Vec::new();
-                for row in memory::vectors(rtx)?.range((space, 0u64)..=(space, u64::MAX))? {
-                    let (k, v) = row?;
-                    batch.push((k.value().1, v.0));
-                }
-                si.vectors.insert_batch(&batch);
+                si.vectors.insert_batch(&memory::vectors_in(rtx, space)?);
             }
             rtx.catalog_space(space)?
         } else {
@@ -454,15 +449,10 @@ impl Core {
         let rtx = self.db.read()?;
         let mut ranks = SpaceRanks::default();
         let mut any = false;
-        for row in graph::memory_pagerank(&rtx)?.range((space, "")..)? {
-            let (k, v) = row?;
-            let (s, id) = k.value();
-            if s != space {
-                break;
-            }
-            ranks.insert(id, v.value() as f32);
+        graph::each_rank_in(&rtx, space, |id, rank| {
+            ranks.insert(id, rank as f32);
             any = true;
-        }
+        })?;
         Ok(f(any.then_some(&ranks)))
     }
 }

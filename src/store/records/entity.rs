@@ -187,3 +187,38 @@ impl<'t> Writer<'t> {
         }
     }
 }
+
+/// The RELATES_TO neighbours of entity `id` in `space`, with their weights (memories mentioning both), in id
+/// order.
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn relates_of(t: &impl Readable<K3, u64>, space: &str, id: &str) -> Result<Vec<(String, u64)>> {
+    let mut out = Vec::new();
+    for row in t.range((space, id, "")..)? {
+        let (k, v) = row?;
+        let (s, a, b) = k.value();
+        if s != space || a != id {
+            break;
+        }
+        out.push((b.to_string(), v.value()));
+    }
+    Ok(out)
+}
+
+/// Calls `f` with each MENTIONS edge of `space` (memory id, entity id), in key order (a memory's edges
+/// together).
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn each_mention_in(t: &impl Readable<K3, ()>, space: &str, mut f: impl FnMut(&str, &str)) -> Result<()> {
+    for row in t.range((space, "", "")..)? {
+        let (k, _) = row?;
+        let (s, m, e) = k.value();
+        if s != space {
+            break;
+        }
+        f(m, e);
+    }
+    Ok(())
+}

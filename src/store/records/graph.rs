@@ -3,6 +3,7 @@
 use super::{Bytes, K2, K3, Records, Tx};
 use crate::error::Result;
 use crate::model::Community;
+use crate::storage::Readable;
 use crate::storage::tables::{COMMUNITIES, COMMUNITY_MEMBERS, CRYSTAL_SOURCES, ENTITY_COMMUNITY, MEMORY_PAGERANK};
 
 /// community id -> [`Community`] (derived; replaced by every recomputation).
@@ -43,4 +44,58 @@ pub(crate) fn memory_pagerank<X: Tx>(tx: &X) -> Result<X::Table<'_, K2, f64>> {
 /// Storage errors.
 pub(crate) fn crystal_sources<X: Tx>(tx: &X) -> Result<X::Table<'_, K3, f64>> {
     tx.open(CRYSTAL_SOURCES)
+}
+
+/// The source memories of crystal `crystal` in `space`, with their contribution weights, in id order.
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn crystal_sources_of<X: Tx>(tx: &X, space: &str, crystal: &str) -> Result<Vec<(String, f64)>> {
+    let t = crystal_sources(tx)?;
+    let mut out = Vec::new();
+    for row in t.range((space, crystal, "")..)? {
+        let (k, v) = row?;
+        let (s, c, m) = k.value();
+        if s != space || c != crystal {
+            break;
+        }
+        out.push((m.to_string(), v.value()));
+    }
+    Ok(out)
+}
+
+/// The members of community `id`: (space id, entity id, scaled PageRank), in key order.
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn members_of(
+    t: &impl Readable<(u64, &'static str, &'static str), f64>,
+    id: u64,
+) -> Result<Vec<(String, String, f64)>> {
+    let mut out = Vec::new();
+    for row in t.range((id, "", "")..)? {
+        let (k, v) = row?;
+        let (c, s, e) = k.value();
+        if c != id {
+            break;
+        }
+        out.push((s.to_string(), e.to_string(), v.value()));
+    }
+    Ok(out)
+}
+
+/// Calls `f` with each stored memory PageRank of `space` (memory id, rank), in id order.
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn each_rank_in<X: Tx>(tx: &X, space: &str, mut f: impl FnMut(&str, f64)) -> Result<()> {
+    for row in memory_pagerank(tx)?.range((space, "")..)? {
+        let (k, v) = row?;
+        let (s, id) = k.value();
+        if s != space {
+            break;
+        }
+        f(id, v.value());
+    }
+    Ok(())
 }

@@ -513,6 +513,56 @@ impl<'t> Writer<'t> {
     }
 }
 
+/// The stored vectors of `space`, with their docnos, in docno order.
+///
+/// # Errors
+/// Storage errors; [`crate::ErrorKind::Corrupt`] when a vector does not decode.
+pub(crate) fn vectors_in<X: Tx>(tx: &X, space: &str) -> Result<Vec<(u64, Vec<f32>)>> {
+    let mut out = Vec::new();
+    for row in vectors(tx)?.range((space, 0u64)..=(space, u64::MAX))? {
+        let (k, v) = row?;
+        out.push((k.value().1, v.0));
+    }
+    Ok(out)
+}
+
+/// Rewrites every memory record of the store with `update` applied, `chunk` records at a time (so that a large
+/// store is not held in memory at once), in write transaction `txn`. Returns how many were rewritten.
+///
+/// # Errors
+/// Storage errors; [`crate::ErrorKind::Corrupt`] when a record does not decode.
+pub(crate) fn update_all(txn: &WriteTx, chunk: usize, mut update: impl FnMut(&mut StoredMemory)) -> Result<u64> {
+    let mut mems = memories(txn)?;
+    let mut done = 0u64;
+    let mut after: Option<(String, String)> = None;
+    loop {
+        let mut batch: Vec<((String, String), StoredMemory)> = Vec::with_capacity(chunk);
+        {
+            let from = after.as_ref().map_or(("", ""), |(s, i)| (s.as_str(), i.as_str()));
+            for row in mems.range(from..)? {
+                let (k, v) = row?;
+                let (space, id) = k.value();
+                if after.as_ref().is_some_and(|(s, i)| s == space && i == id) {
+                    continue;
+                }
+                let mut sm: StoredMemory = v;
+                update(&mut sm);
+                batch.push(((space.to_string(), id.to_string()), sm));
+                if batch.len() == chunk {
+                    break;
+                }
+            }
+        }
+        let Some(last) = batch.last().map(|c| c.0.clone()) else { break };
+        for ((space, id), sm) in &batch {
+            mems.put((space.as_str(), id.as_str()), sm)?;
+        }
+        done += batch.len() as u64;
+        after = Some(last);
+    }
+    Ok(done)
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;

@@ -421,3 +421,21 @@ impl<R: crate::storage::codec::Versioned> Records<Table<'_, K2, Bytes>, K2, R> {
         Ok(keys.len() as u64)
     }
 }
+
+impl<T: Readable<K2, Bytes>, R: Codec> Records<T, K2, R> {
+    /// Calls `f` with each record of `space` (its id, the key's second part, and the record), in key order,
+    /// until `f` returns false.
+    ///
+    /// # Errors
+    /// Storage errors; [`crate::ErrorKind::Corrupt`] when a record does not decode.
+    pub(crate) fn each_in_space(&self, space: &str, mut f: impl FnMut(&str, R) -> bool) -> Result<()> {
+        for row in self.range((space, "")..)? {
+            let (k, r) = row?;
+            let (s, id) = k.value();
+            if s != space || !f(id, r) {
+                break;
+            }
+        }
+        Ok(())
+    }
+}

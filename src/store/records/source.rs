@@ -53,3 +53,25 @@ pub(crate) fn source_files<X: Tx>(tx: &X) -> Result<X::Table<'_, K1, Bytes>> {
 pub(crate) fn source_chunks<X: Tx>(tx: &X) -> Result<Opened<'_, X, KN, Chunk>> {
     super::records(tx, SOURCE_CHUNKS)
 }
+
+/// The chunks `lo..=hi` of source `id`, with their index, in order.
+///
+/// # Errors
+/// Storage errors; [`crate::ErrorKind::Corrupt`] when a chunk does not decode.
+pub(crate) fn chunks_between<X: Tx>(tx: &X, id: &str, lo: u64, hi: u64) -> Result<Vec<(u64, Chunk)>> {
+    let t = source_chunks(tx)?;
+    let mut out = Vec::new();
+    for row in t.range((id, lo)..=(id, hi))? {
+        let (k, c) = row?;
+        out.push((k.value().1, c));
+    }
+    Ok(out)
+}
+
+/// Every chunk of source `id`, in order.
+///
+/// # Errors
+/// As [`chunks_between`].
+pub(crate) fn chunks_of<X: Tx>(tx: &X, id: &str) -> Result<Vec<Chunk>> {
+    Ok(chunks_between(tx, id, 0, u64::MAX)?.into_iter().map(|(_, c)| c).collect())
+}

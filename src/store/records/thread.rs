@@ -126,3 +126,62 @@ impl<'t> Writer<'t> {
         Ok(Some(n))
     }
 }
+
+/// The messages of thread `(space, thread)` from order index `lo` to `hi` (inclusive), at most `limit`, in order.
+///
+/// # Errors
+/// Storage errors; [`crate::ErrorKind::Corrupt`] when a message does not decode.
+pub(crate) fn messages_between<X: Tx>(
+    tx: &X,
+    (space, thread): (&str, &str),
+    lo: u64,
+    hi: u64,
+    limit: usize,
+) -> Result<Vec<Message>> {
+    let t = messages(tx)?;
+    let mut out = Vec::new();
+    for row in t.range((space, thread, lo)..=(space, thread, hi))?.take(limit) {
+        out.push(row?.1);
+    }
+    Ok(out)
+}
+
+/// How many messages thread `(space, thread)` holds (keys counted, nothing decoded).
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn count_messages<X: Tx>(tx: &X, space: &str, thread: &str) -> Result<u64> {
+    messages(tx)?.count_keys_range((space, thread, 0u64)..=(space, thread, u64::MAX))
+}
+
+/// Calls `f` with each message of `space` (its thread id and the message), thread after thread, in order, until
+/// `f` returns false.
+///
+/// # Errors
+/// Storage errors; [`crate::ErrorKind::Corrupt`] when a message does not decode.
+pub(crate) fn each_message_in<X: Tx>(tx: &X, space: &str, mut f: impl FnMut(&str, Message) -> bool) -> Result<()> {
+    let t = messages(tx)?;
+    for row in t.range((space, "", 0u64)..)? {
+        let (k, m) = row?;
+        let (s, thread, _) = k.value();
+        if s != space || !f(thread, m) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// A space holding thread `id` (the first by space id), if any.
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn a_space_of<X: Tx>(tx: &X, id: &str) -> Result<Option<String>> {
+    match thread_spaces(tx)?.range((id, "")..)?.next() {
+        Some(row) => {
+            let (k, _) = row?;
+            let (tid, s) = k.value();
+            Ok((tid == id).then(|| s.to_string()))
+        }
+        None => Ok(None),
+    }
+}

@@ -269,16 +269,12 @@ impl KnowledgeStore {
         if inc.sources {
             let sources: Vec<Source> = source::sources(&rtx)?.all()?;
             let text_t = source::source_text(&rtx)?;
-            let chunk_t = source::source_chunks(&rtx)?;
             let rows = sources.iter().map(|s| -> Result<SourceLine> {
                 let text = text_t
                     .get(s.id.as_str())?
                     .map(|v| String::from_utf8_lossy(v.value()).into_owned())
                     .unwrap_or_default();
-                let mut chunks = Vec::new();
-                for row in chunk_t.range((s.id.as_str(), 0u64)..=(s.id.as_str(), u64::MAX))? {
-                    chunks.push(row?.1);
-                }
+                let chunks = source::chunks_of(&rtx, &s.id)?;
                 Ok(SourceLine { source: s.clone(), text, chunks })
             });
             counts.insert("sources".into(), w.file("sources.jsonl", rows)?);
@@ -311,13 +307,7 @@ impl KnowledgeStore {
             let rows = ct.iter()?.map(|row| -> Result<CommunityLine> {
                 let (k, v) = row?;
                 let id = k.value();
-                let mut m = Vec::new();
-                for r in members.range((id, "", "")..(id + 1, "", ""))? {
-                    let (mk, mv) = r?;
-                    let (_, s, e) = mk.value();
-                    m.push((s.to_string(), e.to_string(), mv.value()));
-                }
-                Ok(CommunityLine { community: v, members: m })
+                Ok(CommunityLine { community: v, members: graph::members_of(&members, id)? })
             });
             counts.insert("communities".into(), w.file("communities.jsonl", rows)?);
             let pr = graph::memory_pagerank(&rtx)?;

@@ -252,10 +252,9 @@ impl Import<'_> {
         })?;
         // A merged thread may have gained messages: its count follows its rows.
         drop(msgs);
-        let msgs = thread::messages(txn)?;
         let mut t = thread::threads(txn)?;
         for (s, th) in &take_messages {
-            let n = msgs.range((s.as_str(), th.as_str(), 0u64)..=(s.as_str(), th.as_str(), u64::MAX))?.count() as u64;
+            let n = thread::count_messages(txn, s, th)?;
             if let Some(mut rec) = t.get((s.as_str(), th.as_str()))?
                 && rec.message_count != n
                 && n > 0
@@ -557,41 +556,21 @@ impl KnowledgeStore {
 pub(super) fn recount(txn: &crate::storage::WriteTx, space: &str) -> Result<()> {
     let lm = label::label_memories(txn)?;
     let mut labels = label::labels(txn)?;
-    let mut fixes: Vec<(String, Label)> = Vec::new();
-    for row in labels.range((space, "")..)? {
-        let (k, v) = row?;
-        let (s, id) = k.value();
-        if s != space {
-            break;
-        }
-        let mut l: Label = v;
-        let n = crate::store::range_prefix2_count(&lm, space, id)?;
+    for (id, mut l) in labels.in_space(space)? {
+        let n = crate::store::range_prefix2_count(&lm, space, &id)?;
         if l.usage_count != n {
             l.usage_count = n;
-            fixes.push((id.to_string(), l));
+            labels.put((space, id.as_str()), &l)?;
         }
-    }
-    for (id, l) in fixes {
-        labels.put((space, id.as_str()), &l)?;
     }
     let em = entity::entity_memories(txn)?;
     let mut ents = entity::entities(txn)?;
-    let mut fixes: Vec<(String, Entity)> = Vec::new();
-    for row in ents.range((space, "")..)? {
-        let (k, v) = row?;
-        let (s, id) = k.value();
-        if s != space {
-            break;
-        }
-        let mut e: Entity = v;
-        let n = crate::store::range_prefix2_count(&em, space, id)?;
+    for (id, mut e) in ents.in_space(space)? {
+        let n = crate::store::range_prefix2_count(&em, space, &id)?;
         if e.mention_count != n {
             e.mention_count = n;
-            fixes.push((id.to_string(), e));
+            ents.put((space, id.as_str()), &e)?;
         }
-    }
-    for (id, e) in fixes {
-        ents.put((space, id.as_str()), &e)?;
     }
     // RELATES_TO from MENTIONS: every pair of entities a memory mentions, both directions.
     let mentions = entity::mentions(txn)?;
@@ -608,18 +587,13 @@ pub(super) fn recount(txn: &crate::storage::WriteTx, space: &str) -> Result<()> 
         }
         group.clear();
     };
-    for row in mentions.range((space, "", "")..)? {
-        let (k, _) = row?;
-        let (s, m, e) = k.value();
-        if s != space {
-            break;
-        }
+    entity::each_mention_in(&mentions, space, |m, e| {
         if cur_mem.as_deref() != Some(m) {
             flush(&mut group, &mut weights);
             cur_mem = Some(m.to_string());
         }
         group.push(e.to_string());
-    }
+    })?;
     flush(&mut group, &mut weights);
     let mut rt = entity::relates_to(txn)?;
     rt.retain_in((space, "", "")..(space, "\u{10ffff}", ""), |_, _| false)?;
