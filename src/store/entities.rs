@@ -6,7 +6,6 @@ use crate::storage::Readable;
 use std::collections::{BTreeMap, HashMap};
 
 use super::KnowledgeStore;
-use super::memories::MemoryWrite;
 use super::types::Page;
 use crate::error::ErrorCode;
 use crate::error::Result;
@@ -39,7 +38,7 @@ fn key(kind: &str, name: &str) -> String {
     format!("{kind}:{}", name.to_lowercase())
 }
 
-/// The entity mentions of `text` as [`MemoryWrite::set_mentions`] takes them (extraction, then parenthetical
+/// The entity mentions of `text` as [`EntityWrite::set_mentions`] takes them (extraction, then parenthetical
 /// aliases). Pure: a batch computes it for its memories in parallel before its transaction.
 pub(crate) fn mentions_in(text: &str) -> Vec<Mention> {
     with_parenthetical_aliases(text, extract(text))
@@ -80,7 +79,7 @@ fn distinct_names(mentions: Vec<Mention>) -> Vec<(Key, (usize, Vec<String>))> {
     ordered
 }
 
-/// What [`MemoryWrite::set_mentions`] reads for a memory that is new and mentions `mentions`, when each name
+/// What [`EntityWrite::set_mentions`] reads for a memory that is new and mentions `mentions`, when each name
 /// resolves to the id it would get as a new entity (the common case; [`super::records::ahead`] asks for these
 /// ahead, and a guess that misses costs a statement, not a result): the lookup keys, the entity ids, and the
 /// RELATES_TO pairs among the first [`MAX_RELATED_PER_MEMORY`] of them, both directions.
@@ -88,7 +87,7 @@ pub(crate) fn mention_reads(mentions: &[Mention]) -> (Vec<String>, Vec<String>, 
     let ordered = distinct_names(mentions.to_vec());
     let lookups = ordered
         .iter()
-        .flat_map(|((kind, _), (_, spellings))| MemoryWrite::lookup_order(*kind, &spellings[0]))
+        .flat_map(|((kind, _), (_, spellings))| EntityWrite::lookup_order(*kind, &spellings[0]))
         .map(|(_, k)| k)
         .collect();
     let ids: Vec<String> = ordered.iter().map(|((kind, _), (_, spellings))| entity_id(*kind, &spellings[0])).collect();
@@ -103,9 +102,13 @@ pub(crate) fn mention_reads(mentions: &[Mention]) -> (Vec<String>, Vec<String>, 
     (lookups, ids, pairs)
 }
 
-impl MemoryWrite<'_> {
+/// The entity side of a memory write: its transaction's entity record writer, with the rules that keep
+/// entities, MENTIONS and RELATES_TO in step with the memory's text.
+pub(crate) struct EntityWrite<'w, 't>(pub(crate) &'w mut entity::Writer<'t>);
+
+impl EntityWrite<'_, '_> {
     fn mentioned(&self, space: &str, memory_id: &str) -> Result<Vec<String>> {
-        self.entities.mentioned_by(space, memory_id)
+        self.0.mentioned_by(space, memory_id)
     }
 
     fn bump_relates(&mut self, space: &str, ids: &[String], delta: i64) -> Result<u64> {
@@ -117,11 +120,11 @@ impl MemoryWrite<'_> {
             }
         }
         // Every pair's weight in one read, then the new weights (held back and sent together on PostgreSQL).
-        let weights = self.entities.relates_many(space, &pairs)?;
+        let weights = self.0.relates_many(space, &pairs)?;
         let mut created = 0;
         for ((x, y), w) in pairs.into_iter().zip(weights) {
             let nw = (w as i64 + delta).max(0) as u64;
-            self.entities.set_relates(space, x, y, nw)?;
+            self.0.set_relates(space, x, y, nw)?;
             if w == 0 && nw > 0 && x < y {
                 created += 1;
             }
@@ -146,7 +149,7 @@ impl MemoryWrite<'_> {
     pub(crate) fn current_entities(&self, space: &str, memory_id: &str) -> Result<Vec<Entity>> {
         let mut out = Vec::new();
         for id in self.mentioned(space, memory_id)? {
-            if let Some(e) = self.entities.get(space, id.as_str())? {
+            if let Some(e) = self.0.get(space, id.as_str())? {
                 out.push(e);
             }
         }
@@ -179,7 +182,7 @@ impl MemoryWrite<'_> {
         let stored_keys: HashMap<String, String> = lookups
             .iter()
             .cloned()
-            .zip(self.entities.by_keys(space, &lookups)?)
+            .zip(self.0.by_keys(space, &lookups)?)
             .filter_map(|(k, id)| id.map(|id| (k, id)))
             .collect();
         // The entities the keys name, and the id each name would get as a new entity (a stored entity whose
@@ -191,7 +194,7 @@ impl MemoryWrite<'_> {
         ids.dedup();
         let mut stored: HashMap<String, Entity> = ids
             .iter()
-            .zip(self.entities.get_many(space, &ids)?)
+            .zip(self.0.get_many(space, &ids)?)
             .filter_map(|(id, e)| e.map(|e| (id.to_string(), e)))
             .collect();
         let mut keys_put: HashMap<String, String> = HashMap::new();
@@ -216,7 +219,7 @@ impl MemoryWrite<'_> {
             // looked up alone.
             let known = match written.remove(&id).or_else(|| stored.remove(&id)) {
                 Some(e) => Some(e),
-                None => self.entities.get(space, id.as_str())?,
+                None => self.0.get(space, id.as_str())?,
             };
             let mut e: Entity = known.unwrap_or_else(|| Entity {
                 id: id.clone(),
@@ -258,12 +261,12 @@ impl MemoryWrite<'_> {
             entities.push(e);
         }
         for (lookup, id) in &keys_put {
-            self.entities.put_key(space, lookup, id)?;
+            self.0.put_key(space, lookup, id)?;
         }
         let mentioned: Vec<&str> = mentioned.iter().map(String::as_str).collect();
-        self.entities.mention_many(space, memory_id, &mentioned)?;
+        self.0.mention_many(space, memory_id, &mentioned)?;
         for (id, e) in &written {
-            self.entities.put(space, id, e)?;
+            self.0.put(space, id, e)?;
         }
         for id in old.iter().filter(|id| !new_ids.contains(id)) {
             self.drop_mention(space, memory_id, id, now)?;
@@ -274,17 +277,17 @@ impl MemoryWrite<'_> {
     }
 
     fn drop_mention(&mut self, space: &str, memory_id: &str, id: &str, now: Timestamp) -> Result<()> {
-        self.entities.unmention(space, memory_id, id)?;
-        if let Some(mut e) = self.entities.get(space, id)? {
+        self.0.unmention(space, memory_id, id)?;
+        if let Some(mut e) = self.0.get(space, id)? {
             e.mention_count = e.mention_count.saturating_sub(1);
             e.updated_at = now;
             if e.mention_count == 0 {
-                self.entities.remove(space, id)?;
+                self.0.remove(space, id)?;
                 for name in std::iter::once(&e.name).chain(&e.aliases) {
-                    self.entities.remove_key(space, &key(&e.entity_type, name))?;
+                    self.0.remove_key(space, &key(&e.entity_type, name))?;
                 }
             } else {
-                self.entities.put(space, id, &e)?;
+                self.0.put(space, id, &e)?;
             }
         }
         Ok(())

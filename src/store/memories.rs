@@ -5,6 +5,7 @@ use crate::index::first_in_order;
 use crate::storage::{ReadTx, Readable, Table, WriteTx};
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::entities::EntityWrite;
 use super::{
     DEFAULT_SPACE, IndexOp, KnowledgeStore, LexEntry, StoredMemory, range_prefix3,
     types::{CreatedMemory, DeleteReport, ListOrder, ListQuery, MemoryPatch, MemoryView, NewMemory, Page, WriteAction},
@@ -221,7 +222,7 @@ impl<'t> MemoryWrite<'t> {
         let lex = self.unindex_text(space, sm.docno, &sm.memory.index_text())?;
         self.memories.remove_vector(space, sm.docno)?;
         let removed = self.label_ids(space, id)?.len() as u64
-            + self.clear_mentions(space, id, now)?
+            + EntityWrite(&mut self.entities).clear_mentions(space, id, now)?
             + self.remove_memory_relations(space, id)?;
         self.set_labels(space, id, &BTreeSet::new(), now)?;
         self.memories.remove(space, id)?;
@@ -727,7 +728,7 @@ fn put_with(
         cmp.updated_at = sm.memory.updated_at;
         if cmp == sm.memory && wanted_ids == old_labels && !moved && !given {
             let view = MemoryView { memory: sm.memory.clone(), label_ids: old_labels.into_iter().collect() };
-            let entities = t.current_entities(space, &sm.memory.id)?;
+            let entities = EntityWrite(&mut t.entities).current_entities(space, &sm.memory.id)?;
             return Ok(CreatedMemory {
                 view,
                 action: WriteAction::Unchanged,
@@ -813,10 +814,10 @@ fn put_with(
             Some(p) if p.entity_text == et => p.mentions,
             _ => super::entities::mentions_in(&et),
         };
-        t.set_mentions(space, &stored.memory.id, mentions, existing.is_none(), now)?
+        EntityWrite(&mut t.entities).set_mentions(space, &stored.memory.id, mentions, existing.is_none(), now)?
     } else {
         super::entities::MentionReport {
-            entities: t.current_entities(space, &stored.memory.id)?,
+            entities: EntityWrite(&mut t.entities).current_entities(space, &stored.memory.id)?,
             created_relationships: 0,
         }
     };
