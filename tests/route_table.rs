@@ -87,3 +87,28 @@ fn no_two_routes_can_tie_so_the_order_never_decides() {
         }
     }
 }
+
+/// `limit` is checked in one place: the route's declaration, which [`engram::api::Query::parse`] applies before
+/// the handler runs and handlers read through `Query::limit`. So every route that takes a `limit` declares it
+/// as an integer with a lower bound of at least 1, an upper bound and a default.
+#[test]
+fn every_limit_is_declared_with_bounds_and_a_default() {
+    let mut seen = 0;
+    for r in ROUTES.iter() {
+        for p in r.query.iter().filter(|p| p.name == "limit") {
+            seen += 1;
+            match p.kind {
+                engram::api::ParamKind::Int { min, max: Some(max), default: Some(d) } => {
+                    assert!(
+                        min >= 1 && (min..=max).contains(&d),
+                        "{} {}: limit {min}..={max}, default {d}",
+                        r.method,
+                        r.path
+                    )
+                }
+                other => panic!("{} {}: limit is declared as {other:?}", r.method, r.path),
+            }
+        }
+    }
+    assert!(seen >= 20, "{seen} routes take a limit");
+}

@@ -59,7 +59,7 @@ pub(super) fn community_id(ctx: &Ctx<'_>) -> Result<u64> {
 }
 
 pub(super) fn list(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
-    let limit = ctx.query.int("limit").unwrap_or(20) as usize;
+    let limit = ctx.query.limit();
     let (communities, total) = api.store().list_communities(limit)?;
     let report = api.store().graph_report();
     Ok(ApiResponse::json(
@@ -80,7 +80,7 @@ pub(super) const CRYSTAL_SOURCE_PARAMS: &[ParamSpec] = &[int("limit", 1, Some(10
 
 pub(super) fn crystal_sources(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let id = ctx.param("crystal_id");
-    let limit = ctx.query.int("limit").unwrap_or(50) as usize;
+    let limit = ctx.query.limit();
     let sources = api.store().crystal_sources(id, limit)?;
     let rows: Vec<CrystalSourceMemory> = sources
         .into_iter()

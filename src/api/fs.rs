@@ -159,10 +159,6 @@ fn decode_cursor(c: Option<&str>) -> Result<usize> {
         .ok_or_else(|| einval("cursor", "not a cursor this server issued", c))
 }
 
-fn page_limit(ctx: &Ctx<'_>, default: usize) -> usize {
-    ctx.query.int("limit").map_or(default, |v| v.clamp(1, MAX_LIMIT as i64) as usize)
-}
-
 pub(super) const CAPS_PARAMS: &[ParamSpec] = &[];
 
 /// `GET /fs/capabilities`: what this tree server offers.
@@ -356,7 +352,7 @@ pub(super) const LS_PARAMS: &[ParamSpec] = &[
 pub(super) fn ls(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let path = ctx.query.str("path").unwrap_or("/");
     let space = space_of(ctx);
-    let limit = page_limit(ctx, DEFAULT_LIMIT);
+    let limit = ctx.query.limit();
     let offset = decode_cursor(ctx.query.str("cursor"))?;
     let page = crate::fs::ls(api.store(), &space, path, offset, limit)?;
     let next = offset + page.entries.len();
@@ -433,7 +429,7 @@ pub(super) fn find(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         until: q.str("until"),
         mentions: q.str("mentions"),
         offset,
-        limit: page_limit(ctx, DEFAULT_SEARCH_LIMIT),
+        limit: ctx.query.limit(),
     };
     let page = crate::fs::find(api.store(), &args)?;
     let next = offset + page.hits.len();
@@ -479,7 +475,7 @@ pub(super) fn grep(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         case_sensitive,
         unit_type: q.str("unit_type"),
         offset: decode_cursor(q.str("cursor"))?,
-        limit: page_limit(ctx, DEFAULT_SEARCH_LIMIT),
+        limit: ctx.query.limit(),
     };
     let page = crate::fs::grep(api.store(), &args)?;
     let next_cursor = page.next.map(encode_cursor);

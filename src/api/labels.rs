@@ -524,7 +524,7 @@ fn list_labels(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         q.str("space_id").unwrap_or(DEFAULT_SPACE),
         order,
         q.bool("order_desc").unwrap_or(false),
-        q.int("limit").unwrap_or(100) as usize,
+        q.limit(),
         q.int("offset").unwrap_or(0) as usize,
     )?;
     ok(&labels)

@@ -180,7 +180,7 @@ pub(super) fn subgraph(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
 
 pub(super) fn recent(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let id = community_id(ctx)?;
-    let views = api.store().community_recent_memories(id, ctx.query.int("limit").unwrap_or(8) as usize)?;
+    let views = api.store().community_recent_memories(id, ctx.query.limit())?;
     let memories: Vec<super::dto::MemoryOut> = views.into_iter().map(Into::into).collect();
     Ok(ApiResponse::json(200, &CommunityMemoriesResponse { community_id: id, memories }))
 }
@@ -189,7 +189,7 @@ pub(super) fn related(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let id = community_id(ctx)?;
     let related: Vec<RelatedCommunity> = api
         .store()
-        .related_communities(id, ctx.query.int("limit").unwrap_or(6) as usize)?
+        .related_communities(id, ctx.query.limit())?
         .into_iter()
         .map(|(c, n)| RelatedCommunity {
             community_id: c.id,

@@ -188,7 +188,7 @@ pub(super) fn favorite(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
 }
 
 pub(super) fn favorites(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
-    let limit = ctx.query.int("limit").unwrap_or(50) as usize;
+    let limit = ctx.query.limit();
     let out: Vec<MemoryOut> = api.store().favorite_memories(limit)?.into_iter().map(MemoryOut::from).collect();
     Ok(ApiResponse::json(200, &out))
 }

@@ -303,7 +303,7 @@ pub(super) fn list_memories(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let list = ListQuery {
         space_id: q.str("space_id").unwrap_or(DEFAULT_SPACE).to_string(),
         filter,
-        limit: q.int("limit").unwrap_or(20) as usize,
+        limit: q.limit(),
         offset: q.int("offset").unwrap_or(0) as usize,
     };
     let page = api.store().list_memories_ordered(&list, order)?;

@@ -132,7 +132,7 @@ fn field_rules() -> Vec<(&'static str, &'static str, Value)> {
         out.push(("SearchRequest", prop, loose_date()));
     }
     out.push(("SearchRequest", "query", non_blank.clone()));
-    out.push(("SearchRequest", "limit", json!({"minimum": 1, "maximum": 100})));
+    out.push(("SearchRequest", "limit", json!({"minimum": 1, "maximum": super::search::MAX_HITS})));
     out.push(("SearchRequest", "retrieval", one_of(&["hybrid", "lexical", "vector"])));
     out.push(("SearchRequest", "result_format", one_of(&["full", "compact"])));
     // Whole float32 values: 4 bytes each, 16 base64 characters per 3 floats.

@@ -160,6 +160,13 @@ impl Query {
         if errs.is_empty() { Ok(q) } else { Err(Error::invalid(errs)) }
     }
 
+    /// The route's `limit`, as [`Query::parse`] checked it against the route's one declaration (bounds and
+    /// default; every route that takes a `limit` declares both, which `tests/route_table.rs` checks): the one
+    /// place a page size is checked. 0 when the route declares no `limit`.
+    pub fn limit(&self) -> usize {
+        self.int("limit").map_or(0, |v| usize::try_from(v).unwrap_or(0))
+    }
+
     /// An integer parameter (None when absent without default).
     pub fn int(&self, name: &str) -> Option<i64> {
         match self.values.get(name) {

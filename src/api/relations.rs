@@ -131,7 +131,7 @@ pub(super) fn list_for(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let rq = RelationQuery {
         direction: q.str("direction").unwrap_or("both").to_string(),
         status: q.str("status").unwrap_or("active").to_string(),
-        limit: q.int("limit").unwrap_or(50) as usize,
+        limit: q.limit(),
         types,
     };
     let id = ctx.param("memory_id");

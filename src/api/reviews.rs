@@ -396,7 +396,7 @@ pub(super) fn list(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         q.str("space_id").unwrap_or(DEFAULT_SPACE),
         q.bool("unresolved_only").unwrap_or(false),
         q.int("last_n_days").unwrap_or(365),
-        q.int("limit").unwrap_or(50) as usize,
+        q.limit(),
         q.int("offset").unwrap_or(0) as usize,
     )?;
     Ok(ApiResponse::json(200, &v))

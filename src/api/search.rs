@@ -10,6 +10,10 @@ use crate::index::catalog::{MemoryFilter, end_of_period, parse_loose_date};
 use crate::model::{Timestamp, UnitType};
 use crate::store::{DEFAULT_SPACE, SearchMode, SearchOptions, SearchQuery, SearchResults};
 
+/// Most hits one search returns: the bound of `limit` in the query (`GET /memories/search`), in the body
+/// (`POST /memories/search`) and in the OpenAPI document, from this one constant.
+pub(super) const MAX_HITS: i64 = 100;
+
 /// The routes of this module, in table order ([`super::routes::ROUTES`] gathers every module's list).
 pub(super) const ROUTES: &[Route] = &[
     route!(
@@ -38,7 +42,7 @@ pub(super) const ROUTES: &[Route] = &[
 
 const SEARCH_GET_PARAMS: &[ParamSpec] = &[
     required("q", "query text"),
-    int("limit", 1, Some(100), Some(10), "hits"),
+    int("limit", 1, Some(MAX_HITS), Some(10), "hits"),
     choice("mode", Some("fast"), &["fast", "deep", "normal"], "search depth; all run the hybrid search"),
     choice("retrieval", Some("hybrid"), &["hybrid", "lexical", "vector"], "Engram extension: rankings used"),
     list("labels", "label names every hit must carry"),
@@ -101,7 +105,7 @@ fn run_search(
     query: String,
     query_embedding: Option<Vec<f32>>,
     space: String,
-    limit: i64,
+    limit: usize,
     mode: SearchMode,
     filter: MemoryFilter,
     options: SearchOptions,
@@ -109,7 +113,7 @@ fn run_search(
     api.store().search(&SearchQuery {
         query,
         space_id: space,
-        limit: limit.clamp(1, 100) as usize,
+        limit,
         filter,
         mode,
         fusion: None,
@@ -185,7 +189,7 @@ pub(super) fn search_get(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let query = q.str("q").unwrap_or_default().to_string();
     let space = q.str("space_id").unwrap_or(DEFAULT_SPACE).to_string();
     let with_entities = q.bool("include_entities").unwrap_or(false);
-    let res = run_search(api, query, None, space.clone(), q.int("limit").unwrap_or(10), mode, filter, options)
+    let res = run_search(api, query, None, space.clone(), q.limit(), mode, filter, options)
         .map_err(|e| relocate(e, "query", "q"))?;
     let entities: Vec<Option<Vec<crate::model::Entity>>> = if with_entities {
         let ids: Vec<&str> = res.hits.iter().map(|h| h.view.memory.id.as_str()).collect();
@@ -294,10 +298,10 @@ pub(super) fn search_post(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let r: SearchRequest = ctx.json()?;
     let mut errs = Vec::new();
     let limit = r.limit.unwrap_or(10);
-    if !(1..=100).contains(&limit) {
+    if !(1..=MAX_HITS).contains(&limit) {
         errs.push(
-            FieldError::new(&["body", "limit"], "limit_invalid", "limit is 1..=100", limit.into())
-                .with_ctx(serde_json::json!({"ge": 1, "le": 100})),
+            FieldError::new(&["body", "limit"], "limit_invalid", format!("limit is 1..={MAX_HITS}"), limit.into())
+                .with_ctx(serde_json::json!({"ge": 1, "le": MAX_HITS})),
         );
     }
     if let Some(x) = r.importance_min
@@ -359,7 +363,8 @@ pub(super) fn search_post(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let space = r.space_id.unwrap_or_else(|| DEFAULT_SPACE.to_string());
     let with_entities = r.include_entities.unwrap_or(false);
     let mode = retrieval_mode(r.retrieval.as_deref());
-    let res = run_search(api, r.query, embedding, space.clone(), limit, mode, filter, options)?;
+    let res =
+        run_search(api, r.query, embedding, space.clone(), usize::try_from(limit).unwrap_or(0), mode, filter, options)?;
     if compact {
         let out: Vec<CompactSearchHit> = res
             .hits

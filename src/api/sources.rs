@@ -389,7 +389,7 @@ pub(super) fn list_sources(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         lifecycle_state: q.str("lifecycle_state").map(str::to_string),
         labels,
         metadata,
-        limit: q.int("limit").map(|v| v.max(0) as usize).unwrap_or(50),
+        limit: q.limit(),
         offset: q.int("offset").map(|v| v.max(0) as usize).unwrap_or(0),
     };
     let page = api.store().list_sources(&query)?;
@@ -408,7 +408,7 @@ pub(super) fn search_sources(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let q = &ctx.query;
     let text = q.str("q").unwrap_or("");
     let space = q.str("space_id").unwrap_or(DEFAULT_SPACE);
-    let hits = api.store().search_sources(space, text, q.int("limit").map(|v| v.max(0) as usize).unwrap_or(20))?;
+    let hits = api.store().search_sources(space, text, q.limit())?;
     let results: Vec<SourceSearchHit> = hits
         .into_iter()
         .map(|h| SourceSearchHit {
@@ -435,7 +435,7 @@ pub(super) fn source_content(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         ctx.param("source_id"),
         q.str("space_id"),
         q.int("offset").map(|v| v.max(0) as usize).unwrap_or(0),
-        q.int("limit").map(|v| v.max(0) as usize).unwrap_or(8000),
+        q.limit(),
     )?;
     Ok(ApiResponse::json(200, &c))
 }

@@ -597,7 +597,7 @@ pub(super) fn append(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
 }
 
 pub(super) fn get(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
-    let limit = ctx.query.int("limit").unwrap_or(100) as usize;
+    let limit = ctx.query.limit();
     let offset = ctx.query.int("offset").unwrap_or(0) as u64;
     let (thread, messages) = api.store().thread_messages(ctx.param("thread_id"), space_param(ctx), limit, offset)?;
     let total = thread.message_count;
@@ -618,7 +618,7 @@ pub(super) fn list(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let page = api.store().list_threads(
         q.str("space_id").unwrap_or(DEFAULT_SPACE),
         q.str("source"),
-        q.int("limit").unwrap_or(20) as usize,
+        q.limit(),
         q.int("offset").unwrap_or(0) as usize,
     )?;
     let has_more = page.has_more();
@@ -639,7 +639,7 @@ pub(super) fn search(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         q.str("query").unwrap_or(""),
         q.str("space_id").unwrap_or(DEFAULT_SPACE),
         q.str("source"),
-        q.int("limit").unwrap_or(10) as usize,
+        q.limit(),
     )?;
     let threads: Vec<ThreadSearchHit> = hits
         .iter()
@@ -686,7 +686,7 @@ pub(super) fn favorite(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
 }
 
 pub(super) fn favorites(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
-    let limit = ctx.query.int("limit").unwrap_or(50) as usize;
+    let limit = ctx.query.limit();
     ok(&api.store().favorite_threads(limit)?)
 }
 

@@ -240,7 +240,7 @@ pub(super) fn write(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
 
 pub(super) fn history(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let space = ctx.query.str("space_id").unwrap_or(DEFAULT_SPACE);
-    let limit = ctx.query.int("limit").unwrap_or(30) as usize;
+    let limit = ctx.query.limit();
     let days = api.store().working_memory_history(space, limit)?;
     let history: Vec<WorkingMemoryDay> = days
         .iter()
