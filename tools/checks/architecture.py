@@ -159,56 +159,54 @@ def records_not_tables():
     return out
 
 
+def lines_matching(inside, pattern, message):
+    """`path:line: message` for each code line (comments and test modules left out) of the files `inside`
+    accepts that matches `pattern`."""
+    return [
+        f"{p}:{n}: {message}"
+        for p in files() if inside(p)
+        for n, l in enumerate(code_of(p).split("\n"), 1) if re.search(pattern, l)
+    ]
+
+
 def records_below_the_domain():
     """The record modules sit below the domain: they import the model, the storage port, the indexes and the
     error type, never the store's aggregates (`crate::store::...` outside `records`, or `super::super`)."""
-    out = []
-    for p in files():
-        if not p.startswith(f"{SRC}/store/records/"):
-            continue
-        for n, l in enumerate(code_of(p).split("\n"), 1):
-            if re.search(r"\bcrate::(?!model\b|storage\b|index\b|error\b|store::records\b)\w+|\bsuper::super\b", l):
-                out.append(f"{p}:{n}: a record module imports the store's domain (records import only model, storage, index)")
-    return out
+    return lines_matching(
+        lambda p: p.startswith(f"{SRC}/store/records/"),
+        r"\bcrate::(?!model\b|storage\b|index\b|error\b|store::records\b)\w+|\bsuper::super\b",
+        "a record module imports the store's domain (records import only model, storage, index)",
+    )
 
 
 def core_below_the_services():
     """The runtime core (src/store/core/) imports the records, the storage port, the indexes, the model and the
     crate's leaves, never a service of the store nor the store itself."""
-    out = []
-    for p in files():
-        if not p.startswith(f"{SRC}/store/core/"):
-            continue
-        for n, l in enumerate(code_of(p).split("\n"), 1):
-            if re.search(r"\bcrate::store::(?!records\b|core\b)\w+|\bsuper::super::(?!records\b)\w+|\bKnowledgeStore\b", l):
-                out.append(f"{p}:{n}: the runtime core imports a service or the store (the core sits below them)")
-    return out
+    return lines_matching(
+        lambda p: p.startswith(f"{SRC}/store/core/"),
+        r"\bcrate::store::(?!records\b|core\b)\w+|\bsuper::super::(?!records\b)\w+|\bKnowledgeStore\b",
+        "the runtime core imports a service or the store (the core sits below them)",
+    )
 
 
 def backend_mode_in_the_core():
     """`.shared()` and `index_mode` are read only where the mode is chosen (the core's `Commits` and `IndexReads`,
     store/core/modes.rs) or defined (the port, the configuration, the CLI)."""
     allowed = (f"{SRC}/store/core/", f"{SRC}/storage/", f"{SRC}/config.rs", f"{SRC}/bin/")
-    out = []
-    for p in files():
-        if p.startswith(allowed):
-            continue
-        for n, l in enumerate(code_of(p).split("\n"), 1):
-            if re.search(r"\.shared\(\)|\bindex_mode\b", l):
-                out.append(f"{p}:{n}: asks the backend mode outside the core (use Core's commits and reads)")
-    return out
+    return lines_matching(
+        lambda p: not p.startswith(allowed),
+        r"\.shared\(\)|\bindex_mode\b",
+        "asks the backend mode outside the core (use Core's commits and reads)",
+    )
 
 
 def ranges_in_records():
     """Key ranges encode a kind's key layout: only the record modules (and the port) scan them."""
-    out = []
-    for p in files():
-        if not p.startswith(f"{SRC}/store/") or p.startswith(f"{SRC}/store/records/"):
-            continue
-        for n, l in enumerate(code_of(p).split("\n"), 1):
-            if re.search(r"\.range\(", l):
-                out.append(f"{p}:{n}: scans a key range outside the record modules (add a reader to src/store/records/)")
-    return out
+    return lines_matching(
+        lambda p: p.startswith(f"{SRC}/store/") and not p.startswith(f"{SRC}/store/records/"),
+        r"\.range\(",
+        "scans a key range outside the record modules (add a reader to src/store/records/)",
+    )
 
 
 def function_bodies():
