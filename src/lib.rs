@@ -63,5 +63,6 @@ pub use store::{
     Page, RELATION_STATUSES, REVIEW_ACTIONS, ReembedStatus, RelationInput, RelationQuery, RelationView, Resolution,
     ReviewEvent, SearchHit, SearchMode, SearchOptions, SearchQuery, SearchResults, SourceChunks, SourceContent,
     SourceHit, SourceQuery, SpacePatch, StateChange, StorageStats, StoreHealth, StoreStats, TableSize,
-    ThreadDeleteReport, ThreadMatch, Transition, VectorIndexStats, WorkingMemory, WriteAction, canonical_label,
+    ThreadDeleteReport, ThreadMatch, Transition, VectorIndexStats, Working, WorkingMemory, WriteAction,
+    canonical_label,
 };

@@ -63,7 +63,7 @@ fn seed(store: &KnowledgeStore) {
             None,
         )
         .unwrap();
-    store.set_working_memory("default", "## Focus\n\n- finish the report").unwrap();
+    store.working().set("default", "## Focus\n\n- finish the report").unwrap();
     store
         .create_thread(NewThread {
             thread_id: Some("t1".into()),

@@ -96,3 +96,21 @@ fn http_checkpoint_needs_the_key_and_reports() {
     let head = format!("POST /health/checkpoint HTTP/1.1\nHost: 127.0.0.1:{}\nContent-Length: 0\n", srv.addr.port());
     assert_eq!(common::raw(srv.addr, &head, b"").status, 401);
 }
+
+/// The service (`store.working()`) on a real store on either backend, and the earlier method names, kept one
+/// release as deprecated forwards, reading and writing the same records.
+#[test]
+fn the_working_memory_service_and_its_earlier_names_share_the_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = backend::open(dir.path());
+    assert_eq!(store.working().get("default", None).unwrap(), None);
+    let wm = store.working().set("default", "## Focus\n\n- the service").unwrap();
+    #[allow(deprecated)]
+    let old = store.working_memory("default", None).unwrap().expect("written through the service");
+    assert_eq!((old.content.as_str(), old.date.as_str()), ("## Focus\n\n- the service", wm.date.as_str()));
+    #[allow(deprecated)]
+    store.set_working_memory("default", "## Focus\n\n- the earlier name").unwrap();
+    let days = store.working().history("default", 10).unwrap();
+    assert_eq!(days.iter().map(|d| d.content.as_str()).collect::<Vec<_>>(), ["## Focus\n\n- the earlier name"]);
+    assert_eq!(store.working().get("nope", None).unwrap_err().kind(), engram::ErrorKind::NotFound);
+}

@@ -225,14 +225,14 @@ pub struct CheckpointResponse {
 
 pub(super) fn read(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let space = ctx.query.str("space_id").unwrap_or(DEFAULT_SPACE);
-    let wm = api.store().working_memory(space, ctx.query.str("date"))?;
+    let wm = api.store().working().get(space, ctx.query.str("date"))?;
     Ok(ApiResponse::json(200, &wm_json(space, wm.as_ref())))
 }
 
 pub(super) fn write(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let req: WorkingMemoryRequest = ctx.json()?;
     let space = req.space_id.as_deref().or_else(|| ctx.query.str("space_id")).unwrap_or(DEFAULT_SPACE);
-    let wm = api.store().set_working_memory(space, &req.content)?;
+    let wm = api.store().working().set(space, &req.content)?;
     let mut v = wm_json(space, Some(&wm));
     v.success = Some(true);
     Ok(ApiResponse::json(200, &v))
@@ -241,7 +241,7 @@ pub(super) fn write(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
 pub(super) fn history(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let space = ctx.query.str("space_id").unwrap_or(DEFAULT_SPACE);
     let limit = ctx.query.limit();
-    let days = api.store().working_memory_history(space, limit)?;
+    let days = api.store().working().history(space, limit)?;
     let history: Vec<WorkingMemoryDay> = days
         .iter()
         .map(|w| WorkingMemoryDay {
@@ -267,7 +267,7 @@ pub(super) fn bundle(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let space = ctx.query.str("space_id").unwrap_or(DEFAULT_SPACE);
     let store = api.store();
     let wm = if ctx.query.bool("include_working_memory").unwrap_or(true) {
-        store.working_memory(space, None)?
+        store.working().get(space, None)?
     } else {
         store.require_space_exists(space)?;
         None

@@ -130,7 +130,7 @@ pub fn ls(store: &KnowledgeStore, space: &str, path: &str, offset: usize, limit:
             file(&name, &p, &format!("{} ({} mentions)", e.entity_type, e.mention_count), Some(e.updated_at))
         }),
         Node::WorkingDir => {
-            let wm = store.working_memory(&space, None)?;
+            let wm = store.working().get(&space, None)?;
             (vec![file("today.md", "/working-memory/today.md", "working memory", wm.map(|w| w.updated_at))], 1)
         }
         _ => return Err(einval("path", "not a directory (use cat or stat)", path)),

@@ -177,7 +177,7 @@ pub(crate) fn load(store: &KnowledgeStore, space: &str, node: &Node, path: &str)
             })
         }
         Node::WorkingToday => {
-            let wm = store.working_memory(space, None)?;
+            let wm = store.working().get(space, None)?;
             let mut f = BTreeMap::new();
             f.insert("type".into(), json!("working-memory"));
             f.insert("date".into(), json!(crate::store::working_today()));

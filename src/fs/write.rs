@@ -139,7 +139,7 @@ pub fn write(store: &KnowledgeStore, a: WriteArgs<'_>) -> Result<WriteReport> {
             })
         }
         Node::WorkingToday => {
-            let wm = store.set_working_memory(&space, &body)?;
+            let wm = store.working().set(&space, &body)?;
             Ok(WriteReport {
                 path: "/working-memory/today.md".into(),
                 written: true,

@@ -64,7 +64,7 @@ pub use types::{
 };
 pub(crate) use wiki::date_of;
 pub use wiki::{EntityGraph, GraphEdge, GraphNode, LibrarySelection, Subgraph, memory_line};
-pub use working::{StoreStats, WorkingMemory, today as working_today};
+pub use working::{StoreStats, Working, WorkingMemory, today as working_today};
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -135,6 +135,11 @@ impl KnowledgeStore {
     /// Writing through it would bypass the store's indexes and rules: use the store's methods.
     pub fn storage(&self) -> &Db {
         &self.core.db
+    }
+
+    /// The working-memory service: one markdown document per space and day ([`Working`]).
+    pub fn working(&self) -> Working<'_> {
+        Working { store: self }
     }
 
     /// Seconds since the store was opened.

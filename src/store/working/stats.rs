@@ -1,15 +1,11 @@
-//! Working memory (one markdown document per space and day: today's is the one being edited, earlier days
-//! are its history), the context bundle, and store statistics.
+//! Store statistics (`/stats`): counters of one space or of the whole store.
+
 use crate::storage::Readable;
 
-use super::{KnowledgeStore, StoredMemory};
-use crate::error::{Error, Result};
-pub use crate::model::WorkingMemory;
-use crate::model::{MemoryState, Timestamp};
-use crate::store::{entity, graph, label, memory, relation, thread, working_memory};
-
-/// Largest working-memory document in bytes.
-pub const MAX_WORKING_MEMORY_BYTES: usize = 262_144;
+use super::super::{KnowledgeStore, StoredMemory};
+use crate::error::Result;
+use crate::model::MemoryState;
+use crate::store::{entity, graph, label, memory, relation, thread};
 
 /// Store counters for `/stats`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
@@ -34,67 +30,7 @@ pub struct StoreStats {
     pub total_relationships: u64,
 }
 
-/// Today's date, `YYYY-MM-DD` (UTC).
-pub fn today() -> String {
-    Timestamp::now().to_rfc3339()[..10].to_string()
-}
-
 impl KnowledgeStore {
-    /// The working memory of `space` on `date` (default: the most recent day that has one).
-    ///
-    /// # Errors
-    /// [`crate::ErrorKind::NotFound`] (`space_not_found`); [`crate::ErrorKind::InvalidInput`] for a date that
-    /// is not `YYYY-MM-DD`.
-    pub fn working_memory(&self, space: &str, date: Option<&str>) -> Result<Option<WorkingMemory>> {
-        self.require_space(space)?;
-        let rtx = self.core.db.read()?;
-        match date {
-            Some(d) => {
-                if Timestamp::parse(d).is_none() || d.len() != 10 {
-                    return Err(Error::invalid_value(&["date"], "date_parsing", "date is YYYY-MM-DD", d.into()));
-                }
-                working_memory::days(&rtx)?.get((space, d))
-            }
-            None => working_memory::latest(&rtx, space),
-        }
-    }
-
-    /// Replaces today's working memory of `space`.
-    ///
-    /// # Errors
-    /// [`crate::ErrorKind::NotFound`] (`space_not_found`); [`crate::ErrorKind::InvalidInput`] over 262,144 bytes.
-    pub fn set_working_memory(&self, space: &str, content: &str) -> Result<WorkingMemory> {
-        if content.len() > MAX_WORKING_MEMORY_BYTES {
-            return Err(Error::invalid_value(
-                &["content"],
-                "string_too_long",
-                "working memory is at most 262144 bytes",
-                content.len().into(),
-            ));
-        }
-        self.require_space(space)?;
-        let wm = WorkingMemory {
-            space_id: space.to_string(),
-            date: today(),
-            content: content.to_string(),
-            updated_at: Timestamp::now(),
-        };
-        self.core.write(|txn, _| {
-            working_memory::days(txn)?.put((space, wm.date.as_str()), &wm)?;
-            Ok(())
-        })?;
-        Ok(wm)
-    }
-
-    /// Days of `space` with a working memory, newest first.
-    ///
-    /// # Errors
-    /// [`crate::ErrorKind::NotFound`] (`space_not_found`).
-    pub fn working_memory_history(&self, space: &str, limit: usize) -> Result<Vec<WorkingMemory>> {
-        self.require_space(space)?;
-        working_memory::recent(&self.core.db.read()?, space, limit)
-    }
-
     /// Counters of one space, or of every space when `space` is None.
     ///
     /// # Errors
