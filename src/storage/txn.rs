@@ -9,14 +9,27 @@ pub(crate) fn range_prefix3<V: super::ValueType>(
     a: &str,
     b: &str,
 ) -> Result<Vec<String>> {
+    Ok(range_prefix3_with(t, a, b, |_| ())?.into_iter().map(|(z, ())| z).collect())
+}
+
+/// [`range_prefix3`] with each row's value, as `value` reads it.
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn range_prefix3_with<V: super::ValueType, O>(
+    t: &impl Readable<(&'static str, &'static str, &'static str), V>,
+    a: &str,
+    b: &str,
+    value: impl Fn(super::Borrowed<'_, V>) -> O,
+) -> Result<Vec<(String, O)>> {
     let mut out = Vec::new();
     for row in t.range((a, b, "")..)? {
-        let (k, _) = row?;
+        let (k, v) = row?;
         let (x, y, z) = k.value();
         if x != a || y != b {
             break;
         }
-        out.push(z.to_string());
+        out.push((z.to_string(), value(v.value())));
     }
     Ok(out)
 }

@@ -13,7 +13,7 @@ use rustc_hash::FxHashMap;
 
 use super::core::Core;
 use super::core::ranks::{GraphState, SpaceRanks};
-use super::{KnowledgeStore, StoredMemory};
+use super::KnowledgeStore;
 use crate::error::ErrorCode;
 use crate::error::{Error, Result};
 use crate::graph::{louvain, pagerank, stable_ids};
@@ -275,10 +275,8 @@ fn community_record(
     group: &[u32],
     g: &GraphInput,
     r: &Ranks,
-    mems: &crate::store::records::Records<
+    mems: &crate::store::records::memory::MemoryRecords<
         impl Readable<crate::store::records::K2, crate::store::records::Bytes>,
-        crate::store::records::K2,
-        StoredMemory,
     >,
     now: Timestamp,
 ) -> Result<Community> {

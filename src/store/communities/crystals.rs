@@ -61,10 +61,8 @@ pub(super) fn crystal_plans(
     ids: &[u64],
     g: &GraphInput,
     r: &Ranks,
-    mems: &crate::store::records::Records<
+    mems: &crate::store::records::memory::MemoryRecords<
         impl Readable<crate::store::records::K2, crate::store::records::Bytes>,
-        crate::store::records::K2,
-        StoredMemory,
     >,
 ) -> Result<Vec<CrystalPlan>> {
     let (entities, mentions_of, entities_of, memory_nodes) =

@@ -194,16 +194,7 @@ impl<'t> Writer<'t> {
 /// # Errors
 /// Storage errors.
 pub(crate) fn relates_of(t: &impl Readable<K3, u64>, space: &str, id: &str) -> Result<Vec<(String, u64)>> {
-    let mut out = Vec::new();
-    for row in t.range((space, id, "")..)? {
-        let (k, v) = row?;
-        let (s, a, b) = k.value();
-        if s != space || a != id {
-            break;
-        }
-        out.push((b.to_string(), v.value()));
-    }
-    Ok(out)
+    crate::storage::txn::range_prefix3_with(t, space, id, |w| w)
 }
 
 /// Calls `f` with each MENTIONS edge of `space` (memory id, entity id), in key order (a memory's edges

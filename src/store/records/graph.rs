@@ -51,17 +51,7 @@ pub(crate) fn crystal_sources<X: Tx>(tx: &X) -> Result<X::Table<'_, K3, f64>> {
 /// # Errors
 /// Storage errors.
 pub(crate) fn crystal_sources_of<X: Tx>(tx: &X, space: &str, crystal: &str) -> Result<Vec<(String, f64)>> {
-    let t = crystal_sources(tx)?;
-    let mut out = Vec::new();
-    for row in t.range((space, crystal, "")..)? {
-        let (k, v) = row?;
-        let (s, c, m) = k.value();
-        if s != space || c != crystal {
-            break;
-        }
-        out.push((m.to_string(), v.value()));
-    }
-    Ok(out)
+    crate::storage::txn::range_prefix3_with(&crystal_sources(tx)?, space, crystal, |w| w)
 }
 
 /// The members of community `id`: (space id, entity id, scaled PageRank), in key order.

@@ -185,6 +185,9 @@ impl Vector {
     }
 }
 
+/// The memory records of a transaction, whatever its table type (`Records` over `T`).
+pub(crate) type MemoryRecords<T> = Records<T, K2, StoredMemory>;
+
 /// `(space id, memory id)` -> [`StoredMemory`].
 ///
 /// # Errors

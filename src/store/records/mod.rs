@@ -290,14 +290,10 @@ impl<T: Readable<K2, Bytes>, R: Codec> Records<T, K2, R> {
     /// Storage errors; [`crate::ErrorKind::Corrupt`].
     pub(crate) fn in_space(&self, space: &str) -> Result<Vec<(String, R)>> {
         let mut out = Vec::new();
-        for row in self.range((space, "")..)? {
-            let (k, v) = row?;
-            let (s, id) = k.value();
-            if s != space {
-                break;
-            }
-            out.push((id.to_string(), v));
-        }
+        self.each_in_space(space, |id, r| {
+            out.push((id.to_string(), r));
+            true
+        })?;
         Ok(out)
     }
 
