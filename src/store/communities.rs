@@ -11,9 +11,9 @@ use crate::storage::Readable;
 use parking_lot::RwLock;
 use rustc_hash::FxHashMap;
 
+use super::KnowledgeStore;
 use super::core::Core;
 use super::core::ranks::{GraphState, SpaceRanks};
-use super::KnowledgeStore;
 use crate::error::ErrorCode;
 use crate::error::{Error, Result};
 use crate::graph::{louvain, pagerank, stable_ids};
