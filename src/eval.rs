@@ -545,7 +545,7 @@ fn entity_summary(
         .collect();
     spaces.dedup();
     for space in &spaces {
-        review_events += store.list_reviews(space, false, None, 0, 0)?.1;
+        review_events += store.reviews().list(space, false, None, 0, 0)?.1;
     }
     Ok((entities, top_entities, review_events))
 }

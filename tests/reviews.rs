@@ -28,7 +28,7 @@ fn raised(store: &KnowledgeStore, rows: &[serde_json::Value], tag: &str) -> Vec<
                 .create_memory(NewMemory { content, space_id: Some(space.clone()), ..Default::default() })
                 .expect("create");
         }
-        let (events, _) = store.list_reviews(&space, false, None, 10, 0).expect("list");
+        let (events, _) = store.reviews().list(&space, false, None, 10, 0).expect("list");
         out.push(events.first().map(|e| e.kind.clone()));
     }
     out

@@ -377,7 +377,7 @@ pub(crate) fn feed(
     offset: usize,
 ) -> Result<ReviewFeed> {
     let since = Timestamp(Timestamp::now().millis() - days * 86_400_000);
-    let (events, total) = api.store().list_reviews(space, unresolved_only, Some(since), limit, offset)?;
+    let (events, total) = api.store().reviews().list(space, unresolved_only, Some(since), limit, offset)?;
     let events: Vec<FeedEvent> = events.iter().map(|e| event_json(api, e)).collect();
     Ok(ReviewFeed {
         has_more: offset + events.len() < total,
@@ -613,7 +613,7 @@ pub(crate) fn resolve(api: &Api, space: &str, id: &str, r: &ReviewRequest) -> Re
             Value::Null,
         ));
     }
-    let e = api.store().get_review(space, id)?;
+    let e = api.store().reviews().get(space, id)?;
     if let Some(ids) = &r.memory_ids
         && ids.iter().any(|m| m != &e.older_memory_id && m != &e.newer_memory_id)
     {
@@ -709,7 +709,7 @@ pub(crate) fn resolve(api: &Api, space: &str, id: &str, r: &ReviewRequest) -> Re
         review_memory(api, &e, &e.newer_memory_id)?;
     }
     let (changed, relation_id) = change_memories(api, space, &e, &r.action, &note, reason)?;
-    let done = store.record_review_resolution(
+    let done = store.reviews().record_resolution(
         space,
         id,
         Resolution { action: r.action.clone(), note, resolved_at: Timestamp::now(), effects: fx.clone() },

@@ -426,7 +426,7 @@ impl KnowledgeStore {
             Ok(results)
         })?;
         if reviews {
-            self.raise_reviews(&results);
+            self.reviews().raise(&results);
         }
         Ok(results)
     }

@@ -42,7 +42,7 @@ pub(crate) use records::StoredMemory;
 pub use relations::{
     MAX_RELATIONS_LIMIT, MemoryRelation, RELATION_STATUSES, RelationInput, RelationQuery, RelationView,
 };
-pub use reviews::{ACTIONS as REVIEW_ACTIONS, Resolution, ReviewEvent};
+pub use reviews::{ACTIONS as REVIEW_ACTIONS, Resolution, ReviewEvent, Reviews};
 pub use sources::{
     ChunkHit, IngestReport, MAX_SOURCE_BYTES, NewSource, SourceAnalysis, SourceChunks, SourceContent, SourceHit,
     SourceQuery,
@@ -140,6 +140,12 @@ impl KnowledgeStore {
     /// The working-memory service: one markdown document per space and day ([`Working`]).
     pub fn working(&self) -> Working<'_> {
         Working { store: self }
+    }
+
+    /// The timeline-review service: review events raised by writes that look like updates or contradictions
+    /// ([`Reviews`]).
+    pub fn reviews(&self) -> Reviews<'_> {
+        Reviews { store: self }
     }
 
     /// Seconds since the store was opened.

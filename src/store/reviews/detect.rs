@@ -1,56 +1,16 @@
-//! Timeline reviews: when a write stores a memory that looks like an update or a contradiction of an active
-//! memory of the same space, a review event is raised, deterministically, for a person or an agent to resolve.
-//!
-//! "Looks like" (all of them):
-//! 1. the older memory is active and the latest of its chain, in the same space, not from the same thread turn
-//!    range, and not a document chunk;
-//! 2. the two share at least one extracted entity;
-//! 3. they are highly similar: the Dice coefficient of their content terms (stemmed, stop words out, numbers
-//!    out) is at least [`MIN_DICE`];
-//! 4. they differ in a way that matters: numbers on both sides that differ, a negation on one side only, a
-//!    different year or month name, or a different value for the same attribute (each side keeps at most
-//!    [`MAX_VALUE_TERMS`] terms the other lacks, and the memories are at least [`MIN_DICE_ATTRIBUTE`] alike).
-//!
-//! A negation on one side only makes a `contradiction`; every other difference an `update`. Candidates come
-//! from BM25 over the new memory's text (top [`CANDIDATES`]). Writes of more than [`MAX_REVIEW_BATCH`]
-//! memories at once (bulk loads) are not checked. Raising events never fails the write that caused it: an
-//! error is logged and the memory stays stored. Review events are not part of the export archive (they are
-//! derived from memories and can be raised again by writing).
-//!
-//! Resolving (`resolve_review`) previews and then applies one of [`ACTIONS`].
+//! Detecting review events: the features of a memory's text, their comparison, and raising events after a
+//! write (the rules are in the module docs of `store/reviews/`).
 
 use std::collections::BTreeSet;
 
-use super::KnowledgeStore;
-use super::types::{CreatedMemory, SearchMode, SearchQuery, WriteAction};
-use crate::error::ErrorCode;
-use crate::error::{Error, ErrorKind, Result};
+use super::{CANDIDATES, MAX_REVIEW_BATCH, MAX_VALUE_TERMS, MIN_DICE, MIN_DICE_ATTRIBUTE, Reviews};
+use crate::error::Result;
 use crate::index::catalog::MemoryFilter;
+use crate::model::ReviewEvent;
 use crate::model::{MemoryState, Timestamp};
-pub use crate::model::{Resolution, ReviewEvent};
 use crate::store::review;
+use crate::store::types::{CreatedMemory, SearchMode, SearchQuery, WriteAction};
 use crate::text;
-
-/// Least Dice similarity of content terms for a review.
-pub const MIN_DICE: f64 = 0.5;
-/// Least Dice similarity when the only difference is the value of an attribute.
-pub const MIN_DICE_ATTRIBUTE: f64 = 0.6;
-/// Most terms each side may have that the other lacks for an attribute-value difference.
-pub const MAX_VALUE_TERMS: usize = 2;
-/// BM25 candidates compared with a new memory.
-pub const CANDIDATES: usize = 8;
-/// Largest write batch that is checked for reviews: a bulk load (an ingest of thousands of memories in one
-/// call) is history, not a change to review, and one search per memory would dominate its cost.
-pub const MAX_REVIEW_BATCH: usize = 256;
-/// Resolution actions.
-pub const ACTIONS: [&str; 6] = [
-    "keep_newer_as_latest",
-    "keep_older_as_latest",
-    "keep_both_linked",
-    "no_change_needed",
-    "dismiss",
-    "custom_note_only",
-];
 
 /// Month names, for date differences written in words.
 const MONTHS: [&str; 12] = [
@@ -290,10 +250,10 @@ pub fn compare(old: &Features, new: &Features) -> Option<(f64, &'static str, Vec
     Some((sim, kind, signals))
 }
 
-impl KnowledgeStore {
+impl Reviews<'_> {
     /// Raises review events for the memories a write created (called after the write committed). Errors are
     /// logged, never returned: the write has happened.
-    pub(crate) fn raise_reviews(&self, created: &[CreatedMemory]) {
+    pub(crate) fn raise(&self, created: &[CreatedMemory]) {
         if created.len() > MAX_REVIEW_BATCH {
             return;
         }
@@ -301,7 +261,7 @@ impl KnowledgeStore {
         let position: std::collections::HashMap<&str, usize> =
             created.iter().enumerate().map(|(i, c)| (c.view.memory.id.as_str(), i)).collect();
         // One read transaction for every memory of the write: its candidates' records and entities.
-        let rtx = match self.core.db.read() {
+        let rtx = match self.store.core.db.read() {
             Ok(rtx) => rtx,
             Err(e) => {
                 tracing::warn!(error = %e.chain(), "review detection failed");
@@ -311,7 +271,7 @@ impl KnowledgeStore {
         for (i, c) in created.iter().enumerate().filter(|(_, c)| c.action == WriteAction::Created) {
             // Within one batch, only an earlier memory can be the older side (one event per pair).
             let later = |id: &str| position.get(id).is_some_and(|&j| j >= i);
-            match self.review_candidates(&rtx, c, later) {
+            match self.candidates(&rtx, c, later) {
                 Ok(mut e) => events.append(&mut e),
                 Err(e) => tracing::warn!(error = %e.chain(), memory = %c.view.memory.id, "review detection failed"),
             }
@@ -321,7 +281,7 @@ impl KnowledgeStore {
         }
         drop(rtx);
         // Review events are bookkeeping: the graph and other derived results do not read them.
-        let r = self.core.writes.write(super::core::write::Commit::BOOKKEEPING, |txn, _| {
+        let r = self.store.core.writes.write(crate::store::core::write::Commit::BOOKKEEPING, |txn, _| {
             let mut t = review::reviews(txn)?;
             for e in &events {
                 t.put((e.space_id.as_str(), e.id.as_str()), e)?;
@@ -333,7 +293,7 @@ impl KnowledgeStore {
         }
     }
 
-    fn review_candidates(
+    fn candidates(
         &self,
         rtx: &crate::storage::ReadTx,
         c: &CreatedMemory,
@@ -347,7 +307,7 @@ impl KnowledgeStore {
         if q.trim().is_empty() || text::terms(&q).is_empty() {
             return Ok(Vec::new());
         }
-        q.truncate(q.len().min(super::search::MAX_QUERY_BYTES));
+        q.truncate(q.len().min(crate::store::search::MAX_QUERY_BYTES));
         // A query of at most 4,096 bytes with a term, and a limit in 1..=100: the checks of `search` hold. The
         // memory's own space only: an older side in a space it shares is not a review of this space.
         let query = SearchQuery {
@@ -358,9 +318,9 @@ impl KnowledgeStore {
             mode: SearchMode::Lexical,
             fusion: None,
             query_embedding: None,
-            options: super::SearchOptions::OWN_TEXT,
+            options: crate::store::SearchOptions::OWN_TEXT,
         };
-        let res = self.search_space(rtx, &query, false, std::time::Instant::now())?;
+        let res = self.store.search_space(rtx, &query, false, std::time::Instant::now())?;
         let new_f = features(&m.content);
         // The candidates that pass the cheap checks, then the entities of all of them in one batched read.
         let mut passed = Vec::new();
@@ -393,7 +353,7 @@ impl KnowledgeStore {
         }
         // The new memory's entities are those its write resolved; the candidates' are read.
         let ids: Vec<&str> = passed.iter().map(|(o, _)| o.id.as_str()).collect();
-        let lists = super::entities::memories_entities_in(rtx, &m.space_id, &ids)?.into_iter();
+        let lists = crate::store::entities::memories_entities_in(rtx, &m.space_id, &ids)?.into_iter();
         let new_entities: BTreeSet<(String, String)> =
             c.entities.iter().map(|e| (e.id.clone(), e.name.clone())).collect();
         let mut out = Vec::new();
@@ -420,87 +380,6 @@ impl KnowledgeStore {
             });
         }
         Ok(out)
-    }
-
-    /// Review events of `space`, newest first: `(page, total)`. `unresolved_only` hides resolved ones;
-    /// `since` keeps events raised at or after it.
-    ///
-    /// # Errors
-    /// [`ErrorKind::NotFound`] (`space_not_found`); storage errors.
-    pub fn list_reviews(
-        &self,
-        space: &str,
-        unresolved_only: bool,
-        since: Option<Timestamp>,
-        limit: usize,
-        offset: usize,
-    ) -> Result<(Vec<ReviewEvent>, usize)> {
-        self.require_space(space)?;
-        let rtx = self.core.db.read()?;
-        let mut all = Vec::new();
-        review::reviews(&rtx)?.each_in_space(space, |_, e: ReviewEvent| {
-            let wanted = !(unresolved_only && e.resolution.is_some());
-            if wanted && since.is_none_or(|s| e.created_at >= s) {
-                all.push(e);
-            }
-            true
-        })?;
-        // Ids are UUIDv7: reverse key order is newest first.
-        all.reverse();
-        let total = all.len();
-        Ok((all.into_iter().skip(offset).take(limit).collect(), total))
-    }
-
-    /// One review event.
-    ///
-    /// # Errors
-    /// [`ErrorKind::NotFound`] (`review_not_found`).
-    pub fn get_review(&self, space: &str, id: &str) -> Result<ReviewEvent> {
-        let rtx = self.core.db.read()?;
-        let t = review::reviews(&rtx)?;
-        match t.get((space, id))? {
-            Some(v) => Ok(v),
-            None => Err(Error::not_found(
-                ErrorCode::ReviewNotFound,
-                format!("review event '{id}' not found in space '{space}'"),
-            )),
-        }
-    }
-
-    /// Records the resolution of review `id` (the memory changes an action implies are made by the caller
-    /// first, through the lifecycle and relation calls).
-    ///
-    /// # Errors
-    /// [`ErrorKind::NotFound`] (`review_not_found`); [`ErrorKind::Conflict`] (`review_resolved`) when it is
-    /// resolved already; [`ErrorKind::InvalidInput`] for an unknown action.
-    pub fn record_review_resolution(&self, space: &str, id: &str, resolution: Resolution) -> Result<ReviewEvent> {
-        if !ACTIONS.contains(&resolution.action.as_str()) {
-            return Err(Error::invalid_value(
-                &["action"],
-                "enum",
-                format!("action is one of {}", ACTIONS.join(", ")),
-                resolution.action.clone().into(),
-            ));
-        }
-        self.core.write(|txn, _| {
-            let mut t = review::reviews(txn)?;
-            let mut e: ReviewEvent = match t.get((space, id))? {
-                Some(v) => v,
-                None => {
-                    return Err(Error::not_found(
-                        ErrorCode::ReviewNotFound,
-                        format!("review event '{id}' not found in space '{space}'"),
-                    ));
-                }
-            };
-            if e.resolution.is_some() {
-                return Err(Error::new(ErrorKind::Conflict, format!("review event '{id}' is resolved already"))
-                    .with_code(ErrorCode::ReviewResolved));
-            }
-            e.resolution = Some(resolution.clone());
-            t.put((space, id), &e)?;
-            Ok(e)
-        })
     }
 }
 
