@@ -90,7 +90,7 @@ fn locomo_exports(dataset: &std::path::Path) {
     let opts = engram::eval::LocomoOptions { threads: true, ..Default::default() };
     engram::eval::locomo(&store, dataset, &opts, false).expect("ingest");
     let t = Instant::now();
-    let g = store.recompute_graph().expect("graph");
+    let g = store.graph().recompute().expect("graph");
     println!(
         "LoCoMo store: {} entities, {} edges, {} communities, {} crystals; graph {:.0} ms",
         g.entities,

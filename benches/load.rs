@@ -138,7 +138,7 @@ fn main() {
     // the measurement (minutes at 1M); the run's writes do not start another (it waits for writes to pause).
     let t = Instant::now();
     // The database index mode leaves the recompute to daemons with in-memory indexes: nothing to wait for.
-    let done = !database_mode && store.wait_for_graph(index_wait);
+    let done = !database_mode && store.graph().wait(index_wait);
     println!("graph recompute done: {done} after {:.0} s", t.elapsed().as_secs_f64());
     let daemons = arg(&args, "--daemons", 1).max(1);
     let mut stores = vec![store.clone()];

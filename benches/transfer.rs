@@ -239,7 +239,7 @@ fn locomo_round_trip(dataset: &Path) {
         ..Default::default()
     })
     .expect("source");
-    let g = a.recompute_graph().expect("graph");
+    let g = a.graph().recompute().expect("graph");
     let archive = a_dir.path().join("locomo.zip");
     let t = Instant::now();
     a.export_data(&ExportOptions {

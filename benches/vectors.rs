@@ -188,7 +188,7 @@ fn main() -> engram::Result<()> {
     assert!(store.wait_for_indexes(std::time::Duration::from_secs(3600)));
     let ready_s = t1.elapsed().as_secs_f64();
     // Searches are timed with the store idle: the community and PageRank recompute after the load done.
-    assert!(store.wait_for_graph(std::time::Duration::from_secs(3600)));
+    assert!(store.graph().wait(std::time::Duration::from_secs(3600)));
     let search = |store: &KnowledgeStore, mode: SearchMode| -> engram::Result<(f64, f64, f64)> {
         let mut lat = Vec::with_capacity(queries);
         let mut scores = Vec::with_capacity(queries);

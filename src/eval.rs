@@ -70,7 +70,7 @@ pub struct LocomoOptions {
     pub one_space: bool,
 }
 
-/// Communities found after ingest (from [`KnowledgeStore::recompute_graph`]).
+/// Communities found after ingest (from [`Graph::recompute`](crate::store::Graph::recompute)).
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct GraphSummary {
     /// Entities and RELATES_TO edges in the graph.
@@ -354,18 +354,18 @@ fn round4(x: f64) -> f64 {
 /// Recomputes the graph and summarises its communities. The conversation of a memory is its id prefix
 /// `c<i>-` (turn memories `c<i>-D..`, thread memories `c<i>-s<n>#m..`).
 fn graph_summary(store: &KnowledgeStore) -> Result<GraphSummary> {
-    let report = store.recompute_graph()?;
-    let (communities, total) = store.list_communities(usize::MAX)?;
+    let report = store.graph().recompute()?;
+    let (communities, total) = store.graph().communities(usize::MAX)?;
     let conv_of = |memory_id: &str| memory_id.split('-').next().unwrap_or("").to_string();
     let mut sizes: Vec<u64> = Vec::new();
     let (mut agree, mut members_total) = (0u64, 0u64);
     for c in &communities {
-        let members = store.community_members(c.id)?;
+        let members = store.graph().community_members(c.id)?;
         sizes.push(members.len() as u64);
         let mut votes: BTreeMap<String, u64> = BTreeMap::new();
         for (space, entity, _) in &members {
             let mut per: BTreeMap<String, u64> = BTreeMap::new();
-            for m in store.entity_memory_ids(space, entity)? {
+            for m in store.graph().entity_memory_ids(space, entity)? {
                 *per.entry(conv_of(&m)).or_default() += 1;
             }
             if let Some((conv, _)) = per.into_iter().max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0))) {
@@ -509,7 +509,7 @@ fn add_crystal_provenance(store: &KnowledgeStore, provenance: &mut HashMap<Strin
         };
         for c in store.list_memories(&q)?.items {
             let mut turns: Vec<String> = Vec::new();
-            for (src, _) in store.crystal_sources(&c.memory.id, 100)? {
+            for (src, _) in store.graph().crystal_sources(&c.memory.id, 100)? {
                 turns.extend(provenance.get(&src.memory.id).cloned().unwrap_or_default());
             }
             turns.sort();
@@ -530,7 +530,7 @@ fn entity_summary(
     let mut entities: BTreeMap<String, usize> = BTreeMap::new();
     let mut top_entities: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (n, (i, _)) in selected.iter().enumerate() {
-        for e in store.list_entities(&format!("locomo-{i}"), usize::MAX)? {
+        for e in store.graph().entities(&format!("locomo-{i}"), usize::MAX)? {
             *entities.entry(e.entity_type.clone()).or_default() += 1;
             let top = top_entities.entry(e.entity_type.clone()).or_default();
             if n == 0 && top.len() < 6 {

@@ -31,7 +31,7 @@ fn seed(store: &KnowledgeStore) {
 }
 
 fn names(store: &KnowledgeStore, id: u64) -> Vec<String> {
-    let (c, _) = store.get_community(id, 50).unwrap();
+    let (c, _) = store.graph().community(id, 50).unwrap();
     let mut v: Vec<String> = c.top_entities.into_iter().map(|e| e.name).collect();
     v.sort();
     v
@@ -42,9 +42,9 @@ fn two_groups_make_two_stable_communities_with_pagerank() {
     let dir = tempfile::tempdir().unwrap();
     let store = KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap();
     seed(&store);
-    let r = store.recompute_graph().unwrap();
+    let r = store.graph().recompute().unwrap();
     assert!(r.entities >= 6 && r.edges >= 6, "{r:?}");
-    let (list, total) = store.list_communities(20).unwrap();
+    let (list, total) = store.graph().communities(20).unwrap();
     assert_eq!(total, 2, "{list:#?}");
     let groups: Vec<Vec<String>> = list.iter().map(|c| names(&store, c.id)).collect();
     // Each group's people and city share a community, and nothing of the other group is in it.
@@ -70,25 +70,25 @@ fn two_groups_make_two_stable_communities_with_pagerank() {
             ..Default::default()
         })
         .unwrap();
-    store.recompute_graph().unwrap();
-    let (again, _) = store.list_communities(20).unwrap();
+    store.graph().recompute().unwrap();
+    let (again, _) = store.graph().communities(20).unwrap();
     let mut before = ids.clone();
     before.sort();
     let mut after: Vec<u64> = again.iter().map(|c| c.id).collect();
     after.sort();
     assert_eq!(before, after, "persisting communities keep their ids");
-    let a_id = store.entity_community("default", &list_entity(&store, "Alice Martin")).unwrap();
+    let a_id = store.graph().entity_community("default", &list_entity(&store, "Alice Martin")).unwrap();
     assert!(a_id.is_some());
 
     // Results survive a reopen.
     drop(store);
     let store = KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap();
-    assert_eq!(store.list_communities(20).unwrap().1, 2);
+    assert_eq!(store.graph().communities(20).unwrap().1, 2);
     assert!(store.get_memory("m0", None).unwrap().memory.pagerank_score > 0.0);
 }
 
 fn list_entity(store: &KnowledgeStore, name: &str) -> String {
-    store.list_entities("default", 100).unwrap().into_iter().find(|e| e.name == name).map(|e| e.id).unwrap()
+    store.graph().entities("default", 100).unwrap().into_iter().find(|e| e.name == name).map(|e| e.id).unwrap()
 }
 
 #[test]
@@ -96,11 +96,11 @@ fn the_background_worker_catches_up_after_writes() {
     let dir = tempfile::tempdir().unwrap();
     let store = KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap();
     seed(&store);
-    assert!(store.wait_for_graph(Duration::from_secs(30)), "the worker should recompute once writes pause");
-    assert_eq!(store.list_communities(20).unwrap().1, 2);
+    assert!(store.graph().wait(Duration::from_secs(30)), "the worker should recompute once writes pause");
+    assert_eq!(store.graph().communities(20).unwrap().1, 2);
     // A read by id is not a write: it does not make the graph stale.
     store.read_memory("m0", None).unwrap();
-    assert!(store.wait_for_graph(Duration::from_millis(10)));
+    assert!(store.graph().wait(Duration::from_millis(10)));
 }
 
 #[cfg(feature = "server")]
@@ -110,7 +110,7 @@ fn http_routes_enforce_bounds() {
     let dir = tempfile::tempdir().unwrap();
     let store = std::sync::Arc::new(KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap());
     seed(&store);
-    store.recompute_graph().unwrap();
+    store.graph().recompute().unwrap();
     let srv = server_on(dir.path(), store.clone(), 1 << 20);
     let r = call(&srv, "GET", "/communities", None);
     assert_eq!(r.status, 200, "{}", r.body);
@@ -126,9 +126,9 @@ fn http_routes_enforce_bounds() {
     assert_eq!(call(&srv, "GET", "/communities/999999", None).status, 404);
     assert_eq!(call(&srv, "GET", "/stats", None).json()["community_count"], 2);
     // The agent tools page communities by space in the store.
-    let (page, total) = store.communities_of_space("default", 1).unwrap();
+    let (page, total) = store.graph().communities_of_space("default", 1).unwrap();
     assert_eq!((page.len(), total), (1, 2));
-    assert_eq!(store.communities_of_space("elsewhere", 5).unwrap(), (vec![], 0));
+    assert_eq!(store.graph().communities_of_space("elsewhere", 5).unwrap(), (vec![], 0));
     let tool = |name: &str, args: serde_json::Value| {
         let body = serde_json::json!({"name": name, "arguments": args}).to_string();
         let r = call(&srv, "POST", "/agent/tools/call", Some(&body));
@@ -146,7 +146,7 @@ fn crystals_cite_at_least_three_sources_by_weight_and_follow_forgetting() {
     let dir = tempfile::tempdir().unwrap();
     let store = KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap();
     seed(&store);
-    let r = store.recompute_graph().unwrap();
+    let r = store.graph().recompute().unwrap();
     assert!(r.crystals >= 2, "{r:?}");
     let crystals = store
         .list_memories(&engram::ListQuery {
@@ -160,7 +160,7 @@ fn crystals_cite_at_least_three_sources_by_weight_and_follow_forgetting() {
     for c in &crystals.items {
         let m = &c.memory;
         assert!(m.is_crystal && m.crystal_title.is_some() && m.source_unit_count.unwrap_or(0) >= 3, "{m:?}");
-        let sources = store.crystal_sources(&m.id, 100).unwrap();
+        let sources = store.graph().crystal_sources(&m.id, 100).unwrap();
         assert!(sources.len() >= 3, "{}", m.id);
         assert!(sources.windows(2).all(|w| w[0].1 >= w[1].1), "sorted by contribution weight");
         assert!((sources.iter().map(|s| s.1).sum::<f64>() - 1.0).abs() < 1e-9);
@@ -170,19 +170,19 @@ fn crystals_cite_at_least_three_sources_by_weight_and_follow_forgetting() {
         }
     }
     // The crystals are not sources of the graph: recomputing changes nothing.
-    assert_eq!(store.recompute_graph().unwrap().crystals_changed, 0);
+    assert_eq!(store.graph().recompute().unwrap().crystals_changed, 0);
     // Forgetting sources refreshes the crystal: a crystal keeps no forgotten source and none with fewer than 3.
     let paris = crystals.items.iter().find(|c| c.memory.title == "Paris").expect("a Paris crystal").memory.id.clone();
     for id in ["m0", "m1"] {
         store.change_state(id, None, engram::Transition::Forget, None).unwrap();
     }
-    let r = store.recompute_graph().unwrap();
+    let r = store.graph().recompute().unwrap();
     assert!(r.crystals_changed > 0);
-    match store.crystal_sources(&paris, 100) {
+    match store.graph().crystal_sources(&paris, 100) {
         Ok(s) => assert!(s.len() >= 3 && s.iter().all(|(v, _)| v.memory.id != "m0" && v.memory.id != "m1")),
         Err(e) => assert_eq!(e.kind(), engram::ErrorKind::NotFound),
     }
-    assert_eq!(store.crystal_sources("m2", 10).unwrap_err().kind(), engram::ErrorKind::NotFound);
+    assert_eq!(store.graph().crystal_sources("m2", 10).unwrap_err().kind(), engram::ErrorKind::NotFound);
 }
 
 #[cfg(feature = "server")]
@@ -192,7 +192,7 @@ fn http_crystal_source_memories() {
     let dir = tempfile::tempdir().unwrap();
     let store = std::sync::Arc::new(KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap());
     seed(&store);
-    store.recompute_graph().unwrap();
+    store.graph().recompute().unwrap();
     let srv = server_on(dir.path(), store.clone(), 1 << 20);
     let list = call(&srv, "GET", "/memories?is_crystal=true", None).json();
     let id = list["memories"][0]["id"].as_str().expect("a crystal").to_string();
@@ -227,7 +227,7 @@ fn wiki_pages_and_library_routes() {
     let dir = tempfile::tempdir().unwrap();
     let store = std::sync::Arc::new(KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap());
     seed(&store);
-    store.recompute_graph().unwrap();
+    store.graph().recompute().unwrap();
     let srv = server_on(dir.path(), store.clone(), 1 << 20);
     let cid = call(&srv, "GET", "/communities", None).json()["communities"][0]["id"].as_u64().unwrap();
     let crystal =
@@ -394,7 +394,7 @@ fn wiki_and_okf_zips_are_self_contained_and_match_the_summary() {
             ..Default::default()
         })
         .unwrap();
-    store.recompute_graph().unwrap();
+    store.graph().recompute().unwrap();
     let srv = server_on(dir.path(), store.clone(), 1 << 20);
     let summary = call(&srv, "GET", "/library/wiki-export-summary", None).json();
 

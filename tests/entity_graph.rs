@@ -41,7 +41,7 @@ fn mentions_follow_memory_writes() {
     assert_eq!((pg.name.as_str(), pg.mention_count), ("PostgreSQL", 2), "postgres and Postgres are one entity");
     assert!(pg.aliases.iter().any(|a| a == "postgres"), "{:?}", pg.aliases);
     let caroline = c.entities.iter().find(|e| e.name == "Caroline").unwrap().id.clone();
-    let related = store.related_entities("default", &caroline, 10).unwrap();
+    let related = store.graph().related_entities("default", &caroline, 10).unwrap();
     assert_eq!(related[0].0.name, "PostgreSQL");
     assert_eq!(related[0].1, 2, "Caroline and PostgreSQL co-occur in two memories");
 
@@ -50,13 +50,18 @@ fn mentions_follow_memory_writes() {
         .update_memory("a", MemoryPatch { content: Some("Caroline visited Porto.".into()), ..Default::default() }, None)
         .unwrap();
     assert_eq!(
-        names(&store.memory_entities("default", "a").unwrap()),
+        names(&store.graph().entities_of("default", "a").unwrap()),
         vec![("Caroline".into(), "person".into()), ("Porto".into(), "location".into())]
     );
     let redis = engram::store::entity_id(engram::extract::entities::EntityType::Product, "Redis");
-    assert!(store.get_entity("default", &redis).is_err(), "Redis is no longer mentioned");
-    let weights: Vec<(String, u64)> =
-        store.related_entities("default", &caroline, 10).unwrap().into_iter().map(|(e, w)| (e.name, w)).collect();
+    assert!(store.graph().entity("default", &redis).is_err(), "Redis is no longer mentioned");
+    let weights: Vec<(String, u64)> = store
+        .graph()
+        .related_entities("default", &caroline, 10)
+        .unwrap()
+        .into_iter()
+        .map(|(e, w)| (e.name, w))
+        .collect();
     assert!(weights.contains(&("PostgreSQL".into(), 1)) && weights.contains(&("Porto".into(), 1)), "{weights:?}");
 
     // Written together as "X (Y)", two names become one entity; Y alone then resolves to it.
@@ -67,10 +72,10 @@ fn mentions_follow_memory_writes() {
     assert!(c4.entities.iter().any(|e| e.id == engram_entity.id && e.mention_count == 2), "{:?}", c4.entities);
 
     store.delete_memory("b", None).unwrap();
-    assert_eq!(store.get_entity("default", &caroline).unwrap().mention_count, 1);
+    assert_eq!(store.graph().entity("default", &caroline).unwrap().mention_count, 1);
     drop(store);
     let store = KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap();
-    assert_eq!(names(&store.memory_entities("default", "a").unwrap()).len(), 2, "edges are in the file");
+    assert_eq!(names(&store.graph().entities_of("default", "a").unwrap()).len(), 2, "edges are in the file");
 }
 
 #[test]

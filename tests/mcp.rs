@@ -880,7 +880,7 @@ fn source_chunks_and_communities_through_tools() {
     ] {
         tool(&srv, "memory_add", json!({"content": text}));
     }
-    let report = store.recompute_graph().expect("graph");
+    let report = store.graph().recompute().expect("graph");
     assert!(report.communities >= 2, "{report:?}");
     let list = tool(&srv, "list_communities", json!({}));
     let rows = list["communities"].as_array().expect("communities");

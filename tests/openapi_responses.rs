@@ -341,7 +341,7 @@ fn real_responses_match_the_document() {
     for (i, t) in texts.iter().enumerate() {
         c.check("POST", "/memories", "/memories", Some(json!({"id": format!("g{i}"), "content": t})));
     }
-    store.recompute_graph().unwrap();
+    store.graph().recompute().unwrap();
     let l = c.check("GET", "/communities", "/communities", None);
     assert!(l["total"].as_u64().unwrap() >= 2, "{l}");
     assert!(l["computed"].is_object(), "{l}");

@@ -207,7 +207,7 @@ fn assert_same_listings(memory: &KnowledgeStore, database: &KnowledgeStore, spac
 fn recompute_graph(store: &KnowledgeStore) {
     let started = std::time::Instant::now();
     loop {
-        match store.recompute_graph() {
+        match store.graph().recompute() {
             Ok(_) => return,
             Err(e) if e.kind() == engram::ErrorKind::Locked && started.elapsed().as_secs() < 60 => {
                 std::thread::sleep(std::time::Duration::from_millis(50));

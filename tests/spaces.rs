@@ -207,35 +207,44 @@ fn relations_and_access_counts() {
         reason: Some("geography".into()),
         ..Default::default()
     };
-    let r = store.create_relation("x", input("y", "supports"), None).unwrap();
+    let r = store.graph().create_relation("x", input("y", "supports"), None).unwrap();
     assert_eq!((r.direction.as_str(), r.target_title.as_str()), ("out", "France is in Europe"));
-    let again =
-        store.create_relation("x", RelationInput { strength: Some(0.4), ..input("y", "supports") }, None).unwrap();
+    let again = store
+        .graph()
+        .create_relation("x", RelationInput { strength: Some(0.4), ..input("y", "supports") }, None)
+        .unwrap();
     assert_eq!(again.relation.id, r.relation.id, "the same triple updates, not duplicates");
     assert_eq!(again.relation.strength, 0.4);
-    assert_eq!(store.create_relation("x", input("z", "supports"), None).unwrap_err().kind(), ErrorKind::NotFound);
-    assert_eq!(store.create_relation("x", input("x", "supports"), None).unwrap_err().kind(), ErrorKind::InvalidInput);
+    assert_eq!(
+        store.graph().create_relation("x", input("z", "supports"), None).unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
+    assert_eq!(
+        store.graph().create_relation("x", input("x", "supports"), None).unwrap_err().kind(),
+        ErrorKind::InvalidInput
+    );
     let bad = RelationInput { strength: Some(2.0), ..input("y", "supports") };
-    assert_eq!(store.create_relation("x", bad, None).unwrap_err().kind(), ErrorKind::InvalidInput);
+    assert_eq!(store.graph().create_relation("x", bad, None).unwrap_err().kind(), ErrorKind::InvalidInput);
     let q = |dir: &str, status: &str| RelationQuery {
         direction: dir.into(),
         status: status.into(),
         limit: 50,
         types: vec![],
     };
-    assert_eq!(store.memory_relations("y", &q("in", "active"), None).unwrap().len(), 1);
-    assert_eq!(store.memory_relations("y", &q("out", "active"), None).unwrap().len(), 0);
-    store.delete_relation(&r.relation.id).unwrap();
-    assert!(store.memory_relations("x", &q("both", "active"), None).unwrap().is_empty());
-    assert_eq!(store.memory_relations("x", &q("both", "deleted"), None).unwrap().len(), 1);
+    assert_eq!(store.graph().relations_of("y", &q("in", "active"), None).unwrap().len(), 1);
+    assert_eq!(store.graph().relations_of("y", &q("out", "active"), None).unwrap().len(), 0);
+    store.graph().delete_relation(&r.relation.id).unwrap();
+    assert!(store.graph().relations_of("x", &q("both", "active"), None).unwrap().is_empty());
+    assert_eq!(store.graph().relations_of("x", &q("both", "deleted"), None).unwrap().len(), 1);
     store
+        .graph()
         .update_relation(&r.relation.id, RelationInput { status: Some("active".into()), ..Default::default() })
         .unwrap();
     // Deleting a memory removes its relations.
     store.delete_memory("y", None).unwrap();
-    assert!(store.memory_relations("x", &q("both", "active"), None).unwrap().is_empty());
+    assert!(store.graph().relations_of("x", &q("both", "active"), None).unwrap().is_empty());
     assert_eq!(
-        store.update_relation(&r.relation.id, RelationInput::default()).unwrap_err().kind(),
+        store.graph().update_relation(&r.relation.id, RelationInput::default()).unwrap_err().kind(),
         ErrorKind::NotFound
     );
 

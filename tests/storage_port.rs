@@ -89,12 +89,12 @@ fn candidates_and_edges_agree_with_the_store() {
     rtx.relates_edges(|e| edges.push(e)).unwrap();
     assert!(!edges.is_empty());
     assert!(edges.iter().all(|e| e.a < e.b && e.weight >= 1 && e.space == "default"));
-    let alice = store.resolve_entity("Alice Johnson").unwrap();
-    let bob = store.resolve_entity("Bob Smith").unwrap();
+    let alice = store.graph().resolve_entity("Alice Johnson").unwrap();
+    let bob = store.graph().resolve_entity("Bob Smith").unwrap();
     let (a, b) = if alice.id < bob.id { (&alice.id, &bob.id) } else { (&bob.id, &alice.id) };
     let edge = edges.iter().find(|e| &e.a == a && &e.b == b).expect("Alice and Bob are mentioned together");
-    let both = store.entity_memory_ids("default", &alice.id).unwrap();
-    let bobs = store.entity_memory_ids("default", &bob.id).unwrap();
+    let both = store.graph().entity_memory_ids("default", &alice.id).unwrap();
+    let bobs = store.graph().entity_memory_ids("default", &bob.id).unwrap();
     let shared = both.iter().filter(|m| bobs.contains(m)).count() as u64;
     assert_eq!(edge.weight, shared, "weight = memories mentioning both");
 

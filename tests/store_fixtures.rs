@@ -129,7 +129,7 @@ fn populate(api: &Api) {
     );
     call(api, "PUT", "/agent/working-memory", json!({"content": "Focus: ship the store fixtures"}));
     // Communities and crystals.
-    api.store().recompute_graph().expect("graph recompute");
+    api.store().graph().recompute().expect("graph recompute");
 }
 
 /// Routes whose answers make the view (besides one `GET` per memory, thread and source, and their relations).

@@ -322,7 +322,7 @@ fn a_bulk_load_stores_everything_and_recomputes_the_graph_after() {
             }
             // Writes pause for longer than the recompute's quiet time (2 s): still no recompute.
             std::thread::sleep(std::time::Duration::from_millis(3500));
-            assert!(s.graph_report().is_none(), "the graph waits for the bulk load");
+            assert!(s.graph().report().is_none(), "the graph waits for the bulk load");
             Ok(())
         })
         .unwrap();
@@ -339,10 +339,10 @@ fn a_bulk_load_stores_everything_and_recomputes_the_graph_after() {
     assert_eq!(store.list_memories(&all).unwrap().total, 200);
     assert_eq!(search(&store, "harbour plan 137", "default", 1, MemoryFilter::default()), vec!["bulk-137"]);
     let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while store.graph_report().is_none() && std::time::Instant::now() < until {
+    while store.graph().report().is_none() && std::time::Instant::now() < until {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
-    let report = store.graph_report().expect("recomputed after the load");
+    let report = store.graph().report().expect("recomputed after the load");
     assert!(report.communities >= 1, "{report:?}");
 }
 

@@ -52,6 +52,7 @@ fn seed(store: &KnowledgeStore) {
     store.create_memory(mem("x1", "default", "Trips abroad need a visa check.", &["trips"])).unwrap();
     store.merge_labels("default", "label_trips", "label_travel").unwrap();
     store
+        .graph()
         .create_relation(
             "m0",
             RelationInput {
@@ -93,7 +94,7 @@ fn seed(store: &KnowledgeStore) {
             ..Default::default()
         })
         .unwrap();
-    store.recompute_graph().unwrap();
+    store.graph().recompute().unwrap();
 }
 
 /// Fields that are index bookkeeping, not content: re-embedding after an import rewrites them.

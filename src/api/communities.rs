@@ -60,8 +60,8 @@ pub(super) fn community_id(ctx: &Ctx<'_>) -> Result<u64> {
 
 pub(super) fn list(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let limit = ctx.query.limit();
-    let (communities, total) = api.store().list_communities(limit)?;
-    let report = api.store().graph_report();
+    let (communities, total) = api.store().graph().communities(limit)?;
+    let report = api.store().graph().report();
     Ok(ApiResponse::json(
         200,
         &CommunityListResponse { communities, total, summary_method: "extractive", computed: report },
@@ -71,7 +71,7 @@ pub(super) fn list(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
 pub(super) fn get(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let id = community_id(ctx)?;
     let limit = ctx.query.int("entity_limit").unwrap_or(20) as usize;
-    let (c, entities) = api.store().get_community(id, limit)?;
+    let (c, entities) = api.store().graph().community(id, limit)?;
     let memories = c.top_memories.clone();
     Ok(ApiResponse::json(200, &CommunityResponse { community: c, entities, memories }))
 }
@@ -81,7 +81,7 @@ pub(super) const CRYSTAL_SOURCE_PARAMS: &[ParamSpec] = &[int("limit", 1, Some(10
 pub(super) fn crystal_sources(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let id = ctx.param("crystal_id");
     let limit = ctx.query.limit();
-    let sources = api.store().crystal_sources(id, limit)?;
+    let sources = api.store().graph().crystal_sources(id, limit)?;
     let rows: Vec<CrystalSourceMemory> = sources
         .into_iter()
         .map(|(v, w)| CrystalSourceMemory {

@@ -160,7 +160,7 @@ const GRAPH_PARAMS: &[ParamSpec] = &[
 
 pub(super) fn graph(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let q = &ctx.query;
-    let g = api.store().entity_graph(
+    let g = api.store().graph().entity_graph(
         q.str("space_id"),
         q.int("max_entities").unwrap_or(5_000) as usize,
         q.int("max_edges").unwrap_or(20_000) as usize,
@@ -170,7 +170,7 @@ pub(super) fn graph(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
 
 pub(super) fn subgraph(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let q = &ctx.query;
-    let g = api.store().community_subgraph(
+    let g = api.store().graph().community_subgraph(
         community_id(ctx)?,
         q.int("max_entities").unwrap_or(80) as usize,
         q.int("include_top_memories").unwrap_or(12) as usize,
@@ -180,7 +180,7 @@ pub(super) fn subgraph(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
 
 pub(super) fn recent(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let id = community_id(ctx)?;
-    let views = api.store().community_recent_memories(id, ctx.query.limit())?;
+    let views = api.store().graph().community_recent_memories(id, ctx.query.limit())?;
     let memories: Vec<super::dto::MemoryOut> = views.into_iter().map(Into::into).collect();
     Ok(ApiResponse::json(200, &CommunityMemoriesResponse { community_id: id, memories }))
 }
@@ -189,6 +189,7 @@ pub(super) fn related(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let id = community_id(ctx)?;
     let related: Vec<RelatedCommunity> = api
         .store()
+        .graph()
         .related_communities(id, ctx.query.limit())?
         .into_iter()
         .map(|(c, n)| RelatedCommunity {
@@ -204,7 +205,7 @@ pub(super) fn related(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
 pub(super) fn wiki_index(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let q = &ctx.query;
     let store = api.store();
-    let (communities, total) = store.list_communities(q.int("community_limit").unwrap_or(20) as usize)?;
+    let (communities, total) = store.graph().communities(q.int("community_limit").unwrap_or(20) as usize)?;
     let top = q.int("top_per_community").unwrap_or(5) as usize;
     let with_memories = q.int("include_top_memories").map(|n| n as usize);
     let rows: Vec<WikiIndexRow> = communities

@@ -115,7 +115,7 @@ pub(super) fn create(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let r: RelationRequest = ctx.json()?;
     let guard = r.space_id.clone().filter(|s| !s.is_empty());
     let guard = guard.as_deref().or_else(|| ctx.query.str("space_id"));
-    let v = api.store().create_relation(ctx.param("memory_id"), input(r), guard)?;
+    let v = api.store().graph().create_relation(ctx.param("memory_id"), input(r), guard)?;
     Ok(ApiResponse::json(200, &v))
 }
 
@@ -135,7 +135,7 @@ pub(super) fn list_for(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         types,
     };
     let id = ctx.param("memory_id");
-    let rels = api.store().memory_relations(id, &rq, q.str("space_id").filter(|s| !s.is_empty()))?;
+    let rels = api.store().graph().relations_of(id, &rq, q.str("space_id").filter(|s| !s.is_empty()))?;
     Ok(ApiResponse::json(
         200,
         &MemoryRelationsResponse { memory_id: id.to_string(), total: rels.len() as u64, relations: rels },
@@ -144,11 +144,11 @@ pub(super) fn list_for(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
 
 pub(super) fn update(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let r: RelationRequest = ctx.json()?;
-    Ok(ApiResponse::json(200, &api.store().update_relation(ctx.param("rel_id"), input(r))?))
+    Ok(ApiResponse::json(200, &api.store().graph().update_relation(ctx.param("rel_id"), input(r))?))
 }
 
 pub(super) fn delete(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
-    let v = api.store().delete_relation(ctx.param("rel_id"))?;
+    let v = api.store().graph().delete_relation(ctx.param("rel_id"))?;
     Ok(ApiResponse::json(
         200,
         &RelationDeleteResponse {

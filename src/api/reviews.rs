@@ -487,7 +487,8 @@ fn current_edges(api: &Api, e: &ReviewEvent, older: &ReviewMemory, newer: &Revie
     };
     let mut edges: Vec<ReviewEdge> = api
         .store()
-        .memory_relations(n, &q, Some(&e.space_id))?
+        .graph()
+        .relations_of(n, &q, Some(&e.space_id))?
         .into_iter()
         .map(|v| v.relation)
         .filter(|r| (&r.source_memory_id == o) || (&r.target_memory_id == o))
@@ -562,7 +563,7 @@ fn change_memories(
             changed = vec![e.newer_memory_id.clone(), e.older_memory_id.clone()];
         }
         "keep_both_linked" => {
-            let rel = store.create_relation(
+            let rel = store.graph().create_relation(
                 &e.newer_memory_id,
                 RelationInput {
                     target_memory_id: e.older_memory_id.clone(),

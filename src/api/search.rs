@@ -193,7 +193,7 @@ pub(super) fn search_get(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         .map_err(|e| relocate(e, "query", "q"))?;
     let entities: Vec<Option<Vec<crate::model::Entity>>> = if with_entities {
         let ids: Vec<&str> = res.hits.iter().map(|h| h.view.memory.id.as_str()).collect();
-        api.store().memories_entities(&space, &ids)?.into_iter().map(Some).collect()
+        api.store().graph().entities_of_each(&space, &ids)?.into_iter().map(Some).collect()
     } else {
         vec![None; res.hits.len()]
     };
@@ -376,7 +376,7 @@ pub(super) fn search_post(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let mut out: Vec<MemorySearchResult> = Vec::with_capacity(res.hits.len());
     let mut entities = if with_entities {
         let ids: Vec<&str> = res.hits.iter().map(|h| h.view.memory.id.as_str()).collect();
-        api.store().memories_entities(&space, &ids)?
+        api.store().graph().entities_of_each(&space, &ids)?
     } else {
         Vec::new()
     }

@@ -120,8 +120,10 @@ pub fn find(store: &KnowledgeStore, a: &FindArgs<'_>) -> Result<FindPage> {
             filter.recorded_to = parse_time("until", a.until, true)?;
             if let Some(m) = a.mentions.filter(|m| !m.is_empty()) {
                 // The entity's own memory list bounds the scan; the page and the total come from the store.
-                filter.memory_ids = Some(match store.resolve_entity(m) {
-                    Ok(e) if e.space_id == space => store.entity_memory_ids(&space, &e.id)?.into_iter().collect(),
+                filter.memory_ids = Some(match store.graph().resolve_entity(m) {
+                    Ok(e) if e.space_id == space => {
+                        store.graph().entity_memory_ids(&space, &e.id)?.into_iter().collect()
+                    }
                     _ => Default::default(),
                 });
             }
@@ -144,7 +146,7 @@ pub fn find(store: &KnowledgeStore, a: &FindArgs<'_>) -> Result<FindPage> {
         }),
         "entity" | "entities" => {
             let name = a.mentions.filter(|m| !m.is_empty());
-            map_page(store.entities_page(&space, name, limit, offset)?, |e| {
+            map_page(store.graph().entities_page(&space, name, limit, offset)?, |e| {
                 let excerpt = format!("{} ({} mentions)", e.entity_type, e.mention_count);
                 Hit::other(entity_path(&e.name, &e.id), "entity", &e.name, &excerpt)
             })

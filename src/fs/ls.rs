@@ -124,7 +124,7 @@ pub fn ls(store: &KnowledgeStore, space: &str, path: &str, offset: usize, limit:
             file(&s.original_name, &format!("/sources/{}", segment(&s.original_name)), &s.summary, Some(s.updated_at))
         }),
         Node::Wiki => (vec![dir("entities", "/wiki/entities", "entity pages (derived, read-only)")], 1),
-        Node::WikiEntities => map_page(store.entities_page(&space, None, limit, offset)?, |e| {
+        Node::WikiEntities => map_page(store.graph().entities_page(&space, None, limit, offset)?, |e| {
             let p = entity_path(&e.name, &e.id);
             let name = p.rsplit('/').next().unwrap_or("").to_string();
             file(&name, &p, &format!("{} ({} mentions)", e.entity_type, e.mention_count), Some(e.updated_at))

@@ -133,7 +133,7 @@ fn okf_status(s: MemoryState) -> &'static str {
 
 impl KnowledgeStore {
     fn export_plan(&self, kind: ExportKind, p: &ExportParams) -> Result<Plan> {
-        self.library_selection(kind == ExportKind::Okf, p.entity_limit)
+        self.graph().library(kind == ExportKind::Okf, p.entity_limit)
     }
 
     /// The counts of the wiki and the OKF bundles [`KnowledgeStore::export_library`] would write, from one
@@ -467,7 +467,7 @@ fn memory_page(store: &KnowledgeStore, v: &MemoryView, linker: &BundleLinker<'_>
     }
     s.push_str("---\n\n");
     s.push_str(&format!("# {}\n\n{}\n", title.replace('\n', " "), m.content));
-    let entities = store.memory_entities(&m.space_id, &m.id)?;
+    let entities = store.graph().entities_of(&m.space_id, &m.id)?;
     if !entities.is_empty() {
         s.push_str("\n## Entities\n\n");
         for e in &entities {

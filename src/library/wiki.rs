@@ -18,14 +18,14 @@ impl KnowledgeStore {
     /// # Errors
     /// [`crate::ErrorKind::NotFound`] (`entity_not_found`).
     pub fn entity_page(&self, id_or_name: &str, mention_limit: usize, linker: &dyn Linker) -> Result<String> {
-        let e = self.resolve_entity(id_or_name)?;
+        let e = self.graph().resolve_entity(id_or_name)?;
         self.entity_page_for(e, mention_limit, linker)
     }
 
     pub(crate) fn entity_page_for(&self, e: Entity, mention_limit: usize, linker: &dyn Linker) -> Result<String> {
-        let mentions = self.entity_mentions(&e, mention_limit)?;
-        let related = self.related_entities(&e.space_id, &e.id, 12)?;
-        let community = self.entity_community(&e.space_id, &e.id)?;
+        let mentions = self.graph().entity_mentions(&e, mention_limit)?;
+        let related = self.graph().related_entities(&e.space_id, &e.id, 12)?;
+        let community = self.graph().entity_community(&e.space_id, &e.id)?;
         let mut s = String::new();
         let _ = writeln!(s, "---\ntype: Entity\ntitle: {}\nentity_id: {}", yaml_str(&e.name), yaml_str(&e.id));
         let _ = writeln!(s, "entity_type: {}\nspace_id: {}", yaml_str(&e.entity_type), yaml_str(&e.space_id));
@@ -42,7 +42,7 @@ impl KnowledgeStore {
             yaml_str(&format!("{} ({}) mentioned in {} memories", e.name, e.entity_type, e.mention_count))
         );
         let _ = writeln!(s, "# {}\n", e.name);
-        let topic = match community.and_then(|c| self.get_community(c, 1).ok()) {
+        let topic = match community.and_then(|c| self.graph().community(c, 1).ok()) {
             Some((c, _)) => format!(" Part of the topic {}.", link(&c.title, linker.topic(c.id))),
             None => String::new(),
         };
@@ -58,7 +58,7 @@ impl KnowledgeStore {
         if !e.description.is_empty() {
             let _ = writeln!(s, "{}\n", e.description);
         }
-        let crystals = self.crystals_about(&e)?;
+        let crystals = self.graph().crystals_about(&e)?;
         if !crystals.is_empty() {
             let _ = writeln!(s, "## Crystal\n");
             for c in &crystals {
@@ -106,7 +106,7 @@ impl KnowledgeStore {
     /// # Errors
     /// [`crate::ErrorKind::NotFound`] (`crystal_not_found`).
     pub fn crystal_page(&self, crystal_id: &str, linker: &dyn Linker) -> Result<String> {
-        let sources = self.crystal_sources(crystal_id, 100)?;
+        let sources = self.graph().crystal_sources(crystal_id, 100)?;
         let c = self.get_memory(crystal_id, None)?;
         let title = c.memory.crystal_title.clone().unwrap_or_else(|| c.memory.title.clone());
         let mut s = String::new();
@@ -158,7 +158,7 @@ impl KnowledgeStore {
     /// # Errors
     /// [`crate::ErrorKind::NotFound`] (`community_not_found`).
     pub fn topic_page(&self, community_id: u64, top: usize, linker: &dyn Linker) -> Result<String> {
-        let (c, entities) = self.get_community(community_id, top)?;
+        let (c, entities) = self.graph().community(community_id, top)?;
         let mut s = String::new();
         let _ = writeln!(s, "---\ntype: Topic\ntitle: {}\ncommunity_id: {}", yaml_str(&c.title), c.id);
         let _ = writeln!(s, "entity_count: {}\nmemory_count: {}", c.entity_count, c.memory_count);
@@ -170,7 +170,7 @@ impl KnowledgeStore {
         let _ = writeln!(s, "# {}\n\n{}\n", c.title, c.summary);
         let _ = writeln!(s, "## Entities\n");
         for ce in &entities {
-            if let Ok(e) = self.get_entity(&ce.space_id, &ce.entity_id) {
+            if let Ok(e) = self.graph().entity(&ce.space_id, &ce.entity_id) {
                 let _ = writeln!(
                     s,
                     "* {} ({}, {} mentions)",

@@ -5,7 +5,7 @@ use crate::index::first_in_order;
 use crate::storage::{ReadTx, Readable, Table, WriteTx};
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::entities::EntityWrite;
+use super::graph::entities::EntityWrite;
 use super::{
     DEFAULT_SPACE, IndexOp, KnowledgeStore, LexEntry, StoredMemory, range_prefix3,
     types::{CreatedMemory, DeleteReport, ListOrder, ListQuery, MemoryPatch, MemoryView, NewMemory, Page, WriteAction},
@@ -288,7 +288,7 @@ impl Prepared {
         let entity_text = entity_text(m);
         Prepared {
             analysed: lexicon::analyse(&index_text),
-            mentions: if m.is_crystal { Vec::new() } else { super::entities::mentions_in(&entity_text) },
+            mentions: if m.is_crystal { Vec::new() } else { super::graph::entities::mentions_in(&entity_text) },
             index_text,
             entity_text,
         }
@@ -479,7 +479,7 @@ impl KnowledgeStore {
         let ml = label::memory_labels(&rtx)?;
         let label_ids = range_prefix3(&ml, &space, id)?;
         let mut memory = sm.memory;
-        memory.pagerank_score = self.memory_pagerank(&space, id);
+        memory.pagerank_score = self.graph().memory_pagerank(&space, id);
         Ok(MemoryView { memory, label_ids })
     }
 
@@ -693,7 +693,7 @@ fn ask_reads(
             reads.labels.extend(names.iter().map(|name| (space, Label::id_for(name))));
         }
         if let Some(p) = prepared.get(i).and_then(Option::as_ref) {
-            let (keys, ids, pairs) = super::entities::mention_reads(&p.mentions);
+            let (keys, ids, pairs) = super::graph::entities::mention_reads(&p.mentions);
             reads.entity_keys.extend(keys.into_iter().map(|k| (space, k)));
             reads.entities.extend(ids.into_iter().map(|id| (space, id)));
             reads.relates.extend(pairs.into_iter().map(|(a, b)| (space, a, b)));
@@ -807,16 +807,16 @@ fn put_with(
     };
     let assigned: Vec<String> = wanted_names.iter().cloned().collect();
     let graph = if stored.memory.is_crystal {
-        super::entities::MentionReport { entities: vec![], created_relationships: 0 }
+        super::graph::entities::MentionReport { entities: vec![], created_relationships: 0 }
     } else if text_changed || existing.is_none() {
         let et = entity_text(&stored.memory);
         let mentions = match prepared.take() {
             Some(p) if p.entity_text == et => p.mentions,
-            _ => super::entities::mentions_in(&et),
+            _ => super::graph::entities::mentions_in(&et),
         };
         EntityWrite(&mut t.entities).set_mentions(space, &stored.memory.id, mentions, existing.is_none(), now)?
     } else {
-        super::entities::MentionReport {
+        super::graph::entities::MentionReport {
             entities: EntityWrite(&mut t.entities).current_entities(space, &stored.memory.id)?,
             created_relationships: 0,
         }

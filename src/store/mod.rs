@@ -5,10 +5,9 @@
 //! updated after the commit succeeds, under the index write lock, so a failed commit leaves them untouched
 //! and a search never sees a document that is not committed.
 
-mod communities;
 mod core;
-mod entities;
 mod expiry;
+mod graph;
 mod health;
 mod label_maint;
 mod labels;
@@ -16,7 +15,6 @@ mod lifecycle;
 mod memories;
 mod open;
 mod records;
-mod relations;
 mod reviews;
 mod search;
 mod sources;
@@ -24,24 +22,24 @@ mod spaces;
 mod threads;
 mod transfer;
 mod types;
-mod wiki;
 mod working;
 
 pub use self::core::publish::PublishedIndexes;
 pub use self::core::reembed::ReembedStatus;
 pub use self::core::{DEFAULT_SPACE, encryption, upgrade};
-pub use communities::{Community, CommunityEntity, CommunityMemory, GraphReport, crystal_id};
-pub use entities::{MentionReport, entity_id};
 pub use expiry::ExpiryStatus;
+pub(crate) use graph::date_of;
+pub use graph::{
+    Community, CommunityEntity, CommunityMemory, EntityGraph, Graph, GraphEdge, GraphNode, GraphReport,
+    LibrarySelection, MentionReport, Subgraph, crystal_id, entity_id, memory_line,
+};
+pub use graph::{MAX_RELATIONS_LIMIT, MemoryRelation, RELATION_STATUSES, RelationInput, RelationQuery, RelationView};
 pub use label_maint::{
     AffectedCounts, ConsolidationGroup, ConsolidationPreview, ConsolidationReport, JudgedPair, LabelDeleteReport,
     LabelHealth, LabelMerge, LabelPatch, LabelPlan, MergeCandidate, canonical_label,
 };
 pub use lifecycle::{StateChange, Transition};
 pub(crate) use records::StoredMemory;
-pub use relations::{
-    MAX_RELATIONS_LIMIT, MemoryRelation, RELATION_STATUSES, RelationInput, RelationQuery, RelationView,
-};
 pub use reviews::{ACTIONS as REVIEW_ACTIONS, Resolution, ReviewEvent, Reviews};
 pub use sources::{
     ChunkHit, IngestReport, MAX_SOURCE_BYTES, NewSource, SourceAnalysis, SourceChunks, SourceContent, SourceHit,
@@ -62,8 +60,6 @@ pub use types::{
     NewSpace, Page, SearchHit, SearchMode, SearchOptions, SearchQuery, SearchResults, SpacePatch, StorageStats,
     StoreHealth, TableSize, VectorIndexStats, WriteAction,
 };
-pub(crate) use wiki::date_of;
-pub use wiki::{EntityGraph, GraphEdge, GraphNode, LibrarySelection, Subgraph, memory_line};
 pub use working::{StoreStats, Working, WorkingMemory, today as working_today};
 
 use std::collections::HashMap;
@@ -82,7 +78,7 @@ use crate::storage::Db;
 pub(crate) use self::core::indexes::SpaceIndex;
 pub(crate) use crate::index::ops::{IndexOp, LexEntry};
 pub(crate) use crate::storage::txn::{range_prefix2_count, range_prefix3};
-pub(crate) use records::{entity, graph, label, memory, meta, relation, review, source, space, thread, working_memory};
+pub(crate) use records::{entity, label, memory, meta, relation, review, source, space, thread, working_memory};
 
 /// A knowledge store over `<data_dir>/engram.redb`, or over a PostgreSQL database (`StoreConfig::database_url`,
 /// feature `postgres`).
@@ -140,6 +136,12 @@ impl KnowledgeStore {
     /// The working-memory service: one markdown document per space and day ([`Working`]).
     pub fn working(&self) -> Working<'_> {
         Working { store: self }
+    }
+
+    /// The knowledge-graph service: entities, typed relations, communities, PageRank, crystals and the wiki's
+    /// reads ([`Graph`]).
+    pub fn graph(&self) -> Graph<'_> {
+        Graph { store: self }
     }
 
     /// The timeline-review service: review events raised by writes that look like updates or contradictions

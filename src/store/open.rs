@@ -35,7 +35,7 @@ impl KnowledgeStore {
     /// * [`crate::ErrorKind::Unavailable`]: a database URL in a build without the `postgres` feature.
     pub fn open(config: StoreConfig) -> Result<Self> {
         let core = Core::open(config)?;
-        let graph_worker = communities::start_worker(communities::Ctx::of(&core));
+        let graph_worker = graph::start_worker(graph::Ctx::of(&core));
         let store = KnowledgeStore {
             core,
             label_vector_cache: Mutex::default(),

@@ -154,7 +154,7 @@ impl KnowledgeStore {
         // On PostgreSQL the space and the query's entities are read in one statement.
         let entities =
             q.mode == SearchMode::Hybrid && self.core.config.entity_boost > 0.0 && q.options.priors != Some(false);
-        super::entities::ask_search(&rtx, &q.space_id, entities.then_some(q.query.as_str()));
+        super::graph::entities::ask_search(&rtx, &q.space_id, entities.then_some(q.query.as_str()));
         let space: crate::model::Space = space::spaces(&rtx)?.get(q.space_id.as_str())?.ok_or_else(|| {
             Error::not_found(ErrorCode::SpaceNotFound, format!("space '{}' does not exist", q.space_id))
         })?;
@@ -230,7 +230,8 @@ impl KnowledgeStore {
                     Some(qi) => qi.entries.max(1),
                     None => self.core.index.read().spaces.get(&q.space_id).map_or(1, |si| si.catalog.len().max(1)),
                 } as f32;
-                self.entities_in_tx(rtx, &q.space_id, &q.query)?
+                self.graph()
+                    .entities_in_tx(rtx, &q.space_id, &q.query)?
                     .into_iter()
                     .map(|(id, mentions)| (id, (1.0 + docs / mentions.max(1) as f32).ln()))
                     .collect()

@@ -96,7 +96,8 @@ pub(super) fn memory_neighbors(c: &Call<'_>) -> Out {
     let entities: Vec<Value> = c
         .api
         .store()
-        .memory_entities(&c.space, &id)?
+        .graph()
+        .entities_of(&c.space, &id)?
         .into_iter()
         .map(|e| json!({"entity_id": e.id, "name": e.name, "entity_type": e.entity_type}))
         .collect();
@@ -184,7 +185,7 @@ pub(super) fn list_crystals(c: &Call<'_>) -> Out {
 
 pub(super) fn graph_stats(c: &Call<'_>) -> Out {
     let mut v = c.api.invoke("GET", "/stats", &[("space_id", c.space.clone())], None)?;
-    let (_, in_space) = c.api.store().communities_of_space(&c.space, 0)?;
+    let (_, in_space) = c.api.store().graph().communities_of_space(&c.space, 0)?;
     v["community_count"] = in_space.into();
     v["space_id"] = c.space.clone().into();
     v["status"] = "success".into();
@@ -233,7 +234,7 @@ fn in_space(k: &Community, space: &str, limit: usize) -> Value {
 
 pub(super) fn list_communities(c: &Call<'_>) -> Out {
     let limit = c.args.int("limit", 1, 50, 20)? as usize;
-    let (page, _) = c.api.store().communities_of_space(&c.space, limit)?;
+    let (page, _) = c.api.store().graph().communities_of_space(&c.space, limit)?;
     let rows: Vec<Value> = page.iter().map(|k| in_space(k, &c.space, 5)).collect();
     Ok(json!({"status": "success", "communities": rows, "total": rows.len()}))
 }
@@ -249,7 +250,7 @@ pub(super) fn get_community_details(c: &Call<'_>) -> Out {
             raw.clone().into(),
         )
     })?;
-    let (k, _) = c.api.store().get_community(id, limit)?;
+    let (k, _) = c.api.store().graph().community(id, limit)?;
     if !k.spaces.contains(&c.space) {
         return Err(Error::not_found(
             ErrorCode::CommunityNotFound,
@@ -281,7 +282,7 @@ pub(super) fn explore_graph(c: &Call<'_>) -> Out {
     for d in 1..=depth {
         let mut next = Vec::new();
         for mid in frontier.drain(..) {
-            for e in store.memory_entities(&c.space, &mid)? {
+            for e in store.graph().entities_of(&c.space, &mid)? {
                 let eid = format!("entity:{}", e.id);
                 links.push(json!({"source": mid, "target": eid, "type": "mentions"}));
                 if nodes.contains_key(&eid) {
@@ -292,7 +293,7 @@ pub(super) fn explore_graph(c: &Call<'_>) -> Out {
                     json!({"id": eid, "kind": "entity", "name": e.name,
                     "entity_type": e.entity_type, "depth": d}),
                 );
-                for other in store.entity_memory_ids(&c.space, &e.id)?.into_iter().take(limit) {
+                for other in store.graph().entity_memory_ids(&c.space, &e.id)?.into_iter().take(limit) {
                     if nodes.len() >= limit * (depth + 1) {
                         break;
                     }

@@ -353,7 +353,7 @@ impl Reviews<'_> {
         }
         // The new memory's entities are those its write resolved; the candidates' are read.
         let ids: Vec<&str> = passed.iter().map(|(o, _)| o.id.as_str()).collect();
-        let lists = crate::store::entities::memories_entities_in(rtx, &m.space_id, &ids)?.into_iter();
+        let lists = crate::store::graph::entities::memories_entities_in(rtx, &m.space_id, &ids)?.into_iter();
         let new_entities: BTreeSet<(String, String)> =
             c.entities.iter().map(|e| (e.id.clone(), e.name.clone())).collect();
         let mut out = Vec::new();

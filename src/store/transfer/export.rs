@@ -8,12 +8,13 @@ use std::path::Path;
 
 use crate::error::ErrorCode;
 use crate::error::{Error, ErrorKind, Result};
+use crate::model::MemoryRelation;
 use crate::model::{Entity, Label, Source, Space, Thread, Timestamp};
 use crate::store::label_maint::LabelMerge;
-use crate::store::relations::MemoryRelation;
+use crate::store::records::graph;
 use crate::store::working::WorkingMemory;
 use crate::store::{KnowledgeStore, StoredMemory};
-use crate::store::{entity, graph, label, memory, relation, source, space, thread, working_memory};
+use crate::store::{entity, label, memory, relation, source, space, thread, working_memory};
 
 use super::*;
 

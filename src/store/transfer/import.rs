@@ -7,14 +7,15 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 
 use crate::error::Result;
+use crate::model::MemoryRelation;
 use crate::model::{Entity, Label, Message, Source, Space, Thread, Timestamp};
 use crate::store::label_maint::LabelMerge;
 use crate::store::memories::MemoryWrite;
+use crate::store::records::graph;
 use crate::store::records::{Bytes, K2};
-use crate::store::relations::MemoryRelation;
 use crate::store::working::WorkingMemory;
 use crate::store::{KnowledgeStore, StoredMemory};
-use crate::store::{entity, graph, label, memory, meta, relation, source, space, thread, working_memory};
+use crate::store::{entity, label, memory, meta, relation, source, space, thread, working_memory};
 
 use super::*;
 

@@ -36,8 +36,8 @@ use std::sync::atomic::AtomicU64;
 
 use serde::{Deserialize, Serialize};
 
-use super::communities::Community;
 use crate::extract::document::Chunk;
+use crate::model::Community;
 use crate::model::{Memory, Message, Source, Timestamp};
 
 pub(crate) use archive::Archive;

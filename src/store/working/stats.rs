@@ -5,7 +5,8 @@ use crate::storage::Readable;
 use super::super::{KnowledgeStore, StoredMemory};
 use crate::error::Result;
 use crate::model::MemoryState;
-use crate::store::{entity, graph, label, memory, relation, thread};
+use crate::store::records::graph;
+use crate::store::{entity, label, memory, relation, thread};
 
 /// Store counters for `/stats`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]

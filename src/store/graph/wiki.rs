@@ -6,11 +6,13 @@ use std::collections::BTreeSet;
 
 use crate::storage::Readable;
 
-use super::{KnowledgeStore, MemoryView, StoredMemory};
+use super::Graph;
 use crate::error::ErrorCode;
 use crate::error::{Error, Result};
 use crate::model::{Entity, MemoryState};
-use crate::store::{entity, graph, label, memory};
+use crate::store::records::graph;
+use crate::store::{MemoryView, StoredMemory};
+use crate::store::{entity, label, memory};
 
 /// The first line of a memory, at most `max` characters.
 pub fn memory_line(v: &MemoryView, max: usize) -> String {
@@ -32,7 +34,7 @@ fn not_found(kind: ErrorCode, what: &str) -> Error {
     Error::not_found(kind, format!("{what} not found"))
 }
 
-/// The selection of a library bundle ([`KnowledgeStore::library_selection`]).
+/// The selection of a library bundle ([`Graph::library`]).
 #[derive(Debug, Clone, Default)]
 pub struct LibrarySelection {
     /// Every community.
@@ -47,16 +49,16 @@ pub struct LibrarySelection {
     pub labels: Vec<crate::model::Label>,
 }
 
-impl KnowledgeStore {
+impl Graph<'_> {
     /// What a library bundle shows, read in one snapshot (communities apart): every community, the
     /// `entity_limit` most mentioned entities (ties by name, then space), every crystal, and with
     /// `with_memories` every memory that is neither forgotten nor a crystal, with its labels, and every label.
     ///
     /// # Errors
     /// Storage errors.
-    pub fn library_selection(&self, with_memories: bool, entity_limit: usize) -> Result<LibrarySelection> {
-        let (topics, _) = self.list_communities(usize::MAX)?;
-        let rtx = self.core.db.read()?;
+    pub fn library(&self, with_memories: bool, entity_limit: usize) -> Result<LibrarySelection> {
+        let (topics, _) = self.communities(usize::MAX)?;
+        let rtx = self.store.core.db.read()?;
         let mut entities: Vec<Entity> = Vec::new();
         for row in entity::entities(&rtx)?.iter()? {
             entities.push(row?.1);
@@ -85,7 +87,7 @@ impl KnowledgeStore {
                 if sm.memory.state == MemoryState::Forgotten || sm.memory.is_crystal {
                     continue;
                 }
-                let label_ids = super::range_prefix3(&ml, space, id)?;
+                let label_ids = crate::store::range_prefix3(&ml, space, id)?;
                 memories.push(MemoryView { memory: sm.memory, label_ids });
             }
             for row in label::labels(&rtx)?.iter()? {
@@ -95,7 +97,7 @@ impl KnowledgeStore {
         drop(rtx);
         let mut crystals = Vec::new();
         for (s, c) in crystal_ids {
-            if let Ok(v) = self.get_memory(&c, Some(&s)) {
+            if let Ok(v) = self.store.get_memory(&c, Some(&s)) {
                 crystals.push(v);
             }
         }
@@ -108,7 +110,7 @@ impl KnowledgeStore {
     /// # Errors
     /// [`crate::ErrorKind::NotFound`] (`entity_not_found`).
     pub fn resolve_entity(&self, id_or_name: &str) -> Result<Entity> {
-        let rtx = self.core.db.read()?;
+        let rtx = self.store.core.db.read()?;
         let t = entity::entities(&rtx)?;
         let lower = id_or_name.trim().to_lowercase();
         let mut by_id: Option<Entity> = None;
@@ -138,6 +140,7 @@ impl KnowledgeStore {
     pub fn entity_mentions(&self, e: &Entity, limit: usize) -> Result<Vec<MemoryView>> {
         let ids = self.entity_memory_ids(&e.space_id, &e.id)?;
         let mut views: Vec<MemoryView> = self
+            .store
             .load_views(&e.space_id, ids.iter().map(String::as_str))?
             .into_iter()
             .filter(|v| v.memory.state != MemoryState::Forgotten)
@@ -149,8 +152,8 @@ impl KnowledgeStore {
 
     /// The crystals that cite memories mentioning entity `e`, or are about it.
     pub(crate) fn crystals_about(&self, e: &Entity) -> Result<Vec<MemoryView>> {
-        let id = super::communities::crystal_id(&e.space_id, &e.id);
-        Ok(self.get_memory(&id, Some(&e.space_id)).ok().into_iter().collect())
+        let id = super::crystal_id(&e.space_id, &e.id);
+        Ok(self.store.get_memory(&id, Some(&e.space_id)).ok().into_iter().collect())
     }
 
     /// Memories (not forgotten) mentioning any entity of community `id`, most recent first, at most `limit`.
@@ -158,15 +161,15 @@ impl KnowledgeStore {
     /// # Errors
     /// [`crate::ErrorKind::NotFound`] (`community_not_found`).
     pub fn community_recent_memories(&self, id: u64, limit: usize) -> Result<Vec<MemoryView>> {
-        self.get_community(id, 1)?;
+        self.community(id, 1)?;
         let members = self.community_members(id)?;
-        let rtx = self.core.db.read()?;
+        let rtx = self.store.core.db.read()?;
         let em = entity::entity_memories(&rtx)?;
         let mems = memory::memories(&rtx)?;
         let mut seen = rustc_hash::FxHashSet::default();
         let mut found: Vec<(String, crate::model::Memory)> = Vec::new();
         for (space, e, _) in &members {
-            for m in super::range_prefix3(&em, space, e)? {
+            for m in crate::store::range_prefix3(&em, space, e)? {
                 if seen.insert((space.clone(), m.clone()))
                     && let Some(sm) = mems.get((space.as_str(), m.as_str()))?
                     && sm.memory.state != MemoryState::Forgotten
@@ -180,7 +183,7 @@ impl KnowledgeStore {
         drop((em, mems, rtx));
         let mut out = Vec::new();
         for (space, m) in found {
-            if let Ok(v) = self.get_memory(&m.id, Some(&space)) {
+            if let Ok(v) = self.store.get_memory(&m.id, Some(&space)) {
                 out.push(v);
             }
         }
@@ -193,9 +196,9 @@ impl KnowledgeStore {
     /// # Errors
     /// [`crate::ErrorKind::NotFound`] (`community_not_found`).
     pub fn related_communities(&self, id: u64, limit: usize) -> Result<Vec<(super::Community, u64)>> {
-        self.get_community(id, 1)?;
+        self.community(id, 1)?;
         let members = self.community_members(id)?;
-        let rtx = self.core.db.read()?;
+        let rtx = self.store.core.db.read()?;
         let rel = entity::relates_to(&rtx)?;
         let ec = graph::entity_community(&rtx)?;
         let mut counts: std::collections::BTreeMap<u64, u64> = Default::default();
@@ -213,7 +216,7 @@ impl KnowledgeStore {
         pairs.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         let mut out = Vec::new();
         for (c, n) in pairs.into_iter().take(limit) {
-            if let Ok((community, _)) = self.get_community(c, 1) {
+            if let Ok((community, _)) = self.community(c, 1) {
                 out.push((community, n));
             }
         }
@@ -227,11 +230,11 @@ impl KnowledgeStore {
     /// # Errors
     /// [`crate::ErrorKind::NotFound`] (`community_not_found`).
     pub fn community_subgraph(&self, id: u64, max_entities: usize, top_memories: usize) -> Result<Subgraph> {
-        let (c, _) = self.get_community(id, 1)?;
+        let (c, _) = self.community(id, 1)?;
         let members: Vec<(String, String, f64)> = self.community_members(id)?.into_iter().take(max_entities).collect();
         let keep: rustc_hash::FxHashSet<(String, String)> =
             members.iter().map(|(s, e, _)| (s.clone(), e.clone())).collect();
-        let rtx = self.core.db.read()?;
+        let rtx = self.store.core.db.read()?;
         let ents = entity::entities(&rtx)?;
         let rel = entity::relates_to(&rtx)?;
         let mut nodes = Vec::new();
@@ -260,7 +263,7 @@ impl KnowledgeStore {
         }
         drop((ents, rel, rtx));
         for m in c.top_memories.iter().take(top_memories) {
-            let Ok(v) = self.get_memory(&m.memory_id, Some(&m.space_id)) else { continue };
+            let Ok(v) = self.store.get_memory(&m.memory_id, Some(&m.space_id)) else { continue };
             nodes.push(GraphNode {
                 id: node_id(&m.space_id, &m.memory_id),
                 node_type: "memory",
@@ -268,7 +271,7 @@ impl KnowledgeStore {
                 metadata: serde_json::json!({"memory_id": m.memory_id, "space_id": m.space_id,
                                              "entities_mentioned": m.entities_mentioned}),
             });
-            for e in self.memory_entities(&m.space_id, &m.memory_id)? {
+            for e in self.entities_of(&m.space_id, &m.memory_id)? {
                 if keep.contains(&(m.space_id.clone(), e.id.clone())) {
                     edges.push(GraphEdge {
                         source: node_id(&m.space_id, &m.memory_id),
@@ -283,7 +286,7 @@ impl KnowledgeStore {
     }
 }
 
-impl KnowledgeStore {
+impl Graph<'_> {
     /// The entity graph for drawing (the console's graph view): the `max_entities` most central entities (by
     /// PageRank, then mentions) of `space` (every space when None) as nodes, with their community and PageRank
     /// in `metadata`, and the heaviest RELATES_TO edges between them, at most `max_edges`. One read
@@ -292,7 +295,7 @@ impl KnowledgeStore {
     /// # Errors
     /// Storage errors.
     pub fn entity_graph(&self, space: Option<&str>, max_entities: usize, max_edges: usize) -> Result<EntityGraph> {
-        let rtx = self.core.db.read()?;
+        let rtx = self.store.core.db.read()?;
         let mut member: rustc_hash::FxHashMap<(String, String), (u64, f64)> = Default::default();
         for row in graph::community_members(&rtx)?.iter()? {
             let (k, v) = row?;
@@ -361,7 +364,7 @@ impl KnowledgeStore {
     }
 }
 
-/// The entity graph of a space or the store ([`KnowledgeStore::entity_graph`]).
+/// The entity graph of a space or the store ([`Graph::entity_graph`](crate::store::Graph::entity_graph)).
 #[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct EntityGraph {
     /// Entities, most central first; `metadata`: `entity_id`, `space_id`, `entity_type`, `mention_count`,
@@ -375,7 +378,7 @@ pub struct EntityGraph {
     pub total_edges: u64,
 }
 
-/// A community's subgraph for drawing ([`KnowledgeStore::community_subgraph`]).
+/// A community's subgraph for drawing ([`Graph::community_subgraph`](crate::store::Graph::community_subgraph)).
 #[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct Subgraph {
     /// The community.

@@ -11,11 +11,12 @@ use crate::storage::Readable;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::{KnowledgeStore, StoredMemory, memories::MemoryWrite, range_prefix3};
+use super::Graph;
 use crate::error::ErrorCode;
 use crate::error::{Error, FieldError, Result};
 pub use crate::model::MemoryRelation;
 use crate::model::Timestamp;
+use crate::store::{StoredMemory, memories::MemoryWrite, range_prefix3};
 use crate::store::{memory, relation};
 
 /// Longest `relation_type`, in characters.
@@ -40,7 +41,7 @@ pub struct RelationView {
     pub target_title: String,
 }
 
-/// Input of [`KnowledgeStore::create_relation`] and the fields of [`KnowledgeStore::update_relation`].
+/// Input of [`Graph::create_relation`](crate::store::Graph::create_relation) and the fields of [`Graph::update_relation`](crate::store::Graph::update_relation).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RelationInput {
     /// Target memory (create only).
@@ -129,7 +130,7 @@ fn title_of(sm: Option<StoredMemory>) -> String {
     }
 }
 
-impl KnowledgeStore {
+impl Graph<'_> {
     /// Relates memory `source_id` to `input.target_memory_id` (same space). Creating an existing (source,
     /// target, type) triple updates that relation.
     ///
@@ -154,7 +155,7 @@ impl KnowledgeStore {
             ));
         }
         let now = Timestamp::now();
-        let rel = self.core.write(|txn, _| {
+        let rel = self.store.core.write(|txn, _| {
             let mut w = MemoryWrite::open(txn)?;
             let (space, _) = w.locate(source_id, space_guard)?;
             let (tspace, _) = w.locate(&input.target_memory_id, None)?;
@@ -206,15 +207,10 @@ impl KnowledgeStore {
     /// # Errors
     /// [`crate::ErrorKind::NotFound`] (`memory_not_found`); [`crate::ErrorKind::InvalidInput`] for an unknown
     /// direction or status.
-    pub fn memory_relations(
-        &self,
-        id: &str,
-        q: &RelationQuery,
-        space_guard: Option<&str>,
-    ) -> Result<Vec<RelationView>> {
-        let view = self.get_memory(id, space_guard)?;
+    pub fn relations_of(&self, id: &str, q: &RelationQuery, space_guard: Option<&str>) -> Result<Vec<RelationView>> {
+        let view = self.store.get_memory(id, space_guard)?;
         let space = view.memory.space_id;
-        let rtx = self.core.db.read()?;
+        let rtx = self.store.core.db.read()?;
         let rels = relation::relations(&rtx)?;
         let by_mem = relation::memory_relations(&rtx)?;
         let mut out: Vec<(MemoryRelation, &str)> = Vec::new();
@@ -248,7 +244,7 @@ impl KnowledgeStore {
     pub fn update_relation(&self, rel_id: &str, input: RelationInput) -> Result<RelationView> {
         validate(&input, false)?;
         let now = Timestamp::now();
-        let rel = self.core.write(|txn, _| {
+        let rel = self.store.core.write(|txn, _| {
             let (space, mut r) = find_relation(txn, rel_id)?;
             let mut rels = relation::relations(txn)?;
             apply(&mut r, &input, now);
@@ -270,7 +266,7 @@ impl KnowledgeStore {
     }
 
     fn relation_view(&self, r: MemoryRelation, dir: &str) -> Result<RelationView> {
-        let rtx = self.core.db.read()?;
+        let rtx = self.store.core.db.read()?;
         let mems = memory::memories(&rtx)?;
         let s = title_of(mems.get((r.space_id.as_str(), r.source_memory_id.as_str()))?);
         let t = title_of(mems.get((r.space_id.as_str(), r.target_memory_id.as_str()))?);

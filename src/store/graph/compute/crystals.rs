@@ -2,6 +2,7 @@
 //! that mention it (planned after each graph computation, written in its transaction).
 
 use super::*;
+use crate::store::graph::Graph;
 
 /// Fewest source memories of a crystal.
 pub const MIN_CRYSTAL_SOURCES: usize = 3;
@@ -177,7 +178,7 @@ pub(super) fn write_crystals(
     Ok(changed)
 }
 
-impl KnowledgeStore {
+impl Graph<'_> {
     /// The source memories of crystal `crystal_id` with their contribution weights (summing to 1), heaviest
     /// first, at most `limit`. Sources forgotten since the last computation are left out.
     ///
@@ -185,15 +186,15 @@ impl KnowledgeStore {
     /// [`crate::ErrorKind::NotFound`] (`crystal_not_found`) when there is no such crystal.
     pub fn crystal_sources(&self, crystal_id: &str, limit: usize) -> Result<Vec<(crate::store::MemoryView, f64)>> {
         let not_found = || Error::not_found(ErrorCode::CrystalNotFound, format!("crystal '{crystal_id}' not found"));
-        let view = self.get_memory(crystal_id, None).map_err(|_| not_found())?;
+        let view = self.store.get_memory(crystal_id, None).map_err(|_| not_found())?;
         if !view.memory.is_crystal {
             return Err(not_found());
         }
         let space = view.memory.space_id.clone();
-        let rows = graph::crystal_sources_of(&self.core.db.read()?, &space, crystal_id)?;
+        let rows = graph::crystal_sources_of(&self.store.core.db.read()?, &space, crystal_id)?;
         let mut out = Vec::new();
         for (id, w) in rows {
-            if let Ok(v) = self.get_memory(&id, Some(&space)) {
+            if let Ok(v) = self.store.get_memory(&id, Some(&space)) {
                 out.push((v, w));
             }
         }

@@ -5,13 +5,13 @@
 use crate::storage::Readable;
 use std::collections::{BTreeMap, HashMap};
 
-use super::KnowledgeStore;
-use super::types::Page;
+use super::Graph;
 use crate::error::ErrorCode;
 use crate::error::Result;
 use crate::extract::entities::{EntityType, Mention, extract};
 use crate::model::{Entity, Metadata, Timestamp};
 use crate::store::entity;
+use crate::store::types::Page;
 
 /// An entity's identity within a memory: kind and lowercased canonical name.
 type Key = (EntityType, String);
@@ -304,13 +304,13 @@ impl EntityWrite<'_, '_> {
     }
 }
 
-impl KnowledgeStore {
+impl Graph<'_> {
     /// The entities a memory mentions, in id order.
     ///
     /// # Errors
     /// Storage errors.
-    pub fn memory_entities(&self, space: &str, memory_id: &str) -> Result<Vec<Entity>> {
-        Ok(self.memories_entities(space, &[memory_id])?.pop().unwrap_or_default())
+    pub fn entities_of(&self, space: &str, memory_id: &str) -> Result<Vec<Entity>> {
+        Ok(self.entities_of_each(space, &[memory_id])?.pop().unwrap_or_default())
     }
 
     /// The entities each of `memory_ids` (memories of `space`) mentions, in id order, one list per memory in the
@@ -319,8 +319,8 @@ impl KnowledgeStore {
     ///
     /// # Errors
     /// Storage errors.
-    pub fn memories_entities(&self, space: &str, memory_ids: &[&str]) -> Result<Vec<Vec<Entity>>> {
-        memories_entities_in(&self.core.db.read()?, space, memory_ids)
+    pub fn entities_of_each(&self, space: &str, memory_ids: &[&str]) -> Result<Vec<Vec<Entity>>> {
+        memories_entities_in(&self.store.core.db.read()?, space, memory_ids)
     }
 
     /// Entities of `space` related to entity `id` by RELATES_TO, heaviest first: `(entity, weight)`.
@@ -328,7 +328,7 @@ impl KnowledgeStore {
     /// # Errors
     /// Storage errors.
     pub fn related_entities(&self, space: &str, id: &str, limit: usize) -> Result<Vec<(Entity, u64)>> {
-        let rtx = self.core.db.read()?;
+        let rtx = self.store.core.db.read()?;
         let rel = entity::relates_to(&rtx)?;
         let entities = entity::entities(&rtx)?;
         let mut pairs = entity::relates_of(&rel, space, id)?;
@@ -346,8 +346,8 @@ impl KnowledgeStore {
     ///
     /// # Errors
     /// [`crate::ErrorKind::NotFound`] (`entity_not_found`).
-    pub fn get_entity(&self, space: &str, id: &str) -> Result<Entity> {
-        let rtx = self.core.db.read()?;
+    pub fn entity(&self, space: &str, id: &str) -> Result<Entity> {
+        let rtx = self.store.core.db.read()?;
         entity::entities(&rtx)?
             .get((space, id))?
             .ok_or_else(|| crate::Error::not_found(ErrorCode::EntityNotFound, format!("entity '{id}' does not exist")))
@@ -357,7 +357,7 @@ impl KnowledgeStore {
     ///
     /// # Errors
     /// Storage errors.
-    pub fn list_entities(&self, space: &str, limit: usize) -> Result<Vec<Entity>> {
+    pub fn entities(&self, space: &str, limit: usize) -> Result<Vec<Entity>> {
         Ok(self.entities_page(space, None, limit, 0)?.items)
     }
 
@@ -375,7 +375,7 @@ impl KnowledgeStore {
         offset: usize,
     ) -> Result<Page<Entity>> {
         let needle = name_contains.map(str::to_lowercase);
-        let rtx = self.core.db.read()?;
+        let rtx = self.store.core.db.read()?;
         let mut out = Vec::new();
         entity::entities(&rtx)?.each_in_space(space, |_, e| {
             if needle.as_ref().is_none_or(|n| e.name.to_lowercase().contains(n)) {
@@ -430,7 +430,7 @@ fn query_entity_names(text: &str) -> Vec<(String, String)> {
 }
 
 /// Asks `rtx` ahead ([`crate::storage::ReadTx::read_ahead`]) for space `space` and for what
-/// [`KnowledgeStore::entities_in_tx`] will read of it for `query` (`None`: no entity is read): the lookup keys,
+/// [`Graph::entities_in_tx`](crate::store::Graph::entities_in_tx) will read of it for `query` (`None`: no entity is read): the lookup keys,
 /// and the entities they name when no alias redirects them. On PostgreSQL all travel with the transaction's next
 /// point read, the space's: two statements fewer. Nothing is asked when the query names no entity (the space's
 /// own read is then the one statement anyway).
@@ -444,10 +444,10 @@ pub(crate) fn ask_search(rtx: &crate::storage::ReadTx, space: &str, query: Optio
     }
     let keys: Vec<&str> = names.iter().map(|(n, _)| n.as_str()).collect();
     let ids: Vec<&str> = names.iter().step_by(2).map(|(_, id)| id.as_str()).collect();
-    super::records::ahead::ask_search(rtx, space, &keys, &ids);
+    crate::store::records::ahead::ask_search(rtx, space, &keys, &ids);
 }
 
-/// [`KnowledgeStore::memories_entities`] in read transaction `rtx`.
+/// [`Graph::entities_of_each`] in read transaction `rtx`.
 ///
 /// # Errors
 /// Storage errors.

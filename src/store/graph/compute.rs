@@ -1,7 +1,7 @@
 //! The knowledge graph derived from entities: communities (Louvain over the global RELATES_TO graph, stable
 //! integer ids) with titles and extractive summaries, and PageRank over the entity and memory graph
 //! (`pagerank_score` of memories, a small ranking signal). Computed off the write path by a background worker
-//! once writes pause, or on demand with [`KnowledgeStore::recompute_graph`]. See docs/api.md "Communities".
+//! once writes pause, or on demand with [`Graph::recompute`](crate::store::Graph::recompute). See docs/api.md "Communities".
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -11,15 +11,15 @@ use crate::storage::Readable;
 use parking_lot::RwLock;
 use rustc_hash::FxHashMap;
 
-use super::KnowledgeStore;
-use super::core::Core;
-use super::core::ranks::{GraphState, SpaceRanks};
 use crate::error::ErrorCode;
 use crate::error::{Error, Result};
 use crate::graph::{louvain, pagerank, stable_ids};
 pub use crate::model::{Community, CommunityEntity, CommunityMemory, GraphReport};
 use crate::model::{Entity, MemoryState, Timestamp};
-use crate::store::{entity, graph, memory, meta};
+use crate::store::core::Core;
+use crate::store::core::ranks::{GraphState, SpaceRanks};
+use crate::store::records::graph;
+use crate::store::{entity, memory, meta};
 
 /// Most entities kept on a community record (the members table has all of them).
 pub const TOP_ENTITIES: usize = 50;
@@ -30,24 +30,24 @@ const DEBOUNCE: Duration = Duration::from_secs(2);
 /// After a background recompute that took `T`, the next one waits until `REST_FACTOR · T` has passed, so that
 /// under sustained writes the worker takes at most about 1 / (1 + `REST_FACTOR`) of one core (at 1,000,000
 /// memories a recompute reads every mention and takes 10-18 s, and batches of writes pause often enough for it
-/// to run back to back). [`KnowledgeStore::wait_for_graph`] cuts the rest short.
+/// to run back to back). [`Graph::wait`](crate::store::Graph::wait) cuts the rest short.
 const REST_FACTOR: u32 = 4;
 
 /// What the worker needs.
 pub(crate) struct Ctx {
     pub db: Arc<crate::storage::Db>,
     /// The store's write path.
-    pub writes: Arc<super::core::write::Writes>,
+    pub writes: Arc<crate::store::core::write::Writes>,
     pub graph: Arc<RwLock<GraphState>>,
     /// For writing crystals.
     pub embedder: Arc<dyn crate::embed::Embedder>,
     /// The change feed (publishes the recompute's crystal and PageRank changes; claims the recompute).
-    pub feed: Arc<super::core::feed::Feed>,
+    pub feed: Arc<crate::store::core::feed::Feed>,
     /// Bulk loads running in this process ([`KnowledgeStore::bulk_load`]): the worker waits for them to end.
     pub bulk_loads: Arc<std::sync::atomic::AtomicUsize>,
     /// False in the database index mode: the recompute reads every memory's entity edges into memory, which a
     /// daemon that keeps no per-memory index leaves to the daemons that do (the worker does not run it; an
-    /// explicit [`KnowledgeStore::recompute_graph`] does, and keeps no PageRank table in memory after it).
+    /// explicit [`Graph::recompute`](crate::store::Graph::recompute) does, and keeps no PageRank table in memory after it).
     pub recompute: bool,
 }
 
@@ -67,8 +67,8 @@ impl Ctx {
 }
 
 /// Starts the background recomputation: woken after writes, it runs once writes pause.
-pub(crate) fn start_worker(ctx: Ctx) -> super::core::worker::Worker {
-    super::core::worker::Worker::spawn("engram-communities", move |c| {
+pub(crate) fn start_worker(ctx: Ctx) -> crate::store::core::worker::Worker {
+    crate::store::core::worker::Worker::spawn("engram-communities", move |c| {
         let mut rest_until: Option<Instant> = None;
         while !c.stopped() {
             c.wait(Duration::from_secs(5));
@@ -139,7 +139,7 @@ fn node_keys(memory_nodes: &[(String, String)], nodes: impl Iterator<Item = u32>
 
 /// The store's generation and the generation its stored graph was computed at (None before the first), in
 /// one read.
-fn generations(db: &crate::storage::Db) -> Result<(u64, Option<u64>)> {
+pub(super) fn generations(db: &crate::storage::Db) -> Result<(u64, Option<u64>)> {
     let rtx = db.read()?;
     let g = meta::meta(&rtx)?.u64_many(&["generation", "graph_generation"])?;
     Ok((g.first().copied().flatten().unwrap_or(0), g.get(1).copied().flatten()))
@@ -436,7 +436,7 @@ pub(crate) fn recompute(ctx: &Ctx, stopped: &dyn Fn() -> bool) -> Result<GraphRe
     // Store: replace every derived row. Not a user write: the generation counter is left alone (unless
     // crystals changed).
     // Not a change of knowledge: the generation is bumped here only when crystals changed.
-    let changed = ctx.writes.write(super::core::write::Commit::BOOKKEEPING, |txn, ops| {
+    let changed = ctx.writes.write(crate::store::core::write::Commit::BOOKKEEPING, |txn, ops| {
         {
             let mut ct = graph::communities(txn)?;
             ct.clear()?;
@@ -476,7 +476,7 @@ pub(crate) fn recompute(ctx: &Ctx, stopped: &dyn Fn() -> bool) -> Result<GraphRe
         report.crystals_changed = changed;
         // The report is shared: every process sharing the database serves it (`load_graph_state`).
         meta::meta(txn)?.put_json("graph_report", &report)?;
-        ctx.feed.publish(txn, super::core::feed::ChangeOut::Ranks)?;
+        ctx.feed.publish(txn, crate::store::core::feed::ChangeOut::Ranks)?;
         Ok(changed)
     })?;
     report.crystals_changed = changed;
@@ -498,131 +498,6 @@ pub(crate) fn recompute(ctx: &Ctx, stopped: &dyn Fn() -> bool) -> Result<GraphRe
         "communities and PageRank recomputed"
     );
     Ok(report)
-}
-
-impl KnowledgeStore {
-    pub(crate) fn graph_ctx(&self) -> Ctx {
-        Ctx::of(&self.core)
-    }
-
-    /// Recomputes communities and PageRank now (the background worker does it once writes pause).
-    ///
-    /// # Errors
-    /// Storage errors; [`crate::ErrorKind::Locked`] while another process sharing the database recomputes it.
-    pub fn recompute_graph(&self) -> Result<GraphReport> {
-        let Some(_claim) = self.core.db.claim("graph")? else {
-            return Err(Error::new(
-                crate::ErrorKind::Locked,
-                "another process is recomputing the graph of this store now; its result is shared when it finishes",
-            ));
-        };
-        recompute(&self.graph_ctx(), &|| false)
-    }
-
-    /// PageRank of a memory scaled so the top memory of the graph is 1 (0 until the graph was computed or when it mentions no entity).
-    pub fn memory_pagerank(&self, space: &str, id: &str) -> f64 {
-        self.core.memory_pagerank(space, id)
-    }
-
-    /// Communities, heaviest first (sum of members' PageRank), at most `limit`.
-    ///
-    /// # Errors
-    /// Storage errors.
-    pub fn list_communities(&self, limit: usize) -> Result<(Vec<Community>, u64)> {
-        self.communities_where(|_| true, limit)
-    }
-
-    /// The communities `keep` accepts, heaviest first (ties by id), at most `limit`, and how many it accepts.
-    fn communities_where(&self, keep: impl Fn(&Community) -> bool, limit: usize) -> Result<(Vec<Community>, u64)> {
-        let rtx = self.core.db.read()?;
-        let t = graph::communities(&rtx)?;
-        let mut all: Vec<Community> = Vec::new();
-        for row in t.iter()? {
-            let c: Community = row?.1;
-            if keep(&c) {
-                all.push(c);
-            }
-        }
-        let total = all.len() as u64;
-        all.sort_by(|a, b| b.weight.total_cmp(&a.weight).then(a.id.cmp(&b.id)));
-        all.truncate(limit);
-        Ok((all, total))
-    }
-
-    /// The communities with entities in `space`, heaviest first, at most `limit`, and how many there are. The
-    /// filter runs in the scan, so only the page is kept.
-    ///
-    /// # Errors
-    /// Storage errors.
-    pub fn communities_of_space(&self, space: &str, limit: usize) -> Result<(Vec<Community>, u64)> {
-        self.communities_where(|c| c.spaces.iter().any(|s| s == space), limit)
-    }
-
-    /// One community with up to `entity_limit` of its entities, most central first.
-    ///
-    /// # Errors
-    /// [`crate::ErrorKind::NotFound`] (`community_not_found`).
-    pub fn get_community(&self, id: u64, entity_limit: usize) -> Result<(Community, Vec<CommunityEntity>)> {
-        let rtx = self.core.db.read()?;
-        let c: Community = graph::communities(&rtx)?
-            .get(id)?
-            .ok_or_else(|| Error::not_found(ErrorCode::CommunityNotFound, format!("community {id} does not exist")))?;
-        let entities = c.top_entities.iter().take(entity_limit).cloned().collect();
-        Ok((c, entities))
-    }
-
-    /// The community of an entity, if it belongs to one.
-    ///
-    /// # Errors
-    /// Storage errors.
-    pub fn entity_community(&self, space: &str, entity_id: &str) -> Result<Option<u64>> {
-        let rtx = self.core.db.read()?;
-        Ok(graph::entity_community(&rtx)?.get((space, entity_id))?.map(|v| v.value()))
-    }
-
-    /// The last computation's report, if any ran since the store was opened.
-    pub fn graph_report(&self) -> Option<GraphReport> {
-        self.core.graph.read().last.clone()
-    }
-
-    /// Blocks until the stored graph results reflect every write so far, or `timeout` passes.
-    pub fn wait_for_graph(&self, timeout: Duration) -> bool {
-        let until = Instant::now() + timeout;
-        loop {
-            if let Ok((g, Some(done))) = generations(&self.core.db)
-                && g == done
-            {
-                return true;
-            }
-            if Instant::now() >= until {
-                return false;
-            }
-            self.core.graph.read().demanded.store(true, std::sync::atomic::Ordering::Release);
-            self.core.wake_graph();
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl KnowledgeStore {
-    /// Every member of community `id`: `(space, entity id, scaled PageRank)`, most central first.
-    ///
-    /// # Errors
-    /// Storage errors (an unknown id gives an empty list).
-    pub fn community_members(&self, id: u64) -> Result<Vec<(String, String, f64)>> {
-        let mut out = graph::members_of(&graph::community_members(&self.core.db.read()?)?, id)?;
-        out.sort_by(|a, b| b.2.total_cmp(&a.2).then_with(|| a.1.cmp(&b.1)));
-        Ok(out)
-    }
-
-    /// Ids of the memories mentioning entity `entity_id` of `space` (MENTIONS edges), in id order.
-    ///
-    /// # Errors
-    /// Storage errors.
-    pub fn entity_memory_ids(&self, space: &str, entity_id: &str) -> Result<Vec<String>> {
-        let rtx = self.core.db.read()?;
-        super::range_prefix3(&entity::entity_memories(&rtx)?, space, entity_id)
-    }
 }
 
 mod crystals;
