@@ -94,7 +94,7 @@ fn main() {
     for chunk in batch.chunks(500) {
         store.create_memories(chunk.to_vec()).expect("seed");
     }
-    let vocab = store.label_health(Some("default")).expect("health");
+    let vocab = store.labels().health(Some("default")).expect("health");
     println!(
         "seeded {memories} memories, {} labels ({} canonical forks) in {:.1} s",
         vocab.vocabulary_size,
@@ -103,12 +103,12 @@ fn main() {
     );
 
     let t = Instant::now();
-    let pairs = store.label_merge_candidates("default", 0.82, 2000, 100).expect("candidates");
+    let pairs = store.labels().merge_candidates("default", 0.82, 2000, 100).expect("candidates");
     let cold = t.elapsed().as_secs_f64() * 1000.0;
     let mut warm = Vec::new();
     for _ in 0..5 {
         let t = Instant::now();
-        store.label_merge_candidates("default", 0.82, 2000, 100).expect("candidates");
+        store.labels().merge_candidates("default", 0.82, 2000, 100).expect("candidates");
         warm.push(t.elapsed().as_secs_f64() * 1000.0);
     }
     println!(
@@ -119,7 +119,7 @@ fn main() {
     );
 
     let t = Instant::now();
-    let h = store.label_health(None).expect("health");
+    let h = store.labels().health(None).expect("health");
     println!(
         "health: {:.1} ms (coverage {:.2}, singleton rate {:.2})",
         t.elapsed().as_secs_f64() * 1000.0,
@@ -127,25 +127,25 @@ fn main() {
         h.singleton_rate
     );
     let t = Instant::now();
-    let plan = store.consolidate_labels("default", true, 5000).expect("plan");
+    let plan = store.labels().consolidate("default", true, 5000).expect("plan");
     println!("consolidate dry run: {:.1} ms, {} groups", t.elapsed().as_secs_f64() * 1000.0, plan.groups.len());
     let t = Instant::now();
-    let prev = store.consolidation_preview("default", 0.82, 2000, 40).expect("preview");
+    let prev = store.labels().consolidation_preview("default", 0.82, 2000, 40).expect("preview");
     println!(
         "consolidation preview: {:.1} ms, {} judged pairs",
         t.elapsed().as_secs_f64() * 1000.0,
         prev.semantic.len()
     );
 
-    let all = store.list_labels("default", Default::default(), false, 1000, 0).expect("labels");
+    let all = store.labels().list("default", Default::default(), false, 1000, 0).expect("labels");
     let (mut merge, mut reverse) = (Vec::new(), Vec::new());
     for pair in all.chunks(2).take(50) {
         let [a, b] = pair else { break };
         let t = Instant::now();
-        let rec = store.merge_labels("default", &a.id, &b.id).expect("merge");
+        let rec = store.labels().merge("default", &a.id, &b.id).expect("merge");
         merge.push(t.elapsed().as_secs_f64() * 1000.0);
         let t = Instant::now();
-        store.reverse_label_merge("default", &rec.merge_id).expect("reverse");
+        store.labels().reverse_merge("default", &rec.merge_id).expect("reverse");
         reverse.push(t.elapsed().as_secs_f64() * 1000.0);
     }
     println!(

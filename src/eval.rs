@@ -136,7 +136,7 @@ pub struct LocomoReport {
     /// The lexical index after ingest.
     pub lexical_index: crate::store::LexicalIndexStats,
     /// Timeline review events raised while ingesting (a memory that looks like an update or a contradiction of
-    /// an earlier one; `store/reviews.rs`), all conversations.
+    /// an earlier one; `store/reviews/`), all conversations.
     pub review_events: usize,
 }
 

@@ -245,7 +245,8 @@ fn a_flipped_byte_is_corruption_or_nothing_and_a_wrong_key_changes_nothing() {
         out.push_str(&format!(
             "{:?}",
             store
-                .list_labels("default", engram::LabelOrder::Name, false, 100, 0)?
+                .labels()
+                .list("default", engram::LabelOrder::Name, false, 100, 0)?
                 .iter()
                 .map(|l| &l.name)
                 .collect::<Vec<_>>()

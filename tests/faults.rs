@@ -192,7 +192,7 @@ fn verify(store: &KnowledgeStore, acked: &[&str], n: u64, fault: Fault) {
         assert!(store.get_thread("t", None).is_ok(), "{ctx}: thread lost");
     }
     // The label's usage count follows its edges.
-    if let Ok(l) = store.get_label("default", "label_faults") {
+    if let Ok(l) = store.labels().get("default", "label_faults") {
         let live = ["a", "b", "c"].iter().filter(|id| get(id).is_some()).count() as u64;
         assert_eq!(l.usage_count, live, "{ctx}: label usage");
     }

@@ -29,7 +29,7 @@ fn add(store: &KnowledgeStore, id: &str, labels: &[&str]) {
 
 /// Every label record and every memory with its label ids, as JSON: equal dumps mean equal stores.
 fn dump(store: &KnowledgeStore) -> String {
-    let labels = store.list_labels("default", LabelOrder::Name, false, 1000, 0).unwrap();
+    let labels = store.labels().list("default", LabelOrder::Name, false, 1000, 0).unwrap();
     let page = store
         .list_memories(&ListQuery {
             space_id: "default".into(),
@@ -82,26 +82,26 @@ fn merge_then_reverse_restores_every_edge_and_record() {
     add(&store, "m3", &["ai"]);
     add(&store, "m4", &["other"]);
     let before = dump(&store);
-    let rec = store.merge_labels("default", "label_ml", "label_ai").unwrap();
+    let rec = store.labels().merge("default", "label_ml", "label_ai").unwrap();
     assert_eq!(rec.moved_memory_ids, vec!["m2"]);
     assert_eq!(rec.shared_memory_ids, vec!["m1"]);
     assert_eq!(edges(&store, "label_ai"), vec!["m1", "m2", "m3"]);
     assert!(edges(&store, "label_ml").is_empty());
-    assert_eq!(store.get_label("default", "label_ml").unwrap_err().kind(), ErrorKind::NotFound);
-    assert_eq!(store.get_label("default", "label_ai").unwrap().usage_count, 3);
+    assert_eq!(store.labels().get("default", "label_ml").unwrap_err().kind(), ErrorKind::NotFound);
+    assert_eq!(store.labels().get("default", "label_ai").unwrap().usage_count, 3);
     assert_ne!(dump(&store), before);
 
-    let back = store.reverse_label_merge("default", &rec.merge_id).unwrap();
+    let back = store.labels().reverse_merge("default", &rec.merge_id).unwrap();
     assert!(back.reversed_at.is_some());
     assert_eq!(dump(&store), before, "reversal must restore labels and edges exactly");
     assert_eq!(edges(&store, "label_ml"), vec!["m1", "m2"]);
-    let again = store.reverse_label_merge("default", &rec.merge_id).unwrap_err();
+    let again = store.labels().reverse_merge("default", &rec.merge_id).unwrap_err();
     assert_eq!(again.code(), "merge_reversed");
     // The record dump holds after a reopen too.
     drop(store);
     let store = backend::open(dir.path());
     assert_eq!(dump(&store), before);
-    assert_eq!(store.label_merges("default").unwrap().len(), 1);
+    assert_eq!(store.labels().merges("default").unwrap().len(), 1);
 }
 
 #[test]
@@ -113,7 +113,7 @@ fn consolidate_dry_run_changes_nothing_and_apply_merges_canonical_duplicates() {
     add(&store, "c", &["machine_learning", "Machine Learning"]);
     add(&store, "d", &["Machine Learning", "rust"]);
     let before = dump(&store);
-    let plan = store.consolidate_labels("default", true, 200).unwrap();
+    let plan = store.labels().consolidate("default", true, 200).unwrap();
     assert!(plan.dry_run);
     assert_eq!(plan.groups.len(), 1);
     let g = &plan.groups[0];
@@ -121,24 +121,24 @@ fn consolidate_dry_run_changes_nothing_and_apply_merges_canonical_duplicates() {
     assert_eq!(g.survivor_id, "label_Machine Learning", "highest usage survives");
     assert_eq!(g.merged_ids.len(), 2);
     assert_eq!(dump(&store), before, "a dry run must not change anything");
-    let h = store.label_health(Some("default")).unwrap();
+    let h = store.labels().health(Some("default")).unwrap();
     assert_eq!((h.vocabulary_size, h.canonical_fork_groups, h.canonical_fork_backlog), (4, 1, 2));
     assert_eq!(h.singleton_labels, 3);
     assert!((h.coverage - 1.0).abs() < 1e-9);
     assert!((h.labels_per_memory - 1.5).abs() < 1e-9);
 
     // The preview is a dry run as well.
-    let preview = store.consolidation_preview("default", 0.5, 2000, 40).unwrap();
+    let preview = store.labels().consolidation_preview("default", 0.5, 2000, 40).unwrap();
     assert_eq!(preview.exact.groups, plan.groups);
     assert!(preview.judge.starts_with("deterministic"));
     assert_eq!(dump(&store), before);
 
-    let done = store.consolidate_labels("default", false, 200).unwrap();
+    let done = store.labels().consolidate("default", false, 200).unwrap();
     assert_eq!(done.merged_labels, 2);
     assert_eq!(edges(&store, "label_Machine Learning"), vec!["a", "b", "c", "d"]);
-    assert_eq!(store.label_health(None).unwrap().canonical_fork_backlog, 0);
+    assert_eq!(store.labels().health(None).unwrap().canonical_fork_backlog, 0);
     for id in done.merge_ids.iter().rev() {
-        store.reverse_label_merge("default", id).unwrap();
+        store.labels().reverse_merge("default", id).unwrap();
     }
     assert_eq!(dump(&store), before, "undoing a consolidation restores the store");
 }
@@ -151,7 +151,8 @@ fn rename_delete_and_merge_candidates() {
     add(&store, "b", &["travels", "food"]);
     add(&store, "c", &["Travel"]);
     let renamed = store
-        .update_label(
+        .labels()
+        .update(
             "default",
             "label_food",
             LabelPatch { name: Some("cooking".into()), color: Some("#ff0000".into()), ..Default::default() },
@@ -159,24 +160,27 @@ fn rename_delete_and_merge_candidates() {
         .unwrap();
     assert_eq!((renamed.id.as_str(), renamed.color.as_str(), renamed.usage_count), ("label_cooking", "#ff0000", 1));
     assert_eq!(edges(&store, "label_cooking"), vec!["b"]);
-    let clash = store.update_label(
+    let clash = store.labels().update(
         "default",
         "label_cooking",
         LabelPatch { name: Some("travel".into()), ..Default::default() },
     );
     assert_eq!(clash.unwrap_err().code(), "label_exists");
-    let bad =
-        store.update_label("default", "label_cooking", LabelPatch { color: Some("red".into()), ..Default::default() });
+    let bad = store.labels().update(
+        "default",
+        "label_cooking",
+        LabelPatch { color: Some("red".into()), ..Default::default() },
+    );
     assert_eq!(bad.unwrap_err().kind(), ErrorKind::InvalidInput);
 
     // "travel" / "travels" are near by name embedding; "travel" / "Travel" share a canonical form: excluded.
-    let pairs = store.label_merge_candidates("default", 0.5, 2000, 100).unwrap();
+    let pairs = store.labels().merge_candidates("default", 0.5, 2000, 100).unwrap();
     assert!(pairs.iter().any(|p| [p.source_name.as_str(), p.target_name.as_str()].contains(&"travels")), "{pairs:?}");
     assert!(!pairs.iter().any(|p| canonical_label(&p.source_name) == canonical_label(&p.target_name)));
     assert!(pairs.iter().all(|p| p.similarity >= 0.5 && p.similarity <= 1.0));
-    assert_eq!(store.label_merge_candidates("default", 1.5, 2000, 100).unwrap_err().kind(), ErrorKind::InvalidInput);
+    assert_eq!(store.labels().merge_candidates("default", 1.5, 2000, 100).unwrap_err().kind(), ErrorKind::InvalidInput);
 
-    let r = store.delete_label("default", "label_travels").unwrap();
+    let r = store.labels().delete("default", "label_travels").unwrap();
     assert_eq!(r.removed_edges, 1);
     assert_eq!(store.get_memory("b", None).unwrap().label_ids, vec!["label_cooking"]);
 }
@@ -215,7 +219,7 @@ fn http_label_routes_and_cli_plans() {
         Some(&format!(r#"{{"target_label_id":"label_drinks","plan_id":"{plan}"}}"#)),
     );
     assert_eq!((stale.status, stale.json()["error_code"].as_str()), (409, Some("plan_stale")));
-    assert_eq!(store.get_label("default", "label_tea").unwrap().usage_count, 3, "a refused apply changes nothing");
+    assert_eq!(store.labels().get("default", "label_tea").unwrap().usage_count, 3, "a refused apply changes nothing");
     let p = call(&srv, "POST", "/labels/label_tea/merge/preview", Some(r#"{"target_label_id":"label_drinks"}"#)).json();
     let ok = call(
         &srv,
@@ -225,11 +229,11 @@ fn http_label_routes_and_cli_plans() {
     );
     assert_eq!(ok.status, 200, "{}", ok.body);
     let merge_id = ok.json()["merge_id"].as_str().unwrap().to_string();
-    assert_eq!(store.get_label("default", "label_drinks").unwrap().usage_count, 3);
+    assert_eq!(store.labels().get("default", "label_drinks").unwrap().usage_count, 3);
     let rev = call(&srv, "POST", &format!("/labels/merges/{merge_id}/reverse"), None);
     assert_eq!(rev.status, 200, "{}", rev.body);
-    assert_eq!(store.get_label("default", "label_tea").unwrap().usage_count, 3);
-    assert_eq!(store.get_label("default", "label_drinks").unwrap().usage_count, 1);
+    assert_eq!(store.labels().get("default", "label_tea").unwrap().usage_count, 3);
+    assert_eq!(store.labels().get("default", "label_drinks").unwrap().usage_count, 1);
 
     // Delete via plan; memories stay.
     let p = call(&srv, "POST", "/labels/label_tea/delete/preview", Some("{}")).json();

@@ -157,9 +157,9 @@ fn every_write_keeps_the_database_catalog_equal_to_the_in_memory_one() {
     check(&store, "default");
 
     // Catalog fields only (no text): a label attached and detached, a state change, a favourite.
-    store.create_label("default", "garden", None, None).unwrap();
-    assert!(store.set_memory_label(&turns[2], "label_garden", true, None).unwrap());
-    assert!(store.set_memory_label(&labelled, "label_lessons", false, None).unwrap());
+    store.labels().create("default", "garden", None, None).unwrap();
+    assert!(store.labels().set_on_memory(&turns[2], "label_garden", true, None).unwrap());
+    assert!(store.labels().set_on_memory(&labelled, "label_lessons", false, None).unwrap());
     store.change_state(&plain, None, Transition::Archive, None).unwrap();
     // A turn forgotten leaves its sequence: its neighbours close up.
     store.change_state(&turns[1], None, Transition::Forget, None).unwrap();

@@ -196,7 +196,7 @@ fn assert_same_listings(memory: &KnowledgeStore, database: &KnowledgeStore, spac
     assert!(expired >= 1, "the corpus holds an expired memory");
     assert_eq!(expired, database.expiry_status().expired, "expired memories");
     let lh = |s: &KnowledgeStore| {
-        let h = s.label_health(Some(space)).unwrap();
+        let h = s.labels().health(Some(space)).unwrap();
         (h.vocabulary_size, h.unused_labels, h.singleton_labels)
     };
     assert_eq!(lh(memory), lh(database));

@@ -80,14 +80,14 @@ fn two_spaces_with_identical_content_do_not_leak() {
     assert!(!search(&store, &a, "vault code").iter().any(|(_, id)| id == "b3"));
     assert_eq!(store.get_memory("b3", Some(&a)).unwrap_err().kind(), ErrorKind::NotFound);
     assert_eq!(store.get_memory("b3", Some(&b)).unwrap().memory.content, "Only beta knows the vault code");
-    let la = store.list_labels(&a, Default::default(), false, 100, 0).unwrap();
+    let la = store.labels().list(&a, Default::default(), false, 100, 0).unwrap();
     assert_eq!(la.iter().map(|l| l.name.as_str()).collect::<Vec<_>>(), vec!["budget", "travel", "work"]);
     assert!(la.iter().all(|l| l.usage_count == 1 && l.space_id == a));
-    assert_eq!(store.get_label(&a, "label_secret").unwrap_err().kind(), ErrorKind::NotFound);
+    assert_eq!(store.labels().get(&a, "label_secret").unwrap_err().kind(), ErrorKind::NotFound);
     let (sa, sb) = (store.stats(Some(&a)).unwrap(), store.stats(Some(&b)).unwrap());
     assert_eq!((sa.memory_count, sa.label_count), (2, 3));
     assert_eq!((sb.memory_count, sb.label_count), (3, 4));
-    assert_eq!(store.label_health(Some(&a)).unwrap().vocabulary_size, 3);
+    assert_eq!(store.labels().health(Some(&a)).unwrap().vocabulary_size, 3);
 
     // The same through HTTP.
     #[cfg(feature = "server")]
@@ -169,7 +169,7 @@ fn profiles_resolution_deletion_and_bulk_moves() {
     assert_eq!(list(&store, "default"), vec!["d2"]);
     assert_eq!(list(&store, "work"), vec!["d1", "w1"]);
     assert_eq!(store.get_memory("d1", None).unwrap().label_ids, vec!["label_home"]);
-    assert_eq!(store.get_label("default", "label_home").unwrap().usage_count, 1);
+    assert_eq!(store.labels().get("default", "label_home").unwrap().usage_count, 1);
     assert!(!search(&store, "default", "hunter2").iter().any(|(_, id)| id == "d1"));
     assert_eq!(search(&store, "work", "hunter2")[0], ("work".to_string(), "d1".to_string()));
 

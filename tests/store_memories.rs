@@ -85,7 +85,7 @@ fn create_get_update_delete_round_trip_with_spec_defaults() {
         })
         .unwrap();
     assert!(old.hits.is_empty(), "old text must leave the lexical index");
-    let labels = store.list_labels("default", Default::default(), false, 100, 0).unwrap();
+    let labels = store.labels().list("default", Default::default(), false, 100, 0).unwrap();
     let usage: Vec<(String, u64)> = labels.iter().map(|l| (l.name.clone(), l.usage_count)).collect();
     assert_eq!(usage, vec![("Work".to_string(), 0), ("a".to_string(), 1), ("work".to_string(), 0)]);
 
@@ -231,8 +231,8 @@ fn spaces_isolate_records_in_storage() {
     store.create_memory(mem("d1", "public roadmap")).unwrap();
     assert_eq!(search(&store, "roadmap", "default", 10, MemoryFilter::default()), vec!["d1"]);
     assert_eq!(search(&store, "roadmap", "work-notes", 10, MemoryFilter::default()), vec!["w1"]);
-    assert!(store.list_labels("default", Default::default(), false, 10, 0).unwrap().is_empty());
-    assert_eq!(store.list_labels("work-notes", Default::default(), false, 10, 0).unwrap().len(), 1);
+    assert!(store.labels().list("default", Default::default(), false, 10, 0).unwrap().is_empty());
+    assert_eq!(store.labels().list("work-notes", Default::default(), false, 10, 0).unwrap().len(), 1);
     let spaces = store.list_spaces().unwrap();
     assert_eq!(spaces[0].id, "default");
     assert_eq!(spaces.iter().map(|s| s.usage.memories).collect::<Vec<_>>(), vec![1, 1]);

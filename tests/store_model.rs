@@ -210,7 +210,7 @@ fn check(store: &KnowledgeStore, model: &Model) -> Result<(), TestCaseError> {
                 .collect();
             prop_assert_eq!(&found, &want, "search {} in {}", word, space);
         }
-        for l in store.list_labels(space, LabelOrder::Name, false, 100, 0).unwrap() {
+        for l in store.labels().list(space, LabelOrder::Name, false, 100, 0).unwrap() {
             let n = model.values().filter(|m| m.space == s && m.labels.iter().any(|i| LABELS[*i] == l.name)).count();
             prop_assert_eq!(l.usage_count, n as u64, "usage of {} in {}", l.name, space);
         }

@@ -50,7 +50,7 @@ fn seed(store: &KnowledgeStore) {
         .unwrap();
     store.create_memory(mem("w2", &work, "Standup moved to 9:30 with the platform team.", &["meetings"])).unwrap();
     store.create_memory(mem("x1", "default", "Trips abroad need a visa check.", &["trips"])).unwrap();
-    store.merge_labels("default", "label_trips", "label_travel").unwrap();
+    store.labels().merge("default", "label_trips", "label_travel").unwrap();
     store
         .graph()
         .create_relation(
@@ -284,12 +284,13 @@ fn conflicting() -> (tempfile::TempDir, PathBuf, tempfile::TempDir) {
     m.metadata = Some(serde_json::from_value(serde_json::json!({"origin": "a", "only_a": 1})).unwrap());
     a.create_memory(m).unwrap();
     a.create_memory(mem("a-only", "default", "Only in store A: the lake house.", &[])).unwrap();
-    a.update_label(
-        "default",
-        "label_shared",
-        engram::LabelPatch { description: Some("from A".into()), ..Default::default() },
-    )
-    .unwrap();
+    a.labels()
+        .update(
+            "default",
+            "label_shared",
+            engram::LabelPatch { description: Some("from A".into()), ..Default::default() },
+        )
+        .unwrap();
     a.create_thread(NewThread {
         thread_id: Some("tc".into()),
         title: Some("A title".into()),
@@ -345,7 +346,7 @@ fn merge_skip_and_overwrite_on_conflicts() {
         assert_eq!((k.inserted, k.updated, k.skipped), expect, "{mode:?}");
         let c1 = b.get_memory("c1", None).unwrap();
         let md = &c1.memory.metadata.0;
-        let label = b.get_label("default", "label_shared").unwrap();
+        let label = b.labels().get("default", "label_shared").unwrap();
         let thread = b.get_thread("tc", None).unwrap();
         let msgs: Vec<String> =
             b.thread_messages("tc", None, 10, 0).unwrap().1.into_iter().map(|m| m.content).collect();
@@ -381,7 +382,7 @@ fn merge_skip_and_overwrite_on_conflicts() {
             }
         }
         // Counts follow the edges whatever the mode.
-        for l in b.list_labels("default", engram::LabelOrder::Name, false, 100, 0).unwrap() {
+        for l in b.labels().list("default", engram::LabelOrder::Name, false, 100, 0).unwrap() {
             let n = b
                 .list_memories(&engram::ListQuery {
                     space_id: "default".into(),

@@ -252,17 +252,17 @@ fn ok(v: &impl serde::Serialize) -> Result<ApiResponse> {
 }
 
 pub(super) fn get(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
-    ok(&api.store().get_label(space(ctx), ctx.param("label_id"))?)
+    ok(&api.store().labels().get(space(ctx), ctx.param("label_id"))?)
 }
 
 pub(super) fn update(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let r: UpdateLabelRequest = ctx.json()?;
     let patch = LabelPatch { name: r.name, color: r.color, description: r.description };
-    ok(&api.store().update_label(space(ctx), ctx.param("label_id"), patch)?)
+    ok(&api.store().labels().update(space(ctx), ctx.param("label_id"), patch)?)
 }
 
 pub(super) fn delete(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
-    let r = api.store().delete_label(space(ctx), ctx.param("label_id"))?;
+    let r = api.store().labels().delete(space(ctx), ctx.param("label_id"))?;
     ok(&LabelDeleteResponse {
         success: true,
         message: format!("label '{}' deleted with {} memory edges", r.label.id, r.removed_edges),
@@ -273,20 +273,20 @@ pub(super) fn delete(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
 }
 
 pub(super) fn health(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
-    ok(&api.store().label_health(ctx.query.str("space_id").filter(|s| !s.is_empty()))?)
+    ok(&api.store().labels().health(ctx.query.str("space_id").filter(|s| !s.is_empty()))?)
 }
 
 pub(super) fn merge_candidates(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let q = &ctx.query;
     let (floor, max_labels, max_pairs) =
         (q.num("sim_floor").unwrap_or(0.82), q.int("max_labels").unwrap_or(2000), q.int("max_pairs").unwrap_or(100));
-    let pairs = api.store().label_merge_candidates(space(ctx), floor, max_labels as usize, max_pairs as usize)?;
+    let pairs = api.store().labels().merge_candidates(space(ctx), floor, max_labels as usize, max_pairs as usize)?;
     ok(&MergeCandidatesResponse { sim_floor: floor, total: pairs.len() as u64, candidates: pairs })
 }
 
 pub(super) fn merge(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let (s, t) = (ctx.query.str("source_id").unwrap_or(""), ctx.query.str("target_id").unwrap_or(""));
-    let rec = api.store().merge_labels(space(ctx), s, t)?;
+    let rec = api.store().labels().merge(space(ctx), s, t)?;
     ok(&LabelMergeResponse {
         success: true,
         merge_id: rec.merge_id.clone(),
@@ -299,17 +299,17 @@ pub(super) fn merge(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
 }
 
 pub(super) fn merges(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
-    ok(&LabelMergesResponse { merges: api.store().label_merges(space(ctx))? })
+    ok(&LabelMergesResponse { merges: api.store().labels().merges(space(ctx))? })
 }
 
 pub(super) fn reverse(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
-    let rec = api.store().reverse_label_merge(space(ctx), ctx.param("merge_id"))?;
+    let rec = api.store().labels().reverse_merge(space(ctx), ctx.param("merge_id"))?;
     ok(&LabelMergeReversed { success: true, merge: rec })
 }
 
 pub(super) fn consolidate(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let q = &ctx.query;
-    let r = api.store().consolidate_labels(
+    let r = api.store().labels().consolidate(
         space(ctx),
         q.bool("dry_run").unwrap_or(true),
         q.int("max_groups").unwrap_or(200) as usize,
@@ -319,7 +319,7 @@ pub(super) fn consolidate(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
 
 pub(super) fn consolidation_preview(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let q = &ctx.query;
-    let r = api.store().consolidation_preview(
+    let r = api.store().labels().consolidation_preview(
         space(ctx),
         q.num("sim_floor").unwrap_or(0.82),
         q.int("max_labels").unwrap_or(2000) as usize,
@@ -344,12 +344,12 @@ fn plan_space<'a>(r: &'a LabelPlanRequest, ctx: &'a Ctx<'_>) -> &'a str {
 
 pub(super) fn merge_preview(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let r = plan_body(ctx)?;
-    ok(&api.store().label_plan(plan_space(&r, ctx), ctx.param("label_id"), Some(merge_target(&r)?))?)
+    ok(&api.store().labels().plan(plan_space(&r, ctx), ctx.param("label_id"), Some(merge_target(&r)?))?)
 }
 
 pub(super) fn merge_apply(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let r = plan_body(ctx)?;
-    let (plan, merge) = api.store().apply_label_plan(
+    let (plan, merge) = api.store().labels().apply_plan(
         plan_space(&r, ctx),
         ctx.param("label_id"),
         Some(merge_target(&r)?),
@@ -371,13 +371,13 @@ pub(super) fn merge_apply(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
 
 pub(super) fn delete_preview(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let r = plan_body(ctx)?;
-    ok(&api.store().label_plan(plan_space(&r, ctx), ctx.param("label_id"), None)?)
+    ok(&api.store().labels().plan(plan_space(&r, ctx), ctx.param("label_id"), None)?)
 }
 
 pub(super) fn delete_apply(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let r = plan_body(ctx)?;
     let (plan, _) =
-        api.store().apply_label_plan(plan_space(&r, ctx), ctx.param("label_id"), None, r.plan_id.as_deref())?;
+        api.store().labels().apply_plan(plan_space(&r, ctx), ctx.param("label_id"), None, r.plan_id.as_deref())?;
     ok(&LabelDeleteApplied {
         success: true,
         applied: true,
@@ -520,7 +520,7 @@ fn list_labels(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         Some("updated_at") => LabelOrder::UpdatedAt,
         _ => LabelOrder::Name,
     };
-    let labels = api.store().list_labels(
+    let labels = api.store().labels().list(
         q.str("space_id").unwrap_or(DEFAULT_SPACE),
         order,
         q.bool("order_desc").unwrap_or(false),
@@ -532,7 +532,7 @@ fn list_labels(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
 
 fn create_label(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let q = &ctx.query;
-    let label = api.store().create_label(
+    let label = api.store().labels().create(
         q.str("space_id").unwrap_or(DEFAULT_SPACE),
         q.str("name").unwrap_or_default(),
         q.str("color").map(str::to_string),

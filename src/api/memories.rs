@@ -357,12 +357,12 @@ pub(super) fn delete_memory(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
 }
 
 pub(super) fn memory_labels(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
-    ok(&LabelsResponse { labels: api.store().memory_labels(ctx.param("memory_id"), guard(ctx))? })
+    ok(&LabelsResponse { labels: api.store().labels().of_memory(ctx.param("memory_id"), guard(ctx))? })
 }
 
 pub(super) fn add_label(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let (m, l) = (ctx.param("memory_id"), ctx.param("label_id"));
-    let changed = api.store().set_memory_label(m, l, true, guard(ctx))?;
+    let changed = api.store().labels().set_on_memory(m, l, true, guard(ctx))?;
     let message = if changed {
         format!("label '{l}' added to memory '{m}'")
     } else {
@@ -373,7 +373,7 @@ pub(super) fn add_label(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
 
 pub(super) fn remove_label(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let (m, l) = (ctx.param("memory_id"), ctx.param("label_id"));
-    let changed = api.store().set_memory_label(m, l, false, guard(ctx))?;
+    let changed = api.store().labels().set_on_memory(m, l, false, guard(ctx))?;
     let message = if changed {
         format!("label '{l}' removed from memory '{m}'")
     } else {

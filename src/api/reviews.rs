@@ -1,6 +1,6 @@
 //! Timeline reviews over REST (`GET /agent/feed/events`, `POST /agent/feed/events/{event_id}/review`, what
 //! nmem 0.10 calls) and for the agent tools (`list_timeline_reviews`, `resolve_timeline_review`). Detection
-//! is the store's (`store/reviews.rs`); resolving makes the memory changes an action implies, then records it.
+//! is the store's (`store/reviews/`); resolving makes the memory changes an action implies, then records it.
 //!
 //! Actions: `keep_newer_as_latest` supersedes the older memory by the newer; `keep_older_as_latest`
 //! supersedes the newer by the older; `keep_both_linked` relates them (`updates` or `contradicts`, newer to

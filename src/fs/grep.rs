@@ -107,7 +107,7 @@ pub fn grep(store: &KnowledgeStore, a: &GrepArgs<'_>) -> Result<GrepPage> {
     };
     if memories {
         let labelled: Option<std::collections::HashSet<String>> = match &label {
-            Some(l) => Some(store.labelled_memory_ids(space, l)?.into_iter().collect()),
+            Some(l) => Some(store.labels().memory_ids(space, l)?.into_iter().collect()),
             None => None,
         };
         let unit: Option<UnitType> = match a.unit_type.filter(|u| !u.is_empty()) {

@@ -66,7 +66,7 @@ pub fn ls(store: &KnowledgeStore, space: &str, path: &str, offset: usize, limit:
             let mut filter = tree_filter();
             if let Node::LabelDir(l) = &node {
                 filter.label_ids = vec![crate::model::Label::id_for(l)];
-                if store.get_label(&space, &filter.label_ids[0]).is_err() {
+                if store.labels().get(&space, &filter.label_ids[0]).is_err() {
                     return Err(enoent(path));
                 }
             }
@@ -86,8 +86,8 @@ pub fn ls(store: &KnowledgeStore, space: &str, path: &str, offset: usize, limit:
             (v, page.total)
         }
         Node::ByLabel => {
-            let labels = store.list_labels(&space, crate::store::LabelOrder::Name, false, limit, offset)?;
-            let total = store.label_count(&space)?;
+            let labels = store.labels().list(&space, crate::store::LabelOrder::Name, false, limit, offset)?;
+            let total = store.labels().count(&space)?;
             map_page(crate::store::Page { items: labels, total, limit, offset }, |l| {
                 let path = format!("/memories/by-label/{}", segment(&l.name));
                 dir(&l.name, &path, &format!("{} memories", l.usage_count))

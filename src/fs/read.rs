@@ -146,7 +146,7 @@ pub fn stat(store: &KnowledgeStore, space: &str, path: &str) -> Result<Stat> {
             dir_stat(path, "thread", th.thread_id, Some(th.created_at), Some(th.updated_at))
         }
         Node::LabelDir(l) => {
-            let label = store.get_label(space, &crate::model::Label::id_for(l)).map_err(|_| enoent(path))?;
+            let label = store.labels().get(space, &crate::model::Label::id_for(l)).map_err(|_| enoent(path))?;
             dir_stat(path, "label", label.id, Some(label.created_at), Some(label.updated_at))
         }
         Node::Memory { .. } | Node::ThreadFile(..) | Node::Source(_) | Node::Entity(_) | Node::WorkingToday => {

@@ -129,7 +129,7 @@ pub const CATALOG_PLAIN: u64 = 2;
 /// [`CATALOG`] flag: the memory has an expiry time (`expires_at`).
 pub const CATALOG_EXPIRING: u64 = 4;
 
-/// Timeline review events: (space, `rev_<uuidv7>`) -> postcard `ReviewEvent` (`store/reviews.rs`).
+/// Timeline review events: (space, `rev_<uuidv7>`) -> postcard `ReviewEvent` (`store/reviews/`).
 pub const REVIEWS: Kind<(&str, &str), &[u8]> = Kind::new("reviews");
 
 /// Every record kind with its columns, in declaration order: what a database backend creates one table for.

@@ -9,7 +9,6 @@ mod core;
 mod expiry;
 mod graph;
 mod health;
-mod label_maint;
 mod labels;
 mod lifecycle;
 mod memories;
@@ -34,9 +33,9 @@ pub use graph::{
     LibrarySelection, MentionReport, Subgraph, crystal_id, entity_id, memory_line,
 };
 pub use graph::{MAX_RELATIONS_LIMIT, MemoryRelation, RELATION_STATUSES, RelationInput, RelationQuery, RelationView};
-pub use label_maint::{
+pub use labels::{
     AffectedCounts, ConsolidationGroup, ConsolidationPreview, ConsolidationReport, JudgedPair, LabelDeleteReport,
-    LabelHealth, LabelMerge, LabelPatch, LabelPlan, MergeCandidate, canonical_label,
+    LabelHealth, LabelMerge, LabelPatch, LabelPlan, Labels, MergeCandidate, canonical_label,
 };
 pub use lifecycle::{StateChange, Transition};
 pub(crate) use records::StoredMemory;
@@ -55,10 +54,10 @@ pub use transfer::{
     Include, KindCounts, Manifest, ManifestEntry,
 };
 pub use types::{
-    CheckpointReport, ContextItem, CreatedMemory, DeleteReport, LabelOrder, Labels, LexicalIndexStats, ListOrder,
-    ListQuery, MAX_CONTEXT_WINDOW, MemoryPatch, MemoryView, MoveFailure, MoveReport, MoveSelection, NewMemory,
-    NewSpace, Page, SearchHit, SearchMode, SearchOptions, SearchQuery, SearchResults, SpacePatch, StorageStats,
-    StoreHealth, TableSize, VectorIndexStats, WriteAction,
+    CheckpointReport, ContextItem, CreatedMemory, DeleteReport, LabelOrder, LexicalIndexStats, ListOrder, ListQuery,
+    MAX_CONTEXT_WINDOW, MemoryPatch, MemoryView, MoveFailure, MoveReport, MoveSelection, NewMemory, NewSpace, Page,
+    SearchHit, SearchMode, SearchOptions, SearchQuery, SearchResults, SpacePatch, StorageStats, StoreHealth, TableSize,
+    VectorIndexStats, WriteAction,
 };
 pub use working::{StoreStats, Working, WorkingMemory, today as working_today};
 
@@ -142,6 +141,11 @@ impl KnowledgeStore {
     /// reads ([`Graph`]).
     pub fn graph(&self) -> Graph<'_> {
         Graph { store: self }
+    }
+
+    /// The label service: labels, their HAS_LABEL edges, merges and hygiene ([`Labels`]).
+    pub fn labels(&self) -> Labels<'_> {
+        Labels { store: self }
     }
 
     /// The timeline-review service: review events raised by writes that look like updates or contradictions

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use crate::index::catalog::MemoryFilter;
-use crate::model::{Label, Memory, Metadata, TemporalContext, Timestamp, UnitType};
+use crate::model::{Memory, Metadata, TemporalContext, Timestamp, UnitType};
 
 /// A memory to create, or to upsert when `id` names an existing one.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -583,9 +583,6 @@ pub struct TableSize {
     /// Unused space inside the table's pages.
     pub fragmented_bytes: u64,
 }
-
-/// Convenience alias for label lists.
-pub type Labels = Vec<Label>;
 
 /// What [`crate::KnowledgeStore::checkpoint_report`] flushed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, utoipa::ToSchema)]

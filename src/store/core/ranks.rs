@@ -1,5 +1,5 @@
 //! The graph results a search reads, held in memory: the memory PageRank of every space and the last graph
-//! report. The graph service (`store/communities.rs`) computes and stores them; this is their loader, run at
+//! report. The graph service (`store/graph/compute.rs`) computes and stores them; this is their loader, run at
 //! open beside the index load ([`super::load::with_graph_state`]) and again when the change feed says that
 //! another process recomputed them.
 

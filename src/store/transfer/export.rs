@@ -8,9 +8,9 @@ use std::path::Path;
 
 use crate::error::ErrorCode;
 use crate::error::{Error, ErrorKind, Result};
+use crate::model::LabelMerge;
 use crate::model::MemoryRelation;
 use crate::model::{Entity, Label, Source, Space, Thread, Timestamp};
-use crate::store::label_maint::LabelMerge;
 use crate::store::records::graph;
 use crate::store::working::WorkingMemory;
 use crate::store::{KnowledgeStore, StoredMemory};

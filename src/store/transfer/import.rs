@@ -7,9 +7,9 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 
 use crate::error::Result;
+use crate::model::LabelMerge;
 use crate::model::MemoryRelation;
 use crate::model::{Entity, Label, Message, Source, Space, Thread, Timestamp};
-use crate::store::label_maint::LabelMerge;
 use crate::store::memories::MemoryWrite;
 use crate::store::records::graph;
 use crate::store::records::{Bytes, K2};

@@ -9,7 +9,9 @@ use crate::embed::{InputType, cosine};
 use crate::error::{Error, ErrorKind, FieldError, Result};
 use crate::model::{Label, Timestamp};
 use crate::store::label;
-use crate::store::{KnowledgeStore, range_prefix3};
+use crate::store::range_prefix3;
+
+use super::Labels;
 
 use super::canonical_label;
 
@@ -74,7 +76,7 @@ pub struct ConsolidationGroup {
     pub edges: u64,
 }
 
-/// Result of [`KnowledgeStore::consolidate_labels`].
+/// Result of [`Labels::consolidate`](crate::store::Labels::consolidate).
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct ConsolidationReport {
     /// True: the plan only, nothing changed.
@@ -105,7 +107,7 @@ pub struct JudgedPair {
     pub verdict: String,
 }
 
-/// Result of [`KnowledgeStore::consolidation_preview`]: never mutates.
+/// Result of [`Labels::consolidation_preview`](crate::store::Labels::consolidation_preview): never mutates.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct ConsolidationPreview {
     /// What consolidate would do with exact-canonical duplicates.
@@ -129,23 +131,23 @@ pub(super) fn jaccard<T: Ord>(a: &BTreeSet<T>, b: &BTreeSet<T>) -> f64 {
     if union == 0 { 0.0 } else { a.intersection(b).count() as f64 / union as f64 }
 }
 
-impl KnowledgeStore {
+impl Labels<'_> {
     /// Vocabulary health of `space`, or of every space when None.
     ///
     /// # Errors
     /// [`ErrorKind::NotFound`] (`space_not_found`).
-    pub fn label_health(&self, space: Option<&str>) -> Result<LabelHealth> {
+    pub fn health(&self, space: Option<&str>) -> Result<LabelHealth> {
         let spaces: Vec<String> = match space {
             Some(s) => {
-                self.require_space(s)?;
+                self.store.require_space(s)?;
                 vec![s.to_string()]
             }
-            None => self.list_spaces()?.into_iter().map(|s| s.id).collect(),
+            None => self.store.list_spaces()?.into_iter().map(|s| s.id).collect(),
         };
         let (mut vocab, mut unused, mut single, mut forks, mut backlog) = (0u64, 0u64, 0u64, 0u64, 0u64);
         let (mut memories, mut labelled, mut edges) = (0u64, 0u64, 0u64);
         for s in &spaces {
-            let labels = self.all_labels(s)?;
+            let labels = self.all(s)?;
             vocab += labels.len() as u64;
             unused += labels.iter().filter(|l| l.usage_count == 0).count() as u64;
             single += labels.iter().filter(|l| l.usage_count == 1).count() as u64;
@@ -157,7 +159,7 @@ impl KnowledgeStore {
                 forks += 1;
                 backlog += n - 1;
             }
-            self.core.with_catalog(s, |catalog| {
+            self.store.core.with_catalog(s, |catalog| {
                 for (_, m) in catalog.into_iter().flat_map(|c| c.iter()) {
                     if m.state == crate::model::MemoryState::Forgotten {
                         continue;
@@ -190,12 +192,12 @@ impl KnowledgeStore {
     /// Embeddings of label names, cached per store (the embedder is fixed for a store's life).
     pub(super) fn label_vectors(&self, names: &[&str]) -> Result<Vec<Vec<f32>>> {
         let missing: Vec<&str> = {
-            let cache = self.label_vector_cache.lock();
+            let cache = self.store.label_vector_cache.lock();
             names.iter().copied().filter(|n| !cache.contains_key(*n)).collect()
         };
         if !missing.is_empty() {
-            let vecs = self.core.config.embedder.embed(&missing, InputType::Document)?;
-            let mut cache = self.label_vector_cache.lock();
+            let vecs = self.store.core.config.embedder.embed(&missing, InputType::Document)?;
+            let mut cache = self.store.label_vector_cache.lock();
             if cache.len() + missing.len() > LABEL_VECTOR_CACHE {
                 cache.clear();
             }
@@ -203,12 +205,13 @@ impl KnowledgeStore {
                 cache.insert((*n).to_string(), v);
             }
         }
-        let cache = self.label_vector_cache.lock();
+        let cache = self.store.label_vector_cache.lock();
         names
             .iter()
             .map(|n| match cache.get(*n) {
                 Some(v) => Ok(v.clone()),
                 None => self
+                    .store
                     .core
                     .config
                     .embedder
@@ -226,7 +229,7 @@ impl KnowledgeStore {
     /// # Errors
     /// [`ErrorKind::InvalidInput`]: `sim_floor` outside 0..=1, `max_labels` outside 2..=5000, `max_pairs`
     /// outside 1..=1000. [`ErrorKind::NotFound`] (`space_not_found`).
-    pub fn label_merge_candidates(
+    pub fn merge_candidates(
         &self,
         space: &str,
         sim_floor: f64,
@@ -256,8 +259,8 @@ impl KnowledgeStore {
         if !errs.is_empty() {
             return Err(Error::invalid(errs));
         }
-        self.require_space(space)?;
-        let mut labels = self.all_labels(space)?;
+        self.store.require_space(space)?;
+        let mut labels = self.all(space)?;
         labels.sort_by(|a, b| b.usage_count.cmp(&a.usage_count).then_with(|| a.name.cmp(&b.name)));
         labels.truncate(max_labels);
         let names: Vec<&str> = labels.iter().map(|l| l.name.as_str()).collect();
@@ -294,7 +297,7 @@ impl KnowledgeStore {
     }
 
     pub(super) fn consolidation_groups(&self, space: &str) -> Result<Vec<(ConsolidationGroup, u64)>> {
-        let labels = self.all_labels(space)?;
+        let labels = self.all(space)?;
         let mut groups: BTreeMap<String, Vec<Label>> = BTreeMap::new();
         for l in labels {
             groups.entry(canonical_label(&l.name)).or_default().push(l);
@@ -332,7 +335,7 @@ impl KnowledgeStore {
     ///
     /// # Errors
     /// [`ErrorKind::InvalidInput`]: `max_groups` outside 1..=5000. [`ErrorKind::NotFound`] (`space_not_found`).
-    pub fn consolidate_labels(&self, space: &str, dry_run: bool, max_groups: usize) -> Result<ConsolidationReport> {
+    pub fn consolidate(&self, space: &str, dry_run: bool, max_groups: usize) -> Result<ConsolidationReport> {
         if !(1..=5000).contains(&max_groups) {
             return Err(Error::invalid_value(
                 &["max_groups"],
@@ -341,7 +344,7 @@ impl KnowledgeStore {
                 max_groups.into(),
             ));
         }
-        self.require_space(space)?;
+        self.store.require_space(space)?;
         let all = self.consolidation_groups(space)?;
         let remaining = all.len().saturating_sub(max_groups) as u64;
         let groups: Vec<ConsolidationGroup> = all.into_iter().take(max_groups).map(|(g, _)| g).collect();
@@ -355,7 +358,7 @@ impl KnowledgeStore {
             });
         }
         let now = Timestamp::now();
-        let merge_ids = self.label_write(|txn, t, touched| {
+        let merge_ids = self.write(|txn, t, touched| {
             let mut ids = Vec::new();
             for g in &groups {
                 for src in &g.merged_ids {
@@ -386,7 +389,7 @@ impl KnowledgeStore {
     /// Never writes.
     ///
     /// # Errors
-    /// As [`KnowledgeStore::label_merge_candidates`], with `max_pairs` 1..=200.
+    /// As [`Labels::merge_candidates`](crate::store::Labels::merge_candidates), with `max_pairs` 1..=200.
     pub fn consolidation_preview(
         &self,
         space: &str,
@@ -402,9 +405,9 @@ impl KnowledgeStore {
                 max_pairs.into(),
             ));
         }
-        let exact = self.consolidate_labels(space, true, 5000)?;
-        let pairs = self.label_merge_candidates(space, sim_floor, max_labels, max_pairs)?;
-        let rtx = self.core.db.read()?;
+        let exact = self.consolidate(space, true, 5000)?;
+        let pairs = self.merge_candidates(space, sim_floor, max_labels, max_pairs)?;
+        let rtx = self.store.core.db.read()?;
         let lm = label::label_memories(&rtx)?;
         let mut semantic = Vec::with_capacity(pairs.len());
         for p in pairs {

@@ -1,6 +1,7 @@
-//! Label maintenance: read, update (rename), delete, health report, merge candidates, merge and its reversal,
-//! consolidation of exact-canonical duplicates, the consolidation preview, and the preview/apply plans the CLI
-//! uses (`nmem labels merge|delete`). See docs/api.md "Labels".
+//! The label service ([`Labels`], `store.labels()`): list, create, read, attach to and detach from memories,
+//! update (rename), delete, health report, merge candidates, merge and its reversal, consolidation of
+//! exact-canonical duplicates, the consolidation preview, and the preview/apply plans the CLI uses
+//! (`nmem labels merge|delete`). See docs/api.md "Labels".
 //!
 //! **Canonical form** ([`canonical_label`]): Unicode lowercase; a lower-to-upper case change starts a new word
 //! (`MachineLearning`); every run of characters that are not letters or digits is one separator; words are
@@ -10,10 +11,12 @@
 //! Edge changes never touch memory records (their `updated_at` and version stay); label usage counts are
 //! recounted from the HAS_LABEL edges after every change.
 //!
-//! Here: the canonical form, reads and the shared write helper. `edges`: HAS_LABEL edges and the changes that
+//! Here: the service, the canonical form, reads and the shared write helper. `attach`: listing, creating and
+//! attaching labels. `edges`: HAS_LABEL edges and the changes that
 //! move them (rename, delete). `merge`: merges, their reversal and the CLI's plans. `hygiene`: health report,
 //! merge candidates and consolidation.
 
+mod attach;
 mod edges;
 mod hygiene;
 mod merge;
@@ -34,6 +37,15 @@ use crate::model::Label;
 use crate::store::KnowledgeStore;
 use crate::store::label;
 use crate::store::memories::MemoryWrite;
+
+/// The labels of a store's spaces, borrowed from the store (`store.labels()`).
+///
+/// Owns: the `label` records (labels, HAS_LABEL edges both ways, usage counts, merges and their reversal
+/// records) and the label-vector cache used for merge candidates.
+#[derive(Clone, Copy)]
+pub struct Labels<'s> {
+    pub(crate) store: &'s KnowledgeStore,
+}
 
 /// The canonical form of a label name (module docs).
 pub fn canonical_label(name: &str) -> String {
@@ -60,7 +72,7 @@ pub fn canonical_label(name: &str) -> String {
     words.join(" ")
 }
 
-/// Fields of [`KnowledgeStore::update_label`]; None keeps the stored value.
+/// Fields of [`Labels::update`](crate::store::Labels::update); None keeps the stored value.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct LabelPatch {
     /// New name (1..=100 characters). Renaming re-keys the label to `label_<new name>` and moves its edges.
@@ -96,12 +108,12 @@ fn load_label(
     t.get((space, id))?.ok_or_else(|| label_not_found(id))
 }
 
-impl KnowledgeStore {
-    fn label_write<T>(
+impl Labels<'_> {
+    fn write<T>(
         &self,
         f: impl FnOnce(&WriteTx, &mut MemoryWrite<'_>, &mut BTreeSet<(String, String)>) -> Result<T>,
     ) -> Result<T> {
-        let out = self.core.write(|txn, ops| {
+        let out = self.store.core.write(|txn, ops| {
             let mut t = MemoryWrite::open(txn)?;
             let mut touched: BTreeSet<(String, String)> = BTreeSet::new();
             let out = f(txn, &mut t, &mut touched)?;
@@ -121,15 +133,15 @@ impl KnowledgeStore {
     ///
     /// # Errors
     /// [`crate::ErrorKind::NotFound`]: `space_not_found`, `label_not_found`.
-    pub fn get_label(&self, space: &str, id: &str) -> Result<Label> {
-        self.require_space(space)?;
-        let rtx = self.core.db.read()?;
+    pub fn get(&self, space: &str, id: &str) -> Result<Label> {
+        self.store.require_space(space)?;
+        let rtx = self.store.core.db.read()?;
         load_label(&label::labels(&rtx)?, space, id)
     }
 
     /// Every label record of `space`, in id order.
-    pub(crate) fn all_labels(&self, space: &str) -> Result<Vec<Label>> {
-        let rtx = self.core.db.read()?;
+    pub(crate) fn all(&self, space: &str) -> Result<Vec<Label>> {
+        let rtx = self.store.core.db.read()?;
         let t = label::labels(&rtx)?;
         let mut out: Vec<Label> = Vec::new();
         for (_, v) in t.in_space(space)? {

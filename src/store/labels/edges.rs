@@ -6,10 +6,10 @@ use std::collections::BTreeSet;
 use crate::error::ErrorCode;
 use crate::error::{Error, ErrorKind, FieldError, Result};
 use crate::model::{Label, Timestamp};
+use crate::store::IndexOp;
 use crate::store::memories::{MemoryWrite, check_label_name};
-use crate::store::{IndexOp, KnowledgeStore};
 
-use super::{LabelDeleteReport, LabelPatch, load_label};
+use super::{LabelDeleteReport, LabelPatch, Labels, load_label};
 
 impl MemoryWrite<'_> {
     pub(super) fn memories_with(&self, space: &str, label_id: &str) -> Result<Vec<String>> {
@@ -49,7 +49,7 @@ impl MemoryWrite<'_> {
     }
 }
 
-impl KnowledgeStore {
+impl Labels<'_> {
     /// Changes a label's name, colour or description. A new name re-keys the label to `label_<name>` (ids
     /// derive from names) and re-points its edges; the response carries the new id.
     ///
@@ -57,11 +57,11 @@ impl KnowledgeStore {
     /// * [`ErrorKind::InvalidInput`]: bad name, colour or description.
     /// * [`ErrorKind::NotFound`]: `label_not_found`, `space_not_found`.
     /// * [`ErrorKind::Conflict`] (`label_exists`): another label has the new name (merge them instead).
-    pub fn update_label(&self, space: &str, id: &str, patch: LabelPatch) -> Result<Label> {
+    pub fn update(&self, space: &str, id: &str, patch: LabelPatch) -> Result<Label> {
         let mut errs = Vec::new();
         let name = patch.name.as_deref().and_then(|n| check_label_name(n, &["name"], &mut errs));
         if let Some(c) = &patch.color
-            && !crate::store::labels::check_color(c)
+            && !super::attach::check_color(c)
         {
             errs.push(FieldError::field(
                 &["color"],
@@ -81,9 +81,9 @@ impl KnowledgeStore {
         if !errs.is_empty() {
             return Err(Error::invalid(errs));
         }
-        self.require_space(space)?;
+        self.store.require_space(space)?;
         let now = Timestamp::now();
-        self.label_write(|_, t, touched| {
+        self.write(|_, t, touched| {
             let mut l = load_label(t.labels.records(), space, id)?;
             if let Some(c) = &patch.color {
                 l.color = c.clone();
@@ -119,9 +119,9 @@ impl KnowledgeStore {
     ///
     /// # Errors
     /// [`ErrorKind::NotFound`]: `label_not_found`, `space_not_found`.
-    pub fn delete_label(&self, space: &str, id: &str) -> Result<LabelDeleteReport> {
-        self.require_space(space)?;
-        self.label_write(|_, t, touched| {
+    pub fn delete(&self, space: &str, id: &str) -> Result<LabelDeleteReport> {
+        self.store.require_space(space)?;
+        self.write(|_, t, touched| {
             let label = load_label(t.labels.records(), space, id)?;
             let mut removed = 0;
             for m in t.memories_with(space, id)? {

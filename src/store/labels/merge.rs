@@ -12,7 +12,9 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::model::{Label, Timestamp};
 use crate::store::label;
 use crate::store::memories::MemoryWrite;
-use crate::store::{KnowledgeStore, range_prefix3};
+use crate::store::range_prefix3;
+
+use super::Labels;
 
 use super::load_label;
 pub use crate::model::LabelMerge;
@@ -104,18 +106,18 @@ impl MemoryWrite<'_> {
     }
 }
 
-impl KnowledgeStore {
+impl Labels<'_> {
     /// Merges label `source` into `target` (same space): every HAS_LABEL edge of the source is re-pointed to
     /// the target, the source is deleted, and the merge is recorded so that
-    /// [`KnowledgeStore::reverse_label_merge`] can restore every edge.
+    /// [`Labels::reverse_merge`](crate::store::Labels::reverse_merge) can restore every edge.
     ///
     /// # Errors
     /// [`ErrorKind::NotFound`] (`label_not_found`, `space_not_found`); [`ErrorKind::InvalidInput`] when source
     /// and target are the same.
-    pub fn merge_labels(&self, space: &str, source: &str, target: &str) -> Result<LabelMerge> {
-        self.require_space(space)?;
+    pub fn merge(&self, space: &str, source: &str, target: &str) -> Result<LabelMerge> {
+        self.store.require_space(space)?;
         let now = Timestamp::now();
-        self.label_write(|txn, t, touched| {
+        self.write(|txn, t, touched| {
             let rec = t.merge(txn, space, source, target, now)?;
             touched.extend(
                 rec.moved_memory_ids.iter().chain(&rec.shared_memory_ids).map(|m| (space.to_string(), m.clone())),
@@ -128,9 +130,9 @@ impl KnowledgeStore {
     ///
     /// # Errors
     /// [`ErrorKind::NotFound`] (`space_not_found`).
-    pub fn label_merges(&self, space: &str) -> Result<Vec<LabelMerge>> {
-        self.require_space(space)?;
-        let rtx = self.core.db.read()?;
+    pub fn merges(&self, space: &str) -> Result<Vec<LabelMerge>> {
+        self.store.require_space(space)?;
+        let rtx = self.store.core.db.read()?;
         let t = label::label_merges(&rtx)?;
         let mut out: Vec<LabelMerge> = Vec::new();
         for (_, v) in t.in_space(space)? {
@@ -148,10 +150,10 @@ impl KnowledgeStore {
     /// * [`ErrorKind::NotFound`]: `merge_not_found`, `space_not_found`.
     /// * [`ErrorKind::Conflict`]: `merge_reversed` (already undone), `label_exists` (a label with the
     ///   source's id exists again).
-    pub fn reverse_label_merge(&self, space: &str, merge_id: &str) -> Result<LabelMerge> {
-        self.require_space(space)?;
+    pub fn reverse_merge(&self, space: &str, merge_id: &str) -> Result<LabelMerge> {
+        self.store.require_space(space)?;
         let now = Timestamp::now();
-        self.label_write(|txn, t, touched| {
+        self.write(|txn, t, touched| {
             let mut merges = label::label_merges(txn)?;
             let mut rec: LabelMerge = merges
                 .get((space, merge_id))?
@@ -197,15 +199,15 @@ impl KnowledgeStore {
     }
 
     /// Previews merging `source` into `target` (Some) or deleting `source` (target None). The `plan_id`
-    /// hashes the action, both labels and their current edges: [`KnowledgeStore::apply_label_plan`] refuses
+    /// hashes the action, both labels and their current edges: [`Labels::apply_plan`](crate::store::Labels::apply_plan) refuses
     /// it once anything it covers has changed.
     ///
     /// # Errors
     /// [`ErrorKind::NotFound`] (`label_not_found`, `space_not_found`); [`ErrorKind::InvalidInput`] when
     /// source and target are the same.
-    pub fn label_plan(&self, space: &str, source: &str, target: Option<&str>) -> Result<LabelPlan> {
-        self.require_space(space)?;
-        let rtx = self.core.db.read()?;
+    pub fn plan(&self, space: &str, source: &str, target: Option<&str>) -> Result<LabelPlan> {
+        self.store.require_space(space)?;
+        let rtx = self.store.core.db.read()?;
         build_plan(&label::labels(&rtx)?, &label::label_memories(&rtx)?, space, source, target)
     }
 
@@ -214,17 +216,17 @@ impl KnowledgeStore {
     /// merge record of a merge.
     ///
     /// # Errors
-    /// [`ErrorKind::Conflict`] (`plan_stale`) when `plan_id` no longer matches; as [`KnowledgeStore::label_plan`].
-    pub fn apply_label_plan(
+    /// [`ErrorKind::Conflict`] (`plan_stale`) when `plan_id` no longer matches; as [`Labels::plan`](crate::store::Labels::plan).
+    pub fn apply_plan(
         &self,
         space: &str,
         source: &str,
         target: Option<&str>,
         plan_id: Option<&str>,
     ) -> Result<(LabelPlan, Option<LabelMerge>)> {
-        self.require_space(space)?;
+        self.store.require_space(space)?;
         let now = Timestamp::now();
-        self.label_write(|txn, t, touched| {
+        self.write(|txn, t, touched| {
             let plan = build_plan(t.labels.records(), t.labels.by_label(), space, source, target)?;
             if let Some(p) = plan_id
                 && p != plan.plan_id

@@ -2,26 +2,27 @@
 
 use std::collections::BTreeSet;
 
-use super::memories::{MemoryWrite, check_label_name, new_label};
-use super::types::LabelOrder;
-use super::{IndexOp, KnowledgeStore, range_prefix3};
+use super::Labels;
 use crate::error::ErrorCode;
 use crate::error::{Error, ErrorKind, FieldError, Result};
 use crate::model::{Label, Timestamp};
 use crate::store::label;
+use crate::store::memories::{MemoryWrite, check_label_name, new_label};
+use crate::store::types::LabelOrder;
+use crate::store::{IndexOp, range_prefix3};
 
 pub(crate) fn check_color(c: &str) -> bool {
     let hex = c.strip_prefix('#').unwrap_or("");
     (hex.len() == 3 || hex.len() == 6) && hex.chars().all(|ch| ch.is_ascii_hexdigit())
 }
 
-impl KnowledgeStore {
+impl Labels<'_> {
     /// Ids of the memories carrying label `label_id` in `space` (HAS_LABEL edges, any state), in id order.
     ///
     /// # Errors
     /// Storage errors.
-    pub fn labelled_memory_ids(&self, space: &str, label_id: &str) -> Result<Vec<String>> {
-        let rtx = self.core.db.read()?;
+    pub fn memory_ids(&self, space: &str, label_id: &str) -> Result<Vec<String>> {
+        let rtx = self.store.core.db.read()?;
         range_prefix3(&label::label_memories(&rtx)?, space, label_id)
     }
 
@@ -29,8 +30,8 @@ impl KnowledgeStore {
     ///
     /// # Errors
     /// Storage errors.
-    pub fn label_count(&self, space: &str) -> Result<usize> {
-        let rtx = self.core.db.read()?;
+    pub fn count(&self, space: &str) -> Result<usize> {
+        let rtx = self.store.core.db.read()?;
         label::labels(&rtx)?.count_in_space(space)
     }
 
@@ -38,16 +39,9 @@ impl KnowledgeStore {
     ///
     /// # Errors
     /// [`ErrorKind::NotFound`] (`space_not_found`) for an unknown space.
-    pub fn list_labels(
-        &self,
-        space: &str,
-        order: LabelOrder,
-        desc: bool,
-        limit: usize,
-        offset: usize,
-    ) -> Result<Vec<Label>> {
-        self.require_space(space)?;
-        let mut all = self.all_labels(space)?;
+    pub fn list(&self, space: &str, order: LabelOrder, desc: bool, limit: usize, offset: usize) -> Result<Vec<Label>> {
+        self.store.require_space(space)?;
+        let mut all = self.all(space)?;
         all.sort_by(|a, b| {
             let o = match order {
                 LabelOrder::Name => a.name.cmp(&b.name),
@@ -68,13 +62,7 @@ impl KnowledgeStore {
     ///   description over 1,000 characters.
     /// * [`ErrorKind::Conflict`] (`label_exists`): a label of that name exists in the space.
     /// * [`ErrorKind::NotFound`] (`space_not_found`).
-    pub fn create_label(
-        &self,
-        space: &str,
-        name: &str,
-        color: Option<String>,
-        description: Option<String>,
-    ) -> Result<Label> {
+    pub fn create(&self, space: &str, name: &str, color: Option<String>, description: Option<String>) -> Result<Label> {
         let mut errs = Vec::new();
         let name = check_label_name(name, &["name"], &mut errs);
         if let Some(c) = &color
@@ -96,7 +84,7 @@ impl KnowledgeStore {
             ));
         }
         let Some(name) = name.filter(|_| errs.is_empty()) else { return Err(Error::invalid(errs)) };
-        self.core.write(|txn, _| {
+        self.store.core.write(|txn, _| {
             let t = MemoryWrite::open(txn)?;
             if !t.spaces.contains(space)? {
                 return Err(Error::not_found(ErrorCode::SpaceNotFound, format!("space '{space}' does not exist")));
@@ -118,10 +106,10 @@ impl KnowledgeStore {
     ///
     /// # Errors
     /// [`ErrorKind::NotFound`] (`memory_not_found`).
-    pub fn memory_labels(&self, memory_id: &str, space_guard: Option<&str>) -> Result<Vec<Label>> {
-        let view = self.get_memory(memory_id, space_guard)?;
+    pub fn of_memory(&self, memory_id: &str, space_guard: Option<&str>) -> Result<Vec<Label>> {
+        let view = self.store.get_memory(memory_id, space_guard)?;
         let space = view.memory.space_id.clone();
-        let rtx = self.core.db.read()?;
+        let rtx = self.store.core.db.read()?;
         let t = label::labels(&rtx)?;
         let mut out = Vec::new();
         for id in &view.label_ids {
@@ -137,7 +125,7 @@ impl KnowledgeStore {
     ///
     /// # Errors
     /// [`ErrorKind::NotFound`]: `memory_not_found` or `label_not_found` (no such label in the memory's space).
-    pub fn set_memory_label(
+    pub fn set_on_memory(
         &self,
         memory_id: &str,
         label_id: &str,
@@ -145,7 +133,7 @@ impl KnowledgeStore {
         space_guard: Option<&str>,
     ) -> Result<bool> {
         let now = Timestamp::now();
-        let changed = self.core.write(|txn, ops| {
+        let changed = self.store.core.write(|txn, ops| {
             let mut t = MemoryWrite::open(txn)?;
             let (space, sm) = t.locate(memory_id, space_guard)?;
             let label: Label = t
