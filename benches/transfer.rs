@@ -210,7 +210,7 @@ fn locomo_round_trip(dataset: &Path) {
     let a = KnowledgeStore::open(StoreConfig::new(a_dir.path())).expect("open");
     let opts = engram::eval::LocomoOptions { threads: true, ..Default::default() };
     engram::eval::locomo(&a, dataset, &opts, false).expect("ingest");
-    let work = a.create_space(NewSpace { name: "Reading list".into(), ..Default::default() }).expect("space").id;
+    let work = a.spaces().create(NewSpace { name: "Reading list".into(), ..Default::default() }).expect("space").id;
     for (i, t) in
         ["Finish the Dune series by spring.", "Borrow Middlemarch from Ana.", "Return the library books on Monday."]
             .iter()

@@ -428,7 +428,7 @@ fn ingest(store: &KnowledgeStore, selected: &[(usize, &Conversation)], opts: &Lo
     let mut covered: HashSet<String> = HashSet::new();
     for (i, conv) in selected {
         let space = if opts.one_space { "locomo".to_string() } else { format!("locomo-{i}") };
-        if let Err(e) = store.create_space(NewSpace { name: space.clone(), ..Default::default() })
+        if let Err(e) = store.spaces().create(NewSpace { name: space.clone(), ..Default::default() })
             && e.kind() != ErrorKind::Conflict
         {
             return Err(e);
@@ -500,7 +500,7 @@ fn ingest(store: &KnowledgeStore, selected: &[(usize, &Conversation)], opts: &Lo
 
 /// A crystal stands for the turns of the memories it cites.
 fn add_crystal_provenance(store: &KnowledgeStore, provenance: &mut HashMap<String, Vec<String>>) -> Result<()> {
-    for space in store.list_spaces()? {
+    for space in store.spaces().list()? {
         let q = crate::store::ListQuery {
             space_id: space.id.clone(),
             filter: crate::MemoryFilter { is_crystal: Some(true), ..Default::default() },

@@ -291,7 +291,7 @@ fn plain_memories_rank_the_same_with_and_without_the_stages() {
 fn include_context_returns_the_neighbours_in_order_within_the_space() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());
-    store.create_space(NewSpace { name: "other".into(), ..Default::default() }).unwrap();
+    store.spaces().create(NewSpace { name: "other".into(), ..Default::default() }).unwrap();
     per_message_thread(&store, "default", "t1", TALK);
     // The same thread id in another space, with other words.
     per_message_thread(&store, "other", "t1", &[("Ann", "Completely different"), ("Bob", "pastries in Lisbon too")]);

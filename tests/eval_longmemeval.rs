@@ -60,7 +60,7 @@ fn the_fixture_is_evaluated_question_by_question() {
     assert!((all - (ku + ms + ssu + ssa) / 4.0).abs() < 1e-3, "{all} vs {ku} {ms} {ssu} {ssa}");
     assert!(r.search_ms["p50"] > 0.0 && r.ingest_per_s > 0.0);
     // Each question's space is gone afterwards.
-    let spaces: Vec<String> = store.list_spaces().expect("spaces").into_iter().map(|s| s.id).collect();
+    let spaces: Vec<String> = store.spaces().list().expect("spaces").into_iter().map(|s| s.id).collect();
     assert!(spaces.iter().all(|s| !s.starts_with("lme-")), "{spaces:?}");
 }
 
@@ -74,7 +74,7 @@ fn a_limit_stops_the_reading_and_kept_spaces_hold_the_haystack() {
     assert_eq!((r.sessions, r.turns), (9, 34));
     assert!(r.methods["hybrid"]["session"].contains_key("recall_any@3"));
     assert!(!r.methods["hybrid"]["session"].contains_key("recall_any@5"));
-    let mut spaces: Vec<String> = store.list_spaces().expect("spaces").into_iter().map(|s| s.id).collect();
+    let mut spaces: Vec<String> = store.spaces().list().expect("spaces").into_iter().map(|s| s.id).collect();
     spaces.retain(|s| s.starts_with("lme-"));
     spaces.sort();
     assert_eq!(spaces, ["lme-0", "lme-1"]);

@@ -185,7 +185,7 @@ fn a_snapshot_of_another_state_is_never_used() {
 fn a_sparse_file_is_compacted_at_close() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());
-    store.create_space(engram::NewSpace { name: "bulk".into(), ..Default::default() }).expect("space");
+    store.spaces().create(engram::NewSpace { name: "bulk".into(), ..Default::default() }).expect("space");
     let big = "lorem ipsum dolor sit amet ".repeat(200);
     for b in 0..5 {
         let items = (0..1000)
@@ -200,7 +200,7 @@ fn a_sparse_file_is_compacted_at_close() {
     }
     fill(&store, 0, 50);
     let before = answers(&store);
-    store.delete_space("bulk", true).expect("delete the space");
+    store.spaces().delete("bulk", true).expect("delete the space");
     let file = dir.path().join("engram.redb");
     let full = std::fs::metadata(&file).unwrap().len();
     assert!(full > 24 << 20, "{full} bytes");

@@ -136,7 +136,7 @@ fn every_write_keeps_the_database_catalog_equal_to_the_in_memory_one() {
     }
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());
-    store.create_space(NewSpace { name: "Other".into(), ..Default::default() }).unwrap();
+    store.spaces().create(NewSpace { name: "Other".into(), ..Default::default() }).unwrap();
     check(&store, "default");
 
     let turns = backend::per_message_thread(

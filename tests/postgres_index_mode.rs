@@ -188,8 +188,9 @@ fn assert_same_listings(memory: &KnowledgeStore, database: &KnowledgeStore, spac
     let q = ListQuery { space_id: space.into(), filter: MemoryFilter::default(), limit: 5, offset: 0 };
     let top = database.list_memories_ordered(&q, ListOrder::PageRank).expect("list by PageRank");
     assert!(top.items.first().is_some_and(|v| v.memory.pagerank_score > 0.0), "no PageRank in the listing");
-    let usage =
-        |s: &KnowledgeStore| s.list_spaces().unwrap().into_iter().map(|x| (x.id, x.usage.memories)).collect::<Vec<_>>();
+    let usage = |s: &KnowledgeStore| {
+        s.spaces().list().unwrap().into_iter().map(|x| (x.id, x.usage.memories)).collect::<Vec<_>>()
+    };
     assert_eq!(usage(memory), usage(database));
     assert_eq!(memory.health().unwrap().memories, database.health().unwrap().memories);
     let expired = memory.expiry_status().expired;
@@ -225,7 +226,7 @@ fn the_database_index_mode_ranks_as_the_in_memory_indexes() {
     let dir = tempfile::tempdir().unwrap();
     let url = backend::pg_url_for(dir.path());
     let memory = KnowledgeStore::open(StoreConfig::new(dir.path()).database(url.clone())).expect("open");
-    memory.create_space(NewSpace { name: "Partial".into(), ..Default::default() }).unwrap();
+    memory.spaces().create(NewSpace { name: "Partial".into(), ..Default::default() }).unwrap();
     corpus(&memory, "default");
     corpus(&memory, "partial");
     memory.wait_for_indexes(std::time::Duration::from_secs(30));

@@ -20,7 +20,8 @@ fn raised(store: &KnowledgeStore, rows: &[serde_json::Value], tag: &str) -> Vec<
     for (i, r) in rows.iter().enumerate() {
         let space = format!("{tag}-{i}");
         store
-            .create_space(NewSpace { name: space.clone(), id: Some(space.clone()), ..Default::default() })
+            .spaces()
+            .create(NewSpace { name: space.clone(), id: Some(space.clone()), ..Default::default() })
             .expect("space");
         for side in ["older", "newer"] {
             let content = r[side].as_str().expect("text").to_string();

@@ -17,7 +17,7 @@ use engram::{
 };
 
 fn new_space(store: &KnowledgeStore, name: &str) -> String {
-    store.create_space(NewSpace { name: name.into(), ..Default::default() }).unwrap().id
+    store.spaces().create(NewSpace { name: name.into(), ..Default::default() }).unwrap().id
 }
 
 fn put(store: &KnowledgeStore, space: &str, id: &str, content: &str, labels: &[&str]) {
@@ -113,7 +113,8 @@ fn profiles_resolution_deletion_and_bulk_moves() {
     let dir = tempfile::tempdir().unwrap();
     let store = backend::open(dir.path());
     let work = store
-        .create_space(NewSpace {
+        .spaces()
+        .create(NewSpace {
             name: "Work Notes".into(),
             id: Some("work".into()),
             aliases: vec!["job".into()],
@@ -121,16 +122,17 @@ fn profiles_resolution_deletion_and_bulk_moves() {
         })
         .unwrap();
     assert_eq!(work.id, "work");
-    let bad = store.create_space(NewSpace { name: "x".into(), id: Some("Not A Slug".into()), ..Default::default() });
+    let bad = store.spaces().create(NewSpace { name: "x".into(), id: Some("Not A Slug".into()), ..Default::default() });
     assert_eq!(bad.unwrap_err().kind(), ErrorKind::InvalidInput);
-    let clash = store.create_space(NewSpace { name: "Job".into(), ..Default::default() });
+    let clash = store.spaces().create(NewSpace { name: "Job".into(), ..Default::default() });
     assert_eq!(clash.unwrap_err().code(), "space_name_taken");
     for r in ["work", "Work Notes", "work notes", "JOB"] {
-        assert_eq!(store.resolve_space(r).unwrap().id, "work", "{r}");
+        assert_eq!(store.spaces().resolve(r).unwrap().id, "work", "{r}");
     }
-    assert_eq!(store.resolve_space("nowhere").unwrap_err().kind(), ErrorKind::NotFound);
+    assert_eq!(store.spaces().resolve("nowhere").unwrap_err().kind(), ErrorKind::NotFound);
     let s = store
-        .update_space(
+        .spaces()
+        .update(
             "work",
             SpacePatch {
                 icon: Some("W".into()),
@@ -145,7 +147,7 @@ fn profiles_resolution_deletion_and_bulk_moves() {
         ("W", vec!["office".to_string()], vec!["default".to_string()])
     );
     let self_share =
-        store.update_space("work", SpacePatch { shared_space_ids: Some(vec!["work".into()]), ..Default::default() });
+        store.spaces().update("work", SpacePatch { shared_space_ids: Some(vec!["work".into()]), ..Default::default() });
     assert_eq!(self_share.unwrap_err().kind(), ErrorKind::InvalidInput);
 
     put(&store, "default", "d1", "The wifi password is hunter2", &["home"]);
@@ -161,10 +163,10 @@ fn profiles_resolution_deletion_and_bulk_moves() {
 
     // Bulk move keeps the vector and labels, and the memory leaves the source's indexes.
     let sel = MoveSelection::Ids { memory_ids: vec!["d1".into(), "missing".into()], source_space_id: None };
-    let preview = store.move_memories(&sel, "work", true).unwrap();
+    let preview = store.spaces().move_memories(&sel, "work", true).unwrap();
     assert_eq!((preview.count, preview.moved_count), (2, 0));
     assert_eq!(list(&store, "default"), vec!["d1", "d2"], "a preview moves nothing");
-    let moved = store.move_memories(&sel, "work", false).unwrap();
+    let moved = store.spaces().move_memories(&sel, "work", false).unwrap();
     assert_eq!((moved.moved_count, moved.failed_count), (1, 1));
     assert_eq!(list(&store, "default"), vec!["d2"]);
     assert_eq!(list(&store, "work"), vec!["d1", "w1"]);
@@ -174,21 +176,21 @@ fn profiles_resolution_deletion_and_bulk_moves() {
     assert_eq!(search(&store, "work", "hunter2")[0], ("work".to_string(), "d1".to_string()));
 
     // Deleting a non-empty space is refused and changes nothing; cascade removes everything of it.
-    assert_eq!(store.delete_space("work", false).unwrap_err().code(), "space_not_empty");
+    assert_eq!(store.spaces().delete("work", false).unwrap_err().code(), "space_not_empty");
     assert_eq!(list(&store, "work"), vec!["d1", "w1"]);
-    assert_eq!(store.delete_space("default", true).unwrap_err().code(), "default_space");
+    assert_eq!(store.spaces().delete("default", true).unwrap_err().code(), "default_space");
     let all = MoveSelection::Space { source_space_id: "work".into(), exclude_memory_ids: vec!["w1".into()] };
-    assert_eq!(store.move_memories(&all, "default", false).unwrap().moved_count, 1);
-    store.delete_space("work", true).unwrap();
+    assert_eq!(store.spaces().move_memories(&all, "default", false).unwrap().moved_count, 1);
+    store.spaces().delete("work", true).unwrap();
     assert_eq!(store.get_memory("w1", None).unwrap_err().kind(), ErrorKind::NotFound);
     assert_eq!(store.get_memory("d1", Some("default")).unwrap().memory.space_id, "default");
-    assert_eq!(store.get_space("work").unwrap_err().kind(), ErrorKind::NotFound);
+    assert_eq!(store.spaces().get("work").unwrap_err().kind(), ErrorKind::NotFound);
     drop(store);
     let store = backend::open(dir.path());
     assert_eq!(list(&store, "default"), vec!["d1", "d2"]);
-    assert!(store.list_spaces().unwrap().iter().all(|s| s.id != "work"));
+    assert!(store.spaces().list().unwrap().iter().all(|s| s.id != "work"));
     // The id is free again and the new space starts empty.
-    store.create_space(NewSpace { name: "Work".into(), ..Default::default() }).unwrap();
+    store.spaces().create(NewSpace { name: "Work".into(), ..Default::default() }).unwrap();
     assert!(list(&store, "work").is_empty());
     assert!(search(&store, "work", "wifi").is_empty());
 }

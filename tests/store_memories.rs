@@ -113,7 +113,7 @@ fn upsert_by_id_reports_created_updated_unchanged() {
         .list_memories(&ListQuery { space_id: "default".into(), filter: MemoryFilter::default(), limit: 10, offset: 0 })
         .unwrap();
     assert_eq!(page.total, 1);
-    store.create_space(NewSpace { name: "Other".into(), ..Default::default() }).unwrap();
+    store.spaces().create(NewSpace { name: "Other".into(), ..Default::default() }).unwrap();
     let err = store.create_memory(NewMemory { space_id: Some("other".into()), ..mem("k", "x") }).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Conflict);
 }
@@ -219,7 +219,7 @@ fn filtered_search_returns_k_hits_when_k_match() {
 fn spaces_isolate_records_in_storage() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());
-    let s = store.create_space(NewSpace { name: "Work Notes".into(), ..Default::default() }).unwrap();
+    let s = store.spaces().create(NewSpace { name: "Work Notes".into(), ..Default::default() }).unwrap();
     assert_eq!(s.id, "work-notes");
     store
         .create_memory(NewMemory {
@@ -233,11 +233,11 @@ fn spaces_isolate_records_in_storage() {
     assert_eq!(search(&store, "roadmap", "work-notes", 10, MemoryFilter::default()), vec!["w1"]);
     assert!(store.labels().list("default", Default::default(), false, 10, 0).unwrap().is_empty());
     assert_eq!(store.labels().list("work-notes", Default::default(), false, 10, 0).unwrap().len(), 1);
-    let spaces = store.list_spaces().unwrap();
+    let spaces = store.spaces().list().unwrap();
     assert_eq!(spaces[0].id, "default");
     assert_eq!(spaces.iter().map(|s| s.usage.memories).collect::<Vec<_>>(), vec![1, 1]);
     assert_eq!(
-        store.create_space(NewSpace { name: "work notes".into(), ..Default::default() }).unwrap_err().kind(),
+        store.spaces().create(NewSpace { name: "work notes".into(), ..Default::default() }).unwrap_err().kind(),
         ErrorKind::Conflict
     );
 }

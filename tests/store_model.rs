@@ -241,7 +241,7 @@ proptest! {
         let dir = tempfile::tempdir().unwrap();
         let open = || backend::open(dir.path());
         let mut store = open();
-        store.create_space(NewSpace { name: "Other".into(), ..Default::default() }).unwrap();
+        store.spaces().create(NewSpace { name: "Other".into(), ..Default::default() }).unwrap();
         let mut model = Model::new();
         for op in &ops {
             let want = step(&mut model, op);

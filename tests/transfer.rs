@@ -40,7 +40,7 @@ fn mem(id: &str, space: &str, content: &str, labels: &[&str]) -> NewMemory {
 
 /// A store with a bit of everything.
 fn seed(store: &KnowledgeStore) {
-    let work = store.create_space(NewSpace { name: "Work notes".into(), ..Default::default() }).unwrap().id;
+    let work = store.spaces().create(NewSpace { name: "Work notes".into(), ..Default::default() }).unwrap().id;
     for (i, t) in PEOPLE.iter().enumerate() {
         let labels: &[&str] = if i < 4 { &["travel", "europe"] } else { &["travel", "asia"] };
         store.create_memory(mem(&format!("m{i}"), "default", t, labels)).unwrap();
@@ -250,7 +250,7 @@ fn redb_to_postgres_and_back_is_record_identical() {
             .index_mode(engram::IndexMode::Database),
     )
     .unwrap();
-    for space in pg.list_spaces().unwrap() {
+    for space in pg.spaces().list().unwrap() {
         let q = engram::ListQuery {
             space_id: space.id.clone(),
             filter: engram::MemoryFilter { include_history: true, ..Default::default() },

@@ -43,7 +43,7 @@ fn stored_format(db: &Db) -> Option<u32> {
 /// Every memory of every state as `id -> (content, title, labels)`, read through the library.
 fn memories(store: &KnowledgeStore) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
-    for space in store.list_spaces().expect("spaces") {
+    for space in store.spaces().list().expect("spaces") {
         let q = engram::ListQuery {
             space_id: space.id.clone(),
             filter: engram::MemoryFilter {

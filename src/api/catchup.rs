@@ -90,7 +90,7 @@ pub(crate) fn horizon_start(raw: Option<&Value>, loc: &[&str]) -> Result<Option<
 /// `space_not_found`; store errors.
 pub(crate) fn run(api: &Api, space: &str, horizon: &str, start: Option<i64>) -> Result<CatchupReport> {
     let store = api.store();
-    store.require_space_exists(space)?;
+    store.spaces().require(space)?;
     let Some(start) = start else {
         return Ok(CatchupReport {
             status: "skipped",

@@ -179,7 +179,7 @@ fn ok(v: &impl serde::Serialize) -> Result<ApiResponse> {
 
 pub(super) fn create(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let r: CreateSpaceRequest = ctx.json()?;
-    let space = api.store().create_space(NewSpace {
+    let space = api.store().spaces().create(NewSpace {
         name: r.name,
         description: r.description,
         icon: r.icon,
@@ -189,19 +189,19 @@ pub(super) fn create(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         shared_space_ids: r.shared_space_ids.unwrap_or_default(),
         default_retrieval_mode: r.default_retrieval_mode,
     })?;
-    ok(&SpacesResponse { enabled: true, spaces: api.store().list_spaces()?, space: Some(space) })
+    ok(&SpacesResponse { enabled: true, spaces: api.store().spaces().list()?, space: Some(space) })
 }
 
 pub(super) fn list(api: &Api, _: &Ctx<'_>) -> Result<ApiResponse> {
-    ok(&SpacesResponse { enabled: true, spaces: api.store().list_spaces()?, space: None })
+    ok(&SpacesResponse { enabled: true, spaces: api.store().spaces().list()?, space: None })
 }
 
 pub(super) fn get(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
-    ok(&api.store().get_space(ctx.param("space_id"))?)
+    ok(&api.store().spaces().get(ctx.param("space_id"))?)
 }
 
 pub(super) fn resolve(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
-    ok(&api.store().resolve_space(ctx.query.str("reference").unwrap_or(""))?)
+    ok(&api.store().spaces().resolve(ctx.query.str("reference").unwrap_or(""))?)
 }
 
 pub(super) fn update(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
@@ -215,13 +215,13 @@ pub(super) fn update(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         shared_space_ids: r.shared_space_ids,
         default_retrieval_mode: r.default_retrieval_mode,
     };
-    ok(&api.store().update_space(ctx.param("space_id"), patch)?)
+    ok(&api.store().spaces().update(ctx.param("space_id"), patch)?)
 }
 
 pub(super) fn delete(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let id = ctx.param("space_id");
     let q = &ctx.query;
-    let space = api.store().get_space(id)?;
+    let space = api.store().spaces().get(id)?;
     let u = &space.usage;
     // Working memory alone does not block deletion when the caller asks to purge it.
     let only_wm = u.memories == 0 && u.threads == 0 && u.has_working_memory;
@@ -237,7 +237,7 @@ pub(super) fn delete(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
             space,
         });
     }
-    let gone = api.store().delete_space(id, cascade)?;
+    let gone = api.store().spaces().delete(id, cascade)?;
     ok(&SpaceDeleteResponse {
         dry_run: None,
         can_delete: None,
@@ -274,12 +274,12 @@ fn selection(r: &BulkMoveRequest) -> Result<MoveSelection> {
 
 pub(super) fn move_preview(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let r: BulkMoveRequest = ctx.json()?;
-    ok(&api.store().move_memories(&selection(&r)?, &r.target_space_id, true)?)
+    ok(&api.store().spaces().move_memories(&selection(&r)?, &r.target_space_id, true)?)
 }
 
 pub(super) fn move_apply(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let r: BulkMoveRequest = ctx.json()?;
-    ok(&api.store().move_memories(&selection(&r)?, &r.target_space_id, false)?)
+    ok(&api.store().spaces().move_memories(&selection(&r)?, &r.target_space_id, false)?)
 }
 
 /// `DELETE /spaces/{space_id}`: with `dry_run`, whether it could be deleted (`dry_run`, `can_delete`); otherwise

@@ -269,7 +269,7 @@ pub(super) fn bundle(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let wm = if ctx.query.bool("include_working_memory").unwrap_or(true) {
         store.working().get(space, None)?
     } else {
-        store.require_space_exists(space)?;
+        store.spaces().require(space)?;
         None
     };
     let page = store.list_memories(&ListQuery {

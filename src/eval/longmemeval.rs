@@ -372,7 +372,7 @@ impl Run<'_> {
             ));
         }
         let space = format!("lme-{n}");
-        if let Err(e) = self.store.create_space(NewSpace { name: space.clone(), ..Default::default() })
+        if let Err(e) = self.store.spaces().create(NewSpace { name: space.clone(), ..Default::default() })
             && e.kind() != ErrorKind::Conflict
         {
             return Err(e);
@@ -427,7 +427,7 @@ impl Run<'_> {
             }
         }
         if !self.opts.keep_spaces {
-            self.store.delete_space(&space, true)?;
+            self.store.spaces().delete(&space, true)?;
         }
         Ok(())
     }

@@ -94,7 +94,7 @@ pub fn find(store: &KnowledgeStore, a: &FindArgs<'_>) -> Result<FindPage> {
     let (path, offset, limit) = (a.path, a.offset, a.limit);
     let node = parse(path)?;
     let space = a.space.to_string();
-    store.require_space_exists(&space)?;
+    store.spaces().require(&space)?;
     let default_type = match node {
         Node::Threads => "thread",
         Node::Sources => "source",

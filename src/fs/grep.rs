@@ -63,7 +63,7 @@ pub struct GrepPage {
 pub fn grep(store: &KnowledgeStore, a: &GrepArgs<'_>) -> Result<GrepPage> {
     let (path, space, pattern, offset, limit) = (a.path, a.space, a.pattern, a.offset, a.limit);
     let node = parse(path)?;
-    store.require_space_exists(space)?;
+    store.spaces().require(space)?;
     if pattern.is_empty() || pattern.len() > MAX_PATTERN {
         return Err(einval("q", format!("1 to {MAX_PATTERN} bytes"), pattern));
     }

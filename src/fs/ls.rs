@@ -47,7 +47,7 @@ pub struct Listing {
 /// malformed path; `ENOTSUP` for a planned root.
 pub fn ls(store: &KnowledgeStore, space: &str, path: &str, offset: usize, limit: usize) -> Result<Listing> {
     let node = parse(path)?;
-    store.require_space_exists(space)?;
+    store.spaces().require(space)?;
     let space = space.to_string();
     let (entries, total): (Vec<Entry>, usize) = match &node {
         Node::Root => {

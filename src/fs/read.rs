@@ -139,7 +139,7 @@ fn dir_stat(path: &str, ty: &'static str, id: String, created: Option<Timestamp>
 /// `ENOENT` for a missing thread, label or file; `EINVAL` for a malformed path; `space_not_found`.
 pub fn stat(store: &KnowledgeStore, space: &str, path: &str) -> Result<Stat> {
     let node = parse(path)?;
-    store.require_space_exists(space)?;
+    store.spaces().require(space)?;
     Ok(match &node {
         Node::ThreadDir(t) => {
             let th = store.get_thread(t, Some(space)).map_err(|_| enoent(path))?;

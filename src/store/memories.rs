@@ -577,7 +577,7 @@ impl KnowledgeStore {
     /// # Errors
     /// As [`Self::list_memories`].
     pub fn list_memories_ordered(&self, q: &ListQuery, order: ListOrder) -> Result<Page<MemoryView>> {
-        self.require_space(&q.space_id)?;
+        self.spaces().require(&q.space_id)?;
         let keep = q.offset.saturating_add(q.limit);
         let listed = self.core.with_catalog(&q.space_id, |catalog| {
             let catalog = catalog?;
@@ -656,22 +656,6 @@ impl KnowledgeStore {
     /// Storage errors.
     pub fn scan_messages(&self, space: &str, mut f: impl FnMut(&str, &crate::model::Message) -> bool) -> Result<()> {
         thread::each_message_in(&self.core.db.read()?, space, |th, m| f(th, &m))
-    }
-
-    /// [`ErrorKind::NotFound`] (`space_not_found`) unless `space` exists.
-    ///
-    /// # Errors
-    /// As described, and storage errors.
-    pub fn require_space_exists(&self, space: &str) -> Result<()> {
-        self.require_space(space)
-    }
-
-    pub(crate) fn require_space(&self, space: &str) -> Result<()> {
-        let rtx = self.core.db.read()?;
-        if space::spaces(&rtx)?.get(space)?.is_none() {
-            return Err(Error::not_found(ErrorCode::SpaceNotFound, format!("space '{space}' does not exist")));
-        }
-        Ok(())
     }
 }
 

@@ -44,7 +44,7 @@ pub use sources::{
     ChunkHit, IngestReport, MAX_SOURCE_BYTES, NewSource, SourceAnalysis, SourceChunks, SourceContent, SourceHit,
     SourceQuery,
 };
-pub use spaces::{MAX_BULK_MOVE, space_slug};
+pub use spaces::{MAX_BULK_MOVE, Spaces, space_slug};
 pub use threads::{
     AppendMessages, AppendReport, CreatedThread, Extraction, NewMessage, NewThread, PER_MESSAGE, ThreadDeleteReport,
     ThreadMatch, thread_memory_prefix,
@@ -146,6 +146,11 @@ impl KnowledgeStore {
     /// The label service: labels, their HAS_LABEL edges, merges and hygiene ([`Labels`]).
     pub fn labels(&self) -> Labels<'_> {
         Labels { store: self }
+    }
+
+    /// The space service: create, list, read, resolve, update, delete, and moves between spaces ([`Spaces`]).
+    pub fn spaces(&self) -> Spaces<'_> {
+        Spaces { store: self }
     }
 
     /// The timeline-review service: review events raised by writes that look like updates or contradictions

@@ -296,7 +296,7 @@ impl KnowledgeStore {
     pub fn ingest_source(&self, new: NewSource) -> Result<IngestReport> {
         let space = new.space_id.clone().unwrap_or_else(|| super::DEFAULT_SPACE.to_string());
         let (name, format, labels) = check_new_source(&new)?;
-        self.require_space(&space)?;
+        self.spaces().require(&space)?;
         let sha = sha256_hex(&new.bytes);
         if let Some(existing) = self.source_by_sha(&space, &sha)? {
             return Ok(IngestReport { source: existing, deduplicated: true, memory_ids: vec![] });
@@ -410,7 +410,7 @@ impl KnowledgeStore {
     #[cfg(feature = "url")]
     pub fn ingest_url(&self, url: &str, mut template: NewSource) -> Result<IngestReport> {
         if let Some(space) = &template.space_id {
-            self.require_space(space)?;
+            self.spaces().require(space)?;
         }
         let got = crate::fetch::fetch(url, &self.core.config.url_policy)?;
         tracing::info!(
@@ -559,7 +559,7 @@ impl KnowledgeStore {
                 serde_json::Value::String(s.clone()),
             ));
         }
-        self.require_space(&q.space_id)?;
+        self.spaces().require(&q.space_id)?;
         let wanted: Vec<Vec<String>> = q
             .labels
             .iter()
@@ -774,7 +774,7 @@ impl KnowledgeStore {
                 serde_json::Value::String(query.to_string()),
             ));
         }
-        self.require_space(space)?;
+        self.spaces().require(space)?;
         let (qtf, _) = lexicon::analyse(query);
         if qtf.is_empty() {
             return Ok(Vec::new());

@@ -503,7 +503,7 @@ impl KnowledgeStore {
         messages: &[Message],
         per_message: bool,
     ) -> Result<Extraction> {
-        self.require_space(space)?;
+        self.spaces().require(space)?;
         let units = if per_message {
             crate::extract::units_per_message(messages)
         } else {
@@ -641,7 +641,7 @@ impl KnowledgeStore {
     /// # Errors
     /// [`ErrorKind::NotFound`] (`space_not_found`).
     pub fn list_threads(&self, space: &str, source: Option<&str>, limit: usize, offset: usize) -> Result<Page<Thread>> {
-        self.require_space(space)?;
+        self.spaces().require(space)?;
         let mut all = self.threads_of(space)?;
         if let Some(src) = source {
             all.retain(|t| t.source == src);
@@ -675,7 +675,7 @@ impl KnowledgeStore {
         if query.trim().is_empty() {
             return Err(Error::invalid_value(&["query"], "string_too_short", "query must not be empty", query.into()));
         }
-        self.require_space(space)?;
+        self.spaces().require(space)?;
         let terms: std::collections::BTreeSet<String> = text::terms(query).into_iter().collect();
         if terms.is_empty() {
             return Ok(Vec::new());

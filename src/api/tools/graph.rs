@@ -322,7 +322,7 @@ pub(super) fn explore_graph(c: &Call<'_>) -> Out {
 }
 
 pub(super) fn list_spaces(c: &Call<'_>) -> Out {
-    let spaces = c.api.store().list_spaces()?;
+    let spaces = c.api.store().spaces().list()?;
     let rows: Vec<Value> = spaces
         .iter()
         .map(|s| {

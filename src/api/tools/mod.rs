@@ -340,7 +340,7 @@ pub fn call(api: &Api, scope: &Scope, name: &str, arguments: Value) -> Result<Va
         Some(s) => s,
         None => args.opt_str("space_id")?.filter(|s| !s.trim().is_empty()).unwrap_or_else(|| DEFAULT_SPACE.into()),
     };
-    if api.store().require_space_exists(&space).is_err() {
+    if api.store().spaces().require(&space).is_err() {
         return Err(ToolError::UnknownSpace(space));
     }
     let call = Call { api, space, scope, args };

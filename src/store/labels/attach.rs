@@ -40,7 +40,7 @@ impl Labels<'_> {
     /// # Errors
     /// [`ErrorKind::NotFound`] (`space_not_found`) for an unknown space.
     pub fn list(&self, space: &str, order: LabelOrder, desc: bool, limit: usize, offset: usize) -> Result<Vec<Label>> {
-        self.store.require_space(space)?;
+        self.store.spaces().require(space)?;
         let mut all = self.all(space)?;
         all.sort_by(|a, b| {
             let o = match order {

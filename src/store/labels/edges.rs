@@ -81,7 +81,7 @@ impl Labels<'_> {
         if !errs.is_empty() {
             return Err(Error::invalid(errs));
         }
-        self.store.require_space(space)?;
+        self.store.spaces().require(space)?;
         let now = Timestamp::now();
         self.write(|_, t, touched| {
             let mut l = load_label(t.labels.records(), space, id)?;
@@ -120,7 +120,7 @@ impl Labels<'_> {
     /// # Errors
     /// [`ErrorKind::NotFound`]: `label_not_found`, `space_not_found`.
     pub fn delete(&self, space: &str, id: &str) -> Result<LabelDeleteReport> {
-        self.store.require_space(space)?;
+        self.store.spaces().require(space)?;
         self.write(|_, t, touched| {
             let label = load_label(t.labels.records(), space, id)?;
             let mut removed = 0;

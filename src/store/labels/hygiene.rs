@@ -139,10 +139,10 @@ impl Labels<'_> {
     pub fn health(&self, space: Option<&str>) -> Result<LabelHealth> {
         let spaces: Vec<String> = match space {
             Some(s) => {
-                self.store.require_space(s)?;
+                self.store.spaces().require(s)?;
                 vec![s.to_string()]
             }
-            None => self.store.list_spaces()?.into_iter().map(|s| s.id).collect(),
+            None => self.store.spaces().list()?.into_iter().map(|s| s.id).collect(),
         };
         let (mut vocab, mut unused, mut single, mut forks, mut backlog) = (0u64, 0u64, 0u64, 0u64, 0u64);
         let (mut memories, mut labelled, mut edges) = (0u64, 0u64, 0u64);
@@ -259,7 +259,7 @@ impl Labels<'_> {
         if !errs.is_empty() {
             return Err(Error::invalid(errs));
         }
-        self.store.require_space(space)?;
+        self.store.spaces().require(space)?;
         let mut labels = self.all(space)?;
         labels.sort_by(|a, b| b.usage_count.cmp(&a.usage_count).then_with(|| a.name.cmp(&b.name)));
         labels.truncate(max_labels);
@@ -344,7 +344,7 @@ impl Labels<'_> {
                 max_groups.into(),
             ));
         }
-        self.store.require_space(space)?;
+        self.store.spaces().require(space)?;
         let all = self.consolidation_groups(space)?;
         let remaining = all.len().saturating_sub(max_groups) as u64;
         let groups: Vec<ConsolidationGroup> = all.into_iter().take(max_groups).map(|(g, _)| g).collect();

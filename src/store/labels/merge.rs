@@ -115,7 +115,7 @@ impl Labels<'_> {
     /// [`ErrorKind::NotFound`] (`label_not_found`, `space_not_found`); [`ErrorKind::InvalidInput`] when source
     /// and target are the same.
     pub fn merge(&self, space: &str, source: &str, target: &str) -> Result<LabelMerge> {
-        self.store.require_space(space)?;
+        self.store.spaces().require(space)?;
         let now = Timestamp::now();
         self.write(|txn, t, touched| {
             let rec = t.merge(txn, space, source, target, now)?;
@@ -131,7 +131,7 @@ impl Labels<'_> {
     /// # Errors
     /// [`ErrorKind::NotFound`] (`space_not_found`).
     pub fn merges(&self, space: &str) -> Result<Vec<LabelMerge>> {
-        self.store.require_space(space)?;
+        self.store.spaces().require(space)?;
         let rtx = self.store.core.db.read()?;
         let t = label::label_merges(&rtx)?;
         let mut out: Vec<LabelMerge> = Vec::new();
@@ -151,7 +151,7 @@ impl Labels<'_> {
     /// * [`ErrorKind::Conflict`]: `merge_reversed` (already undone), `label_exists` (a label with the
     ///   source's id exists again).
     pub fn reverse_merge(&self, space: &str, merge_id: &str) -> Result<LabelMerge> {
-        self.store.require_space(space)?;
+        self.store.spaces().require(space)?;
         let now = Timestamp::now();
         self.write(|txn, t, touched| {
             let mut merges = label::label_merges(txn)?;
@@ -206,7 +206,7 @@ impl Labels<'_> {
     /// [`ErrorKind::NotFound`] (`label_not_found`, `space_not_found`); [`ErrorKind::InvalidInput`] when
     /// source and target are the same.
     pub fn plan(&self, space: &str, source: &str, target: Option<&str>) -> Result<LabelPlan> {
-        self.store.require_space(space)?;
+        self.store.spaces().require(space)?;
         let rtx = self.store.core.db.read()?;
         build_plan(&label::labels(&rtx)?, &label::label_memories(&rtx)?, space, source, target)
     }
@@ -224,7 +224,7 @@ impl Labels<'_> {
         target: Option<&str>,
         plan_id: Option<&str>,
     ) -> Result<(LabelPlan, Option<LabelMerge>)> {
-        self.store.require_space(space)?;
+        self.store.spaces().require(space)?;
         let now = Timestamp::now();
         self.write(|txn, t, touched| {
             let plan = build_plan(t.labels.records(), t.labels.by_label(), space, source, target)?;

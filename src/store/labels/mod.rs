@@ -134,7 +134,7 @@ impl Labels<'_> {
     /// # Errors
     /// [`crate::ErrorKind::NotFound`]: `space_not_found`, `label_not_found`.
     pub fn get(&self, space: &str, id: &str) -> Result<Label> {
-        self.store.require_space(space)?;
+        self.store.spaces().require(space)?;
         let rtx = self.store.core.db.read()?;
         load_label(&label::labels(&rtx)?, space, id)
     }

@@ -73,7 +73,7 @@ impl Reviews<'_> {
         limit: usize,
         offset: usize,
     ) -> Result<(Vec<ReviewEvent>, usize)> {
-        self.store.require_space(space)?;
+        self.store.spaces().require(space)?;
         let rtx = self.store.core.db.read()?;
         let mut all = Vec::new();
         review::reviews(&rtx)?.each_in_space(space, |_, e: ReviewEvent| {

@@ -36,7 +36,7 @@ impl Working<'_> {
     /// [`crate::ErrorKind::NotFound`] (`space_not_found`); [`crate::ErrorKind::InvalidInput`] for a date that
     /// is not `YYYY-MM-DD`.
     pub fn get(&self, space: &str, date: Option<&str>) -> Result<Option<WorkingMemory>> {
-        self.store.require_space(space)?;
+        self.store.spaces().require(space)?;
         let rtx = self.store.core.db.read()?;
         match date {
             Some(d) => {
@@ -62,7 +62,7 @@ impl Working<'_> {
                 content.len().into(),
             ));
         }
-        self.store.require_space(space)?;
+        self.store.spaces().require(space)?;
         let wm = WorkingMemory {
             space_id: space.to_string(),
             date: today(),
@@ -81,7 +81,7 @@ impl Working<'_> {
     /// # Errors
     /// [`crate::ErrorKind::NotFound`] (`space_not_found`).
     pub fn history(&self, space: &str, limit: usize) -> Result<Vec<WorkingMemory>> {
-        self.store.require_space(space)?;
+        self.store.spaces().require(space)?;
         working_memory::recent(&self.store.core.db.read()?, space, limit)
     }
 }

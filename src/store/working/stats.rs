@@ -38,7 +38,7 @@ impl KnowledgeStore {
     /// [`crate::ErrorKind::NotFound`] (`space_not_found`); storage errors.
     pub fn stats(&self, space: Option<&str>) -> Result<StoreStats> {
         if let Some(sp) = space {
-            self.require_space(sp)?;
+            self.spaces().require(sp)?;
         }
         let rtx = self.core.db.read()?;
         let mut s = StoreStats::default();

@@ -1,17 +1,18 @@
 //! Spaces: create, list, read, resolve by name or alias, update, delete (refused while non-empty unless
 //! cascading), and bulk moves of memories between spaces. The `default` space always exists and cannot be
 //! deleted. Isolation lives in the storage keys: every record's key starts with its space id, and reads go
-//! through one space's key range; a space's `sharedSpaceIds` only widen its searches.
+//! through one space's key range; a space's `sharedSpaceIds` only widen its searches. The service is
+//! [`Spaces`] (`store.spaces()`).
 
 use crate::storage::Readable;
 use std::collections::BTreeSet;
 
-use super::memories::MemoryWrite;
-use super::types::{MoveFailure, MoveReport, MoveSelection, NewSpace, SpacePatch};
-use super::{DEFAULT_SPACE, KnowledgeStore, StoredMemory};
 use crate::error::ErrorCode;
 use crate::error::{Error, ErrorKind, FieldError, Result};
 use crate::model::{Space, SpaceUsage, Timestamp};
+use crate::store::memories::MemoryWrite;
+use crate::store::types::{MoveFailure, MoveReport, MoveSelection, NewSpace, SpacePatch};
+use crate::store::{DEFAULT_SPACE, KnowledgeStore, StoredMemory};
 use crate::store::{memory, space, thread, working_memory};
 
 /// The id of a space named `name`: lowercase alphanumerics with single `-` between words.
@@ -94,7 +95,16 @@ fn check_space(s: &Space, others: &[Space]) -> Result<()> {
     Ok(())
 }
 
-impl KnowledgeStore {
+/// The spaces of a store, borrowed from the store (`store.spaces()`).
+///
+/// Owns: the `space` records (one per space: name, aliases, shared space ids, dates) and the moves of memories
+/// between spaces.
+#[derive(Clone, Copy)]
+pub struct Spaces<'s> {
+    pub(crate) store: &'s KnowledgeStore,
+}
+
+impl Spaces<'_> {
     /// Creates a space. Its id is `new.id` or the slug of its name (`"Work Notes"` -> `work-notes`).
     ///
     /// # Errors
@@ -102,7 +112,7 @@ impl KnowledgeStore {
     ///   that is not its own slug; unknown shared spaces; over 32 aliases; a bad retrieval mode.
     /// * [`ErrorKind::Conflict`]: `space_exists` (the id is taken), `space_name_taken` (the name or an alias
     ///   names another space).
-    pub fn create_space(&self, new: NewSpace) -> Result<Space> {
+    pub fn create(&self, new: NewSpace) -> Result<Space> {
         let name = new.name.trim().to_string();
         let id = new.id.clone().filter(|i| !i.trim().is_empty()).unwrap_or_else(|| space_slug(&name));
         if name.is_empty() || name.chars().count() > 100 || id.is_empty() {
@@ -137,7 +147,7 @@ impl KnowledgeStore {
             has_profile: false,
             created_at: Timestamp::now(),
         };
-        self.core.write(|txn, _| {
+        self.store.core.write(|txn, _| {
             let mut t = space::spaces(txn)?;
             if t.get(id.as_str())?.is_some() {
                 return Err(Error::new(ErrorKind::Conflict, format!("space '{id}' already exists"))
@@ -147,8 +157,8 @@ impl KnowledgeStore {
             t.put(id.as_str(), &space)?;
             Ok(())
         })?;
-        self.core.apply(vec![]);
-        self.core.index.write().spaces.entry(id).or_insert_with(|| self.core.new_space_index());
+        self.store.core.apply(vec![]);
+        self.store.core.index.write().spaces.entry(id).or_insert_with(|| self.store.core.new_space_index());
         Ok(space)
     }
 
@@ -156,8 +166,8 @@ impl KnowledgeStore {
     ///
     /// # Errors
     /// Storage errors.
-    pub fn list_spaces(&self) -> Result<Vec<Space>> {
-        let rtx = self.core.db.read()?;
+    pub fn list(&self) -> Result<Vec<Space>> {
+        let rtx = self.store.core.db.read()?;
         let mut out = stored_spaces(&space::spaces(&rtx)?)?;
         for s in &mut out {
             self.fill_usage(&rtx, s)?;
@@ -167,7 +177,7 @@ impl KnowledgeStore {
     }
 
     fn fill_usage(&self, rtx: &crate::storage::ReadTx, s: &mut Space) -> Result<()> {
-        s.usage.memories = self.core.live_memories(rtx, &s.id)?;
+        s.usage.memories = self.store.core.live_memories(rtx, &s.id)?;
         let threads = thread::threads(&rtx)?;
         s.usage.threads = threads.count_in_space(&s.id)? as u64;
         let wm = working_memory::days(&rtx)?;
@@ -179,8 +189,8 @@ impl KnowledgeStore {
     ///
     /// # Errors
     /// [`ErrorKind::NotFound`] (`space_not_found`).
-    pub fn get_space(&self, id: &str) -> Result<Space> {
-        let rtx = self.core.db.read()?;
+    pub fn get(&self, id: &str) -> Result<Space> {
+        let rtx = self.store.core.db.read()?;
         let mut s: Space = space::spaces(&rtx)?.get(id)?.ok_or_else(|| space_not_found(id))?;
         self.fill_usage(&rtx, &mut s)?;
         Ok(s)
@@ -191,9 +201,9 @@ impl KnowledgeStore {
     ///
     /// # Errors
     /// [`ErrorKind::NotFound`] (`space_not_found`).
-    pub fn resolve_space(&self, reference: &str) -> Result<Space> {
+    pub fn resolve(&self, reference: &str) -> Result<Space> {
         let r = reference.trim();
-        let spaces = self.list_spaces()?;
+        let spaces = self.list()?;
         let lower = r.to_lowercase();
         let slug = space_slug(r);
         spaces
@@ -210,8 +220,8 @@ impl KnowledgeStore {
     ///
     /// # Errors
     /// [`ErrorKind::NotFound`] (`space_not_found`); [`ErrorKind::InvalidInput`] and [`ErrorKind::Conflict`] as
-    /// for [`KnowledgeStore::create_space`].
-    pub fn update_space(&self, id: &str, patch: SpacePatch) -> Result<Space> {
+    /// for [`Spaces::create`](crate::store::Spaces::create).
+    pub fn update(&self, id: &str, patch: SpacePatch) -> Result<Space> {
         if let Some(n) = &patch.name
             && (n.trim().is_empty() || n.trim().chars().count() > 100)
         {
@@ -222,7 +232,7 @@ impl KnowledgeStore {
                 n.clone().into(),
             ));
         }
-        self.core.write(|txn, _| {
+        self.store.core.write(|txn, _| {
             let mut t = space::spaces(txn)?;
             let mut s: Space = t.get(id)?.ok_or_else(|| space_not_found(id))?;
             if let Some(n) = patch.name {
@@ -250,7 +260,7 @@ impl KnowledgeStore {
             t.put(id, &s)?;
             Ok(())
         })?;
-        self.get_space(id)
+        self.get(id)
     }
 
     /// Deletes a space. Refused while it holds memories, threads or working memory unless `cascade`, which
@@ -260,13 +270,13 @@ impl KnowledgeStore {
     /// # Errors
     /// * [`ErrorKind::NotFound`] (`space_not_found`).
     /// * [`ErrorKind::Conflict`]: `space_not_empty` (with the counts), `default_space` (the default space).
-    pub fn delete_space(&self, id: &str, cascade: bool) -> Result<Space> {
+    pub fn delete(&self, id: &str, cascade: bool) -> Result<Space> {
         if id == DEFAULT_SPACE {
             return Err(Error::new(ErrorKind::Conflict, "the default space cannot be deleted")
                 .with_code(ErrorCode::DefaultSpace));
         }
-        let space = self.get_space(id)?;
-        self.core.write(|txn, _| {
+        let space = self.get(id)?;
+        self.store.core.write(|txn, _| {
             // Checked inside the deleting transaction, so nothing written meanwhile can be lost.
             let memories = memory::memories(txn)?.count_in_space(id)?;
             let threads = thread::threads(txn)?.count_in_space(id)?;
@@ -292,7 +302,7 @@ impl KnowledgeStore {
             }
             Ok(())
         })?;
-        self.core.index.write().spaces.remove(id);
+        self.store.core.index.write().spaces.remove(id);
         Ok(space)
     }
 
@@ -304,18 +314,18 @@ impl KnowledgeStore {
     /// # Errors
     /// [`ErrorKind::NotFound`] (`space_not_found`) for the target or a source space.
     pub fn move_memories(&self, selection: &MoveSelection, target: &str, dry_run: bool) -> Result<MoveReport> {
-        self.require_space(target)?;
+        self.require(target)?;
         let (ids, guard): (Vec<String>, Option<String>) = match selection {
             MoveSelection::Ids { memory_ids, source_space_id } => {
                 if let Some(s) = source_space_id {
-                    self.require_space(s)?;
+                    self.require(s)?;
                 }
                 let mut seen = BTreeSet::new();
                 (memory_ids.iter().filter(|i| seen.insert(i.as_str())).cloned().collect(), source_space_id.clone())
             }
             MoveSelection::Space { source_space_id, exclude_memory_ids } => {
-                self.require_space(source_space_id)?;
-                let rtx = self.core.db.read()?;
+                self.require(source_space_id)?;
+                let rtx = self.store.core.db.read()?;
                 let mems = memory::memories(&rtx)?;
                 let mut ids = Vec::new();
                 for (id, v) in mems.in_space(source_space_id)? {
@@ -343,7 +353,7 @@ impl KnowledgeStore {
             return Ok(report);
         }
         let now = Timestamp::now();
-        let (moved, failures) = self.core.write(|txn, ops| {
+        let (moved, failures) = self.store.core.write(|txn, ops| {
             let base = super::meta::alloc_docnos(txn, ids.len() as u64)?;
             let mut t = MemoryWrite::open(txn)?;
             let mut moved = 0u64;
@@ -360,7 +370,7 @@ impl KnowledgeStore {
                     continue;
                 }
                 let vector = t.memories.vector(&space, sm.docno)?;
-                self.move_one(&mut t, space, sm, target, base + i as u64, vector, now, ops)?;
+                self.store.move_one(&mut t, space, sm, target, base + i as u64, vector, now, ops)?;
                 moved += 1;
             }
             Ok((moved, failures))
@@ -371,9 +381,21 @@ impl KnowledgeStore {
         report.message = format!("moved {moved} memories to '{target}'");
         Ok(report)
     }
+
+    /// [`ErrorKind::NotFound`] (`space_not_found`) unless `space` exists.
+    ///
+    /// # Errors
+    /// As described, and storage errors.
+    pub fn require(&self, space: &str) -> Result<()> {
+        let rtx = self.store.core.db.read()?;
+        if space::spaces(&rtx)?.get(space)?.is_none() {
+            return Err(Error::not_found(ErrorCode::SpaceNotFound, format!("space '{space}' does not exist")));
+        }
+        Ok(())
+    }
 }
 
-fn stored_spaces<T: Readable<&'static str, super::records::Bytes>>(
+fn stored_spaces<T: Readable<&'static str, crate::store::records::Bytes>>(
     t: &super::records::Records<T, &'static str, Space>,
 ) -> Result<Vec<Space>> {
     t.all()
