@@ -51,7 +51,8 @@ fn main() {
         let messages = msgs(t, 0, m);
         let t0 = Instant::now();
         let c = store
-            .create_thread(NewThread {
+            .threads()
+            .create(NewThread {
                 thread_id: Some(format!("bench-{t}")),
                 messages,
                 deduplicate: true,
@@ -66,7 +67,8 @@ fn main() {
         let messages = msgs(t, m, 5);
         let t0 = Instant::now();
         store
-            .append_messages(&format!("bench-{t}"), None, AppendMessages { messages, ..Default::default() })
+            .threads()
+            .append(&format!("bench-{t}"), None, AppendMessages { messages, ..Default::default() })
             .expect("append");
         append.push(t0.elapsed().as_secs_f64() * 1000.0);
     }

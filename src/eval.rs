@@ -473,7 +473,7 @@ fn ingest(store: &KnowledgeStore, selected: &[(usize, &Conversation)], opts: &Lo
                 thread_meta.insert("analysis".into(), crate::store::PER_MESSAGE.into());
             }
             let t0 = Instant::now();
-            let created = store.create_thread(NewThread {
+            let created = store.threads().create(NewThread {
                 thread_id: Some(format!("c{i}-s{n}")),
                 title: Some(format!("LoCoMo conversation {i}, session {n}")),
                 messages,

@@ -31,7 +31,8 @@ fn per_message_thread(store: &KnowledgeStore, space: &str, id: &str, lines: &[(&
         })
         .collect();
     let created = store
-        .create_thread(NewThread {
+        .threads()
+        .create(NewThread {
             thread_id: Some(id.into()),
             messages,
             space_id: Some(space.into()),
@@ -404,7 +405,8 @@ fn thread_search_matches_terms_spread_over_neighbouring_messages() {
     let store = open(dir.path());
     let thread = |id: &str, lines: &[&str]| {
         store
-            .create_thread(NewThread {
+            .threads()
+            .create(NewThread {
                 thread_id: Some(id.into()),
                 messages: lines
                     .iter()
@@ -423,7 +425,7 @@ fn thread_search_matches_terms_spread_over_neighbouring_messages() {
     thread("qa", &["Where is the espresso machine?", "In the kitchen, next to the fridge.", "Thanks!"]);
     thread("both", &["The espresso machine is in the kitchen.", "Good to know."]);
     thread("apart", &["The espresso machine broke.", "Anyway.", "Right.", "Lunch is in the kitchen."]);
-    let hits = store.search_threads("espresso kitchen", "default", None, 10).unwrap();
+    let hits = store.threads().search("espresso kitchen", "default", None, 10).unwrap();
     let got: Vec<(&str, u64, u64)> =
         hits.iter().map(|h| (h.thread.thread_id.as_str(), h.matched_messages, h.context_matches)).collect();
     assert_eq!(got[0], ("both", 1, 1), "a direct match ranks first (its neighbour matches through it)");

@@ -74,10 +74,10 @@ fn library_writer_child() {
                 NewMessage { role: "user".into(), content: format!("message {n} of {thread}"), ..Default::default() };
             let ok = if n == 1 {
                 let t = NewThread { thread_id: Some(thread.clone()), messages: vec![msg], ..Default::default() };
-                store.create_thread(t).is_ok()
+                store.threads().create(t).is_ok()
             } else {
                 let a = AppendMessages { messages: vec![msg], ..Default::default() };
-                store.append_messages(&thread, None, a).is_ok()
+                store.threads().append(&thread, None, a).is_ok()
             };
             if ok {
                 ack(format!("MSG {thread}"));
@@ -149,7 +149,7 @@ fn check(
         assert_eq!(v.memory.content, content(&imported_id(i)), "cycle {cycle}: imported content");
     }
     for (t, n) in messages {
-        let th = store.get_thread(t, None).unwrap_or_else(|e| panic!("cycle {cycle}: thread {t} lost: {e}"));
+        let th = store.threads().get(t, None).unwrap_or_else(|e| panic!("cycle {cycle}: thread {t} lost: {e}"));
         assert!(th.message_count >= *n, "cycle {cycle}: {t} has {} messages, {n} acknowledged", th.message_count);
     }
     // Search agrees with the records: an acknowledged active memory is found by its unique token

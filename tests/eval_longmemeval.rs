@@ -92,7 +92,7 @@ fn a_limit_stops_the_reading_and_kept_spaces_hold_the_haystack() {
     };
     assert_eq!((count("lme-0"), count("lme-1")), (16, 18));
     // The threads are the sessions, with the session id and the session date.
-    let threads = store.list_threads("lme-1", None, 100, 0).expect("threads");
+    let threads = store.threads().list("lme-1", None, 100, 0).expect("threads");
     assert_eq!(threads.total, 5);
 }
 

@@ -118,7 +118,8 @@ fn workload(store: &KnowledgeStore, acked: &mut Vec<&'static str>, errors: &mut 
     step(
         "t",
         store
-            .create_thread(NewThread {
+            .threads()
+            .create(NewThread {
                 thread_id: Some("t".into()),
                 messages: vec![NewMessage {
                     role: "user".into(),
@@ -189,7 +190,7 @@ fn verify(store: &KnowledgeStore, acked: &[&str], n: u64, fault: Fault) {
         assert!(search("ferries").contains(&"c".to_string()), "{ctx}: search misses c");
     }
     if has("t") {
-        assert!(store.get_thread("t", None).is_ok(), "{ctx}: thread lost");
+        assert!(store.threads().get("t", None).is_ok(), "{ctx}: thread lost");
     }
     // The label's usage count follows its edges.
     if let Ok(l) = store.labels().get("default", "label_faults") {

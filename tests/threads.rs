@@ -242,9 +242,9 @@ fn list_search_import_merge_favorite_delete() {
     // Everything is in the file.
     drop(store);
     let store = backend::open(dir.path());
-    let (t, m) = store.thread_messages("i1", None, 10, 0).unwrap();
+    let (t, m) = store.threads().messages("i1", None, 10, 0).unwrap();
     assert_eq!((t.message_count, m.len(), t.title.as_str()), (3, 3, "Imported"));
-    assert!(store.get_thread("b", None).unwrap().is_favorite);
+    assert!(store.threads().get("b", None).unwrap().is_favorite);
 }
 
 #[test]
@@ -353,7 +353,8 @@ fn a_failed_extraction_keeps_the_messages_and_warns() {
     let cfg = backend::config(dir.path()).embedder(Arc::new(Fussy(engram::embed::HashEmbedder::default())));
     let store = KnowledgeStore::open(cfg).unwrap();
     let c = store
-        .create_thread(engram::NewThread {
+        .threads()
+        .create(engram::NewThread {
             thread_id: Some("f".into()),
             messages: vec![engram::NewMessage {
                 role: "user".into(),
@@ -367,5 +368,5 @@ fn a_failed_extraction_keeps_the_messages_and_warns() {
     assert_eq!(c.thread.message_count, 1);
     assert!(c.extraction.memories.is_empty());
     assert!(c.extraction.warnings[0].contains("model failure"), "{:?}", c.extraction.warnings);
-    assert_eq!(store.get_thread("f", None).unwrap().message_count, 1);
+    assert_eq!(store.threads().get("f", None).unwrap().message_count, 1);
 }

@@ -66,7 +66,8 @@ fn seed(store: &KnowledgeStore) {
         .unwrap();
     store.working().set("default", "## Focus\n\n- finish the report").unwrap();
     store
-        .create_thread(NewThread {
+        .threads()
+        .create(NewThread {
             thread_id: Some("t1".into()),
             title: Some("Planning".into()),
             messages: vec![
@@ -291,18 +292,19 @@ fn conflicting() -> (tempfile::TempDir, PathBuf, tempfile::TempDir) {
             engram::LabelPatch { description: Some("from A".into()), ..Default::default() },
         )
         .unwrap();
-    a.create_thread(NewThread {
-        thread_id: Some("tc".into()),
-        title: Some("A title".into()),
-        project: Some("garden".into()),
-        messages: vec![NewMessage {
-            role: "user".into(),
-            content: "Message from A about tomatoes.".into(),
+    a.threads()
+        .create(NewThread {
+            thread_id: Some("tc".into()),
+            title: Some("A title".into()),
+            project: Some("garden".into()),
+            messages: vec![NewMessage {
+                role: "user".into(),
+                content: "Message from A about tomatoes.".into(),
+                ..Default::default()
+            }],
             ..Default::default()
-        }],
-        ..Default::default()
-    })
-    .unwrap();
+        })
+        .unwrap();
     let archive = a_dir.path().join("a.zip");
     export_zip(&a, &archive);
     drop(a);
@@ -313,16 +315,17 @@ fn conflicting() -> (tempfile::TempDir, PathBuf, tempfile::TempDir) {
     m.title = Some("B title".into());
     m.metadata = Some(serde_json::from_value(serde_json::json!({"origin": "b"})).unwrap());
     b.create_memory(m).unwrap();
-    b.create_thread(NewThread {
-        thread_id: Some("tc".into()),
-        messages: vec![NewMessage {
-            role: "user".into(),
-            content: "Message from B about peppers.".into(),
+    b.threads()
+        .create(NewThread {
+            thread_id: Some("tc".into()),
+            messages: vec![NewMessage {
+                role: "user".into(),
+                content: "Message from B about peppers.".into(),
+                ..Default::default()
+            }],
             ..Default::default()
-        }],
-        ..Default::default()
-    })
-    .unwrap();
+        })
+        .unwrap();
     drop(b);
     let copy = b_dir.path().join("a.zip");
     std::fs::copy(&archive, &copy).unwrap();
@@ -347,9 +350,9 @@ fn merge_skip_and_overwrite_on_conflicts() {
         let c1 = b.get_memory("c1", None).unwrap();
         let md = &c1.memory.metadata.0;
         let label = b.labels().get("default", "label_shared").unwrap();
-        let thread = b.get_thread("tc", None).unwrap();
+        let thread = b.threads().get("tc", None).unwrap();
         let msgs: Vec<String> =
-            b.thread_messages("tc", None, 10, 0).unwrap().1.into_iter().map(|m| m.content).collect();
+            b.threads().messages("tc", None, 10, 0).unwrap().1.into_iter().map(|m| m.content).collect();
         // New records arrive in every mode.
         assert_eq!(b.get_memory("a-only", None).unwrap().memory.content, "Only in store A: the lake house.");
         match mode {

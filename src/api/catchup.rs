@@ -117,14 +117,14 @@ pub(crate) fn run(api: &Api, space: &str, horizon: &str, start: Option<i64>) -> 
     let mut threads_touched = Vec::new();
     let mut offset = 0;
     loop {
-        let page = store.list_threads(space, None, PAGE, offset)?;
+        let page = store.threads().list(space, None, PAGE, offset)?;
         let n = page.items.len();
         for thread in page.items {
             if thread.updated_at.millis() < start {
                 continue;
             }
             scanned += 1;
-            let (_, messages) = store.all_thread_messages(&thread.thread_id, Some(space))?;
+            let (_, messages) = store.threads().all_messages(&thread.thread_id, Some(space))?;
             let done = covered.get(&thread.thread_id);
             let todo: Vec<crate::model::Message> = messages
                 .into_iter()
@@ -137,7 +137,7 @@ pub(crate) fn run(api: &Api, space: &str, horizon: &str, start: Option<i64>) -> 
             }
             undistilled += todo.len();
             let prefix = crate::store::thread_memory_prefix(space, &thread.thread_id);
-            let x = store.extract_units(space, &prefix, Some(&thread.thread_id), &todo)?;
+            let x = store.threads().extract_units(space, &prefix, Some(&thread.thread_id), &todo)?;
             let new = x.memories.iter().filter(|c| c.action == crate::store::WriteAction::Created).count();
             created += new;
             merged += x.merged;

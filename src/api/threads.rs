@@ -536,7 +536,7 @@ fn space_param<'a>(ctx: &'a Ctx<'_>) -> Option<&'a str> {
 
 pub(super) fn create(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let req: CreateThreadRequest = ctx.json()?;
-    let created = api.store().create_thread(NewThread {
+    let created = api.store().threads().create(NewThread {
         thread_id: req.thread_id,
         title: req.title,
         messages: req.messages.into_iter().map(NewMessage::from).collect(),
@@ -572,7 +572,7 @@ pub(super) fn append(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let req: AppendRequest = ctx.json()?;
     let id = ctx.param("thread_id");
     let space = req.space_id.clone();
-    let r = api.store().append_messages(
+    let r = api.store().threads().append(
         id,
         space.as_deref().or_else(|| space_param(ctx)),
         AppendMessages {
@@ -599,7 +599,7 @@ pub(super) fn append(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
 pub(super) fn get(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let limit = ctx.query.limit();
     let offset = ctx.query.int("offset").unwrap_or(0) as u64;
-    let (thread, messages) = api.store().thread_messages(ctx.param("thread_id"), space_param(ctx), limit, offset)?;
+    let (thread, messages) = api.store().threads().messages(ctx.param("thread_id"), space_param(ctx), limit, offset)?;
     let total = thread.message_count;
     let has_more = offset + (messages.len() as u64) < total;
     ok(&ThreadMessagesResponse {
@@ -615,7 +615,7 @@ pub(super) fn get(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
 
 pub(super) fn list(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let q = &ctx.query;
-    let page = api.store().list_threads(
+    let page = api.store().threads().list(
         q.str("space_id").unwrap_or(DEFAULT_SPACE),
         q.str("source"),
         q.limit(),
@@ -635,7 +635,7 @@ pub(super) fn list(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
 
 pub(super) fn search(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let q = &ctx.query;
-    let hits = api.store().search_threads(
+    let hits = api.store().threads().search(
         q.str("query").unwrap_or(""),
         q.str("space_id").unwrap_or(DEFAULT_SPACE),
         q.str("source"),
@@ -655,8 +655,11 @@ pub(super) fn search(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
 
 pub(super) fn delete(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let id = ctx.param("thread_id");
-    let r =
-        api.store().delete_thread(id, space_param(ctx), ctx.query.bool("cascade_delete_memories").unwrap_or(false))?;
+    let r = api.store().threads().delete(
+        id,
+        space_param(ctx),
+        ctx.query.bool("cascade_delete_memories").unwrap_or(false),
+    )?;
     ok(&ThreadDeleteResponse {
         success: true,
         thread_id: id.to_string(),
@@ -669,7 +672,7 @@ pub(super) fn delete(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
 pub(super) fn merge_metadata(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let req: MergeMetadataRequest = ctx.json()?;
     let space = req.space_id.clone();
-    let t = api.store().merge_thread_metadata(
+    let t = api.store().threads().merge_metadata(
         ctx.param("thread_id"),
         space.as_deref().or_else(|| space_param(ctx)),
         req.metadata,
@@ -680,14 +683,14 @@ pub(super) fn merge_metadata(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
 
 pub(super) fn favorite(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let fav = ctx.query.bool("is_favorite").unwrap_or(false);
-    let t = api.store().set_thread_favorite(ctx.param("thread_id"), space_param(ctx), fav)?;
+    let t = api.store().threads().set_favorite(ctx.param("thread_id"), space_param(ctx), fav)?;
     let what = if fav { "marked as favorite" } else { "no longer a favorite" };
     ok(&serde_json::json!({"message": format!("thread '{}' {what}", t.thread_id), "success": true}))
 }
 
 pub(super) fn favorites(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let limit = ctx.query.limit();
-    ok(&api.store().favorite_threads(limit)?)
+    ok(&api.store().threads().favorites(limit)?)
 }
 
 /// Messages of a markdown transcript: blocks starting with `User:`, `Assistant:`, `System:` (optionally bold),
@@ -759,10 +762,10 @@ fn import_one(api: &Api, t: ImportThread) -> ImportResult {
         append_mode: String::new(),
         action: "failed".into(),
     };
-    let existing = t.thread_id.as_deref().and_then(|id| api.store().get_thread(id, space.as_deref()).ok());
+    let existing = t.thread_id.as_deref().and_then(|id| api.store().threads().get(id, space.as_deref()).ok());
     match (existing, t.thread_id.clone()) {
         (Some(found), Some(id)) => {
-            let r = api.store().append_messages(
+            let r = api.store().threads().append(
                 &id,
                 Some(&found.space_id),
                 AppendMessages {
@@ -793,7 +796,7 @@ fn import_one(api: &Api, t: ImportThread) -> ImportResult {
                 let e = Error::not_found(ErrorCode::ThreadNotFound, format!("thread not found: '{id}'"));
                 return fail(id, &e);
             }
-            let r = api.store().create_thread(NewThread {
+            let r = api.store().threads().create(NewThread {
                 thread_id: id.clone(),
                 title: t.title,
                 messages,

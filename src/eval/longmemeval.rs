@@ -335,7 +335,7 @@ impl Run<'_> {
                 thread_meta.insert("analysis".into(), crate::store::PER_MESSAGE.into());
             }
             let t0 = Instant::now();
-            let created = self.store.create_thread(NewThread {
+            let created = self.store.threads().create(NewThread {
                 thread_id: Some(format!("s{j}")),
                 title: Some(format!("LongMemEval {}, session {sid}", q.question_id)),
                 messages,

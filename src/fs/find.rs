@@ -131,7 +131,7 @@ pub fn find(store: &KnowledgeStore, a: &FindArgs<'_>) -> Result<FindPage> {
             (page.items.iter().map(Hit::memory).collect(), page.total)
         }
         "thread" | "threads" => {
-            let page = store.list_threads(&space, None, limit, offset)?;
+            let page = store.threads().list(&space, None, limit, offset)?;
             let v = page
                 .items
                 .iter()

@@ -94,7 +94,7 @@ pub fn ls(store: &KnowledgeStore, space: &str, path: &str, offset: usize, limit:
             })
         }
         Node::Threads => {
-            let page = store.list_threads(&space, None, limit, offset)?;
+            let page = store.threads().list(&space, None, limit, offset)?;
             let v = page
                 .items
                 .iter()
@@ -107,7 +107,7 @@ pub fn ls(store: &KnowledgeStore, space: &str, path: &str, offset: usize, limit:
             (v, page.total)
         }
         Node::ThreadDir(t) => {
-            let th = store.get_thread(t, Some(&space)).map_err(|_| enoent(path))?;
+            let th = store.threads().get(t, Some(&space)).map_err(|_| enoent(path))?;
             let base = format!("/threads/{}", segment(t));
             let v = vec![
                 file("thread.md", &format!("{base}/thread.md"), &th.title, Some(th.updated_at)),

@@ -103,7 +103,7 @@ pub(crate) fn load(store: &KnowledgeStore, space: &str, node: &Node, path: &str)
             })
         }
         Node::ThreadFile(t, which) => {
-            let (thread, msgs) = store.all_thread_messages(t, Some(space)).map_err(|_| enoent(path))?;
+            let (thread, msgs) = store.threads().all_messages(t, Some(space)).map_err(|_| enoent(path))?;
             let (front, body, markdown) = if *which == "thread.md" {
                 let mut f = BTreeMap::new();
                 f.insert("id".into(), json!(thread.thread_id));

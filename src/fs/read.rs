@@ -142,7 +142,7 @@ pub fn stat(store: &KnowledgeStore, space: &str, path: &str) -> Result<Stat> {
     store.spaces().require(space)?;
     Ok(match &node {
         Node::ThreadDir(t) => {
-            let th = store.get_thread(t, Some(space)).map_err(|_| enoent(path))?;
+            let th = store.threads().get(t, Some(space)).map_err(|_| enoent(path))?;
             dir_stat(path, "thread", th.thread_id, Some(th.created_at), Some(th.updated_at))
         }
         Node::LabelDir(l) => {

@@ -47,7 +47,7 @@ pub use sources::{
 pub use spaces::{MAX_BULK_MOVE, Spaces, space_slug};
 pub use threads::{
     AppendMessages, AppendReport, CreatedThread, Extraction, NewMessage, NewThread, PER_MESSAGE, ThreadDeleteReport,
-    ThreadMatch, thread_memory_prefix,
+    ThreadMatch, Threads, thread_memory_prefix,
 };
 pub use transfer::{
     EXPORT_FORMAT, EXPORT_VERSION, ExportOptions, ExportReport, ImportJob, ImportMode, ImportProgress, ImportReport,
@@ -151,6 +151,12 @@ impl KnowledgeStore {
     /// The space service: create, list, read, resolve, update, delete, and moves between spaces ([`Spaces`]).
     pub fn spaces(&self) -> Spaces<'_> {
         Spaces { store: self }
+    }
+
+    /// The thread service: conversations, their messages, search over them, and distilling memories from
+    /// them ([`Threads`]).
+    pub fn threads(&self) -> Threads<'_> {
+        Threads { store: self }
     }
 
     /// The timeline-review service: review events raised by writes that look like updates or contradictions

@@ -116,7 +116,8 @@ pub fn per_message_thread(store: &KnowledgeStore, space: &str, id: &str, lines: 
         })
         .collect();
     let created = store
-        .create_thread(engram::NewThread {
+        .threads()
+        .create(engram::NewThread {
             thread_id: Some(id.into()),
             messages,
             space_id: Some(space.into()),

@@ -108,7 +108,7 @@ pub(in crate::api) fn distill(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
             (msgs, prefix, id.clone())
         }
         (_, Some(id)) => {
-            let (thread, msgs) = store.all_thread_messages(id, req.space_id.as_deref())?;
+            let (thread, msgs) = store.threads().all_messages(id, req.space_id.as_deref())?;
             let prefix = crate::store::thread_memory_prefix(&thread.space_id, &thread.thread_id);
             (msgs, prefix, Some(thread.thread_id))
         }
@@ -125,7 +125,7 @@ pub(in crate::api) fn distill(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         Some(sel) => messages.into_iter().filter(|m| sel.contains(&m.order_index)).collect(),
         None => messages,
     };
-    let ex = store.extract_units(&space, &prefix, source.as_deref(), &messages)?;
+    let ex = store.threads().extract_units(&space, &prefix, source.as_deref(), &messages)?;
     let mut warnings = Vec::new();
     if ex.memories.is_empty() {
         warnings.push("nothing to distil: only chatter, or every unit duplicates a stored memory".to_string());
