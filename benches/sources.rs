@@ -31,7 +31,8 @@ fn main() {
     let store = KnowledgeStore::open(StoreConfig::new(dir.path())).expect("open");
     let t = Instant::now();
     let r = store
-        .ingest_source(NewSource { bytes, original_name: name.clone(), extract_memories: true, ..Default::default() })
+        .sources()
+        .ingest(NewSource { bytes, original_name: name.clone(), extract_memories: true, ..Default::default() })
         .expect("ingest");
     let ingest = t.elapsed().as_secs_f64();
     println!(
@@ -47,7 +48,7 @@ fn main() {
     let mut analysis = None;
     for _ in 0..repeat {
         let t = Instant::now();
-        analysis = Some(store.analyze_source(&r.source.id, None, &columns).expect("analyse"));
+        analysis = Some(store.sources().analyze(&r.source.id, None, &columns).expect("analyse"));
         best = best.min(t.elapsed().as_secs_f64());
     }
     let a = analysis.expect("one run");

@@ -231,14 +231,16 @@ fn locomo_round_trip(dataset: &Path) {
         ..Default::default()
     })
     .expect("memory");
-    a.ingest_source(NewSource {
-        bytes: b"# Camping checklist\n\nTent, sleeping bags, stove, and a first-aid kit for the July trip.\n".to_vec(),
-        original_name: "camping.md".into(),
-        labels: vec!["plans".into()],
-        extract_memories: true,
-        ..Default::default()
-    })
-    .expect("source");
+    a.sources()
+        .ingest(NewSource {
+            bytes: b"# Camping checklist\n\nTent, sleeping bags, stove, and a first-aid kit for the July trip.\n"
+                .to_vec(),
+            original_name: "camping.md".into(),
+            labels: vec!["plans".into()],
+            extract_memories: true,
+            ..Default::default()
+        })
+        .expect("source");
     let g = a.graph().recompute().expect("graph");
     let archive = a_dir.path().join("locomo.zip");
     let t = Instant::now();

@@ -321,7 +321,8 @@ fn include_context_returns_source_chunks() {
     let store = open(dir.path());
     let body = GUIDE;
     let r = store
-        .ingest_source(NewSource {
+        .sources()
+        .ingest(NewSource {
             bytes: body.as_bytes().to_vec(),
             original_name: "guide.md".into(),
             extract_memories: true,
@@ -440,13 +441,10 @@ fn source_search_passes_scores_to_neighbouring_chunks() {
     let store = open(dir.path());
     let body = GUIDE;
     store
-        .ingest_source(NewSource {
-            bytes: body.as_bytes().to_vec(),
-            original_name: "guide.md".into(),
-            ..Default::default()
-        })
+        .sources()
+        .ingest(NewSource { bytes: body.as_bytes().to_vec(), original_name: "guide.md".into(), ..Default::default() })
         .unwrap();
-    let hits = store.search_sources("default", "grams double shot", 5).unwrap();
+    let hits = store.sources().search("default", "grams double shot", 5).unwrap();
     let chunks = &hits[0].chunks;
     let best = &chunks[0];
     assert!(best.snippet.contains("double shot"), "{chunks:?}");

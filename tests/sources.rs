@@ -35,7 +35,7 @@ fn query() -> SourceQuery {
 }
 
 fn names(store: &KnowledgeStore, q: &SourceQuery) -> Vec<String> {
-    let mut v: Vec<String> = store.list_sources(q).unwrap().items.into_iter().map(|s| s.original_name).collect();
+    let mut v: Vec<String> = store.sources().list(q).unwrap().items.into_iter().map(|s| s.original_name).collect();
     v.sort();
     v
 }
@@ -44,7 +44,8 @@ fn names(store: &KnowledgeStore, q: &SourceQuery) -> Vec<String> {
 fn ingest_parse_search_read_delete() {
     let dir = tempfile::tempdir().unwrap();
     let store = KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap();
-    let r = store.ingest_source(doc("notes/guide.md", GUIDE, &["coffee"], serde_json::json!({"team": "ops"}))).unwrap();
+    let r =
+        store.sources().ingest(doc("notes/guide.md", GUIDE, &["coffee"], serde_json::json!({"team": "ops"}))).unwrap();
     let s = &r.source;
     assert!(!r.deduplicated);
     assert_eq!(s.original_name, "guide.md");
@@ -68,29 +69,29 @@ fn ingest_parse_search_read_delete() {
     assert!(mems.iter().any(|m| m.memory.title == "Brewing" && m.memory.content.contains("18 grams")));
 
     // Same bytes again: the same source, nothing new.
-    let again = store.ingest_source(doc("copy.md", GUIDE, &[], serde_json::json!({}))).unwrap();
+    let again = store.sources().ingest(doc("copy.md", GUIDE, &[], serde_json::json!({}))).unwrap();
     assert!(again.deduplicated);
     assert_eq!(again.source.id, s.id);
     assert_eq!(store.list_memories(&q).unwrap().total, 3);
 
     // Search finds the chunk; the content route reads windows by bytes.
-    let hits = store.search_sources("default", "descale detergent", 5).unwrap();
+    let hits = store.sources().search("default", "descale detergent", 5).unwrap();
     assert_eq!(hits[0].source.id, s.id);
     assert_eq!(hits[0].chunks[0].section, "Coffee guide > Cleaning");
-    let w = store.source_content(&s.id, None, 0, 16).unwrap();
+    let w = store.sources().content(&s.id, None, 0, 16).unwrap();
     assert_eq!(w.content, "# Coffee guide\n\n");
     assert_eq!((w.returned_length, w.total_length, w.next_offset), (16, GUIDE.len() as u64, Some(16)));
-    let rest = store.source_content(&s.id, None, 16, 1 << 20).unwrap();
+    let rest = store.sources().content(&s.id, None, 16, 1 << 20).unwrap();
     assert_eq!(format!("{}{}", w.content, rest.content), GUIDE);
     assert!(!rest.has_more);
 
     // Delete takes the extracted memories with it, and the bytes can come back as a new source.
-    let (gone, n) = store.delete_source(&s.id, None).unwrap();
+    let (gone, n) = store.sources().delete(&s.id, None).unwrap();
     assert_eq!((gone.id.as_str(), n), (s.id.as_str(), 3));
-    assert_eq!(store.get_source(&s.id, None).unwrap_err().kind(), ErrorKind::NotFound);
+    assert_eq!(store.sources().get(&s.id, None).unwrap_err().kind(), ErrorKind::NotFound);
     assert_eq!(store.list_memories(&q).unwrap().total, 0);
-    assert!(store.search_sources("default", "descale", 5).unwrap().is_empty());
-    let back = store.ingest_source(doc("guide.md", GUIDE, &[], serde_json::json!({}))).unwrap();
+    assert!(store.sources().search("default", "descale", 5).unwrap().is_empty());
+    let back = store.sources().ingest(doc("guide.md", GUIDE, &[], serde_json::json!({}))).unwrap();
     assert!(!back.deduplicated);
     assert_ne!(back.source.id, s.id);
 }
@@ -100,7 +101,7 @@ fn filters_formats_and_refusals() {
     let dir = tempfile::tempdir().unwrap();
     let store = KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap();
     let put = |name: &str, body: &str, labels: &[&str], meta: serde_json::Value| {
-        store.ingest_source(doc(name, body, labels, meta)).unwrap().source
+        store.sources().ingest(doc(name, body, labels, meta)).unwrap().source
     };
     put(
         "a.md",
@@ -123,7 +124,7 @@ fn filters_formats_and_refusals() {
     assert_eq!(html.mime_type, "text/html");
     let tree: serde_json::Value = serde_json::from_str(&html.section_tree).unwrap();
     assert_eq!(tree[0]["title"], "Gamma");
-    assert!(store.source_content(&html.id, None, 0, 1000).unwrap().content.contains("mountains"));
+    assert!(store.sources().content(&html.id, None, 0, 1000).unwrap().content.contains("mountains"));
 
     let mut q = query();
     q.labels = vec!["x".into(), "label_y".into()];
@@ -137,44 +138,46 @@ fn filters_formats_and_refusals() {
     q.lifecycle_state = Some("error".into());
     assert!(names(&store, &q).is_empty());
     q.lifecycle_state = Some("bogus".into());
-    assert_eq!(store.list_sources(&q).unwrap_err().kind(), ErrorKind::InvalidInput);
+    assert_eq!(store.sources().list(&q).unwrap_err().kind(), ErrorKind::InvalidInput);
     let mut q = query();
     q.limit = 2;
     q.offset = 2;
-    let page = store.list_sources(&q).unwrap();
+    let page = store.sources().list(&q).unwrap();
     assert_eq!((page.total, page.items.len()), (3, 1));
     assert_eq!(page.items[0].original_name, "a.md", "newest first");
 
     // An image, and a PDF that is only a header: refused, nothing stored.
     let e = store
-        .ingest_source(NewSource { bytes: b"\x89PNG".to_vec(), original_name: "x.png".into(), ..Default::default() })
+        .sources()
+        .ingest(NewSource { bytes: b"\x89PNG".to_vec(), original_name: "x.png".into(), ..Default::default() })
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidInput);
     assert_eq!(e.fields()[0].kind, "unsupported_format");
     let e = store
-        .ingest_source(NewSource { bytes: b"%PDF-1.7".to_vec(), original_name: "x.pdf".into(), ..Default::default() })
+        .sources()
+        .ingest(NewSource { bytes: b"%PDF-1.7".to_vec(), original_name: "x.pdf".into(), ..Default::default() })
         .unwrap_err();
     assert_eq!((e.kind(), e.fields()[0].kind.as_str()), (ErrorKind::InvalidInput, "unparsable_document"));
-    assert_eq!(store.list_sources(&query()).unwrap().total, 3);
+    assert_eq!(store.sources().list(&query()).unwrap().total, 3);
 
     // Ingestion by path: inside the data directory yes, outside (or escaping with ..) no.
     std::fs::write(dir.path().join("inside.md"), "# In\n\nA file inside the data directory about apples and pears.")
         .unwrap();
-    let s = store.ingest_path(&dir.path().join("inside.md"), NewSource::default()).unwrap().source;
+    let s = store.sources().ingest_path(&dir.path().join("inside.md"), NewSource::default()).unwrap().source;
     assert_eq!(s.original_name, "inside.md");
     assert!(s.file_path.ends_with("inside.md"));
     let outside = tempfile::tempdir().unwrap();
     std::fs::write(outside.path().join("secret.md"), "secret").unwrap();
-    let e = store.ingest_path(&outside.path().join("secret.md"), NewSource::default()).unwrap_err();
+    let e = store.sources().ingest_path(&outside.path().join("secret.md"), NewSource::default()).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Forbidden);
     let sneaky = dir.path().join("..").join(outside.path().file_name().unwrap()).join("secret.md");
-    assert_eq!(store.ingest_path(&sneaky, NewSource::default()).unwrap_err().kind(), ErrorKind::Forbidden);
-    assert_eq!(store.list_sources(&query()).unwrap().total, 4);
+    assert_eq!(store.sources().ingest_path(&sneaky, NewSource::default()).unwrap_err().kind(), ErrorKind::Forbidden);
+    assert_eq!(store.sources().list(&query()).unwrap().total, 4);
     drop(store);
     // An allowed directory opens up.
     let store = KnowledgeStore::open(StoreConfig::new(dir.path()).allow_path(outside.path())).unwrap();
     assert_eq!(
-        store.ingest_path(&outside.path().join("secret.md"), NewSource::default()).unwrap().source.size_bytes,
+        store.sources().ingest_path(&outside.path().join("secret.md"), NewSource::default()).unwrap().source.size_bytes,
         6
     );
 }

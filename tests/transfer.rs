@@ -86,7 +86,8 @@ fn seed(store: &KnowledgeStore) {
         })
         .unwrap();
     store
-        .ingest_source(NewSource {
+        .sources()
+        .ingest(NewSource {
             bytes: b"# Visa guide\n\nApply for the visa at least six weeks before you travel abroad.\n".to_vec(),
             original_name: "visa.md".into(),
             labels: vec!["travel".into()],
@@ -204,7 +205,7 @@ fn round_trip_is_record_identical() {
     }
     // The imported store works: lexical and hybrid search, labels, sources, threads.
     assert!(b.wait_for_indexes(Duration::from_secs(30)));
-    let hits = b.search_sources("default", "visa weeks", 5).unwrap();
+    let hits = b.sources().search("default", "visa weeks", 5).unwrap();
     assert_eq!(hits[0].source.original_name, "visa.md");
     assert_eq!(b.get_memory("m3", None).unwrap().label_ids, ["label_europe", "label_travel"]);
     // Reopening changes nothing, and the background work (re-embedding, graph) leaves the records alone.
@@ -544,7 +545,7 @@ fn hostile_archives_are_refused_and_change_nothing() {
     assert_eq!(e.kind(), ErrorKind::Conflict);
     assert_eq!(std::fs::read_to_string(data.join("keep/notes.txt")).unwrap(), "mine");
     std::fs::write(data.join("api-key"), "secret").unwrap();
-    let e = store.ingest_path(&data.join("api-key"), NewSource::default()).unwrap_err();
+    let e = store.sources().ingest_path(&data.join("api-key"), NewSource::default()).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Forbidden);
     assert_eq!(dump(&store, &data, "after"), before, "the store is unchanged");
 }

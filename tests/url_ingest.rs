@@ -130,7 +130,7 @@ fn pages_redirects_timeouts_and_caps_on_an_allowed_loopback_host() {
     let s = store(dir.path(), &["127.0.0.1"]);
     let base = format!("http://127.0.0.1:{port}");
     // An HTML page: parsed, titled, searchable, with its URL and fetch time.
-    let r = s.ingest_url(&format!("{base}/page.html"), template()).unwrap();
+    let r = s.sources().ingest_url(&format!("{base}/page.html"), template()).unwrap();
     let src = &r.source;
     assert_eq!((src.source_type.as_str(), src.mime_type.as_str()), ("url", "text/html"));
     assert_eq!(src.source_url, format!("{base}/page.html"));
@@ -138,38 +138,38 @@ fn pages_redirects_timeouts_and_caps_on_an_allowed_loopback_host() {
     assert_eq!(src.metadata.0["title"], "Harbour & Pier Notes");
     assert!(src.metadata.0["fetched_at"].as_str().unwrap().starts_with("20"));
     assert_eq!(src.lifecycle_state, "indexed");
-    assert!(s.source_text(&src.id).unwrap().contains("forty thousand euros"));
+    assert!(s.sources().text(&src.id).unwrap().contains("forty thousand euros"));
     let tree: serde_json::Value = serde_json::from_str(&src.section_tree).unwrap();
     assert_eq!(tree[0]["title"], "Harbour renovation");
     // An article in a site's chrome: its main content only (navigation, header and footer dropped).
-    let a = s.ingest_url(&format!("{base}/article.html"), template()).unwrap().source;
-    let text = s.source_text(&a.id).unwrap();
+    let a = s.sources().ingest_url(&format!("{base}/article.html"), template()).unwrap().source;
+    let text = s.sources().text(&a.id).unwrap();
     assert!(text.contains("boarding them far out at sea"), "{text}");
     for chrome in ["Topic number 7", "Sign in", "Privacy policy"] {
         assert!(!text.contains(chrome), "{chrome} kept: {text}");
     }
     assert_eq!(a.metadata.0["title"], "Harbour pilots - Portside News");
     // A CSV by URL: a data table.
-    let csv = s.ingest_url(&format!("{base}/data.csv"), template()).unwrap().source;
+    let csv = s.sources().ingest_url(&format!("{base}/data.csv"), template()).unwrap().source;
     assert_eq!(csv.mime_type, "text/csv");
-    assert_eq!(s.analyze_source(&csv.id, None, &[]).unwrap().sheets[0].row_count, 2);
+    assert_eq!(s.sources().analyze(&csv.id, None, &[]).unwrap().sheets[0].row_count, 2);
     // Five redirects are followed (each new host resolved and checked again); the sixth is refused.
     let before = seen.load(Ordering::SeqCst);
-    let r = s.ingest_url(&format!("{base}/r/4"), NewSource { space_id: None, ..template() }).unwrap();
+    let r = s.sources().ingest_url(&format!("{base}/r/4"), NewSource { space_id: None, ..template() }).unwrap();
     assert!(r.deduplicated, "the redirect chain ends at the same page");
     assert_eq!(seen.load(Ordering::SeqCst) - before, 6, "5 redirects and the page");
-    let e = s.ingest_url(&format!("{base}/r/5"), template()).unwrap_err();
+    let e = s.sources().ingest_url(&format!("{base}/r/5"), template()).unwrap_err();
     assert_eq!((e.kind(), e.fields()[0].kind.as_str()), (ErrorKind::InvalidInput, "url_too_many_redirects"));
     // A slow server: cut off by the total timeout (1 s here), 504-kind, nothing stored.
     let t = std::time::Instant::now();
-    let e = s.ingest_url(&format!("{base}/slow"), template()).unwrap_err();
+    let e = s.sources().ingest_url(&format!("{base}/slow"), template()).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::UpstreamTimeout, "{e}");
     assert!(t.elapsed() < Duration::from_millis(2900), "cut off before the server answered");
     // Over the size cap (1 MiB here; the body is 2 MiB): cut off, nothing stored.
-    let e = s.ingest_url(&format!("{base}/big"), template()).unwrap_err();
+    let e = s.sources().ingest_url(&format!("{base}/big"), template()).unwrap_err();
     assert_eq!((e.kind(), e.fields()[0].kind.as_str()), (ErrorKind::InvalidInput, "document_too_large"), "{e}");
     // A PDF by URL: one section per page, the document's title, memories citing their page.
-    let pdf = s.ingest_url(&format!("{base}/report.pdf"), template()).unwrap();
+    let pdf = s.sources().ingest_url(&format!("{base}/report.pdf"), template()).unwrap();
     assert_eq!(pdf.source.mime_type, "application/pdf");
     assert_eq!(pdf.source.metadata.0["title"], "Harbour Report Q1");
     let tree: serde_json::Value = serde_json::from_str(&pdf.source.section_tree).unwrap();
@@ -177,19 +177,20 @@ fn pages_redirects_timeouts_and_caps_on_an_allowed_loopback_host() {
     let pages: Vec<f64> =
         pdf.memory_ids.iter().map(|id| s.get_memory(id, None).unwrap().memory.source_range["page"]).collect();
     assert_eq!(pages, [1.0, 2.0]);
-    assert!(s.source_text(&pdf.source.id).unwrap().contains("twelve thousand euros"));
+    assert!(s.sources().text(&pdf.source.id).unwrap().contains("twelve thousand euros"));
     // An image-only PDF, an error status and an unsupported type: refused, nothing stored.
-    let e = s.ingest_url(&format!("{base}/scan.pdf"), template()).unwrap_err();
+    let e = s.sources().ingest_url(&format!("{base}/scan.pdf"), template()).unwrap_err();
     assert_eq!(e.fields()[0].kind, "unparsable_document");
     assert!(e.fields()[0].msg.contains("no text layer"), "{e}");
     assert_eq!(
-        s.ingest_url(&format!("{base}/missing"), template()).unwrap_err().kind(),
+        s.sources().ingest_url(&format!("{base}/missing"), template()).unwrap_err().kind(),
         ErrorKind::UpstreamUnreachable
     );
-    let e = s.ingest_url(&format!("{base}/photo.png"), template()).unwrap_err();
+    let e = s.sources().ingest_url(&format!("{base}/photo.png"), template()).unwrap_err();
     assert_eq!(e.fields()[0].kind, "unsupported_format");
     let all = s
-        .list_sources(&engram::SourceQuery {
+        .sources()
+        .list(&engram::SourceQuery {
             space_id: "default".into(),
             source_type: None,
             lifecycle_state: None,
@@ -209,7 +210,7 @@ fn loopback_hosts_are_refused_without_a_connection_unless_allowed() {
     let s = store(dir.path(), &[]);
     for host in ["127.0.0.1", "127.1.2.3", "localhost", "[::1]", "LOCALHOST", "0.0.0.0"] {
         let url = format!("http://{host}:{port}/page.html");
-        let e = s.ingest_url(&url, template()).unwrap_err();
+        let e = s.sources().ingest_url(&url, template()).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::InvalidInput, "{url}: {e}");
         assert_eq!(e.code(), "url_refused", "{url}");
         assert_eq!(e.fields()[0].kind, "url_refused", "{url}");
@@ -223,7 +224,7 @@ fn loopback_hosts_are_refused_without_a_connection_unless_allowed() {
         ("not a url", "not a valid URL"),
         ("file:///etc/passwd", "only http and https"),
     ] {
-        let e = s.ingest_url(url, template()).unwrap_err();
+        let e = s.sources().ingest_url(url, template()).unwrap_err();
         assert_eq!(e.fields()[0].kind, "url_invalid", "{url}");
         assert!(e.fields()[0].msg.contains(why), "{url}: {}", e.fields()[0].msg);
     }
@@ -247,7 +248,7 @@ fn a_redirect_to_a_refused_host_is_checked_again() {
         }
     });
     let s = store(dir.path(), &["127.0.0.1"]);
-    let e = s.ingest_url(&format!("http://127.0.0.1:{hop}/start"), template()).unwrap_err();
+    let e = s.sources().ingest_url(&format!("http://127.0.0.1:{hop}/start"), template()).unwrap_err();
     assert_eq!(e.code(), "url_refused", "{e}");
     assert!(e.fields()[0].msg.contains("'localhost'"), "{}", e.fields()[0].msg);
     assert_eq!(seen.load(Ordering::SeqCst), 0, "the redirect target saw no request");

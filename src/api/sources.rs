@@ -337,7 +337,7 @@ pub(super) fn ingest_file(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     };
     let mut new = new_source(api, ctx, &req);
     new.bytes = bytes;
-    Ok(report(api.store().ingest_source(new)?))
+    Ok(report(api.store().sources().ingest(new)?))
 }
 
 pub(super) fn ingest_path(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
@@ -346,7 +346,7 @@ pub(super) fn ingest_path(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         return Err(Error::invalid_field(&["body", "path"], "missing", "Field required", serde_json::Value::Null));
     };
     let new = new_source(api, ctx, &r);
-    Ok(report(api.store().ingest_path(std::path::Path::new(&path), new)?))
+    Ok(report(api.store().sources().ingest_path(std::path::Path::new(&path), new)?))
 }
 
 pub(super) fn ingest_url(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
@@ -356,7 +356,7 @@ pub(super) fn ingest_url(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     };
     let new = new_source(api, ctx, &r);
     #[cfg(feature = "url")]
-    return Ok(report(api.store().ingest_url(&url, new)?));
+    return Ok(report(api.store().sources().ingest_url(&url, new)?));
     #[cfg(not(feature = "url"))]
     {
         let _ = (url, new);
@@ -392,7 +392,7 @@ pub(super) fn list_sources(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         limit: q.limit(),
         offset: q.int("offset").map(|v| v.max(0) as usize).unwrap_or(0),
     };
-    let page = api.store().list_sources(&query)?;
+    let page = api.store().sources().list(&query)?;
     Ok(ApiResponse::json(
         200,
         &SourceListResponse {
@@ -408,7 +408,7 @@ pub(super) fn search_sources(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let q = &ctx.query;
     let text = q.str("q").unwrap_or("");
     let space = q.str("space_id").unwrap_or(DEFAULT_SPACE);
-    let hits = api.store().search_sources(space, text, q.limit())?;
+    let hits = api.store().sources().search(space, text, q.limit())?;
     let results: Vec<SourceSearchHit> = hits
         .into_iter()
         .map(|h| SourceSearchHit {
@@ -425,13 +425,13 @@ pub(super) fn search_sources(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
 }
 
 pub(super) fn get_source(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
-    let s: Source = api.store().get_source(ctx.param("source_id"), ctx.query.str("space_id"))?;
+    let s: Source = api.store().sources().get(ctx.param("source_id"), ctx.query.str("space_id"))?;
     Ok(ApiResponse::json(200, &s))
 }
 
 pub(super) fn source_content(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let q = &ctx.query;
-    let c = api.store().source_content(
+    let c = api.store().sources().content(
         ctx.param("source_id"),
         q.str("space_id"),
         q.int("offset").map(|v| v.max(0) as usize).unwrap_or(0),
@@ -460,7 +460,7 @@ pub(super) fn column_names<'a>(values: impl IntoIterator<Item = &'a str>) -> Vec
 
 pub(super) fn analyze_source(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let columns = column_names(ctx.query.list("columns").iter().map(String::as_str));
-    let a = api.store().analyze_source(ctx.param("source_id"), ctx.query.str("space_id"), &columns)?;
+    let a = api.store().sources().analyze(ctx.param("source_id"), ctx.query.str("space_id"), &columns)?;
     Ok(ApiResponse::json(
         200,
         &SourceAnalysisResponse {
@@ -473,7 +473,7 @@ pub(super) fn analyze_source(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
 }
 
 pub(super) fn delete_source(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
-    let (s, memories) = api.store().delete_source(ctx.param("source_id"), ctx.query.str("space_id"))?;
+    let (s, memories) = api.store().sources().delete(ctx.param("source_id"), ctx.query.str("space_id"))?;
     Ok(ApiResponse::json(
         200,
         &SourceDeleteResponse {

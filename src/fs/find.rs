@@ -186,7 +186,8 @@ pub fn recall(
     let node = parse(path)?;
     Ok(match &node {
         Node::Sources => store
-            .search_sources(space, query, k)?
+            .sources()
+            .search(space, query, k)?
             .iter()
             .map(|h| RecallHit {
                 path: format!("/sources/{}", segment(&h.source.original_name)),

@@ -141,8 +141,8 @@ pub fn grep(store: &KnowledgeStore, a: &GrepArgs<'_>) -> Result<GrepPage> {
         })?;
     }
     if sources && out.len() < want {
-        for s in store.all_sources(space)? {
-            let text = store.source_text(&s.id)?;
+        for s in store.sources().all(space)? {
+            let text = store.sources().text(&s.id)?;
             push_lines(&format!("/sources/{}", segment(&s.original_name)), &text, &mut out);
             if out.len() >= want {
                 break;

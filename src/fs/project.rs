@@ -153,7 +153,7 @@ pub(crate) fn load(store: &KnowledgeStore, space: &str, node: &Node, path: &str)
                 id: s.id.clone(),
                 ext: "md",
                 front: f,
-                body: store.source_text(&s.id)?,
+                body: store.sources().text(&s.id)?,
                 created_at: Some(s.created_at),
                 updated_at: Some(s.updated_at),
                 markdown: true,
@@ -235,10 +235,10 @@ impl crate::library::Linker for FsLinker {
 }
 
 pub(crate) fn find_source(store: &KnowledgeStore, space: &str, name: &str) -> Result<Option<crate::model::Source>> {
-    if let Ok(s) = store.get_source(name, Some(space)) {
+    if let Ok(s) = store.sources().get(name, Some(space)) {
         return Ok(Some(s));
     }
-    Ok(store.all_sources(space)?.into_iter().rev().find(|s| s.original_name == name))
+    Ok(store.sources().all(space)?.into_iter().rev().find(|s| s.original_name == name))
 }
 
 /// Sources `offset..offset + limit` of `space`, newest first (as `ls /sources` and `find type=source` list
@@ -249,7 +249,7 @@ pub(crate) fn sources_page(
     offset: usize,
     limit: usize,
 ) -> Result<crate::store::Page<crate::model::Source>> {
-    store.list_sources(&crate::store::SourceQuery {
+    store.sources().list(&crate::store::SourceQuery {
         space_id: space.to_string(),
         source_type: None,
         lifecycle_state: None,

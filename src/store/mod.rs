@@ -42,7 +42,7 @@ pub(crate) use records::StoredMemory;
 pub use reviews::{ACTIONS as REVIEW_ACTIONS, Resolution, ReviewEvent, Reviews};
 pub use sources::{
     ChunkHit, IngestReport, MAX_SOURCE_BYTES, NewSource, SourceAnalysis, SourceChunks, SourceContent, SourceHit,
-    SourceQuery,
+    SourceQuery, Sources,
 };
 pub use spaces::{MAX_BULK_MOVE, Spaces, space_slug};
 pub use threads::{
@@ -157,6 +157,12 @@ impl KnowledgeStore {
     /// them ([`Threads`]).
     pub fn threads(&self) -> Threads<'_> {
         Threads { store: self }
+    }
+
+    /// The source service: documents in the library, their chunks, search over them, and the memories they
+    /// give ([`Sources`]).
+    pub fn sources(&self) -> Sources<'_> {
+        Sources { store: self }
     }
 
     /// The timeline-review service: review events raised by writes that look like updates or contradictions

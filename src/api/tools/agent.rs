@@ -252,8 +252,12 @@ pub(super) fn search_source_chunks(c: &Call<'_>) -> Out {
         return Err(super::args::missing("query").into());
     };
     let limit = c.args.int("limit", 1, 50, 5)? as usize;
-    let found =
-        c.api.store().search_source_chunks(&id, Some(&c.space), &query, limit).map_err(super::relocate_to_arguments)?;
+    let found = c
+        .api
+        .store()
+        .sources()
+        .search_chunks(&id, Some(&c.space), &query, limit)
+        .map_err(super::relocate_to_arguments)?;
     let (source, total) = (found.source, found.total_chunks);
     let chunks: Vec<Value> = found
         .chunks
@@ -270,7 +274,7 @@ pub(super) fn search_source_chunks(c: &Call<'_>) -> Out {
 pub(super) fn analyze_source_data(c: &Call<'_>) -> Out {
     let id = c.args.req_str("source_id")?;
     let columns = c.args.list("columns")?.unwrap_or_default();
-    let a = c.api.store().analyze_source(&id, Some(&c.space), &columns).map_err(super::relocate_to_arguments)?;
+    let a = c.api.store().sources().analyze(&id, Some(&c.space), &columns).map_err(super::relocate_to_arguments)?;
     Ok(json!({"status": "success", "source_id": a.source_id, "source_name": a.source_name, "sheets": a.sheets}))
 }
 

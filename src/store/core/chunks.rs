@@ -1,5 +1,5 @@
 //! The BM25 indexes over source chunks, one per space: built by the sources service on a space's first chunk
-//! search (`store/sources.rs`), dropped when the space's sources change, here or in another process (the
+//! search (`store/sources/search.rs`), dropped when the space's sources change, here or in another process (the
 //! change feed drops them, [`super::feed`]).
 
 use std::collections::HashMap;
