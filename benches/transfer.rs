@@ -111,7 +111,8 @@ fn synthetic(n: usize) {
     let archive = a_dir.path().join("bench.zip");
     let t = Instant::now();
     let rep = a
-        .export_data(&ExportOptions {
+        .transfer()
+        .export(&ExportOptions {
             path: Some(archive.clone()),
             compress: true,
             overwrite: true,
@@ -132,7 +133,7 @@ fn synthetic(n: usize) {
     let copy = b_dir.path().join("bench.zip");
     std::fs::copy(&archive, &copy).expect("copy");
     let t = Instant::now();
-    let imp = b.import_data(&copy, ImportMode::Merge, &ImportProgress::default()).expect("import");
+    let imp = b.transfer().import(&copy, ImportMode::Merge, &ImportProgress::default()).expect("import");
     let import_s = t.elapsed().as_secs_f64();
     println!(
         "import: {import_s:.2} s, {} memories inserted ({:.0} memories/s); peak RSS {:.0} MiB",
@@ -177,7 +178,8 @@ fn strip(v: &mut serde_json::Value) {
 fn dump(store: &KnowledgeStore, dir: &Path, name: &str) -> BTreeMap<String, Vec<String>> {
     let path = dir.join(name);
     store
-        .export_data(&ExportOptions {
+        .transfer()
+        .export(&ExportOptions {
             path: Some(path.clone()),
             compress: false,
             overwrite: true,
@@ -244,14 +246,15 @@ fn locomo_round_trip(dataset: &Path) {
     let g = a.graph().recompute().expect("graph");
     let archive = a_dir.path().join("locomo.zip");
     let t = Instant::now();
-    a.export_data(&ExportOptions {
-        path: Some(archive.clone()),
-        compress: true,
-        overwrite: true,
-        include: Include::default(),
-        encrypt: None,
-    })
-    .expect("export");
+    a.transfer()
+        .export(&ExportOptions {
+            path: Some(archive.clone()),
+            compress: true,
+            overwrite: true,
+            include: Include::default(),
+            encrypt: None,
+        })
+        .expect("export");
     let export_ms = t.elapsed().as_secs_f64() * 1000.0;
     let before = dump(&a, a_dir.path(), "dump-a");
 
@@ -260,7 +263,7 @@ fn locomo_round_trip(dataset: &Path) {
     let copy = b_dir.path().join("locomo.zip");
     std::fs::copy(&archive, &copy).expect("copy");
     let t = Instant::now();
-    b.import_data(&copy, ImportMode::Merge, &ImportProgress::default()).expect("import");
+    b.transfer().import(&copy, ImportMode::Merge, &ImportProgress::default()).expect("import");
     let import_ms = t.elapsed().as_secs_f64() * 1000.0;
     let after = dump(&b, b_dir.path(), "dump-b");
     let records: usize = before.values().map(Vec::len).sum();

@@ -191,7 +191,7 @@ pub fn zip_import(store: &KnowledgeStore, dir: &Path, data: &[u8]) {
     let path = dir.join("fuzz-import.zip");
     std::fs::write(&path, bytes).expect("write the archive");
     let before = store.stats(None).expect("stats").memory_count;
-    match store.import_data(&path, mode, &ImportProgress::default()) {
+    match store.transfer().import(&path, mode, &ImportProgress::default()) {
         Ok(_) => {}
         Err(e) => {
             assert!(

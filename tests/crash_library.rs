@@ -65,7 +65,7 @@ fn library_writer_child() {
         }
         if n % 11 == 5 {
             let archive = Path::new(&dir).join("import.zip");
-            if store.import_data(&archive, ImportMode::Merge, &ImportProgress::default()).is_ok() {
+            if store.transfer().import(&archive, ImportMode::Merge, &ImportProgress::default()).is_ok() {
                 ack("IMPORT".into());
             }
         }
@@ -115,7 +115,7 @@ fn prepare_archive(dir: &Path) {
         include: Include::default(),
         encrypt: None,
     };
-    store.export_data(&opts).unwrap();
+    store.transfer().export(&opts).unwrap();
     std::fs::create_dir_all(dir).unwrap();
     std::fs::copy(&target, dir.join("import.zip")).unwrap();
 }

@@ -164,7 +164,7 @@ fn no_plaintext_on_disk_after_writes_reopens_an_upgrade_and_exports() {
     let progress = engram::ImportProgress::default();
     let mut opened = 0;
     for e in &exports {
-        let r = store.import_data(e, engram::ImportMode::Skip, &progress);
+        let r = store.transfer().import(e, engram::ImportMode::Skip, &progress);
         if let Ok(rep) = r {
             assert!(rep.records > 60, "{rep:?}");
             opened += 1;
@@ -180,7 +180,7 @@ fn no_plaintext_on_disk_after_writes_reopens_an_upgrade_and_exports() {
     let pass = secrecy::SecretString::from("archive pass".to_string());
     let mut imported = 0;
     for e in &exports {
-        if let Ok(rep) = other.import_data_with(e, engram::ImportMode::Merge, &progress, Some(&pass)) {
+        if let Ok(rep) = other.transfer().import_with(e, engram::ImportMode::Merge, &progress, Some(&pass)) {
             assert!(rep.records > 60);
             imported += 1;
         }

@@ -123,7 +123,7 @@ fn dump(store: &KnowledgeStore, dir: &Path, name: &str) -> BTreeMap<String, Vec<
         include: Include::default(),
         encrypt: None,
     };
-    store.export_data(&opts).unwrap();
+    store.transfer().export(&opts).unwrap();
     let mut out = BTreeMap::new();
     for e in std::fs::read_dir(&path).unwrap() {
         let p = e.unwrap().path();
@@ -156,13 +156,13 @@ fn export_zip(store: &KnowledgeStore, path: &Path) {
         include: Include::default(),
         encrypt: None,
     };
-    let r = store.export_data(&opts).unwrap();
+    let r = store.transfer().export(&opts).unwrap();
     assert_eq!(r.sha256.len(), 64);
     assert!(r.bytes > 0);
 }
 
 fn import(store: &KnowledgeStore, path: &Path, mode: ImportMode) -> engram::Result<engram::ImportReport> {
-    store.import_data(path, mode, &ImportProgress::default())
+    store.transfer().import(path, mode, &ImportProgress::default())
 }
 
 #[test]
@@ -196,7 +196,7 @@ fn round_trip_is_record_identical() {
     std::fs::copy(&archive, b_dir.path().join("all.zip")).unwrap();
     let b = open(b_dir.path());
     let progress = ImportProgress::default();
-    let rep = b.import_data(&b_dir.path().join("all.zip"), ImportMode::Merge, &progress).unwrap();
+    let rep = b.transfer().import(&b_dir.path().join("all.zip"), ImportMode::Merge, &progress).unwrap();
     assert_eq!(rep.counts["memories"].inserted as usize, before["memories.jsonl"].len());
     assert_eq!(progress.processed.load(std::sync::atomic::Ordering::Relaxed), rep.records);
     let after = dump(&b, b_dir.path(), "dump-b");
@@ -509,7 +509,8 @@ fn hostile_archives_are_refused_and_change_nothing() {
     std::fs::copy(&good, &outside).unwrap();
     assert_eq!(import(&store, &outside, ImportMode::Merge).unwrap_err().kind(), ErrorKind::Forbidden);
     let e = store
-        .export_data(&ExportOptions {
+        .transfer()
+        .export(&ExportOptions {
             path: Some(root.path().join("x.zip")),
             compress: true,
             overwrite: false,
@@ -521,7 +522,8 @@ fn hostile_archives_are_refused_and_change_nothing() {
     // Never over the store: its file, the data directory, the key file; nor over a directory that is no export.
     for target in [data.join("engram.redb"), data.clone(), data.join("api-key"), root.path().to_path_buf()] {
         let e = store
-            .export_data(&ExportOptions {
+            .transfer()
+            .export(&ExportOptions {
                 path: Some(target.clone()),
                 compress: true,
                 overwrite: true,
@@ -534,7 +536,8 @@ fn hostile_archives_are_refused_and_change_nothing() {
     std::fs::create_dir_all(data.join("keep")).unwrap();
     std::fs::write(data.join("keep/notes.txt"), "mine").unwrap();
     let e = store
-        .export_data(&ExportOptions {
+        .transfer()
+        .export(&ExportOptions {
             path: Some(data.join("keep")),
             compress: false,
             overwrite: true,
@@ -639,12 +642,12 @@ fn a_second_import_while_one_runs_is_409() {
     assert_eq!(second.json()["error_code"], "import_running");
     let job = first.json()["job_id"].as_str().unwrap().to_string();
     for _ in 0..600 {
-        if store.import_job(&job).unwrap().status != "processing" {
+        if store.transfer().job(&job).unwrap().status != "processing" {
             break;
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert_eq!(store.import_job(&job).unwrap().status, "completed");
+    assert_eq!(store.transfer().job(&job).unwrap().status, "completed");
     assert_eq!(call(&srv, "POST", "/data/import", Some(r#"{"import_path":"big.zip","mode":"skip"}"#)).status, 200);
 }
 
@@ -662,12 +665,12 @@ fn over_long_paths_are_invalid_input() {
         include: Include::default(),
         encrypt: None,
     };
-    let e = store.export_data(&opts).unwrap_err();
+    let e = store.transfer().export(&opts).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
     assert_eq!(e.fields()[0].loc, vec![serde_json::json!("export_path")]);
     // 217 bytes: the file system takes it, the export's temporary name (42 bytes longer) would not.
     let opts = ExportOptions { path: Some(dir.path().join("é".repeat(108) + "x")), ..opts };
-    assert_eq!(store.export_data(&opts).unwrap_err().kind(), ErrorKind::InvalidInput);
+    assert_eq!(store.transfer().export(&opts).unwrap_err().kind(), ErrorKind::InvalidInput);
     let e = import(&store, &long, ImportMode::Merge).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
     let deep = dir.path().join("d/".repeat(2100));

@@ -127,12 +127,12 @@ fn export_and_import_keep_caller_supplied_vectors() {
         include: engram::Include::default(),
         encrypt: None,
     };
-    a.export_data(&opts).unwrap();
+    a.transfer().export(&opts).unwrap();
     let b_dir = tempfile::tempdir().unwrap();
     let b = external(b_dir.path(), 3);
     let in_b = b_dir.path().join("in.zip");
     std::fs::copy(&archive, &in_b).unwrap();
-    b.import_data(&in_b, engram::ImportMode::Merge, &engram::ImportProgress::default()).unwrap();
+    b.transfer().import(&in_b, engram::ImportMode::Merge, &engram::ImportProgress::default()).unwrap();
     for (q, want) in [(vec![0.1, 0.9, 0.0], ["y", "x"]), (vec![0.9, 0.1, 0.0], ["x", "y"])] {
         let r = b.search(&query("", Some(q), SearchMode::Vector)).unwrap();
         assert_eq!(ids(&r), want, "the imported store ranks by the exported vectors");
@@ -144,7 +144,7 @@ fn export_and_import_keep_caller_supplied_vectors() {
     let c = external(c_dir.path(), 4);
     let in_c = c_dir.path().join("in.zip");
     std::fs::copy(&archive, &in_c).unwrap();
-    c.import_data(&in_c, engram::ImportMode::Merge, &engram::ImportProgress::default()).unwrap();
+    c.transfer().import(&in_c, engram::ImportMode::Merge, &engram::ImportProgress::default()).unwrap();
     assert_eq!(c.vector_index_stats()[0].vectors, 0);
     assert_eq!(c.read_memory("y", None).unwrap().memory.content, "second");
 }

@@ -175,7 +175,7 @@ pub(super) fn export(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         include,
         encrypt,
     };
-    let rep = api.store().export_data(&opts)?;
+    let rep = api.store().transfer().export(&opts)?;
     let message = format!("exported to {}", rep.export_path);
     Ok(ApiResponse::json(200, &ExportResponse { report: rep, success: true, message }))
 }
@@ -202,7 +202,7 @@ pub(super) fn import(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         })?,
     };
     let passphrase = r.passphrase.map(secrecy::SecretString::from);
-    let job = api.store_arc().start_import(std::path::Path::new(&path), mode, passphrase)?;
+    let job = crate::store::Transfer::start_import(api.store_arc(), std::path::Path::new(&path), mode, passphrase)?;
     Ok(ApiResponse::json(
         200,
         &ImportStarted {
@@ -215,7 +215,7 @@ pub(super) fn import(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
 }
 
 pub(super) fn import_status(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
-    let j = api.store().import_job(ctx.param("job_id"))?;
+    let j = api.store().transfer().job(ctx.param("job_id"))?;
     let pct = if j.total > 0 { (j.processed as f64 / j.total as f64 * 100.0).min(100.0) } else { 0.0 };
     let success = j.status != "error";
     Ok(ApiResponse::json(200, &ImportStatus { job: j, progress: (pct * 10.0).round() / 10.0, success }))

@@ -51,7 +51,7 @@ pub use threads::{
 };
 pub use transfer::{
     EXPORT_FORMAT, EXPORT_VERSION, ExportOptions, ExportReport, ImportJob, ImportMode, ImportProgress, ImportReport,
-    Include, KindCounts, Manifest, ManifestEntry,
+    Include, KindCounts, Manifest, ManifestEntry, Transfer,
 };
 pub use types::{
     CheckpointReport, ContextItem, CreatedMemory, DeleteReport, LabelOrder, LexicalIndexStats, ListOrder, ListQuery,
@@ -163,6 +163,11 @@ impl KnowledgeStore {
     /// give ([`Sources`]).
     pub fn sources(&self) -> Sources<'_> {
         Sources { store: self }
+    }
+
+    /// The transfer service: export to and import from a versioned, checksummed archive ([`Transfer`]).
+    pub fn transfer(&self) -> Transfer<'_> {
+        Transfer { store: self }
     }
 
     /// The timeline-review service: review events raised by writes that look like updates or contradictions

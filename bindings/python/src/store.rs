@@ -455,7 +455,7 @@ impl Store {
     fn export(&self, py: Python<'_>, path: Option<PathBuf>, compress: bool, overwrite: bool) -> PyResult<ExportReport> {
         let api = self.api(py)?;
         let opts = ExportOptions { path, compress, overwrite, ..Default::default() };
-        let r = py.detach(|| api.store().export_data(&opts)).map_err(to_py)?;
+        let r = py.detach(|| api.store().transfer().export(&opts)).map_err(to_py)?;
         Ok(ExportReport {
             path: r.export_path,
             counts: r.counts,
@@ -476,7 +476,7 @@ impl Store {
             .detach(|| {
                 let store = api.store();
                 let path = store.config().confine_named(&path, "path")?;
-                store.import_data(&path, mode, &ImportProgress::default())
+                store.transfer().import(&path, mode, &ImportProgress::default())
             })
             .map_err(to_py)?;
         let counts = r

@@ -68,7 +68,7 @@ pub fn export(
         include: engram::Include::default(),
         encrypt,
     };
-    let r = store.export_data(&opts)?;
+    let r = store.transfer().export(&opts)?;
     let sealed = if r.encrypted { ", encrypted (age)" } else { "" };
     println!("exported to {} ({} bytes{sealed}, sha256 {})", r.export_path, r.bytes, r.sha256);
     for (k, v) in &r.counts {
@@ -115,7 +115,7 @@ pub fn import(
     let progress = std::sync::Arc::new(engram::ImportProgress::default());
     let worker = {
         let (store, progress, path) = (store.clone(), progress.clone(), path.clone());
-        std::thread::spawn(move || store.import_data_with(&path, mode, &progress, passphrase.as_ref()))
+        std::thread::spawn(move || store.transfer().import_with(&path, mode, &progress, passphrase.as_ref()))
     };
     let bar = indicatif::ProgressBar::new(0);
     if let Ok(style) =

@@ -11,14 +11,14 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::model::LabelMerge;
 use crate::model::MemoryRelation;
 use crate::model::{Entity, Label, Source, Space, Thread, Timestamp};
+use crate::store::StoredMemory;
 use crate::store::records::graph;
 use crate::store::working::WorkingMemory;
-use crate::store::{KnowledgeStore, StoredMemory};
 use crate::store::{entity, label, memory, relation, source, space, thread, working_memory};
 
 use super::*;
 
-impl KnowledgeStore {
+impl Transfer<'_> {
     /// Writes a consistent snapshot (one read transaction) of the store to a ZIP archive (see the module
     /// documentation for the format). Returns where, what and the archive's checksum.
     ///
@@ -26,7 +26,7 @@ impl KnowledgeStore {
     /// * [`ErrorKind::Forbidden`] (`path_not_allowed`): the path is outside the allowed directories.
     /// * [`ErrorKind::Conflict`] (`export_exists`): the file exists and `overwrite` is false.
     /// * [`ErrorKind::Io`], [`ErrorKind::StorageFull`]: writing failed (the partial file is removed).
-    pub fn export_data(&self, opts: &ExportOptions) -> Result<ExportReport> {
+    pub fn export(&self, opts: &ExportOptions) -> Result<ExportReport> {
         let started = std::time::Instant::now();
         if opts.encrypt.is_some() && !opts.compress {
             return Err(Error::invalid_value(
@@ -37,12 +37,12 @@ impl KnowledgeStore {
             ));
         }
         let path = match &opts.path {
-            Some(p) => self.core.config.confine_named(p, "export_path")?,
+            Some(p) => self.store.core.config.confine_named(p, "export_path")?,
             None => {
                 let stamp = time::OffsetDateTime::now_utc()
                     .format(time::macros::format_description!("[year][month][day]-[hour][minute][second]"))
                     .unwrap_or_default();
-                let dir = self.core.config.data_dir.join("exports");
+                let dir = self.store.core.config.data_dir.join("exports");
                 std::fs::create_dir_all(&dir)?;
                 let ext = if opts.encrypt.is_some() { "zip.age" } else { "zip" };
                 dir.join(format!("engram-export-{stamp}-{}.{ext}", &uuid::Uuid::now_v7().simple().to_string()[24..]))
@@ -50,7 +50,7 @@ impl KnowledgeStore {
         };
         // Never over the store itself: not the data directory, an ancestor of it, or anything holding the
         // store file.
-        if let Ok(db) = self.core.config.db_path().canonicalize()
+        if let Ok(db) = self.store.core.config.db_path().canonicalize()
             && db.starts_with(&path)
         {
             return Err(Error::new(
@@ -122,7 +122,7 @@ impl KnowledgeStore {
                 .large_file(true);
             match &opts.encrypt {
                 Some(key) => {
-                    let sealed = key.seal(self.core.graph_files.side.key(), std::io::BufWriter::new(file))?;
+                    let sealed = key.seal(self.store.core.graph_files.side.key(), std::io::BufWriter::new(file))?;
                     Sink::Sealed(Box::new(zip::ZipWriter::new_stream(sealed)), options)
                 }
                 None => Sink::Zip(Box::new(zip::ZipWriter::new(std::io::BufWriter::new(file))), options),
@@ -132,7 +132,7 @@ impl KnowledgeStore {
             Sink::Dir(tmp.to_path_buf())
         };
         let mut w = ArchiveWriter { sink, files: BTreeMap::new() };
-        let rtx = self.core.db.read()?;
+        let rtx = self.store.core.db.read()?;
         let mut counts = BTreeMap::new();
         let spaces: Vec<Space> = {
             let t = space::spaces(&rtx)?;
@@ -175,7 +175,7 @@ impl KnowledgeStore {
             let ml = label::memory_labels(&rtx)?;
             let mentions = entity::mentions(&rtx)?;
             let vectors = memory::vectors(&rtx)?;
-            let external = self.core.config.embedder.external();
+            let external = self.store.core.config.embedder.external();
             let rows = mems.iter()?.map(|row| -> Result<MemoryLine> {
                 let (k, v) = row?;
                 let (space, id) = k.value();
@@ -329,7 +329,7 @@ impl KnowledgeStore {
             format_version: EXPORT_VERSION,
             engram_version: env!("CARGO_PKG_VERSION").into(),
             store_format_version: crate::storage::codec::FORMAT_VERSION,
-            embedder: format!("{}:{}", self.core.config.embedder.name(), self.core.config.embedder.dim()),
+            embedder: format!("{}:{}", self.store.core.config.embedder.name(), self.store.core.config.embedder.dim()),
             created_at: Timestamp::now(),
             include: inc,
             counts: counts.clone(),

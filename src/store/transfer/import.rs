@@ -10,11 +10,11 @@ use crate::error::Result;
 use crate::model::LabelMerge;
 use crate::model::MemoryRelation;
 use crate::model::{Entity, Label, Message, Source, Space, Thread, Timestamp};
+use crate::store::StoredMemory;
 use crate::store::memories::MemoryWrite;
 use crate::store::records::graph;
 use crate::store::records::{Bytes, K2};
 use crate::store::working::WorkingMemory;
-use crate::store::{KnowledgeStore, StoredMemory};
 use crate::store::{entity, label, memory, meta, relation, source, space, thread, working_memory};
 
 use super::*;
@@ -360,8 +360,8 @@ impl Import<'_> {
     }
 }
 
-impl KnowledgeStore {
-    /// Imports an archive written by [`KnowledgeStore::export_data`] in one write transaction (see the module
+impl Transfer<'_> {
+    /// Imports an archive written by [`Transfer::export`](crate::store::Transfer::export) in one write transaction (see the module
     /// documentation for modes and guarantees). `progress` counts records as they are written. After the commit
     /// the in-memory indexes are rebuilt, vectors are recomputed in the background (progress in
     /// [`KnowledgeStore::health`]) and communities are recomputed.
@@ -371,17 +371,17 @@ impl KnowledgeStore {
     /// * [`crate::ErrorKind::InvalidInput`] (`archive_invalid`): not a readable archive, an entry escaping or a
     ///   symbolic link, over a cap, a checksum mismatch, a newer format, a malformed record. Nothing is written.
     /// * Storage errors; nothing is written.
-    pub fn import_data(&self, path: &Path, mode: ImportMode, progress: &ImportProgress) -> Result<ImportReport> {
-        self.import_data_with(path, mode, progress, None)
+    pub fn import(&self, path: &Path, mode: ImportMode, progress: &ImportProgress) -> Result<ImportReport> {
+        self.import_with(path, mode, progress, None)
     }
 
-    /// [`KnowledgeStore::import_data`] of an archive that may be encrypted (an age file, docs/security.md): one
+    /// [`Transfer::import`](crate::store::Transfer::import) of an archive that may be encrypted (an age file, docs/security.md): one
     /// sealed to a passphrase opens with `passphrase`, one sealed to this store's key opens without.
     ///
     /// # Errors
-    /// As [`KnowledgeStore::import_data`]; [`crate::ErrorKind::WrongKey`] when the passphrase or this store's
+    /// As [`Transfer::import`](crate::store::Transfer::import); [`crate::ErrorKind::WrongKey`] when the passphrase or this store's
     /// key does not open an encrypted archive (`key_required` when it needs a passphrase and none was given).
-    pub fn import_data_with(
+    pub fn import_with(
         &self,
         path: &Path,
         mode: ImportMode,
@@ -389,15 +389,15 @@ impl KnowledgeStore {
         passphrase: Option<&secrecy::SecretString>,
     ) -> Result<ImportReport> {
         let started = std::time::Instant::now();
-        let real = self.core.config.confine_named(path, "import_path")?;
-        let keys = super::archive::ArchiveKeys { passphrase, store: self.core.graph_files.side.key() };
+        let real = self.store.core.config.confine_named(path, "import_path")?;
+        let keys = super::archive::ArchiveKeys { passphrase, store: self.store.core.graph_files.side.key() };
         let mut ar = Archive::open(&real, &keys)?;
         let total: u64 = ar.manifest.files.values().map(|f| f.records).sum();
         progress.total.store(total, Ordering::Release);
         progress.processed.store(0, Ordering::Release);
         let now = Timestamp::now();
         let mut report = ImportReport { records: total, ..Default::default() };
-        let touched = self.core.write(|txn, _| {
+        let touched = self.store.core.write(|txn, _| {
             let mut im = Import {
                 ar: &mut ar,
                 mode,
@@ -435,7 +435,7 @@ impl KnowledgeStore {
                 recount(txn, space)?;
             }
             // The records came in without index operations: a database's search catalog is made anew.
-            self.core.refill_catalog(txn)?;
+            self.store.core.refill_catalog(txn)?;
             Ok(im.touched)
         })?;
         self.after_bulk_change(&touched)?;
@@ -521,7 +521,7 @@ impl KnowledgeStore {
                 // Caller-supplied vectors come back with their memory (an external store cannot
                 // recompute them); a vector of another dimension, or for a store that embeds by itself,
                 // is left out and the text is embedded as usual.
-                let embedder = &*self.core.config.embedder;
+                let embedder = &*self.store.core.config.embedder;
                 if let Some(v) = line.embedding.as_ref().filter(|v| embedder.external() && v.len() == embedder.dim())
                     && v.iter().all(|x| x.is_finite())
                 {
@@ -537,17 +537,17 @@ impl KnowledgeStore {
     /// Rebuilds the in-memory state after a bulk change of the file (import): indexes, ranks, caches; starts
     /// re-embedding and wakes the graph workers.
     pub(super) fn after_bulk_change(&self, touched: &BTreeSet<String>) -> Result<()> {
-        self.core.load_indexes()?;
+        self.store.core.load_indexes()?;
         {
-            let mut ci = self.core.chunk_index.write();
+            let mut ci = self.store.core.chunk_index.write();
             for s in touched {
                 ci.remove(s);
             }
         }
-        self.label_vector_cache.lock().clear();
-        self.core.wake_builder();
-        self.core.wake_graph();
-        self.core.start_reembedding();
+        self.store.label_vector_cache.lock().clear();
+        self.store.core.wake_builder();
+        self.store.core.wake_graph();
+        self.store.core.start_reembedding();
         Ok(())
     }
 }

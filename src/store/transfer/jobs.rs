@@ -47,27 +47,28 @@ pub(crate) struct Jobs {
     jobs: parking_lot::Mutex<HashMap<String, (ImportJob, Arc<ImportProgress>)>>,
 }
 
-impl KnowledgeStore {
-    /// Starts importing `path` on a background thread and returns the job (status `processing`). Poll it with
-    /// [`KnowledgeStore::import_job`].
+impl Transfer<'_> {
+    /// Starts importing `path` into `store` on a background thread and returns the job (status `processing`).
+    /// Poll it with [`Transfer::job`](crate::store::Transfer::job). An associated function, not a method: the
+    /// job's thread holds the store (`Arc`) until it ends.
     ///
     /// # Errors
     /// [`ErrorKind::Conflict`] (`import_running`) while another import runs; [`ErrorKind::Forbidden`]
     /// (`path_not_allowed`); [`ErrorKind::NotFound`] (`file_not_found`) when there is no file there.
     pub fn start_import(
-        self: &Arc<Self>,
+        store: &Arc<KnowledgeStore>,
         path: &Path,
         mode: ImportMode,
         passphrase: Option<secrecy::SecretString>,
     ) -> Result<ImportJob> {
-        let real = self.core.config.confine_named(path, "import_path")?;
+        let real = store.core.config.confine_named(path, "import_path")?;
         if !real.exists() {
             return Err(Error::not_found(ErrorCode::FileNotFound, format!("no archive at '{}'", path.display())));
         }
         // An encrypted archive's key is checked before the job starts: a wrong one is the request's error.
         if real.is_file() && crate::storage::crypt::is_age_file(&real) {
             let file = std::io::BufReader::new(std::fs::File::open(&real)?);
-            crate::storage::crypt::sealed::open_archive(file, passphrase.as_ref(), self.core.graph_files.side.key())?;
+            crate::storage::crypt::sealed::open_archive(file, passphrase.as_ref(), store.core.graph_files.side.key())?;
         }
         let progress = Arc::new(ImportProgress::default());
         let job = ImportJob {
@@ -84,18 +85,18 @@ impl KnowledgeStore {
             elapsed_ms: None,
         };
         {
-            let mut jobs = self.jobs.jobs.lock();
+            let mut jobs = store.jobs.jobs.lock();
             if jobs.values().any(|(j, _)| j.status == "processing") {
                 return Err(Error::new(ErrorKind::Conflict, "an import is already running; wait for it to finish")
                     .with_code(ErrorCode::ImportRunning));
             }
             jobs.insert(job.job_id.clone(), (job.clone(), progress.clone()));
         }
-        let store = self.clone();
+        let held = store.clone();
         let id = job.job_id.clone();
         let spawned = std::thread::Builder::new().name("engram-import".into()).spawn(move || {
-            let out = store.import_data_with(&real, mode, &progress, passphrase.as_ref());
-            let mut jobs = store.jobs.jobs.lock();
+            let out = held.transfer().import_with(&real, mode, &progress, passphrase.as_ref());
+            let mut jobs = held.jobs.jobs.lock();
             if let Some((j, _)) = jobs.get_mut(&id) {
                 j.finished_at = Some(Timestamp::now());
                 j.elapsed_ms = Some((Timestamp::now().0 - j.started_at.0) as f64);
@@ -115,7 +116,7 @@ impl KnowledgeStore {
             }
         });
         if let Err(e) = spawned {
-            self.jobs.jobs.lock().remove(&job.job_id);
+            store.jobs.jobs.lock().remove(&job.job_id);
             return Err(Error::new(ErrorKind::Internal, format!("could not start the import thread: {e}")));
         }
         Ok(job)
@@ -125,8 +126,8 @@ impl KnowledgeStore {
     ///
     /// # Errors
     /// [`ErrorKind::NotFound`] (`job_not_found`).
-    pub fn import_job(&self, id: &str) -> Result<ImportJob> {
-        let jobs = self.jobs.jobs.lock();
+    pub fn job(&self, id: &str) -> Result<ImportJob> {
+        let jobs = self.store.jobs.jobs.lock();
         let (j, p) =
             jobs.get(id).ok_or_else(|| Error::not_found(ErrorCode::JobNotFound, format!("no import job '{id}'")))?;
         let mut j = j.clone();

@@ -23,6 +23,9 @@
 //! Paths are confined ([`crate::config::StoreConfig::confine`]); archives with entries that escape (`..`,
 //! absolute paths) or symbolic links are refused; the entry count, the declared and the actual decompressed
 //! sizes are capped while reading, so a ZIP bomb stops early.
+//!
+//! The service is [`Transfer`] (`store.transfer()`): `export.rs`, `import.rs`, background import jobs in
+//! `jobs.rs`, the archive reader and writer in `archive.rs`, the conflict rules in `policy.rs`.
 
 mod archive;
 mod export;
@@ -38,6 +41,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::extract::document::Chunk;
 use crate::model::Community;
+
+/// Export and import of a whole store, borrowed from the store (`store.transfer()`).
+///
+/// Owns: the archive format, the import conflict policy, and the store's background import jobs.
+#[derive(Clone, Copy)]
+pub struct Transfer<'s> {
+    pub(crate) store: &'s super::KnowledgeStore,
+}
 use crate::model::{Memory, Message, Source, Timestamp};
 
 pub(crate) use archive::Archive;
