@@ -73,6 +73,7 @@ fn main() {
     // memories `5000·b ..` with words drawn from `SplitMix(11 + b)`, whichever thread writes it.
     let load_threads = arg(&args, "--load-threads", 2).max(1);
     let (_, built) = store
+        .admin()
         .bulk_load(|store| {
             let next = AtomicU64::new(0);
             let done = AtomicU64::new(if existing { n as u64 } else { 0 });
@@ -132,7 +133,7 @@ fn main() {
     }
     // Steady state: the background HNSW build (minutes for 100,000 vectors on 2 cores) is done first.
     let t = Instant::now();
-    let complete = store.wait_for_indexes(index_wait);
+    let complete = store.admin().wait_for_indexes(index_wait);
     println!("indexes complete: {complete} after {:.0} s; RSS {:.0} MiB", t.elapsed().as_secs_f64(), rss_mib());
     // And the graph recompute (communities, PageRank) of the loaded store, which otherwise takes a core during
     // the measurement (minutes at 1M); the run's writes do not start another (it waits for writes to pause).
@@ -163,7 +164,7 @@ fn main() {
         };
         let hits = s.search(&q).expect("first search").hits.len();
         let searched = t.elapsed().as_secs_f64();
-        s.wait_for_indexes(index_wait);
+        s.admin().wait_for_indexes(index_wait);
         println!(
             "daemon {} ({from}): store open {opened:.1} s, first search ({hits} hits) {searched:.1} s, indexes \
              complete {:.1} s after start; RSS {:.0} MiB",
@@ -179,7 +180,7 @@ fn main() {
     }
     if args.iter().any(|a| a == "--publish") {
         let t = Instant::now();
-        let p = store.publish_indexes().expect("publish");
+        let p = store.admin().publish_indexes().expect("publish");
         println!("published in {:.1} s: {p:?}", t.elapsed().as_secs_f64());
         open_daemon(&mut stores, &mut dirs, "the publication");
     }

@@ -45,7 +45,7 @@ fn main() {
         i += batch.len();
         store.create_memories(batch).expect("ingest");
     }
-    store.wait_for_indexes(Duration::from_secs(600));
+    store.admin().wait_for_indexes(Duration::from_secs(600));
     let mut cfg = ServerConfig::new(dir.path());
     cfg.addr = "127.0.0.1:0".parse().expect("addr");
     cfg.api_key = Some(KEY.into());

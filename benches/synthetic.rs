@@ -13,7 +13,7 @@
 //!
 //! `--store DIR` keeps the store in DIR instead of a temporary directory. When DIR already holds a store (from an
 //! earlier run with the same `--n` and `--sequence`), ingest is skipped and the run measures search and reopen on
-//! it, the searches once the open's background work is done (`KnowledgeStore::wait_for_indexes`), as after an
+//! it, the searches once the open's background work is done (`Admin::wait_for_indexes`), as after an
 //! ingest; the directory is kept. `--more N` with such a store first writes N more memories into it, in the same
 //! batches, and reports that ingest rate (the rate at the store's size). `--modes hybrid,vector,lexical` runs
 //! only the named searches (for a profile of one path); `--slowest N` prints each mode's N slowest queries.
@@ -175,7 +175,7 @@ fn main() -> engram::Result<()> {
     let config =
         || StoreConfig { vector: params, vector_context, encryption: encryption.clone(), ..StoreConfig::new(&dir) };
     let store = KnowledgeStore::open(config())?;
-    if let Some(cipher) = &store.encryption().cipher {
+    if let Some(cipher) = &store.admin().encryption().cipher {
         println!("encrypted at rest ({cipher} blocks, a key file)");
     }
     let t0 = Instant::now();
@@ -250,7 +250,7 @@ fn main() -> engram::Result<()> {
         );
     }
     let t0 = Instant::now();
-    let ready = store.wait_for_indexes(std::time::Duration::from_secs(1800));
+    let ready = store.admin().wait_for_indexes(std::time::Duration::from_secs(1800));
     println!(
         "background HNSW graph complete {:.1} s after the last write (ready: {ready})",
         t0.elapsed().as_secs_f64()
@@ -349,7 +349,7 @@ fn main() -> engram::Result<()> {
     let store = KnowledgeStore::open(config())?;
     let open_s = t0.elapsed().as_secs_f64();
     let open_cpu_s = cpu_s() - cpu0;
-    let attached = store.vector_index_stats().iter().all(|s| s.graph_points > 0 || s.vectors < 4096);
+    let attached = store.admin().vector_index_stats().iter().all(|s| s.graph_points > 0 || s.vectors < 4096);
     let mut lat = Vec::new();
     for q in qtexts.iter().take(200) {
         let t = Instant::now();
@@ -368,7 +368,7 @@ fn main() -> engram::Result<()> {
     }
     println!(
         "reopen: serving after {open_s:.3} s, {open_cpu_s:.3} s of CPU ({} memories, saved graph attached: {}); hybrid p50 {:.2} ms, p99 {:.2} ms",
-        store.health()?.memories,
+        store.admin().health()?.memories,
         attached,
         percentile(&mut lat.clone(), 0.5),
         percentile(&mut lat, 0.99)

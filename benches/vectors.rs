@@ -185,7 +185,7 @@ fn main() -> engram::Result<()> {
     }
     let insert_s = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
-    assert!(store.wait_for_indexes(std::time::Duration::from_secs(3600)));
+    assert!(store.admin().wait_for_indexes(std::time::Duration::from_secs(3600)));
     let ready_s = t1.elapsed().as_secs_f64();
     // Searches are timed with the store idle: the community and PageRank recompute after the load done.
     assert!(store.graph().wait(std::time::Duration::from_secs(3600)));
@@ -216,7 +216,7 @@ fn main() -> engram::Result<()> {
     let (v50, v99, v_recall) = search(&store, SearchMode::Vector)?;
     let (h50, h99, _) = search(&store, SearchMode::Hybrid)?;
     if std::env::args().any(|a| a == "--tables") {
-        let st = store.storage_stats()?;
+        let st = store.admin().storage_stats()?;
         println!(
             "store file {:.1} MiB; tables (stored / metadata / fragmented MiB):",
             st.file_bytes as f64 / 1048576.0
@@ -243,9 +243,9 @@ fn main() -> engram::Result<()> {
     let t0 = Instant::now();
     let store = KnowledgeStore::open(config())?;
     let open_s = t0.elapsed().as_secs_f64();
-    let ready = store.wait_for_indexes(std::time::Duration::from_secs(3600));
+    let ready = store.admin().wait_for_indexes(std::time::Duration::from_secs(3600));
     let reopen_s = t0.elapsed().as_secs_f64();
-    let stats = store.vector_index_stats();
+    let stats = store.admin().vector_index_stats();
     let attached = stats.iter().map(|s| s.graph_points).sum::<usize>();
     let (r50, r99, _) = search(&store, SearchMode::Hybrid)?;
     drop(store);

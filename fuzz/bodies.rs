@@ -190,7 +190,7 @@ pub fn zip_import(store: &KnowledgeStore, dir: &Path, data: &[u8]) {
     let mode = [ImportMode::Merge, ImportMode::Skip, ImportMode::Overwrite][pick as usize % 3];
     let path = dir.join("fuzz-import.zip");
     std::fs::write(&path, bytes).expect("write the archive");
-    let before = store.stats(None).expect("stats").memory_count;
+    let before = store.admin().stats(None).expect("stats").memory_count;
     match store.transfer().import(&path, mode, &ImportProgress::default()) {
         Ok(_) => {}
         Err(e) => {
@@ -199,7 +199,11 @@ pub fn zip_import(store: &KnowledgeStore, dir: &Path, data: &[u8]) {
                 "import failed with {:?}: {e}",
                 e.kind()
             );
-            assert_eq!(store.stats(None).expect("stats").memory_count, before, "a failed import changed the store");
+            assert_eq!(
+                store.admin().stats(None).expect("stats").memory_count,
+                before,
+                "a failed import changed the store"
+            );
         }
     }
 }

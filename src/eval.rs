@@ -680,7 +680,7 @@ pub fn locomo(store: &KnowledgeStore, dataset: &Path, opts: &LocomoOptions, prog
         top_entities,
         graph,
         review_events,
-        lexical_index: store.lexical_index_stats(),
+        lexical_index: store.admin().lexical_index_stats(),
         dataset: dataset.display().to_string(),
         questions,
         skipped_questions: skipped,

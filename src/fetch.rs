@@ -1,4 +1,4 @@
-//! Fetching a URL for the library (`POST /sources/ingest/url`, [`crate::KnowledgeStore::ingest_url`]): `ureq`
+//! Fetching a URL for the library (`POST /sources/ingest/url`, [`Sources::ingest_url`](crate::store::Sources::ingest_url)): `ureq`
 //! over http and https (rustls, the webpki root certificates), with the server-side request forgery guard of
 //! [`crate::net`] applied to every address every host name resolves to, redirects included (each redirect's
 //! host goes through the same resolver before any connection), no proxy from the environment (a proxy would

@@ -59,7 +59,7 @@ fn two_groups_make_two_stable_communities_with_pagerank() {
         assert!(c.top_memories.len() >= 3 && c.top_memories[0].entities_mentioned >= 3, "{c:?}");
     }
     let ids: Vec<u64> = list.iter().map(|c| c.id).collect();
-    assert_eq!(store.stats(None).unwrap().community_count, 2);
+    assert_eq!(store.admin().stats(None).unwrap().community_count, 2);
     assert!(store.get_memory("m0", None).unwrap().memory.pagerank_score > 0.0);
 
     // Another memory in group A: both communities keep their ids.

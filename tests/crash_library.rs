@@ -179,13 +179,13 @@ fn check(
     // Imported memories are embedded in the background after their commit; a kill before that leaves them
     // without vectors, and the reopened store resumes the work. It must finish.
     let waited = Instant::now();
-    let mut health = store.health().expect("health");
+    let mut health = store.admin().health().expect("health");
     while health.reindex_pending > 0 && waited.elapsed() < Duration::from_secs(120) {
         std::thread::sleep(Duration::from_millis(20));
-        health = store.health().expect("health");
+        health = store.admin().health().expect("health");
     }
     assert_eq!(health.reindex_pending, 0, "cycle {cycle}: memories still without a vector after 120 s");
-    let stats = store.stats(None).expect("stats");
+    let stats = store.admin().stats(None).expect("stats");
     assert_eq!(health.memories as u64, stats.memory_count, "cycle {cycle}: index and records disagree");
     took
 }

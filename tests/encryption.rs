@@ -126,7 +126,7 @@ fn write_everything(store: Arc<KnowledgeStore>, data: &Path) {
     let r = call(&srv, "POST", "/data/import", Some(&body.to_string()));
     assert_eq!((r.status, r.json()["error_code"].clone()), (403, json!("wrong_key")), "{}", r.body);
     srv.stop();
-    assert!(store.wait_for_indexes(std::time::Duration::from_secs(60)));
+    assert!(store.admin().wait_for_indexes(std::time::Duration::from_secs(60)));
 }
 
 #[test]
@@ -139,7 +139,7 @@ fn no_plaintext_on_disk_after_writes_reopens_an_upgrade_and_exports() {
     drop(KnowledgeStore::open(config(&data, &key)).unwrap());
     engram::store::upgrade::downgrade_to_format_1(&config(&data, &key)).unwrap();
     let store = KnowledgeStore::open(config(&data, &key)).unwrap();
-    let up = store.health().unwrap().last_upgrade.expect("migrated at open");
+    let up = store.admin().health().unwrap().last_upgrade.expect("migrated at open");
     let backup = PathBuf::from(up.backup.expect("a backup copy"));
     let hit = store.search(&engram::SearchQuery::new("glimmerfrost").limit(3)).unwrap();
     assert!(!hit.hits.is_empty(), "search after the upgrade");
@@ -322,7 +322,7 @@ fn encrypt_rekey_rotate_and_decrypt_keep_the_answers() {
         let hits = store.search(&engram::SearchQuery::new("wobblemarsh").limit(100)).unwrap();
         let mut ids: Vec<&String> = hits.hits.iter().map(|h| &h.view.memory.id).collect();
         ids.sort();
-        format!("{ids:?} {}", store.health().unwrap().memories)
+        format!("{ids:?} {}", store.admin().health().unwrap().memories)
     };
     {
         let store = KnowledgeStore::open(plain.clone()).unwrap();
@@ -331,7 +331,7 @@ fn encrypt_rekey_rotate_and_decrypt_keep_the_answers() {
             let new = engram::NewMemory { content: format!("Item {i}: {m} near the harbour"), ..Default::default() };
             store.create_memory(new).unwrap();
         }
-        store.wait_for_indexes(std::time::Duration::from_secs(60));
+        store.admin().wait_for_indexes(std::time::Duration::from_secs(60));
     }
     let want = answers(plain.clone());
     // Refused while the store is open.
@@ -616,7 +616,7 @@ mod daemon {
         assert!(so.contains("encrypted:") && so.contains("nothing to do") && so.contains("keychain, key file"), "{so}");
         let store = KnowledgeStore::open(StoreConfig::new(&data).encrypted(Encryption::key_file(&key))).unwrap();
         assert_eq!(store.get_memory("kc", None).unwrap().memory.content, "kept under the keychain");
-        assert_eq!(store.encryption().key_slots, ["keychain", "key_file"]);
+        assert_eq!(store.admin().encryption().key_slots, ["keychain", "key_file"]);
         drop(store);
         let e = KnowledgeStore::open(StoreConfig::new(&data).encrypted(Encryption::keychain())).unwrap_err();
         assert!(e.kind() == ErrorKind::WrongKey || e.kind() == ErrorKind::Unavailable, "{e:?}");

@@ -96,7 +96,7 @@ fn a_reopen_from_the_snapshot_answers_as_the_store_did() {
 
     let store = open(dir.path());
     assert_eq!(answers(&store), before);
-    assert_eq!(store.health().unwrap().memories, 299);
+    assert_eq!(store.admin().health().unwrap().memories, 299);
     drop(store);
     // Nothing changed: the same file stays (not rewritten).
     assert_eq!(std::fs::read(&file).unwrap(), written);
@@ -171,7 +171,7 @@ fn a_snapshot_of_another_state_is_never_used() {
     std::fs::copy(&backup, dir.path().join("engram.redb")).unwrap();
     let store = open(dir.path());
     assert_eq!(answers(&store), old);
-    assert_eq!(store.health().unwrap().memories, 200);
+    assert_eq!(store.admin().health().unwrap().memories, 200);
     drop(store);
 
     // The newer store file beside an older snapshot: the same.
@@ -209,7 +209,7 @@ fn a_sparse_file_is_compacted_at_close() {
     assert!(closed * 2 < full, "the file shrank at close: {full} -> {closed} bytes");
     let store = open(dir.path());
     assert_eq!(answers(&store), before);
-    assert_eq!(store.health().unwrap().memories, 50);
+    assert_eq!(store.admin().health().unwrap().memories, 50);
 }
 
 /// The files in `dir` whose names `keep` accepts, sorted.
@@ -260,7 +260,7 @@ fn a_daemon_on_postgresql_reopens_from_its_snapshot_and_catches_up_from_the_feed
     let store = KnowledgeStore::open(config("a")).expect("reopen a");
     assert!(file.exists(), "the snapshot was used (one not used is deleted at open)");
     assert_eq!(answers(&store), expected, "caught up from the feed: the other daemon's changes are searched");
-    assert_eq!(store.health().unwrap().memories, 259);
+    assert_eq!(store.admin().health().unwrap().memories, 259);
     drop(store);
     assert_eq!(shared_snapshots(&a), vec![file.clone()]);
     assert_ne!(std::fs::read(&file).unwrap(), written, "written again at the new position");
@@ -300,8 +300,8 @@ fn a_daemon_with_an_empty_data_directory_starts_from_the_published_snapshot() {
 
     let a = KnowledgeStore::open(config("a")).expect("open a");
     fill(&a, 0, 300);
-    assert!(a.wait_for_indexes(std::time::Duration::from_secs(60)), "a's graph is built");
-    let published = a.publish_indexes().expect("publish").expect("no other daemon publishes");
+    assert!(a.admin().wait_for_indexes(std::time::Duration::from_secs(60)), "a's graph is built");
+    let published = a.admin().publish_indexes().expect("publish").expect("no other daemon publishes");
     assert_eq!(published.files, 2, "the snapshot and the one space's graph: {published:?}");
     assert!(published.bytes > 10_000, "{published:?}");
     // Written after the publication: a daemon starting from it catches up from the feed.
@@ -318,7 +318,7 @@ fn a_daemon_with_an_empty_data_directory_starts_from_the_published_snapshot() {
     );
     assert_eq!(graphs(&b_dir).len(), 1, "the published graph was taken and attached (one not used is deleted)");
     assert_eq!(answers(&b), expected, "caught up from the publication's position");
-    assert_eq!(b.health().unwrap().memories, 359);
+    assert_eq!(b.admin().health().unwrap().memories, 359);
     drop(b);
 
     // The feed keeps what follows the publication when older than its ten minutes, and prunes what precedes it.
@@ -361,7 +361,7 @@ fn a_daemon_publishes_its_indexes_by_itself_once_its_graphs_are_complete() {
     let a = KnowledgeStore::open(StoreConfig::new(base.path().join("a")).database(url.clone()).vector_params(params))
         .expect("open a");
     fill(&a, 0, 200);
-    assert!(a.wait_for_indexes(std::time::Duration::from_secs(60)));
+    assert!(a.admin().wait_for_indexes(std::time::Duration::from_secs(60)));
     // The feed worker checks every minute.
     let mut client = engram::storage::postgres::connect(&url).expect("connect");
     let started = std::time::Instant::now();

@@ -138,7 +138,7 @@ fn concurrent_reads_are_each_counted_once() {
         ["r0", "r1"].iter().map(|id| s.get_memory(id, None).unwrap().memory.access_count).sum::<i64>()
     };
     assert_eq!(total(&store), 601);
-    let report = store.checkpoint_report().unwrap();
+    let report = store.admin().checkpoint_report().unwrap();
     assert!(report.flushed_access_updates > 0);
     drop(store);
     let store = backend::open(dir.path());

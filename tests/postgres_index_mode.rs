@@ -192,7 +192,7 @@ fn assert_same_listings(memory: &KnowledgeStore, database: &KnowledgeStore, spac
         s.spaces().list().unwrap().into_iter().map(|x| (x.id, x.usage.memories)).collect::<Vec<_>>()
     };
     assert_eq!(usage(memory), usage(database));
-    assert_eq!(memory.health().unwrap().memories, database.health().unwrap().memories);
+    assert_eq!(memory.admin().health().unwrap().memories, database.admin().health().unwrap().memories);
     let expired = memory.expiry_status().expired;
     assert!(expired >= 1, "the corpus holds an expired memory");
     assert_eq!(expired, database.expiry_status().expired, "expired memories");
@@ -229,7 +229,7 @@ fn the_database_index_mode_ranks_as_the_in_memory_indexes() {
     memory.spaces().create(NewSpace { name: "Partial".into(), ..Default::default() }).unwrap();
     corpus(&memory, "default");
     corpus(&memory, "partial");
-    memory.wait_for_indexes(std::time::Duration::from_secs(30));
+    memory.admin().wait_for_indexes(std::time::Duration::from_secs(30));
     recompute_graph(&memory);
 
     let database = KnowledgeStore::open(
@@ -244,14 +244,16 @@ fn the_database_index_mode_ranks_as_the_in_memory_indexes() {
         .create_memory(NewMemory { content: "The greenhouse door sticks in wet weather.".into(), ..Default::default() })
         .expect("write through the database index mode");
     let waited = std::time::Instant::now();
-    while memory.health().unwrap().memories < database.health().unwrap().memories && waited.elapsed().as_secs() < 10 {
+    while memory.admin().health().unwrap().memories < database.admin().health().unwrap().memories
+        && waited.elapsed().as_secs() < 10
+    {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     assert_same(&memory, &database, "default");
     assert_same_listings(&memory, &database, "default");
-    let stats = database.lexical_index_stats();
+    let stats = database.admin().lexical_index_stats();
     assert_eq!((stats.documents, stats.postings), (0, 0), "no in-memory lexicon in the database index mode");
-    assert!(database.vector_index_stats().iter().all(|v| v.vectors == 0), "no in-memory vectors");
+    assert!(database.admin().vector_index_stats().iter().all(|v| v.vectors == 0), "no in-memory vectors");
     drop(database);
 
     // A space "larger" than hnsw_min_points: read in part. In-memory, a space this small scans its vectors
@@ -278,7 +280,7 @@ fn a_partial_read_blends_each_cosine_with_its_neighbours_as_the_memory_mode_does
         .collect();
     let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
     backend::per_message_thread(&memory, "default", "long", &refs);
-    memory.wait_for_indexes(std::time::Duration::from_secs(30));
+    memory.admin().wait_for_indexes(std::time::Duration::from_secs(30));
     let mut config =
         with_blend(StoreConfig::new(dir.path().join("light")).database(url).index_mode(IndexMode::Database));
     config.vector.hnsw_min_points = 4;

@@ -258,7 +258,7 @@ fn vectors_live_in_pgvector_with_a_partial_hnsw_index_per_dimension() {
     drop(store);
 }
 
-/// A bulk load (`KnowledgeStore::bulk_load`): the dimension's HNSW index is gone while the load runs (vectors
+/// A bulk load (`Admin::bulk_load`): the dimension's HNSW index is gone while the load runs (vectors
 /// are still written, and vector candidates answer by scanning), and built once at the end, over every vector,
 /// including those of a second process that wrote meanwhile; the build is reported. A failing load still gets
 /// its index back.
@@ -283,6 +283,7 @@ fn a_bulk_load_builds_the_vector_index_once_at_the_end() {
     let texts: Vec<String> =
         (0..300).map(|i| format!("Bulk note {i}: the {} near the {}", i * 7 % 31, i % 11)).collect();
     let ((), built) = store
+        .admin()
         .bulk_load(|s| {
             assert_eq!(indexes(&mut db.client()), 0, "dropped while the load runs");
             for (b, chunk) in texts.chunks(100).enumerate() {
@@ -310,6 +311,7 @@ fn a_bulk_load_builds_the_vector_index_once_at_the_end() {
     assert!(got[0].1 > 0.99, "{got:?}");
     // A failing load: its error, and the index back.
     let err = store
+        .admin()
         .bulk_load(|_| -> engram::Result<()> { Err(engram::Error::new(engram::ErrorKind::InvalidInput, "stop")) })
         .unwrap_err();
     assert_eq!(err.kind(), engram::ErrorKind::InvalidInput);

@@ -99,8 +99,8 @@ fn a_new_embedder_re_embeds_in_the_background_and_search_is_lexical_meanwhile() 
     let store = KnowledgeStore::open(StoreConfig::new(dir.path()).embedder(gated.clone())).unwrap();
 
     // One batch (64 memories) went through; the worker now waits for the next permit.
-    wait_until("the first batch", || store.health().unwrap().reembed.done == 64);
-    let h = store.health().unwrap();
+    wait_until("the first batch", || store.admin().health().unwrap().reembed.done == 64);
+    let h = store.admin().health().unwrap();
     assert_eq!((h.dim, h.memories, h.reindex_pending), (64, N, N - 64));
     assert!(h.reembed.running);
     assert_eq!(h.reembed.total, N as u64);
@@ -125,8 +125,8 @@ fn a_new_embedder_re_embeds_in_the_background_and_search_is_lexical_meanwhile() 
     assert!(!c.view.memory.reindex_needed);
 
     gated.release(usize::MAX / 2);
-    assert!(store.wait_for_indexes(Duration::from_secs(60)));
-    let h = store.health().unwrap();
+    assert!(store.admin().wait_for_indexes(Duration::from_secs(60)));
+    let h = store.admin().health().unwrap();
     assert_eq!((h.reindex_pending, h.reembed.running, h.reembed.done), (0, false, N as u64));
     assert!(h.reembed.error.is_none());
     assert!(!store.get_memory("m199", None).unwrap().memory.reindex_needed);
@@ -149,7 +149,7 @@ fn re_embedding_resumes_after_a_restart() {
     {
         let gated = Gated::new(1);
         let store = KnowledgeStore::open(StoreConfig::new(dir.path()).embedder(gated.clone())).unwrap();
-        wait_until("the first batch", || store.health().unwrap().reembed.done == 64);
+        wait_until("the first batch", || store.admin().health().unwrap().reembed.done == 64);
         // Let the blocked batch finish so that the worker can see the stop flag; the store closes mid-run.
         gated.release(1);
         drop(store);
@@ -157,11 +157,11 @@ fn re_embedding_resumes_after_a_restart() {
     }
     let gated = Gated::new(usize::MAX / 2);
     let store = KnowledgeStore::open(StoreConfig::new(dir.path()).embedder(gated.clone())).unwrap();
-    let h = store.health().unwrap();
+    let h = store.admin().health().unwrap();
     assert!(h.reembed.total > 0 && h.reembed.total <= (N - 64) as u64, "resumes with the rest: {:?}", h.reembed);
     assert_eq!(h.reembed.from, None, "the embedder was already recorded before the restart");
-    assert!(store.wait_for_indexes(Duration::from_secs(60)));
-    let h = store.health().unwrap();
+    assert!(store.admin().wait_for_indexes(Duration::from_secs(60)));
+    let h = store.admin().health().unwrap();
     assert_eq!((h.reindex_pending, h.memories), (0, N));
     let still: Vec<String> = (0..N)
         .map(|i| format!("m{i:03}"))
@@ -175,6 +175,6 @@ fn reopening_with_the_same_embedder_does_no_work() {
     let dir = tempfile::tempdir().unwrap();
     seed(dir.path());
     let store = KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap();
-    let h = store.health().unwrap();
+    let h = store.admin().health().unwrap();
     assert_eq!((h.reindex_pending, h.reembed.total, h.reembed.running), (0, 0, false));
 }

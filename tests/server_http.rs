@@ -250,7 +250,7 @@ fn the_daemon_binary_serves_and_stops_cleanly_on_sigterm() {
     assert!(status.success(), "exit status {status:?}");
     // The acknowledged write survived the shutdown.
     let store = KnowledgeStore::open(StoreConfig::new(dir.path())).expect("reopen after shutdown");
-    assert_eq!(store.health().expect("health").memories, 1);
+    assert_eq!(store.admin().health().expect("health").memories, 1);
 }
 
 #[test]

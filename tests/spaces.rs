@@ -84,7 +84,7 @@ fn two_spaces_with_identical_content_do_not_leak() {
     assert_eq!(la.iter().map(|l| l.name.as_str()).collect::<Vec<_>>(), vec!["budget", "travel", "work"]);
     assert!(la.iter().all(|l| l.usage_count == 1 && l.space_id == a));
     assert_eq!(store.labels().get(&a, "label_secret").unwrap_err().kind(), ErrorKind::NotFound);
-    let (sa, sb) = (store.stats(Some(&a)).unwrap(), store.stats(Some(&b)).unwrap());
+    let (sa, sb) = (store.admin().stats(Some(&a)).unwrap(), store.admin().stats(Some(&b)).unwrap());
     assert_eq!((sa.memory_count, sa.label_count), (2, 3));
     assert_eq!((sb.memory_count, sb.label_count), (3, 4));
     assert_eq!(store.labels().health(Some(&a)).unwrap().vocabulary_size, 3);

@@ -100,7 +100,7 @@ fn candidates_and_edges_agree_with_the_store() {
 
     // Bytes per kind: every kind of the registry, the written ones non-empty.
     drop(rtx);
-    let st = store.storage_stats().unwrap();
+    let st = store.admin().storage_stats().unwrap();
     assert_eq!(st.tables.len(), engram::storage::tables::ALL.len());
     let bytes = |name: &str| st.tables.iter().find(|t| t.table == name).map(|t| t.stored_bytes);
     assert!(bytes("memories").unwrap() > 60 * 40, "{:?}", bytes("memories"));

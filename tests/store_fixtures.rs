@@ -262,9 +262,9 @@ fn view_of_copy_with(data: &Path, database: Option<&str>, encrypt: bool) -> serd
         config.encryption = Some(enc);
     }
     let api = api_with(config);
-    api.store().wait_for_indexes(std::time::Duration::from_secs(60));
+    api.store().admin().wait_for_indexes(std::time::Duration::from_secs(60));
     // Opened at this release's format; a fixture of an older one went through the migration.
-    let h = api.store().health().expect("health");
+    let h = api.store().admin().health().expect("health");
     assert_eq!(h.format_version, engram::storage::codec::FORMAT_VERSION);
     let written_at: u32 = data
         .ancestors()
@@ -399,7 +399,7 @@ fn write_fixture() {
             config.database_url = Some(in_schema(&base, &schema));
             let api = api_with(config);
             populate(&api);
-            api.store().wait_for_indexes(std::time::Duration::from_secs(60));
+            api.store().admin().wait_for_indexes(std::time::Duration::from_secs(60));
         }
         let bin = std::env::var("PG_BIN").unwrap_or_else(|_| "/usr/lib/postgresql/15/bin".into());
         let dump = std::process::Command::new(format!("{bin}/pg_dump"))
@@ -430,7 +430,7 @@ fn write_fixture() {
     {
         let api = api(tmp.path());
         populate(&api);
-        api.store().wait_for_indexes(std::time::Duration::from_secs(60));
+        api.store().admin().wait_for_indexes(std::time::Duration::from_secs(60));
     }
     let data = out.join("redb");
     copy_dir(tmp.path(), &data);

@@ -143,7 +143,7 @@ fn bad_input_is_rejected_and_changes_nothing() {
     let e = store.create_memories(vec![mem("b1", "good"), mem("b2", "")]).unwrap_err();
     assert_eq!(e.fields()[0].loc, vec![serde_json::json!(1), serde_json::json!("content")]);
     assert_eq!(store.get_memory("b1", None).unwrap_err().kind(), ErrorKind::NotFound);
-    assert_eq!(store.health().unwrap().memories, 1);
+    assert_eq!(store.admin().health().unwrap().memories, 1);
 }
 
 #[test]
@@ -162,8 +162,8 @@ fn reopen_keeps_every_memory_and_the_indexes_agree() {
             .unwrap();
     }
     let store = open(dir.path());
-    assert_eq!(store.health().unwrap().memories, 299);
-    assert_eq!(store.health().unwrap().reindex_pending, 0);
+    assert_eq!(store.admin().health().unwrap().memories, 299);
+    assert_eq!(store.admin().health().unwrap().reindex_pending, 0);
     assert_eq!(store.get_memory("m7", None).unwrap().memory.content, "note 7 about hotel and alpha");
     assert_eq!(search(&store, "zulu", "default", 3, MemoryFilter::default())[0], "m6");
     // m5 (deleted) never comes back, from either ranking.
@@ -201,7 +201,7 @@ fn filtered_search_returns_k_hits_when_k_match() {
         })
         .collect();
     store.create_memories(batch).unwrap();
-    assert!(store.wait_for_indexes(std::time::Duration::from_secs(120)), "graph built in the background");
+    assert!(store.admin().wait_for_indexes(std::time::Duration::from_secs(120)), "graph built in the background");
     let rare = MemoryFilter { label_ids: vec!["label_rare".into()], ..Default::default() };
     let hits = search(&store, "budget review meeting", "default", 20, rare);
     assert_eq!(hits.len(), 20, "all 20 rare memories match");
@@ -312,6 +312,7 @@ fn a_bulk_load_stores_everything_and_recomputes_the_graph_after() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());
     let ((), built) = store
+        .admin()
         .bulk_load(|s| {
             for b in 0..4 {
                 let batch = (0..50).map(|i| {
@@ -353,8 +354,10 @@ fn the_hnsw_graph_waits_for_a_bulk_load_and_is_built_after_it() {
     let dir = tempfile::tempdir().unwrap();
     let params = engram::index::vector::VectorParams { hnsw_min_points: 100, ..Default::default() };
     let store = KnowledgeStore::open(backend::config(dir.path()).vector_params(params)).unwrap();
-    let graph_points = |s: &KnowledgeStore| s.vector_index_stats().iter().map(|v| v.graph_points).sum::<usize>();
+    let graph_points =
+        |s: &KnowledgeStore| s.admin().vector_index_stats().iter().map(|v| v.graph_points).sum::<usize>();
     store
+        .admin()
         .bulk_load(|s| {
             for b in 0..3 {
                 let batch = (0..100).map(|i| {
@@ -370,8 +373,8 @@ fn the_hnsw_graph_waits_for_a_bulk_load_and_is_built_after_it() {
             Ok(())
         })
         .unwrap();
-    assert!(store.wait_for_indexes(std::time::Duration::from_secs(120)), "the graph is built after the load");
-    let stats = store.vector_index_stats();
+    assert!(store.admin().wait_for_indexes(std::time::Duration::from_secs(120)), "the graph is built after the load");
+    let stats = store.admin().vector_index_stats();
     let vectors: usize = stats.iter().map(|v| v.vectors).sum();
     assert_eq!(vectors, 300);
     assert_eq!(graph_points(&store), 300, "{stats:?}");

@@ -170,7 +170,7 @@ fn round_trip_is_record_identical() {
     let a_dir = tempfile::tempdir().unwrap();
     let a = open(a_dir.path());
     seed(&a);
-    assert!(a.wait_for_indexes(Duration::from_secs(30)));
+    assert!(a.admin().wait_for_indexes(Duration::from_secs(30)));
     let archive = a_dir.path().join("all.zip");
     export_zip(&a, &archive);
     let before = dump(&a, a_dir.path(), "dump-a");
@@ -204,14 +204,14 @@ fn round_trip_is_record_identical() {
         assert_eq!(rows, &after[kind], "{kind} differs after the round trip");
     }
     // The imported store works: lexical and hybrid search, labels, sources, threads.
-    assert!(b.wait_for_indexes(Duration::from_secs(30)));
+    assert!(b.admin().wait_for_indexes(Duration::from_secs(30)));
     let hits = b.sources().search("default", "visa weeks", 5).unwrap();
     assert_eq!(hits[0].source.original_name, "visa.md");
     assert_eq!(b.get_memory("m3", None).unwrap().label_ids, ["label_europe", "label_travel"]);
     // Reopening changes nothing, and the background work (re-embedding, graph) leaves the records alone.
     drop(b);
     let b = open(b_dir.path());
-    assert!(b.wait_for_indexes(Duration::from_secs(30)));
+    assert!(b.admin().wait_for_indexes(Duration::from_secs(30)));
     let again = dump(&b, b_dir.path(), "dump-b2");
     for (kind, rows) in &before {
         assert!(rows == &again[kind], "{kind} differs after a reopen");
@@ -229,7 +229,7 @@ fn redb_to_postgres_and_back_is_record_identical() {
     let a_dir = tempfile::tempdir().unwrap();
     let a = open(a_dir.path());
     seed(&a);
-    assert!(a.wait_for_indexes(Duration::from_secs(30)));
+    assert!(a.admin().wait_for_indexes(Duration::from_secs(30)));
     let before = dump(&a, a_dir.path(), "dump-a");
     let archive = a_dir.path().join("all.zip");
     export_zip(&a, &archive);
@@ -238,7 +238,7 @@ fn redb_to_postgres_and_back_is_record_identical() {
     std::fs::copy(&archive, pg_dir.path().join("all.zip")).unwrap();
     let pg = KnowledgeStore::open(backend::Backend::Postgres.config(pg_dir.path())).unwrap();
     import(&pg, &pg_dir.path().join("all.zip"), ImportMode::Merge).unwrap();
-    assert!(pg.wait_for_indexes(Duration::from_secs(30)));
+    assert!(pg.admin().wait_for_indexes(Duration::from_secs(30)));
     let on_pg = dump(&pg, pg_dir.path(), "dump-pg");
     for (kind, rows) in &before {
         assert_eq!(rows, &on_pg[kind], "{kind} differs on PostgreSQL");
@@ -264,7 +264,7 @@ fn redb_to_postgres_and_back_is_record_identical() {
         };
         assert_eq!(ids(&pg), ids(&light), "space {} in the database index mode", space.id);
     }
-    assert!(light.health().unwrap().memories > 0);
+    assert!(light.admin().health().unwrap().memories > 0);
     drop(light);
     export_zip(&pg, &pg_dir.path().join("back.zip"));
 

@@ -96,7 +96,7 @@ fn a_format_1_store_opens_migrated_with_a_backup_and_check_changes_nothing() {
     assert_eq!(sha(&file), before, "--check and the plan change nothing");
 
     let store = KnowledgeStore::open(config.clone()).expect("the format-1 store opens");
-    let h = store.health().expect("health");
+    let h = store.admin().health().expect("health");
     assert_eq!(h.format_version, FORMAT_VERSION);
     let up = h.last_upgrade.expect("the upgrade is recorded");
     assert_eq!((up.from, up.to, up.records), (1, 2, plan.steps[0].records));
@@ -115,7 +115,7 @@ fn a_format_1_store_opens_migrated_with_a_backup_and_check_changes_nothing() {
     assert_eq!(memories(&restored), seen);
     // Reopening the migrated store changes nothing more.
     let again = KnowledgeStore::open(config).expect("reopen");
-    assert_eq!(again.health().expect("health").last_upgrade.map(|u| u.at), Some(up.at));
+    assert_eq!(again.admin().health().expect("health").last_upgrade.map(|u| u.at), Some(up.at));
 }
 
 #[test]
@@ -217,7 +217,7 @@ fn kill_rounds(
         }
         let store = KnowledgeStore::open(config.clone())
             .unwrap_or_else(|e| panic!("round {round}: the store killed at {at:?} does not open: {e}"));
-        assert_eq!(store.health().expect("health").format_version, FORMAT_VERSION);
+        assert_eq!(store.admin().health().expect("health").format_version, FORMAT_VERSION);
         let got = memories(&store);
         assert!(
             got == *want,

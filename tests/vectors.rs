@@ -93,7 +93,7 @@ fn caller_supplied_vectors_are_stored_searched_validated_and_kept() {
     store.update_memory("a", MemoryPatch { content: Some("alpha edited".into()), ..Default::default() }, None).unwrap();
     let r = store.search(&query("", Some(vec![0.0, 0.0, 1.0]), SearchMode::Vector)).unwrap();
     assert_eq!(ids(&r)[0], "a", "the caller's vector survives a text edit");
-    assert_eq!(store.health().unwrap().reindex_pending, 0, "nothing to re-embed in an external store");
+    assert_eq!(store.admin().health().unwrap().reindex_pending, 0, "nothing to re-embed in an external store");
     drop(store);
 
     // Reopened: the vectors are still there.
@@ -137,7 +137,7 @@ fn export_and_import_keep_caller_supplied_vectors() {
         let r = b.search(&query("", Some(q), SearchMode::Vector)).unwrap();
         assert_eq!(ids(&r), want, "the imported store ranks by the exported vectors");
     }
-    let stats = &b.vector_index_stats()[0];
+    let stats = &b.admin().vector_index_stats()[0];
     assert_eq!(stats.vectors, 2, "the memory without a vector stays without one");
     // A store of another dimension imports the memories and leaves the vectors out.
     let c_dir = tempfile::tempdir().unwrap();
@@ -145,7 +145,7 @@ fn export_and_import_keep_caller_supplied_vectors() {
     let in_c = c_dir.path().join("in.zip");
     std::fs::copy(&archive, &in_c).unwrap();
     c.transfer().import(&in_c, engram::ImportMode::Merge, &engram::ImportProgress::default()).unwrap();
-    assert_eq!(c.vector_index_stats()[0].vectors, 0);
+    assert_eq!(c.admin().vector_index_stats()[0].vectors, 0);
     assert_eq!(c.read_memory("y", None).unwrap().memory.content, "second");
 }
 
@@ -280,15 +280,15 @@ fn the_saved_graph_is_attached_at_reopen_with_identical_results_and_catches_up()
     let dir = tempfile::tempdir().unwrap();
     let store = KnowledgeStore::open(graph_config(dir.path())).unwrap();
     fill(&store, 1200);
-    assert!(store.wait_for_indexes(Duration::from_secs(120)));
-    let stats = &store.vector_index_stats()[0];
+    assert!(store.admin().wait_for_indexes(Duration::from_secs(120)));
+    let stats = &store.admin().vector_index_stats()[0];
     assert_eq!((stats.graph_points, stats.pending), (1200, 0), "{stats:?}");
     let before = probe(&store);
     drop(store);
     assert!(graph_file(dir.path()).exists());
 
     let store = KnowledgeStore::open(graph_config(dir.path())).unwrap();
-    let stats = &store.vector_index_stats()[0];
+    let stats = &store.admin().vector_index_stats()[0];
     assert_eq!((stats.graph_points, stats.pending, stats.vectors), (1200, 0, 1200), "attached at open: {stats:?}");
     assert_eq!(probe(&store), before, "identical results after a reopen with the saved graph");
     // Writes after the save: deleted memories become tombstones, new ones are caught up.
@@ -298,7 +298,7 @@ fn the_saved_graph_is_attached_at_reopen_with_identical_results_and_catches_up()
     store
         .create_memory(NewMemory { id: Some("late".into()), content: "river piano late".into(), ..Default::default() })
         .unwrap();
-    assert!(store.wait_for_indexes(Duration::from_secs(60)));
+    assert!(store.admin().wait_for_indexes(Duration::from_secs(60)));
     let r = store.search(&query("river piano late", None, SearchMode::Vector)).unwrap();
     assert_eq!(ids(&r)[0], "late");
     assert!(!ids(&r).iter().any(|id| ["m0", "m1", "m2"].contains(&id.as_str())));
@@ -307,7 +307,7 @@ fn the_saved_graph_is_attached_at_reopen_with_identical_results_and_catches_up()
 
     // Reopen after those writes: the graph saved at close has the tombstones and the late memory.
     let store = KnowledgeStore::open(graph_config(dir.path())).unwrap();
-    let stats = &store.vector_index_stats()[0];
+    let stats = &store.admin().vector_index_stats()[0];
     assert_eq!((stats.graph_points, stats.tombstones, stats.pending), (1201, 10, 0), "{stats:?}");
     assert_eq!(probe(&store), after_writes);
 }
@@ -317,7 +317,7 @@ fn a_damaged_graph_file_is_never_trusted_and_searches_stay_correct() {
     let dir = tempfile::tempdir().unwrap();
     let store = KnowledgeStore::open(graph_config(dir.path())).unwrap();
     fill(&store, 800);
-    assert!(store.wait_for_indexes(Duration::from_secs(120)));
+    assert!(store.admin().wait_for_indexes(Duration::from_secs(120)));
     let reference = probe(&store);
     drop(store);
     let path = graph_file(dir.path());
@@ -348,16 +348,16 @@ fn a_damaged_graph_file_is_never_trusted_and_searches_stay_correct() {
         }
         std::fs::write(&path, &bytes).unwrap();
         let store = KnowledgeStore::open(graph_config(dir.path())).unwrap();
-        let stats = &store.vector_index_stats()[0];
+        let stats = &store.admin().vector_index_stats()[0];
         assert!(stats.graph_points == 0 || stats.graph_points == 800, "trial {trial}: {stats:?}");
         assert_same_up_to_ties(&probe(&store), &reference, &format!("trial {trial}: with a damaged file"));
-        assert!(store.wait_for_indexes(Duration::from_secs(120)));
+        assert!(store.admin().wait_for_indexes(Duration::from_secs(120)));
         assert_same_up_to_ties(&probe(&store), &reference, &format!("trial {trial}: after the rebuild"));
         drop(store);
         // The rebuilt graph was saved over the damaged one and is attached at the next open.
         assert_ne!(std::fs::read(&path).unwrap(), bytes, "trial {trial}");
         let store = KnowledgeStore::open(graph_config(dir.path())).unwrap();
-        assert_eq!(store.vector_index_stats()[0].graph_points, 800, "trial {trial}");
+        assert_eq!(store.admin().vector_index_stats()[0].graph_points, 800, "trial {trial}");
         drop(store);
     }
 }

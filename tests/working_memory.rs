@@ -68,12 +68,12 @@ fn checkpoint_reports_what_it_made_durable() {
     }
     store.read_memory("m0", None).unwrap();
     store.read_memory("m1", None).unwrap();
-    let r = store.checkpoint_report().unwrap();
+    let r = store.admin().checkpoint_report().unwrap();
     // Every write of a fresh Eventual store was committed without fsync: the 3 memories and the embedder record.
     assert_eq!((r.flushed_write_transactions, r.flushed_access_updates), (r.generation, 2), "{r:?}");
     assert!(r.generation >= 3);
     assert!(r.file_bytes > 0 && r.generation >= 3);
-    let again = store.checkpoint_report().unwrap();
+    let again = store.admin().checkpoint_report().unwrap();
     assert_eq!((again.flushed_write_transactions, again.flushed_access_updates), (0, 0));
     assert_eq!(again.generation, r.generation);
     drop(store);

@@ -67,7 +67,7 @@ pub(super) fn capabilities(api: &Api, _: &Ctx<'_>) -> Result<ApiResponse> {
         server: "engram".into(),
         api_version: "0.9.15".into(),
         features,
-        embedding: embedding_status(api, &api.store().health()?),
+        embedding: embedding_status(api, &api.store().admin().health()?),
     })
 }
 
@@ -92,7 +92,7 @@ fn embedding_status(api: &Api, h: &crate::store::StoreHealth) -> EmbeddingStatus
 }
 
 pub(super) fn health(api: &Api, _: &Ctx<'_>) -> Result<ApiResponse> {
-    let h = api.store().health()?;
+    let h = api.store().admin().health()?;
     let r = &h.reembed;
     ok(&HealthResponse {
         status: "ok".into(),
@@ -110,8 +110,8 @@ pub(super) fn health(api: &Api, _: &Ctx<'_>) -> Result<ApiResponse> {
         },
         memory_count: h.memories,
         generation: h.generation,
-        uptime_s: api.store().uptime_s(),
-        vector_index: api.store().vector_index_stats().iter().fold(VectorIndexHealth::default(), |mut a, s| {
+        uptime_s: api.store().admin().uptime_s(),
+        vector_index: api.store().admin().vector_index_stats().iter().fold(VectorIndexHealth::default(), |mut a, s| {
             a.vectors += s.vectors;
             a.graph_points += s.graph_points;
             a.tombstones += s.tombstones;

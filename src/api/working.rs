@@ -322,11 +322,11 @@ pub(super) const STATS_PARAMS: &[super::query::ParamSpec] =
     &[super::query::string("space_id", None, "count one space; omitted: every space")];
 
 pub(super) fn stats(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
-    Ok(ApiResponse::json(200, &api.store().stats(ctx.query.str("space_id").filter(|s| !s.is_empty()))?))
+    Ok(ApiResponse::json(200, &api.store().admin().stats(ctx.query.str("space_id").filter(|s| !s.is_empty()))?))
 }
 
 pub(super) fn checkpoint(api: &Api, _: &Ctx<'_>) -> Result<ApiResponse> {
-    let r = api.store().checkpoint_report()?;
+    let r = api.store().admin().checkpoint_report()?;
     let message = format!(
         "checkpoint at generation {}: {} write transactions and {} access updates made durable",
         r.generation, r.flushed_write_transactions, r.flushed_access_updates

@@ -5,10 +5,10 @@
 //! updated after the commit succeeds, under the index write lock, so a failed commit leaves them untouched
 //! and a search never sees a document that is not committed.
 
+mod admin;
 mod core;
 mod expiry;
 mod graph;
-mod health;
 mod labels;
 mod lifecycle;
 mod memories;
@@ -26,6 +26,7 @@ mod working;
 pub use self::core::publish::PublishedIndexes;
 pub use self::core::reembed::ReembedStatus;
 pub use self::core::{DEFAULT_SPACE, encryption, upgrade};
+pub use admin::{Admin, StoreStats};
 pub use expiry::ExpiryStatus;
 pub(crate) use graph::date_of;
 pub use graph::{
@@ -59,16 +60,14 @@ pub use types::{
     SearchHit, SearchMode, SearchOptions, SearchQuery, SearchResults, SpacePatch, StorageStats, StoreHealth, TableSize,
     VectorIndexStats, WriteAction,
 };
-pub use working::{StoreStats, Working, WorkingMemory, today as working_today};
+pub use working::{Working, WorkingMemory, today as working_today};
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Instant;
 
 use parking_lot::Mutex;
 
 use self::core::Core;
-use self::core::indexes::Running;
 
 use crate::config::StoreConfig;
 use crate::model::Timestamp;
@@ -115,11 +114,6 @@ const _ASSERT_SEND_SYNC: fn() = || {
 };
 
 impl KnowledgeStore {
-    /// The state of background re-embedding.
-    pub fn reembed_status(&self) -> ReembedStatus {
-        self.core.reembed_progress.status()
-    }
-
     /// The configuration the store was opened with.
     pub fn config(&self) -> &StoreConfig {
         &self.core.config
@@ -130,6 +124,11 @@ impl KnowledgeStore {
     /// Writing through it would bypass the store's indexes and rules: use the store's methods.
     pub fn storage(&self) -> &Db {
         &self.core.db
+    }
+
+    /// The administration service: health, statistics, index state, checkpoints, bulk loads ([`Admin`]).
+    pub fn admin(&self) -> Admin<'_> {
+        Admin { store: self }
     }
 
     /// The working-memory service: one markdown document per space and day ([`Working`]).
@@ -174,71 +173,5 @@ impl KnowledgeStore {
     /// ([`Reviews`]).
     pub fn reviews(&self) -> Reviews<'_> {
         Reviews { store: self }
-    }
-
-    /// Seconds since the store was opened.
-    pub fn uptime_s(&self) -> f64 {
-        self.core.started.elapsed().as_secs_f64()
-    }
-
-    /// Blocks until the indexes' background work is done or `timeout` passes: every space's vector index is
-    /// complete (re-embedding finished, graphs built where a space is large enough, no vector pending), and the
-    /// own texts of context-expanded postings that an open read from the index snapshot are decoded (about
-    /// 0.8 s of one core at 1,000,000 positioned memories, during which searches share the cores with it).
-    /// Searches are exact and complete meanwhile; this only matters for benchmarks and tests that want the
-    /// graph path or the steady state. Returns whether the work is done.
-    pub fn wait_for_indexes(&self, timeout: std::time::Duration) -> bool {
-        let until = Instant::now() + timeout;
-        loop {
-            if self.core.indexes_done() {
-                return true;
-            }
-            if Instant::now() >= until {
-                return false;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-    }
-
-    /// Runs `load` (typically many [`KnowledgeStore::create_memories`] batches) as a bulk load: the background
-    /// graph recompute (communities, PageRank) and the in-memory HNSW graph builder wait until it ends instead
-    /// of running between batches (the graph is then built once over every vector; searches meanwhile scan the
-    /// vectors not in a graph exactly), and on
-    /// PostgreSQL the pgvector HNSW indexes are dropped first and built once at the end (pgvector's advice:
-    /// building after loading is much faster than inserting into the index; measured in docs/deploy.md,
-    /// "Scale"). Searches stay correct meanwhile: the store's own in-memory indexes are kept as usual and only
-    /// the database's vector candidates ([`crate::storage::ReadTx::vector_candidates`]) scan. The indexes are
-    /// built again whether `load` succeeds or fails. Returns `load`'s value and the index build (`None` on redb
-    /// or without pgvector). Other processes sharing the database keep writing as usual; their vectors are
-    /// indexed by the build.
-    ///
-    /// # Errors
-    /// A storage error of dropping the indexes (then `load` does not run) or `load`'s error, after the indexes
-    /// are built again; else a storage error of building them.
-    pub fn bulk_load<T>(
-        &self,
-        load: impl FnOnce(&Self) -> crate::error::Result<T>,
-    ) -> crate::error::Result<(T, Option<crate::storage::VectorIndexBuild>)> {
-        let out = {
-            let _running = Running::start(&self.core.bulk_loads);
-            // A failed start still ends below: the build resets the deferral and makes any dropped index.
-            self.core.db.begin_bulk_load().and_then(|()| load(self))
-        };
-        let built = self.core.db.end_bulk_load();
-        self.core.wake_graph();
-        let out = out?;
-        Ok((out, built?))
-    }
-
-    /// Publishes this daemon's indexes into its PostgreSQL database now, for daemons that start without a
-    /// snapshot of their own (the feed worker also does it every ten minutes of writes, once the HNSW graphs are
-    /// complete; see the module docs of `store/core/publish.rs` and `docs/deploy.md`). `Ok(None)` on a redb
-    /// store and when another daemon is publishing at the moment.
-    ///
-    /// # Errors
-    /// Storage errors and I/O errors writing the snapshot or graph files in the data directory; the publication
-    /// before stays in the database.
-    pub fn publish_indexes(&self) -> crate::error::Result<Option<PublishedIndexes>> {
-        self.core.publish_indexes()
     }
 }

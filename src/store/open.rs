@@ -22,7 +22,7 @@ impl KnowledgeStore {
     /// indexes from the file, and starts re-embedding in the background when memories lack a vector from
     /// the configured embedder: after a change of embedder or dimension (the old vectors are dropped and
     /// every memory is marked `reindex_needed`), or after a run cut short by a crash. Progress shows in
-    /// [`KnowledgeStore::health`] (and as a progress bar when stderr is a terminal, logged otherwise);
+    /// [`Admin::health`](crate::store::Admin::health) (and as a progress bar when stderr is a terminal, logged otherwise);
     /// searches of a space answer from BM25 until its vectors are complete.
     ///
     /// # Errors

@@ -529,7 +529,7 @@ pub struct StoreHealth {
     pub encryption: crate::storage::crypt::EncryptionStatus,
 }
 
-/// Size of the lexical index over all spaces ([`crate::KnowledgeStore::lexical_index_stats`]).
+/// Size of the lexical index over all spaces ([`Admin::lexical_index_stats`](crate::store::Admin::lexical_index_stats)).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct LexicalIndexStats {
     /// Documents indexed.
@@ -543,7 +543,7 @@ pub struct LexicalIndexStats {
     pub positioned: u64,
 }
 
-/// The vector index of one space ([`crate::KnowledgeStore::vector_index_stats`]).
+/// The vector index of one space ([`Admin::vector_index_stats`](crate::store::Admin::vector_index_stats)).
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct VectorIndexStats {
     /// Space name.
@@ -561,7 +561,7 @@ pub struct VectorIndexStats {
     pub heap_bytes: usize,
 }
 
-/// Disk use of the store file ([`crate::KnowledgeStore::storage_stats`]).
+/// Disk use of the store file ([`Admin::storage_stats`](crate::store::Admin::storage_stats)).
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct StorageStats {
     /// Size of `engram.redb` in bytes (includes free pages redb keeps for reuse); on PostgreSQL the bytes of
@@ -584,7 +584,7 @@ pub struct TableSize {
     pub fragmented_bytes: u64,
 }
 
-/// What [`crate::KnowledgeStore::checkpoint_report`] flushed.
+/// What [`Admin::checkpoint_report`](crate::store::Admin::checkpoint_report) flushed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, utoipa::ToSchema)]
 pub struct CheckpointReport {
     /// Write generation now durable.

@@ -412,7 +412,7 @@ impl Store {
         Ok(py.detach(|| {
             let until = std::time::Instant::now() + std::time::Duration::from_secs_f64(timeout.min(1e9));
             let left = || until.saturating_duration_since(std::time::Instant::now());
-            api.store().wait_for_indexes(left()) && api.store().graph().wait(left())
+            api.store().admin().wait_for_indexes(left()) && api.store().graph().wait(left())
         }))
     }
 

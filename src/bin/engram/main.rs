@@ -962,7 +962,7 @@ fn serve(args: ServeArgs, embedder: engram::embed::SelectedEmbedder) -> engram::
     store_config.expiry_grace = std::time::Duration::from_secs(expiry_grace_days * 86_400);
     store_config.encryption = encryption;
     let store = std::sync::Arc::new(KnowledgeStore::open(store_config)?);
-    let enc = store.encryption();
+    let enc = store.admin().encryption();
     if enc.encrypted {
         println!(
             "store encrypted at rest ({}, opened with its {})",

@@ -74,7 +74,7 @@ pub fn export(
     for (k, v) in &r.counts {
         println!("  {k}: {v}");
     }
-    if !r.encrypted && store.encryption().encrypted {
+    if !r.encrypted && store.admin().encryption().encrypted {
         eprintln!("note: the store is encrypted but this archive is not; --encrypt seals it");
     }
     Ok(())

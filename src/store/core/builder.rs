@@ -16,7 +16,7 @@ use crate::index::vector::{Graph, GraphWork};
 /// [`super::indexes::Running`]), at most [`BUILD_YIELD`] per chunk: a bulk ingest then has every core, and the graph catches
 /// up in the pauses between batches and after the last one (searches meanwhile scan the vectors not yet in the
 /// graph exactly). Under constant writes the build still goes on, a chunk per [`BUILD_YIELD`] at least. During
-/// a bulk load ([`crate::KnowledgeStore::bulk_load`], `bulk_loads`) it waits until the load ends, as pgvector's index
+/// a bulk load ([`Admin::bulk_load`](crate::store::Admin::bulk_load), `bulk_loads`) it waits until the load ends, as pgvector's index
 /// is built after the load: the load has the cores, and the graph is built once over all its vectors.
 pub(crate) fn start_graph_builder(
     index: Arc<RwLock<IndexState>>,

@@ -84,7 +84,7 @@ pub(crate) struct Core {
     pub feed: Arc<feed::Feed>,
     /// Saved HNSW graphs, and how the store's side files are sealed (`graph_files.side`).
     pub graph_files: GraphFiles,
-    /// Bulk loads running ([`crate::KnowledgeStore::bulk_load`]); the graph worker waits for them to end.
+    /// Bulk loads running ([`Admin::bulk_load`](crate::store::Admin::bulk_load)); the graph worker waits for them to end.
     pub bulk_loads: Arc<AtomicUsize>,
     /// Batches of memories being written; the HNSW builder waits for them between chunks.
     pub batch_writes: Arc<AtomicUsize>,

@@ -9,7 +9,7 @@
 //! * **When.** The feed worker checks every minute ([`Feed::maybe_publish`]): a daemon whose graphs are complete
 //!   publishes when no publication exists, or when the one there is older than [`REPUBLISH_SECS`] and behind the
 //!   daemon's position. Claimed (`Db::claim("publish")`), so one daemon publishes at a time.
-//!   [`crate::KnowledgeStore::publish_indexes`] publishes at once.
+//!   [`Admin::publish_indexes`](crate::store::Admin::publish_indexes) publishes at once.
 //! * **The feed.** Its entries after the publication's position are kept (up to a day) when older than the
 //!   feed's ten minutes, so a publication stays usable until the next.
 //! * **Taken** at open ([`take`]): downloaded into the data directory as if the daemon had written it, then
@@ -29,7 +29,7 @@ const SNAPSHOT_NAME: &str = "indexes.snapshot";
 /// daemon publishes again.
 pub(crate) const REPUBLISH_SECS: f64 = 600.0;
 
-/// What [`crate::KnowledgeStore::publish_indexes`] published.
+/// What [`Admin::publish_indexes`](crate::store::Admin::publish_indexes) published.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PublishedIndexes {
     /// The change-feed position the published indexes reflect.

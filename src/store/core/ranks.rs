@@ -15,7 +15,7 @@ use crate::store::records::{graph, meta};
 pub(crate) struct GraphState {
     pub memory_rank: HashMap<String, SpaceRanks>,
     pub last: Option<GraphReport>,
-    /// Set by [`crate::KnowledgeStore::wait_for_graph`]: a caller waits, so the worker skips its rest.
+    /// Set by [`Graph::wait`](crate::store::Graph::wait): a caller waits, so the worker skips its rest.
     pub demanded: std::sync::atomic::AtomicBool,
 }
 

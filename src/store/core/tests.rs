@@ -39,7 +39,7 @@ fn the_vector_read_ahead_keeps_to_its_window_and_ends_with_the_scan() {
 }
 
 /// A reopened store of threads reads its expanded postings from the index snapshot with the own texts
-/// encoded; [`KnowledgeStore::wait_for_indexes`] returns only once the background thread decoded them.
+/// encoded; [`Admin::wait_for_indexes`](crate::store::Admin::wait_for_indexes) returns only once the background thread decoded them.
 #[test]
 fn waiting_for_the_indexes_waits_for_the_own_texts_an_open_decodes() {
     let dir = tempfile::tempdir().unwrap();
@@ -60,7 +60,7 @@ fn waiting_for_the_indexes_waits_for_the_own_texts_an_open_decodes() {
         store.create_memories(items).unwrap();
     }
     let store = KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap();
-    assert!(store.wait_for_indexes(std::time::Duration::from_secs(60)));
+    assert!(store.admin().wait_for_indexes(std::time::Duration::from_secs(60)));
     assert!(store.core.own_texts_decode.lock().as_ref().is_some_and(|t| t.is_finished()), "the thread ran");
     let state = store.core.index.read();
     let x = state.spaces["default"].expanded.as_ref().expect("a space of threads has expanded postings");

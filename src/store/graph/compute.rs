@@ -43,7 +43,7 @@ pub(crate) struct Ctx {
     pub embedder: Arc<dyn crate::embed::Embedder>,
     /// The change feed (publishes the recompute's crystal and PageRank changes; claims the recompute).
     pub feed: Arc<crate::store::core::feed::Feed>,
-    /// Bulk loads running in this process ([`KnowledgeStore::bulk_load`]): the worker waits for them to end.
+    /// Bulk loads running in this process ([`Admin::bulk_load`](crate::store::Admin::bulk_load)): the worker waits for them to end.
     pub bulk_loads: Arc<std::sync::atomic::AtomicUsize>,
     /// False in the database index mode: the recompute reads every memory's entity edges into memory, which a
     /// daemon that keeps no per-memory index leaves to the daemons that do (the worker does not run it; an

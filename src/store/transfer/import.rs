@@ -364,7 +364,7 @@ impl Transfer<'_> {
     /// Imports an archive written by [`Transfer::export`](crate::store::Transfer::export) in one write transaction (see the module
     /// documentation for modes and guarantees). `progress` counts records as they are written. After the commit
     /// the in-memory indexes are rebuilt, vectors are recomputed in the background (progress in
-    /// [`KnowledgeStore::health`]) and communities are recomputed.
+    /// [`Admin::health`](crate::store::Admin::health)) and communities are recomputed.
     ///
     /// # Errors
     /// * [`crate::ErrorKind::Forbidden`] (`path_not_allowed`): the path is outside the allowed directories.

@@ -149,7 +149,7 @@ pub struct Manifest {
     pub files: BTreeMap<String, ManifestEntry>,
 }
 
-/// Options of [`crate::KnowledgeStore::export_data`].
+/// Options of [`Transfer::export`](crate::store::Transfer::export).
 #[derive(Debug, Clone, Default)]
 pub struct ExportOptions {
     /// Target file (confined); default `<data_dir>/exports/engram-export-<UTC time>.zip`.

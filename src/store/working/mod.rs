@@ -2,10 +2,6 @@
 //! (today's is the one being edited, earlier days are its history). It owns the `working_memory` records and
 //! reads them through `records::working_memory`; store statistics (`/stats`) sit beside it in `stats.rs`.
 
-mod stats;
-
-pub use stats::StoreStats;
-
 use super::KnowledgeStore;
 use crate::error::{Error, Result};
 use crate::model::Timestamp;

@@ -2,12 +2,13 @@
 
 use std::time::Instant;
 
-use super::*;
+use super::Admin;
 use crate::config::Durability;
 use crate::error::Result;
+use crate::store::*;
 use crate::store::{label, meta};
 
-impl KnowledgeStore {
+impl<'s> Admin<'s> {
     /// Forces a durable commit of everything written so far (useful after [`Durability::Eventual`] writes).
     ///
     /// # Errors
@@ -16,7 +17,7 @@ impl KnowledgeStore {
         Ok(self.checkpoint_report()?.generation)
     }
 
-    /// [`KnowledgeStore::checkpoint`] with what it flushed: write transactions committed without fsync since
+    /// [`Admin::checkpoint`](crate::store::Admin::checkpoint) with what it flushed: write transactions committed without fsync since
     /// the last durable commit ([`Durability::Eventual`] only; 0 with the default durability) and access-count
     /// updates (reads by id are always committed without fsync).
     ///
@@ -24,13 +25,18 @@ impl KnowledgeStore {
     /// [`crate::ErrorKind::Io`] when the commit fails; nothing is lost then, the next checkpoint retries.
     pub fn checkpoint_report(&self) -> Result<CheckpointReport> {
         let started = Instant::now();
-        self.flush_access()?;
+        self.store.flush_access()?;
         // An empty immediate commit: it makes every earlier commit without fsync durable.
-        let commit = super::core::write::Commit { durability: Some(Durability::Immediate), bump: false };
-        let g = self.core.writes.write(commit, |txn, _| meta::meta(txn)?.u64("generation").map(|g| g.unwrap_or(0)))?;
-        let before = self.core.durable_generation.swap(g, std::sync::atomic::Ordering::AcqRel);
-        let writes = if self.core.config.durability == Durability::Eventual { g.saturating_sub(before) } else { 0 };
-        let reads = self.core.pending_access.swap(0, std::sync::atomic::Ordering::AcqRel);
+        let commit = crate::store::core::write::Commit { durability: Some(Durability::Immediate), bump: false };
+        let g = self
+            .store
+            .core
+            .writes
+            .write(commit, |txn, _| meta::meta(txn)?.u64("generation").map(|g| g.unwrap_or(0)))?;
+        let before = self.store.core.durable_generation.swap(g, std::sync::atomic::Ordering::AcqRel);
+        let writes =
+            if self.store.core.config.durability == Durability::Eventual { g.saturating_sub(before) } else { 0 };
+        let reads = self.store.core.pending_access.swap(0, std::sync::atomic::Ordering::AcqRel);
         Ok(CheckpointReport {
             generation: g,
             flushed_write_transactions: writes,
@@ -43,7 +49,7 @@ impl KnowledgeStore {
     /// Size of the lexical index: documents, distinct terms and postings over all spaces, and how many memories
     /// have a position in a thread or source.
     pub fn lexical_index_stats(&self) -> LexicalIndexStats {
-        let state = self.core.index.read();
+        let state = self.store.core.index.read();
         let mut out = LexicalIndexStats::default();
         for si in state.spaces.values() {
             let (terms, postings) = si.lexicon.size();
@@ -58,7 +64,7 @@ impl KnowledgeStore {
     /// The vector index of every space, sorted by space name: vectors, graph points, tombstones, pending
     /// vectors and memory held.
     pub fn vector_index_stats(&self) -> Vec<VectorIndexStats> {
-        let state = self.core.index.read();
+        let state = self.store.core.index.read();
         let mut out: Vec<VectorIndexStats> = state
             .spaces
             .iter()
@@ -82,9 +88,9 @@ impl KnowledgeStore {
     /// # Errors
     /// Storage errors.
     pub fn storage_stats(&self) -> Result<StorageStats> {
-        let rtx = self.core.db.read()?;
+        let rtx = self.store.core.db.read()?;
         let mut tables = Vec::new();
-        for name in super::records::kind_names() {
+        for name in crate::store::records::kind_names() {
             let st = rtx.kind_stats(name)?;
             tables.push(TableSize {
                 table: name.to_string(),
@@ -101,43 +107,43 @@ impl KnowledgeStore {
     /// Bytes of the store on disk: the redb file as the file system sees it (free pages included), or the
     /// store's tables and indexes in its PostgreSQL database.
     fn stored_bytes(&self) -> Result<u64> {
-        match self.core.db.size_bytes()? {
+        match self.store.core.db.size_bytes()? {
             Some(n) => Ok(n),
-            None => Ok(std::fs::metadata(self.core.config.db_path()).map_or(0, |m| m.len())),
+            None => Ok(std::fs::metadata(self.store.core.config.db_path()).map_or(0, |m| m.len())),
         }
     }
 
     /// Whether the store file is encrypted at rest, with which cipher, key source and key slots (never key
     /// material).
-    pub fn encryption(&self) -> &crate::storage::crypt::EncryptionStatus {
-        &self.core.encryption
+    pub fn encryption(&self) -> &'s crate::storage::crypt::EncryptionStatus {
+        &self.store.core.encryption
     }
 
     /// Counters for `/health`.
     pub fn health(&self) -> Result<StoreHealth> {
-        let rtx = self.core.db.read()?;
+        let rtx = self.store.core.db.read()?;
         let meta = meta::meta(&rtx)?;
         let generation = meta.u64("generation")?.unwrap_or(0);
         let format_version =
-            super::core::upgrade::stored_format(&meta)?.unwrap_or(crate::storage::codec::FORMAT_VERSION);
-        let last_upgrade = super::core::upgrade::last_upgrade(&meta)?;
+            crate::store::core::upgrade::stored_format(&meta)?.unwrap_or(crate::storage::codec::FORMAT_VERSION);
+        let last_upgrade = crate::store::core::upgrade::last_upgrade(&meta)?;
         let labels = label::labels(&rtx)?.len()? as usize;
         // The index lock is released before `expiry_status` takes it again: a second read behind a waiting
         // writer (the own-text decode, an index update) would wait for that writer, which waits for this read.
-        let (memories, spaces, reindex_pending) = self.core.index_counts(&rtx)?;
+        let (memories, spaces, reindex_pending) = self.store.core.index_counts(&rtx)?;
         Ok(StoreHealth {
-            embedder: self.core.config.embedder.name().to_string(),
-            dim: self.core.config.embedder.dim(),
+            embedder: self.store.core.config.embedder.name().to_string(),
+            dim: self.store.core.config.embedder.dim(),
             generation,
             memories,
             spaces,
             reindex_pending,
             labels,
-            reembed: self.core.reembed_progress.status(),
+            reembed: self.store.core.reembed_progress.status(),
             format_version,
             last_upgrade,
-            expiry: self.expiry_status(),
-            encryption: self.core.encryption.clone(),
+            expiry: self.store.expiry_status(),
+            encryption: self.store.core.encryption.clone(),
         })
     }
 }

@@ -2,9 +2,10 @@
 
 use crate::storage::Readable;
 
-use super::super::{KnowledgeStore, StoredMemory};
+use super::Admin;
 use crate::error::Result;
 use crate::model::MemoryState;
+use crate::store::StoredMemory;
 use crate::store::records::graph;
 use crate::store::{entity, label, memory, relation, thread};
 
@@ -31,16 +32,16 @@ pub struct StoreStats {
     pub total_relationships: u64,
 }
 
-impl KnowledgeStore {
+impl Admin<'_> {
     /// Counters of one space, or of every space when `space` is None.
     ///
     /// # Errors
     /// [`crate::ErrorKind::NotFound`] (`space_not_found`); storage errors.
     pub fn stats(&self, space: Option<&str>) -> Result<StoreStats> {
         if let Some(sp) = space {
-            self.spaces().require(sp)?;
+            self.store.spaces().require(sp)?;
         }
-        let rtx = self.core.db.read()?;
+        let rtx = self.store.core.db.read()?;
         let mut s = StoreStats::default();
         // Counts the rows of a kind whose key starts with the space (all rows without a space): a record kind
         // (`rec`, keys only, nothing decoded) or an edge kind (`edge`).
