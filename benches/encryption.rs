@@ -98,7 +98,9 @@ fn main() -> engram::Result<()> {
         let mut lat = Vec::new();
         for i in 0..writes {
             let t = Instant::now();
-            store.create_memory(NewMemory { content: format!("note {i} about the harbour"), ..Default::default() })?;
+            store
+                .memories()
+                .create(NewMemory { content: format!("note {i} about the harbour"), ..Default::default() })?;
             lat.push(t.elapsed().as_secs_f64() * 1000.0);
         }
         let p50 = median(lat.clone());

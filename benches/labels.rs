@@ -92,7 +92,7 @@ fn main() {
         .collect();
     let t0 = Instant::now();
     for chunk in batch.chunks(500) {
-        store.create_memories(chunk.to_vec()).expect("seed");
+        store.memories().create_many(chunk.to_vec()).expect("seed");
     }
     let vocab = store.labels().health(Some("default")).expect("health");
     println!(
@@ -160,10 +160,10 @@ fn main() {
     for i in 0..500 {
         let id = format!("m{}", (i * 13) % memories);
         let t = Instant::now();
-        store.read_memory(&id, None).expect("read");
+        store.memories().read(&id, None).expect("read");
         reads.push(t.elapsed().as_secs_f64() * 1000.0);
         let t = Instant::now();
-        store.get_memory(&id, None).expect("get");
+        store.memories().get(&id, None).expect("get");
         gets.push(t.elapsed().as_secs_f64() * 1000.0);
     }
     println!(

@@ -25,7 +25,7 @@ fn main() {
             ..Default::default()
         })
         .collect();
-    store.create_memories(batch).expect("seed");
+    store.memories().create_many(batch).expect("seed");
     let mut times: Vec<(&str, Vec<f64>)> =
         vec![("archive", vec![]), ("deprecate", vec![]), ("supersede", vec![]), ("forget", vec![])];
     for i in (0..n).step_by(4) {
@@ -40,7 +40,7 @@ fn main() {
         ];
         for (k, (id, t)) in moves.into_iter().enumerate() {
             let t0 = Instant::now();
-            store.change_state(&id, None, t, Some("bench".into())).expect("move");
+            store.memories().change_state(&id, None, t, Some("bench".into())).expect("move");
             times[k].1.push(t0.elapsed().as_secs_f64() * 1000.0);
         }
     }

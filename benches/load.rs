@@ -98,7 +98,7 @@ fn main() {
                                 })
                                 .collect();
                             let len = batch.len() as u64;
-                            store.create_memories(batch).expect("ingest");
+                            store.memories().create_many(batch).expect("ingest");
                             let i = done.fetch_add(len, Ordering::Relaxed) + len;
                             if i.is_multiple_of(100_000) && (i as usize) < n {
                                 let secs = t.elapsed().as_secs_f64();

@@ -43,7 +43,7 @@ fn main() {
             })
             .collect();
         i += batch.len();
-        store.create_memories(batch).expect("ingest");
+        store.memories().create_many(batch).expect("ingest");
     }
     store.admin().wait_for_indexes(Duration::from_secs(600));
     let mut cfg = ServerConfig::new(dir.path());

@@ -203,7 +203,7 @@ fn main() -> engram::Result<()> {
                 }
             })
             .collect();
-        store.create_memories(items)?;
+        store.memories().create_many(items)?;
     }
     let ingest_s = t0.elapsed().as_secs_f64();
     // `--more N` with a reused store: N more memories in the same batches, the ingest rate at that size.
@@ -221,7 +221,7 @@ fn main() -> engram::Result<()> {
                     ..Default::default()
                 })
                 .collect();
-            store.create_memories(items)?;
+            store.memories().create_many(items)?;
         }
         let s = t0.elapsed().as_secs_f64();
         println!("ingest of {more} more into {n}: {:.0} memories/s ({s:.1} s)", more as f64 / s);
@@ -240,7 +240,7 @@ fn main() -> engram::Result<()> {
     for i in 0..singles {
         let content = sentence(&mut rng, &vocab);
         if !reuse {
-            store.create_memory(NewMemory { content, id: Some(format!("single{i}")), ..Default::default() })?;
+            store.memories().create(NewMemory { content, id: Some(format!("single{i}")), ..Default::default() })?;
         }
     }
     if !reuse {

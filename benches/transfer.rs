@@ -105,7 +105,7 @@ fn synthetic(n: usize) {
             })
             .collect();
         i += batch.len();
-        a.create_memories(batch).expect("ingest");
+        a.memories().create_many(batch).expect("ingest");
     }
     println!("store: {n} memories ingested in {:.1} s", t.elapsed().as_secs_f64());
     let archive = a_dir.path().join("bench.zip");
@@ -218,21 +218,23 @@ fn locomo_round_trip(dataset: &Path) {
             .iter()
             .enumerate()
     {
-        a.create_memory(NewMemory {
-            id: Some(format!("read-{i}")),
-            content: (*t).into(),
-            space_id: Some(work.clone()),
-            labels: Some(vec!["books".into(), "todo".into()]),
+        a.memories()
+            .create(NewMemory {
+                id: Some(format!("read-{i}")),
+                content: (*t).into(),
+                space_id: Some(work.clone()),
+                labels: Some(vec!["books".into(), "todo".into()]),
+                ..Default::default()
+            })
+            .expect("memory");
+    }
+    a.memories()
+        .create(NewMemory {
+            content: "Caroline and Melanie plan a camping trip in July.".into(),
+            labels: Some(vec!["plans".into(), "friends".into()]),
             ..Default::default()
         })
         .expect("memory");
-    }
-    a.create_memory(NewMemory {
-        content: "Caroline and Melanie plan a camping trip in July.".into(),
-        labels: Some(vec!["plans".into(), "friends".into()]),
-        ..Default::default()
-    })
-    .expect("memory");
     a.sources()
         .ingest(NewSource {
             bytes: b"# Camping checklist\n\nTent, sleeping bags, stove, and a first-aid kit for the July trip.\n"

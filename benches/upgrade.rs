@@ -37,7 +37,7 @@ fn main() {
                     ..Default::default()
                 })
                 .collect();
-            store.create_memories(batch).expect("write");
+            store.memories().create_many(batch).expect("write");
         }
         store.admin().checkpoint().expect("checkpoint");
     }

@@ -181,7 +181,7 @@ fn main() -> engram::Result<()> {
                 }
             })
             .collect();
-        store.create_memories(batch)?;
+        store.memories().create_many(batch)?;
     }
     let insert_s = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();

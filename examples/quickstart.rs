@@ -9,7 +9,7 @@ fn main() -> engram::Result<()> {
         ("plan-1", "Plans to visit Lisbon in May 2025"),
         ("fact-1", "The build server runs Debian 12 with 2 cores"),
     ] {
-        let c = store.create_memory(NewMemory {
+        let c = store.memories().create(NewMemory {
             id: Some(id.into()),
             content: text.into(),
             labels: Some(vec!["quickstart".into()]),
@@ -30,7 +30,7 @@ fn main() -> engram::Result<()> {
     for h in &found.hits {
         println!("{:.3}  {}  ({})", h.score, h.view.memory.content, h.reason());
     }
-    let page = store.list_memories(&ListQuery {
+    let page = store.memories().list(&ListQuery {
         space_id: "default".into(),
         filter: MemoryFilter::default(),
         limit: 10,

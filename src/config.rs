@@ -80,7 +80,7 @@ pub struct StoreConfig {
     /// refused with `key_required`). Not for PostgreSQL (an error at open).
     pub encryption: Option<crate::storage::crypt::Encryption>,
     /// How long an expired memory ([`crate::model::Memory::expires_at`] passed) stays readable by id before
-    /// the expiry sweep forgets it ([`crate::KnowledgeStore::forget_expired`]; default 30 days). The sweep
+    /// the expiry sweep forgets it ([`Memories::forget_expired`](crate::store::Memories::forget_expired); default 30 days). The sweep
     /// runs at open, and hourly in the daemon.
     pub expiry_grace: std::time::Duration,
 }

@@ -507,7 +507,7 @@ fn add_crystal_provenance(store: &KnowledgeStore, provenance: &mut HashMap<Strin
             limit: 10_000,
             offset: 0,
         };
-        for c in store.list_memories(&q)?.items {
+        for c in store.memories().list(&q)?.items {
             let mut turns: Vec<String> = Vec::new();
             for (src, _) in store.graph().crystal_sources(&c.memory.id, 100)? {
                 turns.extend(provenance.get(&src.memory.id).cloned().unwrap_or_default());

@@ -24,7 +24,7 @@ fn accuracy(file: &str) -> f64 {
     let store = Arc::new(KnowledgeStore::open(StoreConfig::new(dir.path())).expect("open"));
     for m in lines("memories.jsonl") {
         let content = m["content"].as_str().expect("content").to_string();
-        store.create_memory(NewMemory { content, ..Default::default() }).expect("create");
+        store.memories().create(NewMemory { content, ..Default::default() }).expect("create");
     }
     let api = Api::new(store, ServiceInfo::default());
     let claims = lines(file);

@@ -25,7 +25,8 @@ const GROUP_B: [&str; 4] = [
 fn seed(store: &KnowledgeStore) {
     for (i, t) in GROUP_A.iter().chain(&GROUP_B).enumerate() {
         store
-            .create_memory(NewMemory { id: Some(format!("m{i}")), content: (*t).into(), ..Default::default() })
+            .memories()
+            .create(NewMemory { id: Some(format!("m{i}")), content: (*t).into(), ..Default::default() })
             .unwrap();
     }
 }
@@ -60,11 +61,12 @@ fn two_groups_make_two_stable_communities_with_pagerank() {
     }
     let ids: Vec<u64> = list.iter().map(|c| c.id).collect();
     assert_eq!(store.admin().stats(None).unwrap().community_count, 2);
-    assert!(store.get_memory("m0", None).unwrap().memory.pagerank_score > 0.0);
+    assert!(store.memories().get("m0", None).unwrap().memory.pagerank_score > 0.0);
 
     // Another memory in group A: both communities keep their ids.
     store
-        .create_memory(NewMemory {
+        .memories()
+        .create(NewMemory {
             id: Some("m9".into()),
             content: "Alice Martin and Bob Stone left Paris.".into(),
             ..Default::default()
@@ -84,7 +86,7 @@ fn two_groups_make_two_stable_communities_with_pagerank() {
     drop(store);
     let store = KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap();
     assert_eq!(store.graph().communities(20).unwrap().1, 2);
-    assert!(store.get_memory("m0", None).unwrap().memory.pagerank_score > 0.0);
+    assert!(store.memories().get("m0", None).unwrap().memory.pagerank_score > 0.0);
 }
 
 fn list_entity(store: &KnowledgeStore, name: &str) -> String {
@@ -99,7 +101,7 @@ fn the_background_worker_catches_up_after_writes() {
     assert!(store.graph().wait(Duration::from_secs(30)), "the worker should recompute once writes pause");
     assert_eq!(store.graph().communities(20).unwrap().1, 2);
     // A read by id is not a write: it does not make the graph stale.
-    store.read_memory("m0", None).unwrap();
+    store.memories().read("m0", None).unwrap();
     assert!(store.graph().wait(Duration::from_millis(10)));
 }
 
@@ -149,7 +151,8 @@ fn crystals_cite_at_least_three_sources_by_weight_and_follow_forgetting() {
     let r = store.graph().recompute().unwrap();
     assert!(r.crystals >= 2, "{r:?}");
     let crystals = store
-        .list_memories(&engram::ListQuery {
+        .memories()
+        .list(&engram::ListQuery {
             space_id: "default".into(),
             filter: engram::MemoryFilter { is_crystal: Some(true), ..Default::default() },
             limit: 100,
@@ -174,7 +177,7 @@ fn crystals_cite_at_least_three_sources_by_weight_and_follow_forgetting() {
     // Forgetting sources refreshes the crystal: a crystal keeps no forgotten source and none with fewer than 3.
     let paris = crystals.items.iter().find(|c| c.memory.title == "Paris").expect("a Paris crystal").memory.id.clone();
     for id in ["m0", "m1"] {
-        store.change_state(id, None, engram::Transition::Forget, None).unwrap();
+        store.memories().change_state(id, None, engram::Transition::Forget, None).unwrap();
     }
     let r = store.graph().recompute().unwrap();
     assert!(r.crystals_changed > 0);
@@ -386,7 +389,8 @@ fn wiki_and_okf_zips_are_self_contained_and_match_the_summary() {
     let store = std::sync::Arc::new(KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap());
     seed(&store);
     store
-        .create_memory(NewMemory {
+        .memories()
+        .create(NewMemory {
             id: Some("tagged".into()),
             content: "Bob Stone prefers window seats.".into(),
             labels: Some(vec!["travel".into()]),

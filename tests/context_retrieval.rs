@@ -71,7 +71,10 @@ fn search(
 /// Thread `t1` of the default space stored turn by turn (`t1#m0`, ...) and a memory `plain` without a position.
 fn thread_and_plain_memory(store: &KnowledgeStore, turns: &[(&str, &str)], plain: &str) {
     per_message_thread(store, "default", "t1", turns);
-    store.create_memory(NewMemory { id: Some("plain".into()), content: plain.into(), ..Default::default() }).unwrap();
+    store
+        .memories()
+        .create(NewMemory { id: Some("plain".into()), content: plain.into(), ..Default::default() })
+        .unwrap();
 }
 
 /// The best hit of `q` in `space` with its context, `window` neighbours on each side.
@@ -113,7 +116,7 @@ fn every_message_becomes_a_memory_with_its_position() {
     let store = open(dir.path());
     let ids = per_message_thread(&store, "default", "t1", TALK);
     assert_eq!(ids, (0..5).map(|i| format!("t1#m{i}")).collect::<Vec<_>>(), "chatter is kept, nothing is paired");
-    let m = store.get_memory("t1#m2", None).unwrap().memory;
+    let m = store.memories().get("t1#m2", None).unwrap().memory;
     assert_eq!(m.content, "Ann: We went to Lisbon and ate pastries every morning.");
     assert_eq!(m.source_thread_id.as_deref(), Some("t1"));
     assert_eq!(m.metadata.0["source_message_indices"], serde_json::json!([2]));
@@ -138,7 +141,8 @@ fn expanded_postings_follow_edits_and_deletes_of_a_neighbour() {
 
     // Edit the middle message: both neighbours lose "Lisbon" and gain "Porto".
     store
-        .update_memory(
+        .memories()
+        .update(
             "t1#m2",
             engram::MemoryPatch { content: Some("Ann: We went to Porto instead.".into()), ..Default::default() },
             None,
@@ -149,7 +153,7 @@ fn expanded_postings_follow_edits_and_deletes_of_a_neighbour() {
     assert_eq!(porto, vec!["t1#m1", "t1#m2", "t1#m3"]);
 
     // Delete it: 1 and 3 become neighbours, and "Porto" is gone from both.
-    store.delete_memory("t1#m2", None).unwrap();
+    store.memories().delete("t1#m2", None).unwrap();
     assert!(search(&store, "default", "Porto", SearchMode::Lexical, LEXICAL_ONLY_CONTEXT).is_empty());
     let never = ids(search(&store, "default", "never been", SearchMode::Lexical, LEXICAL_ONLY_CONTEXT));
     assert_eq!(never, vec!["t1#m1", "t1#m3", "t1#m4"], "message 1 now sees message 3");
@@ -275,7 +279,8 @@ fn plain_memories_rank_the_same_with_and_without_the_stages() {
     .enumerate()
     {
         store
-            .create_memory(NewMemory { id: Some(format!("p{i}")), content: (*text).into(), ..Default::default() })
+            .memories()
+            .create(NewMemory { id: Some(format!("p{i}")), content: (*text).into(), ..Default::default() })
             .unwrap();
     }
     for mode in [SearchMode::Hybrid, SearchMode::Lexical, SearchMode::Vector] {

@@ -51,16 +51,16 @@ fn library_writer_child() {
         n += 1;
         let id = format!("c{cycle}-{n}");
         let new = NewMemory { id: Some(id.clone()), content: content(&id), ..Default::default() };
-        if store.create_memory(new).is_ok() {
+        if store.memories().create(new).is_ok() {
             ack(format!("MEM {id}"));
         }
         if n.is_multiple_of(3) {
             let p = MemoryPatch { labels: Some(vec![format!("l{}", n % 5)]), ..Default::default() };
-            if store.update_memory(&id, p, None).is_ok() {
+            if store.memories().update(&id, p, None).is_ok() {
                 ack(format!("LABEL {id} l{}", n % 5));
             }
         }
-        if n.is_multiple_of(7) && store.change_state(&id, None, Transition::Archive, None).is_ok() {
+        if n.is_multiple_of(7) && store.memories().change_state(&id, None, Transition::Archive, None).is_ok() {
             ack(format!("ARCHIVE {id}"));
         }
         if n % 11 == 5 {
@@ -105,7 +105,10 @@ fn prepare_archive(dir: &Path) {
     let store = KnowledgeStore::open(StoreConfig::new(src.path())).unwrap();
     for i in 0..IMPORTED {
         let id = imported_id(i);
-        store.create_memory(NewMemory { id: Some(id.clone()), content: content(&id), ..Default::default() }).unwrap();
+        store
+            .memories()
+            .create(NewMemory { id: Some(id.clone()), content: content(&id), ..Default::default() })
+            .unwrap();
     }
     let target = src.path().join("import.zip");
     let opts = ExportOptions {
@@ -131,7 +134,8 @@ fn check(
     let store = KnowledgeStore::open(StoreConfig::new(dir)).unwrap_or_else(|e| panic!("cycle {cycle}: reopen: {e}"));
     let took = started.elapsed();
     for (id, e) in acked {
-        let v = store.get_memory(id, None).unwrap_or_else(|err| panic!("cycle {cycle}: acknowledged {id} lost: {err}"));
+        let v =
+            store.memories().get(id, None).unwrap_or_else(|err| panic!("cycle {cycle}: acknowledged {id} lost: {err}"));
         assert_eq!(v.memory.content, content(id), "cycle {cycle}: {id} content");
         if e.archived {
             assert_eq!(v.memory.state, MemoryState::Archived, "cycle {cycle}: {id} state");
@@ -141,11 +145,11 @@ fn check(
         }
     }
     // An import is all or nothing; an acknowledged one is all.
-    let present = (0..IMPORTED).filter(|i| store.get_memory(&imported_id(*i), None).is_ok()).count();
+    let present = (0..IMPORTED).filter(|i| store.memories().get(&imported_id(*i), None).is_ok()).count();
     assert!(present == 0 || present == IMPORTED, "cycle {cycle}: {present} of {IMPORTED} imported memories");
     assert!(!imported || present == IMPORTED, "cycle {cycle}: an acknowledged import is missing");
     for i in 0..present {
-        let v = store.get_memory(&imported_id(i), None).expect("imported");
+        let v = store.memories().get(&imported_id(i), None).expect("imported");
         assert_eq!(v.memory.content, content(&imported_id(i)), "cycle {cycle}: imported content");
     }
     for (t, n) in messages {

@@ -186,7 +186,7 @@ fn no_plaintext_on_disk_after_writes_reopens_an_upgrade_and_exports() {
         }
     }
     assert_eq!(imported, 1, "the passphrase opens its archive in another store");
-    assert!(other.get_memory("m5", None).unwrap().memory.content.contains("the"));
+    assert!(other.memories().get("m5", None).unwrap().memory.content.contains("the"));
 }
 
 /// One byte flipped at 1,000 random positions of an encrypted store (one position per copy, side files
@@ -201,7 +201,8 @@ fn a_flipped_byte_is_corruption_or_nothing_and_a_wrong_key_changes_nothing() {
         for i in 0..40 {
             let m = MARKERS[i % MARKERS.len()];
             store
-                .create_memory(engram::NewMemory {
+                .memories()
+                .create(engram::NewMemory {
                     id: Some(format!("m{i}")),
                     content: format!("Memory {i} about the {m}"),
                     labels: Some(vec!["flip".into()]),
@@ -235,7 +236,7 @@ fn a_flipped_byte_is_corruption_or_nothing_and_a_wrong_key_changes_nothing() {
         let store = KnowledgeStore::open(StoreConfig::new(dir).encrypted(Encryption::key_file(&key)))?;
         let mut out = String::new();
         for i in 0..40 {
-            out.push_str(&store.get_memory(&format!("m{i}"), None)?.memory.content);
+            out.push_str(&store.memories().get(&format!("m{i}"), None)?.memory.content);
         }
         // Ranks move with the clock (recency decay): the set of hits is what must not change.
         let hits = store.search(&engram::SearchQuery::new("qorvexite zindermoss").limit(50))?;
@@ -329,7 +330,7 @@ fn encrypt_rekey_rotate_and_decrypt_keep_the_answers() {
         for i in 0..64 {
             let m = MARKERS[i % MARKERS.len()];
             let new = engram::NewMemory { content: format!("Item {i}: {m} near the harbour"), ..Default::default() };
-            store.create_memory(new).unwrap();
+            store.memories().create(new).unwrap();
         }
         store.admin().wait_for_indexes(std::time::Duration::from_secs(60));
     }
@@ -397,7 +398,7 @@ fn damage_under_a_running_daemon_is_store_corrupt() {
     let store = Arc::new(KnowledgeStore::open(c).unwrap());
     for i in 0..20 {
         let new = engram::NewMemory { id: Some(format!("m{i}")), content: format!("Entry {i}"), ..Default::default() };
-        store.create_memory(new).unwrap();
+        store.memories().create(new).unwrap();
     }
     let srv = common::server_on(&data, store.clone(), 1 << 20);
     assert_eq!(call(&srv, "GET", "/memories/m3", None).status, 200);
@@ -596,7 +597,7 @@ mod daemon {
                 content: "kept under the keychain".into(),
                 ..Default::default()
             };
-            store.create_memory(new).unwrap();
+            store.memories().create(new).unwrap();
         }
         let script = r#"set -e
 "$ENGRAM_BIN" encrypt --data-dir "$DATA" --new-keychain
@@ -615,7 +616,7 @@ mod daemon {
         assert!(out.status.success(), "{so}\n{se}");
         assert!(so.contains("encrypted:") && so.contains("nothing to do") && so.contains("keychain, key file"), "{so}");
         let store = KnowledgeStore::open(StoreConfig::new(&data).encrypted(Encryption::key_file(&key))).unwrap();
-        assert_eq!(store.get_memory("kc", None).unwrap().memory.content, "kept under the keychain");
+        assert_eq!(store.memories().get("kc", None).unwrap().memory.content, "kept under the keychain");
         assert_eq!(store.admin().encryption().key_slots, ["keychain", "key_file"]);
         drop(store);
         let e = KnowledgeStore::open(StoreConfig::new(&data).encrypted(Encryption::keychain())).unwrap_err();

@@ -23,8 +23,10 @@ fn names(es: &[engram::Entity]) -> Vec<(String, String)> {
 fn mentions_follow_memory_writes() {
     let dir = tempfile::tempdir().unwrap();
     let store = KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap();
-    let c =
-        store.create_memory(mem("a", "Caroline moved the billing database from postgres to Redis in Lisbon.")).unwrap();
+    let c = store
+        .memories()
+        .create(mem("a", "Caroline moved the billing database from postgres to Redis in Lisbon."))
+        .unwrap();
     assert_eq!(
         names(&c.entities),
         vec![
@@ -36,7 +38,7 @@ fn mentions_follow_memory_writes() {
     );
     // 4 MENTIONS + 6 RELATES_TO pairs.
     assert_eq!(c.created_relationships, 10);
-    let c2 = store.create_memory(mem("b", "Postgres needs 4 GB of shared buffers, Caroline said.")).unwrap();
+    let c2 = store.memories().create(mem("b", "Postgres needs 4 GB of shared buffers, Caroline said.")).unwrap();
     let pg = c2.entities.iter().find(|e| e.entity_type == "product").unwrap();
     assert_eq!((pg.name.as_str(), pg.mention_count), ("PostgreSQL", 2), "postgres and Postgres are one entity");
     assert!(pg.aliases.iter().any(|a| a == "postgres"), "{:?}", pg.aliases);
@@ -47,7 +49,8 @@ fn mentions_follow_memory_writes() {
 
     // A text change replaces the mentions; an entity nobody mentions any more is gone.
     store
-        .update_memory("a", MemoryPatch { content: Some("Caroline visited Porto.".into()), ..Default::default() }, None)
+        .memories()
+        .update("a", MemoryPatch { content: Some("Caroline visited Porto.".into()), ..Default::default() }, None)
         .unwrap();
     assert_eq!(
         names(&store.graph().entities_of("default", "a").unwrap()),
@@ -65,13 +68,13 @@ fn mentions_follow_memory_writes() {
     assert!(weights.contains(&("PostgreSQL".into(), 1)) && weights.contains(&("Porto".into(), 1)), "{weights:?}");
 
     // Written together as "X (Y)", two names become one entity; Y alone then resolves to it.
-    let c3 = store.create_memory(mem("c", "We run Engram (Mnemo) on every laptop.")).unwrap();
+    let c3 = store.memories().create(mem("c", "We run Engram (Mnemo) on every laptop.")).unwrap();
     let engram_entity = c3.entities.iter().find(|e| e.name == "Engram").unwrap().clone();
     assert!(engram_entity.aliases.contains(&"Mnemo".to_string()), "{:?}", c3.entities);
-    let c4 = store.create_memory(mem("d", "Our team uses Mnemo daily.")).unwrap();
+    let c4 = store.memories().create(mem("d", "Our team uses Mnemo daily.")).unwrap();
     assert!(c4.entities.iter().any(|e| e.id == engram_entity.id && e.mention_count == 2), "{:?}", c4.entities);
 
-    store.delete_memory("b", None).unwrap();
+    store.memories().delete("b", None).unwrap();
     assert_eq!(store.graph().entity("default", &caroline).unwrap().mention_count, 1);
     drop(store);
     let store = KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap();

@@ -80,7 +80,8 @@ fn a_limit_stops_the_reading_and_kept_spaces_hold_the_haystack() {
     assert_eq!(spaces, ["lme-0", "lme-1"]);
     let count = |space: &str| {
         store
-            .list_memories(&engram::store::ListQuery {
+            .memories()
+            .list(&engram::store::ListQuery {
                 space_id: space.into(),
                 filter: Default::default(),
                 limit: 1000,

@@ -122,13 +122,17 @@ fn expired_memories_leave_search_and_listings_but_stay_readable() {
     let h = ok(&api, "GET", "/health", Value::Null);
     assert_eq!(h["expiry"]["expired"], 2, "{h}");
     assert_eq!(h["expiry"]["grace_s"], 30 * 86_400);
-    assert_eq!(api.store().forget_expired().expect("sweep"), 1);
+    assert_eq!(api.store().memories().forget_expired().expect("sweep"), 1);
     let keep = ok(&api, "GET", "/memories?include_expired=true&state=forgotten", Value::Null);
     assert_eq!(keep["memories"][0]["id"], "keep");
     assert_eq!(keep["memories"][0]["state"], "forgotten");
     let h = ok(&api, "GET", "/health", Value::Null);
     assert_eq!((h["expiry"]["expired"].as_u64(), h["expiry"]["forgotten_by_sweep"].as_u64()), (Some(1), Some(1)));
-    assert_eq!(api.store().forget_expired().expect("a second sweep"), 0, "nothing left past the grace period");
+    assert_eq!(
+        api.store().memories().forget_expired().expect("a second sweep"),
+        0,
+        "nothing left past the grace period"
+    );
 }
 
 #[test]

@@ -100,21 +100,18 @@ fn workload(store: &KnowledgeStore, acked: &mut Vec<&'static str>, errors: &mut 
         labels: Some(vec!["faults".into()]),
         ..Default::default()
     };
-    step("a", store.create_memory(mem("a", "Alpha memory about lighthouses")).map(|_| ()));
-    step("b", store.create_memory(mem("b", "Bravo memory about harbours")).map(|_| ()));
+    step("a", store.memories().create(mem("a", "Alpha memory about lighthouses")).map(|_| ()));
+    step("b", store.memories().create(mem("b", "Bravo memory about harbours")).map(|_| ()));
     step(
         "a-edit",
         store
-            .update_memory(
-                "a",
-                MemoryPatch { content: Some("Alpha memory about beacons".into()), ..Default::default() },
-                None,
-            )
+            .memories()
+            .update("a", MemoryPatch { content: Some("Alpha memory about beacons".into()), ..Default::default() }, None)
             .map(|_| ()),
     );
-    step("b-archive", store.change_state("b", None, engram::Transition::Archive, None).map(|_| ()));
-    step("c", store.create_memory(mem("c", "Charlie memory about ferries")).map(|_| ()));
-    step("c-delete", store.delete_memory("c", None).map(|_| ()));
+    step("b-archive", store.memories().change_state("b", None, engram::Transition::Archive, None).map(|_| ()));
+    step("c", store.memories().create(mem("c", "Charlie memory about ferries")).map(|_| ()));
+    step("c-delete", store.memories().delete("c", None).map(|_| ()));
     step(
         "t",
         store
@@ -136,7 +133,7 @@ fn workload(store: &KnowledgeStore, acked: &mut Vec<&'static str>, errors: &mut 
 /// commit reached the disk before a later operation of the commit failed) or wholly absent, never partly.
 fn verify(store: &KnowledgeStore, acked: &[&str], n: u64, fault: Fault) {
     let has = |s: &str| acked.contains(&s);
-    let get = |id: &str| store.get_memory(id, None).ok();
+    let get = |id: &str| store.memories().get(id, None).ok();
     let search = |q: &str| -> Vec<String> {
         let sq = engram::SearchQuery {
             query: q.into(),

@@ -49,7 +49,7 @@ fn fill(store: &KnowledgeStore, from: usize, to: usize) {
             }
         })
         .collect();
-    store.create_memories(items).expect("create");
+    store.memories().create_many(items).expect("create");
 }
 
 /// Ids and score bits of the hits (priors off) of a fixed set of queries, lexical and hybrid, with and without a label filter.
@@ -87,7 +87,7 @@ fn a_reopen_from_the_snapshot_answers_as_the_store_did() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());
     fill(&store, 0, 300);
-    store.delete_memory("m7", None).expect("delete");
+    store.memories().delete("m7", None).expect("delete");
     let before = answers(&store);
     assert!(before.iter().filter(|h| !h.is_empty()).count() >= 15, "the queries find something");
     drop(store);
@@ -161,7 +161,7 @@ fn a_snapshot_of_another_state_is_never_used() {
 
     let store = open(dir.path());
     fill(&store, 200, 260);
-    store.delete_memory("m3", None).expect("delete");
+    store.memories().delete("m3", None).expect("delete");
     let new = answers(&store);
     assert_ne!(new, old);
     drop(store);
@@ -196,7 +196,7 @@ fn a_sparse_file_is_compacted_at_close() {
                 ..Default::default()
             })
             .collect();
-        store.create_memories(items).expect("create");
+        store.memories().create_many(items).expect("create");
     }
     fill(&store, 0, 50);
     let before = answers(&store);
@@ -253,7 +253,7 @@ fn a_daemon_on_postgresql_reopens_from_its_snapshot_and_catches_up_from_the_feed
     // Another daemon writes and deletes while this one is stopped.
     let other = KnowledgeStore::open(config("b")).expect("open b");
     fill(&other, 200, 260);
-    other.delete_memory("m7", None).expect("delete");
+    other.memories().delete("m7", None).expect("delete");
     let expected = answers(&other);
     drop(other);
 
@@ -306,7 +306,7 @@ fn a_daemon_with_an_empty_data_directory_starts_from_the_published_snapshot() {
     assert!(published.bytes > 10_000, "{published:?}");
     // Written after the publication: a daemon starting from it catches up from the feed.
     fill(&a, 300, 360);
-    a.delete_memory("m7", None).expect("delete");
+    a.memories().delete("m7", None).expect("delete");
     let expected = answers(&a);
 
     let b_dir = base.path().join("b");

@@ -18,7 +18,8 @@ use engram::{
 
 fn add(store: &KnowledgeStore, id: &str, labels: &[&str]) {
     store
-        .create_memory(NewMemory {
+        .memories()
+        .create(NewMemory {
             id: Some(id.into()),
             content: format!("note {id} about the project"),
             labels: Some(labels.iter().map(|s| s.to_string()).collect()),
@@ -31,7 +32,8 @@ fn add(store: &KnowledgeStore, id: &str, labels: &[&str]) {
 fn dump(store: &KnowledgeStore) -> String {
     let labels = store.labels().list("default", LabelOrder::Name, false, 1000, 0).unwrap();
     let page = store
-        .list_memories(&ListQuery {
+        .memories()
+        .list(&ListQuery {
             space_id: "default".into(),
             filter: MemoryFilter { states: MemoryState::ALL.to_vec(), include_history: true, ..Default::default() },
             limit: 1000,
@@ -52,7 +54,8 @@ fn dump(store: &KnowledgeStore) -> String {
 
 fn edges(store: &KnowledgeStore, label: &str) -> Vec<String> {
     let page = store
-        .list_memories(&ListQuery {
+        .memories()
+        .list(&ListQuery {
             space_id: "default".into(),
             filter: MemoryFilter { label_ids: vec![label.into()], ..Default::default() },
             limit: 100,
@@ -182,7 +185,7 @@ fn rename_delete_and_merge_candidates() {
 
     let r = store.labels().delete("default", "label_travels").unwrap();
     assert_eq!(r.removed_edges, 1);
-    assert_eq!(store.get_memory("b", None).unwrap().label_ids, vec!["label_cooking"]);
+    assert_eq!(store.memories().get("b", None).unwrap().label_ids, vec!["label_cooking"]);
 }
 
 #[cfg(feature = "server")]

@@ -29,7 +29,8 @@ fn ids(store: &KnowledgeStore, q: &str, include_history: bool) -> Vec<String> {
 
 fn listed(store: &KnowledgeStore, state: MemoryState) -> Vec<String> {
     let page = store
-        .list_memories(&ListQuery {
+        .memories()
+        .list(&ListQuery {
             space_id: "default".into(),
             filter: MemoryFilter { states: vec![state], include_history: true, ..Default::default() },
             limit: 100,
@@ -48,7 +49,8 @@ fn moves_change_what_recall_reads_and_listings_show() {
         let store = backend::open(dir.path());
         for id in ["a", "b", "c", "d", "e"] {
             store
-                .create_memory(NewMemory {
+                .memories()
+                .create(NewMemory {
                     id: Some(id.into()),
                     content: format!("budget note {id} for the lisbon trip"),
                     ..Default::default()
@@ -56,7 +58,7 @@ fn moves_change_what_recall_reads_and_listings_show() {
                 .unwrap();
         }
         assert_eq!(ids(&store, "lisbon budget", false), vec!["a", "b", "c", "d", "e"]);
-        let t = |id: &str, tr: Transition| store.change_state(id, None, tr, Some("test".into()));
+        let t = |id: &str, tr: Transition| store.memories().change_state(id, None, tr, Some("test".into()));
         assert_eq!(t("a", Transition::Archive).unwrap().previous, MemoryState::Active);
         assert!(!t("a", Transition::Archive).unwrap().changed, "archiving twice is a no-op");
         t("b", Transition::Deprecate { replacement: Some("c".into()) }).unwrap();
@@ -76,8 +78,8 @@ fn moves_change_what_recall_reads_and_listings_show() {
         }
         assert_eq!(t("e", Transition::Archive).unwrap_err().kind(), ErrorKind::NotFound, "forgotten is gone");
         assert_eq!(t("a", Transition::Supersede { newer: "zz".into() }).unwrap_err().kind(), ErrorKind::NotFound);
-        assert_eq!(store.get_memory("a", None).unwrap().memory.state, MemoryState::Archived);
-        store.set_memory_favorite("d", None, true).unwrap();
+        assert_eq!(store.memories().get("a", None).unwrap().memory.state, MemoryState::Archived);
+        store.memories().set_favorite("d", None, true).unwrap();
     }
     let store = backend::open(dir.path());
     // Everyday recall shows only the active memory; history brings the superseded version back.
@@ -86,14 +88,14 @@ fn moves_change_what_recall_reads_and_listings_show() {
     assert_eq!(listed(&store, MemoryState::Archived), vec!["a"]);
     assert_eq!(listed(&store, MemoryState::Deprecated), vec!["b"]);
     assert_eq!(listed(&store, MemoryState::Superseded), vec!["c"]);
-    assert_eq!(store.get_memory("a", None).unwrap().memory.state, MemoryState::Archived, "archived stays readable");
-    assert_eq!(store.get_memory("e", None).unwrap_err().kind(), ErrorKind::NotFound, "forgotten is not");
-    let d = store.get_memory("d", None).unwrap().memory;
+    assert_eq!(store.memories().get("a", None).unwrap().memory.state, MemoryState::Archived, "archived stays readable");
+    assert_eq!(store.memories().get("e", None).unwrap_err().kind(), ErrorKind::NotFound, "forgotten is not");
+    let d = store.memories().get("d", None).unwrap().memory;
     assert_eq!(d.metadata.0["supersedes"], serde_json::json!(["c"]));
-    let b = store.get_memory("b", None).unwrap().memory;
+    let b = store.memories().get("b", None).unwrap().memory;
     assert_eq!(b.metadata.0["lifecycle"][0]["to"], "deprecated");
     assert_eq!(b.metadata.0["lifecycle"][0]["reason"], "test");
-    let favs: Vec<String> = store.favorite_memories(10).unwrap().into_iter().map(|v| v.memory.id).collect();
+    let favs: Vec<String> = store.memories().favorites(10).unwrap().into_iter().map(|v| v.memory.id).collect();
     assert_eq!(favs, vec!["d"]);
 }
 
@@ -106,7 +108,7 @@ fn concurrent_reads_are_each_counted_once() {
     let store = std::sync::Arc::new(backend::open(dir.path()));
     for id in ["r0", "r1"] {
         let new = NewMemory { id: Some(id.into()), content: format!("read target {id}"), ..Default::default() };
-        store.create_memory(new).unwrap();
+        store.memories().create(new).unwrap();
     }
     let mut handles = Vec::new();
     for t in 0..4 {
@@ -114,7 +116,7 @@ fn concurrent_reads_are_each_counted_once() {
         handles.push(std::thread::spawn(move || {
             let mut seen = 0i64;
             for i in 0..150 {
-                let v = s.read_memory(if (t + i) % 2 == 0 { "r0" } else { "r1" }, None).unwrap();
+                let v = s.memories().read(if (t + i) % 2 == 0 { "r0" } else { "r1" }, None).unwrap();
                 seen = seen.max(v.memory.access_count);
             }
             seen
@@ -125,7 +127,7 @@ fn concurrent_reads_are_each_counted_once() {
         std::thread::spawn(move || {
             for i in 0..60 {
                 let new = NewMemory { content: format!("busy writer note {i}"), ..Default::default() };
-                s.create_memory(new).unwrap();
+                s.memories().create(new).unwrap();
             }
         })
     };
@@ -133,9 +135,9 @@ fn concurrent_reads_are_each_counted_once() {
     writer.join().unwrap();
     assert!(seen.iter().all(|n| *n >= 1 && *n <= 600), "{seen:?}");
     // One more read finds the writer free and commits whatever is queued.
-    store.read_memory("r0", None).unwrap();
+    store.memories().read("r0", None).unwrap();
     let total = |s: &KnowledgeStore| {
-        ["r0", "r1"].iter().map(|id| s.get_memory(id, None).unwrap().memory.access_count).sum::<i64>()
+        ["r0", "r1"].iter().map(|id| s.memories().get(id, None).unwrap().memory.access_count).sum::<i64>()
     };
     assert_eq!(total(&store), 601);
     let report = store.admin().checkpoint_report().unwrap();
@@ -145,7 +147,7 @@ fn concurrent_reads_are_each_counted_once() {
     assert_eq!(total(&store), 601);
     // Reads queued when the store closes are counted too.
     for _ in 0..3 {
-        store.read_memory("r1", None).unwrap();
+        store.memories().read("r1", None).unwrap();
     }
     drop(store);
     let store = backend::open(dir.path());

@@ -210,7 +210,8 @@ fn the_store_finds_paraphrases_with_the_model() {
         ("food", "Gina's favourite dish is spicy ramen with a soft-boiled egg."),
     ];
     store
-        .create_memories(
+        .memories()
+        .create_many(
             facts
                 .iter()
                 .map(|(id, c)| NewMemory { id: Some((*id).into()), content: (*c).into(), ..Default::default() })

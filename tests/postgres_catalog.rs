@@ -34,7 +34,8 @@ fn records(store: &KnowledgeStore, space: &str) -> BTreeMap<String, DocMeta> {
         ..Default::default()
     };
     let page = store
-        .list_memories(&ListQuery { space_id: space.into(), filter, limit: 1000, offset: 0 })
+        .memories()
+        .list(&ListQuery { space_id: space.into(), filter, limit: 1000, offset: 0 })
         .expect("list every memory");
     page.items
         .into_iter()
@@ -58,7 +59,7 @@ fn check(store: &KnowledgeStore, space: &str) {
     for (id, meta) in &want {
         let e = by_id[id];
         assert_eq!(&e.meta, meta, "the catalog entry of {id}");
-        let m = store.list_memories(&ListQuery {
+        let m = store.memories().list(&ListQuery {
             space_id: space.into(),
             filter: MemoryFilter {
                 memory_ids: Some([id.clone()].into()),
@@ -116,7 +117,8 @@ fn check(store: &KnowledgeStore, space: &str) {
 
 fn memory(store: &KnowledgeStore, space: &str, content: &str, labels: &[&str]) -> String {
     store
-        .create_memory(NewMemory {
+        .memories()
+        .create(NewMemory {
             content: content.into(),
             space_id: Some(space.into()),
             labels: Some(labels.iter().map(|l| l.to_string()).collect()),
@@ -160,24 +162,28 @@ fn every_write_keeps_the_database_catalog_equal_to_the_in_memory_one() {
     store.labels().create("default", "garden", None, None).unwrap();
     assert!(store.labels().set_on_memory(&turns[2], "label_garden", true, None).unwrap());
     assert!(store.labels().set_on_memory(&labelled, "label_lessons", false, None).unwrap());
-    store.change_state(&plain, None, Transition::Archive, None).unwrap();
+    store.memories().change_state(&plain, None, Transition::Archive, None).unwrap();
     // A turn forgotten leaves its sequence: its neighbours close up.
-    store.change_state(&turns[1], None, Transition::Forget, None).unwrap();
+    store.memories().change_state(&turns[1], None, Transition::Forget, None).unwrap();
     check(&store, "default");
 
     // Text changes: an edit (new length and postings), a supersession, a delete, a move to another space.
     store
-        .update_memory(
+        .memories()
+        .update(
             &labelled,
             MemoryPatch { content: Some("Rosa teaches Italian and Spanish.".into()), ..Default::default() },
             None,
         )
         .unwrap();
     let newer = memory(&store, "default", "Ann adopted a second cat, Tofu.", &[]);
-    store.change_state(&turns[0], None, Transition::Supersede { newer: newer.clone() }, None).unwrap();
-    store.delete_memory(&turns[3], None).unwrap();
+    store.memories().change_state(&turns[0], None, Transition::Supersede { newer: newer.clone() }, None).unwrap();
+    store.memories().delete(&turns[3], None).unwrap();
     let moved = memory(&store, "default", "Moving day is in June.", &["work"]);
-    store.update_memory(&moved, MemoryPatch { space_id: Some("other".into()), ..Default::default() }, None).unwrap();
+    store
+        .memories()
+        .update(&moved, MemoryPatch { space_id: Some("other".into()), ..Default::default() }, None)
+        .unwrap();
     check(&store, "default");
     check(&store, "other");
     assert_eq!(catalog(&store, "other").len(), 1);

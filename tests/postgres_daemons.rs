@@ -488,12 +488,13 @@ fn a_process_that_missed_pruned_feed_entries_rebuilds_its_indexes() {
     for round in 0..5 {
         let id = format!("missed{round}");
         let token = format!("quokka{round}z");
-        b.create_memory(NewMemory {
-            id: Some(id.clone()),
-            content: format!("The {token} crossed the dunes"),
-            ..Default::default()
-        })
-        .unwrap();
+        b.memories()
+            .create(NewMemory {
+                id: Some(id.clone()),
+                content: format!("The {token} crossed the dunes"),
+                ..Default::default()
+            })
+            .unwrap();
         admin
             .batch_execute(
                 "DELETE FROM engram_changes;
@@ -503,12 +504,13 @@ fn a_process_that_missed_pruned_feed_entries_rebuilds_its_indexes() {
         poll(Duration::from_secs(10), || (found(&a, &token).first() == Some(&id)).then_some(()))
             .unwrap_or_else(|| panic!("round {round}: the other process never found {id}"));
         // And it goes on applying the feed after the rebuild.
-        a.create_memory(NewMemory {
-            id: Some(format!("after{round}")),
-            content: format!("Wombat {round}y burrows"),
-            ..Default::default()
-        })
-        .unwrap();
+        a.memories()
+            .create(NewMemory {
+                id: Some(format!("after{round}")),
+                content: format!("Wombat {round}y burrows"),
+                ..Default::default()
+            })
+            .unwrap();
         let token = format!("{round}y");
         poll(Duration::from_secs(10), || {
             (found(&b, &format!("wombat {token}")).first().map(String::as_str) == Some(&format!("after{round}")))

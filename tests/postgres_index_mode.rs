@@ -52,7 +52,8 @@ fn corpus(store: &KnowledgeStore, space: &str) {
         ("Lisbon trams are the easiest way up to the castle.", vec!["travel"], 0.5),
     ] {
         store
-            .create_memory(NewMemory {
+            .memories()
+            .create(NewMemory {
                 content: text.into(),
                 space_id: Some(space.into()),
                 labels: Some(labels.into_iter().map(String::from).collect()),
@@ -66,7 +67,8 @@ fn corpus(store: &KnowledgeStore, space: &str) {
         [("The parking permit for May has run out.", -1i64), ("The passport is valid until next year.", 9000)]
     {
         store
-            .create_memory(NewMemory {
+            .memories()
+            .create(NewMemory {
                 content: text.into(),
                 space_id: Some(space.into()),
                 expires_at: Some(engram::model::Timestamp(engram::model::Timestamp::now().0 + hours * 3_600_000)),
@@ -75,7 +77,8 @@ fn corpus(store: &KnowledgeStore, space: &str) {
             .expect("memory with an expiry");
     }
     let old = store
-        .create_memory(NewMemory {
+        .memories()
+        .create(NewMemory {
             content: "Ann's cat is called Mochi.".into(),
             space_id: Some(space.into()),
             ..Default::default()
@@ -84,8 +87,8 @@ fn corpus(store: &KnowledgeStore, space: &str) {
         .view
         .memory
         .id;
-    store.change_state(&old, None, Transition::Supersede { newer: a[0].clone() }, None).unwrap();
-    store.change_state(&a[5], None, Transition::Forget, None).unwrap();
+    store.memories().change_state(&old, None, Transition::Supersede { newer: a[0].clone() }, None).unwrap();
+    store.memories().change_state(&a[5], None, Transition::Forget, None).unwrap();
 }
 
 fn queries(space: &str) -> Vec<SearchQuery> {
@@ -177,7 +180,7 @@ fn assert_same_listings(memory: &KnowledgeStore, database: &KnowledgeStore, spac
         ] {
             let q = ListQuery { space_id: space.into(), filter, limit: 7, offset: 2 };
             let ids = |s: &KnowledgeStore| {
-                let page = s.list_memories_ordered(&q, order).expect("list");
+                let page = s.memories().list_ordered(&q, order).expect("list");
                 let items = page.items.into_iter().map(|v| (v.memory.id, v.memory.pagerank_score));
                 (page.total, items.collect::<Vec<_>>())
             };
@@ -186,16 +189,16 @@ fn assert_same_listings(memory: &KnowledgeStore, database: &KnowledgeStore, spac
     }
     // The listings above carry each memory's PageRank, read for the whole page at once.
     let q = ListQuery { space_id: space.into(), filter: MemoryFilter::default(), limit: 5, offset: 0 };
-    let top = database.list_memories_ordered(&q, ListOrder::PageRank).expect("list by PageRank");
+    let top = database.memories().list_ordered(&q, ListOrder::PageRank).expect("list by PageRank");
     assert!(top.items.first().is_some_and(|v| v.memory.pagerank_score > 0.0), "no PageRank in the listing");
     let usage = |s: &KnowledgeStore| {
         s.spaces().list().unwrap().into_iter().map(|x| (x.id, x.usage.memories)).collect::<Vec<_>>()
     };
     assert_eq!(usage(memory), usage(database));
     assert_eq!(memory.admin().health().unwrap().memories, database.admin().health().unwrap().memories);
-    let expired = memory.expiry_status().expired;
+    let expired = memory.memories().expiry_status().expired;
     assert!(expired >= 1, "the corpus holds an expired memory");
-    assert_eq!(expired, database.expiry_status().expired, "expired memories");
+    assert_eq!(expired, database.memories().expiry_status().expired, "expired memories");
     let lh = |s: &KnowledgeStore| {
         let h = s.labels().health(Some(space)).unwrap();
         (h.vocabulary_size, h.unused_labels, h.singleton_labels)
@@ -241,7 +244,8 @@ fn the_database_index_mode_ranks_as_the_in_memory_indexes() {
 
     // A write through the database-mode daemon: found by both, and it holds no per-memory index after it.
     database
-        .create_memory(NewMemory { content: "The greenhouse door sticks in wet weather.".into(), ..Default::default() })
+        .memories()
+        .create(NewMemory { content: "The greenhouse door sticks in wet weather.".into(), ..Default::default() })
         .expect("write through the database index mode");
     let waited = std::time::Instant::now();
     while memory.admin().health().unwrap().memories < database.admin().health().unwrap().memories

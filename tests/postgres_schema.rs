@@ -224,7 +224,8 @@ fn vectors_live_in_pgvector_with_a_partial_hnsw_index_per_dimension() {
     let texts: Vec<String> = (0..40).map(|i| format!("Note {i}: the {} by the {}", i * 7 % 13, i % 5)).collect();
     for (i, t) in texts.iter().enumerate() {
         store
-            .create_memory(engram::NewMemory { id: Some(format!("v{i}")), content: t.clone(), ..Default::default() })
+            .memories()
+            .create(engram::NewMemory { id: Some(format!("v{i}")), content: t.clone(), ..Default::default() })
             .unwrap();
     }
     let count = |c: &mut Client| -> (i64, i32) {
@@ -244,7 +245,7 @@ fn vectors_live_in_pgvector_with_a_partial_hnsw_index_per_dimension() {
         assert!(got.windows(2).all(|w| w[0].1 >= w[1].1));
         got[0].0
     };
-    store.delete_memory("v17", None).unwrap();
+    store.memories().delete("v17", None).unwrap();
     assert_eq!(count(&mut c).0, 39, "a deleted memory's vector goes in the same transaction");
     let rtx = store.storage().read().unwrap();
     let got = rtx.vector_candidates("default", &qv, 5).unwrap();
@@ -275,7 +276,7 @@ fn a_bulk_load_builds_the_vector_index_once_at_the_end() {
         |d: &std::path::Path| engram::KnowledgeStore::open(engram::StoreConfig::new(d).database(db.url())).unwrap();
     let (store, other) = (open(dir.path()), open(other_dir.path()));
     let memory = |id: String, content: String| engram::NewMemory { id: Some(id), content, ..Default::default() };
-    store.create_memory(memory("first".into(), "before the load: the harbour lighthouse".into())).unwrap();
+    store.memories().create(memory("first".into(), "before the load: the harbour lighthouse".into())).unwrap();
     let indexes = |c: &mut Client| -> i64 {
         c.query_one("SELECT count(*) FROM pg_indexes WHERE indexname LIKE 'engram_vectors_hnsw_%'", &[]).unwrap().get(0)
     };
@@ -288,9 +289,12 @@ fn a_bulk_load_builds_the_vector_index_once_at_the_end() {
             assert_eq!(indexes(&mut db.client()), 0, "dropped while the load runs");
             for (b, chunk) in texts.chunks(100).enumerate() {
                 let batch = chunk.iter().enumerate().map(|(i, t)| memory(format!("b{}", b * 100 + i), t.clone()));
-                s.create_memories(batch.collect()).unwrap();
+                s.memories().create_many(batch.collect()).unwrap();
             }
-            other.create_memory(memory("from-other".into(), "written by another process meanwhile".into())).unwrap();
+            other
+                .memories()
+                .create(memory("from-other".into(), "written by another process meanwhile".into()))
+                .unwrap();
             let qv = s.config().embedder.embed(&[texts[42].as_str()], engram::embed::InputType::Query).unwrap();
             let got = s.storage().read().unwrap().vector_candidates("default", &qv[0], 3).unwrap();
             assert!(got[0].1 > 0.99, "candidates by scanning while the index is gone: {got:?}");
@@ -305,7 +309,7 @@ fn a_bulk_load_builds_the_vector_index_once_at_the_end() {
     let n: i64 = c.query_one("SELECT count(*) FROM engram_vectors", &[]).unwrap().get(0);
     assert_eq!(n, 302);
     // Writes after the load are indexed again; the index answers.
-    store.create_memory(memory("after".into(), "after the load: a quiet orchard".into())).unwrap();
+    store.memories().create(memory("after".into(), "after the load: a quiet orchard".into())).unwrap();
     let qv = store.config().embedder.embed(&["after the load: a quiet orchard"], engram::embed::InputType::Query);
     let got = store.storage().read().unwrap().vector_candidates("default", &qv.unwrap()[0], 3).unwrap();
     assert!(got[0].1 > 0.99, "{got:?}");

@@ -88,7 +88,7 @@ fn seed(dir: &std::path::Path) {
             ..Default::default()
         })
         .collect();
-    store.create_memories(batch).unwrap();
+    store.memories().create_many(batch).unwrap();
 }
 
 #[test]
@@ -105,9 +105,9 @@ fn a_new_embedder_re_embeds_in_the_background_and_search_is_lexical_meanwhile() 
     assert!(h.reembed.running);
     assert_eq!(h.reembed.total, N as u64);
     assert_eq!(h.reembed.from.as_deref(), Some("engram-char3-hash-v1-256:256"));
-    assert!(!store.get_memory("m000", None).unwrap().memory.reindex_needed);
-    assert!(store.get_memory("m199", None).unwrap().memory.reindex_needed, "not yet re-embedded");
-    assert!(store.get_memory("m000", None).unwrap().memory.last_reindexed_at.is_some());
+    assert!(!store.memories().get("m000", None).unwrap().memory.reindex_needed);
+    assert!(store.memories().get("m199", None).unwrap().memory.reindex_needed, "not yet re-embedded");
+    assert!(store.memories().get("m000", None).unwrap().memory.last_reindexed_at.is_some());
 
     // Hybrid and vector searches answer from BM25 while vectors are incomplete, and say so.
     for mode in [SearchMode::Hybrid, SearchMode::Vector] {
@@ -120,7 +120,8 @@ fn a_new_embedder_re_embeds_in_the_background_and_search_is_lexical_meanwhile() 
 
     // A write meanwhile is embedded by the new model at once.
     let c = store
-        .create_memory(NewMemory { id: Some("fresh".into()), content: "kayak trip".into(), ..Default::default() })
+        .memories()
+        .create(NewMemory { id: Some("fresh".into()), content: "kayak trip".into(), ..Default::default() })
         .unwrap();
     assert!(!c.view.memory.reindex_needed);
 
@@ -129,7 +130,7 @@ fn a_new_embedder_re_embeds_in_the_background_and_search_is_lexical_meanwhile() 
     let h = store.admin().health().unwrap();
     assert_eq!((h.reindex_pending, h.reembed.running, h.reembed.done), (0, false, N as u64));
     assert!(h.reembed.error.is_none());
-    assert!(!store.get_memory("m199", None).unwrap().memory.reindex_needed);
+    assert!(!store.memories().get("m199", None).unwrap().memory.reindex_needed);
 
     // Every vector now comes from the new embedder: a memory's own text finds it first with cosine 1.
     let r = store.search(&query("swimming lesson number 150 at the lake", SearchMode::Vector)).unwrap();
@@ -165,7 +166,7 @@ fn re_embedding_resumes_after_a_restart() {
     assert_eq!((h.reindex_pending, h.memories), (0, N));
     let still: Vec<String> = (0..N)
         .map(|i| format!("m{i:03}"))
-        .filter(|id| store.get_memory(id, None).unwrap().memory.reindex_needed)
+        .filter(|id| store.memories().get(id, None).unwrap().memory.reindex_needed)
         .collect();
     assert!(still.is_empty(), "{still:?}");
 }

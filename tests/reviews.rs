@@ -26,7 +26,8 @@ fn raised(store: &KnowledgeStore, rows: &[serde_json::Value], tag: &str) -> Vec<
         for side in ["older", "newer"] {
             let content = r[side].as_str().expect("text").to_string();
             store
-                .create_memory(NewMemory { content, space_id: Some(space.clone()), ..Default::default() })
+                .memories()
+                .create(NewMemory { content, space_id: Some(space.clone()), ..Default::default() })
                 .expect("create");
         }
         let (events, _) = store.reviews().list(&space, false, None, 10, 0).expect("list");

@@ -60,7 +60,7 @@ fn ingest_parse_search_read_delete() {
     assert_eq!(tree[0]["children"][1]["title"], "Cleaning");
     // Extracted memories carry the labels and point back at the source.
     let q = ListQuery { space_id: "default".into(), filter: MemoryFilter::default(), limit: 50, offset: 0 };
-    let mems = store.list_memories(&q).unwrap().items;
+    let mems = store.memories().list(&q).unwrap().items;
     assert_eq!(mems.len(), 3);
     for m in &mems {
         assert_eq!(m.label_ids, ["label_coffee"]);
@@ -72,7 +72,7 @@ fn ingest_parse_search_read_delete() {
     let again = store.sources().ingest(doc("copy.md", GUIDE, &[], serde_json::json!({}))).unwrap();
     assert!(again.deduplicated);
     assert_eq!(again.source.id, s.id);
-    assert_eq!(store.list_memories(&q).unwrap().total, 3);
+    assert_eq!(store.memories().list(&q).unwrap().total, 3);
 
     // Search finds the chunk; the content route reads windows by bytes.
     let hits = store.sources().search("default", "descale detergent", 5).unwrap();
@@ -89,7 +89,7 @@ fn ingest_parse_search_read_delete() {
     let (gone, n) = store.sources().delete(&s.id, None).unwrap();
     assert_eq!((gone.id.as_str(), n), (s.id.as_str(), 3));
     assert_eq!(store.sources().get(&s.id, None).unwrap_err().kind(), ErrorKind::NotFound);
-    assert_eq!(store.list_memories(&q).unwrap().total, 0);
+    assert_eq!(store.memories().list(&q).unwrap().total, 0);
     assert!(store.sources().search("default", "descale", 5).unwrap().is_empty());
     let back = store.sources().ingest(doc("guide.md", GUIDE, &[], serde_json::json!({}))).unwrap();
     assert!(!back.deduplicated);

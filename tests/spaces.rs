@@ -22,7 +22,8 @@ fn new_space(store: &KnowledgeStore, name: &str) -> String {
 
 fn put(store: &KnowledgeStore, space: &str, id: &str, content: &str, labels: &[&str]) {
     store
-        .create_memory(NewMemory {
+        .memories()
+        .create(NewMemory {
             id: Some(id.into()),
             space_id: Some(space.into()),
             content: content.into(),
@@ -53,7 +54,7 @@ fn search(store: &KnowledgeStore, space: &str, q: &str) -> Vec<(String, String)>
 
 fn list(store: &KnowledgeStore, space: &str) -> Vec<String> {
     let q = ListQuery { space_id: space.into(), filter: MemoryFilter::default(), limit: 100, offset: 0 };
-    let mut v: Vec<String> = store.list_memories(&q).unwrap().items.into_iter().map(|m| m.memory.id).collect();
+    let mut v: Vec<String> = store.memories().list(&q).unwrap().items.into_iter().map(|m| m.memory.id).collect();
     v.sort();
     v
 }
@@ -78,8 +79,8 @@ fn two_spaces_with_identical_content_do_not_leak() {
     }
     // Vector ranking always finds neighbours; none of them may be beta's.
     assert!(!search(&store, &a, "vault code").iter().any(|(_, id)| id == "b3"));
-    assert_eq!(store.get_memory("b3", Some(&a)).unwrap_err().kind(), ErrorKind::NotFound);
-    assert_eq!(store.get_memory("b3", Some(&b)).unwrap().memory.content, "Only beta knows the vault code");
+    assert_eq!(store.memories().get("b3", Some(&a)).unwrap_err().kind(), ErrorKind::NotFound);
+    assert_eq!(store.memories().get("b3", Some(&b)).unwrap().memory.content, "Only beta knows the vault code");
     let la = store.labels().list(&a, Default::default(), false, 100, 0).unwrap();
     assert_eq!(la.iter().map(|l| l.name.as_str()).collect::<Vec<_>>(), vec!["budget", "travel", "work"]);
     assert!(la.iter().all(|l| l.usage_count == 1 && l.space_id == a));
@@ -170,7 +171,7 @@ fn profiles_resolution_deletion_and_bulk_moves() {
     assert_eq!((moved.moved_count, moved.failed_count), (1, 1));
     assert_eq!(list(&store, "default"), vec!["d2"]);
     assert_eq!(list(&store, "work"), vec!["d1", "w1"]);
-    assert_eq!(store.get_memory("d1", None).unwrap().label_ids, vec!["label_home"]);
+    assert_eq!(store.memories().get("d1", None).unwrap().label_ids, vec!["label_home"]);
     assert_eq!(store.labels().get("default", "label_home").unwrap().usage_count, 1);
     assert!(!search(&store, "default", "hunter2").iter().any(|(_, id)| id == "d1"));
     assert_eq!(search(&store, "work", "hunter2")[0], ("work".to_string(), "d1".to_string()));
@@ -182,8 +183,8 @@ fn profiles_resolution_deletion_and_bulk_moves() {
     let all = MoveSelection::Space { source_space_id: "work".into(), exclude_memory_ids: vec!["w1".into()] };
     assert_eq!(store.spaces().move_memories(&all, "default", false).unwrap().moved_count, 1);
     store.spaces().delete("work", true).unwrap();
-    assert_eq!(store.get_memory("w1", None).unwrap_err().kind(), ErrorKind::NotFound);
-    assert_eq!(store.get_memory("d1", Some("default")).unwrap().memory.space_id, "default");
+    assert_eq!(store.memories().get("w1", None).unwrap_err().kind(), ErrorKind::NotFound);
+    assert_eq!(store.memories().get("d1", Some("default")).unwrap().memory.space_id, "default");
     assert_eq!(store.spaces().get("work").unwrap_err().kind(), ErrorKind::NotFound);
     drop(store);
     let store = backend::open(dir.path());
@@ -243,7 +244,7 @@ fn relations_and_access_counts() {
         .update_relation(&r.relation.id, RelationInput { status: Some("active".into()), ..Default::default() })
         .unwrap();
     // Deleting a memory removes its relations.
-    store.delete_memory("y", None).unwrap();
+    store.memories().delete("y", None).unwrap();
     assert!(store.graph().relations_of("x", &q("both", "active"), None).unwrap().is_empty());
     assert_eq!(
         store.graph().update_relation(&r.relation.id, RelationInput::default()).unwrap_err().kind(),
@@ -251,13 +252,13 @@ fn relations_and_access_counts() {
     );
 
     // Reads by id count; a plain get does not.
-    assert_eq!(store.read_memory("x", None).unwrap().memory.access_count, 1);
-    let m = store.read_memory("x", None).unwrap().memory;
+    assert_eq!(store.memories().read("x", None).unwrap().memory.access_count, 1);
+    let m = store.memories().read("x", None).unwrap().memory;
     assert_eq!(m.access_count, 2);
     assert!(m.last_accessed_at.is_some());
     assert!((m.decay_score_cached - 1.0).abs() < 1e-9);
-    assert_eq!(store.get_memory("x", None).unwrap().memory.access_count, 2);
+    assert_eq!(store.memories().get("x", None).unwrap().memory.access_count, 2);
     drop(store);
     let store = backend::open(dir.path());
-    assert_eq!(store.get_memory("x", None).unwrap().memory.access_count, 2, "counts survive a reopen");
+    assert_eq!(store.memories().get("x", None).unwrap().memory.access_count, 2, "counts survive a reopen");
 }

@@ -34,11 +34,15 @@ fn candidates_and_edges_agree_with_the_store() {
     let dir = tempfile::tempdir().unwrap();
     let store = backend::open(dir.path());
     for (i, text) in corpus().into_iter().enumerate() {
-        store.create_memory(NewMemory { id: Some(format!("m{i:02}")), content: text, ..Default::default() }).unwrap();
+        store
+            .memories()
+            .create(NewMemory { id: Some(format!("m{i:02}")), content: text, ..Default::default() })
+            .unwrap();
     }
     // An update replaces the memory's postings: the old text must not stay a candidate.
     store
-        .update_memory(
+        .memories()
+        .update(
             "m07",
             engram::MemoryPatch { content: Some("A violin lesson in the orchard.".into()), ..Default::default() },
             None,
@@ -423,7 +427,8 @@ fn on_postgres_a_search_and_a_write_send_one_statement_per_record_kind() {
     let store = backend::open(dir.path());
     let write = |i: usize| {
         store
-            .create_memory(NewMemory {
+            .memories()
+            .create(NewMemory {
                 content: format!(
                     "{} met {} in Paris to talk about the {} project, number {i}",
                     PEOPLE[i % 4],

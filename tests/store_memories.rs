@@ -39,7 +39,8 @@ fn create_get_update_delete_round_trip_with_spec_defaults() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());
     let c = store
-        .create_memory(NewMemory {
+        .memories()
+        .create(NewMemory {
             labels: Some(vec!["Work".into(), " work ".into()]),
             ..mem("m1", "  Ship the parser on Friday  ")
         })
@@ -52,14 +53,15 @@ fn create_get_update_delete_round_trip_with_spec_defaults() {
     assert_eq!(m.review_status, "");
     assert_eq!(c.view.label_ids, vec!["label_Work", "label_work"]);
 
-    let mut got = store.get_memory("m1", None).unwrap();
+    let mut got = store.memories().get("m1", None).unwrap();
     // PageRank is derived by the background graph worker whenever writes pause: not part of the record.
     got.memory.pagerank_score = c.view.memory.pagerank_score;
     assert_eq!(got.memory, c.view.memory);
-    assert_eq!(store.get_memory("m1", Some("other")).unwrap_err().kind(), ErrorKind::NotFound);
+    assert_eq!(store.memories().get("m1", Some("other")).unwrap_err().kind(), ErrorKind::NotFound);
 
     let upd = store
-        .update_memory(
+        .memories()
+        .update(
             "m1",
             MemoryPatch {
                 content: Some("Ship the lexer on Monday".into()),
@@ -89,32 +91,33 @@ fn create_get_update_delete_round_trip_with_spec_defaults() {
     let usage: Vec<(String, u64)> = labels.iter().map(|l| (l.name.clone(), l.usage_count)).collect();
     assert_eq!(usage, vec![("Work".to_string(), 0), ("a".to_string(), 1), ("work".to_string(), 0)]);
 
-    let report = store.delete_memory("m1", None).unwrap();
+    let report = store.memories().delete("m1", None).unwrap();
     // Its label and the MENTIONS edge of "Monday" (a date entity).
     assert_eq!(report.deleted_relationships, 2);
-    assert_eq!(store.get_memory("m1", None).unwrap_err().kind(), ErrorKind::NotFound);
+    assert_eq!(store.memories().get("m1", None).unwrap_err().kind(), ErrorKind::NotFound);
     assert!(search(&store, "lexer", "default", 5, MemoryFilter::default()).is_empty());
-    assert_eq!(store.delete_memory("m1", None).unwrap_err().kind(), ErrorKind::NotFound);
+    assert_eq!(store.memories().delete("m1", None).unwrap_err().kind(), ErrorKind::NotFound);
 }
 
 #[test]
 fn upsert_by_id_reports_created_updated_unchanged() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());
-    assert_eq!(store.create_memory(mem("k", "first")).unwrap().action, WriteAction::Created);
-    assert_eq!(store.create_memory(mem("k", "first")).unwrap().action, WriteAction::Unchanged);
-    let u = store.create_memory(NewMemory { title: Some("T".into()), ..mem("k", "second") }).unwrap();
+    assert_eq!(store.memories().create(mem("k", "first")).unwrap().action, WriteAction::Created);
+    assert_eq!(store.memories().create(mem("k", "first")).unwrap().action, WriteAction::Unchanged);
+    let u = store.memories().create(NewMemory { title: Some("T".into()), ..mem("k", "second") }).unwrap();
     assert_eq!(u.action, WriteAction::Updated);
     assert_eq!(
         (u.view.memory.content.as_str(), u.view.memory.title.as_str(), u.view.memory.version),
         ("second", "T", 2)
     );
     let page = store
-        .list_memories(&ListQuery { space_id: "default".into(), filter: MemoryFilter::default(), limit: 10, offset: 0 })
+        .memories()
+        .list(&ListQuery { space_id: "default".into(), filter: MemoryFilter::default(), limit: 10, offset: 0 })
         .unwrap();
     assert_eq!(page.total, 1);
     store.spaces().create(NewSpace { name: "Other".into(), ..Default::default() }).unwrap();
-    let err = store.create_memory(NewMemory { space_id: Some("other".into()), ..mem("k", "x") }).unwrap_err();
+    let err = store.memories().create(NewMemory { space_id: Some("other".into()), ..mem("k", "x") }).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Conflict);
 }
 
@@ -122,7 +125,7 @@ fn upsert_by_id_reports_created_updated_unchanged() {
 fn bad_input_is_rejected_and_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());
-    store.create_memory(mem("keep", "kept memory")).unwrap();
+    store.memories().create(mem("keep", "kept memory")).unwrap();
     let cases = [
         mem("a", "   "),
         mem("a", &"x".repeat(40_000)),
@@ -133,16 +136,16 @@ fn bad_input_is_rejected_and_changes_nothing() {
         mem("a/b", "ok"),
     ];
     for c in cases {
-        let e = store.create_memory(c).unwrap_err();
+        let e = store.memories().create(c).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
         assert!(!e.fields().is_empty());
     }
-    let e = store.create_memory(NewMemory { space_id: Some("nope".into()), ..mem("a", "ok") }).unwrap_err();
+    let e = store.memories().create(NewMemory { space_id: Some("nope".into()), ..mem("a", "ok") }).unwrap_err();
     assert_eq!((e.kind(), e.code()), (ErrorKind::NotFound, "space_not_found"));
     // A batch with one bad item stores none of them.
-    let e = store.create_memories(vec![mem("b1", "good"), mem("b2", "")]).unwrap_err();
+    let e = store.memories().create_many(vec![mem("b1", "good"), mem("b2", "")]).unwrap_err();
     assert_eq!(e.fields()[0].loc, vec![serde_json::json!(1), serde_json::json!("content")]);
-    assert_eq!(store.get_memory("b1", None).unwrap_err().kind(), ErrorKind::NotFound);
+    assert_eq!(store.memories().get("b1", None).unwrap_err().kind(), ErrorKind::NotFound);
     assert_eq!(store.admin().health().unwrap().memories, 1);
 }
 
@@ -155,16 +158,17 @@ fn reopen_keeps_every_memory_and_the_indexes_agree() {
         let batch: Vec<NewMemory> = (0..300)
             .map(|i| mem(&format!("m{i}"), &format!("note {i} about {} and {}", words[i % 8], words[(i / 8) % 8])))
             .collect();
-        store.create_memories(batch).unwrap();
-        store.delete_memory("m5", None).unwrap();
+        store.memories().create_many(batch).unwrap();
+        store.memories().delete("m5", None).unwrap();
         store
-            .update_memory("m6", MemoryPatch { content: Some("zulu replaced text".into()), ..Default::default() }, None)
+            .memories()
+            .update("m6", MemoryPatch { content: Some("zulu replaced text".into()), ..Default::default() }, None)
             .unwrap();
     }
     let store = open(dir.path());
     assert_eq!(store.admin().health().unwrap().memories, 299);
     assert_eq!(store.admin().health().unwrap().reindex_pending, 0);
-    assert_eq!(store.get_memory("m7", None).unwrap().memory.content, "note 7 about hotel and alpha");
+    assert_eq!(store.memories().get("m7", None).unwrap().memory.content, "note 7 about hotel and alpha");
     assert_eq!(search(&store, "zulu", "default", 3, MemoryFilter::default())[0], "m6");
     // m5 (deleted) never comes back, from either ranking.
     for mode in [SearchMode::Lexical, SearchMode::Vector, SearchMode::Hybrid] {
@@ -200,7 +204,7 @@ fn filtered_search_returns_k_hits_when_k_match() {
             ..mem(&format!("m{i}"), &format!("meeting notes number {i} about the quarterly budget review"))
         })
         .collect();
-    store.create_memories(batch).unwrap();
+    store.memories().create_many(batch).unwrap();
     assert!(store.admin().wait_for_indexes(std::time::Duration::from_secs(120)), "graph built in the background");
     let rare = MemoryFilter { label_ids: vec!["label_rare".into()], ..Default::default() };
     let hits = search(&store, "budget review meeting", "default", 20, rare);
@@ -222,13 +226,14 @@ fn spaces_isolate_records_in_storage() {
     let s = store.spaces().create(NewSpace { name: "Work Notes".into(), ..Default::default() }).unwrap();
     assert_eq!(s.id, "work-notes");
     store
-        .create_memory(NewMemory {
+        .memories()
+        .create(NewMemory {
             space_id: Some("work-notes".into()),
             labels: Some(vec!["w".into()]),
             ..mem("w1", "secret roadmap")
         })
         .unwrap();
-    store.create_memory(mem("d1", "public roadmap")).unwrap();
+    store.memories().create(mem("d1", "public roadmap")).unwrap();
     assert_eq!(search(&store, "roadmap", "default", 10, MemoryFilter::default()), vec!["d1"]);
     assert_eq!(search(&store, "roadmap", "work-notes", 10, MemoryFilter::default()), vec!["w1"]);
     assert!(store.labels().list("default", Default::default(), false, 10, 0).unwrap().is_empty());
@@ -254,7 +259,7 @@ fn a_second_open_is_locked_on_a_file_and_shares_the_store_on_a_database() {
             let err = KnowledgeStore::open(backend::config(dir.path())).unwrap_err();
             assert_eq!(err.kind(), ErrorKind::Locked);
             // The refused open leaves the first handle working.
-            first.create_memory(mem("a1", "Still writable")).unwrap();
+            first.memories().create(mem("a1", "Still writable")).unwrap();
         }
         #[cfg(feature = "postgres")]
         backend::Backend::Postgres => {
@@ -262,10 +267,10 @@ fn a_second_open_is_locked_on_a_file_and_shares_the_store_on_a_database() {
             let second =
                 KnowledgeStore::open(engram::StoreConfig::new(dir2.path()).database(backend::pg_url_for(dir.path())))
                     .expect("a second process opens the same database");
-            first.create_memory(mem("a1", "The lighthouse keeper logs the tide at dawn")).unwrap();
+            first.memories().create(mem("a1", "The lighthouse keeper logs the tide at dawn")).unwrap();
             // Read by id at once: the database answers.
             assert_eq!(
-                second.get_memory("a1", None).unwrap().memory.content,
+                second.memories().get("a1", None).unwrap().memory.content,
                 "The lighthouse keeper logs the tide at dawn"
             );
             // Searches until they return `want` (at most 5 s): what they return last.
@@ -283,8 +288,8 @@ fn a_second_open_is_locked_on_a_file_and_shares_the_store_on_a_database() {
             assert_eq!(settled(&second, "lighthouse tide", &["a1"]), vec!["a1".to_string()]);
             // A write on the second is in the first's search right after the second's write returns and the
             // first catches up; a delete on the second leaves the first's search.
-            second.create_memory(mem("b1", "Harbour lighthouse lamps are trimmed weekly")).unwrap();
-            second.delete_memory("a1", None).unwrap();
+            second.memories().create(mem("b1", "Harbour lighthouse lamps are trimmed weekly")).unwrap();
+            second.memories().delete("a1", None).unwrap();
             assert_eq!(settled(&first, "lighthouse", &["b1"]), vec!["b1".to_string()]);
             assert_eq!(search(&second, "lighthouse", "default", 5, MemoryFilter::default()), vec!["b1".to_string()]);
         }
@@ -300,7 +305,7 @@ fn overlapping_entity_mentions_are_stored_without_a_panic() {
     let store = backend::open(dir.path());
     let text = "As of Dec 2018 only CPU 0 appears to be supported by FreeBSD and all other cores match the frequency \
                 of CPU 0.";
-    let c = store.create_memory(NewMemory { content: text.into(), ..Default::default() }).unwrap();
+    let c = store.memories().create(NewMemory { content: text.into(), ..Default::default() }).unwrap();
     assert_eq!(c.view.memory.content, text);
     assert!(c.entities.iter().any(|e| e.name == "FreeBSD"), "{:?}", c.entities);
 }
@@ -319,7 +324,7 @@ fn a_bulk_load_stores_everything_and_recomputes_the_graph_after() {
                     let k = b * 50 + i;
                     mem(&format!("bulk-{k}"), &format!("Alice met Bob in Paris about the harbour plan {k}"))
                 });
-                s.create_memories(batch.collect())?;
+                s.memories().create_many(batch.collect())?;
             }
             // Writes pause for longer than the recompute's quiet time (2 s): still no recompute.
             std::thread::sleep(std::time::Duration::from_millis(3500));
@@ -337,7 +342,7 @@ fn a_bulk_load_stores_everything_and_recomputes_the_graph_after() {
         }
     }
     let all = ListQuery { space_id: "default".into(), filter: MemoryFilter::default(), limit: 1, offset: 0 };
-    assert_eq!(store.list_memories(&all).unwrap().total, 200);
+    assert_eq!(store.memories().list(&all).unwrap().total, 200);
     assert_eq!(search(&store, "harbour plan 137", "default", 1, MemoryFilter::default()), vec!["bulk-137"]);
     let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while store.graph().report().is_none() && std::time::Instant::now() < until {
@@ -364,7 +369,7 @@ fn the_hnsw_graph_waits_for_a_bulk_load_and_is_built_after_it() {
                     let k = b * 100 + i;
                     mem(&format!("hb-{k}"), &format!("the lighthouse keeper logged storm number {k}"))
                 });
-                s.create_memories(batch.collect())?;
+                s.memories().create_many(batch.collect())?;
                 // Room for the builder to run between batches, as it does outside a bulk load.
                 std::thread::sleep(std::time::Duration::from_millis(700));
             }
@@ -394,12 +399,12 @@ fn listing_pages_follow_each_order() {
                 ..mem(&format!("m{:02}-{b}", (i * 13) % 30), &format!("note {i} of batch {b}"))
             })
             .collect();
-        store.create_memories(batch).unwrap();
+        store.memories().create_many(batch).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     let all: Vec<engram::Memory> = {
         let q = ListQuery { space_id: "default".into(), filter: MemoryFilter::default(), limit: 100, offset: 0 };
-        store.list_memories(&q).unwrap().items.into_iter().map(|v| v.memory).collect()
+        store.memories().list(&q).unwrap().items.into_iter().map(|v| v.memory).collect()
     };
     assert_eq!(all.len(), 90);
     let newest = |a: &engram::Memory, b: &engram::Memory| b.created_at.cmp(&a.created_at).then(a.id.cmp(&b.id));
@@ -417,7 +422,7 @@ fn listing_pages_follow_each_order() {
         let mut paged = Vec::new();
         for offset in (0..=91).step_by(7) {
             let q = ListQuery { space_id: "default".into(), filter: MemoryFilter::default(), limit: 7, offset };
-            let page = store.list_memories_ordered(&q, order).unwrap();
+            let page = store.memories().list_ordered(&q, order).unwrap();
             assert_eq!(page.total, 90);
             paged.extend(page.items.into_iter().map(|v| v.memory.id));
         }

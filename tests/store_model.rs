@@ -144,10 +144,11 @@ fn step(model: &mut Model, op: &Op) -> bool {
 }
 
 fn apply(store: &KnowledgeStore, op: &Op) -> bool {
-    let t = |id: usize, tr: Transition| store.change_state(IDS[id], None, tr, None).is_ok();
+    let t = |id: usize, tr: Transition| store.memories().change_state(IDS[id], None, tr, None).is_ok();
     match op {
         Op::Create { id, word, labels, space } => store
-            .create_memory(NewMemory {
+            .memories()
+            .create(NewMemory {
                 id: Some(IDS[*id].into()),
                 content: format!("note about {}", WORDS[*word]),
                 labels: Some(names(labels).into_iter().collect()),
@@ -157,15 +158,15 @@ fn apply(store: &KnowledgeStore, op: &Op) -> bool {
             .is_ok(),
         Op::Update { id, word } => {
             let p = MemoryPatch { content: Some(format!("note about {}", WORDS[*word])), ..Default::default() };
-            store.update_memory(IDS[*id], p, None).is_ok()
+            store.memories().update(IDS[*id], p, None).is_ok()
         }
         Op::Label { id, labels } => {
             let p = MemoryPatch { labels: Some(names(labels).into_iter().collect()), ..Default::default() };
-            store.update_memory(IDS[*id], p, None).is_ok()
+            store.memories().update(IDS[*id], p, None).is_ok()
         }
         Op::Move { id, space } => {
             let p = MemoryPatch { space_id: Some(SPACES[*space].into()), ..Default::default() };
-            store.update_memory(IDS[*id], p, None).is_ok()
+            store.memories().update(IDS[*id], p, None).is_ok()
         }
         Op::Archive(id) => t(*id, Transition::Archive),
         Op::Forget(id) => t(*id, Transition::Forget),
@@ -179,7 +180,7 @@ fn check(store: &KnowledgeStore, model: &Model) -> Result<(), TestCaseError> {
     for (s, space) in SPACES.iter().enumerate() {
         let q = ListQuery { space_id: (*space).into(), filter: MemoryFilter::default(), limit: 100, offset: 0 };
         let listed: BTreeSet<String> =
-            store.list_memories(&q).unwrap().items.into_iter().map(|v| v.memory.id).collect();
+            store.memories().list(&q).unwrap().items.into_iter().map(|v| v.memory.id).collect();
         let want: BTreeSet<String> = model
             .iter()
             .filter(|(_, m)| m.space == s && m.state == MemoryState::Active)
@@ -216,7 +217,7 @@ fn check(store: &KnowledgeStore, model: &Model) -> Result<(), TestCaseError> {
         }
     }
     for (i, id) in IDS.iter().enumerate() {
-        let got = store.get_memory(id, None);
+        let got = store.memories().get(id, None);
         match model.get(&i) {
             None => prop_assert!(got.is_err(), "{} should not exist", id),
             Some(m) if m.state == MemoryState::Forgotten => prop_assert!(got.is_err(), "{} is forgotten", id),

@@ -43,13 +43,14 @@ fn seed(store: &KnowledgeStore) {
     let work = store.spaces().create(NewSpace { name: "Work notes".into(), ..Default::default() }).unwrap().id;
     for (i, t) in PEOPLE.iter().enumerate() {
         let labels: &[&str] = if i < 4 { &["travel", "europe"] } else { &["travel", "asia"] };
-        store.create_memory(mem(&format!("m{i}"), "default", t, labels)).unwrap();
+        store.memories().create(mem(&format!("m{i}"), "default", t, labels)).unwrap();
     }
     store
-        .create_memory(mem("w1", &work, "The quarterly report is due on Friday for Acme Corp.", &["deadline"]))
+        .memories()
+        .create(mem("w1", &work, "The quarterly report is due on Friday for Acme Corp.", &["deadline"]))
         .unwrap();
-    store.create_memory(mem("w2", &work, "Standup moved to 9:30 with the platform team.", &["meetings"])).unwrap();
-    store.create_memory(mem("x1", "default", "Trips abroad need a visa check.", &["trips"])).unwrap();
+    store.memories().create(mem("w2", &work, "Standup moved to 9:30 with the platform team.", &["meetings"])).unwrap();
+    store.memories().create(mem("x1", "default", "Trips abroad need a visa check.", &["trips"])).unwrap();
     store.labels().merge("default", "label_trips", "label_travel").unwrap();
     store
         .graph()
@@ -207,7 +208,7 @@ fn round_trip_is_record_identical() {
     assert!(b.admin().wait_for_indexes(Duration::from_secs(30)));
     let hits = b.sources().search("default", "visa weeks", 5).unwrap();
     assert_eq!(hits[0].source.original_name, "visa.md");
-    assert_eq!(b.get_memory("m3", None).unwrap().label_ids, ["label_europe", "label_travel"]);
+    assert_eq!(b.memories().get("m3", None).unwrap().label_ids, ["label_europe", "label_travel"]);
     // Reopening changes nothing, and the background work (re-embedding, graph) leaves the records alone.
     drop(b);
     let b = open(b_dir.path());
@@ -243,7 +244,7 @@ fn redb_to_postgres_and_back_is_record_identical() {
     for (kind, rows) in &before {
         assert_eq!(rows, &on_pg[kind], "{kind} differs on PostgreSQL");
     }
-    assert_eq!(pg.get_memory("m3", None).unwrap().label_ids, ["label_europe", "label_travel"]);
+    assert_eq!(pg.memories().get("m3", None).unwrap().label_ids, ["label_europe", "label_travel"]);
     // The import wrote no index operations: the database's search catalog is made anew, so a daemon in the
     // database index mode lists what the in-memory one does.
     let light = KnowledgeStore::open(
@@ -260,7 +261,7 @@ fn redb_to_postgres_and_back_is_record_identical() {
             offset: 0,
         };
         let ids = |s: &KnowledgeStore| {
-            s.list_memories(&q).unwrap().items.into_iter().map(|v| v.memory.id).collect::<Vec<_>>()
+            s.memories().list(&q).unwrap().items.into_iter().map(|v| v.memory.id).collect::<Vec<_>>()
         };
         assert_eq!(ids(&pg), ids(&light), "space {} in the database index mode", space.id);
     }
@@ -284,8 +285,8 @@ fn conflicting() -> (tempfile::TempDir, PathBuf, tempfile::TempDir) {
     let a = open(a_dir.path());
     let mut m = mem("c1", "default", "Shared memory about the garden.", &["shared", "from-a"]);
     m.metadata = Some(serde_json::from_value(serde_json::json!({"origin": "a", "only_a": 1})).unwrap());
-    a.create_memory(m).unwrap();
-    a.create_memory(mem("a-only", "default", "Only in store A: the lake house.", &[])).unwrap();
+    a.memories().create(m).unwrap();
+    a.memories().create(mem("a-only", "default", "Only in store A: the lake house.", &[])).unwrap();
     a.labels()
         .update(
             "default",
@@ -315,7 +316,7 @@ fn conflicting() -> (tempfile::TempDir, PathBuf, tempfile::TempDir) {
     let mut m = mem("c1", "default", "Shared memory about the garden.", &["shared", "from-b"]);
     m.title = Some("B title".into());
     m.metadata = Some(serde_json::from_value(serde_json::json!({"origin": "b"})).unwrap());
-    b.create_memory(m).unwrap();
+    b.memories().create(m).unwrap();
     b.threads()
         .create(NewThread {
             thread_id: Some("tc".into()),
@@ -348,14 +349,14 @@ fn merge_skip_and_overwrite_on_conflicts() {
             ImportMode::Overwrite => (1, 2, 0),
         };
         assert_eq!((k.inserted, k.updated, k.skipped), expect, "{mode:?}");
-        let c1 = b.get_memory("c1", None).unwrap();
+        let c1 = b.memories().get("c1", None).unwrap();
         let md = &c1.memory.metadata.0;
         let label = b.labels().get("default", "label_shared").unwrap();
         let thread = b.threads().get("tc", None).unwrap();
         let msgs: Vec<String> =
             b.threads().messages("tc", None, 10, 0).unwrap().1.into_iter().map(|m| m.content).collect();
         // New records arrive in every mode.
-        assert_eq!(b.get_memory("a-only", None).unwrap().memory.content, "Only in store A: the lake house.");
+        assert_eq!(b.memories().get("a-only", None).unwrap().memory.content, "Only in store A: the lake house.");
         match mode {
             ImportMode::Skip => {
                 assert_eq!(c1.memory.title, "B title");
@@ -388,7 +389,8 @@ fn merge_skip_and_overwrite_on_conflicts() {
         // Counts follow the edges whatever the mode.
         for l in b.labels().list("default", engram::LabelOrder::Name, false, 100, 0).unwrap() {
             let n = b
-                .list_memories(&engram::ListQuery {
+                .memories()
+                .list(&engram::ListQuery {
                     space_id: "default".into(),
                     filter: engram::MemoryFilter { label_ids: vec![l.id.clone()], ..Default::default() },
                     limit: 100,
@@ -627,7 +629,7 @@ fn a_second_import_while_one_runs_is_409() {
             ..Default::default()
         })
         .collect();
-    a.create_memories(batch).unwrap();
+    a.memories().create_many(batch).unwrap();
     let archive = a_dir.path().join("big.zip");
     export_zip(&a, &archive);
     drop(a);

@@ -57,7 +57,7 @@ fn memories(store: &KnowledgeStore) -> BTreeMap<String, String> {
         };
         let mut offset = 0;
         loop {
-            let page = store.list_memories(&engram::ListQuery { offset, ..q.clone() }).expect("list");
+            let page = store.memories().list(&engram::ListQuery { offset, ..q.clone() }).expect("list");
             for v in &page.items {
                 let m = &v.memory;
                 out.insert(m.id.clone(), format!("{}|{}|{}|{:?}", m.content, m.title, m.version, v.label_ids));
@@ -154,7 +154,7 @@ fn format_1_store(config: &StoreConfig, n: usize) -> BTreeMap<String, String> {
                 ..Default::default()
             })
             .collect();
-        store.create_memories(batch).expect("write");
+        store.memories().create_many(batch).expect("write");
     }
     let seen = memories(&store);
     drop(store);

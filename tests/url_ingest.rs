@@ -175,7 +175,7 @@ fn pages_redirects_timeouts_and_caps_on_an_allowed_loopback_host() {
     let tree: serde_json::Value = serde_json::from_str(&pdf.source.section_tree).unwrap();
     assert_eq!((tree[0]["title"].as_str(), tree[1]["title"].as_str()), (Some("Page 1"), Some("Page 2")));
     let pages: Vec<f64> =
-        pdf.memory_ids.iter().map(|id| s.get_memory(id, None).unwrap().memory.source_range["page"]).collect();
+        pdf.memory_ids.iter().map(|id| s.memories().get(id, None).unwrap().memory.source_range["page"]).collect();
     assert_eq!(pages, [1.0, 2.0]);
     assert!(s.sources().text(&pdf.source.id).unwrap().contains("twelve thousand euros"));
     // An image-only PDF, an error status and an unsupported type: refused, nothing stored.

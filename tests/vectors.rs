@@ -46,9 +46,9 @@ fn mem(id: &str, content: &str, v: Option<Vec<f32>>) -> NewMemory {
 fn caller_supplied_vectors_are_stored_searched_validated_and_kept() {
     let dir = tempfile::tempdir().unwrap();
     let store = external(dir.path(), 3);
-    store.create_memory(mem("a", "alpha notes about rivers", Some(vec![1.0, 0.0, 0.0]))).unwrap();
-    store.create_memory(mem("b", "beta notes about mountains", Some(vec![0.0, 2.0, 0.0]))).unwrap();
-    store.create_memory(mem("c", "gamma notes without a vector", None)).unwrap();
+    store.memories().create(mem("a", "alpha notes about rivers", Some(vec![1.0, 0.0, 0.0]))).unwrap();
+    store.memories().create(mem("b", "beta notes about mountains", Some(vec![0.0, 2.0, 0.0]))).unwrap();
+    store.memories().create(mem("c", "gamma notes without a vector", None)).unwrap();
 
     // By vector: the nearest first, whatever the words say.
     let r = store.search(&query("rivers", Some(vec![0.1, 0.9, 0.0]), SearchMode::Vector)).unwrap();
@@ -71,26 +71,33 @@ fn caller_supplied_vectors_are_stored_searched_validated_and_kept() {
         (vec![0.0, 0.0, 0.0], "embedding_zero"),
     ];
     for (v, kind) in bad {
-        let e = store.create_memory(mem("bad", "never stored", Some(v.clone()))).unwrap_err();
+        let e = store.memories().create(mem("bad", "never stored", Some(v.clone()))).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::InvalidInput);
         let f = &e.fields()[0];
         assert_eq!((f.loc[0].as_str(), f.kind.as_str()), (Some("embedding"), kind), "{e}");
-        assert_eq!(store.read_memory("bad", None).unwrap_err().kind(), ErrorKind::NotFound);
+        assert_eq!(store.memories().read("bad", None).unwrap_err().kind(), ErrorKind::NotFound);
         let e = store.search(&query("x", Some(v), SearchMode::Hybrid)).unwrap_err();
         assert_eq!(e.fields()[0].loc[0].as_str(), Some("query_embedding"));
     }
     // In a batch the error names the item; none of the batch is stored.
     let e = store
-        .create_memories(vec![mem("ok1", "fine", Some(vec![0.0, 0.0, 1.0])), mem("bad2", "bad", Some(vec![1.0]))])
+        .memories()
+        .create_many(vec![mem("ok1", "fine", Some(vec![0.0, 0.0, 1.0])), mem("bad2", "bad", Some(vec![1.0]))])
         .unwrap_err();
     assert_eq!(e.fields()[0].loc, vec![serde_json::json!(1), "embedding".into()]);
-    assert_eq!(store.read_memory("ok1", None).unwrap_err().kind(), ErrorKind::NotFound);
+    assert_eq!(store.memories().read("ok1", None).unwrap_err().kind(), ErrorKind::NotFound);
 
     // Update: a new vector re-ranks; a content change without one keeps the old vector.
-    store.update_memory("a", MemoryPatch { embedding: Some(vec![0.0, 0.0, 1.0]), ..Default::default() }, None).unwrap();
+    store
+        .memories()
+        .update("a", MemoryPatch { embedding: Some(vec![0.0, 0.0, 1.0]), ..Default::default() }, None)
+        .unwrap();
     let r = store.search(&query("", Some(vec![0.0, 0.0, 1.0]), SearchMode::Vector)).unwrap();
     assert_eq!(ids(&r)[0], "a");
-    store.update_memory("a", MemoryPatch { content: Some("alpha edited".into()), ..Default::default() }, None).unwrap();
+    store
+        .memories()
+        .update("a", MemoryPatch { content: Some("alpha edited".into()), ..Default::default() }, None)
+        .unwrap();
     let r = store.search(&query("", Some(vec![0.0, 0.0, 1.0]), SearchMode::Vector)).unwrap();
     assert_eq!(ids(&r)[0], "a", "the caller's vector survives a text edit");
     assert_eq!(store.admin().health().unwrap().reindex_pending, 0, "nothing to re-embed in an external store");
@@ -105,9 +112,9 @@ fn caller_supplied_vectors_are_stored_searched_validated_and_kept() {
     // A store whose model embeds by itself refuses given vectors.
     let own = tempfile::tempdir().unwrap();
     let store = KnowledgeStore::open(StoreConfig::new(own.path())).unwrap();
-    let e = store.create_memory(mem("x", "text", Some(vec![1.0; 256]))).unwrap_err();
+    let e = store.memories().create(mem("x", "text", Some(vec![1.0; 256]))).unwrap_err();
     assert_eq!(e.fields()[0].kind, "embedding_not_accepted");
-    assert_eq!(store.read_memory("x", None).unwrap_err().kind(), ErrorKind::NotFound);
+    assert_eq!(store.memories().read("x", None).unwrap_err().kind(), ErrorKind::NotFound);
     let e = store.search(&query("text", Some(vec![1.0; 256]), SearchMode::Hybrid)).unwrap_err();
     assert_eq!(e.fields()[0].kind, "embedding_not_accepted");
 }
@@ -116,9 +123,9 @@ fn caller_supplied_vectors_are_stored_searched_validated_and_kept() {
 fn export_and_import_keep_caller_supplied_vectors() {
     let a_dir = tempfile::tempdir().unwrap();
     let a = external(a_dir.path(), 3);
-    a.create_memory(mem("x", "first", Some(vec![1.0, 0.0, 0.0]))).unwrap();
-    a.create_memory(mem("y", "second", Some(vec![0.0, 1.0, 0.0]))).unwrap();
-    a.create_memory(mem("z", "third, no vector", None)).unwrap();
+    a.memories().create(mem("x", "first", Some(vec![1.0, 0.0, 0.0]))).unwrap();
+    a.memories().create(mem("y", "second", Some(vec![0.0, 1.0, 0.0]))).unwrap();
+    a.memories().create(mem("z", "third, no vector", None)).unwrap();
     let archive = a_dir.path().join("out.zip");
     let opts = engram::ExportOptions {
         path: Some(archive.clone()),
@@ -146,7 +153,7 @@ fn export_and_import_keep_caller_supplied_vectors() {
     std::fs::copy(&archive, &in_c).unwrap();
     c.transfer().import(&in_c, engram::ImportMode::Merge, &engram::ImportProgress::default()).unwrap();
     assert_eq!(c.admin().vector_index_stats()[0].vectors, 0);
-    assert_eq!(c.read_memory("y", None).unwrap().memory.content, "second");
+    assert_eq!(c.memories().read("y", None).unwrap().memory.content, "second");
 }
 
 #[cfg(feature = "server")]
@@ -239,7 +246,7 @@ fn fill(store: &KnowledgeStore, n: usize) {
             ..Default::default()
         })
         .collect();
-    store.create_memories(batch).unwrap();
+    store.memories().create_many(batch).unwrap();
 }
 
 fn probe(store: &KnowledgeStore) -> Vec<Vec<(String, u32)>> {
@@ -293,10 +300,11 @@ fn the_saved_graph_is_attached_at_reopen_with_identical_results_and_catches_up()
     assert_eq!(probe(&store), before, "identical results after a reopen with the saved graph");
     // Writes after the save: deleted memories become tombstones, new ones are caught up.
     for i in 0..10 {
-        store.delete_memory(&format!("m{i}"), None).unwrap();
+        store.memories().delete(&format!("m{i}"), None).unwrap();
     }
     store
-        .create_memory(NewMemory { id: Some("late".into()), content: "river piano late".into(), ..Default::default() })
+        .memories()
+        .create(NewMemory { id: Some("late".into()), content: "river piano late".into(), ..Default::default() })
         .unwrap();
     assert!(store.admin().wait_for_indexes(Duration::from_secs(60)));
     let r = store.search(&query("river piano late", None, SearchMode::Vector)).unwrap();

@@ -59,15 +59,12 @@ fn checkpoint_reports_what_it_made_durable() {
     let store = engram::KnowledgeStore::open(cfg).unwrap();
     for i in 0..3 {
         store
-            .create_memory(engram::NewMemory {
-                id: Some(format!("m{i}")),
-                content: format!("note {i}"),
-                ..Default::default()
-            })
+            .memories()
+            .create(engram::NewMemory { id: Some(format!("m{i}")), content: format!("note {i}"), ..Default::default() })
             .unwrap();
     }
-    store.read_memory("m0", None).unwrap();
-    store.read_memory("m1", None).unwrap();
+    store.memories().read("m0", None).unwrap();
+    store.memories().read("m1", None).unwrap();
     let r = store.admin().checkpoint_report().unwrap();
     // Every write of a fresh Eventual store was committed without fsync: the 3 memories and the embedder record.
     assert_eq!((r.flushed_write_transactions, r.flushed_access_updates), (r.generation, 2), "{r:?}");
@@ -79,8 +76,8 @@ fn checkpoint_reports_what_it_made_durable() {
     drop(store);
     // Everything checkpointed is there after a reopen.
     let store = backend::open(dir.path());
-    assert_eq!(store.get_memory("m0", None).unwrap().memory.access_count, 1);
-    assert_eq!(store.get_memory("m2", None).unwrap().memory.content, "note 2");
+    assert_eq!(store.memories().get("m0", None).unwrap().memory.access_count, 1);
+    assert_eq!(store.memories().get("m2", None).unwrap().memory.content, "note 2");
 }
 
 #[cfg(feature = "server")]

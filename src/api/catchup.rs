@@ -106,7 +106,7 @@ pub(crate) fn run(api: &Api, space: &str, horizon: &str, start: Option<i64>) -> 
     };
     // Which message indices of each thread some memory was distilled from.
     let mut covered: HashMap<String, HashSet<u64>> = HashMap::new();
-    store.scan_memories(space, |m| {
+    store.memories().scan(space, |m| {
         if let (Some(t), Some(ix)) = (&m.source_thread_id, m.metadata.0.get("source_message_indices")) {
             let set = covered.entry(t.clone()).or_default();
             set.extend(ix.as_array().into_iter().flatten().filter_map(Value::as_u64));

@@ -216,7 +216,7 @@ pub(super) fn wiki_index(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
                 .iter()
                 .filter_map(|e| {
                     let id = crate::store::crystal_id(&e.space_id, &e.entity_id);
-                    store.get_memory(&id, Some(&e.space_id)).ok().map(|v| WikiCrystal {
+                    store.memories().get(&id, Some(&e.space_id)).ok().map(|v| WikiCrystal {
                         crystal_id: id,
                         title: v.memory.title,
                         source_unit_count: v.memory.source_unit_count,

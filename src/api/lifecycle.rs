@@ -115,7 +115,7 @@ fn run(api: &Api, ctx: &Ctx<'_>, make: impl FnOnce(&MemoryStateRequest) -> Resul
     let t = make(&req)?;
     let id = ctx.param("memory_id");
     let guard = req.space_id.as_deref().or_else(|| ctx.query.str("space_id"));
-    let c = api.store().change_state(id, guard, t, req.reason.clone())?;
+    let c = api.store().memories().change_state(id, guard, t, req.reason.clone())?;
     let state = c.view.memory.state.as_str();
     let forgotten = state == "forgotten";
     Ok(ApiResponse::json(
@@ -182,13 +182,13 @@ pub(super) fn supersede(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
 pub(super) fn favorite(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let fav = ctx.query.bool("is_favorite").unwrap_or(false);
     let id = ctx.param("memory_id");
-    api.store().set_memory_favorite(id, ctx.query.str("space_id"), fav)?;
+    api.store().memories().set_favorite(id, ctx.query.str("space_id"), fav)?;
     let what = if fav { "marked as favorite" } else { "no longer a favorite" };
     Ok(ApiResponse::json(200, &serde_json::json!({"message": format!("memory '{id}' {what}"), "success": true})))
 }
 
 pub(super) fn favorites(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let limit = ctx.query.limit();
-    let out: Vec<MemoryOut> = api.store().favorite_memories(limit)?.into_iter().map(MemoryOut::from).collect();
+    let out: Vec<MemoryOut> = api.store().memories().favorites(limit)?.into_iter().map(MemoryOut::from).collect();
     Ok(ApiResponse::json(200, &out))
 }

@@ -220,7 +220,7 @@ pub(super) fn create_memory(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     if !errs.is_empty() {
         return Err(Error::invalid(errs));
     }
-    ok(&created_out(api.store().create_memory(new)?))
+    ok(&created_out(api.store().memories().create(new)?))
 }
 
 /// Engram extension `POST /memories/batch`: up to [`MAX_BATCH`] memories in one write transaction (all or none).
@@ -248,7 +248,7 @@ pub(super) fn create_memories(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         return Err(Error::invalid(errs));
     }
     // The store names items [i, field] (a batch of one: [field]); this route nests them under body.memories.
-    let created = api.store().create_memories(batch).map_err(|e| {
+    let created = api.store().memories().create_many(batch).map_err(|e| {
         e.map_fields(|mut f| {
             if f.loc.first().is_some_and(|v| v.is_number()) {
                 f.place(&["body".into(), "memories".into()]);
@@ -306,7 +306,7 @@ pub(super) fn list_memories(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         limit: q.limit(),
         offset: q.int("offset").unwrap_or(0) as usize,
     };
-    let page = api.store().list_memories_ordered(&list, order)?;
+    let page = api.store().memories().list_ordered(&list, order)?;
     let has_more = page.has_more();
     ok(&ListMemoriesResponse {
         pagination: Pagination { limit: page.limit, offset: page.offset, total: page.total, has_more },
@@ -315,7 +315,7 @@ pub(super) fn list_memories(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
 }
 
 pub(super) fn get_memory(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
-    ok(&MemoryOut::from(api.store().read_memory(ctx.param("memory_id"), guard(ctx))?))
+    ok(&MemoryOut::from(api.store().memories().read(ctx.param("memory_id"), guard(ctx))?))
 }
 
 pub(super) fn update_memory(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
@@ -343,12 +343,12 @@ pub(super) fn update_memory(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         embedding: r.embedding,
         expires_at,
     };
-    ok(&MemoryOut::from(api.store().update_memory(ctx.param("memory_id"), patch, guard(ctx))?))
+    ok(&MemoryOut::from(api.store().memories().update(ctx.param("memory_id"), patch, guard(ctx))?))
 }
 
 pub(super) fn delete_memory(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let id = ctx.param("memory_id");
-    let r = api.store().delete_memory(id, guard(ctx))?;
+    let r = api.store().memories().delete(id, guard(ctx))?;
     ok(&DeleteMemoryResponse {
         message: format!("memory '{id}' deleted"),
         deleted_relationships: r.deleted_relationships,

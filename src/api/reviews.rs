@@ -101,7 +101,7 @@ pub struct MemoryBrief {
 }
 
 fn memory_brief(api: &Api, space: &str, id: &str) -> MemoryBrief {
-    match api.store().get_memory(id, Some(space)) {
+    match api.store().memories().get(id, Some(space)) {
         Ok(v) => MemoryBrief {
             id: v.memory.id,
             title: Some(v.memory.title),
@@ -446,7 +446,7 @@ fn resolution_text(r: &Resolution) -> String {
 
 /// Memory `id` of event `e` as a full record; 404 `memory_not_found` when it is gone.
 fn review_memory(api: &Api, e: &ReviewEvent, id: &str) -> Result<ReviewMemory> {
-    let v = api.store().get_memory(id, Some(&e.space_id)).map_err(|err| {
+    let v = api.store().memories().get(id, Some(&e.space_id)).map_err(|err| {
         if err.kind() == crate::error::ErrorKind::NotFound {
             Error::not_found(
                 ErrorCode::MemoryNotFound,
@@ -545,7 +545,7 @@ fn change_memories(
     let mut relation_id = None;
     match action {
         "keep_newer_as_latest" => {
-            store.change_state(
+            store.memories().change_state(
                 &e.older_memory_id,
                 Some(space),
                 Transition::Supersede { newer: e.newer_memory_id.clone() },
@@ -554,7 +554,7 @@ fn change_memories(
             changed = vec![e.older_memory_id.clone(), e.newer_memory_id.clone()];
         }
         "keep_older_as_latest" => {
-            store.change_state(
+            store.memories().change_state(
                 &e.newer_memory_id,
                 Some(space),
                 Transition::Supersede { newer: e.older_memory_id.clone() },

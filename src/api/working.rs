@@ -272,7 +272,7 @@ pub(super) fn bundle(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         store.spaces().require(space)?;
         None
     };
-    let page = store.list_memories(&ListQuery {
+    let page = store.memories().list(&ListQuery {
         space_id: space.to_string(),
         filter: MemoryFilter::default(),
         limit: 50,

@@ -127,7 +127,7 @@ pub fn find(store: &KnowledgeStore, a: &FindArgs<'_>) -> Result<FindPage> {
                     _ => Default::default(),
                 });
             }
-            let page = store.list_memories(&ListQuery { space_id: space.clone(), filter, limit, offset })?;
+            let page = store.memories().list(&ListQuery { space_id: space.clone(), filter, limit, offset })?;
             (page.items.iter().map(Hit::memory).collect(), page.total)
         }
         "thread" | "threads" => {

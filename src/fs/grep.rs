@@ -114,7 +114,7 @@ pub fn grep(store: &KnowledgeStore, a: &GrepArgs<'_>) -> Result<GrepPage> {
             Some(u) => Some(unit_type_param(u)?),
             None => None,
         };
-        store.scan_memories(space, |m| {
+        store.memories().scan(space, |m| {
             if labelled.as_ref().is_none_or(|s| s.contains(&m.id)) && unit.is_none_or(|u| m.unit_type == u) {
                 push_lines(&memory_path(&m.id), &m.content, &mut out);
             }
@@ -123,7 +123,7 @@ pub fn grep(store: &KnowledgeStore, a: &GrepArgs<'_>) -> Result<GrepPage> {
     }
     if threads && out.len() < want {
         let mut line_of: std::collections::HashMap<String, usize> = Default::default();
-        store.scan_messages(space, |t, m| {
+        store.threads().scan_messages(space, |t, m| {
             // messages.jsonl has one message per line.
             let n = line_of.entry(t.to_string()).or_insert(0);
             *n += 1;

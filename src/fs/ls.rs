@@ -70,7 +70,7 @@ pub fn ls(store: &KnowledgeStore, space: &str, path: &str, offset: usize, limit:
                     return Err(enoent(path));
                 }
             }
-            let page = store.list_memories(&ListQuery { space_id: space.clone(), filter, limit, offset })?;
+            let page = store.memories().list(&ListQuery { space_id: space.clone(), filter, limit, offset })?;
             let prefix = match &node {
                 Node::LabelDir(l) => format!("/memories/by-label/{}", segment(l)),
                 _ => "/memories/by-id".into(),

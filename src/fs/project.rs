@@ -84,7 +84,7 @@ pub(crate) fn memory_front(v: &MemoryView) -> BTreeMap<String, Value> {
 pub(crate) fn load(store: &KnowledgeStore, space: &str, node: &Node, path: &str) -> Result<File> {
     match node {
         Node::Memory { id, label } => {
-            let v = store.get_memory(id, Some(space)).map_err(|_| enoent(path))?;
+            let v = store.memories().get(id, Some(space)).map_err(|_| enoent(path))?;
             if let Some(l) = label
                 && !v.label_ids.iter().any(|x| label_name(x) == *l)
             {

@@ -93,7 +93,7 @@ pub fn write(store: &KnowledgeStore, a: WriteArgs<'_>) -> Result<WriteReport> {
                 })?),
                 None => None,
             };
-            let existing = store.get_memory(id, Some(&space)).ok();
+            let existing = store.memories().get(id, Some(&space)).ok();
             if let (Some(want), Some(cur)) = (a.record_version, &existing)
                 && cur.memory.version != want
             {
@@ -112,10 +112,11 @@ pub fn write(store: &KnowledgeStore, a: WriteArgs<'_>) -> Result<WriteReport> {
                     unit_type,
                     ..Default::default()
                 };
-                store.update_memory(id, patch, Some(&space))?
+                store.memories().update(id, patch, Some(&space))?
             } else {
                 store
-                    .create_memory(crate::store::NewMemory {
+                    .memories()
+                    .create(crate::store::NewMemory {
                         id: Some(id.clone()),
                         content: body,
                         title,
@@ -162,8 +163,8 @@ pub fn delete(store: &KnowledgeStore, space: &str, path: &str) -> Result<String>
     let node = parse(path)?;
     match &node {
         Node::Memory { id, label: None } => {
-            store.get_memory(id, Some(space)).map_err(|_| enoent(path))?;
-            store.delete_memory(id, Some(space))?;
+            store.memories().get(id, Some(space)).map_err(|_| enoent(path))?;
+            store.memories().delete(id, Some(space))?;
             Ok(id.clone())
         }
         Node::WorkingToday => Err(enotsup("deleting working memory")),

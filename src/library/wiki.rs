@@ -107,7 +107,7 @@ impl KnowledgeStore {
     /// [`crate::ErrorKind::NotFound`] (`crystal_not_found`).
     pub fn crystal_page(&self, crystal_id: &str, linker: &dyn Linker) -> Result<String> {
         let sources = self.graph().crystal_sources(crystal_id, 100)?;
-        let c = self.get_memory(crystal_id, None)?;
+        let c = self.memories().get(crystal_id, None)?;
         let title = c.memory.crystal_title.clone().unwrap_or_else(|| c.memory.title.clone());
         let mut s = String::new();
         let _ = writeln!(s, "---\ntype: Crystal\ntitle: {}\ncrystal_id: {}", yaml_str(&title), yaml_str(crystal_id));
@@ -184,7 +184,7 @@ impl KnowledgeStore {
         let crystals: Vec<MemoryView> = entities
             .iter()
             .filter_map(|ce| {
-                self.get_memory(&crate::store::crystal_id(&ce.space_id, &ce.entity_id), Some(&ce.space_id)).ok()
+                self.memories().get(&crate::store::crystal_id(&ce.space_id, &ce.entity_id), Some(&ce.space_id)).ok()
             })
             .collect();
         if !crystals.is_empty() {

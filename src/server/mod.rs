@@ -752,7 +752,7 @@ pub fn serve_until_signal(config: ServerConfig, store: Arc<KnowledgeStore>, info
 /// does at open).
 const EXPIRY_SWEEP_EVERY: Duration = Duration::from_secs(3600);
 
-/// The daemon's expiry worker: [`KnowledgeStore::forget_expired`] every [`EXPIRY_SWEEP_EVERY`], off the
+/// The daemon's expiry worker: [`Memories::forget_expired`](crate::store::Memories::forget_expired) every [`EXPIRY_SWEEP_EVERY`], off the
 /// async threads. Ends with the runtime.
 async fn expiry_sweeps(store: Arc<KnowledgeStore>) {
     let mut tick = tokio::time::interval(EXPIRY_SWEEP_EVERY);
@@ -761,7 +761,7 @@ async fn expiry_sweeps(store: Arc<KnowledgeStore>) {
     loop {
         tick.tick().await;
         let s = store.clone();
-        match tokio::task::spawn_blocking(move || s.forget_expired()).await {
+        match tokio::task::spawn_blocking(move || s.memories().forget_expired()).await {
             Ok(Err(e)) => tracing::warn!(error = %e, "the expiry sweep failed; it runs again in an hour"),
             Err(e) => tracing::warn!(error = %e, "the expiry sweep stopped"),
             Ok(Ok(_)) => {}

@@ -7,10 +7,8 @@
 
 mod admin;
 mod core;
-mod expiry;
 mod graph;
 mod labels;
-mod lifecycle;
 mod memories;
 mod open;
 mod records;
@@ -27,7 +25,6 @@ pub use self::core::publish::PublishedIndexes;
 pub use self::core::reembed::ReembedStatus;
 pub use self::core::{DEFAULT_SPACE, encryption, upgrade};
 pub use admin::{Admin, StoreStats};
-pub use expiry::ExpiryStatus;
 pub(crate) use graph::date_of;
 pub use graph::{
     Community, CommunityEntity, CommunityMemory, EntityGraph, Graph, GraphEdge, GraphNode, GraphReport,
@@ -38,7 +35,8 @@ pub use labels::{
     AffectedCounts, ConsolidationGroup, ConsolidationPreview, ConsolidationReport, JudgedPair, LabelDeleteReport,
     LabelHealth, LabelMerge, LabelPatch, LabelPlan, Labels, MergeCandidate, canonical_label,
 };
-pub use lifecycle::{StateChange, Transition};
+pub use memories::{ExpiryStatus, Memories};
+pub use memories::{StateChange, Transition};
 pub(crate) use records::StoredMemory;
 pub use reviews::{ACTIONS as REVIEW_ACTIONS, Resolution, ReviewEvent, Reviews};
 pub use sources::{
@@ -124,6 +122,12 @@ impl KnowledgeStore {
     /// Writing through it would bypass the store's indexes and rules: use the store's methods.
     pub fn storage(&self) -> &Db {
         &self.core.db
+    }
+
+    /// The memory service: create, read, list, update, delete, lifecycle moves, favourites and expiry
+    /// ([`Memories`]).
+    pub fn memories(&self) -> Memories<'_> {
+        Memories { store: self }
     }
 
     /// The administration service: health, statistics, index state, checkpoints, bulk loads ([`Admin`]).

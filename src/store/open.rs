@@ -10,7 +10,7 @@ impl Drop for KnowledgeStore {
     fn drop(&mut self) {
         self.core.stop_feed();
         // Reads still queued are counted before the store closes.
-        if let Err(e) = self.flush_access() {
+        if let Err(e) = self.memories().flush_access() {
             tracing::warn!(error = %e, "counting the last reads failed");
         }
         self.core.close();
@@ -44,7 +44,7 @@ impl KnowledgeStore {
             access_queue: Default::default(),
         };
         store.core.set_graph_worker(graph_worker);
-        if let Err(e) = store.forget_expired() {
+        if let Err(e) = store.memories().forget_expired() {
             tracing::warn!(error = %e, "the expiry sweep at open failed; it runs again at the next open or sweep");
         }
         Ok(store)

@@ -80,7 +80,7 @@ impl MemoryView {
     }
 }
 
-/// Result of [`crate::KnowledgeStore::create_memory`].
+/// Result of [`Memories::create`](crate::store::Memories::create).
 #[derive(Debug, Clone, PartialEq)]
 pub struct CreatedMemory {
     /// The stored memory.
@@ -144,7 +144,7 @@ pub struct ListQuery {
     pub offset: usize,
 }
 
-/// The order of a memory listing ([`crate::KnowledgeStore::list_memories_ordered`]); ties by id.
+/// The order of a memory listing ([`Memories::list_ordered`](crate::store::Memories::list_ordered)); ties by id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ListOrder {
     /// Newest first (creation time).

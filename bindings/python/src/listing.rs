@@ -54,7 +54,7 @@ impl MemoryIterator {
         if self.buffered.is_empty() && !self.done {
             let api = open_api(&self.store, py)?;
             let (q, order) = (&self.query, self.order);
-            let page = py.detach(|| api.store().list_memories_ordered(q, order)).map_err(to_py)?;
+            let page = py.detach(|| api.store().memories().list_ordered(q, order)).map_err(to_py)?;
             self.done = page.items.len() < self.query.limit;
             self.query.offset += page.items.len();
             self.buffered.extend(page.items);

@@ -182,7 +182,7 @@ impl Store {
             ..Default::default()
         };
         let api = self.api(py)?;
-        let created = py.detach(move || api.store().create_memory(new)).map_err(to_py)?;
+        let created = py.detach(move || api.store().memories().create(new)).map_err(to_py)?;
         view(py, created.view)
     }
 
@@ -210,7 +210,7 @@ impl Store {
             }
         }
         let api = self.api(py)?;
-        let created = py.detach(move || api.store().create_memories(batch)).map_err(to_py)?;
+        let created = py.detach(move || api.store().memories().create_many(batch)).map_err(to_py)?;
         created.into_iter().map(|c| view(py, c.view)).collect()
     }
 
@@ -218,7 +218,7 @@ impl Store {
     #[pyo3(signature = (id, *, space=None))]
     fn get(&self, py: Python<'_>, id: &str, space: Option<&str>) -> PyResult<Py<Memory>> {
         let api = self.api(py)?;
-        let v = py.detach(|| api.store().get_memory(id, space)).map_err(to_py)?;
+        let v = py.detach(|| api.store().memories().get(id, space)).map_err(to_py)?;
         view(py, v)
     }
 
@@ -232,7 +232,7 @@ impl Store {
         space: Option<&str>,
     ) -> PyResult<Option<Bound<'py, PyArray1<f32>>>> {
         let api = self.api(py)?;
-        let v = py.detach(|| api.store().memory_embedding(id, space)).map_err(to_py)?;
+        let v = py.detach(|| api.store().memories().embedding(id, space)).map_err(to_py)?;
         Ok(v.map(|v| PyArray1::from_vec(py, v)))
     }
 
@@ -286,7 +286,7 @@ impl Store {
             expires_at,
         };
         let api = self.api(py)?;
-        let v = py.detach(|| api.store().update_memory(id, patch, space)).map_err(to_py)?;
+        let v = py.detach(|| api.store().memories().update(id, patch, space)).map_err(to_py)?;
         view(py, v)
     }
 
@@ -294,7 +294,7 @@ impl Store {
     #[pyo3(signature = (id, *, space=None))]
     fn delete(&self, py: Python<'_>, id: &str, space: Option<&str>) -> PyResult<()> {
         let api = self.api(py)?;
-        py.detach(|| api.store().delete_memory(id, space)).map_err(to_py)?;
+        py.detach(|| api.store().memories().delete(id, space)).map_err(to_py)?;
         Ok(())
     }
 
@@ -396,7 +396,7 @@ impl Store {
         let query =
             engram::ListQuery { space_id: space.to_owned(), filter: filter_arg(py, filters)?, limit: 0, offset: 0 };
         let api = self.api(py)?;
-        let page = py.detach(|| api.store().list_memories(&query)).map_err(to_py)?;
+        let page = py.detach(|| api.store().memories().list(&query)).map_err(to_py)?;
         Ok(page.total)
     }
 

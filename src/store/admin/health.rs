@@ -25,7 +25,7 @@ impl<'s> Admin<'s> {
     /// [`crate::ErrorKind::Io`] when the commit fails; nothing is lost then, the next checkpoint retries.
     pub fn checkpoint_report(&self) -> Result<CheckpointReport> {
         let started = Instant::now();
-        self.store.flush_access()?;
+        self.store.memories().flush_access()?;
         // An empty immediate commit: it makes every earlier commit without fsync durable.
         let commit = crate::store::core::write::Commit { durability: Some(Durability::Immediate), bump: false };
         let g = self
@@ -142,7 +142,7 @@ impl<'s> Admin<'s> {
             reembed: self.store.core.reembed_progress.status(),
             format_version,
             last_upgrade,
-            expiry: self.store.expiry_status(),
+            expiry: self.store.memories().expiry_status(),
             encryption: self.store.core.encryption.clone(),
         })
     }

@@ -52,7 +52,7 @@ impl Admin<'_> {
         }
     }
 
-    /// Runs `load` (typically many [`KnowledgeStore::create_memories`] batches) as a bulk load: the background
+    /// Runs `load` (typically many [`Memories::create_many`](crate::store::Memories::create_many) batches) as a bulk load: the background
     /// graph recompute (communities, PageRank) and the in-memory HNSW graph builder wait until it ends instead
     /// of running between batches (the graph is then built once over every vector; searches meanwhile scan the
     /// vectors not in a graph exactly), and on

@@ -13,7 +13,7 @@ fn the_vector_read_ahead_keeps_to_its_window_and_ends_with_the_scan() {
     let items: Vec<NewMemory> = (0..3000)
         .map(|k| NewMemory { content: format!("note {k} about pears and apples"), ..Default::default() })
         .collect();
-    store.create_memories(items).unwrap();
+    store.memories().create_many(items).unwrap();
     let rtx = store.core.db.read().unwrap();
     let scan = memory::VectorScan::default();
     let (rows, farthest) = std::thread::scope(|s| {
@@ -57,7 +57,7 @@ fn waiting_for_the_indexes_waits_for_the_own_texts_an_open_decodes() {
         .collect();
     {
         let store = KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap();
-        store.create_memories(items).unwrap();
+        store.memories().create_many(items).unwrap();
     }
     let store = KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap();
     assert!(store.admin().wait_for_indexes(std::time::Duration::from_secs(60)));

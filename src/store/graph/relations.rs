@@ -208,7 +208,7 @@ impl Graph<'_> {
     /// [`crate::ErrorKind::NotFound`] (`memory_not_found`); [`crate::ErrorKind::InvalidInput`] for an unknown
     /// direction or status.
     pub fn relations_of(&self, id: &str, q: &RelationQuery, space_guard: Option<&str>) -> Result<Vec<RelationView>> {
-        let view = self.store.get_memory(id, space_guard)?;
+        let view = self.store.memories().get(id, space_guard)?;
         let space = view.memory.space_id;
         let rtx = self.store.core.db.read()?;
         let rels = relation::relations(&rtx)?;

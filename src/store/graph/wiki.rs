@@ -97,7 +97,7 @@ impl Graph<'_> {
         drop(rtx);
         let mut crystals = Vec::new();
         for (s, c) in crystal_ids {
-            if let Ok(v) = self.store.get_memory(&c, Some(&s)) {
+            if let Ok(v) = self.store.memories().get(&c, Some(&s)) {
                 crystals.push(v);
             }
         }
@@ -141,6 +141,7 @@ impl Graph<'_> {
         let ids = self.entity_memory_ids(&e.space_id, &e.id)?;
         let mut views: Vec<MemoryView> = self
             .store
+            .memories()
             .load_views(&e.space_id, ids.iter().map(String::as_str))?
             .into_iter()
             .filter(|v| v.memory.state != MemoryState::Forgotten)
@@ -153,7 +154,7 @@ impl Graph<'_> {
     /// The crystals that cite memories mentioning entity `e`, or are about it.
     pub(crate) fn crystals_about(&self, e: &Entity) -> Result<Vec<MemoryView>> {
         let id = super::crystal_id(&e.space_id, &e.id);
-        Ok(self.store.get_memory(&id, Some(&e.space_id)).ok().into_iter().collect())
+        Ok(self.store.memories().get(&id, Some(&e.space_id)).ok().into_iter().collect())
     }
 
     /// Memories (not forgotten) mentioning any entity of community `id`, most recent first, at most `limit`.
@@ -183,7 +184,7 @@ impl Graph<'_> {
         drop((em, mems, rtx));
         let mut out = Vec::new();
         for (space, m) in found {
-            if let Ok(v) = self.store.get_memory(&m.id, Some(&space)) {
+            if let Ok(v) = self.store.memories().get(&m.id, Some(&space)) {
                 out.push(v);
             }
         }
@@ -263,7 +264,7 @@ impl Graph<'_> {
         }
         drop((ents, rel, rtx));
         for m in c.top_memories.iter().take(top_memories) {
-            let Ok(v) = self.store.get_memory(&m.memory_id, Some(&m.space_id)) else { continue };
+            let Ok(v) = self.store.memories().get(&m.memory_id, Some(&m.space_id)) else { continue };
             nodes.push(GraphNode {
                 id: node_id(&m.space_id, &m.memory_id),
                 node_type: "memory",

@@ -107,7 +107,7 @@ impl Labels<'_> {
     /// # Errors
     /// [`ErrorKind::NotFound`] (`memory_not_found`).
     pub fn of_memory(&self, memory_id: &str, space_guard: Option<&str>) -> Result<Vec<Label>> {
-        let view = self.store.get_memory(memory_id, space_guard)?;
+        let view = self.store.memories().get(memory_id, space_guard)?;
         let space = view.memory.space_id.clone();
         let rtx = self.store.core.db.read()?;
         let t = label::labels(&rtx)?;

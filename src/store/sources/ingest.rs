@@ -113,7 +113,7 @@ impl Sources<'_> {
     ) -> Result<Vec<String>> {
         let batch = memories_of(source, parsed, labels);
         let mut memory_ids: Vec<String> = batch.iter().filter_map(|m| m.id.clone()).collect();
-        let outcome = if batch.is_empty() { Ok(()) } else { self.store.create_memories(batch).map(|_| ()) };
+        let outcome = if batch.is_empty() { Ok(()) } else { self.store.memories().create_many(batch).map(|_| ()) };
         match outcome {
             Ok(()) => {
                 source.lifecycle_state = "indexed".into();

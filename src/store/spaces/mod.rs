@@ -370,7 +370,7 @@ impl Spaces<'_> {
                     continue;
                 }
                 let vector = t.memories.vector(&space, sm.docno)?;
-                self.store.move_one(&mut t, space, sm, target, base + i as u64, vector, now, ops)?;
+                self.store.memories().move_one(&mut t, space, sm, target, base + i as u64, vector, now, ops)?;
                 moved += 1;
             }
             Ok((moved, failures))

@@ -36,7 +36,7 @@ impl Threads<'_> {
     /// near-duplicate.
     ///
     /// # Errors
-    /// Store errors of [`KnowledgeStore::create_memories`].
+    /// Store errors of [`Memories::create_many`](crate::store::Memories::create_many).
     pub fn extract_memories(&self, thread: &Thread, messages: &[Message]) -> Result<Extraction> {
         let analysis = thread.metadata.0.get("analysis").and_then(|v| v.as_str());
         if analysis == Some("searchable-now-distill-on-demand") || messages.is_empty() {
@@ -128,7 +128,7 @@ impl Threads<'_> {
         }
         // A transcript stored turn by turn is conversation, not distilled statements: no timeline reviews.
         let memories =
-            if batch.is_empty() { Vec::new() } else { self.store.create_memories_with(batch, !per_message)? };
+            if batch.is_empty() { Vec::new() } else { self.store.memories().create_many_with(batch, !per_message)? };
         Ok(Extraction { performed: true, memories, merged, warnings: vec![] })
     }
 

@@ -187,6 +187,15 @@ fn thread_not_found(id: &str) -> Error {
 }
 
 impl Threads<'_> {
+    /// Calls `f(thread_id, message)` for every message of `space`, by thread id and order, until it returns
+    /// false.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn scan_messages(&self, space: &str, mut f: impl FnMut(&str, &crate::model::Message) -> bool) -> Result<()> {
+        thread::each_message_in(&self.store.core.db.read()?, space, |th, m| f(th, &m))
+    }
+
     /// The space holding thread `id`: `space` when given, else `default` when it holds the id, else the first
     /// space that does.
     fn locate(&self, rtx: &crate::storage::ReadTx, id: &str, space: Option<&str>) -> Result<String> {
@@ -503,7 +512,7 @@ impl Threads<'_> {
         };
         let mut deleted_memories = 0;
         for mid in doomed {
-            if self.store.delete_memory(&mid, Some(&space)).is_ok() {
+            if self.store.memories().delete(&mid, Some(&space)).is_ok() {
                 deleted_memories += 1;
             }
         }

@@ -186,7 +186,7 @@ impl Graph<'_> {
     /// [`crate::ErrorKind::NotFound`] (`crystal_not_found`) when there is no such crystal.
     pub fn crystal_sources(&self, crystal_id: &str, limit: usize) -> Result<Vec<(crate::store::MemoryView, f64)>> {
         let not_found = || Error::not_found(ErrorCode::CrystalNotFound, format!("crystal '{crystal_id}' not found"));
-        let view = self.store.get_memory(crystal_id, None).map_err(|_| not_found())?;
+        let view = self.store.memories().get(crystal_id, None).map_err(|_| not_found())?;
         if !view.memory.is_crystal {
             return Err(not_found());
         }
@@ -194,7 +194,7 @@ impl Graph<'_> {
         let rows = graph::crystal_sources_of(&self.store.core.db.read()?, &space, crystal_id)?;
         let mut out = Vec::new();
         for (id, w) in rows {
-            if let Ok(v) = self.store.get_memory(&id, Some(&space)) {
+            if let Ok(v) = self.store.memories().get(&id, Some(&space)) {
                 out.push((v, w));
             }
         }

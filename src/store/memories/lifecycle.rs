@@ -14,13 +14,13 @@
 //! newer one) and needs the newer memory in the same space. Every move appends `{from, to, reason, at}` to
 //! `metadata.lifecycle`. A refused move is 409 `invalid_state_transition` and changes nothing.
 
-use super::core::write::Commit;
-use super::memories::MemoryWrite;
-use super::{IndexOp, KnowledgeStore, MemoryView, StoredMemory, memory};
+use super::{Memories, MemoryWrite};
 use crate::error::ErrorCode;
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::decay;
 use crate::model::{MemoryState, Timestamp};
+use crate::store::core::write::Commit;
+use crate::store::{IndexOp, MemoryView, StoredMemory, memory};
 
 /// A lifecycle move.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,7 +68,7 @@ fn refuse(from: MemoryState, to: MemoryState, why: &str) -> Error {
         .with_code(ErrorCode::InvalidStateTransition)
 }
 
-impl KnowledgeStore {
+impl Memories<'_> {
     /// Applies a lifecycle move to memory `id` (in `space_guard` when given).
     ///
     /// # Errors
@@ -93,7 +93,7 @@ impl KnowledgeStore {
             ));
         }
         let now = Timestamp::now();
-        let out = self.core.write(|txn, ops| {
+        let out = self.store.core.write(|txn, ops| {
             let mut w = MemoryWrite::open(txn)?;
             let (space, mut sm) = w.locate(id, space_guard)?;
             let from = sm.memory.state;
@@ -188,8 +188,8 @@ impl KnowledgeStore {
     ///
     /// # Errors
     /// [`ErrorKind::NotFound`] (`memory_not_found`).
-    pub fn set_memory_favorite(&self, id: &str, space_guard: Option<&str>, favorite: bool) -> Result<MemoryView> {
-        self.core.write(|txn, _| {
+    pub fn set_favorite(&self, id: &str, space_guard: Option<&str>, favorite: bool) -> Result<MemoryView> {
+        self.store.core.write(|txn, _| {
             let mut w = MemoryWrite::open(txn)?;
             let (space, mut sm) = w.locate(id, space_guard)?;
             if sm.memory.is_favorite != favorite {
@@ -206,10 +206,10 @@ impl KnowledgeStore {
     ///
     /// # Errors
     /// Storage errors.
-    pub fn favorite_memories(&self, limit: usize) -> Result<Vec<MemoryView>> {
+    pub fn favorites(&self, limit: usize) -> Result<Vec<MemoryView>> {
         let mut found = Vec::new();
         {
-            let rtx = self.core.db.read()?;
+            let rtx = self.store.core.db.read()?;
             for row in memory::memories(&rtx)?.iter()? {
                 let (k, v) = row?;
                 let sm: StoredMemory = v;
@@ -222,7 +222,7 @@ impl KnowledgeStore {
         found.truncate(limit);
         let mut out = Vec::with_capacity(found.len());
         for (space, m) in found {
-            out.push(self.get_memory(&m.id, Some(&space))?);
+            out.push(self.get(&m.id, Some(&space))?);
         }
         Ok(out)
     }
@@ -231,8 +231,8 @@ impl KnowledgeStore {
 /// Queued reads beyond which a read waits for the writer to count them.
 const ACCESS_QUEUE_LIMIT: usize = 10_000;
 
-impl KnowledgeStore {
-    /// Reads memory `id` as a user does: like [`KnowledgeStore::get_memory`], and counts the read
+impl Memories<'_> {
+    /// Reads memory `id` as a user does: like [`Memories::get`](crate::store::Memories::get), and counts the read
     /// (`access_count` + 1, `last_accessed_at` now, `decay_score_cached` recomputed, see
     /// [`crate::index::decay`]); the returned view includes the count.
     ///
@@ -244,11 +244,11 @@ impl KnowledgeStore {
     /// # Errors
     /// [`ErrorKind::NotFound`] (`memory_not_found`) as for `get_memory`; storage errors of the read. A failed
     /// count commit is not an error of the read: the count stays queued.
-    pub fn read_memory(&self, id: &str, space_guard: Option<&str>) -> Result<MemoryView> {
+    pub fn read(&self, id: &str, space_guard: Option<&str>) -> Result<MemoryView> {
         let now = Timestamp::now();
-        let mut view = self.get_memory(id, space_guard)?;
+        let mut view = self.get(id, space_guard)?;
         let (queued, backlog) = {
-            let mut q = self.access_queue.lock();
+            let mut q = self.store.access_queue.lock();
             let e = q.entry(id.to_string()).or_insert((0, now));
             e.0 = e.0.saturating_add(1);
             e.1 = now;
@@ -272,10 +272,10 @@ impl KnowledgeStore {
         self.flush_access_when(true).unwrap_or(Ok(()))
     }
 
-    /// [`KnowledgeStore::flush_access`]; with `wait` false, only when no write holds the writer lock now
+    /// [`Memories::flush_access`](crate::store::Memories::flush_access); with `wait` false, only when no write holds the writer lock now
     /// (None then, and the counts stay queued).
     fn flush_access_when(&self, wait: bool) -> Option<Result<()>> {
-        let batch = std::mem::take(&mut *self.access_queue.lock());
+        let batch = std::mem::take(&mut *self.store.access_queue.lock());
         if batch.is_empty() {
             return Some(Ok(()));
         }
@@ -302,15 +302,18 @@ impl KnowledgeStore {
             }
             Ok(())
         };
-        let result =
-            if wait { Some(self.core.writes.write(commit, count)) } else { self.core.writes.try_write(commit, count) };
+        let result = if wait {
+            Some(self.store.core.writes.write(commit, count))
+        } else {
+            self.store.core.writes.try_write(commit, count)
+        };
         match result {
             Some(Ok(())) => {
-                self.core.pending_access.fetch_add(batch.len() as u64, std::sync::atomic::Ordering::AcqRel);
+                self.store.core.pending_access.fetch_add(batch.len() as u64, std::sync::atomic::Ordering::AcqRel);
                 Some(Ok(()))
             }
             other => {
-                let mut q = self.access_queue.lock();
+                let mut q = self.store.access_queue.lock();
                 for (id, (reads, last)) in batch {
                     let e = q.entry(id).or_insert((0, last));
                     e.0 = e.0.saturating_add(reads);

@@ -9,12 +9,12 @@
 
 use std::sync::atomic::Ordering;
 
-use super::KnowledgeStore;
+use super::Memories;
 use super::lifecycle::Transition;
 use crate::error::{ErrorKind, Result};
 use crate::model::{MemoryState, Timestamp};
 
-/// Expired memories in [`crate::KnowledgeStore::expiry_status`].
+/// Expired memories in [`Memories::expiry_status`](crate::store::Memories::expiry_status).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct ExpiryStatus {
     /// Memories whose `expires_at` has passed and that are not forgotten yet.
@@ -25,19 +25,19 @@ pub struct ExpiryStatus {
     pub grace_s: u64,
 }
 
-impl KnowledgeStore {
+impl Memories<'_> {
     /// Forgets every memory whose `expires_at` is older than the grace period (one lifecycle move each).
     /// Returns how many it forgot. Memories changed meanwhile (a new expiry, deleted) are skipped.
     ///
     /// # Errors
     /// Storage errors; the memories forgotten before the error stay forgotten.
     pub fn forget_expired(&self) -> Result<u64> {
-        let Some(_claim) = self.core.db.claim("expiry")? else { return Ok(0) };
-        let grace = i64::try_from(self.core.config.expiry_grace.as_millis()).unwrap_or(i64::MAX);
+        let Some(_claim) = self.store.core.db.claim("expiry")? else { return Ok(0) };
+        let grace = i64::try_from(self.store.core.config.expiry_grace.as_millis()).unwrap_or(i64::MAX);
         let before = Timestamp(Timestamp::now().0.saturating_sub(grace));
         let mut due: Vec<(String, String, Timestamp)> = Vec::new();
-        for space in self.core.catalog_spaces()? {
-            self.core.with_expiring(&space, |catalog| {
+        for space in self.store.core.catalog_spaces()? {
+            self.store.core.with_expiring(&space, |catalog| {
                 let Some(c) = catalog else { return };
                 due.extend(c.expired(before).filter_map(|(at, docno)| {
                     let m = c.get(docno)?;
@@ -56,7 +56,7 @@ impl KnowledgeStore {
             }
         }
         if n > 0 {
-            self.expired_forgotten.fetch_add(n, Ordering::AcqRel);
+            self.store.expired_forgotten.fetch_add(n, Ordering::AcqRel);
             tracing::info!(forgotten = n, "expired memories forgotten after the grace period");
         }
         Ok(n)
@@ -68,11 +68,11 @@ impl KnowledgeStore {
         let count = |c: &crate::index::catalog::SpaceCatalog| {
             c.expired(now).filter(|(_, d)| c.get(*d).is_some_and(|m| m.state != MemoryState::Forgotten)).count() as u64
         };
-        let expired = self.core.sum_over_expiring(count);
+        let expired = self.store.core.sum_over_expiring(count);
         ExpiryStatus {
             expired,
-            forgotten_by_sweep: self.expired_forgotten.load(Ordering::Acquire),
-            grace_s: self.core.config.expiry_grace.as_secs(),
+            forgotten_by_sweep: self.store.expired_forgotten.load(Ordering::Acquire),
+            grace_s: self.store.core.config.expiry_grace.as_secs(),
         }
     }
 }
