@@ -162,7 +162,7 @@ fn main() {
             limit: 10,
             ..Default::default()
         };
-        let hits = s.search(&q).expect("first search").hits.len();
+        let hits = s.search().run(&q).expect("first search").hits.len();
         let searched = t.elapsed().as_secs_f64();
         s.admin().wait_for_indexes(index_wait);
         println!(

@@ -275,7 +275,7 @@ fn main() -> engram::Result<()> {
         let mut lat = Vec::with_capacity(queries);
         for q in &qtexts {
             let t = Instant::now();
-            let r = store.search(&SearchQuery {
+            let r = store.search().run(&SearchQuery {
                 query: q.clone(),
                 space_id: "default".into(),
                 limit: 10,
@@ -363,7 +363,7 @@ fn main() -> engram::Result<()> {
             query_embedding: None,
             options: Default::default(),
         };
-        store.search(&query)?;
+        store.search().run(&query)?;
         lat.push(t.elapsed().as_secs_f64() * 1000.0);
     }
     println!(

@@ -205,7 +205,7 @@ fn main() -> engram::Result<()> {
                 options: SearchOptions { priors: (mode == SearchMode::Vector).then_some(false), ..Default::default() },
             };
             let t = Instant::now();
-            let r = store.search(&query)?;
+            let r = store.search().run(&query)?;
             lat.push(t.elapsed().as_secs_f64() * 1000.0);
             scores.push(
                 r.hits.iter().filter_map(|h| h.view.memory.id.strip_prefix('s')?.parse::<usize>().ok()).collect(),

@@ -17,7 +17,7 @@ fn main() -> engram::Result<()> {
         })?;
         println!("{:?} {}", c.action, c.view.memory.id);
     }
-    let found = store.search(&SearchQuery {
+    let found = store.search().run(&SearchQuery {
         query: "coffee preference".into(),
         space_id: "default".into(),
         limit: 3,

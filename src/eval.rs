@@ -604,7 +604,7 @@ pub fn locomo(store: &KnowledgeStore, dataset: &Path, opts: &LocomoOptions, prog
             evidence_covered += evidence.iter().filter(|e| covered.contains(&format!("{i}/{e}"))).count();
             evidence_asked += evidence.len();
             let ask_with = |mode, limit, fusion, options| {
-                store.search(&SearchQuery {
+                store.search().run(&SearchQuery {
                     query: qa.question.clone(),
                     space_id: space.clone(),
                     limit,

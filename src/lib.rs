@@ -9,7 +9,7 @@
 //! let dir = tempfile::tempdir()?;
 //! let store = KnowledgeStore::open(StoreConfig::new(dir.path()))?;
 //! store.memories().create(NewMemory { content: "Caroline went to the LGBTQ support group".into(), ..Default::default() })?;
-//! let found = store.search(&SearchQuery::new("support group").limit(5).mode(SearchMode::Hybrid))?;
+//! let found = store.search().run(&SearchQuery::new("support group").limit(5).mode(SearchMode::Hybrid))?;
 //! assert_eq!(found.hits.len(), 1);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```

@@ -51,7 +51,8 @@ fn search(
     options: SearchOptions,
 ) -> Vec<(String, f32)> {
     store
-        .search(&SearchQuery {
+        .search()
+        .run(&SearchQuery {
             query: q.into(),
             space_id: space.into(),
             limit: 10,
@@ -90,7 +91,7 @@ fn best_with_context(store: &KnowledgeStore, space: &str, q: &str, mode: SearchM
         query_embedding: None,
         options,
     };
-    store.search(&query).expect("search").hits.into_iter().next().expect("a hit")
+    store.search().run(&query).expect("search").hits.into_iter().next().expect("a hit")
 }
 
 /// A document of four sections, one chunk each.
@@ -244,7 +245,7 @@ fn the_context_blended_cosine_finds_a_turn_through_its_neighbours() {
     let cosines = |gamma: f32| -> std::collections::HashMap<String, f32> {
         let options = SearchOptions { vector_context: Some(gamma), ..SearchOptions::OWN_TEXT };
         let q = SearchQuery { mode: SearchMode::Vector, options, ..SearchQuery::new("mountain trail hike") };
-        let hits = store.search(&q).expect("search").hits;
+        let hits = store.search().run(&q).expect("search").hits;
         hits.into_iter().map(|h| (h.view.memory.id, h.vector_score.expect("a vector score"))).collect()
     };
     let (plain, blended) = (cosines(0.0), cosines(0.5));

@@ -176,7 +176,7 @@ fn check(
                 query_embedding: None,
                 options: Default::default(),
             };
-            let hits = store.search(&q).unwrap_or_else(|e| panic!("cycle {cycle}: search: {e}")).hits;
+            let hits = store.search().run(&q).unwrap_or_else(|e| panic!("cycle {cycle}: search: {e}")).hits;
             assert!(hits.iter().any(|h| &h.view.memory.id == id), "cycle {cycle}: {mode:?} search misses {id}");
         }
     }

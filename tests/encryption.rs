@@ -141,7 +141,7 @@ fn no_plaintext_on_disk_after_writes_reopens_an_upgrade_and_exports() {
     let store = KnowledgeStore::open(config(&data, &key)).unwrap();
     let up = store.admin().health().unwrap().last_upgrade.expect("migrated at open");
     let backup = PathBuf::from(up.backup.expect("a backup copy"));
-    let hit = store.search(&engram::SearchQuery::new("glimmerfrost").limit(3)).unwrap();
+    let hit = store.search().run(&engram::SearchQuery::new("glimmerfrost").limit(3)).unwrap();
     assert!(!hit.hits.is_empty(), "search after the upgrade");
     drop(store);
     let files = files_of(&data);
@@ -239,7 +239,7 @@ fn a_flipped_byte_is_corruption_or_nothing_and_a_wrong_key_changes_nothing() {
             out.push_str(&store.memories().get(&format!("m{i}"), None)?.memory.content);
         }
         // Ranks move with the clock (recency decay): the set of hits is what must not change.
-        let hits = store.search(&engram::SearchQuery::new("qorvexite zindermoss").limit(50))?;
+        let hits = store.search().run(&engram::SearchQuery::new("qorvexite zindermoss").limit(50))?;
         let mut ids: Vec<&String> = hits.hits.iter().map(|h| &h.view.memory.id).collect();
         ids.sort();
         out.push_str(&format!("{ids:?}"));
@@ -320,7 +320,7 @@ fn encrypt_rekey_rotate_and_decrypt_keep_the_answers() {
     };
     let answers = |c: StoreConfig| -> String {
         let store = KnowledgeStore::open(c).unwrap();
-        let hits = store.search(&engram::SearchQuery::new("wobblemarsh").limit(100)).unwrap();
+        let hits = store.search().run(&engram::SearchQuery::new("wobblemarsh").limit(100)).unwrap();
         let mut ids: Vec<&String> = hits.hits.iter().map(|h| &h.view.memory.id).collect();
         ids.sort();
         format!("{ids:?} {}", store.admin().health().unwrap().memories)

@@ -36,7 +36,7 @@ fn listed(api: &Api, target: &str) -> Vec<String> {
 }
 
 fn searched(api: &Api, q: &str) -> Vec<String> {
-    let r = api.store().search(&SearchQuery::new(q).limit(20).mode(SearchMode::Hybrid)).expect("search");
+    let r = api.store().search().run(&SearchQuery::new(q).limit(20).mode(SearchMode::Hybrid)).expect("search");
     r.hits.into_iter().map(|h| h.view.memory.id).collect()
 }
 

@@ -148,7 +148,7 @@ fn verify(store: &KnowledgeStore, acked: &[&str], n: u64, fault: Fault) {
             query_embedding: None,
             options: Default::default(),
         };
-        store.search(&sq).map(|r| r.hits.into_iter().map(|h| h.view.memory.id).collect()).unwrap_or_default()
+        store.search().run(&sq).map(|r| r.hits.into_iter().map(|h| h.view.memory.id).collect()).unwrap_or_default()
     };
     let ctx = format!("{fault:?} at op {n}, acknowledged {acked:?}");
     // a: absent, original or edited; never half-written; search agrees with the record.

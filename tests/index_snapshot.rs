@@ -63,7 +63,8 @@ fn answers(store: &KnowledgeStore) -> Vec<Vec<(String, u32)>> {
                     ..Default::default()
                 };
                 let r = store
-                    .search(&SearchQuery {
+                    .search()
+                    .run(&SearchQuery {
                         query: q.into(),
                         space_id: "default".into(),
                         limit: 10,

@@ -8,7 +8,8 @@ use engram::{
 
 fn ids(store: &KnowledgeStore, q: &str, include_history: bool) -> Vec<String> {
     let mut v: Vec<String> = store
-        .search(&SearchQuery {
+        .search()
+        .run(&SearchQuery {
             query: q.into(),
             space_id: "default".into(),
             limit: 10,

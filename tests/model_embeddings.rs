@@ -225,7 +225,8 @@ fn the_store_finds_paraphrases_with_the_model() {
         ("What does Gina like to eat?", "food"),
     ] {
         let r = store
-            .search(&SearchQuery {
+            .search()
+            .run(&SearchQuery {
                 query: q.into(),
                 space_id: "default".into(),
                 limit: 2,

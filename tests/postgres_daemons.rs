@@ -483,7 +483,7 @@ fn a_process_that_missed_pruned_feed_entries_rebuilds_its_indexes() {
     let mut admin = engram::storage::postgres::connect(&url).unwrap();
     let found = |store: &KnowledgeStore, q: &str| -> Vec<String> {
         let query = SearchQuery { query: q.into(), space_id: "default".into(), limit: 5, ..Default::default() };
-        store.search(&query).unwrap().hits.into_iter().map(|h| h.view.memory.id).collect()
+        store.search().run(&query).unwrap().hits.into_iter().map(|h| h.view.memory.id).collect()
     };
     for round in 0..5 {
         let id = format!("missed{round}");

@@ -150,8 +150,8 @@ fn queries(space: &str) -> Vec<SearchQuery> {
 fn assert_same(memory: &KnowledgeStore, database: &KnowledgeStore, space: &str) {
     let mut hits = 0;
     for q in queries(space) {
-        let a = memory.search(&q).expect("search the in-memory indexes");
-        let b = database.search(&q).expect("search the database");
+        let a = memory.search().run(&q).expect("search the in-memory indexes");
+        let b = database.search().run(&q).expect("search the database");
         let ids = |r: &engram::SearchResults| r.hits.iter().map(|h| h.view.memory.id.clone()).collect::<Vec<_>>();
         assert_eq!(ids(&a), ids(&b), "{:?} ({:?}, {:?})", q.query, q.mode, q.options);
         for (x, y) in a.hits.iter().zip(&b.hits) {
@@ -297,8 +297,8 @@ fn a_partial_read_blends_each_cosine_with_its_neighbours_as_the_memory_mode_does
             let by_id = |r: engram::SearchResults| -> std::collections::HashMap<String, f32> {
                 r.hits.into_iter().filter_map(|h| Some((h.view.memory.id, h.vector_score?))).collect()
             };
-            let a = by_id(memory.search(&q).expect("search the in-memory indexes"));
-            let b = by_id(partial.search(&q).expect("search the database"));
+            let a = by_id(memory.search().run(&q).expect("search the in-memory indexes"));
+            let b = by_id(partial.search().run(&q).expect("search the database"));
             for (id, x) in &a {
                 if let Some(y) = b.get(id) {
                     assert!((x - y).abs() <= 1e-5, "{query:?} ({mode:?}) {id}: blended cosine {x} against {y}");

@@ -111,7 +111,7 @@ fn a_new_embedder_re_embeds_in_the_background_and_search_is_lexical_meanwhile() 
 
     // Hybrid and vector searches answer from BM25 while vectors are incomplete, and say so.
     for mode in [SearchMode::Hybrid, SearchMode::Vector] {
-        let r = store.search(&query("swimming lesson number 150", mode)).unwrap();
+        let r = store.search().run(&query("swimming lesson number 150", mode)).unwrap();
         assert_eq!(r.mode, SearchMode::Lexical);
         assert!(r.fallback.as_deref().unwrap_or("").contains("re-embedding"), "{:?}", r.fallback);
         assert_eq!(r.hits[0].view.memory.id, "m150");
@@ -133,14 +133,14 @@ fn a_new_embedder_re_embeds_in_the_background_and_search_is_lexical_meanwhile() 
     assert!(!store.memories().get("m199", None).unwrap().memory.reindex_needed);
 
     // Every vector now comes from the new embedder: a memory's own text finds it first with cosine 1.
-    let r = store.search(&query("swimming lesson number 150 at the lake", SearchMode::Vector)).unwrap();
+    let r = store.search().run(&query("swimming lesson number 150 at the lake", SearchMode::Vector)).unwrap();
     assert_eq!(r.mode, SearchMode::Vector);
     assert!(r.fallback.is_none());
     assert_eq!(r.hits[0].view.memory.id, "m150");
     assert!((r.hits[0].vector_score.unwrap() - 1.0).abs() < 1e-4);
     let own = gated.inner.embed(&["swimming lesson number 150 at the lake"], InputType::Document).unwrap();
     assert_eq!(own[0].len(), 64);
-    assert_eq!(store.search(&query("kayak", SearchMode::Hybrid)).unwrap().hits[0].view.memory.id, "fresh");
+    assert_eq!(store.search().run(&query("kayak", SearchMode::Hybrid)).unwrap().hits[0].view.memory.id, "fresh");
 }
 
 #[test]

@@ -35,7 +35,8 @@ fn put(store: &KnowledgeStore, space: &str, id: &str, content: &str, labels: &[&
 
 fn search(store: &KnowledgeStore, space: &str, q: &str) -> Vec<(String, String)> {
     store
-        .search(&SearchQuery {
+        .search()
+        .run(&SearchQuery {
             query: q.into(),
             space_id: space.into(),
             limit: 20,

@@ -56,7 +56,7 @@ fn candidates_and_edges_agree_with_the_store() {
         q.options = SearchOptions::OWN_TEXT;
         q.options.priors = Some(false);
         q.filter = MemoryFilter::default();
-        let hits = store.search(&q).unwrap().hits;
+        let hits = store.search().run(&q).unwrap().hits;
         let want = sorted_desc(hits.iter().filter_map(|h| h.lexical_score).collect());
         let (terms, _) = engram::index::lexicon::analyse(query);
         let got = rtx.lexical_candidates("default", &terms, Bm25Params::default(), 100).unwrap();
@@ -80,7 +80,7 @@ fn candidates_and_edges_agree_with_the_store() {
     let mut q = SearchQuery::new(query).limit(5).mode(SearchMode::Vector);
     q.options = SearchOptions::OWN_TEXT;
     q.options.priors = Some(false);
-    let want = sorted_desc(store.search(&q).unwrap().hits.iter().filter_map(|h| h.vector_score).collect());
+    let want = sorted_desc(store.search().run(&q).unwrap().hits.iter().filter_map(|h| h.vector_score).collect());
     assert_eq!((got.len(), want.len()), (5, 5));
     for (g, w) in got.iter().zip(&want) {
         assert!((g.1 - w).abs() < 1e-4, "{} vs {w}", g.1);
@@ -445,7 +445,8 @@ fn on_postgres_a_search_and_a_write_send_one_statement_per_record_kind() {
     }
     let before = statements_sent();
     let res = store
-        .search(&SearchQuery {
+        .search()
+        .run(&SearchQuery {
             query: "Alice Johnson and Bob Smith in Paris, the orchard project".into(),
             ..Default::default()
         })

@@ -17,7 +17,8 @@ fn mem(id: &str, content: &str) -> NewMemory {
 
 fn search(store: &KnowledgeStore, q: &str, space: &str, limit: usize, filter: MemoryFilter) -> Vec<String> {
     store
-        .search(&SearchQuery {
+        .search()
+        .run(&SearchQuery {
             query: q.into(),
             space_id: space.into(),
             limit,
@@ -75,7 +76,8 @@ fn create_get_update_delete_round_trip_with_spec_defaults() {
     assert_eq!(upd.label_ids, vec!["label_a"]);
     assert_eq!(search(&store, "lexer", "default", 5, MemoryFilter::default()), vec!["m1"]);
     let old = store
-        .search(&SearchQuery {
+        .search()
+        .run(&SearchQuery {
             query: "parser".into(),
             space_id: "default".into(),
             limit: 5,
@@ -173,7 +175,8 @@ fn reopen_keeps_every_memory_and_the_indexes_agree() {
     // m5 (deleted) never comes back, from either ranking.
     for mode in [SearchMode::Lexical, SearchMode::Vector, SearchMode::Hybrid] {
         let hits = store
-            .search(&SearchQuery {
+            .search()
+            .run(&SearchQuery {
                 query: "note 5 about foxtrot alpha".into(),
                 space_id: "default".into(),
                 limit: 100,

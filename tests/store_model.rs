@@ -189,7 +189,8 @@ fn check(store: &KnowledgeStore, model: &Model) -> Result<(), TestCaseError> {
         prop_assert_eq!(&listed, &want, "list of {}", space);
         for (w, word) in WORDS.iter().enumerate() {
             let found: BTreeSet<String> = store
-                .search(&SearchQuery {
+                .search()
+                .run(&SearchQuery {
                     query: (*word).into(),
                     space_id: (*space).into(),
                     limit: 100,

@@ -411,7 +411,7 @@ fn merge_skip_and_overwrite_on_conflicts() {
             query_embedding: None,
             options: Default::default(),
         };
-        let hits = b.search(&q).unwrap();
+        let hits = b.search().run(&q).unwrap();
         assert_eq!(hits.hits[0].view.memory.id, "a-only");
     }
 }

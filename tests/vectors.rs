@@ -51,16 +51,16 @@ fn caller_supplied_vectors_are_stored_searched_validated_and_kept() {
     store.memories().create(mem("c", "gamma notes without a vector", None)).unwrap();
 
     // By vector: the nearest first, whatever the words say.
-    let r = store.search(&query("rivers", Some(vec![0.1, 0.9, 0.0]), SearchMode::Vector)).unwrap();
+    let r = store.search().run(&query("rivers", Some(vec![0.1, 0.9, 0.0]), SearchMode::Vector)).unwrap();
     assert_eq!(ids(&r), ["b", "a"], "only memories with a vector are in the vector ranking");
     assert!((r.hits[0].vector_score.unwrap() - 0.9939).abs() < 1e-3, "{:?}", r.hits[0].vector_score);
     assert!(r.fallback.is_none());
     // Without a query vector: lexical, and said so.
-    let r = store.search(&query("gamma", None, SearchMode::Hybrid)).unwrap();
+    let r = store.search().run(&query("gamma", None, SearchMode::Hybrid)).unwrap();
     assert_eq!(ids(&r), ["c"]);
     assert!(r.fallback.as_deref().unwrap_or_default().contains("no query_embedding"), "{:?}", r.fallback);
     // Vector-only query: empty text is fine when a vector is given.
-    let r = store.search(&query("", Some(vec![1.0, 0.0, 0.0]), SearchMode::Hybrid)).unwrap();
+    let r = store.search().run(&query("", Some(vec![1.0, 0.0, 0.0]), SearchMode::Hybrid)).unwrap();
     assert_eq!(ids(&r)[0], "a");
 
     // Bad vectors: each a validation error naming the field, and nothing stored.
@@ -76,7 +76,7 @@ fn caller_supplied_vectors_are_stored_searched_validated_and_kept() {
         let f = &e.fields()[0];
         assert_eq!((f.loc[0].as_str(), f.kind.as_str()), (Some("embedding"), kind), "{e}");
         assert_eq!(store.memories().read("bad", None).unwrap_err().kind(), ErrorKind::NotFound);
-        let e = store.search(&query("x", Some(v), SearchMode::Hybrid)).unwrap_err();
+        let e = store.search().run(&query("x", Some(v), SearchMode::Hybrid)).unwrap_err();
         assert_eq!(e.fields()[0].loc[0].as_str(), Some("query_embedding"));
     }
     // In a batch the error names the item; none of the batch is stored.
@@ -92,20 +92,20 @@ fn caller_supplied_vectors_are_stored_searched_validated_and_kept() {
         .memories()
         .update("a", MemoryPatch { embedding: Some(vec![0.0, 0.0, 1.0]), ..Default::default() }, None)
         .unwrap();
-    let r = store.search(&query("", Some(vec![0.0, 0.0, 1.0]), SearchMode::Vector)).unwrap();
+    let r = store.search().run(&query("", Some(vec![0.0, 0.0, 1.0]), SearchMode::Vector)).unwrap();
     assert_eq!(ids(&r)[0], "a");
     store
         .memories()
         .update("a", MemoryPatch { content: Some("alpha edited".into()), ..Default::default() }, None)
         .unwrap();
-    let r = store.search(&query("", Some(vec![0.0, 0.0, 1.0]), SearchMode::Vector)).unwrap();
+    let r = store.search().run(&query("", Some(vec![0.0, 0.0, 1.0]), SearchMode::Vector)).unwrap();
     assert_eq!(ids(&r)[0], "a", "the caller's vector survives a text edit");
     assert_eq!(store.admin().health().unwrap().reindex_pending, 0, "nothing to re-embed in an external store");
     drop(store);
 
     // Reopened: the vectors are still there.
     let store = external(dir.path(), 3);
-    let r = store.search(&query("", Some(vec![0.0, 1.0, 0.0]), SearchMode::Vector)).unwrap();
+    let r = store.search().run(&query("", Some(vec![0.0, 1.0, 0.0]), SearchMode::Vector)).unwrap();
     assert_eq!(ids(&r), ["b", "a"]);
     drop(store);
 
@@ -115,7 +115,7 @@ fn caller_supplied_vectors_are_stored_searched_validated_and_kept() {
     let e = store.memories().create(mem("x", "text", Some(vec![1.0; 256]))).unwrap_err();
     assert_eq!(e.fields()[0].kind, "embedding_not_accepted");
     assert_eq!(store.memories().read("x", None).unwrap_err().kind(), ErrorKind::NotFound);
-    let e = store.search(&query("text", Some(vec![1.0; 256]), SearchMode::Hybrid)).unwrap_err();
+    let e = store.search().run(&query("text", Some(vec![1.0; 256]), SearchMode::Hybrid)).unwrap_err();
     assert_eq!(e.fields()[0].kind, "embedding_not_accepted");
 }
 
@@ -141,7 +141,7 @@ fn export_and_import_keep_caller_supplied_vectors() {
     std::fs::copy(&archive, &in_b).unwrap();
     b.transfer().import(&in_b, engram::ImportMode::Merge, &engram::ImportProgress::default()).unwrap();
     for (q, want) in [(vec![0.1, 0.9, 0.0], ["y", "x"]), (vec![0.9, 0.1, 0.0], ["x", "y"])] {
-        let r = b.search(&query("", Some(q), SearchMode::Vector)).unwrap();
+        let r = b.search().run(&query("", Some(q), SearchMode::Vector)).unwrap();
         assert_eq!(ids(&r), want, "the imported store ranks by the exported vectors");
     }
     let stats = &b.admin().vector_index_stats()[0];
@@ -254,7 +254,7 @@ fn probe(store: &KnowledgeStore) -> Vec<Vec<(String, u32)>> {
         .iter()
         .flat_map(|q| [SearchMode::Vector, SearchMode::Hybrid].map(|m| (q, m)))
         .map(|(q, m)| {
-            let r = store.search(&query(q, None, m)).unwrap();
+            let r = store.search().run(&query(q, None, m)).unwrap();
             r.hits.iter().map(|h| (h.view.memory.id.clone(), (h.score * 1e4).round() as u32)).collect()
         })
         .collect()
@@ -307,7 +307,7 @@ fn the_saved_graph_is_attached_at_reopen_with_identical_results_and_catches_up()
         .create(NewMemory { id: Some("late".into()), content: "river piano late".into(), ..Default::default() })
         .unwrap();
     assert!(store.admin().wait_for_indexes(Duration::from_secs(60)));
-    let r = store.search(&query("river piano late", None, SearchMode::Vector)).unwrap();
+    let r = store.search().run(&query("river piano late", None, SearchMode::Vector)).unwrap();
     assert_eq!(ids(&r)[0], "late");
     assert!(!ids(&r).iter().any(|id| ["m0", "m1", "m2"].contains(&id.as_str())));
     let after_writes = probe(&store);

@@ -110,7 +110,7 @@ fn run_search(
     filter: MemoryFilter,
     options: SearchOptions,
 ) -> Result<SearchResults> {
-    api.store().search(&SearchQuery {
+    api.store().search().run(&SearchQuery {
         query,
         space_id: space,
         limit,

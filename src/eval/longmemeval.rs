@@ -397,7 +397,7 @@ impl Run<'_> {
         {
             let t0 = Instant::now();
             // Deep enough that the top memories reach `kmax` distinct sessions in practice.
-            let results = self.store.search(&SearchQuery {
+            let results = self.store.search().run(&SearchQuery {
                 query: q.question.clone(),
                 space_id: space.clone(),
                 limit: kmax * 5,

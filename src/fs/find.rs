@@ -215,7 +215,8 @@ pub fn recall(
                 options: Default::default(),
             };
             store
-                .search(&sq)?
+                .search()
+                .run(&sq)?
                 .hits
                 .iter()
                 .map(|h| RecallHit {

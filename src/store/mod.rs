@@ -39,6 +39,7 @@ pub use memories::{ExpiryStatus, Memories};
 pub use memories::{StateChange, Transition};
 pub(crate) use records::StoredMemory;
 pub use reviews::{ACTIONS as REVIEW_ACTIONS, Resolution, ReviewEvent, Reviews};
+pub use search::Search;
 pub use sources::{
     ChunkHit, IngestReport, MAX_SOURCE_BYTES, NewSource, SourceAnalysis, SourceChunks, SourceContent, SourceHit,
     SourceQuery, Sources,
@@ -128,6 +129,11 @@ impl KnowledgeStore {
     /// ([`Memories`]).
     pub fn memories(&self) -> Memories<'_> {
         Memories { store: self }
+    }
+
+    /// The search service: hybrid, lexical and vector search over a space's memories ([`Search`]).
+    pub fn search(&self) -> Search<'_> {
+        Search { store: self }
     }
 
     /// The administration service: health, statistics, index state, checkpoints, bulk loads ([`Admin`]).

@@ -324,7 +324,7 @@ impl Store {
     ) -> PyResult<Vec<Hit>> {
         let q = search_query(py, query, limit, mode, filters, query_embedding, include_context, space, priors)?;
         let api = self.api(py)?;
-        let found = py.detach(|| api.store().search(&q)).map_err(to_py)?;
+        let found = py.detach(|| api.store().search().run(&q)).map_err(to_py)?;
         found.hits.into_iter().map(|h| Hit::new(py, h)).collect()
     }
 
@@ -346,7 +346,7 @@ impl Store {
     ) -> PyResult<SearchResults> {
         let q = search_query(py, query, limit, mode, filters, query_embedding, include_context, space, priors)?;
         let api = self.api(py)?;
-        let found = py.detach(|| api.store().search(&q)).map_err(to_py)?;
+        let found = py.detach(|| api.store().search().run(&q)).map_err(to_py)?;
         Ok(SearchResults {
             hits: found.hits.into_iter().map(|h| Py::new(py, Hit::new(py, h)?)).collect::<PyResult<_>>()?,
             mode: found.mode.as_str().to_owned(),

@@ -320,7 +320,7 @@ impl Reviews<'_> {
             query_embedding: None,
             options: crate::store::SearchOptions::OWN_TEXT,
         };
-        let res = self.store.search_space(rtx, &query, false, std::time::Instant::now())?;
+        let res = self.store.search().search_space(rtx, &query, false, std::time::Instant::now())?;
         let new_f = features(&m.content);
         // The candidates that pass the cheap checks, then the entities of all of them in one batched read.
         let mut passed = Vec::new();

@@ -149,7 +149,7 @@ impl Threads<'_> {
             query_embedding: None,
             options: crate::store::SearchOptions::OWN_TEXT,
         };
-        let hits = match self.store.search(&q) {
+        let hits = match self.store.search().run(&q) {
             Ok(r) => r.hits,
             Err(e) if e.kind() == ErrorKind::InvalidInput => return Ok(false),
             Err(e) => return Err(e),
