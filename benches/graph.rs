@@ -101,7 +101,7 @@ fn locomo_exports(dataset: &std::path::Path) {
     );
     for kind in [ExportKind::Wiki, ExportKind::Okf] {
         let t = Instant::now();
-        let (path, c) = store.export_library(kind, &ExportParams::default()).expect("export");
+        let (path, c) = store.graph().export_library(kind, &ExportParams::default()).expect("export");
         let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
         println!(
             "{kind:?} export: {:.0} ms, {} pages, {} KiB",

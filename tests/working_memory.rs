@@ -94,20 +94,22 @@ fn http_checkpoint_needs_the_key_and_reports() {
     assert_eq!(common::raw(srv.addr, &head, b"").status, 401);
 }
 
-/// The service (`store.working()`) on a real store on either backend, and the earlier method names, kept one
-/// release as deprecated forwards, reading and writing the same records.
+/// The service (`store.working()`) on a real store on either backend: today's document read back by day and as
+/// the latest, replaced in place, and bad input refused without touching it.
 #[test]
-fn the_working_memory_service_and_its_earlier_names_share_the_records() {
+fn the_working_memory_service_reads_what_it_writes() {
     let dir = tempfile::tempdir().unwrap();
     let store = backend::open(dir.path());
     assert_eq!(store.working().get("default", None).unwrap(), None);
     let wm = store.working().set("default", "## Focus\n\n- the service").unwrap();
-    #[allow(deprecated)]
-    let old = store.working_memory("default", None).unwrap().expect("written through the service");
-    assert_eq!((old.content.as_str(), old.date.as_str()), ("## Focus\n\n- the service", wm.date.as_str()));
-    #[allow(deprecated)]
-    store.set_working_memory("default", "## Focus\n\n- the earlier name").unwrap();
+    let by_day = store.working().get("default", Some(&wm.date)).unwrap().expect("written today");
+    assert_eq!((by_day.content.as_str(), by_day.date.as_str()), ("## Focus\n\n- the service", wm.date.as_str()));
+    store.working().set("default", "## Focus\n\n- replaced").unwrap();
     let days = store.working().history("default", 10).unwrap();
-    assert_eq!(days.iter().map(|d| d.content.as_str()).collect::<Vec<_>>(), ["## Focus\n\n- the earlier name"]);
+    assert_eq!(days.iter().map(|d| d.content.as_str()).collect::<Vec<_>>(), ["## Focus\n\n- replaced"]);
     assert_eq!(store.working().get("nope", None).unwrap_err().kind(), engram::ErrorKind::NotFound);
+    assert_eq!(store.working().get("default", Some("05/12/2026")).unwrap_err().kind(), engram::ErrorKind::InvalidInput);
+    let big = "x".repeat(engram::store::MAX_WORKING_MEMORY_BYTES + 1);
+    assert_eq!(store.working().set("default", &big).unwrap_err().kind(), engram::ErrorKind::InvalidInput);
+    assert_eq!(store.working().get("default", None).unwrap().expect("kept").content, "## Focus\n\n- replaced");
 }

@@ -262,7 +262,7 @@ fn export_params(ctx: &Ctx<'_>) -> ExportParams {
 
 pub(super) fn export_summary(api: &Api, _: &Ctx<'_>) -> Result<ApiResponse> {
     let p = ExportParams::default();
-    let (wiki, okf) = api.store().export_counts(&p)?;
+    let (wiki, okf) = api.store().graph().export_counts(&p)?;
     Ok(ApiResponse::json(
         200,
         &ExportSummary {
@@ -283,7 +283,7 @@ pub(super) fn export_summary(api: &Api, _: &Ctx<'_>) -> Result<ApiResponse> {
 }
 
 fn zip_response(api: &Api, ctx: &Ctx<'_>, kind: ExportKind) -> Result<ApiResponse> {
-    let (path, _) = api.store().export_library(kind, &export_params(ctx))?;
+    let (path, _) = api.store().graph().export_library(kind, &export_params(ctx))?;
     Ok(ApiResponse { status: 200, content_type: "application/zip", body: Vec::new(), file: Some(path) })
 }
 
@@ -297,16 +297,16 @@ pub(super) fn okf_export(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
 
 pub(super) fn entity_page(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let limit = ctx.query.int("mention_limit").unwrap_or(30) as usize;
-    Ok(markdown(api.store().entity_page(ctx.param("id_or_name"), limit, &RouteLinker)?))
+    Ok(markdown(api.store().graph().entity_page(ctx.param("id_or_name"), limit, &RouteLinker)?))
 }
 
 pub(super) fn crystal_page(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
-    Ok(markdown(api.store().crystal_page(ctx.param("crystal_id"), &RouteLinker)?))
+    Ok(markdown(api.store().graph().crystal_page(ctx.param("crystal_id"), &RouteLinker)?))
 }
 
 pub(super) fn topic_page(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let top = ctx.query.int("top_per_community").unwrap_or(12) as usize;
-    Ok(markdown(api.store().topic_page(community_id(ctx)?, top, &RouteLinker)?))
+    Ok(markdown(api.store().graph().topic_page(community_id(ctx)?, top, &RouteLinker)?))
 }
 
 /// `GET /library/community/{community_id}/recent-memories`.

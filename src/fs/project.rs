@@ -161,7 +161,7 @@ pub(crate) fn load(store: &KnowledgeStore, space: &str, node: &Node, path: &str)
         }
         Node::Entity(id) => {
             let e = store.graph().entity(space, id).map_err(|_| enoent(path))?;
-            let page = store.entity_page(&e.id, 30, &FsLinker)?;
+            let page = store.graph().entity_page(&e.id, 30, &FsLinker)?;
             // The page renders its own frontmatter: split it off.
             let (front, body) = split_front(&page);
             Ok(File {

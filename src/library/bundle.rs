@@ -14,7 +14,7 @@ use super::markdown::yaml_str;
 use crate::embed::fnv1a;
 use crate::error::{Error, ErrorKind, Result};
 use crate::model::{Entity, Label, MemoryState};
-use crate::store::{KnowledgeStore, LibrarySelection, MemoryView, memory_line};
+use crate::store::{Graph, KnowledgeStore, LibrarySelection, MemoryView, memory_line};
 
 /// Which bundle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,12 +131,12 @@ fn okf_status(s: MemoryState) -> &'static str {
     }
 }
 
-impl KnowledgeStore {
+impl Graph<'_> {
     fn export_plan(&self, kind: ExportKind, p: &ExportParams) -> Result<Plan> {
-        self.graph().library(kind == ExportKind::Okf, p.entity_limit)
+        self.store.graph().library(kind == ExportKind::Okf, p.entity_limit)
     }
 
-    /// The counts of the wiki and the OKF bundles [`KnowledgeStore::export_library`] would write, from one
+    /// The counts of the wiki and the OKF bundles [`Graph::export_library`](crate::store::Graph::export_library) would write, from one
     /// selection (the OKF one holds the wiki's).
     ///
     /// # Errors
@@ -171,7 +171,7 @@ impl KnowledgeStore {
         if !errs.is_empty() {
             return Err(Error::invalid(errs));
         }
-        let dir = self.config().data_dir.join("tmp");
+        let dir = self.store.config().data_dir.join("tmp");
         std::fs::create_dir_all(&dir)?;
         let path = dir.join(format!("export-{}.zip", uuid::Uuid::now_v7()));
         match self.write_bundle(kind, p, &path) {
@@ -263,7 +263,7 @@ impl KnowledgeStore {
             let mut idx = format!("# {t}\n\n");
             for v in list {
                 let page = &paths.memories[&(v.memory.space_id.clone(), v.memory.id.clone())];
-                let text = memory_page(self, v, &BundleLinker::at(paths, page), generator)?;
+                let text = memory_page(self.store, v, &BundleLinker::at(paths, page), generator)?;
                 zip.put(page, &text)?;
                 let name = page.rsplit('/').next().unwrap_or(page);
                 idx.push_str(&format!(
@@ -477,8 +477,8 @@ fn memory_page(store: &KnowledgeStore, v: &MemoryView, linker: &BundleLinker<'_>
     Ok(s)
 }
 
-impl KnowledgeStore {
-    /// [`KnowledgeStore::entity_page`] for a known entity record.
+impl Graph<'_> {
+    /// [`Graph::entity_page`](crate::store::Graph::entity_page) for a known entity record.
     pub(crate) fn entity_page_of(&self, e: &Entity, mention_limit: usize, linker: &dyn Linker) -> Result<String> {
         self.entity_page_for(e.clone(), mention_limit, linker)
     }

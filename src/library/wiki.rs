@@ -8,9 +8,9 @@ use super::links::{Linker, link};
 use super::markdown::{sentence_with, yaml_str};
 use crate::error::Result;
 use crate::model::{Entity, MemoryState};
-use crate::store::{KnowledgeStore, MemoryView, date_of, memory_line};
+use crate::store::{Graph, MemoryView, date_of, memory_line};
 
-impl KnowledgeStore {
+impl Graph<'_> {
     /// The wiki page of an entity (by id, or by canonical name without case): frontmatter (type, title, kind,
     /// space, mentions, community, aliases), a summary line, facts with dates, related entities as links, the
     /// crystal about it, and its mentions with their source memories (at most `mention_limit`).
@@ -18,14 +18,14 @@ impl KnowledgeStore {
     /// # Errors
     /// [`crate::ErrorKind::NotFound`] (`entity_not_found`).
     pub fn entity_page(&self, id_or_name: &str, mention_limit: usize, linker: &dyn Linker) -> Result<String> {
-        let e = self.graph().resolve_entity(id_or_name)?;
+        let e = self.store.graph().resolve_entity(id_or_name)?;
         self.entity_page_for(e, mention_limit, linker)
     }
 
     pub(crate) fn entity_page_for(&self, e: Entity, mention_limit: usize, linker: &dyn Linker) -> Result<String> {
-        let mentions = self.graph().entity_mentions(&e, mention_limit)?;
-        let related = self.graph().related_entities(&e.space_id, &e.id, 12)?;
-        let community = self.graph().entity_community(&e.space_id, &e.id)?;
+        let mentions = self.store.graph().entity_mentions(&e, mention_limit)?;
+        let related = self.store.graph().related_entities(&e.space_id, &e.id, 12)?;
+        let community = self.store.graph().entity_community(&e.space_id, &e.id)?;
         let mut s = String::new();
         let _ = writeln!(s, "---\ntype: Entity\ntitle: {}\nentity_id: {}", yaml_str(&e.name), yaml_str(&e.id));
         let _ = writeln!(s, "entity_type: {}\nspace_id: {}", yaml_str(&e.entity_type), yaml_str(&e.space_id));
@@ -42,7 +42,7 @@ impl KnowledgeStore {
             yaml_str(&format!("{} ({}) mentioned in {} memories", e.name, e.entity_type, e.mention_count))
         );
         let _ = writeln!(s, "# {}\n", e.name);
-        let topic = match community.and_then(|c| self.graph().community(c, 1).ok()) {
+        let topic = match community.and_then(|c| self.store.graph().community(c, 1).ok()) {
             Some((c, _)) => format!(" Part of the topic {}.", link(&c.title, linker.topic(c.id))),
             None => String::new(),
         };
@@ -58,7 +58,7 @@ impl KnowledgeStore {
         if !e.description.is_empty() {
             let _ = writeln!(s, "{}\n", e.description);
         }
-        let crystals = self.graph().crystals_about(&e)?;
+        let crystals = self.store.graph().crystals_about(&e)?;
         if !crystals.is_empty() {
             let _ = writeln!(s, "## Crystal\n");
             for c in &crystals {
@@ -106,8 +106,8 @@ impl KnowledgeStore {
     /// # Errors
     /// [`crate::ErrorKind::NotFound`] (`crystal_not_found`).
     pub fn crystal_page(&self, crystal_id: &str, linker: &dyn Linker) -> Result<String> {
-        let sources = self.graph().crystal_sources(crystal_id, 100)?;
-        let c = self.memories().get(crystal_id, None)?;
+        let sources = self.store.graph().crystal_sources(crystal_id, 100)?;
+        let c = self.store.memories().get(crystal_id, None)?;
         let title = c.memory.crystal_title.clone().unwrap_or_else(|| c.memory.title.clone());
         let mut s = String::new();
         let _ = writeln!(s, "---\ntype: Crystal\ntitle: {}\ncrystal_id: {}", yaml_str(&title), yaml_str(crystal_id));
@@ -158,7 +158,7 @@ impl KnowledgeStore {
     /// # Errors
     /// [`crate::ErrorKind::NotFound`] (`community_not_found`).
     pub fn topic_page(&self, community_id: u64, top: usize, linker: &dyn Linker) -> Result<String> {
-        let (c, entities) = self.graph().community(community_id, top)?;
+        let (c, entities) = self.store.graph().community(community_id, top)?;
         let mut s = String::new();
         let _ = writeln!(s, "---\ntype: Topic\ntitle: {}\ncommunity_id: {}", yaml_str(&c.title), c.id);
         let _ = writeln!(s, "entity_count: {}\nmemory_count: {}", c.entity_count, c.memory_count);
@@ -170,7 +170,7 @@ impl KnowledgeStore {
         let _ = writeln!(s, "# {}\n\n{}\n", c.title, c.summary);
         let _ = writeln!(s, "## Entities\n");
         for ce in &entities {
-            if let Ok(e) = self.graph().entity(&ce.space_id, &ce.entity_id) {
+            if let Ok(e) = self.store.graph().entity(&ce.space_id, &ce.entity_id) {
                 let _ = writeln!(
                     s,
                     "* {} ({}, {} mentions)",
@@ -184,7 +184,10 @@ impl KnowledgeStore {
         let crystals: Vec<MemoryView> = entities
             .iter()
             .filter_map(|ce| {
-                self.memories().get(&crate::store::crystal_id(&ce.space_id, &ce.entity_id), Some(&ce.space_id)).ok()
+                self.store
+                    .memories()
+                    .get(&crate::store::crystal_id(&ce.space_id, &ce.entity_id), Some(&ce.space_id))
+                    .ok()
             })
             .collect();
         if !crystals.is_empty() {

@@ -1,5 +1,8 @@
-//! [`KnowledgeStore`]: the facade over one store. It reaches records only through the storage port
-//! ([`crate::storage`]).
+//! [`KnowledgeStore`]: the handle of one store. It opens the runtime core (`core/`: database, write path,
+//! derived indexes, change feed, workers) and lends one service per kind of knowledge, each a handle borrowed
+//! from it in a folder of its own: [`Memories`], [`Threads`], [`Sources`], [`Labels`], [`Spaces`], [`Graph`],
+//! [`Search`], [`Reviews`], [`Working`], [`Transfer`] and [`Admin`]. Services reach records only through the
+//! record modules (`records/`) and the storage port ([`crate::storage`]).
 //!
 //! Every public mutating call is one write transaction. The in-memory indexes (catalog and vectors) are
 //! updated after the commit succeeds, under the index write lock, so a failed commit leaves them untouched
@@ -10,7 +13,6 @@ mod core;
 mod graph;
 mod labels;
 mod memories;
-mod open;
 mod records;
 mod reviews;
 mod search;
@@ -24,6 +26,7 @@ mod working;
 pub use self::core::publish::PublishedIndexes;
 pub use self::core::reembed::ReembedStatus;
 pub use self::core::{DEFAULT_SPACE, encryption, upgrade};
+pub use admin::types::{CheckpointReport, LexicalIndexStats, StorageStats, StoreHealth, TableSize, VectorIndexStats};
 pub use admin::{Admin, StoreStats};
 pub(crate) use graph::date_of;
 pub use graph::{
@@ -40,6 +43,9 @@ pub use memories::{StateChange, Transition};
 pub(crate) use records::StoredMemory;
 pub use reviews::{ACTIONS as REVIEW_ACTIONS, Resolution, ReviewEvent, Reviews};
 pub use search::Search;
+pub use search::types::{
+    ContextItem, MAX_CONTEXT_WINDOW, SearchHit, SearchMode, SearchOptions, SearchQuery, SearchResults,
+};
 pub use sources::{
     ChunkHit, IngestReport, MAX_SOURCE_BYTES, NewSource, SourceAnalysis, SourceChunks, SourceContent, SourceHit,
     SourceQuery, Sources,
@@ -54,12 +60,10 @@ pub use transfer::{
     Include, KindCounts, Manifest, ManifestEntry, Transfer,
 };
 pub use types::{
-    CheckpointReport, ContextItem, CreatedMemory, DeleteReport, LabelOrder, LexicalIndexStats, ListOrder, ListQuery,
-    MAX_CONTEXT_WINDOW, MemoryPatch, MemoryView, MoveFailure, MoveReport, MoveSelection, NewMemory, NewSpace, Page,
-    SearchHit, SearchMode, SearchOptions, SearchQuery, SearchResults, SpacePatch, StorageStats, StoreHealth, TableSize,
-    VectorIndexStats, WriteAction,
+    CreatedMemory, DeleteReport, LabelOrder, ListOrder, ListQuery, MemoryPatch, MemoryView, MoveFailure, MoveReport,
+    MoveSelection, NewMemory, NewSpace, Page, SpacePatch, WriteAction,
 };
-pub use working::{Working, WorkingMemory, today as working_today};
+pub use working::{MAX_WORKING_MEMORY_BYTES, Working, WorkingMemory, today as working_today};
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -113,6 +117,38 @@ const _ASSERT_SEND_SYNC: fn() = || {
 };
 
 impl KnowledgeStore {
+    /// Opens (or creates) the store in `config.data_dir`, checks the format version, builds the in-memory
+    /// indexes from the file, and starts re-embedding in the background when memories lack a vector from
+    /// the configured embedder: after a change of embedder or dimension (the old vectors are dropped and
+    /// every memory is marked `reindex_needed`), or after a run cut short by a crash. Progress shows in
+    /// [`Admin::health`](crate::store::Admin::health) (and as a progress bar when stderr is a terminal, logged otherwise);
+    /// searches of a space answer from BM25 until its vectors are complete.
+    ///
+    /// # Errors
+    /// * [`crate::ErrorKind::Locked`]: another process has the store open.
+    /// * [`crate::ErrorKind::Corrupt`]: the file is from a newer format or damaged.
+    /// * [`crate::ErrorKind::Io`]: the directory or file cannot be created or read.
+    /// * [`crate::ErrorKind::Unreachable`]: the PostgreSQL database of [`StoreConfig::database_url`] cannot be
+    ///   reached or refuses the login (the message names what failed).
+    /// * [`crate::ErrorKind::InvalidInput`]: the database URL does not parse.
+    /// * [`crate::ErrorKind::Unavailable`]: a database URL in a build without the `postgres` feature.
+    pub fn open(config: StoreConfig) -> crate::error::Result<Self> {
+        let core = Core::open(config)?;
+        let graph_worker = graph::start_worker(graph::Ctx::of(&core));
+        let store = KnowledgeStore {
+            core,
+            label_vector_cache: Mutex::default(),
+            jobs: transfer::Jobs::default(),
+            expired_forgotten: Default::default(),
+            access_queue: Default::default(),
+        };
+        store.core.set_graph_worker(graph_worker);
+        if let Err(e) = store.memories().forget_expired() {
+            tracing::warn!(error = %e, "the expiry sweep at open failed; it runs again at the next open or sweep");
+        }
+        Ok(store)
+    }
+
     /// The configuration the store was opened with.
     pub fn config(&self) -> &StoreConfig {
         &self.core.config
@@ -183,5 +219,16 @@ impl KnowledgeStore {
     /// ([`Reviews`]).
     pub fn reviews(&self) -> Reviews<'_> {
         Reviews { store: self }
+    }
+}
+
+impl Drop for KnowledgeStore {
+    fn drop(&mut self) {
+        self.core.stop_feed();
+        // Reads still queued are counted before the store closes.
+        if let Err(e) = self.memories().flush_access() {
+            tracing::warn!(error = %e, "counting the last reads failed");
+        }
+        self.core.close();
     }
 }

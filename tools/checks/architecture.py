@@ -19,6 +19,11 @@
   the database is shared (`.shared()`) or reads the index mode (`index_mode`).
 * Records read what they write: no key-range scan (`.range(`) in src/store/ outside the record modules; a
   service asks a record module's reader (`thread::messages_between`, `entity::relates_of`, `in_space`, ...).
+* `KnowledgeStore` is a handle that lends its services: it is implemented only in src/store/mod.rs (`impl
+  KnowledgeStore`, `impl ... for KnowledgeStore`), with at most 20 `pub fn` (open, config, storage and the
+  service accessors); every other operation is a method of a service (`store.memories()`, ...).
+* A file per job in the services: no file over 600 lines in src/store/ outside the runtime core and the record
+  modules.
 * No source file over 1,000 lines in src/ or bindings/ (tests included; a module's tests may sit in its own
   `tests.rs`, which the other rules do not read as code).
 * No store lock (`index`, `graph`, `chunks`, `chunk_index`, the database handle `inner`: parking_lot RwLocks)
@@ -260,6 +265,35 @@ def relocked_store_locks():
     return out
 
 
+def store_is_a_handle(max_pub_fns=20):
+    """`impl KnowledgeStore` only in src/store/mod.rs, with at most `max_pub_fns` `pub fn`."""
+    home = f"{SRC}/store/mod.rs"
+    out = lines_matching(
+        lambda p: p != home,
+        r"^\s*impl\b[^{]*\bKnowledgeStore\s*\{",
+        "implements KnowledgeStore outside src/store/mod.rs (add the method to a service)",
+    )
+    code = code_of(home)
+    pub_fns = 0
+    for m in re.finditer(r"^impl KnowledgeStore \{\n(.*?)^\}", code, re.S | re.M):
+        pub_fns += len(re.findall(r"^    pub fn ", m.group(1), re.M))
+    if pub_fns > max_pub_fns:
+        out.append(f"{home}: KnowledgeStore has {pub_fns} pub fn, over {max_pub_fns} (add the method to a service)")
+    return out
+
+
+def long_service_files(limit=600):
+    """A file per job in the services: no file over `limit` lines in src/store/ outside core/ and records/."""
+    out = []
+    for p in files():
+        if not p.startswith(f"{SRC}/store/") or p.startswith((f"{SRC}/store/core/", f"{SRC}/store/records/")):
+            continue
+        n = sum(1 for _ in open(p, encoding="utf-8"))
+        if n > limit:
+            out.append(f"{p}: {n} lines, over {limit} in a service: split it by job (a child module per part)")
+    return out
+
+
 def long_files(limit=1000):
     """No source file over `limit` lines (tests included) in src/ or bindings/: a file per job."""
     out = []
@@ -278,6 +312,8 @@ def main():
         + backend_mode_in_the_core()
         + ranges_in_records()
         + relocked_store_locks()
+        + store_is_a_handle()
+        + long_service_files()
         + long_files()
     )
     for p in problems:

@@ -4,6 +4,7 @@
 
 mod health;
 mod stats;
+pub(crate) mod types;
 
 pub use stats::StoreStats;
 

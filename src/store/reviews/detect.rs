@@ -9,7 +9,8 @@ use crate::index::catalog::MemoryFilter;
 use crate::model::ReviewEvent;
 use crate::model::{MemoryState, Timestamp};
 use crate::store::review;
-use crate::store::types::{CreatedMemory, SearchMode, SearchQuery, WriteAction};
+use crate::store::types::{CreatedMemory, WriteAction};
+use crate::store::{SearchMode, SearchQuery};
 use crate::text;
 
 /// Month names, for date differences written in words.

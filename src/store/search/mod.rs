@@ -16,12 +16,13 @@ use crate::index::fusion::{Fused, fuse};
 use crate::storage::Readable;
 use crate::store::KnowledgeStore;
 use crate::store::types::MemoryView;
-use crate::store::types::{ContextItem, SearchHit, SearchMode, SearchQuery, SearchResults};
 use crate::store::{entity, label, memory, source, space, thread};
 use crate::text;
+use types::{ContextItem, SearchHit, SearchMode, SearchQuery, SearchResults};
 
 mod pool;
 mod rank;
+pub(crate) mod types;
 
 use pool::fork;
 use rank::*;
@@ -331,7 +332,7 @@ impl Search<'_> {
             });
         }
         if let Some(w) = q.options.include_context.filter(|w| *w > 0) {
-            let w = w.min(super::types::MAX_CONTEXT_WINDOW);
+            let w = w.min(types::MAX_CONTEXT_WINDOW);
             let mut nb = Vec::new();
             // The database index mode reads the hits' neighbours for it.
             let read = match db_mode {

@@ -32,6 +32,7 @@ mod export;
 mod import;
 mod jobs;
 mod policy;
+mod recount;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

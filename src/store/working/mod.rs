@@ -81,33 +81,3 @@ impl Working<'_> {
         working_memory::recent(&self.store.core.db.read()?, space, limit)
     }
 }
-
-/// The methods of the working-memory service under their earlier names, kept for one release.
-impl KnowledgeStore {
-    /// As [`Working::get`].
-    ///
-    /// # Errors
-    /// As [`Working::get`].
-    #[deprecated(since = "0.1.0", note = "use `store.working().get(space, date)`")]
-    pub fn working_memory(&self, space: &str, date: Option<&str>) -> Result<Option<WorkingMemory>> {
-        self.working().get(space, date)
-    }
-
-    /// As [`Working::set`].
-    ///
-    /// # Errors
-    /// As [`Working::set`].
-    #[deprecated(since = "0.1.0", note = "use `store.working().set(space, content)`")]
-    pub fn set_working_memory(&self, space: &str, content: &str) -> Result<WorkingMemory> {
-        self.working().set(space, content)
-    }
-
-    /// As [`Working::history`].
-    ///
-    /// # Errors
-    /// As [`Working::history`].
-    #[deprecated(since = "0.1.0", note = "use `store.working().history(space, limit)`")]
-    pub fn working_memory_history(&self, space: &str, limit: usize) -> Result<Vec<WorkingMemory>> {
-        self.working().history(space, limit)
-    }
-}
