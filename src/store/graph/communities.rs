@@ -6,7 +6,6 @@ use super::Graph;
 use super::compute::{Ctx, generations, recompute};
 use crate::error::{Error, ErrorCode, Result};
 use crate::model::{Community, CommunityEntity, GraphReport};
-use crate::storage::Readable;
 use crate::store::entity;
 use crate::store::records::graph;
 
@@ -87,7 +86,7 @@ impl Graph<'_> {
     /// Storage errors.
     pub fn entity_community(&self, space: &str, entity_id: &str) -> Result<Option<u64>> {
         let rtx = self.store.core.db.read()?;
-        Ok(graph::entity_community(&rtx)?.get((space, entity_id))?.map(|v| v.value()))
+        graph::community_of(&rtx, space, entity_id)
     }
 
     /// The last computation's report, if any ran since the store was opened.

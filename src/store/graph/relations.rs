@@ -7,7 +7,6 @@
 //! (same source, target and type) updates it instead of adding a second row. Deleting a memory removes its
 //! relations; forgetting one keeps them (graph rows stay).
 
-use crate::storage::Readable;
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -294,7 +293,7 @@ fn apply(r: &mut MemoryRelation, input: &RelationInput, now: Timestamp) {
 }
 
 fn find_relation(txn: &crate::storage::WriteTx, rel_id: &str) -> Result<(String, MemoryRelation)> {
-    let space = relation::relation_space(txn)?.get(rel_id)?.map(|v| v.value().to_string());
+    let space = relation::space_of(txn, rel_id)?;
     let Some(space) = space else { return Err(not_found(rel_id)) };
     let r = relation::relations(txn)?.get((space.as_str(), rel_id))?.ok_or_else(|| not_found(rel_id))?;
     Ok((space, r))

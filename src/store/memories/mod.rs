@@ -4,7 +4,7 @@
 //! (`MemoryWrite`) every memory change goes through.
 
 use crate::index::first_in_order;
-use crate::storage::{ReadTx, Readable, Table, WriteTx};
+use crate::storage::{ReadTx, Table, WriteTx};
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::graph::entities::EntityWrite;
@@ -413,7 +413,7 @@ impl Memories<'_> {
 /// `space_guard` names another space, or when it was forgotten.
 fn readable_memory(rtx: &ReadTx, id: &str, space_guard: Option<&str>) -> Result<(String, StoredMemory)> {
     let not_found = || Error::not_found(ErrorCode::MemoryNotFound, format!("memory '{id}' not found"));
-    let space = memory::memory_space(&rtx)?.get(id)?.map(|v| v.value().to_string()).ok_or_else(not_found)?;
+    let space = memory::space_of(&rtx, id)?.ok_or_else(not_found)?;
     if space_guard.is_some_and(|g| g != space) {
         return Err(not_found());
     }

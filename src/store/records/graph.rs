@@ -30,6 +30,14 @@ pub(crate) fn entity_community<X: Tx>(tx: &X) -> Result<X::Table<'_, K2, u64>> {
     tx.open(ENTITY_COMMUNITY)
 }
 
+/// The community of entity `entity` of `space`, if it belongs to one.
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn community_of<X: Tx>(tx: &X, space: &str, entity: &str) -> Result<Option<u64>> {
+    Ok(entity_community(tx)?.get((space, entity))?.map(|v| v.value()))
+}
+
 /// `(space id, memory id)` -> PageRank scaled to 0..=1.
 ///
 /// # Errors

@@ -204,6 +204,14 @@ pub(crate) fn memory_space<X: Tx>(tx: &X) -> Result<X::Table<'_, K1, &'static st
     tx.open(MEMORY_SPACE)
 }
 
+/// The space of memory `id`, if it exists.
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn space_of<X: Tx>(tx: &X, id: &str) -> Result<Option<String>> {
+    Ok(memory_space(tx)?.get(id)?.map(|v| v.value().to_string()))
+}
+
 /// `(space id, docno)` -> the memory's embedding.
 ///
 /// # Errors

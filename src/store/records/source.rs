@@ -4,6 +4,7 @@ use super::{Bytes, K1, K2, KN, Opened, Records, Tx};
 use crate::error::Result;
 use crate::model::Chunk;
 use crate::model::Source;
+use crate::storage::Readable;
 use crate::storage::tables::{SOURCE_CHUNKS, SOURCE_FILES, SOURCE_SHA, SOURCE_SPACE, SOURCE_TEXT, SOURCES};
 
 /// `(space id, source id)` -> [`Source`].
@@ -20,6 +21,46 @@ pub(crate) fn sources<X: Tx>(tx: &X) -> Result<Records<X::Table<'_, K2, Bytes>, 
 /// Storage errors.
 pub(crate) fn source_space<X: Tx>(tx: &X) -> Result<X::Table<'_, K1, &'static str>> {
     tx.open(SOURCE_SPACE)
+}
+
+/// The space of source `id`, if it exists.
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn space_of<X: Tx>(tx: &X, id: &str) -> Result<Option<String>> {
+    Ok(source_space(tx)?.get(id)?.map(|v| v.value().to_string()))
+}
+
+/// The id of the source of `space` whose bytes have SHA-256 `sha` (hex), if any.
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn id_by_sha<X: Tx>(tx: &X, space: &str, sha: &str) -> Result<Option<String>> {
+    Ok(source_sha(tx)?.get((space, sha))?.map(|v| v.value().to_string()))
+}
+
+/// The parsed text of source `id` (empty when it has none).
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn text_of<X: Tx>(tx: &X, id: &str) -> Result<String> {
+    Ok(source_text(tx)?.get(id)?.map(|v| String::from_utf8_lossy(v.value()).into_owned()).unwrap_or_default())
+}
+
+/// The parsed text of source `id` as stored (UTF-8 bytes; empty when it has none).
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn text_bytes_of<X: Tx>(tx: &X, id: &str) -> Result<Vec<u8>> {
+    Ok(source_text(tx)?.get(id)?.map(|v| v.value().to_vec()).unwrap_or_default())
+}
+
+/// The original bytes of source `id` (empty when none are kept).
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn file_of<X: Tx>(tx: &X, id: &str) -> Result<Vec<u8>> {
+    Ok(source_files(tx)?.get(id)?.map(|v| v.value().to_vec()).unwrap_or_default())
 }
 
 /// `(space id, sha256 hex)` -> source id: the same bytes in a space are one source.

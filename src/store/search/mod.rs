@@ -502,7 +502,7 @@ impl Search<'_> {
         } else if let Some(sid) = pos.group.strip_prefix("source:")
             && source::sources(&rtx)?.get((space, sid))?.is_some()
         {
-            let text = source::source_text(&rtx)?.get(sid)?.map(|v| v.value().to_vec()).unwrap_or_default();
+            let text = source::text_bytes_of(&rtx, sid)?;
             let text = String::from_utf8_lossy(&text);
             let (lo, hi) = (pos.ordinal.saturating_sub(w), pos.ordinal.saturating_add(w));
             for (index, c) in source::chunks_between(&rtx, sid, lo, hi)? {

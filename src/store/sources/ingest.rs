@@ -75,8 +75,8 @@ impl Sources<'_> {
     ) -> Result<Option<String>> {
         let (space, id) = (source.space_id.as_str(), source.id.as_str());
         self.store.core.write(|txn, _| {
-            if let Some(id) = source::source_sha(txn)?.get((space, source.sha256.as_str()))? {
-                return Ok(Some(id.value().to_string()));
+            if let Some(id) = source::id_by_sha(txn, space, &source.sha256)? {
+                return Ok(Some(id));
             }
             let mut t = MemoryWrite::open(txn)?;
             for n in labels {
@@ -250,7 +250,7 @@ impl Sources<'_> {
 
     fn by_sha(&self, space: &str, sha: &str) -> Result<Option<Source>> {
         let rtx = self.store.core.db.read()?;
-        let Some(id) = source::source_sha(&rtx)?.get((space, sha))?.map(|v| v.value().to_string()) else {
+        let Some(id) = source::id_by_sha(&rtx, space, sha)? else {
             return Ok(None);
         };
         source::sources(&rtx)?.get((space, id.as_str()))

@@ -3,7 +3,6 @@
 //! with label and metadata filters, BM25 search over chunks, paged content reads and deletion. The service is
 //! [`Sources`] (`store.sources()`): ingestion in `ingest.rs`, search in `search.rs`, types in `types.rs`.
 
-use crate::storage::Readable;
 use sha2::Digest;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -178,7 +177,7 @@ impl Sources<'_> {
     pub fn get(&self, id: &str, space_guard: Option<&str>) -> Result<Source> {
         let not_found = || Error::not_found(ErrorCode::SourceNotFound, format!("source '{id}' not found"));
         let rtx = self.store.core.db.read()?;
-        let space = source::source_space(&rtx)?.get(id)?.map(|v| v.value().to_string()).ok_or_else(not_found)?;
+        let space = source::space_of(&rtx, id)?.ok_or_else(not_found)?;
         if space_guard.is_some_and(|g| g != space) {
             return Err(not_found());
         }
@@ -300,8 +299,7 @@ impl Sources<'_> {
         };
         let bytes = {
             let rtx = self.store.core.db.read()?;
-            let t = source::source_files(&rtx)?;
-            t.get(s.id.as_str())?.map(|v| v.value().to_vec()).unwrap_or_default()
+            source::file_of(&rtx, &s.id)?
         };
         let table = crate::extract::table::parse(&bytes, format == Format::Tsv)
             .map_err(|e| not_tabular(format!("source '{}' could not be read as a table: {e}", s.original_name)))?;
@@ -322,8 +320,7 @@ impl Sources<'_> {
     /// Storage errors.
     pub fn text(&self, id: &str) -> Result<String> {
         let rtx = self.store.core.db.read()?;
-        let t = source::source_text(&rtx)?;
-        Ok(t.get(id)?.map(|v| String::from_utf8_lossy(v.value()).into_owned()).unwrap_or_default())
+        source::text_of(&rtx, id)
     }
 
     /// The chunks of source `id`, in order.
