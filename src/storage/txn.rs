@@ -1,6 +1,6 @@
 //! Helpers over the port: prefix scans of edge kinds (3-tuple keys with no value).
 
-use super::Readable;
+use super::{Borrowed, KeyType, Readable, Rows, ValueType};
 use crate::error::Result;
 
 /// The third parts of the 3-tuple keys whose first two parts are `(a, b)`, in order (the values unread).
@@ -73,6 +73,22 @@ pub(crate) fn put_edges_both_ways(
     Ok(())
 }
 
+/// How many 3-tuple keys have `a` as their first part (the edges of one space), by a range from `(a, "", "")`.
+pub(crate) fn range_prefix1_count<V: super::ValueType>(
+    t: &impl Readable<(&'static str, &'static str, &'static str), V>,
+    a: &str,
+) -> Result<u64> {
+    let mut n = 0;
+    for row in t.range((a, "", "")..)? {
+        let (k, _) = row?;
+        if k.value().0 != a {
+            break;
+        }
+        n += 1;
+    }
+    Ok(n)
+}
+
 /// How many 3-tuple keys have `(a, b)` as their first two parts.
 pub(crate) fn range_prefix2_count(
     t: &impl Readable<(&'static str, &'static str, &'static str), ()>,
@@ -89,4 +105,13 @@ pub(crate) fn range_prefix2_count(
         n += 1;
     }
     Ok(n)
+}
+
+/// `rows` with each key and value borrowed into `f`: a lazy iterator of what `f` makes of them (an archive
+/// writer streams a whole kind this way without holding it).
+pub(crate) fn map_rows<'a, K: KeyType, V: ValueType, O>(
+    rows: Rows<'a, K, V>,
+    mut f: impl FnMut(Borrowed<'_, K>, Borrowed<'_, V>) -> O + 'a,
+) -> impl Iterator<Item = Result<O>> + 'a {
+    rows.map(move |row| row.map(|(k, v)| f(k.value(), v.value())))
 }

@@ -19,6 +19,8 @@
   the database is shared (`.shared()`) or reads the index mode (`index_mode`).
 * Records read what they write: no key-range scan (`.range(`) in src/store/ outside the record modules; a
   service asks a record module's reader (`thread::messages_between`, `entity::relates_of`, `in_space`, ...).
+  Nor does it unpack a stored key or value (`.value()`): the readers hand out typed records, owned values or
+  borrowed parts in a closure (`Records::each`, `map_each`, `storage::txn::map_rows`).
 * `KnowledgeStore` is a handle that lends its services: it is implemented only in src/store/mod.rs (`impl
   KnowledgeStore`, `impl ... for KnowledgeStore`), with at most 20 `pub fn` (open, config, storage and the
   service accessors); every other operation is a method of a service (`store.memories()`, ...).
@@ -214,6 +216,15 @@ def ranges_in_records():
     )
 
 
+def values_in_records():
+    """Stored keys and values are unpacked (`.value()`) only by the record modules and the port."""
+    return lines_matching(
+        lambda p: p.startswith(f"{SRC}/store/") and not p.startswith(f"{SRC}/store/records/"),
+        r"\.value\(\)",
+        "unpacks a stored key or value outside the record modules (add a reader to src/store/records/)",
+    )
+
+
 def function_bodies():
     """(path, name, body) of every fn outside test modules; bodies by brace matching on code without literals."""
     out = []
@@ -311,6 +322,7 @@ def main():
         + core_below_the_services()
         + backend_mode_in_the_core()
         + ranges_in_records()
+        + values_in_records()
         + relocked_store_locks()
         + store_is_a_handle()
         + long_service_files()

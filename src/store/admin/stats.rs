@@ -57,27 +57,26 @@ impl Admin<'_> {
                 let t = $t(&rtx)?;
                 match space {
                     None => t.len()?,
-                    Some(sp) => {
-                        let mut n = 0u64;
-                        for row in t.iter()? {
-                            if row?.0.value().0 == sp {
-                                n += 1;
-                            }
-                        }
-                        n
-                    }
+                    Some(sp) => crate::storage::txn::range_prefix1_count(&t, sp)?,
                 }
             }};
         }
-        for row in memory::memories(&rtx)?.iter()? {
-            let (k, v) = row?;
-            if space.is_some_and(|sp| k.value().0 != sp) {
-                continue;
-            }
-            let sm: StoredMemory = v;
+        let mut tally = |sm: StoredMemory| {
             if sm.memory.state != MemoryState::Forgotten {
                 s.memory_count += 1;
                 s.crystal_count += u64::from(sm.memory.is_crystal);
+            }
+        };
+        let memories = memory::memories(&rtx)?;
+        match space {
+            Some(sp) => memories.each_in_space(sp, |_, sm| {
+                tally(sm);
+                true
+            })?,
+            None => {
+                for row in memories.iter()? {
+                    tally(row?.1);
+                }
             }
         }
         s.thread_count = count!(rec thread::threads);
@@ -86,16 +85,7 @@ impl Admin<'_> {
         s.label_count = count!(rec label::labels);
         s.community_count = match space {
             None => graph::communities(&rtx)?.len()?,
-            Some(sp) => {
-                let mut ids = std::collections::BTreeSet::new();
-                for row in graph::entity_community(&rtx)?.iter()? {
-                    let (k, v) = row?;
-                    if k.value().0 == sp {
-                        ids.insert(v.value());
-                    }
-                }
-                ids.len() as u64
-            }
+            Some(sp) => graph::communities_in(&rtx, sp)?.len() as u64,
         };
         s.total_nodes = s.memory_count + s.thread_count + s.message_count + s.entity_count + s.label_count;
         s.total_relationships = count!(edge label::memory_labels)

@@ -12,7 +12,7 @@ use super::indexes::{IndexState, SpaceIndex};
 use super::ranks::{GraphState, load_graph_state};
 use crate::error::Result;
 use crate::index::catalog::DocMeta;
-use crate::storage::{Db, Readable};
+use crate::storage::Db;
 use crate::store::records::{StoredMemory, label, memory, meta, space};
 
 /// Builds the catalog and BM25 lexicon of every space from the memory records, labels and postings.
@@ -24,28 +24,23 @@ fn load_lexical(
     let started = Instant::now();
     let lap = |phase: &str| tracing::debug!(phase, ms = started.elapsed().as_secs_f64() * 1000.0, "index load");
     let mut labels = label::labels_by_memory(rtx)?;
-    for row in memory::memories(rtx)?.iter()? {
-        let (k, v) = row?;
-        let (space, id) = k.value();
-        let sm: StoredMemory = v;
+    memory::memories(rtx)?.each(|space, id, sm: StoredMemory| {
         let l = labels.remove(&(space.to_string(), id.to_string())).unwrap_or_default();
         let si = state.spaces.entry(space.to_string()).or_insert_with(new_space_index);
         si.catalog.insert(sm.docno, DocMeta::of(&sm.memory, l));
-    }
+        true
+    })?;
     lap("catalog");
-    for row in memory::postings(rtx)?.iter()? {
-        let (k, v) = row?;
-        let (space, term, docno) = k.value();
+    memory::each_posting(rtx, |space, term, docno, packed| {
         if let Some(si) = state.spaces.get_mut(space) {
-            si.lexicon.load(term, crate::index::bm25::Posting::unpack(docno, v.value()));
+            si.lexicon.load(term, crate::index::bm25::Posting::unpack(docno, packed));
         }
-    }
-    for row in memory::lex_stats(rtx)?.iter()? {
-        let (k, v) = row?;
-        if let Some(si) = state.spaces.get_mut(k.value()) {
-            (si.lexicon.docs, si.lexicon.total_len) = v.value();
+    })?;
+    memory::each_lex_stats(rtx, |space, stats| {
+        if let Some(si) = state.spaces.get_mut(space) {
+            (si.lexicon.docs, si.lexicon.total_len) = stats;
         }
-    }
+    })?;
     lap("postings");
     for si in state.spaces.values_mut() {
         si.lexicon.finish_load();
@@ -101,10 +96,7 @@ pub(crate) fn load_index_state(
     } else {
         0
     };
-    let mut names = Vec::new();
-    for row in space::spaces(&rtx)?.iter()? {
-        names.push(row?.0.value().to_string());
-    }
+    let names = space::ids(&rtx)?;
     let fresh = || -> HashMap<String, SpaceIndex> { names.iter().map(|n| (n.clone(), new_space_index())).collect() };
     // The catalog and lexicon on one side, the graphs and vectors on the other: independent until the
     // vectors are checked against the catalog below (on PostgreSQL both sides read one snapshot, in turn).

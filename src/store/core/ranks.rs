@@ -121,27 +121,25 @@ pub(crate) fn load_graph_state(db: &crate::storage::Db, ranks: bool) -> Result<G
 /// Storage errors.
 pub(crate) fn load_ranks(db: &crate::storage::Db) -> Result<HashMap<String, SpaceRanks>> {
     let rtx = db.read()?;
-    let table = graph::memory_pagerank(&rtx)?;
+    let rows = usize::try_from(graph::memory_pagerank(&rtx)?.len()?).unwrap_or(0);
     let mut out: HashMap<String, SpaceRanks> = HashMap::new();
     let mut current: Option<(String, SpaceRanks)> = None;
-    for row in table.iter()? {
-        let (k, v) = row?;
-        let (s, m) = k.value();
+    graph::each_rank(&rtx, |s, m, rank| {
         if current.as_ref().is_none_or(|(c, _)| c != s) {
             if let Some((c, ranks)) = current.take() {
                 out.insert(c, ranks);
             }
             let ranks = if out.is_empty() {
-                SpaceRanks::with_capacity(usize::try_from(table.len()?).unwrap_or(0), m.len())
+                SpaceRanks::with_capacity(rows, m.len())
             } else {
                 out.remove(s).unwrap_or_default()
             };
             current = Some((s.to_string(), ranks));
         }
         if let Some((_, ranks)) = current.as_mut() {
-            ranks.insert(m, v.value() as f32);
+            ranks.insert(m, rank as f32);
         }
-    }
+    })?;
     if let Some((c, ranks)) = current {
         out.insert(c, ranks);
     }

@@ -32,7 +32,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::index::catalog::SpaceCatalog;
 use crate::index::context::ExpandedIndex;
 use crate::index::vector::SpaceVectors;
-use crate::storage::{CatalogEntry, ReadTx, Readable};
+use crate::storage::{CatalogEntry, ReadTx};
 use crate::store::records::{graph, memory, space};
 
 /// Rings of sequence neighbours a partial read takes around the documents with a posting or a vector: the
@@ -204,9 +204,9 @@ impl Core {
         let wanted: Vec<u64> = first.iter().copied().collect();
         let keys: Vec<(&str, &str, u64)> =
             terms.iter().flat_map(|(t, _)| wanted.iter().map(move |d| (space, t.as_str(), *d))).collect();
-        for (key, v) in keys.iter().zip(memory::postings(rtx)?.get_many(&keys)?) {
-            if let Some(v) = v {
-                si.lexicon.load(key.1, crate::index::bm25::Posting::unpack(key.2, v.value()));
+        for (key, v) in keys.iter().zip(memory::postings_of(rtx, &keys)?) {
+            if let Some(packed) = v {
+                si.lexicon.load(key.1, crate::index::bm25::Posting::unpack(key.2, packed));
             }
         }
         si.lexicon.finish_load();
@@ -296,12 +296,11 @@ const MAX_SQL_CANDIDATES: usize = 100_000;
 /// The PageRank of the memories of `entries`; None when none has one.
 fn ranks_of(rtx: &ReadTx, space: &str, entries: &[CatalogEntry]) -> Result<Option<SpaceRanks>> {
     let keys: Vec<(&str, &str)> = entries.iter().map(|e| (space, e.meta.id.as_str())).collect();
-    let table = graph::memory_pagerank(rtx)?;
     let mut ranks = SpaceRanks::default();
     let mut any = false;
-    for (e, r) in entries.iter().zip(table.get_many(&keys)?) {
+    for (e, r) in entries.iter().zip(graph::ranks_of(rtx, &keys)?) {
         if let Some(r) = r {
-            ranks.insert(&e.meta.id, r.value() as f32);
+            ranks.insert(&e.meta.id, r as f32);
             any = true;
         }
     }
@@ -382,9 +381,8 @@ impl Core {
     pub(crate) fn memory_pageranks(&self, rtx: &crate::storage::ReadTx, space: &str, ids: &[&str]) -> Result<Vec<f64>> {
         if self.reads == IndexReads::Database {
             let keys: Vec<(&str, &str)> = ids.iter().map(|id| (space, *id)).collect();
-            let table = graph::memory_pagerank(rtx)?;
-            let rows = table.get_many(&keys)?.into_iter();
-            return Ok(rows.map(|v| v.map_or(0.0, |v| f64::from(v.value() as f32))).collect());
+            let rows = graph::ranks_of(rtx, &keys)?.into_iter();
+            return Ok(rows.map(|v| v.map_or(0.0, |v| f64::from(v as f32))).collect());
         }
         let graph = self.graph.read();
         let ranks = graph.memory_rank.get(space);
@@ -429,12 +427,7 @@ impl Core {
         if self.reads == IndexReads::Memory {
             return Ok(self.index.read().spaces.keys().cloned().collect());
         }
-        let rtx = self.db.read()?;
-        let mut out = Vec::new();
-        for row in space::spaces(&rtx)?.iter()? {
-            out.push(row?.0.value().to_string());
-        }
-        Ok(out)
+        space::ids(&self.db.read()?)
     }
 
     /// The PageRank table of `space`: the in-memory one, or in the database index mode the stored rows.

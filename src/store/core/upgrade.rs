@@ -294,11 +294,10 @@ pub fn downgrade_to_format_1(config: &StoreConfig) -> Result<u64> {
     {
         let mut t = memory::memories(&txn)?;
         let mut rows = Vec::new();
-        for row in t.iter()? {
-            let (k, sm) = row?;
-            let (space, id) = k.value();
+        t.each(|space, id, sm| {
             rows.push((space.to_owned(), id.to_owned(), sm));
-        }
+            true
+        })?;
         for (space, id, sm) in rows {
             t.put_raw((space.as_str(), id.as_str()), &StoredMemoryV1::bytes_of(&sm)?)?;
             n += 1;

@@ -182,12 +182,11 @@ fn read_graph(rtx: &crate::storage::ReadTx) -> Result<GraphInput> {
     // Nodes: entities first (0..E), then memories.
     let mut entities: Vec<Entity> = Vec::new();
     let mut entity_index: FxHashMap<(String, String), u32> = FxHashMap::default();
-    for row in entity::entities(&rtx)?.iter()? {
-        let (k, v) = row?;
-        let (s, id) = k.value();
+    entity::entities(&rtx)?.each(|s, id, v| {
         entity_index.insert((s.to_string(), id.to_string()), entities.len() as u32);
         entities.push(v);
-    }
+        true
+    })?;
     let e_count = entities.len();
     let mut edges: Vec<(u32, u32, f64)> = Vec::new();
     rtx.relates_edges(|e| {
@@ -207,13 +206,12 @@ fn read_graph(rtx: &crate::storage::ReadTx) -> Result<GraphInput> {
     // chunk (one statement on PostgreSQL, instead of one per memory).
     let mut chunk: Vec<(String, String, String)> = Vec::with_capacity(MENTION_CHUNK);
     let mentions = entity::mentions(&rtx)?;
-    let mut rows = mentions.iter()?;
+    let mut rows =
+        crate::storage::txn::map_rows(mentions.iter()?, |(s, m, e), ()| (s.to_string(), m.to_string(), e.to_string()));
     loop {
         chunk.clear();
         for row in rows.by_ref().take(MENTION_CHUNK) {
-            let (k, _) = row?;
-            let (s, m, e) = k.value();
-            chunk.push((s.to_string(), m.to_string(), e.to_string()));
+            chunk.push(row?);
         }
         if chunk.is_empty() {
             break;
@@ -398,13 +396,10 @@ pub(crate) fn recompute(ctx: &Ctx, stopped: &dyn Fn() -> bool) -> Result<GraphRe
         })
         .collect();
     let (old, old_sizes, next_id) = {
-        let mut old: FxHashMap<(String, String), u64> = FxHashMap::default();
+        let old: FxHashMap<(String, String), u64> = graph::entity_communities(&rtx)?;
         let mut sizes: FxHashMap<u64, usize> = FxHashMap::default();
-        for row in graph::entity_community(&rtx)?.iter()? {
-            let (k, v) = row?;
-            let (s, e) = k.value();
-            old.insert((s.to_string(), e.to_string()), v.value());
-            *sizes.entry(v.value()).or_default() += 1;
+        for c in old.values() {
+            *sizes.entry(*c).or_default() += 1;
         }
         (old, sizes, meta::meta(&rtx)?.u64("next_community_id")?.unwrap_or(1))
     };

@@ -2,7 +2,6 @@
 //! [`crate::extract::entities::extract`] over its title and content, and replaces the memory's MENTIONS edges
 //! and its share of RELATES_TO weights (co-occurrence counts) in the same transaction; a delete removes them.
 
-use crate::storage::Readable;
 use std::collections::{BTreeMap, HashMap};
 
 use super::Graph;
@@ -401,12 +400,11 @@ impl Graph<'_> {
         let names = query_entity_names(text);
         let keys: Vec<(&str, &str)> = names.iter().map(|(n, _)| (space, n.as_str())).collect();
         let mut ids: Vec<String> = Vec::new();
-        for pair in entity::entity_keys(rtx)?.get_many(&keys)?.chunks(2) {
-            if let Some(v) = pair.iter().flatten().next() {
-                let id = v.value().to_string();
-                if !ids.contains(&id) {
-                    ids.push(id);
-                }
+        for pair in entity::ids_by_keys(rtx, &keys)?.chunks(2) {
+            if let Some(id) = pair.iter().flatten().next()
+                && !ids.contains(id)
+            {
+                ids.push(id.clone());
             }
         }
         let keys: Vec<(&str, &str)> = ids.iter().map(|id| (space, id.as_str())).collect();
@@ -456,12 +454,7 @@ pub(crate) fn memories_entities_in(
     space: &str,
     memory_ids: &[&str],
 ) -> Result<Vec<Vec<Entity>>> {
-    let keys: Vec<(&str, &str, &str)> = memory_ids.iter().map(|m| (space, *m, "")).collect();
-    let edges: Vec<Vec<String>> = entity::mentions(rtx)?
-        .prefix_many(&keys, 2)?
-        .iter()
-        .map(|rows| rows.iter().map(|(k, _)| k.value().2.to_string()).collect())
-        .collect();
+    let edges: Vec<Vec<String>> = entity::mentioned_by_each(rtx, space, memory_ids)?;
     let mut ids: Vec<&str> = edges.iter().flatten().map(String::as_str).collect();
     ids.sort_unstable();
     ids.dedup();

@@ -4,8 +4,6 @@
 
 use std::collections::BTreeSet;
 
-use crate::storage::Readable;
-
 use super::Graph;
 use crate::error::ErrorCode;
 use crate::error::{Error, Result};
@@ -70,25 +68,21 @@ impl Graph<'_> {
                 .then_with(|| a.space_id.cmp(&b.space_id))
         });
         entities.truncate(entity_limit);
-        let mut crystal_ids: BTreeSet<(String, String)> = BTreeSet::new();
-        for row in graph::crystal_sources(&rtx)?.iter()? {
-            let (k, _) = row?;
-            let (s, c, _) = k.value();
-            crystal_ids.insert((s.to_string(), c.to_string()));
-        }
+        let crystal_ids: BTreeSet<(String, String)> = graph::all_crystal_sources(&rtx)?.into_keys().collect();
         let mut memories = Vec::new();
         let mut labels = Vec::new();
         if with_memories {
             let ml = label::memory_labels(&rtx)?;
-            for row in memory::memories(&rtx)?.iter()? {
-                let (k, v) = row?;
-                let (space, id) = k.value();
-                let sm: StoredMemory = v;
-                if sm.memory.state == MemoryState::Forgotten || sm.memory.is_crystal {
-                    continue;
+            let mut kept = Vec::new();
+            memory::memories(&rtx)?.each(|space, id, sm: StoredMemory| {
+                if sm.memory.state != MemoryState::Forgotten && !sm.memory.is_crystal {
+                    kept.push((space.to_string(), id.to_string(), sm.memory));
                 }
-                let label_ids = crate::store::range_prefix3(&ml, space, id)?;
-                memories.push(MemoryView { memory: sm.memory, label_ids });
+                true
+            })?;
+            for (space, id, memory) in kept {
+                let label_ids = crate::store::range_prefix3(&ml, &space, &id)?;
+                memories.push(MemoryView { memory, label_ids });
             }
             for row in label::labels(&rtx)?.iter()? {
                 labels.push(row?.1);
@@ -115,10 +109,7 @@ impl Graph<'_> {
         let lower = id_or_name.trim().to_lowercase();
         let mut by_id: Option<Entity> = None;
         let mut by_name: Option<Entity> = None;
-        for row in t.iter()? {
-            let (k, v) = row?;
-            let (_, id) = k.value();
-            let e: Entity = v;
+        t.each(|_, id, e: Entity| {
             if id == id_or_name {
                 if by_id.as_ref().is_none_or(|b| e.mention_count > b.mention_count) {
                     by_id = Some(e);
@@ -129,7 +120,8 @@ impl Graph<'_> {
             {
                 by_name = Some(e);
             }
-        }
+            true
+        })?;
         by_id.or(by_name).ok_or_else(|| not_found(ErrorCode::EntityNotFound, &format!("entity '{id_or_name}'")))
     }
 
@@ -205,7 +197,7 @@ impl Graph<'_> {
         let mut counts: std::collections::BTreeMap<u64, u64> = Default::default();
         for (space, e, _) in &members {
             for (b, _) in entity::relates_of(&rel, space, e)? {
-                if let Some(c) = ec.get((space.as_str(), b.as_str()))?.map(|v| v.value())
+                if let Some(c) = crate::store::records::u64_at(&ec, (space.as_str(), b.as_str()))?
                     && c != id
                 {
                     *counts.entry(c).or_default() += 1;
@@ -298,13 +290,11 @@ impl Graph<'_> {
     pub fn entity_graph(&self, space: Option<&str>, max_entities: usize, max_edges: usize) -> Result<EntityGraph> {
         let rtx = self.store.core.db.read()?;
         let mut member: rustc_hash::FxHashMap<(String, String), (u64, f64)> = Default::default();
-        for row in graph::community_members(&rtx)?.iter()? {
-            let (k, v) = row?;
-            let (c, s, e) = k.value();
+        graph::each_member(&rtx, |c, s, e, rank| {
             if space.is_none_or(|sp| sp == s) {
-                member.insert((s.to_string(), e.to_string()), (c, v.value()));
+                member.insert((s.to_string(), e.to_string()), (c, rank));
             }
-        }
+        })?;
         let ents = entity::entities(&rtx)?;
         let mut all: Vec<(String, Entity, Option<u64>, f64)> = Vec::new();
         let mut add = |s: &str, ent: Entity| {
@@ -317,12 +307,10 @@ impl Graph<'_> {
                 add(sp, ent);
                 true
             })?,
-            None => {
-                for row in ents.iter()? {
-                    let (k, ent) = row?;
-                    add(k.value().0, ent);
-                }
-            }
+            None => ents.each(|s, _, ent| {
+                add(s, ent);
+                true
+            })?,
         }
         let total_entities = all.len() as u64;
         all.sort_by(|a, b| {

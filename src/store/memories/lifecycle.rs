@@ -210,13 +210,12 @@ impl Memories<'_> {
         let mut found = Vec::new();
         {
             let rtx = self.store.core.db.read()?;
-            for row in memory::memories(&rtx)?.iter()? {
-                let (k, v) = row?;
-                let sm: StoredMemory = v;
+            memory::memories(&rtx)?.each(|space, _, sm: StoredMemory| {
                 if sm.memory.is_favorite && sm.memory.state != MemoryState::Forgotten {
-                    found.push((k.value().0.to_string(), sm.memory));
+                    found.push((space.to_string(), sm.memory));
                 }
-            }
+                true
+            })?;
         }
         found.sort_by_key(|(_, m)| std::cmp::Reverse(m.updated_at));
         found.truncate(limit);

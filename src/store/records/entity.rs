@@ -213,3 +213,26 @@ pub(crate) fn each_mention_in(t: &impl Readable<K3, ()>, space: &str, mut f: imp
     }
     Ok(())
 }
+
+/// The entity id under each of `keys` (`(space, lookup key)`), in the order of `keys` (`None` where none is
+/// stored): one statement on PostgreSQL.
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn ids_by_keys<X: Tx>(tx: &X, keys: &[(&str, &str)]) -> Result<Vec<Option<String>>> {
+    Ok(entity_keys(tx)?.get_many(keys)?.into_iter().map(|v| v.map(|v| v.value().to_string())).collect())
+}
+
+/// The ids of the entities each of `memory_ids` of `space` mentions (its MENTIONS edges, in key order), in the
+/// order of `memory_ids`: one statement on PostgreSQL.
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn mentioned_by_each<X: Tx>(tx: &X, space: &str, memory_ids: &[&str]) -> Result<Vec<Vec<String>>> {
+    let keys: Vec<(&str, &str, &str)> = memory_ids.iter().map(|m| (space, *m, "")).collect();
+    Ok(mentions(tx)?
+        .prefix_many(&keys, 2)?
+        .iter()
+        .map(|rows| rows.iter().map(|(k, _)| k.value().2.to_string()).collect())
+        .collect())
+}

@@ -38,6 +38,22 @@ pub(crate) fn community_of<X: Tx>(tx: &X, space: &str, entity: &str) -> Result<O
     Ok(entity_community(tx)?.get((space, entity))?.map(|v| v.value()))
 }
 
+/// The communities with an entity in `space`.
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn communities_in<X: Tx>(tx: &X, space: &str) -> Result<std::collections::BTreeSet<u64>> {
+    let mut ids = std::collections::BTreeSet::new();
+    for row in entity_community(tx)?.range((space, "")..)? {
+        let (k, v) = row?;
+        if k.value().0 != space {
+            break;
+        }
+        ids.insert(v.value());
+    }
+    Ok(ids)
+}
+
 /// `(space id, memory id)` -> PageRank scaled to 0..=1.
 ///
 /// # Errors
@@ -96,4 +112,70 @@ pub(crate) fn each_rank_in<X: Tx>(tx: &X, space: &str, mut f: impl FnMut(&str, f
         f(id, v.value());
     }
     Ok(())
+}
+
+/// Calls `f(community, space, entity, scaled PageRank)` for every community member, in key order.
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn each_member<X: Tx>(tx: &X, mut f: impl FnMut(u64, &str, &str, f64)) -> Result<()> {
+    for row in community_members(tx)?.iter()? {
+        let (k, v) = row?;
+        let (c, s, e) = k.value();
+        f(c, s, e, v.value());
+    }
+    Ok(())
+}
+
+/// Every entity's community: `(space, entity id)` -> community id.
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn entity_communities<X: Tx>(tx: &X) -> Result<rustc_hash::FxHashMap<(String, String), u64>> {
+    let mut out = rustc_hash::FxHashMap::default();
+    for row in entity_community(tx)?.iter()? {
+        let (k, v) = row?;
+        let (s, e) = k.value();
+        out.insert((s.to_string(), e.to_string()), v.value());
+    }
+    Ok(out)
+}
+
+/// Crystal sources by crystal: `(space, crystal id)` -> `(memory id, weight)` in key order.
+pub(crate) type CrystalSources = std::collections::BTreeMap<(String, String), Vec<(String, f64)>>;
+
+/// Every crystal's sources: `(space, crystal id)` -> `(memory id, weight)` in key order.
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn all_crystal_sources<X: Tx>(tx: &X) -> Result<CrystalSources> {
+    let mut out = CrystalSources::default();
+    for row in crystal_sources(tx)?.iter()? {
+        let (k, v) = row?;
+        let (s, c, m) = k.value();
+        out.entry((s.to_string(), c.to_string())).or_default().push((m.to_string(), v.value()));
+    }
+    Ok(out)
+}
+
+/// Calls `f(space, memory id, scaled PageRank)` for every memory with a rank, in key order (by space).
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn each_rank<X: Tx>(tx: &X, mut f: impl FnMut(&str, &str, f64)) -> Result<()> {
+    for row in memory_pagerank(tx)?.iter()? {
+        let (k, v) = row?;
+        let (s, id) = k.value();
+        f(s, id, v.value());
+    }
+    Ok(())
+}
+
+/// The scaled PageRank of each of `keys` (`(space, memory id)`), in the order of `keys` (`None` without one):
+/// one statement on PostgreSQL.
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn ranks_of<X: Tx>(tx: &X, keys: &[(&str, &str)]) -> Result<Vec<Option<f64>>> {
+    Ok(memory_pagerank(tx)?.get_many(keys)?.into_iter().map(|v| v.map(|v| v.value())).collect())
 }

@@ -574,6 +574,40 @@ pub(crate) fn update_all(txn: &WriteTx, chunk: usize, mut update: impl FnMut(&mu
     Ok(done)
 }
 
+/// Calls `f(space, term, docno, packed posting)` for every posting, in key order.
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn each_posting<X: Tx>(tx: &X, mut f: impl FnMut(&str, &str, u64, u64)) -> Result<()> {
+    for row in postings(tx)?.iter()? {
+        let (k, v) = row?;
+        let (space, term, docno) = k.value();
+        f(space, term, docno, v.value());
+    }
+    Ok(())
+}
+
+/// Calls `f(space, (documents, total length in terms))` for every space's BM25 statistics.
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn each_lex_stats<X: Tx>(tx: &X, mut f: impl FnMut(&str, (u64, u64))) -> Result<()> {
+    for row in lex_stats(tx)?.iter()? {
+        let (k, v) = row?;
+        f(k.value(), v.value());
+    }
+    Ok(())
+}
+
+/// The packed posting under each of `keys` (`(space, term, docno)`), in the order of `keys` (`None` where the
+/// document has not the term): one statement on PostgreSQL.
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn postings_of<X: Tx>(tx: &X, keys: &[(&str, &str, u64)]) -> Result<Vec<Option<u64>>> {
+    Ok(postings(tx)?.get_many(keys)?.into_iter().map(|v| v.map(|v| v.value())).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;

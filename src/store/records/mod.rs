@@ -37,6 +37,33 @@ pub(crate) mod working_memory;
 
 pub(crate) use memory::{StoredMemory, StoredMemoryV1, Vector};
 
+/// The text stored under `key` in `t`, a kind whose values are text (an index from one key to an id).
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn text_at<'k, K: KeyType>(
+    t: &impl Readable<K, &'static str>,
+    key: Borrowed<'k, K>,
+) -> Result<Option<String>> {
+    Ok(t.get(key)?.map(|v| v.value().to_string()))
+}
+
+/// The number stored under `key` in `t`, a kind whose values are `u64` (a count, a community id).
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn u64_at<'k, K: KeyType>(t: &impl Readable<K, u64>, key: Borrowed<'k, K>) -> Result<Option<u64>> {
+    Ok(t.get(key)?.map(|v| v.value()))
+}
+
+/// The number stored under `key` in `t`, a kind whose values are `f64` (a weight, a rank).
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn f64_at<'k, K: KeyType>(t: &impl Readable<K, f64>, key: Borrowed<'k, K>) -> Result<Option<f64>> {
+    Ok(t.get(key)?.map(|v| v.value()))
+}
+
 version_one!(
     crate::model::Space,
     crate::model::Label,
@@ -228,6 +255,18 @@ impl<T: Readable<K, Bytes>, K: KeyType, R: Codec> Records<T, K, R> {
     /// Storage errors (each row: also [`crate::ErrorKind::Corrupt`]).
     pub(crate) fn iter(&self) -> Result<impl DoubleEndedIterator<Item = Result<Row<'_, K, R>>>> {
         Ok(decoded(self.table.iter()?))
+    }
+
+    /// Every record in key order with its key borrowed into `f`: a lazy iterator of what `f` makes of them
+    /// (fallible: `f` may read other kinds).
+    ///
+    /// # Errors
+    /// Storage errors (each row: also [`crate::ErrorKind::Corrupt`], or `f`'s error).
+    pub(crate) fn map_each<'a, O: 'a>(
+        &'a self,
+        mut f: impl FnMut(crate::storage::Borrowed<'_, K>, R) -> Result<O> + 'a,
+    ) -> Result<impl Iterator<Item = Result<O>> + 'a> {
+        Ok(self.iter()?.map(move |row| row.and_then(|(k, r)| f(k.value(), r))))
     }
 
     /// The number of records.
@@ -429,6 +468,22 @@ impl<T: Readable<K2, Bytes>, R: Codec> Records<T, K2, R> {
             let (k, r) = row?;
             let (s, id) = k.value();
             if s != space || !f(id, r) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Calls `f` with each record of every space (its space and id, the key's parts, and the record), in key
+    /// order, until `f` returns false.
+    ///
+    /// # Errors
+    /// Storage errors; [`crate::ErrorKind::Corrupt`] when a record does not decode.
+    pub(crate) fn each(&self, mut f: impl FnMut(&str, &str, R) -> bool) -> Result<()> {
+        for row in self.iter()? {
+            let (k, r) = row?;
+            let (space, id) = k.value();
+            if !f(space, id, r) {
                 break;
             }
         }

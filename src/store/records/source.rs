@@ -60,7 +60,15 @@ pub(crate) fn text_bytes_of<X: Tx>(tx: &X, id: &str) -> Result<Vec<u8>> {
 /// # Errors
 /// Storage errors.
 pub(crate) fn file_of<X: Tx>(tx: &X, id: &str) -> Result<Vec<u8>> {
-    Ok(source_files(tx)?.get(id)?.map(|v| v.value().to_vec()).unwrap_or_default())
+    Ok(file_bytes(tx, id)?.unwrap_or_default())
+}
+
+/// The original bytes of source `id`, if they are kept.
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn file_bytes<X: Tx>(tx: &X, id: &str) -> Result<Option<Vec<u8>>> {
+    Ok(source_files(tx)?.get(id)?.map(|v| v.value().to_vec()))
 }
 
 /// `(space id, sha256 hex)` -> source id: the same bytes in a space are one source.

@@ -13,6 +13,18 @@ pub(crate) fn spaces<X: Tx>(tx: &X) -> Result<Records<X::Table<'_, K1, Bytes>, K
     super::records(tx, SPACES)
 }
 
+/// The ids of every space, in key order.
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn ids<X: Tx>(tx: &X) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for row in spaces(tx)?.iter()? {
+        out.push(row?.0.value().to_string());
+    }
+    Ok(out)
+}
+
 /// Deletes every record that belongs to space `id` from the kinds a space owns (memories and their index
 /// records, labels, threads and messages, entities and edges, working memory, relations, label merges, and
 /// the by-id lookups that point into the space); the `spaces` record itself stays for the caller.

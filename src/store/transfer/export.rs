@@ -11,6 +11,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::model::LabelMerge;
 use crate::model::MemoryRelation;
 use crate::model::{Entity, Label, Source, Space, Thread, Timestamp};
+use crate::storage::txn::map_rows;
 use crate::store::StoredMemory;
 use crate::store::records::graph;
 use crate::store::working::WorkingMemory;
@@ -176,15 +177,12 @@ impl Transfer<'_> {
             let mentions = entity::mentions(&rtx)?;
             let vectors = memory::vectors(&rtx)?;
             let external = self.store.core.config.embedder.external();
-            let rows = mems.iter()?.map(|row| -> Result<MemoryLine> {
-                let (k, v) = row?;
-                let (space, id) = k.value();
-                let sm: StoredMemory = v;
+            let rows = mems.map_each(|(space, id), sm: StoredMemory| -> Result<MemoryLine> {
                 let label_ids = if inc.labels { crate::store::range_prefix3(&ml, space, id)? } else { vec![] };
                 let mentions = if inc.entities { crate::store::range_prefix3(&mentions, space, id)? } else { vec![] };
                 let embedding = if external { vectors.get((space, sm.docno))?.map(|v| v.0) } else { None };
                 Ok(MemoryLine { memory: sm.memory, label_ids, mentions, embedding })
-            });
+            })?;
             counts.insert("memories".into(), w.file("memories.jsonl", rows)?);
         }
         Ok(())
@@ -202,10 +200,10 @@ impl Transfer<'_> {
             let ents: Vec<Entity> = entity::entities(&rtx)?.all()?;
             counts.insert("entities".into(), w.file("entities.jsonl", ents.into_iter().map(Ok))?);
             let keys = entity::entity_keys(&rtx)?;
-            let rows = keys.iter()?.map(|row| -> Result<KeyLine> {
-                let (k, v) = row?;
-                let (s, key) = k.value();
-                Ok(KeyLine { space_id: s.to_string(), key: key.to_string(), value: v.value().to_string() })
+            let rows = map_rows(keys.iter()?, |(s, key), v| KeyLine {
+                space_id: s.to_string(),
+                key: key.to_string(),
+                value: v.to_string(),
             });
             counts.insert("entity_keys".into(), w.file("entity_keys.jsonl", rows)?);
         }
@@ -213,15 +211,11 @@ impl Transfer<'_> {
             let rels: Vec<MemoryRelation> = relation::relations(&rtx)?.all()?;
             counts.insert("relations".into(), w.file("relations.jsonl", rels.into_iter().map(Ok))?);
             let cs = graph::crystal_sources(&rtx)?;
-            let rows = cs.iter()?.map(|row| -> Result<CrystalSourceLine> {
-                let (k, v) = row?;
-                let (s, c, m) = k.value();
-                Ok(CrystalSourceLine {
-                    space_id: s.into(),
-                    crystal_id: c.into(),
-                    memory_id: m.into(),
-                    weight: v.value(),
-                })
+            let rows = map_rows(cs.iter()?, |(s, c, m), weight| CrystalSourceLine {
+                space_id: s.into(),
+                crystal_id: c.into(),
+                memory_id: m.into(),
+                weight,
             });
             counts.insert("crystal_sources".into(), w.file("crystal_sources.jsonl", rows)?);
         }
@@ -241,17 +235,16 @@ impl Transfer<'_> {
             counts.insert("threads".into(), w.file("threads.jsonl", threads.into_iter().map(Ok))?);
             if inc.messages {
                 let msgs = thread::messages(&rtx)?;
-                let rows = msgs.iter()?.map(|row| -> Result<MessageLine> {
-                    let (k, v) = row?;
-                    let (s, t, i) = k.value();
-                    Ok(MessageLine { space_id: s.into(), thread_id: t.into(), index: i, message: v })
-                });
+                let rows = msgs.map_each(|(s, t, i), message| {
+                    Ok(MessageLine { space_id: s.into(), thread_id: t.into(), index: i, message })
+                })?;
                 counts.insert("messages".into(), w.file("messages.jsonl", rows)?);
                 let keys = thread::message_keys(&rtx)?;
-                let rows = keys.iter()?.map(|row| -> Result<MessageKeyLine> {
-                    let (k, v) = row?;
-                    let (s, t, key) = k.value();
-                    Ok(MessageKeyLine { space_id: s.into(), thread_id: t.into(), key: key.into(), index: v.value() })
+                let rows = map_rows(keys.iter()?, |(s, t, key), index| MessageKeyLine {
+                    space_id: s.into(),
+                    thread_id: t.into(),
+                    key: key.into(),
+                    index,
                 });
                 counts.insert("message_keys".into(), w.file("message_keys.jsonl", rows)?);
             }
@@ -269,22 +262,17 @@ impl Transfer<'_> {
     ) -> Result<()> {
         if inc.sources {
             let sources: Vec<Source> = source::sources(&rtx)?.all()?;
-            let text_t = source::source_text(&rtx)?;
             let rows = sources.iter().map(|s| -> Result<SourceLine> {
-                let text = text_t
-                    .get(s.id.as_str())?
-                    .map(|v| String::from_utf8_lossy(v.value()).into_owned())
-                    .unwrap_or_default();
+                let text = source::text_of(&rtx, &s.id)?;
                 let chunks = source::chunks_of(&rtx, &s.id)?;
                 Ok(SourceLine { source: s.clone(), text, chunks })
             });
             counts.insert("sources".into(), w.file("sources.jsonl", rows)?);
             if inc.source_files {
-                let files = source::source_files(&rtx)?;
                 let mut n = 0;
                 for s in &sources {
-                    if let Some(b) = files.get(s.id.as_str())? {
-                        w.blob(&format!("source_files/{}", s.id), b.value())?;
+                    if let Some(b) = source::file_bytes(&rtx, &s.id)? {
+                        w.blob(&format!("source_files/{}", s.id), &b)?;
                         n += 1;
                     }
                 }
@@ -305,18 +293,12 @@ impl Transfer<'_> {
         if inc.communities {
             let ct = graph::communities(&rtx)?;
             let members = graph::community_members(&rtx)?;
-            let rows = ct.iter()?.map(|row| -> Result<CommunityLine> {
-                let (k, v) = row?;
-                let id = k.value();
-                Ok(CommunityLine { community: v, members: graph::members_of(&members, id)? })
-            });
+            let rows = ct
+                .map_each(|id, community| Ok(CommunityLine { community, members: graph::members_of(&members, id)? }))?;
             counts.insert("communities".into(), w.file("communities.jsonl", rows)?);
             let pr = graph::memory_pagerank(&rtx)?;
-            let rows = pr.iter()?.map(|row| -> Result<PagerankLine> {
-                let (k, v) = row?;
-                let (s, m) = k.value();
-                Ok(PagerankLine { space_id: s.into(), memory_id: m.into(), score: v.value() })
-            });
+            let rows =
+                map_rows(pr.iter()?, |(s, m), score| PagerankLine { space_id: s.into(), memory_id: m.into(), score });
             counts.insert("memory_pagerank".into(), w.file("memory_pagerank.jsonl", rows)?);
         }
         Ok(())

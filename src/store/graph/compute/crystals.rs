@@ -119,12 +119,7 @@ pub(super) fn write_crystals(
     now: Timestamp,
     ops: &mut Vec<crate::store::IndexOp>,
 ) -> Result<u64> {
-    let mut existing: BTreeMap<(String, String), Vec<(String, f64)>> = BTreeMap::new();
-    for row in graph::crystal_sources(txn)?.iter()? {
-        let (k, v) = row?;
-        let (s, c, m) = k.value();
-        existing.entry((s.to_string(), c.to_string())).or_default().push((m.to_string(), v.value()));
-    }
+    let existing = graph::all_crystal_sources(txn)?;
     let base = meta::alloc_docnos(txn, plans.len() as u64)?;
     let mut t = crate::store::memories::MemoryWrite::open(txn)?;
     let mut cs = graph::crystal_sources(txn)?;
