@@ -1718,7 +1718,7 @@ export interface components {
             /** @description The thread. */
             thread_id: string;
         };
-        /** @description What [`crate::KnowledgeStore::checkpoint_report`] flushed. */
+        /** @description What `store.admin().checkpoint_report()` flushed. */
         CheckpointReport: {
             /**
              * Format: double
@@ -1941,7 +1941,7 @@ export interface components {
             /** @description The survivor: highest usage, then oldest, then smallest name. */
             survivor_id: string;
         };
-        /** @description Result of [`KnowledgeStore::consolidation_preview`]: never mutates. */
+        /** @description Result of `store.labels().consolidation_preview()`: never mutates. */
         ConsolidationPreview: {
             /** @description What consolidate would do with exact-canonical duplicates. */
             exact: components["schemas"]["ConsolidationReport"];
@@ -1950,7 +1950,7 @@ export interface components {
             /** @description Semantic pairs judged (at most `max_pairs`). */
             semantic: components["schemas"]["JudgedPair"][];
         };
-        /** @description Result of [`KnowledgeStore::consolidate_labels`]. */
+        /** @description Result of `store.labels().consolidate()`. */
         ConsolidationReport: {
             /** @description True: the plan only, nothing changed. */
             dry_run: boolean;
@@ -2380,7 +2380,7 @@ export interface components {
             /** @description Last change of its mentions. */
             updated_at: components["schemas"]["Timestamp"];
         };
-        /** @description The entity graph of a space or the store ([`KnowledgeStore::entity_graph`]). */
+        /** @description The entity graph of a space or the store (`store.graph().entity_graph()`). */
         EntityGraph: {
             /** @description RELATES_TO edges between the nodes, heaviest first. */
             edges: components["schemas"]["GraphEdge"][];
@@ -2446,7 +2446,7 @@ export interface components {
             /** @description `past`, `present`, `future` or `timeless`. */
             temporal_context: components["schemas"]["TemporalContext"];
         };
-        /** @description Expired memories in [`crate::KnowledgeStore::expiry_status`]. */
+        /** @description Expired memories in `store.memories().expiry_status()`. */
         ExpiryStatus: {
             /**
              * Format: int64
@@ -4649,7 +4649,7 @@ export interface components {
              */
             total_relationships: number;
         };
-        /** @description A community's subgraph for drawing ([`KnowledgeStore::community_subgraph`]). */
+        /** @description A community's subgraph for drawing (`store.graph().community_subgraph()`). */
         Subgraph: {
             /**
              * Format: int64

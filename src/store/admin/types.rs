@@ -84,7 +84,7 @@ pub struct TableSize {
     pub fragmented_bytes: u64,
 }
 
-/// What [`Admin::checkpoint_report`](crate::store::Admin::checkpoint_report) flushed.
+/// What `store.admin().checkpoint_report()` flushed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, utoipa::ToSchema)]
 pub struct CheckpointReport {
     /// Write generation now durable.

@@ -353,7 +353,7 @@ impl Graph<'_> {
     }
 }
 
-/// The entity graph of a space or the store ([`Graph::entity_graph`](crate::store::Graph::entity_graph)).
+/// The entity graph of a space or the store (`store.graph().entity_graph()`).
 #[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct EntityGraph {
     /// Entities, most central first; `metadata`: `entity_id`, `space_id`, `entity_type`, `mention_count`,
@@ -367,7 +367,7 @@ pub struct EntityGraph {
     pub total_edges: u64,
 }
 
-/// A community's subgraph for drawing ([`Graph::community_subgraph`](crate::store::Graph::community_subgraph)).
+/// A community's subgraph for drawing (`store.graph().community_subgraph()`).
 #[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct Subgraph {
     /// The community.

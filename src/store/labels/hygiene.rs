@@ -76,7 +76,7 @@ pub struct ConsolidationGroup {
     pub edges: u64,
 }
 
-/// Result of [`Labels::consolidate`](crate::store::Labels::consolidate).
+/// Result of `store.labels().consolidate()`.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct ConsolidationReport {
     /// True: the plan only, nothing changed.
@@ -107,7 +107,7 @@ pub struct JudgedPair {
     pub verdict: String,
 }
 
-/// Result of [`Labels::consolidation_preview`](crate::store::Labels::consolidation_preview): never mutates.
+/// Result of `store.labels().consolidation_preview()`: never mutates.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct ConsolidationPreview {
     /// What consolidate would do with exact-canonical duplicates.

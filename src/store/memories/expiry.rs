@@ -14,7 +14,7 @@ use super::lifecycle::Transition;
 use crate::error::{ErrorKind, Result};
 use crate::model::{MemoryState, Timestamp};
 
-/// Expired memories in [`Memories::expiry_status`](crate::store::Memories::expiry_status).
+/// Expired memories in `store.memories().expiry_status()`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct ExpiryStatus {
     /// Memories whose `expires_at` has passed and that are not forgotten yet.
