@@ -41,7 +41,7 @@ pub struct SearchQuery {
     pub mode: SearchMode,
     /// Fusion for this query (None: the store's configured one).
     pub fusion: Option<crate::index::fusion::Fusion>,
-    /// The query's vector, for stores with an external embedder (rules of [`NewMemory::embedding`]). Without
+    /// The query's vector, for stores with an external embedder (rules of [`NewMemory::embedding`](crate::store::NewMemory::embedding)). Without
     /// it such a store searches lexically and says so in [`SearchResults::fallback`].
     pub query_embedding: Option<Vec<f32>>,
     /// Per-query switches of ranking stages, and the context returned with each hit.
