@@ -225,8 +225,17 @@ pub struct CheckpointResponse {
 
 pub(super) fn read(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let space = ctx.query.str("space_id").unwrap_or(DEFAULT_SPACE);
-    let wm = api.store().working().get(space, ctx.query.str("date"))?;
-    Ok(ApiResponse::json(200, &wm_json(space, wm.as_ref())))
+    Ok(ApiResponse::json(200, &working_memory(api, space, ctx.query.str("date"))?))
+}
+
+/// The body of `GET /agent/working-memory`: the working memory of `space` on `date` (default: the latest day),
+/// or an empty one for today. Also the `read_working_memory` tool's call.
+///
+/// # Errors
+/// As [`crate::store::Working::get`].
+pub(crate) fn working_memory(api: &Api, space: &str, date: Option<&str>) -> Result<WorkingMemoryResponse> {
+    let wm = api.store().working().get(space, date)?;
+    Ok(wm_json(space, wm.as_ref()))
 }
 
 pub(super) fn write(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {

@@ -184,7 +184,7 @@ pub(super) fn list_crystals(c: &Call<'_>) -> Out {
 }
 
 pub(super) fn graph_stats(c: &Call<'_>) -> Out {
-    let mut v = c.api.invoke("GET", "/stats", &[("space_id", c.space.clone())], None)?;
+    let mut v = serde_json::to_value(c.api.store().admin().stats(Some(&c.space))?).unwrap_or_default();
     let (_, in_space) = c.api.store().graph().communities_of_space(&c.space, 0)?;
     v["community_count"] = in_space.into();
     v["space_id"] = c.space.clone().into();

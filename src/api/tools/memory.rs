@@ -40,27 +40,24 @@ pub(super) fn read_context_bundle(c: &Call<'_>) -> Out {
 
 pub(super) fn read_working_memory(c: &Call<'_>) -> Out {
     let date = c.args.text("date", 10)?;
-    let mut q = vec![("space_id", c.space.clone())];
-    if let Some(d) = &date {
-        if time::Date::parse(d, time::macros::format_description!("[year]-[month]-[day]")).is_err() {
-            return Err(Error::invalid_field(
-                &["arguments", "date"],
-                "date_from_datetime_parsing",
-                "date must be YYYY-MM-DD",
-                d.clone().into(),
-            )
-            .into());
-        }
-        q.push(("date", d.clone()));
+    if let Some(d) = &date
+        && time::Date::parse(d, time::macros::format_description!("[year]-[month]-[day]")).is_err()
+    {
+        return Err(Error::invalid_field(
+            &["arguments", "date"],
+            "date_from_datetime_parsing",
+            "date must be YYYY-MM-DD",
+            d.clone().into(),
+        )
+        .into());
     }
-    let v = c.api.invoke("GET", "/agent/working-memory", &q, None)?;
-    let content = v["content"].as_str().unwrap_or("");
+    let wm = crate::api::working::working_memory(c.api, &c.space, date.as_deref())?;
     Ok(json!({
-        "exists": v["exists"],
-        "content": truncate_chars(content, WORKING_MEMORY_MAX_CHARS, "\n\n... (truncated)"),
-        "date": date.map(Value::from).unwrap_or_else(|| v["date"].clone()),
+        "exists": wm.exists,
+        "content": truncate_chars(&wm.content, WORKING_MEMORY_MAX_CHARS, "\n\n... (truncated)"),
+        "date": date.unwrap_or(wm.date),
         "space_id": c.space,
-        "path": v["path"],
+        "path": wm.path,
     }))
 }
 
@@ -368,17 +365,13 @@ pub(super) fn memory_delete(c: &Call<'_>) -> Out {
 }
 
 pub(super) fn list_memory_labels(c: &Call<'_>) -> Out {
-    let q = [
-        ("space_id", c.space.clone()),
-        ("order_by", "usage_count".to_string()),
-        ("order_desc", "true".to_string()),
-        ("limit", "100".to_string()),
-    ];
-    let v = c.api.invoke("GET", "/labels", &q, None)?;
-    let labels: Vec<Value> = v
-        .as_array()
-        .or(v["labels"].as_array())
-        .map(|a| a.iter().map(|l| json!({"name": l["name"], "usage_count": l["usage_count"], "id": l["id"]})).collect())
-        .unwrap_or_default();
+    let labels: Vec<Value> = c
+        .api
+        .store()
+        .labels()
+        .list(&c.space, crate::store::LabelOrder::UsageCount, true, 100, 0)?
+        .into_iter()
+        .map(|l| json!({"name": l.name, "usage_count": l.usage_count, "id": l.id}))
+        .collect();
     Ok(json!({"status": "success", "total": labels.len(), "labels": labels}))
 }
