@@ -167,37 +167,6 @@ impl KnowledgeStore {
         Memories { store: self }
     }
 
-    /// The search service: hybrid, lexical and vector search over a space's memories ([`Search`]).
-    pub fn search(&self) -> Search<'_> {
-        Search { store: self }
-    }
-
-    /// The administration service: health, statistics, index state, checkpoints, bulk loads ([`Admin`]).
-    pub fn admin(&self) -> Admin<'_> {
-        Admin { store: self }
-    }
-
-    /// The working-memory service: one markdown document per space and day ([`Working`]).
-    pub fn working(&self) -> Working<'_> {
-        Working { store: self }
-    }
-
-    /// The knowledge-graph service: entities, typed relations, communities, PageRank, crystals and the wiki's
-    /// reads ([`Graph`]).
-    pub fn graph(&self) -> Graph<'_> {
-        Graph { store: self }
-    }
-
-    /// The label service: labels, their HAS_LABEL edges, merges and hygiene ([`Labels`]).
-    pub fn labels(&self) -> Labels<'_> {
-        Labels { store: self }
-    }
-
-    /// The space service: create, list, read, resolve, update, delete, and moves between spaces ([`Spaces`]).
-    pub fn spaces(&self) -> Spaces<'_> {
-        Spaces { store: self }
-    }
-
     /// The thread service: conversations, their messages, search over them, and distilling memories from
     /// them ([`Threads`]).
     pub fn threads(&self) -> Threads<'_> {
@@ -210,15 +179,46 @@ impl KnowledgeStore {
         Sources { store: self }
     }
 
-    /// The transfer service: export to and import from a versioned, checksummed archive ([`Transfer`]).
-    pub fn transfer(&self) -> Transfer<'_> {
-        Transfer { store: self }
+    /// The label service: labels, their HAS_LABEL edges, merges and hygiene ([`Labels`]).
+    pub fn labels(&self) -> Labels<'_> {
+        Labels { store: self }
+    }
+
+    /// The space service: create, list, read, resolve, update, delete, and moves between spaces ([`Spaces`]).
+    pub fn spaces(&self) -> Spaces<'_> {
+        Spaces { store: self }
+    }
+
+    /// The knowledge-graph service: entities, typed relations, communities, PageRank, crystals and the wiki's
+    /// reads ([`Graph`]).
+    pub fn graph(&self) -> Graph<'_> {
+        Graph { store: self }
+    }
+
+    /// The search service: hybrid, lexical and vector search over a space's memories ([`Search`]).
+    pub fn search(&self) -> Search<'_> {
+        Search { store: self }
     }
 
     /// The timeline-review service: review events raised by writes that look like updates or contradictions
     /// ([`Reviews`]).
     pub fn reviews(&self) -> Reviews<'_> {
         Reviews { store: self }
+    }
+
+    /// The working-memory service: one markdown document per space and day ([`Working`]).
+    pub fn working(&self) -> Working<'_> {
+        Working { store: self }
+    }
+
+    /// The transfer service: export to and import from a versioned, checksummed archive ([`Transfer`]).
+    pub fn transfer(&self) -> Transfer<'_> {
+        Transfer { store: self }
+    }
+
+    /// The administration service: health, statistics, index state, checkpoints, bulk loads ([`Admin`]).
+    pub fn admin(&self) -> Admin<'_> {
+        Admin { store: self }
     }
 }
 
