@@ -197,7 +197,7 @@ impl Graph<'_> {
         let mut counts: std::collections::BTreeMap<u64, u64> = Default::default();
         for (space, e, _) in &members {
             for (b, _) in entity::relates_of(&rel, space, e)? {
-                if let Some(c) = crate::store::records::u64_at(&ec, (space.as_str(), b.as_str()))?
+                if let Some(c) = crate::store::records::value_at(&ec, (space.as_str(), b.as_str()), |c| c)?
                     && c != id
                 {
                     *counts.entry(c).or_default() += 1;

@@ -35,7 +35,7 @@ pub(crate) fn entity_community<X: Tx>(tx: &X) -> Result<X::Table<'_, K2, u64>> {
 /// # Errors
 /// Storage errors.
 pub(crate) fn community_of<X: Tx>(tx: &X, space: &str, entity: &str) -> Result<Option<u64>> {
-    Ok(entity_community(tx)?.get((space, entity))?.map(|v| v.value()))
+    super::value_at(&entity_community(tx)?, (space, entity), |c| c)
 }
 
 /// The communities with an entity in `space`.

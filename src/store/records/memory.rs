@@ -209,7 +209,7 @@ pub(crate) fn memory_space<X: Tx>(tx: &X) -> Result<X::Table<'_, K1, &'static st
 /// # Errors
 /// Storage errors.
 pub(crate) fn space_of<X: Tx>(tx: &X, id: &str) -> Result<Option<String>> {
-    Ok(memory_space(tx)?.get(id)?.map(|v| v.value().to_string()))
+    super::value_at(&memory_space(tx)?, id, str::to_string)
 }
 
 /// `(space id, docno)` -> the memory's embedding.

@@ -37,31 +37,18 @@ pub(crate) mod working_memory;
 
 pub(crate) use memory::{StoredMemory, StoredMemoryV1, Vector};
 
-/// The text stored under `key` in `t`, a kind whose values are text (an index from one key to an id).
+/// `f` of the value stored under `key` in `t`, borrowed (a document's bytes are read without a copy), or `None`
+/// when nothing is stored: for kinds without a record type (an index from a key to an id, a weight, a count, a
+/// document's text or original file), opened once by the caller and read many times.
 ///
 /// # Errors
 /// Storage errors.
-pub(crate) fn text_at<'k, K: KeyType>(
-    t: &impl Readable<K, &'static str>,
+pub(crate) fn value_at<'k, K: KeyType, V: ValueType, O>(
+    t: &impl Readable<K, V>,
     key: Borrowed<'k, K>,
-) -> Result<Option<String>> {
-    Ok(t.get(key)?.map(|v| v.value().to_string()))
-}
-
-/// The number stored under `key` in `t`, a kind whose values are `u64` (a count, a community id).
-///
-/// # Errors
-/// Storage errors.
-pub(crate) fn u64_at<'k, K: KeyType>(t: &impl Readable<K, u64>, key: Borrowed<'k, K>) -> Result<Option<u64>> {
-    Ok(t.get(key)?.map(|v| v.value()))
-}
-
-/// The number stored under `key` in `t`, a kind whose values are `f64` (a weight, a rank).
-///
-/// # Errors
-/// Storage errors.
-pub(crate) fn f64_at<'k, K: KeyType>(t: &impl Readable<K, f64>, key: Borrowed<'k, K>) -> Result<Option<f64>> {
-    Ok(t.get(key)?.map(|v| v.value()))
+    f: impl FnOnce(Borrowed<'_, V>) -> O,
+) -> Result<Option<O>> {
+    Ok(t.get(key)?.map(|v| f(v.value())))
 }
 
 version_one!(

@@ -4,7 +4,7 @@ use super::{Bytes, K1, K2, K3, Opened, Records, Tx};
 use crate::error::Result;
 use crate::model::MemoryRelation;
 use crate::storage::tables::{MEMORY_RELATIONS, RELATION_SPACE, RELATIONS};
-use crate::storage::{Readable, Table, WriteTx};
+use crate::storage::{Table, WriteTx};
 
 /// `(space id, relation id)` -> [`MemoryRelation`].
 ///
@@ -35,7 +35,7 @@ pub(crate) fn relation_space<X: Tx>(tx: &X) -> Result<X::Table<'_, K1, &'static 
 /// # Errors
 /// Storage errors.
 pub(crate) fn space_of<X: Tx>(tx: &X, id: &str) -> Result<Option<String>> {
-    Ok(relation_space(tx)?.get(id)?.map(|v| v.value().to_string()))
+    super::value_at(&relation_space(tx)?, id, str::to_string)
 }
 
 /// The relation kinds of one write transaction (relations, relations by memory, where each lives), each

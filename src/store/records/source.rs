@@ -4,7 +4,6 @@ use super::{Bytes, K1, K2, KN, Opened, Records, Tx};
 use crate::error::Result;
 use crate::model::Chunk;
 use crate::model::Source;
-use crate::storage::Readable;
 use crate::storage::tables::{SOURCE_CHUNKS, SOURCE_FILES, SOURCE_SHA, SOURCE_SPACE, SOURCE_TEXT, SOURCES};
 
 /// `(space id, source id)` -> [`Source`].
@@ -28,7 +27,7 @@ pub(crate) fn source_space<X: Tx>(tx: &X) -> Result<X::Table<'_, K1, &'static st
 /// # Errors
 /// Storage errors.
 pub(crate) fn space_of<X: Tx>(tx: &X, id: &str) -> Result<Option<String>> {
-    Ok(source_space(tx)?.get(id)?.map(|v| v.value().to_string()))
+    super::value_at(&source_space(tx)?, id, str::to_string)
 }
 
 /// The id of the source of `space` whose bytes have SHA-256 `sha` (hex), if any.
@@ -36,7 +35,7 @@ pub(crate) fn space_of<X: Tx>(tx: &X, id: &str) -> Result<Option<String>> {
 /// # Errors
 /// Storage errors.
 pub(crate) fn id_by_sha<X: Tx>(tx: &X, space: &str, sha: &str) -> Result<Option<String>> {
-    Ok(source_sha(tx)?.get((space, sha))?.map(|v| v.value().to_string()))
+    super::value_at(&source_sha(tx)?, (space, sha), str::to_string)
 }
 
 /// The parsed text of source `id` (empty when it has none).
@@ -44,15 +43,7 @@ pub(crate) fn id_by_sha<X: Tx>(tx: &X, space: &str, sha: &str) -> Result<Option<
 /// # Errors
 /// Storage errors.
 pub(crate) fn text_of<X: Tx>(tx: &X, id: &str) -> Result<String> {
-    Ok(source_text(tx)?.get(id)?.map(|v| String::from_utf8_lossy(v.value()).into_owned()).unwrap_or_default())
-}
-
-/// The parsed text of source `id` as stored (UTF-8 bytes; empty when it has none).
-///
-/// # Errors
-/// Storage errors.
-pub(crate) fn text_bytes_of<X: Tx>(tx: &X, id: &str) -> Result<Vec<u8>> {
-    Ok(source_text(tx)?.get(id)?.map(|v| v.value().to_vec()).unwrap_or_default())
+    Ok(super::value_at(&source_text(tx)?, id, |b| String::from_utf8_lossy(b).into_owned())?.unwrap_or_default())
 }
 
 /// The original bytes of source `id` (empty when none are kept).
@@ -60,15 +51,7 @@ pub(crate) fn text_bytes_of<X: Tx>(tx: &X, id: &str) -> Result<Vec<u8>> {
 /// # Errors
 /// Storage errors.
 pub(crate) fn file_of<X: Tx>(tx: &X, id: &str) -> Result<Vec<u8>> {
-    Ok(file_bytes(tx, id)?.unwrap_or_default())
-}
-
-/// The original bytes of source `id`, if they are kept.
-///
-/// # Errors
-/// Storage errors.
-pub(crate) fn file_bytes<X: Tx>(tx: &X, id: &str) -> Result<Option<Vec<u8>>> {
-    Ok(source_files(tx)?.get(id)?.map(|v| v.value().to_vec()))
+    Ok(super::value_at(&source_files(tx)?, id, <[u8]>::to_vec)?.unwrap_or_default())
 }
 
 /// `(space id, sha256 hex)` -> source id: the same bytes in a space are one source.

@@ -502,8 +502,7 @@ impl Search<'_> {
         } else if let Some(sid) = pos.group.strip_prefix("source:")
             && source::sources(&rtx)?.get((space, sid))?.is_some()
         {
-            let text = source::text_bytes_of(&rtx, sid)?;
-            let text = String::from_utf8_lossy(&text);
+            let text = source::text_of(&rtx, sid)?;
             let (lo, hi) = (pos.ordinal.saturating_sub(w), pos.ordinal.saturating_add(w));
             for (index, c) in source::chunks_between(&rtx, sid, lo, hi)? {
                 let a = crate::extract::document::floor_boundary(&text, c.offset as usize);

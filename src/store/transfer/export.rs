@@ -14,6 +14,7 @@ use crate::model::{Entity, Label, Source, Space, Thread, Timestamp};
 use crate::storage::txn::map_rows;
 use crate::store::StoredMemory;
 use crate::store::records::graph;
+use crate::store::records::value_at;
 use crate::store::working::WorkingMemory;
 use crate::store::{entity, label, memory, relation, source, space, thread, working_memory};
 
@@ -262,17 +263,21 @@ impl Transfer<'_> {
     ) -> Result<()> {
         if inc.sources {
             let sources: Vec<Source> = source::sources(&rtx)?.all()?;
+            let text_t = source::source_text(&rtx)?;
             let rows = sources.iter().map(|s| -> Result<SourceLine> {
-                let text = source::text_of(&rtx, &s.id)?;
+                let lossy = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+                let text = value_at(&text_t, s.id.as_str(), lossy)?.unwrap_or_default();
                 let chunks = source::chunks_of(&rtx, &s.id)?;
                 Ok(SourceLine { source: s.clone(), text, chunks })
             });
             counts.insert("sources".into(), w.file("sources.jsonl", rows)?);
             if inc.source_files {
+                let files = source::source_files(&rtx)?;
                 let mut n = 0;
                 for s in &sources {
-                    if let Some(b) = source::file_bytes(&rtx, &s.id)? {
-                        w.blob(&format!("source_files/{}", s.id), &b)?;
+                    let name = format!("source_files/{}", s.id);
+                    if let Some(written) = value_at(&files, s.id.as_str(), |b| w.blob(&name, b))? {
+                        written?;
                         n += 1;
                     }
                 }

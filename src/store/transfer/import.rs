@@ -13,7 +13,7 @@ use crate::model::{Entity, Label, Message, Source, Space, Thread, Timestamp};
 use crate::store::StoredMemory;
 use crate::store::memories::MemoryWrite;
 use crate::store::records::graph;
-use crate::store::records::{Bytes, K2, f64_at, text_at};
+use crate::store::records::{Bytes, K2, value_at};
 use crate::store::working::WorkingMemory;
 use crate::store::{entity, label, memory, meta, relation, source, space, thread, working_memory};
 
@@ -137,7 +137,7 @@ impl Import<'_> {
         let k = counts.entry("entity_keys".into()).or_default();
         ar.lines("entity_keys.jsonl", |r: KeyLine| {
             need_space(spaces, &r.space_id)?;
-            let cur = text_at(&keys, (r.space_id.as_str(), r.key.as_str()))?;
+            let cur = value_at(&keys, (r.space_id.as_str(), r.key.as_str()), str::to_string)?;
             if pair_write(cur, &r.value, *mode, k) {
                 keys.put((r.space_id.as_str(), r.key.as_str()), r.value.as_str())?;
             }
@@ -174,7 +174,7 @@ impl Import<'_> {
         ar.lines("crystal_sources.jsonl", |r: CrystalSourceLine| {
             need_space(spaces, &r.space_id)?;
             let key = (r.space_id.as_str(), r.crystal_id.as_str(), r.memory_id.as_str());
-            let cur = f64_at(&cs, key)?;
+            let cur = value_at(&cs, key, |w| w)?;
             if pair_write(cur, &r.weight, *mode, k) {
                 cs.put(key, r.weight)?;
             }
@@ -287,7 +287,7 @@ impl Import<'_> {
             need_space(&self.spaces, &s.space_id)?;
             self.touched.insert(s.space_id.clone());
             let id = s.id.as_str();
-            let dup = text_at(&sha, (s.space_id.as_str(), s.sha256.as_str()))?;
+            let dup = value_at(&sha, (s.space_id.as_str(), s.sha256.as_str()), str::to_string)?;
             if dup.as_deref().is_some_and(|d| d != id) {
                 // The same bytes are already another source of the space.
                 k.skipped += 1;
