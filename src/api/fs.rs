@@ -21,9 +21,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
+use super::Api;
+use super::query::Query;
 use super::query::{ParamSpec, boolean, int, required, string};
-use super::route::{Dto, Shape, route};
-use super::{Api, ApiResponse, Ctx};
+use super::route::{Dto, Shape, ok, route};
 use crate::error::Result;
 use crate::fs::path::*;
 use crate::store::DEFAULT_SPACE;
@@ -39,7 +40,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         None,
         Shape::Ref(Dto::of::<FsCapabilities>()),
         false,
-        capabilities
+        |_, _| ok(&capabilities())
     ),
     route!(
         "GET",
@@ -50,7 +51,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         None,
         Shape::Ref(Dto::of::<FsListing>()),
         false,
-        ls
+        |api, ctx| ok(&ls(api, &ctx.query)?)
     ),
     route!(
         "GET",
@@ -61,7 +62,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         None,
         Shape::Ref(Dto::of::<crate::fs::FileContent>()),
         false,
-        cat
+        |api, ctx| ok(&cat(api, &ctx.query)?)
     ),
     route!(
         "GET",
@@ -72,7 +73,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         None,
         Shape::Ref(Dto::of::<crate::fs::Stat>()),
         false,
-        stat
+        |api, ctx| ok(&stat(api, &ctx.query)?)
     ),
     route!(
         "GET",
@@ -83,7 +84,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         None,
         Shape::Ref(Dto::of::<FsFindResponse>()),
         false,
-        find
+        |api, ctx| ok(&find(api, &ctx.query)?)
     ),
     route!(
         "GET",
@@ -94,7 +95,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         None,
         Shape::Ref(Dto::of::<FsGrepResponse>()),
         false,
-        grep
+        |api, ctx| ok(&grep(api, &ctx.query)?)
     ),
     route!(
         "GET",
@@ -105,7 +106,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         None,
         Shape::Ref(Dto::of::<FsRecallResponse>()),
         false,
-        recall
+        |api, ctx| ok(&recall(api, &ctx.query)?)
     ),
     route!(
         "POST",
@@ -116,7 +117,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         Some(Dto::of::<FsWriteRequest>()),
         Shape::Ref(Dto::of::<crate::fs::WriteReport>()),
         false,
-        write
+        |api, ctx| ok(&write(api, ctx.json()?, &space_of(&ctx.query))?)
     ),
     route!(
         "POST",
@@ -127,7 +128,7 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         Some(Dto::of::<FsDeleteRequest>()),
         Shape::Ref(Dto::of::<FsDeleteResponse>()),
         false,
-        delete
+        |api, ctx| ok(&delete(api, ctx.json()?, &space_of(&ctx.query))?)
     ),
 ];
 
@@ -141,8 +142,8 @@ const DEFAULT_RECALL_K: usize = 20;
 /// Lines of a `cat` window when `line` is given without `lines`.
 const DEFAULT_LINE_WINDOW: usize = 200;
 
-fn space_of(ctx: &Ctx<'_>) -> String {
-    ctx.query.str("space_id").filter(|s| !s.is_empty()).unwrap_or(DEFAULT_SPACE).to_string()
+fn space_of(q: &Query) -> String {
+    q.str("space_id").filter(|s| !s.is_empty()).unwrap_or(DEFAULT_SPACE).to_string()
 }
 
 /// Cursors are the offset of the next entry, in decimal: opaque to clients, and any string of 1 to 15 digits is
@@ -234,44 +235,42 @@ pub struct FsFeatures {
     pub mount: bool,
 }
 
-pub(super) fn capabilities(_api: &Api, _ctx: &Ctx<'_>) -> Result<ApiResponse> {
-    Ok(ApiResponse::json(
-        200,
-        &FsCapabilities {
-            version: "engram-fs-1",
-            roots: ROOTS.iter().map(|(name, path)| FsRoot { name, path }).collect(),
-            verbs: FsVerbs {
-                read: vec!["ls", "cat", "stat", "find", "grep", "recall"],
-                write: vec!["write", "delete"],
-                deferred: vec!["mount", "fragments", "sql", "cypher", "replay", "tail", "raw"],
-            },
-            limits: FsLimits {
-                default_limit: DEFAULT_LIMIT,
-                max_limit: MAX_LIMIT,
-                default_search_limit: DEFAULT_SEARCH_LIMIT,
-                default_recall_k: DEFAULT_RECALL_K,
-                default_line_window: DEFAULT_LINE_WINDOW,
-                max_pattern_bytes: crate::fs::MAX_PATTERN,
-            },
-            entry_points: vec![
-                "/memories/by-id",
-                "/memories/by-label",
-                "/threads",
-                "/sources",
-                "/wiki/entities",
-                "/working-memory/today.md",
-            ],
-            writable: vec!["/memories/by-id/<id>.memory.md", "/working-memory/today.md"],
-            features: FsFeatures {
-                grep_regex: true,
-                recall: true,
-                find: true,
-                write: true,
-                fragments: false,
-                mount: false,
-            },
+/// `GET /fs/capabilities` as a typed call.
+pub(crate) fn capabilities() -> FsCapabilities {
+    FsCapabilities {
+        version: "engram-fs-1",
+        roots: ROOTS.iter().map(|(name, path)| FsRoot { name, path }).collect(),
+        verbs: FsVerbs {
+            read: vec!["ls", "cat", "stat", "find", "grep", "recall"],
+            write: vec!["write", "delete"],
+            deferred: vec!["mount", "fragments", "sql", "cypher", "replay", "tail", "raw"],
         },
-    ))
+        limits: FsLimits {
+            default_limit: DEFAULT_LIMIT,
+            max_limit: MAX_LIMIT,
+            default_search_limit: DEFAULT_SEARCH_LIMIT,
+            default_recall_k: DEFAULT_RECALL_K,
+            default_line_window: DEFAULT_LINE_WINDOW,
+            max_pattern_bytes: crate::fs::MAX_PATTERN,
+        },
+        entry_points: vec![
+            "/memories/by-id",
+            "/memories/by-label",
+            "/threads",
+            "/sources",
+            "/wiki/entities",
+            "/working-memory/today.md",
+        ],
+        writable: vec!["/memories/by-id/<id>.memory.md", "/working-memory/today.md"],
+        features: FsFeatures {
+            grep_regex: true,
+            recall: true,
+            find: true,
+            write: true,
+            fragments: false,
+            mount: false,
+        },
+    }
 }
 
 /// `GET /fs/ls`: one page of a directory.
@@ -349,24 +348,23 @@ pub(super) const LS_PARAMS: &[ParamSpec] = &[
     string("space_id", Some(DEFAULT_SPACE), "space"),
 ];
 
-pub(super) fn ls(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
-    let path = ctx.query.str("path").unwrap_or("/");
-    let space = space_of(ctx);
-    let limit = ctx.query.limit();
-    let offset = decode_cursor(ctx.query.str("cursor"))?;
-    let page = crate::fs::ls(api.store(), &space, path, offset, limit)?;
+/// `GET /fs/ls` as a typed call over its parsed parameters ([`LS_PARAMS`]).
+///
+/// # Errors
+/// `EINVAL` 422 for a bad path or cursor, `ENOENT` 404 for a missing directory.
+pub(crate) fn ls(api: &Api, q: &Query) -> Result<FsListing> {
+    let path = q.str("path").unwrap_or("/");
+    let offset = decode_cursor(q.str("cursor"))?;
+    let page = crate::fs::ls(api.store(), &space_of(q), path, offset, q.limit())?;
     let next = offset + page.entries.len();
     let next_cursor = (next < page.total).then(|| encode_cursor(next));
-    Ok(ApiResponse::json(
-        200,
-        &FsListing {
-            path: path.to_string(),
-            entries: page.entries,
-            total: page.total,
-            next_cursor_alias: next_cursor.clone(),
-            next_cursor,
-        },
-    ))
+    Ok(FsListing {
+        path: path.to_string(),
+        entries: page.entries,
+        total: page.total,
+        next_cursor_alias: next_cursor.clone(),
+        next_cursor,
+    })
 }
 
 pub(super) const CAT_PARAMS: &[ParamSpec] = &[
@@ -378,27 +376,34 @@ pub(super) const CAT_PARAMS: &[ParamSpec] = &[
     string("space_id", Some(DEFAULT_SPACE), "space"),
 ];
 
-pub(super) fn cat(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
-    if ctx.query.str("fragment").is_some_and(|f| !f.is_empty()) {
+/// `GET /fs/cat` as a typed call over its parsed parameters ([`CAT_PARAMS`]).
+///
+/// # Errors
+/// `ENOTSUP` 501 for `fragment` or `raw`, `EINVAL` 422 for a bad path, `ENOENT` 404 for a missing file.
+pub(crate) fn cat(api: &Api, q: &Query) -> Result<crate::fs::FileContent> {
+    if q.str("fragment").is_some_and(|f| !f.is_empty()) {
         return Err(enotsup("fragment"));
     }
-    if ctx.query.bool("raw") == Some(true) {
+    if q.bool("raw") == Some(true) {
         return Err(enotsup("raw"));
     }
-    let path = ctx.query.str("path").unwrap_or("");
-    let window = match (ctx.query.int("line"), ctx.query.int("lines")) {
+    let path = q.str("path").unwrap_or("");
+    let window = match (q.int("line"), q.int("lines")) {
         (None, None) => None,
         (line, lines) => Some((line.unwrap_or(1).max(1) as usize, lines.map_or(DEFAULT_LINE_WINDOW, |v| v as usize))),
     };
-    Ok(ApiResponse::json(200, &crate::fs::cat(api.store(), &space_of(ctx), path, window)?))
+    crate::fs::cat(api.store(), &space_of(q), path, window)
 }
 
 pub(super) const STAT_PARAMS: &[ParamSpec] =
     &[required("path", "file or directory"), string("space_id", Some(DEFAULT_SPACE), "space")];
 
-pub(super) fn stat(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
-    let path = ctx.query.str("path").unwrap_or("");
-    Ok(ApiResponse::json(200, &crate::fs::stat(api.store(), &space_of(ctx), path)?))
+/// `GET /fs/stat` as a typed call over its parsed parameters ([`STAT_PARAMS`]).
+///
+/// # Errors
+/// `EINVAL` 422 for a bad path, `ENOENT` 404 for a missing node.
+pub(crate) fn stat(api: &Api, q: &Query) -> Result<crate::fs::Stat> {
+    crate::fs::stat(api.store(), &space_of(q), q.str("path").unwrap_or(""))
 }
 
 pub(super) const FIND_PARAMS: &[ParamSpec] = &[
@@ -414,10 +419,13 @@ pub(super) const FIND_PARAMS: &[ParamSpec] = &[
     string("space_id", Some(DEFAULT_SPACE), "space"),
 ];
 
-pub(super) fn find(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
-    let q = &ctx.query;
+/// `GET /fs/find` as a typed call over its parsed parameters ([`FIND_PARAMS`]).
+///
+/// # Errors
+/// `EINVAL` 422 for a bad path, cursor, type or date.
+pub(crate) fn find(api: &Api, q: &Query) -> Result<FsFindResponse> {
     let path = q.str("path").unwrap_or("/memories");
-    let space = space_of(ctx);
+    let space = space_of(q);
     let offset = decode_cursor(q.str("cursor"))?;
     let args = crate::fs::FindArgs {
         space: &space,
@@ -429,21 +437,18 @@ pub(super) fn find(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         until: q.str("until"),
         mentions: q.str("mentions"),
         offset,
-        limit: ctx.query.limit(),
+        limit: q.limit(),
     };
     let page = crate::fs::find(api.store(), &args)?;
     let next = offset + page.hits.len();
     let next_cursor = (next < page.total).then(|| encode_cursor(next));
-    Ok(ApiResponse::json(
-        200,
-        &FsFindResponse {
-            path: path.to_string(),
-            paths: page.hits.clone(),
-            hits: page.hits,
-            total: page.total,
-            next_cursor,
-        },
-    ))
+    Ok(FsFindResponse {
+        path: path.to_string(),
+        paths: page.hits.clone(),
+        hits: page.hits,
+        total: page.total,
+        next_cursor,
+    })
 }
 
 pub(super) const GREP_PARAMS: &[ParamSpec] = &[
@@ -458,10 +463,14 @@ pub(super) const GREP_PARAMS: &[ParamSpec] = &[
     string("space_id", Some(DEFAULT_SPACE), "space"),
 ];
 
-pub(super) fn grep(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
-    let q = &ctx.query;
+/// `GET /fs/grep` as a typed call over its parsed parameters ([`GREP_PARAMS`]).
+///
+/// # Errors
+/// `EINVAL` 422 for a bad path, cursor or pattern (a regular expression that does not compile, or one longer
+/// than [`crate::fs::MAX_PATTERN`] bytes).
+pub(crate) fn grep(api: &Api, q: &Query) -> Result<FsGrepResponse> {
     let path = q.str("path").unwrap_or("/memories");
-    let space = space_of(ctx);
+    let space = space_of(q);
     let pattern = q.str("q").unwrap_or("");
     let case_sensitive = match q.bool("ignore_case") {
         Some(ic) => !ic,
@@ -475,14 +484,11 @@ pub(super) fn grep(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         case_sensitive,
         unit_type: q.str("unit_type"),
         offset: decode_cursor(q.str("cursor"))?,
-        limit: ctx.query.limit(),
+        limit: q.limit(),
     };
     let page = crate::fs::grep(api.store(), &args)?;
     let next_cursor = page.next.map(encode_cursor);
-    Ok(ApiResponse::json(
-        200,
-        &FsGrepResponse { path: path.to_string(), q: pattern.to_string(), matches: page.matches, next_cursor },
-    ))
+    Ok(FsGrepResponse { path: path.to_string(), q: pattern.to_string(), matches: page.matches, next_cursor })
 }
 
 pub(super) const RECALL_PARAMS: &[ParamSpec] = &[
@@ -493,17 +499,16 @@ pub(super) const RECALL_PARAMS: &[ParamSpec] = &[
     string("space_id", Some(DEFAULT_SPACE), "space"),
 ];
 
-pub(super) fn recall(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
-    let q = &ctx.query;
+/// `GET /fs/recall` as a typed call over its parsed parameters ([`RECALL_PARAMS`]).
+///
+/// # Errors
+/// `EINVAL` 422 for a bad path; search errors.
+pub(crate) fn recall(api: &Api, q: &Query) -> Result<FsRecallResponse> {
     let path = q.str("path").unwrap_or("/memories");
-    let space = space_of(ctx);
     let k = q.int("k").map_or(DEFAULT_RECALL_K, |v| v as usize);
     let query = q.str("query").unwrap_or("");
-    let hits = crate::fs::recall(api.store(), &space, path, query, k, q.str("unit_type"))?;
-    Ok(ApiResponse::json(
-        200,
-        &FsRecallResponse { path: path.to_string(), query: query.to_string(), paths: hits.clone(), hits },
-    ))
+    let hits = crate::fs::recall(api.store(), &space_of(q), path, query, k, q.str("unit_type"))?;
+    Ok(FsRecallResponse { path: path.to_string(), query: query.to_string(), paths: hits.clone(), hits })
 }
 
 /// Body of `POST /fs/write`.
@@ -526,13 +531,17 @@ pub struct FsWriteRequest {
     pub space_id: Option<String>,
 }
 
-fn body_space(ctx: &Ctx<'_>, given: &Option<String>) -> String {
-    given.clone().filter(|s| !s.is_empty()).unwrap_or_else(|| space_of(ctx))
+fn body_space(given: &Option<String>, default_space: &str) -> String {
+    given.clone().filter(|s| !s.is_empty()).unwrap_or_else(|| default_space.to_string())
 }
 
-pub(super) fn write(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
-    let r: FsWriteRequest = ctx.json()?;
-    let space = body_space(ctx, &r.space_id);
+/// `POST /fs/write` as a typed call; `default_space` serves when the body names none.
+///
+/// # Errors
+/// `EROFS` 403 on a derived path, `EXDEV` 409 on an alias, `EINVAL` 422 for bad frontmatter, 409 on a stale
+/// `record_version`.
+pub(crate) fn write(api: &Api, r: FsWriteRequest, default_space: &str) -> Result<crate::fs::WriteReport> {
+    let space = body_space(&r.space_id, default_space);
     let args = crate::fs::WriteArgs {
         space: &space,
         path: r.path.as_deref().unwrap_or_default(),
@@ -540,7 +549,7 @@ pub(super) fn write(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         frontmatter: r.frontmatter.unwrap_or_default(),
         record_version: r.record_version,
     };
-    Ok(ApiResponse::json(200, &crate::fs::write(api.store(), args)?))
+    crate::fs::write(api.store(), args)
 }
 
 /// Body of `POST /fs/delete`.
@@ -554,12 +563,14 @@ pub struct FsDeleteRequest {
     pub space_id: Option<String>,
 }
 
-pub(super) fn delete(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
-    let r: FsDeleteRequest = ctx.json()?;
+/// `POST /fs/delete` as a typed call; `default_space` serves when the body names none.
+///
+/// # Errors
+/// `ENOENT` 404 for a missing memory, `EROFS`/`EXDEV` for a path that is not a canonical memory file.
+pub(crate) fn delete(api: &Api, r: FsDeleteRequest, default_space: &str) -> Result<FsDeleteResponse> {
     let path = r.path.clone().unwrap_or_default();
-    let space = body_space(ctx, &r.space_id);
-    let id = crate::fs::delete(api.store(), &space, &path)?;
-    Ok(ApiResponse::json(200, &FsDeleteResponse { path, deleted: true, id }))
+    let id = crate::fs::delete(api.store(), &body_space(&r.space_id, default_space), &path)?;
+    Ok(FsDeleteResponse { path, deleted: true, id })
 }
 
 #[cfg(test)]

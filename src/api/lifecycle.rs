@@ -113,25 +113,37 @@ fn body(ctx: &Ctx<'_>) -> Result<MemoryStateRequest> {
 fn run(api: &Api, ctx: &Ctx<'_>, make: impl FnOnce(&MemoryStateRequest) -> Result<Transition>) -> Result<ApiResponse> {
     let req = body(ctx)?;
     let t = make(&req)?;
-    let id = ctx.param("memory_id");
-    let guard = req.space_id.as_deref().or_else(|| ctx.query.str("space_id"));
-    let c = api.store().memories().change_state(id, guard, t, req.reason.clone())?;
+    let guard = req.space_id.clone().or_else(|| ctx.query.str("space_id").map(str::to_string));
+    let out = change_state(api, ctx.param("memory_id"), guard.as_deref(), t, req.reason)?;
+    Ok(ApiResponse::json(200, &out))
+}
+
+/// The state change of `archive`, `forget`, `deprecate` and `supersede` as a typed call; `space` is the
+/// optional guard, `reason` goes to `metadata.lifecycle`.
+///
+/// # Errors
+/// As [`crate::store::Memories::change_state`] (404 when missing, 409 for a transition the state forbids).
+pub(crate) fn change_state(
+    api: &Api,
+    id: &str,
+    space: Option<&str>,
+    t: Transition,
+    reason: Option<String>,
+) -> Result<StateChangeResponse> {
+    let c = api.store().memories().change_state(id, space, t, reason)?;
     let state = c.view.memory.state.as_str();
     let forgotten = state == "forgotten";
-    Ok(ApiResponse::json(
-        200,
-        &StateChangeResponse {
-            success: true,
-            id: id.to_string(),
-            memory_id: id.to_string(),
-            state: state.to_string(),
-            previous_state: c.previous.as_str().to_string(),
-            changed: c.changed,
-            message: format!("memory '{id}' is {state}"),
-            // A forgotten memory is not readable by id any more; its record is not echoed either.
-            memory: (!forgotten).then(|| MemoryOut::from(c.view)),
-        },
-    ))
+    Ok(StateChangeResponse {
+        success: true,
+        id: id.to_string(),
+        memory_id: id.to_string(),
+        state: state.to_string(),
+        previous_state: c.previous.as_str().to_string(),
+        changed: c.changed,
+        message: format!("memory '{id}' is {state}"),
+        // A forgotten memory is not readable by id any more; its record is not echoed either.
+        memory: (!forgotten).then(|| MemoryOut::from(c.view)),
+    })
 }
 
 /// `POST /memories/{memory_id}/archive`, `/forget`, `/deprecate`, `/supersede`: the state change.

@@ -214,13 +214,21 @@ fn created_out(c: crate::store::CreatedMemory) -> CreateMemoryResponse {
 }
 
 pub(super) fn create_memory(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
-    let r: CreateMemoryRequest = ctx.json()?;
+    ok(&create(api, ctx.json()?)?)
+}
+
+/// `POST /memories` as a typed call: creates (or upserts by `id`) one memory.
+///
+/// # Errors
+/// 422 field errors under `["body", field]` for bad fields; otherwise as
+/// [`crate::store::Memories::create`].
+pub(crate) fn create(api: &Api, r: CreateMemoryRequest) -> Result<CreateMemoryResponse> {
     let mut errs = Vec::new();
     let new = new_memory(r, &["body".into()], &mut errs);
     if !errs.is_empty() {
         return Err(Error::invalid(errs));
     }
-    ok(&created_out(api.store().memories().create(new)?))
+    Ok(created_out(api.store().memories().create(new)?))
 }
 
 /// Engram extension `POST /memories/batch`: up to [`MAX_BATCH`] memories in one write transaction (all or none).
@@ -300,26 +308,60 @@ pub(super) fn list_memories(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         Some("pagerank") => ListOrder::PageRank,
         _ => ListOrder::Recent,
     };
-    let list = ListQuery {
+    let query = ListQuery {
         space_id: q.str("space_id").unwrap_or(DEFAULT_SPACE).to_string(),
         filter,
         limit: q.limit(),
         offset: q.int("offset").unwrap_or(0) as usize,
     };
-    let page = api.store().memories().list_ordered(&list, order)?;
+    ok(&list_page(api, &query, order)?)
+}
+
+/// `GET /memories` as a typed call: one page of `query` in `order`.
+///
+/// # Errors
+/// As [`crate::store::Memories::list_ordered`] (an unknown space is 404).
+pub(crate) fn list_page(api: &Api, query: &ListQuery, order: ListOrder) -> Result<ListMemoriesResponse> {
+    let page = api.store().memories().list_ordered(query, order)?;
     let has_more = page.has_more();
-    ok(&ListMemoriesResponse {
+    Ok(ListMemoriesResponse {
         pagination: Pagination { limit: page.limit, offset: page.offset, total: page.total, has_more },
         memories: page.items.into_iter().map(MemoryOut::from).collect(),
     })
 }
 
+/// The filter of `GET /memories` when no parameter narrows it: active memories, superseded versions
+/// included, any importance, unexpired.
+pub(crate) fn list_filter() -> MemoryFilter {
+    MemoryFilter {
+        states: vec![MemoryState::Active],
+        importance_min: Some(0.0),
+        include_history: true,
+        ..Default::default()
+    }
+}
+
 pub(super) fn get_memory(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
-    ok(&MemoryOut::from(api.store().memories().read(ctx.param("memory_id"), guard(ctx))?))
+    ok(&get(api, ctx.param("memory_id"), guard(ctx))?)
+}
+
+/// `GET /memories/{memory_id}` as a typed call; `space` is the optional guard.
+///
+/// # Errors
+/// As [`crate::store::Memories::read`] (404 when missing or in another space than `space`).
+pub(crate) fn get(api: &Api, id: &str, space: Option<&str>) -> Result<MemoryOut> {
+    Ok(MemoryOut::from(api.store().memories().read(id, space)?))
 }
 
 pub(super) fn update_memory(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
-    let r: UpdateMemoryRequest = ctx.json()?;
+    ok(&update(api, ctx.param("memory_id"), ctx.json()?, guard(ctx))?)
+}
+
+/// `PATCH /memories/{memory_id}` as a typed call; `space` is the optional guard.
+///
+/// # Errors
+/// 422 field errors under `["body", field]`; otherwise as [`crate::store::Memories::update`].
+pub(crate) fn update(api: &Api, id: &str, r: UpdateMemoryRequest, space: Option<&str>) -> Result<MemoryOut> {
     let mut errs = Vec::new();
     let unit_type = parse_unit(r.unit_type.as_deref(), &["body", "unit_type"], &mut errs);
     let temporal_context = parse_temporal(r.temporal_context.as_deref(), &["body", "temporal_context"], &mut errs);
@@ -343,13 +385,20 @@ pub(super) fn update_memory(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         embedding: r.embedding,
         expires_at,
     };
-    ok(&MemoryOut::from(api.store().memories().update(ctx.param("memory_id"), patch, guard(ctx))?))
+    Ok(MemoryOut::from(api.store().memories().update(id, patch, space)?))
 }
 
 pub(super) fn delete_memory(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
-    let id = ctx.param("memory_id");
-    let r = api.store().memories().delete(id, guard(ctx))?;
-    ok(&DeleteMemoryResponse {
+    ok(&delete(api, ctx.param("memory_id"), guard(ctx))?)
+}
+
+/// `DELETE /memories/{memory_id}` as a typed call; `space` is the optional guard.
+///
+/// # Errors
+/// As [`crate::store::Memories::delete`] (404 when missing).
+pub(crate) fn delete(api: &Api, id: &str, space: Option<&str>) -> Result<DeleteMemoryResponse> {
+    let r = api.store().memories().delete(id, space)?;
+    Ok(DeleteMemoryResponse {
         message: format!("memory '{id}' deleted"),
         deleted_relationships: r.deleted_relationships,
         deleted_entities: 0,

@@ -376,32 +376,6 @@ impl Api {
         (route.handler)(self, &ctx).map_err(|e| place_fields(e, route))
     }
 
-    /// Runs a route in-process for another part of the API (the agent tools): `path` is percent-encoded
-    /// (see `library::encode_segment`), `query` pairs are form-encoded here, `body` is sent as JSON. Returns the JSON
-    /// body of a 2xx answer (a text body becomes a JSON string).
-    ///
-    /// # Errors
-    /// The route's own typed error (422 field errors keep their `query`/`body` locations).
-    pub fn invoke(
-        &self,
-        method: &str,
-        path: &str,
-        query: &[(&str, String)],
-        body: Option<&serde_json::Value>,
-    ) -> Result<serde_json::Value> {
-        let mut qs = form_urlencoded::Serializer::new(String::new());
-        for (k, v) in query {
-            qs.append_pair(k, v);
-        }
-        let qs = qs.finish();
-        let bytes = body.map(|b| serde_json::to_vec(b).unwrap_or_default()).unwrap_or_default();
-        let req = ApiRequest { method, path, query: &qs, body: &bytes, content_type: "application/json", headers: &[] };
-        let resp = self.dispatch(req)?;
-        let bytes = resp.into_bytes()?;
-        Ok(serde_json::from_slice(&bytes)
-            .unwrap_or_else(|_| serde_json::Value::String(String::from_utf8_lossy(&bytes).into_owned())))
-    }
-
     /// The OpenAPI 3.1 document of every route, generated from the route table and the DTO schemas.
     pub fn openapi() -> serde_json::Value {
         openapi::document()

@@ -93,7 +93,7 @@ pub struct RelationRequest {
 pub(super) const LIST_PARAMS: &[ParamSpec] = &[
     choice("direction", Some("both"), &["out", "in", "both"], "relations leaving, entering, or both"),
     choice("status", Some("active"), &RELATION_STATUSES, "only this status"),
-    int("limit", 1, Some(500), Some(50), "most relations"),
+    int("limit", 1, Some(500), Some(DEFAULT_LIST_LIMIT as i64), "most relations"),
     list("types", "only these relation types (repeat, or comma-separated)"),
     string("space_id", None, "guard: the memory's space"),
 ];
@@ -134,13 +134,26 @@ pub(super) fn list_for(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         limit: q.limit(),
         types,
     };
-    let id = ctx.param("memory_id");
-    let rels = api.store().graph().relations_of(id, &rq, q.str("space_id").filter(|s| !s.is_empty()))?;
-    Ok(ApiResponse::json(
-        200,
-        &MemoryRelationsResponse { memory_id: id.to_string(), total: rels.len() as u64, relations: rels },
-    ))
+    let space = q.str("space_id").filter(|s| !s.is_empty());
+    Ok(ApiResponse::json(200, &relations_of(api, ctx.param("memory_id"), &rq, space)?))
 }
+
+/// `GET /memories/{memory_id}/relations` as a typed call; `space` is the optional guard.
+///
+/// # Errors
+/// As [`crate::store::Graph::relations_of`] (404 when the memory is missing).
+pub(crate) fn relations_of(
+    api: &Api,
+    id: &str,
+    rq: &RelationQuery,
+    space: Option<&str>,
+) -> Result<MemoryRelationsResponse> {
+    let rels = api.store().graph().relations_of(id, rq, space)?;
+    Ok(MemoryRelationsResponse { memory_id: id.to_string(), total: rels.len() as u64, relations: rels })
+}
+
+/// Relations a listing returns when no `limit` is given.
+pub(crate) const DEFAULT_LIST_LIMIT: usize = 50;
 
 pub(super) fn update(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let r: RelationRequest = ctx.json()?;

@@ -295,7 +295,36 @@ fn query_embedding(floats: Option<Vec<f32>>, b64: Option<&str>, errs: &mut Vec<F
 }
 
 pub(super) fn search_post(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
-    let r: SearchRequest = ctx.json()?;
+    match search(api, ctx.json()?)? {
+        SearchOut::Full(hits) => ok(&hits),
+        SearchOut::Compact(hits) => ok(&hits),
+    }
+}
+
+/// The answer of `POST /memories/search`: full hits, or `result_format: "compact"` ids and scores.
+pub(crate) enum SearchOut {
+    /// Each hit with its memory, score, reason and matched terms, best first.
+    Full(Vec<MemorySearchResult>),
+    /// Each hit's id and score, best first.
+    Compact(Vec<CompactSearchHit>),
+}
+
+impl SearchOut {
+    /// The full hits (none for a compact answer, which a caller asks for by name).
+    pub(crate) fn into_full(self) -> Vec<MemorySearchResult> {
+        match self {
+            SearchOut::Full(h) => h,
+            SearchOut::Compact(_) => Vec::new(),
+        }
+    }
+}
+
+/// `POST /memories/search` as a typed call.
+///
+/// # Errors
+/// 422 field errors under `["body", field]` (limit out of 1..=100, bad dates, modes or embeddings); otherwise as
+/// [`crate::store::Search::run`].
+pub(crate) fn search(api: &Api, r: SearchRequest) -> Result<SearchOut> {
     let mut errs = Vec::new();
     let limit = r.limit.unwrap_or(10);
     if !(1..=MAX_HITS).contains(&limit) {
@@ -371,7 +400,7 @@ pub(super) fn search_post(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
             .into_iter()
             .map(|h| CompactSearchHit { id: h.view.memory.id, similarity_score: f64::from(h.score) })
             .collect();
-        return ok(&out);
+        return Ok(SearchOut::Compact(out));
     }
     let mut out: Vec<MemorySearchResult> = Vec::with_capacity(res.hits.len());
     let mut entities = if with_entities {
@@ -393,5 +422,5 @@ pub(super) fn search_post(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
             memory: h.view.into(),
         });
     }
-    ok(&out)
+    Ok(SearchOut::Full(out))
 }

@@ -597,12 +597,26 @@ pub(super) fn append(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
 }
 
 pub(super) fn get(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
-    let limit = ctx.query.limit();
     let offset = ctx.query.int("offset").unwrap_or(0) as u64;
-    let (thread, messages) = api.store().threads().messages(ctx.param("thread_id"), space_param(ctx), limit, offset)?;
+    ok(&thread_messages(api, ctx.param("thread_id"), space_param(ctx), ctx.query.limit(), offset)?)
+}
+
+/// `GET /threads/{thread_id}` as a typed call: the thread and `limit` of its messages from `offset`, in order;
+/// `space` is the optional guard.
+///
+/// # Errors
+/// As [`crate::store::Threads::messages`] (404 when missing).
+pub(crate) fn thread_messages(
+    api: &Api,
+    id: &str,
+    space: Option<&str>,
+    limit: usize,
+    offset: u64,
+) -> Result<ThreadMessagesResponse> {
+    let (thread, messages) = api.store().threads().messages(id, space, limit, offset)?;
     let total = thread.message_count;
     let has_more = offset + (messages.len() as u64) < total;
-    ok(&ThreadMessagesResponse {
+    Ok(ThreadMessagesResponse {
         thread,
         messages,
         total_messages: total,
@@ -615,14 +629,24 @@ pub(super) fn get(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
 
 pub(super) fn list(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let q = &ctx.query;
-    let page = api.store().threads().list(
-        q.str("space_id").unwrap_or(DEFAULT_SPACE),
-        q.str("source"),
-        q.limit(),
-        q.int("offset").unwrap_or(0) as usize,
-    )?;
+    let space = q.str("space_id").unwrap_or(DEFAULT_SPACE);
+    ok(&list_threads(api, space, q.str("source"), q.limit(), q.int("offset").unwrap_or(0) as usize)?)
+}
+
+/// `GET /threads` as a typed call: one page of a space's threads (of one `source` app when given), newest first.
+///
+/// # Errors
+/// As [`crate::store::Threads::list`].
+pub(crate) fn list_threads(
+    api: &Api,
+    space: &str,
+    source: Option<&str>,
+    limit: usize,
+    offset: usize,
+) -> Result<ThreadListResponse> {
+    let page = api.store().threads().list(space, source, limit, offset)?;
     let has_more = page.has_more();
-    ok(&ThreadListResponse {
+    Ok(ThreadListResponse {
         threads: page.items.iter().map(ThreadSummary::from).collect(),
         pagination: Pagination {
             limit: page.limit as u64,
@@ -635,12 +659,22 @@ pub(super) fn list(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
 
 pub(super) fn search(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let q = &ctx.query;
-    let hits = api.store().threads().search(
-        q.str("query").unwrap_or(""),
-        q.str("space_id").unwrap_or(DEFAULT_SPACE),
-        q.str("source"),
-        q.limit(),
-    )?;
+    let space = q.str("space_id").unwrap_or(DEFAULT_SPACE);
+    ok(&search_threads(api, q.str("query").unwrap_or(""), space, q.str("source"), q.limit())?)
+}
+
+/// `GET /threads/search` as a typed call: the threads whose messages match `query`, best first.
+///
+/// # Errors
+/// As [`crate::store::Threads::search`].
+pub(crate) fn search_threads(
+    api: &Api,
+    query: &str,
+    space: &str,
+    source: Option<&str>,
+    limit: usize,
+) -> Result<ThreadSearchResponse> {
+    let hits = api.store().threads().search(query, space, source, limit)?;
     let threads: Vec<ThreadSearchHit> = hits
         .iter()
         .map(|h| ThreadSearchHit {
@@ -650,17 +684,22 @@ pub(super) fn search(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
             context_matches: h.context_matches,
         })
         .collect();
-    ok(&ThreadSearchResponse { total_found: threads.len() as u64, threads })
+    Ok(ThreadSearchResponse { total_found: threads.len() as u64, threads })
 }
 
 pub(super) fn delete(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
-    let id = ctx.param("thread_id");
-    let r = api.store().threads().delete(
-        id,
-        space_param(ctx),
-        ctx.query.bool("cascade_delete_memories").unwrap_or(false),
-    )?;
-    ok(&ThreadDeleteResponse {
+    let cascade = ctx.query.bool("cascade_delete_memories").unwrap_or(false);
+    ok(&delete_thread(api, ctx.param("thread_id"), space_param(ctx), cascade)?)
+}
+
+/// `DELETE /threads/{thread_id}` as a typed call: the thread, its messages and, with `cascade`, the memories
+/// extracted from it; `space` is the optional guard.
+///
+/// # Errors
+/// As [`crate::store::Threads::delete`] (404 when missing).
+pub(crate) fn delete_thread(api: &Api, id: &str, space: Option<&str>, cascade: bool) -> Result<ThreadDeleteResponse> {
+    let r = api.store().threads().delete(id, space, cascade)?;
+    Ok(ThreadDeleteResponse {
         success: true,
         thread_id: id.to_string(),
         deleted_messages: r.deleted_messages,

@@ -274,8 +274,18 @@ pub(super) fn history(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
 /// changed active memories, the 10 most important of them, newest first among equals), as markdown.
 pub(super) fn bundle(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     let space = ctx.query.str("space_id").unwrap_or(DEFAULT_SPACE);
+    let with_working_memory = ctx.query.bool("include_working_memory").unwrap_or(true);
+    Ok(ApiResponse::json(200, &context_bundle(api, space, with_working_memory)?))
+}
+
+/// `GET /context/bundle` as a typed call: today's working memory (when `with_working_memory`) and the 10 most
+/// important of the 50 most recently changed memories of `space`, as records and as markdown.
+///
+/// # Errors
+/// 404 when `space` does not exist; storage errors.
+pub(crate) fn context_bundle(api: &Api, space: &str, with_working_memory: bool) -> Result<ContextBundle> {
     let store = api.store();
-    let wm = if ctx.query.bool("include_working_memory").unwrap_or(true) {
+    let wm = if with_working_memory {
         store.working().get(space, None)?
     } else {
         store.spaces().require(space)?;
@@ -314,17 +324,14 @@ pub(super) fn bundle(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
             ));
         }
     }
-    Ok(ApiResponse::json(
-        200,
-        &ContextBundle {
-            schema_version: 1,
-            space_id: space.to_string(),
-            rendered_markdown: md.clone(),
-            markdown: md,
-            working_memory: wm.as_ref().map(|w| wm_json(space, Some(w))),
-            memories: recent.into_iter().map(super::dto::MemoryOut::from).collect(),
-        },
-    ))
+    Ok(ContextBundle {
+        schema_version: 1,
+        space_id: space.to_string(),
+        rendered_markdown: md.clone(),
+        markdown: md,
+        working_memory: wm.as_ref().map(|w| wm_json(space, Some(w))),
+        memories: recent.into_iter().map(super::dto::MemoryOut::from).collect(),
+    })
 }
 
 pub(super) const STATS_PARAMS: &[super::query::ParamSpec] =

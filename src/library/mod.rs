@@ -9,5 +9,5 @@ pub mod markdown;
 mod wiki;
 
 pub use bundle::{ExportCounts, ExportKind, ExportParams};
-pub use links::{Linker, RouteLinker, encode_segment};
+pub use links::{Linker, RouteLinker};
 pub use markdown::{md_label, yaml_str};

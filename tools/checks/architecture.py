@@ -28,6 +28,9 @@
   modules.
 * No source file over 1,000 lines in src/ or bindings/ (tests included; a module's tests may sit in its own
   `tests.rs`, which the other rules do not read as code).
+* Typed calls between our own layers: the agent tools (src/api/tools/) call the API layer's typed functions
+  (`api::memories::get`, `api::search::search`, `api::fs::ls`, ...), never a route by method and path
+  (`.invoke(`, `dispatch(`, `path_of(`).
 * No store lock (`index`, `graph`, `chunks`, `chunk_index`, the database handle `inner`: parking_lot RwLocks)
   is taken again, directly or through a method, while a guard of it is held in a `let` binding: a second read
   behind a waiting writer deadlocks (parking_lot queues new readers behind a writer), as `health` did with
@@ -225,6 +228,15 @@ def values_in_records():
     )
 
 
+def typed_tool_calls():
+    """The agent tools call typed functions of the API layer, not routes by path string."""
+    return lines_matching(
+        lambda p: p.startswith(f"{SRC}/api/tools/"),
+        r"\.invoke\(|\bdispatch\(|\bpath_of\(",
+        "an agent tool calls a route by path (call the API module's typed function)",
+    )
+
+
 def function_bodies():
     """(path, name, body) of every fn outside test modules; bodies by brace matching on code without literals."""
     out = []
@@ -327,6 +339,7 @@ def main():
         + store_is_a_handle()
         + long_service_files()
         + long_files()
+        + typed_tool_calls()
     )
     for p in problems:
         print(p)

@@ -10,9 +10,13 @@ use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 
-use super::{Call, ToolError, path_of};
+use super::{Call, ToolError};
+use crate::api::dto::{CreateMemoryRequest, MemoryOut, SearchRequest, UpdateMemoryRequest};
+use crate::api::{lifecycle, memories, search};
 use crate::error::ErrorCode;
 use crate::error::{Error, ErrorKind};
+use crate::model::{MemoryState, UnitType};
+use crate::store::{ListOrder, ListQuery, Transition};
 use crate::text;
 
 type Out = Result<Value, ToolError>;
@@ -29,21 +33,22 @@ fn slug(s: &str) -> String {
     out
 }
 
-fn skill_of(m: &Value, score: Option<f64>) -> Value {
-    let title = m["title"].as_str().filter(|t| !t.is_empty()).map(str::to_string).unwrap_or_else(|| {
-        crate::extract::first_sentence(m["content"].as_str().unwrap_or("")).chars().take(80).collect()
-    });
-    let content = m["content"].as_str().unwrap_or("");
+fn skill_of(m: &MemoryOut, score: Option<f64>) -> Value {
+    let m = &m.memory;
+    let title = Some(m.title.clone())
+        .filter(|t| !t.is_empty())
+        .unwrap_or_else(|| crate::extract::first_sentence(&m.content).chars().take(80).collect());
+    let content = &m.content;
     let mut v = json!({
-        "skill_id": format!("skill-{}", m["id"].as_str().unwrap_or("")),
-        "id": format!("skill-{}", m["id"].as_str().unwrap_or("")),
-        "memory_id": m["id"],
-        "version": m["version"].as_i64().unwrap_or(1),
+        "skill_id": format!("skill-{}", m.id),
+        "id": format!("skill-{}", m.id),
+        "memory_id": m.id,
+        "version": m.version,
         "name": slug(&title),
         "title": title,
         "description": crate::extract::first_sentence(content).chars().take(300).collect::<String>(),
         "content": content,
-        "outcomes": m["metadata"].get("skill_outcomes").cloned().unwrap_or_else(|| json!({})),
+        "outcomes": m.metadata.0.get("skill_outcomes").cloned().unwrap_or_else(|| json!({})),
     });
     if let Some(s) = score {
         v["score"] = s.into();
@@ -51,8 +56,8 @@ fn skill_of(m: &Value, score: Option<f64>) -> Value {
     v
 }
 
-fn is_skill(m: &Value) -> bool {
-    m["unit_type"] == "procedure" || m["metadata"]["skill"] == true
+fn is_skill(m: &MemoryOut) -> bool {
+    m.memory.unit_type == UnitType::Procedure || m.memory.metadata.0.get("skill") == Some(&Value::Bool(true))
 }
 
 pub(super) fn find_skills(c: &Call<'_>) -> Out {
@@ -62,21 +67,37 @@ pub(super) fn find_skills(c: &Call<'_>) -> Out {
     match &query {
         Some(q) => {
             // Search wider than the limit: skills are a subset of the hits.
-            let body = json!({"query": q, "limit": 100, "space_id": c.space});
-            let hits = c.api.invoke("POST", "/memories/search", &[], Some(&body))?;
-            for h in hits.as_array().into_iter().flatten() {
-                if is_skill(&h["memory"]) && skills.len() < limit {
-                    skills.push(skill_of(&h["memory"], h["similarity_score"].as_f64()));
+            for h in search::search(c.api, search_in(c, q, 100))?.into_full() {
+                if is_skill(&h.memory) && skills.len() < limit {
+                    skills.push(skill_of(&h.memory, Some(h.similarity_score)));
                 }
             }
         }
         None => {
-            let q = [("space_id", c.space.clone()), ("unit_type", "procedure".into()), ("limit", limit.to_string())];
-            let v = c.api.invoke("GET", "/memories", &q, None)?;
-            skills.extend(v["memories"].as_array().into_iter().flatten().map(|m| skill_of(m, None)));
+            let list = ListQuery {
+                space_id: c.space.clone(),
+                filter: crate::index::catalog::MemoryFilter {
+                    unit_type: Some(UnitType::Procedure),
+                    ..memories::list_filter()
+                },
+                limit,
+                offset: 0,
+            };
+            let page = memories::list_page(c.api, &list, ListOrder::Recent)?;
+            skills.extend(page.memories.iter().map(|m| skill_of(m, None)));
         }
     }
     Ok(json!({"status": "success", "query": query, "skills": skills, "matches": skills, "total": skills.len()}))
+}
+
+/// A plain search of the call's space: `query`, at most `limit` hits.
+fn search_in(c: &Call<'_>, query: &str, limit: i64) -> SearchRequest {
+    SearchRequest {
+        query: query.to_string(),
+        limit: Some(limit),
+        space_id: Some(c.space.clone()),
+        ..Default::default()
+    }
 }
 
 fn skill_memory_id(skill_id: &str) -> &str {
@@ -92,9 +113,7 @@ pub(super) fn report_skill_outcome(c: &Call<'_>) -> Out {
     let note = c.args.text("note", 2000)?.or(c.args.text("notes", 2000)?).or(c.args.text("summary", 2000)?);
     let version = c.args.opt_int("skill_version", 1, i64::MAX)?;
     let id = skill_memory_id(&skill_id);
-    let path = path_of(&["memories", id]);
-    let guard = [("space_id", c.space.clone())];
-    let m = c.api.invoke("GET", &path, &guard, None)?;
+    let m = memories::get(c.api, id, Some(&c.space))?;
     if !is_skill(&m) {
         return Err(Error::not_found(
             ErrorCode::SkillNotFound,
@@ -102,7 +121,7 @@ pub(super) fn report_skill_outcome(c: &Call<'_>) -> Out {
         )
         .into());
     }
-    let mut meta = m["metadata"].as_object().cloned().unwrap_or_default();
+    let mut meta = m.memory.metadata.0.clone();
     let counts = meta.entry("skill_outcomes").or_insert_with(|| json!({}));
     let n = counts[&outcome].as_u64().unwrap_or(0) + 1;
     counts[&outcome] = n.into();
@@ -110,7 +129,7 @@ pub(super) fn report_skill_outcome(c: &Call<'_>) -> Out {
     let entry = json!({
         "outcome": outcome,
         "note": note,
-        "skill_version": version.unwrap_or_else(|| m["version"].as_i64().unwrap_or(1)),
+        "skill_version": version.unwrap_or(m.memory.version),
         "agent_id": c.agent_id(),
         "source_app": c.app(),
         "at": crate::model::Timestamp::now().to_rfc3339(),
@@ -121,7 +140,8 @@ pub(super) fn report_skill_outcome(c: &Call<'_>) -> Out {
         let extra = a.len().saturating_sub(OUTCOME_LOG);
         a.drain(..extra);
     }
-    c.api.invoke("PATCH", &path, &guard, Some(&json!({"metadata": meta})))?;
+    let patch = UpdateMemoryRequest { metadata: Some(meta), ..Default::default() };
+    memories::update(c.api, id, patch, Some(&c.space))?;
     Ok(json!({
         "status": "success",
         "skill_id": format!("skill-{id}"),
@@ -148,28 +168,26 @@ pub(super) fn memory_evolves_revise(c: &Call<'_>) -> Out {
         )
         .into());
     }
-    let path = path_of(&["memories", &id]);
-    let guard = [("space_id", c.space.clone())];
-    let old = c.api.invoke("GET", &path, &guard, None)?;
-    if old["state"] == "superseded" {
-        return Err(Error::new(
-            ErrorKind::Conflict,
-            format!("memory {id} is already superseded by {}", old["metadata"]["superseded_by"]),
-        )
-        .with_code(ErrorCode::InvalidStateTransition)
-        .into());
+    let old = memories::get(c.api, &id, Some(&c.space))?;
+    let superseded_by = old.memory.metadata.0.get("superseded_by").cloned().unwrap_or(Value::Null);
+    let old_labels = old.labels;
+    let old = old.memory;
+    if old.state == MemoryState::Superseded {
+        return Err(Error::new(ErrorKind::Conflict, format!("memory {id} is already superseded by {superseded_by}"))
+            .with_code(ErrorCode::InvalidStateTransition)
+            .into());
     }
     if let Some(n) = &newer {
         // Validates the target before anything is written.
-        c.api.invoke("GET", &path_of(&["memories", n]), &guard, None)?;
+        memories::get(c.api, n, Some(&c.space))?;
     }
     let plan = json!({
         "action": if newer.is_some() { "supersede_with_existing" } else { "supersede_with_new_version" },
         "memory_id": id,
-        "current": {"title": old["title"], "content": old["content"], "version": old["version"]},
+        "current": {"title": old.title, "content": old.content, "version": old.version},
         "new_version": newer.as_ref().map_or_else(
-            || json!({"title": new_title.clone().unwrap_or_else(|| old["title"].as_str().unwrap_or("").to_string()),
-                "content": new_content, "version": old["version"].as_i64().unwrap_or(1) + 1}),
+            || json!({"title": new_title.clone().unwrap_or_else(|| old.title.clone()),
+                "content": new_content, "version": old.version + 1}),
             |n| json!({"memory_id": n})),
         "effects": ["the current memory becomes superseded (is_latest false) and leaves everyday recall",
                     "the versions are linked: metadata.superseded_by / metadata.supersedes"],
@@ -181,25 +199,28 @@ pub(super) fn memory_evolves_revise(c: &Call<'_>) -> Out {
     let newer_id = match newer {
         Some(n) => n,
         None => {
-            let mut body = json!({
-                "content": new_content,
-                "title": new_title.unwrap_or_else(|| old["title"].as_str().unwrap_or("").to_string()),
-                "importance": old["importance"],
-                "labels": old["labels"],
-                "unit_type": old["unit_type"],
-                "space_id": c.space,
-                "source": c.app(),
-            });
-            if let Some(e) = old["event_start"].as_str() {
-                body["event_start"] = e.into();
-            }
-            let created = c.api.invoke("POST", "/memories", &[], Some(&body))?;
-            created["memory"]["id"].as_str().unwrap_or("").to_string()
+            let r = CreateMemoryRequest {
+                content: new_content.unwrap_or_default(),
+                title: Some(new_title.unwrap_or_else(|| old.title.clone())),
+                importance: Some(old.importance),
+                labels: Some(old_labels),
+                unit_type: Some(old.unit_type.as_str().to_string()),
+                space_id: Some(c.space.clone()),
+                source: Some(c.app()),
+                event_start: old.event_start.clone(),
+                ..Default::default()
+            };
+            memories::create(c.api, r)?.memory.memory.id
         }
     };
-    let body = json!({"newer_memory_id": newer_id, "reason": reason.unwrap_or_else(|| "revised by an agent".into()),
-        "space_id": c.space});
-    c.api.invoke("POST", &path_of(&["memories", &id, "supersede"]), &[], Some(&body))?;
+    let reason = reason.unwrap_or_else(|| "revised by an agent".into());
+    lifecycle::change_state(
+        c.api,
+        &id,
+        Some(&c.space),
+        Transition::Supersede { newer: newer_id.clone() },
+        Some(reason),
+    )?;
     Ok(json!({"status": "success", "phase": "apply", "plan": plan, "memory_id": id, "newer_memory_id": newer_id}))
 }
 
@@ -362,17 +383,15 @@ pub(super) fn check_claims(c: &Call<'_>) -> Out {
     let mut out = Vec::with_capacity(claims.len());
     let mut counts = json!({"supported": 0, "contradicted": 0, "unknown": 0});
     for claim in &claims {
-        let body = json!({"query": claim, "limit": 10, "space_id": c.space});
-        let hits = c.api.invoke("POST", "/memories/search", &[], Some(&body))?;
         let cs = signals(claim);
         let (mut sup, mut con) = (Vec::new(), Vec::new());
-        for h in hits.as_array().into_iter().flatten() {
-            let m = &h["memory"];
-            let (coverage, conflict) = best_match(&cs, m["content"].as_str().unwrap_or(""));
+        for h in search::search(c.api, search_in(c, claim, 10))?.into_full() {
+            let m = &h.memory.memory;
+            let (coverage, conflict) = best_match(&cs, &m.content);
             if coverage < MIN_COVERAGE {
                 continue;
             }
-            let row = json!({"memory_id": m["id"], "title": m["title"], "content": m["content"],
+            let row = json!({"memory_id": m.id, "title": m.title, "content": m.content,
                 "score": (coverage * 1000.0).round() / 1000.0, "reason": conflict.unwrap_or("agrees")});
             if conflict.is_some() { con.push(row) } else { sup.push(row) }
         }

@@ -8,52 +8,52 @@ use std::collections::{BTreeMap, HashSet, VecDeque};
 
 use serde_json::{Value, json};
 
-use super::{Call, ToolError, path_of};
+use super::{Call, ToolError};
+use crate::api::{memories, relations};
 use crate::error::Error;
 use crate::error::ErrorCode;
-use crate::store::Community;
+use crate::model::Memory;
+use crate::store::{Community, ListOrder, ListQuery, RelationQuery};
 
 type Out = Result<Value, ToolError>;
 
-fn memory(c: &Call<'_>, id: &str) -> Result<Value, ToolError> {
-    Ok(c.api.invoke("GET", &path_of(&["memories", id]), &[("space_id", c.space.clone())], None)?)
+fn memory(c: &Call<'_>, id: &str) -> Result<Memory, ToolError> {
+    Ok(memories::get(c.api, id, Some(&c.space))?.memory)
 }
 
-fn brief(m: &Value) -> Value {
-    json!({"memory_id": m["id"], "title": m["title"], "content": m["content"], "unit_type": m["unit_type"],
-        "state": m["state"], "importance": m["importance"]})
+fn brief(m: &Memory) -> Value {
+    json!({"memory_id": m.id, "title": m.title, "content": m.content, "unit_type": m.unit_type,
+        "state": m.state, "importance": m.importance})
 }
 
 /// The version links of a memory: `metadata.supersedes` (a list: a version may replace several) or
 /// `metadata.superseded_by` (one id).
-fn links(m: &Value, key: &str) -> Vec<String> {
-    match &m["metadata"][key] {
-        Value::String(s) => vec![s.clone()],
-        Value::Array(a) => a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect(),
+fn links(m: &Memory, key: &str) -> Vec<String> {
+    match m.metadata.0.get(key) {
+        Some(Value::String(s)) => vec![s.clone()],
+        Some(Value::Array(a)) => a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect(),
         _ => Vec::new(),
     }
 }
 
 /// Neighbours of one memory: its relations (filtered by type) and version links, as `(id, type, direction)`.
-fn edges(c: &Call<'_>, m: &Value, types: &Option<Vec<String>>) -> Result<Vec<(String, String, String)>, ToolError> {
-    let id = m["id"].as_str().unwrap_or("");
+fn edges(c: &Call<'_>, m: &Memory, types: &Option<Vec<String>>) -> Result<Vec<(String, String, String)>, ToolError> {
+    let id = m.id.as_str();
     let mut out = Vec::new();
-    let rels = c.api.invoke(
-        "GET",
-        &path_of(&["memories", id, "relations"]),
-        &[("space_id", c.space.clone()), ("direction", "both".into())],
-        None,
-    )?;
-    for r in rels["relations"].as_array().or(rels.as_array()).into_iter().flatten() {
-        let rel = r.get("relation").unwrap_or(r);
-        let ty = rel["relation_type"].as_str().unwrap_or("related").to_string();
-        if types.as_ref().is_some_and(|t| !t.contains(&ty)) {
+    let rq = RelationQuery {
+        direction: "both".into(),
+        status: "active".into(),
+        limit: relations::DEFAULT_LIST_LIMIT,
+        types: Vec::new(),
+    };
+    for r in relations::relations_of(c.api, id, &rq, Some(&c.space))?.relations {
+        let rel = r.relation;
+        if types.as_ref().is_some_and(|t| !t.contains(&rel.relation_type)) {
             continue;
         }
-        let (src, dst) =
-            (rel["source_memory_id"].as_str().unwrap_or(""), rel["target_memory_id"].as_str().unwrap_or(""));
-        let (other, dir) = if src == id { (dst, "out") } else { (src, "in") };
-        out.push((other.to_string(), ty, dir.to_string()));
+        let (other, dir) =
+            if rel.source_memory_id == id { (rel.target_memory_id, "out") } else { (rel.source_memory_id, "in") };
+        out.push((other, rel.relation_type, dir.to_string()));
     }
     for (key, ty, dir) in [("supersedes", "evolves", "out"), ("superseded_by", "evolves", "in")] {
         if types.as_ref().is_some_and(|t| !t.iter().any(|x| x == ty)) {
@@ -88,7 +88,7 @@ pub(super) fn memory_neighbors(c: &Call<'_>) -> Out {
             row["relation_type"] = ty.into();
             row["direction"] = dir.into();
             row["depth"] = (d + 1).into();
-            row["via"] = m["id"].clone();
+            row["via"] = m.id.clone().into();
             neighbors.push(row);
             queue.push_back((n, d + 1));
         }
@@ -114,7 +114,7 @@ pub(super) fn memory_neighbors(c: &Call<'_>) -> Out {
 
 /// Follows the version link `key` from `root` for at most `max_depth` steps (a version that replaced several
 /// follows the most recent of them); stops at a loop, a missing or foreign memory.
-fn walk(c: &Call<'_>, root: &Value, key: &str, max_depth: usize, seen: &mut HashSet<String>) -> Vec<Value> {
+fn walk(c: &Call<'_>, root: &Memory, key: &str, max_depth: usize, seen: &mut HashSet<String>) -> Vec<Memory> {
     let mut out = Vec::new();
     let mut cur = root.clone();
     while out.len() < max_depth {
@@ -136,11 +136,11 @@ pub(super) fn memory_evolves_chain(c: &Call<'_>) -> Out {
     let mut seen = HashSet::from([id.clone()]);
     let older = walk(c, &root, "supersedes", max_depth, &mut seen);
     let newer = walk(c, &root, "superseded_by", max_depth, &mut seen);
-    let row = |m: &Value, role: &str| {
+    let row = |m: &Memory, role: &str| {
         let mut b = brief(m);
-        b["version"] = m["version"].clone();
-        b["is_latest"] = m["is_latest"].clone();
-        b["created_at"] = m["created_at"].clone();
+        b["version"] = m.version.into();
+        b["is_latest"] = m.is_latest.into();
+        b["created_at"] = json!(m.created_at);
         b["role"] = role.into();
         b
     };
@@ -160,26 +160,26 @@ pub(super) fn memory_evolves_chain(c: &Call<'_>) -> Out {
 pub(super) fn list_crystals(c: &Call<'_>) -> Out {
     let limit = c.args.int("limit", 1, 100, 20)?;
     let offset = c.args.int("offset", 0, i64::MAX, 0)?;
-    let q = [
-        ("space_id", c.space.clone()),
-        ("is_crystal", "true".to_string()),
-        ("limit", limit.to_string()),
-        ("offset", offset.to_string()),
-    ];
-    let v = c.api.invoke("GET", "/memories", &q, None)?;
-    let crystals: Vec<Value> = v["memories"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let list = ListQuery {
+        space_id: c.space.clone(),
+        filter: crate::index::catalog::MemoryFilter { is_crystal: Some(true), ..memories::list_filter() },
+        limit: limit as usize,
+        offset: offset as usize,
+    };
+    let page = memories::list_page(c.api, &list, ListOrder::Recent)?;
+    let crystals: Vec<Value> = page
+        .memories
+        .iter()
         .map(|m| {
+            let m = &m.memory;
             let mut b = brief(m);
-            b["crystal_title"] = m["crystal_title"].clone();
-            b["source_unit_count"] = m["source_unit_count"].clone();
-            b["created_at"] = m["created_at"].clone();
+            b["crystal_title"] = json!(m.crystal_title);
+            b["source_unit_count"] = json!(m.source_unit_count);
+            b["created_at"] = json!(m.created_at);
             b
         })
         .collect();
-    Ok(json!({"status": "success", "crystals": crystals, "total": v["pagination"]["total"], "limit": limit,
+    Ok(json!({"status": "success", "crystals": crystals, "total": page.pagination.total, "limit": limit,
         "offset": offset}))
 }
 
@@ -276,7 +276,7 @@ pub(super) fn explore_graph(c: &Call<'_>) -> Out {
     let mut frontier: Vec<String> = Vec::new();
     for id in &ids {
         let m = memory(c, id)?;
-        nodes.insert(id.clone(), json!({"id": id, "kind": "memory", "title": m["title"], "depth": 0}));
+        nodes.insert(id.clone(), json!({"id": id, "kind": "memory", "title": m.title, "depth": 0}));
         frontier.push(id.clone());
     }
     for d in 1..=depth {
@@ -302,8 +302,7 @@ pub(super) fn explore_graph(c: &Call<'_>) -> Out {
                         continue;
                     }
                     let Ok(m) = memory(c, &other) else { continue };
-                    nodes
-                        .insert(other.clone(), json!({"id": other, "kind": "memory", "title": m["title"], "depth": d}));
+                    nodes.insert(other.clone(), json!({"id": other, "kind": "memory", "title": m.title, "depth": d}));
                     next.push(other);
                 }
             }

@@ -3,12 +3,25 @@
 //! `lines`, `body`). Each verb answers the JSON of its `/fs/*` route; a missing path is an error result whose
 //! text says `ENOENT: no such file or directory`.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
+use super::memory::to_json;
 use super::{Call, ToolError};
+use crate::api::fs::{self, FsDeleteRequest, FsWriteRequest};
+use crate::api::query::{ParamSpec, Query};
 use crate::error::Error;
 
 type Out = Result<Value, ToolError>;
+
+/// The command line's options as the parameters of the verb's route: each value is checked by the route's own
+/// [`ParamSpec`]s, so that a bad `--limit` gives the same 422 as the route does.
+fn params(pairs: &[(&str, String)], specs: &[ParamSpec]) -> Result<Query, ToolError> {
+    let mut qs = form_urlencoded::Serializer::new(String::new());
+    for (k, v) in pairs {
+        qs.append_pair(k, v);
+    }
+    Ok(Query::parse(&qs.finish(), specs)?)
+}
 
 fn usage(msg: impl Into<String>, input: &str) -> ToolError {
     ToolError::Failed(Error::invalid_field(&["arguments", "command"], "value_error", msg, input.into()))
@@ -84,7 +97,7 @@ pub(super) fn mem_fs(c: &Call<'_>) -> Out {
     let limit = inv.flag(&["--limit", "-n"]);
     let api = c.api;
     let out = match verb.as_str() {
-        "capabilities" | "caps" => api.invoke("GET", "/fs/capabilities", &[], None)?,
+        "capabilities" | "caps" => to_json(&fs::capabilities()),
         "ls" => {
             let path = word(0).or(path_arg).unwrap_or_else(|| "/".into());
             let mut q = vec![("path", path), space];
@@ -94,7 +107,7 @@ pub(super) fn mem_fs(c: &Call<'_>) -> Out {
             if let Some(cur) = inv.flag(&["--cursor"]) {
                 q.push(("cursor", cur));
             }
-            api.invoke("GET", "/fs/ls", &q, None)?
+            to_json(&fs::ls(api, &params(&q, fs::LS_PARAMS)?)?)
         }
         "cat" | "read" => {
             let path = word(0).or(path_arg).ok_or_else(|| usage("cat needs a path", &command))?;
@@ -105,11 +118,11 @@ pub(super) fn mem_fs(c: &Call<'_>) -> Out {
             if let Some(l) = inv.flag(&["--lines"]) {
                 q.push(("lines", l));
             }
-            api.invoke("GET", "/fs/cat", &q, None)?
+            to_json(&fs::cat(api, &params(&q, fs::CAT_PARAMS)?)?)
         }
         "stat" => {
             let path = word(0).or(path_arg).ok_or_else(|| usage("stat needs a path", &command))?;
-            api.invoke("GET", "/fs/stat", &[("path", path), space], None)?
+            to_json(&fs::stat(api, &params(&[("path", path), space], fs::STAT_PARAMS)?)?)
         }
         "find" => {
             let mut q = vec![space];
@@ -132,7 +145,7 @@ pub(super) fn mem_fs(c: &Call<'_>) -> Out {
             if let Some(l) = limit {
                 q.push(("limit", l));
             }
-            api.invoke("GET", "/fs/find", &q, None)?
+            to_json(&fs::find(api, &params(&q, fs::FIND_PARAMS)?)?)
         }
         "grep" => {
             let query = word(0).or(query_arg).ok_or_else(|| usage("grep needs a pattern", &command))?;
@@ -150,7 +163,7 @@ pub(super) fn mem_fs(c: &Call<'_>) -> Out {
             if let Some(l) = limit {
                 q.push(("limit", l));
             }
-            api.invoke("GET", "/fs/grep", &q, None)?
+            to_json(&fs::grep(api, &params(&q, fs::GREP_PARAMS)?)?)
         }
         "recall" => {
             let query = if inv.words.is_empty() { query_arg } else { Some(inv.words.join(" ")) }
@@ -162,16 +175,23 @@ pub(super) fn mem_fs(c: &Call<'_>) -> Out {
             if let Some(k) = inv.flag(&["-k", "--k"]).or(limit) {
                 q.push(("k", k));
             }
-            api.invoke("GET", "/fs/recall", &q, None)?
+            to_json(&fs::recall(api, &params(&q, fs::RECALL_PARAMS)?)?)
         }
         "write" => {
             let path = word(0).or(path_arg).ok_or_else(|| usage("write needs a path", &command))?;
             let body = inv.flag(&["--body"]).ok_or_else(|| usage("write needs --body TEXT", &command))?;
-            api.invoke("POST", "/fs/write", &[], Some(&json!({"path": path, "body": body, "space_id": c.space})))?
+            let r = FsWriteRequest {
+                path: Some(path),
+                body: Some(body),
+                space_id: Some(c.space.clone()),
+                ..Default::default()
+            };
+            to_json(&fs::write(api, r, &c.space)?)
         }
         "rm" | "delete" => {
             let path = word(0).or(path_arg).ok_or_else(|| usage("rm needs a path", &command))?;
-            api.invoke("POST", "/fs/delete", &[], Some(&json!({"path": path, "space_id": c.space})))?
+            let r = FsDeleteRequest { path: Some(path), space_id: Some(c.space.clone()) };
+            to_json(&fs::delete(api, r, &c.space)?)
         }
         other => {
             return Err(usage(

@@ -3,8 +3,12 @@
 
 use serde_json::{Value, json};
 
-use super::{Call, ToolError, path_of};
+use super::{Call, ToolError};
+use crate::api::dto::{CreateMemoryRequest, MemoryOut, SearchRequest, UpdateMemoryRequest};
+use crate::api::{memories, search, working};
 use crate::error::{Error, ErrorKind};
+use crate::model::Timestamp;
+use crate::store::{ListOrder, ListQuery};
 
 type Out = Result<Value, ToolError>;
 
@@ -20,17 +24,20 @@ fn truncate_chars(s: &str, max: usize, tail: &str) -> String {
     }
 }
 
-/// `YYYY-MM-DD HH:MM` of an RFC 3339 time (the 0.6.6 result form).
-fn short_time(v: &Value) -> String {
-    let s = v.as_str().unwrap_or("");
-    if s.len() >= 16 { format!("{} {}", &s[..10], &s[11..16]) } else { s.to_string() }
+/// `YYYY-MM-DD HH:MM` of a time (the 0.6.6 result form).
+fn short_time(t: &Timestamp) -> String {
+    let s = t.to_rfc3339();
+    if s.len() >= 16 { format!("{} {}", &s[..10], &s[11..16]) } else { s }
+}
+
+/// A typed answer as the JSON object a tool returns.
+pub(super) fn to_json(v: &impl serde::Serialize) -> Value {
+    serde_json::to_value(v).unwrap_or_default()
 }
 
 pub(super) fn read_context_bundle(c: &Call<'_>) -> Out {
-    let mut q = vec![("space_id", c.space.clone())];
-    q.push(("include_working_memory", c.args.bool("include_working_memory", true)?.to_string()));
-    q.push(("source_app", c.app()));
-    let mut v = c.api.invoke("GET", "/context/bundle", &q, None)?;
+    let with_working_memory = c.args.bool("include_working_memory", true)?;
+    let mut v = to_json(&working::context_bundle(c.api, &c.space, with_working_memory)?);
     v["authorship"] = json!({"agent_id": c.agent_id(), "host_agent_id": c.host_agent_id(), "source_app": c.app()});
     v["active_space"] = json!({"primary_space_id": c.space});
     v["content"] = v["rendered_markdown"].clone();
@@ -51,7 +58,7 @@ pub(super) fn read_working_memory(c: &Call<'_>) -> Out {
         )
         .into());
     }
-    let wm = crate::api::working::working_memory(c.api, &c.space, date.as_deref())?;
+    let wm = working::working_memory(c.api, &c.space, date.as_deref())?;
     Ok(json!({
         "exists": wm.exists,
         "content": truncate_chars(&wm.content, WORKING_MEMORY_MAX_CHARS, "\n\n... (truncated)"),
@@ -62,19 +69,20 @@ pub(super) fn read_working_memory(c: &Call<'_>) -> Out {
 }
 
 /// The memory object of a search hit or listing row, in the tool result form.
-fn hit(m: &Value, score: f64) -> Value {
+fn hit(m: &MemoryOut, score: f64) -> Value {
+    let r = &m.memory;
     json!({
-        "memory_id": m["id"],
-        "id": m["id"],
-        "content": m["content"],
-        "title": m["title"],
-        "importance": m["importance"],
+        "memory_id": r.id,
+        "id": r.id,
+        "content": r.content,
+        "title": r.title,
+        "importance": r.importance,
         "similarity_score": score,
-        "created_at": short_time(&m["created_at"]),
-        "source_thread_id": m["source_thread_id"],
-        "labels": m["labels"],
-        "unit_type": m["unit_type"],
-        "space_id": m["space_id"],
+        "created_at": short_time(&r.created_at),
+        "source_thread_id": r.source_thread_id,
+        "labels": m.labels,
+        "unit_type": r.unit_type,
+        "space_id": r.space_id,
     })
 }
 
@@ -88,25 +96,39 @@ pub(super) fn memory_search(c: &Call<'_>) -> Out {
     let with_context = a.bool("include_context", false)?;
     let window = a.int("context_window", 1, 10, 1)?;
     let mut filters = serde_json::Map::new();
-    for key in
-        ["unit_type", "event_date_from", "event_date_to", "temporal_context", "recorded_date_from", "recorded_date_to"]
-    {
+    let mut r = SearchRequest::default();
+    for (key, field) in [
+        ("unit_type", &mut r.unit_type),
+        ("event_date_from", &mut r.event_date_from),
+        ("event_date_to", &mut r.event_date_to),
+        ("temporal_context", &mut r.temporal_context),
+        ("recorded_date_from", &mut r.recorded_date_from),
+        ("recorded_date_to", &mut r.recorded_date_to),
+    ] {
         if let Some(v) = a.text(key, 40)? {
-            filters.insert(key.into(), v.into());
+            filters.insert(key.into(), v.clone().into());
+            *field = Some(v);
         }
     }
     let Some(query) = query else {
         // List mode: the most recent memories (with the label filter), scored 1.0.
-        let mut q = vec![("space_id", c.space.clone()), ("limit", limit.to_string())];
-        for l in &labels {
-            q.push(("labels", l.clone()));
+        let mut errs = Vec::new();
+        let unit_type = crate::api::route::parse_unit(r.unit_type.as_deref(), &["arguments", "unit_type"], &mut errs);
+        if !errs.is_empty() {
+            return Err(Error::invalid(errs).into());
         }
-        if let Some(u) = filters.get("unit_type").and_then(Value::as_str) {
-            q.push(("unit_type", u.to_string()));
-        }
-        let v = c.api.invoke("GET", "/memories", &q, None)?;
-        let results: Vec<Value> =
-            v["memories"].as_array().map(|a| a.iter().map(|m| hit(m, 1.0)).collect()).unwrap_or_default();
+        let list = ListQuery {
+            space_id: c.space.clone(),
+            filter: crate::index::catalog::MemoryFilter {
+                unit_type,
+                label_ids: crate::api::route::label_ids(&labels),
+                ..memories::list_filter()
+            },
+            limit: limit as usize,
+            offset: 0,
+        };
+        let page = memories::list_page(c.api, &list, ListOrder::Recent)?;
+        let results: Vec<Value> = page.memories.iter().map(|m| hit(m, 1.0)).collect();
         let mut applied = filters.clone();
         applied.insert("mode".into(), "list".into());
         return Ok(json!({
@@ -118,35 +140,27 @@ pub(super) fn memory_search(c: &Call<'_>) -> Out {
             "filters_applied": applied,
         }));
     };
-    let mut body = json!({
-        "query": query,
-        "limit": limit,
-        "space_id": c.space,
-        "mode": if mode == "deep" { "deep" } else { "normal" },
-    });
-    if !labels.is_empty() {
-        body["filter_labels"] = json!(labels);
-    }
-    if with_context {
-        body["include_context"] = true.into();
-        body["context_window"] = window.into();
-    }
-    for (k, v) in &filters {
-        body[k.as_str()] = v.clone();
-    }
-    let v = c.api.invoke("POST", "/memories/search", &[], Some(&body))?;
+    let r = SearchRequest {
+        query: query.clone(),
+        limit: Some(limit),
+        space_id: Some(c.space.clone()),
+        mode: Some(if mode == "deep" { "deep" } else { "normal" }.into()),
+        filter_labels: (!labels.is_empty()).then(|| labels.clone()),
+        include_context: with_context.then_some(true),
+        context_window: with_context.then_some(window),
+        ..r
+    };
     let mut results = Vec::new();
-    for r in v.as_array().into_iter().flatten() {
-        let score = r["similarity_score"].as_f64().unwrap_or(0.0);
+    for r in search::search(c.api, r)?.into_full() {
+        let score = r.similarity_score;
         // The threshold drops weak semantic-only hits; a hit that shares a keyword with the query stays
         // (fused scores of exact matches can be low in a large space).
-        let keyword = r["matched_terms"].as_array().is_some_and(|t| !t.is_empty());
-        if score < threshold && !keyword {
+        if score < threshold && r.matched_terms.is_empty() {
             continue;
         }
-        let mut h = hit(&r["memory"], score);
+        let mut h = hit(&r.memory, score);
         if with_context {
-            h["context"] = r["context"].clone();
+            h["context"] = json!(r.context);
         }
         results.push(h);
     }
@@ -165,22 +179,23 @@ pub(super) fn memory_search(c: &Call<'_>) -> Out {
 
 pub(super) fn get_memory_by_id(c: &Call<'_>) -> Out {
     let id = c.args.req_str("memory_id")?;
-    let mut v = c.api.invoke("GET", &path_of(&["memories", &id]), &[("space_id", c.space.clone())], None)?;
+    let mut v = to_json(&memories::get(c.api, &id, Some(&c.space))?);
     v["memory_id"] = v["id"].clone();
     v["status"] = "success".into();
     Ok(v)
 }
 
-fn echo(m: &Value) -> Value {
+fn echo(m: &MemoryOut) -> Value {
+    let r = &m.memory;
     json!({
-        "id": m["id"],
-        "content": truncate_chars(m["content"].as_str().unwrap_or(""), ECHO_CHARS, "..."),
-        "title": m["title"],
-        "importance": m["importance"],
-        "created_at": short_time(&m["created_at"]),
-        "labels": m["labels"],
-        "unit_type": m["unit_type"],
-        "space_id": m["space_id"],
+        "id": r.id,
+        "content": truncate_chars(&r.content, ECHO_CHARS, "..."),
+        "title": r.title,
+        "importance": r.importance,
+        "created_at": short_time(&r.created_at),
+        "labels": m.labels,
+        "unit_type": r.unit_type,
+        "space_id": r.space_id,
     })
 }
 
@@ -196,43 +211,41 @@ pub(super) fn memory_add(c: &Call<'_>) -> Out {
     if let Some(x) = c.host_agent_id() {
         metadata.insert("host_agent_id".into(), x.into());
     }
-    let mut body = json!({
-        "content": content,
-        "space_id": c.space,
-        "source": app,
-        "source_app": app,
-        "metadata": metadata,
-    });
-    if let Some(t) = a.text("title", 200)? {
-        body["title"] = t.into();
+    let mut r = CreateMemoryRequest {
+        content,
+        space_id: Some(c.space.clone()),
+        source: Some(app.clone()),
+        source_app: Some(app.clone()),
+        metadata: Some(metadata),
+        title: a.text("title", 200)?,
+        importance: Some(a.opt_num("importance", 0.0, 1.0)?.unwrap_or(0.5)),
+        labels: a.list("labels")?,
+        ..Default::default()
+    };
+    for (key, field) in [
+        ("unit_type", &mut r.unit_type),
+        ("event_start", &mut r.event_start),
+        ("event_end", &mut r.event_end),
+        ("temporal_context", &mut r.temporal_context),
+        ("expires_at", &mut r.expires_at),
+    ] {
+        *field = a.text(key, 40)?;
     }
-    body["importance"] = a.opt_num("importance", 0.0, 1.0)?.unwrap_or(0.5).into();
-    if let Some(l) = a.list("labels")? {
-        body["labels"] = json!(l);
-    }
-    for key in ["unit_type", "event_start", "event_end", "temporal_context", "expires_at"] {
-        if let Some(v) = a.text(key, 40)? {
-            body[key] = v.into();
-        }
-    }
-    let v = c.api.invoke("POST", "/memories", &[], Some(&body))?;
-    let m = &v["memory"];
+    let v = memories::create(c.api, r)?;
+    let m = &v.memory;
     let mut out = json!({
         "status": "success",
-        "memory_id": m["id"],
+        "memory_id": m.memory.id,
         "memory": echo(m),
         "processing": {
-            "entities_extracted": v["extracted_entities"].as_array().map_or(0, Vec::len),
-            "labels_applied": m["labels"],
+            "entities_extracted": v.extracted_entities.len(),
+            "labels_applied": m.labels,
             "source": app,
-            "action": v["action"],
+            "action": v.action,
         },
     });
-    if let Some(w) = v["warnings"].as_array().filter(|w| !w.is_empty()) {
-        out["warnings"] = json!(w);
-    }
-    if let Some(r) = v.get("review_event_id").filter(|r| !r.is_null()) {
-        out["timeline_review_event_id"] = r.clone();
+    if !v.warnings.is_empty() {
+        out["warnings"] = json!(v.warnings);
     }
     Ok(out)
 }
@@ -240,7 +253,7 @@ pub(super) fn memory_add(c: &Call<'_>) -> Out {
 pub(super) fn memory_update(c: &Call<'_>) -> Out {
     let a = &c.args;
     let id = a.req_str("memory_id")?;
-    let mut body = json!({});
+    let mut body = UpdateMemoryRequest::default();
     let mut fields = Vec::new();
     if let Some(t) = a.opt_str("title")? {
         if t.chars().count() > 200 {
@@ -252,25 +265,24 @@ pub(super) fn memory_update(c: &Call<'_>) -> Out {
             )
             .into());
         }
-        body["title"] = t.into();
+        body.title = Some(t);
         fields.push("title");
     }
     if let Some(t) = a.text("content", 32_768)? {
-        body["content"] = t.into();
+        body.content = Some(t);
         fields.push("content");
     }
     if let Some(x) = a.opt_num("importance", 0.0, 1.0)? {
-        body["importance"] = x.into();
+        body.importance = Some(x);
         fields.push("importance");
     }
-    let new_labels = a.list("labels")?;
-    if let Some(l) = &new_labels {
-        body["labels"] = json!(l);
+    if let Some(l) = a.list("labels")? {
+        body.labels = Some(l);
         fields.push("labels");
     }
     if let Some(e) = a.opt_str("expires_at")? {
         // An empty string clears the expiry (null means "not given" to MCP clients).
-        body["expires_at"] = if e.trim().is_empty() { Value::Null } else { e.into() };
+        body.expires_at = Some(Some(e).filter(|e| !e.trim().is_empty()));
         fields.push("expires_at");
     }
     if fields.is_empty() {
@@ -282,17 +294,9 @@ pub(super) fn memory_update(c: &Call<'_>) -> Out {
         )
         .into());
     }
-    let path = path_of(&["memories", &id]);
-    let guard = [("space_id", c.space.clone())];
-    let before = c.api.invoke("GET", &path, &guard, None)?;
-    let after = c.api.invoke("PATCH", &path, &guard, Some(&body))?;
-    let names = |v: &Value| -> Vec<String> {
-        v["labels"]
-            .as_array()
-            .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
-            .unwrap_or_default()
-    };
-    let (old, new) = (names(&before), names(&after));
+    let before = memories::get(c.api, &id, Some(&c.space))?;
+    let after = memories::update(c.api, &id, body, Some(&c.space))?;
+    let (old, new) = (&before.labels, &after.labels);
     let added: Vec<&String> = new.iter().filter(|l| !old.contains(l)).collect();
     let removed: Vec<&String> = old.iter().filter(|l| !new.contains(l)).collect();
     Ok(json!({
@@ -317,14 +321,13 @@ pub(super) fn memory_delete(c: &Call<'_>) -> Out {
     if ids.is_empty() {
         return Ok(json!({"status": "error", "message": "Provide memory_id or memory_ids"}));
     }
-    let guard = [("space_id", c.space.clone())];
     let mut results = Vec::new();
     let (mut deleted, mut failed, mut rels) = (0u64, 0u64, 0u64);
     for id in &ids {
-        match c.api.invoke("DELETE", &path_of(&["memories", id]), &guard, None) {
+        match memories::delete(c.api, id, Some(&c.space)) {
             Ok(v) => {
                 deleted += 1;
-                let r = v["deleted_relationships"].as_u64().unwrap_or(0);
+                let r = v.deleted_relationships;
                 rels += r;
                 results.push(json!({"memory_id": id, "status": "success", "message": "deleted",
                     "deletion": {"deleted_relationships": r, "deleted_entities": 0}}));

@@ -178,11 +178,6 @@ fn failure_message(e: &Error) -> String {
     e.message().to_string()
 }
 
-/// A percent-encoded route path from its segments (`["memories", id]` -> `/memories/<id>`).
-pub(crate) fn path_of(segments: &[&str]) -> String {
-    segments.iter().map(|s| format!("/{}", crate::library::encode_segment(s))).collect()
-}
-
 /// One tool of the table.
 pub struct Tool {
     /// Name, as agents call it.
