@@ -56,7 +56,7 @@ fn main() {
     let t = Instant::now();
     let store = KnowledgeStore::open(config.clone()).expect("open after the upgrade");
     let open_s = t.elapsed().as_secs_f64();
-    assert_eq!(store.admin().health().expect("health").format_version, engram::storage::codec::FORMAT_VERSION);
+    assert_eq!(store.admin().health().expect("health").format_version, engram::store::upgrade::FORMAT_VERSION);
     println!(
         "upgrade: {n} memories ({}; written in {write_s:.1} s, turned to format 1 in {downgrade_s:.1} s)",
         if config.database_url.is_some() { "PostgreSQL".to_string() } else { format!("redb file {before_mib:.0} MiB") }

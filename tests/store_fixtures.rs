@@ -265,14 +265,14 @@ fn view_of_copy_with(data: &Path, database: Option<&str>, encrypt: bool) -> serd
     api.store().admin().wait_for_indexes(std::time::Duration::from_secs(60));
     // Opened at this release's format; a fixture of an older one went through the migration.
     let h = api.store().admin().health().expect("health");
-    assert_eq!(h.format_version, engram::storage::codec::FORMAT_VERSION);
+    assert_eq!(h.format_version, engram::store::upgrade::FORMAT_VERSION);
     let written_at: u32 = data
         .ancestors()
         .find_map(|d| d.file_name()?.to_str()?.strip_prefix('v')?.parse().ok())
         .expect("the fixture directory is named v<format>");
-    if written_at < engram::storage::codec::FORMAT_VERSION {
+    if written_at < engram::store::upgrade::FORMAT_VERSION {
         let up = h.last_upgrade.expect("the older fixture was migrated at open");
-        assert_eq!((up.from, up.to), (written_at, engram::storage::codec::FORMAT_VERSION));
+        assert_eq!((up.from, up.to), (written_at, engram::store::upgrade::FORMAT_VERSION));
         assert!(up.records > 0);
         assert_eq!(up.backup.is_some(), database.is_none(), "a backup copy on redb only");
     }

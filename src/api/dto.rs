@@ -8,97 +8,6 @@ use crate::error::FieldError;
 use crate::model::{Label, Memory, Space};
 use crate::store::MemoryView;
 
-/// Body of `POST /memories` (create, or upsert by `id`).
-#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
-pub struct CreateMemoryRequest {
-    /// Body text, 1..=32,768 bytes.
-    pub content: String,
-    /// Upsert key: an existing id updates that memory.
-    pub id: Option<String>,
-    /// Title, at most 500 characters.
-    pub title: Option<String>,
-    /// 0..=1 (default 0.5).
-    pub importance: Option<f64>,
-    /// 0..=1 (default 1).
-    pub confidence: Option<f64>,
-    /// Origin, e.g. `cli`.
-    pub source: Option<String>,
-    /// Label names.
-    pub labels: Option<Vec<String>>,
-    /// fact, preference, decision, plan, procedure, learning, context or event.
-    pub unit_type: Option<String>,
-    /// `YYYY`, `YYYY-MM`, `YYYY-MM-DD` or RFC 3339.
-    pub event_start: Option<String>,
-    /// Same forms as `event_start`.
-    pub event_end: Option<String>,
-    /// past, present, future or timeless.
-    pub temporal_context: Option<String>,
-    /// Provenance: thread id owned by the caller.
-    pub source_thread_id: Option<String>,
-    /// Provenance: message id owned by the caller.
-    pub source_message_id: Option<String>,
-    /// Free-form object, at most 64 KiB.
-    #[schema(value_type = Option<Object>)]
-    pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
-    /// Space (default `default`).
-    pub space_id: Option<String>,
-    /// Client app name (kept in `metadata.source_app`).
-    pub source_app: Option<String>,
-    /// Import origin (kept in `metadata.import_origin`).
-    pub import_origin: Option<String>,
-    /// Message indices of the source thread; stored as `source_range` `start_index`/`end_index`.
-    pub source_message_indices: Option<Vec<i64>>,
-    /// Engram extension: the memory's vector, for a store opened with `--embedding-model external:DIM` (DIM
-    /// finite numbers, not all zero; stored L2-normalised). 422 in a store whose model embeds by itself.
-    pub embedding: Option<Vec<f32>>,
-    /// Engram extension: when the memory expires (RFC 3339, or `YYYY-MM-DD` for midnight UTC). From then on it
-    /// leaves search, listings and the context bundle, stays readable by id with `expired: true`, and is
-    /// forgotten after the store's grace period (30 days by default).
-    pub expires_at: Option<String>,
-}
-
-/// Body of `PATCH /memories/{memory_id}`: every field optional.
-#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
-pub struct UpdateMemoryRequest {
-    /// New title.
-    pub title: Option<String>,
-    /// New content.
-    pub content: Option<String>,
-    /// New importance 0..=1.
-    pub importance: Option<f64>,
-    /// New confidence 0..=1.
-    pub confidence: Option<f64>,
-    /// New unit type.
-    pub unit_type: Option<String>,
-    /// Moves the memory to this space.
-    pub space_id: Option<String>,
-    /// Replaces the label set (names).
-    pub labels: Option<Vec<String>>,
-    /// New source.
-    pub source: Option<String>,
-    /// New event start.
-    pub event_start: Option<String>,
-    /// New event end.
-    pub event_end: Option<String>,
-    /// New temporal context.
-    pub temporal_context: Option<String>,
-    /// Replaces metadata.
-    #[schema(value_type = Option<Object>)]
-    pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
-    /// Engram extension: a new vector (external-embedder stores; rules of `POST /memories`). Without it a
-    /// content change keeps the old vector in such a store.
-    pub embedding: Option<Vec<f32>>,
-    /// Engram extension: a new expiry time (forms of `POST /memories`), or null to clear it.
-    #[serde(default, deserialize_with = "nullable")]
-    #[schema(value_type = Option<String>)]
-    pub expires_at: Option<Option<String>>,
-}
-
-/// A field that tells "absent" (None) from "null" (Some(None)).
-fn nullable<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<Option<T>>, D::Error> {
-    Option::<T>::deserialize(d).map(Some)
-}
-
 /// Provenance thread of a memory.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct SourceThread {
@@ -169,13 +78,6 @@ pub struct CreateMemoryResponse {
     pub action: String,
     /// Non-fatal notes.
     pub warnings: Vec<String>,
-}
-
-/// Body of `POST /memories/batch` (Engram extension).
-#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
-pub struct BatchCreateRequest {
-    /// 1..=1,000 memories, each a `POST /memories` body; stored in one write transaction, all or none.
-    pub memories: Vec<CreateMemoryRequest>,
 }
 
 /// Response of `POST /memories/batch`: one `POST /memories` response per item, in order.

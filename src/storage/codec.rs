@@ -2,8 +2,9 @@
 //!
 //! Every stored record is `[version] ++ postcard(record)`. postcard is not self-describing, so the leading byte
 //! is what lets a later release read old records: each record kind ([`Versioned`]) names the version it writes
-//! and upgrades every older one to its current form on read. The store-wide [`FORMAT_VERSION`] in `META` names
-//! the layout as a whole; opening an older store runs the ordered migrations of [`crate::store::upgrade`], and
+//! and upgrades every older one to its current form on read. The store-wide format version in `META`
+//! ([`crate::store::upgrade::FORMAT_VERSION`]) names the layout as a whole; opening an older store runs the
+//! ordered migrations of [`crate::store::upgrade`], and
 //! opening a store written by a newer release is refused with both versions named. The rules for changing a
 //! record are in `docs/design.md` ("Changing the format").
 
@@ -11,10 +12,6 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::error::{Error, ErrorKind, Result};
-
-/// Layout version of this release. History: 1, the first release; 2, memories gain `expires_at` (memory
-/// records at version 2).
-pub const FORMAT_VERSION: u32 = 2;
 
 /// A record kind's stored value: the version this release writes, and how every older version is read.
 ///

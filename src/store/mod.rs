@@ -38,7 +38,7 @@ pub use labels::{
     AffectedCounts, ConsolidationGroup, ConsolidationPreview, ConsolidationReport, JudgedPair, LabelDeleteReport,
     LabelHealth, LabelMerge, LabelPatch, LabelPlan, Labels, MergeCandidate, canonical_label,
 };
-pub use memories::{ExpiryStatus, Memories};
+pub use memories::{ExpiryStatus, Memories, MemoryPatch, NewMemory};
 pub use memories::{StateChange, Transition};
 pub(crate) use records::StoredMemory;
 pub use reviews::{ACTIONS as REVIEW_ACTIONS, Resolution, ReviewEvent, Reviews};
@@ -60,8 +60,8 @@ pub use transfer::{
     Include, KindCounts, Manifest, ManifestEntry, Transfer,
 };
 pub use types::{
-    CreatedMemory, DeleteReport, LabelOrder, ListOrder, ListQuery, MemoryPatch, MemoryView, MoveFailure, MoveReport,
-    MoveSelection, NewMemory, NewSpace, Page, SpacePatch, WriteAction,
+    CreatedMemory, DeleteReport, LabelOrder, ListOrder, ListQuery, MemoryView, MoveFailure, MoveReport, MoveSelection,
+    NewSpace, Page, SpacePatch, WriteAction,
 };
 pub use working::{MAX_WORKING_MEMORY_BYTES, Working, WorkingMemory, today as working_today};
 

@@ -11,7 +11,8 @@ use std::collections::BTreeSet;
 use serde_json::{Value, json};
 
 use super::{Call, ToolError};
-use crate::api::dto::{CreateMemoryRequest, MemoryOut, SearchRequest, UpdateMemoryRequest};
+use crate::api::dto::{MemoryOut, SearchRequest};
+use crate::api::memories::{CreateMemoryRequest, UpdateMemoryRequest};
 use crate::api::{lifecycle, memories, search};
 use crate::error::ErrorCode;
 use crate::error::{Error, ErrorKind};

@@ -4,7 +4,8 @@
 use serde_json::{Value, json};
 
 use super::{Call, ToolError};
-use crate::api::dto::{CreateMemoryRequest, MemoryOut, SearchRequest, UpdateMemoryRequest};
+use crate::api::dto::{MemoryOut, SearchRequest};
+use crate::api::memories::{CreateMemoryRequest, UpdateMemoryRequest};
 use crate::api::{memories, search, working};
 use crate::error::{Error, ErrorKind};
 use crate::model::Timestamp;

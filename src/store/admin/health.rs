@@ -125,7 +125,7 @@ impl<'s> Admin<'s> {
         let meta = meta::meta(&rtx)?;
         let generation = meta.u64("generation")?.unwrap_or(0);
         let format_version =
-            crate::store::core::upgrade::stored_format(&meta)?.unwrap_or(crate::storage::codec::FORMAT_VERSION);
+            crate::store::core::upgrade::stored_format(&meta)?.unwrap_or(crate::store::upgrade::FORMAT_VERSION);
         let last_upgrade = crate::store::core::upgrade::last_upgrade(&meta)?;
         let labels = label::labels(&rtx)?.len()? as usize;
         // The index lock is released before `expiry_status` takes it again: a second read behind a waiting

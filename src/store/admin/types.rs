@@ -19,7 +19,7 @@ pub struct StoreHealth {
     pub labels: usize,
     /// Background re-embedding.
     pub reembed: super::ReembedStatus,
-    /// The store's format ([`crate::storage::codec::FORMAT_VERSION`] once open).
+    /// The store's format ([`crate::store::upgrade::FORMAT_VERSION`] once open).
     pub format_version: u32,
     /// The last format upgrade the store went through, if any (with its backup copy).
     pub last_upgrade: Option<crate::store::core::upgrade::UpgradeRecord>,

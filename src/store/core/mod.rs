@@ -422,10 +422,12 @@ impl Core {
         {
             let mut meta = meta::meta(&txn)?;
             match upgrade::stored_format(&meta)? {
-                Some(found) if found > crate::storage::codec::FORMAT_VERSION => return Err(upgrade::newer(found)),
+                Some(found) if found > crate::store::core::upgrade::FORMAT_VERSION => {
+                    return Err(upgrade::newer(found));
+                }
                 Some(_) => {}
                 None => {
-                    meta.put_u32("format_version", crate::storage::codec::FORMAT_VERSION)?;
+                    meta.put_u32("format_version", crate::store::core::upgrade::FORMAT_VERSION)?;
                 }
             }
             let mut spaces = space::spaces(&txn)?;

@@ -11,7 +11,7 @@
 //!   the committed state (a crash after a write, a store file restored from a backup, or a copy of the file
 //!   without its snapshot all fall back to the full load).
 //! * **Validated** completely before use: CRC-32 of the whole file, magic, snapshot version, store format
-//!   version ([`crate::storage::codec::FORMAT_VERSION`]) and the crate version that wrote it (the catalog's
+//!   version ([`crate::store::core::upgrade::FORMAT_VERSION`]) and the crate version that wrote it (the catalog's
 //!   encoding is Rust's own), sorted posting lists. A file that fails any check is deleted; it never stops an
 //!   open. The own texts of the context-expanded postings are the exception: they stay in their encoding
 //!   until a background thread started by the open, or a write before it, decodes them
@@ -193,7 +193,7 @@ impl<W: Write> Write for Summed<W> {
 fn encode(state: &IndexState, token: u64, out: &mut impl Write) -> crate::Result<()> {
     out.write_all(MAGIC)?;
     out.write_all(&VERSION.to_le_bytes())?;
-    out.write_all(&crate::storage::codec::FORMAT_VERSION.to_le_bytes())?;
+    out.write_all(&crate::store::core::upgrade::FORMAT_VERSION.to_le_bytes())?;
     let build = env!("CARGO_PKG_VERSION");
     out.write_all(&(build.len() as u32).to_le_bytes())?;
     out.write_all(build.as_bytes())?;
@@ -267,7 +267,7 @@ fn decode(bytes: &[u8], token: u64) -> Result<Vec<SpaceSnapshot>, String> {
         return Err("not an Engram index snapshot".into());
     }
     let (version, format) = (r.u32()?, r.u32()?);
-    if version != VERSION || format != crate::storage::codec::FORMAT_VERSION {
+    if version != VERSION || format != crate::store::core::upgrade::FORMAT_VERSION {
         return Err(format!("snapshot version {version}, store format {format}"));
     }
     let n = r.u32()? as usize;

@@ -19,7 +19,6 @@ use serde::{Deserialize, Serialize};
 use crate::config::{Durability, StoreConfig};
 use crate::error::{Error, ErrorKind, Result};
 use crate::model::Timestamp;
-use crate::storage::codec::FORMAT_VERSION;
 use crate::storage::{Db, ReadTx, Readable, WriteTx};
 use crate::store::records::meta::Meta;
 use crate::store::records::{Bytes, StoredMemoryV1};
@@ -35,7 +34,11 @@ struct Migration {
     run: fn(&WriteTx) -> Result<u64>,
 }
 
-/// Every migration, in order. A release that changes the layout appends one (and raises [`FORMAT_VERSION`]).
+/// Layout version of this release: 1 (the first release) plus one per migration, so appending a migration
+/// raises it. History: the `what` of each migration in [`MIGRATIONS`] (2: memories gain `expires_at`).
+pub const FORMAT_VERSION: u32 = 1 + MIGRATIONS.len() as u32;
+
+/// Every migration, in order. A release that changes the layout appends one (which raises [`FORMAT_VERSION`]).
 const MIGRATIONS: &[Migration] = &[Migration {
     from: 1,
     what: "memories gain expires_at: every memory record is rewritten at record version 2",

@@ -1,8 +1,90 @@
-//! The input of a memory write: every field of a [`NewMemory`] or a [`MemoryPatch`] checked against its limits
-//! (all errors collected, one 422 `detail` entry each, as the spec's `detail` shape), then applied onto the
-//! memory.
+//! The input of a memory write: the fields of a [`NewMemory`] or a [`MemoryPatch`], each checked against its
+//! limits (all errors collected, one 422 `detail` entry each, as the spec's `detail` shape), then applied onto
+//! the memory. A new field of a memory that callers set is declared, checked and applied here.
 
 use super::*;
+use crate::model::{TemporalContext, UnitType};
+
+/// A memory to create, or to upsert when `id` names an existing one.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NewMemory {
+    /// Caller-chosen id (1..=200 characters, no `/` or control characters); a UUIDv7 when None.
+    /// An existing id makes the call an upsert: given fields replace stored ones, others are kept.
+    pub id: Option<String>,
+    /// Body text, 1..=32,768 bytes after trimming.
+    pub content: String,
+    /// Title, at most 500 characters.
+    pub title: Option<String>,
+    /// 0..=1, default 0.5.
+    pub importance: Option<f64>,
+    /// 0..=1, default 1.
+    pub confidence: Option<f64>,
+    /// Origin, at most 200 characters (e.g. `cli`).
+    pub source: Option<String>,
+    /// Label names (1..=100 characters each, at most 64); on an upsert, Some replaces the set.
+    pub labels: Option<Vec<String>>,
+    /// Default `fact`.
+    pub unit_type: Option<UnitType>,
+    /// `YYYY`, `YYYY-MM`, `YYYY-MM-DD` or RFC 3339.
+    pub event_start: Option<String>,
+    /// Same forms as `event_start`.
+    pub event_end: Option<String>,
+    /// Default `timeless`.
+    pub temporal_context: Option<TemporalContext>,
+    /// Provenance: thread id supplied by the caller.
+    pub source_thread_id: Option<String>,
+    /// Provenance: message id supplied by the caller.
+    pub source_message_id: Option<String>,
+    /// Free-form object, at most 64 KiB as JSON.
+    pub metadata: Option<Metadata>,
+    /// Space, default `default`; must exist.
+    pub space_id: Option<String>,
+    /// Range of the source, e.g. `start_index`/`end_index`.
+    pub source_range: Option<BTreeMap<String, f64>>,
+    /// How the memory was made (default `manual`).
+    pub extraction_method: Option<String>,
+    /// Caller-supplied vector ([`crate::embed::ExternalEmbedder`] stores only): [`crate::embed::Embedder::dim`]
+    /// finite floats, not all zero; stored L2-normalised. None in such a store: the memory has no vector and is
+    /// found lexically.
+    pub embedding: Option<Vec<f32>>,
+    /// When the memory expires ([`Memory::expires_at`]); None: never. A time already past is accepted (the
+    /// memory is stored expired).
+    pub expires_at: Option<Timestamp>,
+}
+
+/// A partial update: every Some field replaces the stored one.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MemoryPatch {
+    /// New title.
+    pub title: Option<String>,
+    /// New content (1..=32,768 bytes).
+    pub content: Option<String>,
+    /// New importance 0..=1.
+    pub importance: Option<f64>,
+    /// New confidence 0..=1.
+    pub confidence: Option<f64>,
+    /// New unit type.
+    pub unit_type: Option<UnitType>,
+    /// Moves the memory to this space (must exist); labels follow by name.
+    pub space_id: Option<String>,
+    /// Replaces the label set.
+    pub labels: Option<Vec<String>>,
+    /// New source.
+    pub source: Option<String>,
+    /// New event start.
+    pub event_start: Option<String>,
+    /// New event end.
+    pub event_end: Option<String>,
+    /// New temporal context.
+    pub temporal_context: Option<TemporalContext>,
+    /// Replaces metadata.
+    pub metadata: Option<Metadata>,
+    /// A new caller-supplied vector (external-embedder stores only; rules of [`NewMemory::embedding`]). In such a
+    /// store a content change without one keeps the old vector: it cannot be recomputed.
+    pub embedding: Option<Vec<f32>>,
+    /// Sets (`Some(Some(t))`) or clears (`Some(None)`) the expiry time; None leaves it.
+    pub expires_at: Option<Option<Timestamp>>,
+}
 
 /// Checks a label name: trimmed, 1..=100 characters, no control characters.
 pub(crate) fn check_label_name(name: &str, loc: &[&str], errs: &mut Vec<FieldError>) -> Option<String> {

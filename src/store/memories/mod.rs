@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::graph::entities::EntityWrite;
 use super::{
     DEFAULT_SPACE, IndexOp, KnowledgeStore, LexEntry, StoredMemory, range_prefix3,
-    types::{CreatedMemory, DeleteReport, ListOrder, ListQuery, MemoryPatch, MemoryView, NewMemory, Page, WriteAction},
+    types::{CreatedMemory, DeleteReport, ListOrder, ListQuery, MemoryView, Page, WriteAction},
 };
 use super::{entity, label, memory, relation, space};
 use crate::embed::InputType;
@@ -27,6 +27,7 @@ mod write;
 
 pub use expiry::ExpiryStatus;
 pub(crate) use input::check_label_name;
+pub use input::{MemoryPatch, NewMemory};
 use input::{apply_new, apply_patch, validate_new, validate_patch};
 pub use lifecycle::{StateChange, Transition};
 pub(crate) use write::{MemoryWrite, Prepared, new_label, remove_derived, write_derived};

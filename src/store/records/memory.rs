@@ -632,7 +632,7 @@ mod tests {
             let up: StoredMemory = decode(&old).map_err(|e| TestCaseError::fail(e.to_string()))?;
             prop_assert_eq!(&up, &StoredMemory { docno, memory: m });
             let new = encode(&up).map_err(|e| TestCaseError::fail(e.to_string()))?;
-            prop_assert_eq!(new[0], 2);
+            prop_assert_eq!(new[0], StoredMemory::VERSION);
             prop_assert_eq!(older_version::<StoredMemory>(&new), None);
             prop_assert_eq!(decode::<StoredMemory>(&new).map_err(|e| TestCaseError::fail(e.to_string()))?, up);
         }
@@ -640,8 +640,10 @@ mod tests {
 
     #[test]
     fn newer_records_are_refused_with_both_versions() {
-        let e = decode::<StoredMemory>(&[3, 0]).unwrap_err();
+        let (current, newer) = (StoredMemory::VERSION, StoredMemory::VERSION + 1);
+        let e = decode::<StoredMemory>(&[newer, 0]).unwrap_err();
         assert_eq!(e.kind(), crate::error::ErrorKind::Corrupt);
-        assert!(e.to_string().contains("version 3") && e.to_string().contains("(2)"), "{e}");
+        let (a, b) = (format!("version {newer}"), format!("({current})"));
+        assert!(e.to_string().contains(&a) && e.to_string().contains(&b), "{e}");
     }
 }

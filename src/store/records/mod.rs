@@ -8,12 +8,12 @@
 //! the record type, older versions upgraded on read), a kind holding a typed column (`u64`, `&str`, `()`, ...)
 //! as the port's table.
 //!
-//! | kind (table) | record | version | history |
-//! |---|---|---|---|
-//! | `memories` | [`StoredMemory`] | 2 | 1: format 1; 2: `Memory::expires_at` (format 2) |
-//! | `vectors` | [`Vector`] (`f32`s; stored half precision) | tag `0xF1` | untagged `f32`s: format 1 |
-//! | `catalog` (database stores only) | `DocMeta`, beside typed columns | 1 | added with PostgreSQL schema 2 |
-//! | every other record table | its model type | 1 | unchanged since format 1 |
+//! | kind (table) | record | version and history |
+//! |---|---|---|
+//! | `memories` | [`StoredMemory`] | `StoredMemory::VERSION`; each older layout is a frozen `StoredMemoryV<n>` in [`memory`] |
+//! | `vectors` | [`Vector`] (`f32`s; stored half precision) | tag `0xF1`; untagged `f32`s: format 1 |
+//! | `catalog` (database stores only) | `DocMeta`, beside typed columns | 1; added with PostgreSQL schema 2 |
+//! | every other record table | its model type | 1; unchanged since format 1 |
 
 use std::marker::PhantomData;
 

@@ -315,7 +315,7 @@ impl Transfer<'_> {
             format: EXPORT_FORMAT.into(),
             format_version: EXPORT_VERSION,
             engram_version: env!("CARGO_PKG_VERSION").into(),
-            store_format_version: crate::storage::codec::FORMAT_VERSION,
+            store_format_version: crate::store::upgrade::FORMAT_VERSION,
             embedder: format!("{}:{}", self.store.core.config.embedder.name(), self.store.core.config.embedder.dim()),
             created_at: Timestamp::now(),
             include: inc,
