@@ -4,8 +4,9 @@
 //! the C API through `engram_request` on that route.
 //!
 //! The contract is `mcp.md` §3 of the interface notes (see `docs/api.md`, "Agent tools and MCP"): every tool
-//! returns a JSON object, shaped as the reference product's tool of the same name. Handlers run routes of the
-//! API in-process ([`Api::invoke`]), so a tool and its REST twin validate and behave alike.
+//! returns a JSON object, shaped as the reference product's tool of the same name. Handlers call the typed
+//! functions beside the routes' handlers (`api::memories::get`, `api::search::search`, `api::fs::ls`, ...) with the
+//! routes' own request types, so a tool and its REST twin validate and behave alike.
 //!
 //! Scope: the `X-Nmem-Space-Id`, `X-Nmem-Agent-Id` and `X-Nmem-Host-Agent-Id` headers win over the `space_id`,
 //! `agent_id` and `host_agent_id` arguments; an empty value counts as absent. An unknown space is refused

@@ -35,7 +35,7 @@ struct Migration {
 }
 
 /// Layout version of this release: 1 (the first release) plus one per migration, so appending a migration
-/// raises it. History: the `what` of each migration in [`MIGRATIONS`] (2: memories gain `expires_at`).
+/// raises it. History: the `what` of each migration (2: memories gain `expires_at`).
 pub const FORMAT_VERSION: u32 = 1 + MIGRATIONS.len() as u32;
 
 /// Every migration, in order. A release that changes the layout appends one (which raises [`FORMAT_VERSION`]).
