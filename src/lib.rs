@@ -37,6 +37,7 @@ pub mod model;
 pub mod net;
 pub mod storage;
 pub mod store;
+pub mod sync;
 pub(crate) mod text;
 
 #[cfg(feature = "ffi")]

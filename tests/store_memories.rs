@@ -432,3 +432,13 @@ fn listing_pages_follow_each_order() {
         assert_eq!(paged, expected, "{order:?}");
     }
 }
+
+#[test]
+fn every_store_has_its_own_device_id_and_keeps_it() {
+    let (a, b) = (tempfile::tempdir().expect("tempdir"), tempfile::tempdir().expect("tempdir"));
+    let first = open(a.path()).admin().device_id().expect("device id");
+    let other = open(b.path()).admin().device_id().expect("device id");
+    assert_ne!(first, other, "two stores, two devices");
+    assert_eq!(open(a.path()).admin().device_id().expect("device id"), first, "a reopen keeps the id");
+    assert_eq!(first.to_hex().len(), 32);
+}

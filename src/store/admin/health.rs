@@ -119,6 +119,19 @@ impl<'s> Admin<'s> {
         &self.store.core.encryption
     }
 
+    /// The store's sync device id (`docs/sync.md`), made when the store was created or first opened by a release
+    /// with sync. A copy of the store file carries the same id: sync refuses a second device with it.
+    ///
+    /// # Errors
+    /// Storage errors; [`crate::ErrorKind::Corrupt`] when the stored id is not 32 hex digits.
+    pub fn device_id(&self) -> Result<crate::sync::DeviceId> {
+        let rtx = self.store.core.db.read()?;
+        let text = meta::meta(&rtx)?.text(crate::store::core::DEVICE_ID_KEY)?;
+        text.as_deref().and_then(crate::sync::DeviceId::parse).ok_or_else(|| {
+            crate::error::Error::new(crate::error::ErrorKind::Corrupt, format!("META.device_id is {text:?}"))
+        })
+    }
+
     /// Counters for `/health`.
     pub fn health(&self) -> Result<StoreHealth> {
         let rtx = self.store.core.db.read()?;

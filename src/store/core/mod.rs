@@ -63,6 +63,9 @@ use crate::store::records::{self, memory, meta, space};
 /// The id of the space that always exists.
 pub const DEFAULT_SPACE: &str = "default";
 
+/// META key of the store's sync device id (32 hex digits, `sync::DeviceId::to_hex`).
+pub(crate) const DEVICE_ID_KEY: &str = "device_id";
+
 /// The runtime of one open store, shared by its services. Built by [`Core::open`]; closed by [`Core::close`]
 /// (the store's drop), which stops the workers and saves the side files.
 pub(crate) struct Core {
@@ -429,6 +432,11 @@ impl Core {
                 None => {
                     meta.put_u32("format_version", crate::store::core::upgrade::FORMAT_VERSION)?;
                 }
+            }
+            // The store's device id for sync (docs/sync.md): made once, at creation or at the first open of an
+            // older store.
+            if !meta.contains(DEVICE_ID_KEY)? {
+                meta.put_text(DEVICE_ID_KEY, &crate::sync::DeviceId::random().to_hex())?;
             }
             let mut spaces = space::spaces(&txn)?;
             if !spaces.contains(DEFAULT_SPACE)? {
