@@ -397,12 +397,11 @@ pub(super) fn list_memories(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
         importance_min: q.num("importance_min"),
         label_ids: label_ids(q.list("labels")),
         is_crystal: q.bool("is_crystal"),
-        include_history: true,
         recorded_from,
         recorded_to,
         group,
         include_expired: q.bool("include_expired").unwrap_or(false),
-        ..Default::default()
+        ..list_filter()
     };
     let order = match q.str("order_by") {
         Some("importance") => ListOrder::Importance,
