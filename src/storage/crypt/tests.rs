@@ -242,6 +242,13 @@ fn a_torn_write_of_block_0_at_every_offset_leaves_the_old_or_the_new_commit() {
             };
             let is_new = got == new_block0;
             assert!(is_new || got == old_block0, "cut {cut} suffix {suffix}: block 0 is neither commit's");
+            // A tear can leave bytes identical to the whole write (a random nonce's first byte matches the old
+            // one's 1 time in 256): that is the whole write, and only it may show the new commit.
+            let mut region = base[at as usize..at as usize + copy.len()].to_vec();
+            let range = if suffix { cut..copy.len() } else { 0..cut };
+            region[range.clone()].copy_from_slice(&copy[range]);
+            let whole_write = region == *copy;
+            assert_eq!(is_new, whole_write, "cut {cut} suffix {suffix}: new commit only from the whole write");
             if is_new {
                 new += 1
             } else {
@@ -258,8 +265,9 @@ fn a_torn_write_of_block_0_at_every_offset_leaves_the_old_or_the_new_commit() {
             }
         }
     }
-    assert_eq!(new, 1, "only the whole write shows the new commit");
-    assert_eq!(old, 2 * copy.len() - 1);
+    // The whole write (cut = len), and only tears whose bytes equal it, showed the new commit (checked per cut).
+    assert!(new >= 1, "the whole write shows the new commit");
+    assert_eq!(old + new, 2 * copy.len());
     assert!(through_redb >= 90, "{through_redb}");
 }
 
