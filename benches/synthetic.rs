@@ -17,6 +17,8 @@
 //! ingest; the directory is kept. `--more N` with such a store first writes N more memories into it, in the same
 //! batches, and reports that ingest rate (the rate at the store's size). `--modes hybrid,vector,lexical` runs
 //! only the named searches (for a profile of one path); `--slowest N` prints each mode's N slowest queries.
+//! `--sync` puts the store in a sync group before the ingest (every write logs its changes; docs/sync.md) and
+//! then applies the whole log to an empty second store, printing that rate (a first sync).
 //! `--encrypted` keeps the store encrypted at rest (a key file beside the store directory; docs/security.md;
 //! `--cipher xaes-256-gcm|xchacha20-poly1305` for a new store, default the fastest on this CPU), for the
 //! side-by-side figures of encryption's cost.
@@ -178,6 +180,13 @@ fn main() -> engram::Result<()> {
     if let Some(cipher) = &store.admin().encryption().cipher {
         println!("encrypted at rest ({cipher} blocks, a key file)");
     }
+    // `--sync`: the store is in a sync group, so every write also logs its changes (docs/sync.md); after the
+    // ingest, an empty second device applies the whole log and the rate is printed.
+    let sync = args.iter().any(|a| a == "--sync");
+    if sync {
+        store.sync().enable()?;
+        println!("in a sync group: every write logs its replicated changes");
+    }
     let t0 = Instant::now();
     for (b, chunk) in texts.chunks(batch).enumerate().filter(|_| !reuse) {
         let items = chunk
@@ -233,6 +242,29 @@ fn main() -> engram::Result<()> {
             "ingest (batches of {batch}, one durable commit each): {:.0} memories/s ({ingest_s:.1} s)",
             n as f64 / ingest_s
         );
+    }
+
+    if sync && !reuse {
+        let peer_dir = dir.with_extension("peer");
+        let _ = std::fs::remove_dir_all(&peer_dir);
+        let peer = KnowledgeStore::open(StoreConfig { vector: params, ..StoreConfig::new(&peer_dir) })?;
+        peer.sync().enable()?;
+        let (t0, mut after, mut changes) = (Instant::now(), 0, 0);
+        loop {
+            let page = store.sync().changes(after, batch)?;
+            let Some(&(last, _)) = page.last() else { break };
+            let batch: Vec<_> = page.into_iter().map(|(_, c)| c).collect();
+            changes += batch.len();
+            peer.sync().apply(&batch)?;
+            after = last;
+        }
+        let s = t0.elapsed().as_secs_f64();
+        println!(
+            "first sync into an empty device: {changes} changes applied in batches of {batch}, {:.0} memories/s ({s:.1} s)",
+            n as f64 / s
+        );
+        drop(peer);
+        let _ = std::fs::remove_dir_all(&peer_dir);
     }
 
     let singles = 200;

@@ -442,3 +442,22 @@ fn every_store_has_its_own_device_id_and_keeps_it() {
     assert_eq!(open(a.path()).admin().device_id().expect("device id"), first, "a reopen keeps the id");
     assert_eq!(first.to_hex().len(), 32);
 }
+
+#[test]
+fn sync_is_for_the_embedded_store_and_a_clear_error_on_a_shared_database() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = open(dir.path());
+    match backend::Backend::current() {
+        backend::Backend::Redb => {
+            assert!(store.sync().enable().expect("enable") >= 1, "the default space is logged");
+            assert!(store.sync().status().expect("status").enabled);
+        }
+        #[cfg(feature = "postgres")]
+        backend::Backend::Postgres => {
+            let e = store.sync().enable().expect_err("refused");
+            assert_eq!(e.kind(), ErrorKind::InvalidInput);
+            assert!(e.to_string().contains("several daemons already share one database"), "{e}");
+            assert!(!store.sync().status().expect("status").enabled);
+        }
+    }
+}

@@ -1,5 +1,7 @@
 //! Plain data types. Nothing here knows storage or transport.
 
+mod changes;
+mod clock;
 mod common;
 mod community;
 mod entity;
@@ -12,6 +14,8 @@ mod space;
 mod thread;
 mod working;
 
+pub use changes::{Change, Item, ItemClock, Loser, Op, Tag};
+pub use clock::{DeviceId, Hlc, Stamp};
 pub use common::{Metadata, Timestamp};
 pub use community::{Community, CommunityEntity, CommunityMemory, GraphReport};
 pub use entity::Entity;

@@ -30,7 +30,7 @@ pub use primitives::{CatalogEntry, CatalogStats, Edge, TermPostings};
 pub use self::redb::{Borrowed, FileDevice, KeyType, ValueType};
 pub use port::{
     Changes, Claim, Db, Got, KindStats, Publication, ReadTable, ReadTx, Readable, Rows, Table, VectorIndexBuild,
-    WriteTx,
+    WriteTx, key_from_bytes,
 };
 
 /// When a write is on disk.

@@ -431,6 +431,11 @@ enum WriteInner {
     Pg(PgTx),
 }
 
+/// A key of kind type `K` from the bytes [`WriteTx::take_touched`] gave.
+pub fn key_from_bytes<K: KeyType>(bytes: &[u8]) -> Borrowed<'_, K> {
+    K::from_bytes(bytes)
+}
+
 /// A write transaction ([`Db::write`]). Dropped without [`WriteTx::commit`], it writes nothing.
 pub struct WriteTx(WriteInner);
 
@@ -445,6 +450,29 @@ impl WriteTx {
             #[cfg(feature = "postgres")]
             WriteInner::Pg(t) => TableInner::Pg(t.table(kind)),
         }))
+    }
+
+    /// From now on, notes the key of every write and removal in the kinds named `kinds` (the replicated kinds
+    /// of sync, [`super::tables::REPLICATED`]), for [`WriteTx::take_touched`]. Tables opened before this call
+    /// are not watched. On PostgreSQL, which sync does not serve, it notes nothing.
+    pub fn capture(&mut self, kinds: &'static [&'static str]) {
+        match &mut self.0 {
+            WriteInner::Redb(t) => t.capture(kinds),
+            #[cfg(feature = "postgres")]
+            WriteInner::Pg(_) => {
+                let _ = kinds;
+            }
+        }
+    }
+
+    /// The keys written or removed since [`WriteTx::capture`], in order, repeats included: (kind name, the key's
+    /// bytes, read back with [`key_from_bytes`]). Emptied by the call.
+    pub fn take_touched(&self) -> Vec<(&'static str, Vec<u8>)> {
+        match &self.0 {
+            WriteInner::Redb(t) => t.take_touched(),
+            #[cfg(feature = "postgres")]
+            WriteInner::Pg(_) => Vec::new(),
+        }
     }
 
     /// Whether [`WriteTx::read_ahead`] saves statements: true on PostgreSQL, false on a redb file (whose reads

@@ -132,6 +132,18 @@ pub const CATALOG_EXPIRING: u64 = 4;
 /// Timeline review events: (space, `rev_<uuidv7>`) -> postcard `ReviewEvent` (`store/reviews/`).
 pub const REVIEWS: Kind<(&str, &str), &[u8]> = Kind::new("reviews");
 
+/// Sync (docs/sync.md): (item kind, space id or empty, id) -> ItemClock record: the stamp of the value each
+/// replicated item holds, a memory's edit heads and label tags.
+pub const SYNC_ITEMS: Kind<(&str, &str, &str), &[u8]> = Kind::new("sync_items");
+
+/// Sync's change log, this device's outbox: sequence number -> Change record, in the order the changes were made
+/// or applied.
+pub const SYNC_LOG: Kind<u64, &[u8]> = Kind::new("sync_log");
+
+/// The kinds whose writes sync captures (a store in a sync group): the records of the person's own data that
+/// replicate. Derived kinds (postings, vectors, entities, communities, ranks) never travel.
+pub const REPLICATED: &[&str] = &["spaces", "memories", "memory_labels", "labels", "working_memory", "relations"];
+
 /// Every record kind with its columns, in declaration order: what a database backend creates one table for.
 pub const ALL: &[KindInfo] = &[
     META.info(),
@@ -171,4 +183,6 @@ pub const ALL: &[KindInfo] = &[
     SOURCE_CHUNKS.info(),
     REVIEWS.info(),
     CATALOG.info(),
+    SYNC_ITEMS.info(),
+    SYNC_LOG.info(),
 ];

@@ -1,7 +1,7 @@
 //! [`KnowledgeStore`]: the handle of one store. It opens the runtime core (`core/`: database, write path,
 //! derived indexes, change feed, workers) and lends one service per kind of knowledge, each a handle borrowed
 //! from it in a folder of its own: [`Memories`], [`Threads`], [`Sources`], [`Labels`], [`Spaces`], [`Graph`],
-//! [`Search`], [`Reviews`], [`Working`], [`Transfer`] and [`Admin`]. Services reach records only through the
+//! [`Search`], [`Reviews`], [`Working`], [`Transfer`], [`Admin`] and [`SyncService`]. Services reach records only through the
 //! record modules (`records/`) and the storage port ([`crate::storage`]).
 //!
 //! Every public mutating call is one write transaction. The in-memory indexes (catalog and vectors) are
@@ -18,6 +18,7 @@ mod reviews;
 mod search;
 mod sources;
 mod spaces;
+mod sync;
 mod threads;
 mod transfer;
 mod types;
@@ -51,6 +52,7 @@ pub use sources::{
     SourceQuery, Sources,
 };
 pub use spaces::{MAX_BULK_MOVE, Spaces, space_slug};
+pub use sync::{ApplyReport, SyncService, SyncStatus};
 pub use threads::{
     AppendMessages, AppendReport, CreatedThread, Extraction, NewMessage, NewThread, PER_MESSAGE, ThreadDeleteReport,
     ThreadMatch, Threads, thread_memory_prefix,
@@ -219,6 +221,12 @@ impl KnowledgeStore {
     /// The administration service: health, statistics, index state, checkpoints, bulk loads ([`Admin`]).
     pub fn admin(&self) -> Admin<'_> {
         Admin { store: self }
+    }
+
+    /// The sync service: membership of a sync group, the change log, the merge of other devices' changes
+    /// ([`SyncService`], docs/sync.md).
+    pub fn sync(&self) -> SyncService<'_> {
+        SyncService { store: self }
     }
 }
 

@@ -176,7 +176,7 @@ impl RedbDb {
             txn.set_durability(redb::Durability::None)
                 .map_err(|e| Error::new(ErrorKind::Internal, "setting durability failed").with_source(e))?;
         }
-        Ok(RedbWrite(txn))
+        Ok(RedbWrite(txn, None))
     }
 
     /// Bytes of the file's pages in use (allocated pages × page size): what a compaction could shrink it to.
@@ -237,7 +237,18 @@ impl RedbRead {
 }
 
 /// A write transaction ([`Db::write`]). Dropped without [`WriteTx::commit`], it writes nothing.
-pub struct RedbWrite(redb::WriteTransaction);
+pub struct RedbWrite(redb::WriteTransaction, Option<Capture>);
+
+/// What a write transaction captures ([`RedbWrite::capture`]): the kinds, and the keys written or removed in
+/// them so far, each as the kind's name and redb's bytes of the key.
+struct Capture {
+    kinds: &'static [&'static str],
+    touched: Touched,
+}
+
+/// The keys a capturing write transaction wrote or removed: (kind name, redb's bytes of the key), in the order
+/// of the writes, repeats included.
+pub type Touched = std::cell::RefCell<Vec<(&'static str, Vec<u8>)>>;
 
 impl RedbWrite {
     /// The records of one kind, for reading and writing; the kind is created empty on first use.
@@ -245,7 +256,19 @@ impl RedbWrite {
     /// # Errors
     /// Storage errors; [`ErrorKind::Corrupt`] when the kind exists with other key or value types.
     pub fn table<K: KeyType, V: ValueType>(&self, kind: Kind<K, V>) -> Result<RedbTable<'_, K, V>> {
-        Ok(RedbTable(self.0.open_table(def(kind))?))
+        let touched = self.1.as_ref().filter(|c| c.kinds.contains(&kind.name())).map(|c| (kind.name(), &c.touched));
+        Ok(RedbTable(self.0.open_table(def(kind))?, touched))
+    }
+
+    /// From now on, notes the key of every write and removal in the kinds named `kinds` (tables opened before
+    /// this call are not watched).
+    pub fn capture(&mut self, kinds: &'static [&'static str]) {
+        self.1 = Some(Capture { kinds, touched: Touched::default() });
+    }
+
+    /// The keys noted since [`RedbWrite::capture`] (emptied); none when the transaction does not capture.
+    pub fn take_touched(&self) -> Vec<(&'static str, Vec<u8>)> {
+        self.1.as_ref().map(|c| c.touched.take()).unwrap_or_default()
     }
 
     /// Makes every write of the transaction visible (and durable, as [`Db::write`] asked) at once.
@@ -317,26 +340,42 @@ macro_rules! readable {
 pub struct RedbReadTable<K: KeyType, V: ValueType>(redb::ReadOnlyTable<K, V>);
 
 /// One record kind in a write transaction: reads see the transaction's own writes.
-pub struct RedbTable<'t, K: KeyType, V: ValueType>(redb::Table<'t, K, V>);
+pub struct RedbTable<'t, K: KeyType, V: ValueType>(redb::Table<'t, K, V>, Option<(&'static str, &'t Touched)>);
 
 readable!(RedbReadTable);
 readable!(RedbTable<'t>);
 
 impl<K: KeyType, V: ValueType> RedbTable<'_, K, V> {
+    fn note(&self, key: &Borrowed<'_, K>) {
+        if let Some((kind, touched)) = self.1 {
+            touched.borrow_mut().push((kind, K::as_bytes(key).as_ref().to_vec()));
+        }
+    }
+
     pub fn insert<'k, 'v>(
         &mut self,
         key: impl Borrow<Borrowed<'k, K>>,
         value: impl Borrow<Borrowed<'v, V>>,
     ) -> Result<Option<RedbGot<'_, V>>> {
+        self.note(key.borrow());
         Ok(self.0.insert(key, value)?.map(RedbGot))
     }
 
     pub fn remove<'a>(&mut self, key: impl Borrow<Borrowed<'a, K>>) -> Result<Option<RedbGot<'_, V>>> {
+        self.note(key.borrow());
         Ok(self.0.remove(key)?.map(RedbGot))
     }
 
-    pub fn retain<F: for<'f> FnMut(Borrowed<'f, K>, Borrowed<'f, V>) -> bool>(&mut self, keep: F) -> Result<()> {
-        Ok(self.0.retain(keep)?)
+    pub fn retain<F: for<'f> FnMut(Borrowed<'f, K>, Borrowed<'f, V>) -> bool>(&mut self, mut keep: F) -> Result<()> {
+        let touched = self.1;
+        Ok(self.0.retain(|k, v| {
+            let bytes = touched.map(|_| K::as_bytes(&k).as_ref().to_vec());
+            let kept = keep(k, v);
+            if let (false, Some((kind, t)), Some(bytes)) = (kept, touched, bytes) {
+                t.borrow_mut().push((kind, bytes));
+            }
+            kept
+        })?)
     }
 
     pub fn retain_in<'a, KR, F: for<'f> FnMut(Borrowed<'f, K>, Borrowed<'f, V>) -> bool>(
@@ -347,6 +386,14 @@ impl<K: KeyType, V: ValueType> RedbTable<'_, K, V> {
     where
         KR: Borrow<Borrowed<'a, K>> + 'a,
     {
-        Ok(self.0.retain_in(range, keep)?)
+        let (touched, mut keep) = (self.1, keep);
+        Ok(self.0.retain_in(range, |k, v| {
+            let bytes = touched.map(|_| K::as_bytes(&k).as_ref().to_vec());
+            let kept = keep(k, v);
+            if let (false, Some((kind, t)), Some(bytes)) = (kept, touched, bytes) {
+                t.borrow_mut().push((kind, bytes));
+            }
+            kept
+        })?)
     }
 }

@@ -17,6 +17,7 @@
 //! | [`upgrade`], [`encryption`] | format upgrades; encrypting, decrypting and rekeying the file |
 
 pub(crate) mod builder;
+pub(crate) mod changes;
 pub(crate) mod chunks;
 pub(crate) mod db;
 pub mod encryption;
@@ -198,8 +199,17 @@ impl Core {
         core.init_schema(backup)?;
         {
             let rtx = core.db.read()?;
-            let g = meta::meta(&rtx)?.u64("generation")?.unwrap_or(0);
+            let m = meta::meta(&rtx)?;
+            let g = m.u64("generation")?.unwrap_or(0);
             core.durable_generation.store(g, Ordering::Release);
+            // A store in a sync group captures its replicated changes from its first write (docs/sync.md).
+            if m.contains(changes::ENABLED_KEY)? {
+                let device =
+                    m.text(DEVICE_ID_KEY)?.and_then(|t| crate::sync::DeviceId::parse(&t)).ok_or_else(|| {
+                        crate::error::Error::new(crate::ErrorKind::Corrupt, "META.device_id is missing or malformed")
+                    })?;
+                core.writes.sync.start(device, m.json(changes::HLC_KEY)?.unwrap_or_default());
+            }
         }
         core.check_embedder()?;
         lap("schema");

@@ -8,8 +8,10 @@
 //!    [`super::snapshot`]); the generation bump (`META.generation`), unless the write is not a change of knowledge ([`Commit`]);
 //! 4. on PostgreSQL, the index operations applied to the database's search catalog (`catalog`, see
 //!    [`crate::store::records::catalog`]) and published to the change feed, in the same transaction;
-//! 5. the commit, with the store's durability or the one [`Commit`] asks for;
-//! 6. after the commit, the index operations applied to the in-memory indexes (directly, or through the feed
+//! 5. in a store that belongs to a sync group, a change of knowledge's replicated changes stamped and logged
+//!    ([`super::changes`]);
+//! 6. the commit, with the store's durability or the one [`Commit`] asks for;
+//! 7. after the commit, the index operations applied to the in-memory indexes (directly, or through the feed
 //!    on a shared database). Nothing is written or applied when the closure fails.
 //!
 //! No other code takes the writer lock.
@@ -18,6 +20,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use super::changes::SyncClock;
 use super::feed::{ChangeOut, Feed};
 use crate::config::Durability;
 use crate::error::Result;
@@ -31,7 +34,8 @@ pub(crate) struct Commit {
     /// Durability of the commit; None: the store's ([`crate::StoreConfig::durability`]).
     pub durability: Option<Durability>,
     /// Bump `META.generation`: true for a change of knowledge (derived results must be recomputed); false
-    /// for bookkeeping (read counts, derived tables, checkpoints).
+    /// for bookkeeping (read counts, derived tables, checkpoints), which must not change a field that sync
+    /// replicates: its writes are not captured ([`super::changes`]).
     pub bump: bool,
 }
 
@@ -42,17 +46,20 @@ impl Commit {
     pub const BOOKKEEPING: Commit = Commit { durability: None, bump: false };
 }
 
-/// The store's writer: the database, the writer lock, the durability and the change feed.
+/// The store's writer: the database, the writer lock, the durability, the change feed and sync's clock.
 pub(crate) struct Writes {
     db: Arc<Db>,
     lock: Mutex<()>,
     durability: Durability,
     feed: Arc<Feed>,
+    /// Sync's clock: while the store is in a sync group, every write's replicated changes are logged
+    /// ([`super::changes`]).
+    pub(crate) sync: SyncClock,
 }
 
 impl Writes {
     pub(crate) fn new(db: Arc<Db>, durability: Durability, feed: Arc<Feed>) -> Arc<Writes> {
-        Arc::new(Writes { db, lock: Mutex::new(()), durability, feed })
+        Arc::new(Writes { db, lock: Mutex::new(()), durability, feed, sync: SyncClock::default() })
     }
 
     /// Runs `f` in one write transaction under the writer lock (the steps in the module documentation) and
@@ -87,7 +94,12 @@ impl Writes {
 
     fn locked<T>(&self, c: Commit, f: impl FnOnce(&WriteTx, &mut Vec<IndexOp>) -> Result<T>) -> Result<T> {
         let mut ops = Vec::new();
-        let txn = self.db.write(c.durability.unwrap_or(self.durability))?;
+        let mut txn = self.db.write(c.durability.unwrap_or(self.durability))?;
+        // Bookkeeping never changes a replicated field (read counts, derived rows, checkpoints): not captured.
+        let capturing = c.bump && self.sync.on();
+        if capturing {
+            txn.capture(crate::store::records::sync::REPLICATED);
+        }
         if !self.db.shared() {
             // Any commit makes the index snapshot stale ([`super::snapshot`]).
             meta::meta(&txn)?.remove(meta::INDEX_SNAPSHOT)?;
@@ -98,6 +110,10 @@ impl Writes {
             meta::ask_ahead(&txn, &["next_docno", "generation"]);
         }
         let out = f(&txn, &mut ops)?;
+        if capturing {
+            // The replicated changes are logged in the transaction that makes them (docs/sync.md).
+            self.sync.with(|clock| super::changes::capture(&txn, clock)).transpose()?;
+        }
         if self.db.shared() && !ops.is_empty() {
             // The database's search catalog changes with the commit that changes the indexes.
             crate::store::records::catalog::keep(&txn, &ops)?;

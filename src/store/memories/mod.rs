@@ -30,7 +30,7 @@ pub(crate) use input::check_label_name;
 pub use input::{MemoryPatch, NewMemory};
 use input::{apply_new, apply_patch, validate_new, validate_patch};
 pub use lifecycle::{StateChange, Transition};
-pub(crate) use write::{MemoryWrite, Prepared, new_label, remove_derived, write_derived};
+pub(crate) use write::{MemoryWrite, Prepared, new_label, put_remote, remove_derived, write_derived};
 use write::{PutPlan, ask_reads, put_with};
 
 /// Longest content in bytes.
@@ -180,7 +180,8 @@ impl Memories<'_> {
                 let given = n.embedding.is_some();
                 let new_docno = base + i as u64;
                 let prepared = prepared[i].take();
-                let plan = PutPlan { space, existing, merged, labels, new_docno, vector, given, prepared };
+                let plan =
+                    PutPlan { space, existing, merged, labels, new_docno, vector, given, prepared, exact: false };
                 results.push(self.put(&mut t, plan, now, ops)?);
             }
             Ok(results)
@@ -225,6 +226,7 @@ impl Memories<'_> {
             vector,
             given: false,
             prepared: None,
+            exact: false,
         };
         self.put(t, plan, now, ops).map(|_| ())
     }
@@ -292,6 +294,7 @@ impl Memories<'_> {
                 given: given.is_some(),
                 vector: given,
                 prepared: None,
+                exact: false,
             };
             self.put(&mut t, plan, now, ops)
         })?;

@@ -57,7 +57,7 @@ impl<'t> MemoryWrite<'t> {
         Ok(LexEntry { terms: tf, len })
     }
 
-    pub(super) fn load(&self, space: &str, id: &str) -> Result<Option<StoredMemory>> {
+    pub(crate) fn load(&self, space: &str, id: &str) -> Result<Option<StoredMemory>> {
         self.memories.get(space, id)
     }
 
@@ -243,6 +243,9 @@ pub(super) struct PutPlan<'a> {
     pub(super) given: bool,
     /// What the batch computed for this memory before the transaction, if anything.
     pub(super) prepared: Option<Prepared>,
+    /// Store `merged` as it is (a change from another device, `crate::store::sync`): its `version` and
+    /// `updated_at` are not advanced.
+    pub(super) exact: bool,
 }
 
 /// The work on a memory's text that needs no transaction, done for a whole batch in parallel before its one
@@ -306,7 +309,7 @@ pub(super) fn put_with(
     now: Timestamp,
     ops: &mut Vec<IndexOp>,
 ) -> Result<CreatedMemory> {
-    let PutPlan { space, existing, mut merged, labels, new_docno, vector, given, mut prepared } = plan;
+    let PutPlan { space, existing, mut merged, labels, new_docno, vector, given, mut prepared, exact } = plan;
     let old_labels = match &existing {
         Some((s, sm)) => t.label_ids(s, &sm.memory.id)?,
         None => BTreeSet::new(),
@@ -319,7 +322,9 @@ pub(super) fn put_with(
     let moved = existing.as_ref().is_some_and(|(s, _)| s != space);
     if let Some((_, sm)) = &existing {
         let mut cmp = merged.clone();
-        cmp.updated_at = sm.memory.updated_at;
+        if !exact {
+            cmp.updated_at = sm.memory.updated_at;
+        }
         if cmp == sm.memory && wanted_ids == old_labels && !moved && !given {
             let view = MemoryView { memory: sm.memory.clone(), label_ids: old_labels.into_iter().collect() };
             let entities = EntityWrite(&mut t.entities).current_entities(space, &sm.memory.id)?;
@@ -342,10 +347,13 @@ pub(super) fn put_with(
     };
     if let Some((_, sm)) = &existing
         && sm.memory.content != merged.content
+        && !exact
     {
         merged.version = sm.memory.version + 1;
     }
-    merged.updated_at = now;
+    if !exact {
+        merged.updated_at = now;
+    }
     merged.space_id = space.to_string();
     let last_used = merged.last_accessed_at.map_or(merged.created_at, |a| a.max(merged.created_at));
     merged.decay_score_cached =
@@ -433,6 +441,44 @@ pub(super) fn put_with(
     })
 }
 
+/// Writes `memory` as another device sent it (sync's merge, `crate::store::sync`): its replicated fields exactly
+/// as given (no version or `updated_at` advanced), this device's own fields kept (read counts, decay, PageRank,
+/// re-index bookkeeping), its labels exactly `label_ids`, moved between spaces and re-indexed (embedded here) as
+/// its space and text require. The index changes are appended to `ops`.
+///
+/// # Errors
+/// Storage errors; the embedder's errors.
+pub(crate) fn put_remote(
+    embedder: &dyn crate::embed::Embedder,
+    txn: &WriteTx,
+    t: &mut MemoryWrite<'_>,
+    memory: Memory,
+    label_ids: &BTreeSet<String>,
+    now: Timestamp,
+    ops: &mut Vec<IndexOp>,
+) -> Result<()> {
+    let existing = match t.memories.space_of(&memory.id)? {
+        Some(s) => t.load(&s, &memory.id)?.map(|sm| (s, sm)),
+        None => None,
+    };
+    let merged = crate::store::records::sync::with_local_fields(memory, existing.as_ref().map(|(_, sm)| &sm.memory));
+    let names = label_ids.iter().map(|l| l.strip_prefix("label_").unwrap_or(l).to_string()).collect();
+    let new_docno = crate::store::records::meta::alloc_docnos(txn, 1)?;
+    let space = merged.space_id.clone();
+    let plan = PutPlan {
+        space: &space,
+        existing,
+        merged,
+        labels: Some(names),
+        new_docno,
+        vector: None,
+        given: false,
+        prepared: None,
+        exact: true,
+    };
+    put_with(embedder, t, plan, now, ops).map(|_| ())
+}
+
 /// Writes (creates or replaces) a derived memory such as a crystal in `space`, keeping what a person set on
 /// it (favourite, state). Crystals get no entity mentions: they are derived from the graph, not part of it.
 pub(crate) fn write_derived(
@@ -463,6 +509,7 @@ pub(crate) fn write_derived(
         vector: None,
         given: false,
         prepared: None,
+        exact: false,
     };
     put_with(embedder, t, plan, now, ops).map(|_| ())
 }

@@ -32,6 +32,7 @@ pub(crate) mod relation;
 pub(crate) mod review;
 pub(crate) mod source;
 pub(crate) mod space;
+pub(crate) mod sync;
 pub(crate) mod thread;
 pub(crate) mod working_memory;
 
@@ -64,6 +65,8 @@ version_one!(
     super::ReviewEvent,
     super::WorkingMemory,
     super::LabelMerge,
+    crate::model::ItemClock,
+    crate::model::Change,
 );
 
 /// A record value column.
@@ -164,7 +167,7 @@ pub(crate) fn create_all(txn: &WriteTx) -> Result<()> {
     create!(THREADS, THREAD_SPACES, MESSAGES, MESSAGE_KEYS, ENTITIES, ENTITY_KEYS, MENTIONS, ENTITY_MEMORIES);
     create!(RELATES_TO, WORKING_MEMORY, RELATIONS, MEMORY_RELATIONS, RELATION_SPACE, LABEL_MERGES, COMMUNITIES);
     create!(COMMUNITY_MEMBERS, ENTITY_COMMUNITY, MEMORY_PAGERANK, CRYSTAL_SOURCES, SOURCES, SOURCE_SPACE, SOURCE_SHA);
-    create!(SOURCE_TEXT, SOURCE_FILES, SOURCE_CHUNKS, REVIEWS, CATALOG);
+    create!(SOURCE_TEXT, SOURCE_FILES, SOURCE_CHUNKS, REVIEWS, CATALOG, SYNC_ITEMS, SYNC_LOG);
     Ok(())
 }
 

@@ -1,0 +1,231 @@
+//! Sync's records (docs/sync.md): the clock of each replicated item (`sync_items`), the change log
+//! (`sync_log`), the items a write touched, and each item's replicated value: the only place these kinds are
+//! opened.
+
+use std::collections::BTreeSet;
+
+use sha2::Digest;
+
+use super::{Bytes, K3, Records, Tx};
+use crate::error::{Error, ErrorKind, Result};
+use crate::model::{Change, Item, ItemClock, Label, Memory, MemoryRelation, Space, SpaceUsage, WorkingMemory};
+use crate::storage::tables::{
+    LABELS, MEMORIES, MEMORY_LABELS, RELATIONS, SPACES, SYNC_ITEMS, SYNC_LOG, WORKING_MEMORY,
+};
+use crate::storage::{Readable, key_from_bytes};
+
+/// The kinds a write in a sync group is captured in ([`crate::storage::tables::REPLICATED`]).
+pub(crate) const REPLICATED: &[&str] = crate::storage::tables::REPLICATED;
+
+/// `(kind, space, id)` ([`Item::key`]) -> [`ItemClock`].
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn items<X: Tx>(tx: &X) -> Result<Records<X::Table<'_, K3, Bytes>, K3, ItemClock>> {
+    super::records(tx, SYNC_ITEMS)
+}
+
+/// The change log: sequence number -> [`Change`].
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn log<X: Tx>(tx: &X) -> Result<Records<X::Table<'_, u64, Bytes>, u64, Change>> {
+    super::records(tx, SYNC_LOG)
+}
+
+/// The clock of `item` (the default, never stamped, when there is none).
+///
+/// # Errors
+/// Storage errors; [`ErrorKind::Corrupt`].
+pub(crate) fn clock<X: Tx>(tx: &X, item: &Item) -> Result<ItemClock> {
+    Ok(items(tx)?.get(item.key())?.unwrap_or_default())
+}
+
+/// The changes logged after sequence number `after`, in order, at most `limit`.
+///
+/// # Errors
+/// Storage errors; [`ErrorKind::Corrupt`].
+pub(crate) fn changes_after<X: Tx>(tx: &X, after: u64, limit: usize) -> Result<Vec<(u64, Change)>> {
+    let t = log(tx)?;
+    let mut out = Vec::new();
+    for row in t.range(after.saturating_add(1)..)?.take(limit) {
+        let (k, c) = row?;
+        out.push((k.value(), c));
+    }
+    Ok(out)
+}
+
+/// The replicated items behind the keys a write touched ([`crate::storage::WriteTx::take_touched`]), each once.
+pub(crate) fn touched_items(touched: &[(&'static str, Vec<u8>)]) -> BTreeSet<Item> {
+    let mut out = BTreeSet::new();
+    for (kind, bytes) in touched {
+        let item = match *kind {
+            k if k == SPACES.name() => Item::Space(key_from_bytes::<&str>(bytes).to_string()),
+            k if k == MEMORIES.name() => Item::Memory(key_from_bytes::<(&str, &str)>(bytes).1.to_string()),
+            k if k == MEMORY_LABELS.name() => Item::Memory(key_from_bytes::<(&str, &str, &str)>(bytes).1.to_string()),
+            k if k == LABELS.name() => {
+                let (s, id) = key_from_bytes::<(&str, &str)>(bytes);
+                Item::Label(s.to_string(), id.to_string())
+            }
+            k if k == WORKING_MEMORY.name() => {
+                let (s, d) = key_from_bytes::<(&str, &str)>(bytes);
+                Item::Working(s.to_string(), d.to_string())
+            }
+            k if k == RELATIONS.name() => Item::Relation(key_from_bytes::<(&str, &str)>(bytes).1.to_string()),
+            _ => continue,
+        };
+        out.insert(item);
+    }
+    out
+}
+
+/// SHA-256 of a value, its first 16 bytes: what an [`ItemClock`] compares to tell a change from a rewrite.
+pub(crate) fn hash(value: &[u8]) -> [u8; 16] {
+    let d = sha2::Sha256::digest(value);
+    let mut out = [0u8; 16];
+    out.copy_from_slice(&d[..16]);
+    out
+}
+
+fn json<T: serde::Serialize>(v: &T) -> Result<Vec<u8>> {
+    serde_json::to_vec(v)
+        .map_err(|e| Error::new(ErrorKind::Internal, "a replicated value does not encode").with_source(e))
+}
+
+/// A value of a change ([`crate::model::Op::Put`]) as `T`.
+///
+/// # Errors
+/// [`ErrorKind::InvalidInput`] when it is not the JSON of a `T`.
+pub(crate) fn value_of<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T> {
+    serde_json::from_slice(bytes)
+        .map_err(|e| Error::new(ErrorKind::InvalidInput, "a change's value does not decode").with_source(e))
+}
+
+/// A memory without the fields each device keeps for itself (read counts, last access and click, dwell time,
+/// the cached decay and PageRank scores, the re-index bookkeeping): what replicates.
+pub(crate) fn memory_projection(m: &Memory) -> Memory {
+    let mut p = m.clone();
+    p.pagerank_score = 0.0;
+    p.reindex_needed = false;
+    p.last_reindexed_at = None;
+    p.last_accessed_at = None;
+    p.last_clicked_at = None;
+    p.last_evaluated_at = None;
+    p.access_count = 0;
+    p.appearances = 0;
+    p.clicks = 0;
+    p.total_dwell_time_ms = 0;
+    p.decay_score_cached = 1.0;
+    p
+}
+
+/// `remote` with this device's own fields of `local` (the fields [`memory_projection`] leaves out).
+pub(crate) fn with_local_fields(mut remote: Memory, local: Option<&Memory>) -> Memory {
+    if let Some(l) = local {
+        remote.pagerank_score = l.pagerank_score;
+        remote.reindex_needed = l.reindex_needed;
+        remote.last_reindexed_at = l.last_reindexed_at;
+        remote.last_accessed_at = l.last_accessed_at;
+        remote.last_clicked_at = l.last_clicked_at;
+        remote.last_evaluated_at = l.last_evaluated_at;
+        remote.access_count = l.access_count;
+        remote.appearances = l.appearances;
+        remote.clicks = l.clicks;
+        remote.total_dwell_time_ms = l.total_dwell_time_ms;
+        remote.decay_score_cached = l.decay_score_cached;
+    }
+    remote
+}
+
+/// A space without its usage counts (derived on each device).
+pub(crate) fn space_projection(s: &Space) -> Space {
+    Space { usage: SpaceUsage::default(), ..s.clone() }
+}
+
+/// A label without its usage count (derived on each device).
+pub(crate) fn label_projection(l: &Label) -> Label {
+    Label { usage_count: 0, ..l.clone() }
+}
+
+/// The replicated value of `item` as the transaction sees it (the JSON of its replicated fields), and for a
+/// memory its label ids; None when the item does not exist or is derived (a crystal).
+///
+/// # Errors
+/// Storage errors; [`ErrorKind::Corrupt`].
+pub(crate) fn current<X: Tx>(tx: &X, item: &Item) -> Result<Option<(Vec<u8>, BTreeSet<String>)>> {
+    let none = BTreeSet::new;
+    Ok(match item {
+        Item::Space(id) => match super::space::spaces(tx)?.get(id.as_str())? {
+            Some(s) => Some((json(&space_projection(&s))?, none())),
+            None => None,
+        },
+        Item::Memory(id) => {
+            let Some(space) = super::memory::space_of(tx, id)? else { return Ok(None) };
+            match super::memory::memories(tx)?.get((space.as_str(), id.as_str()))? {
+                // Crystals are derived from the graph: each device computes its own.
+                Some(sm) if sm.memory.is_crystal => None,
+                Some(sm) => {
+                    let mut labels = BTreeSet::new();
+                    let edges = tx.open(MEMORY_LABELS)?;
+                    for row in edges.range((space.as_str(), id.as_str(), "")..)? {
+                        let (k, _) = row?;
+                        let (s, m, l) = k.value();
+                        if s != space || m != id {
+                            break;
+                        }
+                        labels.insert(l.to_string());
+                    }
+                    Some((json(&memory_projection(&sm.memory))?, labels))
+                }
+                None => None,
+            }
+        }
+        Item::Label(s, id) => match super::label::labels(tx)?.get((s.as_str(), id.as_str()))? {
+            Some(l) => Some((json(&label_projection(&l))?, none())),
+            None => None,
+        },
+        Item::Working(s, d) => {
+            let w: Option<WorkingMemory> = super::working_memory::days(tx)?.get((s.as_str(), d.as_str()))?;
+            match w {
+                Some(w) => Some((json(&w)?, none())),
+                None => None,
+            }
+        }
+        Item::Relation(id) => {
+            let Some(space) = super::relation::space_of(tx, id)? else { return Ok(None) };
+            let r: Option<MemoryRelation> = super::relation::relations(tx)?.get((space.as_str(), id.as_str()))?;
+            match r {
+                Some(r) => Some((json(&r)?, none())),
+                None => None,
+            }
+        }
+    })
+}
+
+/// Every replicated item the store holds, kind by kind (what a store joining a sync group stamps first).
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn all_items<X: Tx>(tx: &X) -> Result<Vec<Item>> {
+    let mut out = Vec::new();
+    for id in super::space::ids(tx)? {
+        out.push(Item::Space(id));
+    }
+    for row in super::memory::memory_space(tx)?.iter()? {
+        out.push(Item::Memory(row?.0.value().to_string()));
+    }
+    for row in super::label::labels(tx)?.iter()? {
+        let (k, _) = row?;
+        let (s, id) = k.value();
+        out.push(Item::Label(s.to_string(), id.to_string()));
+    }
+    for row in super::working_memory::days(tx)?.iter()? {
+        let (k, _) = row?;
+        let (s, d) = k.value();
+        out.push(Item::Working(s.to_string(), d.to_string()));
+    }
+    for row in super::relation::relation_space(tx)?.iter()? {
+        out.push(Item::Relation(row?.0.value().to_string()));
+    }
+    Ok(out)
+}

@@ -1,0 +1,325 @@
+//! The merge of other devices' changes (docs/sync.md, "Merge rules"). Every rule is a join: the result depends
+//! on the set of changes applied, not on their order or their repeats.
+//!
+//! - **Last-writer-wins** on the stamp (HLC, then device id) for spaces, labels, working memory days and
+//!   relations: a change applies when its stamp is greater than the one the item holds (cr-sqlite's LWW
+//!   register).
+//! - **A memory's history** is a set of (stamp, base) nodes. Its heads (stamps no node names as base) are the
+//!   concurrent edits; the greatest head is the memory, the others are kept with their values
+//!   ([`crate::model::Loser`]), so nothing a person typed disappears. A delete is a head like an edit
+//!   (a tombstone): it wins over every older concurrent edit, and a newer one brings the memory back.
+//! - **Label assignments** are an add-wins set: per label the greatest add and the greatest add a removal saw
+//!   (the observed-remove set of Shapiro et al., 2011).
+
+use super::ApplyReport;
+use crate::error::{Error, ErrorKind, Result};
+use crate::index::ops::IndexOp;
+use crate::model::{
+    Change, Item, ItemClock, Label, Memory, MemoryRelation, Op, Space, SpaceUsage, Timestamp, WorkingMemory,
+};
+use crate::storage::WriteTx;
+use crate::store::KnowledgeStore;
+use crate::store::core::changes;
+use crate::store::memories::{MemoryWrite, put_remote};
+use crate::store::records::{meta, sync, working_memory};
+use crate::sync::merge::{self, NodeMerge};
+
+/// What one change did.
+enum Outcome {
+    Applied,
+    /// Nothing to do: a repeat, or older than what the item holds.
+    Stale,
+    /// An edit an already known edit was built on: recorded in the history (it may end a kept loser), the
+    /// memory unchanged.
+    Buried,
+    Conflict,
+}
+
+/// [`super::SyncService::apply`].
+pub(super) fn apply(store: &KnowledgeStore, changes: &[Change]) -> Result<ApplyReport> {
+    let core = &store.core;
+    if !core.writes.sync.on() {
+        return Err(Error::new(ErrorKind::InvalidInput, "this store is in no sync group (`engram sync init`)"));
+    }
+    let embedder = core.config.embedder.clone();
+    let now = Timestamp::now();
+    core.write(|txn, ops| {
+        let mut report = ApplyReport::default();
+        let mut t = MemoryWrite::open(txn)?;
+        let mut clocks = sync::items(txn)?;
+        let mut placeholders = Vec::new();
+        for c in changes {
+            let observed = core.writes.sync.with(|clock| clock.observe(c.stamp.hlc));
+            if let Some(Err(refused)) = observed {
+                report.refused.push(format!("{} from device {}: {refused}", item_name(&c.item), c.stamp.device));
+                continue;
+            }
+            let mut ic: ItemClock = clocks.get(c.item.key())?.unwrap_or_default();
+            let mut m =
+                Merge { txn, t: &mut t, ic: &mut ic, embedder: &*embedder, now, ops, placeholders: &mut placeholders };
+            let outcome = match &c.item {
+                Item::Memory(id) => m.memory(id, c)?,
+                _ => m.register(c)?,
+            };
+            match outcome {
+                Outcome::Stale | Outcome::Buried => report.stale += 1,
+                Outcome::Applied => report.applied += 1,
+                Outcome::Conflict => {
+                    report.applied += 1;
+                    report.conflicts += 1;
+                }
+            }
+            if !matches!(outcome, Outcome::Stale) {
+                clocks.put(c.item.key(), &ic)?;
+            }
+        }
+        // Placeholder spaces not replaced by their own change in this batch: never stamped, never logged.
+        for (id, hash) in placeholders {
+            let item = Item::Space(id);
+            let mut ic: ItemClock = clocks.get(item.key())?.unwrap_or_default();
+            if ic.winner.is_none() {
+                ic.hash = Some(hash);
+                clocks.put(item.key(), &ic)?;
+            }
+        }
+        // The clock moved past what it saw: saved, so that a restart stamps after it.
+        if let Some(last) = core.writes.sync.with(|clock| clock.last()) {
+            meta::meta(txn)?.put_json(changes::HLC_KEY, &last)?;
+        }
+        Ok(report)
+    })
+}
+
+fn item_name(item: &Item) -> String {
+    let (kind, space, id) = item.key();
+    match (space.is_empty(), id.is_empty()) {
+        (true, _) => format!("{kind} {id}"),
+        (false, true) => format!("{kind} {space}"),
+        (false, false) => format!("{kind} {space}/{id}"),
+    }
+}
+
+/// The state one change is merged with.
+struct Merge<'a, 't> {
+    txn: &'t WriteTx,
+    t: &'a mut MemoryWrite<'t>,
+    ic: &'a mut ItemClock,
+    embedder: &'a dyn crate::embed::Embedder,
+    now: Timestamp,
+    ops: &'a mut Vec<IndexOp>,
+    /// Spaces created as placeholders, with the hash of their replicated value.
+    placeholders: &'a mut Vec<(String, [u8; 16])>,
+}
+
+impl Merge<'_, '_> {
+    /// Last-writer-wins for every item but memories.
+    fn register(&mut self, c: &Change) -> Result<Outcome> {
+        if !merge::register_wins(self.ic.winner, c.stamp) {
+            return Ok(Outcome::Stale);
+        }
+        let value = match &c.op {
+            Op::Put { value, .. } => Some(value.as_slice()),
+            Op::Delete { .. } => None,
+            Op::TagAdd { .. } | Op::TagRemove { .. } => {
+                return Err(Error::new(ErrorKind::InvalidInput, "a label assignment names an item that is no memory"));
+            }
+        };
+        self.ic.hash = match (&c.item, value) {
+            (Item::Space(id), v) => self.space(id, v)?,
+            (Item::Label(s, id), v) => self.label(s, id, v)?,
+            (Item::Working(s, d), v) => self.working(s, d, v)?,
+            (Item::Relation(id), v) => self.relation(id, v)?,
+            (Item::Memory(_), _) => unreachable!("memories merge by their history"),
+        };
+        self.ic.winner = Some(c.stamp);
+        Ok(Outcome::Applied)
+    }
+
+    fn space(&mut self, id: &str, value: Option<&[u8]>) -> Result<Option<[u8; 16]>> {
+        let Some(v) = value else {
+            // A space deleted elsewhere: its record goes; what it held arrives as deletes of its own.
+            self.t.spaces.remove(id)?;
+            return Ok(None);
+        };
+        let mut s: Space = sync::value_of(v)?;
+        if s.id != id {
+            return Err(Error::new(ErrorKind::InvalidInput, "a space change names another space than its item"));
+        }
+        s.usage = self.t.spaces.get(id)?.map(|old| old.usage).unwrap_or_default();
+        self.t.spaces.put(id, &s)?;
+        Ok(Some(sync::hash(&json(&sync::space_projection(&s))?)))
+    }
+
+    fn label(&mut self, space: &str, id: &str, value: Option<&[u8]>) -> Result<Option<[u8; 16]>> {
+        let Some(v) = value else {
+            self.t.labels.remove(space, id)?;
+            return Ok(None);
+        };
+        let mut l: Label = sync::value_of(v)?;
+        if l.id != id || l.space_id != space {
+            return Err(Error::new(ErrorKind::InvalidInput, "a label change names another label than its item"));
+        }
+        l.usage_count = self.t.labels.get(space, id)?.map_or(0, |old| old.usage_count);
+        self.t.labels.put(space, id, &l)?;
+        Ok(Some(sync::hash(&json(&sync::label_projection(&l))?)))
+    }
+
+    fn working(&mut self, space: &str, day: &str, value: Option<&[u8]>) -> Result<Option<[u8; 16]>> {
+        let mut days = working_memory::days(self.txn)?;
+        let Some(v) = value else {
+            days.remove((space, day))?;
+            return Ok(None);
+        };
+        let w: WorkingMemory = sync::value_of(v)?;
+        if w.space_id != space || w.date != day {
+            return Err(Error::new(ErrorKind::InvalidInput, "a working memory change names another day"));
+        }
+        self.ensure_space(space)?;
+        days.put((space, day), &w)?;
+        Ok(Some(sync::hash(&json(&w)?)))
+    }
+
+    fn relation(&mut self, id: &str, value: Option<&[u8]>) -> Result<Option<[u8; 16]>> {
+        let old = match crate::store::records::relation::space_of(self.txn, id)? {
+            Some(s) => self.t.relations.get(&s, id)?,
+            None => None,
+        };
+        if let Some(old) = &old {
+            self.t.relations.remove(&old.space_id, old)?;
+        }
+        let Some(v) = value else { return Ok(None) };
+        let r: MemoryRelation = sync::value_of(v)?;
+        if r.id != id {
+            return Err(Error::new(ErrorKind::InvalidInput, "a relation change names another relation"));
+        }
+        self.ensure_space(&r.space_id)?;
+        self.t.relations.put(&r.space_id, &r)?;
+        Ok(Some(sync::hash(&json(&r)?)))
+    }
+
+    /// A space a change needs that has not arrived yet: a placeholder, which its own change replaces whatever
+    /// its stamp (the placeholder is never stamped, so it loses every comparison and is not logged).
+    fn ensure_space(&mut self, id: &str) -> Result<()> {
+        if self.t.spaces.contains(id)? {
+            return Ok(());
+        }
+        let s = Space {
+            id: id.to_string(),
+            key: id.to_string(),
+            name: id.to_string(),
+            aliases: vec![],
+            description: String::new(),
+            icon: String::new(),
+            instructions: String::new(),
+            shared_space_ids: vec![],
+            default_retrieval_mode: "strict".into(),
+            is_default: false,
+            usage: SpaceUsage::default(),
+            observed: false,
+            has_profile: false,
+            created_at: Timestamp(0),
+        };
+        self.t.spaces.put(id, &s)?;
+        self.placeholders.push((id.to_string(), sync::hash(&json(&sync::space_projection(&s))?)));
+        Ok(())
+    }
+
+    /// A memory's history: the change is a node; the greatest head is the memory, the other heads are kept
+    /// ([`crate::sync::merge`]).
+    fn memory(&mut self, id: &str, c: &Change) -> Result<Outcome> {
+        let (base, value) = match &c.op {
+            Op::TagAdd { label } => {
+                let changed = merge::tag_add(self.ic, label, c.stamp);
+                return self.tags(id, changed);
+            }
+            Op::TagRemove { label, observed } => {
+                let changed = merge::tag_remove(self.ic, label, *observed);
+                return self.tags(id, changed);
+            }
+            Op::Put { base, value } => (*base, Some(value.clone())),
+            Op::Delete { base } => (*base, None),
+        };
+        if let Some(v) = &value {
+            let m: Memory = sync::value_of(v)?;
+            if m.id != id {
+                return Err(Error::new(ErrorKind::InvalidInput, "a memory change names another memory"));
+            }
+        }
+        Ok(match merge::merge_node(self.ic, c.stamp, base) {
+            NodeMerge::Known => Outcome::Stale,
+            NodeMerge::Buried => Outcome::Buried,
+            NodeMerge::Wins { kept } => {
+                if let Some(k) = kept {
+                    let v = self.current_value(id)?;
+                    merge::keep_loser(self.ic, k, v);
+                }
+                self.write_memory(id, value.as_deref())?;
+                if kept.is_some() { Outcome::Conflict } else { Outcome::Applied }
+            }
+            NodeMerge::Loses => {
+                merge::keep_loser(self.ic, c.stamp, value);
+                Outcome::Conflict
+            }
+        })
+    }
+
+    /// After a label assignment merged (`changed`): the stored memory gets the labels of its add-wins set.
+    fn tags(&mut self, id: &str, changed: bool) -> Result<Outcome> {
+        if !changed {
+            return Ok(Outcome::Stale);
+        }
+        self.relabel(id)?;
+        Ok(Outcome::Applied)
+    }
+
+    /// The JSON of the memory's replicated fields as stored now (None: not stored).
+    fn current_value(&self, id: &str) -> Result<Option<Vec<u8>>> {
+        match self.t.memories.space_of(id)? {
+            Some(s) => match self.t.load(&s, id)? {
+                Some(sm) => Ok(Some(json(&sync::memory_projection(&sm.memory))?)),
+                None => Ok(None),
+            },
+            None => Ok(None),
+        }
+    }
+
+    /// Stores the winner's value (None: deletes the memory), with the labels of the add-wins set.
+    fn write_memory(&mut self, id: &str, value: Option<&[u8]>) -> Result<()> {
+        match value {
+            Some(v) => {
+                let m: Memory = sync::value_of(v)?;
+                self.ensure_space(&m.space_id)?;
+                let labels = self.ic.present_labels();
+                put_remote(self.embedder, self.txn, self.t, m, &labels, self.now, self.ops)?;
+                self.ic.hash = self.current_value(id)?.map(|v| sync::hash(&v));
+            }
+            None => {
+                if let Some(space) = self.t.memories.space_of(id)?
+                    && let Some(sm) = self.t.load(&space, id)?
+                {
+                    let (_, lex) = self.t.remove_memory(&space, &sm, self.now)?;
+                    self.ops.push(IndexOp::Remove { space, docno: sm.docno, lex: Some(lex) });
+                }
+                self.ic.hash = None;
+            }
+        }
+        Ok(())
+    }
+
+    /// Gives a stored memory the labels of its add-wins set.
+    fn relabel(&mut self, id: &str) -> Result<()> {
+        let Some(space) = self.t.memories.space_of(id)? else { return Ok(()) };
+        let Some(sm) = self.t.load(&space, id)? else { return Ok(()) };
+        let wanted = self.ic.present_labels();
+        if self.t.label_ids(&space, id)? == wanted {
+            return Ok(());
+        }
+        let memory = sm.memory.clone();
+        put_remote(self.embedder, self.txn, self.t, memory, &wanted, self.now, self.ops)
+    }
+}
+
+fn json<T: serde::Serialize>(v: &T) -> Result<Vec<u8>> {
+    serde_json::to_vec(v)
+        .map_err(|e| Error::new(ErrorKind::Internal, "a replicated value does not encode").with_source(e))
+}

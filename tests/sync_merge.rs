@@ -1,0 +1,410 @@
+//! Sync's change log and merge on real redb stores (docs/sync.md): devices exchange their logs in random orders,
+//! with repeats, and must end with equal replicated state; concurrent edits of one memory resolve the same way
+//! on every device, and the loser stays with the memory.
+
+use std::collections::BTreeSet;
+
+use engram::model::{Change, Item, Op};
+use engram::{KnowledgeStore, MemoryPatch, NewMemory, NewSpace, StoreConfig};
+use proptest::prelude::*;
+
+struct Device {
+    _dir: tempfile::TempDir,
+    store: KnowledgeStore,
+}
+
+fn device() -> Device {
+    let dir = tempfile::tempdir().unwrap();
+    let store = KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap();
+    store.sync().enable().unwrap();
+    Device { _dir: dir, store }
+}
+
+/// Every change of `from`'s own log.
+fn log(from: &Device) -> Vec<Change> {
+    from.store.sync().changes(0, usize::MAX).unwrap().into_iter().map(|(_, c)| c).collect()
+}
+
+fn state(d: &Device) -> Vec<(String, serde_json::Value)> {
+    d.store.sync().replicated_state().unwrap()
+}
+
+/// Exchanges every device's log with every other until nothing changes (an apply may log derived changes of its
+/// own, such as a label record it had to create).
+fn settle(devices: &[Device]) {
+    for _round in 0..4 {
+        let logs: Vec<Vec<Change>> = devices.iter().map(log).collect();
+        let mut applied = 0;
+        for (i, d) in devices.iter().enumerate() {
+            for (j, l) in logs.iter().enumerate() {
+                if i != j {
+                    applied += d.store.sync().apply(l).unwrap().applied;
+                }
+            }
+        }
+        if applied == 0 {
+            return;
+        }
+    }
+    panic!("the devices did not settle in 4 rounds");
+}
+
+fn mem(id: &str, content: &str, labels: &[&str]) -> NewMemory {
+    NewMemory {
+        id: Some(id.into()),
+        content: content.into(),
+        labels: Some(labels.iter().map(|l| l.to_string()).collect()),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn a_store_joining_logs_what_it_holds_and_each_write_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap();
+    store.memories().create(mem("m1", "Ship the parser on Friday", &["work"])).unwrap();
+    assert_eq!(store.sync().status().unwrap().last_seq, 0, "nothing is logged outside a sync group");
+    let logged = store.sync().enable().unwrap();
+    // The default space, the memory, its label assignment and the label record.
+    assert_eq!(logged, 4);
+    let changes = store.sync().changes(0, 100).unwrap();
+    let items: BTreeSet<&Item> = changes.iter().map(|(_, c)| &c.item).collect();
+    assert!(items.contains(&Item::Memory("m1".into())));
+    assert!(items.contains(&Item::Label("default".into(), "label_work".into())));
+    // A read (a bookkeeping write of the read count) logs nothing; an edit logs one change.
+    store.memories().get("m1", None).unwrap();
+    store.memories().update("m1", MemoryPatch { title: Some("Parser".into()), ..Default::default() }, None).unwrap();
+    let after = store.sync().changes(logged, 100).unwrap();
+    assert_eq!(after.len(), 1, "{after:?}");
+    assert!(matches!(&after[0].1.op, Op::Put { base: Some(_), .. }));
+    // A reopen keeps the membership and the clock: the next stamp is after every earlier one.
+    let last = after[0].1.stamp;
+    drop(store);
+    let store = KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap();
+    assert!(store.sync().status().unwrap().enabled);
+    store.memories().update("m1", MemoryPatch { title: Some("Parser 2".into()), ..Default::default() }, None).unwrap();
+    let next = store.sync().changes(logged + 1, 100).unwrap();
+    assert!(next[0].1.stamp > last);
+}
+
+fn content(d: &Device, id: &str) -> Option<String> {
+    d.store.memories().get(id, None).ok().map(|v| v.memory.content)
+}
+
+fn edit(d: &Device, id: &str, content: &str) {
+    d.store.memories().update(id, MemoryPatch { content: Some(content.into()), ..Default::default() }, None).unwrap();
+}
+
+/// The stamp of the last change `d` logged for memory `id`.
+fn last_stamp(d: &Device, id: &str) -> engram::model::Stamp {
+    log(d).into_iter().rev().find(|c| c.item == Item::Memory(id.into())).unwrap().stamp
+}
+
+#[test]
+fn concurrent_edits_resolve_the_same_way_everywhere_and_the_loser_is_kept() {
+    let devices = [device(), device(), device()];
+    devices[0].store.memories().create(mem("m1", "The meeting is on Monday", &["plans"])).unwrap();
+    settle(&devices);
+    assert_eq!(content(&devices[2], "m1").as_deref(), Some("The meeting is on Monday"));
+    // Two devices edit the memory before they hear from each other.
+    edit(&devices[0], "m1", "The meeting is on Tuesday");
+    edit(&devices[1], "m1", "The meeting is on Wednesday");
+    let (sa, sb) = (last_stamp(&devices[0], "m1"), last_stamp(&devices[1], "m1"));
+    let (winner, loser) = if sa > sb {
+        ("The meeting is on Tuesday", "The meeting is on Wednesday")
+    } else {
+        ("The meeting is on Wednesday", "The meeting is on Tuesday")
+    };
+    settle(&devices);
+    for d in &devices {
+        assert_eq!(content(d, "m1").as_deref(), Some(winner));
+        let kept = d.store.sync().conflicts("m1").unwrap();
+        assert_eq!(kept.len(), 1, "{kept:?}");
+        assert_eq!(kept[0].1.as_ref().map(|m| m.content.as_str()), Some(loser));
+        assert_eq!(d.store.memories().get("m1", None).unwrap().label_ids, vec!["label_plans"]);
+    }
+    assert_eq!(state(&devices[0]), state(&devices[1]));
+    assert_eq!(state(&devices[0]), state(&devices[2]));
+    // A later edit on top of the winner keeps the loser: it was never seen by that edit.
+    edit(&devices[2], "m1", "The meeting moved to Thursday");
+    settle(&devices);
+    for d in &devices {
+        assert_eq!(content(d, "m1").as_deref(), Some("The meeting moved to Thursday"));
+        assert_eq!(d.store.sync().conflicts("m1").unwrap().len(), 1);
+    }
+    // The merged memory is found by search on every device.
+    for d in &devices {
+        let hits = d.store.search().run(&engram::SearchQuery {
+            query: "Thursday meeting".into(),
+            space_id: "default".into(),
+            limit: 5,
+            filter: Default::default(),
+            mode: engram::SearchMode::Hybrid,
+            fusion: None,
+            query_embedding: None,
+            options: Default::default(),
+        });
+        assert_eq!(hits.unwrap().hits.first().map(|h| h.view.memory.id.clone()).as_deref(), Some("m1"));
+    }
+}
+
+#[test]
+fn a_memory_that_arrives_before_its_space_gets_a_placeholder_the_space_replaces() {
+    let (a, b) = (device(), device());
+    a.store.spaces().create(NewSpace { name: "Travel plans".into(), ..Default::default() }).unwrap();
+    a.store
+        .memories()
+        .create(NewMemory { space_id: Some("travel-plans".into()), ..mem("m1", "Flight at 9", &[]) })
+        .unwrap();
+    let changes = log(&a);
+    let (space, rest): (Vec<Change>, Vec<Change>) =
+        changes.into_iter().partition(|c| c.item == Item::Space("travel-plans".into()));
+    b.store.sync().apply(&rest).unwrap();
+    assert_eq!(content(&b, "m1").as_deref(), Some("Flight at 9"));
+    assert_eq!(b.store.spaces().get("travel-plans").unwrap().name, "travel-plans", "a placeholder");
+    // The placeholder is never logged as b's own change, so it cannot win over the real space anywhere.
+    assert!(!log(&b).iter().any(|c| c.item == Item::Space("travel-plans".into())));
+    b.store.sync().apply(&space).unwrap();
+    assert_eq!(b.store.spaces().get("travel-plans").unwrap().name, "Travel plans");
+    let devices = [a, b];
+    settle(&devices);
+    assert_eq!(state(&devices[0]), state(&devices[1]));
+}
+
+#[test]
+fn bad_changes_are_refused_and_change_nothing() {
+    let (a, b) = (device(), device());
+    a.store.memories().create(mem("m1", "The code is 4711", &[])).unwrap();
+    let good = log(&a);
+    let before = state(&b);
+    // A value that does not decode fails the whole batch: nothing of it is applied.
+    let mut bad = good.clone();
+    let last = bad.iter().rposition(|c| matches!(c.op, Op::Put { .. })).unwrap();
+    if let Op::Put { value, .. } = &mut bad[last].op {
+        value.truncate(value.len() / 2);
+    }
+    let e = b.store.sync().apply(&bad).unwrap_err();
+    assert_eq!(e.kind(), engram::ErrorKind::InvalidInput, "{e}");
+    assert_eq!(state(&b), before);
+    // A change that names another memory than its item is refused the same way.
+    let mut wrong = good.clone();
+    let i = wrong.iter().position(|c| c.item == Item::Memory("m1".into())).unwrap();
+    wrong[i].item = Item::Memory("m2".into());
+    assert!(b.store.sync().apply(&wrong).is_err());
+    assert_eq!(state(&b), before);
+    // A stamp more than an hour ahead of this device's clock is refused and reported; the rest applies.
+    let mut future = good.clone();
+    future[i].stamp.hlc.ms += 2 * engram::sync::MAX_DRIFT_MS;
+    let report = b.store.sync().apply(&future).unwrap();
+    assert_eq!(report.refused.len(), 1, "{report:?}");
+    assert!(report.refused[0].contains("memory m1") && report.refused[0].contains("ahead"), "{report:?}");
+    assert_eq!(content(&b, "m1"), None);
+    // Outside a sync group there is nothing to apply to.
+    let dir = tempfile::tempdir().unwrap();
+    let plain = KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap();
+    assert_eq!(plain.sync().apply(&good).unwrap_err().kind(), engram::ErrorKind::InvalidInput);
+}
+
+/// One step of a replica's life.
+#[derive(Debug, Clone)]
+enum Step {
+    Create {
+        dev: usize,
+        mem: usize,
+        text: usize,
+        labels: Vec<usize>,
+        space: usize,
+    },
+    Edit {
+        dev: usize,
+        mem: usize,
+        text: usize,
+    },
+    Delete {
+        dev: usize,
+        mem: usize,
+    },
+    Assign {
+        dev: usize,
+        mem: usize,
+        label: usize,
+    },
+    Unassign {
+        dev: usize,
+        mem: usize,
+        label: usize,
+    },
+    Move {
+        dev: usize,
+        mem: usize,
+        space: usize,
+    },
+    Working {
+        dev: usize,
+        space: usize,
+        text: usize,
+    },
+    /// `to` applies `from`'s log: the changes picked by `pick` (a subset, in a shuffled order, some twice).
+    Deliver {
+        from: usize,
+        to: usize,
+        pick: Vec<(usize, bool)>,
+    },
+}
+
+const TEXTS: [&str; 6] = [
+    "The meeting is on Monday at ten",
+    "Alice prefers tea over coffee",
+    "The parser ships on Friday",
+    "Bob moved to Lisbon in March",
+    "The budget for the trip is 900 euros",
+    "Carol's birthday is on the 4th of July",
+];
+const LABELS: [&str; 3] = ["work", "home", "travel"];
+const SPACES: [&str; 2] = ["default", "notes"];
+
+fn step(devices: usize) -> impl Strategy<Value = Step> {
+    let d = 0..devices;
+    prop_oneof![
+        3 => (d.clone(), 0..4usize, 0..6usize, proptest::collection::vec(0..3usize, 0..3), 0..2usize)
+            .prop_map(|(dev, mem, text, labels, space)| Step::Create { dev, mem, text, labels, space }),
+        3 => (d.clone(), 0..4usize, 0..6usize).prop_map(|(dev, mem, text)| Step::Edit { dev, mem, text }),
+        1 => (d.clone(), 0..4usize).prop_map(|(dev, mem)| Step::Delete { dev, mem }),
+        2 => (d.clone(), 0..4usize, 0..3usize).prop_map(|(dev, mem, label)| Step::Assign { dev, mem, label }),
+        2 => (d.clone(), 0..4usize, 0..3usize).prop_map(|(dev, mem, label)| Step::Unassign { dev, mem, label }),
+        1 => (d.clone(), 0..4usize, 0..2usize).prop_map(|(dev, mem, space)| Step::Move { dev, mem, space }),
+        1 => (d.clone(), 0..2usize, 0..6usize).prop_map(|(dev, space, text)| Step::Working { dev, space, text }),
+        4 => (d.clone(), d, proptest::collection::vec((0..64usize, any::<bool>()), 0..12))
+            .prop_map(|(from, to, pick)| Step::Deliver { from, to, pick }),
+    ]
+}
+
+fn labels_of(d: &Device, id: &str) -> Option<Vec<String>> {
+    let v = d.store.memories().get(id, None).ok()?;
+    Some(v.label_ids.iter().map(|l| l.trim_start_matches("label_").to_string()).collect())
+}
+
+/// Runs one step; a step the device cannot take (the memory is not there yet) is skipped, as a person's
+/// client would get a 404.
+fn run(devices: &[Device], s: &Step) {
+    let id = |m: usize| format!("m{m}");
+    match s {
+        Step::Create { dev, mem, text, labels, space } => {
+            let mut n = mem_in(&id(*mem), TEXTS[*text], labels, SPACES[*space]);
+            n.labels = Some(labels.iter().map(|l| LABELS[*l].to_string()).collect());
+            let _ = devices[*dev].store.memories().create(n);
+        }
+        Step::Edit { dev, mem, text } => {
+            let patch = MemoryPatch { content: Some(format!("{} (dev {dev})", TEXTS[*text])), ..Default::default() };
+            let _ = devices[*dev].store.memories().update(&id(*mem), patch, None);
+        }
+        Step::Delete { dev, mem } => {
+            let _ = devices[*dev].store.memories().delete(&id(*mem), None);
+        }
+        Step::Assign { dev, mem, label } | Step::Unassign { dev, mem, label } => {
+            let Some(mut now) = labels_of(&devices[*dev], &id(*mem)) else { return };
+            now.retain(|l| l != LABELS[*label]);
+            if matches!(s, Step::Assign { .. }) {
+                now.push(LABELS[*label].to_string());
+            }
+            let patch = MemoryPatch { labels: Some(now), ..Default::default() };
+            let _ = devices[*dev].store.memories().update(&id(*mem), patch, None);
+        }
+        Step::Move { dev, mem, space } => {
+            let patch = MemoryPatch { space_id: Some(SPACES[*space].to_string()), ..Default::default() };
+            let _ = devices[*dev].store.memories().update(&id(*mem), patch, None);
+        }
+        Step::Working { dev, space, text } => {
+            let _ = devices[*dev].store.working().set(SPACES[*space], TEXTS[*text]);
+        }
+        Step::Deliver { from, to, pick } => {
+            if from == to {
+                return;
+            }
+            let l = log(&devices[*from]);
+            if l.is_empty() {
+                return;
+            }
+            let mut batch = Vec::new();
+            for (i, twice) in pick {
+                let c = l[i % l.len()].clone();
+                if *twice {
+                    batch.push(c.clone());
+                }
+                batch.push(c);
+            }
+            devices[*to].store.sync().apply(&batch).unwrap();
+        }
+    }
+}
+
+fn mem_in(id: &str, content: &str, _labels: &[usize], space: &str) -> NewMemory {
+    NewMemory { space_id: Some(space.into()), ..mem(id, content, &[]) }
+}
+
+/// What a lexical search finds on a device: (id, score to 6 places), by id.
+fn found(d: &Device, q: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for space in SPACES {
+        let r = d
+            .store
+            .search()
+            .run(&engram::SearchQuery {
+                query: q.into(),
+                space_id: space.into(),
+                limit: 50,
+                filter: Default::default(),
+                mode: engram::SearchMode::Lexical,
+                fusion: None,
+                query_embedding: None,
+                options: Default::default(),
+            })
+            .unwrap();
+        out.extend(r.hits.into_iter().map(|h| (h.view.memory.id, format!("{:.6}", h.score))));
+    }
+    out.sort();
+    out
+}
+
+/// The items two replicated states do not agree on, with both values.
+fn differences(a: &[(String, serde_json::Value)], b: &[(String, serde_json::Value)]) -> Vec<String> {
+    let (a, b): (std::collections::BTreeMap<_, _>, std::collections::BTreeMap<_, _>) =
+        (a.iter().cloned().collect(), b.iter().cloned().collect());
+    let keys: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    keys.into_iter()
+        .filter(|k| a.get(*k) != b.get(*k))
+        .map(|k| format!("{k}: {:?} / {:?}", a.get(k), b.get(k)))
+        .collect()
+}
+
+proptest! {
+    // Each case opens 3 to 5 real stores; the merge rules themselves run 10,000 cases in `sync::merge`'s unit
+    // tests. PROPTEST_CASES raises this one.
+    #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
+
+    #[test]
+    fn replicas_exchanging_changes_in_any_order_converge(
+        (n, steps) in (3..=5usize).prop_flat_map(|n| (Just(n), proptest::collection::vec(step(n), 1..40)))
+    ) {
+        let devices: Vec<Device> = (0..n).map(|_| device()).collect();
+        // One device makes the second space; the others learn it by sync (a memory moved into it may arrive
+        // first: the space is then a placeholder until its own change comes).
+        devices[0].store.spaces().create(NewSpace { name: "Notes".into(), id: Some("notes".into()), ..Default::default() })
+            .unwrap();
+        for s in &steps {
+            run(&devices, s);
+        }
+        settle(&devices);
+        let first = state(&devices[0]);
+        for (i, d) in devices.iter().enumerate().skip(1) {
+            let differ = differences(&first, &state(d));
+            prop_assert!(differ.is_empty(), "device 0 and device {} differ: {:#?}", i, differ);
+        }
+        for q in ["meeting Monday", "tea coffee", "Lisbon", "budget trip euros"] {
+            let want = found(&devices[0], q);
+            for d in &devices[1..] {
+                prop_assert_eq!(&found(d, q), &want, "query {}", q);
+            }
+        }
+    }
+}
