@@ -244,6 +244,28 @@ fn main() -> engram::Result<()> {
         );
     }
 
+    let singles = 200;
+    let t0 = Instant::now();
+    for i in 0..singles {
+        let content = sentence(&mut rng, &vocab);
+        if !reuse {
+            store.memories().create(NewMemory { content, id: Some(format!("single{i}")), ..Default::default() })?;
+        }
+    }
+    if !reuse {
+        println!(
+            "single create_memory calls (one fsync each): {:.0} memories/s",
+            singles as f64 / t0.elapsed().as_secs_f64()
+        );
+    }
+    let t0 = Instant::now();
+    let ready = store.admin().wait_for_indexes(std::time::Duration::from_secs(1800));
+    println!(
+        "background HNSW graph complete {:.1} s after the last write (ready: {ready})",
+        t0.elapsed().as_secs_f64()
+    );
+
+    // After the source's indexes are built, so that its background work does not share the two cores.
     if sync && !reuse {
         let peer_dir = dir.with_extension("peer");
         let _ = std::fs::remove_dir_all(&peer_dir);
@@ -266,27 +288,6 @@ fn main() -> engram::Result<()> {
         drop(peer);
         let _ = std::fs::remove_dir_all(&peer_dir);
     }
-
-    let singles = 200;
-    let t0 = Instant::now();
-    for i in 0..singles {
-        let content = sentence(&mut rng, &vocab);
-        if !reuse {
-            store.memories().create(NewMemory { content, id: Some(format!("single{i}")), ..Default::default() })?;
-        }
-    }
-    if !reuse {
-        println!(
-            "single create_memory calls (one fsync each): {:.0} memories/s",
-            singles as f64 / t0.elapsed().as_secs_f64()
-        );
-    }
-    let t0 = Instant::now();
-    let ready = store.admin().wait_for_indexes(std::time::Duration::from_secs(1800));
-    println!(
-        "background HNSW graph complete {:.1} s after the last write (ready: {ready})",
-        t0.elapsed().as_secs_f64()
-    );
 
     let qtexts: Vec<String> = (0..queries)
         .map(|_| {

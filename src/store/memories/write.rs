@@ -443,17 +443,19 @@ pub(super) fn put_with(
 
 /// Writes `memory` as another device sent it (sync's merge, `crate::store::sync`): its replicated fields exactly
 /// as given (no version or `updated_at` advanced), this device's own fields kept (read counts, decay, PageRank,
-/// re-index bookkeeping), its labels exactly `label_ids`, moved between spaces and re-indexed (embedded here) as
-/// its space and text require. The index changes are appended to `ops`.
+/// re-index bookkeeping), its labels exactly `label_ids`, moved between spaces and re-indexed as its space and
+/// text require, with `vector` (embedded ahead) or embedded here. The index changes are appended to `ops`.
 ///
 /// # Errors
 /// Storage errors; the embedder's errors.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn put_remote(
     embedder: &dyn crate::embed::Embedder,
     txn: &WriteTx,
     t: &mut MemoryWrite<'_>,
     memory: Memory,
     label_ids: &BTreeSet<String>,
+    vector: Option<Vec<f32>>,
     now: Timestamp,
     ops: &mut Vec<IndexOp>,
 ) -> Result<()> {
@@ -471,7 +473,7 @@ pub(crate) fn put_remote(
         merged,
         labels: Some(names),
         new_docno,
-        vector: None,
+        vector,
         given: false,
         prepared: None,
         exact: true,

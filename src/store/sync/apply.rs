@@ -12,6 +12,8 @@
 //!   (the observed-remove set of Shapiro et al., 2011).
 
 use super::ApplyReport;
+use std::collections::{BTreeSet, HashMap};
+
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::ops::IndexOp;
 use crate::model::{
@@ -43,6 +45,25 @@ pub(super) fn apply(store: &KnowledgeStore, changes: &[Change]) -> Result<ApplyR
     }
     let embedder = core.config.embedder.clone();
     let now = Timestamp::now();
+    // The texts of the batch's memory values embedded together before the transaction opens (a transaction
+    // never waits on a model; one call embeds them on every core).
+    let mut vectors: HashMap<String, Vec<f32>> = HashMap::new();
+    if !embedder.external() {
+        let texts: BTreeSet<String> = changes
+            .iter()
+            .filter_map(|c| match (&c.item, &c.op) {
+                (Item::Memory(_), Op::Put { value, .. }) => sync::value_of::<Memory>(value).ok(),
+                _ => None,
+            })
+            .filter(|m| !m.is_crystal)
+            .map(|m| m.index_text())
+            .collect();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        if !refs.is_empty() {
+            let embedded = embedder.embed(&refs, crate::embed::InputType::Document)?;
+            vectors = texts.into_iter().zip(embedded).collect();
+        }
+    }
     core.write(|txn, ops| {
         let mut report = ApplyReport::default();
         let mut t = MemoryWrite::open(txn)?;
@@ -55,8 +76,16 @@ pub(super) fn apply(store: &KnowledgeStore, changes: &[Change]) -> Result<ApplyR
                 continue;
             }
             let mut ic: ItemClock = clocks.get(c.item.key())?.unwrap_or_default();
-            let mut m =
-                Merge { txn, t: &mut t, ic: &mut ic, embedder: &*embedder, now, ops, placeholders: &mut placeholders };
+            let mut m = Merge {
+                txn,
+                t: &mut t,
+                ic: &mut ic,
+                embedder: &*embedder,
+                vectors: &vectors,
+                now,
+                ops,
+                placeholders: &mut placeholders,
+            };
             let outcome = match &c.item {
                 Item::Memory(id) => m.memory(id, c)?,
                 _ => m.register(c)?,
@@ -105,6 +134,8 @@ struct Merge<'a, 't> {
     t: &'a mut MemoryWrite<'t>,
     ic: &'a mut ItemClock,
     embedder: &'a dyn crate::embed::Embedder,
+    /// The batch's memory texts embedded ahead, by index text.
+    vectors: &'a HashMap<String, Vec<f32>>,
     now: Timestamp,
     ops: &'a mut Vec<IndexOp>,
     /// Spaces created as placeholders, with the hash of their replicated value.
@@ -290,7 +321,8 @@ impl Merge<'_, '_> {
                 let m: Memory = sync::value_of(v)?;
                 self.ensure_space(&m.space_id)?;
                 let labels = self.ic.present_labels();
-                put_remote(self.embedder, self.txn, self.t, m, &labels, self.now, self.ops)?;
+                let vector = self.vectors.get(&m.index_text()).cloned();
+                put_remote(self.embedder, self.txn, self.t, m, &labels, vector, self.now, self.ops)?;
                 self.ic.hash = self.current_value(id)?.map(|v| sync::hash(&v));
             }
             None => {
@@ -315,7 +347,7 @@ impl Merge<'_, '_> {
             return Ok(());
         }
         let memory = sm.memory.clone();
-        put_remote(self.embedder, self.txn, self.t, memory, &wanted, self.now, self.ops)
+        put_remote(self.embedder, self.txn, self.t, memory, &wanted, None, self.now, self.ops)
     }
 }
 
