@@ -7,6 +7,7 @@
 
 pub mod hlc;
 pub mod merge;
+pub mod segment;
 
 pub use crate::model::{Change, Item, ItemClock, Loser, Op, Tag};
 pub use hlc::{DeviceId, Hlc, HlcClock, MAX_DRIFT_MS, Refused, Stamp, SystemClock, WallClock};

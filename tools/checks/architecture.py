@@ -7,7 +7,8 @@
 * Only src/storage/ names the redb crate (its backend, src/storage/redb/, and the dispatch beside it).
 * Records, not tables: outside the port (src/storage/), only the record modules (src/store/records/) open a
   kind (`.table(`, `.open(KIND)`), name the kinds (`storage::tables`) or call a record codec (`encode`,
-  `decode`, `vector_to_bytes`, `vector_from_bytes`, `postcard::`).
+  `decode`, `vector_to_bytes`, `vector_from_bytes`, `postcard::`; sync's segment files, a wire format with
+  its own header version, encode with postcard in src/sync/segment.rs).
 * The record modules sit below the domain: src/store/records/ imports only the model, the storage port, the
   indexes and the error type (`crate::` anything else, `super::super`, fails); the types they keep live in
   src/model/ and src/index/.
@@ -164,6 +165,9 @@ def records_not_tables():
             continue
         for n, l in enumerate(code_of(p).split("\n"), 1):
             for pat, what in rules:
+                # Sync's segment files are a wire format with a header version of their own, not store records.
+                if p == f"{SRC}/sync/segment.rs" and what == "calls a record codec":
+                    continue
                 if re.search(pat, l):
                     out.append(f"{p}:{n}: {what} outside the record modules (src/store/records/)")
     return out

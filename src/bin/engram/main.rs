@@ -9,6 +9,7 @@ use engram::{KnowledgeStore, StoreConfig};
 
 mod eval;
 mod keys;
+mod sync;
 mod transfer;
 
 use keys::{KeyArgs, NewKeyArgs};
@@ -317,6 +318,11 @@ enum Command {
     /// Print the daemon's OpenAPI 3.1 document (JSON) without starting it (needs the `server` feature); the web
     /// console's TypeScript types are generated from it (`ui/src/schema.gen.ts`).
     Openapi,
+    /// Sync this store with the person's other devices through a shared folder (docs/sync.md).
+    Sync {
+        #[command(subcommand)]
+        which: sync::SyncCommand,
+    },
     /// Evaluate retrieval on a dataset.
     Eval {
         #[command(subcommand)]
@@ -417,6 +423,7 @@ fn run(cli: Cli) -> engram::Result<()> {
         }
         Command::Keygen { path } => keys::keygen(&path),
         Command::Openapi => openapi_command(),
+        Command::Sync { which } => sync::sync_command(which),
         Command::Eval { which } => eval::eval_command(which),
     }
 }

@@ -55,6 +55,14 @@ pub(crate) fn changes_after<X: Tx>(tx: &X, after: u64, limit: usize) -> Result<V
     Ok(out)
 }
 
+/// Drops the change log's rows up to sequence number `last` (written to a segment, which now keeps them).
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn drop_log_through(txn: &crate::storage::WriteTx, last: u64) -> Result<()> {
+    log(txn)?.remove_range(..=last)
+}
+
 /// The replicated items behind the keys a write touched ([`crate::storage::WriteTx::take_touched`]), each once.
 pub(crate) fn touched_items(touched: &[(&'static str, Vec<u8>)]) -> BTreeSet<Item> {
     let mut out = BTreeSet::new();

@@ -39,6 +39,15 @@ enum Outcome {
 
 /// [`super::SyncService::apply`].
 pub(super) fn apply(store: &KnowledgeStore, changes: &[Change]) -> Result<ApplyReport> {
+    apply_then(store, changes, |_| Ok(()))
+}
+
+/// [`apply`], then `then` in the same transaction (a segment's cursor moves with its changes).
+pub(super) fn apply_then(
+    store: &KnowledgeStore,
+    changes: &[Change],
+    then: impl FnOnce(&WriteTx) -> Result<()>,
+) -> Result<ApplyReport> {
     let core = &store.core;
     if !core.writes.sync.on() {
         return Err(Error::new(ErrorKind::InvalidInput, "this store is in no sync group (`engram sync init`)"));
@@ -115,6 +124,8 @@ pub(super) fn apply(store: &KnowledgeStore, changes: &[Change]) -> Result<ApplyR
         if let Some(last) = core.writes.sync.with(|clock| clock.last()) {
             meta::meta(txn)?.put_json(changes::HLC_KEY, &last)?;
         }
+        drop((t, clocks));
+        then(txn)?;
         Ok(report)
     })
 }

@@ -1,12 +1,17 @@
 //! Sync between one person's devices (docs/sync.md): joining a sync group, reading this device's change log,
 //! and applying other devices' changes under the merge rules ([`apply`]).
 //!
-//! Built so far: the change log and the merge of changes handed to [`SyncService::apply`] in any order. The
-//! segment files, the transports and pairing follow (docs/sync.md says which parts exist).
+//! Built so far: the change log, the merge of changes handed to [`SyncService::apply`] in any order, and sync
+//! through a shared folder of sealed segment files (`folder`: [`SyncService::init_folder`],
+//! [`SyncService::join_folder`], [`SyncService::sync_folder`]). The HTTP transport and the daemon's worker
+//! follow (docs/sync.md says which parts exist).
 
 mod apply;
+mod folder;
 
 use serde::Serialize;
+
+pub use folder::{FolderReport, Peer};
 
 use crate::error::Result;
 use crate::model::{Change, Timestamp};
@@ -47,6 +52,13 @@ pub struct SyncStatus {
     pub last_seq: u64,
     /// The device's last hybrid logical clock timestamp, `<ms>.<counter>`.
     pub clock: String,
+    /// The folder the group syncs through, if any.
+    pub folder: Option<String>,
+    /// Changes of this device not yet written to a segment.
+    pub pending_changes: u64,
+    /// The other devices seen in the folder: last seen, cursor, changes applied, conflicts resolved, the last
+    /// error.
+    pub peers: Vec<Peer>,
 }
 
 impl SyncService<'_> {
@@ -86,11 +98,17 @@ impl SyncService<'_> {
         let rtx = self.store.core.db.read()?;
         let m = meta::meta(&rtx)?;
         let clock: crate::model::Hlc = m.json(changes::HLC_KEY)?.unwrap_or_default();
+        let last_seq = m.u64(changes::SEQ_KEY)?.unwrap_or(0);
+        let exported = m.u64(folder::EXPORTED_KEY)?.unwrap_or(0);
+        let peers: std::collections::BTreeMap<String, Peer> = m.json(folder::PEERS_KEY)?.unwrap_or_default();
         Ok(SyncStatus {
             enabled: self.store.core.writes.sync.on(),
             device_id: self.store.admin().device_id()?.to_hex(),
-            last_seq: m.u64(changes::SEQ_KEY)?.unwrap_or(0),
+            last_seq,
             clock: clock.to_string(),
+            folder: m.text(folder::FOLDER_KEY)?,
+            pending_changes: last_seq.saturating_sub(exported),
+            peers: peers.into_values().collect(),
         })
     }
 

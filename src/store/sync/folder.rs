@@ -1,0 +1,336 @@
+//! Sync through a shared folder (docs/sync.md, "Segments and the folder"): this device writes its log as sealed
+//! segment files in `<folder>/<device id>/` and applies the other devices' segments after its cursor for each.
+//!
+//! Crash safety: a segment is written to a hidden temporary name, synced, renamed into place and the directory
+//! synced; only then does the store record it as written (and drop the log rows it holds). A crash in between
+//! leaves a whole segment the store does not know it wrote: the next run reads it back and records it, so a
+//! segment number is never given to two different runs of changes. Another device's segment is applied in one
+//! transaction with the cursor that names it: a crash applies both or neither.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::{ApplyReport, SyncService};
+use crate::error::{Error, ErrorKind, Result};
+use crate::model::{DeviceId, Timestamp};
+use crate::store::core::write::Commit;
+use crate::store::records::{meta, sync};
+use crate::sync::segment::{self, GroupKey, Read, SegmentBody};
+
+/// `META` key: the group key (64 hex digits; as safe as the store: encrypted at rest with it).
+pub(crate) const KEY_KEY: &str = "sync_key";
+/// `META` key: the folder.
+pub(crate) const FOLDER_KEY: &str = "sync_folder";
+/// `META` key: the last log sequence number written to a segment.
+pub(crate) const EXPORTED_KEY: &str = "sync_exported";
+/// `META` key: the last segment number written.
+pub(crate) const SEGMENT_KEY: &str = "sync_segment";
+/// `META` key: what this device knows of each other device ([`Peer`], JSON by device id).
+pub(crate) const PEERS_KEY: &str = "sync_peers";
+
+/// Most changes in one segment.
+pub const SEGMENT_CHANGES: usize = 10_000;
+
+/// The prefix of a pairing code; the rest is the group key.
+const CODE_PREFIX: &str = "engram-sync-1-";
+
+/// What this device knows of another device of its group.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Peer {
+    /// The device's id (32 hex digits).
+    pub device_id: String,
+    /// The last of its segments applied here (0: none).
+    pub cursor: u64,
+    /// When one of its segments was last applied here (RFC 3339), if ever.
+    pub last_seen: Option<String>,
+    /// Changes of its segments applied here, in all.
+    pub applied: u64,
+    /// Its concurrent edits resolved here, in all.
+    pub conflicts: u64,
+    /// Its next segment is in the folder but not whole yet (the folder tool is still copying it).
+    pub pending: bool,
+    /// Why its next segment was refused (damaged, another key, a clock far ahead), if it was; the store is
+    /// unchanged by it, and it is read again at the next sync.
+    pub error: Option<String>,
+}
+
+/// What one [`SyncService::sync_folder`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct FolderReport {
+    /// Segments this device wrote.
+    pub written_segments: u64,
+    /// Changes in them.
+    pub written_changes: u64,
+    /// Other devices' segments applied.
+    pub applied_segments: u64,
+    /// What applying them did.
+    pub applied: ApplyReport,
+    /// Every other device seen in the folder.
+    pub peers: Vec<Peer>,
+}
+
+fn invalid(msg: impl Into<String>) -> Error {
+    Error::new(ErrorKind::InvalidInput, msg.into())
+}
+
+fn io(what: String, e: std::io::Error) -> Error {
+    Error::new(ErrorKind::Io, what).with_source(e)
+}
+
+/// The pairing code of `key`: what a person carries to another device to join it (it is the group key: keep it
+/// as secret as a password).
+pub fn pairing_code(key: &GroupKey) -> String {
+    format!("{CODE_PREFIX}{}", key.to_hex())
+}
+
+/// The key of a pairing code.
+///
+/// # Errors
+/// [`ErrorKind::InvalidInput`] when it is not a code [`pairing_code`] wrote.
+pub fn parse_code(code: &str) -> Result<GroupKey> {
+    code.trim()
+        .strip_prefix(CODE_PREFIX)
+        .and_then(GroupKey::from_hex)
+        .ok_or_else(|| invalid(format!("not a pairing code (expected {CODE_PREFIX}<64 hex digits>)")))
+}
+
+impl SyncService<'_> {
+    /// Starts a sync group through `folder`: a new group key, this store enabled ([`SyncService::enable`]) and
+    /// its directory made in the folder. Returns the pairing code other devices join with.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Conflict`] when the store is in a group already; [`ErrorKind::Io`] when the folder cannot
+    /// be written; as [`SyncService::enable`].
+    pub fn init_folder(&self, folder: &Path) -> Result<String> {
+        let key = GroupKey::random();
+        self.join_with(folder, &key)?;
+        Ok(pairing_code(&key))
+    }
+
+    /// Joins the sync group of `code` through `folder` (the same folder, as this device sees it). The next
+    /// [`SyncService::sync_folder`] sends what this store holds and takes what the others wrote.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`] for a malformed code; [`ErrorKind::Conflict`] when the store is in another
+    /// group already, or when the folder holds this device's id from another store (a copied store file must
+    /// not pass for the device it was copied from); [`ErrorKind::Io`]; as [`SyncService::enable`].
+    pub fn join_folder(&self, folder: &Path, code: &str) -> Result<()> {
+        let key = parse_code(code)?;
+        let mine = segment::device_dir(folder, self.store.admin().device_id()?);
+        let seq = meta::meta(&self.store.core.db.read()?)?.u64(SEGMENT_KEY)?.unwrap_or(0);
+        if seq == 0 && mine.join(segment::file_name(1)).exists() {
+            return Err(Error::new(
+                ErrorKind::Conflict,
+                "the folder already holds segments of this device id: this store is a copy of a device in the \
+                 group; join from a new store",
+            ));
+        }
+        self.join_with(folder, &key)
+    }
+
+    fn join_with(&self, folder: &Path, key: &GroupKey) -> Result<()> {
+        let rtx = self.store.core.db.read()?;
+        let m = meta::meta(&rtx)?;
+        if let Some(old) = m.text(KEY_KEY)?
+            && old != key.to_hex()
+        {
+            return Err(Error::new(ErrorKind::Conflict, "this store is in another sync group already"));
+        }
+        drop(rtx);
+        let folder = std::path::absolute(folder).map_err(|e| io(format!("the folder {}", folder.display()), e))?;
+        let dir = segment::device_dir(&folder, self.store.admin().device_id()?);
+        std::fs::create_dir_all(&dir).map_err(|e| io(format!("making {}", dir.display()), e))?;
+        self.enable()?;
+        self.store.core.writes.write(Commit::BOOKKEEPING, |txn, _| {
+            let mut m = meta::meta(txn)?;
+            m.put_text(KEY_KEY, &key.to_hex())?;
+            m.put_text(FOLDER_KEY, &folder.to_string_lossy())
+        })
+    }
+
+    /// The folder of this store's sync group, if it has one.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn folder(&self) -> Result<Option<PathBuf>> {
+        Ok(meta::meta(&self.store.core.db.read()?)?.text(FOLDER_KEY)?.map(PathBuf::from))
+    }
+
+    /// One sync through the folder: writes this device's new changes as segments, then applies every other
+    /// device's segments after its cursor, in number order. A segment still being copied stops that device
+    /// until the next sync; a refused one (damaged, another key, a clock more than an hour ahead) is reported
+    /// in its [`Peer::error`], changes nothing, and is read again next time.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`] when the store is in no group with a folder; [`ErrorKind::Io`] when the
+    /// folder cannot be read or written; storage errors.
+    pub fn sync_folder(&self) -> Result<FolderReport> {
+        let (key, folder, me) = self.group()?;
+        let mut report = FolderReport::default();
+        self.write_segments(&key, &folder, me, &mut report)?;
+        self.read_segments(&key, &folder, me, &mut report)?;
+        Ok(report)
+    }
+
+    fn group(&self) -> Result<(GroupKey, PathBuf, DeviceId)> {
+        let rtx = self.store.core.db.read()?;
+        let m = meta::meta(&rtx)?;
+        let key = m.text(KEY_KEY)?.and_then(|k| GroupKey::from_hex(&k));
+        let folder = m.text(FOLDER_KEY)?.map(PathBuf::from);
+        match (key, folder) {
+            (Some(k), Some(f)) if self.store.core.writes.sync.on() => Ok((k, f, self.store.admin().device_id()?)),
+            _ => Err(invalid("this store is in no sync group with a folder (`engram sync init --folder DIR`)")),
+        }
+    }
+
+    fn write_segments(&self, key: &GroupKey, folder: &Path, me: DeviceId, report: &mut FolderReport) -> Result<()> {
+        let dir = segment::device_dir(folder, me);
+        std::fs::create_dir_all(&dir).map_err(|e| io(format!("making {}", dir.display()), e))?;
+        loop {
+            let rtx = self.store.core.db.read()?;
+            let m = meta::meta(&rtx)?;
+            let (exported, n) = (m.u64(EXPORTED_KEY)?.unwrap_or(0), m.u64(SEGMENT_KEY)?.unwrap_or(0) + 1);
+            let path = dir.join(segment::file_name(n));
+            // A segment a crash left unrecorded: recorded now, never overwritten.
+            if let Ok(bytes) = std::fs::read(&path)
+                && let Read::Whole(body) = segment::open(key, me, n, &bytes)
+            {
+                drop(rtx);
+                self.record_written(n, body.last)?;
+                continue;
+            }
+            let changes = sync::changes_after(&rtx, exported, SEGMENT_CHANGES)?;
+            drop(rtx);
+            let (Some(first), Some(last)) = (changes.first().map(|c| c.0), changes.last().map(|c| c.0)) else {
+                return Ok(());
+            };
+            let body = SegmentBody { first, last, changes: changes.into_iter().map(|(_, c)| c).collect() };
+            let bytes = segment::seal(key, me, n, &body).map_err(|e| Error::new(ErrorKind::Internal, e))?;
+            write_atomically(&dir, &segment::file_name(n), &bytes)?;
+            self.record_written(n, last)?;
+            report.written_segments += 1;
+            report.written_changes += body.changes.len() as u64;
+        }
+    }
+
+    /// Records segment `n` (log rows up to `last`) as written, and drops those rows from the log.
+    fn record_written(&self, n: u64, last: u64) -> Result<()> {
+        self.store.core.writes.write(Commit::BOOKKEEPING, |txn, _| {
+            let mut m = meta::meta(txn)?;
+            m.put_u64(SEGMENT_KEY, n)?;
+            m.put_u64(EXPORTED_KEY, last)?;
+            drop(m);
+            sync::drop_log_through(txn, last)
+        })
+    }
+
+    fn read_segments(&self, key: &GroupKey, folder: &Path, me: DeviceId, report: &mut FolderReport) -> Result<()> {
+        let mut peers = self.peers()?;
+        let entries = std::fs::read_dir(folder).map_err(|e| io(format!("reading {}", folder.display()), e))?;
+        let mut devices: Vec<DeviceId> = entries
+            .filter_map(|e| e.ok())
+            .filter_map(|e| e.file_name().to_str().filter(|n| n.len() == 32).and_then(DeviceId::parse))
+            .filter(|d| *d != me)
+            .collect();
+        devices.sort();
+        for device in devices {
+            let hex = device.to_hex();
+            let mut peer = peers.remove(&hex).unwrap_or_else(|| Peer { device_id: hex.clone(), ..Peer::default() });
+            peer.pending = false;
+            peer.error = None;
+            let dir = segment::device_dir(folder, device);
+            loop {
+                let n = peer.cursor + 1;
+                let Ok(bytes) = std::fs::read(dir.join(segment::file_name(n))) else { break };
+                let body = match segment::open(key, device, n, &bytes) {
+                    Read::Whole(body) => body,
+                    Read::Partial => {
+                        peer.pending = true;
+                        break;
+                    }
+                    Read::Refused(why) => {
+                        peer.error = Some(format!("segment {n}: {why}"));
+                        break;
+                    }
+                };
+                if let Some(why) = clock_ahead(&body) {
+                    peer.error = Some(format!("segment {n}: {why}"));
+                    break;
+                }
+                // The cursor moves in the transaction that applies the segment.
+                let mut next = Peer { cursor: n, last_seen: Some(Timestamp::now().to_rfc3339()), ..peer.clone() };
+                let mut saved = peers.clone();
+                saved.insert(hex.clone(), next.clone());
+                let applied = match super::apply::apply_then(self.store, &body.changes, |txn| {
+                    meta::meta(txn)?.put_json(PEERS_KEY, &saved)
+                }) {
+                    Ok(r) => r,
+                    Err(e) if e.kind() == ErrorKind::InvalidInput => {
+                        peer.error = Some(format!("segment {n}: {e}"));
+                        break;
+                    }
+                    Err(e) => return Err(e),
+                };
+                next.applied += applied.applied;
+                next.conflicts += applied.conflicts;
+                report.applied_segments += 1;
+                add(&mut report.applied, &applied);
+                peer = next;
+            }
+            peers.insert(hex, peer);
+        }
+        let saved = peers.clone();
+        self.store.core.writes.write(Commit::BOOKKEEPING, |txn, _| meta::meta(txn)?.put_json(PEERS_KEY, &saved))?;
+        report.peers = peers.into_values().collect();
+        Ok(())
+    }
+
+    /// What this device knows of the other devices of its group, by device id.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn peers(&self) -> Result<BTreeMap<String, Peer>> {
+        Ok(meta::meta(&self.store.core.db.read()?)?.json(PEERS_KEY)?.unwrap_or_default())
+    }
+}
+
+/// Why a segment is held back for its clock: a change stamped more than [`crate::sync::MAX_DRIFT_MS`] ahead of
+/// this device's wall clock (the whole segment waits, unapplied, and is read again at the next sync).
+fn clock_ahead(body: &SegmentBody) -> Option<String> {
+    let now_ms = u64::try_from(Timestamp::now().millis()).unwrap_or(0);
+    let ahead = body.changes.iter().map(|c| c.stamp.hlc.ms).max()?.saturating_sub(now_ms);
+    (ahead > crate::sync::MAX_DRIFT_MS).then(|| {
+        format!(
+            "its clock runs {} s ahead of this device's (more than the {} s allowed); read again later",
+            ahead / 1000,
+            crate::sync::MAX_DRIFT_MS / 1000
+        )
+    })
+}
+
+fn add(sum: &mut ApplyReport, r: &ApplyReport) {
+    sum.applied += r.applied;
+    sum.stale += r.stale;
+    sum.conflicts += r.conflicts;
+    sum.refused.extend(r.refused.iter().cloned());
+}
+
+/// Writes `bytes` as `dir/name`: to a hidden temporary file, synced, renamed into place, the directory synced.
+/// A reader (or a folder tool) never sees a half-written file under the final name.
+fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
+    let tmp = dir.join(format!(".{name}.tmp"));
+    let path = dir.join(name);
+    let fail = |e| io(format!("writing {}", path.display()), e);
+    let mut f = std::fs::File::create(&tmp).map_err(fail)?;
+    f.write_all(bytes).map_err(fail)?;
+    f.sync_all().map_err(fail)?;
+    drop(f);
+    std::fs::rename(&tmp, &path).map_err(fail)?;
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
