@@ -355,6 +355,9 @@ pub struct HealthResponse {
     /// Engram extension: whether the store is encrypted at rest, with which cipher and key source (never key
     /// material; docs/security.md).
     pub encryption: crate::storage::crypt::EncryptionStatus,
+    /// Engram extension: the store's sync group (docs/sync.md): this device, the folder, changes not yet
+    /// written, and each other device's last segment, last seen time, changes, conflicts and last error.
+    pub sync: crate::store::SyncStatus,
 }
 
 /// The store's format in `GET /health` (Engram extension).

@@ -26,6 +26,7 @@ use crate::store::KnowledgeStore;
 pub mod client;
 pub mod console;
 pub mod mcp;
+pub mod sync;
 
 /// Default listen address.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:14242";
@@ -70,6 +71,8 @@ pub struct ServerConfig {
     /// Serve the web console at `/ui/` and its cookie sessions (default true; `engram serve --no-console`
     /// turns it off for a server that wants the API only).
     pub console: bool,
+    /// Run the sync worker ([`sync`]; `engram serve --sync`): the store must be in a sync group with a folder.
+    pub sync: bool,
 }
 
 impl ServerConfig {
@@ -87,6 +90,7 @@ impl ServerConfig {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             lockout_failures: LOCKOUT_FAILURES,
             console: true,
+            sync: false,
         }
     }
 }
@@ -725,6 +729,9 @@ pub fn serve_until_signal(config: ServerConfig, store: Arc<KnowledgeStore>, info
         let listener = tokio::net::TcpListener::bind(config.addr).await?;
         let addr = listener.local_addr()?;
         tokio::spawn(expiry_sweeps(store.clone()));
+        if config.sync {
+            sync::start(store.clone())?;
+        }
         let (router, _key, sign_in) = build(&config, store, info, addr)?;
         tracing::info!(%addr, "engram listening");
         // Written without `println!`, which panics when stdout is closed (a supervisor that stopped reading

@@ -2984,6 +2984,11 @@ export interface components {
             /** @description Engram extension: the store's format and its last upgrade. */
             store_format: components["schemas"]["StoreFormatHealth"];
             /**
+             * @description Engram extension: the store's sync group (docs/sync.md): this device, the folder, changes not yet
+             *     written, and each other device's last segment, last seen time, changes, conflicts and last error.
+             */
+            sync: components["schemas"]["SyncStatus"];
+            /**
              * Format: double
              * @description Seconds since start.
              */
@@ -3898,6 +3903,35 @@ export interface components {
              */
             total: number;
         };
+        /** @description What this device knows of another device of its group. */
+        Peer: {
+            /**
+             * Format: int64
+             * @description Changes of its segments applied here, in all.
+             */
+            applied: number;
+            /**
+             * Format: int64
+             * @description Its concurrent edits resolved here, in all.
+             */
+            conflicts: number;
+            /**
+             * Format: int64
+             * @description The last of its segments applied here (0: none).
+             */
+            cursor: number;
+            /** @description The device's id (32 hex digits). */
+            device_id: string;
+            /**
+             * @description Why its next segment was refused (damaged, another key, a clock far ahead), if it was; the store is
+             *     unchanged by it, and it is read again at the next sync.
+             */
+            error?: string | null;
+            /** @description When one of its segments was last applied here (RFC 3339), if ever. */
+            last_seen?: string | null;
+            /** @description Its next segment is in the folder but not whole yet (the folder tool is still copying it). */
+            pending: boolean;
+        };
         /** @description One `recall` hit. */
         RecallHit: {
             /** @description The first 200 characters of a memory, or the best chunk's snippet of a source. */
@@ -4662,6 +4696,32 @@ export interface components {
             nodes: components["schemas"]["GraphNode"][];
             /** @description Its title. */
             title: string;
+        };
+        /** @description Where a store stands in its sync group. */
+        SyncStatus: {
+            /** @description The device's last hybrid logical clock timestamp, `<ms>.<counter>`. */
+            clock: string;
+            /** @description This device's id (32 hex digits). */
+            device_id: string;
+            /** @description Whether the store belongs to a sync group. */
+            enabled: boolean;
+            /** @description The folder the group syncs through, if any. */
+            folder?: string | null;
+            /**
+             * Format: int64
+             * @description The last sequence number of this device's change log (0: nothing logged).
+             */
+            last_seq: number;
+            /**
+             * @description The other devices seen in the folder: last seen, cursor, changes applied, conflicts resolved, the last
+             *     error.
+             */
+            peers: components["schemas"]["Peer"][];
+            /**
+             * Format: int64
+             * @description Changes of this device not yet written to a segment.
+             */
+            pending_changes: number;
         };
         /**
          * @description When the knowledge holds (spec: `temporal_context`, default `timeless`).

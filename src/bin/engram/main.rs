@@ -144,6 +144,10 @@ enum Command {
         /// Serve no web console at /ui/ (for a shared server that wants the API only).
         #[arg(long)]
         no_console: bool,
+        /// Run the sync worker: this store syncs with the person's other devices through the folder of its sync
+        /// group (`engram sync init` or `join` first; docs/sync.md).
+        #[arg(long)]
+        sync: bool,
         /// Days an expired memory (its `expires_at` passed) stays readable by id before the hourly expiry
         /// sweep forgets it.
         #[arg(long, env = "ENGRAM_EXPIRY_GRACE_DAYS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(0..=36500))]
@@ -372,6 +376,7 @@ fn run(cli: Cli) -> engram::Result<()> {
             max_body_bytes,
             lockout_failures,
             no_console,
+            sync,
             expiry_grace_days,
             index_mode,
             database,
@@ -392,6 +397,7 @@ fn run(cli: Cli) -> engram::Result<()> {
                 max_body_bytes,
                 lockout_failures,
                 console: !no_console,
+                sync,
                 database_url: database.database_url,
                 expiry_grace_days,
                 index_mode: index_mode.into(),
@@ -588,6 +594,7 @@ struct ServeArgs {
     max_body_bytes: usize,
     lockout_failures: usize,
     console: bool,
+    sync: bool,
     database_url: Option<String>,
     expiry_grace_days: u64,
     index_mode: engram::IndexMode,
@@ -609,6 +616,7 @@ fn serve(args: ServeArgs, embedder: engram::embed::SelectedEmbedder) -> engram::
         max_body_bytes,
         lockout_failures,
         console,
+        sync,
         database_url,
         expiry_grace_days,
         index_mode,
@@ -653,6 +661,7 @@ fn serve(args: ServeArgs, embedder: engram::embed::SelectedEmbedder) -> engram::
     config.cors_origins = cors_origins;
     config.lockout_failures = lockout_failures;
     config.console = console;
+    config.sync = sync;
     let info = engram::api::ServiceInfo { embedding_fallback: embedder.fallback, ..Default::default() };
     serve_until_signal(config, store, info)
 }

@@ -19,11 +19,22 @@ pub(crate) const HLC_KEY: &str = "sync_hlc";
 /// `META` key: set while the store belongs to a sync group (its value: when it joined, RFC 3339).
 pub(crate) const ENABLED_KEY: &str = "sync_enabled";
 
-/// The device's clock while the store is in a sync group (None otherwise: nothing is captured).
+/// The device's clock while the store is in a sync group (None otherwise: nothing is captured), and how many
+/// changes this process has logged (what a sync worker watches without opening a transaction).
 #[derive(Default)]
-pub(crate) struct SyncClock(Mutex<Option<HlcClock>>);
+pub(crate) struct SyncClock(Mutex<Option<HlcClock>>, std::sync::atomic::AtomicU64);
 
 impl SyncClock {
+    /// Changes logged by this process since the store opened.
+    pub(crate) fn logged(&self) -> u64 {
+        self.1.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Counts `n` more changes logged (after their commit).
+    pub(crate) fn count(&self, n: u64) {
+        self.1.fetch_add(n, std::sync::atomic::Ordering::AcqRel);
+    }
+
     /// Whether writes are captured.
     pub(crate) fn on(&self) -> bool {
         self.0.lock().is_some()

@@ -110,10 +110,12 @@ impl Writes {
             meta::ask_ahead(&txn, &["next_docno", "generation"]);
         }
         let out = f(&txn, &mut ops)?;
-        if capturing {
-            // The replicated changes are logged in the transaction that makes them (docs/sync.md).
-            self.sync.with(|clock| super::changes::capture(&txn, clock)).transpose()?;
-        }
+        // The replicated changes are logged in the transaction that makes them (docs/sync.md).
+        let logged = if capturing {
+            self.sync.with(|clock| super::changes::capture(&txn, clock)).transpose()?.unwrap_or(0)
+        } else {
+            0
+        };
         if self.db.shared() && !ops.is_empty() {
             // The database's search catalog changes with the commit that changes the indexes.
             crate::store::records::catalog::keep(&txn, &ops)?;
@@ -125,6 +127,9 @@ impl Writes {
         }
         self.feed.publish(&txn, ChangeOut::Index(&ops))?;
         let published = txn.commit_published()?;
+        if logged > 0 {
+            self.sync.count(logged);
+        }
         if !ops.is_empty() {
             self.feed.apply_own(ops, published);
         }

@@ -282,8 +282,11 @@ impl SyncService<'_> {
             }
             peers.insert(hex, peer);
         }
-        let saved = peers.clone();
-        self.store.core.writes.write(Commit::BOOKKEEPING, |txn, _| meta::meta(txn)?.put_json(PEERS_KEY, &saved))?;
+        // Written only when something changed: an idle pass writes nothing.
+        if peers != self.peers()? {
+            let saved = peers.clone();
+            self.store.core.writes.write(Commit::BOOKKEEPING, |txn, _| meta::meta(txn)?.put_json(PEERS_KEY, &saved))?;
+        }
         report.peers = peers.into_values().collect();
         Ok(())
     }

@@ -90,6 +90,22 @@ impl SyncService<'_> {
         sync::changes_after(&self.store.core.db.read()?, after, limit)
     }
 
+    /// Changes this process has logged since the store opened: an in-memory counter (no transaction), which a
+    /// sync worker compares between passes to learn of new local changes at no cost.
+    pub fn logged_changes(&self) -> u64 {
+        self.store.core.writes.sync.logged()
+    }
+
+    /// Changes of this device not yet written to a segment (two counters of the store read).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn pending_changes(&self) -> Result<u64> {
+        let rtx = self.store.core.db.read()?;
+        let m = meta::meta(&rtx)?;
+        Ok(m.u64(changes::SEQ_KEY)?.unwrap_or(0).saturating_sub(m.u64(folder::EXPORTED_KEY)?.unwrap_or(0)))
+    }
+
     /// The store's place in its sync group.
     ///
     /// # Errors

@@ -1,0 +1,132 @@
+//! Two real daemons (`engram serve --sync`) on one shared folder (docs/sync.md): a memory written to one
+//! through REST is found by the other's search. Prints the delay from the write's reply to the first search
+//! that finds it, median and maximum over the writes (figures, not assertions: the test only asserts that
+//! every write arrives).
+#![cfg(feature = "server")]
+
+#[path = "common/daemon_http.rs"]
+mod daemon_http;
+
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use daemon_http::request;
+
+const KEY: &str = "sync-daemons-test-key";
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
+}
+
+fn engram(args: &[&str], data_dir: &std::path::Path) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_engram")).args(args).arg("--data-dir").arg(data_dir).output().unwrap();
+    assert!(out.status.success(), "engram {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// One `engram serve --sync`; killed when dropped.
+struct Daemon {
+    child: Child,
+    addr: SocketAddr,
+    log: std::path::PathBuf,
+}
+
+impl Daemon {
+    fn start(data_dir: &std::path::Path) -> Daemon {
+        let port = free_port();
+        let log = data_dir.with_extension("log");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_engram"))
+            .args(["serve", "--sync", "--addr", &format!("127.0.0.1:{port}"), "--api-key", KEY])
+            .arg("--data-dir")
+            .arg(data_dir)
+            .env("ENGRAM_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(std::fs::File::create(&log).unwrap()))
+            .spawn()
+            .unwrap();
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(60) {
+            if call(addr, "GET", "/livez", "").is_some_and(|(s, _)| s == 200) {
+                return Daemon { child, addr, log };
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("daemon exited ({status}): {}", std::fs::read_to_string(&log).unwrap_or_default());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("daemon did not come up: {}", std::fs::read_to_string(&log).unwrap_or_default());
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn call(addr: SocketAddr, method: &str, path: &str, body: &str) -> Option<(u16, String)> {
+    request(addr, KEY, method, path, body, Duration::from_secs(30))
+}
+
+fn found(d: &Daemon, word: &str) -> bool {
+    let body = format!(r#"{{"query":"{word}","limit":5,"mode":"lexical"}}"#);
+    call(d.addr, "POST", "/memories/search", &body).is_some_and(|(s, b)| s == 200 && b.contains(word))
+}
+
+/// Waits until `d` finds `word`; the time it took.
+fn arrival(d: &Daemon, word: &str) -> Duration {
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(60) {
+        if found(d, word) {
+            return t.elapsed();
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("{word} did not arrive in 60 s: {}", std::fs::read_to_string(&d.log).unwrap_or_default());
+}
+
+#[test]
+fn a_write_to_one_daemon_is_found_by_the_other_through_the_folder() {
+    let root = tempfile::tempdir().unwrap();
+    let (a_dir, b_dir, folder) = (root.path().join("a"), root.path().join("b"), root.path().join("shared"));
+    let folder_arg = folder.to_string_lossy().into_owned();
+    let init = engram(&["sync", "init", "--folder", &folder_arg], &a_dir);
+    let code = init.split_whitespace().find(|w| w.starts_with("engram-sync-1-")).expect("a pairing code").to_string();
+    engram(&["sync", "join", "--folder", &folder_arg, "--code", &code], &b_dir);
+    let (a, b) = (Daemon::start(&a_dir), Daemon::start(&b_dir));
+
+    let writes = 50;
+    let mut delays = Vec::with_capacity(writes);
+    for i in 0..writes {
+        let word = format!("zebra{i}quokka");
+        let body = format!(r#"{{"content":"Sync probe {i}: the word is {word}"}}"#);
+        let (status, reply) = call(a.addr, "POST", "/memories", &body).expect("a reply");
+        assert_eq!(status, 200, "{reply}");
+        delays.push(arrival(&b, &word));
+    }
+    // And the other way.
+    let (status, _) = call(b.addr, "POST", "/memories", r#"{"content":"Written on B: platypus"}"#).unwrap();
+    assert_eq!(status, 200);
+    arrival(&a, "platypus");
+
+    delays.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    println!(
+        "sync through a folder, {writes} writes: median {:.0} ms, max {:.0} ms (from A's reply to B's first hit)",
+        ms(delays[writes / 2]),
+        ms(delays[writes - 1])
+    );
+    // B's health names A, the last time it saw it, and no error.
+    let (_, health) = call(b.addr, "GET", "/health", "").unwrap();
+    let h: serde_json::Value = serde_json::from_str(&health).unwrap();
+    assert_eq!(h["sync"]["enabled"], true, "{health}");
+    let peers = h["sync"]["peers"].as_array().unwrap();
+    assert_eq!(peers.len(), 1, "{health}");
+    assert!(peers[0]["last_seen"].is_string() && peers[0]["error"].is_null(), "{health}");
+    assert!(peers[0]["applied"].as_u64().unwrap() >= writes as u64, "{health}");
+}
