@@ -366,6 +366,10 @@ fn graph_skill_revision_and_claim_tools_work_on_real_records() {
     assert_eq!(stats["memory_count"], 2);
     let spaces = tool(&srv, "list_spaces", json!({}));
     assert!(ids(&spaces, "spaces", "space_id").contains(&"default".to_string()));
+    // A store in no sync group says so, with its device id.
+    let sync = tool(&srv, "sync_status", json!({}));
+    assert_eq!((sync["enabled"].clone(), sync["pending_changes"].clone()), (json!(false), json!(0)), "{sync}");
+    assert_eq!(sync["device_id"].as_str().map(str::len), Some(32), "{sync}");
     let crystals = tool(&srv, "list_crystals", json!({}));
     assert_eq!(crystals["crystals"], json!([]));
     let communities = tool(&srv, "list_communities", json!({}));

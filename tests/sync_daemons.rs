@@ -128,5 +128,6 @@ fn a_write_to_one_daemon_is_found_by_the_other_through_the_folder() {
     let peers = h["sync"]["peers"].as_array().unwrap();
     assert_eq!(peers.len(), 1, "{health}");
     assert!(peers[0]["last_seen"].is_string() && peers[0]["error"].is_null(), "{health}");
+    assert!(peers[0].get("device_id").is_none() && h["sync"].get("folder").is_none(), "public: no id, no path");
     assert!(peers[0]["applied"].as_u64().unwrap() >= writes as u64, "{health}");
 }

@@ -355,9 +355,60 @@ pub struct HealthResponse {
     /// Engram extension: whether the store is encrypted at rest, with which cipher and key source (never key
     /// material; docs/security.md).
     pub encryption: crate::storage::crypt::EncryptionStatus,
-    /// Engram extension: the store's sync group (docs/sync.md): this device, the folder, changes not yet
-    /// written, and each other device's last segment, last seen time, changes, conflicts and last error.
-    pub sync: crate::store::SyncStatus,
+    /// Engram extension: the store's sync group (docs/sync.md): whether it is in one, changes not yet written,
+    /// and each other device's last segment, last seen time, changes, conflicts and last error. Public, so it
+    /// names no device id or folder (`engram sync status` does).
+    pub sync: SyncHealth,
+}
+
+/// The sync group in `GET /health` (Engram extension; docs/sync.md).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct SyncHealth {
+    /// Whether the store belongs to a sync group.
+    pub enabled: bool,
+    /// This device's changes not yet written to the folder.
+    pub pending_changes: u64,
+    /// The other devices seen in the folder, in device id order.
+    pub peers: Vec<PeerHealth>,
+}
+
+/// Another device of the sync group in `GET /health`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct PeerHealth {
+    /// The last of its segments applied here (0: none).
+    pub cursor: u64,
+    /// When one of its segments was last applied here (RFC 3339), if ever.
+    pub last_seen: Option<String>,
+    /// Its changes applied here, in all.
+    pub applied: u64,
+    /// Its concurrent edits resolved here, in all.
+    pub conflicts: u64,
+    /// Its next segment is still being copied into the folder.
+    pub pending: bool,
+    /// Why its next segment was refused, if it was (the store is unchanged by it; retried at the next pass).
+    pub error: Option<String>,
+}
+
+impl SyncHealth {
+    /// The public part of `s`.
+    pub fn of(s: crate::store::SyncStatus) -> Self {
+        SyncHealth {
+            enabled: s.enabled,
+            pending_changes: s.pending_changes,
+            peers: s
+                .peers
+                .into_iter()
+                .map(|p| PeerHealth {
+                    cursor: p.cursor,
+                    last_seen: p.last_seen,
+                    applied: p.applied,
+                    conflicts: p.conflicts,
+                    pending: p.pending,
+                    error: p.error,
+                })
+                .collect(),
+        }
+    }
 }
 
 /// The store's format in `GET /health` (Engram extension).

@@ -121,7 +121,7 @@ pub(super) fn health(api: &Api, _: &Ctx<'_>) -> Result<ApiResponse> {
         store_format: StoreFormatHealth { version: h.format_version, last_upgrade: h.last_upgrade.clone() },
         expiry: h.expiry,
         encryption: h.encryption,
-        sync: api.store().sync().status()?,
+        sync: SyncHealth::of(api.store().sync().status()?),
     })
 }
 

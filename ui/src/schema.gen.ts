@@ -2984,10 +2984,11 @@ export interface components {
             /** @description Engram extension: the store's format and its last upgrade. */
             store_format: components["schemas"]["StoreFormatHealth"];
             /**
-             * @description Engram extension: the store's sync group (docs/sync.md): this device, the folder, changes not yet
-             *     written, and each other device's last segment, last seen time, changes, conflicts and last error.
+             * @description Engram extension: the store's sync group (docs/sync.md): whether it is in one, changes not yet written,
+             *     and each other device's last segment, last seen time, changes, conflicts and last error. Public, so it
+             *     names no device id or folder (`engram sync status` does).
              */
-            sync: components["schemas"]["SyncStatus"];
+            sync: components["schemas"]["SyncHealth"];
             /**
              * Format: double
              * @description Seconds since start.
@@ -3903,11 +3904,11 @@ export interface components {
              */
             total: number;
         };
-        /** @description What this device knows of another device of its group. */
-        Peer: {
+        /** @description Another device of the sync group in `GET /health`. */
+        PeerHealth: {
             /**
              * Format: int64
-             * @description Changes of its segments applied here, in all.
+             * @description Its changes applied here, in all.
              */
             applied: number;
             /**
@@ -3920,16 +3921,11 @@ export interface components {
              * @description The last of its segments applied here (0: none).
              */
             cursor: number;
-            /** @description The device's id (32 hex digits). */
-            device_id: string;
-            /**
-             * @description Why its next segment was refused (damaged, another key, a clock far ahead), if it was; the store is
-             *     unchanged by it, and it is read again at the next sync.
-             */
+            /** @description Why its next segment was refused, if it was (the store is unchanged by it; retried at the next pass). */
             error?: string | null;
             /** @description When one of its segments was last applied here (RFC 3339), if ever. */
             last_seen?: string | null;
-            /** @description Its next segment is in the folder but not whole yet (the folder tool is still copying it). */
+            /** @description Its next segment is still being copied into the folder. */
             pending: boolean;
         };
         /** @description One `recall` hit. */
@@ -4697,29 +4693,15 @@ export interface components {
             /** @description Its title. */
             title: string;
         };
-        /** @description Where a store stands in its sync group. */
-        SyncStatus: {
-            /** @description The device's last hybrid logical clock timestamp, `<ms>.<counter>`. */
-            clock: string;
-            /** @description This device's id (32 hex digits). */
-            device_id: string;
+        /** @description The sync group in `GET /health` (Engram extension; docs/sync.md). */
+        SyncHealth: {
             /** @description Whether the store belongs to a sync group. */
             enabled: boolean;
-            /** @description The folder the group syncs through, if any. */
-            folder?: string | null;
+            /** @description The other devices seen in the folder, in device id order. */
+            peers: components["schemas"]["PeerHealth"][];
             /**
              * Format: int64
-             * @description The last sequence number of this device's change log (0: nothing logged).
-             */
-            last_seq: number;
-            /**
-             * @description The other devices seen in the folder: last seen, cursor, changes applied, conflicts resolved, the last
-             *     error.
-             */
-            peers: components["schemas"]["Peer"][];
-            /**
-             * Format: int64
-             * @description Changes of this device not yet written to a segment.
+             * @description This device's changes not yet written to the folder.
              */
             pending_changes: number;
         };

@@ -331,3 +331,10 @@ pub(super) fn list_spaces(c: &Call<'_>) -> Out {
         .collect();
     Ok(json!({"status": "success", "spaces": rows, "total": rows.len(), "active_space_id": c.space}))
 }
+
+pub(super) fn sync_status(c: &Call<'_>) -> Out {
+    let mut v = serde_json::to_value(c.api.store().sync().status()?)
+        .map_err(|e| Error::new(crate::error::ErrorKind::Internal, format!("the sync status does not encode: {e}")))?;
+    v["status"] = "success".into();
+    Ok(v)
+}

@@ -734,6 +734,15 @@ pub static TOOLS: &[Tool] = &[
         r#"{"type":"object","properties":{}}"#,
         graph::list_spaces
     ),
+    tool!(
+        "sync_status",
+        false,
+        true,
+        false,
+        "Whether this store syncs with the person's other devices (docs/sync.md): this device, the shared folder, changes not yet written, and each other device's last segment, when it was last seen, the changes and conflicts applied, and the last error.",
+        r#"{"type":"object","properties":{}}"#,
+        graph::sync_status
+    ),
 ];
 
 /// Body of `POST /agent/tools/call`.
