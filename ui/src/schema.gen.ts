@@ -4899,7 +4899,7 @@ export interface components {
              * @description The tool's name (see `tools/list` over MCP).
              * @enum {string}
              */
-            name: "read_context_bundle" | "read_working_memory" | "memory_search" | "get_memory_by_id" | "memory_add" | "memory_update" | "thread_search" | "thread_fetch_messages" | "mem_fs" | "find_skills" | "report_skill_outcome" | "list_timeline_reviews" | "resolve_timeline_review" | "memory_evolves_revise" | "check_claims" | "trigger_memory_catchup" | "memory_delete" | "list_memory_labels" | "thread_delete" | "search_source_chunks" | "analyze_source_data" | "memory_neighbors" | "memory_evolves_chain" | "list_crystals" | "graph_stats" | "list_communities" | "get_community_details" | "explore_graph" | "list_spaces";
+            name: "read_context_bundle" | "read_working_memory" | "memory_search" | "get_memory_by_id" | "memory_add" | "memory_update" | "thread_search" | "thread_fetch_messages" | "mem_fs" | "find_skills" | "report_skill_outcome" | "list_timeline_reviews" | "resolve_timeline_review" | "memory_evolves_revise" | "check_claims" | "trigger_memory_catchup" | "memory_delete" | "list_memory_labels" | "thread_delete" | "search_source_chunks" | "analyze_source_data" | "memory_neighbors" | "memory_evolves_chain" | "list_crystals" | "graph_stats" | "list_communities" | "get_community_details" | "explore_graph" | "list_spaces" | "sync_status";
         };
         /** @description One of a column's most frequent values. */
         TopValue: {
