@@ -4,7 +4,7 @@
 //! every write arrives).
 #![cfg(feature = "server")]
 
-#[path = "common/daemon_http.rs"]
+#[path = "../common/daemon_http.rs"]
 mod daemon_http;
 
 use std::net::SocketAddr;
