@@ -494,6 +494,36 @@ impl Store {
         Ok(ImportReport { records: r.records, counts, elapsed_ms: r.elapsed_ms })
     }
 
+    /// One sync pass through a shared folder (docs/sync.md): writes this store's new changes as sealed segments
+    /// and applies the other devices' new ones. A store in no sync group joins the group of `code` through
+    /// `folder`, or without a code starts one there (the result's `pairing_code` is what the other devices join
+    /// with; keep it secret). Returns the pass's report: `written_segments`, `written_changes`,
+    /// `applied_segments`, `applied` (`applied`, `stale`, `conflicts`, `refused`) and `peers`. Raises
+    /// `InvalidInput` for a bad code, or without `folder` outside a group; `Conflict` for another group's code.
+    #[pyo3(signature = (folder=None, *, code=None))]
+    fn sync<'py>(&self, py: Python<'py>, folder: Option<PathBuf>, code: Option<String>) -> PyResult<Bound<'py, PyAny>> {
+        let api = self.api(py)?;
+        let out = py.detach(|| -> engram::Result<serde_json::Value> {
+            let sync = api.store().sync();
+            let mut pairing = None;
+            if let Some(folder) = &folder {
+                match (&code, sync.folder()?) {
+                    (Some(code), _) => sync.join_folder(folder, code)?,
+                    (None, None) => pairing = Some(sync.init_folder(folder)?),
+                    (None, Some(_)) => {}
+                }
+            }
+            let report = sync.sync_folder()?;
+            let mut v = serde_json::to_value(report)
+                .map_err(|e| engram::Error::new(engram::ErrorKind::Internal, e.to_string()))?;
+            if let Some(p) = pairing {
+                v["pairing_code"] = p.into();
+            }
+            Ok(v)
+        });
+        json_to_py(py, &out.map_err(to_py)?)
+    }
+
     fn __repr__(&self) -> String {
         let state = if self.closed() { "closed" } else { "open" };
         format!("Store({:?}, embedder={:?}, {state})", self.path.display().to_string(), self.embedder)

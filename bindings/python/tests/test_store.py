@@ -323,3 +323,24 @@ def test_an_encrypted_store_opens_only_with_its_key(tmp_path: Path) -> None:
         engram.Store.open(tmp_path / "by-file", passphrase="not a key file")
     with pytest.raises(engram.InvalidInput):
         engram.Store.open(tmp_path / "both", passphrase="x", key_file=key)
+
+
+def test_two_stores_sync_through_a_folder(tmp_path: Path) -> None:
+    folder = tmp_path / "shared"
+    with engram.Store.open(tmp_path / "laptop") as a, engram.Store.open(tmp_path / "desktop") as b:
+        a.add("The dentist is on Tuesday", id="dentist", labels=["health"])
+        started = a.sync(folder)
+        code = started["pairing_code"]
+        assert code.startswith("engram-sync-1-") and started["written_segments"] == 1
+        with pytest.raises(engram.InvalidInput):
+            b.sync(folder, code="not a code")
+        joined = b.sync(folder, code=code)
+        assert joined["applied_segments"] == 1 and "pairing_code" not in joined
+        assert b.get("dentist").content == "The dentist is on Tuesday"
+        assert b.get("dentist").labels == ["health"]
+        b.update("dentist", content="The dentist moved to Wednesday")
+        b.sync()
+        report = a.sync()
+        assert report["applied"]["applied"] >= 1
+        assert a.get("dentist").content == "The dentist moved to Wednesday"
+        assert a.request("GET", "/health").json()["sync"]["enabled"] is True
