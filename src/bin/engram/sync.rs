@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use clap::Subcommand;
-use engram::{KnowledgeStore, StoreConfig};
+use engram::KnowledgeStore;
 
 use super::keys::KeyArgs;
 use super::{DatabaseArgs, default_data_dir};
@@ -64,10 +64,7 @@ pub struct StoreArgs {
 impl StoreArgs {
     fn open(self) -> engram::Result<KnowledgeStore> {
         let dir = self.data_dir.unwrap_or_else(default_data_dir);
-        let mut config = StoreConfig::new(&dir);
-        config.database_url = self.database.database_url;
-        config.encryption = self.key.encryption(&dir)?;
-        KnowledgeStore::open(config)
+        KnowledgeStore::open(super::transfer::config(&dir, self.database, &self.key)?)
     }
 }
 

@@ -34,7 +34,7 @@ impl ArchiveSeal {
 }
 
 /// The configuration of the store in `data_dir` for a command run without the daemon.
-fn config(data_dir: &Path, database: DatabaseArgs, key: &KeyArgs) -> engram::Result<StoreConfig> {
+pub(crate) fn config(data_dir: &Path, database: DatabaseArgs, key: &KeyArgs) -> engram::Result<StoreConfig> {
     let mut config = StoreConfig::new(data_dir);
     config.database_url = database.database_url;
     config.encryption = key.encryption(data_dir)?;
