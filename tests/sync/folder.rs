@@ -68,6 +68,15 @@ fn two_devices_meet_through_a_folder_and_converge() {
     // Nothing new: nothing written, nothing applied.
     let quiet = a.sync().sync_folder().unwrap();
     assert_eq!((quiet.written_segments, quiet.applied_segments), (0, 0));
+    // A folder that is gone (an unmounted drive) is an error, and is not made again on the local disk.
+    let moved = folder.path().with_extension("away");
+    std::fs::rename(folder.path(), &moved).unwrap();
+    let e = a.sync().sync_folder().unwrap_err();
+    assert_eq!(e.kind(), engram::ErrorKind::Io, "{e}");
+    assert!(e.to_string().contains("not there"), "{e}");
+    assert!(!folder.path().exists());
+    std::fs::rename(&moved, folder.path()).unwrap();
+    a.sync().sync_folder().unwrap();
 }
 
 #[test]

@@ -166,9 +166,18 @@ impl SyncService<'_> {
     ///
     /// # Errors
     /// [`ErrorKind::InvalidInput`] when the store is in no group with a folder; [`ErrorKind::Io`] when the
-    /// folder cannot be read or written; storage errors.
+    /// folder is not there (it is never made here: an unmounted drive must not turn into a local folder) or
+    /// cannot be read or written; storage errors.
     pub fn sync_folder(&self) -> Result<FolderReport> {
         let (key, folder, me) = self.group()?;
+        // A folder that is not there (an unmounted drive, a share that is down) is an error, not a new empty
+        // folder on the local disk that would hide the real one when it comes back.
+        if !folder.is_dir() {
+            return Err(Error::new(
+                ErrorKind::Io,
+                format!("the sync folder {} is not there (not mounted?); nothing was synced", folder.display()),
+            ));
+        }
         let mut report = FolderReport::default();
         self.write_segments(&key, &folder, me, &mut report)?;
         self.read_segments(&key, &folder, me, &mut report)?;
