@@ -366,16 +366,9 @@ impl<K: KeyType, V: ValueType> RedbTable<'_, K, V> {
         Ok(self.0.remove(key)?.map(RedbGot))
     }
 
-    pub fn retain<F: for<'f> FnMut(Borrowed<'f, K>, Borrowed<'f, V>) -> bool>(&mut self, mut keep: F) -> Result<()> {
-        let touched = self.1;
-        Ok(self.0.retain(|k, v| {
-            let bytes = touched.map(|_| K::as_bytes(&k).as_ref().to_vec());
-            let kept = keep(k, v);
-            if let (false, Some((kind, t)), Some(bytes)) = (kept, touched, bytes) {
-                t.borrow_mut().push((kind, bytes));
-            }
-            kept
-        })?)
+    pub fn retain<F: for<'f> FnMut(Borrowed<'f, K>, Borrowed<'f, V>) -> bool>(&mut self, keep: F) -> Result<()> {
+        let keep = noting::<K, V, F>(self.1, keep);
+        Ok(self.0.retain(keep)?)
     }
 
     pub fn retain_in<'a, KR, F: for<'f> FnMut(Borrowed<'f, K>, Borrowed<'f, V>) -> bool>(
@@ -386,14 +379,22 @@ impl<K: KeyType, V: ValueType> RedbTable<'_, K, V> {
     where
         KR: Borrow<Borrowed<'a, K>> + 'a,
     {
-        let (touched, mut keep) = (self.1, keep);
-        Ok(self.0.retain_in(range, |k, v| {
-            let bytes = touched.map(|_| K::as_bytes(&k).as_ref().to_vec());
-            let kept = keep(k, v);
-            if let (false, Some((kind, t)), Some(bytes)) = (kept, touched, bytes) {
-                t.borrow_mut().push((kind, bytes));
-            }
-            kept
-        })?)
+        let keep = noting::<K, V, F>(self.1, keep);
+        Ok(self.0.retain_in(range, keep)?)
+    }
+}
+
+/// `keep`, noting in `touched` (a captured kind's name and list) the key of every row it drops.
+fn noting<'t, K: KeyType, V: ValueType, F: for<'f> FnMut(Borrowed<'f, K>, Borrowed<'f, V>) -> bool + 't>(
+    touched: Option<(&'static str, &'t Touched)>,
+    mut keep: F,
+) -> impl for<'f> FnMut(Borrowed<'f, K>, Borrowed<'f, V>) -> bool + 't {
+    move |k, v| {
+        let bytes = touched.map(|_| K::as_bytes(&k).as_ref().to_vec());
+        let kept = keep(k, v);
+        if let (false, Some((kind, t)), Some(bytes)) = (kept, touched, bytes) {
+            t.borrow_mut().push((kind, bytes));
+        }
+        kept
     }
 }

@@ -171,7 +171,9 @@ impl Merge<'_, '_> {
             (Item::Label(s, id), v) => self.label(s, id, v)?,
             (Item::Working(s, d), v) => self.working(s, d, v)?,
             (Item::Relation(id), v) => self.relation(id, v)?,
-            (Item::Memory(_), _) => unreachable!("memories merge by their history"),
+            (Item::Memory(_), _) => {
+                return Err(Error::new(ErrorKind::Internal, "a memory reached the register merge"));
+            }
         };
         self.ic.winner = Some(c.stamp);
         Ok(Outcome::Applied)
