@@ -20,6 +20,11 @@ pub enum Item {
     Working(String, String),
     /// A relation between two memories, by id.
     Relation(String),
+    /// A thread's record (title, metadata, favourite, ...): (space id, thread id). Its message count is derived.
+    Thread(String, String),
+    /// One message of a thread: (space id, `<thread id>/<deduplication key>`). Messages are never edited; their
+    /// order in the thread follows their stamps ([`Item::message`]).
+    Message(String, String),
 }
 
 impl Item {
@@ -31,6 +36,21 @@ impl Item {
             Item::Label(s, id) => ("label", s, id),
             Item::Working(s, d) => ("working", s, d),
             Item::Relation(id) => ("relation", "", id),
+            Item::Thread(s, id) => ("thread", s, id),
+            Item::Message(s, key) => ("message", s, key),
+        }
+    }
+
+    /// The message of thread `thread` (an id without `/`) of `space` with deduplication key `key`.
+    pub fn message(space: &str, thread: &str, key: &str) -> Item {
+        Item::Message(space.to_string(), format!("{thread}/{key}"))
+    }
+
+    /// A message's (space id, thread id, deduplication key); None for other items.
+    pub fn message_parts(&self) -> Option<(&str, &str, &str)> {
+        match self {
+            Item::Message(s, tk) => tk.split_once('/').map(|(t, k)| (s.as_str(), t, k)),
+            _ => None,
         }
     }
 
@@ -42,6 +62,8 @@ impl Item {
             "label" => Item::Label(space.to_string(), id.to_string()),
             "working" => Item::Working(space.to_string(), id.to_string()),
             "relation" => Item::Relation(id.to_string()),
+            "thread" => Item::Thread(space.to_string(), id.to_string()),
+            "message" => Item::Message(space.to_string(), id.to_string()),
             _ => return None,
         })
     }
@@ -126,7 +148,8 @@ pub struct ItemClock {
     /// SHA-256 (first 16 bytes) of the winner's value as stamped; None for a delete or an item never stamped.
     /// A write that leaves the replicated fields as they were (a read count, a recount) makes no change.
     pub hash: Option<[u8; 16]>,
-    /// A memory's edit history as (stamp, base) pairs: its heads (stamps no other change names as base) are
+    /// A memory's edit history as (stamp, base) pairs (for a thread's message: its winning write and that
+    /// write's base): its heads (stamps no other change names as base) are
     /// the winner and the concurrent edits that lost ([`ItemClock::losers`]).
     pub nodes: Vec<(Stamp, Option<Stamp>)>,
     /// The heads that lost, with their values, kept so that nothing a person typed disappears.

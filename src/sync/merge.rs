@@ -9,6 +9,8 @@
 //! - **a memory's history**: the set of (stamp, base) nodes; its heads are the concurrent edits, the greatest
 //!   head is the memory and the others are kept (a multi-value register as Dynamo's and Riak's siblings, shown
 //!   by last-writer-wins);
+//! - **a thread's messages**: registers keyed by deduplication key, compared by [`message_wins`] (the first of
+//!   concurrent appends of one key wins and keeps its place; a delete wins over the appends it saw);
 //! - **label assignments**: per label the greatest add and the greatest add a removal observed; the label is on
 //!   while its add is newer (an observed-remove, add-wins set: Shapiro, Preguiça, Baquero and Zawirski,
 //!   "Conflict-free Replicated Data Types", SSS 2011).
@@ -21,6 +23,39 @@ use crate::model::{ItemClock, Loser, Stamp, Tag};
 /// stamped, which every change replaces).
 pub fn register_wins(held: Option<Stamp>, stamp: Stamp) -> bool {
     held.is_none_or(|h| stamp > h)
+}
+
+/// One write of a thread's message as the message merge compares it: its stamp, the stamp of the write it
+/// replaced on its device (None: the key was new there), and whether it deletes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MessageWrite {
+    /// The change's stamp.
+    pub stamp: Stamp,
+    /// The stamp of the message's write it replaced (its base).
+    pub base: Option<Stamp>,
+    /// A delete (the thread was deleted).
+    pub delete: bool,
+}
+
+/// Whether `change` replaces `held`, the winning write of a thread's message (None: none yet).
+///
+/// Messages are never edited: a key is appended, deleted with its thread, and may be appended again. A write
+/// that saw more wins (the greater base: a delete of what was appended, an append after a delete, as the
+/// causal length of cr-sqlite); of two writes on the same base, a delete wins over an append, and of two
+/// appends of one deduplication key on two devices the first (the smaller stamp) wins, so that the message keeps
+/// its first place in the thread. A total order on writes, so the winner does not depend on the order they
+/// arrive in.
+pub fn message_wins(held: Option<MessageWrite>, change: MessageWrite) -> bool {
+    let Some(h) = held else { return true };
+    if h.stamp == change.stamp {
+        return false;
+    }
+    match (change.base, change.delete).cmp(&(h.base, h.delete)) {
+        std::cmp::Ordering::Greater => true,
+        std::cmp::Ordering::Less => false,
+        std::cmp::Ordering::Equal if change.delete => change.stamp > h.stamp,
+        std::cmp::Ordering::Equal => change.stamp < h.stamp,
+    }
 }
 
 /// What merging one node into a memory's history did.
@@ -349,6 +384,54 @@ mod tests {
         assert_eq!(merge_node(&mut two, b, None), NodeMerge::Wins { kept: None });
         assert_eq!(merge_node(&mut two, a, None), NodeMerge::Loses);
         assert_eq!((one.winner, two.winner), (Some(b), Some(b)));
+    }
+
+    #[test]
+    fn a_message_has_one_winner_whatever_the_order_its_writes_arrive_in() {
+        let s = |ms, d| Stamp { hlc: Hlc { ms, counter: 0 }, device: DeviceId([d; 16]) };
+        let w = |stamp, base, delete| MessageWrite { stamp, base, delete };
+        // Devices 1 and 2 append one key (2 first); 1 deletes its thread (it saw its own append), then 2
+        // appends the key again after the delete reached it.
+        let writes = [
+            w(s(5, 1), None, false),
+            w(s(3, 2), None, false),
+            w(s(7, 1), Some(s(5, 1)), true),
+            w(s(9, 2), Some(s(7, 1)), false),
+        ];
+        let winner_of = |order: &[usize]| {
+            let mut held: Option<MessageWrite> = None;
+            for &i in order {
+                if message_wins(held, writes[i]) {
+                    held = Some(writes[i]);
+                }
+            }
+            held.map(|h| h.stamp)
+        };
+        // Every order of a set of writes: the winner is the same.
+        fn orders(of: &[usize]) -> Vec<Vec<usize>> {
+            if of.is_empty() {
+                return vec![vec![]];
+            }
+            (0..of.len())
+                .flat_map(|i| {
+                    let rest: Vec<usize> = of.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, x)| *x).collect();
+                    orders(&rest).into_iter().map(move |o| [vec![of[i]], o].concat())
+                })
+                .collect()
+        }
+        assert_eq!(orders(&[0, 1, 2, 3]).len(), 24);
+        for o in orders(&[0, 1, 2, 3]) {
+            assert_eq!(winner_of(&o), Some(s(9, 2)), "{o:?}");
+        }
+        // Without the late append the delete wins; of the two first appends the earlier (device 2's) does.
+        for o in orders(&[0, 1, 2]) {
+            assert_eq!(winner_of(&o), Some(s(7, 1)), "{o:?}");
+        }
+        for o in orders(&[0, 1]) {
+            assert_eq!(winner_of(&o), Some(s(3, 2)), "{o:?}");
+        }
+        // A repeat changes nothing.
+        assert!(!message_wins(Some(writes[0]), writes[0]));
     }
 
     #[test]

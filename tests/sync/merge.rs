@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use engram::model::{Change, Item, Op};
-use engram::{KnowledgeStore, MemoryPatch, NewMemory, NewSpace, StoreConfig};
+use engram::{AppendMessages, KnowledgeStore, MemoryPatch, NewMemory, NewMessage, NewSpace, NewThread, StoreConfig};
 use proptest::prelude::*;
 
 struct Device {
@@ -171,6 +171,80 @@ fn a_memory_that_arrives_before_its_space_gets_a_placeholder_the_space_replaces(
     assert_eq!(state(&devices[0]), state(&devices[1]));
 }
 
+fn said(text: &str, external_id: Option<&str>) -> NewMessage {
+    NewMessage {
+        role: "user".into(),
+        content: text.into(),
+        timestamp: None,
+        metadata: external_id.map(|e| {
+            let mut m = serde_json::Map::new();
+            m.insert("external_id".into(), e.into());
+            engram::model::Metadata(m)
+        }),
+    }
+}
+
+fn append(d: &Device, thread: &str, messages: Vec<NewMessage>) -> engram::Result<engram::AppendReport> {
+    d.store.threads().append(thread, None, AppendMessages { messages, ..Default::default() })
+}
+
+/// A thread's messages on a device: (order index, id, content).
+fn messages(d: &Device, thread: &str) -> Vec<(u64, String, String)> {
+    let (t, ms) = d.store.threads().all_messages(thread, None).unwrap();
+    assert_eq!(t.message_count, ms.len() as u64, "the count follows the messages");
+    ms.into_iter().map(|m| (m.order_index, m.id, m.content)).collect()
+}
+
+#[test]
+fn two_devices_appending_to_one_thread_end_with_one_order_and_no_duplicate() {
+    let devices = [device(), device()];
+    let (a, b) = (&devices[0], &devices[1]);
+    a.store
+        .threads()
+        .create(NewThread {
+            thread_id: Some("t1".into()),
+            title: Some("Trip".into()),
+            messages: vec![said("Where do we go in May?", Some("q1")), said("No idea yet", None)],
+            deduplicate: true,
+            ..Default::default()
+        })
+        .unwrap();
+    settle(&devices);
+    assert_eq!(messages(b, "t1").len(), 2);
+    // Both devices append before they hear from each other; one message (external id "a1") on both.
+    append(a, "t1", vec![said("Lisbon, says Ana", Some("a1")), said("Flights are cheap", None)]).unwrap();
+    append(b, "t1", vec![said("Lisbon, says Ana", Some("a1")), said("Or Porto?", None)]).unwrap();
+    settle(&devices);
+    let (on_a, on_b) = (messages(a, "t1"), messages(b, "t1"));
+    assert_eq!(on_a, on_b);
+    let texts: Vec<&str> = on_a.iter().map(|m| m.2.as_str()).collect();
+    assert_eq!(texts.iter().filter(|t| **t == "Lisbon, says Ana").count(), 1, "{texts:?}");
+    assert_eq!(texts.len(), 5, "{texts:?}");
+    assert_eq!(&texts[..2], ["Where do we go in May?", "No idea yet"]);
+    assert!(on_a.iter().enumerate().all(|(i, m)| m.0 == i as u64 && m.1 == format!("t1#{i}")), "{on_a:?}");
+    // Each device's own appends keep their order.
+    let at = |t: &str| texts.iter().position(|x| *x == t).unwrap();
+    assert!(at("Or Porto?") > 2 && at("Flights are cheap") > 2, "{texts:?}");
+    assert_eq!(state(a), state(b));
+    // A replay of the same external id is still skipped after the merge.
+    assert_eq!(append(b, "t1", vec![said("Lisbon, says Ana", Some("a1"))]).unwrap().skipped, 1);
+
+    // A deletes the thread while B appends to it: the delete takes what A saw; B's new message stays, in the
+    // thread's placeholder, on both devices.
+    a.store.threads().delete("t1", None, false).unwrap();
+    append(b, "t1", vec![said("Booked!", None)]).unwrap();
+    settle(&devices);
+    assert_eq!(state(a), state(b));
+    let left = messages(a, "t1");
+    assert_eq!(left.iter().map(|m| m.2.as_str()).collect::<Vec<_>>(), ["Booked!"], "{left:?}");
+    assert_eq!(messages(b, "t1"), left);
+    // Deleting it again (now both saw the last message) removes it everywhere.
+    b.store.threads().delete("t1", None, false).unwrap();
+    settle(&devices);
+    assert!(a.store.threads().get("t1", None).is_err());
+    assert_eq!(state(a), state(b));
+}
+
 #[test]
 fn bad_changes_are_refused_and_change_nothing() {
     let (a, b) = (device(), device());
@@ -244,6 +318,13 @@ enum Step {
         space: usize,
         text: usize,
     },
+    /// An append to the shared thread `t1` (with an external id: the same message may be appended on two
+    /// devices).
+    Append {
+        dev: usize,
+        text: usize,
+        external: Option<usize>,
+    },
     /// `to` applies `from`'s log: the changes picked by `pick` (a subset, in a shuffled order, some twice).
     Deliver {
         from: usize,
@@ -274,6 +355,8 @@ fn step(devices: usize) -> impl Strategy<Value = Step> {
         2 => (d.clone(), 0..4usize, 0..3usize).prop_map(|(dev, mem, label)| Step::Unassign { dev, mem, label }),
         1 => (d.clone(), 0..4usize, 0..2usize).prop_map(|(dev, mem, space)| Step::Move { dev, mem, space }),
         1 => (d.clone(), 0..2usize, 0..6usize).prop_map(|(dev, space, text)| Step::Working { dev, space, text }),
+        2 => (d.clone(), 0..6usize, proptest::option::of(0..4usize))
+            .prop_map(|(dev, text, external)| Step::Append { dev, text, external }),
         4 => (d.clone(), d, proptest::collection::vec((0..64usize, any::<bool>()), 0..12))
             .prop_map(|(from, to, pick)| Step::Deliver { from, to, pick }),
     ]
@@ -316,6 +399,10 @@ fn run(devices: &[Device], s: &Step) {
         }
         Step::Working { dev, space, text } => {
             let _ = devices[*dev].store.working().set(SPACES[*space], TEXTS[*text]);
+        }
+        Step::Append { dev, text, external } => {
+            let e = external.map(|e| format!("e{e}"));
+            let _ = append(&devices[*dev], "t1", vec![said(TEXTS[*text], e.as_deref())]);
         }
         Step::Deliver { from, to, pick } => {
             if from == to {
@@ -390,6 +477,9 @@ proptest! {
         // One device makes the second space; the others learn it by sync (a memory moved into it may arrive
         // first: the space is then a placeholder until its own change comes).
         devices[0].store.spaces().create(NewSpace { name: "Notes".into(), id: Some("notes".into()), ..Default::default() })
+            .unwrap();
+        // And the thread every device appends to once it has learnt of it.
+        devices[0].store.threads().create(NewThread { thread_id: Some("t1".into()), deduplicate: true, ..Default::default() })
             .unwrap();
         for s in &steps {
             run(&devices, s);

@@ -79,7 +79,8 @@ pub(crate) fn capture(txn: &WriteTx, clock: &mut HlcClock) -> Result<u64> {
     if touched.is_empty() {
         return Ok(0);
     }
-    log_items(txn, clock, sync::touched_items(&touched))
+    let items = sync::stamp_order(txn, sync::touched_items(&touched))?;
+    log_items(txn, clock, items)
 }
 
 /// Logs the change of each of `items` whose replicated value differs from what its clock last stamped, then
@@ -107,6 +108,10 @@ pub(crate) fn log_items(txn: &WriteTx, clock: &mut HlcClock, items: impl IntoIte
             };
             c.winner = Some(stamp);
             c.hash = hash;
+            if matches!(item, Item::Message(..)) {
+                // A message's clock keeps its winning write's base ([`merge::message_wins`]).
+                c.nodes = vec![(stamp, base)];
+            }
             changes.push(Change { item: item.clone(), stamp, op });
         }
         if let (Item::Memory(_), Some((_, labels))) = (&item, &current) {

@@ -8,9 +8,11 @@ use sha2::Digest;
 
 use super::{Bytes, K3, Records, Tx};
 use crate::error::{Error, ErrorKind, Result};
-use crate::model::{Change, Item, ItemClock, Label, Memory, MemoryRelation, Space, SpaceUsage, WorkingMemory};
+use crate::model::{
+    Change, Item, ItemClock, Label, Memory, MemoryRelation, Message, Space, SpaceUsage, Thread, WorkingMemory,
+};
 use crate::storage::tables::{
-    LABELS, MEMORIES, MEMORY_LABELS, RELATIONS, SPACES, SYNC_ITEMS, SYNC_LOG, WORKING_MEMORY,
+    LABELS, MEMORIES, MEMORY_LABELS, MESSAGE_KEYS, RELATIONS, SPACES, SYNC_ITEMS, SYNC_LOG, THREADS, WORKING_MEMORY,
 };
 use crate::storage::{Readable, key_from_bytes};
 
@@ -24,6 +26,9 @@ pub(crate) const REPLICATED: &[&str] = crate::storage::tables::REPLICATED;
 pub(crate) fn items<X: Tx>(tx: &X) -> Result<Records<X::Table<'_, K3, Bytes>, K3, ItemClock>> {
     super::records(tx, SYNC_ITEMS)
 }
+
+/// The clock kind as [`items`] opens it in a write transaction.
+pub(crate) type ItemClocks<'t> = super::Opened<'t, crate::storage::WriteTx, K3, ItemClock>;
 
 /// The change log: sequence number -> [`Change`].
 ///
@@ -80,11 +85,39 @@ pub(crate) fn touched_items(touched: &[(&'static str, Vec<u8>)]) -> BTreeSet<Ite
                 Item::Working(s.to_string(), d.to_string())
             }
             k if k == RELATIONS.name() => Item::Relation(key_from_bytes::<(&str, &str)>(bytes).1.to_string()),
+            k if k == THREADS.name() => {
+                let (s, id) = key_from_bytes::<(&str, &str)>(bytes);
+                Item::Thread(s.to_string(), id.to_string())
+            }
+            k if k == MESSAGE_KEYS.name() => {
+                let (s, t, key) = key_from_bytes::<(&str, &str, &str)>(bytes);
+                Item::message(s, t, key)
+            }
             _ => continue,
         };
         out.insert(item);
     }
     out
+}
+
+/// `items` in the order a write stamps them: every other item first (in item order), then messages thread by
+/// thread in their order in the thread, so that the stamps of one write's messages follow their order (a
+/// thread's messages are ordered by their stamps on every device).
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn stamp_order<X: Tx>(tx: &X, items: BTreeSet<Item>) -> Result<Vec<Item>> {
+    let (mut messages, mut out): (Vec<Item>, Vec<Item>) = items.into_iter().partition(|i| i.message_parts().is_some());
+    let keys = super::thread::message_keys(tx)?;
+    let mut ordered = Vec::with_capacity(messages.len());
+    for item in messages.drain(..) {
+        let Some((s, t, k)) = item.message_parts() else { continue };
+        let at = keys.get((s, t, k))?.map_or(0, |i| i.value());
+        ordered.push(((s.to_string(), t.to_string(), at), item));
+    }
+    ordered.sort_by(|a, b| a.0.cmp(&b.0));
+    out.extend(ordered.into_iter().map(|(_, i)| i));
+    Ok(out)
 }
 
 /// SHA-256 of a value, its first 16 bytes: what an [`ItemClock`] compares to tell a change from a rewrite.
@@ -155,6 +188,41 @@ pub(crate) fn label_projection(l: &Label) -> Label {
     Label { usage_count: 0, ..l.clone() }
 }
 
+/// A thread without its message count (derived on each device from the messages it holds).
+pub(crate) fn thread_projection(t: &Thread) -> Thread {
+    Thread { message_count: 0, ..t.clone() }
+}
+
+/// A message without its place in the thread (its id `<thread>#<index>` and its order index), which each
+/// device derives from the order of the messages' stamps.
+pub(crate) fn message_projection(m: &Message) -> Message {
+    Message { id: String::new(), order_index: 0, ..m.clone() }
+}
+
+/// The record a thread has while only its messages are known here (they arrived before it, or it was deleted
+/// elsewhere while another device appended): the same on every device, never stamped.
+pub(crate) fn placeholder_thread(space: &str, id: &str) -> Thread {
+    Thread {
+        id: id.to_string(),
+        node_type: "thread".into(),
+        created_at: crate::model::Timestamp(0),
+        updated_at: crate::model::Timestamp(0),
+        metadata: Default::default(),
+        thread_id: id.to_string(),
+        title: String::new(),
+        summary: String::new(),
+        message_count: 0,
+        participants: vec![],
+        source: String::new(),
+        space_id: space.to_string(),
+        project: String::new(),
+        workspace: String::new(),
+        tool_version: String::new(),
+        import_date: None,
+        is_favorite: false,
+    }
+}
+
 /// The replicated value of `item` as the transaction sees it (the JSON of its replicated fields), and for a
 /// memory its label ids; None when the item does not exist or is derived (a crystal).
 ///
@@ -207,6 +275,17 @@ pub(crate) fn current<X: Tx>(tx: &X, item: &Item) -> Result<Option<(Vec<u8>, BTr
                 None => None,
             }
         }
+        Item::Thread(s, id) => match super::thread::threads(tx)?.get((s.as_str(), id.as_str()))? {
+            Some(t) => Some((json(&thread_projection(&t))?, none())),
+            None => None,
+        },
+        Item::Message(..) => {
+            let Some((s, t, k)) = item.message_parts() else { return Ok(None) };
+            match super::thread::message_with_key(tx, s, t, k)? {
+                Some(m) => Some((json(&message_projection(&m))?, none())),
+                None => None,
+            }
+        }
     })
 }
 
@@ -235,5 +314,14 @@ pub(crate) fn all_items<X: Tx>(tx: &X) -> Result<Vec<Item>> {
     for row in super::relation::relation_space(tx)?.iter()? {
         out.push(Item::Relation(row?.0.value().to_string()));
     }
+    for row in super::thread::threads(tx)?.iter()? {
+        let (k, _) = row?;
+        let (s, id) = k.value();
+        out.push(Item::Thread(s.to_string(), id.to_string()));
+    }
+    // Messages thread by thread in their order (the order their stamps take).
+    let mut keys = super::thread::all_keys(tx)?;
+    keys.sort_by(|a, b| (&a.0, &a.1, a.3).cmp(&(&b.0, &b.1, b.3)));
+    out.extend(keys.into_iter().map(|(s, t, k, _)| Item::message(&s, &t, &k)));
     Ok(out)
 }

@@ -8,6 +8,9 @@
 //!   concurrent edits; the greatest head is the memory, the others are kept with their values
 //!   ([`crate::model::Loser`]), so nothing a person typed disappears. A delete is a head like an edit
 //!   (a tombstone): it wins over every older concurrent edit, and a newer one brings the memory back.
+//! - **A thread's messages** are registers by deduplication key ([`merge::message_wins`]): the first of
+//!   concurrent appends of one key wins and keeps its place; the thread's messages are ordered by the stamps
+//!   of their winning appends, so each device's own appends keep their order.
 //! - **Label assignments** are an add-wins set: per label the greatest add and the greatest add a removal saw
 //!   (the observed-remove set of Shapiro et al., 2011).
 
@@ -17,14 +20,15 @@ use std::collections::{BTreeSet, HashMap};
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::ops::IndexOp;
 use crate::model::{
-    Change, Item, ItemClock, Label, Memory, MemoryRelation, Op, Space, SpaceUsage, Timestamp, WorkingMemory,
+    Change, Item, ItemClock, Label, Memory, MemoryRelation, Message, Op, Space, SpaceUsage, Thread, Timestamp,
+    WorkingMemory,
 };
 use crate::storage::WriteTx;
 use crate::store::KnowledgeStore;
 use crate::store::core::changes;
 use crate::store::memories::{MemoryWrite, put_remote};
-use crate::store::records::{meta, sync, working_memory};
-use crate::sync::merge::{self, NodeMerge};
+use crate::store::records::{meta, sync, thread, working_memory};
+use crate::sync::merge::{self, MessageWrite, NodeMerge};
 
 /// What one change did.
 enum Outcome {
@@ -76,8 +80,10 @@ pub(super) fn apply_then(
     core.write(|txn, ops| {
         let mut report = ApplyReport::default();
         let mut t = MemoryWrite::open(txn)?;
+        let mut th = thread::Writer::open(txn)?;
         let mut clocks = sync::items(txn)?;
         let mut placeholders = Vec::new();
+        let mut threads = Threads::default();
         for c in changes {
             let observed = core.writes.sync.with(|clock| clock.observe(c.stamp.hlc));
             if let Some(Err(refused)) = observed {
@@ -88,6 +94,8 @@ pub(super) fn apply_then(
             let mut m = Merge {
                 txn,
                 t: &mut t,
+                th: &mut th,
+                threads: &mut threads,
                 ic: &mut ic,
                 embedder: &*embedder,
                 vectors: &vectors,
@@ -120,11 +128,12 @@ pub(super) fn apply_then(
                 clocks.put(item.key(), &ic)?;
             }
         }
+        threads.settle(&mut th, &mut clocks)?;
         // The clock moved past what it saw: saved, so that a restart stamps after it.
         if let Some(last) = core.writes.sync.with(|clock| clock.last()) {
             meta::meta(txn)?.put_json(changes::HLC_KEY, &last)?;
         }
-        drop((t, clocks));
+        drop((t, th, clocks));
         then(txn)?;
         Ok(report)
     })
@@ -143,6 +152,8 @@ fn item_name(item: &Item) -> String {
 struct Merge<'a, 't> {
     txn: &'t WriteTx,
     t: &'a mut MemoryWrite<'t>,
+    th: &'a mut thread::Writer<'t>,
+    threads: &'a mut Threads,
     ic: &'a mut ItemClock,
     embedder: &'a dyn crate::embed::Embedder,
     /// The batch's memory texts embedded ahead, by index text.
@@ -156,7 +167,19 @@ struct Merge<'a, 't> {
 impl Merge<'_, '_> {
     /// Last-writer-wins for every item but memories.
     fn register(&mut self, c: &Change) -> Result<Outcome> {
-        if !merge::register_wins(self.ic.winner, c.stamp) {
+        let wins = match (&c.item, &c.op) {
+            (Item::Message(..), Op::Put { base, .. } | Op::Delete { base }) => {
+                let change = MessageWrite { stamp: c.stamp, base: *base, delete: matches!(c.op, Op::Delete { .. }) };
+                let held = self.ic.winner.map(|stamp| MessageWrite {
+                    stamp,
+                    base: self.ic.nodes.first().and_then(|n| n.1),
+                    delete: self.ic.hash.is_none(),
+                });
+                merge::message_wins(held, change)
+            }
+            _ => merge::register_wins(self.ic.winner, c.stamp),
+        };
+        if !wins {
             return Ok(Outcome::Stale);
         }
         let value = match &c.op {
@@ -171,11 +194,16 @@ impl Merge<'_, '_> {
             (Item::Label(s, id), v) => self.label(s, id, v)?,
             (Item::Working(s, d), v) => self.working(s, d, v)?,
             (Item::Relation(id), v) => self.relation(id, v)?,
+            (Item::Thread(s, id), v) => self.thread(s, id, v)?,
+            (item @ Item::Message(..), v) => self.message(item, v)?,
             (Item::Memory(_), _) => {
                 return Err(Error::new(ErrorKind::Internal, "a memory reached the register merge"));
             }
         };
         self.ic.winner = Some(c.stamp);
+        if let (Item::Message(..), Op::Put { base, .. } | Op::Delete { base }) = (&c.item, &c.op) {
+            self.ic.nodes = vec![(c.stamp, *base)];
+        }
         Ok(Outcome::Applied)
     }
 
@@ -239,6 +267,53 @@ impl Merge<'_, '_> {
         self.ensure_space(&r.space_id)?;
         self.t.relations.put(&r.space_id, &r)?;
         Ok(Some(sync::hash(&json(&r)?)))
+    }
+
+    /// A thread's record. Deleted elsewhere while this device holds messages of it that no delete reached (a
+    /// concurrent append), it stays as the placeholder until they go.
+    fn thread(&mut self, space: &str, id: &str, value: Option<&[u8]>) -> Result<Option<[u8; 16]>> {
+        let Some(v) = value else {
+            if self.th.count(space, id)? == 0 {
+                self.th.remove_record(space, id)?;
+                return Ok(None);
+            }
+            let p = sync::placeholder_thread(space, id);
+            self.threads.dirty.insert((space.to_string(), id.to_string()));
+            self.th.put(&p)?;
+            return Ok(Some(sync::hash(&json(&p)?)));
+        };
+        let mut t: Thread = sync::value_of(v)?;
+        if t.space_id != space || t.thread_id != id {
+            return Err(Error::new(ErrorKind::InvalidInput, "a thread change names another thread than its item"));
+        }
+        self.ensure_space(space)?;
+        t.message_count = self.th.count(space, id)?;
+        self.th.put(&t)?;
+        Ok(Some(sync::hash(&json(&sync::thread_projection(&t))?)))
+    }
+
+    /// One message of a thread, put after the thread's last; [`Threads::settle`] gives it its place (the order
+    /// of the messages' stamps) once the batch is merged. A message whose thread is not here gets the
+    /// placeholder thread.
+    fn message(&mut self, item: &Item, value: Option<&[u8]>) -> Result<Option<[u8; 16]>> {
+        let Some((space, tid, key)) = item.message_parts() else {
+            return Err(Error::new(ErrorKind::InvalidInput, "a message change names no thread"));
+        };
+        if let Some(i) = self.th.index_of(space, tid, key)? {
+            self.th.remove_message(space, tid, i, key)?;
+        }
+        self.threads.dirty.insert((space.to_string(), tid.to_string()));
+        let Some(v) = value else { return Ok(None) };
+        let mut m: Message = sync::value_of(v)?;
+        if !self.th.contains(space, tid)? {
+            self.ensure_space(space)?;
+            self.th.put(&sync::placeholder_thread(space, tid))?;
+            self.threads.placeholders.insert((space.to_string(), tid.to_string()));
+        }
+        m.order_index = self.th.next_index(space, tid)?;
+        m.id = format!("{tid}#{}", m.order_index);
+        self.th.put_message(space, tid, &m, Some(key))?;
+        Ok(Some(sync::hash(&json(&sync::message_projection(&m))?)))
     }
 
     /// A space a change needs that has not arrived yet: a placeholder, which its own change replaces whatever
@@ -361,6 +436,63 @@ impl Merge<'_, '_> {
         }
         let memory = sm.memory.clone();
         put_remote(self.embedder, self.txn, self.t, memory, &wanted, None, self.now, self.ops)
+    }
+}
+
+/// The threads a batch touched, settled once it is merged.
+#[derive(Default)]
+struct Threads {
+    /// Threads whose messages changed: their messages are put in the order of their stamps.
+    dirty: BTreeSet<(String, String)>,
+    /// Threads created as placeholders for messages that came without them.
+    placeholders: BTreeSet<(String, String)>,
+}
+
+impl Threads {
+    /// Gives every changed thread's messages their order (by stamp, then deduplication key: the same on every
+    /// device), its message count, and drops a placeholder thread left without messages. A placeholder is
+    /// never stamped: its clock records only its hash, so it is not logged as this device's change.
+    fn settle(self, th: &mut thread::Writer<'_>, clocks: &mut sync::ItemClocks<'_>) -> Result<()> {
+        for (space, tid) in self.dirty.union(&self.placeholders) {
+            let mut order = Vec::new();
+            for (key, at) in th.keys(space, tid)? {
+                let stamp = clocks.get(Item::message(space, tid, &key).key())?.and_then(|c: ItemClock| c.winner);
+                order.push((stamp, key, at));
+            }
+            order.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+            let moves: Vec<(u64, u64, String)> = order
+                .into_iter()
+                .enumerate()
+                .filter(|(new, (_, _, old))| *new as u64 != *old)
+                .map(|(new, (_, key, old))| (old, new as u64, key))
+                .collect();
+            th.move_messages(space, tid, &moves)?;
+            let item = Item::Thread(space.clone(), tid.clone());
+            let mut ic: ItemClock = clocks.get(item.key())?.unwrap_or_default();
+            let placeholder = sync::hash(&json(&sync::placeholder_thread(space, tid))?);
+            let held = ic.hash.is_none() || ic.hash == Some(placeholder);
+            let n = th.count(space, tid)?;
+            match th.get(space, tid)? {
+                Some(_) if held && n == 0 => {
+                    th.remove_record(space, tid)?;
+                    if ic.hash.take().is_some() {
+                        clocks.put(item.key(), &ic)?;
+                    }
+                }
+                Some(mut t) => {
+                    if t.message_count != n {
+                        t.message_count = n;
+                        th.put(&t)?;
+                    }
+                    if ic.hash.is_none() {
+                        ic.hash = Some(placeholder);
+                        clocks.put(item.key(), &ic)?;
+                    }
+                }
+                None => {}
+            }
+        }
+        Ok(())
     }
 }
 

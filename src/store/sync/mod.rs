@@ -76,6 +76,7 @@ impl SyncService<'_> {
         changes::start(core, device, last)?;
         core.write(|txn, _| {
             meta::meta(txn)?.put_text(changes::ENABLED_KEY, &Timestamp::now().to_rfc3339())?;
+            crate::store::records::thread::key_keyless(txn)?;
             let items = sync::all_items(txn)?;
             core.writes.sync.with(|clock| changes::log_items(txn, clock, items)).unwrap_or(Ok(0))
         })
@@ -129,8 +130,9 @@ impl SyncService<'_> {
     }
 
     /// The canonical form of every replicated item this store holds, in item order: its key (`kind/space/id`)
-    /// and a JSON object with its replicated fields (`value`), a memory's label ids (`labels`) and the concurrent
-    /// edits it keeps (`conflicts`: stamp and value, newest first). Two devices that applied the same changes
+    /// and a JSON object with its replicated fields (`value`), a memory's label ids (`labels`), the concurrent
+    /// edits it keeps (`conflicts`: stamp and value, newest first) and a message's place in its thread
+    /// (`position`, from 0). Two devices that applied the same changes
     /// give equal lists; derived data (counts, entities, ranks, indexes) is left out.
     ///
     /// # Errors
@@ -153,10 +155,13 @@ impl SyncService<'_> {
                 })
                 .collect::<Result<_>>()?;
             let (kind, space, id) = item.key();
-            out.push((
-                format!("{kind}/{space}/{id}"),
-                serde_json::json!({"value": value, "labels": labels, "conflicts": conflicts}),
-            ));
+            let mut state = serde_json::json!({"value": value, "labels": labels, "conflicts": conflicts});
+            if let Some((s, t, k)) = item.message_parts()
+                && let Some(m) = crate::store::records::thread::message_with_key(&rtx, s, t, k)?
+            {
+                state["position"] = m.order_index.into();
+            }
+            out.push((format!("{kind}/{space}/{id}"), state));
         }
         Ok(out)
     }

@@ -135,15 +135,24 @@ fn summarize(messages: &[Message]) -> String {
     crate::extract::first_sentence(m.content.trim()).chars().take(300).collect()
 }
 
+/// How a request's messages are appended.
+#[derive(Clone, Copy)]
+struct Appending<'a> {
+    deduplicate: bool,
+    idempotency_key: Option<&'a str>,
+    now: Timestamp,
+    /// The store is in a sync group: a message without a deduplication key gets one ([`thread::sync_key`]).
+    synced: bool,
+}
+
 /// Stores `msgs` after the thread's current messages, skipping duplicates; updates `thread`.
 fn append_messages(
     w: &mut thread::Writer<'_>,
     thread: &mut Thread,
     msgs: &[NewMessage],
-    deduplicate: bool,
-    idempotency_key: Option<&str>,
-    now: Timestamp,
+    how: &Appending<'_>,
 ) -> Result<(Vec<Message>, u64)> {
+    let Appending { deduplicate, idempotency_key, now, synced } = *how;
     let (space, tid) = (thread.space_id.clone(), thread.thread_id.clone());
     let mut added = Vec::new();
     let mut skipped = 0;
@@ -156,6 +165,7 @@ fn append_messages(
             skipped += 1;
             continue;
         }
+        let key = if synced { key.or_else(|| Some(thread::sync_key())) } else { key };
         let order_index = thread.message_count;
         let msg = Message {
             id: format!("{tid}#{order_index}"),
@@ -286,14 +296,13 @@ impl Threads<'_> {
                     import_date: new.import_date.as_deref().and_then(Timestamp::parse),
                     is_favorite: false,
                 };
-                let (messages, _) = append_messages(
-                    &mut t,
-                    &mut thread,
-                    &new.messages,
-                    new.deduplicate,
-                    new.idempotency_key.as_deref(),
+                let how = Appending {
+                    deduplicate: new.deduplicate,
+                    idempotency_key: new.idempotency_key.as_deref(),
                     now,
-                )?;
+                    synced: self.store.core.writes.sync.on(),
+                };
+                let (messages, _) = append_messages(&mut t, &mut thread, &new.messages, &how)?;
                 if thread.title.is_empty() {
                     thread.title = thread.summary.chars().take(80).collect();
                 }
@@ -333,7 +342,13 @@ impl Threads<'_> {
                 )
                 .with_code(ErrorCode::CheckpointConflict));
             }
-            append_messages(t, thread, &req.messages, req.deduplicate, req.idempotency_key.as_deref(), now)
+            let how = Appending {
+                deduplicate: req.deduplicate,
+                idempotency_key: req.idempotency_key.as_deref(),
+                now,
+                synced: self.store.core.writes.sync.on(),
+            };
+            append_messages(t, thread, &req.messages, &how)
         })?;
         let extraction = self.extract_or_warn(&thread, &added);
         let checkpointed = req.expected_message_count.is_some();

@@ -422,6 +422,10 @@ impl Transfer<'_> {
             im.relations(txn)?;
             im.crystal_sources(txn)?;
             im.threads(txn)?;
+            if self.store.core.writes.sync.on() {
+                // In a sync group every message is known by a deduplication key (docs/sync.md).
+                thread::key_keyless(txn)?;
+            }
             im.keyed(
                 working_memory::days(txn)?,
                 "working_memory",
