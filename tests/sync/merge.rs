@@ -95,6 +95,11 @@ fn edit(d: &Device, id: &str, content: &str) {
     d.store.memories().update(id, MemoryPatch { content: Some(content.into()), ..Default::default() }, None).unwrap();
 }
 
+/// The id of the conflict copy of memory `id` for its losing edit `stamp` (docs/sync.md).
+fn conflict_copy_id(id: &str, stamp: engram::model::Stamp) -> String {
+    format!("{id}.sync-conflict-{}-{}-{}", stamp.hlc.ms, stamp.hlc.counter, &stamp.device.to_hex()[..8])
+}
+
 /// The stamp of the last change `d` logged for memory `id`.
 fn last_stamp(d: &Device, id: &str) -> engram::model::Stamp {
     log(d).into_iter().rev().find(|c| c.item == Item::Memory(id.into())).unwrap().stamp
@@ -122,6 +127,12 @@ fn concurrent_edits_resolve_the_same_way_everywhere_and_the_loser_is_kept() {
         assert_eq!(kept.len(), 1, "{kept:?}");
         assert_eq!(kept[0].1.as_ref().map(|m| m.content.as_str()), Some(loser));
         assert_eq!(d.store.memories().get("m1", None).unwrap().label_ids, vec!["label_plans"]);
+        // The loser is in the memory's version history: a superseded version that names the memory.
+        let copy = d.store.memories().get(&conflict_copy_id("m1", kept[0].0), None).unwrap().memory;
+        assert_eq!(copy.content, loser);
+        assert_eq!(copy.state, engram::model::MemoryState::Superseded);
+        assert!(!copy.is_latest);
+        assert_eq!(copy.metadata.0.get("superseded_by"), Some(&serde_json::json!("m1")));
     }
     assert_eq!(state(&devices[0]), state(&devices[1]));
     assert_eq!(state(&devices[0]), state(&devices[2]));
@@ -130,8 +141,11 @@ fn concurrent_edits_resolve_the_same_way_everywhere_and_the_loser_is_kept() {
     settle(&devices);
     for d in &devices {
         assert_eq!(content(d, "m1").as_deref(), Some("The meeting moved to Thursday"));
-        assert_eq!(d.store.sync().conflicts("m1").unwrap().len(), 1);
+        let kept = d.store.sync().conflicts("m1").unwrap();
+        assert_eq!(kept.len(), 1);
+        assert_eq!(content(d, &conflict_copy_id("m1", kept[0].0)).as_deref(), Some(loser));
     }
+
     // The merged memory is found by search on every device.
     for d in &devices {
         let hits = d.store.search().run(&engram::SearchQuery {
@@ -146,6 +160,36 @@ fn concurrent_edits_resolve_the_same_way_everywhere_and_the_loser_is_kept() {
         });
         assert_eq!(hits.unwrap().hits.first().map(|h| h.view.memory.id.clone()).as_deref(), Some("m1"));
     }
+}
+
+#[test]
+fn a_conflict_copy_follows_the_history_when_an_edit_built_on_the_loser_arrives() {
+    let devices = [device(), device(), device()];
+    let (a, b, c) = (&devices[0], &devices[1], &devices[2]);
+    a.store.memories().create(mem("m1", "Dinner at seven", &[])).unwrap();
+    settle(&devices);
+    // b edits, then a (later), then b again on top of its own first edit, before any of them hear the others.
+    edit(b, "m1", "Dinner at eight");
+    let b1 = last_stamp(b, "m1");
+    edit(a, "m1", "Dinner at nine");
+    let a1 = last_stamp(a, "m1");
+    edit(b, "m1", "Dinner at eight, at Rosa's");
+    // c hears a's edit and b's first: a's is later and wins, b's is kept as a copy.
+    let firsts: Vec<Change> = log(b).into_iter().filter(|ch| ch.stamp <= b1).collect();
+    c.store.sync().apply(&firsts).unwrap();
+    c.store.sync().apply(&log(a)).unwrap();
+    assert_eq!(content(c, "m1").as_deref(), Some("Dinner at nine"));
+    assert_eq!(content(c, &conflict_copy_id("m1", b1)).as_deref(), Some("Dinner at eight"));
+    // b's second edit was built on its first: the first is no longer a concurrent edit (its copy goes), and a's
+    // edit is the one that lost now.
+    settle(&devices);
+    for d in &devices {
+        assert_eq!(content(d, "m1").as_deref(), Some("Dinner at eight, at Rosa's"));
+        assert_eq!(content(d, &conflict_copy_id("m1", b1)), None);
+        assert_eq!(content(d, &conflict_copy_id("m1", a1)).as_deref(), Some("Dinner at nine"));
+    }
+    assert_eq!(state(a), state(b));
+    assert_eq!(state(a), state(c));
 }
 
 #[test]

@@ -178,6 +178,40 @@ pub(crate) fn with_local_fields(mut remote: Memory, local: Option<&Memory>) -> M
     remote
 }
 
+/// `metadata` key of a conflict copy ([`conflict_copy`]): the id of the memory whose concurrent edit it keeps.
+pub(crate) const CONFLICT_OF: &str = "sync_conflict_of";
+
+/// The id of the conflict copy of memory `id` for its losing edit `stamp`:
+/// `<id>.sync-conflict-<ms>-<counter>-<first 8 hex digits of the device id>` (Syncthing names its conflict
+/// copies the same way).
+pub(crate) fn conflict_copy_id(id: &str, stamp: crate::model::Stamp) -> String {
+    let device = stamp.device.to_hex();
+    format!("{id}.sync-conflict-{}-{}-{}", stamp.hlc.ms, stamp.hlc.counter, &device[..8.min(device.len())])
+}
+
+/// Whether `m` is a conflict copy: derived on each device from the merged history, never replicated.
+pub(crate) fn is_conflict_copy(m: &Memory) -> bool {
+    m.metadata.0.contains_key(CONFLICT_OF)
+}
+
+/// The conflict copy of memory `id` for a losing edit (`stamp`, `value`: the JSON of its replicated fields): a
+/// superseded version of the memory (`is_latest` false, `metadata.superseded_by` = `id`), so the edit that lost
+/// stays in the memory's version history. The same on every device.
+///
+/// # Errors
+/// [`ErrorKind::InvalidInput`] when `value` is not a memory's JSON.
+pub(crate) fn conflict_copy(id: &str, stamp: crate::model::Stamp, value: &[u8]) -> Result<Memory> {
+    let mut m: Memory = value_of(value)?;
+    m.id = conflict_copy_id(id, stamp);
+    m.state = crate::model::MemoryState::Superseded;
+    m.is_latest = false;
+    let md = &mut m.metadata.0;
+    md.insert("superseded_by".into(), id.into());
+    md.insert(CONFLICT_OF.into(), id.into());
+    md.insert("sync_conflict_stamp".into(), format!("{}@{}", stamp.hlc, stamp.device).into());
+    Ok(m)
+}
+
 /// A space without its usage counts (derived on each device).
 pub(crate) fn space_projection(s: &Space) -> Space {
     Space { usage: SpaceUsage::default(), ..s.clone() }
@@ -238,8 +272,9 @@ pub(crate) fn current<X: Tx>(tx: &X, item: &Item) -> Result<Option<(Vec<u8>, BTr
         Item::Memory(id) => {
             let Some(space) = super::memory::space_of(tx, id)? else { return Ok(None) };
             match super::memory::memories(tx)?.get((space.as_str(), id.as_str()))? {
-                // Crystals are derived from the graph: each device computes its own.
-                Some(sm) if sm.memory.is_crystal => None,
+                // Crystals are derived from the graph, conflict copies from the merged history: each device
+                // makes its own.
+                Some(sm) if sm.memory.is_crystal || is_conflict_copy(&sm.memory) => None,
                 Some(sm) => {
                     let mut labels = BTreeSet::new();
                     let edges = tx.open(MEMORY_LABELS)?;

@@ -364,7 +364,8 @@ impl Merge<'_, '_> {
                 return Err(Error::new(ErrorKind::InvalidInput, "a memory change names another memory"));
             }
         }
-        Ok(match merge::merge_node(self.ic, c.stamp, base) {
+        let before: Vec<crate::model::Stamp> = self.ic.losers.iter().map(|l| l.stamp).collect();
+        let outcome = match merge::merge_node(self.ic, c.stamp, base) {
             NodeMerge::Known => Outcome::Stale,
             NodeMerge::Buried => Outcome::Buried,
             NodeMerge::Wins { kept } => {
@@ -379,7 +380,39 @@ impl Merge<'_, '_> {
                 merge::keep_loser(self.ic, c.stamp, value);
                 Outcome::Conflict
             }
-        })
+        };
+        self.conflict_copies(id, &before)?;
+        Ok(outcome)
+    }
+
+    /// Makes the memory's version history follow its kept losers: a conflict copy
+    /// ([`sync::conflict_copy`]) for each losing edit newly kept, none for one no longer kept (an edit built on
+    /// it arrived). A concurrent delete that lost has no copy: the memory is there.
+    fn conflict_copies(&mut self, id: &str, before: &[crate::model::Stamp]) -> Result<()> {
+        let now: Vec<(crate::model::Stamp, Option<Vec<u8>>)> =
+            self.ic.losers.iter().map(|l| (l.stamp, l.value.clone())).collect();
+        for gone in before.iter().filter(|b| !now.iter().any(|(s, _)| s == *b)) {
+            self.remove_memory(&sync::conflict_copy_id(id, *gone))?;
+        }
+        for (stamp, value) in now.iter().filter(|(s, _)| !before.contains(s)) {
+            let Some(v) = value else { continue };
+            let copy = sync::conflict_copy(id, *stamp, v)?;
+            self.ensure_space(&copy.space_id)?;
+            let vector = self.vectors.get(&copy.index_text()).cloned();
+            put_remote(self.embedder, self.txn, self.t, copy, &BTreeSet::new(), vector, self.now, self.ops)?;
+        }
+        Ok(())
+    }
+
+    /// Deletes memory `id` if it is stored, with its index entries.
+    fn remove_memory(&mut self, id: &str) -> Result<()> {
+        if let Some(space) = self.t.memories.space_of(id)?
+            && let Some(sm) = self.t.load(&space, id)?
+        {
+            let (_, lex) = self.t.remove_memory(&space, &sm, self.now)?;
+            self.ops.push(IndexOp::Remove { space, docno: sm.docno, lex: Some(lex) });
+        }
+        Ok(())
     }
 
     /// After a label assignment merged (`changed`): the stored memory gets the labels of its add-wins set.
@@ -414,12 +447,7 @@ impl Merge<'_, '_> {
                 self.ic.hash = self.current_value(id)?.map(|v| sync::hash(&v));
             }
             None => {
-                if let Some(space) = self.t.memories.space_of(id)?
-                    && let Some(sm) = self.t.load(&space, id)?
-                {
-                    let (_, lex) = self.t.remove_memory(&space, &sm, self.now)?;
-                    self.ops.push(IndexOp::Remove { space, docno: sm.docno, lex: Some(lex) });
-                }
+                self.remove_memory(id)?;
                 self.ic.hash = None;
             }
         }
