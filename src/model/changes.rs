@@ -25,6 +25,9 @@ pub enum Item {
     /// One message of a thread: (space id, `<thread id>/<deduplication key>`). Messages are never edited; their
     /// order in the thread follows their stamps ([`Item::message`]).
     Message(String, String),
+    /// A label merge record: (space id, merge id). While it holds (not reversed, and the merged-away label not
+    /// created again) it redirects that label to the survivor on every memory.
+    LabelMerge(String, String),
 }
 
 impl Item {
@@ -38,6 +41,7 @@ impl Item {
             Item::Relation(id) => ("relation", "", id),
             Item::Thread(s, id) => ("thread", s, id),
             Item::Message(s, key) => ("message", s, key),
+            Item::LabelMerge(s, id) => ("label_merge", s, id),
         }
     }
 
@@ -64,6 +68,7 @@ impl Item {
             "relation" => Item::Relation(id.to_string()),
             "thread" => Item::Thread(space.to_string(), id.to_string()),
             "message" => Item::Message(space.to_string(), id.to_string()),
+            "label_merge" => Item::LabelMerge(space.to_string(), id.to_string()),
             _ => return None,
         })
     }

@@ -142,8 +142,17 @@ pub const SYNC_LOG: Kind<u64, &[u8]> = Kind::new("sync_log");
 
 /// The kinds whose writes sync captures (a store in a sync group): the records of the person's own data that
 /// replicate. Derived kinds (postings, vectors, entities, communities, ranks) never travel.
-pub const REPLICATED: &[&str] =
-    &["spaces", "memories", "memory_labels", "labels", "working_memory", "relations", "threads", "message_keys"];
+pub const REPLICATED: &[&str] = &[
+    "spaces",
+    "memories",
+    "memory_labels",
+    "labels",
+    "label_merges",
+    "working_memory",
+    "relations",
+    "threads",
+    "message_keys",
+];
 
 /// Every record kind with its columns, in declaration order: what a database backend creates one table for.
 pub const ALL: &[KindInfo] = &[

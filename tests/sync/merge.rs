@@ -192,6 +192,40 @@ fn a_conflict_copy_follows_the_history_when_an_edit_built_on_the_loser_arrives()
     assert_eq!(state(a), state(c));
 }
 
+fn label_ids(d: &Device, id: &str) -> Vec<String> {
+    d.store.memories().get(id, None).unwrap().label_ids
+}
+
+#[test]
+fn a_label_assigned_while_it_was_merged_elsewhere_lands_on_the_survivor_and_comes_back_on_reversal() {
+    let devices = [device(), device()];
+    let (a, b) = (&devices[0], &devices[1]);
+    a.store.memories().create(mem("m1", "Quarterly report draft", &["work"])).unwrap();
+    a.store.memories().create(mem("m2", "Call the printer", &[])).unwrap();
+    a.store.memories().create(mem("m3", "Salary review", &["job"])).unwrap();
+    settle(&devices);
+    // a merges "work" into "job" while b, not knowing, gives m2 the label "work".
+    let merge = a.store.labels().merge("default", "label_work", "label_job").unwrap();
+    let p = MemoryPatch { labels: Some(vec!["work".into()]), ..Default::default() };
+    b.store.memories().update("m2", p, None).unwrap();
+    settle(&devices);
+    for d in &devices {
+        assert_eq!(label_ids(d, "m1"), ["label_job"]);
+        assert_eq!(label_ids(d, "m2"), ["label_job"], "the concurrent assignment lands on the survivor");
+        assert!(d.store.labels().get("default", "label_work").is_err(), "the merged-away label is gone");
+    }
+    assert_eq!(state(a), state(b));
+    // Reversing the merge (on a, which never saw m2 carry "work") gives both memories their label back.
+    a.store.labels().reverse_merge("default", &merge.merge_id).unwrap();
+    settle(&devices);
+    for d in &devices {
+        assert_eq!(label_ids(d, "m1"), ["label_work"]);
+        assert_eq!(label_ids(d, "m2"), ["label_work"]);
+        assert_eq!(label_ids(d, "m3"), ["label_job"]);
+    }
+    assert_eq!(state(a), state(b));
+}
+
 #[test]
 fn a_memory_that_arrives_before_its_space_gets_a_placeholder_the_space_replaces() {
     let (a, b) = (device(), device());
@@ -369,6 +403,14 @@ enum Step {
         text: usize,
         external: Option<usize>,
     },
+    /// A label merged into another in one space (`reverse`: the space's newest merge undone instead).
+    MergeLabels {
+        dev: usize,
+        space: usize,
+        from: usize,
+        into: usize,
+        reverse: bool,
+    },
     /// `to` applies `from`'s log: the changes picked by `pick` (a subset, in a shuffled order, some twice).
     Deliver {
         from: usize,
@@ -401,6 +443,8 @@ fn step(devices: usize) -> impl Strategy<Value = Step> {
         1 => (d.clone(), 0..2usize, 0..6usize).prop_map(|(dev, space, text)| Step::Working { dev, space, text }),
         2 => (d.clone(), 0..6usize, proptest::option::of(0..4usize))
             .prop_map(|(dev, text, external)| Step::Append { dev, text, external }),
+        1 => (d.clone(), 0..2usize, 0..3usize, 0..3usize, proptest::bool::weighted(0.3))
+            .prop_map(|(dev, space, from, into, reverse)| Step::MergeLabels { dev, space, from, into, reverse }),
         4 => (d.clone(), d, proptest::collection::vec((0..64usize, any::<bool>()), 0..12))
             .prop_map(|(from, to, pick)| Step::Deliver { from, to, pick }),
     ]
@@ -443,6 +487,18 @@ fn run(devices: &[Device], s: &Step) {
         }
         Step::Working { dev, space, text } => {
             let _ = devices[*dev].store.working().set(SPACES[*space], TEXTS[*text]);
+        }
+        Step::MergeLabels { dev, space, from, into, reverse } => {
+            let labels = devices[*dev].store.labels();
+            if *reverse {
+                let merges = labels.merges(SPACES[*space]).unwrap_or_default();
+                if let Some(m) = merges.iter().find(|m| m.reversed_at.is_none()) {
+                    let _ = labels.reverse_merge(SPACES[*space], &m.merge_id);
+                }
+            } else {
+                let (f, i) = (format!("label_{}", LABELS[*from]), format!("label_{}", LABELS[*into]));
+                let _ = labels.merge(SPACES[*space], &f, &i);
+            }
         }
         Step::Append { dev, text, external } => {
             let e = external.map(|e| format!("e{e}"));

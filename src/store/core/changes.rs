@@ -9,7 +9,7 @@ use parking_lot::Mutex;
 use crate::error::Result;
 use crate::model::{Change, Item, ItemClock, Op};
 use crate::storage::WriteTx;
-use crate::store::records::{meta, sync};
+use crate::store::records::{label, memory, meta, sync};
 use crate::sync::{DeviceId, Hlc, HlcClock, merge};
 
 /// `META` key: the last sequence number of the change log.
@@ -114,19 +114,32 @@ pub(crate) fn log_items(txn: &WriteTx, clock: &mut HlcClock, items: impl IntoIte
             }
             changes.push(Change { item: item.clone(), stamp, op });
         }
-        if let (Item::Memory(_), Some((_, labels))) = (&item, &current) {
+        if let (Item::Memory(id), Some((_, labels))) = (&item, &current) {
+            // The labels the memory shows are its add-wins set through the space's label merges: a memory that
+            // shows the survivor of a merge logs nothing, and taking the survivor off removes every label
+            // redirected to it.
             let present = c.present_labels();
-            for added in labels.difference(&present) {
+            let redirects = match memory::space_of(txn, id)? {
+                Some(space) => {
+                    let known = label::labels(txn)?;
+                    sync::Redirects::of(txn, &space, |l| known.contains((space.as_str(), l)))?
+                }
+                None => sync::Redirects::default(),
+            };
+            let shown = redirects.apply(&present);
+            for added in labels.difference(&shown) {
                 let stamp = clock.tick();
                 merge::tag_add(&mut c, added, stamp);
                 changes.push(Change { item: item.clone(), stamp, op: Op::TagAdd { label: added.clone() } });
             }
-            for gone in present.difference(labels) {
-                if let Some(t) = c.tag(gone) {
-                    let stamp = clock.tick();
-                    merge::tag_remove(&mut c, gone, t.add);
-                    let op = Op::TagRemove { label: gone.clone(), observed: t.add };
-                    changes.push(Change { item: item.clone(), stamp, op });
+            for gone in shown.difference(labels) {
+                for source in redirects.sources_of(gone).intersection(&present) {
+                    if let Some(t) = c.tag(source) {
+                        let stamp = clock.tick();
+                        merge::tag_remove(&mut c, source, t.add);
+                        let op = Op::TagRemove { label: source.clone(), observed: t.add };
+                        changes.push(Change { item: item.clone(), stamp, op });
+                    }
                 }
             }
         }

@@ -106,6 +106,59 @@ impl MemoryWrite<'_> {
     }
 }
 
+impl MemoryWrite<'_> {
+    /// In a sync group, after a merge or a reversal of `label`'s merges: every memory that shows `label` or a
+    /// label its merges lead to gets the labels its add-wins set shows through the space's merges now
+    /// (docs/sync.md, "Label merges"), as applying the same records from another device gives. A memory given
+    /// a merged-away label elsewhere, while the merge was not known there, shows its own label again after a
+    /// reversal. Memories whose edges change are added to `touched`.
+    ///
+    /// # Errors
+    /// Storage errors.
+    fn follow_merges(
+        &mut self,
+        txn: &WriteTx,
+        space: &str,
+        label: &str,
+        touched: &mut BTreeSet<(String, String)>,
+    ) -> Result<()> {
+        use crate::store::records::sync;
+        let merges: Vec<(String, LabelMerge)> = crate::store::label::label_merges(txn)?.in_space(space)?;
+        let redirects = sync::Redirects::of(txn, space, |l| Ok(self.labels.get(space, l)?.is_some()))?;
+        let clocks = sync::items(txn)?;
+        let mut recount = BTreeSet::new();
+        for l in sync::merge_chain(&merges, label) {
+            for m in self.memories_with(space, &l)? {
+                let clock = clocks.get(crate::model::Item::Memory(m.clone()).key())?.unwrap_or_default();
+                if clock.winner.is_none() {
+                    continue; // never stamped: written before the store joined, nothing to follow
+                }
+                let want = redirects.apply(&clock.present_labels());
+                let have: BTreeSet<String> = self.labels.of_memory(space, &m)?.into_iter().collect();
+                for gone in have.difference(&want) {
+                    self.remove_edge(space, &m, gone)?;
+                    recount.insert(gone.clone());
+                }
+                for new in want.difference(&have) {
+                    if self.labels.get(space, new)?.is_some() {
+                        self.add_edge(space, &m, new)?;
+                        recount.insert(new.clone());
+                    }
+                }
+                if want != have {
+                    touched.insert((space.to_string(), m));
+                }
+            }
+        }
+        for l in recount {
+            if self.labels.get(space, &l)?.is_some() {
+                self.recount(space, &l)?;
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Labels<'_> {
     /// Merges label `source` into `target` (same space): every HAS_LABEL edge of the source is re-pointed to
     /// the target, the source is deleted, and the merge is recorded so that
@@ -153,6 +206,7 @@ impl Labels<'_> {
     pub fn reverse_merge(&self, space: &str, merge_id: &str) -> Result<LabelMerge> {
         self.store.spaces().require(space)?;
         let now = Timestamp::now();
+        let synced = self.store.core.writes.sync.on();
         self.write(|txn, t, touched| {
             let mut merges = label::label_merges(txn)?;
             let mut rec: LabelMerge = merges
@@ -194,6 +248,10 @@ impl Labels<'_> {
             t.recount(space, &rec.target_id)?;
             rec.reversed_at = Some(now);
             merges.put((space, merge_id), &rec)?;
+            drop(merges);
+            if synced {
+                t.follow_merges(txn, space, &sid, touched)?;
+            }
             Ok(rec)
         })
     }

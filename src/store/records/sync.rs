@@ -2,17 +2,19 @@
 //! (`sync_log`), the items a write touched, and each item's replicated value: the only place these kinds are
 //! opened.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use sha2::Digest;
 
 use super::{Bytes, K3, Records, Tx};
 use crate::error::{Error, ErrorKind, Result};
 use crate::model::{
-    Change, Item, ItemClock, Label, Memory, MemoryRelation, Message, Space, SpaceUsage, Thread, WorkingMemory,
+    Change, Item, ItemClock, Label, LabelMerge, Memory, MemoryRelation, Message, Space, SpaceUsage, Thread,
+    WorkingMemory,
 };
 use crate::storage::tables::{
-    LABELS, MEMORIES, MEMORY_LABELS, MESSAGE_KEYS, RELATIONS, SPACES, SYNC_ITEMS, SYNC_LOG, THREADS, WORKING_MEMORY,
+    LABEL_MERGES, LABELS, MEMORIES, MEMORY_LABELS, MESSAGE_KEYS, RELATIONS, SPACES, SYNC_ITEMS, SYNC_LOG, THREADS,
+    WORKING_MEMORY,
 };
 use crate::storage::{Readable, key_from_bytes};
 
@@ -88,6 +90,10 @@ pub(crate) fn touched_items(touched: &[(&'static str, Vec<u8>)]) -> BTreeSet<Ite
             k if k == THREADS.name() => {
                 let (s, id) = key_from_bytes::<(&str, &str)>(bytes);
                 Item::Thread(s.to_string(), id.to_string())
+            }
+            k if k == LABEL_MERGES.name() => {
+                let (s, id) = key_from_bytes::<(&str, &str)>(bytes);
+                Item::LabelMerge(s.to_string(), id.to_string())
             }
             k if k == MESSAGE_KEYS.name() => {
                 let (s, t, key) = key_from_bytes::<(&str, &str, &str)>(bytes);
@@ -310,6 +316,13 @@ pub(crate) fn current<X: Tx>(tx: &X, item: &Item) -> Result<Option<(Vec<u8>, BTr
                 None => None,
             }
         }
+        Item::LabelMerge(s, id) => {
+            let m: Option<LabelMerge> = super::label::label_merges(tx)?.get((s.as_str(), id.as_str()))?;
+            match m {
+                Some(m) => Some((json(&m)?, none())),
+                None => None,
+            }
+        }
         Item::Thread(s, id) => match super::thread::threads(tx)?.get((s.as_str(), id.as_str()))? {
             Some(t) => Some((json(&thread_projection(&t))?, none())),
             None => None,
@@ -349,6 +362,11 @@ pub(crate) fn all_items<X: Tx>(tx: &X) -> Result<Vec<Item>> {
     for row in super::relation::relation_space(tx)?.iter()? {
         out.push(Item::Relation(row?.0.value().to_string()));
     }
+    for row in super::label::label_merges(tx)?.iter()? {
+        let (k, _) = row?;
+        let (s, id) = k.value();
+        out.push(Item::LabelMerge(s.to_string(), id.to_string()));
+    }
     for row in super::thread::threads(tx)?.iter()? {
         let (k, _) = row?;
         let (s, id) = k.value();
@@ -359,4 +377,79 @@ pub(crate) fn all_items<X: Tx>(tx: &X) -> Result<Vec<Item>> {
     keys.sort_by(|a, b| (&a.0, &a.1, a.3).cmp(&(&b.0, &b.1, b.3)));
     out.extend(keys.into_iter().map(|(s, t, k, _)| Item::message(&s, &t, &k)));
     Ok(out)
+}
+
+/// The label merges of `space` that redirect (docs/sync.md, "Label merges"): merged-away label id -> survivor id.
+/// A merge redirects while it is not reversed and its merged-away label has not been created again; of two merges
+/// of one label (on two devices at once), the one with the greater merge id (a UUIDv7: the later) redirects.
+/// The same on every device that holds the same merge and label records.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Redirects(BTreeMap<String, String>);
+
+impl Redirects {
+    /// The redirects of `space`; `exists` tells whether a label record is there (read through the caller's open
+    /// label kind).
+    ///
+    /// # Errors
+    /// Storage errors; [`ErrorKind::Corrupt`].
+    pub(crate) fn of<X: Tx>(tx: &X, space: &str, mut exists: impl FnMut(&str) -> Result<bool>) -> Result<Self> {
+        let merges: Vec<(String, LabelMerge)> = super::label::label_merges(tx)?.in_space(space)?;
+        let mut out: BTreeMap<String, (String, String)> = BTreeMap::new();
+        for (id, m) in merges {
+            if m.reversed_at.is_some() || exists(&m.source.id)? {
+                continue;
+            }
+            let newer = out.get(&m.source.id).is_none_or(|(held, _)| id > *held);
+            if newer {
+                out.insert(m.source.id.clone(), (id, m.target_id));
+            }
+        }
+        Ok(Redirects(out.into_iter().map(|(s, (_, t))| (s, t)).collect()))
+    }
+
+    /// Whether nothing is redirected.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Where `label` ends after following the redirects (at most one step per merge, so a cycle ends).
+    pub(crate) fn target(&self, label: &str) -> String {
+        let mut at = label;
+        for _ in 0..self.0.len() {
+            match self.0.get(at) {
+                Some(next) => at = next,
+                None => break,
+            }
+        }
+        at.to_string()
+    }
+
+    /// `labels` after the redirects.
+    pub(crate) fn apply(&self, labels: &BTreeSet<String>) -> BTreeSet<String> {
+        labels.iter().map(|l| self.target(l)).collect()
+    }
+
+    /// Every label that redirects (through any number of steps) to `label`, and `label` itself.
+    pub(crate) fn sources_of(&self, label: &str) -> BTreeSet<String> {
+        let mut out: BTreeSet<String> = self.0.keys().filter(|s| self.target(s) == label).cloned().collect();
+        out.insert(label.to_string());
+        out
+    }
+}
+
+/// `label` and every label its merges among `merges` lead to, through any number of steps, whether or not they
+/// redirect now: the labels whose memories a change of those merges may relabel.
+pub(crate) fn merge_chain(merges: &[(String, LabelMerge)], label: &str) -> BTreeSet<String> {
+    let mut chain = BTreeSet::from([label.to_string()]);
+    loop {
+        let next: BTreeSet<String> = merges
+            .iter()
+            .filter(|(_, m)| chain.contains(&m.source.id) && !chain.contains(&m.target_id))
+            .map(|(_, m)| m.target_id.clone())
+            .collect();
+        if next.is_empty() {
+            return chain;
+        }
+        chain.extend(next);
+    }
 }

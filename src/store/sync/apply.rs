@@ -20,14 +20,14 @@ use std::collections::{BTreeSet, HashMap};
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::ops::IndexOp;
 use crate::model::{
-    Change, Item, ItemClock, Label, Memory, MemoryRelation, Message, Op, Space, SpaceUsage, Thread, Timestamp,
-    WorkingMemory,
+    Change, Item, ItemClock, Label, LabelMerge, Memory, MemoryRelation, Message, Op, Space, SpaceUsage, Thread,
+    Timestamp, WorkingMemory,
 };
 use crate::storage::WriteTx;
 use crate::store::KnowledgeStore;
 use crate::store::core::changes;
 use crate::store::memories::{MemoryWrite, put_remote};
-use crate::store::records::{meta, sync, thread, working_memory};
+use crate::store::records::{label, meta, sync, thread, working_memory};
 use crate::sync::merge::{self, MessageWrite, NodeMerge};
 
 /// What one change did.
@@ -84,6 +84,7 @@ pub(super) fn apply_then(
         let mut clocks = sync::items(txn)?;
         let mut placeholders = Vec::new();
         let mut threads = Threads::default();
+        let mut relabel = BTreeSet::new();
         for c in changes {
             let observed = core.writes.sync.with(|clock| clock.observe(c.stamp.hlc));
             if let Some(Err(refused)) = observed {
@@ -96,6 +97,7 @@ pub(super) fn apply_then(
                 t: &mut t,
                 th: &mut th,
                 threads: &mut threads,
+                relabel: &mut relabel,
                 ic: &mut ic,
                 embedder: &*embedder,
                 vectors: &vectors,
@@ -129,6 +131,15 @@ pub(super) fn apply_then(
             }
         }
         threads.settle(&mut th, &mut clocks)?;
+        for id in relabel {
+            let ic: ItemClock = clocks.get(Item::Memory(id.clone()).key())?.unwrap_or_default();
+            let Some(space) = t.memories.space_of(&id)? else { continue };
+            let Some(sm) = t.load(&space, &id)? else { continue };
+            let wanted = shown_labels(txn, &t, &space, &ic)?;
+            if t.label_ids(&space, &id)? != wanted {
+                put_remote(&*embedder, txn, &mut t, sm.memory, &wanted, None, now, ops)?;
+            }
+        }
         // The clock moved past what it saw: saved, so that a restart stamps after it.
         if let Some(last) = core.writes.sync.with(|clock| clock.last()) {
             meta::meta(txn)?.put_json(changes::HLC_KEY, &last)?;
@@ -154,6 +165,8 @@ struct Merge<'a, 't> {
     t: &'a mut MemoryWrite<'t>,
     th: &'a mut thread::Writer<'t>,
     threads: &'a mut Threads,
+    /// Memories whose shown labels a label merge or a label record of this batch may change.
+    relabel: &'a mut BTreeSet<String>,
     ic: &'a mut ItemClock,
     embedder: &'a dyn crate::embed::Embedder,
     /// The batch's memory texts embedded ahead, by index text.
@@ -195,6 +208,7 @@ impl Merge<'_, '_> {
             (Item::Working(s, d), v) => self.working(s, d, v)?,
             (Item::Relation(id), v) => self.relation(id, v)?,
             (Item::Thread(s, id), v) => self.thread(s, id, v)?,
+            (Item::LabelMerge(s, id), v) => self.label_merge(s, id, v)?,
             (item @ Item::Message(..), v) => self.message(item, v)?,
             (Item::Memory(_), _) => {
                 return Err(Error::new(ErrorKind::Internal, "a memory reached the register merge"));
@@ -223,6 +237,8 @@ impl Merge<'_, '_> {
     }
 
     fn label(&mut self, space: &str, id: &str, value: Option<&[u8]>) -> Result<Option<[u8; 16]>> {
+        // A merged-away label deleted or created again turns its merges' redirects on or off.
+        self.relabel_chain(space, id)?;
         let Some(v) = value else {
             self.t.labels.remove(space, id)?;
             return Ok(None);
@@ -234,6 +250,37 @@ impl Merge<'_, '_> {
         l.usage_count = self.t.labels.get(space, id)?.map_or(0, |old| old.usage_count);
         self.t.labels.put(space, id, &l)?;
         Ok(Some(sync::hash(&json(&sync::label_projection(&l))?)))
+    }
+
+    /// A label merge record: stored as it came (a reversal is a put with `reversed_at`); the memories that
+    /// show its labels are relabelled once the batch is merged.
+    fn label_merge(&mut self, space: &str, id: &str, value: Option<&[u8]>) -> Result<Option<[u8; 16]>> {
+        let old: Option<LabelMerge> = label::label_merges(self.txn)?.get((space, id))?;
+        if let Some(o) = &old {
+            self.relabel_chain(space, &o.source.id)?;
+        }
+        let Some(v) = value else {
+            label::label_merges(self.txn)?.remove((space, id))?;
+            return Ok(None);
+        };
+        let m: LabelMerge = sync::value_of(v)?;
+        if m.space_id != space || m.merge_id != id {
+            return Err(Error::new(ErrorKind::InvalidInput, "a label merge change names another merge than its item"));
+        }
+        self.ensure_space(space)?;
+        label::label_merges(self.txn)?.put((space, id), &m)?;
+        self.relabel_chain(space, &m.source.id)?;
+        Ok(Some(sync::hash(&json(&m)?)))
+    }
+
+    /// Marks for relabelling every memory that shows `label` or a label a merge of it leads to (whether or not
+    /// the merges redirect now).
+    fn relabel_chain(&mut self, space: &str, label: &str) -> Result<()> {
+        let merges: Vec<(String, LabelMerge)> = label::label_merges(self.txn)?.in_space(space)?;
+        for l in sync::merge_chain(&merges, label) {
+            self.relabel.extend(self.t.labels.memories_of(space, &l)?);
+        }
+        Ok(())
     }
 
     fn working(&mut self, space: &str, day: &str, value: Option<&[u8]>) -> Result<Option<[u8; 16]>> {
@@ -441,7 +488,7 @@ impl Merge<'_, '_> {
             Some(v) => {
                 let m: Memory = sync::value_of(v)?;
                 self.ensure_space(&m.space_id)?;
-                let labels = self.ic.present_labels();
+                let labels = shown_labels(self.txn, self.t, &m.space_id, self.ic)?;
                 let vector = self.vectors.get(&m.index_text()).cloned();
                 put_remote(self.embedder, self.txn, self.t, m, &labels, vector, self.now, self.ops)?;
                 self.ic.hash = self.current_value(id)?.map(|v| sync::hash(&v));
@@ -458,13 +505,20 @@ impl Merge<'_, '_> {
     fn relabel(&mut self, id: &str) -> Result<()> {
         let Some(space) = self.t.memories.space_of(id)? else { return Ok(()) };
         let Some(sm) = self.t.load(&space, id)? else { return Ok(()) };
-        let wanted = self.ic.present_labels();
+        let wanted = shown_labels(self.txn, self.t, &space, self.ic)?;
         if self.t.label_ids(&space, id)? == wanted {
             return Ok(());
         }
         let memory = sm.memory.clone();
         put_remote(self.embedder, self.txn, self.t, memory, &wanted, None, self.now, self.ops)
     }
+}
+
+/// The labels a memory of `space` with clock `ic` shows: its add-wins set through the space's label merges.
+fn shown_labels(txn: &WriteTx, t: &MemoryWrite<'_>, space: &str, ic: &ItemClock) -> Result<BTreeSet<String>> {
+    let redirects = sync::Redirects::of(txn, space, |l| Ok(t.labels.get(space, l)?.is_some()))?;
+    let present = ic.present_labels();
+    Ok(if redirects.is_empty() { present } else { redirects.apply(&present) })
 }
 
 /// The threads a batch touched, settled once it is merged.
