@@ -28,6 +28,11 @@ pub enum Item {
     /// A label merge record: (space id, merge id). While it holds (not reversed, and the merged-away label not
     /// created again) it redirects that label to the survivor on every memory.
     LabelMerge(String, String),
+    /// A source, by id: its record, parsed text and chunks (not its original bytes). The memories extracted from
+    /// it are memories of their own.
+    Source(String),
+    /// A timeline review event and its decision: (space id, review id).
+    Review(String, String),
 }
 
 impl Item {
@@ -42,6 +47,8 @@ impl Item {
             Item::Thread(s, id) => ("thread", s, id),
             Item::Message(s, key) => ("message", s, key),
             Item::LabelMerge(s, id) => ("label_merge", s, id),
+            Item::Source(id) => ("source", "", id),
+            Item::Review(s, id) => ("review", s, id),
         }
     }
 
@@ -69,6 +76,8 @@ impl Item {
             "thread" => Item::Thread(space.to_string(), id.to_string()),
             "message" => Item::Message(space.to_string(), id.to_string()),
             "label_merge" => Item::LabelMerge(space.to_string(), id.to_string()),
+            "source" => Item::Source(id.to_string()),
+            "review" => Item::Review(space.to_string(), id.to_string()),
             _ => return None,
         })
     }

@@ -152,6 +152,10 @@ pub const REPLICATED: &[&str] = &[
     "relations",
     "threads",
     "message_keys",
+    "sources",
+    "source_text",
+    "source_chunks",
+    "reviews",
 ];
 
 /// Every record kind with its columns, in declaration order: what a database backend creates one table for.

@@ -196,7 +196,16 @@ fn a_device_killed_while_it_syncs_loses_and_repeats_nothing() {
     assert_eq!(thread_texts(&b, "at").len(), *a_totals.last().unwrap());
     assert_eq!(thread_texts(&a, "bt"), thread_texts(&b, "bt"));
     let (sa, sb) = (a.sync().replicated_state().unwrap(), b.sync().replicated_state().unwrap());
-    assert!(sa == sb, "the devices differ after syncing to rest ({} and {} items)", sa.len(), sb.len());
+    let (ka, kb): (BTreeSet<&String>, BTreeSet<&String>) =
+        (sa.iter().map(|x| &x.0).collect(), sb.iter().map(|x| &x.0).collect());
+    assert!(
+        sa == sb,
+        "the devices differ after syncing to rest ({} and {} items): only on a {:?}, only on b {:?}",
+        sa.len(),
+        sb.len(),
+        ka.difference(&kb).take(5).collect::<Vec<_>>(),
+        kb.difference(&ka).take(5).collect::<Vec<_>>()
+    );
     for id in &acked_mems {
         assert_eq!(b.memories().get(id, None).map(|v| v.memory.content).ok(), Some(note(id)), "{id} on b");
         assert!(a.memories().get(id, None).is_ok(), "{id} did not reach a");

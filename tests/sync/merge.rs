@@ -227,6 +227,61 @@ fn a_label_assigned_while_it_was_merged_elsewhere_lands_on_the_survivor_and_come
 }
 
 #[test]
+fn sources_and_review_decisions_travel_with_their_text_chunks_and_resolution() {
+    let devices = [device(), device()];
+    let (a, b) = (&devices[0], &devices[1]);
+    let guide = "# Coffee guide\n\nGrind the beans fresh every morning, a little coarser for the French press than \
+                 for the espresso machine.\n\n## Cleaning\n\nDescale the kettle and the espresso machine once a \
+                 month with citric acid, then rinse them twice with clean water.\n";
+    let source = a
+        .store
+        .sources()
+        .ingest(engram::NewSource {
+            bytes: guide.as_bytes().to_vec(),
+            original_name: "guide.md".into(),
+            extract_memories: true,
+            ..Default::default()
+        })
+        .unwrap()
+        .source;
+    // Two memories that disagree on a number make a review; a resolves it.
+    a.store.memories().create(mem("k1", "Caroline has 2 kids and a dog", &[])).unwrap();
+    a.store.memories().create(mem("k2", "Caroline has 3 kids and a dog", &[])).unwrap();
+    let (events, _) = a.store.reviews().list("default", false, None, 10, 0).unwrap();
+    assert_eq!(events.len(), 1, "{events:?}");
+    let resolution = engram::Resolution {
+        action: engram::REVIEW_ACTIONS[0].to_string(),
+        note: "checked with Caroline".into(),
+        resolved_at: engram::model::Timestamp::now(),
+        effects: vec![],
+    };
+    a.store.reviews().record_resolution("default", &events[0].id, resolution).unwrap();
+    settle(&devices);
+
+    let got = b.store.sources().get(&source.id, None).unwrap();
+    assert_eq!((got.sha256.as_str(), got.chunk_count), (source.sha256.as_str(), source.chunk_count));
+    assert_eq!(b.store.sources().text(&source.id).unwrap(), a.store.sources().text(&source.id).unwrap());
+    let hits = b.store.sources().search_chunks(&source.id, None, "descale kettle", 5).unwrap();
+    assert!(hits.chunks.first().is_some_and(|(_, text)| text.contains("Descale")), "{:?}", hits.chunks);
+    let review = b.store.reviews().get("default", &events[0].id).unwrap();
+    assert_eq!(review.resolution.map(|r| r.note).as_deref(), Some("checked with Caroline"));
+    assert_eq!(state(a), state(b));
+    // A source deleted on b goes on a, with the memories extracted from it.
+    let extracted: Vec<String> = state(a)
+        .into_iter()
+        .filter_map(|(k, _)| k.strip_prefix("memory//").filter(|id| id.starts_with(&source.id)).map(str::to_string))
+        .collect();
+    assert!(!extracted.is_empty(), "{:?}", state(a).iter().map(|(k, _)| k.clone()).collect::<Vec<_>>());
+    b.store.sources().delete(&source.id, None).unwrap();
+    settle(&devices);
+    assert!(a.store.sources().get(&source.id, None).is_err());
+    for id in extracted {
+        assert_eq!(content(a, &id), None, "{id}");
+    }
+    assert_eq!(state(a), state(b));
+}
+
+#[test]
 fn a_memory_that_arrives_before_its_space_gets_a_placeholder_the_space_replaces() {
     let (a, b) = (device(), device());
     a.store.spaces().create(NewSpace { name: "Travel plans".into(), ..Default::default() }).unwrap();

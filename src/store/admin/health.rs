@@ -27,7 +27,8 @@ impl<'s> Admin<'s> {
         let started = Instant::now();
         self.store.memories().flush_access()?;
         // An empty immediate commit: it makes every earlier commit without fsync durable.
-        let commit = crate::store::core::write::Commit { durability: Some(Durability::Immediate), bump: false };
+        let commit =
+            crate::store::core::write::Commit { durability: Some(Durability::Immediate), bump: false, capture: false };
         let g = self
             .store
             .core

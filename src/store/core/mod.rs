@@ -311,7 +311,8 @@ impl Core {
     /// in a durable commit ([`snapshot::save`]).
     fn save_snapshot(&self, file: &std::path::Path, state: &IndexState) -> Result<()> {
         if let Some(token) = snapshot::save(&self.db, file, state, &self.graph_files.side)? {
-            let commit = write::Commit { durability: Some(crate::config::Durability::Immediate), bump: false };
+            let commit =
+                write::Commit { durability: Some(crate::config::Durability::Immediate), bump: false, capture: false };
             self.writes.write(commit, |txn, _| meta::meta(txn)?.put_u64(meta::INDEX_SNAPSHOT, token))?;
         }
         Ok(())
@@ -540,7 +541,7 @@ impl Core {
         if let Some(id) = meta::meta(&self.db.read()?)?.u64(key)? {
             return Ok(id);
         }
-        let commit = write::Commit { durability: None, bump: false };
+        let commit = write::Commit { durability: None, bump: false, capture: false };
         self.writes.write(commit, |txn, _| {
             let mut meta = meta::meta(txn)?;
             match meta.u64(key)? {

@@ -34,16 +34,21 @@ pub(crate) struct Commit {
     /// Durability of the commit; None: the store's ([`crate::StoreConfig::durability`]).
     pub durability: Option<Durability>,
     /// Bump `META.generation`: true for a change of knowledge (derived results must be recomputed); false
-    /// for bookkeeping (read counts, derived tables, checkpoints), which must not change a field that sync
-    /// replicates: its writes are not captured ([`super::changes`]).
+    /// for bookkeeping (read counts, derived tables, checkpoints).
     pub bump: bool,
+    /// In a sync group, log the replicated changes of the write ([`super::changes`]). False for bookkeeping,
+    /// which must then change no field that sync replicates.
+    pub capture: bool,
 }
 
 impl Commit {
     /// A change of knowledge with the store's durability.
-    pub const KNOWLEDGE: Commit = Commit { durability: None, bump: true };
+    pub const KNOWLEDGE: Commit = Commit { durability: None, bump: true, capture: true };
     /// Bookkeeping with the store's durability: no generation bump.
-    pub const BOOKKEEPING: Commit = Commit { durability: None, bump: false };
+    pub const BOOKKEEPING: Commit = Commit { durability: None, bump: false, capture: false };
+    /// A write no derived result reads but whose records replicate (timeline review events): no generation
+    /// bump, captured in a sync group.
+    pub const REPLICATED_BOOKKEEPING: Commit = Commit { durability: None, bump: false, capture: true };
 }
 
 /// The store's writer: the database, the writer lock, the durability, the change feed and sync's clock.
@@ -96,7 +101,7 @@ impl Writes {
         let mut ops = Vec::new();
         let mut txn = self.db.write(c.durability.unwrap_or(self.durability))?;
         // Bookkeeping never changes a replicated field (read counts, derived rows, checkpoints): not captured.
-        let capturing = c.bump && self.sync.on();
+        let capturing = c.capture && self.sync.on();
         if capturing {
             txn.capture(crate::store::records::sync::REPLICATED);
         }

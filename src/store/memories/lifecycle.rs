@@ -279,7 +279,7 @@ impl Memories<'_> {
             return Some(Ok(()));
         }
         // Not a change of knowledge: no generation bump, so derived results stay current.
-        let commit = Commit { durability: Some(crate::config::Durability::Eventual), bump: false };
+        let commit = Commit { durability: Some(crate::config::Durability::Eventual), bump: false, capture: false };
         let count = |txn: &crate::storage::WriteTx, ops: &mut Vec<IndexOp>| -> Result<()> {
             let mut w = MemoryWrite::open(txn)?;
             for (id, (reads, last)) in &batch {

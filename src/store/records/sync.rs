@@ -13,8 +13,8 @@ use crate::model::{
     WorkingMemory,
 };
 use crate::storage::tables::{
-    LABEL_MERGES, LABELS, MEMORIES, MEMORY_LABELS, MESSAGE_KEYS, RELATIONS, SPACES, SYNC_ITEMS, SYNC_LOG, THREADS,
-    WORKING_MEMORY,
+    LABEL_MERGES, LABELS, MEMORIES, MEMORY_LABELS, MESSAGE_KEYS, RELATIONS, REVIEWS, SOURCE_CHUNKS, SOURCE_TEXT,
+    SOURCES, SPACES, SYNC_ITEMS, SYNC_LOG, THREADS, WORKING_MEMORY,
 };
 use crate::storage::{Readable, key_from_bytes};
 
@@ -90,6 +90,13 @@ pub(crate) fn touched_items(touched: &[(&'static str, Vec<u8>)]) -> BTreeSet<Ite
             k if k == THREADS.name() => {
                 let (s, id) = key_from_bytes::<(&str, &str)>(bytes);
                 Item::Thread(s.to_string(), id.to_string())
+            }
+            k if k == SOURCES.name() => Item::Source(key_from_bytes::<(&str, &str)>(bytes).1.to_string()),
+            k if k == SOURCE_TEXT.name() => Item::Source(key_from_bytes::<&str>(bytes).to_string()),
+            k if k == SOURCE_CHUNKS.name() => Item::Source(key_from_bytes::<(&str, u64)>(bytes).0.to_string()),
+            k if k == REVIEWS.name() => {
+                let (s, id) = key_from_bytes::<(&str, &str)>(bytes);
+                Item::Review(s.to_string(), id.to_string())
             }
             k if k == LABEL_MERGES.name() => {
                 let (s, id) = key_from_bytes::<(&str, &str)>(bytes);
@@ -263,6 +270,30 @@ pub(crate) fn placeholder_thread(space: &str, id: &str) -> Thread {
     }
 }
 
+/// What a source replicates: its record, parsed text and chunks (the original bytes stay on the device that
+/// ingested them).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct SourceValue {
+    /// The record.
+    pub source: crate::model::Source,
+    /// The parsed text (empty when it has none).
+    pub text: String,
+    /// Its chunks, in order.
+    pub chunks: Vec<crate::model::Chunk>,
+}
+
+/// The replicated value of source `id`, if it exists.
+///
+/// # Errors
+/// Storage errors; [`ErrorKind::Corrupt`].
+pub(crate) fn source_value<X: Tx>(tx: &X, id: &str) -> Result<Option<SourceValue>> {
+    let Some(space) = super::source::space_of(tx, id)? else { return Ok(None) };
+    let Some(source) = super::source::sources(tx)?.get((space.as_str(), id))? else { return Ok(None) };
+    let text = super::source::text_of(tx, id)?;
+    let chunks = super::source::chunks_of(tx, id)?;
+    Ok(Some(SourceValue { source, text, chunks }))
+}
+
 /// The replicated value of `item` as the transaction sees it (the JSON of its replicated fields), and for a
 /// memory its label ids; None when the item does not exist or is derived (a crystal).
 ///
@@ -311,6 +342,17 @@ pub(crate) fn current<X: Tx>(tx: &X, item: &Item) -> Result<Option<(Vec<u8>, BTr
         Item::Relation(id) => {
             let Some(space) = super::relation::space_of(tx, id)? else { return Ok(None) };
             let r: Option<MemoryRelation> = super::relation::relations(tx)?.get((space.as_str(), id.as_str()))?;
+            match r {
+                Some(r) => Some((json(&r)?, none())),
+                None => None,
+            }
+        }
+        Item::Source(id) => match source_value(tx, id)? {
+            Some(v) => Some((json(&v)?, none())),
+            None => None,
+        },
+        Item::Review(s, id) => {
+            let r: Option<crate::model::ReviewEvent> = super::review::reviews(tx)?.get((s.as_str(), id.as_str()))?;
             match r {
                 Some(r) => Some((json(&r)?, none())),
                 None => None,
@@ -366,6 +408,14 @@ pub(crate) fn all_items<X: Tx>(tx: &X) -> Result<Vec<Item>> {
         let (k, _) = row?;
         let (s, id) = k.value();
         out.push(Item::LabelMerge(s.to_string(), id.to_string()));
+    }
+    for row in super::source::source_space(tx)?.iter()? {
+        out.push(Item::Source(row?.0.value().to_string()));
+    }
+    for row in super::review::reviews(tx)?.iter()? {
+        let (k, _) = row?;
+        let (s, id) = k.value();
+        out.push(Item::Review(s.to_string(), id.to_string()));
     }
     for row in super::thread::threads(tx)?.iter()? {
         let (k, _) = row?;

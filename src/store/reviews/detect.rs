@@ -281,8 +281,9 @@ impl Reviews<'_> {
             return;
         }
         drop(rtx);
-        // Review events are bookkeeping: the graph and other derived results do not read them.
-        let r = self.store.core.writes.write(crate::store::core::write::Commit::BOOKKEEPING, |txn, _| {
+        // Review events are bookkeeping: the graph and other derived results do not read them. They are
+        // detected where a memory is written, so they replicate (docs/sync.md).
+        let r = self.store.core.writes.write(crate::store::core::write::Commit::REPLICATED_BOOKKEEPING, |txn, _| {
             let mut t = review::reviews(txn)?;
             for e in &events {
                 t.put((e.space_id.as_str(), e.id.as_str()), e)?;

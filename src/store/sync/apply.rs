@@ -20,14 +20,14 @@ use std::collections::{BTreeSet, HashMap};
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::ops::IndexOp;
 use crate::model::{
-    Change, Item, ItemClock, Label, LabelMerge, Memory, MemoryRelation, Message, Op, Space, SpaceUsage, Thread,
-    Timestamp, WorkingMemory,
+    Change, Item, ItemClock, Label, LabelMerge, Memory, MemoryRelation, Message, Op, ReviewEvent, Space, SpaceUsage,
+    Thread, Timestamp, WorkingMemory,
 };
-use crate::storage::WriteTx;
+use crate::storage::{Readable, WriteTx};
 use crate::store::KnowledgeStore;
 use crate::store::core::changes;
 use crate::store::memories::{MemoryWrite, put_remote};
-use crate::store::records::{label, meta, sync, thread, working_memory};
+use crate::store::records::{label, meta, review, source, sync, thread, working_memory};
 use crate::sync::merge::{self, MessageWrite, NodeMerge};
 
 /// What one change did.
@@ -77,7 +77,7 @@ pub(super) fn apply_then(
             vectors = texts.into_iter().zip(embedded).collect();
         }
     }
-    core.write(|txn, ops| {
+    let (report, source_spaces) = core.write(|txn, ops| {
         let mut report = ApplyReport::default();
         let mut t = MemoryWrite::open(txn)?;
         let mut th = thread::Writer::open(txn)?;
@@ -85,6 +85,7 @@ pub(super) fn apply_then(
         let mut placeholders = Vec::new();
         let mut threads = Threads::default();
         let mut relabel = BTreeSet::new();
+        let mut sources = BTreeSet::new();
         for c in changes {
             let observed = core.writes.sync.with(|clock| clock.observe(c.stamp.hlc));
             if let Some(Err(refused)) = observed {
@@ -98,6 +99,7 @@ pub(super) fn apply_then(
                 th: &mut th,
                 threads: &mut threads,
                 relabel: &mut relabel,
+                sources: &mut sources,
                 ic: &mut ic,
                 embedder: &*embedder,
                 vectors: &vectors,
@@ -146,8 +148,13 @@ pub(super) fn apply_then(
         }
         drop((t, th, clocks));
         then(txn)?;
-        Ok(report)
-    })
+        Ok((report, sources))
+    })?;
+    // A space's chunk index is built again from its sources at its next chunk search.
+    for space in source_spaces {
+        core.chunk_index.write().remove(&space);
+    }
+    Ok(report)
 }
 
 fn item_name(item: &Item) -> String {
@@ -167,6 +174,8 @@ struct Merge<'a, 't> {
     threads: &'a mut Threads,
     /// Memories whose shown labels a label merge or a label record of this batch may change.
     relabel: &'a mut BTreeSet<String>,
+    /// Spaces whose sources changed: their in-memory chunk index is dropped after the commit.
+    sources: &'a mut BTreeSet<String>,
     ic: &'a mut ItemClock,
     embedder: &'a dyn crate::embed::Embedder,
     /// The batch's memory texts embedded ahead, by index text.
@@ -209,6 +218,8 @@ impl Merge<'_, '_> {
             (Item::Relation(id), v) => self.relation(id, v)?,
             (Item::Thread(s, id), v) => self.thread(s, id, v)?,
             (Item::LabelMerge(s, id), v) => self.label_merge(s, id, v)?,
+            (Item::Source(id), v) => self.source(id, v)?,
+            (Item::Review(s, id), v) => self.review(s, id, v)?,
             (item @ Item::Message(..), v) => self.message(item, v)?,
             (Item::Memory(_), _) => {
                 return Err(Error::new(ErrorKind::Internal, "a memory reached the register merge"));
@@ -250,6 +261,68 @@ impl Merge<'_, '_> {
         l.usage_count = self.t.labels.get(space, id)?.map_or(0, |old| old.usage_count);
         self.t.labels.put(space, id, &l)?;
         Ok(Some(sync::hash(&json(&sync::label_projection(&l))?)))
+    }
+
+    /// A source: its record, text and chunks replace what this device holds (the original bytes are kept only
+    /// where the source was ingested, and while it stays the same source here).
+    fn source(&mut self, id: &str, value: Option<&[u8]>) -> Result<Option<[u8; 16]>> {
+        if let Some(space) = source::space_of(self.txn, id)? {
+            if let Some(old) = source::sources(self.txn)?.get((space.as_str(), id))? {
+                let mut shas = source::source_sha(self.txn)?;
+                if shas.get((space.as_str(), old.sha256.as_str()))?.is_some_and(|v| v.value() == id) {
+                    shas.remove((space.as_str(), old.sha256.as_str()))?;
+                }
+            }
+            source::sources(self.txn)?.remove((space.as_str(), id))?;
+            source::source_space(self.txn)?.remove(id)?;
+            source::source_text(self.txn)?.remove(id)?;
+            source::source_chunks(self.txn)?.remove_range((id, 0u64)..=(id, u64::MAX))?;
+            self.sources.insert(space);
+        }
+        let Some(v) = value else {
+            source::source_files(self.txn)?.remove(id)?;
+            return Ok(None);
+        };
+        let sv: sync::SourceValue = sync::value_of(v)?;
+        if sv.source.id != id {
+            return Err(Error::new(ErrorKind::InvalidInput, "a source change names another source than its item"));
+        }
+        let space = sv.source.space_id.clone();
+        self.ensure_space(&space)?;
+        source::sources(self.txn)?.put((space.as_str(), id), &sv.source)?;
+        source::source_space(self.txn)?.put(id, space.as_str())?;
+        // Two devices that ingested the same bytes at once hold two sources; the lookup by hash names one.
+        let mut shas = source::source_sha(self.txn)?;
+        if shas.get((space.as_str(), sv.source.sha256.as_str()))?.is_none() {
+            shas.put((space.as_str(), sv.source.sha256.as_str()), id)?;
+        }
+        drop(shas);
+        if !sv.text.is_empty() {
+            source::source_text(self.txn)?.put(id, sv.text.as_bytes())?;
+        }
+        let mut chunks = source::source_chunks(self.txn)?;
+        for (i, c) in sv.chunks.iter().enumerate() {
+            chunks.put((id, i as u64), c)?;
+        }
+        self.sources.insert(space);
+        Ok(Some(sync::hash(&json(&sv)?)))
+    }
+
+    /// A timeline review event with its decision.
+    fn review(&mut self, space: &str, id: &str, value: Option<&[u8]>) -> Result<Option<[u8; 16]>> {
+        let mut t = review::reviews(self.txn)?;
+        let Some(v) = value else {
+            t.remove((space, id))?;
+            return Ok(None);
+        };
+        let r: ReviewEvent = sync::value_of(v)?;
+        if r.space_id != space || r.id != id {
+            return Err(Error::new(ErrorKind::InvalidInput, "a review change names another review than its item"));
+        }
+        drop(t);
+        self.ensure_space(space)?;
+        review::reviews(self.txn)?.put((space, id), &r)?;
+        Ok(Some(sync::hash(&json(&r)?)))
     }
 
     /// A label merge record: stored as it came (a reversal is a put with `reversed_at`); the memories that
