@@ -448,6 +448,8 @@ fn real_responses_match_the_document() {
     assert!(b["markdown"].as_str().unwrap().contains("Working memory"), "{b}");
     let st = c.check("GET", "/stats", "/stats", None);
     assert!(st["memory_count"].as_u64().unwrap() >= 5, "{st}");
+    let sy = c.check("GET", "/sync/status", "/sync/status", None);
+    assert_eq!((sy["enabled"].as_bool(), sy["device_id"].as_str().map(str::len)), (Some(false), Some(32)), "{sy}");
     let cp = c.check("POST", "/health/checkpoint", "/health/checkpoint", None);
     assert_eq!((cp["success"].as_bool(), cp["durable"].as_bool()), (Some(true), Some(true)));
     assert!(cp["generation"].as_u64().unwrap() > 0, "{cp}");

@@ -68,6 +68,17 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         stats
     ),
     route!(
+        "GET",
+        "/sync/status",
+        "get_sync_status",
+        "This device's place in its sync group: device id, folder, pending changes, the other devices (Engram extension)",
+        &[],
+        None,
+        Shape::Ref(Dto::of::<crate::store::SyncStatus>()),
+        false,
+        sync_status
+    ),
+    route!(
         "POST",
         "/health/checkpoint",
         "health_checkpoint",
@@ -339,6 +350,10 @@ pub(super) const STATS_PARAMS: &[super::query::ParamSpec] =
 
 pub(super) fn stats(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
     Ok(ApiResponse::json(200, &api.store().admin().stats(ctx.query.str("space_id").filter(|s| !s.is_empty()))?))
+}
+
+pub(super) fn sync_status(api: &Api, _: &Ctx<'_>) -> Result<ApiResponse> {
+    Ok(ApiResponse::json(200, &api.store().sync().status()?))
 }
 
 pub(super) fn checkpoint(api: &Api, _: &Ctx<'_>) -> Result<ApiResponse> {

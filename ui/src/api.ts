@@ -137,3 +137,4 @@ export type Message = Schemas["Message"];
 export type ReviewSide = Schemas["MemoryBrief"];
 export type ReviewEvent = Schemas["FeedEvent"];
 export type Source = Schemas["Source"];
+export type SyncStatus = Schemas["SyncStatus"];

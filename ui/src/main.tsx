@@ -12,6 +12,7 @@ import { ReviewsView } from "./views/reviews";
 import { LabelsView } from "./views/labels";
 import { SpacesView } from "./views/spaces";
 import { WorkingMemoryView } from "./views/working";
+import { SyncView } from "./views/sync";
 import { SystemView } from "./views/system";
 import "./styles.css";
 
@@ -42,6 +43,7 @@ const NAV: [string, string][] = [
   ["labels", "Labels"],
   ["spaces", "Spaces"],
   ["working-memory", "Working memory"],
+  ["sync", "Sync"],
   ["system", "System"],
 ];
 
@@ -261,6 +263,7 @@ function App() {
           <Route path="/labels" element={<LabelsView />} />
           <Route path="/spaces" element={<SpacesView />} />
           <Route path="/working-memory" element={<WorkingMemoryView />} />
+          <Route path="/sync" element={<SyncView />} />
           <Route path="/system" element={<SystemView />} />
           <Route path="*" element={<p>No such page.</p>} />
         </Routes>

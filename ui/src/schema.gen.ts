@@ -1414,6 +1414,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/sync/status": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** This device's place in its sync group: device id, folder, pending changes, the other devices (Engram extension) */
+        get: operations["get_sync_status"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/threads": {
         parameters: {
             query?: never;
@@ -3904,6 +3921,35 @@ export interface components {
              */
             total: number;
         };
+        /** @description What this device knows of another device of its group. */
+        Peer: {
+            /**
+             * Format: int64
+             * @description Changes of its segments applied here, in all.
+             */
+            applied: number;
+            /**
+             * Format: int64
+             * @description Its concurrent edits resolved here, in all.
+             */
+            conflicts: number;
+            /**
+             * Format: int64
+             * @description The last of its segments applied here (0: none).
+             */
+            cursor: number;
+            /** @description The device's id (32 hex digits). */
+            device_id: string;
+            /**
+             * @description Why its next segment was refused (damaged, another key, a clock far ahead), if it was; the store is
+             *     unchanged by it, and it is read again at the next sync.
+             */
+            error?: string | null;
+            /** @description When one of its segments was last applied here (RFC 3339), if ever. */
+            last_seen?: string | null;
+            /** @description Its next segment is in the folder but not whole yet (the folder tool is still copying it). */
+            pending: boolean;
+        };
         /** @description Another device of the sync group in `GET /health`. */
         PeerHealth: {
             /**
@@ -4702,6 +4748,32 @@ export interface components {
             /**
              * Format: int64
              * @description This device's changes not yet written to the folder.
+             */
+            pending_changes: number;
+        };
+        /** @description Where a store stands in its sync group. */
+        SyncStatus: {
+            /** @description The device's last hybrid logical clock timestamp, `<ms>.<counter>`. */
+            clock: string;
+            /** @description This device's id (32 hex digits). */
+            device_id: string;
+            /** @description Whether the store belongs to a sync group. */
+            enabled: boolean;
+            /** @description The folder the group syncs through, if any. */
+            folder?: string | null;
+            /**
+             * Format: int64
+             * @description The last sequence number of this device's change log (0: nothing logged).
+             */
+            last_seq: number;
+            /**
+             * @description The other devices seen in the folder: last seen, cursor, changes applied, conflicts resolved, the last
+             *     error.
+             */
+            peers: components["schemas"]["Peer"][];
+            /**
+             * Format: int64
+             * @description Changes of this device not yet written to a segment.
              */
             pending_changes: number;
         };
@@ -11367,6 +11439,51 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["ValidationErrorBody"];
                 };
+            };
+            /** @description Error (see the error table) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_sync_status: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SyncStatus"];
+                };
+            };
+            /** @description Missing or wrong API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description URI over 65,534 bytes: refused by the HTTP layer, without a body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description Error (see the error table) */
             default: {

@@ -1,7 +1,7 @@
 // A real daemon for the browser tests: `engram serve` on a free loopback port with a fresh data directory,
 // seeded through the REST API with generated conversations, a PDF, a CSV, a timeline review event and
 // hostile content. Nothing comes from ../shared.
-import { spawn, type ChildProcess } from "node:child_process";
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -17,9 +17,9 @@ export interface Daemon {
 
 export const ENGRAM_BIN = process.env.ENGRAM_BIN ?? resolve(import.meta.dirname, "../../target/debug/engram");
 
-/** Starts `engram serve` and resolves once it printed its address and sign-in path. */
-export async function startDaemon(extraArgs: string[] = []): Promise<Daemon> {
-  const dataDir = mkdtempSync(join(tmpdir(), "engram-ui-"));
+/** Starts `engram serve` (on `dataDir`, else a fresh one) and resolves once it printed its address and sign-in
+ * path. */
+export async function startDaemon(extraArgs: string[] = [], dataDir = mkdtempSync(join(tmpdir(), "engram-ui-"))): Promise<Daemon> {
   const proc = spawn(
     ENGRAM_BIN,
     ["serve", "--addr", "127.0.0.1:0", "--data-dir", dataDir, "--embedding-model", "builtin", ...extraArgs],
@@ -174,4 +174,9 @@ export async function seedHostile(d: Daemon): Promise<string> {
 
 export function writeJson(path: string, v: unknown) {
   writeFileSync(path, JSON.stringify(v, null, 2));
+}
+
+/** Runs `engram ARGS` to its end and returns what it printed; throws when it fails. */
+export function engram(args: string[]): string {
+  return execFileSync(ENGRAM_BIN, args, { encoding: "utf8", env: { ...process.env, ENGRAM_LOG: "warn" } });
 }

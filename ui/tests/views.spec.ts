@@ -1,9 +1,9 @@
 import { randomBytes } from "node:crypto";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { expect, open, test } from "./fixtures";
-import { rest, startDaemon, stopDaemon, CSV } from "./daemon";
+import { engram, rest, startDaemon, stopDaemon, CSV } from "./daemon";
 
 // One test per view: its main action through the page, checked through REST afterwards.
 
@@ -316,6 +316,54 @@ test("system: an encrypted store says so, and its export is sealed", async ({ pa
   } finally {
     await stopDaemon(d);
     rmSync(keyDir, { recursive: true, force: true });
+  }
+});
+
+test("sync: the other devices, what came from each, and a segment refused from outside the group", async ({ page }, info) => {
+  const tmp = (name: string) => mkdtempSync(join(tmpdir(), `engram-ui-sync-${name}-`));
+  const [folder, dirA, dirB, dirC, folderC] = ["folder", "a", "b", "c", "folder-c"].map(tmp);
+  // a starts the group, b joins it; c belongs to another group, and its files are copied into a's folder.
+  const code = /engram-sync-1-[0-9a-f]+/.exec(engram(["sync", "init", "--folder", folder, "--data-dir", dirA]))![0];
+  engram(["sync", "join", "--folder", folder, "--code", code, "--data-dir", dirB]);
+  engram(["sync", "init", "--folder", folderC, "--data-dir", dirC]);
+  engram(["sync", "now", "--data-dir", dirC]);
+  for (const dev of readdirSync(folderC)) cpSync(join(folderC, dev), join(folder, dev), { recursive: true });
+  const b = await startDaemon(["--sync"], dirB);
+  let a: Awaited<ReturnType<typeof startDaemon>> | undefined;
+  try {
+    for (const content of ["The boiler service is due in October", "Mia's school starts at 8:15", "The spare key is with Jonas"]) {
+      await rest(b, "POST", "/memories", { content });
+    }
+    const bId = (await rest<{ device_id: string }>(b, "GET", "/sync/status")).device_id;
+    a = await startDaemon(["--sync"], dirA);
+    const d = a;
+    // a's worker applies b's segments and refuses c's.
+    type Peer = { device_id: string; applied: number; error: string | null };
+    await expect
+      .poll(async () => (await rest<{ peers: Peer[] }>(d, "GET", "/sync/status")).peers.find((p) => p.device_id === bId)?.applied ?? 0, {
+        timeout: 30_000,
+      })
+      .toBeGreaterThanOrEqual(3);
+    const found = await rest<{ memory: { content: string } }[]>(d, "POST", "/memories/search", { query: "spare key Jonas", limit: 3 });
+    expect(found[0].memory.content).toBe("The spare key is with Jonas");
+    expect((await page.request.post(`${d.url}/ui/session`, { data: { key: d.key } })).status()).toBe(204);
+    await open(page, d, "/sync");
+    const rows = page.getByRole("table", { name: "Devices" }).locator("tbody tr");
+    await expect(rows).toHaveCount(2);
+    const rowB = rows.filter({ hasText: bId.slice(0, 8) });
+    await expect(rowB).toContainText("up to date");
+    const status = await rest<{ peers: Peer[]; pending_changes: number }>(d, "GET", "/sync/status");
+    const applied = status.peers.find((p) => p.device_id === bId)!.applied;
+    await expect(rowB).toContainText(applied.toLocaleString("en-US"));
+    const rowC = rows.filter({ hasNotText: bId.slice(0, 8) });
+    await expect(rowC.getByRole("alert")).toContainText("refused");
+    await expect(page.locator("dl.facts")).toContainText(folder);
+    mkdirSync("../target/ui-screenshots", { recursive: true });
+    await page.screenshot({ path: `../target/ui-screenshots/sync-${info.project.name}.png`, fullPage: true });
+  } finally {
+    await stopDaemon(b);
+    if (a) await stopDaemon(a);
+    for (const dir of [folder, dirC, folderC]) rmSync(dir, { recursive: true, force: true });
   }
 });
 

@@ -1,0 +1,90 @@
+import { useQuery } from "@tanstack/react-query";
+import { get, type SyncStatus } from "../api";
+import { Empty, ErrorView, Loading, fmtTime, useTitle } from "../ui";
+
+/** A device id as people compare them: its first 8 hex digits (the full id is in the title). */
+const short = (id: string) => id.slice(0, 8);
+
+/** `/ui/sync`: this device's sync group (docs/sync.md): the folder, what is pending, and every other device with
+ * when it was last seen, what was applied from it, the conflicts resolved and the last error. Refreshed every
+ * 5 s, as the daemon's sync worker moves. */
+export function SyncView() {
+  useTitle("Sync");
+  const status = useQuery({
+    queryKey: ["sync-status"],
+    queryFn: () => get<SyncStatus>("/sync/status"),
+    refetchInterval: 5000,
+  });
+  const s = status.data;
+  return (
+    <section aria-labelledby="sync-title">
+      <h1 id="sync-title">Sync</h1>
+      <ErrorView error={status.error} />
+      {status.isPending && <Loading />}
+      {s && !s.enabled && (
+        <Empty>
+          This store is in no sync group. Start one with <code>engram sync init --folder DIR</code> (any synced folder: Syncthing,
+          Dropbox, iCloud Drive, a share), join it from another device with <code>engram sync join --folder DIR --code …</code>,
+          and run the daemon with <code>engram serve --sync</code>.
+        </Empty>
+      )}
+      {s && s.enabled && (
+        <>
+          <dl className="facts">
+            <dt>This device</dt>
+            <dd title={s.device_id}>
+              <code>{short(s.device_id)}</code>
+            </dd>
+            <dt>Folder</dt>
+            <dd>{s.folder ? <code>{s.folder}</code> : "none (changes are logged, nothing is written)"}</dd>
+            <dt>Pending</dt>
+            <dd>{s.pending_changes === 0 ? "nothing: every change is in the folder" : `${s.pending_changes.toLocaleString("en-US")} changes not yet in the folder`}</dd>
+            <dt>Changes logged</dt>
+            <dd>{s.last_seq.toLocaleString("en-US")}</dd>
+          </dl>
+          <h2>Other devices</h2>
+          {s.peers.length === 0 ? (
+            <Empty>No other device has written to the folder yet.</Empty>
+          ) : (
+            <table className="list" aria-label="Devices">
+              <thead>
+                <tr>
+                  <th scope="col">Device</th>
+                  <th scope="col">Last seen</th>
+                  <th scope="col">Segments applied</th>
+                  <th scope="col">Changes applied</th>
+                  <th scope="col">Conflicts resolved</th>
+                  <th scope="col">State</th>
+                </tr>
+              </thead>
+              <tbody>
+                {s.peers.map((p) => (
+                  <tr key={p.device_id}>
+                    <td title={p.device_id}>
+                      <code>{short(p.device_id)}</code>
+                    </td>
+                    <td>{p.last_seen ? fmtTime(p.last_seen) : "never"}</td>
+                    <td>{p.cursor.toLocaleString("en-US")}</td>
+                    <td>{p.applied.toLocaleString("en-US")}</td>
+                    <td>{p.conflicts.toLocaleString("en-US")}</td>
+                    <td>
+                      {p.error ? (
+                        <strong className="refused" role="alert">
+                          refused: {p.error}
+                        </strong>
+                      ) : p.pending ? (
+                        "its next segment is still being copied"
+                      ) : (
+                        "up to date"
+                      )}
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          )}
+        </>
+      )}
+    </section>
+  );
+}
