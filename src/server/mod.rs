@@ -73,6 +73,9 @@ pub struct ServerConfig {
     pub console: bool,
     /// Run the sync worker ([`sync`]; `engram serve --sync`): the store must be in a sync group with a folder.
     pub sync: bool,
+    /// Daemons of the same sync group to pull segments from directly (`http://host:port`; `engram serve --sync
+    /// --sync-peer URL`), besides the folder.
+    pub sync_peers: Vec<String>,
 }
 
 impl ServerConfig {
@@ -91,6 +94,7 @@ impl ServerConfig {
             lockout_failures: LOCKOUT_FAILURES,
             console: true,
             sync: false,
+            sync_peers: Vec::new(),
         }
     }
 }
@@ -405,6 +409,37 @@ async fn handle(
             return resp;
         }
         return console::static_answer(&method, &path);
+    }
+    // The direct sync transport: authorised by the group's pull token, never by the API key.
+    if sync::is_peer_path(&path) {
+        if let Some(secs) = st.lockout.blocked(peer.ip()) {
+            return too_many(secs);
+        }
+        let token = parts.headers.get(sync::TOKEN_HEADER).map(|v| v.as_bytes().to_vec());
+        let st2 = st.clone();
+        let out = tokio::task::spawn_blocking(move || {
+            sync::peer_call(st2.api.store(), &method, &path, &query, token.as_deref())
+        })
+        .await;
+        return match out {
+            Ok(Ok(sync::PeerOut::List(v))) => respond(ApiResponse::json(200, &v)),
+            Ok(Ok(sync::PeerOut::File(bytes))) => {
+                let mut resp = Response::new(Body::from(bytes));
+                resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
+                resp
+            }
+            Ok(Err(e)) => {
+                if e.kind() == ErrorKind::Unauthorized && st.lockout.fail(peer.ip()) {
+                    tracing::warn!(%peer, "too many wrong sync tokens: address blocked for 10 minutes");
+                    return too_many(LOCKOUT_BLOCK.as_secs());
+                }
+                respond(ApiResponse::error(&e))
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "a sync peer request stopped");
+                reject(ErrorKind::Internal, "internal error")
+            }
+        };
     }
     let content_type = parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
     if !Api::is_public(&method, &path) {
@@ -730,7 +765,7 @@ pub fn serve_until_signal(config: ServerConfig, store: Arc<KnowledgeStore>, info
         let addr = listener.local_addr()?;
         tokio::spawn(expiry_sweeps(store.clone()));
         if config.sync {
-            sync::start(store.clone())?;
+            sync::start(store.clone(), config.sync_peers.clone())?;
         }
         let (router, _key, sign_in) = build(&config, store, info, addr)?;
         tracing::info!(%addr, "engram listening");

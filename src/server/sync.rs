@@ -3,6 +3,11 @@
 //! (watched with the `notify` crate: inotify, FSEvents, ReadDirectoryChangesW) or this device has changes not
 //! yet written, and at least every [`POLL_EVERY`] (for folders a watcher cannot see into, such as some network
 //! shares). Between passes it sleeps on its channel: no busy polling. Ends with the runtime.
+//!
+//! The direct transport (docs/sync.md, "Directly between daemons"): `/sync/peer/segments` serves the segment
+//! files of this daemon's folder to the devices of its group, authorised by the group's pull token
+//! ([`TOKEN_HEADER`]) and never by the API key; with `--sync-peer URL` the worker also pulls the segments of
+//! that daemon's folder into its own every [`PULL_EVERY`], where the folder pass applies them.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,12 +22,139 @@ pub const CHECK_EVERY: Duration = Duration::from_millis(250);
 /// The longest the worker goes without reading the folder, events or not.
 pub const POLL_EVERY: Duration = Duration::from_secs(15);
 
-/// Starts the worker on `store`, whose sync group must have a folder.
+/// How often the worker pulls from each daemon named with `--sync-peer` (one small request when nothing is new).
+pub const PULL_EVERY: Duration = Duration::from_secs(1);
+
+/// The request header that carries the group's pull token ([`crate::store::SyncService::pull_token`]).
+pub const TOKEN_HEADER: &str = "x-engram-sync-token";
+
+/// The path prefix of the direct transport's routes.
+const PEER_PREFIX: &str = "/sync/peer/segments";
+
+/// Whether `path` is a route of the direct transport (answered by [`peer_call`], not by the API).
+pub(crate) fn is_peer_path(path: &str) -> bool {
+    path == PEER_PREFIX || path.starts_with("/sync/peer/")
+}
+
+/// What a direct-transport request gets.
+pub(crate) enum PeerOut {
+    /// `GET /sync/peer/segments?after=<device>:<n>,...`: `{"segments": {device: [n, ...]}}`.
+    List(serde_json::Value),
+    /// `GET /sync/peer/segments/<device>/<n>`: the sealed file.
+    File(Vec<u8>),
+}
+
+/// Answers a direct-transport request: GET only, with the group's pull token in [`TOKEN_HEADER`] (compared in
+/// constant time).
+///
+/// # Errors
+/// [`ErrorKind::Unauthorized`] without the right token (or when this store is in no group with a folder: it
+/// has no token); [`ErrorKind::MethodNotAllowed`] for another method; [`ErrorKind::NotFound`] for another path
+/// or a file the folder does not hold; [`ErrorKind::InvalidInput`] for a malformed `after`.
+pub(crate) fn peer_call(
+    store: &KnowledgeStore,
+    method: &str,
+    path: &str,
+    query: &str,
+    token: Option<&[u8]>,
+) -> Result<PeerOut> {
+    use subtle::ConstantTimeEq;
+    let sync = store.sync();
+    let expected = sync.pull_token().ok();
+    let authorised = match (token, &expected) {
+        (Some(t), Some(e)) => bool::from(t.ct_eq(e.as_bytes())),
+        _ => false,
+    };
+    if !authorised {
+        return Err(Error::new(ErrorKind::Unauthorized, "missing or wrong sync pull token"));
+    }
+    if method != "GET" {
+        return Err(Error::new(ErrorKind::MethodNotAllowed, "the sync peer routes are GET only"));
+    }
+    if path == PEER_PREFIX {
+        let mut after = std::collections::BTreeMap::new();
+        for (k, v) in query.split('&').filter_map(|kv| kv.split_once('=')) {
+            if k != "after" {
+                continue;
+            }
+            let v = v.replace("%3A", ":").replace("%3a", ":").replace("%2C", ",").replace("%2c", ",");
+            for pair in v.split(',').filter(|p| !p.is_empty()) {
+                let (d, n) =
+                    pair.split_once(':').and_then(|(d, n)| Some((d, n.parse::<u64>().ok()?))).ok_or_else(|| {
+                        Error::invalid_value(&["after"], "value_error", "after is <device>:<segment>,...", pair.into())
+                    })?;
+                after.insert(d.to_string(), n);
+            }
+        }
+        return Ok(PeerOut::List(serde_json::json!({"segments": sync.folder_segments(&after)?})));
+    }
+    let rest = path.strip_prefix(PEER_PREFIX).and_then(|r| r.strip_prefix('/'));
+    match rest.and_then(|r| r.split_once('/')).and_then(|(d, n)| Some((d, n.parse::<u64>().ok()?))) {
+        Some((device, n)) => Ok(PeerOut::File(sync.folder_segment(device, n)?)),
+        None => Err(Error::new(ErrorKind::NotFound, format!("no such sync peer route: {path}"))),
+    }
+}
+
+/// Pulls from the daemon at `base` (`http://host:port`) every segment its folder holds that this device's folder
+/// does not, at most 64 per device and call ([`crate::store::SyncService::folder_segments`]); returns how many
+/// files it stored.
+///
+/// # Errors
+/// [`ErrorKind::Io`] when the peer cannot be reached or answers with an error; as
+/// [`crate::store::SyncService::receive_segment`].
+pub fn pull(store: &KnowledgeStore, base: &str) -> Result<usize> {
+    let sync = store.sync();
+    let token = sync.pull_token()?;
+    let heads = sync.folder_heads()?;
+    let after: Vec<String> = heads.iter().map(|(d, n)| format!("{d}:{n}")).collect();
+    let agent = ureq::Agent::new_with_config(
+        ureq::config::Config::builder()
+            .timeout_global(Some(Duration::from_secs(30)))
+            .http_status_as_error(false)
+            .build(),
+    );
+    let base = base.trim_end_matches('/');
+    let fail = |what: &str, e: String| Error::new(ErrorKind::Io, format!("sync peer {base}: {what}: {e}"));
+    let get = |url: String| -> Result<Vec<u8>> {
+        let mut resp =
+            agent.get(&url).header(TOKEN_HEADER, &token).call().map_err(|e| fail("request", e.to_string()))?;
+        let status = resp.status().as_u16();
+        let body = resp
+            .body_mut()
+            .with_config()
+            .limit(crate::sync::segment::MAX_BODY + crate::sync::segment::HEADER_LEN as u64 + 64)
+            .read_to_vec()
+            .map_err(|e| fail("reading the answer", e.to_string()))?;
+        if status != 200 {
+            return Err(fail(&format!("HTTP {status}"), String::from_utf8_lossy(&body).chars().take(200).collect()));
+        }
+        Ok(body)
+    };
+    let list: serde_json::Value =
+        serde_json::from_slice(&get(format!("{base}{PEER_PREFIX}?after={}", after.join(",")))?)
+            .map_err(|e| fail("the list", e.to_string()))?;
+    let mut stored = 0;
+    let me = store.admin().device_id()?.to_hex();
+    if let Some(devices) = list["segments"].as_object() {
+        for (device, ns) in devices.iter().filter(|(d, _)| **d != me) {
+            for n in ns.as_array().into_iter().flatten().filter_map(serde_json::Value::as_u64) {
+                let bytes = get(format!("{base}{PEER_PREFIX}/{device}/{n}"))?;
+                if sync.receive_segment(device, n, &bytes)? {
+                    stored += 1;
+                }
+            }
+        }
+    }
+    Ok(stored)
+}
+
+/// Starts the worker on `store`, whose sync group must have a folder, pulling from the daemons at `peers`
+/// (`http://host:port`, the direct transport) too.
 ///
 /// # Errors
 /// [`ErrorKind::InvalidInput`] when the store is in no sync group with a folder (`engram sync init` or `join`
 /// first) or on PostgreSQL; [`ErrorKind::Io`] when the folder cannot be watched.
-pub fn start(store: Arc<KnowledgeStore>) -> Result<()> {
+pub fn start(store: Arc<KnowledgeStore>, peers: Vec<String>) -> Result<()> {
     let status = store.sync().status()?;
     let folder = match (status.enabled, store.sync().folder()?) {
         (true, Some(f)) => f,
@@ -44,7 +176,25 @@ pub fn start(store: Arc<KnowledgeStore>) -> Result<()> {
     watcher
         .watch(&folder, notify::RecursiveMode::Recursive)
         .map_err(|e| Error::new(ErrorKind::Io, format!("watching {}: {e}", folder.display())))?;
-    tracing::info!(folder = %folder.display(), "sync worker started");
+    tracing::info!(folder = %folder.display(), peers = peers.len(), "sync worker started");
+    if !peers.is_empty() {
+        let s = store.clone();
+        tokio::spawn(async move {
+            loop {
+                for base in &peers {
+                    let (s, base) = (s.clone(), base.clone());
+                    // A file stored in the folder wakes the folder pass through the watcher.
+                    match tokio::task::spawn_blocking(move || pull(&s, &base)).await {
+                        Ok(Ok(0)) => {}
+                        Ok(Ok(n)) => tracing::debug!(segments = n, "sync pull"),
+                        Ok(Err(e)) => tracing::warn!(error = %e.chain(), "sync pull failed; retrying"),
+                        Err(e) => tracing::warn!(error = %e, "sync pull stopped"),
+                    }
+                }
+                tokio::time::sleep(PULL_EVERY).await;
+            }
+        });
+    }
     tokio::spawn(async move {
         let _watcher = watcher; // watching while the worker runs
         let mut last_pass = Instant::now() - POLL_EVERY;

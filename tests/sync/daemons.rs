@@ -1,5 +1,6 @@
-//! Two real daemons (`engram serve --sync`) on one shared folder (docs/sync.md): a memory written to one
-//! through REST is found by the other's search. Prints the delay from the write's reply to the first search
+//! Two real daemons (`engram serve --sync`) on one shared folder, and two on folders of their own that pull
+//! from each other directly (`--sync-peer`; docs/sync.md): a memory written to one through REST is found by the
+//! other's search. Prints the delay from the write's reply to the first search
 //! that finds it, median and maximum over the writes (figures, not assertions: the test only asserts that
 //! every write arrives).
 #![cfg(feature = "server")]
@@ -34,10 +35,14 @@ struct Daemon {
 
 impl Daemon {
     fn start(data_dir: &std::path::Path) -> Daemon {
-        let port = free_port();
+        Daemon::start_on(data_dir, free_port(), &[])
+    }
+
+    fn start_on(data_dir: &std::path::Path, port: u16, extra: &[&str]) -> Daemon {
         let log = data_dir.with_extension("log");
         let mut child = Command::new(env!("CARGO_BIN_EXE_engram"))
             .args(["serve", "--sync", "--addr", &format!("127.0.0.1:{port}"), "--api-key", KEY])
+            .args(extra)
             .arg("--data-dir")
             .arg(data_dir)
             .env("ENGRAM_LOG", "info")
@@ -130,4 +135,83 @@ fn a_write_to_one_daemon_is_found_by_the_other_through_the_folder() {
     assert!(peers[0]["last_seen"].is_string() && peers[0]["error"].is_null(), "{health}");
     assert!(peers[0].get("device_id").is_none() && h["sync"].get("folder").is_none(), "public: no id, no path");
     assert!(peers[0]["applied"].as_u64().unwrap() >= writes as u64, "{health}");
+}
+
+/// `GET path` with only the header lines `headers` (no API key unless given): the status and body.
+fn get_with(addr: SocketAddr, path: &str, headers: &str) -> (u16, Vec<u8>) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{headers}Connection: close\r\n\r\n").unwrap();
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).unwrap();
+    let at = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let status = String::from_utf8_lossy(&buf[..at]).split_whitespace().nth(1).unwrap().parse().unwrap();
+    (status, buf[at + 4..].to_vec())
+}
+
+#[test]
+fn two_daemons_on_folders_of_their_own_pull_from_each_other_with_the_pairing_key_only() {
+    let root = tempfile::tempdir().unwrap();
+    let (a_dir, b_dir) = (root.path().join("a"), root.path().join("b"));
+    let (fa, fb) = (
+        root.path().join("a-sync").to_string_lossy().into_owned(),
+        root.path().join("b-sync").to_string_lossy().into_owned(),
+    );
+    let init = engram(&["sync", "init", "--folder", &fa], &a_dir);
+    let code = init.split_whitespace().find(|w| w.starts_with("engram-sync-1-")).expect("a pairing code").to_string();
+    engram(&["sync", "join", "--folder", &fb, "--code", &code], &b_dir);
+    let (pa, pb) = (free_port(), free_port());
+    let a = Daemon::start_on(&a_dir, pa, &["--sync-peer", &format!("http://127.0.0.1:{pb}")]);
+    let b = Daemon::start_on(&b_dir, pb, &["--sync-peer", &format!("http://127.0.0.1:{pa}")]);
+
+    // The pull routes take the group's pull token, not the API key.
+    let key = code.trim_start_matches("engram-sync-1-");
+    let key: Vec<u8> = (0..key.len()).step_by(2).map(|i| u8::from_str_radix(&key[i..i + 2], 16).unwrap()).collect();
+    let token: String = {
+        use sha2::Digest;
+        let mut h = sha2::Sha256::new();
+        h.update(b"engram-sync-pull-token-v1\0");
+        h.update(&key);
+        h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    };
+    assert_eq!(get_with(a.addr, "/sync/peer/segments", "").0, 401);
+    assert_eq!(get_with(a.addr, "/sync/peer/segments", &format!("Authorization: Bearer {KEY}\r\n")).0, 401);
+    assert_eq!(get_with(a.addr, "/sync/peer/segments", "x-engram-sync-token: 00\r\n").0, 401);
+    let (status, list) = get_with(a.addr, "/sync/peer/segments", &format!("x-engram-sync-token: {token}\r\n"));
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&list));
+    let list: serde_json::Value = serde_json::from_slice(&list).unwrap();
+    assert!(list["segments"].is_object(), "{list}");
+    // And the token opens nothing else.
+    assert_eq!(get_with(a.addr, "/memories", &format!("x-engram-sync-token: {token}\r\n")).0, 401);
+    assert_eq!(
+        get_with(a.addr, "/sync/peer/segments/../../api-key/1", &format!("x-engram-sync-token: {token}\r\n")).0 / 100,
+        4
+    );
+
+    let writes = 20;
+    let mut delays = Vec::with_capacity(writes);
+    for i in 0..writes {
+        let word = format!("okapi{i}narwhal");
+        let body = format!(r#"{{"content":"Direct probe {i}: the word is {word}"}}"#);
+        let (status, reply) = call(a.addr, "POST", "/memories", &body).expect("a reply");
+        assert_eq!(status, 200, "{reply}");
+        delays.push(arrival(&b, &word));
+    }
+    let (status, _) = call(b.addr, "POST", "/memories", r#"{"content":"Written on B: axolotl"}"#).unwrap();
+    assert_eq!(status, 200);
+    arrival(&a, "axolotl");
+    delays.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    println!(
+        "sync directly between two daemons, {writes} writes: median {:.0} ms, max {:.0} ms (from A's reply to B's first hit)",
+        ms(delays[writes / 2]),
+        ms(delays[writes - 1])
+    );
+    // Each folder holds the other device's segments, pulled whole.
+    let (_, st) = call(b.addr, "GET", "/sync/status", "").unwrap();
+    let st: serde_json::Value = serde_json::from_str(&st).unwrap();
+    let peers = st["peers"].as_array().unwrap();
+    assert_eq!(peers.len(), 1, "{st}");
+    assert!(peers[0]["error"].is_null() && peers[0]["applied"].as_u64().unwrap() >= writes as u64, "{st}");
 }

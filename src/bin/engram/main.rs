@@ -148,6 +148,10 @@ enum Command {
         /// group (`engram sync init` or `join` first; docs/sync.md).
         #[arg(long)]
         sync: bool,
+        /// With --sync: another daemon of the same sync group to pull segments from directly
+        /// (`http://host:port`, repeatable), authorised by the group's pairing key, not by that daemon's API key.
+        #[arg(long = "sync-peer", requires = "sync", value_name = "URL")]
+        sync_peers: Vec<String>,
         /// Days an expired memory (its `expires_at` passed) stays readable by id before the hourly expiry
         /// sweep forgets it.
         #[arg(long, env = "ENGRAM_EXPIRY_GRACE_DAYS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(0..=36500))]
@@ -377,6 +381,7 @@ fn run(cli: Cli) -> engram::Result<()> {
             lockout_failures,
             no_console,
             sync,
+            sync_peers,
             expiry_grace_days,
             index_mode,
             database,
@@ -398,6 +403,7 @@ fn run(cli: Cli) -> engram::Result<()> {
                 lockout_failures,
                 console: !no_console,
                 sync,
+                sync_peers,
                 database_url: database.database_url,
                 expiry_grace_days,
                 index_mode: index_mode.into(),
@@ -595,6 +601,7 @@ struct ServeArgs {
     lockout_failures: usize,
     console: bool,
     sync: bool,
+    sync_peers: Vec<String>,
     database_url: Option<String>,
     expiry_grace_days: u64,
     index_mode: engram::IndexMode,
@@ -617,6 +624,7 @@ fn serve(args: ServeArgs, embedder: engram::embed::SelectedEmbedder) -> engram::
         lockout_failures,
         console,
         sync,
+        sync_peers,
         database_url,
         expiry_grace_days,
         index_mode,
@@ -662,6 +670,7 @@ fn serve(args: ServeArgs, embedder: engram::embed::SelectedEmbedder) -> engram::
     config.lockout_failures = lockout_failures;
     config.console = console;
     config.sync = sync;
+    config.sync_peers = sync_peers;
     let info = engram::api::ServiceInfo { embedding_fallback: embedder.fallback, ..Default::default() };
     serve_until_signal(config, store, info)
 }

@@ -76,7 +76,7 @@ fn invalid(msg: impl Into<String>) -> Error {
     Error::new(ErrorKind::InvalidInput, msg.into())
 }
 
-fn io(what: String, e: std::io::Error) -> Error {
+pub(super) fn io(what: String, e: std::io::Error) -> Error {
     Error::new(ErrorKind::Io, what).with_source(e)
 }
 
@@ -184,7 +184,7 @@ impl SyncService<'_> {
         Ok(report)
     }
 
-    fn group(&self) -> Result<(GroupKey, PathBuf, DeviceId)> {
+    pub(super) fn group(&self) -> Result<(GroupKey, PathBuf, DeviceId)> {
         let rtx = self.store.core.db.read()?;
         let m = meta::meta(&rtx)?;
         let key = m.text(KEY_KEY)?.and_then(|k| GroupKey::from_hex(&k));
@@ -332,7 +332,7 @@ fn add(sum: &mut ApplyReport, r: &ApplyReport) {
 
 /// Writes `bytes` as `dir/name`: to a hidden temporary file, synced, renamed into place, the directory synced.
 /// A reader (or a folder tool) never sees a half-written file under the final name.
-fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
+pub(super) fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
     let tmp = dir.join(format!(".{name}.tmp"));
     let path = dir.join(name);
     let fail = |e| io(format!("writing {}", path.display()), e);

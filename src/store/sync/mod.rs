@@ -7,6 +7,7 @@
 //! follow (docs/sync.md says which parts exist).
 
 mod apply;
+mod direct;
 mod folder;
 
 use serde::Serialize;
