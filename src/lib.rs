@@ -64,6 +64,6 @@ pub use store::{
     NewThread, Page, Peer, RELATION_STATUSES, REVIEW_ACTIONS, ReembedStatus, RelationInput, RelationQuery,
     RelationView, Resolution, ReviewEvent, SearchHit, SearchMode, SearchOptions, SearchQuery, SearchResults,
     SourceChunks, SourceContent, SourceHit, SourceQuery, SpacePatch, StateChange, StorageStats, StoreHealth,
-    StoreStats, SyncService, SyncStatus, TableSize, ThreadDeleteReport, ThreadMatch, Transition, VectorIndexStats,
-    Working, WorkingMemory, WriteAction, canonical_label,
+    StoreStats, SyncProgress, SyncService, SyncStatus, TableSize, ThreadDeleteReport, ThreadMatch, Transition,
+    VectorIndexStats, Working, WorkingMemory, WriteAction, canonical_label,
 };

@@ -370,6 +370,8 @@ pub struct SyncHealth {
     pub pending_changes: u64,
     /// The other devices seen in the folder, in device id order.
     pub peers: Vec<PeerHealth>,
+    /// The folder pass's progress through their segments (a first sync applies many).
+    pub progress: crate::store::SyncProgress,
 }
 
 /// Another device of the sync group in `GET /health`.
@@ -395,6 +397,7 @@ impl SyncHealth {
         SyncHealth {
             enabled: s.enabled,
             pending_changes: s.pending_changes,
+            progress: s.progress,
             peers: s
                 .peers
                 .into_iter()

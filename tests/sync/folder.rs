@@ -43,6 +43,8 @@ fn two_devices_meet_through_a_folder_and_converge() {
     assert_eq!(ra.applied_segments, 0, "b has written nothing yet");
     let rb = b.sync().sync_folder().unwrap();
     assert_eq!((rb.written_segments, rb.applied_segments), (1, 1));
+    let p = b.sync().status().unwrap().progress;
+    assert_eq!((p.running, p.segments_done, p.segments_total), (false, 1, 1), "the last pass's progress");
     assert_eq!(content(&b, "m1").as_deref(), Some("The dentist is on Tuesday"));
     a.sync().sync_folder().unwrap();
     assert_eq!(content(&a, "m2").as_deref(), Some("Renew the passport in May"));

@@ -4750,6 +4750,23 @@ export interface components {
              * @description This device's changes not yet written to the folder.
              */
             pending_changes: number;
+            /** @description The folder pass's progress through their segments (a first sync applies many). */
+            progress: components["schemas"]["SyncProgress"];
+        };
+        /** @description A folder pass's progress through the other devices' segments (a first sync applies many). */
+        SyncProgress: {
+            /** @description A pass is applying segments now. */
+            running: boolean;
+            /**
+             * Format: int64
+             * @description Segments the running (or last) pass applied.
+             */
+            segments_done: number;
+            /**
+             * Format: int64
+             * @description Segments the running (or last) pass found to apply when it started.
+             */
+            segments_total: number;
         };
         /** @description Where a store stands in its sync group. */
         SyncStatus: {
@@ -4776,6 +4793,8 @@ export interface components {
              * @description Changes of this device not yet written to a segment.
              */
             pending_changes: number;
+            /** @description The folder pass's progress. */
+            progress: components["schemas"]["SyncProgress"];
         };
         /**
          * @description When the knowledge holds (spec: `temporal_context`, default `timeless`).

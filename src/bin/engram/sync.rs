@@ -88,7 +88,29 @@ pub fn sync_command(which: SyncCommand) -> engram::Result<()> {
         }
         SyncCommand::Now { store } => {
             let store = store.open()?;
-            let r = store.sync().sync_folder()?;
+            // A bar while the other devices' segments are applied (a first sync applies many); hidden when
+            // stderr is not a terminal.
+            let r = std::thread::scope(|scope| {
+                let worker = scope.spawn(|| store.sync().sync_folder());
+                let bar = indicatif::ProgressBar::new(0);
+                if let Ok(style) =
+                    indicatif::ProgressStyle::with_template("applying {bar:40} {pos}/{len} segments, ETA {eta}")
+                {
+                    bar.set_style(style);
+                }
+                while !worker.is_finished() {
+                    let p = store.sync().progress();
+                    if p.running {
+                        bar.set_length(p.segments_total);
+                        bar.set_position(p.segments_done);
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+                bar.finish_and_clear();
+                worker
+                    .join()
+                    .map_err(|_| engram::Error::new(engram::ErrorKind::Internal, "the sync thread panicked"))?
+            })?;
             println!(
                 "wrote {} segment(s) ({} changes); applied {} segment(s): {} changes, {} conflicts resolved, {} already known",
                 r.written_segments,

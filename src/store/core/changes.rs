@@ -22,9 +22,26 @@ pub(crate) const ENABLED_KEY: &str = "sync_enabled";
 /// The device's clock while the store is in a sync group (None otherwise: nothing is captured), and how many
 /// changes this process has logged (what a sync worker watches without opening a transaction).
 #[derive(Default)]
-pub(crate) struct SyncClock(Mutex<Option<HlcClock>>, std::sync::atomic::AtomicU64);
+pub(crate) struct SyncClock(Mutex<Option<HlcClock>>, std::sync::atomic::AtomicU64, pub(crate) Progress);
+
+/// A folder pass's progress through the other devices' segments, in memory (what `/health` and the CLI's bar
+/// show during a first sync).
+#[derive(Default)]
+pub(crate) struct Progress {
+    /// A pass is applying segments.
+    pub running: std::sync::atomic::AtomicBool,
+    /// Segments applied by the running (or last) pass.
+    pub done: std::sync::atomic::AtomicU64,
+    /// Segments the running (or last) pass found to apply when it started.
+    pub total: std::sync::atomic::AtomicU64,
+}
 
 impl SyncClock {
+    /// The folder pass's progress.
+    pub(crate) fn progress(&self) -> &Progress {
+        &self.2
+    }
+
     /// Changes logged by this process since the store opened.
     pub(crate) fn logged(&self) -> u64 {
         self.1.load(std::sync::atomic::Ordering::Acquire)

@@ -23,7 +23,7 @@ pub const PULL_BATCH: usize = 64;
 
 /// The segment numbers of one device's directory in `folder`, in order (whole file names only: a file still
 /// being written has a hidden temporary name).
-fn numbers(folder: &Path, device: DeviceId) -> Vec<u64> {
+pub(super) fn numbers(folder: &Path, device: DeviceId) -> Vec<u64> {
     let Ok(entries) = std::fs::read_dir(segment::device_dir(folder, device)) else { return Vec::new() };
     let mut out: Vec<u64> = entries
         .filter_map(|e| e.ok())

@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 
 use serde::{Deserialize, Serialize};
 
@@ -245,6 +246,19 @@ impl SyncService<'_> {
             .filter(|d| *d != me)
             .collect();
         devices.sort();
+        // Progress: the segments after each cursor, counted before the first is applied.
+        let progress = self.store.core.writes.sync.progress();
+        let total: u64 = devices
+            .iter()
+            .map(|d| {
+                let cursor = peers.get(&d.to_hex()).map_or(0, |p| p.cursor);
+                super::direct::numbers(folder, *d).into_iter().filter(|n| *n > cursor).count() as u64
+            })
+            .sum();
+        progress.done.store(0, Ordering::Release);
+        progress.total.store(total, Ordering::Release);
+        progress.running.store(total > 0, Ordering::Release);
+        let _done = Finished(&progress.running);
         for device in devices {
             let hex = device.to_hex();
             let mut peer = peers.remove(&hex).unwrap_or_else(|| Peer { device_id: hex.clone(), ..Peer::default() });
@@ -286,6 +300,7 @@ impl SyncService<'_> {
                 next.applied += applied.applied;
                 next.conflicts += applied.conflicts;
                 report.applied_segments += 1;
+                progress.done.fetch_add(1, Ordering::AcqRel);
                 add(&mut report.applied, &applied);
                 peer = next;
             }
@@ -311,6 +326,15 @@ impl SyncService<'_> {
 
 /// Why a segment is held back for its clock: a change stamped more than [`crate::sync::MAX_DRIFT_MS`] ahead of
 /// this device's wall clock (the whole segment waits, unapplied, and is read again at the next sync).
+/// Clears a pass's `running` flag however the pass ends.
+struct Finished<'a>(&'a std::sync::atomic::AtomicBool);
+
+impl Drop for Finished<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
 fn clock_ahead(body: &SegmentBody) -> Option<String> {
     let now_ms = u64::try_from(Timestamp::now().millis()).unwrap_or(0);
     let ahead = body.changes.iter().map(|c| c.stamp.hlc.ms).max()?.saturating_sub(now_ms);

@@ -42,6 +42,17 @@ pub struct ApplyReport {
     pub refused: Vec<String>,
 }
 
+/// A folder pass's progress through the other devices' segments (a first sync applies many).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct SyncProgress {
+    /// A pass is applying segments now.
+    pub running: bool,
+    /// Segments the running (or last) pass applied.
+    pub segments_done: u64,
+    /// Segments the running (or last) pass found to apply when it started.
+    pub segments_total: u64,
+}
+
 /// Where a store stands in its sync group.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct SyncStatus {
@@ -60,6 +71,8 @@ pub struct SyncStatus {
     /// The other devices seen in the folder: last seen, cursor, changes applied, conflicts resolved, the last
     /// error.
     pub peers: Vec<Peer>,
+    /// The folder pass's progress.
+    pub progress: SyncProgress,
 }
 
 impl SyncService<'_> {
@@ -127,7 +140,20 @@ impl SyncService<'_> {
             folder: m.text(folder::FOLDER_KEY)?,
             pending_changes: last_seq.saturating_sub(exported),
             peers: peers.into_values().collect(),
+            progress: self.progress(),
         })
+    }
+
+    /// The folder pass's progress: how many of the other devices' segments it found to apply and has applied
+    /// (an in-memory reading, no transaction; what a progress bar polls).
+    pub fn progress(&self) -> SyncProgress {
+        use std::sync::atomic::Ordering;
+        let p = self.store.core.writes.sync.progress();
+        SyncProgress {
+            running: p.running.load(Ordering::Acquire),
+            segments_done: p.done.load(Ordering::Acquire),
+            segments_total: p.total.load(Ordering::Acquire),
+        }
     }
 
     /// The canonical form of every replicated item this store holds, in item order: its key (`kind/space/id`)
