@@ -10,9 +10,8 @@
 #![cfg(unix)]
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use engram::{
@@ -20,8 +19,11 @@ use engram::{
     MemoryState, NewMemory, NewMessage, NewThread, SearchMode, SearchQuery, StoreConfig, Transition,
 };
 
+#[path = "common/ack_child.rs"]
+mod ack_child;
 #[path = "common/splitmix.rs"]
 mod splitmix;
+use ack_child::AckChild;
 use splitmix::mix;
 
 fn content(id: &str) -> String {
@@ -198,7 +200,6 @@ fn check(
 fn acknowledged_library_writes_survive_sigkill() {
     let cycles: usize = std::env::var("ENGRAM_CRASH_CYCLES").ok().and_then(|v| v.parse().ok()).unwrap_or(100);
     let dir = tempfile::tempdir().unwrap();
-    let exe = std::env::current_exe().expect("test binary");
     let mut acked: BTreeMap<String, Expect> = BTreeMap::new();
     let mut messages: BTreeMap<String, u64> = BTreeMap::new();
     let mut rng = 0x11b_u64;
@@ -207,43 +208,17 @@ fn acknowledged_library_writes_survive_sigkill() {
     let mut imported = false;
     prepare_archive(dir.path());
     for cycle in 0..cycles {
-        let mut child = Command::new(&exe)
-            .args(["--ignored", "--exact", "library_writer_child", "--nocapture", "--test-threads=1"])
-            .env("ENGRAM_CRASH_CHILD_DIR", dir.path())
-            .env("ENGRAM_CRASH_CYCLE", cycle.to_string())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start the writer");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = std::sync::mpsc::channel::<String>();
-        let reader = std::thread::spawn(move || {
-            let mut r = std::io::BufReader::new(stdout);
-            loop {
-                let mut line = Vec::new();
-                // Only whole lines count: one cut short by the kill lacks its newline.
-                match r.read_until(b'\n', &mut line) {
-                    Ok(n) if n > 0 && line.ends_with(b"\n") => {
-                        let text = String::from_utf8_lossy(&line[..line.len() - 1]).into_owned();
-                        if let Some((_, ack)) = text.split_once("ACK:")
-                            && tx.send(ack.to_string()).is_err()
-                        {
-                            break;
-                        }
-                    }
-                    _ => break,
-                }
-            }
-        });
+        let child = AckChild::start(
+            "library_writer_child",
+            &[
+                ("ENGRAM_CRASH_CHILD_DIR", dir.path().to_string_lossy().into_owned()),
+                ("ENGRAM_CRASH_CYCLE", cycle.to_string()),
+            ],
+        );
         // Kill 20 to 300 ms after the store is open (the writer announces it).
-        let opened = rx.recv_timeout(Duration::from_secs(60));
-        assert!(opened.as_deref().is_ok_and(|l| l == "OPEN"), "cycle {cycle}: the writer did not open the store");
         std::thread::sleep(Duration::from_millis(20 + mix(&mut rng) % 280));
-        child.kill().expect("SIGKILL");
-        let _ = child.wait();
-        let _ = reader.join();
         // An acknowledgement is printed after the call returned.
-        for line in rx.try_iter() {
+        for line in child.kill() {
             acks += 1;
             let parts: Vec<&str> = line.split(' ').collect();
             match parts.as_slice() {

@@ -10,15 +10,17 @@
 #![cfg(unix)]
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use engram::{AppendMessages, KnowledgeStore, MemoryPatch, NewMemory, NewMessage, NewThread, StoreConfig};
 
+#[path = "../common/ack_child.rs"]
+mod ack_child;
 #[path = "../common/splitmix.rs"]
 mod splitmix;
+use ack_child::AckChild;
 use splitmix::mix;
 
 fn open(dir: &Path) -> KnowledgeStore {
@@ -81,7 +83,6 @@ fn thread_texts(store: &KnowledgeStore, thread: &str) -> Vec<String> {
 fn a_device_killed_while_it_syncs_loses_and_repeats_nothing() {
     let cycles: usize = std::env::var("ENGRAM_SYNC_CRASH_CYCLES").ok().and_then(|v| v.parse().ok()).unwrap_or(200);
     let (da, db, folder) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let exe = std::env::current_exe().expect("test binary");
     let a = open(da.path());
     a.threads().create(NewThread { thread_id: Some("at".into()), deduplicate: true, ..Default::default() }).unwrap();
     let code = a.sync().init_folder(folder.path()).unwrap();
@@ -114,42 +115,16 @@ fn a_device_killed_while_it_syncs_loses_and_repeats_nothing() {
         a.sync().sync_folder().unwrap();
         a_totals.push(a_totals.last().copied().unwrap_or(0) + 3);
 
-        let mut child = Command::new(&exe)
-            .args(["--ignored", "--exact", "crash::sync_device_child", "--nocapture", "--test-threads=1"])
-            .env("ENGRAM_SYNC_CRASH_DIR", db.path())
-            .env("ENGRAM_SYNC_CRASH_CYCLE", cycle.to_string())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start the device");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = std::sync::mpsc::channel::<String>();
-        let reader = std::thread::spawn(move || {
-            let mut r = std::io::BufReader::new(stdout);
-            loop {
-                let mut line = Vec::new();
-                // Only whole lines count: one cut short by the kill lacks its newline.
-                match r.read_until(b'\n', &mut line) {
-                    Ok(n) if n > 0 && line.ends_with(b"\n") => {
-                        let text = String::from_utf8_lossy(&line[..line.len() - 1]).into_owned();
-                        if let Some((_, ack)) = text.split_once("ACK:")
-                            && tx.send(ack.to_string()).is_err()
-                        {
-                            break;
-                        }
-                    }
-                    _ => break,
-                }
-            }
-        });
-        let opened = rx.recv_timeout(Duration::from_secs(60));
-        assert!(opened.as_deref().is_ok_and(|l| l == "OPEN"), "cycle {cycle}: the device did not open its store");
+        let child = AckChild::start(
+            "crash::sync_device_child",
+            &[
+                ("ENGRAM_SYNC_CRASH_DIR", db.path().to_string_lossy().into_owned()),
+                ("ENGRAM_SYNC_CRASH_CYCLE", cycle.to_string()),
+            ],
+        );
         // Its first pass applies a's new segment: kill anywhere from before it to a few passes later.
         std::thread::sleep(Duration::from_millis(mix(&mut rng) % 300));
-        child.kill().expect("SIGKILL");
-        let _ = child.wait();
-        let _ = reader.join();
-        let lines: Vec<String> = rx.try_iter().collect();
+        let lines = child.kill();
         let new_mems = lines.iter().filter(|l| l.starts_with("MEM ")).count();
         if lines.iter().any(|l| l.starts_with("PASS")) {
             later += 1;

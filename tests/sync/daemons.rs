@@ -95,6 +95,31 @@ fn arrival(d: &Daemon, word: &str) -> Duration {
     panic!("{word} did not arrive in 60 s: {}", std::fs::read_to_string(&d.log).unwrap_or_default());
 }
 
+/// Writes `writes` memories to `a` through REST, each found by `b`'s search before the next, then one to `b`
+/// found by `a`; prints the median and maximum delay from `a`'s reply to `b`'s first hit.
+fn delays(what: &str, a: &Daemon, b: &Daemon, writes: usize, word: &str) {
+    let mut delays = Vec::with_capacity(writes);
+    for i in 0..writes {
+        let word = format!("{word}{i}probe");
+        let body = format!(r#"{{"content":"Sync probe {i}: the word is {word}"}}"#);
+        let (status, reply) = call(a.addr, "POST", "/memories", &body).expect("a reply");
+        assert_eq!(status, 200, "{reply}");
+        delays.push(arrival(b, &word));
+    }
+    // And the other way.
+    let back = format!("{word}written0on0b");
+    let (status, _) = call(b.addr, "POST", "/memories", &format!(r#"{{"content":"Written on B: {back}"}}"#)).unwrap();
+    assert_eq!(status, 200);
+    arrival(a, &back);
+    delays.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    println!(
+        "{what}, {writes} writes: median {:.0} ms, max {:.0} ms (from A's reply to B's first hit)",
+        ms(delays[writes / 2]),
+        ms(delays[writes - 1])
+    );
+}
+
 #[test]
 fn a_write_to_one_daemon_is_found_by_the_other_through_the_folder() {
     let root = tempfile::tempdir().unwrap();
@@ -106,26 +131,7 @@ fn a_write_to_one_daemon_is_found_by_the_other_through_the_folder() {
     let (a, b) = (Daemon::start(&a_dir), Daemon::start(&b_dir));
 
     let writes = 50;
-    let mut delays = Vec::with_capacity(writes);
-    for i in 0..writes {
-        let word = format!("zebra{i}quokka");
-        let body = format!(r#"{{"content":"Sync probe {i}: the word is {word}"}}"#);
-        let (status, reply) = call(a.addr, "POST", "/memories", &body).expect("a reply");
-        assert_eq!(status, 200, "{reply}");
-        delays.push(arrival(&b, &word));
-    }
-    // And the other way.
-    let (status, _) = call(b.addr, "POST", "/memories", r#"{"content":"Written on B: platypus"}"#).unwrap();
-    assert_eq!(status, 200);
-    arrival(&a, "platypus");
-
-    delays.sort();
-    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-    println!(
-        "sync through a folder, {writes} writes: median {:.0} ms, max {:.0} ms (from A's reply to B's first hit)",
-        ms(delays[writes / 2]),
-        ms(delays[writes - 1])
-    );
+    delays("sync through a folder", &a, &b, writes, "zebra");
     // B's health names A, the last time it saw it, and no error.
     let (_, health) = call(b.addr, "GET", "/health", "").unwrap();
     let h: serde_json::Value = serde_json::from_str(&health).unwrap();
@@ -190,24 +196,7 @@ fn two_daemons_on_folders_of_their_own_pull_from_each_other_with_the_pairing_key
     );
 
     let writes = 20;
-    let mut delays = Vec::with_capacity(writes);
-    for i in 0..writes {
-        let word = format!("okapi{i}narwhal");
-        let body = format!(r#"{{"content":"Direct probe {i}: the word is {word}"}}"#);
-        let (status, reply) = call(a.addr, "POST", "/memories", &body).expect("a reply");
-        assert_eq!(status, 200, "{reply}");
-        delays.push(arrival(&b, &word));
-    }
-    let (status, _) = call(b.addr, "POST", "/memories", r#"{"content":"Written on B: axolotl"}"#).unwrap();
-    assert_eq!(status, 200);
-    arrival(&a, "axolotl");
-    delays.sort();
-    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-    println!(
-        "sync directly between two daemons, {writes} writes: median {:.0} ms, max {:.0} ms (from A's reply to B's first hit)",
-        ms(delays[writes / 2]),
-        ms(delays[writes - 1])
-    );
+    delays("sync directly between two daemons", &a, &b, writes, "okapi");
     // Each folder holds the other device's segments, pulled whole.
     let (_, st) = call(b.addr, "GET", "/sync/status", "").unwrap();
     let st: serde_json::Value = serde_json::from_str(&st).unwrap();

@@ -111,6 +111,9 @@ pub(crate) fn log_items(txn: &WriteTx, clock: &mut HlcClock, items: impl IntoIte
     let mut m = meta::meta(txn)?;
     let mut seq = m.u64(SEQ_KEY)?.unwrap_or(0);
     let first = seq;
+    // Each space's label redirects, read once per transaction (its label merges and labels are written before
+    // the capture runs).
+    let mut redirects_of: std::collections::HashMap<String, sync::Redirects> = std::collections::HashMap::new();
     for item in items {
         let mut c: ItemClock = clocks.get(item.key())?.unwrap_or_default();
         let mut changes = Vec::new();
@@ -137,10 +140,15 @@ pub(crate) fn log_items(txn: &WriteTx, clock: &mut HlcClock, items: impl IntoIte
             // redirected to it.
             let present = c.present_labels();
             let redirects = match memory::space_of(txn, id)? {
-                Some(space) => {
-                    let known = label::labels(txn)?;
-                    sync::Redirects::of(txn, &space, |l| known.contains((space.as_str(), l)))?
-                }
+                Some(space) => match redirects_of.get(&space) {
+                    Some(r) => r.clone(),
+                    None => {
+                        let known = label::labels(txn)?;
+                        let r = sync::Redirects::of(txn, &space, |l| known.contains((space.as_str(), l)))?;
+                        redirects_of.insert(space, r.clone());
+                        r
+                    }
+                },
                 None => sync::Redirects::default(),
             };
             let shown = redirects.apply(&present);
