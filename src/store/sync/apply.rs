@@ -85,6 +85,7 @@ pub(super) fn apply_then(
         let mut placeholders = Vec::new();
         let mut threads = Threads::default();
         let mut relabel = BTreeSet::new();
+        let mut redirects = Redirects::default();
         let mut sources = BTreeSet::new();
         for c in changes {
             let observed = core.writes.sync.with(|clock| clock.observe(c.stamp.hlc));
@@ -99,6 +100,7 @@ pub(super) fn apply_then(
                 th: &mut th,
                 threads: &mut threads,
                 relabel: &mut relabel,
+                redirects: &mut redirects,
                 sources: &mut sources,
                 ic: &mut ic,
                 embedder: &*embedder,
@@ -137,7 +139,7 @@ pub(super) fn apply_then(
             let ic: ItemClock = clocks.get(Item::Memory(id.clone()).key())?.unwrap_or_default();
             let Some(space) = t.memories.space_of(&id)? else { continue };
             let Some(sm) = t.load(&space, &id)? else { continue };
-            let wanted = shown_labels(txn, &t, &space, &ic)?;
+            let wanted = redirects.shown(txn, &t, &space, &ic)?;
             if t.label_ids(&space, &id)? != wanted {
                 put_remote(&*embedder, txn, &mut t, sm.memory, &wanted, None, now, ops)?;
             }
@@ -174,6 +176,8 @@ struct Merge<'a, 't> {
     threads: &'a mut Threads,
     /// Memories whose shown labels a label merge or a label record of this batch may change.
     relabel: &'a mut BTreeSet<String>,
+    /// Each space's label redirects, read once per batch until a label or label merge of the space changes.
+    redirects: &'a mut Redirects,
     /// Spaces whose sources changed: their in-memory chunk index is dropped after the commit.
     sources: &'a mut BTreeSet<String>,
     ic: &'a mut ItemClock,
@@ -250,6 +254,7 @@ impl Merge<'_, '_> {
     fn label(&mut self, space: &str, id: &str, value: Option<&[u8]>) -> Result<Option<[u8; 16]>> {
         // A merged-away label deleted or created again turns its merges' redirects on or off.
         self.relabel_chain(space, id)?;
+        self.redirects.changed(space);
         let Some(v) = value else {
             self.t.labels.remove(space, id)?;
             return Ok(None);
@@ -328,6 +333,7 @@ impl Merge<'_, '_> {
     /// A label merge record: stored as it came (a reversal is a put with `reversed_at`); the memories that
     /// show its labels are relabelled once the batch is merged.
     fn label_merge(&mut self, space: &str, id: &str, value: Option<&[u8]>) -> Result<Option<[u8; 16]>> {
+        self.redirects.changed(space);
         let old: Option<LabelMerge> = label::label_merges(self.txn)?.get((space, id))?;
         if let Some(o) = &old {
             self.relabel_chain(space, &o.source.id)?;
@@ -561,7 +567,7 @@ impl Merge<'_, '_> {
             Some(v) => {
                 let m: Memory = sync::value_of(v)?;
                 self.ensure_space(&m.space_id)?;
-                let labels = shown_labels(self.txn, self.t, &m.space_id, self.ic)?;
+                let labels = self.redirects.shown(self.txn, self.t, &m.space_id, self.ic)?;
                 let vector = self.vectors.get(&m.index_text()).cloned();
                 put_remote(self.embedder, self.txn, self.t, m, &labels, vector, self.now, self.ops)?;
                 self.ic.hash = self.current_value(id)?.map(|v| sync::hash(&v));
@@ -578,7 +584,7 @@ impl Merge<'_, '_> {
     fn relabel(&mut self, id: &str) -> Result<()> {
         let Some(space) = self.t.memories.space_of(id)? else { return Ok(()) };
         let Some(sm) = self.t.load(&space, id)? else { return Ok(()) };
-        let wanted = shown_labels(self.txn, self.t, &space, self.ic)?;
+        let wanted = self.redirects.shown(self.txn, self.t, &space, self.ic)?;
         if self.t.label_ids(&space, id)? == wanted {
             return Ok(());
         }
@@ -587,11 +593,29 @@ impl Merge<'_, '_> {
     }
 }
 
-/// The labels a memory of `space` with clock `ic` shows: its add-wins set through the space's label merges.
-fn shown_labels(txn: &WriteTx, t: &MemoryWrite<'_>, space: &str, ic: &ItemClock) -> Result<BTreeSet<String>> {
-    let redirects = sync::Redirects::of(txn, space, |l| Ok(t.labels.get(space, l)?.is_some()))?;
-    let present = ic.present_labels();
-    Ok(if redirects.is_empty() { present } else { redirects.apply(&present) })
+/// Each space's label redirects ([`sync::Redirects`]) as a batch reads them: once per space, again after a
+/// label or label merge of the space changed.
+#[derive(Default)]
+struct Redirects(std::collections::HashMap<String, sync::Redirects>);
+
+impl Redirects {
+    /// The labels a memory of `space` with clock `ic` shows: its add-wins set through the space's label merges.
+    fn shown(&mut self, txn: &WriteTx, t: &MemoryWrite<'_>, space: &str, ic: &ItemClock) -> Result<BTreeSet<String>> {
+        let present = ic.present_labels();
+        if !self.0.contains_key(space) {
+            let r = sync::Redirects::of(txn, space, |l| Ok(t.labels.get(space, l)?.is_some()))?;
+            self.0.insert(space.to_string(), r);
+        }
+        Ok(match self.0.get(space) {
+            Some(r) if !r.is_empty() => r.apply(&present),
+            _ => present,
+        })
+    }
+
+    /// Forgets `space`'s redirects (one of its labels or label merges changed).
+    fn changed(&mut self, space: &str) {
+        self.0.remove(space);
+    }
 }
 
 /// The threads a batch touched, settled once it is merged.
