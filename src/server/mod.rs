@@ -369,6 +369,44 @@ fn keys_match(keys: &[Option<&[u8]>], key: &str) -> bool {
     !keys.is_empty() && keys.iter().all(|k| k.is_some_and(|k| !k.is_empty() && bool::from(k.ct_eq(key.as_bytes()))))
 }
 
+/// A request of the direct sync transport ([`sync::peer_call`]): the lockout, the call off the runtime, and its
+/// answer (a wrong token counts as a wrong key).
+async fn peer_route(
+    st: &Arc<AppState>,
+    peer: SocketAddr,
+    method: String,
+    path: String,
+    query: String,
+    token: Option<Vec<u8>>,
+) -> Response<Body> {
+    if let Some(secs) = st.lockout.blocked(peer.ip()) {
+        return too_many(secs);
+    }
+    let st2 = st.clone();
+    let out =
+        tokio::task::spawn_blocking(move || sync::peer_call(st2.api.store(), &method, &path, &query, token.as_deref()))
+            .await;
+    match out {
+        Ok(Ok(sync::PeerOut::List(v))) => respond(ApiResponse::json(200, &v)),
+        Ok(Ok(sync::PeerOut::File(bytes))) => {
+            let mut resp = Response::new(Body::from(bytes));
+            resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
+            resp
+        }
+        Ok(Err(e)) => {
+            if e.kind() == ErrorKind::Unauthorized && st.lockout.fail(peer.ip()) {
+                tracing::warn!(%peer, "too many wrong sync tokens: address blocked for 10 minutes");
+                return too_many(LOCKOUT_BLOCK.as_secs());
+            }
+            respond(ApiResponse::error(&e))
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "a sync peer request stopped");
+            reject(ErrorKind::Internal, "internal error")
+        }
+    }
+}
+
 async fn handle(
     State(st): State<Arc<AppState>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
@@ -412,34 +450,8 @@ async fn handle(
     }
     // The direct sync transport: authorised by the group's pull token, never by the API key.
     if sync::is_peer_path(&path) {
-        if let Some(secs) = st.lockout.blocked(peer.ip()) {
-            return too_many(secs);
-        }
         let token = parts.headers.get(sync::TOKEN_HEADER).map(|v| v.as_bytes().to_vec());
-        let st2 = st.clone();
-        let out = tokio::task::spawn_blocking(move || {
-            sync::peer_call(st2.api.store(), &method, &path, &query, token.as_deref())
-        })
-        .await;
-        return match out {
-            Ok(Ok(sync::PeerOut::List(v))) => respond(ApiResponse::json(200, &v)),
-            Ok(Ok(sync::PeerOut::File(bytes))) => {
-                let mut resp = Response::new(Body::from(bytes));
-                resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
-                resp
-            }
-            Ok(Err(e)) => {
-                if e.kind() == ErrorKind::Unauthorized && st.lockout.fail(peer.ip()) {
-                    tracing::warn!(%peer, "too many wrong sync tokens: address blocked for 10 minutes");
-                    return too_many(LOCKOUT_BLOCK.as_secs());
-                }
-                respond(ApiResponse::error(&e))
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "a sync peer request stopped");
-                reject(ErrorKind::Internal, "internal error")
-            }
-        };
+        return peer_route(&st, peer, method, path, query, token).await;
     }
     let content_type = parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
     if !Api::is_public(&method, &path) {

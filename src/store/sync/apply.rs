@@ -14,20 +14,24 @@
 //! - **Label assignments** are an add-wins set: per label the greatest add and the greatest add a removal saw
 //!   (the observed-remove set of Shapiro et al., 2011).
 
+mod records;
+mod threads;
+
 use super::ApplyReport;
+use records::Redirects;
 use std::collections::{BTreeSet, HashMap};
+use threads::Threads;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::ops::IndexOp;
 use crate::model::{
-    Change, Item, ItemClock, Label, LabelMerge, Memory, MemoryRelation, Message, Op, ReviewEvent, Space, SpaceUsage,
-    Thread, Timestamp, WorkingMemory,
+    Change, Item, ItemClock, Label, Memory, MemoryRelation, Op, Space, SpaceUsage, Timestamp, WorkingMemory,
 };
-use crate::storage::{Readable, WriteTx};
+use crate::storage::WriteTx;
 use crate::store::KnowledgeStore;
 use crate::store::core::changes;
 use crate::store::memories::{MemoryWrite, put_remote};
-use crate::store::records::{label, meta, review, source, sync, thread, working_memory};
+use crate::store::records::{meta, sync, thread, working_memory};
 use crate::sync::merge::{self, MessageWrite, NodeMerge};
 
 /// What one change did.
@@ -268,100 +272,6 @@ impl Merge<'_, '_> {
         Ok(Some(sync::hash(&json(&sync::label_projection(&l))?)))
     }
 
-    /// A source: its record, text and chunks replace what this device holds (the original bytes are kept only
-    /// where the source was ingested, and while it stays the same source here).
-    fn source(&mut self, id: &str, value: Option<&[u8]>) -> Result<Option<[u8; 16]>> {
-        if let Some(space) = source::space_of(self.txn, id)? {
-            if let Some(old) = source::sources(self.txn)?.get((space.as_str(), id))? {
-                let mut shas = source::source_sha(self.txn)?;
-                if shas.get((space.as_str(), old.sha256.as_str()))?.is_some_and(|v| v.value() == id) {
-                    shas.remove((space.as_str(), old.sha256.as_str()))?;
-                }
-            }
-            source::sources(self.txn)?.remove((space.as_str(), id))?;
-            source::source_space(self.txn)?.remove(id)?;
-            source::source_text(self.txn)?.remove(id)?;
-            source::source_chunks(self.txn)?.remove_range((id, 0u64)..=(id, u64::MAX))?;
-            self.sources.insert(space);
-        }
-        let Some(v) = value else {
-            source::source_files(self.txn)?.remove(id)?;
-            return Ok(None);
-        };
-        let sv: sync::SourceValue = sync::value_of(v)?;
-        if sv.source.id != id {
-            return Err(Error::new(ErrorKind::InvalidInput, "a source change names another source than its item"));
-        }
-        let space = sv.source.space_id.clone();
-        self.ensure_space(&space)?;
-        source::sources(self.txn)?.put((space.as_str(), id), &sv.source)?;
-        source::source_space(self.txn)?.put(id, space.as_str())?;
-        // Two devices that ingested the same bytes at once hold two sources; the lookup by hash names one.
-        let mut shas = source::source_sha(self.txn)?;
-        if shas.get((space.as_str(), sv.source.sha256.as_str()))?.is_none() {
-            shas.put((space.as_str(), sv.source.sha256.as_str()), id)?;
-        }
-        drop(shas);
-        if !sv.text.is_empty() {
-            source::source_text(self.txn)?.put(id, sv.text.as_bytes())?;
-        }
-        let mut chunks = source::source_chunks(self.txn)?;
-        for (i, c) in sv.chunks.iter().enumerate() {
-            chunks.put((id, i as u64), c)?;
-        }
-        self.sources.insert(space);
-        Ok(Some(sync::hash(&json(&sv)?)))
-    }
-
-    /// A timeline review event with its decision.
-    fn review(&mut self, space: &str, id: &str, value: Option<&[u8]>) -> Result<Option<[u8; 16]>> {
-        let mut t = review::reviews(self.txn)?;
-        let Some(v) = value else {
-            t.remove((space, id))?;
-            return Ok(None);
-        };
-        let r: ReviewEvent = sync::value_of(v)?;
-        if r.space_id != space || r.id != id {
-            return Err(Error::new(ErrorKind::InvalidInput, "a review change names another review than its item"));
-        }
-        drop(t);
-        self.ensure_space(space)?;
-        review::reviews(self.txn)?.put((space, id), &r)?;
-        Ok(Some(sync::hash(&json(&r)?)))
-    }
-
-    /// A label merge record: stored as it came (a reversal is a put with `reversed_at`); the memories that
-    /// show its labels are relabelled once the batch is merged.
-    fn label_merge(&mut self, space: &str, id: &str, value: Option<&[u8]>) -> Result<Option<[u8; 16]>> {
-        self.redirects.changed(space);
-        let old: Option<LabelMerge> = label::label_merges(self.txn)?.get((space, id))?;
-        if let Some(o) = &old {
-            self.relabel_chain(space, &o.source.id)?;
-        }
-        let Some(v) = value else {
-            label::label_merges(self.txn)?.remove((space, id))?;
-            return Ok(None);
-        };
-        let m: LabelMerge = sync::value_of(v)?;
-        if m.space_id != space || m.merge_id != id {
-            return Err(Error::new(ErrorKind::InvalidInput, "a label merge change names another merge than its item"));
-        }
-        self.ensure_space(space)?;
-        label::label_merges(self.txn)?.put((space, id), &m)?;
-        self.relabel_chain(space, &m.source.id)?;
-        Ok(Some(sync::hash(&json(&m)?)))
-    }
-
-    /// Marks for relabelling every memory that shows `label` or a label a merge of it leads to (whether or not
-    /// the merges redirect now).
-    fn relabel_chain(&mut self, space: &str, label: &str) -> Result<()> {
-        let merges: Vec<(String, LabelMerge)> = label::label_merges(self.txn)?.in_space(space)?;
-        for l in sync::merge_chain(&merges, label) {
-            self.relabel.extend(self.t.labels.memories_of(space, &l)?);
-        }
-        Ok(())
-    }
-
     fn working(&mut self, space: &str, day: &str, value: Option<&[u8]>) -> Result<Option<[u8; 16]>> {
         let mut days = working_memory::days(self.txn)?;
         let Some(v) = value else {
@@ -393,53 +303,6 @@ impl Merge<'_, '_> {
         self.ensure_space(&r.space_id)?;
         self.t.relations.put(&r.space_id, &r)?;
         Ok(Some(sync::hash(&json(&r)?)))
-    }
-
-    /// A thread's record. Deleted elsewhere while this device holds messages of it that no delete reached (a
-    /// concurrent append), it stays as the placeholder until they go.
-    fn thread(&mut self, space: &str, id: &str, value: Option<&[u8]>) -> Result<Option<[u8; 16]>> {
-        let Some(v) = value else {
-            if self.th.count(space, id)? == 0 {
-                self.th.remove_record(space, id)?;
-                return Ok(None);
-            }
-            let p = sync::placeholder_thread(space, id);
-            self.threads.dirty.insert((space.to_string(), id.to_string()));
-            self.th.put(&p)?;
-            return Ok(Some(sync::hash(&json(&p)?)));
-        };
-        let mut t: Thread = sync::value_of(v)?;
-        if t.space_id != space || t.thread_id != id {
-            return Err(Error::new(ErrorKind::InvalidInput, "a thread change names another thread than its item"));
-        }
-        self.ensure_space(space)?;
-        t.message_count = self.th.count(space, id)?;
-        self.th.put(&t)?;
-        Ok(Some(sync::hash(&json(&sync::thread_projection(&t))?)))
-    }
-
-    /// One message of a thread, put after the thread's last; [`Threads::settle`] gives it its place (the order
-    /// of the messages' stamps) once the batch is merged. A message whose thread is not here gets the
-    /// placeholder thread.
-    fn message(&mut self, item: &Item, value: Option<&[u8]>) -> Result<Option<[u8; 16]>> {
-        let Some((space, tid, key)) = item.message_parts() else {
-            return Err(Error::new(ErrorKind::InvalidInput, "a message change names no thread"));
-        };
-        if let Some(i) = self.th.index_of(space, tid, key)? {
-            self.th.remove_message(space, tid, i, key)?;
-        }
-        self.threads.dirty.insert((space.to_string(), tid.to_string()));
-        let Some(v) = value else { return Ok(None) };
-        let mut m: Message = sync::value_of(v)?;
-        if !self.th.contains(space, tid)? {
-            self.ensure_space(space)?;
-            self.th.put(&sync::placeholder_thread(space, tid))?;
-            self.threads.placeholders.insert((space.to_string(), tid.to_string()));
-        }
-        m.order_index = self.th.next_index(space, tid)?;
-        m.id = format!("{tid}#{}", m.order_index);
-        self.th.put_message(space, tid, &m, Some(key))?;
-        Ok(Some(sync::hash(&json(&sync::message_projection(&m))?)))
     }
 
     /// A space a change needs that has not arrived yet: a placeholder, which its own change replaces whatever
@@ -593,89 +456,7 @@ impl Merge<'_, '_> {
     }
 }
 
-/// Each space's label redirects ([`sync::Redirects`]) as a batch reads them: once per space, again after a
-/// label or label merge of the space changed.
-#[derive(Default)]
-struct Redirects(std::collections::HashMap<String, sync::Redirects>);
-
-impl Redirects {
-    /// The labels a memory of `space` with clock `ic` shows: its add-wins set through the space's label merges.
-    fn shown(&mut self, txn: &WriteTx, t: &MemoryWrite<'_>, space: &str, ic: &ItemClock) -> Result<BTreeSet<String>> {
-        let present = ic.present_labels();
-        if !self.0.contains_key(space) {
-            let r = sync::Redirects::of(txn, space, |l| Ok(t.labels.get(space, l)?.is_some()))?;
-            self.0.insert(space.to_string(), r);
-        }
-        Ok(match self.0.get(space) {
-            Some(r) if !r.is_empty() => r.apply(&present),
-            _ => present,
-        })
-    }
-
-    /// Forgets `space`'s redirects (one of its labels or label merges changed).
-    fn changed(&mut self, space: &str) {
-        self.0.remove(space);
-    }
-}
-
-/// The threads a batch touched, settled once it is merged.
-#[derive(Default)]
-struct Threads {
-    /// Threads whose messages changed: their messages are put in the order of their stamps.
-    dirty: BTreeSet<(String, String)>,
-    /// Threads created as placeholders for messages that came without them.
-    placeholders: BTreeSet<(String, String)>,
-}
-
-impl Threads {
-    /// Gives every changed thread's messages their order (by stamp, then deduplication key: the same on every
-    /// device), its message count, and drops a placeholder thread left without messages. A placeholder is
-    /// never stamped: its clock records only its hash, so it is not logged as this device's change.
-    fn settle(self, th: &mut thread::Writer<'_>, clocks: &mut sync::ItemClocks<'_>) -> Result<()> {
-        for (space, tid) in self.dirty.union(&self.placeholders) {
-            let mut order = Vec::new();
-            for (key, at) in th.keys(space, tid)? {
-                let stamp = clocks.get(Item::message(space, tid, &key).key())?.and_then(|c: ItemClock| c.winner);
-                order.push((stamp, key, at));
-            }
-            order.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
-            let moves: Vec<(u64, u64, String)> = order
-                .into_iter()
-                .enumerate()
-                .filter(|(new, (_, _, old))| *new as u64 != *old)
-                .map(|(new, (_, key, old))| (old, new as u64, key))
-                .collect();
-            th.move_messages(space, tid, &moves)?;
-            let item = Item::Thread(space.clone(), tid.clone());
-            let mut ic: ItemClock = clocks.get(item.key())?.unwrap_or_default();
-            let placeholder = sync::hash(&json(&sync::placeholder_thread(space, tid))?);
-            let held = ic.hash.is_none() || ic.hash == Some(placeholder);
-            let n = th.count(space, tid)?;
-            match th.get(space, tid)? {
-                Some(_) if held && n == 0 => {
-                    th.remove_record(space, tid)?;
-                    if ic.hash.take().is_some() {
-                        clocks.put(item.key(), &ic)?;
-                    }
-                }
-                Some(mut t) => {
-                    if t.message_count != n {
-                        t.message_count = n;
-                        th.put(&t)?;
-                    }
-                    if ic.hash.is_none() {
-                        ic.hash = Some(placeholder);
-                        clocks.put(item.key(), &ic)?;
-                    }
-                }
-                None => {}
-            }
-        }
-        Ok(())
-    }
-}
-
-fn json<T: serde::Serialize>(v: &T) -> Result<Vec<u8>> {
+pub(super) fn json<T: serde::Serialize>(v: &T) -> Result<Vec<u8>> {
     serde_json::to_vec(v)
         .map_err(|e| Error::new(ErrorKind::Internal, "a replicated value does not encode").with_source(e))
 }
