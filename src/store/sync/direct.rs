@@ -49,7 +49,7 @@ impl SyncService<'_> {
     }
 
     /// The whole segment files in this device's folder, by device id (32 hex digits): their numbers after
-    /// `after` (per device; 0 for all), at most [`PULL_BATCH`] per device.
+    /// `after` (per device; 0 for all), at most 64 per device (`PULL_BATCH`).
     ///
     /// # Errors
     /// As [`SyncService::pull_token`].
