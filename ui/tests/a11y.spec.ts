@@ -29,6 +29,7 @@ test("every view passes axe-core with no serious or critical violation", async (
     "/labels",
     "/spaces",
     "/working-memory",
+    "/sync",
     "/system",
   ];
   const found: string[] = [];

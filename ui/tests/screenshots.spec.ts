@@ -20,6 +20,7 @@ test("screenshots of every view", async ({ signedIn: page, seeded }, info) => {
     ["labels", "/labels", "table"],
     ["spaces", "/spaces", "article.card"],
     ["working-memory", "/working-memory", "h2"],
+    ["sync", "/sync", "p.empty, .empty"],
     ["system", "/system", "dl.facts"],
   ];
   for (const [name, path, ready] of views) {
