@@ -372,6 +372,10 @@ pub struct SyncHealth {
     pub peers: Vec<PeerHealth>,
     /// The folder pass's progress through their segments (a first sync applies many).
     pub progress: crate::store::SyncProgress,
+    /// The epoch of the group key (0 until a device is removed; each removal rotates the key).
+    pub key_epoch: u32,
+    /// Why this device cannot sync in its group any more (it was removed from it), if so.
+    pub error: Option<String>,
 }
 
 /// Another device of the sync group in `GET /health`.
@@ -398,6 +402,8 @@ impl SyncHealth {
             enabled: s.enabled,
             pending_changes: s.pending_changes,
             progress: s.progress,
+            key_epoch: s.key_epoch,
+            error: s.error,
             peers: s
                 .peers
                 .into_iter()

@@ -28,8 +28,10 @@ pub const PULL_EVERY: Duration = Duration::from_secs(1);
 /// The request header that carries the group's pull token ([`crate::store::SyncService::pull_token`]).
 pub const TOKEN_HEADER: &str = "x-engram-sync-token";
 
-/// The path prefix of the direct transport's routes.
+/// The path prefix of the direct transport's segment routes.
 const PEER_PREFIX: &str = "/sync/peer/segments";
+/// The path prefix of the direct transport's other files (heads, key rotations, snapshot parts).
+const FILES_PREFIX: &str = "/sync/peer/files";
 
 /// Whether `path` is a route of the direct transport (answered by [`peer_call`], not by the API).
 pub(crate) fn is_peer_path(path: &str) -> bool {
@@ -40,7 +42,7 @@ pub(crate) fn is_peer_path(path: &str) -> bool {
 pub(crate) enum PeerOut {
     /// `GET /sync/peer/segments?after=<device>:<n>,...`: `{"segments": {device: [n, ...]}}`.
     List(serde_json::Value),
-    /// `GET /sync/peer/segments/<device>/<n>`: the sealed file.
+    /// `GET /sync/peer/segments/<device>/<n>` or `GET /sync/peer/files/<device>/<name>`: the file.
     File(Vec<u8>),
 }
 
@@ -60,10 +62,10 @@ pub(crate) fn peer_call(
 ) -> Result<PeerOut> {
     use subtle::ConstantTimeEq;
     let sync = store.sync();
-    let expected = sync.pull_token().ok();
-    let authorised = match (token, &expected) {
-        (Some(t), Some(e)) => bool::from(t.ct_eq(e.as_bytes())),
-        _ => false,
+    let expected = sync.pull_tokens().unwrap_or_default();
+    let authorised = match token {
+        Some(t) => expected.iter().fold(false, |ok, e| ok | bool::from(t.ct_eq(e.as_bytes()))),
+        None => false,
     };
     if !authorised {
         return Err(Error::new(ErrorKind::Unauthorized, "missing or wrong sync pull token"));
@@ -87,6 +89,12 @@ pub(crate) fn peer_call(
             }
         }
         return Ok(PeerOut::List(serde_json::json!({"segments": sync.folder_segments(&after)?})));
+    }
+    if path == FILES_PREFIX {
+        return Ok(PeerOut::List(serde_json::json!({"files": sync.folder_files()?})));
+    }
+    if let Some((device, name)) = path.strip_prefix(FILES_PREFIX).and_then(|r| r.strip_prefix('/')?.split_once('/')) {
+        return Ok(PeerOut::File(sync.folder_file(device, name)?));
     }
     let rest = path.strip_prefix(PEER_PREFIX).and_then(|r| r.strip_prefix('/'));
     match rest.and_then(|r| r.split_once('/')).and_then(|(d, n)| Some((d, n.parse::<u64>().ok()?))) {
@@ -135,6 +143,24 @@ pub fn pull(store: &KnowledgeStore, base: &str) -> Result<usize> {
             .map_err(|e| fail("the list", e.to_string()))?;
     let mut stored = 0;
     let me = store.admin().device_id()?.to_hex();
+    // Heads, key rotations and snapshot parts first: a segment under a new key follows its rotation.
+    let files: serde_json::Value = serde_json::from_slice(&get(format!("{base}{FILES_PREFIX}"))?)
+        .map_err(|e| fail("the file list", e.to_string()))?;
+    let held = sync.folder_files()?;
+    if let Some(devices) = files["files"].as_object() {
+        for (device, names) in devices.iter().filter(|(d, _)| **d != me) {
+            for (name, digest) in names.as_object().into_iter().flatten() {
+                let mine = held.get(device).and_then(|h| h.get(name));
+                if mine.is_some_and(|m| Some(m.as_str()) == digest.as_str()) {
+                    continue;
+                }
+                let bytes = get(format!("{base}{FILES_PREFIX}/{device}/{name}"))?;
+                if sync.receive_file(device, name, &bytes)? {
+                    stored += 1;
+                }
+            }
+        }
+    }
     if let Some(devices) = list["segments"].as_object() {
         for (device, ns) in devices.iter().filter(|(d, _)| **d != me) {
             for n in ns.as_array().into_iter().flatten().filter_map(serde_json::Value::as_u64) {

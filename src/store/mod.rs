@@ -52,7 +52,7 @@ pub use sources::{
     SourceQuery, Sources,
 };
 pub use spaces::{MAX_BULK_MOVE, Spaces, space_slug};
-pub use sync::{ApplyReport, FolderReport, Peer, SyncProgress, SyncService, SyncStatus};
+pub use sync::{ApplyReport, COMPACT_AFTER, FolderReport, Peer, RemoveReport, SyncProgress, SyncService, SyncStatus};
 pub use threads::{
     AppendMessages, AppendReport, CreatedThread, Extraction, NewMessage, NewThread, PER_MESSAGE, ThreadDeleteReport,
     ThreadMatch, Threads, thread_memory_prefix,

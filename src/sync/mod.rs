@@ -5,6 +5,7 @@
 //! store's change log and its apply are `KnowledgeStore::sync`. The folder and HTTP transports and pairing
 //! follow; `docs/sync.md` says which parts exist.
 
+pub mod compact;
 pub mod hlc;
 pub mod merge;
 pub mod segment;

@@ -203,4 +203,18 @@ fn two_daemons_on_folders_of_their_own_pull_from_each_other_with_the_pairing_key
     let peers = st["peers"].as_array().unwrap();
     assert_eq!(peers.len(), 1, "{st}");
     assert!(peers[0]["error"].is_null() && peers[0]["applied"].as_u64().unwrap() >= writes as u64, "{st}");
+    // The heads travel too (what a key rotation and compaction read): B's folder holds A's, and A's B's.
+    let a_id = peers[0]["device_id"].as_str().unwrap().to_string();
+    let (status, files) = get_with(b.addr, "/sync/peer/files", &format!("x-engram-sync-token: {token}\r\n"));
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&files));
+    let files: serde_json::Value = serde_json::from_slice(&files).unwrap();
+    let devices = files["files"].as_object().unwrap();
+    assert_eq!(devices.len(), 2, "{files}");
+    assert!(devices.values().all(|names| names["head"].as_str().is_some_and(|h| h.len() == 64)), "{files}");
+    let (status, head) =
+        get_with(b.addr, &format!("/sync/peer/files/{a_id}/head"), &format!("x-engram-sync-token: {token}\r\n"));
+    assert_eq!(status, 200);
+    assert!(head.starts_with(b"ENGRAMSG"), "a sealed head");
+    let escape = format!("/sync/peer/files/{a_id}/../../api-key");
+    assert_eq!(get_with(b.addr, &escape, &format!("x-engram-sync-token: {token}\r\n")).0 / 100, 4);
 }

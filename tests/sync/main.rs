@@ -5,4 +5,5 @@
 mod crash;
 mod daemons;
 mod folder;
+mod groups;
 mod merge;

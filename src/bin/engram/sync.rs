@@ -1,4 +1,4 @@
-//! `engram sync init | join | now | status`: sync between one person's devices through a shared folder
+//! `engram sync init | join | now | remove | status`: sync between one person's devices through a shared folder
 //! (docs/sync.md). They run without the daemon, on the store in the data directory.
 
 use std::path::{Path, PathBuf};
@@ -35,6 +35,15 @@ pub enum SyncCommand {
     },
     /// Sync once: write this device's new changes to the folder and apply the other devices' new ones.
     Now {
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Remove DEVICE (its id, from `engram sync status`) from the group, for good: its later segments are
+    /// refused everywhere and the group key rotates, so it cannot read what the others write from now on.
+    /// Prints the new pairing code (the old one no longer joins).
+    Remove {
+        /// The device id (32 hex digits).
+        device: String,
         #[command(flatten)]
         store: StoreArgs,
     },
@@ -125,6 +134,21 @@ pub fn sync_command(which: SyncCommand) -> engram::Result<()> {
             }
             Ok(())
         }
+        SyncCommand::Remove { device, store } => {
+            let store = store.open()?;
+            let r = store.sync().remove_device(&device)?;
+            println!(
+                "removed device {} (its segments up to {} stay accepted, later ones are refused)",
+                r.device_id, r.last_accepted_segment
+            );
+            println!("the group key was rotated (epoch {}) and sealed to {} device(s):", r.epoch, r.kept.len());
+            for d in &r.kept {
+                println!("  {d}");
+            }
+            println!("new pairing code for devices that join from now on (keep it secret):\n\n  {}\n", r.pairing_code);
+            println!("run `engram sync now` (or keep `engram serve --sync` running) to pass the new key on");
+            Ok(())
+        }
         SyncCommand::Status { json, store } => {
             let store = store.open()?;
             let s = store.sync().status()?;
@@ -141,6 +165,13 @@ pub fn sync_command(which: SyncCommand) -> engram::Result<()> {
             println!("device {}", s.device_id);
             println!("folder {}", s.folder.as_deref().unwrap_or("(none)"));
             println!("changes not yet written to the folder: {}", s.pending_changes);
+            println!("key epoch {}; own segments compacted up to {}", s.key_epoch, s.snapshot);
+            if let Some(e) = &s.error {
+                println!("error: {e}");
+            }
+            for (d, n) in &s.removed {
+                println!("  device {d}: removed (segments after {n} refused)");
+            }
             for p in &s.peers {
                 print_peer(p);
             }

@@ -14,9 +14,33 @@ use sha2::Digest;
 
 use super::SyncService;
 use super::folder::{io, write_atomically};
+use super::group::HEAD_NAME;
 use crate::error::{Error, ErrorKind, Result};
 use crate::model::DeviceId;
-use crate::sync::segment::{self, Read};
+use crate::sync::segment::{self, GroupKey, Read};
+
+fn token(key: &GroupKey) -> String {
+    let mut h = sha2::Sha256::new();
+    h.update(b"engram-sync-pull-token-v1\0");
+    h.update(key.0);
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Whether `name` is a file of a device directory that the direct transport carries besides segments: the
+/// head, a rotation's key or record, a snapshot part.
+fn carried(name: &str) -> bool {
+    let digits = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_digit());
+    name == HEAD_NAME
+        || name.strip_suffix(".key").or_else(|| name.strip_suffix(".rot")).is_some_and(|e| digits(e, 10))
+        || name
+            .strip_suffix(".snap")
+            .and_then(|s| s.split_once('.'))
+            .is_some_and(|(n, p)| digits(n, 20) && digits(p, 6))
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
 
 /// Segments a device lists or a pull takes at most per device and call (a first sync goes on at the next).
 pub const PULL_BATCH: usize = 64;
@@ -42,10 +66,18 @@ impl SyncService<'_> {
     /// [`ErrorKind::InvalidInput`] when the store is in no sync group with a folder; storage errors.
     pub fn pull_token(&self) -> Result<String> {
         let (key, _, _) = self.group()?;
-        let mut h = sha2::Sha256::new();
-        h.update(b"engram-sync-pull-token-v1\0");
-        h.update(key.0);
-        Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+        Ok(token(&key))
+    }
+
+    /// The pull tokens this daemon accepts: one per group key it holds, so that a device that has not learned
+    /// a key rotation yet can still pull the rotation's files. What any token reads is sealed: a removed device
+    /// can download files it cannot open, and its own files are refused by every device.
+    ///
+    /// # Errors
+    /// As [`SyncService::pull_token`].
+    pub fn pull_tokens(&self) -> Result<Vec<String>> {
+        self.group()?;
+        Ok(self.keyring()?.iter().map(|(_, k)| token(k)).collect())
     }
 
     /// The whole segment files in this device's folder, by device id (32 hex digits): their numbers after
@@ -96,7 +128,7 @@ impl SyncService<'_> {
     /// [`ErrorKind::InvalidInput`] for a bad device id or number, this device's own id, or bytes that are not a
     /// whole segment of this group; [`ErrorKind::Io`]; as [`SyncService::pull_token`].
     pub fn receive_segment(&self, device: &str, n: u64, bytes: &[u8]) -> Result<bool> {
-        let (key, folder, me) = self.group()?;
+        let (_, folder, me) = self.group()?;
         let d = DeviceId::parse(device).filter(|d| *d != me && n > 0).ok_or_else(|| {
             Error::new(ErrorKind::InvalidInput, format!("not another device's segment: {device}/{n}"))
         })?;
@@ -105,8 +137,12 @@ impl SyncService<'_> {
         if dir.join(&name).exists() {
             return Ok(false);
         }
-        match segment::open(&key, d, n, bytes) {
-            Read::Whole(_) => {}
+        let ring = self.keyring()?;
+        match segment::open(&ring, d, n, bytes) {
+            Read::Whole(..) => {}
+            // Sealed under a key this device has not learned yet (a rotation it has not read): the folder pass
+            // authenticates it once it has.
+            Read::Refused(_) if segment::epoch_of(bytes).is_some_and(|e| ring.get(e).is_none()) => {}
             Read::Partial => {
                 return Err(Error::new(ErrorKind::InvalidInput, format!("segment {device}/{n} is cut short")));
             }
@@ -137,5 +173,88 @@ impl SyncService<'_> {
             }
         }
         Ok(out)
+    }
+
+    /// The other files of each device directory in this device's folder (heads, key rotations, snapshot
+    /// parts), by device id and name: a head's SHA-256 (it is rewritten as its device reads on), "" for the
+    /// others (written once).
+    ///
+    /// # Errors
+    /// As [`SyncService::pull_token`].
+    pub fn folder_files(&self) -> Result<BTreeMap<String, BTreeMap<String, String>>> {
+        let (_, folder, _) = self.group()?;
+        let mut out = BTreeMap::new();
+        let Ok(entries) = std::fs::read_dir(&folder) else { return Ok(out) };
+        for e in entries.filter_map(|e| e.ok()) {
+            let device = e.file_name().to_string_lossy().to_string();
+            let Some(d) = DeviceId::parse(&device) else { continue };
+            let Ok(files) = std::fs::read_dir(segment::device_dir(&folder, d)) else { continue };
+            let mut names = BTreeMap::new();
+            for f in files.filter_map(|f| f.ok()) {
+                let name = f.file_name().to_string_lossy().to_string();
+                if !carried(&name) {
+                    continue;
+                }
+                let digest = if name == HEAD_NAME {
+                    std::fs::read(f.path()).map(|b| sha256_hex(&b)).unwrap_or_default()
+                } else {
+                    String::new()
+                };
+                names.insert(name, digest);
+            }
+            if !names.is_empty() {
+                out.insert(device, names);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The bytes of file `name` of `device`'s directory in this device's folder (one [`Self::folder_files`]
+    /// lists).
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`] for a bad device id or a name the transport does not carry;
+    /// [`ErrorKind::NotFound`]; as [`SyncService::pull_token`].
+    pub fn folder_file(&self, device: &str, name: &str) -> Result<Vec<u8>> {
+        let (_, folder, _) = self.group()?;
+        let d = DeviceId::parse(device).filter(|_| carried(name)).ok_or_else(|| {
+            Error::new(ErrorKind::InvalidInput, "a file is named by a device id (32 hex digits) and a file it carries")
+        })?;
+        let path = segment::device_dir(&folder, d).join(name);
+        std::fs::read(&path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => {
+                Error::new(ErrorKind::NotFound, format!("no file {name} of device {device}"))
+            }
+            _ => io(format!("reading {}", path.display()), e),
+        })
+    }
+
+    /// Stores file `name` of `device`, pulled from another daemon, in this device's folder (replacing a head);
+    /// returns false when the folder holds these bytes already. A snapshot part or head must be a whole sealed
+    /// file of that device (the folder pass authenticates it), a key file an age file.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`] for a bad device id, this device's own id, a name the transport does not
+    /// carry, or bytes that are not such a file; [`ErrorKind::Io`]; as [`SyncService::pull_token`].
+    pub fn receive_file(&self, device: &str, name: &str, bytes: &[u8]) -> Result<bool> {
+        let (_, folder, me) = self.group()?;
+        let d = DeviceId::parse(device).filter(|d| *d != me && carried(name)).ok_or_else(|| {
+            Error::new(ErrorKind::InvalidInput, format!("not another device's file: {device}/{name}"))
+        })?;
+        let ok = if name.ends_with(".key") {
+            bytes.starts_with(b"age-encryption.org/v1") && bytes.len() < 1 << 20
+        } else {
+            segment::epoch_of(bytes).is_some() && (bytes.len() as u64) <= segment::MAX_BODY + segment::HEADER_LEN as u64
+        };
+        if !ok {
+            return Err(Error::new(ErrorKind::InvalidInput, format!("{device}/{name} is not a whole sync file")));
+        }
+        let dir = segment::device_dir(&folder, d);
+        if std::fs::read(dir.join(name)).is_ok_and(|held| held == bytes) {
+            return Ok(false);
+        }
+        std::fs::create_dir_all(&dir).map_err(|e| io(format!("making {}", dir.display()), e))?;
+        write_atomically(&dir, name, bytes)?;
+        Ok(true)
     }
 }

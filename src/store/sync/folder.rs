@@ -14,12 +14,13 @@ use std::sync::atomic::Ordering;
 
 use serde::{Deserialize, Serialize};
 
+use super::group::Group;
 use super::{ApplyReport, SyncService};
 use crate::error::{Error, ErrorKind, Result};
 use crate::model::{DeviceId, Timestamp};
 use crate::store::core::write::Commit;
 use crate::store::records::{meta, sync};
-use crate::sync::segment::{self, GroupKey, Read, SegmentBody};
+use crate::sync::segment::{self, GroupKey, Kind, Read, SegmentBody};
 
 /// `META` key: the group key (64 hex digits; as safe as the store: encrypted at rest with it).
 pub(crate) const KEY_KEY: &str = "sync_key";
@@ -71,6 +72,8 @@ pub struct FolderReport {
     pub applied: ApplyReport,
     /// Every other device seen in the folder.
     pub peers: Vec<Peer>,
+    /// Why this device cannot sync in its group any more (it was removed from it), if so: nothing was done.
+    pub error: Option<String>,
 }
 
 fn invalid(msg: impl Into<String>) -> Error {
@@ -120,9 +123,11 @@ impl SyncService<'_> {
     /// not pass for the device it was copied from); [`ErrorKind::Io`]; as [`SyncService::enable`].
     pub fn join_folder(&self, folder: &Path, code: &str) -> Result<()> {
         let key = parse_code(code)?;
-        let mine = segment::device_dir(folder, self.store.admin().device_id()?);
+        let me = self.store.admin().device_id()?;
         let seq = meta::meta(&self.store.core.db.read()?)?.u64(SEGMENT_KEY)?.unwrap_or(0);
-        if seq == 0 && mine.join(segment::file_name(1)).exists() {
+        let written =
+            !super::direct::numbers(folder, me).is_empty() || !super::compact::snapshots(folder, me).is_empty();
+        if seq == 0 && written {
             return Err(Error::new(
                 ErrorKind::Conflict,
                 "the folder already holds segments of this device id: this store is a copy of a device in the \
@@ -145,11 +150,14 @@ impl SyncService<'_> {
         let dir = segment::device_dir(&folder, self.store.admin().device_id()?);
         std::fs::create_dir_all(&dir).map_err(|e| io(format!("making {}", dir.display()), e))?;
         self.enable()?;
-        self.store.core.writes.write(Commit::BOOKKEEPING, |txn, _| {
-            let mut m = meta::meta(txn)?;
-            m.put_text(KEY_KEY, &key.to_hex())?;
-            m.put_text(FOLDER_KEY, &folder.to_string_lossy())
-        })
+        // A code given after a key rotation is the key of a later epoch: its rotation record names the earlier
+        // keys, which open the older segments.
+        let ring = super::group::discover(&folder, self.store.admin().device_id()?, key);
+        self.store
+            .core
+            .writes
+            .write(Commit::BOOKKEEPING, |txn, _| meta::meta(txn)?.put_text(FOLDER_KEY, &folder.to_string_lossy()))?;
+        self.save_ring(&ring)
     }
 
     /// The folder of this store's sync group, if it has one.
@@ -170,7 +178,7 @@ impl SyncService<'_> {
     /// folder is not there (it is never made here: an unmounted drive must not turn into a local folder) or
     /// cannot be read or written; storage errors.
     pub fn sync_folder(&self) -> Result<FolderReport> {
-        let (key, folder, me) = self.group()?;
+        let (_, folder, _) = self.group()?;
         // A folder that is not there (an unmounted drive, a share that is down) is an error, not a new empty
         // folder on the local disk that would hide the real one when it comes back.
         if !folder.is_dir() {
@@ -180,8 +188,16 @@ impl SyncService<'_> {
             ));
         }
         let mut report = FolderReport::default();
-        self.write_segments(&key, &folder, me, &mut report)?;
-        self.read_segments(&key, &folder, me, &mut report)?;
+        let g = self.load_group()?;
+        if let Some(e) = &g.error {
+            // Removed from the group: nothing this device writes is accepted any more.
+            report.error = Some(e.clone());
+            return Ok(report);
+        }
+        self.write_segments(&g, &mut report)?;
+        self.read_segments(&g, &mut report)?;
+        let snapshot = self.compact(&g)?;
+        self.write_head(&g, snapshot)?;
         Ok(report)
     }
 
@@ -196,8 +212,9 @@ impl SyncService<'_> {
         }
     }
 
-    fn write_segments(&self, key: &GroupKey, folder: &Path, me: DeviceId, report: &mut FolderReport) -> Result<()> {
-        let dir = segment::device_dir(folder, me);
+    fn write_segments(&self, g: &Group, report: &mut FolderReport) -> Result<()> {
+        let (me, (epoch, key)) = (g.me, g.current()?);
+        let dir = segment::device_dir(&g.folder, me);
         std::fs::create_dir_all(&dir).map_err(|e| io(format!("making {}", dir.display()), e))?;
         loop {
             let rtx = self.store.core.db.read()?;
@@ -206,7 +223,7 @@ impl SyncService<'_> {
             let path = dir.join(segment::file_name(n));
             // A segment a crash left unrecorded: recorded now, never overwritten.
             if let Ok(bytes) = std::fs::read(&path)
-                && let Read::Whole(body) = segment::open(key, me, n, &bytes)
+                && let Read::Whole(body, _) = segment::open(&g.ring, me, n, &bytes)
             {
                 drop(rtx);
                 self.record_written(n, body.last)?;
@@ -218,7 +235,7 @@ impl SyncService<'_> {
                 return Ok(());
             };
             let body = SegmentBody { first, last, changes: changes.into_iter().map(|(_, c)| c).collect() };
-            let bytes = segment::seal(key, me, n, &body).map_err(|e| Error::new(ErrorKind::Internal, e))?;
+            let bytes = segment::seal(key, epoch, me, n, &body).map_err(|e| Error::new(ErrorKind::Internal, e))?;
             write_atomically(&dir, &segment::file_name(n), &bytes)?;
             self.record_written(n, last)?;
             report.written_segments += 1;
@@ -237,24 +254,13 @@ impl SyncService<'_> {
         })
     }
 
-    fn read_segments(&self, key: &GroupKey, folder: &Path, me: DeviceId, report: &mut FolderReport) -> Result<()> {
+    fn read_segments(&self, g: &Group, report: &mut FolderReport) -> Result<()> {
         let mut peers = self.peers()?;
-        let entries = std::fs::read_dir(folder).map_err(|e| io(format!("reading {}", folder.display()), e))?;
-        let mut devices: Vec<DeviceId> = entries
-            .filter_map(|e| e.ok())
-            .filter_map(|e| e.file_name().to_str().filter(|n| n.len() == 32).and_then(DeviceId::parse))
-            .filter(|d| *d != me)
-            .collect();
-        devices.sort();
-        // Progress: the segments after each cursor, counted before the first is applied.
+        let devices = super::group::devices(&g.folder, g.me, false);
+        // Progress: the segments (or snapshot parts) after each cursor, counted before the first is applied.
         let progress = self.store.core.writes.sync.progress();
-        let total: u64 = devices
-            .iter()
-            .map(|d| {
-                let cursor = peers.get(&d.to_hex()).map_or(0, |p| p.cursor);
-                super::direct::numbers(folder, *d).into_iter().filter(|n| *n > cursor).count() as u64
-            })
-            .sum();
+        let total: u64 =
+            devices.iter().map(|d| to_read(&g.folder, *d, peers.get(&d.to_hex()).map_or(0, |p| p.cursor))).sum();
         progress.done.store(0, Ordering::Release);
         progress.total.store(total, Ordering::Release);
         progress.running.store(total > 0, Ordering::Release);
@@ -264,45 +270,73 @@ impl SyncService<'_> {
             let mut peer = peers.remove(&hex).unwrap_or_else(|| Peer { device_id: hex.clone(), ..Peer::default() });
             peer.pending = false;
             peer.error = None;
-            let dir = segment::device_dir(folder, device);
+            let dir = segment::device_dir(&g.folder, device);
             loop {
                 let n = peer.cursor + 1;
-                let Ok(bytes) = std::fs::read(dir.join(segment::file_name(n))) else { break };
-                let body = match segment::open(key, device, n, &bytes) {
-                    Read::Whole(body) => body,
-                    Read::Partial => {
+                let path = dir.join(segment::file_name(n));
+                // A segment compacted away: the snapshot that holds it (a device that joins after compaction).
+                let (n, kind, parts) = match std::fs::metadata(&path) {
+                    Ok(_) => (n, Kind::Segment, 1),
+                    Err(_) => match super::compact::snapshot_after(&g.folder, device, peer.cursor) {
+                        Some((s, parts)) => (s, Kind::Snapshot, parts),
+                        None => break,
+                    },
+                };
+                let mut part = 1;
+                let mut total = parts;
+                let mut step = peer.clone();
+                let failed = loop {
+                    if part > total {
+                        break None;
+                    }
+                    let file =
+                        if kind == Kind::Segment { path.clone() } else { dir.join(segment::snapshot_name(n, part)) };
+                    let Ok(bytes) = std::fs::read(&file) else { break Some(None) };
+                    let body = match segment::open_body(&g.ring, kind, device, n, &bytes) {
+                        Read::Whole(body, epoch) => match g.refuses(device, n, epoch) {
+                            None => body,
+                            Some(why) => break Some(Some(why)),
+                        },
+                        Read::Partial => break Some(None),
+                        Read::Refused(why) => break Some(Some(why)),
+                    };
+                    if kind == Kind::Snapshot {
+                        if body.first != part || body.last < part {
+                            break Some(Some(format!(
+                                "snapshot part {part} names part {} of {}",
+                                body.first, body.last
+                            )));
+                        }
+                        total = body.last;
+                    }
+                    if let Some(why) = clock_ahead(&body) {
+                        break Some(Some(why));
+                    }
+                    // The cursor moves in the transaction that applies the segment (a snapshot's last part).
+                    let cursor = (part == total).then_some(n);
+                    match self.apply_step(&peers, &step, cursor, &body.changes)? {
+                        Ok((next, applied)) => {
+                            step = next;
+                            report.applied_segments += 1;
+                            progress.done.fetch_add(1, Ordering::AcqRel);
+                            add(&mut report.applied, &applied);
+                        }
+                        Err(why) => break Some(Some(why)),
+                    }
+                    part += 1;
+                };
+                let what = if kind == Kind::Segment { format!("segment {n}") } else { format!("snapshot {n}") };
+                match failed {
+                    None => peer = step,
+                    Some(None) => {
                         peer.pending = true;
                         break;
                     }
-                    Read::Refused(why) => {
-                        peer.error = Some(format!("segment {n}: {why}"));
+                    Some(Some(why)) => {
+                        peer.error = Some(format!("{what}: {why}"));
                         break;
                     }
-                };
-                if let Some(why) = clock_ahead(&body) {
-                    peer.error = Some(format!("segment {n}: {why}"));
-                    break;
                 }
-                // The cursor moves in the transaction that applies the segment.
-                let mut next = Peer { cursor: n, last_seen: Some(Timestamp::now().to_rfc3339()), ..peer.clone() };
-                let mut saved = peers.clone();
-                saved.insert(hex.clone(), next.clone());
-                let applied = match super::apply::apply_then(self.store, &body.changes, |txn| {
-                    meta::meta(txn)?.put_json(PEERS_KEY, &saved)
-                }) {
-                    Ok(r) => r,
-                    Err(e) if e.kind() == ErrorKind::InvalidInput => {
-                        peer.error = Some(format!("segment {n}: {e}"));
-                        break;
-                    }
-                    Err(e) => return Err(e),
-                };
-                next.applied += applied.applied;
-                next.conflicts += applied.conflicts;
-                report.applied_segments += 1;
-                progress.done.fetch_add(1, Ordering::AcqRel);
-                add(&mut report.applied, &applied);
-                peer = next;
             }
             peers.insert(hex, peer);
         }
@@ -315,6 +349,35 @@ impl SyncService<'_> {
         Ok(())
     }
 
+    /// Applies `changes` of `peer`'s device in one transaction; with `cursor`, the peer's cursor moves to it in
+    /// that transaction. Returns the peer as it then stands, or why the changes were refused (nothing applied).
+    fn apply_step(
+        &self,
+        peers: &BTreeMap<String, Peer>,
+        peer: &Peer,
+        cursor: Option<u64>,
+        changes: &[crate::model::Change],
+    ) -> Result<std::result::Result<(Peer, ApplyReport), String>> {
+        let mut next = peer.clone();
+        if let Some(n) = cursor {
+            next.cursor = n;
+            next.last_seen = Some(Timestamp::now().to_rfc3339());
+        }
+        let mut saved = peers.clone();
+        saved.insert(next.device_id.clone(), next.clone());
+        let applied = match super::apply::apply_then(self.store, changes, |txn| match cursor {
+            Some(_) => meta::meta(txn)?.put_json(PEERS_KEY, &saved),
+            None => Ok(()),
+        }) {
+            Ok(r) => r,
+            Err(e) if e.kind() == ErrorKind::InvalidInput => return Ok(Err(e.to_string())),
+            Err(e) => return Err(e),
+        };
+        next.applied += applied.applied;
+        next.conflicts += applied.conflicts;
+        Ok(Ok((next, applied)))
+    }
+
     /// What this device knows of the other devices of its group, by device id.
     ///
     /// # Errors
@@ -324,8 +387,18 @@ impl SyncService<'_> {
     }
 }
 
-/// Why a segment is held back for its clock: a change stamped more than [`crate::sync::MAX_DRIFT_MS`] ahead of
-/// this device's wall clock (the whole segment waits, unapplied, and is read again at the next sync).
+/// The files a pass applies of `device` after `cursor`: its segments, or the parts of the snapshot that holds
+/// the next one when it was compacted away.
+fn to_read(folder: &Path, device: DeviceId, cursor: u64) -> u64 {
+    let segments = super::direct::numbers(folder, device).into_iter().filter(|n| *n > cursor).count() as u64;
+    match super::compact::snapshot_after(folder, device, cursor) {
+        Some((_, parts)) if !segment::device_dir(folder, device).join(segment::file_name(cursor + 1)).exists() => {
+            segments + parts
+        }
+        _ => segments,
+    }
+}
+
 /// Clears a pass's `running` flag however the pass ends.
 struct Finished<'a>(&'a std::sync::atomic::AtomicBool);
 
@@ -335,6 +408,8 @@ impl Drop for Finished<'_> {
     }
 }
 
+/// Why a segment is held back for its clock: a change stamped more than [`crate::sync::MAX_DRIFT_MS`] ahead of
+/// this device's wall clock (the whole segment waits, unapplied, and is read again at the next sync).
 fn clock_ahead(body: &SegmentBody) -> Option<String> {
     let now_ms = u64::try_from(Timestamp::now().millis()).unwrap_or(0);
     let ahead = body.changes.iter().map(|c| c.stamp.hlc.ms).max()?.saturating_sub(now_ms);

@@ -7,12 +7,16 @@
 //! follow (docs/sync.md says which parts exist).
 
 mod apply;
+mod compact;
 mod direct;
 mod folder;
+mod group;
 
 use serde::Serialize;
 
+pub use compact::COMPACT_AFTER;
 pub use folder::{FolderReport, Peer};
+pub use group::RemoveReport;
 
 use crate::error::Result;
 use crate::model::{Change, Timestamp};
@@ -73,6 +77,14 @@ pub struct SyncStatus {
     pub peers: Vec<Peer>,
     /// The folder pass's progress.
     pub progress: SyncProgress,
+    /// The epoch of the group key this device seals with (0 until a device is removed; each removal rotates it).
+    pub key_epoch: u32,
+    /// Devices removed from the group, with the last of their segments still accepted.
+    pub removed: std::collections::BTreeMap<String, u64>,
+    /// The number of this device's last snapshot (0: none): its segments up to it were compacted.
+    pub snapshot: u64,
+    /// Why this device cannot sync in its group any more (it was removed from it), if so.
+    pub error: Option<String>,
 }
 
 impl SyncService<'_> {
@@ -141,6 +153,10 @@ impl SyncService<'_> {
             pending_changes: last_seq.saturating_sub(exported),
             peers: peers.into_values().collect(),
             progress: self.progress(),
+            key_epoch: u32::try_from(m.u64(group::EPOCH_KEY)?.unwrap_or(0)).unwrap_or(u32::MAX),
+            removed: m.json(group::REMOVED_KEY)?.unwrap_or_default(),
+            snapshot: m.u64(compact::SNAPSHOT_KEY)?.unwrap_or(0),
+            error: m.text(group::GROUP_ERROR_KEY)?,
         })
     }
 
