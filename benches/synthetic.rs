@@ -270,33 +270,62 @@ fn main() -> engram::Result<()> {
         let peer_dir = dir.with_extension("peer");
         let _ = std::fs::remove_dir_all(&peer_dir);
         let peer = KnowledgeStore::open(StoreConfig { vector: params, ..StoreConfig::new(&peer_dir) })?;
-        peer.sync().enable()?;
+        // Through a real folder: the source writes its log as sealed segments (the peer has joined but has
+        // no head yet, so nothing is compacted), the peer applies them all in one pass, then the source's next
+        // pass compacts what the peer has read.
+        let folder = dir.with_extension("folder");
+        let _ = std::fs::remove_dir_all(&folder);
+        std::fs::create_dir_all(&folder)?;
+        let code = store.sync().init_folder(&folder)?;
+        peer.sync().join_folder(&folder, &code)?;
+        let t_write = Instant::now();
+        let written = store.sync().sync_folder()?;
+        let segment_bytes = dir_bytes(&folder);
+        println!(
+            "segments written: {} ({} changes) in {:.1} s, {:.0} bytes in the folder, {:.0} bytes per memory",
+            written.written_segments,
+            written.written_changes,
+            t_write.elapsed().as_secs_f64(),
+            segment_bytes as f64,
+            segment_bytes as f64 / n as f64
+        );
         // The process's peak resident set during the first sync alone (Linux: writing 5 to clear_refs resets
         // VmHWM to the current RSS; elsewhere the figures are not printed).
         let before = proc_status_kib("VmRSS");
         let _ = std::fs::write("/proc/self/clear_refs", "5");
-        let (t0, mut after, mut changes) = (Instant::now(), 0, 0);
-        loop {
-            let page = store.sync().changes(after, batch)?;
-            let Some(&(last, _)) = page.last() else { break };
-            let batch: Vec<_> = page.into_iter().map(|(_, c)| c).collect();
-            changes += batch.len();
-            peer.sync().apply(&batch)?;
-            after = last;
-        }
+        let t0 = Instant::now();
+        let r = peer.sync().sync_folder()?;
         let s = t0.elapsed().as_secs_f64();
         println!(
-            "first sync into an empty device: {changes} changes applied in batches of {batch}, {:.0} memories/s ({s:.1} s)",
+            "first sync into an empty device through the folder: {} segments, {} changes applied, {:.0} memories/s ({s:.1} s)",
+            r.applied_segments,
+            r.applied.applied + r.applied.stale,
             n as f64 / s
         );
-        if let (Some(b), Some(peak)) = (before, proc_status_kib("VmHWM")) {
+        if let (Some(b), Some(peak), Some(end)) = (before, proc_status_kib("VmHWM"), proc_status_kib("VmRSS")) {
+            // What the peer holds once synced (its index and caches) grows with the store; what the sync itself
+            // holds on top is peak minus end.
             println!(
-                "first sync memory: resident {:.0} MiB before (both stores open), peak {:.0} MiB during (+{:.0} MiB)",
+                "first sync memory: resident {:.0} MiB before (both stores open), peak {:.0} MiB during (+{:.0} MiB), \
+                 {:.0} MiB after: the sync's own peak {:.0} MiB above what the synced store then holds",
                 b as f64 / 1024.0,
                 peak as f64 / 1024.0,
-                peak.saturating_sub(b) as f64 / 1024.0
+                peak.saturating_sub(b) as f64 / 1024.0,
+                end as f64 / 1024.0,
+                peak.saturating_sub(end) as f64 / 1024.0
             );
         }
+        let t_compact = Instant::now();
+        store.sync().sync_folder()?;
+        let compacted = dir_bytes(&folder);
+        println!(
+            "after compaction ({:.1} s): snapshot {} of the source, {:.0} bytes in the folder, {:.0} bytes per memory",
+            t_compact.elapsed().as_secs_f64(),
+            store.sync().status()?.snapshot,
+            compacted as f64,
+            compacted as f64 / n as f64
+        );
+        let _ = std::fs::remove_dir_all(&folder);
         drop(peer);
         let _ = std::fs::remove_dir_all(&peer_dir);
     }
@@ -429,6 +458,26 @@ fn main() -> engram::Result<()> {
 }
 
 /// A `/proc/self/status` field in KiB (`VmRSS`, `VmHWM`); None off Linux.
+/// The bytes of the files in `dir` and its direct subdirectories.
+fn dir_bytes(dir: &std::path::Path) -> u64 {
+    let mut total = 0;
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let Ok(m) = e.metadata() else { continue };
+        if m.is_dir() {
+            total += std::fs::read_dir(e.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|f| f.metadata().ok())
+                .map(|m| m.len())
+                .sum::<u64>();
+        } else {
+            total += m.len();
+        }
+    }
+    total
+}
+
 fn proc_status_kib(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with(field) && l[field.len()..].starts_with(':'))?;

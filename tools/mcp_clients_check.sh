@@ -38,12 +38,15 @@ if [ ! -x "$root/inspector/node_modules/.bin/mcp-inspector" ]; then
 fi
 
 data=$(mktemp -d)
-"$engram" serve --addr "127.0.0.1:$port" --data-dir "$data" --embedding-model builtin > "$root/daemon.log" 2>&1 &
+# The store is in a sync group of its own, and the daemon runs its sync worker (docs/sync.md): the clients must
+# see no difference.
+"$engram" sync init --folder "$data.sync" --data-dir "$data" > /dev/null
+"$engram" serve --addr "127.0.0.1:$port" --data-dir "$data" --embedding-model builtin --sync > "$root/daemon.log" 2>&1 &
 daemon=$!
 cleanup() {
   kill "$daemon" 2> /dev/null || true
   wait "$daemon" 2> /dev/null || true
-  rm -rf "$data"
+  rm -rf "$data" "$data.sync"
 }
 trap cleanup EXIT
 for _ in $(seq 1 100); do curl -sf "127.0.0.1:$port/livez" > /dev/null && break; sleep 0.2; done
@@ -124,4 +127,17 @@ d = json.load(open(sys.argv[1]))
 assert d["chunks"] and "snapshot" in d["chunks"][0]["text"], d
 print("OK nmem 0.10.109 library search-chunks:", d["chunks"][0]["chunk_index"], "of", d["total_chunks"])
 PY
+echo "-- the MCP tool sync_status, and the worker's segments"
+curl -sf -X POST "$base/mcp" -H "Authorization: Bearer $key" -H 'Content-Type: application/json' \
+  -H 'Accept: application/json, text/event-stream' \
+  -d '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"sync_status","arguments":{}}}' > "$root/sync-status.json"
+python3 - "$root/sync-status.json" << 'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))["result"]["structuredContent"]
+assert s["enabled"] is True and s["error"] is None and s["peers"] == [], s
+PY
+sleep 1
+n=$(find "$data.sync" -name '*.seg' -o -name '*.snap' | wc -l)
+[ "$n" -gt 0 ] || { echo "FAIL the sync worker wrote no segment"; exit 1; }
+echo "OK sync_status says enabled; $n sealed file(s) in the folder"
 echo "-- all MCP clients passed"

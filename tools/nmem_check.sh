@@ -6,6 +6,8 @@
 # Usage: tools/nmem_check.sh ENGRAM_BINARY NMEM_BINARY
 # With ENGRAM_CHECK_ENCRYPTED=1 both daemons run on stores encrypted at rest (a key file each; docs/security.md),
 # and the check ends by searching their store files and index snapshots for the text it wrote.
+# With ENGRAM_CHECK_SYNCED=1 each daemon runs on a store in a sync group of its own (`engram serve --sync`, a folder
+# beside the store; docs/sync.md), so every write is also logged and written to the folder as sealed segments.
 set -euo pipefail
 engram=$1
 nmem=$2
@@ -28,8 +30,13 @@ start() { # dir port
     [ -f "$1.key" ] || "$engram" keygen "$1.key" > /dev/null
     key=(--key-file "$1.key")
   fi
+  local sync=()
+  if [ "${ENGRAM_CHECK_SYNCED:-}" = 1 ]; then
+    [ -d "$1.sync" ] || "$engram" sync init --folder "$1.sync" --data-dir "$1" "${key[@]}" > /dev/null
+    sync=(--sync)
+  fi
   "$engram" serve --addr "127.0.0.1:$2" --data-dir "$1" --api-key check-key --embedding-model builtin \
-    --allow-url-host 127.0.0.1 "${key[@]}" > "$1.log" 2>&1 &
+    --allow-url-host 127.0.0.1 "${key[@]}" "${sync[@]}" > "$1.log" 2>&1 &
   for _ in $(seq 1 100); do curl -sf "127.0.0.1:$2/livez" > /dev/null && return 0; sleep 0.2; done
   echo "daemon on $2 did not start"; cat "$1.log"; exit 1
 }
@@ -196,5 +203,18 @@ if [ "${ENGRAM_CHECK_ENCRYPTED:-}" = 1 ]; then
     fi
   done
   echo "ok   both stores encrypted at rest: no plaintext in their files"
+fi
+if [ "${ENGRAM_CHECK_SYNCED:-}" = 1 ]; then
+  kill $(jobs -p) 2> /dev/null || true
+  wait $(jobs -p) 2> /dev/null || true
+  # Each daemon's worker wrote what the check wrote to its folder, sealed: segments there, and no plaintext.
+  for side in a b; do
+    n=$(find "$work/$side.sync" -name '*.seg' -o -name '*.snap' | wc -l)
+    [ "$n" -gt 0 ] || { echo "FAIL $side's sync folder holds no segment"; exit 1; }
+    if grep -rqa -e "Backflush" -e "espresso" -e "Oslo" "$work/$side.sync"; then
+      echo "FAIL $side's sync folder holds plaintext"; exit 1
+    fi
+  done
+  echo "ok   both stores in sync groups: their folders hold sealed segments, no plaintext"
 fi
 echo "nmem check passed"

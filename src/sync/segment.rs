@@ -14,7 +14,8 @@
 //! | 8 | number (a segment's or snapshot's number, a rotation's epoch; 0 for a head) |
 //! | 8 | length of the sealed body, tag included |
 //! | 24 | nonce (random) |
-//! | n | body, sealed with XChaCha20-Poly1305 (draft-irtf-cfrg-xchacha; the `chacha20poly1305` crate) under the
+//! | n | body (a segment's or snapshot part's: postcard of [`SegmentBody`], deflated; a head's or rotation's:
+//! JSON), sealed with XChaCha20-Poly1305 (draft-irtf-cfrg-xchacha; the `chacha20poly1305` crate) under the
 //! group key of that epoch; the associated data is the 46 header bytes before the nonce, so a file cannot be
 //! passed off under another kind, key epoch, device or number |
 //!
@@ -231,9 +232,17 @@ pub fn seal_body(
     n: u64,
     body: &SegmentBody,
 ) -> Result<Vec<u8>, String> {
+    use std::io::Write;
     let plain = postcard::to_allocvec(body).map_err(|e| format!("encoding a segment failed: {e}"))?;
-    seal_file(key, epoch, kind, device, n, &plain)
+    // Deflate before sealing (ciphertext does not compress): a memory's JSON shrinks to about a third.
+    let mut z = flate2::write::DeflateEncoder::new(Vec::with_capacity(plain.len() / 3), flate2::Compression::fast());
+    z.write_all(&plain).map_err(|e| format!("compressing a segment failed: {e}"))?;
+    let packed = z.finish().map_err(|e| format!("compressing a segment failed: {e}"))?;
+    seal_file(key, epoch, kind, device, n, &packed)
 }
+
+/// Largest body a segment or snapshot part inflates to: 1 GiB.
+const MAX_PLAIN: u64 = 1 << 30;
 
 fn be_u64(b: &[u8]) -> u64 {
     let mut b8 = [0u8; 8];
@@ -319,11 +328,22 @@ pub fn open(ring: &Keyring, device: DeviceId, n: u64, bytes: &[u8]) -> Read {
 
 /// Reads a segment or a snapshot part ([`Read`]): it must hold only changes stamped by `device`.
 pub fn open_body(ring: &Keyring, kind: Kind, device: DeviceId, n: u64, bytes: &[u8]) -> Read {
-    let (plain, epoch) = match open_file(ring, kind, device, n, bytes) {
+    use std::io::Read as _;
+    let (mut plain, epoch) = match open_file(ring, kind, device, n, bytes) {
         Opened::Whole(p, e) => (p, e),
         Opened::Partial => return Read::Partial,
         Opened::Refused(why) => return Read::Refused(why),
     };
+    // Format 2 bodies are deflated (format 1 ones are not).
+    if bytes[8] == VERSION {
+        let mut out = Vec::with_capacity(plain.len() * 3);
+        let inflated = flate2::read::DeflateDecoder::new(plain.as_slice()).take(MAX_PLAIN + 1).read_to_end(&mut out);
+        match inflated {
+            Ok(len) if (len as u64) <= MAX_PLAIN => plain = out,
+            Ok(_) => return Read::Refused("the segment inflates to more than 1 GiB".into()),
+            Err(e) => return Read::Refused(format!("the segment's body does not inflate: {e}")),
+        }
+    }
     match postcard::from_bytes::<SegmentBody>(&plain) {
         Ok(body) if body.changes.iter().all(|c| c.stamp.device == device) => Read::Whole(body, epoch),
         Ok(_) => Read::Refused("the segment holds changes stamped by another device".into()),

@@ -4743,6 +4743,13 @@ export interface components {
         SyncHealth: {
             /** @description Whether the store belongs to a sync group. */
             enabled: boolean;
+            /** @description Why this device cannot sync in its group any more (it was removed from it), if so. */
+            error?: string | null;
+            /**
+             * Format: int32
+             * @description The epoch of the group key (0 until a device is removed; each removal rotates the key).
+             */
+            key_epoch: number;
             /** @description The other devices seen in the folder, in device id order. */
             peers: components["schemas"]["PeerHealth"][];
             /**
@@ -4776,8 +4783,15 @@ export interface components {
             device_id: string;
             /** @description Whether the store belongs to a sync group. */
             enabled: boolean;
+            /** @description Why this device cannot sync in its group any more (it was removed from it), if so. */
+            error?: string | null;
             /** @description The folder the group syncs through, if any. */
             folder?: string | null;
+            /**
+             * Format: int32
+             * @description The epoch of the group key this device seals with (0 until a device is removed; each removal rotates it).
+             */
+            key_epoch: number;
             /**
              * Format: int64
              * @description The last sequence number of this device's change log (0: nothing logged).
@@ -4795,6 +4809,15 @@ export interface components {
             pending_changes: number;
             /** @description The folder pass's progress. */
             progress: components["schemas"]["SyncProgress"];
+            /** @description Devices removed from the group, with the last of their segments still accepted. */
+            removed: {
+                [key: string]: number;
+            };
+            /**
+             * Format: int64
+             * @description The number of this device's last snapshot (0: none): its segments up to it were compacted.
+             */
+            snapshot: number;
         };
         /**
          * @description When the knowledge holds (spec: `temporal_context`, default `timeless`).

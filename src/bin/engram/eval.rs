@@ -86,6 +86,18 @@ struct EvalStoreArgs {
     /// Encrypt the evaluation's store at rest with this key file (the figures must not change).
     #[arg(long)]
     key_file: Option<PathBuf>,
+    /// Run on a store in a sync group (a folder beside the store, removed afterwards): every write logs its
+    /// changes, and a sync pass writes them as segments after the evaluation (the figures must not change).
+    #[arg(long)]
+    sync: bool,
+}
+
+/// The store an evaluation runs on: its configuration, the temporary directory to remove afterwards, and the
+/// sync folder of `--sync`.
+struct EvalStore {
+    config: StoreConfig,
+    temp: Option<PathBuf>,
+    sync: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -136,7 +148,7 @@ fn parse_fusion(s: &str) -> Option<engram::index::fusion::Fusion> {
 impl EvalStoreArgs {
     /// The configuration of the store an evaluation runs on (its database and embedder) in `--data-dir`, or in a
     /// fresh temporary directory, returned too, for removal afterwards.
-    fn config(self) -> engram::Result<(StoreConfig, Option<PathBuf>)> {
+    fn config(self) -> engram::Result<EvalStore> {
         let selected = self.embedder.select()?;
         let (dir, temp) = match self.data_dir {
             Some(d) => (d, None),
@@ -150,18 +162,18 @@ impl EvalStoreArgs {
         config.index_mode = self.index_mode.into();
         config.embedder = selected.embedder;
         config.encryption = self.key_file.map(engram::storage::crypt::Encryption::key_file);
-        Ok((config, temp))
+        let sync = self.sync.then(|| dir.with_extension("sync"));
+        Ok(EvalStore { config, temp, sync })
     }
 }
 
 /// `engram eval longmemeval`.
 fn longmemeval_command(args: LongMemEvalArgs) -> engram::Result<()> {
     let LongMemEvalArgs { dataset, k, json, mode, limit, keep_spaces, store } = args;
-    let (config, temp) = store.config()?;
+    let store = store.config()?;
     let opts = engram::eval::longmemeval::LongMemEvalOptions { ks: k, threads: mode == "threads", limit, keep_spaces };
     run_eval(
-        config,
-        temp,
+        store,
         json,
         |store, progress| engram::eval::longmemeval::run(store, &dataset, &opts, progress),
         print_longmemeval,
@@ -172,15 +184,28 @@ fn longmemeval_command(args: LongMemEvalArgs) -> engram::Result<()> {
 /// removes the temporary directory `temp` whether or not it succeeded, and prints the report as one JSON object
 /// or with `print`.
 fn run_eval<R: serde::Serialize>(
-    config: StoreConfig,
-    temp: Option<PathBuf>,
+    at: EvalStore,
     json: bool,
     eval: impl FnOnce(&KnowledgeStore, bool) -> engram::Result<R>,
     print: impl FnOnce(&R),
 ) -> engram::Result<()> {
     let progress = !json && std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let report = KnowledgeStore::open(config).and_then(|store| eval(&store, progress));
-    if let Some(dir) = temp {
+    let sync = at.sync.clone();
+    let report = KnowledgeStore::open(at.config).and_then(|store| {
+        if let Some(folder) = &sync {
+            let _ = std::fs::remove_dir_all(folder);
+            std::fs::create_dir_all(folder)
+                .map_err(|e| engram::Error::new(engram::ErrorKind::Io, format!("making {}: {e}", folder.display())))?;
+            store.sync().init_folder(folder)?;
+        }
+        let report = eval(&store, progress)?;
+        if sync.is_some() {
+            let r = store.sync().sync_folder()?;
+            eprintln!("sync: {} segments ({} changes) written", r.written_segments, r.written_changes);
+        }
+        Ok(report)
+    });
+    for dir in at.temp.iter().chain(sync.iter()) {
         let _ = std::fs::remove_dir_all(dir);
     }
     let report = report?;
@@ -249,7 +274,7 @@ fn locomo_command(args: LocomoArgs) -> engram::Result<()> {
         vector_context,
         store,
     } = args;
-    let (mut config, temp) = store.config()?;
+    let mut store = store.config()?;
     let fusion = match fusion.as_deref() {
         Some(f) => Some(parse_fusion(f).ok_or_else(|| {
             engram::Error::new(engram::ErrorKind::InvalidInput, "--fusion is convex:<alpha> or rrf:<k>")
@@ -263,24 +288,24 @@ fn locomo_command(args: LocomoArgs) -> engram::Result<()> {
         ),
         None => None,
     };
-    config.fusion = fusion;
+    store.config.fusion = fusion;
     if let Some(b) = entity_boost {
-        config.entity_boost = b.clamp(0.0, 1.0);
+        store.config.entity_boost = b.clamp(0.0, 1.0);
     }
     if let Some(w) = pagerank_weight {
-        config.pagerank_weight = w.clamp(0.0, 1.0);
+        store.config.pagerank_weight = w.clamp(0.0, 1.0);
     }
     if let Some(w) = context_window {
-        config.context.window = w;
+        store.config.context.window = w;
     }
     if let Some(a) = expansion_weight {
-        config.expansion.weight = a.max(0.0);
+        store.config.expansion.weight = a.max(0.0);
     }
     if let Some(g) = vector_context {
         if !(0.0..=1.0).contains(&g) {
             return Err(engram::Error::new(engram::ErrorKind::InvalidInput, "--vector-context is 0..=1"));
         }
-        config.vector_context = Some(g);
+        store.config.vector_context = Some(g);
     }
     let opts = engram::eval::LocomoOptions {
         conversations: range,
@@ -291,7 +316,7 @@ fn locomo_command(args: LocomoArgs) -> engram::Result<()> {
         ablation,
         sweep,
     };
-    run_eval(config, temp, json, |store, progress| engram::eval::locomo(store, &dataset, &opts, progress), print_report)
+    run_eval(store, json, |store, progress| engram::eval::locomo(store, &dataset, &opts, progress), print_report)
 }
 
 fn print_report(r: &engram::eval::LocomoReport) {

@@ -5,8 +5,9 @@ import { Empty, ErrorView, Loading, fmtTime, useTitle } from "../ui";
 /** A device id as people compare them: its first 8 hex digits (the full id is in the title). */
 const short = (id: string) => id.slice(0, 8);
 
-/** `/ui/sync`: this device's sync group (docs/sync.md): the folder, what is pending, and every other device with
- * when it was last seen, what was applied from it, the conflicts resolved and the last error. Refreshed every
+/** `/ui/sync`: this device's sync group (docs/sync.md): the folder, what is pending, the group key's rotations
+ * and this device's compaction, and every other device with when it was last seen, what was applied from it,
+ * the conflicts resolved, the last error, or that it was removed. Refreshed every
  * 5 s, as the daemon's sync worker moves. */
 export function SyncView() {
   useTitle("Sync");
@@ -31,6 +32,11 @@ export function SyncView() {
       )}
       {s && s.enabled && (
         <>
+          {s.error && (
+            <p className="refused" role="alert">
+              <strong>This device cannot sync any more:</strong> {s.error}
+            </p>
+          )}
           <dl className="facts">
             <dt>This device</dt>
             <dd title={s.device_id}>
@@ -42,6 +48,10 @@ export function SyncView() {
             <dd>{s.pending_changes === 0 ? "nothing: every change is in the folder" : `${s.pending_changes.toLocaleString("en-US")} changes not yet in the folder`}</dd>
             <dt>Changes logged</dt>
             <dd>{s.last_seq.toLocaleString("en-US")}</dd>
+            <dt>Group key</dt>
+            <dd>{s.key_epoch === 0 ? "the first (no device removed)" : `rotated ${s.key_epoch} time${s.key_epoch === 1 ? "" : "s"} (a device was removed)`}</dd>
+            <dt>Compacted</dt>
+            <dd>{s.snapshot === 0 ? "nothing yet" : `this device's segments up to ${s.snapshot.toLocaleString("en-US")}`}</dd>
             {s.progress.running && (
               <>
                 <dt>Applying</dt>
@@ -69,7 +79,7 @@ export function SyncView() {
               </thead>
               <tbody>
                 {s.peers.map((p) => (
-                  <tr key={p.device_id}>
+                  <tr key={p.device_id} className={p.device_id in s.removed ? "removed" : undefined}>
                     <td title={p.device_id}>
                       <code>{short(p.device_id)}</code>
                     </td>
@@ -78,7 +88,9 @@ export function SyncView() {
                     <td>{p.applied.toLocaleString("en-US")}</td>
                     <td>{p.conflicts.toLocaleString("en-US")}</td>
                     <td>
-                      {p.error ? (
+                      {p.device_id in s.removed ? (
+                        `removed from the group: segments after ${(s.removed[p.device_id] ?? 0).toLocaleString("en-US")} refused`
+                      ) : p.error ? (
                         <strong className="refused" role="alert">
                           refused: {p.error}
                         </strong>
