@@ -319,15 +319,20 @@ test("system: an encrypted store says so, and its export is sealed", async ({ pa
   }
 });
 
-test("sync: the other devices, what came from each, and a segment refused from outside the group", async ({ page }, info) => {
+test("sync: the other devices, what came from each, a segment refused from outside the group, a removed device", async ({ page }, info) => {
   const tmp = (name: string) => mkdtempSync(join(tmpdir(), `engram-ui-sync-${name}-`));
-  const [folder, dirA, dirB, dirC, folderC] = ["folder", "a", "b", "c", "folder-c"].map(tmp);
-  // a starts the group, b joins it; c belongs to another group, and its files are copied into a's folder.
+  const [folder, dirA, dirB, dirC, folderC, dirE] = ["folder", "a", "b", "c", "folder-c", "e"].map(tmp);
+  // a starts the group, b and e join it; c belongs to another group, and its files are copied into a's folder.
   const code = /engram-sync-1-[0-9a-f]+/.exec(engram(["sync", "init", "--folder", folder, "--data-dir", dirA]))![0];
   engram(["sync", "join", "--folder", folder, "--code", code, "--data-dir", dirB]);
+  engram(["sync", "join", "--folder", folder, "--code", code, "--data-dir", dirE]);
+  for (const dir of [dirA, dirB, dirE]) engram(["sync", "now", "--data-dir", dir]);
   engram(["sync", "init", "--folder", folderC, "--data-dir", dirC]);
   engram(["sync", "now", "--data-dir", dirC]);
   for (const dev of readdirSync(folderC)) cpSync(join(folderC, dev), join(folder, dev), { recursive: true });
+  // e is lost: a removes it, and the group key rotates.
+  const eId = (JSON.parse(engram(["sync", "status", "--json", "--data-dir", dirE])) as { device_id: string }).device_id;
+  expect(engram(["sync", "remove", eId, "--data-dir", dirA])).toContain("the group key was rotated (epoch 1)");
   const b = await startDaemon(["--sync"], dirB);
   let a: Awaited<ReturnType<typeof startDaemon>> | undefined;
   try {
@@ -349,13 +354,15 @@ test("sync: the other devices, what came from each, and a segment refused from o
     expect((await page.request.post(`${d.url}/ui/session`, { data: { key: d.key } })).status()).toBe(204);
     await open(page, d, "/sync");
     const rows = page.getByRole("table", { name: "Devices" }).locator("tbody tr");
-    await expect(rows).toHaveCount(2);
+    await expect(rows).toHaveCount(3);
+    await expect(rows.filter({ hasText: eId.slice(0, 8) })).toContainText("removed from the group");
+    await expect(page.locator("dl.facts")).toContainText("rotated 1 time");
     const rowB = rows.filter({ hasText: bId.slice(0, 8) });
     await expect(rowB).toContainText("up to date");
     const status = await rest<{ peers: Peer[]; pending_changes: number }>(d, "GET", "/sync/status");
     const applied = status.peers.find((p) => p.device_id === bId)!.applied;
     await expect(rowB).toContainText(applied.toLocaleString("en-US"));
-    const rowC = rows.filter({ hasNotText: bId.slice(0, 8) });
+    const rowC = rows.filter({ hasNotText: bId.slice(0, 8) }).filter({ hasNotText: eId.slice(0, 8) });
     await expect(rowC.getByRole("alert")).toContainText("refused");
     await expect(page.locator("dl.facts")).toContainText(folder);
     mkdirSync("../target/ui-screenshots", { recursive: true });
@@ -363,7 +370,7 @@ test("sync: the other devices, what came from each, and a segment refused from o
   } finally {
     await stopDaemon(b);
     if (a) await stopDaemon(a);
-    for (const dir of [folder, dirC, folderC]) rmSync(dir, { recursive: true, force: true });
+    for (const dir of [folder, dirC, folderC, dirE]) rmSync(dir, { recursive: true, force: true });
   }
 });
 

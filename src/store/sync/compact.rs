@@ -65,11 +65,13 @@ impl SyncService<'_> {
         collect_garbage(&dir, &g.folder, g.me, last);
         let heads = self.read_heads(g);
         let me = g.me.to_hex();
-        // Every device in the folder that is not removed must have read up to the snapshot (no head: nothing).
-        let upto = super::group::devices(&g.folder, g.me, false)
+        // Every device with a head that is not removed must have read up to the snapshot. A device without one
+        // (it joined and has not synced yet) starts from the snapshot like any device that joins later; a
+        // directory of another group has no head that opens here, and holds nothing back.
+        let upto = heads
             .iter()
-            .filter(|d| !g.removed.contains_key(d))
-            .map(|d| heads.get(d).and_then(|h| h.cursors.get(&me)).copied().unwrap_or(0))
+            .filter(|(d, _)| !g.removed.contains_key(d))
+            .map(|(_, h)| h.cursors.get(&me).copied().unwrap_or(0))
             .min()
             .unwrap_or(written)
             .min(written);

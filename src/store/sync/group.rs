@@ -180,6 +180,29 @@ fn rotations(folder: &Path, me: DeviceId) -> Vec<(u32, DeviceId)> {
     out
 }
 
+/// Whether `device`, whose head does not open, is still a member of `g`'s group: its directory is empty (it
+/// joined and has not synced), its head is still being copied, or its first segment opens under the group's
+/// keys. A directory of another group's device is none of these.
+fn member_without_head(g: &Group, device: DeviceId) -> bool {
+    let dir = segment::device_dir(&g.folder, device);
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .map(|es| es.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().to_string()).collect())
+        .unwrap_or_default();
+    if names.iter().all(|n| n.starts_with('.')) {
+        return true;
+    }
+    if let Ok(bytes) = std::fs::read(dir.join(HEAD_NAME))
+        && matches!(segment::open_file(&g.ring, Kind::Head, device, 0, &bytes), Opened::Partial)
+    {
+        return true;
+    }
+    let first = super::direct::numbers(&g.folder, device).first().copied();
+    first.is_some_and(|n| {
+        std::fs::read(dir.join(segment::file_name(n)))
+            .is_ok_and(|b| matches!(segment::open(&g.ring, device, n, &b), segment::Read::Whole(..)))
+    })
+}
+
 /// Opens the rotation record of `epoch` written by `writer` with a ring that holds the epoch's key.
 fn open_rotation(ring: &Keyring, folder: &Path, writer: DeviceId, epoch: u32) -> Option<RotationBody> {
     let bytes = std::fs::read(segment::device_dir(folder, writer).join(rotation_name(epoch))).ok()?;
@@ -450,18 +473,24 @@ impl SyncService<'_> {
         let mut kept = vec![g.me];
         let mut recipients = vec![self.identity()?.to_public()];
         for o in present.iter().filter(|o| **o != d && !g.removed.contains_key(o)) {
-            let r = heads.get(o).and_then(|h| age::x25519::Recipient::from_str(&h.recipient).ok()).ok_or_else(|| {
-                Error::new(
-                    ErrorKind::Conflict,
-                    format!(
-                        "device {} has written no head yet (it has not synced since it joined): run `engram sync now` \
-                         on it first, or remove it too",
-                        o.to_hex()
-                    ),
-                )
-            })?;
-            kept.push(*o);
-            recipients.push(r);
+            match heads.get(o).and_then(|h| age::x25519::Recipient::from_str(&h.recipient).ok()) {
+                Some(r) => {
+                    kept.push(*o);
+                    recipients.push(r);
+                }
+                // A directory of another group (or of junk) has no head this group opens: not a member.
+                None if !member_without_head(&g, *o) => {}
+                None => {
+                    return Err(Error::new(
+                        ErrorKind::Conflict,
+                        format!(
+                            "device {} has no head yet (it has not synced since it joined, or its head is still being \
+                             copied): run `engram sync now` on it first, or remove it too",
+                            o.to_hex()
+                        ),
+                    ));
+                }
+            }
         }
         // The last of its segments anyone may hold: those in the folder, and any a device says it applied.
         let peers = self.peers()?;
