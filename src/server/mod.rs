@@ -382,12 +382,25 @@ async fn peer_route(
     if let Some(secs) = st.lockout.blocked(peer.ip()) {
         return too_many(secs);
     }
-    let st2 = st.clone();
-    let out =
-        tokio::task::spawn_blocking(move || sync::peer_call(st2.api.store(), &method, &path, &query, token.as_deref()))
-            .await;
+    let call = |st: Arc<AppState>, method: String, path: String, query: String, token: Option<Vec<u8>>| {
+        tokio::task::spawn_blocking(move || sync::peer_call(st.api.store(), &method, &path, &query, token.as_deref()))
+    };
+    // A long poll: a list request that saw this folder's generation waits (authorised first) until it changes.
+    let long = sync::long_poll(&path, &query);
+    let mut generation = sync::FOLDER.current();
+    let mut out = call(st.clone(), method.clone(), path.clone(), query.clone(), token.clone()).await;
+    if let (Some((since, wait)), Ok(Ok(sync::PeerOut::List(_)))) = (&long, &out)
+        && *since == generation
+    {
+        sync::FOLDER.wait_past(since, *wait).await;
+        generation = sync::FOLDER.current();
+        out = call(st.clone(), method, path, query, token).await;
+    }
     match out {
-        Ok(Ok(sync::PeerOut::List(v))) => respond(ApiResponse::json(200, &v)),
+        Ok(Ok(sync::PeerOut::List(mut v))) => {
+            v["generation"] = generation.into();
+            respond(ApiResponse::json(200, &v))
+        }
         Ok(Ok(sync::PeerOut::File(bytes))) => {
             let mut resp = Response::new(Body::from(bytes));
             resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));

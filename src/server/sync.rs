@@ -7,7 +7,9 @@
 //! The direct transport (docs/sync.md, "Directly between daemons"): `/sync/peer/segments` serves the segment
 //! files of this daemon's folder to the devices of its group, authorised by the group's pull token
 //! ([`TOKEN_HEADER`]) and never by the API key; with `--sync-peer URL` the worker also pulls the segments of
-//! that daemon's folder into its own every [`PULL_EVERY`], where the folder pass applies them.
+//! that daemon's folder into its own, where the folder pass applies them. A pull is a long poll: the serving
+//! daemon holds a list request that has seen its folder as it is for up to [`LONG_POLL`], and answers as soon
+//! as its folder changes, so two idle daemons exchange one request per peer every 20 s.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,8 +24,62 @@ pub const CHECK_EVERY: Duration = Duration::from_millis(250);
 /// The longest the worker goes without reading the folder, events or not.
 pub const POLL_EVERY: Duration = Duration::from_secs(15);
 
-/// How often the worker pulls from each daemon named with `--sync-peer` (one small request when nothing is new).
+/// How long the worker waits before pulling again from a daemon named with `--sync-peer` that failed to answer.
 pub const PULL_EVERY: Duration = Duration::from_secs(1);
+
+/// The longest a serving daemon holds a pull's list request while its folder does not change.
+pub const LONG_POLL: Duration = Duration::from_secs(20);
+
+/// The generation of this process's sync folder: bumped by the worker's watcher at every change of the folder,
+/// so a pull that saw one generation can wait for the next ([`LONG_POLL`]). Its text form starts with a number
+/// of this process's start, so a generation of an earlier run never matches.
+pub(crate) struct FolderGeneration {
+    boot: u64,
+    n: std::sync::atomic::AtomicU64,
+    changed: tokio::sync::Notify,
+}
+
+pub(crate) static FOLDER: std::sync::LazyLock<FolderGeneration> = std::sync::LazyLock::new(|| FolderGeneration {
+    boot: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+        ^ u64::from(std::process::id()),
+    n: std::sync::atomic::AtomicU64::new(0),
+    changed: tokio::sync::Notify::new(),
+});
+
+impl FolderGeneration {
+    /// The generation now.
+    pub(crate) fn current(&self) -> String {
+        format!("{:x}-{}", self.boot, self.n.load(std::sync::atomic::Ordering::Acquire))
+    }
+
+    /// The folder changed: a new generation, and every waiting pull wakes.
+    fn bump(&self) {
+        self.n.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        self.changed.notify_waiters();
+    }
+
+    /// Waits until the generation is no longer `seen`, at most `wait`.
+    pub(crate) async fn wait_past(&self, seen: &str, wait: Duration) {
+        let notified = self.changed.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if self.current() == seen {
+            let _ = tokio::time::timeout(wait, notified).await;
+        }
+    }
+}
+
+/// The long poll a list request asks for: the generation it saw (`since`) and how long it may wait (`wait`,
+/// seconds, at most [`LONG_POLL`]).
+pub(crate) fn long_poll(path: &str, query: &str) -> Option<(String, Duration)> {
+    if path != PEER_PREFIX {
+        return None;
+    }
+    let get = |key: &str| query.split('&').filter_map(|kv| kv.split_once('=')).find(|(k, _)| *k == key).map(|(_, v)| v);
+    let since = get("since")?.to_string();
+    let wait = get("wait").and_then(|w| w.parse::<u64>().ok()).unwrap_or(0);
+    (wait > 0).then(|| (since, Duration::from_secs(wait).min(LONG_POLL)))
+}
 
 /// The request header that carries the group's pull token ([`crate::store::SyncService::pull_token`]).
 pub const TOKEN_HEADER: &str = "x-engram-sync-token";
@@ -88,7 +144,9 @@ pub(crate) fn peer_call(
                 after.insert(d.to_string(), n);
             }
         }
-        return Ok(PeerOut::List(serde_json::json!({"segments": sync.folder_segments(&after)?})));
+        return Ok(PeerOut::List(
+            serde_json::json!({"segments": sync.folder_segments(&after)?, "files": sync.folder_files()?}),
+        ));
     }
     if path == FILES_PREFIX {
         return Ok(PeerOut::List(serde_json::json!({"files": sync.folder_files()?})));
@@ -111,13 +169,23 @@ pub(crate) fn peer_call(
 /// [`ErrorKind::Io`] when the peer cannot be reached or answers with an error; as
 /// [`crate::store::SyncService::receive_segment`].
 pub fn pull(store: &KnowledgeStore, base: &str) -> Result<usize> {
+    pull_since(store, base, None).map(|(n, _)| n)
+}
+
+/// [`pull`] as a long poll: with the generation `since` of the other daemon's folder that the last pull saw, the
+/// other daemon answers once its folder has changed (or after [`LONG_POLL`]). Returns the files stored and the
+/// generation this pull saw.
+///
+/// # Errors
+/// As [`pull`].
+pub fn pull_since(store: &KnowledgeStore, base: &str, since: Option<&str>) -> Result<(usize, Option<String>)> {
     let sync = store.sync();
     let token = sync.pull_token()?;
     let heads = sync.folder_heads()?;
     let after: Vec<String> = heads.iter().map(|(d, n)| format!("{d}:{n}")).collect();
     let agent = ureq::Agent::new_with_config(
         ureq::config::Config::builder()
-            .timeout_global(Some(Duration::from_secs(30)))
+            .timeout_global(Some(LONG_POLL + Duration::from_secs(30)))
             .http_status_as_error(false)
             .build(),
     );
@@ -138,16 +206,15 @@ pub fn pull(store: &KnowledgeStore, base: &str) -> Result<usize> {
         }
         Ok(body)
     };
+    let wait = since.map(|g| format!("&since={g}&wait={}", LONG_POLL.as_secs())).unwrap_or_default();
     let list: serde_json::Value =
-        serde_json::from_slice(&get(format!("{base}{PEER_PREFIX}?after={}", after.join(",")))?)
+        serde_json::from_slice(&get(format!("{base}{PEER_PREFIX}?after={}{wait}", after.join(",")))?)
             .map_err(|e| fail("the list", e.to_string()))?;
     let mut stored = 0;
     let me = store.admin().device_id()?.to_hex();
     // Heads, key rotations and snapshot parts first: a segment under a new key follows its rotation.
-    let files: serde_json::Value = serde_json::from_slice(&get(format!("{base}{FILES_PREFIX}"))?)
-        .map_err(|e| fail("the file list", e.to_string()))?;
     let held = sync.folder_files()?;
-    if let Some(devices) = files["files"].as_object() {
+    if let Some(devices) = list["files"].as_object() {
         for (device, names) in devices.iter().filter(|(d, _)| **d != me) {
             for (name, digest) in names.as_object().into_iter().flatten() {
                 let mine = held.get(device).and_then(|h| h.get(name));
@@ -171,7 +238,7 @@ pub fn pull(store: &KnowledgeStore, base: &str) -> Result<usize> {
             }
         }
     }
-    Ok(stored)
+    Ok((stored, list["generation"].as_str().map(str::to_string)))
 }
 
 /// Starts the worker on `store`, whose sync group must have a folder, pulling from the daemons at `peers`
@@ -196,6 +263,7 @@ pub fn start(store: Arc<KnowledgeStore>, peers: Vec<String>) -> Result<()> {
     let mut watcher = notify::recommended_watcher(move |e: notify::Result<notify::Event>| {
         if e.is_ok_and(|e| !matches!(e.kind, notify::EventKind::Access(_))) {
             let _ = tx.send(());
+            FOLDER.bump(); // the pulls waiting on this daemon's folder look again
         }
     })
     .map_err(|e| Error::new(ErrorKind::Io, format!("watching {}: {e}", folder.display())))?;
@@ -203,20 +271,26 @@ pub fn start(store: Arc<KnowledgeStore>, peers: Vec<String>) -> Result<()> {
         .watch(&folder, notify::RecursiveMode::Recursive)
         .map_err(|e| Error::new(ErrorKind::Io, format!("watching {}: {e}", folder.display())))?;
     tracing::info!(folder = %folder.display(), peers = peers.len(), "sync worker started");
-    if !peers.is_empty() {
+    // One task per peer: each pull waits on its own peer's folder.
+    for base in peers {
         let s = store.clone();
         tokio::spawn(async move {
+            let mut since: Option<String> = None;
             loop {
-                for base in &peers {
-                    let (s, base) = (s.clone(), base.clone());
-                    // A file stored in the folder wakes the folder pass through the watcher.
-                    match tokio::task::spawn_blocking(move || pull(&s, &base)).await {
-                        Ok(Ok(0)) => {}
-                        Ok(Ok(n)) => tracing::debug!(segments = n, "sync pull"),
-                        Ok(Err(e)) => tracing::warn!(error = %e.chain(), "sync pull failed; retrying"),
-                        Err(e) => tracing::warn!(error = %e, "sync pull stopped"),
+                let (s2, base2, seen) = (s.clone(), base.clone(), since.clone());
+                // A file stored in the folder wakes the folder pass through the watcher.
+                match tokio::task::spawn_blocking(move || pull_since(&s2, &base2, seen.as_deref())).await {
+                    Ok(Ok((n, generation))) => {
+                        if n > 0 {
+                            tracing::debug!(files = n, peer = %base, "sync pull");
+                        }
+                        since = generation;
+                        continue;
                     }
+                    Ok(Err(e)) => tracing::warn!(error = %e.chain(), "sync pull failed; retrying"),
+                    Err(e) => tracing::warn!(error = %e, "sync pull stopped"),
                 }
+                since = None;
                 tokio::time::sleep(PULL_EVERY).await;
             }
         });

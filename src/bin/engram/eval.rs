@@ -167,6 +167,19 @@ impl EvalStoreArgs {
     }
 }
 
+/// The bytes of the files in `dir`'s device directories (a sync folder).
+fn walk_bytes(dir: Option<&std::path::Path>) -> u64 {
+    let Some(dir) = dir else { return 0 };
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .flat_map(|d| std::fs::read_dir(d.path()).into_iter().flatten().flatten())
+        .filter_map(|f| f.metadata().ok())
+        .map(|m| m.len())
+        .sum()
+}
+
 /// `engram eval longmemeval`.
 fn longmemeval_command(args: LongMemEvalArgs) -> engram::Result<()> {
     let LongMemEvalArgs { dataset, k, json, mode, limit, keep_spaces, store } = args;
@@ -201,7 +214,13 @@ fn run_eval<R: serde::Serialize>(
         let report = eval(&store, progress)?;
         if sync.is_some() {
             let r = store.sync().sync_folder()?;
-            eprintln!("sync: {} segments ({} changes) written", r.written_segments, r.written_changes);
+            let bytes: u64 = walk_bytes(sync.as_deref());
+            eprintln!(
+                "sync: {} segments ({} changes) written; the folder holds {bytes} bytes ({:.0} per change)",
+                r.written_segments,
+                r.written_changes,
+                bytes as f64 / r.written_changes.max(1) as f64
+            );
         }
         Ok(report)
     });
