@@ -270,14 +270,16 @@ fn main() -> engram::Result<()> {
         let peer_dir = dir.with_extension("peer");
         let _ = std::fs::remove_dir_all(&peer_dir);
         let peer = KnowledgeStore::open(StoreConfig { vector: params, ..StoreConfig::new(&peer_dir) })?;
-        // Through a real folder: the source writes its log as sealed segments (the peer has joined but has
-        // no head yet, so nothing is compacted), the peer applies them all in one pass, then the source's next
+        // Through a real folder: the source writes its log as sealed segments (the peer's head says it has
+        // read none, so nothing is compacted), the peer applies them all in one pass, then the source's next
         // pass compacts what the peer has read.
         let folder = dir.with_extension("folder");
         let _ = std::fs::remove_dir_all(&folder);
         std::fs::create_dir_all(&folder)?;
         let code = store.sync().init_folder(&folder)?;
         peer.sync().join_folder(&folder, &code)?;
+        // The peer's first pass writes its head (it has read nothing yet), so the source keeps its segments.
+        peer.sync().sync_folder()?;
         let t_write = Instant::now();
         let written = store.sync().sync_folder()?;
         let segment_bytes = dir_bytes(&folder);
