@@ -137,7 +137,11 @@ impl SyncService<'_> {
         if dir.join(&name).exists() {
             return Ok(false);
         }
-        let ring = self.keyring()?;
+        let mut ring = self.keyring()?;
+        if !matches!(segment::open(&ring, d, n, bytes), Read::Whole(..)) {
+            // A key rotation this pull has just brought (its files come first): adopted, then the segment again.
+            ring = self.load_group()?.ring;
+        }
         match segment::open(&ring, d, n, bytes) {
             Read::Whole(..) => {}
             // Sealed under a key this device has not learned yet (a rotation it has not read): the folder pass
@@ -255,6 +259,18 @@ impl SyncService<'_> {
         }
         std::fs::create_dir_all(&dir).map_err(|e| io(format!("making {}", dir.display()), e))?;
         write_atomically(&dir, name, bytes)?;
+        // A snapshot part: the device compacted its segments up to it, once every device (this one too) had
+        // read them, so this folder's copies of those segments and of its older snapshot go as they went there.
+        if let Some(s) =
+            name.split_once('.').and_then(|(n, _)| n.parse::<u64>().ok()).filter(|_| name.ends_with(".snap"))
+        {
+            for n in numbers(&folder, d).into_iter().take_while(|n| *n <= s) {
+                let _ = std::fs::remove_file(dir.join(segment::file_name(n)));
+            }
+            for (n, part) in super::compact::snapshots(&folder, d).into_iter().filter(|(n, _)| *n < s) {
+                let _ = std::fs::remove_file(dir.join(segment::snapshot_name(n, part)));
+            }
+        }
         Ok(true)
     }
 }

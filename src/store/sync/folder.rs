@@ -36,8 +36,10 @@ pub(crate) const PEERS_KEY: &str = "sync_peers";
 /// Most changes in one segment.
 pub const SEGMENT_CHANGES: usize = 10_000;
 
-/// The prefix of a pairing code; the rest is the group key.
+/// The prefix of a pairing code of the group's first key; the rest is the key.
 const CODE_PREFIX: &str = "engram-sync-1-";
+/// The prefix of a pairing code of a later key (after a device was removed): `<epoch>-<key>` follows.
+const CODE_PREFIX_EPOCH: &str = "engram-sync-2-";
 
 /// What this device knows of another device of its group.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -84,21 +86,30 @@ pub(super) fn io(what: String, e: std::io::Error) -> Error {
     Error::new(ErrorKind::Io, what).with_source(e)
 }
 
-/// The pairing code of `key`: what a person carries to another device to join it (it is the group key: keep it
-/// as secret as a password).
-pub fn pairing_code(key: &GroupKey) -> String {
-    format!("{CODE_PREFIX}{}", key.to_hex())
+/// The pairing code of `key`, the group key of epoch `epoch`: what a person carries to another device to join
+/// it (it is the group key: keep it as secret as a password). `engram-sync-1-<64 hex digits>` for the group's
+/// first key, `engram-sync-2-<epoch>-<64 hex digits>` for a key a removal rotated in.
+pub fn pairing_code(epoch: u32, key: &GroupKey) -> String {
+    match epoch {
+        0 => format!("{CODE_PREFIX}{}", key.to_hex()),
+        e => format!("{CODE_PREFIX_EPOCH}{e}-{}", key.to_hex()),
+    }
 }
 
-/// The key of a pairing code.
+/// The key of a pairing code, and its epoch.
 ///
 /// # Errors
 /// [`ErrorKind::InvalidInput`] when it is not a code [`pairing_code`] wrote.
-pub fn parse_code(code: &str) -> Result<GroupKey> {
-    code.trim()
-        .strip_prefix(CODE_PREFIX)
-        .and_then(GroupKey::from_hex)
-        .ok_or_else(|| invalid(format!("not a pairing code (expected {CODE_PREFIX}<64 hex digits>)")))
+pub fn parse_code(code: &str) -> Result<(u32, GroupKey)> {
+    let code = code.trim();
+    let parsed = match code.strip_prefix(CODE_PREFIX) {
+        Some(hex) => GroupKey::from_hex(hex).map(|k| (0, k)),
+        None => code
+            .strip_prefix(CODE_PREFIX_EPOCH)
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(e, hex)| Some((e.parse().ok()?, GroupKey::from_hex(hex)?))),
+    };
+    parsed.ok_or_else(|| invalid(format!("not a pairing code (expected {CODE_PREFIX}<64 hex digits>)")))
 }
 
 impl SyncService<'_> {
@@ -110,8 +121,8 @@ impl SyncService<'_> {
     /// be written; as [`SyncService::enable`].
     pub fn init_folder(&self, folder: &Path) -> Result<String> {
         let key = GroupKey::random();
-        self.join_with(folder, &key)?;
-        Ok(pairing_code(&key))
+        self.join_with(folder, 0, &key)?;
+        Ok(pairing_code(0, &key))
     }
 
     /// Joins the sync group of `code` through `folder` (the same folder, as this device sees it). The next
@@ -122,7 +133,7 @@ impl SyncService<'_> {
     /// group already, or when the folder holds this device's id from another store (a copied store file must
     /// not pass for the device it was copied from); [`ErrorKind::Io`]; as [`SyncService::enable`].
     pub fn join_folder(&self, folder: &Path, code: &str) -> Result<()> {
-        let key = parse_code(code)?;
+        let (epoch, key) = parse_code(code)?;
         let me = self.store.admin().device_id()?;
         let seq = meta::meta(&self.store.core.db.read()?)?.u64(SEGMENT_KEY)?.unwrap_or(0);
         let written =
@@ -134,10 +145,10 @@ impl SyncService<'_> {
                  group; join from a new store",
             ));
         }
-        self.join_with(folder, &key)
+        self.join_with(folder, epoch, &key)
     }
 
-    fn join_with(&self, folder: &Path, key: &GroupKey) -> Result<()> {
+    fn join_with(&self, folder: &Path, epoch: u32, key: &GroupKey) -> Result<()> {
         let rtx = self.store.core.db.read()?;
         let m = meta::meta(&rtx)?;
         if let Some(old) = m.text(KEY_KEY)?
@@ -150,9 +161,9 @@ impl SyncService<'_> {
         let dir = segment::device_dir(&folder, self.store.admin().device_id()?);
         std::fs::create_dir_all(&dir).map_err(|e| io(format!("making {}", dir.display()), e))?;
         self.enable()?;
-        // A code given after a key rotation is the key of a later epoch: its rotation record names the earlier
-        // keys, which open the older segments.
-        let ring = super::group::discover(&folder, self.store.admin().device_id()?, key);
+        // A code given after a key rotation is the key of a later epoch: its rotation record (read at the
+        // first pass) names the earlier keys, which open the older segments.
+        let ring = segment::Keyring::new(epoch, key.clone());
         self.store
             .core
             .writes

@@ -214,32 +214,33 @@ fn open_rotation(ring: &Keyring, folder: &Path, writer: DeviceId, epoch: u32) ->
     }
 }
 
-/// The group key of `epoch` sealed to `identity` in `writer`'s `.key` file, if it is there and sealed to it.
-fn unwrap_key(folder: &Path, writer: DeviceId, epoch: u32, identity: &age::x25519::Identity) -> Option<GroupKey> {
-    let bytes = std::fs::read(segment::device_dir(folder, writer).join(wrapped_name(epoch))).ok()?;
-    let d = age::Decryptor::new(&bytes[..]).ok()?;
-    let mut r = d.decrypt(std::iter::once(identity as &dyn age::Identity)).ok()?;
-    let mut k = [0u8; 32];
-    r.read_exact(&mut k).ok()?;
-    Some(GroupKey(k))
+/// What a device finds in a rotation's `.key` file.
+enum Unwrapped {
+    /// The new key, sealed to this device.
+    Key(GroupKey),
+    /// A whole file that is sealed to other devices only: this device was left out.
+    NotForMe,
+    /// Not there, or not whole yet (still being copied): look again at the next pass.
+    NotYet,
 }
 
-/// The epoch of `key` in `folder`: the newest rotation record it opens (0 when none does), with the earlier
-/// keys that record names.
-pub(super) fn discover(folder: &Path, me: DeviceId, key: &GroupKey) -> Keyring {
-    let mut ring = Keyring::new(0, key.clone());
-    for (epoch, writer) in rotations(folder, me) {
-        let trial = Keyring::new(epoch, key.clone());
-        if let Some(body) = open_rotation(&trial, folder, writer, epoch) {
-            ring = trial;
-            for (e, k) in &body.previous {
-                if let Some(k) = GroupKey::from_hex(k) {
-                    ring.insert(*e, k);
-                }
+/// The group key of `epoch` sealed to `identity` in `writer`'s `.key` file.
+fn unwrap_key(folder: &Path, writer: DeviceId, epoch: u32, identity: &age::x25519::Identity) -> Unwrapped {
+    let Ok(bytes) = std::fs::read(segment::device_dir(folder, writer).join(wrapped_name(epoch))) else {
+        return Unwrapped::NotYet;
+    };
+    let Ok(d) = age::Decryptor::new(&bytes[..]) else { return Unwrapped::NotYet };
+    match d.decrypt(std::iter::once(identity as &dyn age::Identity)) {
+        Ok(mut r) => {
+            let mut k = [0u8; 32];
+            match r.read_exact(&mut k) {
+                Ok(()) => Unwrapped::Key(GroupKey(k)),
+                Err(_) => Unwrapped::NotYet,
             }
         }
+        Err(age::DecryptError::NoMatchingKeys) => Unwrapped::NotForMe,
+        Err(_) => Unwrapped::NotYet,
     }
-    ring
 }
 
 impl SyncService<'_> {
@@ -311,62 +312,77 @@ impl SyncService<'_> {
             members: BTreeMap::new(),
             error: None,
         };
-        let mut seen = BTreeSet::new();
-        for (epoch, writer) in rotations(&folder, me) {
-            if seen.contains(&epoch) {
-                continue; // of two rotations to one epoch, the first (smallest writer id) that opens counts
-            }
-            let current = ring.current().map_or(0, |(e, _)| e);
-            let body = if ring.get(epoch).is_some() {
-                open_rotation(&ring, &folder, writer, epoch)
-            } else if epoch == current + 1 {
-                match unwrap_key(&folder, writer, epoch, &identity) {
-                    Some(k) => {
-                        let mut next = ring.clone();
-                        next.insert(epoch, k);
-                        let body = open_rotation(&next, &folder, writer, epoch);
-                        if body.is_some() {
-                            ring = next;
-                        }
-                        body
-                    }
-                    None => {
-                        // Only once its record is whole: a `.key` file still being copied is no verdict.
-                        if std::fs::metadata(segment::device_dir(&folder, writer).join(rotation_name(epoch))).is_ok() {
-                            g.error = Some(format!(
-                                "the group key was rotated (epoch {epoch}, by device {writer}) without this device: it \
-                                 was removed from the group"
-                            ));
-                        }
-                        None
-                    }
-                }
-            } else {
-                None
-            };
-            let Some(body) = body else { continue };
-            for (e, k) in &body.previous {
-                if let Some(k) = GroupKey::from_hex(k) {
-                    ring.insert(*e, k);
-                }
-            }
-            let (Some(prev), Some(new)) = (epoch.checked_sub(1).and_then(|p| ring.get(p)), ring.get(epoch)) else {
-                continue;
-            };
-            if proof(prev, new, epoch, writer) != body.proof {
-                g.error = Some(format!(
-                    "the rotation to key epoch {epoch} by device {writer} does not prove its writer held the previous key: ignored"
-                ));
-                continue;
-            }
-            seen.insert(epoch);
+        // Sweeps until no key is learned: a device that joined with a later key learns the earlier ones from that
+        // rotation's record, and reads the earlier records with them at the next sweep.
+        let files = rotations(&folder, me);
+        loop {
+            let known = ring.iter().count();
+            g.members.clear();
+            g.removed.clear();
             g.error = None;
-            g.members.insert(epoch, body.members.iter().filter_map(|d| DeviceId::parse(d)).collect());
-            for (d, n) in &body.removed {
-                if let Some(d) = DeviceId::parse(d) {
-                    let e = g.removed.entry(d).or_insert(*n);
-                    *e = (*e).max(*n);
+            let mut seen = BTreeSet::new();
+            for (epoch, writer) in files.iter().copied() {
+                if seen.contains(&epoch) {
+                    continue; // of two rotations to one epoch, the first (smallest writer id) that opens counts
                 }
+                let current = ring.current().map_or(0, |(e, _)| e);
+                let body = if ring.get(epoch).is_some() {
+                    open_rotation(&ring, &folder, writer, epoch)
+                } else if epoch == current + 1 {
+                    match unwrap_key(&folder, writer, epoch, &identity) {
+                        Unwrapped::Key(k) => {
+                            let mut next = ring.clone();
+                            next.insert(epoch, k);
+                            let body = open_rotation(&next, &folder, writer, epoch);
+                            if body.is_some() {
+                                ring = next;
+                            }
+                            body
+                        }
+                        Unwrapped::NotYet => None,
+                        Unwrapped::NotForMe => {
+                            // Only once its record is there too: a rotation still being copied is no verdict.
+                            if std::fs::metadata(segment::device_dir(&folder, writer).join(rotation_name(epoch)))
+                                .is_ok()
+                            {
+                                g.error = Some(format!(
+                                    "the group key was rotated (epoch {epoch}, by device {writer}) without this device: it \
+                                     was removed from the group"
+                                ));
+                            }
+                            None
+                        }
+                    }
+                } else {
+                    None
+                };
+                let Some(body) = body else { continue };
+                for (e, k) in &body.previous {
+                    if let Some(k) = GroupKey::from_hex(k) {
+                        ring.insert(*e, k);
+                    }
+                }
+                let (Some(prev), Some(new)) = (epoch.checked_sub(1).and_then(|p| ring.get(p)), ring.get(epoch)) else {
+                    continue;
+                };
+                if proof(prev, new, epoch, writer) != body.proof {
+                    g.error = Some(format!(
+                        "the rotation to key epoch {epoch} by device {writer} does not prove its writer held the previous key: ignored"
+                    ));
+                    continue;
+                }
+                seen.insert(epoch);
+                g.error = None;
+                g.members.insert(epoch, body.members.iter().filter_map(|d| DeviceId::parse(d)).collect());
+                for (d, n) in &body.removed {
+                    if let Some(d) = DeviceId::parse(d) {
+                        let e = g.removed.entry(d).or_insert(*n);
+                        *e = (*e).max(*n);
+                    }
+                }
+            }
+            if ring.iter().count() == known {
+                break;
             }
         }
         if g.removed.contains_key(&me) {
@@ -540,7 +556,7 @@ impl SyncService<'_> {
             last_accepted_segment: after,
             epoch,
             kept: kept.iter().map(|k| k.to_hex()).collect(),
-            pairing_code: pairing_code(&key),
+            pairing_code: pairing_code(epoch, &key),
         })
     }
 
