@@ -453,6 +453,19 @@ fn real_responses_match_the_document() {
     let cp = c.check("POST", "/health/checkpoint", "/health/checkpoint", None);
     assert_eq!((cp["success"].as_bool(), cp["durable"].as_bool()), (Some(true), Some(true)));
     assert!(cp["generation"].as_u64().unwrap() > 0, "{cp}");
+    // Removing a device of the store's sync group: a second store joins through one folder, then goes.
+    let (folder, other_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let other = engram::KnowledgeStore::open(engram::StoreConfig::new(other_dir.path())).unwrap();
+    let code = store.sync().init_folder(folder.path()).unwrap();
+    other.sync().join_folder(folder.path(), &code).unwrap();
+    for s in [&*store, &other, &*store] {
+        s.sync().sync_folder().unwrap();
+    }
+    let oid = other.admin().device_id().unwrap().to_hex();
+    let r = c.check("DELETE", "/sync/devices/{device_id}", &format!("/sync/devices/{oid}"), None);
+    assert_eq!((r["device_id"].as_str(), r["epoch"].as_u64()), (Some(oid.as_str()), Some(1)), "{r}");
+    assert!(r["pairing_code"].as_str().is_some_and(|p| p.starts_with("engram-sync-2-1-")), "{r}");
+    assert_eq!(call(&srv, "DELETE", &format!("/sync/devices/{oid}"), None).status, 404, "no longer in the folder");
 
     // Distillation, thread import, catch-up, the document itself.
     let convo = "User: I moved to Porto in March and I work as a nurse now.\nAssistant: Congratulations on the move!";

@@ -79,6 +79,17 @@ pub(super) const ROUTES: &[super::route::Route] = &[
         sync_status
     ),
     route!(
+        "DELETE",
+        "/sync/devices/{device_id}",
+        "remove_sync_device",
+        "Remove a device from the sync group for good: its later segments are refused everywhere and the group key rotates; returns the new pairing code (Engram extension)",
+        &[],
+        None,
+        Shape::Ref(Dto::of::<crate::store::RemoveReport>()),
+        false,
+        remove_sync_device
+    ),
+    route!(
         "POST",
         "/health/checkpoint",
         "health_checkpoint",
@@ -354,6 +365,12 @@ pub(super) fn stats(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
 
 pub(super) fn sync_status(api: &Api, _: &Ctx<'_>) -> Result<ApiResponse> {
     Ok(ApiResponse::json(200, &api.store().sync().status()?))
+}
+
+/// `DELETE /sync/devices/{device_id}`: [`crate::store::SyncService::remove_device`], so that a daemon that runs
+/// for years need not stop for it (`engram sync remove` opens the store itself).
+pub(super) fn remove_sync_device(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
+    Ok(ApiResponse::json(200, &api.store().sync().remove_device(ctx.param("device_id"))?))
 }
 
 pub(super) fn checkpoint(api: &Api, _: &Ctx<'_>) -> Result<ApiResponse> {

@@ -466,6 +466,13 @@ enum Step {
         into: usize,
         reverse: bool,
     },
+    /// A relation between two memories (made again: its strength changes).
+    Relate {
+        dev: usize,
+        from: usize,
+        to: usize,
+        strength: usize,
+    },
     /// `to` applies `from`'s log: the changes picked by `pick` (a subset, in a shuffled order, some twice).
     Deliver {
         from: usize,
@@ -500,6 +507,8 @@ fn step(devices: usize) -> impl Strategy<Value = Step> {
             .prop_map(|(dev, text, external)| Step::Append { dev, text, external }),
         1 => (d.clone(), 0..2usize, 0..3usize, 0..3usize, proptest::bool::weighted(0.3))
             .prop_map(|(dev, space, from, into, reverse)| Step::MergeLabels { dev, space, from, into, reverse }),
+        1 => (d.clone(), 0..4usize, 0..4usize, 1..4usize)
+            .prop_map(|(dev, from, to, strength)| Step::Relate { dev, from, to, strength }),
         4 => (d.clone(), d, proptest::collection::vec((0..64usize, any::<bool>()), 0..12))
             .prop_map(|(from, to, pick)| Step::Deliver { from, to, pick }),
     ]
@@ -554,6 +563,22 @@ fn run(devices: &[Device], s: &Step) {
                 let (f, i) = (format!("label_{}", LABELS[*from]), format!("label_{}", LABELS[*into]));
                 let _ = labels.merge(SPACES[*space], &f, &i);
             }
+        }
+        Step::Relate { dev, from, to, strength } => {
+            // Both ends are made here first when this device does not hold them (a person relating two notes
+            // they just wrote; another device may hold a memory of the same id: a concurrent create).
+            for m in [from, to] {
+                if devices[*dev].store.memories().get(&id(*m), None).is_err() {
+                    let _ = devices[*dev].store.memories().create(mem_in(&id(*m), TEXTS[*m], &[], "default"));
+                }
+            }
+            let input = engram::RelationInput {
+                target_memory_id: id(*to),
+                relation_type: Some("supports".into()),
+                strength: Some(*strength as f64 / 4.0),
+                ..Default::default()
+            };
+            let _ = devices[*dev].store.graph().create_relation(&id(*from), input, None);
         }
         Step::Append { dev, text, external } => {
             let e = external.map(|e| format!("e{e}"));
@@ -664,4 +689,34 @@ proptest! {
         let differ = differences(&state(&devices[0]), &state(&late));
         prop_assert!(differ.is_empty(), "a device that read the compacted logs differs: {:#?}", differ);
     }
+}
+
+#[test]
+fn a_store_with_relations_joins_and_its_relations_travel() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap();
+    store.memories().create(mem("x", "Paris is the capital of France", &[])).unwrap();
+    store.memories().create(mem("y", "France is in Europe", &[])).unwrap();
+    let input = engram::RelationInput {
+        target_memory_id: "y".into(),
+        relation_type: Some("supports".into()),
+        ..Default::default()
+    };
+    let r = store.graph().create_relation("x", input, None).unwrap();
+    let logged = store.sync().enable().unwrap();
+    assert!(logged >= 4, "two memories, a relation and the default space: {logged}");
+    let other = device();
+    other
+        .store
+        .sync()
+        .apply(&store.sync().changes(0, usize::MAX).unwrap().into_iter().map(|(_, c)| c).collect::<Vec<_>>())
+        .unwrap();
+    let q = engram::RelationQuery {
+        direction: "both".into(),
+        status: r.relation.status.clone(),
+        limit: 50,
+        types: Vec::new(),
+    };
+    let related = other.store.graph().relations_of("x", &q, None).unwrap();
+    assert!(related.iter().any(|v| v.relation.id == r.relation.id), "{related:?}");
 }

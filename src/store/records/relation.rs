@@ -55,6 +55,15 @@ impl<'t> Writer<'t> {
         Ok(Writer { records: relations(txn)?, by_memory: memory_relations(txn)?, spaces: relation_space(txn)? })
     }
 
+    /// The space of relation `id`, if it exists (read through the open kind: the free [`space_of`] would open
+    /// it a second time in this transaction).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub(crate) fn space_of(&self, id: &str) -> Result<Option<String>> {
+        super::value_at(&self.spaces, id, str::to_string)
+    }
+
     /// Relation `id` of `space`.
     ///
     /// # Errors

@@ -288,7 +288,7 @@ impl Merge<'_, '_> {
     }
 
     fn relation(&mut self, id: &str, value: Option<&[u8]>) -> Result<Option<[u8; 16]>> {
-        let old = match crate::store::records::relation::space_of(self.txn, id)? {
+        let old = match self.t.relations.space_of(id)? {
             Some(s) => self.t.relations.get(&s, id)?,
             None => None,
         };
