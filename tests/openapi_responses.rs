@@ -465,7 +465,8 @@ fn real_responses_match_the_document() {
     let r = c.check("DELETE", "/sync/devices/{device_id}", &format!("/sync/devices/{oid}"), None);
     assert_eq!((r["device_id"].as_str(), r["epoch"].as_u64()), (Some(oid.as_str()), Some(1)), "{r}");
     assert!(r["pairing_code"].as_str().is_some_and(|p| p.starts_with("engram-sync-2-1-")), "{r}");
-    assert_eq!(call(&srv, "DELETE", &format!("/sync/devices/{oid}"), None).status, 404, "no longer in the folder");
+    assert_eq!(call(&srv, "DELETE", &format!("/sync/devices/{oid}"), None).status, 409, "removed already");
+    assert_eq!(call(&srv, "DELETE", "/sync/devices/00112233445566778899aabbccddeeff", None).status, 404);
 
     // Distillation, thread import, catch-up, the document itself.
     let convo = "User: I moved to Porto in March and I work as a nurse now.\nAssistant: Congratulations on the move!";

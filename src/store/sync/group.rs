@@ -466,7 +466,8 @@ impl SyncService<'_> {
     /// [`ErrorKind::InvalidInput`] for a malformed id, this device's own id, or a store in no group;
     /// [`ErrorKind::NotFound`] when the folder has no such device; [`ErrorKind::Conflict`] when another device
     /// of the group has written no head yet (it has not synced since it joined, so the new key cannot be sealed
-    /// to it: sync it first, or remove it too), or when this device was removed itself; [`ErrorKind::Io`].
+    /// to it: sync it first, or remove it too), when the device was removed already, or when this device was
+    /// removed itself; [`ErrorKind::Io`].
     pub fn remove_device(&self, device: &str) -> Result<RemoveReport> {
         let g = self.load_group()?;
         if let Some(e) = &g.error {
@@ -479,6 +480,12 @@ impl SyncService<'_> {
             return Err(Error::new(
                 ErrorKind::InvalidInput,
                 "a device cannot remove itself: remove it from another one",
+            ));
+        }
+        if g.removed.contains_key(&d) {
+            return Err(Error::new(
+                ErrorKind::Conflict,
+                format!("device {} was removed from the group already", d.to_hex()),
             ));
         }
         let present = devices(&g.folder, g.me, false);
