@@ -6,7 +6,7 @@ use utoipa::ToSchema;
 use super::query::{ParamSpec, boolean, int, string};
 use super::route::{Dto, Shape, route};
 use super::{Api, ApiResponse, Ctx};
-use crate::error::Result;
+use crate::error::{Error, ErrorKind, Result};
 use crate::index::catalog::MemoryFilter;
 use crate::store::{DEFAULT_SPACE, ListQuery, WorkingMemory, working_today};
 
@@ -369,8 +369,18 @@ pub(super) fn sync_status(api: &Api, _: &Ctx<'_>) -> Result<ApiResponse> {
 
 /// `DELETE /sync/devices/{device_id}`: [`crate::store::SyncService::remove_device`], so that a daemon that runs
 /// for years need not stop for it (`engram sync remove` opens the store itself).
+/// A device id that is not 32 hex digits names no device (404); a store in no group, or this device's own id,
+/// is a conflict with the store's state (409), not a malformed request.
 pub(super) fn remove_sync_device(api: &Api, ctx: &Ctx<'_>) -> Result<ApiResponse> {
-    Ok(ApiResponse::json(200, &api.store().sync().remove_device(ctx.param("device_id"))?))
+    let id = ctx.param("device_id");
+    if crate::model::DeviceId::parse(id).is_none() {
+        return Err(Error::new(ErrorKind::NotFound, format!("no device '{id}' (a device id is 32 hex digits)")));
+    }
+    match api.store().sync().remove_device(id) {
+        Ok(r) => Ok(ApiResponse::json(200, &r)),
+        Err(e) if e.kind() == ErrorKind::InvalidInput => Err(Error::new(ErrorKind::Conflict, e.to_string())),
+        Err(e) => Err(e),
+    }
 }
 
 pub(super) fn checkpoint(api: &Api, _: &Ctx<'_>) -> Result<ApiResponse> {
