@@ -1414,6 +1414,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/sync/devices/{device_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Remove a device from the sync group for good: its later segments are refused everywhere and the group key rotates; returns the new pairing code (Engram extension) */
+        delete: operations["remove_sync_device"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/sync/status": {
         parameters: {
             query?: never;
@@ -4092,6 +4109,26 @@ export interface components {
             source_title: string;
             /** @description Same for the target. */
             target_title: string;
+        };
+        /** @description What [`SyncService::remove_device`] did. */
+        RemoveReport: {
+            /** @description The device removed (32 hex digits). */
+            device_id: string;
+            /**
+             * Format: int32
+             * @description The new key's epoch.
+             */
+            epoch: number;
+            /** @description The devices the new key was sealed to, this one included. */
+            kept: string[];
+            /**
+             * Format: int64
+             * @description The last of its segments still accepted: those in the folder when it was removed. Its later ones are
+             *     refused.
+             */
+            last_accepted_segment: number;
+            /** @description The new pairing code, for a device that joins from now on (the old one no longer joins). */
+            pairing_code: string;
         };
         /** @description The resolution of a review event. */
         Resolution: {
@@ -11481,6 +11518,62 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["ValidationErrorBody"];
                 };
+            };
+            /** @description Error (see the error table) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    remove_sync_device: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                device_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RemoveReport"];
+                };
+            };
+            /** @description Missing or wrong API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description URI over 65,534 bytes: refused by the HTTP layer, without a body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description Error (see the error table) */
             default: {
