@@ -138,3 +138,4 @@ export type ReviewSide = Schemas["MemoryBrief"];
 export type ReviewEvent = Schemas["FeedEvent"];
 export type Source = Schemas["Source"];
 export type SyncStatus = Schemas["SyncStatus"];
+export type RemoveReport = Schemas["RemoveReport"];

@@ -365,8 +365,20 @@ test("sync: the other devices, what came from each, a segment refused from outsi
     const rowC = rows.filter({ hasNotText: bId.slice(0, 8) }).filter({ hasNotText: eId.slice(0, 8) });
     await expect(rowC.getByRole("alert")).toContainText("refused");
     await expect(page.locator("dl.facts")).toContainText(folder);
+    // The removed device has no Remove button; b has, and removing it (a click, then a second to confirm)
+    // shows the new pairing code, rotates the key once more and marks b removed.
+    await expect(rows.filter({ hasText: eId.slice(0, 8) }).getByRole("button")).toHaveCount(0);
     mkdirSync("../target/ui-screenshots", { recursive: true });
     await page.screenshot({ path: `../target/ui-screenshots/sync-${info.project.name}.png`, fullPage: true });
+    await rowB.getByRole("button", { name: "Remove" }).click();
+    await rowB.getByRole("button", { name: "Remove it for good?" }).click();
+    await expect(page.getByRole("status")).toContainText(/engram-sync-2-2-[0-9a-f]{64}/);
+    await expect(rowB).toContainText("removed from the group");
+    await expect(page.locator("dl.facts")).toContainText("rotated 2 times");
+    const after = await rest<{ key_epoch: number; removed: Record<string, number> }>(d, "GET", "/sync/status");
+    expect(after.key_epoch).toBe(2);
+    expect(Object.keys(after.removed).sort()).toEqual([bId, eId].sort());
+    await page.screenshot({ path: `../target/ui-screenshots/sync-removed-${info.project.name}.png`, fullPage: true });
   } finally {
     await stopDaemon(b);
     if (a) await stopDaemon(a);

@@ -1,6 +1,6 @@
-import { useQuery } from "@tanstack/react-query";
-import { get, type SyncStatus } from "../api";
-import { Empty, ErrorView, Loading, fmtTime, useTitle } from "../ui";
+import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import { call, get, type RemoveReport, type SyncStatus } from "../api";
+import { ConfirmButton, Empty, ErrorView, Loading, fmtTime, useTitle } from "../ui";
 
 /** A device id as people compare them: its first 8 hex digits (the full id is in the title). */
 const short = (id: string) => id.slice(0, 8);
@@ -16,6 +16,13 @@ export function SyncView() {
     queryFn: () => get<SyncStatus>("/sync/status"),
     // Every 5 s, every 0.5 s while a pass applies segments (a first sync's progress bar).
     refetchInterval: (q) => (q.state.data?.progress.running ? 500 : 5000),
+  });
+  const qc = useQueryClient();
+  // Removing a lost device: its later segments are refused everywhere and the group key rotates; the answer
+  // carries the new pairing code, shown once.
+  const remove = useMutation({
+    mutationFn: (id: string) => call<RemoveReport>("DELETE", `/sync/devices/${id}`),
+    onSuccess: () => void qc.invalidateQueries({ queryKey: ["sync-status"] }),
   });
   const s = status.data;
   return (
@@ -49,7 +56,7 @@ export function SyncView() {
             <dt>Changes logged</dt>
             <dd>{s.last_seq.toLocaleString("en-US")}</dd>
             <dt>Group key</dt>
-            <dd>{s.key_epoch === 0 ? "the first (no device removed)" : `rotated ${s.key_epoch} time${s.key_epoch === 1 ? "" : "s"} (a device was removed)`}</dd>
+            <dd>{s.key_epoch === 0 ? "the first (no device removed)" : `rotated ${s.key_epoch} time${s.key_epoch === 1 ? "" : "s"} (once per device removed)`}</dd>
             <dt>Compacted</dt>
             <dd>{s.snapshot === 0 ? "nothing yet" : `this device's segments up to ${s.snapshot.toLocaleString("en-US")}`}</dd>
             {s.progress.running && (
@@ -63,6 +70,19 @@ export function SyncView() {
             )}
           </dl>
           <h2>Other devices</h2>
+          <ErrorView error={remove.error} />
+          {remove.data && (
+            <div className="card" role="status">
+              <p>
+                Device <code>{short(remove.data.device_id)}</code> was removed: its segments after {remove.data.last_accepted_segment.toLocaleString("en-US")}{" "}
+                are refused, and the group key was rotated (epoch {remove.data.epoch}) for the {remove.data.kept.length} device{remove.data.kept.length === 1 ? "" : "s"} kept. A device that joins from now
+                on needs the new pairing code (keep it secret):
+              </p>
+              <p>
+                <code>{remove.data.pairing_code}</code>
+              </p>
+            </div>
+          )}
           {s.peers.length === 0 ? (
             <Empty>No other device has written to the folder yet.</Empty>
           ) : (
@@ -75,6 +95,9 @@ export function SyncView() {
                   <th scope="col">Changes applied</th>
                   <th scope="col">Conflicts resolved</th>
                   <th scope="col">State</th>
+                  <th scope="col">
+                    <span className="sr-only">Actions</span>
+                  </th>
                 </tr>
               </thead>
               <tbody>
@@ -98,6 +121,17 @@ export function SyncView() {
                         "its next segment is still being copied"
                       ) : (
                         "up to date"
+                      )}
+                    </td>
+                    <td>
+                      {!(p.device_id in s.removed) && (
+                        <ConfirmButton
+                          label="Remove"
+                          confirm="Remove it for good?"
+                          danger
+                          disabled={remove.isPending}
+                          onConfirm={() => remove.mutate(p.device_id)}
+                        />
                       )}
                     </td>
                   </tr>
