@@ -3,17 +3,12 @@
 
 use std::path::{Path, PathBuf};
 
-use engram::{KnowledgeStore, MemoryPatch, NewMemory, StoreConfig};
+use engram::{MemoryPatch, NewMemory};
 
-struct Device {
-    _dir: tempfile::TempDir,
-    store: KnowledgeStore,
-}
+use super::Device;
 
 fn device() -> Device {
-    let dir = tempfile::tempdir().unwrap();
-    let store = KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap();
-    Device { _dir: dir, store }
+    Device::open()
 }
 
 fn mem(id: &str, content: &str) -> NewMemory {

@@ -7,3 +7,18 @@ mod daemons;
 mod folder;
 mod groups;
 mod merge;
+
+/// A store in a temporary directory of its own, which lives as long as it.
+struct Device {
+    _dir: tempfile::TempDir,
+    store: engram::KnowledgeStore,
+}
+
+impl Device {
+    /// A fresh store, in no sync group.
+    fn open() -> Device {
+        let dir = tempfile::tempdir().unwrap();
+        let store = engram::KnowledgeStore::open(engram::StoreConfig::new(dir.path())).unwrap();
+        Device { _dir: dir, store }
+    }
+}

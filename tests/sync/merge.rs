@@ -8,16 +8,13 @@ use engram::model::{Change, Item, Op};
 use engram::{AppendMessages, KnowledgeStore, MemoryPatch, NewMemory, NewMessage, NewSpace, NewThread, StoreConfig};
 use proptest::prelude::*;
 
-struct Device {
-    _dir: tempfile::TempDir,
-    store: KnowledgeStore,
-}
+use super::Device;
 
+/// A fresh store in a sync group (its log on, no folder).
 fn device() -> Device {
-    let dir = tempfile::tempdir().unwrap();
-    let store = KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap();
-    store.sync().enable().unwrap();
-    Device { _dir: dir, store }
+    let d = Device::open();
+    d.store.sync().enable().unwrap();
+    d
 }
 
 /// Every change of `from`'s own log.

@@ -62,7 +62,10 @@ impl SyncService<'_> {
         let (last, written) = (m.u64(SNAPSHOT_KEY)?.unwrap_or(0), m.u64(SEGMENT_KEY)?.unwrap_or(0));
         drop(rtx);
         let dir = segment::device_dir(&g.folder, g.me);
-        collect_garbage(&dir, &g.folder, g.me, last);
+        collect_garbage(&g.folder, g.me, last);
+        if written < last + COMPACT_AFTER {
+            return Ok(last); // too few segments yet: no head is read
+        }
         let heads = self.read_heads(g);
         let me = g.me.to_hex();
         // Every device with a head that is not removed must have read up to the snapshot. A device without one
@@ -112,7 +115,7 @@ impl SyncService<'_> {
             flush(&mut buf, &mut part)?;
         }
         self.store.core.writes.write(Commit::BOOKKEEPING, |txn, _| meta::meta(txn)?.put_u64(SNAPSHOT_KEY, upto))?;
-        collect_garbage(&dir, &g.folder, g.me, upto);
+        collect_garbage(&g.folder, g.me, upto);
         tracing::info!(snapshot = upto, changes = keep.len(), parts, "sync: segments compacted");
         Ok(upto)
     }
@@ -140,15 +143,17 @@ impl SyncService<'_> {
     }
 }
 
-/// Deletes this device's segments up to `snapshot` and its older snapshots (what a snapshot replaced).
-fn collect_garbage(dir: &Path, folder: &Path, me: DeviceId, snapshot: u64) {
+/// Deletes `device`'s segments up to `snapshot` and its older snapshots in `folder` (what a snapshot replaced):
+/// this device's own after it compacted, or a copy the direct transport pulled.
+pub(super) fn collect_garbage(folder: &Path, device: DeviceId, snapshot: u64) {
     if snapshot == 0 {
         return;
     }
-    for n in super::direct::numbers(folder, me).into_iter().take_while(|n| *n <= snapshot) {
+    let dir = segment::device_dir(folder, device);
+    for n in super::direct::numbers(folder, device).into_iter().take_while(|n| *n <= snapshot) {
         let _ = std::fs::remove_file(dir.join(segment::file_name(n)));
     }
-    for (n, part) in snapshots(folder, me).into_iter().filter(|(n, _)| *n < snapshot) {
+    for (n, part) in snapshots(folder, device).into_iter().filter(|(n, _)| *n < snapshot) {
         let _ = std::fs::remove_file(dir.join(segment::snapshot_name(n, part)));
     }
 }

@@ -14,16 +14,17 @@ use sha2::Digest;
 
 use super::SyncService;
 use super::folder::{io, write_atomically};
-use super::group::HEAD_NAME;
+use super::group::{HEAD_NAME, devices};
 use crate::error::{Error, ErrorKind, Result};
 use crate::model::DeviceId;
+use crate::storage::crypt::keys::hex;
 use crate::sync::segment::{self, GroupKey, Read};
 
 fn token(key: &GroupKey) -> String {
     let mut h = sha2::Sha256::new();
     h.update(b"engram-sync-pull-token-v1\0");
     h.update(key.0);
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    hex(&h.finalize())
 }
 
 /// Whether `name` is a file of a device directory that the direct transport carries besides segments: the
@@ -38,8 +39,13 @@ fn carried(name: &str) -> bool {
             .is_some_and(|(n, p)| digits(n, 20) && digits(p, 6))
 }
 
-fn sha256_hex(bytes: &[u8]) -> String {
-    sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+/// The bytes of a file of the folder a peer asked for: [`ErrorKind::NotFound`] (with `missing`'s message) when
+/// it is not there.
+fn read_held(path: &Path, missing: impl FnOnce() -> String) -> Result<Vec<u8>> {
+    std::fs::read(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => Error::new(ErrorKind::NotFound, missing()),
+        _ => io(format!("reading {}", path.display()), e),
+    })
 }
 
 /// Segments a device lists or a pull takes at most per device and call (a first sync goes on at the next).
@@ -86,12 +92,10 @@ impl SyncService<'_> {
     /// # Errors
     /// As [`SyncService::pull_token`].
     pub fn folder_segments(&self, after: &BTreeMap<String, u64>) -> Result<BTreeMap<String, Vec<u64>>> {
-        let (_, folder, _) = self.group()?;
+        let (_, folder, me) = self.group()?;
         let mut out = BTreeMap::new();
-        let Ok(entries) = std::fs::read_dir(&folder) else { return Ok(out) };
-        for e in entries.filter_map(|e| e.ok()) {
-            let name = e.file_name().to_string_lossy().to_string();
-            let Some(device) = DeviceId::parse(&name) else { continue };
+        for device in devices(&folder, me, true) {
+            let name = device.to_hex();
             let from = after.get(&name).copied().unwrap_or(0);
             let ns: Vec<u64> = numbers(&folder, device).into_iter().filter(|n| *n > from).take(PULL_BATCH).collect();
             if !ns.is_empty() {
@@ -111,12 +115,8 @@ impl SyncService<'_> {
         let d = DeviceId::parse(device).filter(|_| n > 0).ok_or_else(|| {
             Error::new(ErrorKind::InvalidInput, "a segment is named by a device id (32 hex digits) and a number from 1")
         })?;
-        let path = segment::device_dir(&folder, d).join(segment::file_name(n));
-        std::fs::read(&path).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => {
-                Error::new(ErrorKind::NotFound, format!("no segment {n} of device {device}"))
-            }
-            _ => io(format!("reading {}", path.display()), e),
+        read_held(&segment::device_dir(&folder, d).join(segment::file_name(n)), || {
+            format!("no segment {n} of device {device}")
         })
     }
 
@@ -165,18 +165,11 @@ impl SyncService<'_> {
     /// # Errors
     /// As [`SyncService::pull_token`].
     pub fn folder_heads(&self) -> Result<BTreeMap<String, u64>> {
-        let (_, folder, _) = self.group()?;
-        let mut out = BTreeMap::new();
-        let Ok(entries) = std::fs::read_dir(&folder) else { return Ok(out) };
-        for e in entries.filter_map(|e| e.ok()) {
-            let name = e.file_name().to_string_lossy().to_string();
-            if let Some(device) = DeviceId::parse(&name)
-                && let Some(last) = numbers(&folder, device).last()
-            {
-                out.insert(name, *last);
-            }
-        }
-        Ok(out)
+        let (_, folder, me) = self.group()?;
+        Ok(devices(&folder, me, true)
+            .into_iter()
+            .filter_map(|d| numbers(&folder, d).last().map(|last| (d.to_hex(), *last)))
+            .collect())
     }
 
     /// The other files of each device directory in this device's folder (heads, key rotations, snapshot
@@ -186,12 +179,10 @@ impl SyncService<'_> {
     /// # Errors
     /// As [`SyncService::pull_token`].
     pub fn folder_files(&self) -> Result<BTreeMap<String, BTreeMap<String, String>>> {
-        let (_, folder, _) = self.group()?;
+        let (_, folder, me) = self.group()?;
         let mut out = BTreeMap::new();
-        let Ok(entries) = std::fs::read_dir(&folder) else { return Ok(out) };
-        for e in entries.filter_map(|e| e.ok()) {
-            let device = e.file_name().to_string_lossy().to_string();
-            let Some(d) = DeviceId::parse(&device) else { continue };
+        for d in devices(&folder, me, true) {
+            let device = d.to_hex();
             let Ok(files) = std::fs::read_dir(segment::device_dir(&folder, d)) else { continue };
             let mut names = BTreeMap::new();
             for f in files.filter_map(|f| f.ok()) {
@@ -200,7 +191,7 @@ impl SyncService<'_> {
                     continue;
                 }
                 let digest = if name == HEAD_NAME {
-                    std::fs::read(f.path()).map(|b| sha256_hex(&b)).unwrap_or_default()
+                    std::fs::read(f.path()).map(|b| hex(&sha2::Sha256::digest(b))).unwrap_or_default()
                 } else {
                     String::new()
                 };

@@ -25,6 +25,7 @@ use super::SyncService;
 use super::folder::{KEY_KEY, PEERS_KEY, Peer, pairing_code, write_atomically};
 use crate::error::{Error, ErrorKind, Result};
 use crate::model::DeviceId;
+use crate::storage::crypt::keys::hex;
 use crate::store::core::write::Commit;
 use crate::store::records::meta;
 use crate::sync::segment::{self, GroupKey, Keyring, Kind, Opened};
@@ -135,10 +136,6 @@ impl Group {
     pub fn current(&self) -> Result<(u32, &GroupKey)> {
         self.ring.current().ok_or_else(|| Error::new(ErrorKind::Internal, "a sync group without a key"))
     }
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn proof(previous: &GroupKey, new: &GroupKey, epoch: u32, writer: DeviceId) -> String {
