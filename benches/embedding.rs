@@ -14,40 +14,11 @@ use std::time::Instant;
 
 use engram::embed::{Embedder, InputType, OnnxEmbedder, OnnxOptions, cosine};
 
+mod common;
+
 fn arg(name: &str) -> Option<String> {
     let args: Vec<String> = std::env::args().collect();
     args.iter().position(|a| a == name).and_then(|i| args.get(i + 1).cloned())
-}
-
-fn sentences(n: usize) -> Vec<String> {
-    if let Some(path) = arg("--dataset") {
-        let text = std::fs::read_to_string(&path).expect("read --dataset");
-        let v: serde_json::Value = serde_json::from_str(&text).expect("parse --dataset");
-        let mut out = Vec::new();
-        for conv in v.as_array().into_iter().flatten() {
-            for (k, session) in conv["conversation"].as_object().into_iter().flatten() {
-                if k.starts_with("session_") && !k.ends_with("date_time") {
-                    for turn in session.as_array().into_iter().flatten() {
-                        if let Some(t) = turn["text"].as_str() {
-                            out.push(t.to_string());
-                        }
-                    }
-                }
-            }
-        }
-        out.truncate(n);
-        return out;
-    }
-    let who = ["Caroline", "Melanie", "John", "Maria", "Evan", "Sam", "Gina", "Jon"];
-    let what = [
-        "went to a support group meeting and felt welcomed by everyone there",
-        "is planning a camping trip with the kids to the lake next summer",
-        "painted a sunrise over the hills and wants to show it at the local gallery",
-        "started a new job at a bakery downtown and loves the early mornings",
-        "has been reading a book about adoption agencies and the paperwork involved",
-        "ran a charity race last weekend to raise money for the animal shelter",
-    ];
-    (0..n).map(|i| format!("{} {} ({}).", who[i % who.len()], what[(i / who.len()) % what.len()], i)).collect()
 }
 
 fn pct(v: &mut [f64], p: f64) -> f64 {
@@ -72,7 +43,7 @@ fn main() {
         }
     };
     println!("model {} ({} dims) loaded in {:.2} s", emb.name(), emb.dim(), t.elapsed().as_secs_f64());
-    let texts = sentences(n);
+    let texts = common::sentences(n, arg("--dataset").as_deref());
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let words: usize = texts.iter().map(|s| s.split_whitespace().count()).sum();
     let _ = emb.embed(&refs[..refs.len().min(64)], InputType::Document);

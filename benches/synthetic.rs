@@ -1,6 +1,6 @@
 //! Synthetic-store benchmark: ingest throughput (batch and single-call), hybrid and vector search latency
 //! (p50/p99), HNSW recall@10 against exact search, reopen time and peak RSS, on N generated memories
-//! (default 100,000) embedded by the built-in embedder.
+//! (default 100,000) embedded by the built-in static model (`--embedder hashing`: the hashing embedder).
 //!
 //! `cargo bench --bench synthetic -- --n 100000 --queries 1000 [--sequence 20]`
 //!
@@ -150,9 +150,17 @@ fn main() -> engram::Result<()> {
         ef_search: arg("--ef-search", defaults.ef_search),
         ..defaults
     };
+    // `--embedder hashing`: the character-trigram hashing embedder instead of the built-in static model.
+    let embedder: std::sync::Arc<dyn Embedder> = match args.iter().position(|a| a == "--embedder") {
+        Some(i) if args.get(i + 1).map(String::as_str) == Some("hashing") => {
+            std::sync::Arc::new(HashEmbedder::default())
+        }
+        _ => engram::embed::builtin(),
+    };
     println!(
-        "synthetic store: {n} memories{}, built-in embedder, HNSW M={} ef_construction={} ef_search={}",
+        "synthetic store: {n} memories{}, embedder {}, HNSW M={} ef_construction={} ef_search={}",
         if sequence > 0 { format!(" in sequences of {sequence}") } else { String::new() },
+        embedder.name(),
         params.m,
         params.ef_construction,
         params.ef_search
@@ -174,8 +182,10 @@ fn main() -> engram::Result<()> {
             None => enc,
         }
     });
-    let config =
-        || StoreConfig { vector: params, vector_context, encryption: encryption.clone(), ..StoreConfig::new(&dir) };
+    let config = || {
+        StoreConfig { vector: params, vector_context, encryption: encryption.clone(), ..StoreConfig::new(&dir) }
+            .embedder(embedder.clone())
+    };
     let store = KnowledgeStore::open(config())?;
     if let Some(cipher) = &store.admin().encryption().cipher {
         println!("encrypted at rest ({cipher} blocks, a key file)");
@@ -269,7 +279,9 @@ fn main() -> engram::Result<()> {
     if sync && !reuse {
         let peer_dir = dir.with_extension("peer");
         let _ = std::fs::remove_dir_all(&peer_dir);
-        let peer = KnowledgeStore::open(StoreConfig { vector: params, ..StoreConfig::new(&peer_dir) })?;
+        let peer = KnowledgeStore::open(
+            StoreConfig { vector: params, ..StoreConfig::new(&peer_dir) }.embedder(embedder.clone()),
+        )?;
         // Through a real folder: the source writes its log as sealed segments (the peer's head says it has
         // read none, so nothing is compacted), the peer applies them all in one pass, then the source's next
         // pass compacts what the peer has read.
@@ -380,7 +392,7 @@ fn main() -> engram::Result<()> {
 
     if !std::env::args().any(|a| a == "--no-recall") {
         // HNSW recall@10 against exact search, same parameters and vectors as the store's index.
-        let emb = HashEmbedder::default();
+        let emb = embedder.clone();
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
         let vecs = emb.embed(&refs, InputType::Document)?;
         let mut idx = SpaceVectors::new(emb.dim(), params);

@@ -155,7 +155,7 @@ extern "C" {
 
 /*
  Opens (or creates) the store in directory `data_dir` (UTF-8, `data_dir_len` bytes) with the built-in
- embedder, and writes the handle to `*out`.
+ static model (256 dimensions, compiled into the library), and writes the handle to `*out`.
 
  Returns `ENGRAM_OK`, `ENGRAM_NULL_PARAMETER`, `ENGRAM_INVALID_UTF8`, `ENGRAM_LOCKED` (open elsewhere),
  `ENGRAM_IO` or `ENGRAM_CORRUPT`.
@@ -166,7 +166,7 @@ engram_result engram_store_open(const char *ENGRAM_NULLABLE data_dir,
 
 /*
  Like `engram_store_open`, with the sentence-embedding model in directory `model_dir` (UTF-8,
- `model_dir_len` bytes; NULL for the built-in embedder). The library must be built with the `fastembed`
+ `model_dir_len` bytes; NULL for the built-in static model). The library must be built with the `fastembed`
  feature and `ORT_DYLIB_PATH` must name ONNX Runtime. A store whose vectors came from another embedder is
  re-embedded in the background (lexical search meanwhile; progress in `GET /health`).
 
@@ -206,7 +206,7 @@ engram_result engram_store_open_encrypted(const char *ENGRAM_NULLABLE data_dir,
  Like `engram_store_open`, with the store's records in the PostgreSQL database at `database_url` (UTF-8,
  `database_url_len` bytes: `postgres://user:password@host/db` or `host=/run/postgresql user=engram
  dbname=engram`) instead of `<data_dir>/engram.redb`; `data_dir` still holds local files (saved graphs,
- exports). The built-in embedder. The library must be built with the `postgres` feature.
+ exports). The built-in static model embeds. The library must be built with the `postgres` feature.
 
  Returns the codes of `engram_store_open`; `ENGRAM_INVALID_INPUT` for a URL that does not parse;
  `ENGRAM_UNREACHABLE` when the server cannot be reached or refuses the login (`engram_last_error` names

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::embed::{Embedder, HashEmbedder};
+use crate::embed::Embedder;
 use crate::error::ErrorCode;
 use crate::index::bm25::Bm25Params;
 use crate::index::context::{ContextParams, Expansion};
@@ -17,7 +17,8 @@ pub use crate::storage::Durability;
 pub struct StoreConfig {
     /// Directory holding `engram.redb`; created if missing.
     pub data_dir: PathBuf,
-    /// The embedder that builds vectors (default: [`HashEmbedder`], 256 dimensions).
+    /// The embedder that builds vectors (default: the built-in static model, [`crate::embed::builtin`], 256
+    /// dimensions).
     pub embedder: Arc<dyn Embedder>,
     /// HNSW and exact-scan parameters.
     pub vector: VectorParams,
@@ -55,7 +56,7 @@ pub struct StoreConfig {
     /// Hybrid and vector search: weight `γ` in 0..=1 of the context-blended cosine, which blends each memory's
     /// cosine with the mean cosine of itself and its previous and next memory in its thread or source
     /// ([`crate::index::context::context_cosines`]; 0 switches it off). None: the embedder's
-    /// [`Embedder::default_vector_context`] (0.5 for a model, 0 for the built-in [`HashEmbedder`]).
+    /// [`Embedder::default_vector_context`] (0.5 for a model, 0 for the [`crate::embed::HashEmbedder`]).
     pub vector_context: Option<f32>,
     /// Directories besides `data_dir` that server-side paths (export, import, source ingestion by path) may
     /// name: the daemon's repeatable `--allow-path DIR`.
@@ -124,7 +125,7 @@ impl StoreConfig {
     pub fn new(data_dir: impl AsRef<Path>) -> Self {
         StoreConfig {
             data_dir: data_dir.as_ref().to_path_buf(),
-            embedder: Arc::new(HashEmbedder::default()),
+            embedder: crate::embed::builtin(),
             vector: VectorParams::default(),
             bm25: Bm25Params::default(),
             fusion: None,

@@ -240,3 +240,18 @@ fn the_store_finds_paraphrases_with_the_model() {
         assert_eq!(r.hits[0].view.memory.id, want, "{q}");
     }
 }
+
+#[path = "common/paraphrases.rs"]
+mod paraphrases;
+
+/// MiniLM's figures on the paraphrase set of `tests/paraphrases.rs` (the upper tier the static model is
+/// distilled from; `docs/retrieval.md`).
+#[test]
+fn the_model_finds_the_paraphrase_set() {
+    let Some(model) = model() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let store = KnowledgeStore::open(StoreConfig::new(dir.path()).embedder(model)).unwrap();
+    let (r1, r5) = paraphrases::recall(&store);
+    eprintln!("paraphrases, vector mode: MiniLM recall@1 {r1:.3} @5 {r5:.3}");
+    assert!(r1 >= 0.85 && r5 >= 0.95, "MiniLM recall@1 {r1}, @5 {r5}");
+}

@@ -79,8 +79,9 @@ fn wait_until(what: &str, f: impl Fn() -> bool) {
 
 const N: usize = 200;
 
+/// A store written with the hashing embedder (as every store was before the built-in static model).
 fn seed(dir: &std::path::Path) {
-    let store = KnowledgeStore::open(StoreConfig::new(dir)).unwrap();
+    let store = KnowledgeStore::open(StoreConfig::new(dir).embedder(Arc::new(HashEmbedder::default()))).unwrap();
     let batch: Vec<NewMemory> = (0..N)
         .map(|i| NewMemory {
             id: Some(format!("m{i:03}")),
@@ -175,7 +176,7 @@ fn re_embedding_resumes_after_a_restart() {
 fn reopening_with_the_same_embedder_does_no_work() {
     let dir = tempfile::tempdir().unwrap();
     seed(dir.path());
-    let store = KnowledgeStore::open(StoreConfig::new(dir.path())).unwrap();
+    let store = KnowledgeStore::open(StoreConfig::new(dir.path()).embedder(Arc::new(HashEmbedder::default()))).unwrap();
     let h = store.admin().health().unwrap();
     assert_eq!((h.reindex_pending, h.reembed.total, h.reembed.running), (0, 0, false));
 }

@@ -18,8 +18,11 @@ fn probes_are_public_and_everything_else_needs_the_key() {
     }
     let health = raw(srv.addr, &format!("GET /health HTTP/1.1\nHost: localhost:{port}\n"), b"").json();
     assert_eq!(health["status"], "ok");
-    assert_eq!(health["embedding"]["mode"], "local-hash-fallback");
+    // The built-in static model: semantic search with nothing configured, and not degraded.
+    assert_eq!(health["embedding"]["mode"], "local-static");
     assert_eq!(health["embedding"]["dimension"], 256);
+    assert_eq!(health["embedding"]["model"], "engram-static-minilm-l6-v1-256", "{health}");
+    assert_eq!(health["embedding"]["degraded"], false, "{health}");
 
     let attempts = [
         String::new(),
@@ -319,4 +322,27 @@ fn search_takes_the_query_vector_as_base64_and_answers_the_compact_form() {
     );
     assert_eq!(r.status, 422);
     assert_eq!(call(&srv, "GET", "/memories", None).json()["pagination"]["total"], 3);
+}
+
+/// `POST /v1/embeddings` serves the built-in static model under its name, with no model configured.
+#[test]
+fn v1_embeddings_serves_the_built_in_static_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = server(dir.path(), 1 << 20);
+    let body = r#"{"model":"engram-static-minilm-l6-v1-256","input":["coffee habits","She drinks a double espresso every morning.","The roof needs new shingles."]}"#;
+    let r = call(&srv, "POST", "/v1/embeddings", Some(body));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let j = r.json();
+    assert_eq!(j["model"], "engram-static-minilm-l6-v1-256");
+    let v: Vec<Vec<f32>> = j["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["embedding"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect())
+        .collect();
+    assert_eq!((v.len(), v[0].len()), (3, 256));
+    let (close, far) = (engram::embed::cosine(&v[0], &v[1]), engram::embed::cosine(&v[0], &v[2]));
+    assert!(close > far, "the paraphrase {close} is closer than the unrelated sentence {far}");
+    // WordPiece tokens, no special tokens: "coffee habits" is 2, the others 10 and 7.
+    assert_eq!(j["usage"]["prompt_tokens"], 2 + 10 + 7, "{j}");
 }

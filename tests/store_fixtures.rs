@@ -34,7 +34,11 @@ fn api(dir: &Path) -> Api {
     api_with(StoreConfig::new(dir))
 }
 
+/// Fixtures are written and read with the hashing embedder, the one they were written with before the built-in
+/// static model: opened with another embedder a store re-embeds, which rewrites `last_reindexed_at` (that path
+/// is checked in `tests/upgrade.rs`).
 fn api_with(config: StoreConfig) -> Api {
+    let config = config.embedder(std::sync::Arc::new(engram::embed::HashEmbedder::default()));
     let store = KnowledgeStore::open(config).expect("open the store");
     Api::new(std::sync::Arc::new(store), ServiceInfo::default())
 }

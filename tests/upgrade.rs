@@ -104,6 +104,14 @@ fn a_format_1_store_opens_migrated_with_a_backup_and_check_changes_nothing() {
     assert_eq!(backup, dir.path().join("engram.redb.format-1.bak"));
     let seen = memories(&store);
     assert_eq!(seen.len() as u64, up.records, "every memory record was rewritten and reads back");
+    // The fixture's vectors came from the hashing embedder of its release: the built-in static model re-embeds
+    // them in the background, and `/health` names the embedder they came from.
+    assert!(store.admin().wait_for_indexes(Duration::from_secs(60)), "re-embedding finishes");
+    let h = store.admin().health().expect("health");
+    assert_eq!(h.reembed.from.as_deref(), Some("engram-char3-hash-v1-256:256"));
+    assert_eq!((h.reindex_pending, h.reembed.running, h.reembed.error.as_deref()), (0, false, None));
+    assert!(h.reembed.total > 0 && h.reembed.done == h.reembed.total, "{:?}", h.reembed);
+    assert_eq!(h.embedder, "engram-static-minilm-l6-v1-256");
     drop(store);
 
     // The backup is the format-1 store as it was: it opens (and migrates) too.

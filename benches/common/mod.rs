@@ -104,3 +104,35 @@ pub fn pct(v: &mut [f64], p: f64) -> f64 {
     v.sort_by(f64::total_cmp);
     v[((v.len() as f64 - 1.0) * p).round() as usize]
 }
+
+/// `n` sentences of about 20 words: LoCoMo turns from `dataset` when given, otherwise generated ones.
+pub fn sentences(n: usize, dataset: Option<&str>) -> Vec<String> {
+    if let Some(path) = dataset {
+        let text = std::fs::read_to_string(path).expect("read --dataset");
+        let v: serde_json::Value = serde_json::from_str(&text).expect("parse --dataset");
+        let mut out = Vec::new();
+        for conv in v.as_array().into_iter().flatten() {
+            for (k, session) in conv["conversation"].as_object().into_iter().flatten() {
+                if k.starts_with("session_") && !k.ends_with("date_time") {
+                    for turn in session.as_array().into_iter().flatten() {
+                        if let Some(t) = turn["text"].as_str() {
+                            out.push(t.to_string());
+                        }
+                    }
+                }
+            }
+        }
+        out.truncate(n);
+        return out;
+    }
+    let who = ["Caroline", "Melanie", "John", "Maria", "Evan", "Sam", "Gina", "Jon"];
+    let what = [
+        "went to a support group meeting and felt welcomed by everyone there",
+        "is planning a camping trip with the kids to the lake next summer",
+        "painted a sunrise over the hills and wants to show it at the local gallery",
+        "started a new job at a bakery downtown and loves the early mornings",
+        "has been reading a book about adoption agencies and the paperwork involved",
+        "ran a charity race last weekend to raise money for the animal shelter",
+    ];
+    (0..n).map(|i| format!("{} {} ({}).", who[i % who.len()], what[(i / who.len()) % what.len()], i)).collect()
+}

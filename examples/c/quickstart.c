@@ -70,6 +70,9 @@ int main(int argc, char **argv) {
     bad |= strstr(buf, "\"id\":\"c-demo\"") == NULL;
     bad |= call(store, "GET", "/memories/c-demo", NULL, 200, buf, sizeof buf);
     bad |= strstr(buf, "\"labels\":[\"people\"]") == NULL;
+    /* The built-in static model embeds with nothing configured: semantic search, not degraded. */
+    bad |= call(store, "GET", "/health", NULL, 200, buf, sizeof buf);
+    bad |= strstr(buf, "\"mode\":\"local-static\"") == NULL || strstr(buf, "\"degraded\":false") == NULL;
     bad |= call(store, "GET", "/memories/no-such-id", NULL, 404, buf, sizeof buf);
     bad |= call(store, "POST", "/memories", "{\"content\":\"\"}", 422, buf, sizeof buf);
 

@@ -291,7 +291,8 @@ pub struct SpacesResponse {
 /// Embedding status in `/health`.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct EmbeddingStatus {
-    /// `local-hash-fallback` for the built-in embedder, `local-onnx` for an ONNX model.
+    /// `local-static` for the built-in static model, `local-hash-fallback` for the hashing embedder,
+    /// `local-onnx` for an ONNX model.
     pub mode: String,
     /// Embedder name as recorded in the store (changing it re-embeds).
     pub model: String,
@@ -301,8 +302,8 @@ pub struct EmbeddingStatus {
     pub dimension: usize,
     /// Longest input in model tokens (null: no limit).
     pub max_input_tokens: Option<usize>,
-    /// True when search runs below its configured quality: the built-in embedder stands in for a model, or
-    /// memories are being re-embedded (searches are lexical meanwhile).
+    /// True when search runs below its configured quality: memories are being re-embedded (searches are
+    /// lexical meanwhile; `message` gives the progress).
     pub degraded: bool,
     /// Why it is degraded (empty when it is not).
     pub message: String,

@@ -1,14 +1,17 @@
-//! Text embedders. [`Embedder`] is the seam; [`HashEmbedder`] is the built-in one that needs no files and no
-//! network. A store records the [`Embedder::name`] and [`Embedder::dim`] that built its vectors and re-embeds
+//! Text embedders. [`Embedder`] is the seam; [`StaticEmbedder`] is the built-in one (a static model compiled
+//! into the binary: no files, no network, no model runtime); [`HashEmbedder`] hashes character trigrams, for
+//! tests and the smallest needs; ONNX models (feature `fastembed`) are the higher tier. A store records the [`Embedder::name`] and [`Embedder::dim`] that built its vectors and re-embeds
 //! when opened with a different one.
 
 mod hashing;
 #[cfg(feature = "fastembed")]
 mod onnx;
+mod static_model;
 
 pub use hashing::{HashEmbedder, fnv1a};
 #[cfg(feature = "fastembed")]
 pub use onnx::{DEFAULT_MODEL_LEXICAL_WEIGHT, ORT_HINT, OnnxEmbedder, OnnxOptions, load_runtime};
+pub use static_model::{StaticEmbedder, builtin};
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -47,13 +50,21 @@ pub trait Embedder: Send + Sync {
         0.5
     }
 
+    /// The least cosine similarity (-1..=1; default 0, every vector a candidate) at which a memory counts as a
+    /// match on the vector side of a search. Below it a memory is not a vector candidate: a query about nothing
+    /// stored finds nothing, instead of the least unrelated memories (a lexical candidate is still scored on
+    /// both sides).
+    fn min_similarity(&self) -> f32 {
+        0.0
+    }
+
     /// The model's public id, reported as `model` by `/v1/embeddings` (default: [`Embedder::name`]).
     fn model_id(&self) -> &str {
         self.name()
     }
 
-    /// The `embedding.mode` reported by `/health`: `local-hash-fallback` for the built-in embedder,
-    /// `local-onnx` for an ONNX model.
+    /// The `embedding.mode` reported by `/health`: `local-static` for the built-in static model,
+    /// `local-hash-fallback` for the hashing embedder, `local-onnx` for an ONNX model.
     fn mode(&self) -> &'static str {
         "local"
     }
@@ -201,8 +212,11 @@ fn checked(
 /// Which embedder a store or daemon runs.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum EmbedderChoice {
-    /// The built-in [`HashEmbedder`]. Not degraded: it was asked for.
+    /// The built-in static model ([`StaticEmbedder`], `builtin` on the command line).
     Builtin,
+    /// The character-trigram [`HashEmbedder`] (`hashing` on the command line): no semantic similarity, for
+    /// tests and comparisons.
+    Hashing,
     /// A sentence-embedding model in this folder (feature `fastembed`).
     ModelDir(PathBuf),
     /// A model from fastembed's list by name, downloaded into `cache_dir` (feature `fastembed-hub`).
@@ -214,8 +228,7 @@ pub enum EmbedderChoice {
     },
     /// Vectors of this dimension come from the caller ([`ExternalEmbedder`]).
     External(usize),
-    /// No choice made: the built-in embedder; in a build with model support this is reported as degraded,
-    /// because search quality is lower than with a model.
+    /// No choice made: the built-in static model.
     #[default]
     Auto,
 }
@@ -225,7 +238,8 @@ pub enum EmbedderChoice {
 pub struct SelectedEmbedder {
     /// The embedder.
     pub embedder: Arc<dyn Embedder>,
-    /// Why the built-in embedder runs in place of a model (None: it runs what was asked for).
+    /// Why a fallback runs in place of what was asked for (None: it runs what was asked for; every choice
+    /// today either loads or fails, so this stays None).
     pub fallback: Option<String>,
 }
 
@@ -245,20 +259,12 @@ impl std::fmt::Debug for SelectedEmbedder {
 /// [`ErrorKind::Unavailable`] naming what is missing (model file, ONNX Runtime library, the cargo feature)
 /// and how to fix it.
 pub fn select(choice: &EmbedderChoice) -> Result<SelectedEmbedder> {
-    let builtin = || -> Arc<dyn Embedder> { Arc::new(HashEmbedder::default()) };
     match choice {
-        EmbedderChoice::Builtin => Ok(SelectedEmbedder { embedder: builtin(), fallback: None }),
+        EmbedderChoice::Builtin | EmbedderChoice::Auto => Ok(SelectedEmbedder { embedder: builtin(), fallback: None }),
+        EmbedderChoice::Hashing => Ok(SelectedEmbedder { embedder: Arc::new(HashEmbedder::default()), fallback: None }),
         EmbedderChoice::External(dim) => {
             Ok(SelectedEmbedder { embedder: Arc::new(ExternalEmbedder::new(*dim)?), fallback: None })
         }
-        EmbedderChoice::Auto => Ok(SelectedEmbedder {
-            embedder: builtin(),
-            fallback: cfg!(feature = "fastembed").then(|| {
-                "no embedding model configured: running the built-in embedder; set --embedding-model-dir \
-                 (ENGRAM_EMBEDDING_MODEL_DIR) for semantic search"
-                    .to_string()
-            }),
-        }),
         #[cfg(feature = "fastembed")]
         EmbedderChoice::ModelDir(dir) => Ok(SelectedEmbedder {
             embedder: Arc::new(OnnxEmbedder::from_dir(dir, OnnxOptions::default())?),

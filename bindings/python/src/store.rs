@@ -36,8 +36,9 @@ impl Store {
 
 #[pymethods]
 impl Store {
-    /// Opens (or creates) the store in directory `path`. `embedder`: `"builtin"` (the default, no model
-    /// files), a directory holding a sentence-embedding ONNX model (needs `ORT_DYLIB_PATH`), or
+    /// Opens (or creates) the store in directory `path`. `embedder`: `"builtin"` (the default: the static
+    /// model compiled into Engram, 256 dimensions, no model files), `"hashing"` (character trigrams, no semantic
+    /// similarity), a directory holding a sentence-embedding ONNX model (needs `ORT_DYLIB_PATH`), or
     /// `"external:DIM"` for vectors the caller supplies (`DIM` floats each, 1..=4096). `allowed_paths`: extra
     /// directories `export`, `import_archive` and `ingest_path` may touch besides `path`.
     ///
@@ -68,6 +69,8 @@ impl Store {
         };
         let choice = if embedder == "builtin" {
             EmbedderChoice::Builtin
+        } else if embedder == "hashing" {
+            EmbedderChoice::Hashing
         } else if let Some(dim) = embedder.strip_prefix("external:") {
             let dim: usize =
                 dim.parse().map_err(|_| invalid(py, "embedder", "expected external:DIM with DIM 1..=4096"))?;

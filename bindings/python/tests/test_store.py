@@ -344,3 +344,17 @@ def test_two_stores_sync_through_a_folder(tmp_path: Path) -> None:
         assert report["applied"]["applied"] >= 1
         assert a.get("dentist").content == "The dentist moved to Wednesday"
         assert a.request("GET", "/health").json()["sync"]["enabled"] is True
+
+
+def test_the_default_embedder_finds_a_paraphrase(store: engram.Store) -> None:
+    """`Store.open(path)` runs the built-in static model: semantic search with no model files."""
+    assert store.dim == 256 and store.embedder == "engram-static-minilm-l6-v1-256"
+    store.add_many(
+        [
+            {"content": "She drinks a double espresso every morning before work."},
+            {"content": "The roof needs new shingles before winter."},
+            {"content": "Our neighbor's dog barks all night."},
+        ]
+    )
+    hits = store.search("coffee habits", mode="vector", limit=3)
+    assert hits[0].memory.content == "She drinks a double espresso every morning before work."

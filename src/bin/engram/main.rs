@@ -58,17 +58,17 @@ struct DatabaseArgs {
     database_url: Option<String>,
 }
 
-/// Which embedder builds the vectors. Neither flag: the built-in embedder (reported as degraded in a build
-/// with model support).
+/// Which embedder builds the vectors. Neither flag: the built-in static model.
 #[derive(clap::Args, Clone, Debug)]
 struct EmbedderArgs {
     /// Sentence-embedding model folder (ONNX file and tokenizer files; needs the `fastembed` feature and
     /// ORT_DYLIB_PATH pointing at ONNX Runtime).
     #[arg(long, env = "ENGRAM_EMBEDDING_MODEL_DIR", conflicts_with = "embedding_model")]
     embedding_model_dir: Option<PathBuf>,
-    /// A model from fastembed's list by name, downloaded into the cache on first use (needs the
-    /// `fastembed-hub` feature), `builtin` for the built-in embedder, or `external:DIM` for a store that takes
-    /// caller-supplied vectors of DIM floats (`embedding` on writes, `query_embedding` on searches).
+    /// `builtin` for the built-in static model (the default), `hashing` for the character-trigram hashing
+    /// embedder (no semantic similarity), a model from fastembed's list by name, downloaded into the cache on
+    /// first use (needs the `fastembed-hub` feature), or `external:DIM` for a store that takes caller-supplied
+    /// vectors of DIM floats (`embedding` on writes, `query_embedding` on searches).
     #[arg(long, env = "ENGRAM_EMBEDDING_MODEL")]
     embedding_model: Option<String>,
 }
@@ -79,6 +79,7 @@ impl EmbedderArgs {
         let choice = match (&self.embedding_model_dir, self.embedding_model.as_deref()) {
             (Some(dir), _) => EmbedderChoice::ModelDir(dir.clone()),
             (None, Some("builtin")) => EmbedderChoice::Builtin,
+            (None, Some("hashing")) => EmbedderChoice::Hashing,
             (None, Some(ext)) if ext.starts_with("external:") => {
                 let dim = ext["external:".len()..].parse::<usize>().map_err(|_| {
                     engram::Error::new(

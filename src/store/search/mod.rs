@@ -242,6 +242,10 @@ impl Search<'_> {
         if blend > 0.0 && !vector.is_empty() {
             vector = rank_blended(&si.catalog, &vector, depth, &accept, &cosines);
         }
+        let floor = self.store.core.config.embedder.min_similarity();
+        if floor > 0.0 {
+            vector.retain(|(_, s)| *s >= floor);
+        }
 
         let mut fused: Vec<Fused> = match mode {
             SearchMode::Hybrid => {
