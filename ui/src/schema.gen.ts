@@ -2294,8 +2294,8 @@ export interface components {
         /** @description Embedding status in `/health`. */
         EmbeddingStatus: {
             /**
-             * @description True when search runs below its configured quality: the built-in embedder stands in for a model, or
-             *     memories are being re-embedded (searches are lexical meanwhile).
+             * @description True when search runs below its configured quality: memories are being re-embedded (searches are
+             *     lexical meanwhile; `message` gives the progress).
              */
             degraded: boolean;
             /** @description Vector dimension. */
@@ -2304,7 +2304,10 @@ export interface components {
             max_input_tokens?: number | null;
             /** @description Why it is degraded (empty when it is not). */
             message: string;
-            /** @description `local-hash-fallback` for the built-in embedder, `local-onnx` for an ONNX model. */
+            /**
+             * @description `local-static` for the built-in static model, `local-hash-fallback` for the hashing embedder,
+             *     `local-onnx` for an ONNX model.
+             */
             mode: string;
             /** @description Embedder name as recorded in the store (changing it re-embeds). */
             model: string;
