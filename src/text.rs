@@ -1,4 +1,4 @@
-//! Text analysis shared by the lexical index and the built-in embedder: Unicode word splitting, lowercasing,
+//! Text analysis shared by the lexical index and the hashing embedder: Unicode word splitting, lowercasing,
 //! a small English stop list and the Snowball English stemmer (Porter 2, via `rust-stemmers`).
 //!
 //! The analysis is part of the on-disk format of the lexical index: changing it requires a schema version bump

@@ -5,8 +5,9 @@
 //! model (its id, with or without an organisation prefix such as `sentence-transformers/`, its recorded name, or `default`), otherwise 422 lists the served id. `dimensions` is accepted
 //! only when equal to the model's dimension (the models served are not trained for truncation). `input_type`
 //! defaults to `document`. `usage` counts the tokens the model reads, by its own tokenizer, special tokens
-//! included (the built-in embedder counts words). Limits: 1..=2,048 inputs, each non-blank, at most 32,768
-//! bytes and at most the model's token window; 300,000 tokens per request.
+//! included (the built-in static model counts its WordPiece tokens, the hashing embedder words). Limits:
+//! 1..=2,048 inputs, each non-blank, at most 32,768 bytes and at most the model's token window; 300,000 tokens
+//! per request.
 
 use base64::Engine;
 use serde::{Deserialize, Serialize};

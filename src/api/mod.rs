@@ -134,7 +134,7 @@ impl ApiResponse {
 pub struct ServiceInfo {
     /// Version string.
     pub version: String,
-    /// Why the built-in embedder runs in place of a model, if it does ([`crate::embed::SelectedEmbedder`]).
+    /// Why a fallback embedder runs in place of the one asked for, if one does ([`crate::embed::SelectedEmbedder`]).
     /// Reported as `embedding.degraded: true` with this message.
     pub embedding_fallback: Option<String>,
 }

@@ -1,5 +1,6 @@
-//! The built-in embedder: signed feature hashing (Weinberger et al., "Feature Hashing for Large Scale Multitask
-//! Learning", ICML 2009) of the character trigrams of each content word, with boundary marks (`#sw`, `swe`, ...,
+//! The hashing embedder (the built-in one before the static model; `--embedding-model hashing`): signed feature
+//! hashing (Weinberger et al., "Feature Hashing for Large Scale Multitask Learning", ICML 2009) of the character
+//! trigrams of each content word, with boundary marks (`#sw`, `swe`, ...,
 //! `en#`), into a fixed-size vector.
 //!
 //! It is the complement of the BM25 index rather than a copy of it: BM25 matches whole stemmed words, the
@@ -19,7 +20,7 @@ use super::{Embedder, InputType};
 use crate::error::Result;
 use crate::text;
 
-/// The built-in embedder. Default dimension 256.
+/// The hashing embedder. Default dimension 256.
 #[derive(Debug, Clone)]
 pub struct HashEmbedder {
     dim: usize,

@@ -20,7 +20,7 @@ use crate::error::ErrorCode;
 use crate::error::{Error, ErrorKind, Result};
 
 /// What a text is embedded for. Models trained with instructions embed queries and documents differently;
-/// the built-in embedder treats both alike.
+/// the built-in static model and the hashing embedder treat both alike.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum InputType {
@@ -95,7 +95,7 @@ pub trait Embedder: Send + Sync {
     /// without any feature), per input, in order.
     ///
     /// # Errors
-    /// Model failures ([`crate::ErrorKind::Internal`]); the built-in embedder never fails.
+    /// Model failures ([`crate::ErrorKind::Internal`]); the built-in static model and the hashing embedder never fail.
     fn embed(&self, texts: &[&str], input_type: InputType) -> Result<Vec<Vec<f32>>>;
 }
 

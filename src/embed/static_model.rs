@@ -63,7 +63,7 @@ impl std::fmt::Debug for StaticEmbedder {
 
 impl StaticEmbedder {
     /// Parses a table in the safetensors layout (<https://github.com/huggingface/safetensors#format>) with an
-    /// int8 tensor `embeddings` of shape [vocab, dim] and an f32 tensor `scales` of shape [vocab], and the
+    /// int8 tensor `embeddings` of shape `[vocab, dim]` and an f32 tensor `scales` of shape `[vocab]`, and the
     /// vocabulary (one token per line, `##` marks a word's continuation).
     ///
     /// # Errors

@@ -62,7 +62,7 @@ pub struct LocomoArgs {
     #[arg(long)]
     expansion_weight: Option<f32>,
     /// Context-blended cosine weight `γ`, 0..=1 (0 switches the stage off; default: the embedder's, 0.5 for a
-    /// model, 0 for the built-in embedder).
+    /// model and the built-in static model, 0 for the hashing embedder).
     #[arg(long)]
     vector_context: Option<f32>,
     #[command(flatten)]

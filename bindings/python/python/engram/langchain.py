@@ -6,8 +6,8 @@ Two ways to embed:
 * With a LangChain ``Embeddings`` object, open the store with ``embedder="external:DIM"`` (``from_texts`` does
   it): the vectors are the model's, searches rank by cosine similarity alone (Engram's HNSW), and scores are
   cosine similarities in -1..=1.
-* Without one (``embedding=None``), Engram embeds the texts itself (its built-in embedder or the store's ONNX
-  model) and searches are its hybrid ranking (BM25 and vectors fused); scores are fused scores in 0..=1.
+* Without one (``embedding=None``), Engram embeds the texts itself (its built-in static model or the store's
+  ONNX model) and searches are its hybrid ranking (BM25 and vectors fused); scores are fused scores in 0..=1.
 
 Document ``metadata`` is stored as the memory's metadata (JSON values only); document ids are memory ids.
 """
