@@ -1,7 +1,6 @@
 //! The hashing embedder (the built-in one before the static model; `--embedding-model hashing`): signed feature
 //! hashing (Weinberger et al., "Feature Hashing for Large Scale Multitask Learning", ICML 2009) of the character
-//! trigrams of each content word, with boundary marks (`#sw`, `swe`, ...,
-//! `en#`), into a fixed-size vector.
+//! trigrams of each content word, with boundary marks (`#sw`, `swe`, ..., `en#`), into a fixed-size vector.
 //!
 //! It is the complement of the BM25 index rather than a copy of it: BM25 matches whole stemmed words, the
 //! trigrams match morphological variants and misspellings that stemming misses ("Sweden"/"Swedish",

@@ -1,7 +1,7 @@
 //! Text embedders. [`Embedder`] is the seam; [`StaticEmbedder`] is the built-in one (a static model compiled
 //! into the binary: no files, no network, no model runtime); [`HashEmbedder`] hashes character trigrams, for
-//! tests and the smallest needs; ONNX models (feature `fastembed`) are the higher tier. A store records the [`Embedder::name`] and [`Embedder::dim`] that built its vectors and re-embeds
-//! when opened with a different one.
+//! tests and the smallest needs; ONNX models (feature `fastembed`) are the higher tier. A store records the
+//! [`Embedder::name`] and [`Embedder::dim`] that built its vectors and re-embeds when opened with a different one.
 
 mod hashing;
 #[cfg(feature = "fastembed")]
@@ -95,7 +95,8 @@ pub trait Embedder: Send + Sync {
     /// without any feature), per input, in order.
     ///
     /// # Errors
-    /// Model failures ([`crate::ErrorKind::Internal`]); the built-in static model and the hashing embedder never fail.
+    /// Model failures ([`crate::ErrorKind::Internal`]); the built-in static model and the hashing embedder never
+    /// fail.
     fn embed(&self, texts: &[&str], input_type: InputType) -> Result<Vec<Vec<f32>>>;
 }
 
