@@ -112,12 +112,7 @@ impl Embedder for HashEmbedder {
     }
 
     fn embed(&self, texts: &[&str], _input_type: InputType) -> Result<Vec<Vec<f32>>> {
-        use rayon::prelude::*;
-        if texts.len() >= 64 {
-            Ok(texts.par_iter().map(|t| self.embed_one(t)).collect())
-        } else {
-            Ok(texts.iter().map(|t| self.embed_one(t)).collect())
-        }
+        Ok(super::each_text(texts, |t| self.embed_one(t)))
     }
 }
 

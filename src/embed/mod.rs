@@ -295,6 +295,13 @@ pub fn select(choice: &EmbedderChoice) -> Result<SelectedEmbedder> {
 
 pub use crate::index::vector::cosine;
 
+/// `f` of every text, in order: on the rayon pool for batches of 64 texts or more (a re-embedding run, an
+/// import), on the calling thread for fewer.
+fn each_text(texts: &[&str], f: impl Fn(&str) -> Vec<f32> + Sync) -> Vec<Vec<f32>> {
+    use rayon::prelude::*;
+    if texts.len() >= 64 { texts.par_iter().map(|t| f(t)).collect() } else { texts.iter().map(|t| f(t)).collect() }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
