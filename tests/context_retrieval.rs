@@ -232,7 +232,10 @@ fn a_question_answered_by_the_next_memory_ranks_lower() {
 #[test]
 fn the_context_blended_cosine_finds_a_turn_through_its_neighbours() {
     let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
+    // The hashing embedder: every memory stays a vector candidate at γ 0 (no similarity floor), so the plain
+    // cosines read back from the search are all there to check the blend's arithmetic against.
+    let hashing = std::sync::Arc::new(engram::embed::HashEmbedder::default());
+    let store = KnowledgeStore::open(StoreConfig::new(dir.path()).embedder(hashing)).expect("open");
     thread_and_plain_memory(
         &store,
         &[
