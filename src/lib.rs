@@ -33,6 +33,7 @@ pub(crate) mod fs;
 pub mod graph;
 pub mod index;
 pub(crate) mod library;
+pub mod metrics;
 pub mod model;
 pub mod net;
 pub mod storage;

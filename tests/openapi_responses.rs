@@ -509,6 +509,10 @@ fn real_responses_match_the_document() {
     }
     assert_eq!((status["status"].as_str(), status["progress"].as_f64()), (Some("completed"), Some(100.0)), "{status}");
 
+    // An online backup, into the data directory.
+    let b = c.check("POST", "/admin/backup", "/admin/backup", Some(json!({"backup_path": "backups/openapi.redb"})));
+    assert!(b["path"].as_str().is_some_and(|p| p.ends_with("openapi.redb")) && b["memories"].as_u64() > Some(0), "{b}");
+
     // Deletes last.
     c.check("DELETE", "/memories/{memory_id}", "/memories/m3", None);
     let d = c.check("DELETE", "/threads/{thread_id}", "/threads/t1", None);

@@ -2,6 +2,7 @@
 //! validation to the spec's 422 shape, and error bodies. Both the HTTP server and the C API call
 //! [`Api::handle`]; nothing here knows HTTP libraries or C.
 
+pub mod admin;
 pub mod catchup;
 pub mod communities;
 pub mod data;
@@ -342,6 +343,17 @@ impl Api {
             }
         }
         out
+    }
+
+    /// The path template of the route table that `path` falls under (`/memories/{memory_id}` for
+    /// `/memories/abc`), whatever the method; None for a path no route serves. What metrics and logs name a
+    /// request by: never the raw path, which may hold ids.
+    pub fn route_template(path: &str) -> Option<&'static str> {
+        ROUTES
+            .iter()
+            .filter_map(|r| match_path(r.path, path).map(|(_, literals)| (r.path, literals)))
+            .max_by_key(|m| m.1)
+            .map(|m| m.0)
     }
 
     /// Runs one request: route, validate the query, call the handler, map errors. Never panics on input.

@@ -22,7 +22,7 @@ fn schemas() -> Map<String, Value> {
         match r.response {
             Shape::Ref(d) | Shape::ArrayOf(d) => d.add_to(&mut v),
             Shape::ArrayOfAny(dtos) => dtos.iter().for_each(|d| d.add_to(&mut v)),
-            Shape::Object | Shape::Zip | Shape::Markdown => {}
+            Shape::Object | Shape::Zip | Shape::Markdown | Shape::Metrics => {}
         }
     }
     for d in [Dto::of::<ErrorBody>(), Dto::of::<ValidationErrorBody>(), Dto::of::<FieldError>()] {
@@ -303,6 +303,7 @@ pub fn document() -> Value {
             Shape::Object => json!({"application/json": {"schema": {"type": "object"}}}),
             Shape::Zip => json!({"application/zip": {"schema": {"type": "string", "format": "binary"}}}),
             Shape::Markdown => json!({"text/markdown": {"schema": {"type": "string"}}}),
+            Shape::Metrics => json!({"application/openmetrics-text": {"schema": {"type": "string"}}}),
         };
         // Every error of the error table (docs/api.md) has the same body; 422 has the validation shape.
         let mut responses = json!({

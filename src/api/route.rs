@@ -77,6 +77,8 @@ pub enum Shape {
     Zip,
     /// A markdown page (`text/markdown`).
     Markdown,
+    /// Prometheus metrics in the OpenMetrics text format (`application/openmetrics-text`).
+    Metrics,
 }
 
 /// One route: method, path template (`{name}` segments), documentation, declared query parameters, body and

@@ -28,6 +28,7 @@ pub static ROUTES: LazyLock<Vec<Route>> = LazyLock::new(|| {
         super::fs::ROUTES,
         super::data::ROUTES,
         super::embeddings::ROUTES,
+        super::admin::ROUTES,
     ]
     .concat()
 });

@@ -1,4 +1,4 @@
-//! Routes of the service itself: capabilities, health, liveness and the OpenAPI document.
+//! Routes of the service itself: capabilities, health, liveness, the OpenAPI document and the metrics.
 
 use super::dto::*;
 use super::route::{Dto, Route, Shape, ok, route};
@@ -40,6 +40,17 @@ pub(super) const ROUTES: &[Route] = &[
         Shape::Ref(Dto::of::<OpenApiDocument>()),
         false,
         openapi
+    ),
+    route!(
+        "GET",
+        "/metrics",
+        "get_metrics",
+        "Prometheus metrics (OpenMetrics text format)",
+        &[],
+        None,
+        Shape::Metrics,
+        false,
+        metrics
     ),
 ];
 
@@ -158,4 +169,10 @@ pub struct OpenApiDocument {
     /// The server (the daemon's default address).
     #[schema(value_type = Vec<Object>)]
     pub servers: serde_json::Value,
+}
+
+/// `GET /metrics`: every instrument of the process ([`crate::metrics`]) and the store's gauges read now.
+pub(super) fn metrics(api: &Api, _: &Ctx<'_>) -> Result<ApiResponse> {
+    let body = crate::metrics::global().render(&api.store().admin().gauges());
+    Ok(ApiResponse::text(200, "application/openmetrics-text; version=1.0.0; charset=utf-8", body))
 }

@@ -87,6 +87,26 @@ impl Daemon {
         }
     }
 
+    /// Asks the daemon for an online backup (`POST /admin/backup`) to `backup_path` (on the daemon's machine,
+    /// inside its data directory or an allowed directory); returns the report.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Unavailable`] when the daemon does not answer; the daemon's error otherwise, with its
+    /// message.
+    pub async fn backup(&self, backup_path: &str) -> Result<crate::store::BackupReport> {
+        let body = serde_json::to_vec(&serde_json::json!({ "backup_path": backup_path }))
+            .map_err(|e| Error::new(ErrorKind::Internal, e.to_string()))?;
+        let (status, bytes) = self.send("POST", "/admin/backup", &[], body).await?;
+        if status == 200 {
+            return serde_json::from_slice(&bytes).map_err(|e| {
+                Error::new(ErrorKind::Internal, format!("the daemon's backup report did not parse: {e}"))
+            });
+        }
+        let v: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        let detail = v["detail"].as_str().map(str::to_string).unwrap_or_else(|| v["detail"].to_string());
+        Err(Error::new(kind_of(status), format!("the daemon answered {status} to POST /admin/backup: {detail}")))
+    }
+
     /// Calls tool `name` on the daemon (`POST /agent/tools/call`) with `scope` as headers.
     ///
     /// # Errors

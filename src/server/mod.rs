@@ -22,10 +22,15 @@ use subtle::ConstantTimeEq;
 use crate::api::{Api, ApiRequest, ApiResponse, ServiceInfo};
 use crate::error::{Error, ErrorKind, Result};
 use crate::store::KnowledgeStore;
+use lockout::Lockout;
+pub use lockout::{LOCKOUT_BLOCK, LOCKOUT_FAILURES, LOCKOUT_WINDOW};
 
+mod backups;
 pub mod client;
 pub mod console;
+mod lockout;
 pub mod mcp;
+mod observe;
 pub mod sync;
 
 /// Default listen address.
@@ -76,6 +81,21 @@ pub struct ServerConfig {
     /// Daemons of the same sync group to pull segments from directly (`http://host:port`; `engram serve --sync
     /// --sync-peer URL`), besides the folder.
     pub sync_peers: Vec<String>,
+    /// Serve `GET /metrics` without the API key (`engram serve --metrics-public`), for a Prometheus that
+    /// scrapes without credentials on a trusted network. Off by default: the metrics name routes and counts.
+    pub metrics_public: bool,
+    /// Online backups on a schedule (`engram serve --backup-every 24h --backup-keep 7`): every `every`, a
+    /// backup into `<data_dir>/backups/`, keeping the newest `keep`. None: no scheduled backups.
+    pub backups: Option<ScheduledBackups>,
+}
+
+/// A backup schedule ([`ServerConfig::backups`]).
+#[derive(Debug, Clone, Copy)]
+pub struct ScheduledBackups {
+    /// Time between two backups (the first runs one interval after the start).
+    pub every: Duration,
+    /// Backups kept in `<data_dir>/backups/` (older ones written by the schedule are deleted); at least 1.
+    pub keep: usize,
 }
 
 impl ServerConfig {
@@ -95,6 +115,8 @@ impl ServerConfig {
             console: true,
             sync: false,
             sync_peers: Vec::new(),
+            metrics_public: false,
+            backups: None,
         }
     }
 }
@@ -157,72 +179,8 @@ struct AppState {
     lockout: Lockout,
     /// The console's sessions and sign-in tokens; None with the console off.
     console: Option<console::Sessions>,
-}
-
-/// Recent failure times of one address, and the end of its block.
-type Failures = (Vec<std::time::Instant>, Option<std::time::Instant>);
-
-/// Failed-key bookkeeping per client address: `failures` (8 by default) within 5 minutes block the address for
-/// 10 minutes; 0 failures turns the lockout off.
-struct Lockout {
-    by_addr: parking_lot::Mutex<std::collections::HashMap<std::net::IpAddr, Failures>>,
-    failures: usize,
-}
-
-impl Default for Lockout {
-    fn default() -> Self {
-        Lockout::new(LOCKOUT_FAILURES)
-    }
-}
-
-/// Failures that trigger a block.
-pub const LOCKOUT_FAILURES: usize = 8;
-/// Window the failures are counted in.
-pub const LOCKOUT_WINDOW: std::time::Duration = std::time::Duration::from_secs(300);
-/// How long a block lasts.
-pub const LOCKOUT_BLOCK: std::time::Duration = std::time::Duration::from_secs(600);
-
-impl Lockout {
-    fn new(failures: usize) -> Lockout {
-        Lockout { by_addr: Default::default(), failures }
-    }
-
-    /// Seconds left of a block on `ip`, if blocked.
-    fn blocked(&self, ip: std::net::IpAddr) -> Option<u64> {
-        let now = std::time::Instant::now();
-        let map = self.by_addr.lock();
-        let until = map.get(&ip)?.1?;
-        (until > now).then(|| (until - now).as_secs().max(1))
-    }
-
-    /// Records a failure; true when it starts a block.
-    fn fail(&self, ip: std::net::IpAddr) -> bool {
-        if self.failures == 0 {
-            return false;
-        }
-        let now = std::time::Instant::now();
-        let mut map = self.by_addr.lock();
-        if map.len() > 10_000 {
-            // Bounded memory under a flood of addresses: forget entries that block nobody.
-            map.retain(|_, (_, until)| until.is_some_and(|u| u > now));
-        }
-        let e = map.entry(ip).or_default();
-        e.0.retain(|t| now.duration_since(*t) < LOCKOUT_WINDOW);
-        e.0.push(now);
-        if e.0.len() >= self.failures {
-            e.0.clear();
-            e.1 = Some(now + LOCKOUT_BLOCK);
-            return true;
-        }
-        false
-    }
-
-    fn succeed(&self, ip: std::net::IpAddr) {
-        let mut map = self.by_addr.lock();
-        if map.get(&ip).is_some_and(|e| e.1.is_none_or(|u| u <= std::time::Instant::now())) {
-            map.remove(&ip);
-        }
-    }
+    /// `GET /metrics` without the API key (`--metrics-public`).
+    metrics_public: bool,
 }
 
 /// A response body read from a temporary file in 64 KiB chunks; the file is deleted when the body is dropped.
@@ -420,11 +378,24 @@ async fn peer_route(
     }
 }
 
+/// Every request: its id, span and metrics ([`observe`]) around [`route_request`].
 async fn handle(
     State(st): State<Arc<AppState>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     req: Request<Body>,
 ) -> Response<Body> {
+    use tracing::Instrument;
+    let started = std::time::Instant::now();
+    let id = observe::request_id(req.headers());
+    let route = observe::route_label(req.uri().path());
+    let method = crate::metrics::method_label(req.method().as_str());
+    let span = tracing::info_span!("request", request_id = %id, route, method);
+    let mut resp = route_request(st, peer, req).instrument(span.clone()).await;
+    span.in_scope(|| observe::finish(&mut resp, &id, route, method, started));
+    resp
+}
+
+async fn route_request(st: Arc<AppState>, peer: SocketAddr, req: Request<Body>) -> Response<Body> {
     let (parts, body) = req.into_parts();
     let host = parts.headers.get(header::HOST).and_then(|h| h.to_str().ok()).map(host_name);
     if !host.as_ref().is_some_and(|h| st.hosts.iter().any(|a| a == h)) {
@@ -467,7 +438,8 @@ async fn handle(
         return peer_route(&st, peer, method, path, query, token).await;
     }
     let content_type = parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
-    if !Api::is_public(&method, &path) {
+    let public = Api::is_public(&method, &path) || (st.metrics_public && path == "/metrics");
+    if !public {
         if let Some(secs) = st.lockout.blocked(peer.ip()) {
             return too_many(secs);
         }
@@ -523,7 +495,9 @@ async fn handle(
     let st2 = st.clone();
     let route_path = path.clone();
     let scope_headers = agent_headers(&parts.headers);
+    let span = tracing::Span::current();
     let out = tokio::task::spawn_blocking(move || {
+        let _in = span.enter();
         let headers: Vec<(&str, &str)> = scope_headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         let req = ApiRequest {
             method: &method,
@@ -743,6 +717,7 @@ fn build(config: &ServerConfig, store: Arc<KnowledgeStore>, info: ServiceInfo, b
         cors: config.cors_origins.clone(),
         lockout: Lockout::new(config.lockout_failures),
         console: config.console.then(console::Sessions::default),
+        metrics_public: config.metrics_public,
     });
     let sign_in = st.console.as_ref().map(|c| console::sign_in_path(&c.new_token()));
     Ok((axum::Router::new().fallback(handle).with_state(st), key, sign_in))
@@ -789,6 +764,9 @@ pub fn serve_until_signal(config: ServerConfig, store: Arc<KnowledgeStore>, info
         let listener = tokio::net::TcpListener::bind(config.addr).await?;
         let addr = listener.local_addr()?;
         tokio::spawn(expiry_sweeps(store.clone()));
+        if let Some(b) = config.backups {
+            tokio::spawn(backups::run(store.clone(), b));
+        }
         if config.sync {
             sync::start(store.clone(), config.sync_peers.clone())?;
         }
@@ -937,21 +915,5 @@ mod tests {
         assert_eq!(origin_host("https://[::1]:8443").as_deref(), Some("::1"));
         assert_eq!(origin_host("null"), None);
         assert_eq!(origin_host("http://evil.com/path"), None);
-    }
-
-    #[test]
-    fn eight_failures_in_the_window_block_the_address() {
-        let l = Lockout::default();
-        let ip: std::net::IpAddr = [10, 0, 0, 1].into();
-        for _ in 0..LOCKOUT_FAILURES - 1 {
-            assert!(!l.fail(ip));
-        }
-        assert!(l.blocked(ip).is_none());
-        assert!(l.fail(ip));
-        assert!(l.blocked(ip).is_some_and(|s| s > 590 && s <= 600));
-        // A success does not lift a block; other addresses are not affected.
-        l.succeed(ip);
-        assert!(l.blocked(ip).is_some());
-        assert!(l.blocked([10, 0, 0, 2].into()).is_none());
     }
 }

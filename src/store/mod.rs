@@ -24,6 +24,10 @@ mod transfer;
 mod types;
 mod working;
 
+pub use self::core::backup::{
+    BackupCheck, BackupReport, RestoreReport, backup_closed, restore as restore_backup, scheduled_backups,
+    scheduled_name, verify as verify_backup,
+};
 pub use self::core::publish::PublishedIndexes;
 pub use self::core::reembed::ReembedStatus;
 pub use self::core::{DEFAULT_SPACE, encryption, upgrade};

@@ -4,6 +4,23 @@
  */
 
 export interface paths {
+    "/admin/backup": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Write a consistent, verified backup of the store file while the daemon serves (redb stores) */
+        post: operations["admin_backup"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/agent/feed/events": {
         parameters: {
             query?: never;
@@ -1188,6 +1205,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Prometheus metrics (OpenMetrics text format) */
+        get: operations["get_metrics"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/openapi.json": {
         parameters: {
             query?: never;
@@ -1671,6 +1705,47 @@ export interface components {
             total_messages: number;
             /** @description Non-fatal problems (extraction that failed after the messages were stored). */
             warnings: string[];
+        };
+        /** @description What a backup wrote. */
+        BackupReport: {
+            /**
+             * Format: int64
+             * @description Its size in bytes.
+             */
+            bytes: number;
+            /**
+             * Format: double
+             * @description Milliseconds the backup took, from start to the renamed, verified file.
+             */
+            elapsed_ms: number;
+            /** @description Whether it is encrypted at rest (as the store is). */
+            encrypted: boolean;
+            /**
+             * Format: int64
+             * @description The store generation it holds (every write acknowledged before the backup began is in it).
+             */
+            generation: number;
+            /**
+             * Format: int64
+             * @description Memory records in it (live, forgotten and archived), each decoded by the check.
+             */
+            memories: number;
+            /** @description The backup file written. */
+            path: string;
+            /**
+             * Format: double
+             * @description Milliseconds writes were held off (the copy of the file); reads went on.
+             */
+            writes_paused_ms: number;
+        };
+        /** @description Body of `POST /admin/backup` (may be empty). */
+        BackupRequest: {
+            /**
+             * @description The backup file to write, on the server, inside the data directory or an `--allow-path` directory
+             *     (relative paths are taken from the data directory); default `<data_dir>/backups/engram-<UTC time>.redb`.
+             *     An existing file is refused (409).
+             */
+            backup_path?: string | null;
         };
         /** @description Body of `POST /memories/batch` (Engram extension). */
         BatchCreateRequest: {
@@ -5343,6 +5418,64 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    admin_backup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BackupRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BackupReport"];
+                };
+            };
+            /** @description Missing or wrong API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description URI over 65,534 bytes: refused by the HTTP layer, without a body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Validation error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationErrorBody"];
+                };
+            };
+            /** @description Error (see the error table) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     agent_feed_events: {
         parameters: {
             query?: {
@@ -10394,6 +10527,51 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["ValidationErrorBody"];
                 };
+            };
+            /** @description Error (see the error table) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_metrics: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/openmetrics-text": string;
+                };
+            };
+            /** @description Missing or wrong API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description URI over 65,534 bytes: refused by the HTTP layer, without a body */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description Error (see the error table) */
             default: {

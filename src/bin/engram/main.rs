@@ -9,6 +9,7 @@ use engram::{KnowledgeStore, StoreConfig};
 
 mod eval;
 mod keys;
+mod ops;
 mod sync;
 mod transfer;
 
@@ -26,8 +27,22 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[derive(Parser)]
 #[command(name = "engram", version, about = "Local-first knowledge-memory engine")]
 struct Cli {
+    /// Log lines on stderr: `text` (readable) or `json` (one object per line: timestamp, level, target,
+    /// message, fields, and the request id and route of a request's lines). The level comes from ENGRAM_LOG
+    /// (`info` by default; `debug`, `engram=debug,warn`, ...).
+    #[arg(long, global = true, env = "ENGRAM_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+/// `--log-format`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum LogFormat {
+    /// Human-readable lines (colours on a terminal only).
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
 /// `--index-mode`.
@@ -157,6 +172,18 @@ enum Command {
         /// sweep forgets it.
         #[arg(long, env = "ENGRAM_EXPIRY_GRACE_DAYS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(0..=36500))]
         expiry_grace_days: u64,
+        /// Serve GET /metrics without the API key (a Prometheus on a trusted network that scrapes without
+        /// credentials). Off by default: the metrics name routes and counts.
+        #[arg(long, env = "ENGRAM_METRICS_PUBLIC")]
+        metrics_public: bool,
+        /// Write an online backup into <data_dir>/backups/ at this interval (`24h`, `30m`, `7d`); none by
+        /// default. The first runs one interval after the start.
+        #[arg(long, env = "ENGRAM_BACKUP_EVERY", value_parser = parse_interval)]
+        backup_every: Option<std::time::Duration>,
+        /// With --backup-every: scheduled backups kept (the oldest beyond it are deleted).
+        #[arg(long, env = "ENGRAM_BACKUP_KEEP", default_value_t = 7, requires = "backup_every",
+              value_parser = clap::value_parser!(u64).range(1..=10000))]
+        backup_keep: u64,
         /// Where searches read their indexes: `memory` (loaded at start, kept current from the change feed) or
         /// `database` (PostgreSQL only: each search reads its part from the database; the daemon keeps no
         /// per-memory index, so it starts at once and holds little memory; docs/deploy.md, "Index modes").
@@ -324,6 +351,24 @@ enum Command {
         /// Where to write it (refused if it exists).
         path: PathBuf,
     },
+    /// Write a consistent, verified backup of the store to DEST while the daemon serves (it is asked through
+    /// --addr), or of the closed store when no daemon runs. An encrypted store's backup stays encrypted.
+    Backup(ops::BackupArgs),
+    /// Put a backup in place of the store (the daemon must be stopped; the replaced store is kept beside
+    /// it), or with --verify only check the backup.
+    Restore(ops::RestoreArgs),
+    /// Install or remove a systemd unit (Linux) or launchd agent (macOS) that runs the daemon.
+    Service {
+        #[command(subcommand)]
+        which: ops::ServiceCommand,
+    },
+    /// Print a shell completion script: `engram completions bash > /etc/bash_completion.d/engram`.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff): `engram man > /usr/local/share/man/man1/engram.1`.
+    Man,
     /// Print the daemon's OpenAPI 3.1 document (JSON) without starting it (needs the `server` feature); the web
     /// console's TypeScript types are generated from it (`ui/src/schema.gen.ts`).
     Openapi,
@@ -343,21 +388,38 @@ fn default_data_dir() -> PathBuf {
     dirs::data_dir().unwrap_or_else(|| PathBuf::from(".")).join("engram")
 }
 
-fn main() -> ExitCode {
-    // rmcp logs every MCP request and response whole at debug, memory text and all: it stays at info whatever
-    // ENGRAM_LOG says, so that no log line ever holds a memory (docs/security.md).
-    let filter = tracing_subscriber::EnvFilter::try_from_env("ENGRAM_LOG").unwrap_or_else(|_| "info".into());
-    let filter = match "rmcp=info".parse() {
-        Ok(cap) => filter.add_directive(cap),
-        Err(_) => filter,
-    };
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+/// `--backup-every`: a duration such as `24h`, `30m` or `7d`, at least one second.
+fn parse_interval(s: &str) -> Result<std::time::Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| format!("{e} (e.g. 24h, 30m, 7d)"))?;
+    if d < std::time::Duration::from_secs(1) {
+        return Err("at least 1s".into());
+    }
+    Ok(d)
+}
+
+/// Logs on stderr in `format`, at the level of ENGRAM_LOG (`info` by default).
+fn init_logs(format: LogFormat) {
+    // rmcp logs every MCP request and response whole at debug, memory text and all, and hyper and h2 log
+    // headers (the API key among them) at trace: they stay at info whatever ENGRAM_LOG says, so that no log
+    // line ever holds a memory or a key (docs/security.md).
+    let mut filter = tracing_subscriber::EnvFilter::try_from_env("ENGRAM_LOG").unwrap_or_else(|_| "info".into());
+    for cap in ["rmcp=info", "hyper=info", "hyper_util=info", "h2=info", "ureq=info", "ureq_proto=info"] {
+        if let Ok(d) = cap.parse() {
+            filter = filter.add_directive(d);
+        }
+    }
+    let fmt = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => fmt.json().flatten_event(true).with_current_span(true).with_span_list(false).init(),
         // Colour codes only on a terminal: a log file or journald gets plain text.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+        LogFormat::Text => fmt.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())).init(),
+    }
+}
+
+fn main() -> ExitCode {
+    engram::metrics::mark_start();
     let cli = Cli::parse();
+    init_logs(cli.log_format);
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -384,6 +446,9 @@ fn run(cli: Cli) -> engram::Result<()> {
             sync,
             sync_peers,
             expiry_grace_days,
+            metrics_public,
+            backup_every,
+            backup_keep,
             index_mode,
             database,
             embedder,
@@ -409,6 +474,8 @@ fn run(cli: Cli) -> engram::Result<()> {
                 expiry_grace_days,
                 index_mode: index_mode.into(),
                 encryption,
+                metrics_public,
+                backups: backup_every.map(|every| (every, backup_keep as usize)),
             };
             serve(serve_args, embedder.select()?)
         }
@@ -435,6 +502,20 @@ fn run(cli: Cli) -> engram::Result<()> {
             keys::rekey(&data_dir.unwrap_or_else(default_data_dir), &key, &new, add, rotate_data_key)
         }
         Command::Keygen { path } => keys::keygen(&path),
+        Command::Backup(a) => {
+            let dir = a.data_dir.clone().unwrap_or_else(default_data_dir);
+            ops::backup(a, dir)
+        }
+        Command::Restore(a) => {
+            let dir = a.data_dir.clone().unwrap_or_else(default_data_dir);
+            ops::restore(a, dir)
+        }
+        Command::Service { which } => ops::service(which, default_data_dir()),
+        Command::Completions { shell } => {
+            ops::completions(shell, &mut <Cli as clap::CommandFactory>::command());
+            Ok(())
+        }
+        Command::Man => ops::man(<Cli as clap::CommandFactory>::command()),
         Command::Openapi => openapi_command(),
         Command::Sync { which } => sync::sync_command(which),
         Command::Eval { which } => eval::eval_command(which),
@@ -607,6 +688,9 @@ struct ServeArgs {
     expiry_grace_days: u64,
     index_mode: engram::IndexMode,
     encryption: Option<engram::storage::crypt::Encryption>,
+    metrics_public: bool,
+    /// `--backup-every` and `--backup-keep`.
+    backups: Option<(std::time::Duration, usize)>,
 }
 
 #[cfg(feature = "server")]
@@ -630,6 +714,8 @@ fn serve(args: ServeArgs, embedder: engram::embed::SelectedEmbedder) -> engram::
         expiry_grace_days,
         index_mode,
         encryption,
+        metrics_public,
+        backups,
     } = args;
     let addr = addr
         .parse()
@@ -672,6 +758,8 @@ fn serve(args: ServeArgs, embedder: engram::embed::SelectedEmbedder) -> engram::
     config.console = console;
     config.sync = sync;
     config.sync_peers = sync_peers;
+    config.metrics_public = metrics_public;
+    config.backups = backups.map(|(every, keep)| engram::server::ScheduledBackups { every, keep });
     let info = engram::api::ServiceInfo { embedding_fallback: embedder.fallback, ..Default::default() };
     serve_until_signal(config, store, info)
 }

@@ -225,7 +225,10 @@ impl PgDb {
     }
 
     fn conn(&self) -> Result<r2d2::PooledConnection<PgManager>> {
-        self.pool.get().map_err(|e| Error::new(ErrorKind::Unreachable, format!("no database connection: {e}")))
+        let asked = std::time::Instant::now();
+        let c = self.pool.get();
+        crate::metrics::global().pg_pool_wait.observe(asked.elapsed().as_secs_f64());
+        c.map_err(|e| Error::new(ErrorKind::Unreachable, format!("no database connection: {e}")))
     }
 
     /// Drops the pgvector HNSW indexes for a bulk load (`vectors::defer`); 0 without pgvector.

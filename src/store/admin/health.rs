@@ -133,6 +133,40 @@ impl<'s> Admin<'s> {
         })
     }
 
+    /// The store's gauges for `GET /metrics` ([`crate::metrics::Gauges`]): counts, index backlogs, the memory
+    /// graph's lag, the file size, the change feed's lag (PostgreSQL) and sync's pending changes. A value that
+    /// cannot be read now (a storage error) is left out rather than failing the scrape.
+    pub fn gauges(&self) -> crate::metrics::Gauges {
+        let core = &self.store.core;
+        let mut g = crate::metrics::Gauges { uptime_seconds: Some(self.uptime_s()), ..Default::default() };
+        if let Ok(h) = self.health() {
+            g.memories = Some(h.memories as u64);
+            g.spaces = Some(h.spaces as u64);
+            g.generation = Some(h.generation);
+            g.reembed_backlog = Some(h.reindex_pending as u64);
+            g.expired_pending = Some(h.expiry.expired);
+        }
+        let v = self.vector_index_stats();
+        g.vectors = Some(v.iter().map(|s| s.vectors as u64).sum());
+        g.hnsw_pending = Some(v.iter().map(|s| s.pending as u64).sum());
+        g.hnsw_tombstones = Some(v.iter().map(|s| s.tombstones as u64).sum());
+        if let Ok(rtx) = core.db.read()
+            && let Ok(m) = meta::meta(&rtx)
+            && let Ok(both) = m.u64_many(&["generation", "graph_generation"])
+        {
+            let (now, graph) = (both[0].unwrap_or(0), both[1].unwrap_or(0));
+            g.graph_lag_generations = Some(now.saturating_sub(graph));
+        }
+        g.feed_lag_entries = core.feed.lag();
+        g.store_file_bytes = self.stored_bytes().ok();
+        if let Ok(s) = self.store.sync().status()
+            && s.enabled
+        {
+            g.sync_pending_changes = Some(s.pending_changes);
+        }
+        g
+    }
+
     /// Counters for `/health`.
     pub fn health(&self) -> Result<StoreHealth> {
         let rtx = self.store.core.db.read()?;

@@ -29,6 +29,21 @@ impl Admin<'_> {
         self.store.core.reembed_progress.status()
     }
 
+    /// Writes a consistent, verified copy of the store file to `dest` while the store serves: writes wait
+    /// for the copy of the file (milliseconds per 100 MB on a local disk; the report says how long), reads go
+    /// on; the copy is then repaired, checked and renamed into place away from the live store. An encrypted
+    /// store's backup stays encrypted under the same key. Restore with [`crate::store::restore_backup`]
+    /// (`engram restore`), check with [`crate::store::verify_backup`] (`engram restore --verify`).
+    ///
+    /// # Errors
+    /// * [`crate::ErrorKind::Unavailable`]: a PostgreSQL store (use `pg_dump`; docs/deploy.md).
+    /// * [`crate::ErrorKind::Conflict`]: `dest` exists.
+    /// * [`crate::ErrorKind::Io`], [`crate::ErrorKind::Corrupt`]: the copy failed or did not verify; nothing is
+    ///   left under `dest` and the store is untouched.
+    pub fn backup(&self, dest: &std::path::Path) -> crate::error::Result<super::BackupReport> {
+        super::core::backup::backup(&self.store.core, dest)
+    }
+
     /// Seconds since the store was opened.
     pub fn uptime_s(&self) -> f64 {
         self.store.core.started.elapsed().as_secs_f64()

@@ -125,6 +125,16 @@ impl Feed {
         *self.position.lock()
     }
 
+    /// Entries of the feed not applied here yet (head minus position); None on an unshared database or when
+    /// the head cannot be read now.
+    pub(crate) fn lag(&self) -> Option<u64> {
+        if !self.shared() {
+            return None;
+        }
+        let head = self.db.read().ok()?.change_head().ok()?;
+        Some(head.saturating_sub(self.position()))
+    }
+
     /// Appends `change` to the feed in `txn` (nothing on an unshared database).
     ///
     /// # Errors

@@ -16,6 +16,7 @@
 //! | [`reembed`], [`worker`] | background re-embedding; the one worker type |
 //! | [`upgrade`], [`encryption`] | format upgrades; encrypting, decrypting and rekeying the file |
 
+pub mod backup;
 pub(crate) mod builder;
 pub(crate) mod changes;
 pub(crate) mod chunks;

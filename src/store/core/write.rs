@@ -93,8 +93,35 @@ impl Writes {
         c: Commit,
         f: impl FnOnce(&WriteTx, &mut Vec<IndexOp>) -> Result<T>,
     ) -> Option<Result<T>> {
+        let asked = std::time::Instant::now();
         let _w = if wait { Some(self.lock.lock()) } else { self.lock.try_lock() }?;
-        Some(self.locked(c, f))
+        let got = std::time::Instant::now();
+        let out = self.locked(c, f);
+        let m = crate::metrics::global();
+        m.writer_lock_wait.observe((got - asked).as_secs_f64());
+        m.write_duration.observe(got.elapsed().as_secs_f64());
+        if out.is_ok() {
+            m.writes.inc();
+        }
+        Some(out)
+    }
+
+    /// Runs `f` with every write held off: under the writer lock, after a durable commit that records
+    /// `META.last_backup_at` (so everything committed, eventual commits included, is in the file), and with a
+    /// write transaction of the database itself open, so that no writer outside this lock can start either.
+    /// Reads go on. What an online backup copies the file under ([`super::backup`]).
+    ///
+    /// # Errors
+    /// Storage errors of the commit (`f` does not run), and `f`'s.
+    pub(crate) fn paused<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        let _w = self.lock.lock();
+        let txn = self.db.write(Durability::Immediate)?;
+        meta::meta(&txn)?.put_u64("last_backup_at", crate::model::Timestamp::now().0.max(0) as u64)?;
+        txn.commit()?;
+        let hold = self.db.write(Durability::Immediate)?;
+        let out = f();
+        drop(hold);
+        out
     }
 
     fn locked<T>(&self, c: Commit, f: impl FnOnce(&WriteTx, &mut Vec<IndexOp>) -> Result<T>) -> Result<T> {

@@ -366,6 +366,14 @@ fn community_record(
 /// stages.
 pub(crate) fn recompute(ctx: &Ctx, stopped: &dyn Fn() -> bool) -> Result<GraphReport> {
     let started = Instant::now();
+    let out = recompute_from(ctx, stopped, started);
+    if out.is_ok() {
+        crate::metrics::global().graph_recompute.observe(started.elapsed().as_secs_f64());
+    }
+    out
+}
+
+fn recompute_from(ctx: &Ctx, stopped: &dyn Fn() -> bool, started: Instant) -> Result<GraphReport> {
     let rtx = ctx.db.read()?;
     let gen_seen = meta::meta(&rtx)?.u64("generation")?.unwrap_or(0);
     let g = read_graph(&rtx)?;

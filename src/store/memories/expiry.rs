@@ -57,6 +57,7 @@ impl Memories<'_> {
         }
         if n > 0 {
             self.store.expired_forgotten.fetch_add(n, Ordering::AcqRel);
+            crate::metrics::global().expiry_forgotten.inc_by(n);
             tracing::info!(forgotten = n, "expired memories forgotten after the grace period");
         }
         Ok(n)

@@ -58,6 +58,20 @@ impl Search<'_> {
     /// * [`crate::ErrorKind::NotFound`] (`space_not_found`): unknown space.
     pub fn run(&self, q: &SearchQuery) -> Result<SearchResults> {
         let started = Instant::now();
+        let out = self.run_from(q, started);
+        if let Ok(r) = &out {
+            let m = crate::metrics::global();
+            let mode = crate::metrics::ModeLabels { mode: r.mode.as_str() };
+            m.search_duration.get_or_create(&mode).observe(started.elapsed().as_secs_f64());
+            m.search_candidates.get_or_create(&mode).observe(r.candidates as f64);
+            if r.fallback.is_some() {
+                m.search_fallbacks.get_or_create(&mode).inc();
+            }
+        }
+        out
+    }
+
+    fn run_from(&self, q: &SearchQuery, started: Instant) -> Result<SearchResults> {
         let mut errs = Vec::new();
         let given = q.query_embedding.as_ref().and_then(|v| {
             crate::embed::check_vector(v, &*self.store.core.config.embedder, &["query_embedding"], &mut errs)
