@@ -7,7 +7,10 @@
 //! `--cors-origin`). Handlers run on tokio's blocking pool. CORS headers are sent only for configured origins.
 //! Connections are served by hyper's HTTP/1 builder with a timer, so slow clients are cut off: headers within
 //! [`DEFAULT_HEADER_READ_TIMEOUT`] (also the idle limit of kept-alive connections), the body within
-//! [`DEFAULT_BODY_READ_TIMEOUT`] (408), at most [`DEFAULT_MAX_CONNECTIONS`] open.
+//! [`DEFAULT_BODY_READ_TIMEOUT`] (408), at most [`DEFAULT_MAX_CONNECTIONS`] open. Every request gets an id
+//! (`X-Request-Id`, echoed) and a tracing span with its route template, and is counted in the Prometheus
+//! metrics of `GET /metrics` (`observe.rs`; the key is needed there too unless
+//! [`ServerConfig::metrics_public`]).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
