@@ -424,3 +424,63 @@ fn the_systemd_unit_passes_systemd_analyze_verify() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn an_encrypted_stores_backup_stays_encrypted_and_opens_with_its_key_only() {
+    use engram::storage::crypt::Encryption;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key = dir.path().join("store.key");
+    engram::storage::crypt::write_key_file(&key).expect("key file");
+    let config = StoreConfig::new(dir.path().join("data")).encrypted(Encryption::key_file(&key));
+    let store = KnowledgeStore::open(config.clone()).expect("open");
+    let id = store
+        .memories()
+        .create(engram::store::NewMemory {
+            content: format!("{MARK} the safe combination is 1234"),
+            ..Default::default()
+        })
+        .expect("create")
+        .view
+        .memory
+        .id;
+    let dest = dir.path().join("out/enc.redb");
+    let rep = store.admin().backup(&dest).expect("backup");
+    assert!(rep.encrypted && rep.memories == 1, "{rep:?}");
+    drop(store);
+    let bytes = std::fs::read(&dest).expect("read");
+    assert!(!bytes.windows(MARK.len()).any(|w| w == MARK.as_bytes()), "the backup holds no plaintext");
+    let plain = StoreConfig::new(dir.path().join("other"));
+    let e = engram::store::verify_backup(&plain, &dest).expect_err("no key, no backup");
+    assert_eq!(e.kind(), engram::ErrorKind::WrongKey, "{e}");
+    let check = engram::store::verify_backup(&config, &dest).expect("the store's key opens it");
+    assert_eq!(check.memories, 1);
+    let target = StoreConfig::new(dir.path().join("restored")).encrypted(Encryption::key_file(&key));
+    engram::store::restore_backup(&target, &dest).expect("restore");
+    let back = KnowledgeStore::open(target).expect("the restored store opens with the key");
+    assert!(back.memories().get(&id, None).expect("get").memory.content.contains(MARK));
+}
+
+#[test]
+fn scheduled_backups_keep_the_newest() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = Daemon::start(dir.path(), &["--backup-every", "1s", "--backup-keep", "2"], &[]);
+    create(&d, "kept by the schedule");
+    let bdir = dir.path().join("data/backups");
+    let started = Instant::now();
+    let mut seen = 0;
+    while started.elapsed() < Duration::from_secs(30) {
+        seen = seen.max(engram::store::scheduled_backups(&bdir).len());
+        let m = samples(&d.call("GET", "/metrics", "").body);
+        if m.get("engram_backup_duration_seconds_count").is_some_and(|n| *n >= 4.0) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(d);
+    let kept = engram::store::scheduled_backups(&bdir);
+    assert_eq!(kept.len(), 2, "the oldest beyond --backup-keep are deleted: {kept:?} (seen {seen})");
+    for f in &kept {
+        let check = engram::store::verify_backup(&StoreConfig::new(dir.path()), f).expect("verifies");
+        assert_eq!(check.memories, 1, "{f:?}");
+    }
+}
