@@ -287,6 +287,10 @@ fn twenty_backups_under_writes_restore_every_acknowledged_write() {
     stop.store(true, Ordering::Relaxed);
     w.join().expect("writer");
     let written = acked.lock().expect("lock").len();
+    let refused = exe().arg("restore").arg(&taken[0].0).arg("--data-dir").arg(dir.path().join("data")).output();
+    let refused = refused.expect("engram restore runs");
+    let why = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && why.contains("open in another process"), "{why}");
     drop(d);
     assert!(written > 60, "the writer kept writing: {written}");
     eprintln!("20 backups while {written} memories were written");

@@ -279,8 +279,14 @@ pub fn restore(config: &StoreConfig, src: &Path) -> Result<RestoreReport> {
     let live = config.db_path();
     std::fs::create_dir_all(&config.data_dir)?;
     if live.exists() {
-        // Fails with Locked while the daemon holds the store; otherwise closed again at once.
-        drop(super::db::open_db(config)?);
+        // Locked while the daemon holds the store. The probe opens the file without a key (a plaintext file is
+        // opened and closed again; an encrypted one only has its lock tried), so that restoring an encrypted
+        // backup over a plaintext store, or the reverse, is not refused for the key.
+        let probe = StoreConfig { encryption: None, ..config.clone() };
+        match super::db::open_db(&probe) {
+            Err(e) if e.kind() == ErrorKind::Locked => return Err(e),
+            _ => {}
+        }
     }
     let incoming = live.with_extension("redb.restoring");
     std::fs::copy(src, &incoming)?;
