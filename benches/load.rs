@@ -258,7 +258,7 @@ fn main() {
     {
         let v = &mut lat[i];
         let count = v.len();
-        println!("  {name}: {count} requests, p50 {:.1} ms, p99 {:.1} ms", pct(v, 0.5), pct(v, 0.99));
+        println!("  {name}: {count} requests, p50 {:.2} ms, p99 {:.2} ms", pct(v, 0.5), pct(v, 0.99));
     }
     let minute = |m: usize| -> f64 {
         let s: Vec<f64> = rss.iter().copied().skip(m * 60).take(60).collect();

@@ -237,6 +237,27 @@ fn lookup<'v>(v: &'v serde_json::Value, path: &[String]) -> Option<&'v serde_jso
     Some(cur)
 }
 
+/// Whether `path` has the shape of `template` (each `{param}` takes one non-empty segment, the rest equal), and
+/// its number of literal segments; no allocation, no decoding. Every route is tried with it first: only a fit
+/// is matched again with [`match_path`] for its parameters.
+fn template_fit(template: &str, path: &str) -> Option<usize> {
+    let mut t = template.trim_matches('/').split('/');
+    let mut p = path.trim_matches('/').split('/');
+    let mut literals = 0;
+    loop {
+        match (t.next(), p.next()) {
+            (None, None) => return Some(literals),
+            (Some(ts), Some(ps)) if ts.starts_with('{') && ts.ends_with('}') => {
+                if ps.is_empty() {
+                    return None;
+                }
+            }
+            (Some(ts), Some(ps)) if ts == ps => literals += 1,
+            _ => return None,
+        }
+    }
+}
+
 /// Matches `path` against a route template; returns the decoded parameters and the number of literal segments.
 fn match_path(template: &str, path: &str) -> Option<(HashMap<String, String>, usize)> {
     let t: Vec<&str> = template.trim_matches('/').split('/').collect();
@@ -351,8 +372,11 @@ impl Api {
     pub fn route_template(path: &str) -> Option<&'static str> {
         ROUTES
             .iter()
-            .filter_map(|r| match_path(r.path, path).map(|(_, literals)| (r.path, literals)))
-            .max_by_key(|m| m.1)
+            .filter_map(|r| template_fit(r.path, path).map(|literals| (r.path, literals)))
+            .fold(
+                None,
+                |best: Option<(&'static str, usize)>, m| if best.is_some_and(|b| b.1 >= m.1) { best } else { Some(m) },
+            )
             .map(|m| m.0)
     }
 
@@ -369,6 +393,9 @@ impl Api {
         let mut best: Option<(&Route, HashMap<String, String>, usize)> = None;
         let mut path_known = false;
         for r in ROUTES.iter() {
+            if template_fit(r.path, req.path).is_none() {
+                continue;
+            }
             if let Some((params, literals)) = match_path(r.path, req.path) {
                 path_known = true;
                 if r.method.eq_ignore_ascii_case(req.method) && best.as_ref().is_none_or(|b| literals > b.2) {
