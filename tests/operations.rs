@@ -469,6 +469,14 @@ fn scheduled_backups_keep_the_newest() {
     let dir = tempfile::tempdir().expect("tempdir");
     let d = Daemon::start(dir.path(), &["--backup-every", "1s", "--backup-keep", "2"], &[]);
     create(&d, "kept by the schedule");
+    let at = |p: &str| serde_json::json!({ "backup_path": p }).to_string();
+    assert_eq!(d.call("POST", "/admin/backup", &at("manual/one.redb")).status, 200);
+    for taken in ["manual/one.redb", "manual/one.redb/two.redb"] {
+        let r = d.call("POST", "/admin/backup", &at(taken));
+        assert_eq!((r.status, r.json()["error_code"].as_str()), (409, Some("conflict")), "{taken}: {}", r.body);
+    }
+    let r = d.call("POST", "/admin/backup", &at("../outside.redb"));
+    assert_eq!(r.status, 403, "{}", r.body);
     let bdir = dir.path().join("data/backups");
     let started = Instant::now();
     let mut seen = 0;

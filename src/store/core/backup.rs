@@ -101,8 +101,7 @@ pub(crate) fn backup(core: &Core, dest: &Path) -> Result<BackupReport> {
     if dest.exists() {
         return Err(Error::new(ErrorKind::Conflict, format!("{} exists; choose another name", dest.display())));
     }
-    let parent = dest.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    std::fs::create_dir_all(parent)?;
+    let parent = folder_for(dest)?;
     // The copy is made, repaired and checked in a directory of its own beside the destination (same file
     // system, so the final rename is atomic); a copy cut short stays there, never under `dest`.
     let work = parent.join(format!(".engram-backup-{}", uuid::Uuid::now_v7().simple()));
@@ -117,6 +116,22 @@ pub(crate) fn backup(core: &Core, dest: &Path) -> Result<BackupReport> {
         }
     }
     out
+}
+
+/// The folder `dest` goes in, created if missing.
+///
+/// # Errors
+/// [`ErrorKind::Conflict`] when a file stands where one of its folders should be; I/O errors creating it.
+fn folder_for(dest: &Path) -> Result<&Path> {
+    let parent = dest.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if let Some(file) = parent.ancestors().find(|a| a.is_file()) {
+        return Err(Error::new(
+            ErrorKind::Conflict,
+            format!("{} is a file, not a folder: choose another backup path", file.display()),
+        ));
+    }
+    std::fs::create_dir_all(parent)?;
+    Ok(parent)
 }
 
 fn copy_and_check(core: &Core, work: &Path, dest: &Path, started: Instant) -> Result<BackupReport> {
@@ -155,8 +170,7 @@ pub fn backup_closed(config: &StoreConfig, dest: &Path) -> Result<BackupReport> 
     if !config.db_path().is_file() {
         return Err(Error::new(ErrorKind::NotFound, format!("no store in {}", config.data_dir.display())));
     }
-    let parent = dest.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    std::fs::create_dir_all(parent)?;
+    let parent = folder_for(dest)?;
     let work = parent.join(format!(".engram-backup-{}", uuid::Uuid::now_v7().simple()));
     std::fs::create_dir(&work)?;
     let out = (|| {
