@@ -156,11 +156,11 @@ fn copy_and_check(core: &Core, work: &Path, dest: &Path, started: Instant) -> Re
 
 /// A backup of the store of `config` when no process has it open (`engram backup` without a running
 /// daemon): the store is opened (crash repair if it needs one) and closed, then copied and checked as
-/// [`backup`] does. Nothing else can write meanwhile: the copy holds the store's lock.
+/// [`crate::store::Admin::backup`] does. Nothing else can write meanwhile: the copy holds the store's lock.
 ///
 /// # Errors
 /// [`ErrorKind::Locked`] when a process holds the store (ask that daemon: `POST /admin/backup`); otherwise as
-/// [`backup`].
+/// [`crate::store::Admin::backup`].
 pub fn backup_closed(config: &StoreConfig, dest: &Path) -> Result<BackupReport> {
     refuse_shared(config)?;
     let started = Instant::now();
