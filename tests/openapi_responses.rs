@@ -511,7 +511,10 @@ fn real_responses_match_the_document() {
 
     // An online backup, into the data directory.
     let b = c.check("POST", "/admin/backup", "/admin/backup", Some(json!({"backup_path": "backups/openapi.redb"})));
-    assert!(b["path"].as_str().is_some_and(|p| p.ends_with("openapi.redb")) && b["memories"].as_u64() > Some(0), "{b}");
+    assert!(
+        b["backup_path"].as_str().is_some_and(|p| p.ends_with("openapi.redb")) && b["memories"].as_u64() > Some(0),
+        "{b}"
+    );
 
     // Deletes last.
     c.check("DELETE", "/memories/{memory_id}", "/memories/m3", None);

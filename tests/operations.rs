@@ -280,7 +280,7 @@ fn twenty_backups_under_writes_restore_every_acknowledged_write() {
             .expect("engram backup runs");
         assert!(out.status.success(), "backup {i}: {}", String::from_utf8_lossy(&out.stderr));
         let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a JSON report");
-        assert_eq!(report["path"], dest.display().to_string());
+        assert_eq!(report["backup_path"], dest.display().to_string());
         assert!(report["memories"].as_u64().is_some_and(|n| n as usize > before.len()), "{report}");
         taken.push((dest, before));
     }

@@ -31,7 +31,7 @@ pub(super) async fn run(store: Arc<KnowledgeStore>, schedule: ScheduledBackups) 
         .await;
         match out {
             Ok(Ok(rep)) => tracing::info!(
-                file = %rep.path,
+                file = %rep.backup_path,
                 bytes = rep.bytes,
                 generation = rep.generation,
                 ms = rep.elapsed_ms,

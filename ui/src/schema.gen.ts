@@ -1709,6 +1709,11 @@ export interface components {
         /** @description What a backup wrote. */
         BackupReport: {
             /**
+             * @description The backup file written (named as the request's `backup_path`, not `path`: a client or a fuzzer that
+             *     chains answers into requests must not take a store file for a source to ingest).
+             */
+            backup_path: string;
+            /**
              * Format: int64
              * @description Its size in bytes.
              */
@@ -1730,8 +1735,6 @@ export interface components {
              * @description Memory records in it (live, forgotten and archived), each decoded by the check.
              */
             memories: number;
-            /** @description The backup file written. */
-            path: string;
             /**
              * Format: double
              * @description Milliseconds writes were held off (the copy of the file); reads went on.

@@ -85,9 +85,9 @@ fn through_daemon(args: &BackupArgs, data_dir: &Path) -> Result<Option<engram::s
         std::path::absolute(data_dir)?.join("backups").join(format!(".cli-{}.redb", uuid::Uuid::now_v7().simple()));
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let mut report = rt.block_on(daemon.backup(&staged.display().to_string()))?;
-    let staged = PathBuf::from(&report.path);
+    let staged = PathBuf::from(&report.backup_path);
     move_file(&staged, &args.dest)?;
-    report.path = args.dest.display().to_string();
+    report.backup_path = args.dest.display().to_string();
     Ok(Some(report))
 }
 

@@ -33,8 +33,9 @@ use crate::store::records::{memory, meta};
 /// What a backup wrote.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct BackupReport {
-    /// The backup file written.
-    pub path: String,
+    /// The backup file written (named as the request's `backup_path`, not `path`: a client or a fuzzer that
+    /// chains answers into requests must not take a store file for a source to ingest).
+    pub backup_path: String,
     /// Its size in bytes.
     pub bytes: u64,
     /// The store generation it holds (every write acknowledged before the backup began is in it).
@@ -144,7 +145,7 @@ fn copy_and_check(core: &Core, work: &Path, dest: &Path, started: Instant) -> Re
     let writes_paused_ms = paused.elapsed().as_secs_f64() * 1000.0;
     let check = finish(&core.config, &copy, dest)?;
     Ok(BackupReport {
-        path: dest.display().to_string(),
+        backup_path: dest.display().to_string(),
         bytes: check.bytes,
         generation: check.generation,
         memories: check.memories,
@@ -182,7 +183,7 @@ pub fn backup_closed(config: &StoreConfig, dest: &Path) -> Result<BackupReport> 
         drop(db);
         let check = finish(config, &copy, dest)?;
         Ok(BackupReport {
-            path: dest.display().to_string(),
+            backup_path: dest.display().to_string(),
             bytes: check.bytes,
             generation: check.generation,
             memories: check.memories,
