@@ -144,15 +144,22 @@ fn copy_and_check(core: &Core, work: &Path, dest: &Path, started: Instant) -> Re
     })?;
     let writes_paused_ms = paused.elapsed().as_secs_f64() * 1000.0;
     let check = finish(&core.config, &copy, dest)?;
-    Ok(BackupReport {
-        backup_path: dest.display().to_string(),
-        bytes: check.bytes,
-        generation: check.generation,
-        memories: check.memories,
-        encrypted: core.encryption.encrypted,
-        elapsed_ms: started.elapsed().as_secs_f64() * 1000.0,
-        writes_paused_ms,
-    })
+    Ok(BackupReport::of(check, core.encryption.encrypted, started, writes_paused_ms))
+}
+
+impl BackupReport {
+    /// The report of the checked backup `check`, begun at `started`.
+    fn of(check: BackupCheck, encrypted: bool, started: Instant, writes_paused_ms: f64) -> BackupReport {
+        BackupReport {
+            backup_path: check.path,
+            bytes: check.bytes,
+            generation: check.generation,
+            memories: check.memories,
+            encrypted,
+            elapsed_ms: started.elapsed().as_secs_f64() * 1000.0,
+            writes_paused_ms,
+        }
+    }
 }
 
 /// A backup of the store of `config` when no process has it open (`engram backup` without a running
@@ -182,15 +189,7 @@ pub fn backup_closed(config: &StoreConfig, dest: &Path) -> Result<BackupReport> 
         let writes_paused_ms = paused.elapsed().as_secs_f64() * 1000.0;
         drop(db);
         let check = finish(config, &copy, dest)?;
-        Ok(BackupReport {
-            backup_path: dest.display().to_string(),
-            bytes: check.bytes,
-            generation: check.generation,
-            memories: check.memories,
-            encrypted: unlocked.is_some(),
-            elapsed_ms: started.elapsed().as_secs_f64() * 1000.0,
-            writes_paused_ms,
-        })
+        Ok(BackupReport::of(check, unlocked.is_some(), started, writes_paused_ms))
     })();
     let _ = std::fs::remove_dir_all(&work);
     out
