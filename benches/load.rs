@@ -30,7 +30,9 @@ use engram::api::ServiceInfo;
 use engram::server::{ServerConfig, start};
 use engram::{KnowledgeStore, NewMemory, StoreConfig};
 
-/// The daemon's allocator, as `engram serve` has it (src/bin/engram/main.rs).
+/// The daemon's allocator, as `engram serve` has it (src/bin/engram/main.rs): mimalloc with feature
+/// `mimalloc`, else the system's malloc with its arenas capped ([`engram::server::cap_malloc_arenas`]).
+#[cfg(feature = "mimalloc")]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -42,6 +44,7 @@ const WORDS: &[&str] = &[
 ];
 
 fn main() {
+    engram::server::cap_malloc_arenas();
     let args: Vec<String> = std::env::args().collect();
     let n = arg(&args, "--memories", 100_000);
     let clients = arg(&args, "--clients", 8);

@@ -142,7 +142,20 @@ fn main() -> engram::Result<()> {
     }
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let vocab = vocabulary(&mut rng, 20_000);
-    let texts: Vec<String> = (0..n).map(|_| sentence(&mut rng, &vocab)).collect();
+    // The texts are generated batch by batch (and again for the recall pass) from a copy of the generator, not
+    // held: at 1M they are 162 MiB of the bench's own, which the store's footprint figures should not carry. The
+    // texts the queries are cut from are chosen first and kept.
+    let text_seed = rng.0;
+    let texts_from = |seed: u64| {
+        let mut r = Rng(seed);
+        let vocab = &vocab;
+        (0..n).map(move |_| sentence(&mut r, vocab))
+    };
+    let query_sources: Vec<usize> = (0..queries).map(|_| rng.below(n)).collect();
+    let mut sources: std::collections::HashMap<usize, String> =
+        query_sources.iter().map(|&i| (i, String::new())).collect();
+    // The bench's own data (vocabulary and query sources), so that the store's footprint is told apart.
+    let own_kib = proc_status_kib("VmRSS").unwrap_or(0);
     let defaults = VectorParams::default();
     let params = VectorParams {
         m: arg("--m", defaults.m),
@@ -198,7 +211,24 @@ fn main() -> engram::Result<()> {
         println!("in a sync group: every write logs its replicated changes");
     }
     let t0 = Instant::now();
-    for (b, chunk) in texts.chunks(batch).enumerate().filter(|_| !reuse) {
+    let mut all_texts = texts_from(text_seed).enumerate();
+    for b in 0.. {
+        let chunk: Vec<String> = all_texts
+            .by_ref()
+            .take(batch)
+            .map(|(i, t)| {
+                if let Some(kept) = sources.get_mut(&i) {
+                    kept.clone_from(&t);
+                }
+                t
+            })
+            .collect();
+        if chunk.is_empty() {
+            break;
+        }
+        if reuse {
+            continue;
+        }
         let items = chunk
             .iter()
             .enumerate()
@@ -274,6 +304,9 @@ fn main() -> engram::Result<()> {
         "background HNSW graph complete {:.1} s after the last write (ready: {ready})",
         t0.elapsed().as_secs_f64()
     );
+    footprint("load (ingest and graph build)", own_kib, n);
+    let vector_heap: usize = store.admin().vector_index_stats().iter().map(|s| s.heap_bytes).sum();
+    println!("vector index heap (vectors, HNSW links, maps): {:.0} MiB", vector_heap as f64 / 1048576.0);
 
     // After the source's indexes are built, so that its background work does not share the two cores.
     if sync && !reuse {
@@ -345,8 +378,8 @@ fn main() -> engram::Result<()> {
     }
 
     let qtexts: Vec<String> = (0..queries)
-        .map(|_| {
-            let words: Vec<&str> = texts[rng.below(n)].split(' ').collect();
+        .map(|q| {
+            let words: Vec<&str> = sources[&query_sources[q]].split(' ').collect();
             let start = rng.below(words.len().saturating_sub(4).max(1));
             words[start..(start + 4).min(words.len())].join(" ")
         })
@@ -393,6 +426,7 @@ fn main() -> engram::Result<()> {
     if !std::env::args().any(|a| a == "--no-recall") {
         // HNSW recall@10 against exact search, same parameters and vectors as the store's index.
         let emb = embedder.clone();
+        let texts: Vec<String> = texts_from(text_seed).collect();
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
         let vecs = emb.embed(&refs, InputType::Document)?;
         let mut idx = SpaceVectors::new(emb.dim(), params);
@@ -432,7 +466,11 @@ fn main() -> engram::Result<()> {
         }
         drop(idx);
     }
+    footprint("searches", own_kib, n);
     drop(store);
+    // The reopen's own peak: VmHWM restarts from the resident set left after the close.
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+    let closed_kib = proc_status_kib("VmRSS").unwrap_or(0);
     let (t0, cpu0) = (Instant::now(), cpu_s());
     let store = KnowledgeStore::open(config())?;
     let open_s = t0.elapsed().as_secs_f64();
@@ -461,6 +499,9 @@ fn main() -> engram::Result<()> {
         percentile(&mut lat.clone(), 0.5),
         percentile(&mut lat, 0.99)
     );
+    store.admin().wait_for_indexes(std::time::Duration::from_secs(600));
+    println!("after the close: resident {:.0} MiB", closed_kib as f64 / 1024.0);
+    footprint("reopen and 200 searches", own_kib, n);
     drop(store);
     let size = std::fs::metadata(dir.join("engram.redb")).map_or(0, |m| m.len());
     println!("store file: {:.0} MiB; peak RSS: {:.0} MiB", size as f64 / 1048576.0, peak_rss_mib());
@@ -471,7 +512,34 @@ fn main() -> engram::Result<()> {
     Ok(())
 }
 
-/// A `/proc/self/status` field in KiB (`VmRSS`, `VmHWM`); None off Linux.
+/// Prints the peak resident set (`VmHWM`) and the resident set now (`VmRSS`) after a phase, whole and per memory
+/// above the bench's own data (`own_kib`: its vocabulary and the texts of its queries); nothing off Linux.
+fn footprint(phase: &str, own_kib: u64, n: usize) {
+    // glibc: the heap in use against what malloc holds from the system (the difference is free memory it keeps).
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: mallinfo2 only reads malloc's counters.
+        let m = unsafe { libc::mallinfo2() };
+        println!(
+            "malloc after {phase}: {:.0} MiB in use, {:.0} MiB held from the system",
+            (m.uordblks + m.hblkhd) as f64 / 1048576.0,
+            (m.arena + m.hblkhd) as f64 / 1048576.0
+        );
+    }
+    if let (Some(peak), Some(now)) = (proc_status_kib("VmHWM"), proc_status_kib("VmRSS")) {
+        let per = |kib: u64| kib.saturating_sub(own_kib) as f64 * 1024.0 / n.max(1) as f64;
+        println!(
+            "memory after {phase}: peak RSS {:.0} MiB, resident {:.0} MiB (the bench's own data {:.0} MiB); \
+             per memory above it: peak {:.0} bytes, resident {:.0} bytes",
+            peak as f64 / 1024.0,
+            now as f64 / 1024.0,
+            own_kib as f64 / 1024.0,
+            per(peak),
+            per(now)
+        );
+    }
+}
+
 /// The bytes of the files in `dir` and its direct subdirectories.
 fn dir_bytes(dir: &std::path::Path) -> u64 {
     let mut total = 0;
@@ -492,6 +560,7 @@ fn dir_bytes(dir: &std::path::Path) -> u64 {
     total
 }
 
+/// A `/proc/self/status` field in KiB (`VmRSS`, `VmHWM`); None off Linux.
 fn proc_status_kib(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with(field) && l[field.len()..].starts_with(':'))?;

@@ -18,7 +18,7 @@
 use std::time::Instant;
 
 use engram::embed::ExternalEmbedder;
-use engram::index::vector::{Graph, Snapshot, SpaceVectors, VectorParams};
+use engram::index::vector::{Graph, Snapshot, SpaceVectors, VectorBlocks, VectorParams};
 use engram::{KnowledgeStore, MemoryFilter, NewMemory, SearchMode, SearchOptions, SearchQuery, StoreConfig};
 use rayon::prelude::*;
 
@@ -126,7 +126,7 @@ fn main() -> engram::Result<()> {
     let snapshot = Snapshot {
         dim,
         docnos: (0..docs.len() as u64).collect(),
-        vectors: docs.iter().flat_map(|v| v.iter().copied()).collect(),
+        vectors: VectorBlocks::from_flat(dim, &docs.iter().flat_map(|v| v.iter().copied()).collect::<Vec<f32>>()),
     };
     let t0 = Instant::now();
     let graph = Graph::build(params, snapshot, &|| false).expect("not cancelled");

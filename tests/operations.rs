@@ -464,10 +464,17 @@ fn an_encrypted_stores_backup_stays_encrypted_and_opens_with_its_key_only() {
     assert!(back.memories().get(&id, None).expect("get").memory.content.contains(MARK));
 }
 
+/// Also: a daemon serves with the smallest page cache (`--cache-size 1MiB`), and sizes out of range or
+/// unreadable stop the start with the reason.
 #[test]
 fn scheduled_backups_keep_the_newest() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let d = Daemon::start(dir.path(), &["--backup-every", "1s", "--backup-keep", "2"], &[]);
+    for (size, reason) in [("12", "give 1MiB to 1TiB"), ("2TiB", "give 1MiB to 1TiB"), ("lots", "e.g. 64MiB")] {
+        let out = exe().args(["serve", "--cache-size", size, "--data-dir"]).arg(dir.path()).output().expect("runs");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(reason), "--cache-size {size}: {err}");
+    }
+    let d = Daemon::start(dir.path(), &["--backup-every", "1s", "--backup-keep", "2", "--cache-size", "1MiB"], &[]);
     create(&d, "kept by the schedule");
     let at = |p: &str| serde_json::json!({ "backup_path": p }).to_string();
     assert_eq!(d.call("POST", "/admin/backup", &at("manual/one.redb")).status, 200);

@@ -35,8 +35,15 @@ fi
 "$py" "$here/embed.py" "$out/corpus.jsonl" "$model" "$out/corpus.f32"
 # The bench first: building it rebuilds target/release/engram without the server feature.
 (cd "$root" && cargo build --release --quiet --bench vectors && cargo build --release --quiet --features server --bin engram)
-"$out/venv/bin/maturin" build --release -q -m "$root/bindings/python/Cargo.toml" -o "$out/wheels"
-"$out/venv/bin/pip" install -q --force-reinstall --no-deps "$(ls -t "$out"/wheels/engram-*.whl | head -n 1)"
+# The Python wheel only when engram-python is among the stores (all are, without --stores).
+stores=
+for ((i = 0; i < ${#args[@]}; i++)); do
+  [ "${args[$i]}" = --stores ] && stores=${args[$((i + 1))]:-}
+done
+if [ -z "$stores" ] || [[ ",$stores," == *,engram-python,* ]]; then
+  "$out/venv/bin/maturin" build --release -q -m "$root/bindings/python/Cargo.toml" -o "$out/wheels"
+  "$out/venv/bin/pip" install -q --force-reinstall --no-deps "$(ls -t "$out"/wheels/engram_store-*.whl | head -n 1)"
+fi
 bench=$(ls -t "$root"/target/release/deps/vectors-* | grep -v '\.d$' | head -n 1)
 "$py" "$here/compare.py" --data "$out" --n "$n" --queries "$queries" --engram "$root/target/release/engram" \
   --library-bench "$bench" --work "$out" "${args[@]}"

@@ -2,8 +2,8 @@
 //! neighbor search using Hierarchical Navigable Small World graphs", IEEE TPAMI 2018), written for Engram's
 //! vector path instead of `hnsw_rs`:
 //!
-//! * **One copy of each vector**: the graph holds the vectors of its points in one contiguous arena
-//!   (`points x dim` floats); links are `u32` point numbers in flat arrays (layer 0: `2M` links per point,
+//! * **One copy of each vector**: the graph holds the vectors of its points in blocks of 4,096 points that never
+//!   move ([`VectorBlocks`]: growing copies nothing); links are `u32` point numbers in flat arrays (layer 0: `2M` links per point,
 //!   layers above: `M`), about `(2M + 1) x 4` bytes per point.
 //! * **Parallel insert** on every core (rayon), with a lock per point as hnswlib does: each inserting thread
 //!   walks the graph without locks (links are atomics; a walk may see a list mid-update, which only costs
@@ -19,7 +19,7 @@
 use std::cell::RefCell;
 use std::cmp::{Ordering as CmpOrdering, Reverse};
 use std::collections::BinaryHeap;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
 use rayon::prelude::*;
@@ -27,6 +27,9 @@ use sha2::{Digest, Sha256};
 
 use crate::index::bytes::Reader;
 use crate::index::vector::cosine;
+
+mod blocks;
+pub use blocks::VectorBlocks;
 
 /// Highest layer a point may reach (a point count above `M^16` would be needed to reach it by chance).
 const MAX_LEVEL: u8 = 16;
@@ -99,7 +102,7 @@ pub struct Hnsw {
     m: usize,
     m0: usize,
     ef_construction: usize,
-    vectors: Vec<f32>,
+    vectors: VectorBlocks,
     docnos: Vec<u64>,
     levels: Vec<u8>,
     /// Layer 0: per point `[count, id x m0]`.
@@ -110,7 +113,7 @@ pub struct Hnsw {
     /// `(max level << 32) | entry point`, or [`NO_ENTRY`].
     entry: AtomicU64,
     /// Points inserted since the last [`Hnsw::repair`].
-    since_repair: usize,
+    since_repair: AtomicUsize,
 }
 
 /// What [`Hnsw::from_bytes`] found besides the graph.
@@ -144,14 +147,14 @@ impl Hnsw {
             m,
             m0: 2 * m,
             ef_construction: params.ef_construction.max(m),
-            vectors: Vec::new(),
+            vectors: VectorBlocks::new(dim),
             docnos: Vec::new(),
             levels: Vec::new(),
             links0: Vec::new(),
             upper: Vec::new(),
             locks: Vec::new(),
             entry: AtomicU64::new(NO_ENTRY),
-            since_repair: 0,
+            since_repair: AtomicUsize::new(0),
         }
     }
 
@@ -177,8 +180,7 @@ impl Hnsw {
 
     /// The vector of point `p` (`dim` floats).
     pub fn vector(&self, p: u32) -> &[f32] {
-        let p = p as usize;
-        &self.vectors[p * self.dim..(p + 1) * self.dim]
+        self.vectors.at(p as usize)
     }
 
     /// Overwrites the vector of point `p` (`dim` floats; other lengths and points out of range are ignored).
@@ -192,13 +194,12 @@ impl Hnsw {
 
     /// The vector of point `p` to write in place (`dim` floats); None for a point out of range.
     pub fn vector_mut(&mut self, p: u32) -> Option<&mut [f32]> {
-        let (p, dim) = (p as usize, self.dim);
-        self.vectors.get_mut(p * dim..(p + 1) * dim)
+        self.vectors.get_mut(p as usize)
     }
 
     /// Bytes held: vectors, links, per-point data.
     pub fn heap_bytes(&self) -> usize {
-        self.vectors.capacity() * 4
+        self.vectors.heap_bytes()
             + self.links0.capacity() * 4
             + self.upper.iter().map(|u| u.len() * 4 + 16).sum::<usize>()
             + self.docnos.capacity() * 8
@@ -218,8 +219,7 @@ impl Hnsw {
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-            let start = p as usize * self.dim;
-            if let Some(v) = self.vectors.get(start..start + self.dim) {
+            if let Some(v) = self.vectors.get(p as usize) {
                 for line in v.chunks(16) {
                     // SAFETY: a prefetch is a hint that never faults; the address is inside `self.vectors`.
                     unsafe { _mm_prefetch::<_MM_HINT_T0>(line.as_ptr().cast::<i8>()) };
@@ -422,6 +422,10 @@ impl Hnsw {
             cur = (d, c);
             layer -= 1;
         }
+        // The point's own lists on every layer first, then the links back to it: no walk reaches it (searches run
+        // beside a catch-up insert) before it has all its lists, so none is stranded on a layer it has no links on
+        // yet.
+        let mut back: Vec<(u8, u32, f32)> = Vec::new();
         loop {
             let found = self.search_layer(q, cur, self.ef_construction, layer, visited, None);
             let found: Vec<(f32, u32)> = found.into_iter().filter(|x| x.1 != p).collect();
@@ -431,8 +435,7 @@ impl Hnsw {
                 self.set_list(p, layer, &kept);
             }
             for &n in &kept {
-                let d = found.iter().find(|x| x.1 == n).map_or(0.0, |x| x.0);
-                self.link_back(n, p, d, layer);
+                back.push((layer, n, found.iter().find(|x| x.1 == n).map_or(0.0, |x| x.0)));
             }
             if let Some(&best) = found.first() {
                 cur = best;
@@ -441,6 +444,9 @@ impl Hnsw {
                 break;
             }
             layer -= 1;
+        }
+        for (layer, n, d) in back {
+            self.link_back(n, p, d, layer);
         }
         if level > top {
             let mine = ((level as u64) << 32) | p as u64;
@@ -457,13 +463,8 @@ impl Hnsw {
     /// Allocates points for `items` (`(docno, vector of dim floats)`; other lengths are an error for the
     /// caller to avoid and are stored as zero vectors). Returns the first new point number.
     fn allocate(&mut self, items: &[(u64, &[f32])]) -> u32 {
-        self.vectors.reserve(items.len() * self.dim);
         for (_, v) in items {
-            if v.len() == self.dim {
-                self.vectors.extend_from_slice(v);
-            } else {
-                self.vectors.extend(std::iter::repeat_n(0.0, self.dim));
-            }
+            self.vectors.push(if v.len() == self.dim { v } else { &[] });
         }
         self.allocate_points(items.iter().map(|x| x.0), items.len())
     }
@@ -485,17 +486,17 @@ impl Hnsw {
         first as u32
     }
 
-    /// Builds a graph of `docnos.len()` points on every core, taking `vectors` (`docnos.len() x dim` floats,
-    /// point `i` at `i x dim`) as its own: no copy of the vectors is made. None when `cancel` returned true
-    /// (checked between chunks of 1,024 points) or when `vectors` has another length.
+    /// Builds a graph of `docnos.len()` points on every core, taking `vectors` (one per document, `dim` floats
+    /// each, point `i` is vector `i`) as its own: no copy of the vectors is made. None when `cancel` returned
+    /// true (checked between chunks of 1,024 points) or when `vectors` has another length or dimension.
     pub fn build(
         dim: usize,
         params: HnswParams,
         docnos: &[u64],
-        vectors: Vec<f32>,
+        vectors: VectorBlocks,
         cancel: &dyn Fn() -> bool,
     ) -> Option<Self> {
-        if vectors.len() != docnos.len() * dim {
+        if vectors.len() != docnos.len() || vectors.dim() != dim {
             return None;
         }
         let mut g = Hnsw::new(dim, params);
@@ -513,9 +514,27 @@ impl Hnsw {
         self.link_all(first, cancel)
     }
 
+    /// The first half of an insert that searches may run beside: allocates points for `items` (which no
+    /// walk reaches until they are linked) and returns the first one. [`Hnsw::link_from`] links them.
+    pub fn allocate_for(&mut self, items: &[(u64, &[f32])]) -> u32 {
+        self.allocate(items)
+    }
+
+    /// Links points `first..len()` (allocated by [`Hnsw::allocate_for`]) on every core, beside searches (a
+    /// walk may reach a point as soon as a link to it is written: it is whole by then). `pause` runs between
+    /// chunks of 1,024 points and may wait; every point is linked before this returns.
+    pub fn link_from(&self, first: u32, pause: &dyn Fn()) -> std::ops::Range<u32> {
+        let end = self.len() as u32;
+        self.link_all(first, &|| {
+            pause();
+            false
+        })
+        .unwrap_or(first..end)
+    }
+
     /// Links points `first..len()` (allocated, not yet linked) on every core, then repairs reachability when
     /// due; returns `first..len()`, or None when `cancel` returned true.
-    fn link_all(&mut self, first: u32, cancel: &dyn Fn() -> bool) -> Option<std::ops::Range<u32>> {
+    fn link_all(&self, first: u32, cancel: &dyn Fn() -> bool) -> Option<std::ops::Range<u32>> {
         let end = self.len() as u32;
         let mut next = first;
         if self.entry().is_none() && next < end {
@@ -534,10 +553,10 @@ impl Hnsw {
         }
         // The repair walks the whole graph: after a build, and once catch-up inserts since the last one reach a
         // twentieth of the graph (a 1M-point graph caught up 256 points at a time spent minutes walking it).
-        self.since_repair += (end - first) as usize;
-        if self.since_repair * 20 >= self.len() {
+        let since = self.since_repair.fetch_add((end - first) as usize, Ordering::AcqRel) + (end - first) as usize;
+        if since * 20 >= self.len() {
             self.repair();
-            self.since_repair = 0;
+            self.since_repair.store(0, Ordering::Release);
         }
         Some(first..end)
     }
@@ -767,27 +786,24 @@ impl Hnsw {
             // Zeroed memory from the allocator, not written here: its pages are first touched when the store's
             // vectors are copied in (1 GiB at 1,000,000 vectors of 256 dimensions: writing the zeros first
             // cost about 0.5 s of an open).
-            None => g.vectors = vec![0.0; n.checked_mul(dim).ok_or("size overflow")?],
+            None => {
+                n.checked_mul(dim).ok_or("size overflow")?;
+                g.vectors = VectorBlocks::zeroed(dim, n);
+            }
             Some(vector_of) => {
-                g.vectors.reserve(n * dim);
-                for (p, &d) in docnos.iter().enumerate() {
-                    if !live[p] {
-                        g.vectors.extend(std::iter::repeat_n(0.0, dim));
-                        continue;
-                    }
+                g.vectors = VectorBlocks::zeroed(dim, n);
+                for (p, &d) in docnos.iter().enumerate().filter(|x| live[x.0]) {
                     match vector_of(d) {
-                        Some(v) if v.len() == dim => g.vectors.extend_from_slice(&v),
-                        _ => {
-                            g.vectors.extend(std::iter::repeat_n(0.0, dim));
-                            stale.push(p);
-                        }
+                        Some(v) if v.len() == dim => g.set_vector(p as u32, &v),
+                        _ => stale.push(p),
                     }
                 }
             }
         }
         for (p, _) in live.iter().enumerate().filter(|x| !*x.1) {
             let raw = r.take(dim * 4)?;
-            for (slot, c) in g.vectors[p * dim..(p + 1) * dim].iter_mut().zip(raw.chunks_exact(4)) {
+            let slot = g.vectors.get_mut(p).ok_or("point out of range")?;
+            for (slot, c) in slot.iter_mut().zip(raw.chunks_exact(4)) {
                 *slot = f32::from_le_bytes(c.try_into().unwrap_or([0; 4]));
                 if !slot.is_finite() {
                     return Err("non-finite vector".into());

@@ -24,6 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::RwLock;
 
+pub use crate::index::hnsw::VectorBlocks;
 use crate::index::hnsw::{Hnsw, HnswParams};
 
 /// HNSW and exact-search parameters.
@@ -70,11 +71,13 @@ impl Graph {
         Some(Graph { inner: RwLock::new(g) })
     }
 
-    /// Inserts `items` while no search runs on this graph; returns their point numbers, in order.
-    pub fn insert(&self, items: &[(u64, Vec<f32>)]) -> Vec<u32> {
+    /// Inserts `items`; returns their point numbers, in order. Only the allocation of their points holds
+    /// searches off (a copy of the vectors); the linking, most of the work, runs beside them, with `pause`
+    /// between chunks of 1,024 points ([`Hnsw::link_from`]).
+    pub fn insert(&self, items: &[(u64, Vec<f32>)], pause: &dyn Fn()) -> Vec<u32> {
         let refs: Vec<(u64, &[f32])> = items.iter().map(|(d, v)| (*d, v.as_slice())).collect();
-        let mut g = self.inner.write();
-        g.insert(&refs, &|| false).map(|r| r.collect()).unwrap_or_default()
+        let first = self.inner.write().allocate_for(&refs);
+        self.inner.read().link_from(first, pause).collect()
     }
 
     /// Points in the graph (live and tombstones).
@@ -88,20 +91,21 @@ impl Graph {
     }
 }
 
-/// A copy of a space's live vectors for a full build: `docnos.len() x dim` floats, in docno order.
+/// A copy of a space's live vectors for a full build: `docnos.len()` vectors of `dim` floats, in docno order.
 pub struct Snapshot {
     /// Vector dimension.
     pub dim: usize,
     /// Document numbers, ascending; point `i` of the built graph stands for `docnos[i]`.
     pub docnos: Vec<u64>,
-    /// The vectors, `dim` floats per document, in the order of `docnos`.
-    pub vectors: Vec<f32>,
+    /// The vectors, one per document, in the order of `docnos` (the built graph takes them as its own).
+    pub vectors: VectorBlocks,
 }
 
 /// Background work a space needs.
 pub enum GraphWork {
-    /// Build a graph of all live vectors (first build, or too many tombstones). The graph takes the
-    /// snapshot's vectors: while it is built, the process holds each vector twice (the serving copy and this).
+    /// Build a graph (the first, of at most 65,536 vectors, or a rebuild of all live vectors when
+    /// tombstones pass a quarter of the graph). The graph takes the snapshot's vectors: while it is built, the
+    /// process holds those vectors twice (the serving copy and this).
     Build(Snapshot),
     /// Put pending vectors into the current graph.
     Insert(Arc<Graph>, Vec<(u64, Vec<f32>)>),
@@ -297,8 +301,15 @@ impl Staged {
     }
 }
 
-/// Catch-up inserts per round, so the gate is never held for long.
-const INSERT_CHUNK: usize = 256;
+/// Pending vectors per catch-up insert. The gate is held only while their points are allocated (a copy of
+/// 4 to 6 MiB); they are linked beside searches. A bulk load is caught up by inserts into the graph, not by
+/// rebuilds at each doubling: a rebuild copied every vector once more while the old graph and the pending
+/// vectors were still held (2 GiB of 1M vectors of 256 dimensions at once), and built the old points again.
+const INSERT_CHUNK: usize = 4096;
+
+/// Most vectors of a space's first graph: the rest are inserted into it in chunks of [`INSERT_CHUNK`], so that
+/// a store opened without a saved graph (after a restore) never copies all its vectors at once.
+const FIRST_BUILD: usize = 65_536;
 
 impl SpaceVectors {
     /// An empty index for vectors of `dim` floats.
@@ -456,7 +467,7 @@ impl SpaceVectors {
         order.extend(self.slot_docno.iter().map(|d| (*d, None)));
         order.sort_unstable_by_key(|x| x.0);
         let mut docnos = Vec::with_capacity(order.len());
-        let mut vectors = Vec::with_capacity(order.len() * self.dim);
+        let mut vectors = VectorBlocks::new(self.dim);
         for (d, point) in order {
             let v = match (point, &graph) {
                 (Some(p), Some(g)) => Some(g.vector(p)),
@@ -465,9 +476,25 @@ impl SpaceVectors {
             };
             if let Some(v) = v.filter(|v| v.len() == self.dim) {
                 docnos.push(d);
-                vectors.extend_from_slice(v);
+                vectors.push(v);
             }
         }
+        Snapshot { dim: self.dim, docnos, vectors }
+    }
+
+    /// The first graph's vectors: the [`FIRST_BUILD`] lowest pending document numbers (no graph yet).
+    fn snapshot_first(&self) -> Snapshot {
+        let mut docnos: Vec<u64> = self.slot_docno.clone();
+        docnos.sort_unstable();
+        docnos.truncate(FIRST_BUILD);
+        let mut vectors = VectorBlocks::new(self.dim);
+        docnos.retain(|&d| match self.arena_get(d).filter(|v| v.len() == self.dim) {
+            Some(v) => {
+                vectors.push(v);
+                true
+            }
+            None => false,
+        });
         Snapshot { dim: self.dim, docnos, vectors }
     }
 
@@ -495,10 +522,10 @@ impl SpaceVectors {
         self.busy.load(Ordering::Acquire) || self.next_work_kind()
     }
 
-    /// A full build beats catch-up: tombstones pass a quarter of the graph, or more vectors wait than the graph
-    /// holds (a bulk load: one parallel build off the gate instead of thousands of gated chunks).
+    /// A full build beats catch-up when tombstones pass a quarter of the graph. Pending vectors, however many,
+    /// are inserted ([`INSERT_CHUNK`]).
     fn needs_rebuild(&self) -> bool {
-        self.tombstones() * 4 > self.graph_points.max(1) || self.slot_docno.len() > self.graph_points
+        self.tombstones() * 4 > self.graph_points.max(1)
     }
 
     fn next_work_kind(&self) -> bool {
@@ -510,7 +537,7 @@ impl SpaceVectors {
 
     fn next_work(&self) -> Option<GraphWork> {
         match &self.graph {
-            None if self.len() >= self.params.hnsw_min_points => Some(GraphWork::Build(self.snapshot_all())),
+            None if self.len() >= self.params.hnsw_min_points => Some(GraphWork::Build(self.snapshot_first())),
             None => None,
             Some(_) if self.needs_rebuild() => Some(GraphWork::Build(self.snapshot_all())),
             Some(g) if !self.slot_docno.is_empty() => {
@@ -586,7 +613,7 @@ impl SpaceVectors {
                     }
                 }
                 GraphWork::Insert(g, items) => {
-                    let points = g.insert(&items);
+                    let points = g.insert(&items, &|| ());
                     let ids: Vec<(u64, u32)> = items.iter().map(|x| x.0).zip(points).collect();
                     self.mark_inserted(&g, &ids);
                 }

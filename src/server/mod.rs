@@ -25,9 +25,11 @@ use subtle::ConstantTimeEq;
 use crate::api::{Api, ApiRequest, ApiResponse, ServiceInfo};
 use crate::error::{Error, ErrorKind, Result};
 use crate::store::KnowledgeStore;
+pub use alloc::cap_malloc_arenas;
 use lockout::Lockout;
 pub use lockout::{LOCKOUT_BLOCK, LOCKOUT_FAILURES, LOCKOUT_WINDOW};
 
+mod alloc;
 mod backups;
 pub mod client;
 pub mod console;

@@ -15,12 +15,13 @@ mod transfer;
 
 use keys::{KeyArgs, NewKeyArgs};
 
-/// The daemon's allocator: mimalloc (Leijen, Zorn and de Moura, "Mimalloc: Free List Sharding in Action",
-/// APLAS 2019) in place of the system's. With glibc's malloc, a 1M-memory bulk load into PostgreSQL spent about
-/// 40 % of its CPU in malloc's own bookkeeping (chunk consolidation and unlinking), most of it under the store's
-/// writer lock; with mimalloc the load took 191 s instead of 222 s (docs/deploy.md, "The daemon's allocator").
-/// Only binaries choose an allocator: a program embedding the library keeps its own.
-#[cfg(feature = "server")]
+/// The daemon's allocator with feature `mimalloc`: mimalloc (Leijen, Zorn and de Moura, "Mimalloc: Free List
+/// Sharding in Action", APLAS 2019) in place of the system's. A 1M-memory bulk load into PostgreSQL took 191 s
+/// instead of 222 s with it, but a daemon loading 20,000 MiniLM memories peaked at 306-326 MiB against 143 MiB
+/// (docs/deploy.md, "Memory"), so the default is the system's malloc, its arenas capped by
+/// [`engram::server::cap_malloc_arenas`]. Only binaries choose an allocator: a program embedding the library
+/// keeps its own.
+#[cfg(feature = "mimalloc")]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -153,6 +154,11 @@ enum Command {
         /// Largest request body in bytes.
         #[arg(long, default_value_t = 8 << 20)]
         max_body_bytes: usize,
+        /// The store file's page cache (redb; `64MiB`, `256MiB`, `1GiB`, or bytes), the one cache of the daemon
+        /// that its size bounds. The indexes that searches need are not a cache: they take what the store's
+        /// size gives them (docs/deploy.md, "Memory"). Ignored with PostgreSQL.
+        #[arg(long, env = "ENGRAM_CACHE_SIZE", default_value = "64MiB", value_parser = parse_cache_size)]
+        cache_size: u64,
         /// Wrong API keys from one address within 5 minutes that block it for 10 minutes; 0 turns the lockout
         /// off (for API fuzzers that send wrong keys on purpose; keep it on otherwise).
         #[arg(long, default_value_t = 8)]
@@ -389,6 +395,15 @@ fn default_data_dir() -> PathBuf {
 }
 
 /// `--backup-every`: a duration such as `24h`, `30m` or `7d`, at least one second.
+/// `--cache-size`: 1 MiB to 1 TiB.
+fn parse_cache_size(s: &str) -> Result<u64, String> {
+    let size: bytesize::ByteSize = s.trim().parse().map_err(|e| format!("{e} (e.g. 64MiB, 1GiB)"))?;
+    match size.as_u64() {
+        b if (1 << 20..=1 << 40).contains(&b) => Ok(b),
+        b => Err(format!("{b} bytes: give 1MiB to 1TiB")),
+    }
+}
+
 fn parse_interval(s: &str) -> Result<std::time::Duration, String> {
     let d = humantime::parse_duration(s).map_err(|e| format!("{e} (e.g. 24h, 30m, 7d)"))?;
     if d < std::time::Duration::from_secs(1) {
@@ -417,6 +432,8 @@ fn init_logs(format: LogFormat) {
 }
 
 fn main() -> ExitCode {
+    #[cfg(feature = "server")]
+    engram::server::cap_malloc_arenas();
     engram::metrics::mark_start();
     let cli = Cli::parse();
     init_logs(cli.log_format);
@@ -441,6 +458,7 @@ fn run(cli: Cli) -> engram::Result<()> {
             url_timeout,
             cors_origins,
             max_body_bytes,
+            cache_size,
             lockout_failures,
             no_console,
             sync,
@@ -466,6 +484,7 @@ fn run(cli: Cli) -> engram::Result<()> {
                 url_timeout,
                 cors_origins,
                 max_body_bytes,
+                cache_size,
                 lockout_failures,
                 console: !no_console,
                 sync,
@@ -680,6 +699,8 @@ struct ServeArgs {
     url_timeout: u64,
     cors_origins: Vec<String>,
     max_body_bytes: usize,
+    /// `--cache-size` in bytes.
+    cache_size: u64,
     lockout_failures: usize,
     console: bool,
     sync: bool,
@@ -706,6 +727,7 @@ fn serve(args: ServeArgs, embedder: engram::embed::SelectedEmbedder) -> engram::
         url_timeout,
         cors_origins,
         max_body_bytes,
+        cache_size,
         lockout_failures,
         console,
         sync,
@@ -738,6 +760,7 @@ fn serve(args: ServeArgs, embedder: engram::embed::SelectedEmbedder) -> engram::
     store_config.index_mode = index_mode;
     store_config.expiry_grace = std::time::Duration::from_secs(expiry_grace_days * 86_400);
     store_config.encryption = encryption;
+    store_config.cache_size_bytes = usize::try_from(cache_size).unwrap_or(usize::MAX);
     let store = std::sync::Arc::new(KnowledgeStore::open(store_config)?);
     let enc = store.admin().encryption();
     if enc.encrypted {

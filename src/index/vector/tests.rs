@@ -168,3 +168,72 @@ fn graph_pending_and_exact_agree_and_removed_points_never_return() {
         idx.build_now();
     }
 }
+
+/// A backlog larger than the graph is inserted into it in chunks, not rebuilt (a rebuild copied every vector once
+/// more while the old graph and the backlog were still held), and a space's first graph takes at most
+/// FIRST_BUILD vectors, the lowest document numbers.
+#[test]
+fn backlogs_are_inserted_and_the_first_build_is_bounded() {
+    let mut big = SpaceVectors::new(2, VectorParams { hnsw_min_points: 16, ..VectorParams::default() });
+    let items: Vec<(u64, Vec<f32>)> = (0..(FIRST_BUILD + 100) as u64).rev().map(|d| (d, unit(d, 2))).collect();
+    big.insert_batch(&items);
+    match big.plan() {
+        Some(GraphWork::Build(s)) => {
+            assert_eq!(s.docnos, (0..FIRST_BUILD as u64).collect::<Vec<_>>());
+            assert_eq!((s.vectors.len(), s.vectors.get(7)), (FIRST_BUILD, Some(unit(7, 2).as_slice())));
+        }
+        _ => panic!("a first build"),
+    }
+    big.abandon();
+
+    let mut idx = SpaceVectors::new(16, VectorParams { hnsw_min_points: 64, ..VectorParams::default() });
+    idx.insert_batch(&(0..100).map(|i| (i, unit(i, 16))).collect::<Vec<_>>());
+    idx.build_now();
+    idx.insert_batch(&(100..1100).map(|i| (i, unit(i, 16))).collect::<Vec<_>>());
+    match idx.plan() {
+        Some(GraphWork::Insert(_, items)) => assert_eq!(items.len(), 1000),
+        _ => panic!("an insert of the backlog"),
+    }
+    idx.abandon();
+    idx.build_now();
+    assert_eq!((idx.pending(), idx.len()), (0, 1100));
+    let all = |_: u64| true;
+    for d in [0, 99, 100, 640, 1099] {
+        assert_eq!(idx.search(&unit(d, 16), 1, &all, None)[0].docno, d);
+    }
+}
+
+/// Searches run while a graph links an insert (only the allocation of its points holds them off), see every
+/// point whole, and find the inserted points once it returns.
+#[test]
+fn searches_run_beside_an_insert() {
+    let params = VectorParams::default();
+    let snapshot = Snapshot {
+        dim: 16,
+        docnos: (0..600).collect(),
+        vectors: VectorBlocks::from_flat(16, &(0..600).flat_map(|i| unit(i, 16)).collect::<Vec<f32>>()),
+    };
+    let graph = Arc::new(Graph::build(params, snapshot, &|| false).expect("built"));
+    let done = Arc::new(AtomicBool::new(false));
+    let searcher = {
+        let (graph, done) = (graph.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut rounds = 0u64;
+            while !done.load(Ordering::Acquire) || rounds == 0 {
+                let q = unit(rounds % 600, 16);
+                let hits = graph.inner.read().search(&q, 5, 64, None);
+                assert!(hits.len() == 5 && hits.iter().all(|h| h.1.is_finite()), "round {rounds}: {hits:?}");
+                rounds += 1;
+            }
+            rounds
+        })
+    };
+    let late: Vec<(u64, Vec<f32>)> = (600..1600).map(|i| (i, unit(i, 16))).collect();
+    let points = graph.insert(&late, &|| std::thread::yield_now());
+    done.store(true, Ordering::Release);
+    assert!(searcher.join().expect("no panic while linking") > 0);
+    assert_eq!(points, (600..1600).collect::<Vec<u32>>());
+    let g = graph.inner.read();
+    let found = (600..1600u64).filter(|&d| g.search(&unit(d, 16), 1, 64, None)[0].0 == d as u32).count();
+    assert!(found >= 980, "{found} of 1000 inserted points are their own nearest");
+}

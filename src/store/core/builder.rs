@@ -7,7 +7,7 @@ use std::time::Instant;
 use parking_lot::RwLock;
 
 use super::indexes::IndexState;
-use super::{graph_files, worker};
+use super::{graph_files, trim, worker};
 use crate::index::vector::{Graph, GraphWork};
 
 /// Starts the background thread that builds and catches up HNSW graphs, off the write and search paths.
@@ -35,10 +35,13 @@ pub(crate) fn start_graph_builder(
                 && !c.stopped()
             {
                 std::thread::sleep(std::time::Duration::from_millis(2));
+                trim::release_free_memory();
             }
+            trim::release_free_memory();
             c.stopped()
         };
         while !c.stopped() {
+            trim::release_free_memory();
             // Before planning: a plan marks its graphs as being built.
             if loading() {
                 c.wait(std::time::Duration::from_millis(500));
@@ -86,7 +89,11 @@ pub(crate) fn start_graph_builder(
                         if between_chunks() {
                             break;
                         }
-                        let points = g.insert(&items);
+                        // Linked beside searches; between chunks of 1,024 points it yields to batch writes as a
+                        // build does.
+                        let points = g.insert(&items, &|| {
+                            between_chunks();
+                        });
                         let ids: Vec<(u64, u32)> = items.iter().map(|x| x.0).zip(points).collect();
                         if let Some(si) = index.write().spaces.get_mut(&space) {
                             si.vectors.mark_inserted(&g, &ids);

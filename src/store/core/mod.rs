@@ -32,6 +32,7 @@ pub(crate) mod ranks;
 pub(crate) mod reembed;
 pub(crate) mod search_db;
 pub(crate) mod snapshot;
+pub(crate) mod trim;
 pub mod upgrade;
 pub(crate) mod worker;
 pub(crate) mod write;
