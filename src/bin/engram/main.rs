@@ -394,7 +394,6 @@ fn default_data_dir() -> PathBuf {
     dirs::data_dir().unwrap_or_else(|| PathBuf::from(".")).join("engram")
 }
 
-/// `--backup-every`: a duration such as `24h`, `30m` or `7d`, at least one second.
 /// `--cache-size`: 1 MiB to 1 TiB.
 fn parse_cache_size(s: &str) -> Result<u64, String> {
     let size: bytesize::ByteSize = s.trim().parse().map_err(|e| format!("{e} (e.g. 64MiB, 1GiB)"))?;
@@ -404,6 +403,7 @@ fn parse_cache_size(s: &str) -> Result<u64, String> {
     }
 }
 
+/// `--backup-every`: a duration such as `24h`, `30m` or `7d`, at least one second.
 fn parse_interval(s: &str) -> Result<std::time::Duration, String> {
     let d = humantime::parse_duration(s).map_err(|e| format!("{e} (e.g. 24h, 30m, 7d)"))?;
     if d < std::time::Duration::from_secs(1) {

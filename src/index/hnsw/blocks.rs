@@ -6,9 +6,9 @@ const BLOCK: usize = 4096;
 /// Vectors of `dim` floats for points `0..len`, in blocks of 4,096 points allocated whole and zeroed.
 ///
 /// A full block never moves, so the graph grows without copying what it holds: a flat `Vec` doubled by
-/// reallocation holds the old and the new buffer at once (with mimalloc, which copies large reallocations, a
-/// 1M-point graph of 256 dimensions briefly held 1 GiB twice over). A block comes zeroed from the allocator and
-/// its pages are first touched when a vector is written, so the room of the last block costs no resident memory.
+/// reallocation can hold the old and the new buffer at once (mimalloc copies large reallocations; at 1M points
+/// of 256 dimensions that is 1 GiB twice). A block comes zeroed from the allocator (`calloc`), so the unwritten
+/// room of the last block costs no resident memory when the allocator hands out fresh pages.
 pub struct VectorBlocks {
     dim: usize,
     blocks: Vec<Box<[f32]>>,

@@ -1,11 +1,5 @@
 //! Gives the heap's free memory back to the system.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
-
-/// Shortest time between two trims.
-const EVERY: Duration = Duration::from_secs(1);
-
 /// Returns the free pages of every malloc arena to the system (glibc's `malloc_trim(0)`), at most once per
 /// second in the process; a no-op elsewhere. Called by the HNSW builder between pieces of work and while it waits.
 ///
@@ -17,6 +11,10 @@ const EVERY: Duration = Duration::from_secs(1);
 pub(crate) fn release_free_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        use std::time::{Duration, Instant};
+        /// Shortest time between two trims.
+        const EVERY: Duration = Duration::from_secs(1);
         static LAST: AtomicU64 = AtomicU64::new(0);
         static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
         let now = EPOCH.get_or_init(Instant::now).elapsed().as_millis() as u64 + EVERY.as_millis() as u64;
