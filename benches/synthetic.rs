@@ -307,6 +307,28 @@ fn main() -> engram::Result<()> {
     footprint("load (ingest and graph build)", own_kib, n);
     let vector_heap: usize = store.admin().vector_index_stats().iter().map(|s| s.heap_bytes).sum();
     println!("vector index heap (vectors, HNSW links, maps): {:.0} MiB", vector_heap as f64 / 1048576.0);
+    let mem = store.admin().index_memory();
+    let mib = |b: usize| b as f64 / 1048576.0;
+    let per = |b: usize| b as f64 / n.max(1) as f64;
+    println!(
+        "index memory (estimated), MiB and bytes a memory: vectors {:.0} ({:.0}), HNSW links {:.0} ({:.0}), \
+         catalog {:.0} ({:.0}), BM25 postings {:.0} ({:.0}), context {:.0} ({:.0}), PageRank {:.0} ({:.0}); \
+         total {:.0} ({:.0})",
+        mib(mem.vectors),
+        per(mem.vectors),
+        mib(mem.graph),
+        per(mem.graph),
+        mib(mem.catalog),
+        per(mem.catalog),
+        mib(mem.postings),
+        per(mem.postings),
+        mib(mem.context),
+        per(mem.context),
+        mib(mem.ranks),
+        per(mem.ranks),
+        mib(mem.total()),
+        per(mem.total())
+    );
 
     // After the source's indexes are built, so that its background work does not share the two cores.
     if sync && !reuse {

@@ -372,6 +372,7 @@ def table(results, n):
         ("s to full speed", lambda r: r["ready_s"], False, "{:.1f}"),
         ("disk MiB", lambda r: r["disk"], False, "{:.0f}"),
         ("peak RSS MiB", lambda r: r["rss"], False, "{:.0f}"),
+        ("peak RSS KiB a memory", lambda r: r["rss"] * 1024 / n, False, "{:.1f}"),
         ("search p50 ms", lambda r: r["p50"], False, "{:.3f}"),
         ("search p99 ms", lambda r: r["p99"], False, "{:.3f}"),
         ("recall@10", lambda r: r["recall"], True, "{:.4f}"),
@@ -398,7 +399,7 @@ def table(results, n):
             print(f"{STORES[s]}: reopen until HNSW-speed searches {r['reopen_s']:.2f} s", end="")
             if "rss_first" in r:
                 print(f"; daemon peak RSS {r['rss_first']:.0f} MiB while loading, {r['rss_reopen']:.0f} MiB after a "
-                      f"restart; search after the restart p50 {r['reopen_p50']:.3f} ms, p99 {r['reopen_p99']:.3f} ms",
+                      f"restart ({r['rss_reopen'] * 1024 / n:.1f} KiB a memory); search after the restart p50 {r['reopen_p50']:.3f} ms, p99 {r['reopen_p99']:.3f} ms",
                       end="")
             print()
     if "engram-python" in results:

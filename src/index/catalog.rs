@@ -1,12 +1,15 @@
 //! In-memory catalog of live documents: for every memory, the few fields that filters and listings need, keyed
 //! by document number. Derived from the store on open; updated after each committed write.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
 use crate::model::{Memory, MemoryState, Timestamp, UnitType};
+
+mod docs;
+use docs::Docs;
 
 /// The filterable fields of one memory.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -179,8 +182,8 @@ impl MemoryFilter {
 /// (threads, sources) memories with a position belong to.
 #[derive(Debug, Default, Clone)]
 pub struct SpaceCatalog {
-    docs: FxHashMap<u64, DocMeta>,
-    by_id: HashMap<String, u64>,
+    /// The entries, by document number and by memory id.
+    docs: Docs,
     /// Group -> its members as `(ordinal, docno)`, in order. Members are the latest, not forgotten memories
     /// with a position.
     groups: FxHashMap<Arc<str>, BTreeSet<(u64, u64)>>,
@@ -219,17 +222,14 @@ impl SpaceCatalog {
         {
             p.group = k.clone();
         }
-        if let Some(old) = self.by_id.insert(meta.id.clone(), docno)
+        // An older document of the same memory leaves; so does whatever memory the docno held.
+        if let Some(old) = self.docs.docno_of(&meta.id)
             && old != docno
-            && let Some(m) = self.docs.remove(&old)
+            && let Some(m) = self.docs.remove(old)
         {
             self.leave_group(old, &m);
         }
-        if let Some(m) = self.docs.remove(&docno) {
-            // The docno held another memory: its id no longer names this docno.
-            if m.id != meta.id && self.by_id.get(&m.id) == Some(&docno) {
-                self.by_id.remove(&m.id);
-            }
+        if let Some(m) = self.docs.remove(docno) {
             self.leave_group(docno, &m);
         }
         if in_sequence(&meta)
@@ -253,6 +253,7 @@ impl SpaceCatalog {
             self.expiring.insert((e, docno));
         }
         self.set_plain(docno, is_plain(&meta));
+        // Both were removed above, so the insert cannot be refused.
         self.docs.insert(docno, meta);
     }
 
@@ -265,11 +266,7 @@ impl SpaceCatalog {
     /// A message when a docno or a memory id appears twice.
     pub fn from_entries(entries: Vec<(u64, DocMeta)>) -> Result<Self, String> {
         let n = entries.len();
-        let mut c = SpaceCatalog {
-            docs: FxHashMap::with_capacity_and_hasher(n, Default::default()),
-            by_id: HashMap::with_capacity(n),
-            ..Default::default()
-        };
+        let mut c = SpaceCatalog { docs: Docs::with_capacity(n), ..Default::default() };
         let mut members: FxHashMap<Arc<str>, Vec<(u64, u64)>> = FxHashMap::default();
         let mut expiring = Vec::new();
         for (docno, mut meta) in entries {
@@ -278,8 +275,11 @@ impl SpaceCatalog {
             {
                 p.group = k.clone();
             }
-            if c.by_id.insert(meta.id.clone(), docno).is_some() {
+            if c.docs.docno_of(&meta.id).is_some() {
                 return Err(format!("memory id {:?} appears twice", meta.id));
+            }
+            if c.docs.get(docno).is_some() {
+                return Err(format!("docno {docno} appears twice"));
             }
             if in_sequence(&meta)
                 && let Some(p) = &meta.position
@@ -292,9 +292,7 @@ impl SpaceCatalog {
             if is_plain(&meta) {
                 c.set_plain(docno, true);
             }
-            if c.docs.insert(docno, meta).is_some() {
-                return Err(format!("docno {docno} appears twice"));
-            }
+            c.docs.insert(docno, meta);
         }
         c.links = FxHashMap::with_capacity_and_hasher(members.values().map(Vec::len).sum(), Default::default());
         for (group, mut seq) in members {
@@ -355,10 +353,7 @@ impl SpaceCatalog {
 
     /// Removes `docno`.
     pub fn remove(&mut self, docno: u64) {
-        if let Some(m) = self.docs.remove(&docno) {
-            if self.by_id.get(&m.id) == Some(&docno) {
-                self.by_id.remove(&m.id);
-            }
+        if let Some(m) = self.docs.remove(docno) {
             self.leave_group(docno, &m);
         }
     }
@@ -392,7 +387,7 @@ impl SpaceCatalog {
             }
             return;
         }
-        let Some(m) = self.docs.get(&docno).filter(|m| in_sequence(m)) else { return };
+        let Some(m) = self.docs.get(docno).filter(|m| in_sequence(m)) else { return };
         let Some(p) = &m.position else { return };
         let Some(set) = self.groups.get(&p.group) else { return };
         let key = (p.ordinal, docno);
@@ -416,7 +411,7 @@ impl SpaceCatalog {
         }
         let Some(p) = &meta.position else { return };
         let Some(set) = self.groups.get(&p.group) else { return };
-        let replaced = self.by_id.get(&meta.id).copied();
+        let replaced = self.docs.docno_of(&meta.id);
         let other = |x: &&(u64, u64)| x.1 != docno && Some(x.1) != replaced;
         let key = (p.ordinal, docno);
         out.extend(set.range(..key).rev().filter(other).take(window).map(|x| x.1));
@@ -431,19 +426,19 @@ impl SpaceCatalog {
     /// True when replacing the entry of `docno` by `meta` leaves every sequence as it is (same memory, same
     /// position, same membership).
     pub fn same_place(&self, docno: u64, meta: &DocMeta) -> bool {
-        self.docs.get(&docno).is_some_and(|old| {
+        self.docs.get(docno).is_some_and(|old| {
             old.id == meta.id && old.position == meta.position && in_sequence(old) == in_sequence(meta)
-        }) && self.by_id.get(&meta.id) == Some(&docno)
+        })
     }
 
     /// The entry of `docno`.
     pub fn get(&self, docno: u64) -> Option<&DocMeta> {
-        self.docs.get(&docno)
+        self.docs.get(docno)
     }
 
     /// The document number of memory `id`.
     pub fn docno_of(&self, id: &str) -> Option<u64> {
-        self.by_id.get(id).copied()
+        self.docs.docno_of(id)
     }
 
     /// Number of live documents.
@@ -453,12 +448,12 @@ impl SpaceCatalog {
 
     /// True when empty.
     pub fn is_empty(&self) -> bool {
-        self.docs.is_empty()
+        self.docs.len() == 0
     }
 
     /// All entries.
     pub fn iter(&self) -> impl Iterator<Item = (u64, &DocMeta)> {
-        self.docs.iter().map(|(d, m)| (*d, m))
+        self.docs.iter()
     }
 
     /// Memories whose expiry time is at or before `at`, as `(expires_at, docno)`, earliest first.
@@ -466,9 +461,32 @@ impl SpaceCatalog {
         self.expiring.range(..=(at, u64::MAX)).copied()
     }
 
+    /// Estimated bytes held: the entries with their ids and labels, the two lookup tables, the sequences and
+    /// links, the expiry order and the live bits (B-tree nodes counted at 1.5 times their keys).
+    pub fn heap_bytes(&self) -> usize {
+        use super::{alloc_bytes, table_bytes};
+        let entries: usize = self
+            .docs
+            .iter()
+            .map(|(_, m)| {
+                alloc_bytes(m.id.capacity())
+                    + m.labels.iter().map(|l| 36 + alloc_bytes(l.capacity())).sum::<usize>()
+                    + if m.labels.is_empty() { 0 } else { 64 }
+            })
+            .sum();
+        let groups: usize = self.groups.iter().map(|(k, set)| alloc_bytes(16 + k.len()) + set.len() * 24).sum();
+        self.docs.heap_bytes()
+            + entries
+            + table_bytes(self.groups.capacity(), 40)
+            + groups
+            + table_bytes(self.links.capacity(), 24)
+            + self.expiring.len() * 24
+            + table_bytes(self.plain.capacity(), 72)
+    }
+
     /// Number of entries `f` accepts.
     pub fn count(&self, f: &MemoryFilter) -> usize {
-        self.docs.values().filter(|d| f.accepts(d)).count()
+        self.docs.iter().filter(|(_, d)| f.accepts(d)).count()
     }
 }
 
@@ -503,8 +521,7 @@ mod tests {
             }
             let entries: Vec<(u64, DocMeta)> = c.iter().map(|(d, m)| (d, m.clone())).collect();
             let bulk = SpaceCatalog::from_entries(entries.clone()).unwrap();
-            proptest::prop_assert_eq!(&bulk.docs, &c.docs);
-            proptest::prop_assert_eq!(&bulk.by_id, &c.by_id);
+            proptest::prop_assert_eq!(bulk.docs.sorted(), c.docs.sorted());
             proptest::prop_assert_eq!(&bulk.groups, &c.groups);
             proptest::prop_assert_eq!(&bulk.links, &c.links);
             proptest::prop_assert_eq!(&bulk.expiring, &c.expiring);

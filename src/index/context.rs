@@ -178,6 +178,20 @@ impl OwnTexts {
 const PARALLEL_FINISH: usize = 256;
 
 impl ExpandedIndex {
+    /// Estimated bytes held: the expanded posting lists, the term table, and the own texts (decoded, or the
+    /// encoded bytes read from a snapshot).
+    pub fn heap_bytes(&self) -> usize {
+        use super::{alloc_bytes, table_bytes};
+        let own: usize = self.own.values().map(|(terms, _)| alloc_bytes(terms.len() * 8)).sum();
+        self.lists.iter().map(|l| l.heap_bytes()).sum::<usize>()
+            + self.lists.capacity() * std::mem::size_of::<TermList>()
+            + table_bytes(self.ids.capacity(), 28)
+            + self.ids.keys().map(|k| alloc_bytes(k.capacity())).sum::<usize>()
+            + table_bytes(self.own.capacity(), 32)
+            + own
+            + self.own_encoded.as_ref().map_or(0, |(_, b)| alloc_bytes(b.len()))
+    }
+
     /// The expanded postings of the documents of `catalog` and `lexicon` with `window` neighbours on each side.
     /// O(postings · log) plus O(documents · window).
     pub fn build(catalog: &SpaceCatalog, lexicon: &Lexicon, window: usize) -> Self {

@@ -1,10 +1,11 @@
-//! An HNSW graph over L2-normalised `f32` vectors (Malkov and Yashunin, "Efficient and robust approximate nearest
-//! neighbor search using Hierarchical Navigable Small World graphs", IEEE TPAMI 2018), written for Engram's
-//! vector path instead of `hnsw_rs`:
+//! An HNSW graph over L2-normalised vectors held at half precision (Malkov and Yashunin, "Efficient and robust
+//! approximate nearest neighbor search using Hierarchical Navigable Small World graphs", IEEE TPAMI 2018), written
+//! for Engram's vector path instead of `hnsw_rs`:
 //!
-//! * **One copy of each vector**: the graph holds the vectors of its points in blocks of 4,096 points that never
-//!   move ([`VectorBlocks`]: growing copies nothing); links are `u32` point numbers in flat arrays (layer 0: `2M` links per point,
-//!   layers above: `M`), about `(2M + 1) x 4` bytes per point.
+//! * **One copy of each vector**, at half precision as the store keeps it (`2 x dim` bytes): the graph holds the
+//!   vectors of its points in blocks of 4,096 points that never move ([`VectorBlocks`]: growing copies nothing);
+//!   links are `u32` point numbers in flat arrays (layer 0: `2M` links per point, layers above: `M`), about
+//!   `(2M + 1) x 4` bytes per point. Distances widen the stored components to `f32` and sum in `f32`.
 //! * **Parallel insert** on every core (rayon), with a lock per point as hnswlib does: each inserting thread
 //!   walks the graph without locks (links are atomics; a walk may see a list mid-update, which only costs
 //!   accuracy, never memory safety), and takes the lock of one point at a time to write its links.
@@ -21,12 +22,14 @@ use std::cmp::{Ordering as CmpOrdering, Reverse};
 use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
+use half::f16;
+use half::slice::HalfFloatSliceExt;
 use parking_lot::Mutex;
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 
 use crate::index::bytes::Reader;
-use crate::index::vector::cosine;
+use crate::index::vector::{cosine_half, cosine_halves};
 
 mod blocks;
 pub use blocks::VectorBlocks;
@@ -178,23 +181,30 @@ impl Hnsw {
         self.docnos[p as usize]
     }
 
-    /// The vector of point `p` (`dim` floats).
-    pub fn vector(&self, p: u32) -> &[f32] {
+    /// The vector of point `p` (`dim` half-precision components).
+    pub fn vector(&self, p: u32) -> &[f16] {
         self.vectors.at(p as usize)
     }
 
-    /// Overwrites the vector of point `p` (`dim` floats; other lengths and points out of range are ignored).
+    /// Overwrites the vector of point `p` with `v` rounded to half precision (`dim` floats; other lengths and
+    /// points out of range are ignored).
     pub fn set_vector(&mut self, p: u32, v: &[f32]) {
         if let Some(slot) = self.vector_mut(p)
             && v.len() == slot.len()
         {
-            slot.copy_from_slice(v);
+            slot.convert_from_f32_slice(v);
         }
     }
 
-    /// The vector of point `p` to write in place (`dim` floats); None for a point out of range.
-    pub fn vector_mut(&mut self, p: u32) -> Option<&mut [f32]> {
+    /// The vector of point `p` to write in place (`dim` half-precision components); None for a point out of
+    /// range.
+    pub fn vector_mut(&mut self, p: u32) -> Option<&mut [f16]> {
         self.vectors.get_mut(p as usize)
+    }
+
+    /// Bytes held by the vectors (part of [`Hnsw::heap_bytes`]).
+    pub fn vector_bytes(&self) -> usize {
+        self.vectors.heap_bytes()
     }
 
     /// Bytes held: vectors, links, per-point data.
@@ -208,7 +218,12 @@ impl Hnsw {
     }
 
     fn dist(&self, q: &[f32], p: u32) -> f32 {
-        1.0 - cosine(q, self.vector(p))
+        1.0 - cosine_half(q, self.vector(p))
+    }
+
+    /// Distance between points `a` and `b`.
+    fn dist_points(&self, a: u32, b: u32) -> f32 {
+        1.0 - cosine_halves(self.vector(a), self.vector(b))
     }
 
     /// Asks the CPU to bring the vector of point `p` into cache (every 64-byte line of it) ahead of its
@@ -220,7 +235,7 @@ impl Hnsw {
         {
             use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
             if let Some(v) = self.vectors.get(p as usize) {
-                for line in v.chunks(16) {
+                for line in v.chunks(32) {
                     // SAFETY: a prefetch is a hint that never faults; the address is inside `self.vectors`.
                     unsafe { _mm_prefetch::<_MM_HINT_T0>(line.as_ptr().cast::<i8>()) };
                 }
@@ -356,8 +371,7 @@ impl Hnsw {
             if kept.len() >= m {
                 break;
             }
-            let vc = self.vector(c);
-            if kept.iter().all(|&s| self.dist(vc, s) >= d) {
+            if kept.iter().all(|&s| self.dist_points(c, s) >= d) {
                 kept.push(c);
             }
         }
@@ -385,11 +399,10 @@ impl Hnsw {
             list[0].store(count as u32 + 1, Ordering::Release);
             return;
         }
-        let vn = self.vector(n);
         let mut cands: Vec<(f32, u32)> = list[1..=count]
             .iter()
             .map(|s| s.load(Ordering::Relaxed))
-            .map(|x| (self.dist(vn, x), x))
+            .map(|x| (self.dist_points(n, x), x))
             .chain(std::iter::once((d_np, p)))
             .collect();
         cands.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
@@ -400,7 +413,7 @@ impl Hnsw {
     /// Links point `p` (already allocated) into the graph.
     fn link(&self, p: u32, visited: &mut Visited) {
         let level = self.levels[p as usize];
-        let q = self.vector(p);
+        let q = &self.vector(p).to_f32_vec();
         let (ep, top) = loop {
             match self.entry() {
                 Some(e) => break e,
@@ -514,10 +527,14 @@ impl Hnsw {
         self.link_all(first, cancel)
     }
 
-    /// The first half of an insert that searches may run beside: allocates points for `items` (which no
-    /// walk reaches until they are linked) and returns the first one. [`Hnsw::link_from`] links them.
-    pub fn allocate_for(&mut self, items: &[(u64, &[f32])]) -> u32 {
-        self.allocate(items)
+    /// The first half of an insert that searches may run beside: allocates points for `docnos` with the
+    /// vectors of `vectors` (in order; a missing or shorter one is zero-padded), which no walk reaches until
+    /// they are linked, and returns the first one. [`Hnsw::link_from`] links them.
+    pub fn allocate_for(&mut self, docnos: &[u64], vectors: &VectorBlocks) -> u32 {
+        for i in 0..docnos.len() {
+            self.vectors.push_half(vectors.get(i).unwrap_or_default());
+        }
+        self.allocate_points(docnos.iter().copied(), docnos.len())
     }
 
     /// Links points `first..len()` (allocated by [`Hnsw::allocate_for`]) on every core, beside searches (a
@@ -592,7 +609,7 @@ impl Hnsw {
                 break;
             }
             for p in lost {
-                let q = self.vector(p);
+                let q = &self.vector(p).to_f32_vec();
                 // A walk on layer 0 from the entry point sees only reachable points (a descent through the
                 // upper layers could land in the unreachable part itself).
                 let found = VISITED.with(|v| {
@@ -617,8 +634,8 @@ impl Hnsw {
                 if ids.len() < cap {
                     ids.push(p);
                 } else {
-                    let vn = self.vector(n);
-                    let far = (0..ids.len()).max_by(|&a, &b| self.dist(vn, ids[a]).total_cmp(&self.dist(vn, ids[b])));
+                    let far = (0..ids.len())
+                        .max_by(|&a, &b| self.dist_points(n, ids[a]).total_cmp(&self.dist_points(n, ids[b])));
                     match far {
                         Some(i) => ids[i] = p,
                         None => ids.push(p),
@@ -687,7 +704,7 @@ impl Hnsw {
         }
         for (p, _) in flags.iter().enumerate().filter(|x| !*x.1) {
             for f in self.vector(p as u32) {
-                out.extend_from_slice(&f.to_le_bytes());
+                out.extend_from_slice(&f.to_f32().to_le_bytes());
             }
         }
         let sum = Sha256::digest(&out);
@@ -804,7 +821,7 @@ impl Hnsw {
             let raw = r.take(dim * 4)?;
             let slot = g.vectors.get_mut(p).ok_or("point out of range")?;
             for (slot, c) in slot.iter_mut().zip(raw.chunks_exact(4)) {
-                *slot = f32::from_le_bytes(c.try_into().unwrap_or([0; 4]));
+                *slot = f16::from_f32(f32::from_le_bytes(c.try_into().unwrap_or([0; 4])));
                 if !slot.is_finite() {
                     return Err("non-finite vector".into());
                 }
@@ -834,6 +851,7 @@ impl Hnsw {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::index::vector::cosine;
 
     /// A pseudo-random unit vector of `dim` floats (xorshift of `seed`).
     pub(crate) fn unit(seed: u64, dim: usize) -> Vec<f32> {
@@ -895,10 +913,10 @@ pub(crate) mod tests {
         // Without a source of vectors (an open's path: the store's vectors are copied in after), live points
         // hold zeros until set, and tombstones their saved vectors.
         let (mut z, _) = Hnsw::from_bytes(&bytes, dim, None).expect("loads");
-        assert!(z.vector(0).iter().all(|x| *x == 0.0));
+        assert!(z.vector(0).iter().all(|x| x.to_f32() == 0.0));
         assert_eq!(z.vector(5), g.vector(5));
         for p in (0..z.len() as u32).filter(|p| *p != 5) {
-            z.set_vector(p, g.vector(p));
+            z.set_vector(p, &g.vector(p).to_f32_vec());
         }
         for q in 0..20 {
             let qv = unit(300_000 + q, dim);
@@ -917,14 +935,15 @@ pub(crate) mod tests {
     #[test]
     fn near_duplicates_stay_reachable_and_are_found() {
         // 300 distinct vectors, each stored 8 times with noise in the fifth decimal (the same text saved
-        // again and again): the case that leaves points without any link to them.
+        // again and again), most of which half precision rounds away: the case that leaves points without any
+        // link to them. The expected distances are those of the vectors as held.
         let dim = 16;
         let vs: Vec<Vec<f32>> = (0..2400u64)
             .map(|i| {
                 let mut v = unit(i % 300, dim);
                 v[(i % dim as u64) as usize] += (i / 300) as f32 * 1e-5;
                 let n = v.iter().map(|a| a * a).sum::<f32>().sqrt();
-                v.iter().map(|a| a / n).collect()
+                v.iter().map(|a| f16::from_f32(a / n).to_f32()).collect()
             })
             .collect();
         for round in 0..3 {

@@ -27,6 +27,14 @@ pub struct TermList {
 }
 
 impl TermList {
+    /// Bytes its vectors allocated (postings, blocks, paired own frequencies).
+    pub fn heap_bytes(&self) -> usize {
+        use super::alloc_bytes;
+        alloc_bytes(self.postings.capacity() * std::mem::size_of::<Posting>())
+            + alloc_bytes(self.blocks.capacity() * std::mem::size_of::<crate::index::bm25::Block>())
+            + alloc_bytes(self.paired.capacity() * 8)
+    }
+
     /// Inserts or replaces the posting of `p.docno`.
     pub fn put(&mut self, p: Posting) {
         self.put_paired(p, None);
@@ -223,6 +231,16 @@ impl Lexicon {
     /// Distinct terms and postings.
     pub fn size(&self) -> (u64, u64) {
         (self.postings.len() as u64, self.postings.values().map(|l| l.postings.len() as u64).sum())
+    }
+
+    /// Estimated bytes held: the term table with its terms, the posting lists (16 bytes a posting) with their
+    /// blocks, and the document lengths.
+    pub fn heap_bytes(&self) -> usize {
+        use super::{alloc_bytes, table_bytes};
+        let lists: usize = self.postings.iter().map(|(t, l)| alloc_bytes(t.capacity()) + l.heap_bytes()).sum();
+        table_bytes(self.postings.capacity(), 24 + std::mem::size_of::<TermList>())
+            + lists
+            + table_bytes(self.lens.capacity(), 12)
     }
 
     /// Length in terms of document `docno` (0 when it has no terms or is not indexed).

@@ -31,6 +31,18 @@ pub(crate) fn first_in_order<T>(mut items: Vec<T>, keep: usize, cmp: impl Fn(&T,
     items
 }
 
+/// Estimated bytes of a hash table's bucket array (hashbrown, as behind `HashMap`): `capacity` as the table
+/// reports it (7/8 of its buckets), `entry` bytes and a control byte per bucket. Not what the entries point to.
+pub(crate) fn table_bytes(capacity: usize, entry: usize) -> usize {
+    if capacity == 0 { 0 } else { (capacity * 8 / 7 + 1).next_power_of_two() * (entry + 1) }
+}
+
+/// Estimated bytes of a heap allocation of `n` bytes with glibc's malloc: its 8-byte header, rounded up to 16,
+/// 32 at least; 0 for none.
+pub(crate) fn alloc_bytes(n: usize) -> usize {
+    if n == 0 { 0 } else { (n + 8).div_ceil(16).max(2) * 16 }
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;

@@ -188,6 +188,34 @@ pub fn vector_decode_into(b: &[u8], out: &mut [f32]) -> bool {
     true
 }
 
+/// Decodes `b` as [`vector_decode_into`] does, into half-precision components: a half-precision record is
+/// copied as it is (no rounding), a format-1 `f32` record is rounded to half precision. Returns false, writing
+/// nothing, when `b` holds other than `out.len()` components.
+pub fn vector_decode_into_half(b: &[u8], out: &mut [half::f16]) -> bool {
+    use half::slice::HalfFloatSliceExt;
+    if vector_len(b) != out.len() {
+        return false;
+    }
+    match b.split_first() {
+        Some((&F16_TAG, rest)) if !b.len().is_multiple_of(4) => {
+            for (h, c) in out.iter_mut().zip(rest.chunks_exact(2)) {
+                *h = half::f16::from_le_bytes([c[0], c[1]]);
+            }
+        }
+        _ => {
+            let mut floats = [0.0f32; HALF_CHUNK];
+            for (bytes, dst) in b.chunks(4 * HALF_CHUNK).zip(out.chunks_mut(HALF_CHUNK)) {
+                let floats = &mut floats[..dst.len()];
+                for (f, c) in floats.iter_mut().zip(bytes.chunks_exact(4)) {
+                    *f = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                }
+                dst.convert_from_f32_slice(floats);
+            }
+        }
+    }
+    true
+}
+
 /// Property tests of the stored codecs (proptest): every record survives encode/decode exactly, any bytes
 /// decode to a record or a `Corrupt` error (never a panic), vectors keep every bit.
 #[cfg(test)]
@@ -335,11 +363,19 @@ pub(crate) mod tests {
             let mut slot = vec![7.0f32; v.len()];
             prop_assert!(vector_decode_into(&bytes, &mut slot));
             prop_assert_eq!(slot.iter().map(|f| f.to_bits()).collect::<Vec<_>>(), whole.iter().map(|f| f.to_bits()).collect::<Vec<_>>());
+            // At half precision: the stored halves as they are, a format-1 vector rounded.
+            let mut halves = vec![half::f16::from_f32(7.0); v.len()];
+            prop_assert!(vector_decode_into_half(&bytes, &mut halves));
+            let rounded: Vec<half::f16> = whole.iter().map(|f| half::f16::from_f32(*f)).collect();
+            prop_assert_eq!(halves.iter().map(|h| h.to_bits()).collect::<Vec<_>>(), rounded.iter().map(|h| h.to_bits()).collect::<Vec<_>>());
             // Another length: refused, and nothing written.
             if other != v.len() {
                 let mut wrong = vec![7.0f32; other];
                 prop_assert!(!vector_decode_into(&bytes, &mut wrong));
                 prop_assert!(wrong.iter().all(|x| *x == 7.0));
+                let mut wrong = vec![half::f16::from_f32(7.0); other];
+                prop_assert!(!vector_decode_into_half(&bytes, &mut wrong));
+                prop_assert!(wrong.iter().all(|x| x.to_f32() == 7.0));
             }
         }
 

@@ -31,7 +31,9 @@ pub use self::core::backup::{
 pub use self::core::publish::PublishedIndexes;
 pub use self::core::reembed::ReembedStatus;
 pub use self::core::{DEFAULT_SPACE, encryption, upgrade};
-pub use admin::types::{CheckpointReport, LexicalIndexStats, StorageStats, StoreHealth, TableSize, VectorIndexStats};
+pub use admin::types::{
+    CheckpointReport, IndexMemory, LexicalIndexStats, StorageStats, StoreHealth, TableSize, VectorIndexStats,
+};
 pub use admin::{Admin, StoreStats};
 pub(crate) use graph::date_of;
 pub use graph::{

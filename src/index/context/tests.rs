@@ -32,7 +32,8 @@ fn context_cosines_blend_each_memory_with_its_neighbourhood() {
     let q = [1.0, 0.0];
     let docs = [1, 2, 3, 4, 5];
     let got = context_cosines(&vectors, &catalog, &q, &docs, 0.5);
-    let (c1, c2, c4) = (1.0f32, 0.0f32, s);
+    // The index holds vectors at half precision, as the store keeps them.
+    let (c1, c2, c4) = (1.0f32, 0.0f32, half::f16::from_f32(s).to_f32());
     let want = [
         0.5 * c1 + 0.5 * (c1 + c2) / 2.0, // first of the thread: itself and the next
         0.5 * c2 + 0.5 * (c2 + c1) / 2.0, // turn 3 has no vector: left out of the mean

@@ -4,6 +4,10 @@ use super::*;
 
 use crate::index::hnsw::tests::unit;
 
+fn halves(v: &[f32]) -> Vec<f16> {
+    v.iter().map(|x| f16::from_f32(*x)).collect()
+}
+
 proptest::proptest! {
     /// The dispatched kernel (AVX2 and FMA where the CPU has them) and the portable loop agree to float
     /// rounding on every length, tails of 1..=31 floats included, and clamp to -1..=1.
@@ -15,51 +19,36 @@ proptest::proptest! {
         proptest::prop_assert!((f64::from(cosine(&a, &b)) - want).abs() < 1e-4);
         proptest::prop_assert!((f64::from(dot_portable(&a, &b).clamp(-1.0, 1.0)) - want).abs() < 1e-4);
     }
-}
 
-proptest::proptest! {
-    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(40))]
-    /// The chunked arena holds what a flat vector of slots holds, through pushes and swap-removes across
-    /// chunk boundaries (down to empty and up again), for vectors of 0 to 3 floats.
+    /// The half-precision kernels give, bit for bit, the `f32` kernel's cosine of the widened vectors, on the
+    /// dispatched path and on the portable one, on every length (tails past the 64-component chunks included).
     #[test]
-    fn arena_equals_a_flat_vector(
-        dim in 0usize..4,
-        ops in proptest::collection::vec((proptest::bool::weighted(0.7), 0usize..1 << 20), 0..3 * ARENA_CHUNK),
-    ) {
-        let (mut arena, mut flat) = (Arena::new(dim), Vec::<Vec<f32>>::new());
-        for (i, (push, at)) in ops.into_iter().enumerate() {
-            if push || flat.is_empty() {
-                let v: Vec<f32> = (0..dim).map(|j| (i * 4 + j) as f32).collect();
-                arena.push(&v);
-                flat.push(v);
-            } else {
-                let slot = at % flat.len();
-                arena.swap_remove(slot);
-                flat.swap_remove(slot);
-            }
-            proptest::prop_assert_eq!(arena.len(), flat.len());
-            proptest::prop_assert_eq!(arena.chunks.len(), flat.len().div_ceil(ARENA_CHUNK));
-        }
-        for (slot, v) in flat.iter().enumerate() {
-            proptest::prop_assert_eq!(arena.get(slot), v.as_slice());
-        }
-        proptest::prop_assert!(arena.capacity() >= arena.len() || dim == 0);
+    fn half_kernels_equal_the_widened_f32_kernel(v in proptest::collection::vec((-1.0f32..1.0, -1.0f32..1.0), 0..400)) {
+        let (a, b): (Vec<f32>, Vec<f32>) = v.into_iter().unzip();
+        let (ha, hb) = (halves(&a), halves(&b));
+        let (wa, wb) = (ha.to_f32_vec(), hb.to_f32_vec());
+        proptest::prop_assert_eq!(cosine_half(&a, &hb).to_bits(), cosine(&a, &wb).to_bits());
+        proptest::prop_assert_eq!(cosine_halves(&ha, &hb).to_bits(), cosine(&wa, &wb).to_bits());
+        let portable = dot_portable(&a, &wb).to_bits();
+        proptest::prop_assert_eq!(dot::dot_half_portable(&a, &hb, |x, out| out.copy_from_slice(x)).to_bits(), portable);
+        let portable = dot_portable(&wa, &wb).to_bits();
+        proptest::prop_assert_eq!(dot::dot_half_portable(&ha, &hb, |x, out| x.convert_to_f32_slice(out)).to_bits(), portable);
     }
 }
 
 #[test]
 fn pending_slots_give_their_room_back_once_emptied() {
     let mut v = SpaceVectors::new(4, VectorParams::default());
-    let items: Vec<(u64, Vec<f32>)> = (0..3 * ARENA_CHUNK as u64).map(|d| (d, vec![d as f32; 4])).collect();
+    let items: Vec<(u64, Vec<f32>)> = (0..3 * INSERT_CHUNK as u64).map(|d| (d, vec![d as f32; 4])).collect();
     v.insert_batch(&items);
     let full = v.heap_bytes();
-    for d in 10..3 * ARENA_CHUNK as u64 {
+    for d in 10..3 * INSERT_CHUNK as u64 {
         v.remove(d);
     }
     v.shrink();
     assert_eq!(v.len(), 10);
-    assert!(v.slot_docno.capacity() < 2 * ARENA_CHUNK, "capacity {}", v.slot_docno.capacity());
-    assert_eq!(v.arena.chunks.len(), 1);
+    assert!(v.slot_docno.capacity() < 2 * INSERT_CHUNK, "capacity {}", v.slot_docno.capacity());
+    assert_eq!(v.arena.blocks(), 1);
     assert!(v.heap_bytes() < full / 4, "{} of {full} bytes kept", v.heap_bytes());
     assert_eq!(v.get(7), Some(vec![7.0; 4]));
 }
@@ -106,7 +95,7 @@ fn a_staged_graph_takes_its_vectors_in_any_order_and_pends_the_rest() {
     given.swap(10, 200);
     for d in &given {
         idx.insert_loaded(*d, |slot| {
-            slot.copy_from_slice(&unit(*d, 16));
+            slot.convert_from_f32_slice(&unit(*d, 16));
             true
         });
     }
@@ -180,7 +169,7 @@ fn backlogs_are_inserted_and_the_first_build_is_bounded() {
     match big.plan() {
         Some(GraphWork::Build(s)) => {
             assert_eq!(s.docnos, (0..FIRST_BUILD as u64).collect::<Vec<_>>());
-            assert_eq!((s.vectors.len(), s.vectors.get(7)), (FIRST_BUILD, Some(unit(7, 2).as_slice())));
+            assert_eq!((s.vectors.len(), s.vectors.get(7)), (FIRST_BUILD, Some(halves(&unit(7, 2)).as_slice())));
         }
         _ => panic!("a first build"),
     }
@@ -191,7 +180,7 @@ fn backlogs_are_inserted_and_the_first_build_is_bounded() {
     idx.build_now();
     idx.insert_batch(&(100..1100).map(|i| (i, unit(i, 16))).collect::<Vec<_>>());
     match idx.plan() {
-        Some(GraphWork::Insert(_, items)) => assert_eq!(items.len(), 1000),
+        Some(GraphWork::Insert(_, items)) => assert_eq!(items.docnos.len(), 1000),
         _ => panic!("an insert of the backlog"),
     }
     idx.abandon();
@@ -229,7 +218,7 @@ fn searches_run_beside_an_insert() {
         })
     };
     let late: Vec<(u64, Vec<f32>)> = (600..1600).map(|i| (i, unit(i, 16))).collect();
-    let points = graph.insert(&late, &|| std::thread::yield_now());
+    let points = graph.insert(&Snapshot::of(16, &late), &|| std::thread::yield_now());
     done.store(true, Ordering::Release);
     assert!(searcher.join().expect("no panic while linking") > 0);
     assert_eq!(points, (600..1600).collect::<Vec<u32>>());

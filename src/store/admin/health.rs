@@ -82,6 +82,24 @@ impl<'s> Admin<'s> {
         out
     }
 
+    /// Estimated bytes held by each in-memory index, over all spaces ([`IndexMemory`]).
+    pub fn index_memory(&self) -> IndexMemory {
+        let mut out = IndexMemory::default();
+        {
+            let state = self.store.core.index.read();
+            for si in state.spaces.values() {
+                let vectors = si.vectors.vector_bytes();
+                out.vectors += vectors;
+                out.graph += si.vectors.heap_bytes().saturating_sub(vectors);
+                out.catalog += si.catalog.heap_bytes();
+                out.postings += si.lexicon.heap_bytes();
+                out.context += si.expanded.as_ref().map_or(0, |e| e.heap_bytes());
+            }
+        }
+        out.ranks = self.store.core.graph.read().memory_rank.values().map(|r| r.heap_bytes()).sum();
+        out
+    }
+
     /// Bytes on disk by table: what keys and values hold, B-tree metadata and fragmentation (redb's table
     /// statistics; PostgreSQL's relation sizes), sorted by stored bytes, largest first, plus the file size (on
     /// PostgreSQL: the bytes of the store's tables and indexes).

@@ -61,6 +61,34 @@ pub struct VectorIndexStats {
     pub heap_bytes: usize,
 }
 
+/// Estimated bytes the in-memory indexes hold, by structure, over all spaces
+/// ([`Admin::index_memory`](crate::store::Admin::index_memory)). Each figure counts the structure's allocations
+/// with glibc's malloc overhead and hash tables at their bucket count; what the allocator keeps free and the
+/// store file's page cache (`--cache-size`) are not in them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct IndexMemory {
+    /// The vectors, at half precision (`2 x dim` bytes each), in the graph and pending.
+    pub vectors: usize,
+    /// The HNSW graphs' links, levels and document numbers, and the maps of pending and live vectors.
+    pub graph: usize,
+    /// The catalog: per memory its id, filter fields and labels, the lookups by document number and id, and
+    /// the thread and source sequences.
+    pub catalog: usize,
+    /// The BM25 postings (16 bytes each), their terms and blocks, and the document lengths.
+    pub postings: usize,
+    /// The context-expanded postings and each memory's own terms, in spaces with threads or sources.
+    pub context: usize,
+    /// The memory PageRank table.
+    pub ranks: usize,
+}
+
+impl IndexMemory {
+    /// The sum of every structure.
+    pub fn total(&self) -> usize {
+        self.vectors + self.graph + self.catalog + self.postings + self.context + self.ranks
+    }
+}
+
 /// Disk use of the store file ([`Admin::storage_stats`](crate::store::Admin::storage_stats)).
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct StorageStats {

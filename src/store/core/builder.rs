@@ -94,7 +94,7 @@ pub(crate) fn start_graph_builder(
                         let points = g.insert(&items, &|| {
                             between_chunks();
                         });
-                        let ids: Vec<(u64, u32)> = items.iter().map(|x| x.0).zip(points).collect();
+                        let ids: Vec<(u64, u32)> = items.docnos.iter().copied().zip(points).collect();
                         if let Some(si) = index.write().spaces.get_mut(&space) {
                             si.vectors.mark_inserted(&g, &ids);
                         }

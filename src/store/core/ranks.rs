@@ -87,6 +87,14 @@ impl SpaceRanks {
         self.ranks.len()
     }
 
+    /// Estimated bytes held: the ids, their ends, the ranks and the row table.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.ids.capacity()
+            + self.ends.capacity() * 8
+            + self.ranks.capacity() * 4
+            + crate::index::table_bytes(self.rows.capacity(), 8)
+    }
+
     /// Gives back the room not used.
     fn shrink_to_fit(&mut self) {
         use std::hash::BuildHasher;

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::{Bytes, K1, K2, KN, Opened, Records, Tx};
 use crate::error::Result;
 use crate::model::{Memory, MemoryState, Metadata, TemporalContext, Timestamp, UnitType};
-use crate::storage::codec::{Versioned, postcard_body, vector_decode_into, vector_from_bytes, vector_to_bytes};
+use crate::storage::codec::{Versioned, postcard_body, vector_decode_into_half, vector_from_bytes, vector_to_bytes};
 use crate::storage::tables::{LEX_STATS, MEMORIES, MEMORY_SPACE, POSTINGS, VECTORS};
 use crate::storage::{Readable, Table, WriteTx};
 
@@ -225,9 +225,10 @@ pub(crate) fn vectors<X: Tx>(tx: &X) -> Result<Opened<'_, X, KN, Vector>> {
 pub(crate) struct StoredVector<'a>(&'a [u8]);
 
 impl StoredVector<'_> {
-    /// Decodes into `out`; false (nothing written) when the vector has other than `out.len()` components.
-    pub(crate) fn decode_into(&self, out: &mut [f32]) -> bool {
-        vector_decode_into(self.0, out)
+    /// Decodes into `out` at half precision, as stored; false (nothing written) when the vector has other than
+    /// `out.len()` components.
+    pub(crate) fn decode_into(&self, out: &mut [half::f16]) -> bool {
+        vector_decode_into_half(self.0, out)
     }
 }
 
