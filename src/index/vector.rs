@@ -380,8 +380,7 @@ impl SpaceVectors {
         let slot = self.slot_docno.len();
         self.slot_of.insert(docno, slot);
         self.slot_docno.push(docno);
-        self.arena.push_half(&[]);
-        self.arena.get_mut(slot).unwrap_or_default()
+        self.arena.push_zero()
     }
 
     /// Removes a vector; a graph point becomes a tombstone.

@@ -120,8 +120,10 @@ impl Docs {
     /// Bytes allocated: the rows (not what their entries allocate) and the two indexes (4-byte buckets and a
     /// control byte each).
     pub(super) fn heap_bytes(&self) -> usize {
+        use crate::index::table_bytes;
         self.rows.capacity() * std::mem::size_of::<(u64, DocMeta)>()
-            + (self.by_docno.capacity() + self.by_id.capacity()) * 5
+            + table_bytes(self.by_docno.capacity(), 4)
+            + table_bytes(self.by_id.capacity(), 4)
     }
 }
 

@@ -68,8 +68,8 @@ impl VectorBlocks {
         self.len == 0
     }
 
-    /// A zero vector appended as slot `len`; returns it to write.
-    fn push_zero(&mut self) -> &mut [f16] {
+    /// A zero vector appended as slot `len`; returns it to write (`dim` components).
+    pub fn push_zero(&mut self) -> &mut [f16] {
         // Invariant: `blocks.len() == len.div_ceil(BLOCK)`, every block but the last holds BLOCK vectors.
         let (bi, dim) = (self.len / BLOCK, self.dim);
         if bi == self.blocks.len() {
@@ -186,6 +186,8 @@ impl VectorBlocks {
 
 #[cfg(test)]
 mod tests {
+    use half::vec::HalfFloatVecExt;
+
     use super::*;
 
     proptest::proptest! {
@@ -218,21 +220,17 @@ mod tests {
         }
     }
 
-    fn halves(v: &[f32]) -> Vec<f16> {
-        v.iter().map(|x| f16::from_f32(*x)).collect()
-    }
-
     #[test]
     fn blocks_hold_vectors_across_block_edges() {
         let flat: Vec<f32> = (0..(BLOCK + 3) * 3).map(|i| (i % 1000) as f32).collect();
         let mut v = VectorBlocks::from_flat(3, &flat);
         assert_eq!(v.len(), BLOCK + 3);
-        assert_eq!(v.get(BLOCK), Some(&halves(&flat[BLOCK * 3..BLOCK * 3 + 3])[..]));
+        assert_eq!(v.get(BLOCK), Some(&Vec::<f16>::from_f32_slice(&flat[BLOCK * 3..BLOCK * 3 + 3])[..]));
         assert_eq!(v.get(BLOCK + 3), None);
         v.push(&[7.0]);
         assert_eq!(v.to_f32(BLOCK + 3), Some(vec![7.0, 0.0, 0.0]));
         if let Some(x) = v.get_mut(1) {
-            x.copy_from_slice(&halves(&[1.0, 2.0, 3.0]));
+            x.copy_from_slice(&Vec::<f16>::from_f32_slice(&[1.0, 2.0, 3.0]));
         }
         assert_eq!(v.to_f32(1), Some(vec![1.0, 2.0, 3.0]));
         v.swap_remove(1);

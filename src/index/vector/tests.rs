@@ -4,8 +4,10 @@ use super::*;
 
 use crate::index::hnsw::tests::unit;
 
+use half::vec::HalfFloatVecExt;
+
 fn halves(v: &[f32]) -> Vec<f16> {
-    v.iter().map(|x| f16::from_f32(*x)).collect()
+    Vec::from_f32_slice(v)
 }
 
 proptest::proptest! {
