@@ -606,8 +606,8 @@ fn mem_in(id: &str, content: &str, _labels: &[usize], space: &str) -> NewMemory 
     NewMemory { space_id: Some(space.into()), ..mem(id, content, &[]) }
 }
 
-/// What a lexical search finds on a device: (id, score to 6 places), by id.
-fn found(d: &Device, q: &str) -> Vec<(String, String)> {
+/// What a lexical search finds on a device: (id, score), by id.
+fn found(d: &Device, q: &str) -> Vec<(String, f32)> {
     let mut out = Vec::new();
     for space in SPACES {
         let r = d
@@ -624,10 +624,19 @@ fn found(d: &Device, q: &str) -> Vec<(String, String)> {
                 options: Default::default(),
             })
             .unwrap();
-        out.extend(r.hits.into_iter().map(|h| (h.view.memory.id, format!("{:.6}", h.score))));
+        out.extend(r.hits.into_iter().map(|h| (h.view.memory.id, h.score)));
     }
-    out.sort();
+    out.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
     out
+}
+
+/// Whether two devices' [`found`] agree: the same memories, each scored the same to a relative 1e-5. Not to the
+/// bit: the score's decay prior depends on the clock's millisecond at the search (`index::decay`), about 1e-8 of
+/// it between two searches a few milliseconds apart. A replica with other statistics (a missed change) is off by
+/// far more (1e-3 and up for a document length, at these sizes).
+fn same_hits(a: &[(String, f32)], b: &[(String, f32)]) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|((ia, sa), (ib, sb))| ia == ib && (sa - sb).abs() <= 1e-5 * sa.abs().max(1.0))
 }
 
 /// The items two replicated states do not agree on, with both values.
@@ -670,7 +679,8 @@ proptest! {
         for q in ["meeting Monday", "tea coffee", "Lisbon", "budget trip euros"] {
             let want = found(&devices[0], q);
             for d in &devices[1..] {
-                prop_assert_eq!(&found(d, q), &want, "query {}", q);
+                let got = found(d, q);
+                prop_assert!(same_hits(&got, &want), "query {}: {:?} / {:?}", q, got, want);
             }
         }
         // A device that joins after every log was compacted reads each as a snapshot keeps it
