@@ -182,17 +182,18 @@ pub struct ScoredList<'a> {
     pub blocks: &'a [Block],
     /// The sum it adds to: [`Part::Own`] or [`Part::Expanded`].
     pub part: Part,
-    /// For a list of expanded postings with the documents' own tf and length ([`Paired`]): the own share is
-    /// read from the same posting, so a blended score needs no second list per term.
+    /// For a list of expanded postings, the term's own postings ([`Paired`]): a blended score reads a
+    /// document's own share there, walked in step with this list.
     pub paired: Option<Paired<'a>>,
 }
 
-/// The own side of a list of expanded postings: for each posting the document's own `(tf, length)` (tf 0: not
-/// in its own text), and the own collection's statistics and bounds for the term.
+/// The own side of a list of expanded postings: the term's own postings (a subset of the expanded list's
+/// documents: a document's own terms are in its expanded text), and the own collection's statistics and bounds
+/// for the term. A document the own list does not hold has an own share of 0.
 #[derive(Debug, Clone, Copy)]
 pub struct Paired<'a> {
-    /// Own `(tf, length)` per posting of the list, same order.
-    pub own: &'a [(u32, u32)],
+    /// The term's own postings (tf and length in the document's own text), sorted by docno.
+    pub own: &'a [Posting],
     /// The term's idf in the own collection.
     pub idf: f32,
     /// Average own document length.
@@ -205,26 +206,45 @@ pub struct Paired<'a> {
 
 impl ScoredList<'_> {
     /// The list's weighted shares of the posting at `i`: `(own, expanded)` sums' parts, and the weighted total.
+    /// The own side is found by binary search (one document's score, [`score_doc`]).
     #[inline]
     fn shares(&self, params: Bm25Params, combine: Combine, i: usize) -> (f32, f32) {
-        self.shares_with(params, combine, &Impacts::NONE, i)
+        let mut own_at = self.paired.as_ref().map_or(0, |o| {
+            let d = self.list.get(i).map_or(u64::MAX, |p| p.docno);
+            o.own.partition_point(|q| q.docno < d)
+        });
+        self.shares_with(params, combine, &Impacts::NONE, i, &mut own_at)
     }
 
     /// [`ScoredList::shares`], each [`term_score`] read from `impacts` where its table holds the posting's
-    /// (tf, length): the same bits.
+    /// (tf, length): the same bits. `own_at` is the cursor into the own postings ([`Paired::own`]): moved
+    /// forward to the posting's docno ([`gallop`]), so calls in docno order walk the own list once.
     #[inline]
-    fn shares_with(&self, params: Bm25Params, combine: Combine, impacts: &Impacts, i: usize) -> (f32, f32) {
+    fn shares_with(
+        &self,
+        params: Bm25Params,
+        combine: Combine,
+        impacts: &Impacts,
+        i: usize,
+        own_at: &mut usize,
+    ) -> (f32, f32) {
         let p = self.list[i];
         let s = table_score(&impacts.main, params, self.idf, self.qtf, p.tf, p.doc_len, self.avg);
         match (self.part, &self.paired) {
             (Part::Own, _) => (s, 0.0),
             (Part::Expanded, None) => (0.0, s),
             (Part::Expanded, Some(o)) => {
-                let (tf, len) = o.own.get(i).copied().unwrap_or((0, 0));
-                let own = if tf > 0 && combine.weight(Part::Own) > 0.0 {
-                    table_score(&impacts.own, params, o.idf, self.qtf, tf, len, o.avg)
-                } else {
-                    0.0
+                if combine.weight(Part::Own) <= 0.0 {
+                    return (0.0, s);
+                }
+                if o.own.get(*own_at).is_some_and(|q| q.docno < p.docno) {
+                    *own_at = gallop(o.own, *own_at, p.docno);
+                }
+                let own = match o.own.get(*own_at) {
+                    Some(q) if q.docno == p.docno && q.tf > 0 => {
+                        table_score(&impacts.own, params, o.idf, self.qtf, q.tf, q.doc_len, o.avg)
+                    }
+                    _ => 0.0,
                 };
                 (own, s)
             }
@@ -432,6 +452,7 @@ fn top_k_part(
             own_block[j] = l.paired.as_ref().map_or(0, |o| o.blocks.partition_point(|b| b.id < first_block));
             block[j] = l.blocks.partition_point(|b| b.id < first_block);
             scan.cur[j] = l.list.partition_point(|p| p.docno < first);
+            scan.own_cur[j] = l.paired.as_ref().map_or(0, |o| o.own.partition_point(|p| p.docno < first));
         }
         loop {
             let next = active.iter().filter_map(|&j| lists[j].list.get(scan.cur[j]).map(|p| p.docno)).min();
@@ -483,6 +504,8 @@ struct Scan<'s, 'a> {
     accept: &'s dyn Fn(u64) -> bool,
     /// Per list: the next posting to read.
     cur: Vec<usize>,
+    /// Per list with an own side ([`Paired`]): the cursor into its own postings ([`ScoredList::shares_with`]).
+    own_cur: Vec<usize>,
     /// Per list: its [`Impacts`] (none for a short list).
     tables: Vec<Impacts>,
     /// Per list: its bound in the window, weighted, with slack.
@@ -536,6 +559,7 @@ impl<'s, 'a> Scan<'s, 'a> {
             k,
             accept,
             cur: vec![0; m],
+            own_cur: vec![0; m],
             tables: lists.iter().map(|l| Impacts::of(params, combine, l)).collect(),
             bound: vec![0.0; m],
             order: Vec::with_capacity(m),
@@ -639,9 +663,9 @@ impl<'s, 'a> Scan<'s, 'a> {
         );
         if let [j] = *sources {
             let (l, table) = (&lists[j], &self.tables[j]);
-            let mut c = self.cur[j];
+            let (mut c, mut oc) = (self.cur[j], self.own_cur[j]);
             while let Some(p) = l.list.get(c).filter(|p| p.docno < end) {
-                let (o, e) = l.shares_with(params, combine, table, c);
+                let (o, e) = l.shares_with(params, combine, table, c, &mut oc);
                 let w = w_own * o + w_exp * e;
                 // Written at n whether it passes or not; n moves on only when it does (no branch to mispredict).
                 if let (Some(d), Some(x), Some(own), Some(exp)) = (
@@ -655,7 +679,7 @@ impl<'s, 'a> Scan<'s, 'a> {
                 n += usize::from(can_pass(w, rest, theta));
                 c += 1;
             }
-            self.cur[j] = c;
+            (self.cur[j], self.own_cur[j]) = (c, oc);
             self.n = n;
             return;
         }
@@ -673,7 +697,7 @@ impl<'s, 'a> Scan<'s, 'a> {
             for &j in sources {
                 let c = self.cur[j];
                 if lists[j].list.get(c).is_some_and(|p| p.docno == d) {
-                    let (o, e) = lists[j].shares_with(params, combine, &self.tables[j], c);
+                    let (o, e) = lists[j].shares_with(params, combine, &self.tables[j], c, &mut self.own_cur[j]);
                     if let (Some(own), Some(exp)) = (self.own.get_mut(n * m + j), self.expanded.get_mut(n * m + j)) {
                         (*own, *exp) = (o, e);
                     }
@@ -706,7 +730,7 @@ impl<'s, 'a> Scan<'s, 'a> {
         let (m, l) = (self.lists.len(), &self.lists[j]);
         let (w_own, w_exp) = (self.combine.weight(Part::Own), self.combine.weight(Part::Expanded));
         let list = l.list;
-        let mut at = self.cur[j];
+        let (mut at, mut own_at) = (self.cur[j], self.own_cur[j]);
         for &c in &self.alive {
             let c = c as usize;
             let d = self.cand[c];
@@ -715,13 +739,13 @@ impl<'s, 'a> Scan<'s, 'a> {
             }
             let Some(p) = list.get(at) else { break };
             if p.docno == d {
-                let (o, e) = l.shares_with(self.params, self.combine, &self.tables[j], at);
+                let (o, e) = l.shares_with(self.params, self.combine, &self.tables[j], at, &mut own_at);
                 (self.own[c * m + j], self.expanded[c * m + j]) = (o, e);
                 self.partial[c] += w_own * o + w_exp * e;
                 at += 1;
             }
         }
-        self.cur[j] = at;
+        (self.cur[j], self.own_cur[j]) = (at, own_at);
     }
 
     /// The shortest list of the window that every document able to enter holds: the other lists' bounds add up

@@ -145,9 +145,8 @@ pub struct ExpandedIndex {
 /// A document's own text: distinct term ids with frequencies (sorted by id) and its length.
 type OwnText = (Box<[(u32, u32)]>, u32);
 
-/// An expanded text: distinct term ids with their expanded and own frequencies (sorted by id), the expanded
-/// length and the own length.
-type ExpandedDoc = (Vec<(u32, u32, u32)>, u32, u32);
+/// An expanded text: distinct term ids with their expanded frequencies (sorted by id) and the expanded length.
+type ExpandedDoc = (Vec<(u32, u32)>, u32);
 
 /// The documents one index change, or a batch of them, may touch, with their expanded texts before the first
 /// change that touched each ([`ExpandedIndex::note`]).
@@ -248,12 +247,10 @@ impl ExpandedIndex {
         for chunk in docs.chunks(1 << 15) {
             let texts: Vec<(u64, ExpandedDoc)> =
                 chunk.par_iter().filter_map(|d| x.expanded(catalog, *d).map(|e| (*d, e))).collect();
-            for (d, (terms, len, own_len)) in texts {
+            for (d, (terms, len)) in texts {
                 x.total_len += u64::from(len);
-                for (id, tf, own_tf) in terms {
-                    let list = &mut x.lists[id as usize];
-                    list.postings.push(Posting { docno: d, tf, doc_len: len });
-                    list.paired.push((own_tf, own_len));
+                for (id, tf) in terms {
+                    x.lists[id as usize].postings.push(Posting { docno: d, tf, doc_len: len });
                 }
             }
         }
@@ -286,10 +283,10 @@ impl ExpandedIndex {
         for l in &self.lists {
             buf.clear();
             let mut prev = 0;
-            for (p, (own_tf, own_len)) in l.postings.iter().zip(&l.paired) {
+            for p in &l.postings {
                 // Wrapping: lists out of order (never, by construction) fail the read, they do not panic here.
                 let gap = p.docno.wrapping_sub(prev);
-                for v in [gap, u64::from(p.tf), u64::from(p.doc_len), u64::from(*own_tf), u64::from(*own_len)] {
+                for v in [gap, u64::from(p.tf), u64::from(p.doc_len)] {
                     put_varint(&mut buf, v);
                 }
                 prev = p.docno;
@@ -445,7 +442,7 @@ impl ExpandedIndex {
                 scored.paired = paired.then(|| {
                     let o = lexicon.term(t);
                     Paired {
-                        own: l.map_or(&[][..], |l| l.paired.as_slice()),
+                        own: o.map_or(&[][..], |o| o.postings.as_slice()),
                         idf: idf(n, o.map_or(0, |o| o.postings.len())),
                         avg: own_avg,
                         bounds: o.map_or_else(Default::default, |o| o.bounds),
@@ -480,13 +477,11 @@ impl ExpandedIndex {
         }
         let mut nb = Vec::new();
         catalog.neighbours(d, self.window, &mut nb);
-        let mut terms: Vec<(u32, u32, u32)> =
-            own.map(|o| o.0.iter().map(|(id, tf)| (*id, *tf, *tf)).collect()).unwrap_or_default();
-        let own_len = own.map_or(0, |o| o.1);
-        let mut len = own_len;
+        let mut terms: Vec<(u32, u32)> = own.map(|o| o.0.to_vec()).unwrap_or_default();
+        let mut len = own.map_or(0, |o| o.1);
         for (x, _) in &nb {
             if let Some((t, l)) = self.own.get(x) {
-                terms.extend(t.iter().map(|(id, tf)| (*id, *tf, 0)));
+                terms.extend_from_slice(t);
                 len += l;
             }
         }
@@ -495,14 +490,13 @@ impl ExpandedIndex {
             terms.dedup_by(|next, kept| {
                 if next.0 == kept.0 {
                     kept.1 += next.1;
-                    kept.2 += next.2;
                     true
                 } else {
                     false
                 }
             });
         }
-        Some((terms, len, own_len))
+        Some((terms, len))
     }
 
     /// Call before a change of document `docno` (`meta`: its entry after the change, None when it leaves the
@@ -571,15 +565,17 @@ impl ExpandedIndex {
             if before == after {
                 continue;
             }
-            let (old, old_len, _) = before.unwrap_or_default();
-            let (new, new_len, own_len) = after.unwrap_or_default();
+            let (old, old_len) = before.unwrap_or_default();
+            let (new, new_len) = after.unwrap_or_default();
             self.total_len = self.total_len - u64::from(old_len) + u64::from(new_len);
             let (mut i, mut j) = (0, 0);
             while i < old.len() || j < new.len() {
                 match (old.get(i), new.get(j)) {
                     (Some(o), Some(n)) if o.0 == n.0 => {
-                        let p = Posting { docno: d, tf: n.1, doc_len: new_len };
-                        self.lists[n.0 as usize].put_paired(p, Some((n.2, own_len)));
+                        // The same term: rewritten only when its tf or the document's length changed.
+                        if (o.1, old_len) != (n.1, new_len) {
+                            self.lists[n.0 as usize].put(Posting { docno: d, tf: n.1, doc_len: new_len });
+                        }
                         i += 1;
                         j += 1;
                     }
@@ -588,8 +584,7 @@ impl ExpandedIndex {
                         i += 1;
                     }
                     (_, Some(n)) => {
-                        let p = Posting { docno: d, tf: n.1, doc_len: new_len };
-                        self.lists[n.0 as usize].put_paired(p, Some((n.2, own_len)));
+                        self.lists[n.0 as usize].put(Posting { docno: d, tf: n.1, doc_len: new_len });
                         j += 1;
                     }
                     _ => break,
@@ -601,19 +596,17 @@ impl ExpandedIndex {
 
 /// One list of [`ExpandedIndex::write_to`]: `count` postings in `b`.
 fn decode_list(count: usize, b: &[u8]) -> Result<TermList, String> {
-    // Each posting takes at least 5 bytes: a count beyond that is damage, not a reason to allocate.
-    if count > b.len() / 5 {
+    // Each posting takes at least 3 bytes: a count beyond that is damage, not a reason to allocate.
+    if count > b.len() / 3 {
         return Err("posting count out of range".into());
     }
     let mut r = super::bytes::Reader::new(b);
-    let mut l =
-        TermList { postings: Vec::with_capacity(count), paired: Vec::with_capacity(count), ..Default::default() };
+    let mut l = TermList { postings: Vec::with_capacity(count), ..Default::default() };
     let mut docno = 0u64;
     for i in 0..count {
         docno = r.gap_from(docno, i == 0).map_err(|e| format!("expanded postings: {e}"))?;
-        let (tf, doc_len, own_tf, own_len) = (r.varint32()?, r.varint32()?, r.varint32()?, r.varint32()?);
+        let (tf, doc_len) = (r.varint32()?, r.varint32()?);
         l.postings.push(Posting { docno, tf, doc_len });
-        l.paired.push((own_tf, own_len));
     }
     if !r.done() {
         return Err("trailing bytes in an expanded list".into());

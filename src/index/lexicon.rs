@@ -20,33 +20,21 @@ pub struct TermList {
     /// The same per docno block, with where each block's postings start ([`crate::index::bm25::blocks_of`]),
     /// once the list has [`crate::index::bm25::BLOCKED_FROM`] postings; empty before.
     pub blocks: Vec<Block>,
-    /// In a list of context-expanded postings, for each posting the document's own `(tf, length)` (tf 0: the
-    /// term is only in its neighbours), so that a blended score reads both from one list; empty in the
-    /// lexicon's own lists.
-    pub paired: Vec<(u32, u32)>,
 }
 
 impl TermList {
-    /// Bytes its vectors allocated (postings, blocks, paired own frequencies).
+    /// Bytes its vectors allocated (postings and blocks).
     pub fn heap_bytes(&self) -> usize {
         use super::alloc_bytes;
         alloc_bytes(self.postings.capacity() * std::mem::size_of::<Posting>())
             + alloc_bytes(self.blocks.capacity() * std::mem::size_of::<crate::index::bm25::Block>())
-            + alloc_bytes(self.paired.capacity() * 8)
     }
 
     /// Inserts or replaces the posting of `p.docno`.
     pub fn put(&mut self, p: Posting) {
-        self.put_paired(p, None);
-    }
-
-    /// Inserts or replaces the posting of `p.docno` with, in a list of expanded postings, the document's own tf
-    /// and length ([`TermList::paired`]).
-    pub fn put_paired(&mut self, p: Posting, own: Option<(u32, u32)>) {
         if self.postings.is_empty() {
             self.bounds = TfBounds::default();
             self.blocks.clear();
-            self.paired.clear();
         }
         self.bounds.add(p.tf, p.doc_len);
         let at = match self.postings.last() {
@@ -60,14 +48,8 @@ impl TermList {
         };
         if inserted {
             self.postings.insert(i, p);
-            if let Some(o) = own {
-                self.paired.insert(i, o);
-            }
         } else {
             self.postings[i] = p;
-            if let Some(o) = own {
-                self.paired[i] = o;
-            }
         }
         if !self.blocks.is_empty() {
             let b = p.docno >> BLOCK_SHIFT;
@@ -106,9 +88,6 @@ impl TermList {
     pub fn remove(&mut self, docno: u64) {
         if let Ok(i) = self.postings.binary_search_by_key(&docno, |p| p.docno) {
             self.postings.remove(i);
-            if i < self.paired.len() {
-                self.paired.remove(i);
-            }
             // Blocks after this one start a posting earlier; this block's own start is unchanged (the next
             // posting takes the removed one's place), and its bounds stay valid.
             let after = self.blocks.partition_point(|b| b.id <= docno >> BLOCK_SHIFT);

@@ -200,19 +200,32 @@ fn long_lists_read_from_impact_tables_score_as_computed() {
         }
     }
     let params = Bm25Params::default();
-    let own: Vec<(u32, u32)> = lists[0].iter().map(|p| (p.tf % 3, p.doc_len / 2)).collect();
+    // The own postings: some of the expanded list's documents, with other tf and length.
+    let own: Vec<Posting> = lists[0]
+        .iter()
+        .filter(|p| p.tf % 3 > 0)
+        .map(|p| Posting { docno: p.docno, tf: p.tf % 3, doc_len: p.doc_len / 2 })
+        .collect();
+    assert!(!own.is_empty() && own.len() < lists[0].len());
     let mut paired = scored[0];
     paired.part = Part::Expanded;
     paired.paired = Some(Paired { own: &own, idf: 1.7, avg: avg / 2.0, bounds: TfBounds::default(), blocks: &[] });
     let impacts = Impacts::of(params, Combine::Blend(0.5), &paired);
     assert_eq!((impacts.main.len(), impacts.own.len()), (2048, 2048));
+    let mut own_at = 0;
+    let mut owned = 0;
     for i in 0..paired.list.len() {
         let (want, got) = (
             paired.shares(params, Combine::Blend(0.5), i),
-            paired.shares_with(params, Combine::Blend(0.5), &impacts, i),
+            paired.shares_with(params, Combine::Blend(0.5), &impacts, i, &mut own_at),
         );
         assert_eq!((want.0.to_bits(), want.1.to_bits()), (got.0.to_bits(), got.1.to_bits()), "posting {i}");
+        let p = paired.list[i];
+        let own_side = own.iter().find(|q| q.docno == p.docno);
+        assert_eq!(want.0 > 0.0, own_side.is_some(), "posting {i}: an own share exactly where an own posting is");
+        owned += usize::from(own_side.is_some());
     }
+    assert_eq!(owned, own.len());
     for tf in 0..10 {
         for len in [0, 1, 511, 512, 10_000] {
             let want = term_score(params, paired.idf, paired.qtf, tf, len, avg);

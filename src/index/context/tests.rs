@@ -155,16 +155,15 @@ fn expansion_shares_scores_with_neighbours_decayed_by_distance() {
 }
 
 /// Non-empty expanded lists by term, and the expanded total length.
-#[allow(clippy::type_complexity)]
-fn snapshot(x: &ExpandedIndex) -> (std::collections::BTreeMap<String, (Vec<Posting>, Vec<(u32, u32)>)>, u64) {
+fn snapshot(x: &ExpandedIndex) -> (std::collections::BTreeMap<String, Vec<Posting>>, u64) {
     let lists = x
         .ids
         .iter()
         .map(|(t, id)| {
             let l = &x.lists[*id as usize];
-            (t.clone(), (l.postings.clone(), l.paired.clone()))
+            (t.clone(), l.postings.clone())
         })
-        .filter(|(_, l)| !l.0.is_empty())
+        .filter(|(_, l)| !l.is_empty())
         .collect();
     (lists, x.total_len)
 }

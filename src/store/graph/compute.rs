@@ -128,13 +128,8 @@ pub(crate) fn start_worker(ctx: Ctx) -> crate::store::core::worker::Worker {
 }
 
 /// The (space, memory id) keys of memory nodes `nodes` (indices into `memory_nodes`), in their order.
-fn node_keys(memory_nodes: &[(String, String)], nodes: impl Iterator<Item = u32>) -> Vec<(&str, &str)> {
-    nodes
-        .map(|i| {
-            let (s, m) = &memory_nodes[i as usize];
-            (s.as_str(), m.as_str())
-        })
-        .collect()
+fn node_keys(memory_nodes: &MemoryNodes, nodes: impl Iterator<Item = u32>) -> Vec<(&str, &str)> {
+    nodes.map(|i| memory_nodes.key(i)).collect()
 }
 
 /// The store's generation and the generation its stored graph was computed at (None before the first), in
@@ -160,95 +155,6 @@ fn first_words(s: &str, max: usize) -> String {
         Some(i) if i > max / 2 => format!("{}…", &cut[..i]),
         _ => format!("{cut}…"),
     }
-}
-
-/// The graph as read in one snapshot: entities are nodes `0..E`, the live memories that mention them (active,
-/// latest, not crystals) nodes `E..`; RELATES_TO edges between entities, MENTIONS edges from entity to memory.
-struct GraphInput {
-    entities: Vec<Entity>,
-    edges: Vec<(u32, u32, f64)>,
-    memory_nodes: Vec<(String, String)>,
-    mention_edges: Vec<(u32, u32, f64)>,
-    /// Per entity: the memory nodes (minus E) that mention it.
-    mentions_of: Vec<Vec<u32>>,
-    /// Per memory node (minus E): the entities it mentions.
-    entities_of: Vec<Vec<u32>>,
-}
-
-/// MENTIONS edges read per batch of memory reads in [`read_graph`].
-const MENTION_CHUNK: usize = 2048;
-
-fn read_graph(rtx: &crate::storage::ReadTx) -> Result<GraphInput> {
-    // Nodes: entities first (0..E), then memories.
-    let mut entities: Vec<Entity> = Vec::new();
-    let mut entity_index: FxHashMap<(String, String), u32> = FxHashMap::default();
-    entity::entities(&rtx)?.each(|s, id, v| {
-        entity_index.insert((s.to_string(), id.to_string()), entities.len() as u32);
-        entities.push(v);
-        true
-    })?;
-    let e_count = entities.len();
-    let mut edges: Vec<(u32, u32, f64)> = Vec::new();
-    rtx.relates_edges(|e| {
-        if let (Some(x), Some(y)) = (entity_index.get(&(e.space.clone(), e.a)), entity_index.get(&(e.space, e.b))) {
-            edges.push((*x, *y, e.weight as f64));
-        }
-    })?;
-    // Memories that are not forgotten, and their mentions.
-    let mems = memory::memories(&rtx)?;
-    let mut live: FxHashMap<(String, String), bool> = FxHashMap::default();
-    let mut memory_nodes: Vec<(String, String)> = Vec::new();
-    let mut memory_index: FxHashMap<(String, String), u32> = FxHashMap::default();
-    let mut mention_edges: Vec<(u32, u32, f64)> = Vec::new();
-    let mut mentions_of: Vec<Vec<u32>> = vec![Vec::new(); e_count];
-    let mut entities_of: Vec<Vec<u32>> = Vec::new();
-    // The mentions a chunk at a time; the memories they name that were not seen yet are read in one batch per
-    // chunk (one statement on PostgreSQL, instead of one per memory).
-    let mut chunk: Vec<(String, String, String)> = Vec::with_capacity(MENTION_CHUNK);
-    let mentions = entity::mentions(&rtx)?;
-    let mut rows =
-        crate::storage::txn::map_rows(mentions.iter()?, |(s, m, e), ()| (s.to_string(), m.to_string(), e.to_string()));
-    loop {
-        chunk.clear();
-        for row in rows.by_ref().take(MENTION_CHUNK) {
-            chunk.push(row?);
-        }
-        if chunk.is_empty() {
-            break;
-        }
-        let mut unseen: Vec<(&str, &str)> = chunk
-            .iter()
-            .filter(|(s, m, _)| !live.contains_key(&(s.clone(), m.clone())))
-            .map(|(s, m, _)| (s.as_str(), m.as_str()))
-            .collect();
-        unseen.sort_unstable();
-        unseen.dedup();
-        for (key, sm) in unseen.iter().zip(mems.get_many(&unseen)?) {
-            // Sources of the graph: active, latest, not derived.
-            let a = sm.is_some_and(|sm| {
-                sm.memory.state == MemoryState::Active && sm.memory.is_latest && !sm.memory.is_crystal
-            });
-            live.insert((key.0.to_string(), key.1.to_string()), a);
-        }
-        for (s, m, e) in chunk.drain(..) {
-            let Some(ei) = entity_index.get(&(s.clone(), e)) else { continue };
-            let key = (s, m);
-            if !live.get(&key).copied().unwrap_or(false) {
-                continue;
-            }
-            let mi = *memory_index.entry(key.clone()).or_insert_with(|| {
-                memory_nodes.push(key);
-                (memory_nodes.len() - 1) as u32
-            });
-            mention_edges.push((*ei, e_count as u32 + mi, 1.0));
-            mentions_of[*ei as usize].push(mi);
-            if entities_of.len() <= mi as usize {
-                entities_of.resize(mi as usize + 1, Vec::new());
-            }
-            entities_of[mi as usize].push(*ei);
-        }
-    }
-    Ok(GraphInput { entities, edges, memory_nodes, mention_edges, mentions_of, entities_of })
 }
 
 /// PageRank of every node, scaled separately for entities and memories so that each kind's top node is 1.
@@ -305,12 +211,12 @@ fn community_record(
     let picked: Vec<&(u32, u64)> = reps.iter().take(TOP_MEMORIES).collect();
     let keys = node_keys(memory_nodes, picked.iter().map(|(mi, _)| *mi));
     for ((mi, n), sm) in picked.into_iter().zip(mems.get_many(&keys)?) {
-        let (s, m) = &memory_nodes[*mi as usize];
+        let (s, m) = memory_nodes.key(*mi);
         let Some(sm) = sm else { continue };
         let t = if sm.memory.title.is_empty() { &sm.memory.content } else { &sm.memory.title };
         top_memories.push(CommunityMemory {
-            memory_id: m.clone(),
-            space_id: s.clone(),
+            memory_id: m.to_string(),
+            space_id: s.to_string(),
             title: first_words(t, 120),
             entities_mentioned: *n,
         });
@@ -376,15 +282,18 @@ pub(crate) fn recompute(ctx: &Ctx, stopped: &dyn Fn() -> bool) -> Result<GraphRe
 fn recompute_from(ctx: &Ctx, stopped: &dyn Fn() -> bool, started: Instant) -> Result<GraphReport> {
     let rtx = ctx.db.read()?;
     let gen_seen = meta::meta(&rtx)?.u64("generation")?.unwrap_or(0);
-    let g = read_graph(&rtx)?;
+    let mut g = read_graph(&rtx)?;
     if stopped() {
         return Err(Error::new(crate::ErrorKind::Internal, "stopped"));
     }
-    let (e_count, memory_nodes) = (g.entities.len(), &g.memory_nodes);
+    let e_count = g.entities.len();
     let partition = louvain(e_count, &g.edges, 1.0);
-    let mut all_edges = g.edges.clone();
-    all_edges.extend_from_slice(&g.mention_edges);
-    let rank = pagerank(e_count + memory_nodes.len(), &all_edges, 0.85);
+    // RELATES_TO edges, then MENTIONS edges (moved: not read again).
+    let mut all_edges = std::mem::take(&mut g.mention_edges);
+    all_edges.splice(0..0, g.edges.iter().copied());
+    let rank = pagerank(e_count + g.memory_nodes.len(), &all_edges, 0.85);
+    drop(all_edges);
+    let memory_nodes = &g.memory_nodes;
     // Entities and memories are scaled separately, each so that its top node is 1.
     let top = rank[..e_count].iter().copied().fold(0.0f64, f64::max).max(f64::MIN_POSITIVE);
     let top_memory = rank[e_count..].iter().copied().fold(0.0f64, f64::max).max(f64::MIN_POSITIVE);
@@ -456,8 +365,8 @@ fn recompute_from(ctx: &Ctx, stopped: &dyn Fn() -> bool, started: Instant) -> Re
             }
             let mut pr = graph::memory_pagerank(txn)?;
             pr.clear()?;
-            for (mi, (s, m)) in memory_nodes.iter().enumerate() {
-                pr.put((s.as_str(), m.as_str()), rank[e_count + mi] / top_memory)?;
+            for (mi, key) in memory_nodes.iter().enumerate() {
+                pr.put(key, rank[e_count + mi] / top_memory)?;
             }
         }
         let changed = write_crystals(ctx, txn, &plans, now, ops)?;
@@ -485,7 +394,12 @@ fn recompute_from(ctx: &Ctx, stopped: &dyn Fn() -> bool, started: Instant) -> Re
     report.crystals_changed = changed;
     let mut memory_rank: HashMap<String, SpaceRanks> = HashMap::new();
     for (mi, (s, m)) in memory_nodes.iter().enumerate() {
-        memory_rank.entry(s.clone()).or_default().insert(m, (rank[e_count + mi] / top_memory) as f32);
+        if !memory_rank.contains_key(s) {
+            memory_rank.insert(s.to_string(), SpaceRanks::default());
+        }
+        if let Some(r) = memory_rank.get_mut(s) {
+            r.insert(m, (rank[e_count + mi] / top_memory) as f32);
+        }
     }
     let mut g = ctx.graph.write();
     if ctx.recompute {
@@ -504,5 +418,7 @@ fn recompute_from(ctx: &Ctx, stopped: &dyn Fn() -> bool, started: Instant) -> Re
 }
 
 mod crystals;
+mod input;
 pub use crystals::crystal_id;
 use crystals::{crystal_plans, write_crystals};
+use input::{GraphInput, MemoryNodes, read_graph};

@@ -86,12 +86,12 @@ pub(super) fn crystal_plans(
             }
             let mut scored: Vec<(u32, usize)> = sources
                 .iter()
-                .map(|mi| (*mi, entities_of[*mi as usize].iter().filter(|x| in_community.contains(x)).count()))
+                .map(|mi| (*mi, entities_of.get(*mi).iter().filter(|x| in_community.contains(x)).count()))
                 .collect();
             scored.sort_by(|a, b| {
                 b.1.cmp(&a.1)
                     .then(rank[e_count + b.0 as usize].total_cmp(&rank[e_count + a.0 as usize]))
-                    .then(memory_nodes[a.0 as usize].1.cmp(&memory_nodes[b.0 as usize].1))
+                    .then(memory_nodes.key(a.0).1.cmp(memory_nodes.key(b.0).1))
             });
             scored.truncate(MAX_CRYSTAL_SOURCES);
             let raw: Vec<f64> =
