@@ -237,10 +237,17 @@ impl ScoredList<'_> {
                 if combine.weight(Part::Own) <= 0.0 {
                     return (0.0, s);
                 }
-                if o.own.get(*own_at).is_some_and(|q| q.docno < p.docno) {
-                    *own_at = gallop(o.own, *own_at, p.docno);
+                // In step, the own cursor is mostly at the posting or one behind it (after the last match): a
+                // step, and a search only past that (a window skipped).
+                let mut at = *own_at;
+                if o.own.get(at).is_some_and(|q| q.docno < p.docno) {
+                    at += 1;
+                    if o.own.get(at).is_some_and(|q| q.docno < p.docno) {
+                        at = gallop(o.own, at, p.docno);
+                    }
+                    *own_at = at;
                 }
-                let own = match o.own.get(*own_at) {
+                let own = match o.own.get(at) {
                     Some(q) if q.docno == p.docno && q.tf > 0 => {
                         table_score(&impacts.own, params, o.idf, self.qtf, q.tf, q.doc_len, o.avg)
                     }
