@@ -218,7 +218,8 @@ impl ScoredList<'_> {
 
     /// [`ScoredList::shares`], each [`term_score`] read from `impacts` where its table holds the posting's
     /// (tf, length): the same bits. `own_at` is the cursor into the own postings ([`Paired::own`]): moved
-    /// forward to the posting's docno ([`gallop`]), so calls in docno order walk the own list once.
+    /// forward to the posting's docno ([`gallop`]) and past it, so calls in docno order walk the own list once
+    /// (calls must come in increasing docno order for one cursor).
     #[inline]
     fn shares_with(
         &self,
@@ -237,19 +238,22 @@ impl ScoredList<'_> {
                 if combine.weight(Part::Own) <= 0.0 {
                     return (0.0, s);
                 }
-                // In step, the own cursor is mostly at the posting or one behind it (after the last match): a
-                // step, and a search only past that (a window skipped).
-                let mut at = *own_at;
-                if o.own.get(at).is_some_and(|q| q.docno < p.docno) {
-                    at += 1;
-                    if o.own.get(at).is_some_and(|q| q.docno < p.docno) {
-                        at = gallop(o.own, at, p.docno);
-                    }
-                    *own_at = at;
+                // Walked in step, the own cursor is at the first own posting from this docno on, and moves past a
+                // match: one compare a posting. It is behind only after postings were skipped (a window, or
+                // documents a look-up passed over): then it searches.
+                let mut q = o.own.get(*own_at);
+                if q.is_some_and(|q| q.docno < p.docno) {
+                    *own_at = gallop(o.own, *own_at, p.docno);
+                    q = o.own.get(*own_at);
                 }
-                let own = match o.own.get(at) {
-                    Some(q) if q.docno == p.docno && q.tf > 0 => {
-                        table_score(&impacts.own, params, o.idf, self.qtf, q.tf, q.doc_len, o.avg)
+                let own = match q {
+                    Some(q) if q.docno == p.docno => {
+                        *own_at += 1;
+                        if q.tf > 0 {
+                            table_score(&impacts.own, params, o.idf, self.qtf, q.tf, q.doc_len, o.avg)
+                        } else {
+                            0.0
+                        }
                     }
                     _ => 0.0,
                 };
@@ -816,6 +820,32 @@ pub fn score_doc(params: Bm25Params, lists: &[ScoredList<'_>], combine: Combine,
         }
     }
     combine.score(own, expanded)
+}
+
+/// [`score_doc`] of each of `docnos`, the same bits, for many documents at once: when `docnos` is sorted, each
+/// list (and its own side) is walked forward once ([`gallop`]) instead of searched per document, which matters
+/// for a blended list (two searches a document otherwise: the expanded list and the own one).
+pub fn score_docs(params: Bm25Params, lists: &[ScoredList<'_>], combine: Combine, docnos: &[u64]) -> Vec<f32> {
+    if !docnos.is_sorted() {
+        return docnos.iter().map(|d| score_doc(params, lists, combine, *d)).collect();
+    }
+    let (mut own, mut expanded) = (vec![0.0f32; docnos.len()], vec![0.0f32; docnos.len()]);
+    for l in lists {
+        if combine.weight(l.part) <= 0.0 && l.paired.is_none() {
+            continue;
+        }
+        let (mut at, mut own_at) = (0, 0);
+        for (k, d) in docnos.iter().enumerate() {
+            at = gallop(l.list, at, *d);
+            if l.list.get(at).is_some_and(|p| p.docno == *d) {
+                // Summed per document in list order, as `score_doc` sums.
+                let (o, e) = l.shares_with(params, combine, &Impacts::NONE, at, &mut own_at);
+                own[k] += o;
+                expanded[k] += e;
+            }
+        }
+    }
+    own.into_iter().zip(expanded).map(|(o, e)| combine.score(o, e)).collect()
 }
 
 /// The bound of list `l`'s share of a score, weighted by `combine`, with slack: in one block when its block

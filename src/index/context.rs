@@ -116,9 +116,9 @@ pub fn position_of(m: &Memory) -> Option<Position> {
 /// BM25 of [`score_context`] is plain BM25 over another set of lists, so that it can be pruned
 /// ([`crate::index::bm25::top_k`]) instead of walking every posting and its neighbours per query.
 ///
-/// Memory: 24 bytes per expanded posting (the posting, and the document's own tf and length), about 3 expanded
-/// postings per own posting of a positioned memory at window 1, plus 8 bytes per own posting for the forward
-/// index (at 1,000,000 positioned memories, peak RSS 740 MiB higher than plain). Built only for spaces that
+/// Memory: 16 bytes per expanded posting (a blended score reads the own side from the term's own list), about
+/// 3 expanded postings per own posting of a positioned memory at window 1, plus 8 bytes per own posting for the
+/// forward index (at 1,000,000 memories in threads of 20, 1,114 bytes a memory). Built only for spaces that
 /// have sequences.
 ///
 /// Read from the index snapshot (`ExpandedIndex::read_from`), the own texts stay in their encoding (about
@@ -264,10 +264,10 @@ impl ExpandedIndex {
 
     /// Writes the expanded postings for the index snapshot ([`crate::store::snapshot`]): u64 window, u64
     /// total length, u32 term count and each term (u32 length, UTF-8) in id order; per term list a u64 posting
-    /// count, a u64 byte length and the postings as LEB128 varints (docno gap, tf, length, own tf, own length);
+    /// count, a u64 byte length and the postings as LEB128 varints (docno gap, tf, length);
     /// then a u64 count of own texts, a u64 byte length and per document in docno order the varints docno gap,
-    /// length, term count and per term its id gap and tf. About 5 bytes an expanded posting (a term of a
-    /// thread's message is in three neighbouring expanded texts, so the gaps are small), against 24 in memory.
+    /// length, term count and per term its id gap and tf. About 3 bytes an expanded posting (a term of a
+    /// thread's message is in three neighbouring expanded texts, so the gaps are small), against 16 in memory.
     pub(crate) fn write_to(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
         use super::bytes::put_varint;
         out.write_all(&(self.window as u64).to_le_bytes())?;

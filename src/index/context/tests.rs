@@ -396,5 +396,13 @@ proptest::proptest! {
         for (d, s) in &want {
             proptest::prop_assert_eq!(score_doc(params, &scored, combine, *d), *s);
         }
+        // Many at once (fusion's union): the same bits, every document of the space and one past them.
+        let mut docnos: Vec<u64> = c.iter().map(|(d, _)| d).chain([0, u64::MAX - 1]).collect();
+        docnos.sort_unstable();
+        docnos.dedup();
+        let many = super::super::bm25::score_docs(params, &scored, combine, &docnos);
+        for (d, s) in docnos.iter().zip(&many) {
+            proptest::prop_assert_eq!(score_doc(params, &scored, combine, *d).to_bits(), s.to_bits(), "docno {}", d);
+        }
     }
 }

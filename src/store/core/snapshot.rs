@@ -47,7 +47,7 @@ use crate::store::records::meta;
 
 const MAGIC: &[u8; 8] = b"EGRMSNAP";
 /// 2: the context-expanded postings of spaces with sequences follow each lexicon. 3: catalog entries carry
-/// `DocMeta::question`.
+/// `DocMeta::question`. 4: expanded postings without the document's own tf and length.
 const VERSION: u32 = 4;
 /// The META key holding the token of the snapshot that matches the committed state.
 use meta::INDEX_SNAPSHOT as TOKEN_KEY;

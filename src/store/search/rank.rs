@@ -30,6 +30,14 @@ impl LexScorer<'_> {
             LexScorer::All(all) => all.binary_search_by_key(&docno, |x| x.0).map_or(0.0, |i| all[i].1),
         }
     }
+
+    /// [`LexScorer::score`] of each of `docnos` (sorted: each list is walked once, [`bm25::score_docs`]).
+    pub(super) fn score_many(&self, params: bm25::Bm25Params, docnos: &[u64]) -> Vec<f32> {
+        match self {
+            LexScorer::Lists(lists, combine) => bm25::score_docs(params, lists, *combine, docnos),
+            LexScorer::All(_) => docnos.iter().map(|d| self.score(params, *d)).collect(),
+        }
+    }
 }
 
 /// Best score first, ties to the smaller docno: the order of every ranked list.
@@ -239,7 +247,7 @@ pub(super) fn fuse_union(
     let mut union: Vec<u64> = lexical.iter().chain(vector).map(|(d, _)| *d).collect();
     union.sort_unstable();
     union.dedup();
-    let lex_full: Vec<(u64, f32)> = union.iter().map(|d| (*d, scorer.score(bm25p, *d))).collect();
+    let lex_full: Vec<(u64, f32)> = union.iter().copied().zip(scorer.score_many(bm25p, &union)).collect();
     let vec_full: Vec<(u64, f32)> = union.iter().copied().zip(cosines(&union)).collect();
     let by_score = |mut l: Vec<(u64, f32)>| {
         l.sort_by(best_first);
