@@ -823,7 +823,7 @@ pub fn score_doc(params: Bm25Params, lists: &[ScoredList<'_>], combine: Combine,
 }
 
 /// [`score_doc`] of each of `docnos`, the same bits, for many documents at once: when `docnos` is sorted, each
-/// list (and its own side) is walked forward once ([`gallop`]) instead of searched per document, which matters
+/// list (and its own side) is walked forward once (a galloping search) instead of searched per document, which matters
 /// for a blended list (two searches a document otherwise: the expanded list and the own one).
 pub fn score_docs(params: Bm25Params, lists: &[ScoredList<'_>], combine: Combine, docnos: &[u64]) -> Vec<f32> {
     if !docnos.is_sorted() {
