@@ -217,9 +217,10 @@ impl ScoredList<'_> {
     }
 
     /// [`ScoredList::shares`], each [`term_score`] read from `impacts` where its table holds the posting's
-    /// (tf, length): the same bits. `own_at` is the cursor into the own postings ([`Paired::own`]): moved
-    /// forward to the posting's docno ([`gallop`]) and past it, so calls in docno order walk the own list once
-    /// (calls must come in increasing docno order for one cursor).
+    /// (tf, length): the same bits. `own_at` is the cursor into the own postings ([`Paired::own`]): walked
+    /// forward to the posting's docno and past it, so calls in docno order walk the own list once (calls must
+    /// come in increasing docno order for one cursor; a caller that skips far moves the cursor itself, as
+    /// [`score_docs`] and a scan's window skips do).
     #[inline]
     fn shares_with(
         &self,
@@ -239,14 +240,15 @@ impl ScoredList<'_> {
                     return (0.0, s);
                 }
                 // Walked in step, the own cursor is at the first own posting from this docno on, and moves past a
-                // match: one compare a posting. It is behind only after postings were skipped (a window, or
-                // documents a look-up passed over): then it searches.
-                let mut q = o.own.get(*own_at);
-                if q.is_some_and(|q| q.docno < p.docno) {
-                    *own_at = gallop(o.own, *own_at, p.docno);
-                    q = o.own.get(*own_at);
+                // match: one compare a posting. It is behind only after documents a look-up passed over (a scan
+                // moves it past skipped windows with the expanded cursor): it then walks forward, as the expanded
+                // cursor does. The own postings it passes are a subset of the expanded ones the look-up passed, in
+                // one window, so the walk reads sequential memory; a search (`gallop`) stalled on each probe, and
+                // was most of this function's time in threads of 20 at 1M.
+                while o.own.get(*own_at).is_some_and(|q| q.docno < p.docno) {
+                    *own_at += 1;
                 }
-                let own = match q {
+                let own = match o.own.get(*own_at) {
                     Some(q) if q.docno == p.docno => {
                         *own_at += 1;
                         if q.tf > 0 {
@@ -496,7 +498,11 @@ fn top_k_part(
                 break;
             }
             for &j in &active {
-                scan.cur[j] = past_window(lists[j].list, lists[j].blocks, &mut block[j], window, scan.cur[j], end);
+                let l = &lists[j];
+                scan.cur[j] = past_window(l.list, l.blocks, &mut block[j], window, scan.cur[j], end);
+                if let Some(o) = &l.paired {
+                    scan.own_cur[j] = past_window(o.own, o.blocks, &mut own_block[j], window, scan.own_cur[j], end);
+                }
             }
         }
     }
@@ -823,8 +829,9 @@ pub fn score_doc(params: Bm25Params, lists: &[ScoredList<'_>], combine: Combine,
 }
 
 /// [`score_doc`] of each of `docnos`, the same bits, for many documents at once: when `docnos` is sorted, each
-/// list (and its own side) is walked forward once (a galloping search) instead of searched per document, which matters
-/// for a blended list (two searches a document otherwise: the expanded list and the own one).
+/// list (and its own side) is searched from the previous document's place on, a binary search over what is left
+/// of it. Fusion asks for a few dozen documents spread over the whole space, too far apart for a walk or a
+/// galloping search (which probes about twice the log of the gap) to pay.
 pub fn score_docs(params: Bm25Params, lists: &[ScoredList<'_>], combine: Combine, docnos: &[u64]) -> Vec<f32> {
     if !docnos.is_sorted() {
         return docnos.iter().map(|d| score_doc(params, lists, combine, *d)).collect();
@@ -836,8 +843,12 @@ pub fn score_docs(params: Bm25Params, lists: &[ScoredList<'_>], combine: Combine
         }
         let (mut at, mut own_at) = (0, 0);
         for (k, d) in docnos.iter().enumerate() {
-            at = gallop(l.list, at, *d);
+            at = search_from(l.list, at, *d);
             if l.list.get(at).is_some_and(|p| p.docno == *d) {
+                // The own cursor searches too, where `shares_with` would walk.
+                if let Some(o) = &l.paired {
+                    own_at = search_from(o.own, own_at, *d);
+                }
                 // Summed per document in list order, as `score_doc` sums.
                 let (o, e) = l.shares_with(params, combine, &Impacts::NONE, at, &mut own_at);
                 own[k] += o;
@@ -913,6 +924,12 @@ impl Ord for Entry {
     fn cmp(&self, o: &Self) -> std::cmp::Ordering {
         self.0.total_cmp(&o.0).then(o.1.cmp(&self.1))
     }
+}
+
+/// The first index at or after `from` whose docno is at least `d` (a binary search of `list[from..]`).
+fn search_from(list: &[Posting], from: usize, d: u64) -> usize {
+    let from = from.min(list.len());
+    from + list[from..].partition_point(|p| p.docno < d)
 }
 
 /// Postings [`gallop`] scans one by one before it searches.

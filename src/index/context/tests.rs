@@ -283,7 +283,8 @@ proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
     /// The materialised expanded postings, kept up to date through inserts, text changes, moves, documents
     /// leaving their sequence and removals, equal a rebuild from scratch; and the pruned blended search over
-    /// them equals the exhaustive context-expanded scoring (documents, order, scores to the bit).
+    /// them equals the exhaustive context-expanded scoring (documents, order, scores to the bit), with the
+    /// documents in one of a scan's windows of docnos or spread over several.
     #[test]
     fn expanded_postings_follow_changes_and_pruned_search_equals_exhaustive(
         ops in proptest::collection::vec(
@@ -293,6 +294,7 @@ proptest::proptest! {
         window in 1usize..3,
         beta in proptest::prop_oneof![proptest::strategy::Just(1.0f32), proptest::strategy::Just(0.9f32), proptest::strategy::Just(0.5f32)],
         batch in 1usize..9,
+        spread in proptest::prop_oneof![proptest::strategy::Just(1u64), proptest::strategy::Just(97u64)],
     ) {
         let (mut c, mut l) = (SpaceCatalog::default(), Lexicon::default());
         let mut x = ExpandedIndex::build(&c, &l, window);
@@ -301,6 +303,8 @@ proptest::proptest! {
         // remove_doc).
         let mut pending = Pending::default();
         for (i, (docno, kind, thread, ordinal, words)) in ops.into_iter().enumerate() {
+            // Spread over several of a scan's windows of docnos, or all in one.
+            let docno = docno * spread;
             if i % batch == 0 {
                 x.finish(&c, std::mem::take(&mut pending));
             }

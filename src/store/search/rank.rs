@@ -247,11 +247,52 @@ pub(super) fn fuse_union(
     let mut union: Vec<u64> = lexical.iter().chain(vector).map(|(d, _)| *d).collect();
     union.sort_unstable();
     union.dedup();
-    let lex_full: Vec<(u64, f32)> = union.iter().copied().zip(scorer.score_many(bm25p, &union)).collect();
+    let lex_full = lexical_scores(lexical, &union, scorer, bm25p);
     let vec_full: Vec<(u64, f32)> = union.iter().copied().zip(cosines(&union)).collect();
     let by_score = |mut l: Vec<(u64, f32)>| {
         l.sort_by(best_first);
         l
     };
     fuse(&by_score(lex_full), &by_score(vec_full), fusion)
+}
+
+/// The lexical score of each of `union` (sorted by docno), as `(docno, score)` in that order: a document of the
+/// `lexical` candidates keeps the score its ranking gave it (the scorer's, to the bit: [`bm25::top_k`] scores
+/// as [`bm25::score_doc`] does), and only the others are scored ([`LexScorer::score_many`]). At depth 50 that
+/// halves fusion's look-ups in the query's posting lists.
+fn lexical_scores(lexical: &[(u64, f32)], union: &[u64], scorer: &LexScorer<'_>, bm25p: bm25::Bm25Params) -> Scored {
+    let mut known: Scored = lexical.to_vec();
+    known.sort_unstable_by_key(|x| x.0);
+    let known_score = |d: u64| known.binary_search_by_key(&d, |x| x.0).ok().map(|i| known[i].1);
+    let rest: Vec<u64> = union.iter().copied().filter(|d| known_score(*d).is_none()).collect();
+    let mut scored = rest.iter().copied().zip(scorer.score_many(bm25p, &rest)).peekable();
+    union
+        .iter()
+        .map(|&d| match known_score(d) {
+            Some(s) => (d, s),
+            None => scored.next_if(|x| x.0 == d).unwrap_or((d, 0.0)),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fusion_reuses_the_lexical_candidates_scores_and_scores_the_rest() {
+        // Every matching document's score, by docno; 9 matches nothing.
+        let all: Scored = vec![(1, 0.5), (3, 2.0), (4, 1.25), (7, 0.75)];
+        let scorer = LexScorer::All(all.clone());
+        let params = bm25::Bm25Params::default();
+        // The lexical candidates, best first; the union adds vector candidates 1, 4 and 9.
+        let lexical: Scored = vec![(3, 2.0), (7, 0.75)];
+        let union = [1, 3, 4, 7, 9];
+        let got = lexical_scores(&lexical, &union, &scorer, params);
+        let want: Scored = union.iter().map(|d| (*d, scorer.score(params, *d))).collect();
+        assert_eq!(got, want);
+        assert_eq!(got, vec![(1, 0.5), (3, 2.0), (4, 1.25), (7, 0.75), (9, 0.0)]);
+        // No lexical candidates: all are scored.
+        assert_eq!(lexical_scores(&[], &union, &scorer, params), want);
+    }
 }
