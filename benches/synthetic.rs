@@ -17,6 +17,8 @@
 //! ingest; the directory is kept. `--more N` with such a store first writes N more memories into it, in the same
 //! batches, and reports that ingest rate (the rate at the store's size). `--modes hybrid,vector,lexical` runs
 //! only the named searches (for a profile of one path); `--slowest N` prints each mode's N slowest queries.
+//! `--cache-mib M` sets the store file's page cache ([`StoreConfig::cache_size_bytes`], default 64 MiB; the
+//! daemon's `--cache-size`).
 //! `--sync` puts the store in a sync group before the ingest (every write logs its changes; docs/sync.md) and
 //! then applies the whole log to an empty second store, printing that rate (a first sync).
 //! `--encrypted` keeps the store encrypted at rest (a key file beside the store directory; docs/security.md;
@@ -133,6 +135,7 @@ fn main() -> engram::Result<()> {
     let queries = arg("--queries", 1000);
     let batch = arg("--batch", 5000);
     let sequence = arg("--sequence", 0);
+    let cache_mib = arg("--cache-mib", 64);
     let args: Vec<String> = std::env::args().collect();
     let kept = args.iter().position(|a| a == "--store").and_then(|i| args.get(i + 1)).map(std::path::PathBuf::from);
     let dir = kept.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("engram-bench-{}", std::process::id())));
@@ -196,8 +199,14 @@ fn main() -> engram::Result<()> {
         }
     });
     let config = || {
-        StoreConfig { vector: params, vector_context, encryption: encryption.clone(), ..StoreConfig::new(&dir) }
-            .embedder(embedder.clone())
+        StoreConfig {
+            vector: params,
+            vector_context,
+            encryption: encryption.clone(),
+            cache_size_bytes: cache_mib.saturating_mul(1 << 20),
+            ..StoreConfig::new(&dir)
+        }
+        .embedder(embedder.clone())
     };
     let store = KnowledgeStore::open(config())?;
     if let Some(cipher) = &store.admin().encryption().cipher {
