@@ -263,16 +263,12 @@ pub(super) fn fuse_union(
 fn lexical_scores(lexical: &[(u64, f32)], union: &[u64], scorer: &LexScorer<'_>, bm25p: bm25::Bm25Params) -> Scored {
     let mut known: Scored = lexical.to_vec();
     known.sort_unstable_by_key(|x| x.0);
-    let known_score = |d: u64| known.binary_search_by_key(&d, |x| x.0).ok().map(|i| known[i].1);
-    let rest: Vec<u64> = union.iter().copied().filter(|d| known_score(*d).is_none()).collect();
-    let mut scored = rest.iter().copied().zip(scorer.score_many(bm25p, &rest)).peekable();
-    union
-        .iter()
-        .map(|&d| match known_score(d) {
-            Some(s) => (d, s),
-            None => scored.next_if(|x| x.0 == d).unwrap_or((d, 0.0)),
-        })
-        .collect()
+    // Each document's known score, looked up once.
+    let found: Vec<Option<f32>> =
+        union.iter().map(|d| known.binary_search_by_key(d, |x| x.0).ok().map(|i| known[i].1)).collect();
+    let rest: Vec<u64> = union.iter().zip(&found).filter(|(_, s)| s.is_none()).map(|(d, _)| *d).collect();
+    let mut scored = scorer.score_many(bm25p, &rest).into_iter();
+    union.iter().zip(found).map(|(&d, s)| (d, s.or_else(|| scored.next()).unwrap_or(0.0))).collect()
 }
 
 #[cfg(test)]
