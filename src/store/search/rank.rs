@@ -31,7 +31,7 @@ impl LexScorer<'_> {
         }
     }
 
-    /// [`LexScorer::score`] of each of `docnos` (sorted: each list is walked once, [`bm25::score_docs`]).
+    /// [`LexScorer::score`] of each of `docnos`, in their order ([`bm25::score_docs`]: list by list).
     pub(super) fn score_many(&self, params: bm25::Bm25Params, docnos: &[u64]) -> Vec<f32> {
         match self {
             LexScorer::Lists(lists, combine) => bm25::score_docs(params, lists, *combine, docnos),
